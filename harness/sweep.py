@@ -1,0 +1,131 @@
+"""The sweep: every shape x backend, one row each, whatever fails."""
+
+from __future__ import annotations
+
+import gc
+import traceback
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import torch
+from tqdm import tqdm
+
+from backends import Backend
+from harness.measure import Settings, measure
+from harness.results import ERROR, OK, OOM, UNAVAILABLE, Row, RunFolder
+from operators.common import Case, Shape, dtype_name
+
+
+@dataclass
+class Plan:
+    op: ModuleType
+    backends: list[Backend]  # baseline first
+    shapes: list[Shape]
+    dtype: torch.dtype
+    device: torch.device
+    op_settings: dict
+    measure: Settings
+    seed: int = 0
+    ceilings: dict = field(default_factory=dict)
+    l2_bytes: int = 0
+
+
+def _short(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def _derive(row: Row, plan: Plan, shape: Shape, baseline: Row | None) -> None:
+    """Throughput, speed-of-light and speedup from the median latency."""
+    if row.p50_us is None:
+        return
+    sec = row.p50_us * 1e-6
+    fl = plan.op.flops(shape, plan.op_settings)
+    by = plan.op.bytes(shape, plan.dtype, plan.op_settings)
+    row.tflops = fl / sec / 1e12
+    row.gbps = by / sec / 1e9
+    if plan.ceilings:
+        floor = max(by / (plan.ceilings["copy_GBps"] * 1e9), fl / (plan.ceilings["bf16_matmul_TFLOPs"] * 1e12))
+        row.sol_pct = 100 * floor / sec
+    if row.status == OK and baseline is not None and baseline.status == OK and baseline.p50_us:
+        row.speedup = baseline.p50_us / row.p50_us
+
+
+def run(plan: Plan, folder: RunFolder) -> tuple[list[Row], bool]:
+    """Measure everything; returns (rows, interrupted). Rows are appended to the
+    folder as they are measured. Ctrl-C stops the sweep and keeps the rows."""
+    rows: list[Row] = []
+    # disable=None: no bar when stderr is not a terminal (CI logs).
+    bar = tqdm(total=len(plan.shapes) * len(plan.backends), unit="run", dynamic_ncols=True, leave=False,
+               disable=None)
+    try:
+        for shape in plan.shapes:
+            case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings)
+            rows.extend(_run_shape(plan, case, folder, bar))
+    except KeyboardInterrupt:
+        bar.close()
+        return rows, True
+    bar.close()
+    return rows, False
+
+
+def _row(plan: Plan, case: Case, backend: Backend, **fields) -> Row:
+    m, k, n = case.shape
+    return Row(op=plan.op.NAME, backend=backend.name, M=m, K=k, N=n, dtype=dtype_name(plan.dtype),
+               settings=plan.op.describe(plan.op_settings), device=str(plan.device),
+               timing=fields.pop("timing", ""), **fields)
+
+
+def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar) -> list[Row]:
+    rows: list[Row] = []
+    try:
+        inputs = plan.op.make_inputs(case, plan.seed)
+        ref = plan.op.reference(inputs)
+        tol = plan.op.tolerance(plan.dtype)
+    except Exception as e:  # the whole shape fails (e.g. OOM making inputs)
+        status = OOM if isinstance(e, torch.cuda.OutOfMemoryError) else ERROR
+        folder.log_error(f"{case.shape} inputs/reference:\n{traceback.format_exc()}")
+        for b in plan.backends:
+            rows.append(_emit(plan, folder, _row(plan, case, b, status=status, reason=f"inputs: {_short(e)}")))
+            bar.update()
+        _free(plan.device)
+        return rows
+
+    baseline = None
+    for i, backend in enumerate(plan.backends):
+        bar.set_description(f"{case.shape} {backend.name}")
+        row = _measure_one(plan, case, backend, inputs, ref, tol, folder)
+        if i == 0:
+            baseline = row
+        _derive(row, plan, case.shape, baseline if i else row)
+        rows.append(_emit(plan, folder, row))
+        bar.update()
+    del inputs, ref
+    _free(plan.device)
+    return rows
+
+
+def _measure_one(plan, case, backend, inputs, ref, tol, folder) -> Row:
+    if reason := backend.why_not(case):
+        return _row(plan, case, backend, status=UNAVAILABLE, reason=reason)
+    try:
+        return _row(plan, case, backend, **measure(case, backend, inputs, ref, tol, plan.measure, plan.l2_bytes))
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:
+        status = OOM if isinstance(e, torch.cuda.OutOfMemoryError) else ERROR
+        folder.log_error(f"{case.shape} {backend.name}:\n{traceback.format_exc()}")
+        return _row(plan, case, backend, status=status, reason=_short(e))
+    finally:
+        _free(plan.device)
+
+
+def _emit(plan: Plan, folder: RunFolder, row: Row) -> Row:
+    folder.append(row)
+    return row
+
+
+def _free(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

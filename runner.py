@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""qgemm-bench: benchmark low-bit GEMM backends (int4, NVFP4, split-K).
+
+    python runner.py --op int4_gemm
+    python runner.py --op int4_gemm --backends torch,cublas,tinygemm --shape 16,8192,8192
+    python runner.py --list-ops | --list-backends [--op OP]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EPILOG = """\
+defaults: on CUDA the op's GPU preset (llama layer shapes; skinny for split_k_gemm),
+bfloat16, CUDA-graph timing over rotating input copies larger than 2x L2;
+without CUDA the smoke preset, float16, wall-clock CPU timing and the backends
+that can run on CPU. Results go to results/runs/<date>-<op>-<device>/:
+rows.jsonl (appended as measured), results.csv, results.json (metadata and raw
+samples), report.md and PNG plots.
+exit status: 0 done, 2 bad usage, 130 interrupted (what was measured is kept)."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="runner.py", description="Benchmark int4 / NVFP4 / split-K GEMM backends: latency, "
+        "throughput, %% of speed-of-light, memory, accuracy and speedup vs a baseline.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--op", help="operator: int4_gemm, nvfp4_gemm or split_k_gemm")
+    p.add_argument("--list-ops", action="store_true", help="list operators and their shape presets")
+    p.add_argument("--list-backends", action="store_true",
+                   help="list backends (of --op, or all) and whether they can run here")
+    p.add_argument("--backends", metavar="A,B", help="run only these backends (comma-separated); "
+                   "the baseline always runs too")
+    p.add_argument("--baseline", metavar="NAME", help="backend that speedups are relative to (default: torch)")
+    p.add_argument("--shapes", metavar="PRESET", help="shape preset: smoke, llama, m-sweep; skinny for "
+                   "split_k_gemm (default: llama/skinny on CUDA, smoke on CPU)")
+    p.add_argument("--shape", metavar="M,K,N", action="append",
+                   help="add a shape (repeatable); alone, it replaces the default preset")
+    p.add_argument("--dtype", help="activation dtype: bfloat16 or float16 (default: bfloat16 on CUDA, "
+                   "float16 on CPU, where the Triton interpreter has no bfloat16)")
+    p.add_argument("--group-size", metavar="G", help="int4_gemm: K rows per scale group: an even integer "
+                   "(default 128), 'channel' (one group of K) or 'none' (raw int4 values, no scales)")
+    p.add_argument("--unscaled", action="store_true",
+                   help="nvfp4_gemm: random E2M1 codes with all scales 1 (the Helion example's form)")
+    p.add_argument("--bias", action="store_true", help="split_k_gemm: add a bias vector (exactly once)")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument("--warmup", type=float, default=25.0, metavar="MS", help="warm-up time per backend and "
+                   "shape in ms (default 25); compilation happens before and is never timed")
+    p.add_argument("--rep", type=float, default=100.0, metavar="MS",
+                   help="timed time per backend and shape in ms (default 100; at least 10 samples, 3 on CPU)")
+    p.add_argument("--timing", choices=["graph", "events"], help="CUDA timing: graph (default) replays a CUDA "
+                   "graph over rotating input copies; events uses triton's do_bench (flushes L2, adds "
+                   "~8-12 us of event overhead to small kernels)")
+    p.add_argument("--output-dir", metavar="DIR", help="write the run here (must be new or empty)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--seed", type=int, default=0, help="seed for the random inputs (default 0)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    # Imported here so that --help stays instant and import errors get one line.
+    from harness import benchmark
+    from operators.common import InputError
+
+    try:
+        if args.list_ops:
+            print(benchmark.list_ops())
+            return 0
+        if args.list_backends:
+            print(benchmark.list_backends(args.op, args.device))
+            return 0
+        if not args.op:
+            raise InputError("--op is required (see --list-ops)")
+        return benchmark.execute(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

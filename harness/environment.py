@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 def resolve_device(name: str) -> torch.device:
     """'auto' picks cuda when present. A CUDA request without a GPU is an InputError."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         dev = torch.device(name)
     except RuntimeError:

@@ -109,7 +109,8 @@ def default_folder(plan: Plan) -> Path:
 
 def execute(args) -> int:
     plan = build_plan(args)
-    folder = RunFolder(Path(args.output_dir) if args.output_dir else default_folder(plan))
+    out_dir = Path(args.output_dir) if args.output_dir else default_folder(plan)
+    RunFolder.check_new(out_dir)
     if plan.device.type == "cpu":
         # Triton kernels run in the interpreter on CPU; it must be set before
         # triton is first imported (backends import it lazily).
@@ -120,6 +121,7 @@ def execute(args) -> int:
         torch.cuda.set_device(plan.device)
         plan.ceilings = environment.measure_ceilings(plan.device)
         plan.l2_bytes = torch.cuda.get_device_properties(plan.device).L2_cache_size
+    folder = RunFolder(out_dir)
     meta = environment.collect(plan.device)
     meta["ceilings"] = plan.ceilings
     meta["settings"] = {

@@ -60,10 +60,14 @@ CSV_COLUMNS = [f.name for f in fields(Row) if f.name != "samples_us"]
 
 
 class RunFolder:
+    @staticmethod
+    def check_new(path: Path) -> None:
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise InputError(f"--output-dir {path} already holds files; choose a new folder")
+
     def __init__(self, path: Path):
         self.path = Path(path)
-        if self.path.exists() and any(self.path.iterdir()):
-            raise InputError(f"--output-dir {self.path} already holds files; choose a new folder")
+        self.check_new(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
         self._rows = open(self.path / "rows.jsonl", "a", encoding="utf-8")
 

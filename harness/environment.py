@@ -55,6 +55,10 @@ def _run(cmd: list[str], cwd=None) -> str | None:
 
 
 def git_commit() -> str | None:
+    """HEAD (+ '-dirty'); QGEMM_GIT_COMMIT overrides it for copies of the tree
+    without .git (e.g. a tree shipped to a GPU machine)."""
+    if os.environ.get("QGEMM_GIT_COMMIT"):
+        return os.environ["QGEMM_GIT_COMMIT"]
     head = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
     if head and _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO):
         head += "-dirty"

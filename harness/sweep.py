@@ -61,7 +61,7 @@ def run(plan: Plan, folder: RunFolder) -> tuple[list[Row], bool]:
     try:
         for shape in plan.shapes:
             case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings)
-            rows.extend(_run_shape(plan, case, folder, bar))
+            _run_shape(plan, case, folder, bar, rows)
     except KeyboardInterrupt:
         bar.close()
         return rows, True
@@ -76,8 +76,9 @@ def _row(plan: Plan, case: Case, backend: Backend, **fields) -> Row:
                timing=fields.pop("timing", ""), **fields)
 
 
-def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar) -> list[Row]:
-    rows: list[Row] = []
+def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, rows: list[Row]) -> None:
+    """Appends this shape's rows to `rows` (and the folder) as each is measured,
+    so an interrupt mid-shape keeps them."""
     try:
         inputs = plan.op.make_inputs(case, plan.seed)
         ref = plan.op.reference(inputs)
@@ -86,10 +87,10 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar) -> list[Row]:
         status = OOM if isinstance(e, torch.cuda.OutOfMemoryError) else ERROR
         folder.log_error(f"{case.shape} inputs/reference:\n{traceback.format_exc()}")
         for b in plan.backends:
-            rows.append(_emit(plan, folder, _row(plan, case, b, status=status, reason=f"inputs: {_short(e)}")))
+            _emit(folder, rows, _row(plan, case, b, status=status, reason=f"inputs: {_short(e)}"))
             bar.update()
         _free(plan.device)
-        return rows
+        return
 
     baseline = None
     for i, backend in enumerate(plan.backends):
@@ -98,11 +99,10 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar) -> list[Row]:
         if i == 0:
             baseline = row
         _derive(row, plan, case.shape, baseline if i else row)
-        rows.append(_emit(plan, folder, row))
+        _emit(folder, rows, row)
         bar.update()
     del inputs, ref
     _free(plan.device)
-    return rows
 
 
 def _measure_one(plan, case, backend, inputs, ref, tol, folder) -> Row:
@@ -120,9 +120,9 @@ def _measure_one(plan, case, backend, inputs, ref, tol, folder) -> Row:
         _free(plan.device)
 
 
-def _emit(plan: Plan, folder: RunFolder, row: Row) -> Row:
+def _emit(folder: RunFolder, rows: list[Row], row: Row) -> None:
     folder.append(row)
-    return row
+    rows.append(row)
 
 
 def _free(device: torch.device) -> None:

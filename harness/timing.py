@@ -62,31 +62,26 @@ def time_graph(fns: list, warmup_ms: float, rep_ms: float) -> Timing:
     The copies together exceed ~2x L2, so every call reads its operands from
     HBM, and replay removes launch gaps: what a decode step pays.
     """
+    # Warm up on a side stream before capture: libraries allocate workspaces
+    # and handles lazily, and capture must not see that.
     cur = torch.cuda.current_stream()
-    # Warm up on a side stream before capture (libraries allocate workspaces
-    # and handles lazily), and estimate the per-call time.
     side = torch.cuda.Stream()
     side.wait_stream(cur)
     with torch.cuda.stream(side):
         for f in fns:
             f()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for f in fns:
-            f()
-        end.record()
     cur.wait_stream(side)
-    torch.cuda.synchronize()
-    est_ms = start.elapsed_time(end) / len(fns)
-
-    rounds = max(1, math.ceil(REPLAY_TARGET_MS / (est_ms * len(fns))))
+    # Size the graph from a timed one-round replay: eager timing of small
+    # kernels measures Python launch gaps, not the kernels.
+    graph, round_ms = _capture(fns, 1), None
+    for _ in range(3):
+        round_ms = _time_replay(graph)
+    rounds = max(1, math.ceil(REPLAY_TARGET_MS / round_ms))
     calls = rounds * len(fns)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(rounds):
-            for f in fns:
-                f()
-    replay_ms = est_ms * calls
+    if rounds > 1:
+        del graph
+        graph = _capture(fns, rounds)
+    replay_ms = round_ms * rounds
     for _ in range(max(1, math.ceil(warmup_ms / replay_ms))):
         graph.replay()
     n = _sample_count("graph", rep_ms, replay_ms)
@@ -99,3 +94,21 @@ def time_graph(fns: list, warmup_ms: float, rep_ms: float) -> Timing:
     samples = [s.elapsed_time(e) * 1e3 / calls for s, e in events]
     del graph
     return Timing("graph", samples, calls_per_sample=calls, extra={"copies": len(fns)})
+
+
+def _capture(fns: list, rounds: int) -> torch.cuda.CUDAGraph:
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(rounds):
+            for f in fns:
+                f()
+    return graph
+
+
+def _time_replay(graph: torch.cuda.CUDAGraph) -> float:
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    graph.replay()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e)

@@ -1,0 +1,163 @@
+"""The CLI: error paths, a smoke run writing every output, failures as rows."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+import backends
+import runner
+from backends import Backend, Prepared
+
+REPO = Path(__file__).resolve().parent.parent
+OUTPUTS = ["rows.jsonl", "results.csv", "results.json", "report.md",
+           "latency.png", "speedup.png", "roofline.png", "memory.png"]
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, str(REPO / "runner.py"), *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--op", "int3_gemm"], "unknown operator 'int3_gemm'"),
+    (["--op", "int4_gemm", "--backends", "torch,cutlass"], "unknown backend 'cutlass'"),
+    (["--op", "int4_gemm", "--baseline", "nope"], "unknown backend 'nope'"),
+    (["--op", "int4_gemm", "--shape", "1,2"], "expected three integers M,K,N"),
+    (["--op", "int4_gemm", "--shape", "1,129,64"], "K=129 is odd"),
+    (["--op", "int4_gemm", "--shape", "1,192,64"], "not divisible by group_size=128"),
+    (["--op", "int4_gemm", "--group-size", "3"], "positive even integer"),
+    (["--op", "int4_gemm", "--group-size", "abc"], "expected an even integer"),
+    (["--op", "nvfp4_gemm", "--shape", "1,40,64"], "block size 16"),
+    (["--op", "int4_gemm", "--dtype", "float64"], "unsupported dtype 'float64'"),
+    (["--op", "int4_gemm", "--device", "cuda"], "no CUDA device"),
+    (["--op", "int4_gemm", "--device", "tpu"], "--device 'tpu'"),
+    (["--op", "nvfp4_gemm", "--group-size", "64"], "--group-size applies to int4_gemm only"),
+    (["--op", "int4_gemm", "--bias"], "--bias applies to split_k_gemm only"),
+    (["--op", "int4_gemm", "--shapes", "huge"], "unknown preset 'huge'"),
+    (["--op", "int4_gemm", "--timing", "events"], "CPU runs are timed with a wall clock"),
+    (["--op", "int4_gemm", "--rep", "0"], "--rep > 0"),
+    ([], "--op is required"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path):
+    if "--device" in args and args[args.index("--device") + 1] == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    # In-process (an exception would escape main); one real process below.
+    code = runner.main([*args, "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
+    assert not (tmp_path / "run").exists()  # nothing half-written
+
+
+def test_bad_input_in_a_real_process():
+    r = cli("--op", "int4_gemm", "--shape", "1,129,64")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == ["error: shape 1x129x64: K=129 is odd; int4 packs two values per byte "
+                                             "along K"]
+
+
+def test_output_dir_that_holds_files_is_refused(tmp_path):
+    (tmp_path / "old.txt").write_text("x")
+    r = cli("--op", "int4_gemm", "--output-dir", str(tmp_path))
+    assert r.returncode == 2 and "already holds files" in r.stderr
+
+
+def test_help_and_listings():
+    r = cli("--help")
+    assert r.returncode == 0 and "--timing" in r.stdout and "rotating" in r.stdout
+    r = cli("--list-ops")
+    assert r.returncode == 0 and all(op in r.stdout for op in ("int4_gemm", "nvfp4_gemm", "split_k_gemm"))
+    r = cli("--list-backends", "--op", "int4_gemm")
+    assert r.returncode == 0 and "tinygemm" in r.stdout and "needs a CUDA device" in r.stdout
+
+
+def read_run(folder: Path):
+    doc = json.loads((folder / "results.json").read_text())
+    return doc["metadata"], doc["rows"]
+
+
+def test_smoke_run_writes_every_output(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--backends", "torch,cublas", "--rep", "5", "--warmup", "1",
+                        "--output-dir", str(out)])
+    assert code == 0
+    for name in OUTPUTS:
+        assert (out / name).stat().st_size > 0, name
+    meta, rows = read_run(out)
+    assert len(rows) == 4 * 2  # smoke shapes x backends
+    assert meta["settings"]["dtype"] == "float16" and meta["settings"]["timing"] == "cpu-wall"
+    assert meta["torch"] == torch.__version__ and "date" in meta and "git_commit" in meta
+    for r in rows:
+        assert r["status"] == "ok" and r["timing"] == "cpu-wall"
+        assert len(r["samples_us"]) >= 3 and r["p20_us"] <= r["p50_us"] <= r["p80_us"]
+        assert r["rel_err"] <= r["tolerance"] and r["tflops"] > 0 and r["gbps"] > 0
+    assert [r["speedup"] for r in rows if r["backend"] == "torch"] == [1.0] * 4
+    csv = pd.read_csv(out / "results.csv")
+    assert len(csv) == 8 and "samples_us" not in csv.columns
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 8
+    printed = capsys.readouterr().out
+    assert "1x128x64" in printed and "speedup = torch p50" in printed
+
+
+def fake_backends(monkeypatch, op, extra):
+    real = backends.for_op
+    monkeypatch.setattr(backends, "for_op", lambda o: real(o) + (extra if o == op else []))
+
+
+def test_failing_and_wrong_backends_become_rows(tmp_path, monkeypatch):
+    def boom(case, inputs):
+        raise RuntimeError("kernel exploded\nsecond line")
+
+    def wrong(case, inputs):
+        x = inputs["x"]
+        return Prepared(lambda: torch.zeros(x.shape[0], case.shape.N, dtype=x.dtype) + 1)
+
+    def cannot(case):
+        return "needs a unicorn"
+
+    fake_backends(monkeypatch, "int4_gemm", [
+        Backend("int4_gemm", "boom", "raises", boom), Backend("int4_gemm", "wrong", "wrong answer", wrong),
+        Backend("int4_gemm", "nope", "unavailable", boom, cannot)])
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--backends", "boom,wrong,nope", "--shape", "3,256,40",
+                        "--shape", "1,128,64", "--rep", "2", "--warmup", "0", "--output-dir", str(out)])
+    assert code == 0
+    _, rows = read_run(out)
+    by = {(r["backend"], r["M"]): r for r in rows}
+    assert len(rows) == 2 * 4
+    for m in (3, 1):
+        assert by[("torch", m)]["status"] == "ok"
+        assert by[("boom", m)]["status"] == "error"
+        assert by[("boom", m)]["reason"] == "RuntimeError: kernel exploded"
+        assert by[("wrong", m)]["status"] == "incorrect" and by[("wrong", m)]["speedup"] is None
+        assert by[("nope", m)]["status"] == "unavailable" and by[("nope", m)]["reason"] == "needs a unicorn"
+    assert "kernel exploded" in (out / "errors.log").read_text()
+    report = (out / "report.md").read_text()
+    assert "incorrect" in report and "relative error" in report
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path, monkeypatch):
+    calls = {"n": 0}
+
+    def interrupt_second_shape(case, inputs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        x, wd = inputs["x"], inputs["w"]
+        return Prepared(lambda: x @ torch.zeros(case.shape.K, case.shape.N, dtype=x.dtype), resident=(wd,))
+
+    fake_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "ctrlc", "interrupts", interrupt_second_shape)])
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--backends", "ctrlc", "--rep", "2", "--warmup", "0",
+                        "--output-dir", str(out)])
+    assert code == 130
+    meta, rows = read_run(out)
+    assert meta["interrupted"] is True
+    assert [(r["backend"], r["M"]) for r in rows] == [("torch", 1), ("ctrlc", 1), ("torch", 3)]
+    assert (out / "report.md").exists() and len((out / "rows.jsonl").read_text().splitlines()) == 3

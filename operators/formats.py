@@ -35,6 +35,14 @@ E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 _E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 
 
+def _div(a: torch.Tensor, divisor: float) -> torch.Tensor:
+    """a / divisor as IEEE division on every device. (CUDA torch turns division
+    by a Python scalar into a multiply by its reciprocal, which differs in the
+    last bit on some inputs, so CPU and CUDA scales disagreed; measured on the
+    H100 for the NVFP4 tensor scale.) Kernels must use true division too."""
+    return a / torch.full((), divisor, dtype=a.dtype, device=a.device)
+
+
 def _require_finite_2d(w: torch.Tensor, what: str) -> None:
     if w.dim() != 2:
         raise FormatError(f"{what} must be 2-D [K, N], got shape {tuple(w.shape)}")
@@ -95,7 +103,7 @@ def quantize_int4(w: torch.Tensor, group_size: int | None, scale_dtype=torch.bfl
         q = torch.clamp(torch.round(wf), -8, 7)
         return pack_int4(q), None
     groups = wf.reshape(k // group_size, group_size, n)
-    scales = (groups.abs().amax(dim=1) / 7.0).to(scale_dtype)
+    scales = _div(groups.abs().amax(dim=1), 7.0).to(scale_dtype)
     s = scales.float().unsqueeze(1)
     q = torch.clamp(torch.round(groups / torch.where(s == 0, 1.0, s)), -8, 7)
     return pack_int4(q.reshape(k, n)), scales
@@ -177,9 +185,9 @@ def quantize_nvfp4(w: torch.Tensor):
     check_nvfp4_k(k)
     wf = w.float()
     amax = wf.abs().amax()
-    tensor_scale = torch.where(amax > 0, amax / (E2M1_MAX * E4M3_MAX), 1.0).float()
+    tensor_scale = torch.where(amax > 0, _div(amax, E2M1_MAX * E4M3_MAX), 1.0).float()
     blocks = wf.reshape(k // NVFP4_BLOCK, NVFP4_BLOCK, n)
-    bs = (blocks.abs().amax(dim=1) / E2M1_MAX / tensor_scale).clamp(max=E4M3_MAX)
+    bs = (_div(blocks.abs().amax(dim=1), E2M1_MAX) / tensor_scale).clamp(max=E4M3_MAX)
     block_scales = bs.to(torch.float8_e4m3fn)
     eff = (block_scales.float() * tensor_scale).unsqueeze(1)
     scaled = blocks / torch.where(eff == 0, 1.0, eff)

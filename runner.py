@@ -24,7 +24,7 @@ exit status: 0 done, 2 bad usage, 130 interrupted (what was measured is kept).""
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="runner.py", description="Benchmark int4 / NVFP4 / split-K GEMM backends: latency, "
-        "throughput, %% of speed-of-light, memory, accuracy and speedup vs a baseline.",
+        "throughput, % of speed-of-light, memory, accuracy and speedup vs a baseline.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", help="operator: int4_gemm, nvfp4_gemm or split_k_gemm")
     p.add_argument("--list-ops", action="store_true", help="list operators and their shape presets")

@@ -101,17 +101,22 @@ def measure_ceilings(device: torch.device) -> dict:
     if device.type != "cuda":
         return {}
     with torch.cuda.device(device):
-        src = torch.randn(256 * 2**20, device=device)  # 1 GiB
-        dst = torch.empty_like(src)
-        copy_ms = _median_ms(lambda: dst.copy_(src))
-        nbytes = 2 * src.numel() * src.element_size()
-        del src, dst
-        a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
-        b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
-        mm_ms = _median_ms(lambda: a @ b)
-        del a, b
+        copy_GBps = _copy_bandwidth(device)
+        tflops = _bf16_matmul_rate(device)
         torch.cuda.empty_cache()
-    return {"copy_GBps": nbytes / copy_ms / 1e6, "bf16_matmul_TFLOPs": 2 * 8192**3 / mm_ms / 1e9}
+    return {"copy_GBps": copy_GBps, "bf16_matmul_TFLOPs": tflops}
+
+
+def _copy_bandwidth(device: torch.device) -> float:
+    src = torch.randn(256 * 2**20, device=device)  # 1 GiB
+    dst = torch.empty_like(src)
+    return 2 * src.nbytes / _median_ms(lambda: dst.copy_(src)) / 1e6
+
+
+def _bf16_matmul_rate(device: torch.device, n: int = 8192) -> float:
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    return 2 * n**3 / _median_ms(lambda: a @ b) / 1e9
 
 
 def _median_ms(fn, reps: int = 10) -> float:

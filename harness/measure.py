@@ -11,7 +11,7 @@ import torch
 
 from backends import Backend, Prepared
 from harness import timing
-from harness.results import INCORRECT, OK, Row
+from harness.results import INCORRECT, OK
 from operators.common import Case, rel_error
 
 MiB = 2**20

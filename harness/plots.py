@@ -27,7 +27,7 @@ def _per_group(df: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path: 
     group_cols = [c for c in ("M", "K", "N") if c != x]
     groups = list(df.groupby(group_cols, sort=False))
     fig, axes = _grid(len(groups))
-    for ax, (key, g) in zip(axes, groups):
+    for ax, (key, g) in zip(axes, groups, strict=False):  # spare axes stay hidden
         for backend, b in g.groupby("backend", sort=False):
             b = b.sort_values(x)
             ax.plot(b[x], b[y], marker="o", label=backend)
@@ -36,7 +36,7 @@ def _per_group(df: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path: 
             ax.set_yscale("log")
         if hline is not None:
             ax.axhline(hline, color="grey", lw=0.8, ls="--")
-        ax.set_title(", ".join(f"{c}={v}" for c, v in zip(group_cols, key)), fontsize=9)
+        ax.set_title(", ".join(f"{c}={v}" for c, v in zip(group_cols, key, strict=True)), fontsize=9)
         ax.set_xlabel(x)
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
@@ -99,7 +99,7 @@ def _memory(df: pd.DataFrame, x: str, tag: str, path: Path) -> str:
     left, right = fig.subplots(1, 2)
     group_cols = [c for c in ("M", "K", "N") if c != x]
     w = df.groupby(group_cols + ["backend"], sort=False).weight_mib.max().unstack("backend")
-    w.index = [" ".join(f"{c}={v}" for c, v in zip(group_cols, k)) for k in w.index]
+    w.index = [" ".join(f"{c}={v}" for c, v in zip(group_cols, k, strict=True)) for k in w.index]
     w.plot.bar(ax=left, fontsize=7)
     left.set_ylabel("resident weight MiB")
     left.set_title("weight footprint", fontsize=10)

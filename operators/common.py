@@ -72,6 +72,20 @@ def m_sweep_shapes(k: int = 8192, n: int = 8192) -> list[Shape]:
     return [Shape(m, k, n) for m in SWEEP_M]
 
 
+def gemm_flops(shape: Shape) -> int:
+    return 2 * shape.M * shape.N * shape.K
+
+
+def gemm_tolerance(dtype: torch.dtype) -> float:
+    """Relative Frobenius error allowed for an M x K x N GEMM with fp32
+    accumulation and output in `dtype`. For bf16, dequantizing in bf16 (q * s
+    rounded to 8 bits) and the output rounding each add ~1e-3 rms (the torch
+    backends measure 2.2e-3 on the H100); fp16 has 3 more mantissa bits. Bugs
+    kernels make (a dropped K tile, swapped nibbles, a wrong group's scale, an
+    unwritten row) land far above (tests/test_backends.py)."""
+    return {torch.bfloat16: 1e-2, torch.float16: 3e-3}[dtype]
+
+
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     """Relative Frobenius error ||out - ref|| / ||ref||, in float64."""
     if out.shape != ref.shape:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import torch
 
-
 from operators.common import InputError
 
 

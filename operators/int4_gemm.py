@@ -10,7 +10,17 @@ from __future__ import annotations
 import torch
 
 from operators import formats
-from operators.common import Case, InputError, Shape, check_positive, generator, llama_shapes, m_sweep_shapes
+from operators.common import (
+    Case,
+    InputError,
+    Shape,
+    check_positive,
+    gemm_flops,
+    gemm_tolerance,
+    generator,
+    llama_shapes,
+    m_sweep_shapes,
+)
 
 NAME = "int4_gemm"
 SUMMARY = "bf16/fp16 activations x int4 weights, symmetric group scales"
@@ -84,7 +94,7 @@ def reference(inputs: dict) -> torch.Tensor:
 
 
 def flops(shape: Shape, settings: dict) -> int:
-    return 2 * shape.M * shape.N * shape.K
+    return gemm_flops(shape)
 
 
 def bytes(shape: Shape, dtype: torch.dtype, settings: dict) -> int:
@@ -99,6 +109,4 @@ def bytes(shape: Shape, dtype: torch.dtype, settings: dict) -> int:
 
 
 def tolerance(dtype: torch.dtype) -> float:
-    # Relative Frobenius error. bf16 dequant (q*s rounded to 8 bits) and bf16
-    # output rounding each add ~1e-3 rms; fp16 has 3 more mantissa bits.
-    return {torch.bfloat16: 1e-2, torch.float16: 3e-3}[dtype]
+    return gemm_tolerance(dtype)

@@ -11,7 +11,17 @@ from __future__ import annotations
 import torch
 
 from operators import formats
-from operators.common import Case, InputError, Shape, check_positive, generator, llama_shapes, m_sweep_shapes
+from operators.common import (
+    Case,
+    InputError,
+    Shape,
+    check_positive,
+    gemm_flops,
+    gemm_tolerance,
+    generator,
+    llama_shapes,
+    m_sweep_shapes,
+)
 
 NAME = "nvfp4_gemm"
 SUMMARY = "bf16/fp16 activations x NVFP4 weights (E2M1, E4M3 block-16 scales, FP32 tensor scale)"
@@ -64,7 +74,7 @@ def reference(inputs: dict) -> torch.Tensor:
 
 
 def flops(shape: Shape, settings: dict) -> int:
-    return 2 * shape.M * shape.N * shape.K
+    return gemm_flops(shape)
 
 
 def bytes(shape: Shape, dtype: torch.dtype, settings: dict) -> int:
@@ -76,5 +86,4 @@ def bytes(shape: Shape, dtype: torch.dtype, settings: dict) -> int:
 
 
 def tolerance(dtype: torch.dtype) -> float:
-    # As int4_gemm: activation-dtype dequant and output rounding dominate.
-    return {torch.bfloat16: 1e-2, torch.float16: 3e-3}[dtype]
+    return gemm_tolerance(dtype)

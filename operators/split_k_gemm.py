@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from operators.common import Case, Shape, check_positive, generator
+from operators.common import Case, Shape, check_positive, gemm_flops, gemm_tolerance, generator
 
 NAME = "split_k_gemm"
 SUMMARY = "fp16/bf16 GEMM for skinny shapes (small M, N; large K), optional bias"
@@ -50,7 +50,7 @@ def reference(inputs: dict) -> torch.Tensor:
 
 
 def flops(shape: Shape, settings: dict) -> int:
-    return 2 * shape.M * shape.N * shape.K + (shape.M * shape.N if settings.get("bias") else 0)
+    return gemm_flops(shape) + (shape.M * shape.N if settings.get("bias") else 0)
 
 
 def bytes(shape: Shape, dtype: torch.dtype, settings: dict) -> int:
@@ -61,5 +61,4 @@ def bytes(shape: Shape, dtype: torch.dtype, settings: dict) -> int:
 
 
 def tolerance(dtype: torch.dtype) -> float:
-    # fp32 accumulation; the output rounding to the activation dtype dominates.
-    return {torch.bfloat16: 1e-2, torch.float16: 3e-3}[dtype]
+    return gemm_tolerance(dtype)

@@ -21,7 +21,7 @@ CUDA = torch.device("cuda", 0)
 def test_formats_are_identical_on_cpu_and_cuda():
     w = torch.randn(4096, 264) * torch.rand(1, 264) * 100
     for fn in (lambda t: formats.quantize_int4(t, 128), formats.quantize_nvfp4):
-        for a, b in zip(fn(w), fn(w.to(CUDA))):
+        for a, b in zip(fn(w), fn(w.to(CUDA)), strict=True):
             assert torch.equal(a.cpu().view(torch.uint8) if a.dtype == torch.float8_e4m3fn else a.cpu(),
                                b.cpu().view(torch.uint8) if b.dtype == torch.float8_e4m3fn else b.cpu())
     p, s = formats.quantize_int4(w, 64)

@@ -7,7 +7,6 @@ import torch
 import operators
 from operators import int4_gemm, nvfp4_gemm, split_k_gemm
 from operators.common import Case, InputError, Shape
-
 from tests.test_formats import E2M1, np_unpack
 
 CPU = torch.device("cpu")

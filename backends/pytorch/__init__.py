@@ -7,7 +7,6 @@ import functools
 
 import torch
 
-
 # One static compilation per shape: in a real model every layer's weight shape
 # is a constant of its graph. (Automatic-dynamic shapes, torch's default, went
 # fully dynamic after the second shape and ran 16x4096x6144 int4 at 336 us vs

@@ -14,6 +14,10 @@ def _f(v, fmt: str) -> str:
     return "" if v is None else format(v, fmt)
 
 
+def _mib(v) -> str:
+    return "" if v is None else format(v, ".2f" if v >= 1 or v == 0 else ".2g")
+
+
 def table_rows(rows: list[Row]) -> list[list[str]]:
     out = []
     for r in rows:
@@ -25,7 +29,7 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
             _f(r.tflops, ".2f"), _f(r.gbps, ".0f"), _f(r.sol_pct, ".0f"),
             # A speedup is shown only for correct rows (and never for incorrect ones).
             _f(r.speedup, ".2f") + "x" if r.speedup is not None and r.status == OK else "",
-            _f(r.weight_mib, ".2f"), _f(r.peak_extra_mib, ".2f"), _f(r.rel_err, ".1e"),
+            _mib(r.weight_mib), _mib(r.peak_extra_mib), _f(r.rel_err, ".1e"),
         ])
     return out
 

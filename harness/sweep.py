@@ -98,7 +98,7 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, rows: list[Row]) 
         row = _measure_one(plan, case, backend, inputs, ref, tol, folder)
         if i == 0:
             baseline = row
-        _derive(row, plan, case.shape, baseline if i else row)
+        _derive(row, plan, case.shape, baseline)
         _emit(folder, rows, row)
         bar.update()
     del inputs, ref

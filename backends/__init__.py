@@ -19,9 +19,9 @@ from operators.common import Case, InputError
 
 # Modules holding BACKENDS lists, in the order their backends are listed and run.
 MODULES = {
-    "int4_gemm": ["backends.pytorch.int4_gemm"],
-    "nvfp4_gemm": ["backends.pytorch.nvfp4_gemm"],
-    "split_k_gemm": ["backends.pytorch.split_k_gemm"],
+    "int4_gemm": ["backends.pytorch.int4_gemm", "backends.triton_kernels.int4_gemm"],
+    "nvfp4_gemm": ["backends.pytorch.nvfp4_gemm", "backends.triton_kernels.nvfp4_gemm"],
+    "split_k_gemm": ["backends.pytorch.split_k_gemm", "backends.triton_kernels.split_k_gemm"],
 }
 
 

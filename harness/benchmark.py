@@ -88,6 +88,10 @@ def choose_backends(args, op, dtype, device, settings, shapes) -> list[backends.
 def build_plan(args) -> Plan:
     op = operators.get(args.op)
     device = environment.resolve_device(args.device)
+    if device.type == "cpu":
+        # Triton kernels run in the interpreter on CPU; it must be chosen before
+        # triton is first imported (when the backend modules load, below).
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     if device.type == "cpu" and args.timing is not None:
         raise InputError("--timing applies to CUDA runs; CPU runs are timed with a wall clock")
     dtype = parse_dtype(args.dtype) if args.dtype else (torch.bfloat16 if device.type == "cuda" else torch.float16)
@@ -112,9 +116,6 @@ def execute(args) -> int:
     out_dir = Path(args.output_dir) if args.output_dir else default_folder(plan)
     RunFolder.check_new(out_dir)
     if plan.device.type == "cpu":
-        # Triton kernels run in the interpreter on CPU; it must be set before
-        # triton is first imported (backends import it lazily).
-        os.environ.setdefault("TRITON_INTERPRET", "1")
         print("note: CPU run: latencies are wall-clock CPU timings, not comparable with GPU numbers",
               file=sys.stderr)
     else:

@@ -11,6 +11,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=cs
 for what in "$@"; do
   if [ "$what" = tests ]; then
     timeout 400 python3 -m pytest -q -m gpu tests -p no:cacheprovider 2>&1 | tee "$work/pytest_gpu.log" | tail -15
+    # The interpreter tests, compiled for real (bf16, explicit configs).
+    timeout 300 python3 -m pytest -q tests/test_triton.py -p no:cacheprovider 2>&1 | tee "$work/pytest_triton.log" | tail -8
   else
     timeout 500 python3 runner.py --op "$what" --output-dir "$work/$what" 2>&1 | tee "$work/$what.log"
   fi

@@ -188,11 +188,22 @@ def test_nvfp4_dequantize_matches_independent_numpy():
     assert np.all(np.abs(got - w.double().numpy()) <= scale + 1e-9)
 
 
-def test_nvfp4_requantize_is_stable():
-    w = torch.randn(128, 16) * 10
-    deq1 = formats.dequantize_nvfp4(*formats.quantize_nvfp4(w))
-    deq2 = formats.dequantize_nvfp4(*formats.quantize_nvfp4(deq1))
-    assert torch.equal(deq1, deq2)
+def test_nvfp4_round_trip_of_representable_weights():
+    """Weights built from codes and E4M3 block scales, every block reaching
+    code 7 (6.0) and one scale at 448 (so the tensor scale is 1), quantize back
+    to exactly those codes and scales (negative zeros included)."""
+    k, n = 128, 12
+    codes = torch.randint(0, 16, (k, n), dtype=torch.uint8)
+    codes[::16] = 7
+    bs = torch.rand(k // 16, n).mul(448).to(torch.float8_e4m3fn)
+    bs[0, 0] = 448.0
+    ts = torch.tensor(1.0)
+    w = formats.dequantize_nvfp4(formats.pack_nibbles(codes), bs, ts)
+    packed, bs2, ts2 = formats.quantize_nvfp4(w)
+    assert ts2.item() == 1.0
+    assert torch.equal(bs2.view(torch.uint8), bs.view(torch.uint8))
+    nonzero_scale = (bs.float() > 0).repeat_interleave(16, dim=0)
+    assert torch.equal(formats.unpack_nibbles(packed)[nonzero_scale], codes[nonzero_scale])
 
 
 def test_nvfp4_refuses_k_not_multiple_of_16():

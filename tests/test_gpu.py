@@ -99,3 +99,44 @@ def test_runner_on_cuda(tmp_path, mode):
         assert r["status"] == "ok", r
         assert r["timing"] == mode and r["peak_extra_mib"] is not None and r["sol_pct"] > 0
     assert (out / "roofline.png").exists()
+
+
+# ------------------------------------------------------------ Triton backends (autotuned, bf16)
+
+
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (17, 2048, 1000), (256, 1024, 3072)])
+@pytest.mark.parametrize("group", [128, None])
+def test_int4_triton_bf16(shape, group):
+    check(int4_gemm, "triton", shape, group_size=group)
+
+
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (17, 2048, 1000), (256, 1024, 3072)])
+@pytest.mark.parametrize("unscaled", [False, True])
+def test_nvfp4_triton_bf16(shape, unscaled):
+    check(nvfp4_gemm, "triton", shape, unscaled=unscaled)
+
+
+@pytest.mark.parametrize("name", ["triton", "triton_deterministic"])
+@pytest.mark.parametrize("shape", [(64, 32768, 64), (5, 4099, 7)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_split_k_triton_bf16(name, shape, bias):
+    check(split_k_gemm, name, shape, bias=bias)
+
+
+def test_split_k_deterministic_is_bit_identical_on_gpu():
+    c = Case("split_k_gemm", Shape(64, 32768, 64), torch.bfloat16, CUDA, {"bias": True})
+    inputs = split_k_gemm.make_inputs(c, 1)
+    fn = next(b for b in backends.for_op("split_k_gemm") if b.name == "triton_deterministic").prepare(c, inputs).fn
+    first = fn()
+    assert all(torch.equal(fn(), first) for _ in range(20))
+
+
+@pytest.mark.parametrize("k,n,group", [(4096, 1000, 128), (1024, 264, 32), (256, 72, 256)])
+def test_int4_quantize_kernel_bf16_bit_identical(k, n, group):
+    from operators.int4_quantize_kernel import quantize_int4
+
+    w = (torch.randn(k, n, device=CUDA) * torch.rand(1, n, device=CUDA) * 10).to(torch.bfloat16)
+    w[:group, 0] = 0
+    for a, b in zip(quantize_int4(w, group, torch.bfloat16), formats.quantize_int4(w, group, torch.bfloat16),
+                    strict=True):
+        assert torch.equal(a, b)

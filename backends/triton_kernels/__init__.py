@@ -1,0 +1,30 @@
+"""Our Triton kernels. Named triton_kernels so it cannot shadow the triton
+package. Importing these modules imports triton: on CPU, TRITON_INTERPRET=1
+must be set first (the runner and tests/conftest.py do)."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def why_not(case) -> str | None:
+    """Triton runs on CUDA, or on CPU tensors under the interpreter (fp16 only:
+    the interpreter has no bfloat16)."""
+    if case.device.type == "cuda":
+        return None
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return "needs CUDA, or TRITON_INTERPRET=1 for CPU tensors"
+    if case.dtype == torch.bfloat16:
+        return "the Triton interpreter has no bfloat16; use --dtype float16 on CPU"
+    return None
+
+
+def interpreter_note(case) -> str:
+    return "Triton interpreter (CPU)" if case.device.type == "cpu" else ""
+
+
+# An explicit config for the interpreter, where autotuning cannot time anything:
+# few, large programs keep the CPU time down.
+INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 2, "num_warps": 4, "num_stages": 1}

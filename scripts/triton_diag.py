@@ -24,10 +24,16 @@ def main():
         print(f"M={m}: best {best.kwargs} warps={best.num_warps} stages={best.num_stages}")
         for cfg, t in sorted(getattr(tuner, "configs_timings", {}).items(), key=lambda kv: kv[1][0]):
             print(f"    {t[0] * 1e3:9.1f} us  {cfg.kwargs} w{cfg.num_warps} s{cfg.num_stages}")
-        for key, kern in list(wo.weight_only_kernel.device_caches[0][0].items())[-1:]:
+        try:  # the JIT cache layout is internal to triton; best effort
+            kernels = list(wo.weight_only_kernel.device_caches[0][0].values())
+        except Exception as e:
+            print(f"    (no compiled-kernel info: {e})")
+            continue
+        for kern in kernels:
             asm = kern.asm.get("ptx", "")
-            print(f"    last compiled: regs={kern.n_regs} spills={kern.n_spills} wgmma={'wgmma' in asm} "
-                  f"mma.sync={'mma.sync' in asm}")
+            print(f"    compiled {kern.name}: regs={kern.n_regs} spills={kern.n_spills} "
+                  f"wgmma={'wgmma' in asm} mma.sync={'mma.sync' in asm} consts={kern.src.constants if hasattr(kern, 'src') else ''}"[:300])
+        wo.weight_only_kernel.device_caches[0][0].clear()
 
 
 if __name__ == "__main__":

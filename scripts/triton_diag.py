@@ -32,7 +32,7 @@ def main():
         for kern in kernels:
             asm = kern.asm.get("ptx", "")
             print(f"    compiled {kern.name}: regs={kern.n_regs} spills={kern.n_spills} "
-                  f"wgmma={'wgmma' in asm} mma.sync={'mma.sync' in asm} consts={kern.src.constants if hasattr(kern, 'src') else ''}"[:300])
+                  f"wgmma={'wgmma' in asm} mma.sync={'mma.sync' in asm}")
         wo.weight_only_kernel.device_caches[0][0].clear()
 
 

@@ -4,8 +4,11 @@ choice, every config's time, and the compiled kernel's registers, spills and
 whether it uses Hopper's wgmma. Usage: scripts/triton_diag.py [K N M ...]"""
 
 import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root
 
 
 def main():

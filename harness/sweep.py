@@ -63,9 +63,9 @@ def run(plan: Plan, folder: RunFolder) -> tuple[list[Row], bool]:
             case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings)
             _run_shape(plan, case, folder, bar, rows)
     except KeyboardInterrupt:
-        bar.close()
         return rows, True
-    bar.close()
+    finally:
+        bar.close()
     return rows, False
 
 
@@ -84,8 +84,7 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, rows: list[Row]) 
         ref = plan.op.reference(inputs)
         tol = plan.op.tolerance(plan.dtype)
     except Exception as e:  # the whole shape fails (e.g. OOM making inputs)
-        status = OOM if isinstance(e, torch.cuda.OutOfMemoryError) else ERROR
-        folder.log_error(f"{case.shape} inputs/reference:\n{traceback.format_exc()}")
+        status = _failure(folder, f"{case.shape} inputs/reference", e)
         for b in plan.backends:
             _emit(folder, rows, _row(plan, case, b, status=status, reason=f"inputs: {_short(e)}"))
             bar.update()
@@ -113,11 +112,16 @@ def _measure_one(plan, case, backend, inputs, ref, tol, folder) -> Row:
     except KeyboardInterrupt:
         raise
     except Exception as e:
-        status = OOM if isinstance(e, torch.cuda.OutOfMemoryError) else ERROR
-        folder.log_error(f"{case.shape} {backend.name}:\n{traceback.format_exc()}")
+        status = _failure(folder, f"{case.shape} {backend.name}", e)
         return _row(plan, case, backend, status=status, reason=_short(e))
     finally:
         _free(plan.device)
+
+
+def _failure(folder: RunFolder, where: str, e: Exception) -> str:
+    """Log the traceback; the row's status for this exception."""
+    folder.log_error(f"{where}:\n{traceback.format_exc()}")
+    return OOM if isinstance(e, torch.cuda.OutOfMemoryError) else ERROR
 
 
 def _emit(folder: RunFolder, rows: list[Row], row: Row) -> None:

@@ -42,7 +42,7 @@ def _div(a: torch.Tensor, divisor: float) -> torch.Tensor:
     return a / torch.full((), divisor, dtype=a.dtype, device=a.device)
 
 
-def _require_finite_2d(w: torch.Tensor, what: str) -> None:
+def require_finite_2d(w: torch.Tensor, what: str) -> None:
     if w.dim() != 2:
         raise FormatError(f"{what} must be 2-D [K, N], got shape {tuple(w.shape)}")
     if not w.is_floating_point():
@@ -51,7 +51,7 @@ def _require_finite_2d(w: torch.Tensor, what: str) -> None:
         raise FormatError(f"{what} contains NaN or inf; refusing to quantize it")
 
 
-def _require_even_k(k: int) -> None:
+def require_even_k(k: int) -> None:
     if k % 2:
         raise FormatError(f"K={k} is odd; two 4-bit codes are packed per byte along K")
 
@@ -61,7 +61,7 @@ def _require_even_k(k: int) -> None:
 
 def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
     """[K, N] integer codes (only the low 4 bits are kept) -> [K//2, N] uint8."""
-    _require_even_k(codes.shape[0])
+    require_even_k(codes.shape[0])
     c = (codes.to(torch.int16) & 0xF).to(torch.uint8)
     return c[0::2] | (c[1::2] << 4)
 
@@ -93,9 +93,9 @@ def quantize_int4(w: torch.Tensor, group_size: int | None, scale_dtype=torch.bfl
     group_size None: no scales, w is rounded and clamped to int4 directly.
     Returns (packed int8 [K//2, N], scales [K//group_size, N] or None).
     """
-    _require_finite_2d(w, "weight")
+    require_finite_2d(w, "weight")
     k, n = w.shape
-    _require_even_k(k)
+    require_even_k(k)
     check_group_size(k, group_size)
     wf = w.float()
     if group_size is None:
@@ -179,7 +179,7 @@ def quantize_nvfp4(w: torch.Tensor):
     Returns (packed uint8 [K//2, N], block_scales float8_e4m3fn [K//16, N],
     tensor_scale float32 0-dim tensor).
     """
-    _require_finite_2d(w, "weight")
+    require_finite_2d(w, "weight")
     k, n = w.shape
     check_nvfp4_k(k)
     wf = w.float()

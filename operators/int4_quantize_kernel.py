@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from operators.formats import FormatError, _require_finite_2d, check_group_size
+from operators.formats import FormatError, check_group_size, require_even_k, require_finite_2d
 
 
 @triton.jit
@@ -55,10 +55,9 @@ def int4_quantize_kernel(w_ptr, q_ptr, s_ptr, K, N, stride_wk, stride_qk, stride
 
 def quantize_int4(w: torch.Tensor, group_size: int, scale_dtype=torch.bfloat16, block_n: int = 64):
     """As formats.quantize_int4 (scaled variants), in one Triton kernel."""
-    _require_finite_2d(w, "weight")
+    require_finite_2d(w, "weight")
     k, n = w.shape
-    if k % 2:
-        raise FormatError(f"K={k} is odd; two 4-bit codes are packed per byte along K")
+    require_even_k(k)
     check_group_size(k, group_size)
     if w.stride(1) != 1:
         raise FormatError("the weight must be contiguous along N (row-major [K, N])")

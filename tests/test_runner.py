@@ -12,6 +12,7 @@ import torch
 import backends
 import runner
 from backends import Backend, Prepared
+from harness import results
 
 REPO = Path(__file__).resolve().parent.parent
 OUTPUTS = ["rows.jsonl", "results.csv", "results.json", "report.md",
@@ -98,6 +99,8 @@ def test_smoke_run_writes_every_output(tmp_path, capsys):
         assert len(r["samples_us"]) >= 3 and r["p20_us"] <= r["p50_us"] <= r["p80_us"]
         assert r["rel_err"] <= r["tolerance"] and r["tflops"] > 0 and r["gbps"] > 0
     assert [r["speedup"] for r in rows if r["backend"] == "torch"] == [1.0] * 4
+    meta2, loaded = results.load(out)
+    assert meta2 == meta and [r.to_dict() for r in loaded] == rows
     csv = pd.read_csv(out / "results.csv")
     assert len(csv) == 8 and "samples_us" not in csv.columns
     assert len((out / "rows.jsonl").read_text().splitlines()) == 8

@@ -25,6 +25,9 @@ def interpreter_note(case) -> str:
     return "Triton interpreter (CPU)" if case.device.type == "cpu" else ""
 
 
-# An explicit config for the interpreter, where autotuning cannot time anything:
+# Explicit configs for the interpreter, where autotuning cannot time anything:
 # few, large programs keep the CPU time down.
-INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 2, "num_warps": 4, "num_stages": 1}
+WEIGHT_ONLY_INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 2,
+                                  "num_warps": 4, "num_stages": 1}
+SPLIT_K_INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 4,
+                              "num_warps": 4, "num_stages": 1}

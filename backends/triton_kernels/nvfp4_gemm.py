@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from backends import Backend, Prepared
-from backends.triton_kernels import INTERPRETER_CONFIG, interpreter_note, why_not
+from backends.triton_kernels import WEIGHT_ONLY_INTERPRETER_CONFIG, interpreter_note, why_not
 from backends.triton_kernels.weight_only import NVFP4, weight_only_gemm
 
 
@@ -13,7 +13,7 @@ def prepare(case, inputs):
     x, w = inputs["x"].contiguous(), inputs["w"].contiguous()
     bs = inputs["block_scales"].contiguous().view(torch.uint8)  # E4M3 bits, decoded in the kernel
     ts = inputs["tensor_scale"].float()
-    cfg = INTERPRETER_CONFIG if case.device.type == "cpu" else None
+    cfg = WEIGHT_ONLY_INTERPRETER_CONFIG if case.device.type == "cpu" else None
     return Prepared(lambda: weight_only_gemm(x, w, bs, ts, NVFP4, 16, cfg), resident=(w, bs, ts),
                     notes=interpreter_note(case))
 

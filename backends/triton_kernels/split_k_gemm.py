@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from backends import Backend, Prepared
-from backends.triton_kernels import interpreter_note, why_not
+from backends.triton_kernels import SPLIT_K_INTERPRETER_CONFIG, interpreter_note, why_not
 from backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
-
-# Interpreter config: an explicit split count (autotuning cannot time there).
-INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 4, "num_warps": 4, "num_stages": 1}
 
 
 def _prepare(mode):
     def prepare(case, inputs):
         a, b, bias = inputs["a"].contiguous(), inputs["b"].contiguous(), inputs["bias"]
-        cfg = INTERPRETER_CONFIG if case.device.type == "cpu" else None
+        cfg = SPLIT_K_INTERPRETER_CONFIG if case.device.type == "cpu" else None
         gemm = SplitKGemm(a, b, bias, mode, cfg)
         resident = (b,) if bias is None else (b, bias)
         return Prepared(gemm, resident=resident, notes=interpreter_note(case))

@@ -148,11 +148,10 @@ def m_bucket(m: int) -> int:
 
 
 def _prune(configs, named_args, **kwargs):
+    """Only the configs of M's bucket (small, mid: split-K; large: tiled)."""
     m = named_args["M"]
-    fmt_min_k = 32  # tl.dot needs K >= 16 per half block
     pool = SMALL_M_CONFIGS if m <= 16 else MID_M_CONFIGS if m <= SPLIT_PATH_MAX_M else LARGE_M_CONFIGS
-    keep = [c for c in configs if c in pool and c.kwargs["BLOCK_K"] >= fmt_min_k]
-    return keep or configs[:1]
+    return [c for c in configs if c in pool] or configs[:1]
 
 
 _tuned = None

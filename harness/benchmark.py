@@ -97,12 +97,14 @@ def build_plan(args) -> Plan:
     dtype = parse_dtype(args.dtype) if args.dtype else (torch.bfloat16 if device.type == "cuda" else torch.float16)
     if args.warmup < 0 or args.rep <= 0:
         raise InputError("--warmup must be >= 0 and --rep > 0 (milliseconds)")
+    if args.repeats < 1:
+        raise InputError("--repeats must be >= 1")
     settings = op_settings(args, op)
     shapes = choose_shapes(args, op, settings, device)
     chosen = choose_backends(args, op, dtype, device, settings, shapes)
     return Plan(op=op, backends=chosen, shapes=shapes, dtype=dtype, device=device, op_settings=settings,
                 measure=Settings(timing=args.timing or "graph", warmup_ms=args.warmup, rep_ms=args.rep),
-                seed=args.seed)
+                seed=args.seed, repeats=args.repeats)
 
 
 def default_folder(plan: Plan) -> Path:
@@ -130,7 +132,7 @@ def execute(args) -> int:
         "shapes": args.shapes, "n_shapes": len(plan.shapes), "dtype": dtype_name(plan.dtype),
         "op_settings": plan.op.describe(plan.op_settings),
         "timing": plan.measure.timing if plan.device.type == "cuda" else "cpu-wall",
-        "warmup_ms": plan.measure.warmup_ms, "rep_ms": plan.measure.rep_ms, "seed": plan.seed,
+        "warmup_ms": plan.measure.warmup_ms, "rep_ms": plan.measure.rep_ms, "repeats": plan.repeats, "seed": plan.seed,
         "argv": sys.argv[1:],
     }
     rows, interrupted = run(plan, folder)

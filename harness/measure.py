@@ -91,16 +91,17 @@ def measure(case: Case, backend: Backend, inputs: dict, ref: torch.Tensor, tol: 
     else:
         t = timing.time_cpu(prepared.fn, settings.warmup_ms, settings.rep_ms)
     del out
-    s = np.asarray(t.samples_us)
-    fields.update({
-        "timing": t.mode, "samples_us": [float(x) for x in s],
-        "p50_us": float(np.median(s)), "p20_us": float(np.percentile(s, 20)),
-        "p80_us": float(np.percentile(s, 80)),
-        "calls_per_sample": t.calls_per_sample, "copies": t.extra.get("copies", 1),
-    })
+    fields.update(summarize(t.samples_us))
+    fields.update({"timing": t.mode, "calls_per_sample": t.calls_per_sample, "copies": t.extra.get("copies", 1)})
     if t.note:
         fields["reason"] = "; ".join(x for x in (fields["reason"], t.note) if x)
     return fields
+
+
+def summarize(samples_us) -> dict:
+    s = np.asarray(samples_us, dtype=float)
+    return {"samples_us": [float(x) for x in s], "p50_us": float(np.median(s)),
+            "p20_us": float(np.percentile(s, 20)), "p80_us": float(np.percentile(s, 80))}
 
 
 def peak_extra_bytes(fn, dev: torch.device) -> int:

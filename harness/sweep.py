@@ -11,7 +11,7 @@ import torch
 from tqdm import tqdm
 
 from backends import Backend
-from harness.measure import Settings, measure
+from harness.measure import Settings, measure, summarize
 from harness.results import ERROR, OK, OOM, UNAVAILABLE, Row, RunFolder
 from operators.common import Case, Shape, dtype_name
 
@@ -26,6 +26,7 @@ class Plan:
     op_settings: dict
     measure: Settings
     seed: int = 0
+    repeats: int = 1  # measure each (shape, backend) this many times, backends interleaved; samples pooled
     ceilings: dict = field(default_factory=dict)
     l2_bytes: int = 0
 
@@ -91,17 +92,55 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, rows: list[Row]) 
         _free(plan.device)
         return
 
-    baseline = None
-    for i, backend in enumerate(plan.backends):
-        bar.set_description(f"{case.shape} {backend.name}")
-        row = _measure_one(plan, case, backend, inputs, ref, tol, folder)
-        if i == 0:
-            baseline = row
-        _derive(row, plan, case.shape, baseline)
-        _emit(folder, rows, row)
-        bar.update()
+    if plan.repeats > 1:
+        _run_repeats(plan, case, inputs, ref, tol, folder, bar, rows)
+    else:
+        baseline = None
+        for i, backend in enumerate(plan.backends):
+            bar.set_description(f"{case.shape} {backend.name}")
+            row = _measure_one(plan, case, backend, inputs, ref, tol, folder)
+            baseline = row if i == 0 else baseline
+            _derive(row, plan, case.shape, baseline)
+            _emit(folder, rows, row)
+            bar.update()
     del inputs, ref
     _free(plan.device)
+
+
+def _run_repeats(plan, case, inputs, ref, tol, folder, bar, rows) -> None:
+    """Round-robin over the backends `repeats` times, so a slow drift (clocks,
+    temperature) is shared by all of them, then one row per backend with the
+    samples pooled. An interrupt keeps the rounds already measured."""
+    measured: list[list[Row]] = [[] for _ in plan.backends]
+    try:
+        for r in range(plan.repeats):
+            for i, backend in enumerate(plan.backends):
+                bar.set_description(f"{case.shape} {backend.name} [{r + 1}/{plan.repeats}]")
+                measured[i].append(_measure_one(plan, case, backend, inputs, ref, tol, folder))
+    finally:
+        baseline = None
+        for i, runs in enumerate(measured):
+            if not runs:
+                continue
+            row = _pool(runs)
+            baseline = row if i == 0 else baseline
+            _derive(row, plan, case.shape, baseline)
+            _emit(folder, rows, row)
+            bar.update()
+
+
+def _pool(runs: list[Row]) -> Row:
+    """One row from repeated measurements: the first failure if any failed,
+    else the first row with every repeat's samples."""
+    for r in runs:
+        if r.status != OK:
+            return r
+    row = runs[0]
+    for k, v in summarize([s for r in runs for s in r.samples_us]).items():
+        setattr(row, k, v)
+    row.rel_err = max(r.rel_err for r in runs)
+    row.peak_extra_mib = max((r.peak_extra_mib for r in runs if r.peak_extra_mib is not None), default=None)
+    return row
 
 
 def _measure_one(plan, case, backend, inputs, ref, tol, folder) -> Row:

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -42,6 +43,7 @@ def cli(*args):
     (["--op", "int4_gemm", "--shapes", "huge"], "unknown preset 'huge'"),
     (["--op", "int4_gemm", "--timing", "events"], "CPU runs are timed with a wall clock"),
     (["--op", "int4_gemm", "--rep", "0"], "--rep > 0"),
+    (["--op", "int4_gemm", "--repeats", "0"], "--repeats must be >= 1"),
     ([], "--op is required"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path):
@@ -164,3 +166,34 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path, monkeypatch):
     assert meta["interrupted"] is True
     assert [(r["backend"], r["M"]) for r in rows] == [("torch", 1), ("ctrlc", 1), ("torch", 3)]
     assert (out / "report.md").exists() and len((out / "rows.jsonl").read_text().splitlines()) == 3
+
+
+def test_repeats_interleave_backends_and_pool_samples(tmp_path, monkeypatch):
+    from operators import int4_gemm
+
+    order = []
+
+    def traced(name, wrong_on_round=None):
+        def prepare(case, inputs):
+            order.append(name)
+            y = int4_gemm.reference(inputs).to(inputs["x"].dtype)
+            if order.count(name) == wrong_on_round:
+                y = y + 1
+            return Prepared(lambda: y.clone())
+        return prepare
+
+    fake_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "a", "right", traced("a")),
+                                             Backend("int4_gemm", "b", "wrong on round 2", traced("b", 2))])
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--backends", "a,b", "--shape", "1,128,64", "--repeats", "3",
+                        "--rep", "2", "--warmup", "0", "--no-plots", "--output-dir", str(out)])
+    assert code == 0
+    meta, rows = read_run(out)
+    assert meta["settings"]["repeats"] == 3
+    assert order == ["a", "b"] * 3  # interleaved round by round
+    by = {r["backend"]: r for r in rows}
+    assert list(by) == ["torch", "a", "b"]
+    for r in (by["torch"], by["a"]):
+        assert r["status"] == "ok" and len(r["samples_us"]) >= 9  # 3 rounds of >= 3 samples
+        assert r["p50_us"] == pytest.approx(float(np.median(r["samples_us"])))
+    assert by["b"]["status"] == "incorrect" and by["b"]["speedup"] is None  # one bad round taints the row

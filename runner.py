@@ -70,6 +70,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", choices=["graph", "events"], help="CUDA timing: graph (default) replays a CUDA "
                    "graph over rotating input copies; events uses triton's do_bench (flushes L2, adds "
                    "~8-12 us of event overhead to small kernels)")
+    p.add_argument("--autotune", choices=["none", "quick", "full"], default="none",
+                   help="Helion backends: none (default) uses the checked-in configs for this GPU and shape "
+                   "bucket (nearest bucket when the shape has none, said in the row); quick/full re-tune with "
+                   "Helion's autotuner (minutes per shape; time recorded as autotune_s)")
+    p.add_argument("--autotune-budget", type=float, metavar="S",
+                   help="wall-clock budget per Helion autotune in seconds (default: none)")
+    p.add_argument("--save-configs", action="store_true",
+                   help="with --autotune: write the winning configs into backends/helion_kernels/configs/")
+    p.add_argument("--helion-configs", metavar="FILE",
+                   help="Helion backends: take configs from this JSON file (the format of "
+                   "backends/helion_kernels/configs/h100.json) instead of the checked-in one")
     p.add_argument("--output-dir", metavar="DIR", help="write the run here (must be new or empty)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--seed", type=int, default=0, help="seed for the random inputs (default 0)")

@@ -19,9 +19,12 @@ from operators.common import Case, InputError
 
 # Modules holding BACKENDS lists, in the order their backends are listed and run.
 MODULES = {
-    "int4_gemm": ["backends.pytorch.int4_gemm", "backends.triton_kernels.int4_gemm"],
-    "nvfp4_gemm": ["backends.pytorch.nvfp4_gemm", "backends.triton_kernels.nvfp4_gemm"],
-    "split_k_gemm": ["backends.pytorch.split_k_gemm", "backends.triton_kernels.split_k_gemm"],
+    "int4_gemm": ["backends.pytorch.int4_gemm", "backends.triton_kernels.int4_gemm",
+                  "backends.helion_kernels.int4_gemm"],
+    "nvfp4_gemm": ["backends.pytorch.nvfp4_gemm", "backends.triton_kernels.nvfp4_gemm",
+                   "backends.helion_kernels.nvfp4_gemm"],
+    "split_k_gemm": ["backends.pytorch.split_k_gemm", "backends.triton_kernels.split_k_gemm",
+                     "backends.helion_kernels.split_k_gemm"],
 }
 
 
@@ -31,6 +34,9 @@ class Prepared:
     # The weight-side tensors `fn` reads on every call (its resident footprint).
     resident: tuple = ()
     notes: str = ""
+    # Reported by backends that compile or autotune in prepare (seconds).
+    compile_s: float | None = None
+    autotune_s: float | None = None
 
 
 @dataclass(frozen=True)

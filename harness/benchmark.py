@@ -99,12 +99,22 @@ def build_plan(args) -> Plan:
         raise InputError("--warmup must be >= 0 and --rep > 0 (milliseconds)")
     if args.repeats < 1:
         raise InputError("--repeats must be >= 1")
+    if args.autotune != "none" and device.type != "cuda":
+        raise InputError("--autotune needs a CUDA device (the interpreter cannot time configs)")
+    if args.save_configs and args.autotune == "none":
+        raise InputError("--save-configs needs --autotune quick or full")
+    if args.helion_configs and not Path(args.helion_configs).is_file():
+        raise InputError(f"--helion-configs {args.helion_configs}: no such file")
+    if args.autotune_budget is not None and args.autotune_budget <= 0:
+        raise InputError("--autotune-budget must be > 0 seconds")
     settings = op_settings(args, op)
     shapes = choose_shapes(args, op, settings, device)
     chosen = choose_backends(args, op, dtype, device, settings, shapes)
     return Plan(op=op, backends=chosen, shapes=shapes, dtype=dtype, device=device, op_settings=settings,
                 measure=Settings(timing=args.timing or "graph", warmup_ms=args.warmup, rep_ms=args.rep),
-                seed=args.seed, repeats=args.repeats)
+                seed=args.seed, repeats=args.repeats,
+                backend_options={"autotune": args.autotune, "autotune_budget_s": args.autotune_budget,
+                                 "save_configs": args.save_configs, "helion_configs": args.helion_configs})
 
 
 def default_folder(plan: Plan) -> Path:
@@ -133,6 +143,7 @@ def execute(args) -> int:
         "op_settings": plan.op.describe(plan.op_settings),
         "timing": plan.measure.timing if plan.device.type == "cuda" else "cpu-wall",
         "warmup_ms": plan.measure.warmup_ms, "rep_ms": plan.measure.rep_ms, "repeats": plan.repeats, "seed": plan.seed,
+        "helion_autotune": plan.backend_options["autotune"], "helion_configs": args.helion_configs,
         "argv": sys.argv[1:],
     }
     rows, interrupted = run(plan, folder)

@@ -81,6 +81,7 @@ def measure(case: Case, backend: Backend, inputs: dict, ref: torch.Tensor, tol: 
         "rel_err": err, "tolerance": tol,
         "weight_mib": nbytes_unique(prepared.resident) / MiB,
         "prepare_s": prepare_s, "first_call_s": first_call_s,
+        "compile_s": prepared.compile_s, "autotune_s": prepared.autotune_s,
     }
     if prepared.notes:
         fields["reason"] = "; ".join(x for x in (fields["reason"], prepared.notes) if x)

@@ -42,7 +42,9 @@ class Row:
     rel_err: float | None = None
     tolerance: float | None = None
     prepare_s: float | None = None
-    first_call_s: float | None = None  # includes compilation / JIT / autotuning
+    first_call_s: float | None = None  # includes compilation / JIT / autotuning not done in prepare
+    compile_s: float | None = None  # compiling in prepare, for backends that report it (Helion)
+    autotune_s: float | None = None  # autotuning in prepare (Helion --autotune)
     copies: int | None = None
     calls_per_sample: int | None = None
     samples_us: list = field(default_factory=list)

@@ -26,6 +26,7 @@ class Plan:
     op_settings: dict
     measure: Settings
     seed: int = 0
+    backend_options: dict = field(default_factory=dict)  # Case.options: autotune, budget, save_configs
     repeats: int = 1  # measure each (shape, backend) this many times, backends interleaved; samples pooled
     ceilings: dict = field(default_factory=dict)
     l2_bytes: int = 0
@@ -61,7 +62,7 @@ def run(plan: Plan, folder: RunFolder) -> tuple[list[Row], bool]:
                disable=None)
     try:
         for shape in plan.shapes:
-            case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings)
+            case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings, plan.backend_options)
             _run_shape(plan, case, folder, bar, rows)
     except KeyboardInterrupt:
         return rows, True

@@ -30,6 +30,9 @@ class Case:
     dtype: torch.dtype
     device: torch.device
     settings: dict = field(default_factory=dict)
+    # Backend options from the CLI: autotune ("none" | "quick" | "full"),
+    # autotune_budget_s, save_configs.
+    options: dict = field(default_factory=dict)
 
 
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16,

@@ -91,7 +91,7 @@ def test_runner_on_cuda(tmp_path, mode):
     doc = json.loads((out / "results.json").read_text())
     meta, rows = doc["metadata"], doc["rows"]
     assert meta["gpu"] and meta["ceilings"]["copy_GBps"] > 100 and meta["settings"]["timing"] == mode
-    assert {r["backend"] for r in rows} == {"torch", "cublas", "torch_compile", "tinygemm"}
+    assert {r["backend"] for r in rows} == {"torch", "cublas", "torch_compile", "tinygemm", "triton", "helion"}
     for r in rows:
         if r["backend"] == "tinygemm" and r["N"] == 1004:
             assert r["status"] == "unavailable" and "N % 8" in r["reason"]
@@ -138,3 +138,36 @@ def test_int4_quantize_kernel_bf16_bit_identical(k, n, group):
     for a, b in zip(quantize_int4(w, group, torch.bfloat16), formats.quantize_int4(w, group, torch.bfloat16),
                     strict=True):
         assert torch.equal(a, b)
+
+
+# ---------------------------------------- Helion backends with the checked-in configs (bf16)
+
+
+@pytest.mark.parametrize("shape,group", [((1, 4096, 4096), 128), ((17, 2048, 1000), None), ((256, 1024, 3072), 64),
+                                         ((100, 960, 520), 96)])
+def test_int4_helion_bf16(shape, group):
+    check(int4_gemm, "helion", shape, group_size=group)
+
+
+@pytest.mark.parametrize("shape,unscaled", [((1, 4096, 4096), False), ((256, 1024, 3072), True),
+                                            ((17, 2048, 1000), False)])
+def test_nvfp4_helion_bf16(shape, unscaled):
+    check(nvfp4_gemm, "helion", shape, unscaled=unscaled)
+
+
+@pytest.mark.parametrize("shape", [(5, 4099, 7), (64, 32768, 64)])
+def test_split_k_helion_bf16(shape):
+    check(split_k_gemm, "helion", shape, bias=True)
+
+
+def test_tritonbench_entries_on_gpu():
+    from backends import tritonbench as tb
+
+    x = torch.randn(16, 4096, device=CUDA, dtype=torch.bfloat16)
+    w = torch.randint(-8, 8, (4096, 4096), device=CUDA, dtype=torch.int32)
+    for entry in (tb.int4_gemm_tritonbench, tb.triton_int4_gemm_tritonbench):
+        assert rel_error(entry(None, x, w)(), x.double() @ w.double()) <= 1e-2
+    a, b = torch.randn(64, 32768, device=CUDA, dtype=torch.bfloat16), torch.randn(32768, 64, device=CUDA,
+                                                                                 dtype=torch.bfloat16)
+    for entry in (tb.matmul_split_k_tritonbench, tb.triton_matmul_split_k_tritonbench):
+        assert rel_error(entry(None, a, b, None)(), a.double() @ b.double()) <= 1e-2

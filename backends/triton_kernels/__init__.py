@@ -31,3 +31,12 @@ WEIGHT_ONLY_INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, 
                                   "num_warps": 4, "num_stages": 1}
 SPLIT_K_INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 4,
                               "num_warps": 4, "num_stages": 1}
+
+
+def autotune_bench(kernel_call, quantiles):
+    """The autotuners' timer: do_bench with 5 ms warm-up and 25 ms per config
+    (Triton's 25/100 ms made a default llama sweep spend ~9 s per shape in
+    autotuning on the H100). Results are cached on disk (cache_results)."""
+    from triton.testing import do_bench
+
+    return do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)

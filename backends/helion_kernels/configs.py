@@ -1,0 +1,98 @@
+"""Checked-in Helion configs: one JSON file per GPU, one entry per kernel and
+shape bucket, so a default run never autotunes.
+
+File: configs/<gpu>.json (gpu: "h100", from the device name) holding
+{"gpu": ..., "versions": {...}, "kernels": {KERNEL: {BUCKET: ENTRY}}}, where
+BUCKET is "M<m>_K<k>_N<n>" (m: M rounded up to a power of two, capped at 4096)
+and ENTRY is {"config": {...helion.Config fields...}, "us": median latency
+when tuned, "tuned": how it was found}. A shape without its own bucket uses
+the nearest one (log2 distance, M weighted most: it picks the kernel's path)
+and says so in its row.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import torch
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+M_BUCKETS = (1, 16, 64, 256, 1024, 4096)
+M_WEIGHT = 4.0  # an M bucket apart counts as much as 4 powers of two in K or N
+
+
+class ConfigMissing(LookupError):
+    """No config file for this GPU, or no entry for this kernel."""
+
+
+def gpu_slug(device: torch.device) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100'."""
+    name = torch.cuda.get_device_name(device)
+    found = re.search(r"\b([A-Z]+\d{2,4}[A-Z]*)\b", name)
+    return (found.group(1) if found else re.sub(r"\W+", "_", name)).lower()
+
+
+def m_bucket(m: int) -> int:
+    return min(1 << max(0, m - 1).bit_length(), M_BUCKETS[-1])
+
+
+def bucket(m: int, k: int, n: int) -> str:
+    return f"M{m_bucket(m)}_K{k}_N{n}"
+
+
+def _parse(key: str) -> tuple[int, int, int]:
+    m, k, n = (int(p[1:]) for p in key.split("_"))
+    return m, k, n
+
+
+def _distance(a: str, b: str) -> float:
+    (ma, ka, na), (mb, kb, nb) = _parse(a), _parse(b)
+    return M_WEIGHT * abs(math.log2(ma / mb)) + abs(math.log2(ka / kb)) + abs(math.log2(na / nb))
+
+
+def path_for(slug: str) -> Path:
+    return CONFIG_DIR / f"{slug}.json"
+
+
+def read(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def lookup(kernel: str, m: int, k: int, n: int, slug: str, path: Path | None = None) -> tuple[dict, str]:
+    """(config dict, note). The note names the bucket used when it is not the
+    shape's own. ConfigMissing when the GPU or the kernel has none. `path`
+    replaces this GPU's checked-in file (--helion-configs)."""
+    if path is not None:
+        if not Path(path).exists():
+            raise ConfigMissing(f"--helion-configs {path}: no such file")
+    else:
+        path = path_for(slug)
+    path = Path(path)
+    if not path.exists():
+        raise ConfigMissing(f"no checked-in Helion configs for GPU {slug!r} ({path.name} missing); "
+                            "run with --autotune quick (add --save-configs to keep them)")
+    entries = read(path).get("kernels", {}).get(kernel)
+    if not entries:
+        raise ConfigMissing(f"{path.name} has no configs for kernel {kernel!r}; run with --autotune quick")
+    want = bucket(m, k, n)
+    if want in entries:
+        return entries[want]["config"], ""
+    near = min(entries, key=lambda key: (_distance(want, key), key))
+    return entries[near]["config"], f"helion config of nearest bucket {near}"
+
+
+def save(kernel: str, m: int, k: int, n: int, slug: str, config: dict, info: dict) -> Path:
+    """Write (or replace) one bucket's entry, keeping the rest of the file."""
+    path = path_for(slug)
+    doc = read(path) or {"gpu": slug, "kernels": {}}
+    doc["kernels"].setdefault(kernel, {})[bucket(m, k, n)] = {"config": config, **info}
+    doc["kernels"] = {kn: dict(sorted(v.items(), key=lambda kv: _parse(kv[0]))) for kn, v in
+                      sorted(doc["kernels"].items())}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return path

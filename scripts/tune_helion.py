@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Tune the Helion kernels' checked-in configs on this GPU: for each shape
+bucket, time a curated list of configs the way the runner times (CUDA graph
+over rotating copies larger than 2x L2), drop any that fail the accuracy
+check, and write the fastest into backends/helion_kernels/configs/<gpu>.json
+with its latency, the number of configs tried and the tuning time.
+
+    python scripts/tune_helion.py                      # every bucket below
+    python scripts/tune_helion.py --op int4_gemm --m 1,16
+
+The candidates come from what the Triton kernels' autotuning picked on the
+H100 (small M: BLOCK_N 64-128, K step 128-256, split 2-8; large M: 128x128 or
+128x256 tiles, 8 warps). `runner.py --autotune quick --save-configs` is the
+alternative: Helion's own search, minutes per shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def wo(bk, bm, bn, split, warps=4, stages=4):
+    return {"block_sizes": [bk, bm, bn], "split_k": split, "num_warps": warps, "num_stages": stages}
+
+
+def sk(bm, bn, bk, split, warps=4, stages=4):
+    return {"block_sizes": [bm, bn, bk], "split_k": split, "num_warps": warps, "num_stages": stages}
+
+
+# Weight-only block_sizes: [K step in packed rows, M, N].
+WEIGHT_ONLY = {
+    "small": [wo(64, 16, 64, 4), wo(64, 16, 128, 4), wo(64, 16, 64, 2), wo(128, 16, 64, 2, stages=3),
+              wo(64, 16, 32, 8), wo(64, 16, 64, 8), wo(128, 16, 128, 4, stages=3), wo(64, 16, 256, 2),
+              wo(32, 16, 128, 8), wo(128, 16, 64, 8, stages=3), wo(64, 16, 128, 8), wo(64, 16, 128, 4, 8)],
+    "mid": [wo(64, 32, 64, 2), wo(64, 64, 64, 1), wo(64, 32, 128, 2), wo(64, 64, 128, 1, stages=3)],
+    "large": [wo(32, 128, 128, 1, 8, 3), wo(32, 128, 256, 1, 8, 3), wo(64, 128, 128, 1, 8, 3),
+              wo(32, 64, 256, 1, 4, 4)],
+}
+SPLIT_K = [sk(16, 16, 64, 16), sk(16, 32, 64, 16), sk(16, 32, 128, 8), sk(32, 32, 64, 16), sk(64, 64, 64, 8),
+           sk(16, 16, 128, 32), sk(64, 64, 128, 4), sk(64, 32, 64, 16)]
+
+WEIGHT_ONLY_M = (1, 16, 64, 256, 1024, 4096)
+SPLIT_K_SHAPES = [(16, 16384, 16), (64, 32768, 64), (256, 65536, 256)]
+
+
+def candidates(op: str, m: int) -> list[dict]:
+    if op == "split_k_gemm":
+        return [c for c in SPLIT_K if c["block_sizes"][0] <= max(16, m) and c["block_sizes"][1] <= max(16, m)]
+    return WEIGHT_ONLY["small" if m <= 16 else "mid" if m <= 64 else "large"]
+
+
+def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dict | None:
+    import torch
+
+    dtype = dtype or torch.bfloat16
+
+    import backends
+    import operators
+    from backends.helion_kernels import configs
+    from harness.measure import Settings, measure
+    from operators.common import Case, Shape
+
+    op = operators.get(op_name)
+    backend = next(b for b in backends.for_op(op_name) if b.name == "helion")
+    base = Case(op_name, Shape(*shape), dtype, device, dict(op.DEFAULT_SETTINGS))
+    inputs = op.make_inputs(base, 0)
+    ref = op.reference(inputs)
+    tol = op.tolerance(dtype)
+    t0 = time.perf_counter()
+    results = []
+    for cfg in candidates(op_name, shape[0]):
+        case = Case(op_name, base.shape, base.dtype, device, base.settings, {"helion_config": cfg})
+        try:
+            r = measure(case, backend, inputs, ref, tol, Settings(warmup_ms=10, rep_ms=rep_ms), l2)
+        except Exception as e:  # a config the kernel or GPU cannot take
+            print(f"  {cfg}: {type(e).__name__}: {str(e).splitlines()[0][:100]}", flush=True)
+            continue
+        print(f"  {cfg}: {r['status']} {r['p50_us']:.1f} us (compile {r['compile_s']:.1f} s)", flush=True)
+        if r["status"] == "ok":
+            results.append((r["p50_us"], cfg, r["compile_s"]))
+    if not results:
+        print(f"{op_name} {shape}: no config passed", flush=True)
+        return None
+    us, cfg, compile_s = min(results, key=lambda t: t[0])
+    took = time.perf_counter() - t0
+    path = configs.save(op_name, *shape, configs.gpu_slug(device), cfg,
+                        {"us": round(us, 2), "tuned": f"best of {len(results)} curated configs, graph timing",
+                         "tune_s": round(took, 1), "compile_s": round(compile_s, 2)})
+    print(f"{op_name} {shape}: {us:.1f} us with {cfg} ({len(results)} tried, {took:.0f} s) -> {path.name}",
+          flush=True)
+    return {"op": op_name, "shape": shape, "us": us, "tune_s": took}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--op", action="append", choices=["int4_gemm", "nvfp4_gemm", "split_k_gemm"],
+                   help="operator(s) to tune (default: all)")
+    p.add_argument("--m", help="weight-only M values (default: 1,16,64,256,1024,4096 at K=N=8192)")
+    p.add_argument("--rep", type=float, default=30.0, help="timed ms per config (default 30)")
+    args = p.parse_args()
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("error: tuning needs a CUDA device", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda", torch.cuda.current_device())
+    l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+    ms = [int(v) for v in args.m.split(",")] if args.m else WEIGHT_ONLY_M
+    done = []
+    for op in args.op or ["int4_gemm", "nvfp4_gemm", "split_k_gemm"]:
+        shapes = SPLIT_K_SHAPES if op == "split_k_gemm" else [(m, 8192, 8192) for m in ms]
+        for shape in shapes:
+            r = tune(op, shape, dev, l2, args.rep)
+            if r:
+                done.append(r)
+    for r in done:
+        print(f"{r['op']:<13} {str(r['shape']):<20} {r['us']:9.1f} us  tuned in {r['tune_s']:5.1f} s")
+    return 0
+
+
+if __name__ == "__main__":  # the Helion autotuner's subprocesses re-import __main__
+    sys.exit(main())

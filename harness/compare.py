@@ -209,8 +209,8 @@ def _f(v, fmt):
     return "" if v is None else format(v, fmt)
 
 
-def _table_rows(rows: list[Compared]) -> list[list[str]]:
-    return [[("**" + r.status + "**") if r.gating else r.status, r.op, r.backend, r.shape, r.settings,
+def _table_rows(rows: list[Compared], bold: bool = True) -> list[list[str]]:
+    return [[f"**{r.status}**" if r.gating and bold else r.status, r.op, r.backend, r.shape, r.settings,
              _f(r.base_us, ".1f"), _f(r.new_us, ".1f"), _f(r.ratio, ".3f"),
              f"{r.ci_low:.3f}-{r.ci_high:.3f}" if r.ci_low is not None else "", _f(r.p_value, ".1g"),
              r.note] for r in rows]
@@ -266,8 +266,8 @@ def text(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
     if mismatch:
         out.append("fingerprints differ: " + "; ".join(f"{k}: {a} -> {b}" for k, a, b in mismatch))
     headers = [h for h in TABLE_HEADERS if h != "settings"]
-    table = [r[:4] + r[5:] for r in _table_rows(_by_ratio(rows))]
-    out += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True).replace("**", "")]
+    table = [r[:4] + r[5:] for r in _table_rows(_by_ratio(rows), bold=False)]
+    out += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
     return "\n".join(out) + "\n"
 
 

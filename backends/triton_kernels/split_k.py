@@ -67,8 +67,14 @@ def split_k_kernel(
     done = tl.atomic_add(count_ptr + pid_mn, 1, sem="acq_rel")
     if done == SPLIT_K - 1:
         if MODE == 0:
-            total = tl.load(ws_ptr + tile, mask=mask, other=0.0, cache_modifier=".cg")
-            tl.store(ws_ptr + tile, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), mask=mask)
+            # Read the sum with an atomic (performed at L2, where the other
+            # programs' atomics land). A .cg load here read incomplete sums:
+            # up to 20 of 20 runs wrong per config at 256x8192x256 and
+            # 256x32768x256 on the H100 (scripts/split_k_race_check.py);
+            # the atomic read: 0 of 1240.
+            zero = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
+            tl.store(ws_ptr + tile, zero, mask=mask)
         else:
             total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             for s in range(0, SPLIT_K):

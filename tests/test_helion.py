@@ -236,3 +236,37 @@ def test_autotune_flags_are_checked(capsys, tmp_path):
         code = runner.main(["--op", "int4_gemm", *args, "--output-dir", str(tmp_path / "run")])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_autotune_runs_once_per_case_and_saves(monkeypatch, config_dir):
+    """--autotune: the runner prepares several rotating input copies of one
+    case; Helion's search must run once, and --save-configs writes it."""
+    import helion
+
+    from backends import helion_kernels
+    from backends.helion_kernels import kernels  # decorated with the real helion.kernel first
+
+    calls = []
+
+    class FakeTuner:
+        def bind(self, args):
+            return self
+
+        def autotune(self, args, force=True):
+            calls.append(1)
+            return dict(split_k_gemm.INTERPRETER_CONFIG)
+
+    monkeypatch.setattr(helion, "kernel", lambda fn, **settings: FakeTuner())
+    monkeypatch.setattr(configs, "gpu_slug", lambda device: "fake")
+    monkeypatch.setattr(helion_kernels, "_tuned", {})
+    case = Case("split_k_gemm", Shape(5, 1000, 7), DT, torch.device("cuda"), {"bias": False},
+                {"autotune": "quick", "save_configs": True})
+    cpu_case = Case("split_k_gemm", Shape(5, 1000, 7), DT, DEV, {"bias": False})
+    inputs = split_k_op.make_inputs(cpu_case, 0)
+    args = (inputs["a"], inputs["b"], inputs["b"][0], False)
+    first = helion_kernels.ready("split_k_gemm", kernels.split_k, args, case, (5, 1000, 7), {})
+    again = helion_kernels.ready("split_k_gemm", kernels.split_k, args, case, (5, 1000, 7), {})
+    assert len(calls) == 1 and first.config == again.config and again.autotune_s == first.autotune_s
+    assert "autotuned (quick)" in again.notes
+    saved = json.loads((config_dir / "fake.json").read_text())["kernels"]["split_k_gemm"]["M8_K1000_N7"]
+    assert saved["config"] == first.config and saved["tuned"] == "helion autotune, effort quick"

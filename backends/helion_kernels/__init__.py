@@ -14,6 +14,7 @@ from backends.triton_kernels import why_not as triton_why_not
 
 AUTOTUNE_EFFORTS = ("none", "quick", "full")
 _current: dict[int, str] = {}  # id(bound kernel) -> the config it was last compiled with
+_tuned: dict[tuple, tuple[dict, float]] = {}  # (kernel, bucket, arguments' kinds) -> (config, autotune s)
 
 
 def why_not(case) -> str | None:
@@ -49,6 +50,9 @@ def ready(name: str, kernel, args: tuple, case, bucket_mnk: tuple[int, int, int]
         notes.append("Triton interpreter (CPU)")
     elif opts.get("helion_config"):  # one explicit config (scripts/tune_helion.py)
         cfg = dict(opts["helion_config"])
+    elif effort != "none" and (tuned := _tuned.get(_tune_key(name, bucket_mnk, args))):
+        cfg, autotune_s = tuned  # the rotating input copies of one case share one autotune
+        notes.append(f"autotuned ({effort}) in {autotune_s:.0f} s")
     elif effort != "none":
         import helion
 
@@ -57,6 +61,7 @@ def ready(name: str, kernel, args: tuple, case, bucket_mnk: tuple[int, int, int]
         t0 = time.perf_counter()
         cfg = dict(tuner.bind(args).autotune(args, force=True))
         autotune_s = time.perf_counter() - t0
+        _tuned[_tune_key(name, bucket_mnk, args)] = (cfg, autotune_s)
         notes.append(f"autotuned ({effort}) in {autotune_s:.0f} s")
         if opts.get("save_configs"):
             path = configs.save(name, *bucket_mnk, configs.gpu_slug(case.device), cfg,
@@ -79,3 +84,8 @@ def ready(name: str, kernel, args: tuple, case, bucket_mnk: tuple[int, int, int]
 
 def _seconds(budget: float | None) -> int | None:
     return None if budget is None else max(1, round(budget))
+
+
+def _tune_key(name: str, bucket_mnk, args) -> tuple:
+    kinds = tuple((a.dtype, tuple(a.shape)) if hasattr(a, "dtype") else a for a in args)
+    return name, tuple(bucket_mnk), kinds

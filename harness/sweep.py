@@ -26,7 +26,7 @@ class Plan:
     op_settings: dict
     measure: Settings
     seed: int = 0
-    backend_options: dict = field(default_factory=dict)  # Case.options: autotune, budget, save_configs
+    backend_options: dict = field(default_factory=dict)  # becomes Case.options (see operators.common)
     repeats: int = 1  # measure each (shape, backend) this many times, backends interleaved; samples pooled
     ceilings: dict = field(default_factory=dict)
     l2_bytes: int = 0
@@ -93,41 +93,41 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, rows: list[Row]) 
         _free(plan.device)
         return
 
-    if plan.repeats > 1:
-        _run_repeats(plan, case, inputs, ref, tol, folder, bar, rows)
-    else:
-        baseline = None
-        for i, backend in enumerate(plan.backends):
-            bar.set_description(f"{case.shape} {backend.name}")
-            row = _measure_one(plan, case, backend, inputs, ref, tol, folder)
-            baseline = row if i == 0 else baseline
-            _derive(row, plan, case.shape, baseline)
-            _emit(folder, rows, row)
-            bar.update()
+    _measure_backends(plan, case, inputs, ref, tol, folder, bar, rows)
     del inputs, ref
     _free(plan.device)
 
 
-def _run_repeats(plan, case, inputs, ref, tol, folder, bar, rows) -> None:
-    """Round-robin over the backends `repeats` times, so a slow drift (clocks,
-    temperature) is shared by all of them, then one row per backend with the
-    samples pooled. An interrupt keeps the rounds already measured."""
+def _measure_backends(plan, case, inputs, ref, tol, folder, bar, rows) -> None:
+    """Round-robin over the backends `plan.repeats` times (so a slow drift of
+    clocks or temperature is shared by all of them); in the last round each
+    backend's row, its samples pooled over the rounds, is emitted as soon as
+    it is measured. An interrupt emits what earlier rounds measured."""
     measured: list[list[Row]] = [[] for _ in plan.backends]
+    emitted = 0
+    baseline = None
+
+    def emit(i: int) -> None:
+        nonlocal emitted, baseline
+        row = _pool(measured[i])
+        baseline = row if i == 0 else baseline
+        _derive(row, plan, case.shape, baseline)
+        _emit(folder, rows, row)
+        bar.update()
+        emitted = i + 1
+
     try:
         for r in range(plan.repeats):
             for i, backend in enumerate(plan.backends):
-                bar.set_description(f"{case.shape} {backend.name} [{r + 1}/{plan.repeats}]")
+                rounds = f" [{r + 1}/{plan.repeats}]" if plan.repeats > 1 else ""
+                bar.set_description(f"{case.shape} {backend.name}{rounds}")
                 measured[i].append(_measure_one(plan, case, backend, inputs, ref, tol, folder))
+                if r == plan.repeats - 1:
+                    emit(i)
     finally:
-        baseline = None
-        for i, runs in enumerate(measured):
-            if not runs:
-                continue
-            row = _pool(runs)
-            baseline = row if i == 0 else baseline
-            _derive(row, plan, case.shape, baseline)
-            _emit(folder, rows, row)
-            bar.update()
+        for i in range(emitted, len(plan.backends)):
+            if measured[i]:
+                emit(i)
 
 
 def _pool(runs: list[Row]) -> Row:
@@ -137,6 +137,8 @@ def _pool(runs: list[Row]) -> Row:
         if r.status != OK:
             return r
     row = runs[0]
+    if len(runs) == 1:
+        return row
     for k, v in summarize([s for r in runs for s in r.samples_us]).items():
         setattr(row, k, v)
     row.rel_err = max(r.rel_err for r in runs)

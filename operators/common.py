@@ -31,7 +31,8 @@ class Case:
     device: torch.device
     settings: dict = field(default_factory=dict)
     # Backend options from the CLI: autotune ("none" | "quick" | "full"),
-    # autotune_budget_s, save_configs.
+    # autotune_budget_s, save_configs, helion_configs (a config file); and
+    # helion_config (one explicit config, scripts/tune_helion.py).
     options: dict = field(default_factory=dict)
 
 

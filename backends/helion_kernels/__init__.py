@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from backends.triton_kernels import why_not as triton_why_not
 
-AUTOTUNE_EFFORTS = ("none", "quick", "full")
 _current: dict[int, str] = {}  # id(bound kernel) -> the config it was last compiled with
 _tuned: dict[tuple, tuple[dict, float]] = {}  # (kernel, bucket, arguments' kinds) -> (config, autotune s)
 

@@ -26,7 +26,10 @@ compare two runs: python runner.py compare BASE NEW (see: runner.py compare --he
 COMPARE_EPILOG = """\
 rows are matched on (op, backend, shape, dtype, settings). ratio = new median /
 base median, with a bootstrap 95% CI and a two-sided Mann-Whitney U test on the
-raw samples. regressed/improved: beyond the threshold and p < alpha; noisy:
+raw samples; when both runs used --repeats 3 or more, the rounds' medians
+are the unit (ratio of their geometric means, Welch's t-test on their logs),
+since a GPU's clocks move between rounds more than within one.
+regressed/improved: beyond the threshold and p < alpha; noisy:
 beyond the threshold, not significant. Any weight or peak memory increase
 beyond max(1%, 1 MiB) regresses; correct -> incorrect, or a row that ran in
 BASE and fails in NEW, fails whatever the time.
@@ -66,7 +69,8 @@ def parser() -> argparse.ArgumentParser:
                    help="timed time per backend and shape in ms (default 100; at least 10 samples, 3 on CPU)")
     p.add_argument("--repeats", type=int, default=1, metavar="N",
                    help="measure every shape N times, cycling through the backends each time, and pool the "
-                   "samples (steadier medians for CI comparisons; default 1)")
+                   "samples; each round's median is kept, and compare tests runs of 3+ rounds round by round "
+                   "(the GPU's clocks drift between rounds; default 1)")
     p.add_argument("--timing", choices=["graph", "events"], help="CUDA timing: graph (default) replays a CUDA "
                    "graph over rotating input copies; events uses triton's do_bench (flushes L2, adds "
                    "~8-12 us of event overhead to small kernels)")

@@ -48,6 +48,7 @@ class Row:
     copies: int | None = None
     calls_per_sample: int | None = None
     samples_us: list = field(default_factory=list)
+    round_p50_us: list = field(default_factory=list)  # with --repeats N: each round's median (compare's unit)
 
     @property
     def shape(self) -> str:
@@ -58,7 +59,7 @@ class Row:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
-CSV_COLUMNS = [f.name for f in fields(Row) if f.name != "samples_us"]
+CSV_COLUMNS = [f.name for f in fields(Row) if f.name not in ("samples_us", "round_p50_us")]
 
 
 class RunFolder:

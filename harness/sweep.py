@@ -139,8 +139,10 @@ def _pool(runs: list[Row]) -> Row:
     row = runs[0]
     if len(runs) == 1:
         return row
+    rounds = [r.p50_us for r in runs]
     for k, v in summarize([s for r in runs for s in r.samples_us]).items():
         setattr(row, k, v)
+    row.round_p50_us = rounds
     row.rel_err = max(r.rel_err for r in runs)
     row.peak_extra_mib = max((r.peak_extra_mib for r in runs if r.peak_extra_mib is not None), default=None)
     return row

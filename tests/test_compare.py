@@ -184,6 +184,49 @@ def test_bad_inputs_are_one_line_exit_2(tmp_path, capsys, setup, message):
     assert code == 2 and len(err) == 1 and message in err[0], err
 
 
+def rounds_row(round_us, spread=0.3, n=20, seed=0, **kw) -> Row:
+    """A row measured in rounds: tight samples around each round's own level."""
+    rng = np.random.default_rng(seed)
+    rounds = [list(us + spread * rng.standard_normal(n)) for us in round_us]
+    samples = [float(x) for r in rounds for x in r]
+    return row(samples_us=samples, p50_us=float(np.median(samples)),
+               round_p50_us=[float(np.median(r)) for r in rounds], **kw)
+
+
+def test_rounds_absorb_clock_drift_between_rounds(tmp_path):
+    # The H100 A/A pattern: each round tight, the rounds' levels 10% apart
+    # (power-capped clocks). Sample-level tests call the ~9% shift significant.
+    base = rounds_row([52, 56, 53], seed=1)
+    new = rounds_row([58, 60, 54], seed=2)
+    code, doc = run_compare(tmp_path, [base], [new], "--threshold", "0.05")
+    r = doc["rows"][0]
+    assert r["note"] == "rounds 3 vs 3" and r["p_value"] > 0.01 and r["ci_low"] < 1 < r["ci_high"]
+    assert r["status"] == "noisy" and code == 0
+    # The same samples without their rounds: a confident (false) regression.
+    base.round_p50_us, new.round_p50_us = [], []
+    code, doc = run_compare(tmp_path / "flat", [base], [new], "--threshold", "0.05")
+    assert doc["rows"][0]["status"] == "regressed" and code == 1
+
+
+def test_rounds_still_catch_a_real_regression(tmp_path):
+    code, doc = run_compare(tmp_path, [rounds_row([100, 103, 99], seed=1)], [rounds_row([130, 128, 133], seed=2)])
+    r = doc["rows"][0]
+    expected = np.exp(np.mean(np.log(r_new := [130, 128, 133])) - np.mean(np.log([100, 103, 99])))
+    assert r["status"] == "regressed" and code == 1 and r_new
+    assert r["ratio"] == pytest.approx(expected, rel=0.01) and r["p_value"] < 0.01 and r["ci_low"] > 1.2
+
+
+def test_rounds_need_three_on_both_sides(tmp_path):
+    code, doc = run_compare(tmp_path, [rounds_row([100, 101, 99])], [rounds_row([130, 131], seed=2)])
+    assert doc["rows"][0]["note"] == "" and doc["rows"][0]["status"] == "regressed"
+
+
+def test_identical_rounds_are_unchanged(tmp_path):
+    r = rounds_row([100, 100, 100], spread=0.0)
+    code, doc = run_compare(tmp_path, [r], [r])
+    assert code == 0 and doc["rows"][0]["status"] == "unchanged" and doc["rows"][0]["p_value"] == 1.0
+
+
 def test_bootstrap_interval_covers_the_true_ratio():
     rng = np.random.default_rng(5)
     base = 100 + rng.standard_normal(200)

@@ -196,4 +196,5 @@ def test_repeats_interleave_backends_and_pool_samples(tmp_path, monkeypatch):
     for r in (by["torch"], by["a"]):
         assert r["status"] == "ok" and len(r["samples_us"]) >= 9  # 3 rounds of >= 3 samples
         assert r["p50_us"] == pytest.approx(float(np.median(r["samples_us"])))
+        assert len(r["round_p50_us"]) == 3 and min(r["round_p50_us"]) <= r["p50_us"] <= max(r["round_p50_us"])
     assert by["b"]["status"] == "incorrect" and by["b"]["speedup"] is None  # one bad round taints the row

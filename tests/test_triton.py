@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
-from backends.triton_kernels.weight_only import INT4, NVFP4, weight_only_gemm
+from backends.triton_kernels.weight_only import INT4, NVFP4, WeightOnlyGemm, weight_only_gemm
 from operators import formats, int4_gemm, nvfp4_gemm, split_k_gemm
 from operators.common import Case, Shape, rel_error
 
@@ -14,8 +14,8 @@ DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DT = torch.bfloat16 if DEV.type == "cuda" else torch.float16
 
 
-def cfg(bm=16, bn=32, bk=64, split=1):
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 4, "num_stages": 1}
+def cfg(bm=16, bn=32, bk=64, split=1, **flags):
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 4, "num_stages": 1, **flags}
 
 
 def fp64_ref(x, w_deq):
@@ -29,12 +29,13 @@ def check(out, ref, dtype=DT):
     assert err <= {torch.float16: 3e-3, torch.bfloat16: 1e-2}[dtype], err
 
 
-SHAPES = [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 128, 96)]  # M=80 takes the direct (non-split) path
+SHAPES = [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 128, 96)]  # M=80 takes the tiled path
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("group", [32, 64, 128, "channel", None])
-@pytest.mark.parametrize("config", [cfg(bk=64, split=1), cfg(bn=64, bk=128, split=2), cfg(bk=32, split=3)])
+@pytest.mark.parametrize("config", [cfg(bk=64, split=1), cfg(bn=64, bk=128, split=2), cfg(bk=32, split=3),
+                                    cfg(bk=32, split=3, PREFETCH=True)])
 def test_int4_kernel_vs_fp64(shape, group, config):
     c = Case("int4_gemm", Shape(*shape), DT, DEV, {"group_size": group})
     inputs = int4_gemm.make_inputs(c, seed=np.random.randint(1 << 30))
@@ -45,7 +46,8 @@ def test_int4_kernel_vs_fp64(shape, group, config):
 
 @pytest.mark.parametrize("shape", [(1, 64, 40), (3, 160, 96), (17, 384, 37), (80, 128, 48)])
 @pytest.mark.parametrize("unscaled", [False, True])
-@pytest.mark.parametrize("config", [cfg(bk=32, split=1), cfg(bn=64, bk=128, split=2)])
+@pytest.mark.parametrize("config", [cfg(bk=32, split=1), cfg(bn=64, bk=128, split=2),
+                                    cfg(bk=32, split=2, PREFETCH=True)])
 def test_nvfp4_kernel_vs_fp64(shape, unscaled, config):
     c = Case("nvfp4_gemm", Shape(*shape), DT, DEV, {"unscaled": unscaled})
     inputs = nvfp4_gemm.make_inputs(c, seed=np.random.randint(1 << 30))
@@ -64,6 +66,48 @@ def test_nvfp4_kernel_decodes_every_code_and_subnormal_scales():
               "tensor_scale": torch.tensor(0.5, device=DEV)}
     out = weight_only_gemm(inputs["x"], inputs["w"], bs.to(DEV), inputs["tensor_scale"], NVFP4, 16, cfg(bk=32))
     assert torch.equal(out.float(), nvfp4_gemm.dequantize(inputs).to(DT).float())
+
+
+def _operands(op, shape, settings, seed):
+    mod = int4_gemm if op == "int4_gemm" else nvfp4_gemm
+    inputs = mod.make_inputs(Case(op, Shape(*shape), DT, DEV, settings), seed)
+    ref = fp64_ref(inputs["x"], mod.dequantize(inputs))
+    if op == "int4_gemm":
+        return (inputs["x"], inputs["w"], inputs["scales"], None, INT4, inputs["group_size"] or 2), ref
+    return (inputs["x"], inputs["w"], inputs["block_scales"].view(torch.uint8), inputs["tensor_scale"], NVFP4,
+            16), ref
+
+
+@pytest.mark.parametrize("path", ["split", "tiled", "dequant"])
+@pytest.mark.parametrize("op,settings", [("int4_gemm", {"group_size": 64}), ("int4_gemm", {"group_size": None}),
+                                         ("nvfp4_gemm", {"unscaled": False})])
+@pytest.mark.parametrize("shape", [(3, 384, 40), (19, 192, 37)])
+def test_every_path_vs_fp64_and_repeatable(path, op, settings, shape):
+    args, ref = _operands(op, shape, settings, np.random.randint(1 << 30))
+    gemm = WeightOnlyGemm(*args, config=cfg(bn=32, bk=32, split=3), path=path)
+    check(gemm(), ref)
+    check(gemm(), ref)  # the split path left its workspace and counters ready for the next call
+    if path == "split":
+        assert float(gemm.ws.abs().sum()) == 0.0 and int(gemm.count.abs().sum()) == 0
+
+
+def test_dequantize_matches_the_formats_module():
+    args, _ = _operands("nvfp4_gemm", (2, 96, 24), {"unscaled": False}, 1)
+    mod_inputs = nvfp4_gemm.make_inputs(Case("nvfp4_gemm", Shape(2, 96, 24), DT, DEV, {"unscaled": False}), 1)
+    got = WeightOnlyGemm(*args, path="dequant").dequantize()
+    assert torch.equal(got, nvfp4_gemm.dequantize(mod_inputs).to(DT))
+    args, _ = _operands("int4_gemm", (2, 96, 24), {"group_size": 32}, 1)
+    mod_inputs = int4_gemm.make_inputs(Case("int4_gemm", Shape(2, 96, 24), DT, DEV, {"group_size": 32}), 1)
+    got = WeightOnlyGemm(*args, path="dequant").dequantize()
+    assert torch.equal(got, int4_gemm.dequantize(mod_inputs).to(DT))
+
+
+@pytest.mark.parametrize("kw,message", [({"path": "fast"}, "path 'fast'"),
+                                        ({"config": cfg(bn=16)}, "at least 16 x 32")])
+def test_weight_only_refuses_bad_options(kw, message):
+    args, _ = _operands("int4_gemm", (2, 64, 32), {"group_size": 32}, 0)
+    with pytest.raises(ValueError, match=message):
+        WeightOnlyGemm(*args, **kw)
 
 
 @pytest.mark.parametrize("mode", [ATOMIC, DETERMINISTIC])

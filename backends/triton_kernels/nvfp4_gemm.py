@@ -6,7 +6,7 @@ import torch
 
 from backends import Backend, Prepared
 from backends.triton_kernels import WEIGHT_ONLY_INTERPRETER_CONFIG, interpreter_note, why_not
-from backends.triton_kernels.weight_only import NVFP4, weight_only_gemm
+from backends.triton_kernels.weight_only import NVFP4, WeightOnlyGemm
 
 
 def prepare(case, inputs):
@@ -14,9 +14,11 @@ def prepare(case, inputs):
     bs = inputs["block_scales"].contiguous().view(torch.uint8)  # E4M3 bits, decoded in the kernel
     ts = inputs["tensor_scale"].float()
     cfg = WEIGHT_ONLY_INTERPRETER_CONFIG if case.device.type == "cpu" else None
-    return Prepared(lambda: weight_only_gemm(x, w, bs, ts, NVFP4, 16, cfg), resident=(w, bs, ts),
-                    notes=interpreter_note(case))
+    gemm = WeightOnlyGemm(x, w, bs, ts, NVFP4, 16, cfg)
+    return Prepared(gemm, resident=(w, bs, ts),
+                    notes="; ".join(filter(None, (interpreter_note(case), gemm.note))))
 
 
-BACKENDS = [Backend("nvfp4_gemm", "triton", "Triton weight-only GEMM with in-register E2M1 decode "
-                    "and E4M3 block scales; autotuned per M bucket", prepare, why_not)]
+BACKENDS = [Backend("nvfp4_gemm", "triton", "Triton weight-only GEMM with in-register E2M1 decode and "
+                    "E4M3 block scales, one-launch split-K for small M (autotuned per M bucket); for large M "
+                    "a Triton dequantize, then cuBLAS", prepare, why_not)]

@@ -14,8 +14,18 @@ One kernel for both formats (FMT), streaming each packed weight byte once:
   element; NVFP4 applies its E4M3 block scale per element (exact: E2M1 x E4M3
   has at most 5 significant bits) and the FP32 tensor scale once at the end.
 
-Small M (memory-bound) uses split-K: partial sums are atomically added into a
-zeroed fp32 buffer, then cast. Large M stores the output tile directly.
+Three paths, picked by M (WeightOnlyGemm.path):
+- split (M <= SPLIT_PATH_MAX_M, memory-bound): split-K over enough CTAs to
+  stream the weights; splits meet in an fp32 workspace by atomics and the
+  tile's last program casts and stores, leaving workspace and counter zeroed
+  (one launch: the zero-fill and cast launches cost ~2 us each in a graph);
+- tiled: one program per output tile, stored directly;
+- dequant (M >= DEQUANT_MIN_M, compute-bound): a Triton kernel dequantizes the
+  weights into a bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path
+  does for large batches). The fused tiled kernel ran at 2.3-2.5x cuBLAS bf16
+  latency for M >= 256 on the H100 (int4 4096x8192x8192: 1825 vs 742 us);
+  the dequant costs one pass over the weights (peak memory: the K x N
+  scratch, reported in the row).
 """
 
 from __future__ import annotations
@@ -27,7 +37,9 @@ import triton.language as tl
 from backends.triton_kernels import autotune_bench
 
 INT4, NVFP4 = 0, 1
-SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K (fp32 buffer + cast)
+SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
+DEQUANT_MIN_M = 128  # M from this on dequantizes and calls cuBLAS
+MIN_BLOCK_M, MIN_BLOCK_N = 16, 32  # the counters are sized for the smallest tile
 
 
 @triton.jit
@@ -44,19 +56,64 @@ def _int4_nibbles(w, DT: tl.constexpr):
 
 
 @triton.jit
+def _int4_nibbles_bf16x2(w):
+    """_int4_nibbles for bf16 in packed PTX, 4 bytes per instance: prmt spreads
+    bytes into 16-bit halves, one lop3 masks a nibble, flips its sign bit and
+    ORs in the 128.0 exponent, one bf16x2 fma subtracts 136 (13 instructions
+    per 8 values). GPU only: the interpreter cannot run inline PTX."""
+    return tl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 t0, t1, one, off;
+        mov.b32 one, 0x3F803F80;
+        mov.b32 off, 0xC308C308;
+        prmt.b32 t0, $4, 0, 0x4140;
+        prmt.b32 t1, $4, 0, 0x4342;
+        lop3.b32 $0, t0, 0x000F000F, 0x43084308, 0x6a;
+        lop3.b32 $1, t1, 0x000F000F, 0x43084308, 0x6a;
+        shr.u32 t0, t0, 4;
+        shr.u32 t1, t1, 4;
+        lop3.b32 $2, t0, 0x000F000F, 0x43084308, 0x6a;
+        lop3.b32 $3, t1, 0x000F000F, 0x43084308, 0x6a;
+        fma.rn.bf16x2 $0, $0, one, off;
+        fma.rn.bf16x2 $1, $1, one, off;
+        fma.rn.bf16x2 $2, $2, one, off;
+        fma.rn.bf16x2 $3, $3, one, off;
+        }""",
+        constraints="=r,=r,=r,=r,r", args=[w], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
+def _load_w(w_ptr, kb, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K: tl.constexpr):
+    """Packed rows of K block kb (nothing from k_end on: K, or the split's end)."""
+    HALF: tl.constexpr = BLOCK_K // 2
+    mask_k = kb * BLOCK_K + 2 * offs_h < k_end
+    return tl.load(w_ptr + (kb * HALF + offs_h)[:, None] * stride_wk + offs_n[None, :],
+                   mask=mask_k[:, None] & mask_n[None, :], other=0)
+
+
+@triton.jit
+def _load_x(x_ptr, kb, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K: tl.constexpr):
+    k = kb * BLOCK_K + offs_k
+    return tl.load(x_ptr + offs_m[:, None] * stride_xm + k[None, :], mask=mask_m[:, None] & (k < k_end)[None, :],
+                   other=0.0)
+
+
+@triton.jit
 def _e2m1_fp16(c):
     """E2M1 codes (int32, 0..15) -> fp16 holding value * 2^-14, exactly."""
     return (((c & 7) << 9) | ((c & 8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
 
 
-@triton.jit
+# M and M_BUCKET unspecialized: one compile serves every M (Triton would
+# otherwise compile M == 1 and M % 16 == 0 separately; M only feeds masks).
+@triton.jit(do_not_specialize=["M", "M_BUCKET"])
 def weight_only_kernel(
-    x_ptr, w_ptr, s_ptr, ts_ptr, out_ptr,
+    x_ptr, w_ptr, s_ptr, ts_ptr, out_ptr, ws_ptr, count_ptr,
     M, N, K, stride_xm, stride_wk, stride_sk, stride_om,
     M_BUCKET,  # autotuning key only
     FMT: tl.constexpr, GROUP: tl.constexpr, HAS_SCALES: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    ATOMIC: tl.constexpr,
+    PREFETCH: tl.constexpr = False, DECODE_ASM: tl.constexpr = False,
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     HALF: tl.constexpr = BLOCK_K // 2
@@ -78,23 +135,32 @@ def weight_only_kernel(
     last = tl.minimum(first + per_split, blocks)
     SCALE_AFTER: tl.constexpr = FMT == 0 and HAS_SCALES and GROUP % BLOCK_K == 0
 
+    k_end = tl.minimum(K, last * BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if PREFETCH:  # registers hold the next K block's loads while this one computes
+        w_next = _load_w(w_ptr, first, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K)
+        x_next = _load_x(x_ptr, first, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K)
     for kb in range(first, last):
         k_even = kb * BLOCK_K + 2 * offs_h
-        rows = kb * HALF + offs_h  # packed rows
         mask_k = k_even < K
-        w = tl.load(w_ptr + rows[:, None] * stride_wk + offs_n[None, :],
-                    mask=mask_k[:, None] & mask_n[None, :], other=0)
-        # One contiguous (vectorizable) x tile, split into even and odd k in
-        # registers. Two stride-2 loads instead measured 4x slower at M=4096
-        # and 1.8x at M=16 (H100, 8192x8192, int4 g128: 7318 -> 1825 us,
-        # 50.0 -> 27.2 us).
-        k = kb * BLOCK_K + offs_k
-        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k[None, :], mask=mask_m[:, None] & (k < K)[None, :],
-                    other=0.0)
+        if PREFETCH:
+            w = w_next
+            x = x_next
+            w_next = _load_w(w_ptr, kb + 1, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K)
+            x_next = _load_x(x_ptr, kb + 1, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K)
+        else:
+            w = _load_w(w_ptr, kb, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K)
+            # One contiguous (vectorizable) x tile, split into even and odd k in
+            # registers. Two stride-2 loads instead measured 4x slower at M=4096
+            # and 1.8x at M=16 (H100, 8192x8192, int4 g128: 7318 -> 1825 us,
+            # 50.0 -> 27.2 us).
+            x = _load_x(x_ptr, kb, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K)
         xe, xo = tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
         if FMT == 0:
-            lo, hi = _int4_nibbles(w, DT)
+            if DECODE_ASM and DT == tl.bfloat16:
+                lo, hi = _int4_nibbles_bf16x2(w)
+            else:
+                lo, hi = _int4_nibbles(w, DT)
             if SCALE_AFTER:
                 s = tl.load(s_ptr + (kb * BLOCK_K // GROUP) * stride_sk + offs_n, mask=mask_n, other=0.0)
                 part = tl.dot(xe, lo) + tl.dot(xo, hi)
@@ -120,10 +186,49 @@ def weight_only_kernel(
         acc = acc * tl.load(ts_ptr)
     out = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
     mask = mask_m[:, None] & mask_n[None, :]
-    if ATOMIC:
-        tl.atomic_add(out, acc, mask=mask, sem="relaxed")
-    else:
+    if SPLIT_K == 1:
         tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        # As in split_k.py: partials by atomics, a per-tile counter (release /
+        # acquire), and the last program reads the sum with an atomic (a .cg
+        # load raced there), stores it cast, and re-zeroes workspace and counter.
+        tile = offs_m[:, None] * N + offs_n[None, :]
+        tl.atomic_add(ws_ptr + tile, acc, mask=mask, sem="relaxed")
+        tl.debug_barrier()
+        done = tl.atomic_add(count_ptr + pid_mn, 1, sem="acq_rel")
+        if done == SPLIT_K - 1:
+            zero = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
+            tl.store(ws_ptr + tile, zero, mask=mask)
+            tl.store(out, total.to(out_ptr.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(count_ptr + pid_mn, 0)
+
+
+@triton.jit
+def dequant_kernel(w_ptr, s_ptr, ts_ptr, out_ptr, HALF_K, N, stride_wk, stride_sk,
+                   FMT: tl.constexpr, GROUP: tl.constexpr, HAS_SCALES: tl.constexpr,
+                   BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Packed [K//2, N] -> out [K, N] in out's dtype, the same decode as the GEMM."""
+    DT: tl.constexpr = out_ptr.dtype.element_ty
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows < HALF_K)[:, None] & (cols < N)[None, :]
+    w = tl.load(w_ptr + rows[:, None] * stride_wk + cols[None, :], mask=mask, other=0)
+    k_even = 2 * rows
+    if FMT == 0:
+        lo, hi = _int4_nibbles(w, DT)
+        if HAS_SCALES:  # k and k + 1 share a group: GROUP is even
+            s = tl.load(s_ptr + (k_even // GROUP)[:, None] * stride_sk + cols[None, :], mask=mask, other=0.0)
+            lo = lo * s.to(DT)
+            hi = hi * s.to(DT)
+    else:
+        b = w.to(tl.int32) & 0xFF
+        bs = tl.load(s_ptr + (k_even // 16)[:, None] * stride_sk + cols[None, :], mask=mask, other=0)
+        scale = bs.to(tl.float8e4nv, bitcast=True).to(tl.float32) * (16384.0 * tl.load(ts_ptr))
+        lo = (_e2m1_fp16(b & 0xF).to(tl.float32) * scale).to(DT)
+        hi = (_e2m1_fp16(b >> 4).to(tl.float32) * scale).to(DT)
+    tl.store(out_ptr + k_even[:, None] * N + cols[None, :], lo, mask=mask)
+    tl.store(out_ptr + (k_even + 1)[:, None] * N + cols[None, :], hi, mask=mask)
 
 
 def _cfg(bm, bn, bk, split, warps, stages):
@@ -152,9 +257,9 @@ def m_bucket(m: int) -> int:
 
 
 def _prune(configs, named_args, **kwargs):
-    """Only the configs of M's bucket (small, mid: split-K; large: tiled)."""
-    m = named_args["M"]
-    pool = SMALL_M_CONFIGS if m <= 16 else MID_M_CONFIGS if m <= SPLIT_PATH_MAX_M else LARGE_M_CONFIGS
+    """Only the configs of the M bucket (small, mid: split-K; large: tiled)."""
+    b = named_args["M_BUCKET"]
+    pool = SMALL_M_CONFIGS if b <= 16 else MID_M_CONFIGS if b <= SPLIT_PATH_MAX_M else LARGE_M_CONFIGS
     return [c for c in configs if c in pool] or configs[:1]
 
 
@@ -167,9 +272,10 @@ def tuned_kernel():
     if _tuned is None:
         _tuned = triton.autotune(
             configs=SMALL_M_CONFIGS + MID_M_CONFIGS + LARGE_M_CONFIGS,
-            key=["M_BUCKET", "N", "K", "FMT", "GROUP", "HAS_SCALES", "ATOMIC"],
+            key=["M_BUCKET", "N", "K", "FMT", "GROUP", "HAS_SCALES"],
             prune_configs_by={"early_config_prune": _prune},
-            reset_to_zero=["out_ptr"], do_bench=autotune_bench, cache_results=True,
+            # The kernel leaves its workspace and counters zeroed: no reset.
+            do_bench=autotune_bench, cache_results=True,
         )(weight_only_kernel)
     return _tuned
 
@@ -191,29 +297,82 @@ def check_inputs(x, w, scales, fmt: int, group: int) -> None:
         raise ValueError(f"NVFP4 block scales {tuple(scales.shape)} do not fit K={k} in blocks of 16")
 
 
-def weight_only_gemm(x, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None):
-    """y = x @ dequant(w) for FMT INT4 (scales [K//group, N] or None) or NVFP4
-    (scales = E4M3 block scales viewed as uint8, tensor_scale fp32 0-dim).
-    config: explicit {BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages}
-    (tests, the interpreter); None autotunes per M bucket, N and K."""
-    check_inputs(x, w, scales, fmt, group)
-    m, k = x.shape
-    n = w.shape[1]
-    atomic = m <= SPLIT_PATH_MAX_M
-    out = torch.zeros(m, n, device=x.device, dtype=torch.float32) if atomic else \
-        torch.empty(m, n, device=x.device, dtype=x.dtype)
-    s = scales if scales is not None else w  # never read when HAS_SCALES is False
-    ts = tensor_scale if tensor_scale is not None else out
-    args = (x, w, s, ts, out, m, n, k, x.stride(0), w.stride(0), s.stride(0), out.stride(0), m_bucket(m))
-    meta = {"FMT": fmt, "GROUP": group, "HAS_SCALES": scales is not None, "ATOMIC": atomic}
-    if config is None:
-        def grid(c):
-            return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
-        tuned_kernel()[grid](*args, **meta)
-    else:
-        c = dict(config)
-        if not atomic:
-            c["SPLIT_K"] = 1
-        grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
-        weight_only_kernel[grid](*args, **meta, **c)
-    return out.to(x.dtype) if atomic else out
+DEQUANT_CONFIG = {"BLOCK_R": 16, "BLOCK_N": 256, "num_warps": 4}
+
+
+class WeightOnlyGemm:
+    """y = x @ dequant(w), prepared for fixed operands: FMT INT4 (scales
+    [K//group, N] or None) or NVFP4 (scales = E4M3 block scales viewed as
+    uint8, tensor_scale fp32 0-dim). Owns the split path's workspace and
+    counters (zeroed once, left zeroed by every call).
+    config: explicit {BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps,
+    num_stages} (tests, the interpreter); None autotunes per M bucket, N, K.
+    path: auto (by M), split, tiled or dequant."""
+
+    def __init__(self, x, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
+                 path: str = "auto"):
+        check_inputs(x, w, scales, fmt, group)
+        m, n = x.shape[0], w.shape[1]
+        if path == "auto":
+            path = "split" if m <= SPLIT_PATH_MAX_M else "dequant" if m >= DEQUANT_MIN_M else "tiled"
+        if path not in ("split", "tiled", "dequant"):
+            raise ValueError(f"path {path!r}: expected auto, split, tiled or dequant")
+        if config is not None and (config["BLOCK_M"] < MIN_BLOCK_M or config["BLOCK_N"] < MIN_BLOCK_N):
+            raise ValueError(f"config tiles must be at least {MIN_BLOCK_M} x {MIN_BLOCK_N}")
+        self.x, self.w, self.scales, self.ts, self.fmt, self.group = x, w, scales, tensor_scale, fmt, group
+        self.config, self.path = config, path
+        self.ws = self.count = None
+        if path == "split":
+            self.ws = torch.zeros(m * n, device=x.device, dtype=torch.float32)
+            self.count = torch.zeros(triton.cdiv(m, MIN_BLOCK_M) * triton.cdiv(n, MIN_BLOCK_N), device=x.device,
+                                     dtype=torch.int32)
+
+    @property
+    def note(self) -> str:
+        """For the row: the path that is not all-Triton says so."""
+        return "dequantize + cuBLAS path (a K x N scratch)" if self.path == "dequant" else ""
+
+    def dequantize(self) -> torch.Tensor:
+        """The weights as a dense [K, N] tensor in x's dtype (one Triton launch)."""
+        w, n = self.w, self.w.shape[1]
+        out = torch.empty(2 * w.shape[0], n, device=w.device, dtype=self.x.dtype)
+        s = self.scales if self.scales is not None else w  # never read when HAS_SCALES is False
+        ts = self.ts if self.ts is not None else out
+        c = DEQUANT_CONFIG
+        grid = (triton.cdiv(w.shape[0], c["BLOCK_R"]), triton.cdiv(n, c["BLOCK_N"]))
+        dequant_kernel[grid](w, s, ts, out, w.shape[0], n, w.stride(0), s.stride(0), FMT=self.fmt, GROUP=self.group,
+                             HAS_SCALES=self.scales is not None, **c)
+        return out
+
+    def __call__(self) -> torch.Tensor:
+        x, w = self.x, self.w
+        if self.path == "dequant":
+            return x @ self.dequantize()
+        m, k = x.shape
+        n = w.shape[1]
+        out = torch.empty(m, n, device=x.device, dtype=x.dtype)
+        s = self.scales if self.scales is not None else w  # never read when HAS_SCALES is False
+        ts = self.ts if self.ts is not None else out
+        ws = self.ws if self.ws is not None else out  # never touched with SPLIT_K == 1
+        count = self.count if self.count is not None else out
+        # The bucket picks the config pool: the tiled path never gets split configs.
+        bucket = m_bucket(m) if self.path == "split" else max(m_bucket(m), 2 * SPLIT_PATH_MAX_M)
+        args = (x, w, s, ts, out, ws, count, m, n, k, x.stride(0), w.stride(0), s.stride(0), out.stride(0), bucket)
+        meta = {"FMT": self.fmt, "GROUP": self.group, "HAS_SCALES": self.scales is not None}
+        if self.config is None:
+            def grid(c):
+                return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
+            tuned_kernel()[grid](*args, **meta)
+        else:
+            c = dict(self.config)
+            if self.path != "split":
+                c["SPLIT_K"] = 1
+            grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
+            weight_only_kernel[grid](*args, **meta, **c)
+        return out
+
+
+def weight_only_gemm(x, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
+                     path: str = "auto") -> torch.Tensor:
+    """One call of WeightOnlyGemm (allocates its workspace each time)."""
+    return WeightOnlyGemm(x, w, scales, tensor_scale, fmt, group, config, path)()

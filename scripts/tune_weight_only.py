@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""GPU: time the Triton weight-only GEMM's candidate configs and paths, the
+way the runner times (CUDA graph over rotating copies > 2x L2).
+  python3 scripts/tune_weight_only.py OUT.json [variants]
+1. split path, every candidate, M = 1, 16, 64 at K = N = 8192, int4 g128 and NVFP4;
+2. each case's best 6 on four other llama shapes;
+3. large M: the tiled kernel (autotuned), dequantize + cuBLAS, and cuBLAS bf16.
+Prints tables; writes every timing to OUT.json."""
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from backends.triton_kernels import weight_only as wo  # noqa: E402
+from harness.timing import time_graph  # noqa: E402
+from operators import int4_gemm, nvfp4_gemm  # noqa: E402
+from operators.common import Case, Shape, rel_error  # noqa: E402
+
+DEV = torch.device("cuda")
+L2 = torch.cuda.get_device_properties(DEV).L2_cache_size
+results = []
+
+
+def operands(fmt, m, k, n):
+    if fmt == "int4":
+        inp = int4_gemm.make_inputs(Case("int4_gemm", Shape(m, k, n), torch.bfloat16, DEV, {"group_size": 128}), 0)
+        return (inp["x"], inp["w"], inp["scales"], None, wo.INT4, 128), int4_gemm.reference(inp)
+    inp = nvfp4_gemm.make_inputs(Case("nvfp4_gemm", Shape(m, k, n), torch.bfloat16, DEV, {"unscaled": False}), 0)
+    return (inp["x"], inp["w"], inp["block_scales"].view(torch.uint8), inp["tensor_scale"], wo.NVFP4, 16), \
+        nvfp4_gemm.reference(inp)
+
+
+def copies(args):
+    per = sum(t.numel() * t.element_size() for t in args[:4] if isinstance(t, torch.Tensor))
+    n = max(1, min(64, math.ceil(2 * L2 / per)))
+    return [args] + [tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in args) for _ in range(n - 1)]
+
+
+def time_fns(fns):
+    return float(torch.tensor(time_graph(fns, 10, 40).samples_us).median())
+
+
+def timed(fmt, shape, label, make):
+    args, ref = operands(fmt, *shape)
+    try:
+        err = rel_error(make(args)(), ref)
+        us = time_fns([make(a) for a in copies(args)])
+    except Exception as e:  # a config that does not compile or fit
+        err, us = None, None
+        label = f"{label} FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+    results.append({"fmt": fmt, "shape": shape, "label": label, "us": us, "err": err})
+    return us, err
+
+
+def cfg(bm, bn, bk, sk, w=4, st=4):
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": st}
+
+
+def candidates(m):
+    if m <= 16:
+        out = [cfg(16, bn, bk, sk) for bn, sks in ((64, (1, 2, 4, 8, 16)), (128, (2, 4, 8, 16)), (256, (4, 8, 16)))
+               for bk in (64, 128, 256) for sk in sks if not (bn == 256 and bk == 256)]
+        return out + [cfg(16, 128, 64, 8, 8), cfg(16, 64, 128, 8, 4, 3), cfg(16, 128, 128, 4, 4, 6)]
+    return [cfg(bm, bn, bk, sk) for bm in (32, 64) for bn in (64, 128) for bk in (64, 128) for sk in (2, 4, 8)]
+
+
+VARIANT_BASES = {  # the best split-path configs of a first full run (H100)
+    "int4": [(16, 256, 64, 8), (16, 128, 64, 8), (16, 128, 64, 16), (16, 128, 128, 4), (16, 128, 64, 4)],
+    "nvfp4": [(16, 64, 64, 4), (16, 64, 64, 8), (16, 128, 64, 4), (16, 128, 64, 8)],
+}
+
+
+def variants():
+    """Register prefetch and the packed-PTX int4 decode, on the best configs."""
+    t0 = time.time()
+    for fmt, bases in VARIANT_BASES.items():
+        for m in (1, 16):
+            rows = []
+            for bm, bn, bk, sk in bases:
+                for pf in (False, True):
+                    for asm in ((False, True) if fmt == "int4" else (False,)):
+                        for st in (1, 4):
+                            c = {**cfg(bm, bn, bk, sk, 4, st), "PREFETCH": pf, "DECODE_ASM": asm}
+                            us, err = timed(fmt, (m, 8192, 8192), json.dumps(c),
+                                            lambda a, c=c: wo.WeightOnlyGemm(*a, config=c, path="split"))
+                            rows.append((us or 1e9, err, c))
+            rows.sort(key=lambda r: r[0])
+            print(f"\n{fmt} M={m} 8192x8192 ({time.time() - t0:.0f} s)", flush=True)
+            for us, err, c in rows[:10]:
+                print(f"  {us:8.2f} us err {err:.1e}  {c}")
+            worst = [r for r in rows if r[1] is None or r[1] > 1e-2]
+            print(f"  failed or inaccurate: {len(worst)}" + (f" e.g. {worst[0]}" if worst else ""))
+    try:  # Triton internals: the compiled kernels' PTX and register use
+        for dev_cache in wo.weight_only_kernel.device_caches.values():
+            for ck in list(dev_cache[0].values())[:3]:
+                ptx = ck.asm["ptx"]
+                print("PTX: cp.async", ptx.count("cp.async"), "mma.sync", ptx.count("mma.sync"), "wgmma",
+                      ptx.count("wgmma"), "regs", ck.n_regs, "spills", ck.n_spills, ck.src.constants)
+    except Exception as e:
+        print("no PTX summary:", type(e).__name__, e)
+
+
+def main():
+    if sys.argv[2:] == ["variants"]:
+        return variants()
+    t0 = time.time()
+    best = {}
+    for fmt in ("int4", "nvfp4"):
+        for m in (1, 16, 64):
+            rows = []
+            for c in candidates(m):
+                us, err = timed(fmt, (m, 8192, 8192), json.dumps(c),
+                                lambda a, c=c: wo.WeightOnlyGemm(*a, config=c, path="split"))
+                if us is not None and err < 1e-2:
+                    rows.append((us, c))
+            rows.sort(key=lambda r: r[0])
+            best[(fmt, m)] = [c for _, c in rows[:6]]
+            print(f"\n{fmt} M={m} 8192x8192 ({time.time() - t0:.0f} s): best of {len(rows)}", flush=True)
+            for us, c in rows[:8]:
+                print(f"  {us:8.2f} us  {c}")
+    for (fmt, m), cs in best.items():
+        for k, n in ((4096, 4096), (8192, 57344), (28672, 8192), (14336, 4096)):
+            line = []
+            for c in cs:
+                us, _ = timed(fmt, (m, k, n), json.dumps(c), lambda a, c=c: wo.WeightOnlyGemm(*a, config=c,
+                                                                                             path="split"))
+                line.append(f"{us:7.1f}" if us else "   fail")
+            print(f"{fmt} M={m} {k}x{n}: " + " ".join(line), flush=True)
+    print(f"\nlarge M ({time.time() - t0:.0f} s): tiled (autotuned) / dequant+cuBLAS / cuBLAS bf16, us")
+    for fmt in ("int4", "nvfp4"):
+        for m in (64, 128, 256, 1024, 4096):
+            for k, n in ((8192, 8192), (4096, 28672)):
+                row = []
+                for path in ("tiled", "dequant"):
+                    us, err = timed(fmt, (m, k, n), path, lambda a, p=path: wo.WeightOnlyGemm(*a, path=p))
+                    row.append(f"{path} {us:8.1f} (err {err:.1e})" if us else f"{path} failed")
+                a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
+                ws = [torch.randn(k, n, device=DEV, dtype=torch.bfloat16) for _ in range(2)]
+                cub = time_fns([lambda w=w, a=a: a @ w for w in ws])
+                results.append({"fmt": fmt, "shape": (m, k, n), "label": "cublas", "us": cub})
+                print(f"{fmt} {m}x{k}x{n}: {' | '.join(row)} | cuBLAS {cub:8.1f}", flush=True)
+    args, _ = operands("int4", 1, 8192, 8192)
+    for c in ({"BLOCK_R": 16, "BLOCK_N": 256, "num_warps": 4}, {"BLOCK_R": 32, "BLOCK_N": 128, "num_warps": 4},
+              {"BLOCK_R": 8, "BLOCK_N": 512, "num_warps": 4}, {"BLOCK_R": 32, "BLOCK_N": 256, "num_warps": 8}):
+        wo.DEQUANT_CONFIG = c
+        us = time_fns([wo.WeightOnlyGemm(*a, path="dequant").dequantize for a in copies(args)])
+        print(f"dequant int4 8192x8192 {c}: {us:.1f} us ({(32 + 128 + 1) * 2**20 / us / 1e3:.0f} GB/s)")
+        results.append({"fmt": "int4", "shape": (1, 8192, 8192), "label": f"dequant {c}", "us": us})
+    print(f"total {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        Path(sys.argv[1]).write_text(json.dumps(results, indent=1))

@@ -29,13 +29,15 @@ def check(out, ref, dtype=DT):
     assert err <= {torch.float16: 3e-3, torch.bfloat16: 1e-2}[dtype], err
 
 
+# The packed-PTX decodes (DECODE_ASM) exist on the GPU only, for bf16.
+ASM = [True] if DEV.type == "cuda" else []
 SHAPES = [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 128, 96)]  # M=80 takes the tiled path
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("group", [32, 64, 128, "channel", None])
-@pytest.mark.parametrize("config", [cfg(bk=64, split=1), cfg(bn=64, bk=128, split=2), cfg(bk=32, split=3),
-                                    cfg(bk=32, split=3, PREFETCH=True)])
+@pytest.mark.parametrize("config", [cfg(bk=64, split=1), cfg(bn=64, bk=128, split=2), cfg(bk=32, split=3)] +
+                         [cfg(bk=32, split=3, DECODE_ASM=a) for a in ASM])
 def test_int4_kernel_vs_fp64(shape, group, config):
     c = Case("int4_gemm", Shape(*shape), DT, DEV, {"group_size": group})
     inputs = int4_gemm.make_inputs(c, seed=np.random.randint(1 << 30))
@@ -46,8 +48,8 @@ def test_int4_kernel_vs_fp64(shape, group, config):
 
 @pytest.mark.parametrize("shape", [(1, 64, 40), (3, 160, 96), (17, 384, 37), (80, 128, 48)])
 @pytest.mark.parametrize("unscaled", [False, True])
-@pytest.mark.parametrize("config", [cfg(bk=32, split=1), cfg(bn=64, bk=128, split=2),
-                                    cfg(bk=32, split=2, PREFETCH=True)])
+@pytest.mark.parametrize("config", [cfg(bk=32, split=1), cfg(bn=64, bk=128, split=2)] +
+                         [cfg(bk=32, split=2, DECODE_ASM=a) for a in ASM])
 def test_nvfp4_kernel_vs_fp64(shape, unscaled, config):
     c = Case("nvfp4_gemm", Shape(*shape), DT, DEV, {"unscaled": unscaled})
     inputs = nvfp4_gemm.make_inputs(c, seed=np.random.randint(1 << 30))
@@ -64,8 +66,10 @@ def test_nvfp4_kernel_decodes_every_code_and_subnormal_scales():
     inputs = {"x": torch.eye(k, dtype=DT, device=DEV),  # y = the dequantized weight itself
               "w": formats.pack_nibbles(codes).to(DEV), "block_scales": bs.view(torch.float8_e4m3fn).to(DEV),
               "tensor_scale": torch.tensor(0.5, device=DEV)}
-    out = weight_only_gemm(inputs["x"], inputs["w"], bs.to(DEV), inputs["tensor_scale"], NVFP4, 16, cfg(bk=32))
-    assert torch.equal(out.float(), nvfp4_gemm.dequantize(inputs).to(DT).float())
+    for flags in [{}] + [{"DECODE_ASM": a} for a in ASM]:
+        out = weight_only_gemm(inputs["x"], inputs["w"], bs.to(DEV), inputs["tensor_scale"], NVFP4, 16,
+                               cfg(bk=32, **flags))
+        assert torch.equal(out.float(), nvfp4_gemm.dequantize(inputs).to(DT).float()), flags
 
 
 def _operands(op, shape, settings, seed):

@@ -38,7 +38,10 @@ from backends.triton_kernels import autotune_bench
 
 INT4, NVFP4 = 0, 1
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
-DEQUANT_MIN_M = 128  # M from this on dequantizes and calls cuBLAS
+# M from this on dequantizes and calls cuBLAS. H100, K=N=8192 (and 4096x28672),
+# tiled vs dequantize+cuBLAS: M=128 108 vs 112 us (129 vs 198); M=256 125 vs
+# 118 (256 vs 213); M=4096 1852 vs 768, cuBLAS bf16 744.
+DEQUANT_MIN_M = 256
 MIN_BLOCK_M, MIN_BLOCK_N = 16, 32  # the counters are sized for the smallest tile
 
 
@@ -83,6 +86,65 @@ def _int4_nibbles_bf16x2(w):
 
 
 @triton.jit
+def _nvfp4_bf16x2(w, bs):
+    """Packed bytes of E2M1 codes and their E4M3 scales (uint8, same shape) ->
+    (even-k, odd-k) bf16 values code * scale, exactly, in packed PTX, 4 bytes
+    per instance. A code's 3 magnitude bits shifted to bf16 bits 6-8 (sign to
+    15) read as value * 2^-126, subnormal 0.5 included; an E4M3's 7 bits
+    shifted by 4 read as scale * 2^-120. bf16 fmas (no flush to zero) restore
+    both exactly, and their product has at most 6 significant bits: exact.
+    GPU only: the interpreter cannot run inline PTX."""
+    return tl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 t0, t1, h0, h1, s0, s1, a, b, c126, c120, z;
+        mov.b32 c126, 0x7E807E80;
+        mov.b32 c120, 0x7B807B80;
+        mov.b32 z, 0x80008000;
+        prmt.b32 t0, $4, 0, 0x4140;
+        prmt.b32 t1, $4, 0, 0x4342;
+        shr.u32 h0, t0, 4;
+        shr.u32 h1, t1, 4;
+        prmt.b32 s0, $5, 0, 0x4140;
+        prmt.b32 s1, $5, 0, 0x4342;
+        shl.b32 a, s0, 4;
+        shl.b32 b, s0, 8;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 s0, a, 0x07F007F0, b, 0xEA;
+        fma.rn.bf16x2 s0, s0, c120, z;
+        shl.b32 a, s1, 4;
+        shl.b32 b, s1, 8;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 s1, a, 0x07F007F0, b, 0xEA;
+        fma.rn.bf16x2 s1, s1, c120, z;
+        shl.b32 a, t0, 6;
+        shl.b32 b, t0, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $0, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $0, $0, c126, z;
+        fma.rn.bf16x2 $0, $0, s0, z;
+        shl.b32 a, t1, 6;
+        shl.b32 b, t1, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $1, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $1, $1, c126, z;
+        fma.rn.bf16x2 $1, $1, s1, z;
+        shl.b32 a, h0, 6;
+        shl.b32 b, h0, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $2, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $2, $2, c126, z;
+        fma.rn.bf16x2 $2, $2, s0, z;
+        shl.b32 a, h1, 6;
+        shl.b32 b, h1, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $3, $3, c126, z;
+        fma.rn.bf16x2 $3, $3, s1, z;
+        }""",
+        constraints="=r,=r,=r,=r,r,r", args=[w, bs], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
 def _load_w(w_ptr, kb, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K: tl.constexpr):
     """Packed rows of K block kb (nothing from k_end on: K, or the split's end)."""
     HALF: tl.constexpr = BLOCK_K // 2
@@ -113,7 +175,7 @@ def weight_only_kernel(
     M_BUCKET,  # autotuning key only
     FMT: tl.constexpr, GROUP: tl.constexpr, HAS_SCALES: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    PREFETCH: tl.constexpr = False, DECODE_ASM: tl.constexpr = False,
+    DECODE_ASM: tl.constexpr = False,
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     HALF: tl.constexpr = BLOCK_K // 2
@@ -137,24 +199,15 @@ def weight_only_kernel(
 
     k_end = tl.minimum(K, last * BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if PREFETCH:  # registers hold the next K block's loads while this one computes
-        w_next = _load_w(w_ptr, first, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K)
-        x_next = _load_x(x_ptr, first, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K)
     for kb in range(first, last):
         k_even = kb * BLOCK_K + 2 * offs_h
         mask_k = k_even < K
-        if PREFETCH:
-            w = w_next
-            x = x_next
-            w_next = _load_w(w_ptr, kb + 1, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K)
-            x_next = _load_x(x_ptr, kb + 1, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K)
-        else:
-            w = _load_w(w_ptr, kb, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K)
-            # One contiguous (vectorizable) x tile, split into even and odd k in
-            # registers. Two stride-2 loads instead measured 4x slower at M=4096
-            # and 1.8x at M=16 (H100, 8192x8192, int4 g128: 7318 -> 1825 us,
-            # 50.0 -> 27.2 us).
-            x = _load_x(x_ptr, kb, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K)
+        w = _load_w(w_ptr, kb, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K)
+        # One contiguous (vectorizable) x tile, split into even and odd k in
+        # registers. Two stride-2 loads instead measured 4x slower at M=4096
+        # and 1.8x at M=16 (H100, 8192x8192, int4 g128: 7318 -> 1825 us,
+        # 50.0 -> 27.2 us).
+        x = _load_x(x_ptr, kb, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K)
         xe, xo = tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
         if FMT == 0:
             if DECODE_ASM and DT == tl.bfloat16:
@@ -174,12 +227,15 @@ def weight_only_kernel(
                 acc += tl.dot(xe, lo)
                 acc += tl.dot(xo, hi)
         else:
-            b = w.to(tl.int32) & 0xFF
             bs = tl.load(s_ptr + (k_even // 16)[:, None] * stride_sk + offs_n[None, :],
                          mask=mask_k[:, None] & mask_n[None, :], other=0)
-            scale = bs.to(tl.float8e4nv, bitcast=True).to(tl.float32) * 16384.0
-            lo = (_e2m1_fp16(b & 0xF).to(tl.float32) * scale).to(DT)
-            hi = (_e2m1_fp16(b >> 4).to(tl.float32) * scale).to(DT)
+            if DECODE_ASM and DT == tl.bfloat16:
+                lo, hi = _nvfp4_bf16x2(w, bs)
+            else:
+                b = w.to(tl.int32) & 0xFF
+                scale = bs.to(tl.float8e4nv, bitcast=True).to(tl.float32) * 16384.0
+                lo = (_e2m1_fp16(b & 0xF).to(tl.float32) * scale).to(DT)
+                hi = (_e2m1_fp16(b >> 4).to(tl.float32) * scale).to(DT)
             acc += tl.dot(xe, lo)
             acc += tl.dot(xo, hi)
     if FMT == 1:
@@ -231,23 +287,25 @@ def dequant_kernel(w_ptr, s_ptr, ts_ptr, out_ptr, HALF_K, N, stride_wk, stride_s
     tl.store(out_ptr + (k_even + 1)[:, None] * N + cols[None, :], hi, mask=mask)
 
 
-def _cfg(bm, bn, bk, split, warps, stages):
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split},
+def _cfg(bm, bn, bk, split, warps=4, stages=4, asm=True):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm},
                          num_warps=warps, num_stages=stages)
 
 
-# Curated configs (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, warps, stages).
-# Small M streams weights: enough CTAs (N tiles x splits) to cover the 132 SMs
-# several times, wide K blocks so each load is deep. Large M is a tiled GEMM.
-# BLOCK_K=512 configs are gone: they used 255 registers and spilled 22-28
-# (scripts/triton_diag.py on the H100) and never won.
-SMALL_M_CONFIGS = [_cfg(16, bn, bk, sk, 4, st) for bn, bk, sk, st in [
-    (32, 256, 1, 4), (64, 256, 1, 4), (64, 256, 2, 4), (128, 256, 1, 4),
-    (128, 256, 2, 3), (64, 128, 4, 4), (128, 128, 4, 4), (64, 128, 8, 4), (128, 128, 2, 4)]]
-MID_M_CONFIGS = [_cfg(bm, bn, bk, sk, w, st) for bm, bn, bk, sk, w, st in [
-    (32, 64, 256, 1, 4, 4), (32, 128, 128, 2, 4, 4), (64, 64, 128, 1, 4, 4), (64, 128, 128, 1, 4, 3),
-    (64, 64, 256, 2, 4, 3), (64, 128, 128, 2, 8, 3)]]
-LARGE_M_CONFIGS = [_cfg(bm, bn, bk, 1, w, st) for bm, bn, bk, w, st in [
+# Curated configs (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K[, warps, stages, asm]),
+# from scripts/tune_weight_only.py on the H100 (K = N = 8192, graph timing):
+# the best of 36 split-path candidates per format at M = 1 and 16 and of 24
+# at M = 64, with the packed-PTX decodes (int4 M=1: 25.1 -> 22.5 us, M=16:
+# 27.1 -> 24.6 us), plus two without them. Deep K blocks lost: BLOCK_K 64-128
+# with 4-16 splits keeps 256-1024 CTAs streaming. Large M: a tiled GEMM, only
+# used between the split path and the dequantize path.
+SMALL_M_CONFIGS = [_cfg(16, bn, bk, sk) for bn, bk, sk in [
+    (256, 64, 8), (128, 64, 8), (128, 128, 4), (128, 64, 16), (128, 64, 4), (64, 64, 8), (64, 64, 4)]] + \
+    [_cfg(16, 128, 64, 4, asm=False), _cfg(16, 128, 128, 4, asm=False)]
+MID_M_CONFIGS = [_cfg(bm, bn, bk, sk) for bm, bn, bk, sk in [
+    (64, 128, 128, 4), (64, 64, 128, 2), (64, 128, 128, 8), (64, 64, 128, 4), (64, 64, 64, 4), (64, 64, 64, 8)]] + \
+    [_cfg(64, 64, 128, 2, asm=False)]
+LARGE_M_CONFIGS = [_cfg(bm, bn, bk, 1, w, st, asm=False) for bm, bn, bk, w, st in [
     (128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 128, 8, 3), (64, 256, 64, 4, 4),
     (256, 128, 64, 8, 3), (128, 64, 64, 4, 4)]]
 

@@ -18,7 +18,7 @@ Three paths, picked by M (WeightOnlyGemm.path):
 - split (M <= SPLIT_PATH_MAX_M, memory-bound): split-K over enough CTAs to
   stream the weights; splits meet in an fp32 workspace by atomics and the
   tile's last program casts and stores, leaving workspace and counter zeroed
-  (one launch: the zero-fill and cast launches cost ~2 us each in a graph);
+  (one launch: split_k.py measured ~1-2 us per extra launch in a graph);
 - tiled: one program per output tile, stored directly;
 - dequant (M >= DEQUANT_MIN_M, compute-bound): a Triton kernel dequantizes the
   weights into a bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path
@@ -166,6 +166,15 @@ def _e2m1_fp16(c):
     return (((c & 7) << 9) | ((c & 8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
 
 
+@triton.jit
+def _nvfp4_values(w, bs, factor, DT: tl.constexpr):
+    """Packed E2M1 bytes and their E4M3 scales (uint8) -> (even-k, odd-k)
+    code * scale * factor in DT, formed in fp32 and rounded once."""
+    b = w.to(tl.int32) & 0xFF
+    scale = bs.to(tl.float8e4nv, bitcast=True).to(tl.float32) * (16384.0 * factor)
+    return (_e2m1_fp16(b & 0xF).to(tl.float32) * scale).to(DT), (_e2m1_fp16(b >> 4).to(tl.float32) * scale).to(DT)
+
+
 # M and M_BUCKET unspecialized: one compile serves every M (Triton would
 # otherwise compile M == 1 and M % 16 == 0 separately; M only feeds masks).
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
@@ -232,10 +241,7 @@ def weight_only_kernel(
             if DECODE_ASM and DT == tl.bfloat16:
                 lo, hi = _nvfp4_bf16x2(w, bs)
             else:
-                b = w.to(tl.int32) & 0xFF
-                scale = bs.to(tl.float8e4nv, bitcast=True).to(tl.float32) * 16384.0
-                lo = (_e2m1_fp16(b & 0xF).to(tl.float32) * scale).to(DT)
-                hi = (_e2m1_fp16(b >> 4).to(tl.float32) * scale).to(DT)
+                lo, hi = _nvfp4_values(w, bs, 1.0, DT)
             acc += tl.dot(xe, lo)
             acc += tl.dot(xo, hi)
     if FMT == 1:
@@ -278,11 +284,8 @@ def dequant_kernel(w_ptr, s_ptr, ts_ptr, out_ptr, HALF_K, N, stride_wk, stride_s
             lo = lo * s.to(DT)
             hi = hi * s.to(DT)
     else:
-        b = w.to(tl.int32) & 0xFF
         bs = tl.load(s_ptr + (k_even // 16)[:, None] * stride_sk + cols[None, :], mask=mask, other=0)
-        scale = bs.to(tl.float8e4nv, bitcast=True).to(tl.float32) * (16384.0 * tl.load(ts_ptr))
-        lo = (_e2m1_fp16(b & 0xF).to(tl.float32) * scale).to(DT)
-        hi = (_e2m1_fp16(b >> 4).to(tl.float32) * scale).to(DT)
+        lo, hi = _nvfp4_values(w, bs, tl.load(ts_ptr), DT)
     tl.store(out_ptr + k_even[:, None] * N + cols[None, :], lo, mask=mask)
     tl.store(out_ptr + (k_even + 1)[:, None] * N + cols[None, :], hi, mask=mask)
 
@@ -364,7 +367,8 @@ class WeightOnlyGemm:
     uint8, tensor_scale fp32 0-dim). Owns the split path's workspace and
     counters (zeroed once, left zeroed by every call).
     config: explicit {BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps,
-    num_stages} (tests, the interpreter); None autotunes per M bucket, N, K.
+    num_stages[, DECODE_ASM]} (tests, the interpreter); None autotunes per M
+    bucket, N, K.
     path: auto (by M), split, tiled or dequant."""
 
     def __init__(self, x, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,

@@ -13,7 +13,7 @@ GPU's clock state of that moment. On the H100, power-capped cuBLAS GEMMs ran
 at 1395-1680 MHz and their round medians moved up to 14% within one process
 (152 -> 174 us at 1024x14336x4096) while each round's samples stayed tight,
 so a sample-level test calls such moves significant. With rounds, the ratio
-is the geometric mean of the round medians', with Welch's t-test and its
+is that of the round medians' geometric means, with Welch's t-test and its
 interval on their logarithms.
 """
 
@@ -42,7 +42,7 @@ STATUS_ORDER = [INCORRECT, REGRESSED, INCOMPARABLE, NOISY, IMPROVED, REMOVED, AD
 THRESHOLD = 0.10
 SMALL_THRESHOLD = 0.15
 SMALL_US = 20.0
-ALPHA = 0.01  # significance level of the Mann-Whitney U test
+ALPHA = 0.01  # significance level (Mann-Whitney U, or Welch's t on rounds)
 CONFIDENCE = 0.95
 BOOTSTRAP = 2000
 MIN_ROUNDS = 3  # per side, for the round-level test (fewer: too few degrees of freedom)

@@ -73,13 +73,15 @@ def test_nvfp4_kernel_decodes_every_code_and_subnormal_scales():
 
 
 def _operands(op, shape, settings, seed):
+    """(WeightOnlyGemm's operands, the fp64 reference, the dequantized weights)."""
     mod = int4_gemm if op == "int4_gemm" else nvfp4_gemm
     inputs = mod.make_inputs(Case(op, Shape(*shape), DT, DEV, settings), seed)
-    ref = fp64_ref(inputs["x"], mod.dequantize(inputs))
+    w_deq = mod.dequantize(inputs)
     if op == "int4_gemm":
-        return (inputs["x"], inputs["w"], inputs["scales"], None, INT4, inputs["group_size"] or 2), ref
-    return (inputs["x"], inputs["w"], inputs["block_scales"].view(torch.uint8), inputs["tensor_scale"], NVFP4,
-            16), ref
+        args = (inputs["x"], inputs["w"], inputs["scales"], None, INT4, inputs["group_size"] or 2)
+    else:
+        args = (inputs["x"], inputs["w"], inputs["block_scales"].view(torch.uint8), inputs["tensor_scale"], NVFP4, 16)
+    return args, fp64_ref(inputs["x"], w_deq), w_deq
 
 
 @pytest.mark.parametrize("path", ["split", "tiled", "dequant"])
@@ -87,7 +89,7 @@ def _operands(op, shape, settings, seed):
                                          ("nvfp4_gemm", {"unscaled": False})])
 @pytest.mark.parametrize("shape", [(3, 384, 40), (19, 192, 37)])
 def test_every_path_vs_fp64_and_repeatable(path, op, settings, shape):
-    args, ref = _operands(op, shape, settings, np.random.randint(1 << 30))
+    args, ref, _ = _operands(op, shape, settings, np.random.randint(1 << 30))
     gemm = WeightOnlyGemm(*args, config=cfg(bn=32, bk=32, split=3), path=path)
     check(gemm(), ref)
     check(gemm(), ref)  # the split path left its workspace and counters ready for the next call
@@ -95,21 +97,16 @@ def test_every_path_vs_fp64_and_repeatable(path, op, settings, shape):
         assert float(gemm.ws.abs().sum()) == 0.0 and int(gemm.count.abs().sum()) == 0
 
 
-def test_dequantize_matches_the_formats_module():
-    args, _ = _operands("nvfp4_gemm", (2, 96, 24), {"unscaled": False}, 1)
-    mod_inputs = nvfp4_gemm.make_inputs(Case("nvfp4_gemm", Shape(2, 96, 24), DT, DEV, {"unscaled": False}), 1)
-    got = WeightOnlyGemm(*args, path="dequant").dequantize()
-    assert torch.equal(got, nvfp4_gemm.dequantize(mod_inputs).to(DT))
-    args, _ = _operands("int4_gemm", (2, 96, 24), {"group_size": 32}, 1)
-    mod_inputs = int4_gemm.make_inputs(Case("int4_gemm", Shape(2, 96, 24), DT, DEV, {"group_size": 32}), 1)
-    got = WeightOnlyGemm(*args, path="dequant").dequantize()
-    assert torch.equal(got, int4_gemm.dequantize(mod_inputs).to(DT))
+@pytest.mark.parametrize("op,settings", [("nvfp4_gemm", {"unscaled": False}), ("int4_gemm", {"group_size": 32})])
+def test_dequantize_matches_the_formats_module(op, settings):
+    args, _, w_deq = _operands(op, (2, 96, 24), settings, 1)
+    assert torch.equal(WeightOnlyGemm(*args, path="dequant").dequantize(), w_deq.to(DT))
 
 
 @pytest.mark.parametrize("kw,message", [({"path": "fast"}, "path 'fast'"),
                                         ({"config": cfg(bn=16)}, "at least 16 x 32")])
 def test_weight_only_refuses_bad_options(kw, message):
-    args, _ = _operands("int4_gemm", (2, 64, 32), {"group_size": 32}, 0)
+    args, _, _ = _operands("int4_gemm", (2, 64, 32), {"group_size": 32}, 0)
     with pytest.raises(ValueError, match=message):
         WeightOnlyGemm(*args, **kw)
 

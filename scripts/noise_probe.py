@@ -2,7 +2,7 @@
 """Where does run-to-run latency noise come from? Measures a few int4 rows
 the way the sweep does (harness.measure), several rounds in one process,
 with the GPU's SM clock, power and temperature after each row.
-Usage (GPU): python3 scripts/noise_probe.py ROUNDS [--same-inputs] > probe.jsonl
+Usage (GPU): python3 scripts/noise_probe.py ROUNDS > probe.jsonl
 Run it twice as separate processes to see the between-process shift."""
 
 import json

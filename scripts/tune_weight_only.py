@@ -2,7 +2,8 @@
 """GPU: time the Triton weight-only GEMM's candidate configs and paths, the
 way the runner times (CUDA graph over rotating copies > 2x L2).
   python3 scripts/tune_weight_only.py OUT.json [variants]
-1. split path, every candidate, M = 1, 16, 64 at K = N = 8192, int4 g128 and NVFP4;
+1. split path, every candidate, M = 1, 16, 64 at K = N = 8192, int4 g128 and NVFP4
+   (a 66-config grid at M <= 16: about 2 minutes per format);
 2. each case's best 6 on four other llama shapes;
 3. large M: the tiled kernel (autotuned), dequantize + cuBLAS, and cuBLAS bf16.
 Prints tables; writes every timing to OUT.json."""
@@ -63,10 +64,9 @@ def cfg(bm, bn, bk, sk, w=4, st=4):
 
 
 def candidates(m):
-    if m <= 16:
-        out = [cfg(16, bn, bk, sk) for bn, sks in ((64, (1, 2, 4, 8, 16)), (128, (2, 4, 8, 16)), (256, (4, 8, 16)))
-               for bk in (64, 128, 256) for sk in sks if not (bn == 256 and bk == 256)]
-        return out + [cfg(16, 128, 64, 8, 8), cfg(16, 64, 128, 8, 4, 3), cfg(16, 128, 128, 4, 4, 6)]
+    if m <= 16:  # the grid behind SMALL_M_CONFIGS (8 warps never won; BLOCK_N 64 never won at K = N = 8192)
+        return [{**cfg(16, bn, bk, sk, w, st), "DECODE_ASM": True} for bn in (128, 256) for bk in (32, 64, 128)
+                for sk in (4, 8, 16) for w in (4, 8) for st in (3, 4) if not (w == 8 and bn == 128 and bk == 32)]
     return [cfg(bm, bn, bk, sk) for bm in (32, 64) for bn in (64, 128) for bk in (64, 128) for sk in (2, 4, 8)]
 
 

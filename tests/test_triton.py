@@ -97,6 +97,17 @@ def test_every_path_vs_fp64_and_repeatable(path, op, settings, shape):
         assert float(gemm.ws.abs().sum()) == 0.0 and int(gemm.count.abs().sum()) == 0
 
 
+@pytest.mark.parametrize("op,m,path", [("int4_gemm", 64, "split"), ("int4_gemm", 65, "tiled"),
+                                       ("int4_gemm", 256, "dequant"), ("nvfp4_gemm", 64, "split"),
+                                       ("nvfp4_gemm", 65, "dequant")])
+def test_auto_path_by_m_and_format(op, m, path):
+    # The measured crossovers (weight_only.DEQUANT_MIN_M): NVFP4's tiled path never won.
+    args, ref, _ = _operands(op, (m, 64, 32), {"group_size": 32} if op == "int4_gemm" else {}, 0)
+    gemm = WeightOnlyGemm(*args, config=cfg(bm=64, bn=32, bk=32, split=2))
+    assert gemm.path == path
+    check(gemm(), ref)
+
+
 @pytest.mark.parametrize("op,settings", [("nvfp4_gemm", {"unscaled": False}), ("int4_gemm", {"group_size": 32})])
 def test_dequantize_matches_the_formats_module(op, settings):
     args, _, w_deq = _operands(op, (2, 96, 24), settings, 1)

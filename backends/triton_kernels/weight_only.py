@@ -11,8 +11,12 @@ One kernel for both formats (FMT), streaming each packed weight byte once:
   are exactly value * 2^-14, subnormal 0.5 included;
 - int4 group scales are applied to the fp32 partial product of a K block when
   the block lies in one group (fewer multiplies, fp32 accuracy), else per
-  element; NVFP4 applies its E4M3 block scale per element (exact: E2M1 x E4M3
-  has at most 5 significant bits) and the FP32 tensor scale once at the end.
+  element; NVFP4 loads a K block's E4M3 scales once ([BLOCK_K // 16,
+  BLOCK_N]), decodes them once, broadcasts them over the 8 packed rows each
+  covers and applies them per element (exact: E2M1 x E4M3 has at most 5
+  significant bits); the FP32 tensor scale is applied once at the end.
+  Loading each packed row's scale instead cost 27% (H100, K = N = 8192,
+  best config each, same run: M=1 33.2 -> 26.2 us, M=16 34.6 -> 26.6).
 
 Three paths, picked by M (WeightOnlyGemm.path):
 - split (M <= SPLIT_PATH_MAX_M, memory-bound): split-K over enough CTAs to
@@ -20,7 +24,7 @@ Three paths, picked by M (WeightOnlyGemm.path):
   tile's last program casts and stores, leaving workspace and counter zeroed
   (one launch: split_k.py measured ~1-2 us per extra launch in a graph);
 - tiled: one program per output tile, stored directly;
-- dequant (M >= DEQUANT_MIN_M, compute-bound): a Triton kernel dequantizes the
+- dequant (M >= DEQUANT_MIN_M[FMT], compute-bound): a Triton kernel dequantizes the
   weights into a bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path
   does for large batches). The fused tiled kernel ran at 2.3-2.5x cuBLAS bf16
   latency for M >= 256 on the H100 (int4 4096x8192x8192: 1825 vs 742 us);
@@ -39,9 +43,10 @@ from backends.triton_kernels import autotune_bench
 INT4, NVFP4 = 0, 1
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # M from this on dequantizes and calls cuBLAS. H100, K=N=8192 (and 4096x28672),
-# tiled vs dequantize+cuBLAS: M=128 108 vs 112 us (129 vs 198); M=256 125 vs
-# 118 (256 vs 213); M=4096 1852 vs 768, cuBLAS bf16 744.
-DEQUANT_MIN_M = 256
+# tiled vs dequantize+cuBLAS: int4 M=128 108 vs 112 us (129 vs 198); M=256
+# 125 vs 118 (256 vs 213); M=4096 1852 vs 768, cuBLAS bf16 744. NVFP4 M=128
+# 144 vs 114, M=256 141 vs 119: its tiled path never won.
+DEQUANT_MIN_M = {INT4: 256, NVFP4: SPLIT_PATH_MAX_M + 1}
 MIN_BLOCK_M, MIN_BLOCK_N = 16, 32  # the counters are sized for the smallest tile
 
 
@@ -86,62 +91,44 @@ def _int4_nibbles_bf16x2(w):
 
 
 @triton.jit
-def _nvfp4_bf16x2(w, bs):
-    """Packed bytes of E2M1 codes and their E4M3 scales (uint8, same shape) ->
-    (even-k, odd-k) bf16 values code * scale, exactly, in packed PTX, 4 bytes
-    per instance. A code's 3 magnitude bits shifted to bf16 bits 6-8 (sign to
-    15) read as value * 2^-126, subnormal 0.5 included; an E4M3's 7 bits
-    shifted by 4 read as scale * 2^-120. bf16 fmas (no flush to zero) restore
-    both exactly, and their product has at most 6 significant bits: exact.
-    GPU only: the interpreter cannot run inline PTX."""
+def _nvfp4_bf16x2(w, sb):
+    """Packed bytes of E2M1 codes (uint8) and each byte's scale as bf16 times
+    2^118 -> (even-k, odd-k) bf16 code * scale * 2^-8, exactly, in packed PTX,
+    4 bytes per instance. A code's 3 magnitude bits shifted to bf16 bits 6-8
+    (sign to 15) read as value * 2^-126, subnormal 0.5 included; one bf16x2
+    fma (no flush to zero) by the scale gives the product, which has at most
+    6 significant bits and lies in [2^-18, 11]: exact. The caller multiplies
+    the fp32 sum by 2^8. GPU only: the interpreter cannot run inline PTX."""
     return tl.inline_asm_elementwise(
         asm="""{
-        .reg .b32 t0, t1, h0, h1, s0, s1, a, b, c126, c120, z;
-        mov.b32 c126, 0x7E807E80;
-        mov.b32 c120, 0x7B807B80;
+        .reg .b32 t0, t1, h0, h1, a, b, z;
         mov.b32 z, 0x80008000;
         prmt.b32 t0, $4, 0, 0x4140;
         prmt.b32 t1, $4, 0, 0x4342;
         shr.u32 h0, t0, 4;
         shr.u32 h1, t1, 4;
-        prmt.b32 s0, $5, 0, 0x4140;
-        prmt.b32 s1, $5, 0, 0x4342;
-        shl.b32 a, s0, 4;
-        shl.b32 b, s0, 8;
-        and.b32 b, b, 0x80008000;
-        lop3.b32 s0, a, 0x07F007F0, b, 0xEA;
-        fma.rn.bf16x2 s0, s0, c120, z;
-        shl.b32 a, s1, 4;
-        shl.b32 b, s1, 8;
-        and.b32 b, b, 0x80008000;
-        lop3.b32 s1, a, 0x07F007F0, b, 0xEA;
-        fma.rn.bf16x2 s1, s1, c120, z;
         shl.b32 a, t0, 6;
         shl.b32 b, t0, 12;
         and.b32 b, b, 0x80008000;
         lop3.b32 $0, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $0, $0, c126, z;
-        fma.rn.bf16x2 $0, $0, s0, z;
+        fma.rn.bf16x2 $0, $0, $5, z;
         shl.b32 a, t1, 6;
         shl.b32 b, t1, 12;
         and.b32 b, b, 0x80008000;
         lop3.b32 $1, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $1, $1, c126, z;
-        fma.rn.bf16x2 $1, $1, s1, z;
+        fma.rn.bf16x2 $1, $1, $6, z;
         shl.b32 a, h0, 6;
         shl.b32 b, h0, 12;
         and.b32 b, b, 0x80008000;
         lop3.b32 $2, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $2, $2, c126, z;
-        fma.rn.bf16x2 $2, $2, s0, z;
+        fma.rn.bf16x2 $2, $2, $5, z;
         shl.b32 a, h1, 6;
         shl.b32 b, h1, 12;
         and.b32 b, b, 0x80008000;
         lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $3, $3, c126, z;
-        fma.rn.bf16x2 $3, $3, s1, z;
+        fma.rn.bf16x2 $3, $3, $6, z;
         }""",
-        constraints="=r,=r,=r,=r,r,r", args=[w, bs], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+        constraints="=r,=r,=r,=r,r,r,r", args=[w, sb], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
 
 
 @triton.jit
@@ -167,12 +154,25 @@ def _e2m1_fp16(c):
 
 
 @triton.jit
-def _nvfp4_values(w, bs, factor, DT: tl.constexpr):
-    """Packed E2M1 bytes and their E4M3 scales (uint8) -> (even-k, odd-k)
-    code * scale * factor in DT, formed in fp32 and rounded once."""
+def _e4m3(bs):
+    """E4M3 bytes (uint8) -> fp32, exactly."""
+    return bs.to(tl.float8e4nv, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def _nvfp4_values(w, scale, DT: tl.constexpr):
+    """Packed E2M1 bytes and each byte's fp32 scale -> (even-k, odd-k)
+    code * scale in DT, formed in fp32 and rounded once."""
     b = w.to(tl.int32) & 0xFF
-    scale = bs.to(tl.float8e4nv, bitcast=True).to(tl.float32) * (16384.0 * factor)
-    return (_e2m1_fp16(b & 0xF).to(tl.float32) * scale).to(DT), (_e2m1_fp16(b >> 4).to(tl.float32) * scale).to(DT)
+    s = scale * 16384.0
+    return (_e2m1_fp16(b & 0xF).to(tl.float32) * s).to(DT), (_e2m1_fp16(b >> 4).to(tl.float32) * s).to(DT)
+
+
+@triton.jit
+def _per_packed_row(s, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """[BLOCK_K // 16, BLOCK_N] block values -> [BLOCK_K // 2, BLOCK_N], each
+    repeated for the 8 packed rows (16 k) of its block."""
+    return tl.reshape(tl.broadcast_to(s[:, None, :], (BLOCK_K // 16, 8, BLOCK_N)), (BLOCK_K // 2, BLOCK_N))
 
 
 # M and M_BUCKET unspecialized: one compile serves every M (Triton would
@@ -236,16 +236,24 @@ def weight_only_kernel(
                 acc += tl.dot(xe, lo)
                 acc += tl.dot(xo, hi)
         else:
-            bs = tl.load(s_ptr + (k_even // 16)[:, None] * stride_sk + offs_n[None, :],
-                         mask=mask_k[:, None] & mask_n[None, :], other=0)
+            # The block's scales once ([BLOCK_K // 16, BLOCK_N], decoded once),
+            # broadcast to the 8 packed rows each covers (in the dot operand's
+            # layout: no shared-memory round trip); see the module docstring.
+            rows = kb * (BLOCK_K // 16) + tl.arange(0, BLOCK_K // 16)
+            bs = tl.load(s_ptr + rows[:, None] * stride_sk + offs_n[None, :],
+                         mask=(rows * 16 < K)[:, None] & mask_n[None, :], other=0)
             if DECODE_ASM and DT == tl.bfloat16:
-                lo, hi = _nvfp4_bf16x2(w, bs)
+                sb = _e4m3(bs) * 3.3230699894622946e35  # 2^118, exact in bf16 (scale <= 448)
+                lo, hi = _nvfp4_bf16x2(w, _per_packed_row(sb.to(tl.bfloat16), BLOCK_K, BLOCK_N))
             else:
-                lo, hi = _nvfp4_values(w, bs, 1.0, DT)
+                lo, hi = _nvfp4_values(w, _per_packed_row(_e4m3(bs), BLOCK_K, BLOCK_N), DT)
             acc += tl.dot(xe, lo)
             acc += tl.dot(xo, hi)
     if FMT == 1:
-        acc = acc * tl.load(ts_ptr)
+        if DECODE_ASM and DT == tl.bfloat16:
+            acc = acc * (tl.load(ts_ptr) * 256.0)  # the PTX decode's 2^-8
+        else:
+            acc = acc * tl.load(ts_ptr)
     out = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
     mask = mask_m[:, None] & mask_n[None, :]
     if SPLIT_K == 1:
@@ -285,7 +293,7 @@ def dequant_kernel(w_ptr, s_ptr, ts_ptr, out_ptr, HALF_K, N, stride_wk, stride_s
             hi = hi * s.to(DT)
     else:
         bs = tl.load(s_ptr + (k_even // 16)[:, None] * stride_sk + cols[None, :], mask=mask, other=0)
-        lo, hi = _nvfp4_values(w, bs, tl.load(ts_ptr), DT)
+        lo, hi = _nvfp4_values(w, _e4m3(bs) * tl.load(ts_ptr), DT)
     tl.store(out_ptr + k_even[:, None] * N + cols[None, :], lo, mask=mask)
     tl.store(out_ptr + (k_even + 1)[:, None] * N + cols[None, :], hi, mask=mask)
 
@@ -300,10 +308,15 @@ def _cfg(bm, bn, bk, split, warps=4, stages=4, asm=True):
 # the best of 36 split-path candidates per format at M = 1 and 16 and of 24
 # at M = 64, with the packed-PTX decodes (int4 M=1: 25.1 -> 22.5 us, M=16:
 # 27.1 -> 24.6 us), plus two without them. Deep K blocks lost: BLOCK_K 64-128
-# with 4-16 splits keeps 256-1024 CTAs streaming. Large M: a tiled GEMM, only
-# used between the split path and the dequantize path.
-SMALL_M_CONFIGS = [_cfg(16, bn, bk, sk) for bn, bk, sk in [
-    (256, 64, 8), (128, 64, 8), (128, 128, 4), (128, 64, 16), (128, 64, 4), (64, 64, 8), (64, 64, 4)]] + \
+# with 4-16 splits keeps 256-1024 CTAs streaming. After the NVFP4 scale
+# change, a 66-config grid (BLOCK_N 128/256, BLOCK_K 32-128, 4-16 splits,
+# 4/8 warps, 3/4 stages) put first: int4 (256, 128, 8, 3 stages) at M=1 21.6
+# us, M=16 24.5; NVFP4 (128, 128, 4, 4 stages) at 26.2 / 26.6. 8 warps never
+# won (NVFP4 M=16: 29.2 at best). Large M: a tiled GEMM, only used between
+# the split path and the dequantize path.
+SMALL_M_CONFIGS = [_cfg(16, bn, bk, sk, 4, st) for bn, bk, sk, st in [
+    (256, 128, 8, 3), (256, 64, 8, 3), (128, 128, 4, 4), (128, 64, 8, 3), (128, 128, 4, 3), (128, 64, 16, 4),
+    (128, 64, 4, 4), (64, 64, 8, 4), (64, 64, 4, 4)]] + \
     [_cfg(16, 128, 64, 4, asm=False), _cfg(16, 128, 128, 4, asm=False)]
 MID_M_CONFIGS = [_cfg(bm, bn, bk, sk) for bm, bn, bk, sk in [
     (64, 128, 128, 4), (64, 64, 128, 2), (64, 128, 128, 8), (64, 64, 128, 4), (64, 64, 64, 4), (64, 64, 64, 8)]] + \
@@ -376,7 +389,7 @@ class WeightOnlyGemm:
         check_inputs(x, w, scales, fmt, group)
         m, n = x.shape[0], w.shape[1]
         if path == "auto":
-            path = "split" if m <= SPLIT_PATH_MAX_M else "dequant" if m >= DEQUANT_MIN_M else "tiled"
+            path = "split" if m <= SPLIT_PATH_MAX_M else "dequant" if m >= DEQUANT_MIN_M[fmt] else "tiled"
         if path not in ("split", "tiled", "dequant"):
             raise ValueError(f"path {path!r}: expected auto, split, tiled or dequant")
         if config is not None and (config["BLOCK_M"] < MIN_BLOCK_M or config["BLOCK_N"] < MIN_BLOCK_N):

@@ -103,8 +103,14 @@ def build_plan(args) -> Plan:
         raise InputError("--autotune needs a CUDA device (the interpreter cannot time configs)")
     if args.save_configs and args.autotune == "none":
         raise InputError("--save-configs needs --autotune quick or full")
-    if args.helion_configs and not Path(args.helion_configs).is_file():
-        raise InputError(f"--helion-configs {args.helion_configs}: no such file")
+    if args.helion_configs:
+        if not Path(args.helion_configs).is_file():
+            raise InputError(f"--helion-configs {args.helion_configs}: no such file")
+        from backends.helion_kernels.configs import check_file  # no helion import: plain JSON
+        try:
+            check_file(Path(args.helion_configs))
+        except ValueError as e:
+            raise InputError(f"--helion-configs {e}") from None
     if args.autotune_budget is not None and args.autotune_budget <= 0:
         raise InputError("--autotune-budget must be > 0 seconds")
     settings = op_settings(args, op)

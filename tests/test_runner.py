@@ -65,6 +65,31 @@ def test_bad_input_in_a_real_process():
                                              "along K"]
 
 
+@pytest.mark.parametrize("text,message", [
+    ("{not json", "not a readable JSON file"),
+    ('{"gpu": "h100"}', 'expected {"kernels"'),
+    ('{"kernels": {"weight_only": {"M16": {"config": {}}}}}', "found 'M16'"),
+    ('{"kernels": {"weight_only": {"M16_K64_N64": {"us": 1}}}}', "found 'M16_K64_N64'"),
+    ('{"kernels": {"weight_only": []}}', "kernel 'weight_only'"),
+])
+def test_bad_helion_configs_file_is_refused_before_the_run(text, message, capsys, tmp_path):
+    bad = tmp_path / "configs.json"
+    bad.write_text(text)
+    code = runner.main(["--op", "int4_gemm", "--helion-configs", str(bad), "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "--helion-configs" in lines[0] and message in lines[0], err
+    assert not (tmp_path / "run").exists()
+
+
+def test_checked_in_helion_configs_pass_the_file_check():
+    from backends.helion_kernels import configs
+    files = sorted(configs.CONFIG_DIR.glob("*.json"))
+    assert files
+    for f in files:
+        configs.check_file(f)
+
+
 def test_output_dir_that_holds_files_is_refused(tmp_path):
     (tmp_path / "old.txt").write_text("x")
     r = cli("--op", "int4_gemm", "--output-dir", str(tmp_path))

@@ -63,6 +63,24 @@ def read(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def check_file(path: Path) -> None:
+    """Refuse a config file that is not readable JSON of the layout above, in
+    one line (ValueError), before a run starts rather than as error rows."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a readable JSON file ({e})") from None
+    kernels = doc.get("kernels") if isinstance(doc, dict) else None
+    if not isinstance(kernels, dict):
+        raise ValueError(f'{path}: expected {{"kernels": {{KERNEL: {{BUCKET: {{"config": {{...}}}}}}}}}}')
+    for kernel, entries in kernels.items():
+        for key, entry in (entries.items() if isinstance(entries, dict) else [(None, None)]):
+            if not re.fullmatch(r"M\d+_K\d+_N\d+", str(key)) or not isinstance(entry, dict) \
+                    or not isinstance(entry.get("config"), dict):
+                raise ValueError(f'{path}: kernel {kernel!r}: entries must be "M<m>_K<k>_N<n>": '
+                                 f'{{"config": {{...}}}}, found {key!r}')
+
+
 def lookup(kernel: str, m: int, k: int, n: int, slug: str, path: Path | None = None) -> tuple[dict, str]:
     """(config dict, note). The note names the bucket used when it is not the
     shape's own. ConfigMissing when the GPU or the kernel has none. `path`

@@ -46,6 +46,15 @@ def test_int4_kernel_vs_fp64(shape, group, config):
     check(out, fp64_ref(inputs["x"], int4_gemm.dequantize(inputs)))
 
 
+@pytest.mark.parametrize("group,bk", [(96, 64), (96, 128), (2, 32), (32, 128), (384, 256)])
+def test_int4_kernel_any_group_vs_block(group, bk):
+    # Groups that split a K block, span blocks, or neither (96 vs 64: scales per element).
+    c = Case("int4_gemm", Shape(5, 384, 40), DT, DEV, {"group_size": group})
+    inputs = int4_gemm.make_inputs(c, seed=np.random.randint(1 << 30))
+    out = weight_only_gemm(inputs["x"], inputs["w"], inputs["scales"], None, INT4, group, cfg(bk=bk, split=2))
+    check(out, fp64_ref(inputs["x"], int4_gemm.dequantize(inputs)))
+
+
 @pytest.mark.parametrize("shape", [(1, 64, 40), (3, 160, 96), (17, 384, 37), (80, 128, 48)])
 @pytest.mark.parametrize("unscaled", [False, True])
 @pytest.mark.parametrize("config", [cfg(bk=32, split=1), cfg(bn=64, bk=128, split=2)] +

@@ -11,10 +11,11 @@ One kernel for both formats (FMT), streaming each packed weight byte once:
   are exactly value * 2^-14, subnormal 0.5 included;
 - int4 group scales are applied to the fp32 partial product of a K block when
   the block lies in one group (fewer multiplies, fp32 accuracy), else per
-  element (loaded once per group when groups tile the block); NVFP4 loads a K block's E4M3 scales once ([BLOCK_K // 16,
-  BLOCK_N]), decodes them once, broadcasts them over the 8 packed rows each
-  covers and applies them per element (exact: E2M1 x E4M3 has at most 5
-  significant bits); the FP32 tensor scale is applied once at the end.
+  element. Per-element scales (int4 groups that tile a K block, NVFP4's
+  E4M3 block scales) are loaded once per group ([BLOCK_K // group, BLOCK_N])
+  and broadcast over the packed rows each covers; NVFP4's are decoded once
+  and applied per element (exact: E2M1 x E4M3 has at most 5 significant
+  bits), its FP32 tensor scale once at the end.
   Loading each packed row's scale instead cost 27% (H100, K = N = 8192,
   best config each, same run: M=1 33.2 -> 26.2 us, M=16 34.6 -> 26.6).
 
@@ -169,10 +170,21 @@ def _nvfp4_values(w, scale, DT: tl.constexpr):
 
 
 @triton.jit
-def _per_packed_row(s, BLOCKS: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
-    """[BLOCKS, BLOCK_N] per-block values -> [BLOCKS * ROWS, BLOCK_N], each
-    repeated for the ROWS packed rows (2 * ROWS k) of its block."""
-    return tl.reshape(tl.broadcast_to(s[:, None, :], (BLOCKS, ROWS, BLOCK_N)), (BLOCKS * ROWS, BLOCK_N))
+def _load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
+    """The scale rows of K block kb's groups: [BLOCK_K // GROUP, BLOCK_N]
+    (GROUP divides BLOCK_K)."""
+    g = kb * (BLOCK_K // GROUP) + tl.arange(0, BLOCK_K // GROUP)
+    return tl.load(s_ptr + g[:, None] * stride_sk + offs_n[None, :], mask=(g * GROUP < K)[:, None] & mask_n[None, :],
+                   other=0)
+
+
+@triton.jit
+def _per_packed_row(s, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """[BLOCK_K // GROUP, BLOCK_N] per-group values -> [BLOCK_K // 2, BLOCK_N],
+    each repeated for the GROUP // 2 packed rows of its group (in the dot
+    operand's layout: Triton places the broadcast there, no shared-memory
+    round trip)."""
+    return tl.reshape(tl.broadcast_to(s[:, None, :], (BLOCK_K // GROUP, GROUP // 2, BLOCK_N)), (BLOCK_K // 2, BLOCK_N))
 
 
 # M and M_BUCKET unspecialized: one compile serves every M (Triton would
@@ -188,6 +200,7 @@ def weight_only_kernel(
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     HALF: tl.constexpr = BLOCK_K // 2
+    USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
     pid_mn = tl.program_id(0)
     pid_k = tl.program_id(1)
     n_tiles = tl.cdiv(N, BLOCK_N)
@@ -219,7 +232,7 @@ def weight_only_kernel(
         x = _load_x(x_ptr, kb, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K)
         xe, xo = tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
         if FMT == 0:
-            if DECODE_ASM and DT == tl.bfloat16:
+            if USE_ASM:
                 lo, hi = _int4_nibbles_bf16x2(w)
             else:
                 lo, hi = _int4_nibbles(w, DT)
@@ -233,10 +246,8 @@ def weight_only_kernel(
                     # 8192x8192 group 32, best of 4 configs: M=1 27.4 -> 21.9
                     # us, M=16 28.0 -> 23.6); per element when neither divides.
                     if BLOCK_K % GROUP == 0:
-                        g = kb * (BLOCK_K // GROUP) + tl.arange(0, BLOCK_K // GROUP)
-                        s = tl.load(s_ptr + g[:, None] * stride_sk + offs_n[None, :],
-                                    mask=(g * GROUP < K)[:, None] & mask_n[None, :], other=0.0)
-                        s = _per_packed_row(s.to(DT), BLOCK_K // GROUP, GROUP // 2, BLOCK_N)
+                        s = _load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K, GROUP)
+                        s = _per_packed_row(s.to(DT), GROUP, BLOCK_K, BLOCK_N)
                     else:
                         s = tl.load(s_ptr + (k_even // GROUP)[:, None] * stride_sk + offs_n[None, :],
                                     mask=mask_k[:, None] & mask_n[None, :], other=0.0).to(DT)
@@ -245,21 +256,17 @@ def weight_only_kernel(
                 acc += tl.dot(xe, lo)
                 acc += tl.dot(xo, hi)
         else:
-            # The block's scales once ([BLOCK_K // 16, BLOCK_N], decoded once),
-            # broadcast to the 8 packed rows each covers (in the dot operand's
-            # layout: no shared-memory round trip); see the module docstring.
-            rows = kb * (BLOCK_K // 16) + tl.arange(0, BLOCK_K // 16)
-            bs = tl.load(s_ptr + rows[:, None] * stride_sk + offs_n[None, :],
-                         mask=(rows * 16 < K)[:, None] & mask_n[None, :], other=0)
-            if DECODE_ASM and DT == tl.bfloat16:
+            # The block's scales once, decoded once (see the module docstring).
+            bs = _load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K, 16)
+            if USE_ASM:
                 sb = _e4m3(bs) * 3.3230699894622946e35  # 2^118, exact in bf16 (scale <= 448)
-                lo, hi = _nvfp4_bf16x2(w, _per_packed_row(sb.to(tl.bfloat16), BLOCK_K // 16, 8, BLOCK_N))
+                lo, hi = _nvfp4_bf16x2(w, _per_packed_row(sb.to(tl.bfloat16), 16, BLOCK_K, BLOCK_N))
             else:
-                lo, hi = _nvfp4_values(w, _per_packed_row(_e4m3(bs), BLOCK_K // 16, 8, BLOCK_N), DT)
+                lo, hi = _nvfp4_values(w, _per_packed_row(_e4m3(bs), 16, BLOCK_K, BLOCK_N), DT)
             acc += tl.dot(xe, lo)
             acc += tl.dot(xo, hi)
     if FMT == 1:
-        if DECODE_ASM and DT == tl.bfloat16:
+        if USE_ASM:
             acc = acc * (tl.load(ts_ptr) * 256.0)  # the PTX decode's 2^-8
         else:
             acc = acc * tl.load(ts_ptr)

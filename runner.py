@@ -92,7 +92,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def compare_parser() -> argparse.ArgumentParser:
-    from harness import compare as c  # light: numpy, scipy, tabulate
+    from qgemm_bench.harness import compare as c  # light: numpy, scipy, tabulate
 
     p = argparse.ArgumentParser(prog="runner.py compare", description="Compare two runs for perf "
                                 "regressions: a report for a CI job summary or a PR comment.",
@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         return _compare(argv[1:])
     args = parser().parse_args(argv)
     # Imported here so that --help stays instant and import errors get one line.
-    from harness import benchmark
-    from operators.common import InputError
+    from qgemm_bench.harness import benchmark
+    from qgemm_bench.operators.common import InputError
 
     try:
         if args.list_ops:
@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _compare(argv: list[str]) -> int:
     args = compare_parser().parse_args(argv)
-    from harness import compare
-    from operators.common import InputError
+    from qgemm_bench.harness import compare
+    from qgemm_bench.operators.common import InputError
 
     try:
         return compare.main(args)

@@ -17,8 +17,8 @@ import torch  # noqa: E402
 
 import backends  # noqa: E402
 import operators  # noqa: E402
-from harness.measure import Settings, measure  # noqa: E402
-from operators.common import Case, Shape  # noqa: E402
+from qgemm_bench.harness.measure import Settings, measure  # noqa: E402
+from qgemm_bench.operators.common import Case, Shape  # noqa: E402
 
 SHAPES = [Shape(256, 14336, 4096), Shape(256, 4096, 4096), Shape(1024, 14336, 4096), Shape(4096, 8192, 8192),
           Shape(1, 8192, 8192)]

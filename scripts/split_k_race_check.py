@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from backends.triton_kernels.split_k import CONFIGS, _prune, split_k_kernel  # noqa: E402
-from operators.common import rel_error  # noqa: E402
+from qgemm_bench.backends.triton_kernels.split_k import CONFIGS, _prune, split_k_kernel  # noqa: E402
+from qgemm_bench.operators.common import rel_error  # noqa: E402
 
 dev = torch.device("cuda")
 

@@ -12,9 +12,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root
 
 
 def main():
-    from backends.triton_kernels import weight_only as wo
-    from operators import int4_gemm
-    from operators.common import Case, Shape
+    from qgemm_bench.backends.triton_kernels import weight_only as wo
+    from qgemm_bench.operators import int4_gemm
+    from qgemm_bench.operators.common import Case, Shape
 
     args = [int(a) for a in sys.argv[1:]] or [8192, 8192, 1, 16, 64, 4096]
     k, n, ms = args[0], args[1], args[2:]

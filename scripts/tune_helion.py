@@ -59,11 +59,11 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dic
 
     dtype = dtype or torch.bfloat16
 
-    import backends
-    import operators
-    from backends.helion_kernels import configs
-    from harness.measure import Settings, measure
-    from operators.common import Case, Shape
+    from qgemm_bench import backends
+    from qgemm_bench import operators
+    from qgemm_bench.backends.helion_kernels import configs
+    from qgemm_bench.harness.measure import Settings, measure
+    from qgemm_bench.operators.common import Case, Shape
 
     op = operators.get(op_name)
     backend = next(b for b in backends.for_op(op_name) if b.name == "helion")

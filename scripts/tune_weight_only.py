@@ -18,10 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from backends.triton_kernels import weight_only as wo  # noqa: E402
-from harness.timing import time_graph  # noqa: E402
-from operators import int4_gemm, nvfp4_gemm  # noqa: E402
-from operators.common import Case, Shape, rel_error  # noqa: E402
+from qgemm_bench.backends.triton_kernels import weight_only as wo  # noqa: E402
+from qgemm_bench.harness.timing import time_graph  # noqa: E402
+from qgemm_bench.operators import int4_gemm, nvfp4_gemm  # noqa: E402
+from qgemm_bench.operators.common import Case, Shape, rel_error  # noqa: E402
 
 DEV = torch.device("cuda")
 L2 = torch.cuda.get_device_properties(DEV).L2_cache_size

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-import backends
-from operators import formats, int4_gemm, nvfp4_gemm, split_k_gemm
-from operators.common import Case, InputError, Shape, rel_error
+from qgemm_bench import backends
+from qgemm_bench.operators import formats, int4_gemm, nvfp4_gemm, split_k_gemm
+from qgemm_bench.operators.common import Case, InputError, Shape, rel_error
 
 CPU = torch.device("cpu")
 OPS = {"int4_gemm": int4_gemm, "nvfp4_gemm": nvfp4_gemm, "split_k_gemm": split_k_gemm}

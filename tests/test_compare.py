@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import runner
-from harness import compare
-from harness.results import ERROR, INCORRECT, OK, Row, RunFolder
+from qgemm_bench.harness import compare
+from qgemm_bench.harness.results import ERROR, INCORRECT, OK, Row, RunFolder
 
 META = {"gpu": "NVIDIA H100 80GB HBM3", "capability": "9.0", "driver": "580.1", "torch": "2.11.0",
         "triton": "3.6.0", "helion": "1.4.0", "cuda": "13.0", "git_commit": "abc", "date": "2026-11-22",

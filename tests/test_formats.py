@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from operators import formats
-from operators.formats import FormatError
+from qgemm_bench.operators import formats
+from qgemm_bench.operators.formats import FormatError
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 

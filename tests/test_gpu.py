@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-import backends
+from qgemm_bench import backends
 import runner
-from harness import timing
-from harness.measure import copies_needed
-from operators import formats, int4_gemm, nvfp4_gemm, split_k_gemm
-from operators.common import Case, Shape, rel_error
+from qgemm_bench.harness import timing
+from qgemm_bench.harness.measure import copies_needed
+from qgemm_bench.operators import formats, int4_gemm, nvfp4_gemm, split_k_gemm
+from qgemm_bench.operators.common import Case, Shape, rel_error
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -133,7 +133,7 @@ def test_split_k_deterministic_is_bit_identical_on_gpu():
 def test_split_k_atomic_finish_has_no_race(cfg):
     # These configs read incomplete sums in up to 20 of 20 runs when the last
     # program read the workspace with a plain (.cg) load.
-    from backends.triton_kernels.split_k import ATOMIC, SplitKGemm
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, SplitKGemm
 
     a = torch.randn(256, 8192, device=CUDA, dtype=torch.bfloat16)
     b = torch.randn(8192, 256, device=CUDA, dtype=torch.bfloat16)
@@ -146,7 +146,7 @@ def test_split_k_atomic_finish_has_no_race(cfg):
 
 @pytest.mark.parametrize("k,n,group", [(4096, 1000, 128), (1024, 264, 32), (256, 72, 256)])
 def test_int4_quantize_kernel_bf16_bit_identical(k, n, group):
-    from operators.int4_quantize_kernel import quantize_int4
+    from qgemm_bench.operators.int4_quantize_kernel import quantize_int4
 
     w = (torch.randn(k, n, device=CUDA) * torch.rand(1, n, device=CUDA) * 10).to(torch.bfloat16)
     w[:group, 0] = 0
@@ -176,7 +176,7 @@ def test_split_k_helion_bf16(shape):
 
 
 def test_tritonbench_entries_on_gpu():
-    from backends import tritonbench as tb
+    from qgemm_bench.backends import tritonbench as tb
 
     x = torch.randn(16, 4096, device=CUDA, dtype=torch.bfloat16)
     w = torch.randint(-8, 8, (4096, 4096), device=CUDA, dtype=torch.int32)

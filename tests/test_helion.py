@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import runner
-from backends import for_op
-from backends.helion_kernels import configs, split_k_gemm, weight_only
-from backends.tritonbench import (
+from qgemm_bench.backends import for_op
+from qgemm_bench.backends.helion_kernels import configs, split_k_gemm, weight_only
+from qgemm_bench.backends.tritonbench import (
     KERNEL_MAPPINGS,
     int4_gemm_tritonbench,
     matmul_split_k_tritonbench,
@@ -20,9 +20,9 @@ from backends.tritonbench import (
     triton_matmul_split_k_tritonbench,
     triton_nvfp4_gemm_tritonbench,
 )
-from operators import formats, int4_gemm, nvfp4_gemm
-from operators import split_k_gemm as split_k_op
-from operators.common import Case, Shape, rel_error
+from qgemm_bench.operators import formats, int4_gemm, nvfp4_gemm
+from qgemm_bench.operators import split_k_gemm as split_k_op
+from qgemm_bench.operators.common import Case, Shape, rel_error
 
 DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DT = torch.bfloat16 if DEV.type == "cuda" else torch.float16
@@ -155,7 +155,7 @@ def test_m_buckets():
 def test_checked_in_configs_fit_the_kernels():
     """Every checked-in config compiles for its kernel (the interpreter's
     compile: the config is validated and normalized; nothing runs)."""
-    from backends.helion_kernels import kernels
+    from qgemm_bench.backends.helion_kernels import kernels
 
     files = sorted(configs.CONFIG_DIR.glob("*.json"))
     assert files, "no checked-in Helion configs"
@@ -245,8 +245,8 @@ def test_autotune_runs_once_per_case_and_saves(monkeypatch, config_dir):
     case; Helion's search must run once, and --save-configs writes it."""
     import helion
 
-    from backends import helion_kernels
-    from backends.helion_kernels import kernels  # decorated with the real helion.kernel first
+    from qgemm_bench.backends import helion_kernels
+    from qgemm_bench.backends.helion_kernels import kernels  # decorated with the real helion.kernel first
 
     calls = []
 

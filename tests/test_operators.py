@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-import operators
-from operators import int4_gemm, nvfp4_gemm, split_k_gemm
-from operators.common import Case, InputError, Shape
+from qgemm_bench import operators
+from qgemm_bench.operators import int4_gemm, nvfp4_gemm, split_k_gemm
+from qgemm_bench.operators.common import Case, InputError, Shape
 from tests.test_formats import E2M1, np_unpack
 
 CPU = torch.device("cpu")

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import torch
 
-import backends
+from qgemm_bench import backends
 import runner
-from backends import Backend, Prepared
-from harness import results
+from qgemm_bench.backends import Backend, Prepared
+from qgemm_bench.harness import results
 
 REPO = Path(__file__).resolve().parent.parent
 OUTPUTS = ["rows.jsonl", "results.csv", "results.json", "report.md",
@@ -83,7 +83,7 @@ def test_bad_helion_configs_file_is_refused_before_the_run(text, message, capsys
 
 
 def test_checked_in_helion_configs_pass_the_file_check():
-    from backends.helion_kernels import configs
+    from qgemm_bench.backends.helion_kernels import configs
     files = sorted(configs.CONFIG_DIR.glob("*.json"))
     assert files
     for f in files:
@@ -194,7 +194,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path, monkeypatch):
 
 
 def test_repeats_interleave_backends_and_pool_samples(tmp_path, monkeypatch):
-    from operators import int4_gemm
+    from qgemm_bench.operators import int4_gemm
 
     order = []
 

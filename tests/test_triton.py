@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
-from backends.triton_kernels.weight_only import INT4, NVFP4, WeightOnlyGemm, weight_only_gemm
-from operators import formats, int4_gemm, nvfp4_gemm, split_k_gemm
-from operators.common import Case, Shape, rel_error
+from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
+from qgemm_bench.backends.triton_kernels.weight_only import INT4, NVFP4, WeightOnlyGemm, weight_only_gemm
+from qgemm_bench.operators import formats, int4_gemm, nvfp4_gemm, split_k_gemm
+from qgemm_bench.operators.common import Case, Shape, rel_error
 
 DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DT = torch.bfloat16 if DEV.type == "cuda" else torch.float16
@@ -161,7 +161,7 @@ def test_split_k_deterministic_is_bit_identical_over_runs():
 @pytest.mark.parametrize("k,n,group,wdt", [(256, 40, 128, torch.float16), (384, 37, 32, torch.float16),
                                            (96, 5, 96, torch.float32), (64, 3, 2, torch.float16)])
 def test_int4_quantize_kernel_is_bit_identical_to_formats(k, n, group, wdt):
-    from operators.int4_quantize_kernel import quantize_int4
+    from qgemm_bench.operators.int4_quantize_kernel import quantize_int4
 
     sdt = torch.float16  # the interpreter has no bf16; tests/test_gpu.py covers bf16
     w = (torch.randn(k, n) * torch.rand(1, n) * 3)

@@ -1,0 +1,469 @@
+"""Triton weight-only GEMM for the int4 and NVFP4 formats: y = x @ dequant(w).
+
+One kernel for both formats (FMT), streaming each packed weight byte once:
+- the packed [K//2, N] tile is split into its low nibbles (even k) and high
+  nibbles (odd k), which multiply x's even and odd columns: two tl.dot per
+  K block, no interleaving;
+- decoding avoids int->float conversions (I2F/F2F issue at 1/8 of the FMA rate
+  on Hopper): an int4 nibble u = q + 8 ORed into the exponent of a magic
+  constant is exactly 128 + u in bf16 (1024 + u in fp16), minus 136 (1032);
+  an E2M1 code's 3 magnitude bits shifted into an fp16's exponent/mantissa
+  are exactly value * 2^-14, subnormal 0.5 included;
+- int4 group scales are applied to the fp32 partial product of a K block when
+  the block lies in one group (fewer multiplies, fp32 accuracy), else per
+  element. Per-element scales (int4 groups that tile a K block, NVFP4's
+  E4M3 block scales) are loaded once per group ([BLOCK_K // group, BLOCK_N])
+  and broadcast over the packed rows each covers; NVFP4's are decoded once
+  and applied per element (exact: E2M1 x E4M3 has at most 5 significant
+  bits), its FP32 tensor scale once at the end.
+  Loading each packed row's scale instead cost 27% (H100, K = N = 8192,
+  best config each, same run: M=1 33.2 -> 26.2 us, M=16 34.6 -> 26.6).
+
+Three paths, picked by M (WeightOnlyGemm.path):
+- split (M <= SPLIT_PATH_MAX_M, memory-bound): split-K over enough CTAs to
+  stream the weights; splits meet in an fp32 workspace by atomics and the
+  tile's last program casts and stores, leaving workspace and counter zeroed
+  (one launch: split_k.py measured ~1-2 us per extra launch in a graph);
+- tiled: one program per output tile, stored directly;
+- dequant (M >= DEQUANT_MIN_M[FMT], compute-bound): a Triton kernel dequantizes the
+  weights into a bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path
+  does for large batches). The fused tiled kernel ran at 2.3-2.5x cuBLAS bf16
+  latency for M >= 256 on the H100 (int4 4096x8192x8192: 1825 vs 742 us);
+  the dequant costs one pass over the weights (peak memory: the K x N
+  scratch, reported in the row).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from qgemm_bench.backends.triton_kernels import autotune_bench
+
+INT4, NVFP4 = 0, 1
+SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
+# M from this on dequantizes and calls cuBLAS. H100, K=N=8192 (and 4096x28672),
+# tiled vs dequantize+cuBLAS: int4 M=128 108 vs 112 us (129 vs 198); M=256
+# 125 vs 118 (256 vs 213); M=4096 1852 vs 768, cuBLAS bf16 744. NVFP4 M=128
+# 144 vs 114, M=256 141 vs 119: its tiled path never won.
+DEQUANT_MIN_M = {INT4: 256, NVFP4: SPLIT_PATH_MAX_M + 1}
+MIN_BLOCK_M, MIN_BLOCK_N = 16, 32  # the counters are sized for the smallest tile
+
+
+@triton.jit
+def _int4_nibbles(w, DT: tl.constexpr):
+    """int8 bytes -> (even-k values, odd-k values) in DT, exactly q in [-8, 7]."""
+    b = w.to(tl.int32) & 0xFF
+    if DT == tl.bfloat16:
+        lo = (((b & 0xF) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True) - 136.0
+        hi = (((b >> 4) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True) - 136.0
+    else:
+        lo = (((b & 0xF) ^ 0x8) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0
+        hi = (((b >> 4) ^ 0x8) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0
+    return lo.to(DT), hi.to(DT)
+
+
+@triton.jit
+def _int4_nibbles_bf16x2(w):
+    """_int4_nibbles for bf16 in packed PTX, 4 bytes per instance: prmt spreads
+    bytes into 16-bit halves, one lop3 masks a nibble, flips its sign bit and
+    ORs in the 128.0 exponent, one bf16x2 fma subtracts 136 (13 instructions
+    per 8 values). GPU only: the interpreter cannot run inline PTX."""
+    return tl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 t0, t1, one, off;
+        mov.b32 one, 0x3F803F80;
+        mov.b32 off, 0xC308C308;
+        prmt.b32 t0, $4, 0, 0x4140;
+        prmt.b32 t1, $4, 0, 0x4342;
+        lop3.b32 $0, t0, 0x000F000F, 0x43084308, 0x6a;
+        lop3.b32 $1, t1, 0x000F000F, 0x43084308, 0x6a;
+        shr.u32 t0, t0, 4;
+        shr.u32 t1, t1, 4;
+        lop3.b32 $2, t0, 0x000F000F, 0x43084308, 0x6a;
+        lop3.b32 $3, t1, 0x000F000F, 0x43084308, 0x6a;
+        fma.rn.bf16x2 $0, $0, one, off;
+        fma.rn.bf16x2 $1, $1, one, off;
+        fma.rn.bf16x2 $2, $2, one, off;
+        fma.rn.bf16x2 $3, $3, one, off;
+        }""",
+        constraints="=r,=r,=r,=r,r", args=[w], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
+def _nvfp4_bf16x2(w, sb):
+    """Packed bytes of E2M1 codes (uint8) and each byte's scale as bf16 times
+    2^118 -> (even-k, odd-k) bf16 code * scale * 2^-8, exactly, in packed PTX,
+    4 bytes per instance. A code's 3 magnitude bits shifted to bf16 bits 6-8
+    (sign to 15) read as value * 2^-126, subnormal 0.5 included; one bf16x2
+    fma (no flush to zero) by the scale gives the product, which has at most
+    6 significant bits and lies in [2^-18, 11]: exact. The caller multiplies
+    the fp32 sum by 2^8. GPU only: the interpreter cannot run inline PTX."""
+    return tl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 t0, t1, h0, h1, a, b, z;
+        mov.b32 z, 0x80008000;
+        prmt.b32 t0, $4, 0, 0x4140;
+        prmt.b32 t1, $4, 0, 0x4342;
+        shr.u32 h0, t0, 4;
+        shr.u32 h1, t1, 4;
+        shl.b32 a, t0, 6;
+        shl.b32 b, t0, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $0, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $0, $0, $5, z;
+        shl.b32 a, t1, 6;
+        shl.b32 b, t1, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $1, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $1, $1, $6, z;
+        shl.b32 a, h0, 6;
+        shl.b32 b, h0, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $2, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $2, $2, $5, z;
+        shl.b32 a, h1, 6;
+        shl.b32 b, h1, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $3, $3, $6, z;
+        }""",
+        constraints="=r,=r,=r,=r,r,r,r", args=[w, sb], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
+def _load_w(w_ptr, kb, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K: tl.constexpr):
+    """Packed rows of K block kb (nothing from k_end on: K, or the split's end)."""
+    HALF: tl.constexpr = BLOCK_K // 2
+    mask_k = kb * BLOCK_K + 2 * offs_h < k_end
+    return tl.load(w_ptr + (kb * HALF + offs_h)[:, None] * stride_wk + offs_n[None, :],
+                   mask=mask_k[:, None] & mask_n[None, :], other=0)
+
+
+@triton.jit
+def _load_x(x_ptr, kb, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K: tl.constexpr):
+    k = kb * BLOCK_K + offs_k
+    return tl.load(x_ptr + offs_m[:, None] * stride_xm + k[None, :], mask=mask_m[:, None] & (k < k_end)[None, :],
+                   other=0.0)
+
+
+@triton.jit
+def _e2m1_fp16(c):
+    """E2M1 codes (int32, 0..15) -> fp16 holding value * 2^-14, exactly."""
+    return (((c & 7) << 9) | ((c & 8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def _e4m3(bs):
+    """E4M3 bytes (uint8) -> fp32, exactly."""
+    return bs.to(tl.float8e4nv, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def _nvfp4_values(w, scale, DT: tl.constexpr):
+    """Packed E2M1 bytes and each byte's fp32 scale -> (even-k, odd-k)
+    code * scale in DT, formed in fp32 and rounded once."""
+    b = w.to(tl.int32) & 0xFF
+    s = scale * 16384.0
+    return (_e2m1_fp16(b & 0xF).to(tl.float32) * s).to(DT), (_e2m1_fp16(b >> 4).to(tl.float32) * s).to(DT)
+
+
+@triton.jit
+def _load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
+    """The scale rows of K block kb's groups: [BLOCK_K // GROUP, BLOCK_N]
+    (GROUP divides BLOCK_K)."""
+    g = kb * (BLOCK_K // GROUP) + tl.arange(0, BLOCK_K // GROUP)
+    return tl.load(s_ptr + g[:, None] * stride_sk + offs_n[None, :], mask=(g * GROUP < K)[:, None] & mask_n[None, :],
+                   other=0)
+
+
+@triton.jit
+def _per_packed_row(s, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """[BLOCK_K // GROUP, BLOCK_N] per-group values -> [BLOCK_K // 2, BLOCK_N],
+    each repeated for the GROUP // 2 packed rows of its group (in the dot
+    operand's layout: Triton places the broadcast there, no shared-memory
+    round trip)."""
+    return tl.reshape(tl.broadcast_to(s[:, None, :], (BLOCK_K // GROUP, GROUP // 2, BLOCK_N)), (BLOCK_K // 2, BLOCK_N))
+
+
+# M and M_BUCKET unspecialized: one compile serves every M (Triton would
+# otherwise compile M == 1 and M % 16 == 0 separately; M only feeds masks).
+@triton.jit(do_not_specialize=["M", "M_BUCKET"])
+def weight_only_kernel(
+    x_ptr, w_ptr, s_ptr, ts_ptr, out_ptr, ws_ptr, count_ptr,
+    M, N, K, stride_xm, stride_wk, stride_sk, stride_om,
+    M_BUCKET,  # autotuning key only
+    FMT: tl.constexpr, GROUP: tl.constexpr, HAS_SCALES: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    DECODE_ASM: tl.constexpr = False,
+):
+    DT: tl.constexpr = x_ptr.dtype.element_ty
+    HALF: tl.constexpr = BLOCK_K // 2
+    USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
+    pid_mn = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    n_tiles = tl.cdiv(N, BLOCK_N)
+    pid_m = pid_mn // n_tiles
+    pid_n = pid_mn % n_tiles
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_h = tl.arange(0, HALF)
+    offs_k = tl.arange(0, BLOCK_K)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    # This split's contiguous range of K blocks.
+    blocks = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(blocks, SPLIT_K)
+    first = pid_k * per_split
+    last = tl.minimum(first + per_split, blocks)
+    SCALE_AFTER: tl.constexpr = FMT == 0 and HAS_SCALES and GROUP % BLOCK_K == 0
+
+    k_end = tl.minimum(K, last * BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(first, last):
+        k_even = kb * BLOCK_K + 2 * offs_h
+        mask_k = k_even < K
+        w = _load_w(w_ptr, kb, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K)
+        # One contiguous (vectorizable) x tile, split into even and odd k in
+        # registers. Two stride-2 loads instead measured 4x slower at M=4096
+        # and 1.8x at M=16 (H100, 8192x8192, int4 g128: 7318 -> 1825 us,
+        # 50.0 -> 27.2 us).
+        x = _load_x(x_ptr, kb, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K)
+        xe, xo = tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
+        if FMT == 0:
+            if USE_ASM:
+                lo, hi = _int4_nibbles_bf16x2(w)
+            else:
+                lo, hi = _int4_nibbles(w, DT)
+            if SCALE_AFTER:
+                s = tl.load(s_ptr + (kb * BLOCK_K // GROUP) * stride_sk + offs_n, mask=mask_n, other=0.0)
+                part = tl.dot(xe, lo) + tl.dot(xo, hi)
+                acc += part * s.to(tl.float32)[None, :]
+            else:
+                if HAS_SCALES:
+                    # The block's groups once, as NVFP4's scales below (H100,
+                    # 8192x8192 group 32, best of 4 configs: M=1 27.4 -> 21.9
+                    # us, M=16 28.0 -> 23.6); per element when neither divides.
+                    if BLOCK_K % GROUP == 0:
+                        s = _load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K, GROUP)
+                        s = _per_packed_row(s.to(DT), GROUP, BLOCK_K, BLOCK_N)
+                    else:
+                        s = tl.load(s_ptr + (k_even // GROUP)[:, None] * stride_sk + offs_n[None, :],
+                                    mask=mask_k[:, None] & mask_n[None, :], other=0.0).to(DT)
+                    lo = lo * s
+                    hi = hi * s
+                acc += tl.dot(xe, lo)
+                acc += tl.dot(xo, hi)
+        else:
+            # The block's scales once, decoded once (see the module docstring).
+            bs = _load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K, 16)
+            if USE_ASM:
+                sb = _e4m3(bs) * 3.3230699894622946e35  # 2^118, exact in bf16 (scale <= 448)
+                lo, hi = _nvfp4_bf16x2(w, _per_packed_row(sb.to(tl.bfloat16), 16, BLOCK_K, BLOCK_N))
+            else:
+                lo, hi = _nvfp4_values(w, _per_packed_row(_e4m3(bs), 16, BLOCK_K, BLOCK_N), DT)
+            acc += tl.dot(xe, lo)
+            acc += tl.dot(xo, hi)
+    if FMT == 1:
+        if USE_ASM:
+            acc = acc * (tl.load(ts_ptr) * 256.0)  # the PTX decode's 2^-8
+        else:
+            acc = acc * tl.load(ts_ptr)
+    out = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
+    mask = mask_m[:, None] & mask_n[None, :]
+    if SPLIT_K == 1:
+        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        # As in split_k.py: partials by atomics, a per-tile counter (release /
+        # acquire), and the last program reads the sum with an atomic (a .cg
+        # load raced there), stores it cast, and re-zeroes workspace and counter.
+        tile = offs_m[:, None] * N + offs_n[None, :]
+        tl.atomic_add(ws_ptr + tile, acc, mask=mask, sem="relaxed")
+        tl.debug_barrier()
+        done = tl.atomic_add(count_ptr + pid_mn, 1, sem="acq_rel")
+        if done == SPLIT_K - 1:
+            zero = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
+            tl.store(ws_ptr + tile, zero, mask=mask)
+            tl.store(out, total.to(out_ptr.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(count_ptr + pid_mn, 0)
+
+
+@triton.jit
+def dequant_kernel(w_ptr, s_ptr, ts_ptr, out_ptr, HALF_K, N, stride_wk, stride_sk,
+                   FMT: tl.constexpr, GROUP: tl.constexpr, HAS_SCALES: tl.constexpr,
+                   BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Packed [K//2, N] -> out [K, N] in out's dtype, the same decode as the GEMM."""
+    DT: tl.constexpr = out_ptr.dtype.element_ty
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows < HALF_K)[:, None] & (cols < N)[None, :]
+    w = tl.load(w_ptr + rows[:, None] * stride_wk + cols[None, :], mask=mask, other=0)
+    k_even = 2 * rows
+    if FMT == 0:
+        lo, hi = _int4_nibbles(w, DT)
+        if HAS_SCALES:  # k and k + 1 share a group: GROUP is even
+            s = tl.load(s_ptr + (k_even // GROUP)[:, None] * stride_sk + cols[None, :], mask=mask, other=0.0)
+            lo = lo * s.to(DT)
+            hi = hi * s.to(DT)
+    else:
+        bs = tl.load(s_ptr + (k_even // 16)[:, None] * stride_sk + cols[None, :], mask=mask, other=0)
+        lo, hi = _nvfp4_values(w, _e4m3(bs) * tl.load(ts_ptr), DT)
+    tl.store(out_ptr + k_even[:, None] * N + cols[None, :], lo, mask=mask)
+    tl.store(out_ptr + (k_even + 1)[:, None] * N + cols[None, :], hi, mask=mask)
+
+
+def _cfg(bm, bn, bk, split, warps=4, stages=4, asm=True):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm},
+                         num_warps=warps, num_stages=stages)
+
+
+# Curated configs (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K[, warps, stages, asm]),
+# from scripts/tune_weight_only.py on the H100 (K = N = 8192, graph timing):
+# the best of 36 split-path candidates per format at M = 1 and 16 and of 24
+# at M = 64, with the packed-PTX decodes (int4 M=1: 25.1 -> 22.5 us, M=16:
+# 27.1 -> 24.6 us), plus two without them. Deep K blocks lost: BLOCK_K 64-128
+# with 4-16 splits keeps 256-1024 CTAs streaming. After the NVFP4 scale
+# change, a 66-config grid (BLOCK_N 128/256, BLOCK_K 32-128, 4-16 splits,
+# 4/8 warps, 3/4 stages) put first: int4 (256, 128, 8, 3 stages) at M=1 21.6
+# us, M=16 24.5; NVFP4 (128, 128, 4, 4 stages) at 26.2 / 26.6. 8 warps never
+# won (NVFP4 M=16: 29.2 at best). Large M: a tiled GEMM, only used between
+# the split path and the dequantize path.
+SMALL_M_CONFIGS = [_cfg(16, bn, bk, sk, 4, st) for bn, bk, sk, st in [
+    (256, 128, 8, 3), (256, 64, 8, 3), (128, 128, 4, 4), (128, 64, 8, 3), (128, 128, 4, 3), (128, 64, 16, 4),
+    (128, 64, 4, 4), (64, 64, 8, 4), (64, 64, 4, 4)]] + \
+    [_cfg(16, 128, 64, 4, asm=False), _cfg(16, 128, 128, 4, asm=False)]
+MID_M_CONFIGS = [_cfg(bm, bn, bk, sk) for bm, bn, bk, sk in [
+    (64, 128, 128, 4), (64, 64, 128, 2), (64, 128, 128, 8), (64, 64, 128, 4), (64, 64, 64, 4), (64, 64, 64, 8)]] + \
+    [_cfg(64, 64, 128, 2, asm=False)]
+LARGE_M_CONFIGS = [_cfg(bm, bn, bk, 1, w, st, asm=False) for bm, bn, bk, w, st in [
+    (128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 128, 8, 3), (64, 256, 64, 4, 4),
+    (256, 128, 64, 8, 3), (128, 64, 64, 4, 4)]]
+
+
+def m_bucket(m: int) -> int:
+    return min(triton.next_power_of_2(m), 4096)
+
+
+def _prune(configs, named_args, **kwargs):
+    """Only the configs of the M bucket (small, mid: split-K; large: tiled)."""
+    b = named_args["M_BUCKET"]
+    pool = SMALL_M_CONFIGS if b <= 16 else MID_M_CONFIGS if b <= SPLIT_PATH_MAX_M else LARGE_M_CONFIGS
+    return [c for c in configs if c in pool] or configs[:1]
+
+
+_tuned = None
+
+
+def tuned_kernel():
+    """The autotuned kernel (built on first use: no work at import)."""
+    global _tuned
+    if _tuned is None:
+        _tuned = triton.autotune(
+            configs=SMALL_M_CONFIGS + MID_M_CONFIGS + LARGE_M_CONFIGS,
+            key=["M_BUCKET", "N", "K", "FMT", "GROUP", "HAS_SCALES"],
+            prune_configs_by={"early_config_prune": _prune},
+            # The kernel leaves its workspace and counters zeroed: no reset.
+            do_bench=autotune_bench, cache_results=True,
+        )(weight_only_kernel)
+    return _tuned
+
+
+def check_inputs(x, w, scales, fmt: int, group: int) -> None:
+    """Refuse what the kernel cannot take, in one line (ValueError)."""
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"x must be float16 or bfloat16, not {x.dtype}")
+    if x.dim() != 2 or w.dim() != 2 or x.shape[1] != 2 * w.shape[0]:
+        raise ValueError(f"x {tuple(x.shape)} and packed w {tuple(w.shape)} do not match: need x [M, K], w [K//2, N]")
+    if x.stride(1) != 1 or w.stride(1) != 1:
+        raise ValueError("x and w must be contiguous in their last dimension")
+    if w.dtype not in (torch.int8, torch.uint8):
+        raise ValueError(f"packed weights must be int8/uint8, not {w.dtype}")
+    k = x.shape[1]
+    if fmt == INT4 and scales is not None and (k % group or scales.shape != (k // group, w.shape[1])):
+        raise ValueError(f"int4 scales {tuple(scales.shape)} do not fit K={k} in groups of {group}")
+    if fmt == NVFP4 and (k % 16 or scales.shape != (k // 16, w.shape[1])):
+        raise ValueError(f"NVFP4 block scales {tuple(scales.shape)} do not fit K={k} in blocks of 16")
+
+
+DEQUANT_CONFIG = {"BLOCK_R": 16, "BLOCK_N": 256, "num_warps": 4}
+
+
+class WeightOnlyGemm:
+    """y = x @ dequant(w), prepared for fixed operands: FMT INT4 (scales
+    [K//group, N] or None) or NVFP4 (scales = E4M3 block scales viewed as
+    uint8, tensor_scale fp32 0-dim). Owns the split path's workspace and
+    counters (zeroed once, left zeroed by every call).
+    config: explicit {BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps,
+    num_stages[, DECODE_ASM]} (tests, the interpreter); None autotunes per M
+    bucket, N, K.
+    path: auto (by M), split, tiled or dequant."""
+
+    def __init__(self, x, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
+                 path: str = "auto"):
+        check_inputs(x, w, scales, fmt, group)
+        m, n = x.shape[0], w.shape[1]
+        if path == "auto":
+            path = "split" if m <= SPLIT_PATH_MAX_M else "dequant" if m >= DEQUANT_MIN_M[fmt] else "tiled"
+        if path not in ("split", "tiled", "dequant"):
+            raise ValueError(f"path {path!r}: expected auto, split, tiled or dequant")
+        if config is not None and (config["BLOCK_M"] < MIN_BLOCK_M or config["BLOCK_N"] < MIN_BLOCK_N):
+            raise ValueError(f"config tiles must be at least {MIN_BLOCK_M} x {MIN_BLOCK_N}")
+        self.x, self.w, self.scales, self.ts, self.fmt, self.group = x, w, scales, tensor_scale, fmt, group
+        self.config, self.path = config, path
+        self.ws = self.count = None
+        if path == "split":
+            self.ws = torch.zeros(m * n, device=x.device, dtype=torch.float32)
+            self.count = torch.zeros(triton.cdiv(m, MIN_BLOCK_M) * triton.cdiv(n, MIN_BLOCK_N), device=x.device,
+                                     dtype=torch.int32)
+
+    @property
+    def note(self) -> str:
+        """For the row: the path that is not all-Triton says so."""
+        return "dequantize + cuBLAS path (a K x N scratch)" if self.path == "dequant" else ""
+
+    def dequantize(self) -> torch.Tensor:
+        """The weights as a dense [K, N] tensor in x's dtype (one Triton launch)."""
+        w, n = self.w, self.w.shape[1]
+        out = torch.empty(2 * w.shape[0], n, device=w.device, dtype=self.x.dtype)
+        s = self.scales if self.scales is not None else w  # never read when HAS_SCALES is False
+        ts = self.ts if self.ts is not None else out
+        c = DEQUANT_CONFIG
+        grid = (triton.cdiv(w.shape[0], c["BLOCK_R"]), triton.cdiv(n, c["BLOCK_N"]))
+        dequant_kernel[grid](w, s, ts, out, w.shape[0], n, w.stride(0), s.stride(0), FMT=self.fmt, GROUP=self.group,
+                             HAS_SCALES=self.scales is not None, **c)
+        return out
+
+    def __call__(self) -> torch.Tensor:
+        x, w = self.x, self.w
+        if self.path == "dequant":
+            return x @ self.dequantize()
+        m, k = x.shape
+        n = w.shape[1]
+        out = torch.empty(m, n, device=x.device, dtype=x.dtype)
+        s = self.scales if self.scales is not None else w  # never read when HAS_SCALES is False
+        ts = self.ts if self.ts is not None else out
+        ws = self.ws if self.ws is not None else out  # never touched with SPLIT_K == 1
+        count = self.count if self.count is not None else out
+        # The bucket picks the config pool: the tiled path never gets split configs.
+        bucket = m_bucket(m) if self.path == "split" else max(m_bucket(m), 2 * SPLIT_PATH_MAX_M)
+        args = (x, w, s, ts, out, ws, count, m, n, k, x.stride(0), w.stride(0), s.stride(0), out.stride(0), bucket)
+        meta = {"FMT": self.fmt, "GROUP": self.group, "HAS_SCALES": self.scales is not None}
+        if self.config is None:
+            def grid(c):
+                return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
+            tuned_kernel()[grid](*args, **meta)
+        else:
+            c = dict(self.config)
+            if self.path != "split":
+                c["SPLIT_K"] = 1
+            grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
+            weight_only_kernel[grid](*args, **meta, **c)
+        return out
+
+
+def weight_only_gemm(x, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
+                     path: str = "auto") -> torch.Tensor:
+    """One call of WeightOnlyGemm (allocates its workspace each time)."""
+    return WeightOnlyGemm(x, w, scales, tensor_scale, fmt, group, config, path)()

@@ -1,0 +1,373 @@
+"""Compare two runs row by row: the CI perf-regression report.
+
+A row is matched on (op, backend, shape, dtype, settings). Its latency ratio is
+new median / base median, with a bootstrap confidence interval from the raw
+samples and a two-sided Mann-Whitney U test. A row regresses only when the
+ratio is beyond the threshold AND the difference is significant; beyond the
+threshold but not significant is "noisy". Memory is compared exactly, and a
+correct -> incorrect flip fails whatever the time.
+
+When both runs measured every row in MIN_ROUNDS or more rounds (runner
+--repeats), the round is the unit instead: samples within one round share the
+GPU's clock state of that moment. On the H100, power-capped cuBLAS GEMMs ran
+at 1395-1680 MHz and their round medians moved up to 14% within one process
+(152 -> 174 us at 1024x14336x4096) while each round's samples stayed tight,
+so a sample-level test calls such moves significant. With rounds, the ratio
+is that of the round medians' geometric means, with Welch's t-test and its
+interval on their logarithms.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import mannwhitneyu, ttest_ind
+from scipy.stats import t as student_t
+from tabulate import tabulate
+
+from qgemm_bench.harness.results import INCORRECT, OK, Row, load
+from qgemm_bench.operators.common import InputError
+
+REGRESSED, IMPROVED, UNCHANGED, NOISY = "regressed", "improved", "unchanged", "noisy"
+ADDED, REMOVED, INCOMPARABLE = "added", "removed", "incomparable"
+STATUS_ORDER = [INCORRECT, REGRESSED, INCOMPARABLE, NOISY, IMPROVED, REMOVED, ADDED, UNCHANGED]
+
+# Defaults. THRESHOLD is the issue's 10%. Kernels under SMALL_US get the looser
+# SMALL_THRESHOLD: graph-timed medians of ~10 us kernels move a few percent
+# between processes (GPU.md: 0.1-1.6% within a process).
+THRESHOLD = 0.10
+SMALL_THRESHOLD = 0.15
+SMALL_US = 20.0
+ALPHA = 0.01  # significance level (Mann-Whitney U, or Welch's t on rounds)
+CONFIDENCE = 0.95
+BOOTSTRAP = 2000
+MIN_ROUNDS = 3  # per side, for the round-level test (fewer: too few degrees of freedom)
+MEM_REL, MEM_ABS_MIB = 0.01, 1.0  # a memory increase beyond max(1%, 1 MiB) flags
+
+# What must match for timings to be comparable (run metadata keys).
+FINGERPRINT = ["gpu", "capability", "driver", "torch", "triton", "helion", "cuda"]
+FINGERPRINT_SETTINGS = ["timing", "dtype", "op_settings"]
+
+
+@dataclass
+class Options:
+    threshold: float = THRESHOLD
+    small_threshold: float = SMALL_THRESHOLD
+    small_us: float = SMALL_US
+    alpha: float = ALPHA
+    seed: int = 0
+
+
+@dataclass
+class Compared:
+    op: str
+    backend: str
+    shape: str
+    dtype: str
+    settings: str
+    status: str
+    gating: bool = False  # makes the comparison fail (exit 1)
+    base_us: float | None = None
+    new_us: float | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    threshold: float | None = None
+    note: str = ""
+
+
+def key(r: Row) -> tuple:
+    return (r.op, r.backend, r.M, r.K, r.N, r.dtype, r.settings)
+
+
+def load_run(path: str) -> tuple[dict, list[Row]]:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such run folder or JSON file")
+    if p.is_dir() and not (p / "results.json").exists():
+        what = "rows.jsonl but no results.json (the run did not finish)" if (p / "rows.jsonl").exists() \
+            else "no results.json"
+        raise InputError(f"{path}: {what}")
+    try:
+        meta, rows = load(p)
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: not a qgemm-bench results file ({type(e).__name__}: {e})") from None
+    keys = [key(r) for r in rows]
+    if len(set(keys)) != len(keys):
+        raise InputError(f"{path}: the same (op, backend, shape, dtype, settings) appears twice")
+    return meta, rows
+
+
+def fingerprint(meta: dict) -> dict:
+    fp = {k: meta.get(k) for k in FINGERPRINT}
+    s = meta.get("settings", {})
+    fp.update({k: s.get(k) for k in FINGERPRINT_SETTINGS})
+    return fp
+
+
+def fingerprint_diff(base: dict, new: dict) -> list[tuple[str, object, object]]:
+    a, b = fingerprint(base), fingerprint(new)
+    return [(k, a[k], b[k]) for k in a if a[k] != b[k]]
+
+
+def ratio_ci(base: np.ndarray, new: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+    """Percentile bootstrap of median(new) / median(base)."""
+    b = np.median(rng.choice(base, (BOOTSTRAP, base.size)), axis=1)
+    n = np.median(rng.choice(new, (BOOTSTRAP, new.size)), axis=1)
+    tail = 100 * (1 - CONFIDENCE) / 2
+    lo, hi = np.percentile(n / b, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def rounds_test(base_rounds, new_rounds) -> tuple[float, float, float, float]:
+    """(ratio, CI low, CI high, p) from per-round medians: Welch's t on logs."""
+    lb, ln = np.log(np.asarray(base_rounds, float)), np.log(np.asarray(new_rounds, float))
+    diff = float(ln.mean() - lb.mean())
+    vb, vn = lb.var(ddof=1) / lb.size, ln.var(ddof=1) / ln.size
+    se = math.sqrt(vb + vn)
+    if se == 0.0:  # every round identical on both sides
+        p, half = (1.0 if diff == 0 else 0.0), 0.0
+    else:
+        p = float(ttest_ind(ln, lb, equal_var=False).pvalue)
+        df = (vb + vn) ** 2 / (vb**2 / (lb.size - 1) + vn**2 / (ln.size - 1))  # Welch-Satterthwaite
+        half = float(student_t.ppf(1 - (1 - CONFIDENCE) / 2, df)) * se
+    return math.exp(diff), math.exp(diff - half), math.exp(diff + half), p
+
+
+def _memory_note(b: Row, n: Row) -> str:
+    grew = []
+    for name, label in (("weight_mib", "weight"), ("peak_extra_mib", "peak")):
+        x, y = getattr(b, name), getattr(n, name)
+        if x is not None and y is not None and y - x > max(MEM_REL * x, MEM_ABS_MIB):
+            grew.append(f"{label} memory {x:.1f} -> {y:.1f} MiB")
+    return "; ".join(grew)
+
+
+def compare_row(b: Row, n: Row, opt: Options, rng: np.random.Generator) -> Compared:
+    c = Compared(n.op, n.backend, n.shape, n.dtype, n.settings, UNCHANGED, base_us=b.p50_us, new_us=n.p50_us)
+    if n.status == INCORRECT:
+        c.status = INCORRECT
+        c.gating = b.status != INCORRECT
+        c.note = n.reason if c.gating else f"incorrect in both runs: {n.reason}"
+        return c
+    if b.status not in (OK, INCORRECT) or n.status != OK:
+        c.status = INCOMPARABLE
+        if b.status == OK:  # it ran correctly before and no longer runs
+            c.gating = True
+            c.note = f"new run: {n.status}: {n.reason}"
+        else:
+            c.note = f"base run: {b.status}: {b.reason}"
+        return c
+    if b.timing != n.timing or len(b.samples_us) < 3 or len(n.samples_us) < 3:
+        c.status = INCOMPARABLE
+        c.note = (f"timed with {b.timing} vs {n.timing}" if b.timing != n.timing
+                  else "fewer than 3 raw samples on a side")
+        return c
+
+    bs, ns = np.asarray(b.samples_us, float), np.asarray(n.samples_us, float)
+    if min(len(b.round_p50_us), len(n.round_p50_us)) >= MIN_ROUNDS:
+        c.ratio, c.ci_low, c.ci_high, c.p_value = rounds_test(b.round_p50_us, n.round_p50_us)
+        rounds_note = f"rounds {len(b.round_p50_us)} vs {len(n.round_p50_us)}"
+    else:
+        c.ratio = float(np.median(ns) / np.median(bs))
+        c.ci_low, c.ci_high = ratio_ci(bs, ns, rng)
+        p = float(mannwhitneyu(bs, ns, alternative="two-sided").pvalue)
+        c.p_value = p if math.isfinite(p) else 1.0  # identical constant samples: no evidence of a change
+        rounds_note = ""
+    c.threshold = opt.small_threshold if np.median(bs) < opt.small_us else opt.threshold
+    significant = c.p_value < opt.alpha
+    beyond = c.ratio > 1 + c.threshold or c.ratio < 1 / (1 + c.threshold)
+    if beyond:
+        c.status = (REGRESSED if c.ratio > 1 else IMPROVED) if significant else NOISY
+    c.gating = c.status == REGRESSED
+    notes = [rounds_note] if rounds_note else []
+    if b.status == INCORRECT:
+        notes.append("was incorrect, now correct")
+    if mem := _memory_note(b, n):
+        notes.append(mem)
+        c.status, c.gating = REGRESSED, True
+    c.note = "; ".join(notes)
+    return c
+
+
+def compare(base_rows: list[Row], new_rows: list[Row], opt: Options) -> list[Compared]:
+    rng = np.random.default_rng(opt.seed)
+    base = {key(r): r for r in base_rows}
+    new = {key(r): r for r in new_rows}
+    out = []
+    for k, n in new.items():
+        if k in base:
+            out.append(compare_row(base[k], n, opt, rng))
+        else:
+            out.append(Compared(n.op, n.backend, n.shape, n.dtype, n.settings, ADDED, new_us=n.p50_us,
+                                note="" if n.status == OK else f"{n.status}: {n.reason}"))
+    for k, b in base.items():
+        if k not in new:
+            out.append(Compared(b.op, b.backend, b.shape, b.dtype, b.settings, REMOVED, base_us=b.p50_us))
+    return out
+
+
+def counts(rows: list[Compared]) -> dict[str, int]:
+    return {s: sum(r.status == s for r in rows) for s in STATUS_ORDER if any(r.status == s for r in rows)}
+
+
+def failed(rows: list[Compared]) -> bool:
+    return any(r.gating for r in rows)
+
+
+def geomeans(rows: list[Compared]) -> list[list]:
+    """Per operator / backend: geometric mean of the ratios of timed rows."""
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r.ratio is not None:
+            groups.setdefault((r.op, r.backend), []).append(r.ratio)
+    return [[op, be, len(v), math.exp(sum(map(math.log, v)) / len(v)), min(v), max(v)]
+            for (op, be), v in sorted(groups.items())]
+
+
+# ---------------------------------------------------------------- rendering
+
+TABLE_HEADERS = ["status", "op", "backend", "shape MxKxN", "settings", "base us", "new us", "ratio",
+                 "95% CI", "p", "note"]
+
+
+def _f(v, fmt):
+    return "" if v is None else format(v, fmt)
+
+
+def _table_rows(rows: list[Compared], bold: bool = True) -> list[list[str]]:
+    return [[f"**{r.status}**" if r.gating and bold else r.status, r.op, r.backend, r.shape, r.settings,
+             _f(r.base_us, ".1f"), _f(r.new_us, ".1f"), _f(r.ratio, ".3f"),
+             f"{r.ci_low:.3f}-{r.ci_high:.3f}" if r.ci_low is not None else "", _f(r.p_value, ".1g"),
+             r.note] for r in rows]
+
+
+def _by_ratio(rows: list[Compared]) -> list[Compared]:
+    order = {s: i for i, s in enumerate(STATUS_ORDER)}
+    return sorted(rows, key=lambda r: (order[r.status], -(r.ratio or 0)))
+
+
+def summary_line(rows: list[Compared], opt: Options) -> str:
+    c = counts(rows)
+    verdict = "FAIL" if failed(rows) else "ok"
+    parts = ", ".join(f"{v} {k}" for k, v in c.items())
+    return (f"{verdict}: {len(rows)} rows: {parts} (threshold {opt.threshold:.0%}, "
+            f"{opt.small_threshold:.0%} under {opt.small_us:g} us; significance p < {opt.alpha:g})")
+
+
+def _run_label(meta: dict) -> str:
+    return f"{(meta.get('git_commit') or 'unknown commit')[:12]} ({meta.get('date', '?')})"
+
+
+def markdown(rows, base_meta, new_meta, opt: Options, mismatch, plot: str | None = None) -> str:
+    lines = ["# qgemm-bench comparison", "", f"**{summary_line(rows, opt)}**", "",
+             f"base: {_run_label(base_meta)} · new: {_run_label(new_meta)} · GPU: {new_meta.get('gpu') or 'CPU'}",
+             ""]
+    if mismatch:
+        lines += ["**The runs' fingerprints differ** (compared anyway, `--allow-mismatch`):", "",
+                  tabulate([[k, a, b] for k, a, b in mismatch], headers=["", "base", "new"], tablefmt="github"),
+                  ""]
+    gm = geomeans(rows)
+    if gm:
+        lines += ["## Geometric mean of new/base latency", "",
+                  tabulate([[op, be, n, f"{g:.3f}", f"{lo:.3f}", f"{hi:.3f}"] for op, be, n, g, lo, hi in gm],
+                           headers=["op", "backend", "rows", "geomean", "min", "max"], tablefmt="github"), ""]
+    changed = [r for r in _by_ratio(rows) if r.status != UNCHANGED]
+    lines += ["## Changed rows", ""]
+    lines += [tabulate(_table_rows(changed), headers=TABLE_HEADERS, tablefmt="github", disable_numparse=True)
+              if changed else "None.", ""]
+    if plot:
+        lines += [f"![ratios]({plot})", ""]
+    lines += ["<details><summary>All rows</summary>", "",
+              tabulate(_table_rows(_by_ratio(rows)), headers=TABLE_HEADERS, tablefmt="github",
+                       disable_numparse=True), "", "</details>", "",
+              "ratio = new median / base median; CI: percentile bootstrap of that ratio; p: two-sided "
+              "Mann-Whitney U on the raw samples. Rows noted \"rounds\" (both runs with --repeats >= "
+              f"{MIN_ROUNDS}) use the round medians instead: ratio of their geometric means, Welch's t-test "
+              "and its interval on their logs. A row regresses when its ratio is beyond the threshold and "
+              "p < alpha; beyond the threshold without significance it is noisy."]
+    return "\n".join(lines) + "\n"
+
+
+def text(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
+    out = [summary_line(rows, opt), f"base: {_run_label(base_meta)}", f"new:  {_run_label(new_meta)}"]
+    if mismatch:
+        out.append("fingerprints differ: " + "; ".join(f"{k}: {a} -> {b}" for k, a, b in mismatch))
+    headers = [h for h in TABLE_HEADERS if h != "settings"]
+    table = [r[:4] + r[5:] for r in _table_rows(_by_ratio(rows), bold=False)]
+    out += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
+    return "\n".join(out) + "\n"
+
+
+def as_json(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
+    doc = {"summary": summary_line(rows, opt), "failed": failed(rows), "counts": counts(rows),
+           "options": asdict(opt), "base": {k: base_meta.get(k) for k in ("git_commit", "date")},
+           "new": {k: new_meta.get(k) for k in ("git_commit", "date")},
+           "fingerprint_mismatch": [{"key": k, "base": a, "new": b} for k, a, b in mismatch],
+           "rows": [asdict(r) for r in _by_ratio(rows)]}
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def plot_ratios(rows: list[Compared], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    timed = [r for r in _by_ratio(rows) if r.ratio is not None]
+    fig = Figure(figsize=(10, max(3, 0.18 * len(timed) + 1)))
+    ax = fig.subplots()
+    y = np.arange(len(timed))
+    colors = {REGRESSED: "tab:red", IMPROVED: "tab:green", NOISY: "tab:orange"}
+    ax.errorbar([r.ratio for r in timed], y,
+                xerr=[[r.ratio - r.ci_low for r in timed], [r.ci_high - r.ratio for r in timed]], fmt="none",
+                ecolor="gray")
+    ax.scatter([r.ratio for r in timed], y, c=[colors.get(r.status, "tab:blue") for r in timed], zorder=3)
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_yticks(y, [f"{r.backend} {r.shape}" for r in timed], fontsize=6)
+    ax.set_xscale("log")
+    ax.set_xlabel("new / base median latency (95% CI)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(args) -> int:
+    """`runner.py compare`: 0 clean (or --warn-only), 1 regression or correctness
+    failure, 2 incomparable runs (raised as InputError) or bad usage."""
+    opt = Options(threshold=args.threshold, small_threshold=args.small_threshold, small_us=args.small_us,
+                  alpha=args.alpha)
+    if not (opt.threshold > 0 and opt.small_threshold > 0 and 0 < opt.alpha < 1):
+        raise InputError("--threshold and --small-threshold must be > 0 and --alpha in (0, 1)")
+    base_meta, base_rows = load_run(args.base)
+    new_meta, new_rows = load_run(args.new)
+    mismatch = fingerprint_diff(base_meta, new_meta)
+    if mismatch and not args.allow_mismatch:
+        diff = "; ".join(f"{k}: {a!r} vs {b!r}" for k, a, b in mismatch)
+        raise InputError(f"runs are not comparable ({diff}); pass --allow-mismatch to compare anyway")
+    rows = compare(base_rows, new_rows, opt)
+    plot = None
+    try:
+        if args.plot:
+            plot_ratios(rows, Path(args.plot))
+            plot = Path(args.plot).name
+        report = _render(args.format, rows, base_meta, new_meta, opt, mismatch, plot)
+        if args.output:
+            Path(args.output).write_text(report, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {e.filename}: {e.strerror}") from None
+    if args.output:
+        print(summary_line(rows, opt))
+        print(f"report: {args.output}")
+    else:
+        print(report, end="")
+    return 1 if failed(rows) and not args.warn_only else 0
+
+
+def _render(fmt, rows, base_meta, new_meta, opt, mismatch, plot) -> str:
+    if fmt == "md":
+        return markdown(rows, base_meta, new_meta, opt, mismatch, plot)
+    if fmt == "json":
+        return as_json(rows, base_meta, new_meta, opt, mismatch)
+    return text(rows, base_meta, new_meta, opt, mismatch)

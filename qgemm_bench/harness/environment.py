@@ -1,0 +1,133 @@
+"""The run's device and metadata: versions, GPU facts, and the measured
+speed-of-light ceilings (copy bandwidth, dense bf16 matmul rate)."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+import torch
+
+from qgemm_bench.operators.common import InputError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' picks cuda when present. A CUDA request without a GPU is an InputError."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise InputError(f"--device {name!r}: expected auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"--device {name}: no CUDA device is available here")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise InputError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) present")
+        return torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
+    if dev.type != "cpu":
+        raise InputError(f"--device {name}: only cpu and cuda devices are supported")
+    return dev
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _run(cmd: list[str], cwd=None) -> str | None:
+    if not shutil.which(cmd[0]):
+        return None
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_commit() -> str | None:
+    """HEAD (+ '-dirty'); QGEMM_GIT_COMMIT overrides it for copies of the tree
+    without .git (e.g. a tree shipped to a GPU machine)."""
+    if os.environ.get("QGEMM_GIT_COMMIT"):
+        return os.environ["QGEMM_GIT_COMMIT"]
+    head = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
+    if head and _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO):
+        head += "-dirty"
+    return head
+
+
+def collect(device: torch.device) -> dict:
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": _version("triton"),
+        "helion": _version("helion"),
+        "cuda": torch.version.cuda,
+        "git_commit": git_commit(),
+        "device": str(device),
+        "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
+        "cpu": platform.processor() or platform.machine(),
+    }
+    if device.type == "cuda":
+        p = torch.cuda.get_device_properties(device)
+        meta.update({
+            "gpu": p.name,
+            "capability": f"{p.major}.{p.minor}",
+            "sms": p.multi_processor_count,
+            "l2_bytes": p.L2_cache_size,
+            "gpu_mem_bytes": p.total_memory,
+            "driver": _run(["nvidia-smi", f"--id={device.index}", "--query-gpu=driver_version",
+                            "--format=csv,noheader"]),
+        })
+    else:
+        meta["gpu"] = None
+    return meta
+
+
+def measure_ceilings(device: torch.device) -> dict:
+    """Device-to-device copy GB/s (bytes read + written) and bf16 8192^3 matmul
+    TFLOP/s, medians of 10 timed runs after warm-up, on random data."""
+    if device.type != "cuda":
+        return {}
+    with torch.cuda.device(device):
+        copy_GBps = _copy_bandwidth(device)
+        tflops = _bf16_matmul_rate(device)
+        torch.cuda.empty_cache()
+    return {"copy_GBps": copy_GBps, "bf16_matmul_TFLOPs": tflops}
+
+
+def _copy_bandwidth(device: torch.device) -> float:
+    src = torch.randn(256 * 2**20, device=device)  # 1 GiB
+    dst = torch.empty_like(src)
+    return 2 * src.nbytes / _median_ms(lambda: dst.copy_(src)) / 1e6
+
+
+def _bf16_matmul_rate(device: torch.device, n: int = 8192) -> float:
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    return 2 * n**3 / _median_ms(lambda: a @ b) / 1e9
+
+
+def _median_ms(fn, reps: int = 10) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return sorted(times)[reps // 2]

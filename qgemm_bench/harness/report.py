@@ -1,0 +1,82 @@
+"""Tables for the console and the markdown report."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from qgemm_bench.harness.results import OK, Row
+
+HEADERS = ["shape MxKxN", "backend", "status", "p50 us", "p20-p80 us", "TFLOP/s", "GB/s",
+           "%SOL", "speedup", "weight MiB", "peak MiB", "rel err"]
+
+
+def _f(v, fmt: str) -> str:
+    return "" if v is None else format(v, fmt)
+
+
+def _mib(v) -> str:
+    return "" if v is None else format(v, ".2f" if v >= 1 or v == 0 else ".2g")
+
+
+def table_rows(rows: list[Row]) -> list[list[str]]:
+    out = []
+    for r in rows:
+        timed = r.p50_us is not None
+        out.append([
+            r.shape, r.backend, r.status,
+            _f(r.p50_us, ".1f"),
+            f"{r.p20_us:.1f}-{r.p80_us:.1f}" if timed else "",
+            _f(r.tflops, ".2f"), _f(r.gbps, ".0f"), _f(r.sol_pct, ".0f"),
+            # A speedup is shown only for correct rows (and never for incorrect ones).
+            _f(r.speedup, ".2f") + "x" if r.speedup is not None and r.status == OK else "",
+            _mib(r.weight_mib), _mib(r.peak_extra_mib), _f(r.rel_err, ".1e"),
+        ])
+    return out
+
+
+def problems(rows: list[Row]) -> list[str]:
+    return [f"{r.shape} {r.backend}: {r.status}: {r.reason}" for r in rows if r.status != OK or r.reason]
+
+
+def console(rows: list[Row], baseline: str) -> str:
+    text = tabulate(table_rows(rows), headers=HEADERS, tablefmt="simple", disable_numparse=True)
+    notes = problems(rows)
+    if notes:
+        text += "\n\nnotes:\n" + "\n".join(f"  {n}" for n in notes)
+    return text + f"\n\nspeedup = {baseline} p50 / backend p50 (same shape, same run)"
+
+
+def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
+    s = meta["settings"]
+    timing = s["timing"] if meta.get("gpu") else "cpu-wall (CPU timings: never compare with GPU numbers)"
+    lines = [
+        f"# {s['op']} — {meta.get('gpu') or 'CPU'}",
+        "",
+        f"{len(rows)} rows; {sum(r.status == OK for r in rows)} ok. "
+        + ("**Interrupted: partial results.**" if meta.get("interrupted") else ""),
+        "",
+        tabulate([
+            ["date", meta["date"]], ["device", meta["device"]], ["gpu", meta.get("gpu") or "none"],
+            ["driver", meta.get("driver") or ""], ["torch / triton / helion",
+                                                    f"{meta['torch']} / {meta['triton']} / {meta['helion']}"],
+            ["git commit", meta.get("git_commit") or ""], ["dtype", s["dtype"]],
+            ["op settings", s["op_settings"]], ["timing", timing],
+            ["warmup / rep (ms) x repeats", f"{s['warmup_ms']} / {s['rep_ms']} x {s.get('repeats', 1)}"],
+            ["baseline", s["baseline"]],
+            ["ceilings", ", ".join(f"{k} {v:.0f}" for k, v in meta.get("ceilings", {}).items()) or "n/a"],
+        ], headers=["", ""], tablefmt="github"),
+        "",
+        "## Results",
+        "",
+        tabulate(table_rows(rows), headers=HEADERS, tablefmt="github", disable_numparse=True),
+        "",
+        f"speedup = {s['baseline']} p50 / backend p50, same shape, same run; shown only for correct rows. "
+        "%SOL = the floor time (bytes at the copy bandwidth or flops at the bf16 matmul rate, "
+        "whichever is larger) / p50.",
+    ]
+    notes = problems(rows)
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"

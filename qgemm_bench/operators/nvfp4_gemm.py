@@ -1,0 +1,89 @@
+"""nvfp4_gemm: y[M, N] = x[M, K] @ dequant(w), NVFP4 weights.
+
+Inputs: x [M, K] (bf16/fp16); w uint8 [K//2, N] E2M1 codes (formats.py layout);
+block_scales float8_e4m3fn [K//16, N]; tensor_scale float32 0-dim.
+Settings: unscaled = False (default) | True, the Helion example's form: random
+E2M1 codes with every scale 1.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from qgemm_bench.operators import formats
+from qgemm_bench.operators.common import (
+    Case,
+    InputError,
+    Shape,
+    check_positive,
+    gemm_flops,
+    gemm_tolerance,
+    generator,
+    llama_shapes,
+    m_sweep_shapes,
+)
+
+NAME = "nvfp4_gemm"
+SUMMARY = "bf16/fp16 activations x NVFP4 weights (E2M1, E4M3 block-16 scales, FP32 tensor scale)"
+DEFAULT_SETTINGS = {"unscaled": False}
+DEFAULT_BASELINE = "torch"
+PLOT_X = "M"
+PRESETS = {
+    "smoke": [Shape(1, 64, 48), Shape(3, 160, 40), Shape(17, 384, 96), Shape(5, 256, 37)],
+    "llama": llama_shapes(),
+    "m-sweep": m_sweep_shapes(),
+}
+CPU_PRESET, GPU_PRESET = "smoke", "llama"
+
+
+def describe(settings: dict) -> str:
+    return "unscaled" if settings.get("unscaled") else "nvfp4"
+
+
+def validate(shape: Shape, settings: dict) -> None:
+    check_positive(shape)
+    if shape.K % formats.NVFP4_BLOCK:
+        raise InputError(
+            f"shape {shape}: K={shape.K} is not divisible by the NVFP4 block size {formats.NVFP4_BLOCK}"
+        )
+
+
+def make_inputs(case: Case, seed: int) -> dict:
+    """x ~ N(0, 1); w quantized from a N(0, 1) weight (random codes when unscaled)."""
+    m, k, n = case.shape
+    dev = case.device
+    gen = generator(dev, seed)
+    x = torch.randn(m, k, generator=gen, device=dev).to(case.dtype)
+    if case.settings.get("unscaled"):
+        codes = torch.randint(0, 16, (k, n), generator=gen, device=dev)
+        ones = torch.ones(k // formats.NVFP4_BLOCK, n, device=dev).to(torch.float8_e4m3fn)
+        return {"x": x, "w": formats.pack_nibbles(codes), "block_scales": ones,
+                "tensor_scale": torch.ones((), device=dev)}
+    w = torch.randn(k, n, generator=gen, device=dev)
+    packed, block_scales, tensor_scale = formats.quantize_nvfp4(w)
+    return {"x": x, "w": packed, "block_scales": block_scales, "tensor_scale": tensor_scale}
+
+
+def dequantize(inputs: dict, dtype=torch.float32) -> torch.Tensor:
+    return formats.dequantize_nvfp4(inputs["w"], inputs["block_scales"], inputs["tensor_scale"], dtype)
+
+
+def reference(inputs: dict) -> torch.Tensor:
+    """fp32 math on exactly the dequantized weights."""
+    return inputs["x"].float() @ dequantize(inputs)
+
+
+def flops(shape: Shape, settings: dict) -> int:
+    return gemm_flops(shape)
+
+
+def bytes(shape: Shape, dtype: torch.dtype, settings: dict) -> int:
+    # I/O: x read once (M*K*e), E2M1 codes (K*N/2), E4M3 block scales (K/16*N),
+    # the fp32 tensor scale (4), y written once (M*N*e).
+    m, k, n = shape
+    e = dtype.itemsize
+    return m * k * e + k * n // 2 + (k // formats.NVFP4_BLOCK) * n + 4 + m * n * e
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    return gemm_tolerance(dtype)

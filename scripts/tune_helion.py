@@ -19,9 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def wo(bk, bm, bn, split, warps=4, stages=4):
@@ -59,24 +56,24 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dic
 
     dtype = dtype or torch.bfloat16
 
-    from qgemm_bench import backends
     from qgemm_bench import operators
-    from qgemm_bench.backends.helion_kernels import configs
+    from qgemm_bench.backends import registry
+    from qgemm_bench.backends.helion_kernels import configs, tuning
     from qgemm_bench.harness.measure import Settings, measure
-    from qgemm_bench.operators.common import Case, Shape
+    from qgemm_bench.types import Case, Shape
 
     op = operators.get(op_name)
-    backend = next(b for b in backends.for_op(op_name) if b.name == "helion")
-    base = Case(op_name, Shape(*shape), dtype, device, dict(op.DEFAULT_SETTINGS))
-    inputs = op.make_inputs(base, 0)
+    backend = registry.get(op_name, "helion")
+    case = Case(op_name, Shape(*shape), dtype, device, op.Settings())
+    inputs = op.make_inputs(case, 0)
     ref = op.reference(inputs)
     tol = op.tolerance(dtype)
     t0 = time.perf_counter()
     results = []
     for cfg in candidates(op_name, shape[0]):
-        case = Case(op_name, base.shape, base.dtype, device, base.settings, {"helion_config": cfg})
         try:
-            r = measure(case, backend, inputs, ref, tol, Settings(warmup_ms=10, rep_ms=rep_ms), l2)
+            with tuning.options(explicit=cfg):
+                r = measure(case, backend, inputs, ref, tol, Settings(warmup_ms=10, rep_ms=rep_ms), l2)
         except Exception as e:  # a config the kernel or GPU cannot take
             print(f"  {cfg}: {type(e).__name__}: {str(e).splitlines()[0][:100]}", flush=True)
             continue

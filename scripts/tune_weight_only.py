@@ -1,46 +1,51 @@
 #!/usr/bin/env python3
 """GPU: time the Triton weight-only GEMM's candidate configs and paths, the
-way the runner times (CUDA graph over rotating copies > 2x L2).
-  python3 scripts/tune_weight_only.py OUT.json [variants]
+way the runner times (CUDA graph over rotating copies > 2x L2), to choose the
+curated config lists checked into backends/triton_kernels/weight_only.py.
+  python3 scripts/tune_weight_only.py OUT.json [variants]    (about 10 minutes)
 1. split path, every candidate, M = 1, 16, 64 at K = N = 8192, int4 g128 and NVFP4
    (a 66-config grid at M <= 16: about 2 minutes per format);
 2. each case's best 6 on four other llama shapes;
 3. large M: the tiled kernel (autotuned), dequantize + cuBLAS, and cuBLAS bf16.
 Prints tables; writes every timing to OUT.json."""
 
+import argparse
+import functools
 import json
 import math
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch
 
-import torch  # noqa: E402
-
-from qgemm_bench.backends.triton_kernels import weight_only as wo  # noqa: E402
-from qgemm_bench.harness.timing import time_graph  # noqa: E402
-from qgemm_bench.operators import int4_gemm, nvfp4_gemm  # noqa: E402
-from qgemm_bench.operators.common import Case, Shape, rel_error  # noqa: E402
+from qgemm_bench.backends.triton_kernels import weight_only as wo
+from qgemm_bench.harness.timing import time_graph
+from qgemm_bench.operators import int4_gemm, nvfp4_gemm
+from qgemm_bench.operators.common import rel_error
+from qgemm_bench.operators.formats import INT4, NVFP4
+from qgemm_bench.types import Case, Shape
 
 DEV = torch.device("cuda")
-L2 = torch.cuda.get_device_properties(DEV).L2_cache_size
 results = []
 
 
 def operands(fmt, m, k, n):
+    """(x, WeightOnlyGemm's weight arguments, the reference)."""
     if fmt == "int4":
-        inp = int4_gemm.make_inputs(Case("int4_gemm", Shape(m, k, n), torch.bfloat16, DEV, {"group_size": 128}), 0)
-        return (inp["x"], inp["w"], inp["scales"], None, wo.INT4, 128), int4_gemm.reference(inp)
-    inp = nvfp4_gemm.make_inputs(Case("nvfp4_gemm", Shape(m, k, n), torch.bfloat16, DEV, {"unscaled": False}), 0)
-    return (inp["x"], inp["w"], inp["block_scales"].view(torch.uint8), inp["tensor_scale"], wo.NVFP4, 16), \
-        nvfp4_gemm.reference(inp)
+        inp = int4_gemm.make_inputs(Case("int4_gemm", Shape(m, k, n), torch.bfloat16, DEV, int4_gemm.Settings(128)), 0)
+        return inp.x, (inp.w, inp.scales, None, INT4, 128), int4_gemm.reference(inp)
+    inp = nvfp4_gemm.make_inputs(Case("nvfp4_gemm", Shape(m, k, n), torch.bfloat16, DEV, nvfp4_gemm.Settings()), 0)
+    return inp.x, (inp.w, inp.block_scales.view(torch.uint8), inp.tensor_scale, NVFP4, 16), nvfp4_gemm.reference(inp)
 
 
-def copies(args):
-    per = sum(t.numel() * t.element_size() for t in args[:4] if isinstance(t, torch.Tensor))
-    n = max(1, min(64, math.ceil(2 * L2 / per)))
-    return [args] + [tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in args) for _ in range(n - 1)]
+def copies(x, wargs):
+    """Rotating copies of (x, weights) that together exceed 2x L2."""
+    l2 = torch.cuda.get_device_properties(DEV).L2_cache_size
+    per = sum(t.numel() * t.element_size() for t in (x, *wargs[:3]) if isinstance(t, torch.Tensor))
+    n = max(1, min(64, math.ceil(2 * l2 / per)))
+    clone = lambda ts: tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in ts)
+    return [(x, wargs)] + [(x.clone(), clone(wargs)) for _ in range(n - 1)]
 
 
 def time_fns(fns):
@@ -48,10 +53,11 @@ def time_fns(fns):
 
 
 def timed(fmt, shape, label, make):
-    args, ref = operands(fmt, *shape)
+    """make(weight arguments) -> a WeightOnlyGemm; its p50 us and error at shape."""
+    x, wargs, ref = operands(fmt, *shape)
     try:
-        err = rel_error(make(args)(), ref)
-        us = time_fns([make(a) for a in copies(args)])
+        err = rel_error(make(wargs)(x), ref)
+        us = time_fns([functools.partial(make(w), xc) for xc, w in copies(x, wargs)])
     except Exception as e:  # a config that does not compile or fit
         err, us = None, None
         label = f"{label} FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
@@ -107,8 +113,8 @@ def variants():
         print("no PTX summary:", type(e).__name__, e)
 
 
-def main():
-    if sys.argv[2:] == ["variants"]:
+def main(args):
+    if args.variants:
         return variants()
     t0 = time.time()
     best = {}
@@ -146,18 +152,26 @@ def main():
                 cub = time_fns([lambda w=w, a=a: a @ w for w in ws])
                 results.append({"fmt": fmt, "shape": (m, k, n), "label": "cublas", "us": cub})
                 print(f"{fmt} {m}x{k}x{n}: {' | '.join(row)} | cuBLAS {cub:8.1f}", flush=True)
-    args, _ = operands("int4", 1, 8192, 8192)
+    x, wargs, _ = operands("int4", 1, 8192, 8192)
     for c in ({"BLOCK_R": 16, "BLOCK_N": 256, "num_warps": 4}, {"BLOCK_R": 32, "BLOCK_N": 128, "num_warps": 4},
               {"BLOCK_R": 8, "BLOCK_N": 512, "num_warps": 4}, {"BLOCK_R": 32, "BLOCK_N": 256, "num_warps": 8}):
         wo.DEQUANT_CONFIG = c
-        us = time_fns([wo.WeightOnlyGemm(*a, path="dequant").dequantize for a in copies(args)])
+        us = time_fns([functools.partial(wo.WeightOnlyGemm(*w, path="dequant").dequantize, torch.bfloat16)
+                       for _, w in copies(x, wargs)])
         print(f"dequant int4 8192x8192 {c}: {us:.1f} us ({(32 + 128 + 1) * 2**20 / us / 1e3:.0f} GB/s)")
         results.append({"fmt": "int4", "shape": (1, 8192, 8192), "label": f"dequant {c}", "us": us})
     print(f"total {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out", metavar="OUT.json", help="where every timing goes")
+    p.add_argument("variants", nargs="?", choices=["variants"], help="only the packed-PTX decode variants")
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        print("error: tuning needs a CUDA device", file=sys.stderr)
+        sys.exit(2)
     try:
-        main()
+        main(args)
     finally:
-        Path(sys.argv[1]).write_text(json.dumps(results, indent=1))
+        Path(args.out).write_text(json.dumps(results, indent=1))

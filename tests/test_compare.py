@@ -18,7 +18,8 @@ META = {"gpu": "NVIDIA H100 80GB HBM3", "capability": "9.0", "driver": "580.1", 
 def row(backend="triton", M=16, us=100.0, spread=0.5, n=60, seed=0, status=OK, **kw) -> Row:
     rng = np.random.default_rng(seed)
     samples = [float(x) for x in us + spread * rng.standard_normal(n)] if status in (OK, INCORRECT) else []
-    fields = dict(op="int4_gemm", backend=backend, M=M, K=8192, N=8192, dtype="bfloat16", settings="group=128",
+    fields = dict(op="int4_gemm", backend=backend, M=M, K=8192, N=8192, dtype="bfloat16", settings={"group_size": 128},
+                  settings_label="group=128",
                   device="cuda:0", timing="graph" if samples else "", status=status, samples_us=samples,
                   p50_us=float(np.median(samples)) if samples else None, weight_mib=32.0, peak_extra_mib=0.25)
     fields.update(kw)

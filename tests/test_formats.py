@@ -4,20 +4,9 @@ import numpy as np
 import pytest
 import torch
 
+from qgemm_bench.errors import FormatError
 from qgemm_bench.operators import formats
-from qgemm_bench.operators.formats import FormatError
-
-E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
-
-
-def np_unpack(packed: np.ndarray) -> np.ndarray:
-    """Independent nibble unpack: [K//2, N] bytes -> [K, N] codes 0..15."""
-    b = packed.astype(np.uint8)
-    out = np.empty((2 * b.shape[0], b.shape[1]), dtype=np.int64)
-    out[0::2] = b & 0x0F
-    out[1::2] = b >> 4
-    return out
-
+from tests.support import E2M1, np_unpack
 
 # ------------------------------------------------------------------ int4
 

@@ -29,8 +29,8 @@ from scipy.stats import mannwhitneyu, ttest_ind
 from scipy.stats import t as student_t
 from tabulate import tabulate
 
-from qgemm_bench.harness.results import INCORRECT, OK, Row, load
-from qgemm_bench.operators.common import InputError
+from qgemm_bench.errors import InputError
+from qgemm_bench.harness.results import INCORRECT, OK, Row, load, settings_key
 
 REGRESSED, IMPROVED, UNCHANGED, NOISY = "regressed", "improved", "unchanged", "noisy"
 ADDED, REMOVED, INCOMPARABLE = "added", "removed", "incomparable"
@@ -68,7 +68,7 @@ class Compared:
     backend: str
     shape: str
     dtype: str
-    settings: str
+    settings: str  # the label, for display
     status: str
     gating: bool = False  # makes the comparison fail (exit 1)
     base_us: float | None = None
@@ -82,7 +82,7 @@ class Compared:
 
 
 def key(r: Row) -> tuple:
-    return (r.op, r.backend, r.M, r.K, r.N, r.dtype, r.settings)
+    return (r.op, r.backend, r.M, r.K, r.N, r.dtype, settings_key(r.settings))
 
 
 def load_run(path: str) -> tuple[dict, list[Row]]:
@@ -107,6 +107,8 @@ def fingerprint(meta: dict) -> dict:
     fp = {k: meta.get(k) for k in FINGERPRINT}
     s = meta.get("settings", {})
     fp.update({k: s.get(k) for k in FINGERPRINT_SETTINGS})
+    # Runs before settings were structured recorded only the label.
+    fp["op_settings"] = s.get("op_settings_label", s.get("op_settings"))
     return fp
 
 
@@ -149,7 +151,7 @@ def _memory_note(b: Row, n: Row) -> str:
 
 
 def compare_row(b: Row, n: Row, opt: Options, rng: np.random.Generator) -> Compared:
-    c = Compared(n.op, n.backend, n.shape, n.dtype, n.settings, UNCHANGED, base_us=b.p50_us, new_us=n.p50_us)
+    c = Compared(n.op, n.backend, n.shape, n.dtype, n.settings_label, UNCHANGED, base_us=b.p50_us, new_us=n.p50_us)
     if n.status == INCORRECT:
         c.status = INCORRECT
         c.gating = b.status != INCORRECT
@@ -204,11 +206,11 @@ def compare(base_rows: list[Row], new_rows: list[Row], opt: Options) -> list[Com
         if k in base:
             out.append(compare_row(base[k], n, opt, rng))
         else:
-            out.append(Compared(n.op, n.backend, n.shape, n.dtype, n.settings, ADDED, new_us=n.p50_us,
+            out.append(Compared(n.op, n.backend, n.shape, n.dtype, n.settings_label, ADDED, new_us=n.p50_us,
                                 note="" if n.status == OK else f"{n.status}: {n.reason}"))
     for k, b in base.items():
         if k not in new:
-            out.append(Compared(b.op, b.backend, b.shape, b.dtype, b.settings, REMOVED, base_us=b.p50_us))
+            out.append(Compared(b.op, b.backend, b.shape, b.dtype, b.settings_label, REMOVED, base_us=b.p50_us))
     return out
 
 

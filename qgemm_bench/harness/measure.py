@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from qgemm_bench.backends import Backend, Prepared
+from qgemm_bench.backends.registry import Backend, Prepared
 from qgemm_bench.harness import timing
 from qgemm_bench.harness.results import INCORRECT, OK
-from qgemm_bench.operators.common import Case, rel_error
+from qgemm_bench.operators.common import Inputs, rel_error
+from qgemm_bench.types import Case
 
 MiB = 2**20
 # Rotating copies: enough that one pass over them moves > 2x L2, bounded so
@@ -39,26 +40,21 @@ def nbytes_unique(tensors) -> int:
     return total
 
 
-def clone_inputs(inputs: dict) -> dict:
-    return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
-
-
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def copies_needed(case: Case, inputs: dict, prepared: Prepared, out: torch.Tensor, l2_bytes: int) -> int:
-    activation = next(v for v in inputs.values() if isinstance(v, torch.Tensor))
-    touched = nbytes_unique([activation, *prepared.resident]) + out.numel() * out.element_size()
-    per_copy_mem = nbytes_unique([*inputs.values(), *prepared.resident])
+def copies_needed(case: Case, inputs: Inputs, prepared: Prepared, out: torch.Tensor, l2_bytes: int) -> int:
+    touched = nbytes_unique([inputs.activation, *prepared.resident]) + out.numel() * out.element_size()
+    per_copy_mem = nbytes_unique([*inputs.tensors(), *prepared.resident])
     n = math.ceil(ROTATE_L2_FACTOR * l2_bytes / max(touched, 1))
     free, _ = torch.cuda.mem_get_info(case.device)
     by_mem = int(COPIES_MEM_FRACTION * free // max(per_copy_mem, 1))
     return max(1, min(n, MAX_COPIES, by_mem))
 
 
-def measure(case: Case, backend: Backend, inputs: dict, ref: torch.Tensor, tol: float,
+def measure(case: Case, backend: Backend, inputs: Inputs, ref: torch.Tensor, tol: float,
             settings: Settings, l2_bytes: int) -> dict:
     """Returns Row fields for this backend (status, accuracy, memory, timing).
     Exceptions propagate; the sweep turns them into error rows."""
@@ -122,7 +118,7 @@ def time_on_gpu(case, backend, inputs, prepared, out, settings, l2_bytes) -> tim
     if settings.timing == "events":
         return timing.time_events(prepared.fn, settings.warmup_ms, settings.rep_ms)
     n = copies_needed(case, inputs, prepared, out, l2_bytes)
-    fns = [prepared.fn] + [backend.prepare(case, clone_inputs(inputs)).fn for _ in range(n - 1)]
+    fns = [prepared.fn] + [backend.prepare(case, inputs.clone()).fn for _ in range(n - 1)]
     try:
         return timing.time_graph(fns, settings.warmup_ms, settings.rep_ms)
     except Exception as e:  # capture can fail for code that syncs or allocates oddly

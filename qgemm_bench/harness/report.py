@@ -60,7 +60,7 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
             ["driver", meta.get("driver") or ""], ["torch / triton / helion",
                                                     f"{meta['torch']} / {meta['triton']} / {meta['helion']}"],
             ["git commit", meta.get("git_commit") or ""], ["dtype", s["dtype"]],
-            ["op settings", s["op_settings"]], ["timing", timing],
+            ["op settings", s.get("op_settings_label", s["op_settings"])], ["timing", timing],
             ["warmup / rep (ms) x repeats", f"{s['warmup_ms']} / {s['rep_ms']} x {s.get('repeats', 1)}"],
             ["baseline", s["baseline"]],
             ["ceilings", ", ".join(f"{k} {v:.0f}" for k, v in meta.get("ceilings", {}).items()) or "n/a"],

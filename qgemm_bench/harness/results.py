@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from qgemm_bench.operators.common import InputError
+from qgemm_bench.errors import InputError
 
 # Statuses. Only "ok" rows are ever shown as a speedup.
 OK, INCORRECT, ERROR, OOM, UNAVAILABLE = "ok", "incorrect", "error", "oom", "unavailable"
@@ -25,7 +25,7 @@ class Row:
     K: int
     N: int
     dtype: str
-    settings: str
+    settings: dict  # the operator's settings as data (e.g. {"group_size": 128}); rows match on it
     device: str
     timing: str  # graph | events | cpu-wall | "" when not timed
     status: str
@@ -49,6 +49,7 @@ class Row:
     calls_per_sample: int | None = None
     samples_us: list = field(default_factory=list)
     round_p50_us: list = field(default_factory=list)  # with --repeats N: each round's median (compare's unit)
+    settings_label: str = ""  # the settings for display ("group=128")
 
     @property
     def shape(self) -> str:
@@ -60,6 +61,24 @@ class Row:
 
 
 CSV_COLUMNS = [f.name for f in fields(Row) if f.name not in ("samples_us", "round_p50_us")]
+
+
+def settings_key(settings: dict) -> str:
+    """The settings as one canonical string (row matching, CSV)."""
+    return json.dumps(settings, sort_keys=True)
+
+
+def row_from_dict(d: dict) -> Row:
+    """A row as results.json / rows.jsonl hold it. Rows written before settings
+    were structured carry only their label ("group=128"): the operator parses it."""
+    d = dict(d)
+    if isinstance(d.get("settings"), str):
+        from qgemm_bench import operators
+
+        label = d["settings"]
+        d["settings"] = operators.get(d["op"]).Settings.from_label(label).as_dict()
+        d.setdefault("settings_label", label)
+    return Row(**d)
 
 
 class RunFolder:
@@ -90,7 +109,7 @@ class RunFolder:
 
 
 def frame(rows: list[Row]) -> pd.DataFrame:
-    return pd.DataFrame([r.to_dict() for r in rows], columns=CSV_COLUMNS)
+    return pd.DataFrame([{**r.to_dict(), "settings": settings_key(r.settings)} for r in rows], columns=CSV_COLUMNS)
 
 
 def load(path: str | Path) -> tuple[dict, list[Row]]:
@@ -99,4 +118,4 @@ def load(path: str | Path) -> tuple[dict, list[Row]]:
     if p.is_dir():
         p = p / "results.json"
     doc = json.loads(p.read_text(encoding="utf-8"))
-    return doc["metadata"], [Row(**r) for r in doc["rows"]]
+    return doc["metadata"], [row_from_dict(r) for r in doc["rows"]]

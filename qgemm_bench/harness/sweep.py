@@ -4,32 +4,15 @@ from __future__ import annotations
 
 import gc
 import traceback
-from dataclasses import dataclass, field
-from types import ModuleType
 
 import torch
 from tqdm import tqdm
 
-from qgemm_bench.backends import Backend
-from qgemm_bench.harness.measure import Settings, measure, summarize
+from qgemm_bench.backends.registry import Backend
+from qgemm_bench.harness.measure import measure, summarize
+from qgemm_bench.harness.plan import Plan
 from qgemm_bench.harness.results import ERROR, OK, OOM, UNAVAILABLE, Row, RunFolder
-from qgemm_bench.operators.common import Case, Shape, dtype_name
-
-
-@dataclass
-class Plan:
-    op: ModuleType
-    backends: list[Backend]  # baseline first
-    shapes: list[Shape]
-    dtype: torch.dtype
-    device: torch.device
-    op_settings: dict
-    measure: Settings
-    seed: int = 0
-    backend_options: dict = field(default_factory=dict)  # becomes Case.options (see operators.common)
-    repeats: int = 1  # measure each (shape, backend) this many times, backends interleaved; samples pooled
-    ceilings: dict = field(default_factory=dict)
-    l2_bytes: int = 0
+from qgemm_bench.types import Case, Shape, dtype_name
 
 
 def _short(e: BaseException) -> str:
@@ -62,7 +45,7 @@ def run(plan: Plan, folder: RunFolder) -> tuple[list[Row], bool]:
                disable=None)
     try:
         for shape in plan.shapes:
-            case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings, plan.backend_options)
+            case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings)
             _run_shape(plan, case, folder, bar, rows)
     except KeyboardInterrupt:
         return rows, True
@@ -74,7 +57,7 @@ def run(plan: Plan, folder: RunFolder) -> tuple[list[Row], bool]:
 def _row(plan: Plan, case: Case, backend: Backend, **fields) -> Row:
     m, k, n = case.shape
     return Row(op=plan.op.NAME, backend=backend.name, M=m, K=k, N=n, dtype=dtype_name(plan.dtype),
-               settings=plan.op.describe(plan.op_settings), device=str(plan.device),
+               settings=plan.op_settings.as_dict(), settings_label=plan.op_settings.label(), device=str(plan.device),
                timing=fields.pop("timing", ""), **fields)
 
 

@@ -1,54 +1,30 @@
-"""What every operator shares: the shape type, the input error, dtypes, presets."""
+"""What every operator shares: typed inputs, presets, tolerances, errors."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import NamedTuple
+import dataclasses
 
 import torch
 
-
-class InputError(ValueError):
-    """Bad input from the user (shape, dtype, setting): reported in one line."""
-
-
-class Shape(NamedTuple):
-    M: int
-    K: int
-    N: int
-
-    def __str__(self) -> str:
-        return f"{self.M}x{self.K}x{self.N}"
+from qgemm_bench.errors import InputError
+from qgemm_bench.types import Shape
 
 
-@dataclass(frozen=True)
-class Case:
-    """One thing to measure: an operator at a shape, dtype, device and settings."""
+class Inputs:
+    """Base of the operators' input dataclasses. The first field is the
+    activation (the operand a new call brings); the rest are weights."""
 
-    op: str
-    shape: Shape
-    dtype: torch.dtype
-    device: torch.device
-    settings: dict = field(default_factory=dict)
-    # Backend options from the CLI: autotune ("none" | "quick" | "full"),
-    # autotune_budget_s, save_configs, helion_configs (a config file); and
-    # helion_config (one explicit config, scripts/tune_helion.py).
-    options: dict = field(default_factory=dict)
+    def tensors(self) -> list[torch.Tensor]:
+        return [v for f in dataclasses.fields(self) if isinstance(v := getattr(self, f.name), torch.Tensor)]
 
+    @property
+    def activation(self) -> torch.Tensor:
+        return getattr(self, dataclasses.fields(self)[0].name)
 
-DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-          "float16": torch.float16, "fp16": torch.float16, "half": torch.float16}
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def parse_dtype(name: str) -> torch.dtype:
-    try:
-        return DTYPES[name.lower()]
-    except KeyError:
-        raise InputError(f"unsupported dtype {name!r}; choose bfloat16 or float16") from None
+    def clone(self):
+        """A copy with every tensor cloned (rotating input copies)."""
+        return dataclasses.replace(self, **{f.name: v.clone() for f in dataclasses.fields(self)
+                                            if isinstance(v := getattr(self, f.name), torch.Tensor)})
 
 
 def check_positive(shape: Shape) -> None:
@@ -86,7 +62,7 @@ def gemm_tolerance(dtype: torch.dtype) -> float:
     rounded to 8 bits) and the output rounding each add ~1e-3 rms (the torch
     backends measure 2.2e-3 on the H100); fp16 has 3 more mantissa bits. Bugs
     kernels make (a dropped K tile, swapped nibbles, a wrong group's scale, an
-    unwritten row) land far above (tests/test_backends.py)."""
+    unwritten row) land far above (tests/test_int4_gemm.py)."""
     return {torch.bfloat16: 1e-2, torch.float16: 3e-3}[dtype]
 
 

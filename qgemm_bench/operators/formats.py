@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import torch
 
-from qgemm_bench.operators.common import InputError
+from qgemm_bench.errors import FormatError
 
-
-class FormatError(InputError):
-    """A weight or shape the format cannot represent (odd K, NaN/inf, ...)."""
-
-
+# Weight formats as the weight-only kernels (Triton and Helion) take them.
+INT4, NVFP4 = 0, 1
 NVFP4_BLOCK = 16
 E2M1_MAX = 6.0
 E4M3_MAX = 448.0

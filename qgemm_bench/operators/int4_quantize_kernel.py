@@ -13,7 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from qgemm_bench.operators.formats import FormatError, check_group_size, require_even_k, require_finite_2d
+from qgemm_bench.errors import FormatError
+from qgemm_bench.operators.formats import check_group_size, require_even_k, require_finite_2d
 
 
 @triton.jit

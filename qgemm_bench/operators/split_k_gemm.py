@@ -7,13 +7,16 @@ Settings: bias = False (default) | True; the bias is added exactly once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from qgemm_bench.operators.common import Case, Shape, check_positive, gemm_flops, gemm_tolerance, generator
+from qgemm_bench.operators import common
+from qgemm_bench.operators.common import check_positive, gemm_flops, gemm_tolerance, generator
+from qgemm_bench.types import Case, Shape
 
 NAME = "split_k_gemm"
 SUMMARY = "fp16/bf16 GEMM for skinny shapes (small M, N; large K), optional bias"
-DEFAULT_SETTINGS = {"bias": False}
 DEFAULT_BASELINE = "torch"
 PLOT_X = "K"
 PRESETS = {
@@ -24,40 +27,75 @@ PRESETS = {
 CPU_PRESET, GPU_PRESET = "smoke", "skinny"
 
 
-def describe(settings: dict) -> str:
-    return "bias" if settings.get("bias") else "no-bias"
+@dataclass(frozen=True)
+class Settings:
+    """bias: add a bias vector [N], exactly once."""
+
+    bias: bool = False
+
+    def label(self) -> str:
+        return "bias" if self.bias else "no-bias"
+
+    def as_dict(self) -> dict:
+        return {"bias": self.bias}
+
+    @classmethod
+    def from_label(cls, label: str) -> Settings:
+        return cls(label == "bias")
 
 
-def validate(shape: Shape, settings: dict) -> None:
+FLAGS = {"bias": "--bias"}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--bias", action="store_true", help="split_k_gemm: add a bias vector (exactly once)")
+
+
+def settings_from_args(args) -> Settings:
+    return Settings(bool(args.bias))
+
+
+@dataclass
+class Inputs(common.Inputs):
+    a: torch.Tensor  # [M, K]
+    b: torch.Tensor  # [K, N]
+    bias: torch.Tensor | None  # [N]
+
+
+def describe(settings: Settings) -> str:
+    return settings.label()
+
+
+def validate(shape: Shape, settings: Settings) -> None:
     check_positive(shape)
 
 
-def make_inputs(case: Case, seed: int) -> dict:
+def make_inputs(case: Case, seed: int) -> Inputs:
     m, k, n = case.shape
     gen = generator(case.device, seed)
     a = torch.randn(m, k, generator=gen, device=case.device).to(case.dtype)
     b = torch.randn(k, n, generator=gen, device=case.device).to(case.dtype)
     bias = None
-    if case.settings.get("bias"):
+    if case.settings.bias:
         # Large enough that a bias added twice (or never) fails the tolerance.
         bias = (16 * torch.randn(n, generator=gen, device=case.device)).to(case.dtype)
-    return {"a": a, "b": b, "bias": bias}
+    return Inputs(a, b, bias)
 
 
-def reference(inputs: dict) -> torch.Tensor:
-    y = inputs["a"].float() @ inputs["b"].float()
-    return y if inputs["bias"] is None else y + inputs["bias"].float()
+def reference(inputs: Inputs) -> torch.Tensor:
+    y = inputs.a.float() @ inputs.b.float()
+    return y if inputs.bias is None else y + inputs.bias.float()
 
 
-def flops(shape: Shape, settings: dict) -> int:
-    return gemm_flops(shape) + (shape.M * shape.N if settings.get("bias") else 0)
+def flops(shape: Shape, settings: Settings) -> int:
+    return gemm_flops(shape) + (shape.M * shape.N if settings.bias else 0)
 
 
-def bytes(shape: Shape, dtype: torch.dtype, settings: dict) -> int:
+def bytes(shape: Shape, dtype: torch.dtype, settings: Settings) -> int:
     # I/O: a and b read once, bias read once, y written once; no partials.
     m, k, n = shape
     e = dtype.itemsize
-    return (m * k + k * n + m * n + (n if settings.get("bias") else 0)) * e
+    return (m * k + k * n + m * n + (n if settings.bias else 0)) * e
 
 
 def tolerance(dtype: torch.dtype) -> float:

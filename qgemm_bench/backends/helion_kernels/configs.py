@@ -19,8 +19,9 @@ from pathlib import Path
 
 import torch
 
+from qgemm_bench.types import m_bucket
+
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-M_BUCKETS = (1, 16, 64, 256, 1024, 4096)
 M_WEIGHT = 4.0  # an M bucket apart counts as much as 4 powers of two in K or N
 
 
@@ -33,10 +34,6 @@ def gpu_slug(device: torch.device) -> str:
     name = torch.cuda.get_device_name(device)
     found = re.search(r"\b([A-Z]+\d{2,4}[A-Z]*)\b", name)
     return (found.group(1) if found else re.sub(r"\W+", "_", name)).lower()
-
-
-def m_bucket(m: int) -> int:
-    return min(1 << max(0, m - 1).bit_length(), M_BUCKETS[-1])
 
 
 def bucket(m: int, k: int, n: int) -> str:

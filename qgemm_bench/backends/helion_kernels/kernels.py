@@ -24,8 +24,6 @@ import helion.language as hl
 import torch
 from helion.autotuner import PowerOfTwoFragment
 
-INT4, NVFP4 = 0, 1
-
 
 def _int4_nibbles(b, dtype):
     """Bytes (int32, 0..255) -> (low, high) nibbles as exact q in [-8, 7]:

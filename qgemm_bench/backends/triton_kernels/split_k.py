@@ -1,14 +1,9 @@
 """Triton split-K GEMM for skinny shapes: y = a @ b (+ bias), one launch.
 
-Each program computes one output tile over one contiguous slice of K. The
-partials meet in fp32 in one of two ways (MODE):
-- ATOMIC: fp32 atomics into a workspace tile;
-- DETERMINISTIC: each split stores its own partial; the sum is taken in split
-  order, so the result does not depend on which program finishes first.
-A per-tile counter tells the last program of a tile to finish it: add the
-bias (exactly once), cast, store, and zero the workspace and counter for the
-next call. No memset or cast kernels: at 64x32768x64 the kernel floor is a
-few microseconds and every extra launch costs ~1-2 us even in a CUDA graph.
+Each program computes one output tile over one contiguous slice of K; the
+partials meet in fp32 by atomics (ATOMIC) or per-split planes summed in
+split order (DETERMINISTIC), and the tile's last program finishes it
+(split_k_parts.py).
 """
 
 from __future__ import annotations
@@ -17,7 +12,9 @@ import torch
 import triton
 import triton.language as tl
 
-from qgemm_bench.backends.triton_kernels import autotune_bench
+from qgemm_bench.backends.checks import check_split_k
+from qgemm_bench.backends.triton_kernels import split_k_parts
+from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
 
 ATOMIC, DETERMINISTIC = 0, 1
 
@@ -30,20 +27,10 @@ def split_k_kernel(
     HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
 ):
-    pid_mn = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    n_tiles = tl.cdiv(N, BLOCK_N)
-    pid_m = pid_mn // n_tiles
-    pid_n = pid_mn % n_tiles
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
     offs_k = tl.arange(0, BLOCK_K)
     mask_m = offs_m < M
     mask_n = offs_n < N
-    blocks = tl.cdiv(K, BLOCK_K)
-    per_split = tl.cdiv(blocks, SPLIT_K)
-    first = pid_k * per_split
-    last = tl.minimum(first + per_split, blocks)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for kb in range(first, last):
@@ -55,35 +42,8 @@ def split_k_kernel(
                     other=0.0)
         acc += tl.dot(a, b)
 
-    tile = offs_m[:, None] * N + offs_n[None, :]  # workspace index within one [M, N] plane
-    mask = mask_m[:, None] & mask_n[None, :]
-    if MODE == 0:
-        tl.atomic_add(ws_ptr + tile, acc, mask=mask, sem="relaxed")
-    else:
-        tl.store(ws_ptr + pid_k * M * N + tile, acc, mask=mask)
-    # Every thread's partial is issued before the counter (release); the last
-    # program's reads come after it (acquire) and skip L1 (.cg).
-    tl.debug_barrier()
-    done = tl.atomic_add(count_ptr + pid_mn, 1, sem="acq_rel")
-    if done == SPLIT_K - 1:
-        if MODE == 0:
-            # Read the sum with an atomic (performed at L2, where the other
-            # programs' atomics land). A .cg load here read incomplete sums:
-            # up to 20 of 20 runs wrong per config at 256x8192x256 and
-            # 256x32768x256 on the H100 (scripts/split_k_race_check.py);
-            # the atomic read: 0 of 1240.
-            zero = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
-            tl.store(ws_ptr + tile, zero, mask=mask)
-        else:
-            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for s in range(0, SPLIT_K):
-                total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
-        if HAS_BIAS:
-            total += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
-        tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
-                 total.to(out_ptr.dtype.element_ty), mask=mask)
-        tl.atomic_xchg(count_ptr + pid_mn, 0)
+    split_k_parts.finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
+                         SPLIT_K, MODE == 1, HAS_BIAS)
 
 
 def _cfg(bm, bn, bk, split, warps=4, stages=3):
@@ -129,29 +89,17 @@ def tuned_kernel():
     return _tuned
 
 
-def check_inputs(a, b, bias) -> None:
-    """Refuse what a split-K kernel cannot take, in one line (ValueError)."""
-    if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype:
-        raise ValueError(f"a and b must share float16 or bfloat16, not {a.dtype} and {b.dtype}")
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"a {tuple(a.shape)} and b {tuple(b.shape)} do not match: need [M, K] @ [K, N]")
-    if a.stride(1) != 1 or b.stride(1) != 1:
-        raise ValueError("a and b must be contiguous in their last dimension")
-    if bias is not None and bias.shape != (b.shape[1],):
-        raise ValueError(f"bias {tuple(bias.shape)} must be [N] = [{b.shape[1]}]")
-
-
 class SplitKGemm:
     """A prepared split-K GEMM: owns its workspace and counters (zeroed once,
     left zeroed by every call), so calls are single launches."""
 
     def __init__(self, a, b, bias, mode: int, config: dict | None = None):
-        check_inputs(a, b, bias)
+        check_split_k(a, b, bias)
         self.a, self.b, self.bias, self.mode, self.config = a, b, bias, mode, config
         m, n = a.shape[0], b.shape[1]
         planes = 1 if mode == ATOMIC else (config["SPLIT_K"] if config else MAX_SPLIT)
         self.ws = torch.zeros(planes * m * n, device=a.device, dtype=torch.float32)
-        self.count = torch.zeros(triton.cdiv(m, 16) * triton.cdiv(n, 32), device=a.device, dtype=torch.int32)
+        self.count = torch.zeros(split_k_parts.counters(m, n), device=a.device, dtype=torch.int32)
 
     def __call__(self) -> torch.Tensor:
         a, b = self.a, self.b

@@ -4,11 +4,8 @@ One kernel for both formats (FMT), streaming each packed weight byte once:
 - the packed [K//2, N] tile is split into its low nibbles (even k) and high
   nibbles (odd k), which multiply x's even and odd columns: two tl.dot per
   K block, no interleaving;
-- decoding avoids int->float conversions (I2F/F2F issue at 1/8 of the FMA rate
-  on Hopper): an int4 nibble u = q + 8 ORed into the exponent of a magic
-  constant is exactly 128 + u in bf16 (1024 + u in fp16), minus 136 (1032);
-  an E2M1 code's 3 magnitude bits shifted into an fp16's exponent/mantissa
-  are exactly value * 2^-14, subnormal 0.5 included;
+- decoded in registers without int->float conversions (decode.py, which
+  also writes down the packed layout);
 - int4 group scales are applied to the fp32 partial product of a K block when
   the block lies in one group (fewer multiplies, fp32 accuracy), else per
   element. Per-element scales (int4 groups that tile a K block, NVFP4's
@@ -22,8 +19,7 @@ One kernel for both formats (FMT), streaming each packed weight byte once:
 Three paths, picked by M (WeightOnlyGemm.path):
 - split (M <= SPLIT_PATH_MAX_M, memory-bound): split-K over enough CTAs to
   stream the weights; splits meet in an fp32 workspace by atomics and the
-  tile's last program casts and stores, leaving workspace and counter zeroed
-  (one launch: split_k.py measured ~1-2 us per extra launch in a graph);
+  tile's last program casts and stores (split_k_parts.py; one launch);
 - tiled: one program per output tile, stored directly;
 - dequant (M >= DEQUANT_MIN_M[FMT], compute-bound): a Triton kernel dequantizes the
   weights into a bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path
@@ -39,97 +35,18 @@ import torch
 import triton
 import triton.language as tl
 
-from qgemm_bench.backends.triton_kernels import autotune_bench
+from qgemm_bench.backends.checks import check_weight_only
+from qgemm_bench.backends.triton_kernels import decode, split_k_parts
+from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
+from qgemm_bench.operators.formats import INT4, NVFP4
+from qgemm_bench.types import m_bucket
 
-INT4, NVFP4 = 0, 1
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # M from this on dequantizes and calls cuBLAS. H100, K=N=8192 (and 4096x28672),
 # tiled vs dequantize+cuBLAS: int4 M=128 108 vs 112 us (129 vs 198); M=256
 # 125 vs 118 (256 vs 213); M=4096 1852 vs 768, cuBLAS bf16 744. NVFP4 M=128
 # 144 vs 114, M=256 141 vs 119: its tiled path never won.
 DEQUANT_MIN_M = {INT4: 256, NVFP4: SPLIT_PATH_MAX_M + 1}
-MIN_BLOCK_M, MIN_BLOCK_N = 16, 32  # the counters are sized for the smallest tile
-
-
-@triton.jit
-def _int4_nibbles(w, DT: tl.constexpr):
-    """int8 bytes -> (even-k values, odd-k values) in DT, exactly q in [-8, 7]."""
-    b = w.to(tl.int32) & 0xFF
-    if DT == tl.bfloat16:
-        lo = (((b & 0xF) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True) - 136.0
-        hi = (((b >> 4) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True) - 136.0
-    else:
-        lo = (((b & 0xF) ^ 0x8) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0
-        hi = (((b >> 4) ^ 0x8) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0
-    return lo.to(DT), hi.to(DT)
-
-
-@triton.jit
-def _int4_nibbles_bf16x2(w):
-    """_int4_nibbles for bf16 in packed PTX, 4 bytes per instance: prmt spreads
-    bytes into 16-bit halves, one lop3 masks a nibble, flips its sign bit and
-    ORs in the 128.0 exponent, one bf16x2 fma subtracts 136 (13 instructions
-    per 8 values). GPU only: the interpreter cannot run inline PTX."""
-    return tl.inline_asm_elementwise(
-        asm="""{
-        .reg .b32 t0, t1, one, off;
-        mov.b32 one, 0x3F803F80;
-        mov.b32 off, 0xC308C308;
-        prmt.b32 t0, $4, 0, 0x4140;
-        prmt.b32 t1, $4, 0, 0x4342;
-        lop3.b32 $0, t0, 0x000F000F, 0x43084308, 0x6a;
-        lop3.b32 $1, t1, 0x000F000F, 0x43084308, 0x6a;
-        shr.u32 t0, t0, 4;
-        shr.u32 t1, t1, 4;
-        lop3.b32 $2, t0, 0x000F000F, 0x43084308, 0x6a;
-        lop3.b32 $3, t1, 0x000F000F, 0x43084308, 0x6a;
-        fma.rn.bf16x2 $0, $0, one, off;
-        fma.rn.bf16x2 $1, $1, one, off;
-        fma.rn.bf16x2 $2, $2, one, off;
-        fma.rn.bf16x2 $3, $3, one, off;
-        }""",
-        constraints="=r,=r,=r,=r,r", args=[w], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
-
-
-@triton.jit
-def _nvfp4_bf16x2(w, sb):
-    """Packed bytes of E2M1 codes (uint8) and each byte's scale as bf16 times
-    2^118 -> (even-k, odd-k) bf16 code * scale * 2^-8, exactly, in packed PTX,
-    4 bytes per instance. A code's 3 magnitude bits shifted to bf16 bits 6-8
-    (sign to 15) read as value * 2^-126, subnormal 0.5 included; one bf16x2
-    fma (no flush to zero) by the scale gives the product, which has at most
-    6 significant bits and lies in [2^-18, 11]: exact. The caller multiplies
-    the fp32 sum by 2^8. GPU only: the interpreter cannot run inline PTX."""
-    return tl.inline_asm_elementwise(
-        asm="""{
-        .reg .b32 t0, t1, h0, h1, a, b, z;
-        mov.b32 z, 0x80008000;
-        prmt.b32 t0, $4, 0, 0x4140;
-        prmt.b32 t1, $4, 0, 0x4342;
-        shr.u32 h0, t0, 4;
-        shr.u32 h1, t1, 4;
-        shl.b32 a, t0, 6;
-        shl.b32 b, t0, 12;
-        and.b32 b, b, 0x80008000;
-        lop3.b32 $0, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $0, $0, $5, z;
-        shl.b32 a, t1, 6;
-        shl.b32 b, t1, 12;
-        and.b32 b, b, 0x80008000;
-        lop3.b32 $1, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $1, $1, $6, z;
-        shl.b32 a, h0, 6;
-        shl.b32 b, h0, 12;
-        and.b32 b, b, 0x80008000;
-        lop3.b32 $2, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $2, $2, $5, z;
-        shl.b32 a, h1, 6;
-        shl.b32 b, h1, 12;
-        and.b32 b, b, 0x80008000;
-        lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $3, $3, $6, z;
-        }""",
-        constraints="=r,=r,=r,=r,r,r,r", args=[w, sb], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
 
 
 @triton.jit
@@ -148,45 +65,6 @@ def _load_x(x_ptr, kb, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K: tl.con
                    other=0.0)
 
 
-@triton.jit
-def _e2m1_fp16(c):
-    """E2M1 codes (int32, 0..15) -> fp16 holding value * 2^-14, exactly."""
-    return (((c & 7) << 9) | ((c & 8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
-
-
-@triton.jit
-def _e4m3(bs):
-    """E4M3 bytes (uint8) -> fp32, exactly."""
-    return bs.to(tl.float8e4nv, bitcast=True).to(tl.float32)
-
-
-@triton.jit
-def _nvfp4_values(w, scale, DT: tl.constexpr):
-    """Packed E2M1 bytes and each byte's fp32 scale -> (even-k, odd-k)
-    code * scale in DT, formed in fp32 and rounded once."""
-    b = w.to(tl.int32) & 0xFF
-    s = scale * 16384.0
-    return (_e2m1_fp16(b & 0xF).to(tl.float32) * s).to(DT), (_e2m1_fp16(b >> 4).to(tl.float32) * s).to(DT)
-
-
-@triton.jit
-def _load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
-    """The scale rows of K block kb's groups: [BLOCK_K // GROUP, BLOCK_N]
-    (GROUP divides BLOCK_K)."""
-    g = kb * (BLOCK_K // GROUP) + tl.arange(0, BLOCK_K // GROUP)
-    return tl.load(s_ptr + g[:, None] * stride_sk + offs_n[None, :], mask=(g * GROUP < K)[:, None] & mask_n[None, :],
-                   other=0)
-
-
-@triton.jit
-def _per_packed_row(s, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
-    """[BLOCK_K // GROUP, BLOCK_N] per-group values -> [BLOCK_K // 2, BLOCK_N],
-    each repeated for the GROUP // 2 packed rows of its group (in the dot
-    operand's layout: Triton places the broadcast there, no shared-memory
-    round trip)."""
-    return tl.reshape(tl.broadcast_to(s[:, None, :], (BLOCK_K // GROUP, GROUP // 2, BLOCK_N)), (BLOCK_K // 2, BLOCK_N))
-
-
 # M and M_BUCKET unspecialized: one compile serves every M (Triton would
 # otherwise compile M == 1 and M % 16 == 0 separately; M only feeds masks).
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
@@ -201,22 +79,11 @@ def weight_only_kernel(
     DT: tl.constexpr = x_ptr.dtype.element_ty
     HALF: tl.constexpr = BLOCK_K // 2
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
-    pid_mn = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    n_tiles = tl.cdiv(N, BLOCK_N)
-    pid_m = pid_mn // n_tiles
-    pid_n = pid_mn % n_tiles
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
     offs_h = tl.arange(0, HALF)
     offs_k = tl.arange(0, BLOCK_K)
     mask_m = offs_m < M
     mask_n = offs_n < N
-    # This split's contiguous range of K blocks.
-    blocks = tl.cdiv(K, BLOCK_K)
-    per_split = tl.cdiv(blocks, SPLIT_K)
-    first = pid_k * per_split
-    last = tl.minimum(first + per_split, blocks)
     SCALE_AFTER: tl.constexpr = FMT == 0 and HAS_SCALES and GROUP % BLOCK_K == 0
 
     k_end = tl.minimum(K, last * BLOCK_K)
@@ -233,9 +100,9 @@ def weight_only_kernel(
         xe, xo = tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
         if FMT == 0:
             if USE_ASM:
-                lo, hi = _int4_nibbles_bf16x2(w)
+                lo, hi = decode.int4_nibbles_bf16x2(w)
             else:
-                lo, hi = _int4_nibbles(w, DT)
+                lo, hi = decode.int4_nibbles(w, DT)
             if SCALE_AFTER:
                 s = tl.load(s_ptr + (kb * BLOCK_K // GROUP) * stride_sk + offs_n, mask=mask_n, other=0.0)
                 part = tl.dot(xe, lo) + tl.dot(xo, hi)
@@ -246,8 +113,8 @@ def weight_only_kernel(
                     # 8192x8192 group 32, best of 4 configs: M=1 27.4 -> 21.9
                     # us, M=16 28.0 -> 23.6); per element when neither divides.
                     if BLOCK_K % GROUP == 0:
-                        s = _load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K, GROUP)
-                        s = _per_packed_row(s.to(DT), GROUP, BLOCK_K, BLOCK_N)
+                        s = decode.load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K, GROUP)
+                        s = decode.per_packed_row(s.to(DT), GROUP, BLOCK_K, BLOCK_N)
                     else:
                         s = tl.load(s_ptr + (k_even // GROUP)[:, None] * stride_sk + offs_n[None, :],
                                     mask=mask_k[:, None] & mask_n[None, :], other=0.0).to(DT)
@@ -257,12 +124,12 @@ def weight_only_kernel(
                 acc += tl.dot(xo, hi)
         else:
             # The block's scales once, decoded once (see the module docstring).
-            bs = _load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K, 16)
+            bs = decode.load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K, 16)
             if USE_ASM:
-                sb = _e4m3(bs) * 3.3230699894622946e35  # 2^118, exact in bf16 (scale <= 448)
-                lo, hi = _nvfp4_bf16x2(w, _per_packed_row(sb.to(tl.bfloat16), 16, BLOCK_K, BLOCK_N))
+                sb = decode.e4m3(bs) * 3.3230699894622946e35  # 2^118, exact in bf16 (scale <= 448)
+                lo, hi = decode.nvfp4_bf16x2(w, decode.per_packed_row(sb.to(tl.bfloat16), 16, BLOCK_K, BLOCK_N))
             else:
-                lo, hi = _nvfp4_values(w, _per_packed_row(_e4m3(bs), 16, BLOCK_K, BLOCK_N), DT)
+                lo, hi = decode.nvfp4_values(w, decode.per_packed_row(decode.e4m3(bs), 16, BLOCK_K, BLOCK_N), DT)
             acc += tl.dot(xe, lo)
             acc += tl.dot(xo, hi)
     if FMT == 1:
@@ -270,24 +137,8 @@ def weight_only_kernel(
             acc = acc * (tl.load(ts_ptr) * 256.0)  # the PTX decode's 2^-8
         else:
             acc = acc * tl.load(ts_ptr)
-    out = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
-    mask = mask_m[:, None] & mask_n[None, :]
-    if SPLIT_K == 1:
-        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
-        # As in split_k.py: partials by atomics, a per-tile counter (release /
-        # acquire), and the last program reads the sum with an atomic (a .cg
-        # load raced there), stores it cast, and re-zeroes workspace and counter.
-        tile = offs_m[:, None] * N + offs_n[None, :]
-        tl.atomic_add(ws_ptr + tile, acc, mask=mask, sem="relaxed")
-        tl.debug_barrier()
-        done = tl.atomic_add(count_ptr + pid_mn, 1, sem="acq_rel")
-        if done == SPLIT_K - 1:
-            zero = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
-            tl.store(ws_ptr + tile, zero, mask=mask)
-            tl.store(out, total.to(out_ptr.dtype.element_ty), mask=mask)
-            tl.atomic_xchg(count_ptr + pid_mn, 0)
+    split_k_parts.finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, out_ptr, pid_mn, offs_m, offs_n, M, N,
+                         SPLIT_K, False, False)
 
 
 @triton.jit
@@ -302,14 +153,14 @@ def dequant_kernel(w_ptr, s_ptr, ts_ptr, out_ptr, HALF_K, N, stride_wk, stride_s
     w = tl.load(w_ptr + rows[:, None] * stride_wk + cols[None, :], mask=mask, other=0)
     k_even = 2 * rows
     if FMT == 0:
-        lo, hi = _int4_nibbles(w, DT)
+        lo, hi = decode.int4_nibbles(w, DT)
         if HAS_SCALES:  # k and k + 1 share a group: GROUP is even
             s = tl.load(s_ptr + (k_even // GROUP)[:, None] * stride_sk + cols[None, :], mask=mask, other=0.0)
             lo = lo * s.to(DT)
             hi = hi * s.to(DT)
     else:
         bs = tl.load(s_ptr + (k_even // 16)[:, None] * stride_sk + cols[None, :], mask=mask, other=0)
-        lo, hi = _nvfp4_values(w, _e4m3(bs) * tl.load(ts_ptr), DT)
+        lo, hi = decode.nvfp4_values(w, decode.e4m3(bs) * tl.load(ts_ptr), DT)
     tl.store(out_ptr + k_even[:, None] * N + cols[None, :], lo, mask=mask)
     tl.store(out_ptr + (k_even + 1)[:, None] * N + cols[None, :], hi, mask=mask)
 
@@ -342,10 +193,6 @@ LARGE_M_CONFIGS = [_cfg(bm, bn, bk, 1, w, st, asm=False) for bm, bn, bk, w, st i
     (256, 128, 64, 8, 3), (128, 64, 64, 4, 4)]]
 
 
-def m_bucket(m: int) -> int:
-    return min(triton.next_power_of_2(m), 4096)
-
-
 def _prune(configs, named_args, **kwargs):
     """Only the configs of the M bucket (small, mid: split-K; large: tiled)."""
     b = named_args["M_BUCKET"]
@@ -370,63 +217,44 @@ def tuned_kernel():
     return _tuned
 
 
-def check_inputs(x, w, scales, fmt: int, group: int) -> None:
-    """Refuse what the kernel cannot take, in one line (ValueError)."""
-    if x.dtype not in (torch.float16, torch.bfloat16):
-        raise ValueError(f"x must be float16 or bfloat16, not {x.dtype}")
-    if x.dim() != 2 or w.dim() != 2 or x.shape[1] != 2 * w.shape[0]:
-        raise ValueError(f"x {tuple(x.shape)} and packed w {tuple(w.shape)} do not match: need x [M, K], w [K//2, N]")
-    if x.stride(1) != 1 or w.stride(1) != 1:
-        raise ValueError("x and w must be contiguous in their last dimension")
-    if w.dtype not in (torch.int8, torch.uint8):
-        raise ValueError(f"packed weights must be int8/uint8, not {w.dtype}")
-    k = x.shape[1]
-    if fmt == INT4 and scales is not None and (k % group or scales.shape != (k // group, w.shape[1])):
-        raise ValueError(f"int4 scales {tuple(scales.shape)} do not fit K={k} in groups of {group}")
-    if fmt == NVFP4 and (k % 16 or scales.shape != (k // 16, w.shape[1])):
-        raise ValueError(f"NVFP4 block scales {tuple(scales.shape)} do not fit K={k} in blocks of 16")
-
-
 DEQUANT_CONFIG = {"BLOCK_R": 16, "BLOCK_N": 256, "num_warps": 4}
 
 
 class WeightOnlyGemm:
-    """y = x @ dequant(w), prepared for fixed operands: FMT INT4 (scales
-    [K//group, N] or None) or NVFP4 (scales = E4M3 block scales viewed as
-    uint8, tensor_scale fp32 0-dim). Owns the split path's workspace and
-    counters (zeroed once, left zeroed by every call).
+    """y = x @ dequant(w) for any x [M, K], with the weights fixed: FMT INT4
+    (scales [K//group, N] or None) or NVFP4 (scales = E4M3 block scales viewed
+    as uint8, tensor_scale fp32 0-dim). Owns the split path's workspace and
+    counters per M (zeroed once, left zeroed by every call: allocate them
+    before a CUDA graph capture by calling once at that M).
     config: explicit {BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps,
     num_stages[, DECODE_ASM]} (tests, the interpreter); None autotunes per M
     bucket, N, K.
     path: auto (by M), split, tiled or dequant."""
 
-    def __init__(self, x, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
+    def __init__(self, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
                  path: str = "auto"):
-        check_inputs(x, w, scales, fmt, group)
-        m, n = x.shape[0], w.shape[1]
-        if path == "auto":
-            path = "split" if m <= SPLIT_PATH_MAX_M else "dequant" if m >= DEQUANT_MIN_M[fmt] else "tiled"
-        if path not in ("split", "tiled", "dequant"):
+        if path not in ("auto", "split", "tiled", "dequant"):
             raise ValueError(f"path {path!r}: expected auto, split, tiled or dequant")
-        if config is not None and (config["BLOCK_M"] < MIN_BLOCK_M or config["BLOCK_N"] < MIN_BLOCK_N):
-            raise ValueError(f"config tiles must be at least {MIN_BLOCK_M} x {MIN_BLOCK_N}")
-        self.x, self.w, self.scales, self.ts, self.fmt, self.group = x, w, scales, tensor_scale, fmt, group
-        self.config, self.path = config, path
-        self.ws = self.count = None
-        if path == "split":
-            self.ws = torch.zeros(m * n, device=x.device, dtype=torch.float32)
-            self.count = torch.zeros(triton.cdiv(m, MIN_BLOCK_M) * triton.cdiv(n, MIN_BLOCK_N), device=x.device,
-                                     dtype=torch.int32)
+        if config is not None and (config["BLOCK_M"] < split_k_parts.MIN_BLOCK_M
+                                   or config["BLOCK_N"] < split_k_parts.MIN_BLOCK_N):
+            raise ValueError(f"config tiles must be at least {split_k_parts.MIN_BLOCK_M} x {split_k_parts.MIN_BLOCK_N}")
+        self.w, self.scales, self.ts, self.fmt, self.group = w, scales, tensor_scale, fmt, group
+        self.config, self.forced_path = config, path
+        self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    @property
-    def note(self) -> str:
+    def path(self, m: int) -> str:
+        if self.forced_path != "auto":
+            return self.forced_path
+        return "split" if m <= SPLIT_PATH_MAX_M else "dequant" if m >= DEQUANT_MIN_M[self.fmt] else "tiled"
+
+    def note(self, m: int) -> str:
         """For the row: the path that is not all-Triton says so."""
-        return "dequantize + cuBLAS path (a K x N scratch)" if self.path == "dequant" else ""
+        return "dequantize + cuBLAS path (a K x N scratch)" if self.path(m) == "dequant" else ""
 
-    def dequantize(self) -> torch.Tensor:
-        """The weights as a dense [K, N] tensor in x's dtype (one Triton launch)."""
+    def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
+        """The weights as a dense [K, N] tensor in `dtype` (one Triton launch)."""
         w, n = self.w, self.w.shape[1]
-        out = torch.empty(2 * w.shape[0], n, device=w.device, dtype=self.x.dtype)
+        out = torch.empty(2 * w.shape[0], n, device=w.device, dtype=dtype)
         s = self.scales if self.scales is not None else w  # never read when HAS_SCALES is False
         ts = self.ts if self.ts is not None else out
         c = DEQUANT_CONFIG
@@ -435,19 +263,26 @@ class WeightOnlyGemm:
                              HAS_SCALES=self.scales is not None, **c)
         return out
 
-    def __call__(self) -> torch.Tensor:
-        x, w = self.x, self.w
-        if self.path == "dequant":
-            return x @ self.dequantize()
+    def _split_workspace(self, m: int, n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        if m not in self._workspace:
+            self._workspace[m] = (torch.zeros(m * n, device=device, dtype=torch.float32),
+                                  torch.zeros(split_k_parts.counters(m, n), device=device, dtype=torch.int32))
+        return self._workspace[m]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.w
+        check_weight_only(x, w, self.scales, self.fmt, self.group)
         m, k = x.shape
         n = w.shape[1]
+        path = self.path(m)
+        if path == "dequant":
+            return x @ self.dequantize(x.dtype)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         s = self.scales if self.scales is not None else w  # never read when HAS_SCALES is False
         ts = self.ts if self.ts is not None else out
-        ws = self.ws if self.ws is not None else out  # never touched with SPLIT_K == 1
-        count = self.count if self.count is not None else out
+        ws, count = self._split_workspace(m, n, x.device) if path == "split" else (out, out)  # unused unsplit
         # The bucket picks the config pool: the tiled path never gets split configs.
-        bucket = m_bucket(m) if self.path == "split" else max(m_bucket(m), 2 * SPLIT_PATH_MAX_M)
+        bucket = m_bucket(m) if path == "split" else max(m_bucket(m), 2 * SPLIT_PATH_MAX_M)
         args = (x, w, s, ts, out, ws, count, m, n, k, x.stride(0), w.stride(0), s.stride(0), out.stride(0), bucket)
         meta = {"FMT": self.fmt, "GROUP": self.group, "HAS_SCALES": self.scales is not None}
         if self.config is None:
@@ -456,7 +291,7 @@ class WeightOnlyGemm:
             tuned_kernel()[grid](*args, **meta)
         else:
             c = dict(self.config)
-            if self.path != "split":
+            if path != "split":
                 c["SPLIT_K"] = 1
             grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
             weight_only_kernel[grid](*args, **meta, **c)
@@ -466,4 +301,4 @@ class WeightOnlyGemm:
 def weight_only_gemm(x, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
                      path: str = "auto") -> torch.Tensor:
     """One call of WeightOnlyGemm (allocates its workspace each time)."""
-    return WeightOnlyGemm(x, w, scales, tensor_scale, fmt, group, config, path)()
+    return WeightOnlyGemm(w, scales, tensor_scale, fmt, group, config, path)(x)

@@ -1,4 +1,5 @@
-"""The CLI: error paths, a smoke run writing every output, failures as rows."""
+"""The CLI: error paths, a smoke run writing every output, failures as rows;
+the GPU timing paths (marked gpu)."""
 
 import json
 import subprocess
@@ -10,10 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
-from qgemm_bench import backends
 import runner
-from qgemm_bench.backends import Backend, Prepared
+from qgemm_bench.backends.registry import Backend, Prepared
 from qgemm_bench.harness import results
+from tests.support import extra_backends
 
 REPO = Path(__file__).resolve().parent.parent
 OUTPUTS = ["rows.jsonl", "results.csv", "results.json", "report.md",
@@ -82,14 +83,6 @@ def test_bad_helion_configs_file_is_refused_before_the_run(text, message, capsys
     assert not (tmp_path / "run").exists()
 
 
-def test_checked_in_helion_configs_pass_the_file_check():
-    from qgemm_bench.backends.helion_kernels import configs
-    files = sorted(configs.CONFIG_DIR.glob("*.json"))
-    assert files
-    for f in files:
-        configs.check_file(f)
-
-
 def test_output_dir_that_holds_files_is_refused(tmp_path):
     (tmp_path / "old.txt").write_text("x")
     r = cli("--op", "int4_gemm", "--output-dir", str(tmp_path))
@@ -128,6 +121,7 @@ def test_smoke_run_writes_every_output(tmp_path, capsys):
     assert [r["speedup"] for r in rows if r["backend"] == "torch"] == [1.0] * 4
     meta2, loaded = results.load(out)
     assert meta2 == meta and [r.to_dict() for r in loaded] == rows
+    assert rows[0]["settings"] == {"group_size": 128} and rows[0]["settings_label"] == "group=128"
     csv = pd.read_csv(out / "results.csv")
     assert len(csv) == 8 and "samples_us" not in csv.columns
     assert len((out / "rows.jsonl").read_text().splitlines()) == 8
@@ -135,23 +129,18 @@ def test_smoke_run_writes_every_output(tmp_path, capsys):
     assert "1x128x64" in printed and "speedup = torch p50" in printed
 
 
-def fake_backends(monkeypatch, op, extra):
-    real = backends.for_op
-    monkeypatch.setattr(backends, "for_op", lambda o: real(o) + (extra if o == op else []))
-
-
 def test_failing_and_wrong_backends_become_rows(tmp_path, monkeypatch):
     def boom(case, inputs):
         raise RuntimeError("kernel exploded\nsecond line")
 
     def wrong(case, inputs):
-        x = inputs["x"]
+        x = inputs.x
         return Prepared(lambda: torch.zeros(x.shape[0], case.shape.N, dtype=x.dtype) + 1)
 
     def cannot(case):
         return "needs a unicorn"
 
-    fake_backends(monkeypatch, "int4_gemm", [
+    extra_backends(monkeypatch, "int4_gemm", [
         Backend("int4_gemm", "boom", "raises", boom), Backend("int4_gemm", "wrong", "wrong answer", wrong),
         Backend("int4_gemm", "nope", "unavailable", boom, cannot)])
     out = tmp_path / "run"
@@ -179,10 +168,10 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path, monkeypatch):
         calls["n"] += 1
         if calls["n"] == 2:
             raise KeyboardInterrupt
-        x, wd = inputs["x"], inputs["w"]
+        x, wd = inputs.x, inputs.w
         return Prepared(lambda: x @ torch.zeros(case.shape.K, case.shape.N, dtype=x.dtype), resident=(wd,))
 
-    fake_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "ctrlc", "interrupts", interrupt_second_shape)])
+    extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "ctrlc", "interrupts", interrupt_second_shape)])
     out = tmp_path / "run"
     code = runner.main(["--op", "int4_gemm", "--backends", "ctrlc", "--rep", "2", "--warmup", "0",
                         "--output-dir", str(out)])
@@ -201,13 +190,13 @@ def test_repeats_interleave_backends_and_pool_samples(tmp_path, monkeypatch):
     def traced(name, wrong_on_round=None):
         def prepare(case, inputs):
             order.append(name)
-            y = int4_gemm.reference(inputs).to(inputs["x"].dtype)
+            y = int4_gemm.reference(inputs).to(inputs.x.dtype)
             if order.count(name) == wrong_on_round:
                 y = y + 1
             return Prepared(lambda: y.clone())
         return prepare
 
-    fake_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "a", "right", traced("a")),
+    extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "a", "right", traced("a")),
                                              Backend("int4_gemm", "b", "wrong on round 2", traced("b", 2))])
     out = tmp_path / "run"
     code = runner.main(["--op", "int4_gemm", "--backends", "a,b", "--shape", "1,128,64", "--repeats", "3",
@@ -223,3 +212,64 @@ def test_repeats_interleave_backends_and_pool_samples(tmp_path, monkeypatch):
         assert r["p50_us"] == pytest.approx(float(np.median(r["samples_us"])))
         assert len(r["round_p50_us"]) == 3 and min(r["round_p50_us"]) <= r["p50_us"] <= max(r["round_p50_us"])
     assert by["b"]["status"] == "incorrect" and by["b"]["speedup"] is None  # one bad round taints the row
+
+
+def test_autotune_flags_are_checked(capsys, tmp_path):
+    for args, message in [(["--autotune", "quick"], "--autotune needs a CUDA device"),
+                          (["--save-configs"], "--save-configs needs --autotune")]:
+        code = runner.main(["--op", "int4_gemm", *args, "--output-dir", str(tmp_path / "run")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and message in err[0], err
+
+
+# ------------------------------------------------------------------ GPU
+
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_graph_timing_rotates_past_l2():
+    from qgemm_bench.backends import registry
+    from qgemm_bench.harness import timing
+    from qgemm_bench.harness.measure import copies_needed
+    from qgemm_bench.operators import int4_gemm
+    from tests.support import case
+
+    cuda = torch.device("cuda", 0)
+    c = case(int4_gemm, (1, 4096, 4096), torch.bfloat16, cuda)
+    backend = registry.get("int4_gemm", "cublas")  # a 32 MiB bf16 weight
+    inputs = int4_gemm.make_inputs(c, 0)
+    p = backend.prepare(c, inputs)
+    out = p.fn()
+    l2 = torch.cuda.get_device_properties(cuda).L2_cache_size
+    n = copies_needed(c, inputs, p, out, l2)
+    assert n * 32 * 2**20 >= 2 * l2 and n >= 2
+    fns = [p.fn] + [backend.prepare(c, inputs.clone()).fn for _ in range(n - 1)]
+    t = timing.time_graph(fns, warmup_ms=5, rep_ms=20)
+    assert t.mode == "graph" and len(t.samples_us) >= 10 and t.calls_per_sample % n == 0
+    assert all(s > 0 for s in t.samples_us)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("mode", ["graph", "events"])
+def test_runner_on_cuda(tmp_path, mode):
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--shape", "16,4096,4096", "--shape", "3,1024,1004",
+                        "--timing", mode, "--rep", "20", "--output-dir", str(out)])
+    assert code == 0
+    doc = json.loads((out / "results.json").read_text())
+    meta, rows = doc["metadata"], doc["rows"]
+    assert meta["gpu"] and meta["ceilings"]["copy_GBps"] > 100 and meta["settings"]["timing"] == mode
+    assert {"torch", "cublas", "torch_compile", "tinygemm", "triton", "helion"} <= {r["backend"] for r in rows}
+    for r in rows:
+        if r["backend"] == "tinygemm" and r["N"] == 1004:
+            assert r["status"] == "unavailable" and "N % 8" in r["reason"]
+            continue
+        if r["status"] == "unavailable":  # an optional peer that is not installed
+            continue
+        assert r["status"] == "ok", r
+        assert r["timing"] == mode and r["peak_extra_mib"] is not None and r["sol_pct"] > 0
+    assert (out / "roofline.png").exists()

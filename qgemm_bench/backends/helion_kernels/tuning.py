@@ -1,0 +1,113 @@
+"""Giving a Helion kernel bound to its arguments a config, and compiling it:
+the checked-in config of this GPU and shape bucket (configs.py), one
+explicit config (scripts/tune_helion.py), or a fresh autotune
+(--autotune quick|full, optionally saved with --save-configs)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+
+@dataclass(frozen=True)
+class Options:
+    autotune: str = "none"  # none | quick | full
+    budget_s: float | None = None  # wall-clock budget per autotune
+    save_configs: bool = False  # write autotuned winners into configs/<gpu>.json
+    config_file: Path | None = None  # use this file instead of the checked-in one
+    explicit: dict | None = None  # one config for every kernel call (tuning scripts)
+
+
+OPTIONS = Options()  # set once per run by helion_ops.configure
+_current: dict[int, str] = {}  # id(bound kernel) -> the config it was last compiled with
+_tuned: dict[tuple, tuple[dict, float]] = {}  # (kernel, bucket, arguments' kinds) -> (config, autotune s)
+
+
+def set_options(options: Options) -> None:
+    global OPTIONS
+    OPTIONS = options
+
+
+@contextlib.contextmanager
+def options(**changes):
+    """Temporarily change OPTIONS (tuning scripts, tests)."""
+    before = OPTIONS
+    set_options(replace(before, **changes))
+    try:
+        yield
+    finally:
+        set_options(before)
+
+
+@dataclass
+class Ready:
+    """A bound kernel with its config compiled, and how it got there."""
+
+    run: object  # BoundKernel: call with the kernel's arguments
+    config: dict
+    notes: str
+    compile_s: float
+    autotune_s: float | None
+
+
+def ready(name: str, kernel, args: tuple, device: torch.device, bucket_mnk: tuple[int, int, int],
+          interpreter: dict, fix=None) -> Ready:
+    """Bind `kernel` to `args` and give it a config: `interpreter` on CPU, the
+    explicit one of OPTIONS, a fresh autotune when OPTIONS asks for one (saved
+    under `name` with save_configs), else the checked-in config of `name` for
+    the shape's bucket. `fix(config) -> config` adapts a config to what this
+    call needs."""
+    from qgemm_bench.backends.helion_kernels import configs
+
+    opts = OPTIONS
+    effort = opts.autotune
+    notes, autotune_s = [], None
+    if device.type == "cpu":
+        cfg = dict(interpreter)
+        notes.append("Triton interpreter (CPU)")
+    elif opts.explicit:
+        cfg = dict(opts.explicit)
+    elif effort != "none" and (tuned := _tuned.get(_tune_key(name, bucket_mnk, args))):
+        cfg, autotune_s = tuned  # the rotating input copies of one case share one autotune
+        notes.append(f"autotuned ({effort}) in {autotune_s:.0f} s")
+    elif effort != "none":
+        import helion
+
+        tuner = helion.kernel(kernel.fn, static_shapes=True, autotune_effort=effort,
+                              autotune_budget_seconds=_seconds(opts.budget_s))
+        t0 = time.perf_counter()
+        cfg = dict(tuner.bind(args).autotune(args, force=True))
+        autotune_s = time.perf_counter() - t0
+        _tuned[_tune_key(name, bucket_mnk, args)] = (cfg, autotune_s)
+        notes.append(f"autotuned ({effort}) in {autotune_s:.0f} s")
+        if opts.save_configs:
+            path = configs.save(name, *bucket_mnk, configs.gpu_slug(device), cfg,
+                                {"tuned": f"helion autotune, effort {effort}", "autotune_s": round(autotune_s, 1)})
+            notes.append(f"saved to {path.name}")
+    else:
+        cfg, note = configs.lookup(name, *bucket_mnk, configs.gpu_slug(device), opts.config_file)
+        notes.append(note)
+    if fix is not None:
+        cfg = fix(dict(cfg))
+    bound = kernel.bind(args)  # Helion caches one bound kernel per specialization (shapes, dtypes)
+    t0 = time.perf_counter()
+    key = json.dumps(cfg, sort_keys=True)
+    if _current.get(id(bound)) != key:  # the runner prepares many input copies with one config
+        bound.set_config(cfg)  # compiles
+        _current[id(bound)] = key
+    compile_s = time.perf_counter() - t0
+    return Ready(bound, cfg, "; ".join(n for n in notes if n), compile_s, autotune_s)
+
+
+def _seconds(budget: float | None) -> int | None:
+    return None if budget is None else max(1, round(budget))
+
+
+def _tune_key(name: str, bucket_mnk, args) -> tuple:
+    kinds = tuple((a.dtype, tuple(a.shape)) if hasattr(a, "dtype") else a for a in args)
+    return name, tuple(bucket_mnk), kinds

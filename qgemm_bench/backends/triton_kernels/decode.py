@@ -1,0 +1,141 @@
+"""Decode helpers of the weight-only kernels: packed int4 / E2M1 bytes to
+bf16/fp16 values, E4M3 scales, and per-group scale rows broadcast over the
+packed rows they cover.
+
+The weight layout they expect (formats.py): [K//2, N] bytes, two 4-bit codes
+per byte along K, even k in the low nibble, odd k in the high nibble; a
+decode returns (even-k values, odd-k values), each [K//2-rows, N].
+
+Decoding avoids int->float conversions (I2F/F2F issue at 1/8 of the FMA rate
+on Hopper): an int4 nibble u = q + 8 ORed into the exponent of a magic
+constant is exactly 128 + u in bf16 (1024 + u in fp16), minus 136 (1032); an
+E2M1 code's 3 magnitude bits shifted into an fp16's exponent/mantissa are
+exactly value * 2^-14, subnormal 0.5 included. The packed-PTX variants
+(bf16 only, GPU only: the interpreter cannot run inline PTX) do the same
+with prmt/lop3 and one bf16x2 fma per pair.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def int4_nibbles(w, DT: tl.constexpr):
+    """int8 bytes -> (even-k values, odd-k values) in DT, exactly q in [-8, 7]."""
+    b = w.to(tl.int32) & 0xFF
+    if DT == tl.bfloat16:
+        lo = (((b & 0xF) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True) - 136.0
+        hi = (((b >> 4) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True) - 136.0
+    else:
+        lo = (((b & 0xF) ^ 0x8) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0
+        hi = (((b >> 4) ^ 0x8) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0
+    return lo.to(DT), hi.to(DT)
+
+
+@triton.jit
+def int4_nibbles_bf16x2(w):
+    """int4_nibbles for bf16 in packed PTX, 4 bytes per instance: prmt spreads
+    bytes into 16-bit halves, one lop3 masks a nibble, flips its sign bit and
+    ORs in the 128.0 exponent, one bf16x2 fma subtracts 136 (13 instructions
+    per 8 values). GPU only: the interpreter cannot run inline PTX."""
+    return tl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 t0, t1, one, off;
+        mov.b32 one, 0x3F803F80;
+        mov.b32 off, 0xC308C308;
+        prmt.b32 t0, $4, 0, 0x4140;
+        prmt.b32 t1, $4, 0, 0x4342;
+        lop3.b32 $0, t0, 0x000F000F, 0x43084308, 0x6a;
+        lop3.b32 $1, t1, 0x000F000F, 0x43084308, 0x6a;
+        shr.u32 t0, t0, 4;
+        shr.u32 t1, t1, 4;
+        lop3.b32 $2, t0, 0x000F000F, 0x43084308, 0x6a;
+        lop3.b32 $3, t1, 0x000F000F, 0x43084308, 0x6a;
+        fma.rn.bf16x2 $0, $0, one, off;
+        fma.rn.bf16x2 $1, $1, one, off;
+        fma.rn.bf16x2 $2, $2, one, off;
+        fma.rn.bf16x2 $3, $3, one, off;
+        }""",
+        constraints="=r,=r,=r,=r,r", args=[w], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
+def nvfp4_bf16x2(w, sb):
+    """Packed bytes of E2M1 codes (uint8) and each byte's scale as bf16 times
+    2^118 -> (even-k, odd-k) bf16 code * scale * 2^-8, exactly, in packed PTX,
+    4 bytes per instance. A code's 3 magnitude bits shifted to bf16 bits 6-8
+    (sign to 15) read as value * 2^-126, subnormal 0.5 included; one bf16x2
+    fma (no flush to zero) by the scale gives the product, which has at most
+    6 significant bits and lies in [2^-18, 11]: exact. The caller multiplies
+    the fp32 sum by 2^8. GPU only: the interpreter cannot run inline PTX."""
+    return tl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 t0, t1, h0, h1, a, b, z;
+        mov.b32 z, 0x80008000;
+        prmt.b32 t0, $4, 0, 0x4140;
+        prmt.b32 t1, $4, 0, 0x4342;
+        shr.u32 h0, t0, 4;
+        shr.u32 h1, t1, 4;
+        shl.b32 a, t0, 6;
+        shl.b32 b, t0, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $0, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $0, $0, $5, z;
+        shl.b32 a, t1, 6;
+        shl.b32 b, t1, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $1, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $1, $1, $6, z;
+        shl.b32 a, h0, 6;
+        shl.b32 b, h0, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $2, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $2, $2, $5, z;
+        shl.b32 a, h1, 6;
+        shl.b32 b, h1, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $3, $3, $6, z;
+        }""",
+        constraints="=r,=r,=r,=r,r,r,r", args=[w, sb], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
+def e2m1_fp16(c):
+    """E2M1 codes (int32, 0..15) -> fp16 holding value * 2^-14, exactly."""
+    return (((c & 7) << 9) | ((c & 8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def e4m3(bs):
+    """E4M3 bytes (uint8) -> fp32, exactly."""
+    return bs.to(tl.float8e4nv, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def nvfp4_values(w, scale, DT: tl.constexpr):
+    """Packed E2M1 bytes and each byte's fp32 scale -> (even-k, odd-k)
+    code * scale in DT, formed in fp32 and rounded once."""
+    b = w.to(tl.int32) & 0xFF
+    s = scale * 16384.0
+    return (e2m1_fp16(b & 0xF).to(tl.float32) * s).to(DT), (e2m1_fp16(b >> 4).to(tl.float32) * s).to(DT)
+
+
+@triton.jit
+def load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
+    """The scale rows of K block kb's groups: [BLOCK_K // GROUP, BLOCK_N]
+    (GROUP divides BLOCK_K)."""
+    g = kb * (BLOCK_K // GROUP) + tl.arange(0, BLOCK_K // GROUP)
+    return tl.load(s_ptr + g[:, None] * stride_sk + offs_n[None, :], mask=(g * GROUP < K)[:, None] & mask_n[None, :],
+                   other=0)
+
+
+@triton.jit
+def per_packed_row(s, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """[BLOCK_K // GROUP, BLOCK_N] per-group values -> [BLOCK_K // 2, BLOCK_N],
+    each repeated for the GROUP // 2 packed rows of its group (in the dot
+    operand's layout: Triton places the broadcast there, no shared-memory
+    round trip)."""
+    return tl.reshape(tl.broadcast_to(s[:, None, :], (BLOCK_K // GROUP, GROUP // 2, BLOCK_N)), (BLOCK_K // 2, BLOCK_N))

@@ -1,0 +1,86 @@
+"""The parts every split-K kernel here shares (split_k.py, weight_only.py):
+where a program's tile and K range are, and how the splits of a tile meet.
+
+Splits meet in fp32 in one of two ways (DETERMINISTIC):
+- atomics into a workspace tile (one [M, N] plane);
+- each split stores its own partial (plane pid_k of SPLIT_K planes) and the
+  sum is taken in split order, so the result does not depend on which
+  program finishes first.
+A per-tile counter tells the last program of a tile to finish it: add the
+bias (exactly once), cast, store, and zero the workspace and counter for the
+next call. No memset or cast kernels: at 64x32768x64 the kernel floor is a
+few microseconds and every extra launch costs ~1-2 us even in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# The counters are sized for the smallest tile any config uses.
+MIN_BLOCK_M, MIN_BLOCK_N = 16, 32
+
+
+def counters(m: int, n: int) -> int:
+    """How many per-tile counters a [M, N] output needs at the smallest tile."""
+    return triton.cdiv(m, MIN_BLOCK_M) * triton.cdiv(n, MIN_BLOCK_N)
+
+
+@triton.jit
+def tile_and_range(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   SPLIT_K: tl.constexpr):
+    """This program's output tile (flat index, row and column offsets) and its
+    contiguous range [first, last) of K blocks. Grid: (tiles, SPLIT_K)."""
+    pid_mn = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    n_tiles = tl.cdiv(N, BLOCK_N)
+    offs_m = (pid_mn // n_tiles) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = (pid_mn % n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
+    blocks = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(blocks, SPLIT_K)
+    first = pid_k * per_split
+    last = tl.minimum(first + per_split, blocks)
+    return pid_mn, offs_m, offs_n, first, last
+
+
+@triton.jit
+def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
+           SPLIT_K: tl.constexpr, DETERMINISTIC: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """Store this program's fp32 partial `acc`; the tile's last program adds
+    the bias, stores the cast sum and leaves workspace and counter zeroed."""
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    tile = offs_m[:, None] * N + offs_n[None, :]  # workspace index within one [M, N] plane
+    mask = mask_m[:, None] & mask_n[None, :]
+    if SPLIT_K == 1:
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+        tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        if DETERMINISTIC:
+            tl.store(ws_ptr + tl.program_id(1) * M * N + tile, acc, mask=mask)
+        else:
+            tl.atomic_add(ws_ptr + tile, acc, mask=mask, sem="relaxed")
+        # Every thread's partial is issued before the counter (release); the
+        # last program's reads come after it (acquire).
+        tl.debug_barrier()
+        done = tl.atomic_add(count_ptr + pid_mn, 1, sem="acq_rel")
+        if done == SPLIT_K - 1:
+            if DETERMINISTIC:
+                total = tl.zeros(acc.shape, dtype=tl.float32)
+                for s in range(0, SPLIT_K):
+                    total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
+            else:
+                # Read the sum with an atomic (performed at L2, where the other
+                # programs' atomics land). A .cg load here read incomplete sums:
+                # up to 20 of 20 runs wrong per config at 256x8192x256 and
+                # 256x32768x256 on the H100 (scripts/split_k_race_check.py);
+                # the atomic read: 0 of 1240.
+                zero = tl.zeros(acc.shape, dtype=tl.float32)
+                total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
+                tl.store(ws_ptr + tile, zero, mask=mask)
+            if HAS_BIAS:
+                total += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+            tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], total.to(out_ptr.dtype.element_ty),
+                     mask=mask)
+            tl.atomic_xchg(count_ptr + pid_mn, 0)

@@ -1,0 +1,69 @@
+"""Our Triton backends: the weight-only GEMM (int4, NVFP4) and split-K (atomic,
+deterministic). Kernels in triton_kernels/, imported when a backend is
+prepared (so listing backends never imports triton)."""
+
+from __future__ import annotations
+
+import torch
+
+from qgemm_bench.backends.checks import interpreter_note, on_cpu, triton_why_not
+from qgemm_bench.backends.registry import Prepared, backend
+from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
+
+# Explicit configs for the interpreter, where autotuning cannot time anything:
+# few, large programs keep the CPU time down.
+WEIGHT_ONLY_INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 2,
+                                  "num_warps": 4, "num_stages": 1}
+SPLIT_K_INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 4,
+                              "num_warps": 4, "num_stages": 1}
+
+
+def _weight_only(case, inputs, scales, tensor_scale, fmt: int, group: int, resident: tuple) -> Prepared:
+    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+
+    gemm = WeightOnlyGemm(inputs.w.contiguous(), scales, tensor_scale, fmt, group,
+                          on_cpu(case, WEIGHT_ONLY_INTERPRETER_CONFIG))
+
+    def apply(x):
+        return gemm(x.contiguous())
+
+    x = inputs.x.contiguous()
+    notes = "; ".join(filter(None, (interpreter_note(case), gemm.note(x.shape[0]))))
+    return Prepared(lambda: gemm(x), resident=resident, notes=notes, apply=apply)
+
+
+@backend("int4_gemm", "triton", "Triton weight-only GEMM: one-launch split-K streaming for small M "
+         "(autotuned per M bucket); for large M a Triton dequantize, then cuBLAS", triton_why_not)
+def int4(case, inputs):
+    # Unscaled: the group is never read; any even constant.
+    group = inputs.group_size if inputs.group_size is not None else 2
+    return _weight_only(case, inputs, inputs.scales, None, INT4, group, (inputs.w, inputs.scales))
+
+
+@backend("nvfp4_gemm", "triton", "Triton weight-only GEMM with in-register E2M1 decode and E4M3 block "
+         "scales, one-launch split-K for small M (autotuned per M bucket); for large M a Triton dequantize, "
+         "then cuBLAS", triton_why_not)
+def nvfp4(case, inputs):
+    bs = inputs.block_scales.contiguous().view(torch.uint8)  # E4M3 bits, decoded in the kernel
+    ts = inputs.tensor_scale.float()
+    return _weight_only(case, inputs, bs, ts, NVFP4, NVFP4_BLOCK, (inputs.w, bs, ts))
+
+
+def _split_k(case, inputs, deterministic: bool) -> Prepared:
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
+
+    a, b, bias = inputs.a.contiguous(), inputs.b.contiguous(), inputs.bias
+    gemm = SplitKGemm(a, b, bias, DETERMINISTIC if deterministic else ATOMIC, on_cpu(case, SPLIT_K_INTERPRETER_CONFIG))
+    return Prepared(gemm, resident=(b,) if bias is None else (b, bias), notes=interpreter_note(case))
+
+
+@backend("split_k_gemm", "triton", "Triton split-K, fp32 atomics, finished by the tile's last program "
+         "(one launch); autotuned split count", triton_why_not)
+def split_k_atomic(case, inputs):
+    return _split_k(case, inputs, deterministic=False)
+
+
+@backend("split_k_gemm", "triton_deterministic", "Triton split-K, per-split partials summed in split "
+         "order by the tile's last program: bit-identical run to run", triton_why_not)
+def split_k_deterministic(case, inputs):
+    return _split_k(case, inputs, deterministic=True)

@@ -1,0 +1,140 @@
+"""The command line: `qgemm-bench` / `python runner.py`.
+
+    python runner.py --op int4_gemm
+    python runner.py --op int4_gemm --backends torch,cublas,tinygemm --shape 16,8192,8192
+    python runner.py --list-ops | --list-backends [--op OP]
+    python runner.py compare BASE NEW      # perf-regression report (compare --help)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from qgemm_bench import operators
+from qgemm_bench.backends import registry
+from qgemm_bench.errors import InputError
+
+EPILOG = """\
+defaults: on CUDA the op's GPU preset (llama layer shapes; skinny for split_k_gemm),
+bfloat16, CUDA-graph timing over rotating input copies larger than 2x L2;
+without CUDA the smoke preset, float16, wall-clock CPU timing and the backends
+that can run on CPU. Results go to results/runs/<date>-<op>-<device>/:
+rows.jsonl (appended as measured), results.csv, results.json (metadata and raw
+samples), report.md and PNG plots.
+exit status: 0 done, 2 bad usage, 130 interrupted (what was measured is kept).
+
+compare two runs: python runner.py compare BASE NEW (see: runner.py compare --help)."""
+
+COMPARE_EPILOG = """\
+rows are matched on (op, backend, shape, dtype, settings). ratio = new median /
+base median, with a bootstrap 95% CI and a two-sided Mann-Whitney U test on the
+raw samples; when both runs used --repeats 3 or more, the rounds' medians
+are the unit (ratio of their geometric means, Welch's t-test on their logs),
+since a GPU's clocks move between rounds more than within one.
+regressed/improved: beyond the threshold and p < alpha; noisy:
+beyond the threshold, not significant. Any weight or peak memory increase
+beyond max(1%, 1 MiB) regresses; correct -> incorrect, or a row that ran in
+BASE and fails in NEW, fails whatever the time.
+The runs' fingerprints (GPU, driver, torch/triton/helion/CUDA versions, timing
+mode, dtype, op settings) must match unless --allow-mismatch.
+exit status: 0 clean (or --warn-only), 1 regression or correctness failure,
+2 incomparable runs or bad usage."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="runner.py", description="Benchmark int4 / NVFP4 / split-K GEMM backends: latency, "
+        "throughput, % of speed-of-light, memory, accuracy and speedup vs a baseline.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--op", help="operator: int4_gemm, nvfp4_gemm or split_k_gemm")
+    p.add_argument("--list-ops", action="store_true", help="list operators and their shape presets")
+    p.add_argument("--list-backends", action="store_true",
+                   help="list backends (of --op, or all) and whether they can run here")
+    p.add_argument("--backends", metavar="A,B", help="run only these backends (comma-separated); "
+                   "the baseline always runs too")
+    p.add_argument("--baseline", metavar="NAME", help="backend that speedups are relative to (default: torch)")
+    p.add_argument("--shapes", metavar="PRESET", help="shape preset: smoke, llama, m-sweep; skinny for "
+                   "split_k_gemm (default: llama/skinny on CUDA, smoke on CPU)")
+    p.add_argument("--shape", metavar="M,K,N", action="append",
+                   help="add a shape (repeatable); alone, it replaces the default preset")
+    p.add_argument("--dtype", help="activation dtype: bfloat16 or float16 (default: bfloat16 on CUDA, "
+                   "float16 on CPU, where the Triton interpreter has no bfloat16)")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument("--warmup", type=float, default=25.0, metavar="MS", help="warm-up time per backend and "
+                   "shape in ms (default 25); compilation happens before and is never timed")
+    p.add_argument("--rep", type=float, default=100.0, metavar="MS",
+                   help="timed time per backend and shape in ms (default 100; at least 10 samples, 3 on CPU)")
+    p.add_argument("--repeats", type=int, default=1, metavar="N",
+                   help="measure every shape N times, cycling through the backends each time, and pool the "
+                   "samples; each round's median is kept, and compare tests runs of 3+ rounds round by round "
+                   "(the GPU's clocks drift between rounds; default 1)")
+    p.add_argument("--timing", choices=["graph", "events"], help="CUDA timing: graph (default) replays a CUDA "
+                   "graph over rotating input copies; events uses triton's do_bench (flushes L2, adds "
+                   "~8-12 us of event overhead to small kernels)")
+    p.add_argument("--output-dir", metavar="DIR", help="write the run here (must be new or empty)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--seed", type=int, default=0, help="seed for the random inputs (default 0)")
+    ops = p.add_argument_group("operator settings (each applies to its operator only)")
+    for op in operators.all_ops():
+        op.add_arguments(ops)
+    registry.add_arguments(p)
+    return p
+
+
+def compare_parser() -> argparse.ArgumentParser:
+    from qgemm_bench.harness import compare as c
+
+    p = argparse.ArgumentParser(prog="runner.py compare", description="Compare two runs for perf "
+                                "regressions: a report for a CI job summary or a PR comment.",
+                                epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("base", metavar="BASE", help="baseline run folder or its results.json")
+    p.add_argument("new", metavar="NEW", help="new run folder or its results.json")
+    p.add_argument("--threshold", type=float, default=c.THRESHOLD, metavar="F",
+                   help=f"relative change that counts (default {c.THRESHOLD})")
+    p.add_argument("--small-threshold", type=float, default=c.SMALL_THRESHOLD, metavar="F",
+                   help=f"threshold for rows whose base median is under --small-us (default {c.SMALL_THRESHOLD})")
+    p.add_argument("--small-us", type=float, default=c.SMALL_US, metavar="US",
+                   help=f"what counts as a small kernel (default {c.SMALL_US:g} us)")
+    p.add_argument("--alpha", type=float, default=c.ALPHA, help=f"significance level (default {c.ALPHA})")
+    p.add_argument("--format", choices=["md", "text", "json"], default="md", help="report format (default md)")
+    p.add_argument("--output", metavar="FILE", help="write the report here (stdout gets the summary line)")
+    p.add_argument("--plot", metavar="PNG", help="also plot the ratios with their CIs")
+    p.add_argument("--warn-only", action="store_true", help="exit 0 even on regressions")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="compare runs whose GPU or software differ (the report lists what differs)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compare"]:
+        return _compare(argv[1:])
+    args = parser().parse_args(argv)
+    from qgemm_bench.harness import benchmark
+
+    try:
+        if args.list_ops:
+            print(benchmark.list_ops())
+            return 0
+        if args.list_backends:
+            print(benchmark.list_backends(args.op, args.device))
+            return 0
+        if not args.op:
+            raise InputError("--op is required (see --list-ops)")
+        return benchmark.execute(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _compare(argv: list[str]) -> int:
+    args = compare_parser().parse_args(argv)
+    from qgemm_bench.harness import compare
+
+    try:
+        return compare.main(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+

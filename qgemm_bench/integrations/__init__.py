@@ -1,0 +1,1 @@
+"""Entry points other benchmark tools load (tritonbench, Helion's benchmark runner)."""

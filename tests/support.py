@@ -1,0 +1,73 @@
+"""What the test files share: the device the kernels run on, cases, fp64
+references, tolerances, and registering extra (fake) backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from qgemm_bench.backends import registry
+from qgemm_bench.operators.common import rel_error
+from qgemm_bench.types import Case, Shape
+
+CPU = torch.device("cpu")
+# Kernels run on the GPU when there is one (bf16), else in the Triton
+# interpreter on CPU tensors (fp16: the interpreter has no bfloat16).
+DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+DT = torch.bfloat16 if DEV.type == "cuda" else torch.float16
+TOL = {torch.float16: 3e-3, torch.bfloat16: 1e-2}
+
+
+def case(op, shape, dtype=DT, device=DEV, **settings) -> Case:
+    return Case(op.NAME, Shape(*shape), dtype, device, op.Settings(**settings))
+
+
+def seed() -> int:
+    """A fresh seed per test call (new random inputs each run)."""
+    return int(np.random.randint(1 << 30))
+
+
+def fp64(x, w_deq):
+    return x.double() @ w_deq.double()
+
+
+def check(out, ref, dtype=DT):
+    """out has the dtype, shape and accuracy a correct kernel gives against ref."""
+    assert out.dtype == dtype and out.shape == ref.shape
+    assert torch.isfinite(out).all()
+    err = rel_error(out, ref)
+    assert err <= TOL[dtype], err
+
+
+def run_backend(op, name, c: Case, inputs=None):
+    """(output, inputs, prepared) of backend `name` on case c."""
+    b = registry.get(op.NAME, name)
+    assert b.why_not(c) is None, b.why_not(c)
+    inputs = op.make_inputs(c, seed()) if inputs is None else inputs
+    prepared = b.prepare(c, inputs)
+    out = prepared.fn()
+    if c.device.type == "cuda":
+        torch.cuda.synchronize()
+    assert out.dtype == c.dtype and out.shape == (c.shape.M, c.shape.N)
+    return out, inputs, prepared
+
+
+def extra_backends(monkeypatch, op: str, extra: list) -> None:
+    """Register fake backends of `op` for one test."""
+    registry.modules()  # the real ones first
+    table = {o: dict(bs) for o, bs in registry._registered.items()}
+    for b in extra:
+        table[op][b.name] = b
+    monkeypatch.setattr(registry, "_registered", table)
+
+
+def np_unpack(packed: np.ndarray) -> np.ndarray:
+    """Independent nibble unpack: [K//2, N] bytes -> [K, N] codes 0..15."""
+    b = packed.astype(np.uint8)
+    out = np.empty((2 * b.shape[0], b.shape[1]), dtype=np.int64)
+    out[0::2] = b & 0x0F
+    out[1::2] = b >> 4
+    return out
+
+
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]

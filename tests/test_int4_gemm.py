@@ -1,0 +1,370 @@
+"""int4_gemm: the operator against independent fp64 math, every backend
+against the reference, our Triton and Helion kernels on ragged shapes and
+every group size, and the tritonbench entry points. GPU variants are marked
+`gpu` (run with -m gpu on a CUDA machine)."""
+
+import numpy as np
+import pytest
+import torch
+
+from qgemm_bench.backends import registry, tinygemm
+from qgemm_bench.errors import InputError
+from qgemm_bench.integrations import tritonbench as tb
+from qgemm_bench.operators import formats, int4_gemm
+from qgemm_bench.operators.common import rel_error
+from qgemm_bench.operators.formats import INT4
+from qgemm_bench.types import Shape
+from tests.support import CPU, DEV, DT, TOL, case, check, fp64, np_unpack, run_backend, seed
+
+CUDA = torch.device("cuda", 0)
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+interpreter = pytest.mark.skipif(DEV.type == "cuda", reason="CPU interpreter configs; the gpu tests cover CUDA")
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+# ------------------------------------------------------------------ the operator
+
+
+@pytest.mark.parametrize("shape", [(1, 128, 64), (3, 384, 40), (17, 256, 37)])
+@pytest.mark.parametrize("group", [32, 128, "channel", None])
+def test_reference_vs_fp64(shape, group):
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.float16, CPU, group_size=group), seed())
+    codes = np_unpack(inputs.w.numpy().view(np.uint8))
+    q = np.where(codes >= 8, codes - 16, codes).astype(np.float64)
+    if inputs.scales is not None:
+        q = q * np.repeat(inputs.scales.double().numpy(), inputs.group_size, axis=0)
+    expected = inputs.x.double().numpy() @ q
+    got = int4_gemm.reference(inputs)
+    assert got.dtype == torch.float32 and got.shape == (shape[0], shape[2])
+    assert rel(got.double().numpy(), expected) < 1e-6
+
+
+def test_make_inputs_is_seeded():
+    c = case(int4_gemm, (3, 256, 40), torch.float16, CPU)
+    a, b, d = (int4_gemm.make_inputs(c, s) for s in (1, 1, 2))
+    assert torch.equal(a.x, b.x) and torch.equal(a.w, b.w) and torch.equal(a.scales, b.scales)
+    assert not torch.equal(a.w, d.w)
+
+
+def test_scales_take_the_activation_dtype_and_group_is_resolved():
+    assert int4_gemm.make_inputs(case(int4_gemm, (1, 128, 8), torch.bfloat16, CPU), 0).scales.dtype == torch.bfloat16
+    assert int4_gemm.make_inputs(case(int4_gemm, (1, 128, 8), torch.float16, CPU), 0).scales.dtype == torch.float16
+    per_channel = int4_gemm.make_inputs(case(int4_gemm, (1, 256, 8), torch.float16, CPU, group_size="channel"), 0)
+    assert per_channel.group_size == 256 and per_channel.scales.shape == (1, 8)
+
+
+@pytest.mark.parametrize("shape,settings,message", [
+    ((1, 129, 8), {}, "odd"),
+    ((1, 192, 8), {"group_size": 128}, "not divisible by group_size=128"),
+    ((0, 128, 8), {}, "must be positive"),
+])
+def test_validate_refuses_bad_shapes(shape, settings, message):
+    with pytest.raises(InputError, match=message):
+        int4_gemm.validate(Shape(*shape), int4_gemm.Settings(**settings))
+
+
+def test_settings_labels_round_trip():
+    for g in (128, 32, "channel", None):
+        s = int4_gemm.Settings(g)
+        assert int4_gemm.Settings.from_label(s.label()) == s
+    assert int4_gemm.Settings().as_dict() == {"group_size": 128}
+    assert int4_gemm.parse_group_size("channel") == "channel" and int4_gemm.parse_group_size("none") is None
+    with pytest.raises(InputError, match="positive even"):
+        int4_gemm.parse_group_size("3")
+
+
+def test_flops_and_minimum_bytes():
+    s = Shape(16, 8192, 8192)
+    assert int4_gemm.flops(s, int4_gemm.Settings()) == 2 * 16 * 8192 * 8192
+    # x + int4 weights + bf16 scales per 128 + y
+    assert int4_gemm.bytes(s, torch.bfloat16, int4_gemm.Settings(128)) == (
+        16 * 8192 * 2 + 8192 * 8192 // 2 + 64 * 8192 * 2 + 16 * 8192 * 2)
+    assert int4_gemm.bytes(s, torch.bfloat16, int4_gemm.Settings(None)) == 16 * 8192 * 4 + 8192 * 8192 // 2
+    assert int4_gemm.bytes(s, torch.bfloat16, int4_gemm.Settings("channel")) == (
+        16 * 8192 * 4 + 8192 * 8192 // 2 + 8192 * 2)
+
+
+def test_tolerance_catches_plausible_kernel_bugs():
+    """The accuracy check must fail the bugs a kernel actually makes."""
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (17, 384, 96), torch.float16, CPU), 0)
+    ref, tol = int4_gemm.reference(inputs), int4_gemm.tolerance(torch.float16)
+    x, w, s = inputs.x, inputs.w, inputs.scales
+    q = formats.unpack_int4(w).half()
+    swapped = torch.stack((q[1::2], q[0::2]), 1).reshape(q.shape)  # nibble order swapped
+    last_k_tile_dropped = q.clone()
+    last_k_tile_dropped[-16:] = 0
+    wrong_group = q * s.half()[torch.arange(384) // 128 % 2]  # scale of the wrong group
+    for bad in (swapped * s.half().repeat_interleave(128, 0), last_k_tile_dropped * s.half().repeat_interleave(128, 0),
+                wrong_group):
+        assert rel_error(x @ bad, ref) > tol
+    y = x @ (q * s.half().repeat_interleave(128, 0))
+    y[-1] = 0  # one row of M unwritten
+    assert rel_error(y, ref) > tol
+
+
+# ------------------------------------------------------------------ every backend
+
+
+BACKENDS = [b.name for b in registry.for_op("int4_gemm")]
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("shape", [(1, 128, 64), (17, 384, 96), (5, 256, 37)])
+@pytest.mark.parametrize("group", [64, 128, "channel", None])
+def test_every_backend_vs_reference(name, shape, group):
+    c = case(int4_gemm, shape, group_size=group)
+    if reason := registry.get("int4_gemm", name).why_not(c):
+        pytest.skip(reason)
+    out, inputs, prepared = run_backend(int4_gemm, name, c)
+    check(out, int4_gemm.reference(inputs))
+    assert prepared.apply is not None  # weight-only backends apply their weights to any activation
+    x2 = torch.randn(3, shape[1], device=c.device).to(c.dtype)
+    check(prepared.apply(x2), x2.float() @ int4_gemm.dequantize(inputs))
+
+
+def test_tinygemm_says_why_not():
+    tiny = registry.get("int4_gemm", "tinygemm")
+    assert tiny.why_not(case(int4_gemm, (1, 256, 64), torch.bfloat16, CPU)) == "needs a CUDA device"
+    cuda = torch.device("cuda", 0)  # why_not only reads the case, it never touches the device
+    mk = lambda shape, dtype=torch.bfloat16, g=128: case(int4_gemm, shape, dtype, cuda, group_size=g)
+    assert tiny.why_not(mk((1, 256, 64))) is None
+    assert "bfloat16" in tiny.why_not(mk((1, 256, 64), torch.float16))
+    assert "N % 8" in tiny.why_not(mk((1, 256, 37)))
+    assert "group sizes" in tiny.why_not(mk((1, 512, 64), g=512))
+    assert tiny.why_not(mk((1, 256, 64), g=None)) is None
+    assert tinygemm.group_for(384, None) == 128 and tinygemm.group_for(256, None) == 256
+
+
+# ------------------------------------------------------------------ our Triton kernel
+
+
+def cfg(bm=16, bn=32, bk=64, split=1, **flags):
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 4, "num_stages": 1, **flags}
+
+
+# The packed-PTX decodes (DECODE_ASM) exist on the GPU only, for bf16.
+ASM = [True] if DEV.type == "cuda" else []
+SHAPES = [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 128, 96)]  # M=80 takes the tiled path
+
+
+def weight_only(inputs, config=None, path="auto"):
+    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+
+    return WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, inputs.group_size or 2, config, path)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("group", [32, 64, 128, "channel", None])
+@pytest.mark.parametrize("config", [cfg(bk=64, split=1), cfg(bn=64, bk=128, split=2), cfg(bk=32, split=3)] +
+                         [cfg(bk=32, split=3, DECODE_ASM=a) for a in ASM])
+def test_triton_kernel_vs_fp64(shape, group, config):
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
+    check(weight_only(inputs, config)(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
+@pytest.mark.parametrize("group,bk", [(96, 64), (96, 128), (2, 32), (32, 128), (384, 256)])
+def test_triton_kernel_any_group_vs_block(group, bk):
+    # Groups that split a K block, span blocks, or neither (96 vs 64: scales per element).
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (5, 384, 40), group_size=group), seed())
+    check(weight_only(inputs, cfg(bk=bk, split=2))(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
+@pytest.mark.parametrize("path", ["split", "tiled", "dequant"])
+@pytest.mark.parametrize("group", [64, None])
+@pytest.mark.parametrize("shape", [(3, 384, 40), (19, 192, 37)])
+def test_triton_every_path_vs_fp64_and_repeatable(path, group, shape):
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
+    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
+    gemm = weight_only(inputs, cfg(bn=32, bk=32, split=3), path)
+    check(gemm(inputs.x), ref)
+    check(gemm(inputs.x), ref)  # the split path left its workspace and counters ready for the next call
+    if path == "split":
+        ws, count = gemm._workspace[shape[0]]
+        assert float(ws.abs().sum()) == 0.0 and int(count.abs().sum()) == 0
+    x2 = torch.randn(7, shape[1], device=DEV).to(DT)  # another M through the same prepared weights
+    check(gemm(x2), fp64(x2, int4_gemm.dequantize(inputs)))
+
+
+@pytest.mark.parametrize("m,path", [(64, "split"), (65, "tiled"), (256, "dequant")])
+def test_triton_auto_path_by_m(m, path):
+    # The measured crossovers (weight_only.DEQUANT_MIN_M).
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (m, 64, 32), group_size=32), 0)
+    gemm = weight_only(inputs, cfg(bm=64, bn=32, bk=32, split=2))
+    assert gemm.path(m) == path
+    check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
+def test_triton_dequantize_matches_the_formats_module():
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (2, 96, 24), group_size=32), 1)
+    assert torch.equal(weight_only(inputs, path="dequant").dequantize(DT), int4_gemm.dequantize(inputs).to(DT))
+
+
+@pytest.mark.parametrize("kw,message", [({"path": "fast"}, "path 'fast'"),
+                                        ({"config": cfg(bn=16)}, "at least 16 x 32")])
+def test_triton_refuses_bad_options(kw, message):
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (2, 64, 32), group_size=32), 0)
+    with pytest.raises(ValueError, match=message):
+        weight_only(inputs, **kw)
+
+
+@pytest.mark.parametrize("bad,message", [
+    (lambda x, w, s: (x.float(), w, s), "float16 or bfloat16"),
+    (lambda x, w, s: (x[:, :-2], w, s), "do not match"),
+    (lambda x, w, s: (x, w, s[:-1]), "do not fit K"),
+    (lambda x, w, s: (x.t().contiguous().t(), w, s), "contiguous"),
+])
+def test_triton_refuses_bad_inputs(bad, message):
+    from qgemm_bench.backends.triton_kernels.weight_only import weight_only_gemm
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (16, 256, 32), group_size=64), 0)
+    x, w, s = bad(inputs.x, inputs.w, inputs.scales)
+    with pytest.raises(ValueError, match=message):
+        weight_only_gemm(x, w, s, None, INT4, 64, cfg())
+
+
+@pytest.mark.parametrize("k,n,group,wdt", [(256, 40, 128, torch.float16), (384, 37, 32, torch.float16),
+                                           (96, 5, 96, torch.float32), (64, 3, 2, torch.float16)])
+def test_quantize_kernel_is_bit_identical_to_formats(k, n, group, wdt):
+    from qgemm_bench.operators.int4_quantize_kernel import quantize_int4
+
+    sdt = torch.float16  # the interpreter has no bf16; test_quantize_kernel_bf16 covers it
+    w = torch.randn(k, n) * torch.rand(1, n) * 3
+    w[:group, 0] = 0.0  # a zero group
+    w[0, 1], w[1, 1] = 3.5, -3.5 / 7 * 2.5  # an exact tie after scaling: q = -2.5 -> -2
+    w = w.to(wdt).to(DEV)
+    p, s = quantize_int4(w, group, sdt)
+    p_ref, s_ref = formats.quantize_int4(w, group, sdt)
+    assert torch.equal(p, p_ref) and torch.equal(s, s_ref)
+
+
+# ------------------------------------------------------------------ our Helion kernel (interpreter configs)
+
+
+# block_sizes: [K step in packed rows, M, N]
+HELION_CONFIGS = [{"block_sizes": [32, 16, 32], "split_k": 2, "num_warps": 4, "num_stages": 1},
+                  {"block_sizes": [16, 16, 64], "split_k": 1, "num_warps": 4, "num_stages": 1},
+                  {"block_sizes": [64, 32, 16], "split_k": 4, "num_warps": 4, "num_stages": 1}]
+HELION_CASES = [(shape, group) for shape in [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 256, 96)]  # 80: direct
+                for group in [32, 64, 128, 96, "channel", None]  # 96: per-element scales
+                if not (group == 96 and shape[1] % 96)]
+
+
+@interpreter
+@pytest.mark.parametrize("shape,group", HELION_CASES)
+@pytest.mark.parametrize("config", range(len(HELION_CONFIGS)))
+def test_helion_kernel_vs_fp64(shape, group, config, monkeypatch):
+    from qgemm_bench.backends import helion_ops
+
+    monkeypatch.setattr(helion_ops, "WEIGHT_ONLY_INTERPRETER_CONFIG", HELION_CONFIGS[config])
+    out, inputs, _ = run_backend(int4_gemm, "helion", case(int4_gemm, shape, group_size=group))
+    check(out, fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
+@interpreter
+def test_helion_refuses_bad_inputs_in_one_line():
+    import dataclasses
+
+    c = case(int4_gemm, (16, 256, 32), group_size=64)
+    inputs = int4_gemm.make_inputs(c, 0)
+    helion = registry.get("int4_gemm", "helion")
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        helion.prepare(c, dataclasses.replace(inputs, x=inputs.x.float()))
+    with pytest.raises(ValueError, match="do not fit K"):
+        helion.prepare(c, dataclasses.replace(inputs, scales=inputs.scales[:-1]))
+
+
+# ------------------------------------------------------------------ tritonbench entry points
+
+
+class TbOp:  # what tritonbench passes: the entry points must not need anything from it
+    pass
+
+
+@interpreter
+@pytest.mark.parametrize("entry", [tb.int4_gemm_tritonbench, tb.triton_int4_gemm_tritonbench])
+def test_tritonbench_entry(entry):
+    x = torch.randn(2, 3, 256).to(DT)  # [..., K]: rows are flattened
+    w = torch.randint(-8, 8, (256, 40), dtype=torch.int32)
+    fn = entry(TbOp(), x, w)
+    out = fn()
+    assert out.shape == (6, 40) and rel_error(out, x.reshape(-1, 256).double() @ w.double()) <= TOL[DT]
+    assert torch.equal(fn(), out)
+
+
+def test_tritonbench_entry_refuses_bad_weights():
+    x = torch.randn(2, 64).to(DT)
+    with pytest.raises(ValueError, match=r"\[-8, 7\]"):
+        tb.int4_gemm_tritonbench(TbOp(), x, torch.full((64, 8), 9))
+    with pytest.raises(ValueError, match="integer"):
+        tb.int4_gemm_tritonbench(TbOp(), x, torch.randn(64, 8))
+    with pytest.raises(ValueError, match="do not match"):
+        tb.int4_gemm_tritonbench(TbOp(), x, torch.zeros(32, 8, dtype=torch.int32))
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        tb.int4_gemm_tritonbench(TbOp(), x.double(), torch.zeros(64, 8, dtype=torch.int32))
+
+
+# ------------------------------------------------------------------ GPU (bf16, larger and ragged shapes)
+
+
+def check_gpu(name, shape, **settings):
+    c = case(int4_gemm, shape, torch.bfloat16, CUDA, **settings)
+    if reason := registry.get("int4_gemm", name).why_not(c):
+        pytest.skip(reason)
+    out, inputs, _ = run_backend(int4_gemm, name, c)
+    check(out, int4_gemm.reference(inputs), torch.bfloat16)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("name", ["torch", "cublas", "torch_compile", "tinygemm"])
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (17, 2048, 1000), (256, 1024, 3072)])
+@pytest.mark.parametrize("group", [32, 128, 256, None])
+def test_torch_backends_bf16(name, shape, group):
+    check_gpu(name, shape, group_size=group)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_tinygemm_per_channel_when_k_is_a_supported_group():
+    check_gpu("tinygemm", (5, 256, 512), group_size="channel")
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("shape,group", [((1, 4096, 4096), 128), ((17, 2048, 1000), None), ((256, 1024, 3072), 64)])
+def test_triton_through_the_autotuner_bf16(shape, group):
+    # Each new shape autotunes (~9 s on the H100): a few representative cases.
+    check_gpu("triton", shape, group_size=group)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("shape,group", [((1, 4096, 4096), 128), ((17, 2048, 1000), None), ((256, 1024, 3072), 64),
+                                         ((100, 960, 520), 96)])
+def test_helion_checked_in_configs_bf16(shape, group):
+    check_gpu("helion", shape, group_size=group)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("k,n,group", [(4096, 1000, 128), (1024, 264, 32), (256, 72, 256)])
+def test_quantize_kernel_bf16_bit_identical(k, n, group):
+    from qgemm_bench.operators.int4_quantize_kernel import quantize_int4
+
+    w = (torch.randn(k, n, device=CUDA) * torch.rand(1, n, device=CUDA) * 10).to(torch.bfloat16)
+    w[:group, 0] = 0
+    for a, b in zip(quantize_int4(w, group, torch.bfloat16), formats.quantize_int4(w, group, torch.bfloat16),
+                    strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_tritonbench_entries_on_gpu():
+    x = torch.randn(16, 4096, device=CUDA, dtype=torch.bfloat16)
+    w = torch.randint(-8, 8, (4096, 4096), device=CUDA, dtype=torch.int32)
+    for entry in (tb.int4_gemm_tritonbench, tb.triton_int4_gemm_tritonbench):
+        assert rel_error(entry(None, x, w)(), x.double() @ w.double()) <= 1e-2

@@ -1,0 +1,224 @@
+"""nvfp4_gemm: the operator against independent fp64 math, every backend
+against the reference, our Triton and Helion kernels on ragged shapes (every
+E2M1 code, subnormal E4M3 scales), and the tritonbench entry points. GPU
+variants are marked `gpu`."""
+
+import numpy as np
+import pytest
+import torch
+
+from qgemm_bench.backends import registry
+from qgemm_bench.errors import InputError
+from qgemm_bench.integrations import tritonbench as tb
+from qgemm_bench.operators import formats, nvfp4_gemm
+from qgemm_bench.operators.common import rel_error
+from qgemm_bench.operators.formats import NVFP4
+from qgemm_bench.types import Shape
+from tests.support import CPU, DEV, DT, E2M1, TOL, case, check, fp64, np_unpack, run_backend, seed
+
+CUDA = torch.device("cuda", 0)
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+interpreter = pytest.mark.skipif(DEV.type == "cuda", reason="CPU interpreter configs; the gpu tests cover CUDA")
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+# ------------------------------------------------------------------ the operator
+
+
+@pytest.mark.parametrize("shape", [(1, 64, 48), (3, 160, 40), (17, 256, 37)])
+@pytest.mark.parametrize("unscaled", [False, True])
+def test_reference_vs_fp64(shape, unscaled):
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape, torch.float16, CPU, unscaled=unscaled), seed())
+    codes = np_unpack(inputs.w.numpy())
+    mag = np.array(E2M1)[codes & 7]
+    w = np.where(codes >= 8, -mag, mag) * np.repeat(inputs.block_scales.float().double().numpy(), 16, axis=0)
+    w = w * float(inputs.tensor_scale)
+    expected = inputs.x.double().numpy() @ w
+    assert rel(nvfp4_gemm.reference(inputs).double().numpy(), expected) < 1e-6
+
+
+def test_validate_refuses_k_off_the_block():
+    with pytest.raises(InputError, match="block size 16"):
+        nvfp4_gemm.validate(Shape(1, 40, 8), nvfp4_gemm.Settings())
+
+
+def test_settings_labels_round_trip():
+    for u in (False, True):
+        assert nvfp4_gemm.Settings.from_label(nvfp4_gemm.Settings(u).label()) == nvfp4_gemm.Settings(u)
+
+
+def test_minimum_bytes():
+    s = Shape(16, 8192, 8192)
+    assert nvfp4_gemm.bytes(s, torch.bfloat16, nvfp4_gemm.Settings()) == (
+        16 * 8192 * 4 + 8192 * 8192 // 2 + 512 * 8192 + 4)
+
+
+# ------------------------------------------------------------------ every backend
+
+
+BACKENDS = [b.name for b in registry.for_op("nvfp4_gemm")]
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("shape", [(1, 64, 48), (17, 384, 96), (5, 256, 37)])
+@pytest.mark.parametrize("unscaled", [False, True])
+def test_every_backend_vs_reference(name, shape, unscaled):
+    c = case(nvfp4_gemm, shape, unscaled=unscaled)
+    if reason := registry.get("nvfp4_gemm", name).why_not(c):
+        pytest.skip(reason)
+    out, inputs, prepared = run_backend(nvfp4_gemm, name, c)
+    check(out, nvfp4_gemm.reference(inputs))
+    x2 = torch.randn(3, shape[1], device=c.device).to(c.dtype)
+    check(prepared.apply(x2), x2.float() @ nvfp4_gemm.dequantize(inputs))
+
+
+def every_code_inputs():
+    """Every E2M1 code in every row, block scales down to E4M3 subnormals, and
+    x = I, so y is the dequantized weight itself."""
+    k, n = 32, 16
+    codes = torch.arange(16, dtype=torch.uint8).repeat(2)[:, None].expand(k, n).contiguous()
+    bs = torch.tensor([0x01, 0x07, 0x08, 0x38, 0x7E] * 7, dtype=torch.uint8)[:2 * n].reshape(2, n)
+    return nvfp4_gemm.Inputs(torch.eye(k, dtype=DT, device=DEV), formats.pack_nibbles(codes).to(DEV),
+                             bs.view(torch.float8_e4m3fn).to(DEV), torch.tensor(0.5, device=DEV))
+
+
+# ------------------------------------------------------------------ our Triton kernel
+
+
+def cfg(bm=16, bn=32, bk=64, split=1, **flags):
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 4, "num_stages": 1, **flags}
+
+
+ASM = [True] if DEV.type == "cuda" else []
+
+
+def weight_only(inputs, config=None, path="auto"):
+    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+
+    return WeightOnlyGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, config,
+                          path)
+
+
+@pytest.mark.parametrize("shape", [(1, 64, 40), (3, 160, 96), (17, 384, 37), (80, 128, 48)])
+@pytest.mark.parametrize("unscaled", [False, True])
+@pytest.mark.parametrize("config", [cfg(bk=32, split=1), cfg(bn=64, bk=128, split=2)] +
+                         [cfg(bk=32, split=2, DECODE_ASM=a) for a in ASM])
+def test_triton_kernel_vs_fp64(shape, unscaled, config):
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape, unscaled=unscaled), seed())
+    check(weight_only(inputs, config)(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+
+
+def test_triton_kernel_decodes_every_code_and_subnormal_scales():
+    inputs = every_code_inputs()
+    for flags in [{}] + [{"DECODE_ASM": a} for a in ASM]:
+        out = weight_only(inputs, cfg(bk=32, **flags))(inputs.x)
+        assert torch.equal(out.float(), nvfp4_gemm.dequantize(inputs).to(DT).float()), flags
+
+
+@pytest.mark.parametrize("path", ["split", "tiled", "dequant"])
+@pytest.mark.parametrize("shape", [(3, 384, 40), (19, 192, 37)])
+def test_triton_every_path_vs_fp64_and_repeatable(path, shape):
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape), seed())
+    ref = fp64(inputs.x, nvfp4_gemm.dequantize(inputs))
+    gemm = weight_only(inputs, cfg(bn=32, bk=32, split=3), path)
+    check(gemm(inputs.x), ref)
+    check(gemm(inputs.x), ref)
+
+
+@pytest.mark.parametrize("m,path", [(64, "split"), (65, "dequant")])
+def test_triton_auto_path_by_m(m, path):
+    # NVFP4's tiled path never won on the H100 (weight_only.DEQUANT_MIN_M).
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (m, 64, 32)), 0)
+    gemm = weight_only(inputs, cfg(bm=64, bn=32, bk=32, split=2))
+    assert gemm.path(m) == path
+    check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+
+
+def test_triton_dequantize_matches_the_formats_module():
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (2, 96, 24)), 1)
+    assert torch.equal(weight_only(inputs, path="dequant").dequantize(DT), nvfp4_gemm.dequantize(inputs).to(DT))
+
+
+# ------------------------------------------------------------------ our Helion kernel (interpreter configs)
+
+
+HELION_CONFIGS = [{"block_sizes": [32, 16, 32], "split_k": 2, "num_warps": 4, "num_stages": 1},
+                  {"block_sizes": [64, 32, 16], "split_k": 4, "num_warps": 4, "num_stages": 1}]
+
+
+@interpreter
+@pytest.mark.parametrize("shape", [(1, 64, 40), (3, 160, 96), (17, 384, 37), (80, 128, 48)])
+@pytest.mark.parametrize("unscaled", [False, True])
+@pytest.mark.parametrize("config", range(len(HELION_CONFIGS)))
+def test_helion_kernel_vs_fp64(shape, unscaled, config, monkeypatch):
+    from qgemm_bench.backends import helion_ops
+
+    monkeypatch.setattr(helion_ops, "WEIGHT_ONLY_INTERPRETER_CONFIG", HELION_CONFIGS[config])
+    out, inputs, _ = run_backend(nvfp4_gemm, "helion", case(nvfp4_gemm, shape, unscaled=unscaled))
+    check(out, fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+
+
+@interpreter
+def test_helion_kernel_decodes_every_code_exactly():
+    inputs = every_code_inputs()
+    out, _, _ = run_backend(nvfp4_gemm, "helion", case(nvfp4_gemm, (32, 32, 16)), inputs)
+    assert torch.equal(out.float(), nvfp4_gemm.dequantize(inputs).to(DT).float())
+
+
+# ------------------------------------------------------------------ tritonbench entry points
+
+
+@interpreter
+@pytest.mark.parametrize("entry", [tb.nvfp4_gemm_tritonbench, tb.triton_nvfp4_gemm_tritonbench])
+def test_tritonbench_entry(entry):
+    x = torch.randn(5, 128).to(DT)
+    w = torch.randn(128, 48)
+    out = entry(None, x, w)()
+    packed, bs, ts = formats.quantize_nvfp4(w)
+    ref = x.double() @ formats.dequantize_nvfp4(packed, bs, ts, torch.float64)
+    assert out.shape == (5, 48) and rel_error(out, ref) <= TOL[DT]
+
+
+def test_tritonbench_entry_refuses_bad_weights():
+    with pytest.raises(ValueError, match="block size 16"):
+        tb.nvfp4_gemm_tritonbench(None, torch.randn(2, 40).to(DT), torch.randn(40, 8))
+    with pytest.raises(ValueError, match="floating-point"):
+        tb.nvfp4_gemm_tritonbench(None, torch.randn(2, 64).to(DT), torch.zeros(64, 8, dtype=torch.int32))
+
+
+# ------------------------------------------------------------------ GPU (bf16, larger and ragged shapes)
+
+
+def check_gpu(name, shape, **settings):
+    c = case(nvfp4_gemm, shape, torch.bfloat16, CUDA, **settings)
+    if reason := registry.get("nvfp4_gemm", name).why_not(c):
+        pytest.skip(reason)
+    out, inputs, _ = run_backend(nvfp4_gemm, name, c)
+    check(out, nvfp4_gemm.reference(inputs), torch.bfloat16)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("name", ["torch", "cublas", "torch_compile"])
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (17, 2048, 1000), (256, 1024, 3072)])
+@pytest.mark.parametrize("unscaled", [False, True])
+def test_torch_backends_bf16(name, shape, unscaled):
+    check_gpu(name, shape, unscaled=unscaled)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("shape,unscaled", [((1, 4096, 4096), False), ((256, 1024, 3072), True)])
+def test_triton_through_the_autotuner_bf16(shape, unscaled):
+    check_gpu("triton", shape, unscaled=unscaled)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("shape,unscaled", [((1, 4096, 4096), False), ((256, 1024, 3072), True),
+                                            ((17, 2048, 1000), False)])
+def test_helion_checked_in_configs_bf16(shape, unscaled):
+    check_gpu("helion", shape, unscaled=unscaled)

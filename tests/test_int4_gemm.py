@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from qgemm_bench.backends import registry, tinygemm
+from qgemm_bench.backends import fbgemm, gemlite, registry, tinygemm
 from qgemm_bench.errors import InputError
 from qgemm_bench.integrations import tritonbench as tb
 from qgemm_bench.operators import formats, int4_gemm
@@ -136,6 +136,57 @@ def test_tinygemm_says_why_not():
     assert "group sizes" in tiny.why_not(mk((1, 512, 64), g=512))
     assert tiny.why_not(mk((1, 256, 64), g=None)) is None
     assert tinygemm.group_for(384, None) == 128 and tinygemm.group_for(256, None) == 256
+
+
+# ------------------------------------------------------------------ the peers' layouts (pure tensor code)
+
+
+def bf16_dequant_fp64(codes_kn, scales_kn):
+    """Independent: signed codes x scales in float64 (exact), rounded once to bf16."""
+    return torch.from_numpy(codes_kn * scales_kn).to(torch.bfloat16)
+
+
+def signed(codes):
+    return np.where(codes >= 8, codes - 16, codes).astype(np.float64)
+
+
+@pytest.mark.parametrize("group", [64, 128, "channel", None])
+def test_fbgemm_operands_hold_our_weights(group):
+    k, n = 512, 48
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (1, k, n), torch.bfloat16, CPU, group_size=group), seed())
+    wq, scale, zero = fbgemm.operands(inputs.w, inputs.scales, k, n)
+    assert wq.shape == (n, k // 2) and wq.dtype == torch.int8 and wq.data_ptr() != inputs.w.data_ptr()
+    assert scale.dtype == torch.bfloat16 and scale.shape[1] == n and not zero.any()
+    codes = signed(np_unpack(wq.numpy().view(np.uint8).T))  # its [N, K//2] bytes: low nibble = even k
+    g = k // scale.shape[0]
+    s = np.repeat(scale.double().numpy(), g, axis=0)
+    assert torch.equal(bf16_dequant_fp64(codes, s), int4_gemm.dequantize(inputs, torch.bfloat16))
+
+
+@pytest.mark.parametrize("group", [32, 128, "channel", None])
+def test_gemlite_operands_hold_our_weights(group):
+    k, n = 256, 128
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (1, k, n), torch.bfloat16, CPU, group_size=group), seed())
+    u, s, z = gemlite.operands(inputs.w, inputs.scales, k, n)
+    assert u.shape == (n, k) and u.dtype == torch.uint8 and int(u.max()) <= 15
+    assert s.shape[0] == n and s.dtype == torch.bfloat16 and torch.equal(z, torch.full_like(s, 8))
+    g = k // s.shape[1]
+    # gemlite's dequantization: (u - zero) * scale, per group of K
+    w = (u.double().numpy() - z.double().numpy().repeat(g, axis=1)) * s.double().numpy().repeat(g, axis=1)
+    assert torch.equal(torch.from_numpy(w.T.copy()).to(torch.bfloat16), int4_gemm.dequantize(inputs, torch.bfloat16))
+
+
+def test_peers_say_why_not():
+    cuda = torch.device("cuda", 0)  # why_not reads the case only
+    mk = lambda shape, g=128, dtype=torch.bfloat16: case(int4_gemm, shape, dtype, cuda, group_size=g)
+    for b, bad_group in ((fbgemm, 32), (gemlite, 96)):
+        reason = b.why_not(mk((1, 4096, 4096)))
+        if reason is not None:  # not installed here: it says so, with the install command
+            assert "not installed" in reason and "[peers]" in reason
+            continue
+        assert "group size" in b.why_not(mk((1, 4096, 4096), bad_group))
+        assert "bfloat16" in b.why_not(mk((1, 4096, 4096), 128, torch.float16))
+    assert fbgemm.why_not(case(int4_gemm, (1, 256, 64), torch.bfloat16, CPU)) == "needs a CUDA device"
 
 
 # ------------------------------------------------------------------ our Triton kernel
@@ -346,6 +397,16 @@ def test_triton_through_the_autotuner_bf16(shape, group):
                                          ((100, 960, 520), 96)])
 def test_helion_checked_in_configs_bf16(shape, group):
     check_gpu("helion", shape, group_size=group)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("name", ["fbgemm", "gemlite"])
+@pytest.mark.parametrize("shape", [(7, 5248, 1024), (1, 4096, 4096), (33, 2048, 1024), (300, 1024, 2048)])
+@pytest.mark.parametrize("group", [32, 64, 128, 256, "channel", None])
+def test_peers_bf16(name, shape, group):
+    # Ragged M and K; N the nearest size both libraries take (N % 128).
+    check_gpu(name, shape, group_size=group)
 
 
 @pytest.mark.gpu

@@ -33,6 +33,8 @@ from qgemm_bench.types import Case
 BACKEND_MODULES = (
     "qgemm_bench.backends.torch_ops",
     "qgemm_bench.backends.tinygemm",
+    "qgemm_bench.backends.fbgemm",
+    "qgemm_bench.backends.gemlite",
     "qgemm_bench.backends.triton_ops",
     "qgemm_bench.backends.helion_ops",
 )

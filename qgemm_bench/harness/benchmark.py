@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -23,6 +24,7 @@ def default_folder(p: plan.Plan) -> Path:
 
 
 def execute(args) -> int:
+    start = time.perf_counter()
     p = plan.build(args)
     out_dir = Path(args.output_dir) if args.output_dir else default_folder(p)
     RunFolder.check_new(out_dir)
@@ -31,7 +33,9 @@ def execute(args) -> int:
               file=sys.stderr)
     else:
         torch.cuda.set_device(p.device)
+        t0 = time.perf_counter()
         p.ceilings = environment.measure_ceilings(p.device)
+        p.phase_s["ceilings"] = time.perf_counter() - t0
         p.l2_bytes = torch.cuda.get_device_properties(p.device).L2_cache_size
     folder = RunFolder(out_dir)
     meta = environment.collect(p.device)
@@ -47,6 +51,8 @@ def execute(args) -> int:
     }
     rows, interrupted = run(p, folder)
     meta["interrupted"] = interrupted
+    meta["wall_s"] = round(time.perf_counter() - start, 2)  # to the last row; writing the outputs follows
+    meta["phase_s"] = {k: round(v, 2) for k, v in sorted(p.phase_s.items(), key=lambda kv: -kv[1])}
     folder.write(rows, meta)
     df = frame(rows)
     written = [] if args.no_plots else plots.write(df, meta, p.op.PLOT_X, folder.path)
@@ -54,7 +60,8 @@ def execute(args) -> int:
     print(report.console(rows, p.backends[0].name))
     if interrupted:
         print(f"\ninterrupted: {len(rows)} row(s) kept", file=sys.stderr)
-    print(f"\nresults: {folder.path}")
+    print(f"\n{report.wall_time(meta, time.perf_counter() - start)}")
+    print(f"results: {folder.path}")
     return 130 if interrupted else 0
 
 

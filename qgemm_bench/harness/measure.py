@@ -82,11 +82,13 @@ def measure(case: Case, backend: Backend, inputs: Inputs, ref: torch.Tensor, tol
     if prepared.notes:
         fields["reason"] = "; ".join(x for x in (fields["reason"], prepared.notes) if x)
 
+    t0 = time.perf_counter()
     if dev.type == "cuda":
         fields["peak_extra_mib"] = peak_extra_bytes(prepared.fn, dev) / MiB
         t = time_on_gpu(case, backend, inputs, prepared, out, settings, l2_bytes)
     else:
         t = timing.time_cpu(prepared.fn, settings.warmup_ms, settings.rep_ms)
+    fields["measure_s"] = time.perf_counter() - t0
     del out
     fields.update(summarize(t.samples_us))
     fields.update({"timing": t.mode, "calls_per_sample": t.calls_per_sample, "copies": t.extra.get("copies", 1)})

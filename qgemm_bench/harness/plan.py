@@ -32,6 +32,11 @@ class Plan:
     backend_meta: dict = field(default_factory=dict)  # what backend modules' options report for the metadata
     ceilings: dict = field(default_factory=dict)
     l2_bytes: int = 0
+    # Wall seconds by phase, filled by the sweep: "inputs" (inputs and
+    # references), "prepare <backend>" (prepare, first call with its compiling
+    # and autotuning, accuracy and memory checks), "measure <backend>"
+    # (rotating copies, graph capture, replays).
+    phase_s: dict = field(default_factory=dict)
 
 
 def parse_shape(text: str) -> Shape:

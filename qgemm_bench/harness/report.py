@@ -46,6 +46,12 @@ def console(rows: list[Row], baseline: str) -> str:
     return text + f"\n\nspeedup = {baseline} p50 / backend p50 (same shape, same run)"
 
 
+def wall_time(meta: dict, total_s: float) -> str:
+    """One line: where the run's time went (the largest phases first)."""
+    phases = ", ".join(f"{k} {v:.0f}" for k, v in list(meta.get("phase_s", {}).items())[:8])
+    return f"wall time {total_s:.0f} s (to the last row {meta.get('wall_s', 0):.0f} s: {phases})"
+
+
 def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
     s = meta["settings"]
     timing = s["timing"] if meta.get("gpu") else "cpu-wall (CPU timings: never compare with GPU numbers)"
@@ -63,6 +69,9 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
             ["op settings", s.get("op_settings_label", s["op_settings"])], ["timing", timing],
             ["warmup / rep (ms) x repeats", f"{s['warmup_ms']} / {s['rep_ms']} x {s.get('repeats', 1)}"],
             ["baseline", s["baseline"]],
+            ["wall time (s)", f"{meta['wall_s']:.0f} ("
+             + ", ".join(f"{k} {v:.0f}" for k, v in meta.get("phase_s", {}).items()) + ")"
+             if meta.get("wall_s") is not None else ""],
             ["ceilings", ", ".join(f"{k} {v:.0f}" for k, v in meta.get("ceilings", {}).items()) or "n/a"],
         ], headers=["", ""], tablefmt="github"),
         "",

@@ -43,6 +43,7 @@ class Row:
     tolerance: float | None = None
     prepare_s: float | None = None
     first_call_s: float | None = None  # includes compilation / JIT / autotuning not done in prepare
+    measure_s: float | None = None  # wall time of the timing itself: rotating copies, capture, replays
     compile_s: float | None = None  # compiling in prepare, for backends that report it (Helion)
     autotune_s: float | None = None  # autotuning in prepare (Helion --autotune)
     copies: int | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 import traceback
 
 import torch
@@ -64,6 +65,7 @@ def _row(plan: Plan, case: Case, backend: Backend, **fields) -> Row:
 def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, rows: list[Row]) -> None:
     """Appends this shape's rows to `rows` (and the folder) as each is measured,
     so an interrupt mid-shape keeps them."""
+    t0 = time.perf_counter()
     try:
         inputs = plan.op.make_inputs(case, plan.seed)
         ref = plan.op.reference(inputs)
@@ -75,6 +77,8 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, rows: list[Row]) 
             bar.update()
         _free(plan.device)
         return
+    finally:
+        _add(plan, "inputs", time.perf_counter() - t0)
 
     _measure_backends(plan, case, inputs, ref, tol, folder, bar, rows)
     del inputs, ref
@@ -134,8 +138,11 @@ def _pool(runs: list[Row]) -> Row:
 def _measure_one(plan, case, backend, inputs, ref, tol, folder) -> Row:
     if reason := backend.why_not(case):
         return _row(plan, case, backend, status=UNAVAILABLE, reason=reason)
+    t0, measured = time.perf_counter(), 0.0
     try:
-        return _row(plan, case, backend, **measure(case, backend, inputs, ref, tol, plan.measure, plan.l2_bytes))
+        fields = measure(case, backend, inputs, ref, tol, plan.measure, plan.l2_bytes)
+        measured = fields["measure_s"]
+        return _row(plan, case, backend, **fields)
     except KeyboardInterrupt:
         raise
     except Exception as e:
@@ -143,6 +150,12 @@ def _measure_one(plan, case, backend, inputs, ref, tol, folder) -> Row:
         return _row(plan, case, backend, status=status, reason=_short(e))
     finally:
         _free(plan.device)
+        _add(plan, f"measure {backend.name}", measured)
+        _add(plan, f"prepare {backend.name}", time.perf_counter() - t0 - measured)
+
+
+def _add(plan: Plan, phase: str, seconds: float) -> None:
+    plan.phase_s[phase] = plan.phase_s.get(phase, 0.0) + seconds
 
 
 def _failure(folder: RunFolder, where: str, e: Exception) -> str:

@@ -402,8 +402,8 @@ def test_helion_checked_in_configs_bf16(shape, group):
 @pytest.mark.gpu
 @needs_gpu
 @pytest.mark.parametrize("name", ["fbgemm", "gemlite"])
-@pytest.mark.parametrize("shape", [(7, 5248, 1024), (1, 4096, 4096), (33, 2048, 1024), (300, 1024, 2048)])
-@pytest.mark.parametrize("group", [32, 64, 128, 256, "channel", None])
+@pytest.mark.parametrize("shape", [(7, 5248, 1024), (1, 4096, 4096), (300, 1024, 2048)])
+@pytest.mark.parametrize("group", [32, 64, 128, "channel", None])
 def test_peers_bf16(name, shape, group):
     # Ragged M and K; N the nearest size both libraries take (N % 128).
     check_gpu(name, shape, group_size=group)

@@ -8,7 +8,8 @@ import pytest
 
 import runner
 from qgemm_bench.harness import compare
-from qgemm_bench.harness.results import ERROR, INCORRECT, OK, Row, RunFolder
+from qgemm_bench.harness.outputs import results_json
+from qgemm_bench.harness.results import ERROR, INCORRECT, OK, Row
 
 META = {"gpu": "NVIDIA H100 80GB HBM3", "capability": "9.0", "driver": "580.1", "torch": "2.11.0",
         "triton": "3.6.0", "helion": "1.4.0", "cuda": "13.0", "git_commit": "abc", "date": "2026-11-22",
@@ -27,11 +28,11 @@ def row(backend="triton", M=16, us=100.0, spread=0.5, n=60, seed=0, status=OK, *
 
 
 def write(path, rows, **meta):
-    folder = RunFolder(path)
+    path.mkdir(parents=True)
     m = json.loads(json.dumps(META))
     for k, v in meta.items():
         (m["settings"] if k in m["settings"] else m)[k] = v
-    folder.write(rows, m)
+    (path / "results.json").write_text(results_json(rows, m))
     return str(path)
 
 

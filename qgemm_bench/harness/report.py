@@ -59,7 +59,8 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
         f"# {s['op']} — {meta.get('gpu') or 'CPU'}",
         "",
         f"{len(rows)} rows; {sum(r.status == OK for r in rows)} ok. "
-        + ("**Interrupted: partial results.**" if meta.get("interrupted") else ""),
+        + (f"**Stopped early ({meta.get('stopped') or 'interrupted'}): partial results.**"
+           if meta.get("interrupted") else ""),
         "",
         tabulate([
             ["date", meta["date"]], ["device", meta["device"]], ["gpu", meta.get("gpu") or "none"],

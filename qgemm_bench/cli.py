@@ -42,7 +42,8 @@ since a GPU's clocks move between rounds more than within one.
 regressed/improved: beyond the threshold and p < alpha; noisy:
 beyond the threshold, not significant. Any weight or peak memory increase
 beyond max(1%, 1 MiB) regresses; correct -> incorrect, or a row that ran in
-BASE and fails in NEW, fails whatever the time.
+BASE and fails in NEW, fails whatever the time. A row of BASE missing from NEW
+(removed: a backend or shape that disappeared) fails unless --allow-removed.
 The runs' fingerprints (GPU, driver, torch/triton/helion/CUDA versions, timing
 mode, dtype, op settings) must match unless --allow-mismatch.
 exit status: 0 clean (or --warn-only), 1 regression or correctness failure,
@@ -107,10 +108,12 @@ def compare_parser() -> argparse.ArgumentParser:
                    help=f"significance level (default {c.ALPHA})")
     p.add_argument("--format", choices=["md", "text", "json"], default="md", help="report format (default md)")
     p.add_argument("--output", metavar="FILE", help="write the report here (stdout gets the summary line)")
-    p.add_argument("--plot", metavar="PNG", help="also plot the ratios with their CIs")
+    p.add_argument("--plot", metavar="PNG", help="also plot the ratios with their CIs (.png, .svg or .pdf)")
     p.add_argument("--warn-only", action="store_true", help="exit 0 even on regressions")
     p.add_argument("--allow-mismatch", action="store_true",
                    help="compare runs whose GPU or software differ (the report lists what differs)")
+    p.add_argument("--allow-removed", action="store_true",
+                   help="do not fail when rows of BASE are missing from NEW (a backend or shape dropped on purpose)")
     return p
 
 

@@ -132,6 +132,26 @@ def test_help_and_listings():
     assert r.returncode == 0 and "tinygemm" in r.stdout and "needs a CUDA device" in r.stdout
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU listing")
+def test_list_backends_on_cpu_says_what_runs_and_stays_aligned():
+    from qgemm_bench.backends import registry
+
+    r = cli("--list-backends")
+    assert r.returncode == 0, r.stderr
+    lines = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("  ")}
+    # The runner runs triton and helion in the interpreter on CPU: the listing must not say otherwise.
+    for name in ("triton", "helion", "triton_deterministic"):
+        assert "[runs here" in lines[name], lines[name]
+    assert "[runs here: torch.matmul on the CPU" in lines["cublas"]
+    # Every summary starts in one column, the longest name (triton_deterministic) included.
+    columns = set()
+    for op in ("int4_gemm", "nvfp4_gemm", "split_k_gemm"):
+        for b in registry.for_op(op):
+            line = next(v for v in r.stdout.splitlines() if v.startswith(f"  {b.name} ") and b.summary in v)
+            columns.add(line.index(b.summary))
+    assert len(columns) == 1, columns
+
+
 def read_run(folder: Path):
     doc = json.loads((folder / "results.json").read_text())
     return doc["metadata"], doc["rows"]

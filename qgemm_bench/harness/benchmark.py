@@ -142,5 +142,7 @@ def list_backends(op_name: str | None, device_name: str) -> str:
         for b in registry.for_op(op.NAME):
             why = b.why_not(Case(op.NAME, shape, dtype, device, op.Settings()))
             here = "runs here" if why is None else f"not here: {why}"
+            if why is None and device.type == "cpu" and b.name in report.ON_CPU:
+                here += f": {report.ON_CPU[b.name]}"
             lines.append(f"  {b.name:<{width}}  {b.summary} [{here}]")
     return "\n".join(lines)

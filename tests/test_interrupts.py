@@ -108,7 +108,7 @@ def test_a_second_ctrl_c_while_writing_waits_for_the_outputs(tmp_path):
     proc.send_signal(signal.SIGINT)  # stops the sweep
     wait_for(writing, proc)
     proc.send_signal(signal.SIGINT)  # lands while the outputs are being written
-    time.sleep(0.2)
+    time.sleep(0.5)
     writing.unlink()
     rc, _, stderr = finish(proc)
     assert rc == 130 and "Traceback" not in stderr, stderr

@@ -168,6 +168,8 @@ def test_smoke_run_writes_every_output(tmp_path, capsys):
     assert len(rows) == 4 * 2  # smoke shapes x backends
     assert meta["settings"]["dtype"] == "float16" and meta["settings"]["timing"] == "cpu-wall"
     assert meta["torch"] == torch.__version__ and "date" in meta and "git_commit" in meta
+    assert meta["wall_s"] > 0 and {"inputs", "prepare torch", "measure cublas"} <= set(meta["phase_s"])
+    assert meta["interrupted"] is False and meta["stopped"] == ""
     for r in rows:
         assert r["status"] == "ok" and r["timing"] == "cpu-wall"
         assert len(r["samples_us"]) >= 3 and r["p20_us"] <= r["p50_us"] <= r["p80_us"]
@@ -180,7 +182,7 @@ def test_smoke_run_writes_every_output(tmp_path, capsys):
     assert len(csv) == 8 and "samples_us" not in csv.columns
     assert len((out / "rows.jsonl").read_text().splitlines()) == 8
     printed = capsys.readouterr().out
-    assert "1x128x64" in printed and "speedup = torch p50" in printed
+    assert "1x128x64" in printed and "speedup = torch p50" in printed and "\nwall time " in printed
 
 
 def test_failing_and_wrong_backends_become_rows(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@
     python runner.py --op int4_gemm --backends torch,cublas,tinygemm --shape 16,8192,8192
     python runner.py --list-ops | --list-backends [--op OP]
     python runner.py compare BASE NEW      # perf-regression report (compare --help)
+    python runner.py report DIR            # rebuild a run's tables and plots from its rows.jsonl
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 from qgemm_bench import operators
 from qgemm_bench.backends import registry
 from qgemm_bench.errors import InputError
+from qgemm_bench.harness import args as types
+from qgemm_bench.harness import signals
 
 EPILOG = """\
 defaults: on CUDA the op's GPU preset (llama layer shapes; skinny for split_k_gemm),
@@ -21,8 +24,12 @@ bfloat16, CUDA-graph timing over rotating input copies larger than 2x L2;
 without CUDA the smoke preset, float16, wall-clock CPU timing and the backends
 that can run on CPU. Results go to results/runs/<date>-<op>-<device>/:
 rows.jsonl (appended as measured), results.csv, results.json (metadata and raw
-samples), report.md and PNG plots.
-exit status: 0 done, 2 bad usage, 130 interrupted (what was measured is kept).
+samples), report.md and PNG plots. Rows stream to rows.jsonl as measured;
+`runner.py report DIR` rebuilds the rest from it (e.g. after kill -9).
+exit status: 0 done, 1 stopped early (the CUDA context was lost: the rest is
+`skipped`) or an output could not be written, 2 bad usage (nothing is
+measured or written), 130 Ctrl-C, 143 SIGTERM (what was measured is kept and
+the tables are written).
 
 compare two runs: python runner.py compare BASE NEW (see: runner.py compare --help)."""
 
@@ -35,7 +42,8 @@ since a GPU's clocks move between rounds more than within one.
 regressed/improved: beyond the threshold and p < alpha; noisy:
 beyond the threshold, not significant. Any weight or peak memory increase
 beyond max(1%, 1 MiB) regresses; correct -> incorrect, or a row that ran in
-BASE and fails in NEW, fails whatever the time.
+BASE and fails in NEW, fails whatever the time. A row of BASE missing from NEW
+(removed: a backend or shape that disappeared) fails unless --allow-removed.
 The runs' fingerprints (GPU, driver, torch/triton/helion/CUDA versions, timing
 mode, dtype, op settings) must match unless --allow-mismatch.
 exit status: 0 clean (or --warn-only), 1 regression or correctness failure,
@@ -43,7 +51,7 @@ exit status: 0 clean (or --warn-only), 1 regression or correctness failure,
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = types.Parser(
         prog="runner.py", description="Benchmark int4 / NVFP4 / split-K GEMM backends: latency, "
         "throughput, % of speed-of-light, memory, accuracy and speedup vs a baseline.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,11 +69,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", help="activation dtype: bfloat16 or float16 (default: bfloat16 on CUDA, "
                    "float16 on CPU, where the Triton interpreter has no bfloat16)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    p.add_argument("--warmup", type=float, default=25.0, metavar="MS", help="warm-up time per backend and "
+    p.add_argument("--warmup", type=types.milliseconds, default=25.0, metavar="MS", help="warm-up time per backend and "
                    "shape in ms (default 25); compilation happens before and is never timed")
-    p.add_argument("--rep", type=float, default=100.0, metavar="MS",
+    p.add_argument("--rep", type=types.positive_milliseconds, default=100.0, metavar="MS",
                    help="timed time per backend and shape in ms (default 100; at least 10 samples, 3 on CPU)")
-    p.add_argument("--repeats", type=int, default=1, metavar="N",
+    p.add_argument("--repeats", type=types.repeats, default=1, metavar="N",
                    help="measure every shape N times, cycling through the backends each time, and pool the "
                    "samples; each round's median is kept, and compare tests runs of 3+ rounds round by round "
                    "(the GPU's clocks drift between rounds; default 1)")
@@ -74,7 +82,7 @@ def parser() -> argparse.ArgumentParser:
                    "~8-12 us of event overhead to small kernels)")
     p.add_argument("--output-dir", metavar="DIR", help="write the run here (must be new or empty)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--seed", type=int, default=0, help="seed for the random inputs (default 0)")
+    p.add_argument("--seed", type=types.seed, default=0, help="seed for the random inputs (default 0)")
     ops = p.add_argument_group("operator settings (each applies to its operator only)")
     for op in operators.all_ops():
         op.add_arguments(ops)
@@ -85,56 +93,79 @@ def parser() -> argparse.ArgumentParser:
 def compare_parser() -> argparse.ArgumentParser:
     from qgemm_bench.harness import compare as c
 
-    p = argparse.ArgumentParser(prog="runner.py compare", description="Compare two runs for perf "
+    p = types.Parser(prog="runner.py compare", description="Compare two runs for perf "
                                 "regressions: a report for a CI job summary or a PR comment.",
                                 epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("base", metavar="BASE", help="baseline run folder or its results.json")
     p.add_argument("new", metavar="NEW", help="new run folder or its results.json")
-    p.add_argument("--threshold", type=float, default=c.THRESHOLD, metavar="F",
+    p.add_argument("--threshold", type=types.positive_float, default=c.THRESHOLD, metavar="F",
                    help=f"relative change that counts (default {c.THRESHOLD})")
-    p.add_argument("--small-threshold", type=float, default=c.SMALL_THRESHOLD, metavar="F",
+    p.add_argument("--small-threshold", type=types.positive_float, default=c.SMALL_THRESHOLD, metavar="F",
                    help=f"threshold for rows whose base median is under --small-us (default {c.SMALL_THRESHOLD})")
-    p.add_argument("--small-us", type=float, default=c.SMALL_US, metavar="US",
+    p.add_argument("--small-us", type=types.float_in(0.0, float("inf")), default=c.SMALL_US, metavar="US",
                    help=f"what counts as a small kernel (default {c.SMALL_US:g} us)")
-    p.add_argument("--alpha", type=float, default=c.ALPHA, help=f"significance level (default {c.ALPHA})")
+    p.add_argument("--alpha", type=types.float_in(0.0, 1.0, lo_open=True, hi_open=True), default=c.ALPHA,
+                   help=f"significance level (default {c.ALPHA})")
     p.add_argument("--format", choices=["md", "text", "json"], default="md", help="report format (default md)")
     p.add_argument("--output", metavar="FILE", help="write the report here (stdout gets the summary line)")
-    p.add_argument("--plot", metavar="PNG", help="also plot the ratios with their CIs")
+    p.add_argument("--plot", metavar="PNG", help="also plot the ratios with their CIs (.png, .svg or .pdf)")
     p.add_argument("--warn-only", action="store_true", help="exit 0 even on regressions")
     p.add_argument("--allow-mismatch", action="store_true",
                    help="compare runs whose GPU or software differ (the report lists what differs)")
+    p.add_argument("--allow-removed", action="store_true",
+                   help="do not fail when rows of BASE are missing from NEW (a backend or shape dropped on purpose)")
+    return p
+
+
+def report_parser() -> argparse.ArgumentParser:
+    p = types.Parser(prog="runner.py report", description="Rebuild a run's results.csv, results.json, "
+                     "report.md and plots from its rows.jsonl (e.g. after the run was killed).")
+    p.add_argument("dir", metavar="DIR", help="the run folder")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every entry: one line on stderr and exit 2 for bad usage; Ctrl-C
+    (130) and SIGTERM (143) without a traceback, wherever they land."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["compare"]:
-        return _compare(argv[1:])
-    args = parser().parse_args(argv)
-    from qgemm_bench.harness import benchmark
-
+    commands = {"compare": _compare, "report": _report}
+    command = commands.get(argv[0] if argv else "", _run)
     try:
-        if args.list_ops:
-            print(benchmark.list_ops())
-            return 0
-        if args.list_backends:
-            print(benchmark.list_backends(args.op, args.device))
-            return 0
-        if not args.op:
-            raise InputError("--op is required (see --list-ops)")
-        return benchmark.execute(args)
+        with signals.terminate_as_interrupt():
+            return command(argv[1:] if command is not _run else argv)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:
+        print(f"\n{signals.describe(e)}", file=sys.stderr)
+        return signals.exit_code(e)
+
+
+def _run(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    from qgemm_bench.harness import benchmark
+
+    if args.list_ops:
+        print(benchmark.list_ops())
+        return 0
+    if args.list_backends:
+        print(benchmark.list_backends(args.op, args.device))
+        return 0
+    if not args.op:
+        raise InputError("--op is required (see --list-ops)")
+    return benchmark.execute(args)
 
 
 def _compare(argv: list[str]) -> int:
     args = compare_parser().parse_args(argv)
     from qgemm_bench.harness import compare
 
-    try:
-        return compare.main(args)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return compare.main(args)
 
+
+def _report(argv: list[str]) -> int:
+    args = report_parser().parse_args(argv)
+    from qgemm_bench.harness import rebuild
+
+    return rebuild.main(args)

@@ -31,6 +31,15 @@ def cli(*args):
     (["--op", "int4_gemm", "--backends", "torch,cutlass"], "unknown backend 'cutlass'"),
     (["--op", "int4_gemm", "--baseline", "nope"], "unknown backend 'nope'"),
     (["--op", "int4_gemm", "--shape", "1,2"], "expected three integers M,K,N"),
+    # A leading '-' used to make argparse say only "expected one argument".
+    (["--op", "int4_gemm", "--shape", "-1,128,16"], "--shape '-1,128,16': sizes must be positive integers"),
+    (["--op", "int4_gemm", "--shape", "0,128,64"], "sizes must be positive integers"),
+    (["--op", "int4_gemm", "--shape", "1.5,128,64"], "sizes must be positive integers"),
+    # 10**12 in any dimension: refused before allocating anything.
+    (["--op", "int4_gemm", "--shape", "1000000000000,128,64"], "needs at least"),
+    (["--op", "int4_gemm", "--shape", "1,1000000000000,64"], "needs at least"),
+    (["--op", "int4_gemm", "--shape", "1,128,1000000000000"], "needs at least"),
+    (["--op", "split_k_gemm", "--shape", "16,1000000000000,16"], "needs at least"),
     (["--op", "int4_gemm", "--shape", "1,129,64"], "K=129 is odd"),
     (["--op", "int4_gemm", "--shape", "1,192,64"], "not divisible by group_size=128"),
     (["--op", "int4_gemm", "--group-size", "3"], "positive even integer"),
@@ -43,8 +52,33 @@ def cli(*args):
     (["--op", "int4_gemm", "--bias"], "--bias applies to split_k_gemm only"),
     (["--op", "int4_gemm", "--shapes", "huge"], "unknown preset 'huge'"),
     (["--op", "int4_gemm", "--timing", "events"], "CPU runs are timed with a wall clock"),
-    (["--op", "int4_gemm", "--rep", "0"], "--rep > 0"),
-    (["--op", "int4_gemm", "--repeats", "0"], "--repeats must be >= 1"),
+    (["--op", "int4_gemm", "--rep", "0"], "argument --rep: '0' is out of range"),
+    # Non-finite and out-of-range numbers: refused up front (inf warm-up hung, nan ran every row as an error).
+    (["--op", "int4_gemm", "--warmup", "inf"], "argument --warmup: must be a finite number, not 'inf'"),
+    (["--op", "int4_gemm", "--warmup", "nan"], "argument --warmup: must be a finite number, not 'nan'"),
+    (["--op", "int4_gemm", "--rep", "nan"], "argument --rep: must be a finite number"),
+    (["--op", "int4_gemm", "--rep", "inf"], "argument --rep: must be a finite number"),
+    (["--op", "int4_gemm", "--rep", "-inf"], "argument --rep: must be a finite number"),
+    (["--op", "int4_gemm", "--warmup", "-1"], "argument --warmup: '-1' is out of range"),
+    (["--op", "int4_gemm", "--warmup", "1e12"], "argument --warmup: '1e12' is out of range"),
+    (["--op", "int4_gemm", "--rep", "abc"], "argument --rep: expected a number, not 'abc'"),
+    (["--op", "int4_gemm", "--seed", "99999999999999999999999"], "argument --seed: '99999999999999999999999' is "
+                                                                 "out of range"),
+    (["--op", "int4_gemm", "--seed", "-1"], "argument --seed: '-1' is out of range"),
+    (["--op", "int4_gemm", "--seed", "1.5"], "argument --seed: expected an integer"),
+    (["--op", "int4_gemm", "--repeats", "0"], "argument --repeats: '0' is out of range"),
+    (["--op", "int4_gemm", "--repeats", "nan"], "argument --repeats: expected an integer"),
+    (["--op", "int4_gemm", "--autotune-budget", "-inf"], "--autotune-budget must be a finite number"),
+    (["--op", "int4_gemm", "--autotune-budget", "nan"], "--autotune-budget must be a finite number"),
+    (["--op", "int4_gemm", "--group-size", "-2"], "positive even integer"),
+    # --backends: ',' used to run everything; repeated names gave duplicate rows.
+    (["--op", "int4_gemm", "--backends", ","], "--backends ',': an empty name"),
+    (["--op", "int4_gemm", "--backends", "torch,,cublas"], "an empty name"),
+    (["--op", "int4_gemm", "--backends", "torch,torch,cublas"], "names torch more than once"),
+    # argparse's own errors: one line too, no usage block.
+    (["--op", "int4_gemm", "--timing", "bogus"], "argument --timing: invalid choice: 'bogus'"),
+    (["--op", "int4_gemm", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["--op", "int4_gemm", "--shape"], "argument --shape: expected one argument"),
     ([], "--op is required"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path):
@@ -98,6 +132,26 @@ def test_help_and_listings():
     assert r.returncode == 0 and "tinygemm" in r.stdout and "needs a CUDA device" in r.stdout
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU listing")
+def test_list_backends_on_cpu_says_what_runs_and_stays_aligned():
+    from qgemm_bench.backends import registry
+
+    r = cli("--list-backends")
+    assert r.returncode == 0, r.stderr
+    lines = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("  ")}
+    # The runner runs triton and helion in the interpreter on CPU: the listing must not say otherwise.
+    for name in ("triton", "helion", "triton_deterministic"):
+        assert "[runs here" in lines[name], lines[name]
+    assert "[runs here: torch.matmul on the CPU" in lines["cublas"]
+    # Every summary starts in one column, the longest name (triton_deterministic) included.
+    columns = set()
+    for op in ("int4_gemm", "nvfp4_gemm", "split_k_gemm"):
+        for b in registry.for_op(op):
+            line = next(v for v in r.stdout.splitlines() if v.startswith(f"  {b.name} ") and b.summary in v)
+            columns.add(line.index(b.summary))
+    assert len(columns) == 1, columns
+
+
 def read_run(folder: Path):
     doc = json.loads((folder / "results.json").read_text())
     return doc["metadata"], doc["rows"]
@@ -114,6 +168,8 @@ def test_smoke_run_writes_every_output(tmp_path, capsys):
     assert len(rows) == 4 * 2  # smoke shapes x backends
     assert meta["settings"]["dtype"] == "float16" and meta["settings"]["timing"] == "cpu-wall"
     assert meta["torch"] == torch.__version__ and "date" in meta and "git_commit" in meta
+    assert meta["wall_s"] > 0 and {"inputs", "prepare torch", "measure cublas"} <= set(meta["phase_s"])
+    assert meta["interrupted"] is False and meta["stopped"] == ""
     for r in rows:
         assert r["status"] == "ok" and r["timing"] == "cpu-wall"
         assert len(r["samples_us"]) >= 3 and r["p20_us"] <= r["p50_us"] <= r["p80_us"]
@@ -126,7 +182,7 @@ def test_smoke_run_writes_every_output(tmp_path, capsys):
     assert len(csv) == 8 and "samples_us" not in csv.columns
     assert len((out / "rows.jsonl").read_text().splitlines()) == 8
     printed = capsys.readouterr().out
-    assert "1x128x64" in printed and "speedup = torch p50" in printed
+    assert "1x128x64" in printed and "speedup = torch p50" in printed and "\nwall time " in printed
 
 
 def test_failing_and_wrong_backends_become_rows(tmp_path, monkeypatch):

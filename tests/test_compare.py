@@ -2,14 +2,19 @@
 
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import runner
 from qgemm_bench.harness import compare
-from qgemm_bench.harness.results import ERROR, INCORRECT, OK, Row, RunFolder
+from qgemm_bench.harness.outputs import results_json
+from qgemm_bench.harness.results import ERROR, INCORRECT, OK, UNAVAILABLE, Row
 
+REPO = Path(__file__).resolve().parent.parent
 META = {"gpu": "NVIDIA H100 80GB HBM3", "capability": "9.0", "driver": "580.1", "torch": "2.11.0",
         "triton": "3.6.0", "helion": "1.4.0", "cuda": "13.0", "git_commit": "abc", "date": "2026-11-22",
         "settings": {"timing": "graph", "dtype": "bfloat16", "op_settings": "group=128"}}
@@ -27,11 +32,11 @@ def row(backend="triton", M=16, us=100.0, spread=0.5, n=60, seed=0, status=OK, *
 
 
 def write(path, rows, **meta):
-    folder = RunFolder(path)
+    path.mkdir(parents=True)
     m = json.loads(json.dumps(META))
     for k, v in meta.items():
         (m["settings"] if k in m["settings"] else m)[k] = v
-    folder.write(rows, m)
+    (path / "results.json").write_text(results_json(rows, m))
     return str(path)
 
 
@@ -121,11 +126,31 @@ def test_memory_is_compared_exactly(tmp_path, field, new_value, flags):
         assert "memory" in doc["rows"][0]["note"]
 
 
-def test_added_and_removed_rows(tmp_path):
+def test_a_removed_backend_fails_unless_allowed(tmp_path):
     code, doc = run_compare(tmp_path, [row("triton"), row("cublas")], [row("triton", seed=1), row("helion")])
-    assert code == 0
+    assert code == 1 and doc["summary"].startswith("FAIL: 3 rows: 1 removed, 1 added, 1 unchanged")
     assert statuses(doc) == {("triton", "16x8192x8192"): "unchanged", ("cublas", "16x8192x8192"): "removed",
                              ("helion", "16x8192x8192"): "added"}
+    gone = next(r for r in doc["rows"] if r["status"] == "removed")
+    assert gone["gating"] and "--allow-removed" in gone["note"]
+    code, doc = run_compare(tmp_path / "allowed", [row("triton"), row("cublas")], [row("triton", seed=1)],
+                            "--allow-removed")
+    assert code == 0 and not doc["failed"] and statuses(doc)[("cublas", "16x8192x8192")] == "removed"
+
+
+def test_a_row_unavailable_in_base_may_disappear(tmp_path):
+    gone = row("tinygemm", status=UNAVAILABLE, reason="needs a CUDA device")
+    code, doc = run_compare(tmp_path, [row("triton"), gone], [row("triton", seed=1)])
+    assert code == 0 and statuses(doc)[("tinygemm", "16x8192x8192")] == "removed"
+
+
+def test_every_row_removed_against_the_committed_baseline_fails(tmp_path, capsys):
+    """A CPU run against results/h100 with --allow-mismatch used to say "ok: 240 removed", exit 0."""
+    base = REPO / "results" / "h100" / "int4_gemm"
+    new = write(tmp_path / "new", [row("torch", M=1, K=128, N=64)], gpu=None)
+    code = runner.main(["compare", str(base), new, "--allow-mismatch", "--format", "text"])
+    out = capsys.readouterr().out
+    assert code == 1 and out.startswith("FAIL: 241 rows: 240 removed, 1 added"), out[:200]
 
 
 def test_fingerprint_mismatch_is_incomparable(tmp_path, capsys):
@@ -166,10 +191,36 @@ def test_text_format_and_same_run(tmp_path, capsys):
     assert code == 0 and out.startswith("ok: 2 rows: 2 unchanged") and "**" not in out
 
 
+def _doc(**change):
+    """A valid results document, one row, with `change` applied (metadata.X / row.X / top-level keys)."""
+    doc = json.loads(results_json([row()], META))
+    for k, v in change.items():
+        where, _, name = k.partition("__")
+        target = {"meta": doc["metadata"], "row": doc["rows"][0], "doc": doc}[where]
+        target[name] = v
+    return json.dumps(doc)
+
+
 @pytest.mark.parametrize("setup,message", [
     ("missing", "no such run folder"),
-    ("unfinished", "rows.jsonl but no results.json"),
-    ("garbage", "not a qgemm-bench results file"),
+    ("unfinished", "rows.jsonl but no results.json (the run did not finish; rebuild it with: python runner.py "
+                   "report"),
+    ("results_is_a_folder", "results.json: cannot read it (Is a directory)"),
+    ('{"rows": 3}', "not a qgemm-bench results file"),
+    ('{"metadata": [], "rows": []}', 'not a qgemm-bench results file (expected {"metadata": {...}, "rows": [...]})'),
+    ("{not json", "not a qgemm-bench results file (not JSON"),
+    (_doc(meta__settings="x"), "metadata.settings must be an object, not str"),
+    (_doc(doc__rows=[]), "holds no rows (nothing to compare)"),
+    (_doc(doc__rows=[3]), "row 1: expected an object, not int"),
+    (_doc(row__p50_us="abc"), 'row 1: p50_us="abc": expected a finite number or null'),
+    (_doc(row__samples_us=None), "row 1: samples_us=null: expected a list of finite numbers"),
+    (_doc(row__samples_us=[1.0, "x"]), "samples_us"),
+    (_doc(row__M=-1), "row 1: M=-1: expected a positive integer"),
+    (_doc(row__status=3), "row 1: status=3: expected text"),
+    (_doc(row__settings=[1]), "row 1: settings=[1]: expected an object"),
+    (_doc(row__speed=1.0), "row 1: unknown field 'speed'"),
+    (_doc(row__settings="group=abc"), "row 1: settings 'group=abc'"),
+    (_doc(row__samples_us=[1.0, 2.0, 12345.678]).replace("12345.678", "NaN"), "samples_us=[1.0, 2.0, NaN]"),
 ])
 def test_bad_inputs_are_one_line_exit_2(tmp_path, capsys, setup, message):
     good = write(tmp_path / "good", [row()])
@@ -177,12 +228,53 @@ def test_bad_inputs_are_one_line_exit_2(tmp_path, capsys, setup, message):
     if setup == "unfinished":
         bad.mkdir()
         (bad / "rows.jsonl").write_text("{}\n")
-    elif setup == "garbage":
+    elif setup == "results_is_a_folder":
+        (bad / "results.json").mkdir(parents=True)
+    elif setup != "missing":
         bad = tmp_path / "bad.json"
-        bad.write_text("{\"rows\": 3}")
-    code = runner.main(["compare", good, str(bad)])
+        bad.write_text(setup)
+    for args in ([good, str(bad)], [str(bad), good]):
+        code = runner.main(["compare", *args])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--plot", "out.xyz"], "--plot out.xyz: expected a file ending in .png, .svg, .pdf"),
+    (["--plot", "nowhere/ratios.png"], "--plot nowhere/ratios.png: no such folder"),
+    (["--output", "nowhere/report.md"], "--output nowhere/report.md: no such folder"),
+    (["--threshold", "nan"], "argument --threshold: must be a finite number"),
+    (["--threshold", "inf"], "argument --threshold: must be a finite number"),
+    (["--threshold", "-0.1"], "argument --threshold: '-0.1' is out of range"),
+    (["--small-us", "-1"], "argument --small-us: '-1' is out of range"),
+    (["--alpha", "1"], "argument --alpha: '1' is out of range"),
+    (["--format", "html"], "argument --format: invalid choice: 'html'"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_options_are_one_line_exit_2(tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    good = write(tmp_path / "good", [row()])
+    code = runner.main(["compare", good, good, *args])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good"]  # nothing written
+
+
+def test_compare_as_a_module_runs_the_comparison(tmp_path):
+    base = write(tmp_path / "base", [row(us=100)])
+    new = write(tmp_path / "new", [row(us=130, seed=1)])
+    r = subprocess.run([sys.executable, "-m", "qgemm_bench.harness.compare", base, new, "--format", "text"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stdout.startswith("FAIL: 1 rows: 1 regressed"), (r.stdout, r.stderr)
+
+
+def test_plot_formats_and_an_interrupted_run_are_said(tmp_path, capsys):
+    base = write(tmp_path / "base", [row("triton"), row("cublas")])
+    new = write(tmp_path / "new", [row("triton", seed=1)], interrupted=True, stopped="terminated (SIGTERM)")
+    code = runner.main(["compare", base, new, "--plot", str(tmp_path / "ratios.svg")])
+    md = capsys.readouterr().out
+    assert code == 1 and "**The new run stopped early** (terminated (SIGTERM))" in md
+    assert (tmp_path / "ratios.svg").read_text().startswith("<?xml")
 
 
 def rounds_row(round_us, spread=0.3, n=20, seed=0, **kw) -> Row:

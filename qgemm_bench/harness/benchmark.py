@@ -5,64 +5,118 @@ from __future__ import annotations
 import datetime
 import sys
 import time
+import warnings
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import torch
 
 from qgemm_bench import operators
 from qgemm_bench.backends import checks, registry
-from qgemm_bench.harness import environment, plan, plots, report
-from qgemm_bench.harness.results import RunFolder, frame
+from qgemm_bench.errors import InputError
+from qgemm_bench.harness import environment, outputs, plan, report, signals
+from qgemm_bench.harness.assemble import assemble
+from qgemm_bench.harness.outputs import RunFolder, WriteError
 from qgemm_bench.harness.sweep import run
 from qgemm_bench.types import Case, dtype_name
 
 
 def default_folder(p: plan.Plan) -> Path:
+    """results/runs/<date>-<op>-<device>; RunFolder.claim_new adds -2, -3 ...
+    when another run started in the same second took it."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     where = "cpu" if p.device.type == "cpu" else torch.cuda.get_device_name(p.device).split()[-1]
     return environment.REPO / "results" / "runs" / f"{stamp}-{p.op.NAME}-{where.lower()}"
 
 
-def execute(args) -> int:
-    start = time.perf_counter()
-    p = plan.build(args)
-    out_dir = Path(args.output_dir) if args.output_dir else default_folder(p)
-    RunFolder.check_new(out_dir)
-    if p.device.type == "cpu":
-        print("note: CPU run: latencies are wall-clock CPU timings, not comparable with GPU numbers",
-              file=sys.stderr)
-    else:
-        torch.cuda.set_device(p.device)
-        t0 = time.perf_counter()
-        p.ceilings = environment.measure_ceilings(p.device)
-        p.phase_s["ceilings"] = time.perf_counter() - t0
-        p.l2_bytes = torch.cuda.get_device_properties(p.device).L2_cache_size
-    folder = RunFolder(out_dir)
+@contextmanager
+def _quiet_interpreter(device: torch.device):
+    """The Triton interpreter evaluates masked-off lanes too; casting their
+    arbitrary (never stored) values to fp16 overflows and numpy warns, though
+    every row is checked against the reference. Silence that warning only."""
+    with warnings.catch_warnings():
+        if device.type == "cpu":
+            warnings.filterwarnings("ignore", message="overflow encountered in cast", category=RuntimeWarning,
+                                    module=r"triton\.runtime\.interpreter")
+        yield
+
+
+def metadata(p: plan.Plan, args) -> dict:
     meta = environment.collect(p.device)
     meta["ceilings"] = p.ceilings
     meta["settings"] = {
         "op": p.op.NAME, "backends": [b.name for b in p.backends], "baseline": p.backends[0].name,
-        "shapes": args.shapes, "n_shapes": len(p.shapes), "dtype": dtype_name(p.dtype),
-        "op_settings": p.op_settings.as_dict(), "op_settings_label": p.op_settings.label(),
+        "shapes": args.shapes, "n_shapes": len(p.shapes), "shape_list": [str(s) for s in p.shapes],
+        "dtype": dtype_name(p.dtype), "op_settings": p.op_settings.as_dict(),
+        "op_settings_label": p.op_settings.label(),
         "timing": p.measure.timing if p.device.type == "cuda" else "cpu-wall",
         "warmup_ms": p.measure.warmup_ms, "rep_ms": p.measure.rep_ms, "repeats": p.repeats, "seed": p.seed,
         **p.backend_meta,
         "argv": sys.argv[1:],
     }
-    rows, interrupted = run(p, folder)
-    meta["interrupted"] = interrupted
+    return meta
+
+
+def execute(args) -> int:
+    """A run: plan, claim the folder, measure, write. Exit 0 done, 1 stopped
+    by a lost CUDA context or outputs that could not be written, 2 bad usage
+    (before anything is measured), 130 Ctrl-C, 143 SIGTERM."""
+    start = time.perf_counter()
+    p = plan.build(args)
+    folder = RunFolder.claim(args.output_dir) if args.output_dir else RunFolder.claim_new(default_folder(p))
+    try:
+        if p.device.type == "cpu":
+            print("note: CPU run: latencies are wall-clock CPU timings, not comparable with GPU numbers",
+                  file=sys.stderr)
+        else:
+            torch.cuda.set_device(p.device)
+            t0 = time.perf_counter()
+            p.ceilings = environment.measure_ceilings(p.device)
+            p.phase_s["ceilings"] = time.perf_counter() - t0
+            p.l2_bytes = torch.cuda.get_device_properties(p.device).L2_cache_size
+        meta = metadata(p, args)
+        try:
+            folder.write_metadata(meta)  # what `runner.py report DIR` rebuilds a killed run with
+        except WriteError as e:
+            raise InputError(str(e)) from None
+        with _quiet_interpreter(p.device):
+            outcome = run(p, folder)
+    finally:
+        folder.close()
+    meta["interrupted"] = bool(outcome.stopped)
+    meta["stopped"] = outcome.stopped
     meta["wall_s"] = round(time.perf_counter() - start, 2)  # to the last row; writing the outputs follows
     meta["phase_s"] = {k: round(v, 2) for k, v in sorted(p.phase_s.items(), key=lambda kv: -kv[1])}
-    folder.write(rows, meta)
-    df = frame(rows)
-    written = [] if args.no_plots else plots.write(df, meta, p.op.PLOT_X, folder.path)
-    (folder.path / "report.md").write_text(report.markdown(rows, meta, written), encoding="utf-8")
-    print(report.console(rows, p.backends[0].name))
-    if interrupted:
-        print(f"\ninterrupted: {len(rows)} row(s) kept", file=sys.stderr)
-    print(f"\n{report.wall_time(meta, time.perf_counter() - start)}")
-    print(f"results: {folder.path}")
-    return 130 if interrupted else 0
+    with signals.deferred() as late:
+        with suppress(WriteError):  # "stopped" tells a rebuild that the sweep ended, and how
+            folder.write_metadata(meta)
+        code = finish(folder.path, outcome.records, meta, p.op.PLOT_X, not args.no_plots, outcome)
+        print(f"\n{report.wall_time(meta, time.perf_counter() - start)}")
+        print(f"results: {folder.path}")
+    return code or (128 + late[0] if late else 0)
+
+
+def finish(path: Path, records, meta: dict, x: str, plots: bool, outcome=None) -> int:
+    """Pool the records into rows, write every output, print the table and
+    what went wrong; the exit status (0 when nothing did)."""
+    rows = assemble(records, meta)
+    _, failures = outputs.write_all(path, rows, meta, x, plots)
+    print(report.console(rows, meta["settings"]["baseline"]))
+    code = 0
+    if outcome is not None and outcome.stopped:
+        code = outcome.exit_code
+        if outcome.exit_code in (130, 143):
+            print(f"\n{outcome.stopped}: {len(rows)} row(s) kept", file=sys.stderr)
+        else:
+            extra = f"; {outcome.skipped} (shape, backend) not run" if outcome.skipped else ""
+            print(f"\nerror: the run stopped early: {outcome.stopped}{extra}", file=sys.stderr)
+    for f in failures:
+        print(f"error: {f}", file=sys.stderr)
+    if failures:
+        print(f"error: rows.jsonl keeps every measured row; rebuild the rest with: "
+              f"python runner.py report {path}", file=sys.stderr)
+        code = code or 1
+    return code
 
 
 def list_ops() -> str:
@@ -88,5 +142,7 @@ def list_backends(op_name: str | None, device_name: str) -> str:
         for b in registry.for_op(op.NAME):
             why = b.why_not(Case(op.NAME, shape, dtype, device, op.Settings()))
             here = "runs here" if why is None else f"not here: {why}"
+            if why is None and device.type == "cpu" and b.name in report.ON_CPU:
+                here += f": {report.ON_CPU[b.name]}"
             lines.append(f"  {b.name:<{width}}  {b.summary} [{here}]")
     return "\n".join(lines)

@@ -19,18 +19,17 @@ interval on their logarithms.
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from scipy.stats import mannwhitneyu, ttest_ind
 from scipy.stats import t as student_t
-from tabulate import tabulate
 
 from qgemm_bench.errors import InputError
-from qgemm_bench.harness.results import INCORRECT, OK, Row, load, settings_key
+from qgemm_bench.harness.outputs import WriteError, write_atomic
+from qgemm_bench.harness.results import INCORRECT, OK, UNAVAILABLE, Row, load, settings_key
 
 REGRESSED, IMPROVED, UNCHANGED, NOISY = "regressed", "improved", "unchanged", "noisy"
 ADDED, REMOVED, INCOMPARABLE = "added", "removed", "incomparable"
@@ -60,6 +59,7 @@ class Options:
     small_us: float = SMALL_US
     alpha: float = ALPHA
     seed: int = 0
+    allow_removed: bool = False
 
 
 @dataclass
@@ -90,13 +90,12 @@ def load_run(path: str) -> tuple[dict, list[Row]]:
     if not p.exists():
         raise InputError(f"{path}: no such run folder or JSON file")
     if p.is_dir() and not (p / "results.json").exists():
-        what = "rows.jsonl but no results.json (the run did not finish)" if (p / "rows.jsonl").exists() \
-            else "no results.json"
+        what = (f"rows.jsonl but no results.json (the run did not finish; rebuild it with: python runner.py "
+                f"report {path})") if (p / "rows.jsonl").exists() else "no results.json"
         raise InputError(f"{path}: {what}")
-    try:
-        meta, rows = load(p)
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not a qgemm-bench results file ({type(e).__name__}: {e})") from None
+    meta, rows = load(p)  # InputError naming the file and what is wrong in it
+    if not rows:
+        raise InputError(f"{path}: holds no rows (nothing to compare)")
     keys = [key(r) for r in rows]
     if len(set(keys)) != len(keys):
         raise InputError(f"{path}: the same (op, backend, shape, dtype, settings) appears twice")
@@ -197,6 +196,20 @@ def compare_row(b: Row, n: Row, opt: Options, rng: np.random.Generator) -> Compa
     return c
 
 
+def removed(b: Row, opt: Options) -> Compared:
+    """A row of BASE that NEW lacks: a backend or shape that disappeared
+    fails the comparison (unless --allow-removed), except one that never ran
+    in BASE (unavailable there: nothing measured is lost)."""
+    c = Compared(b.op, b.backend, b.shape, b.dtype, b.settings_label, REMOVED, base_us=b.p50_us)
+    if b.status == UNAVAILABLE:
+        c.note = f"unavailable in base: {b.reason}"
+    elif opt.allow_removed:
+        c.note = "missing from new (allowed: --allow-removed)"
+    else:
+        c.gating, c.note = True, "missing from new (pass --allow-removed if intended)"
+    return c
+
+
 def compare(base_rows: list[Row], new_rows: list[Row], opt: Options) -> list[Compared]:
     rng = np.random.default_rng(opt.seed)
     base = {key(r): r for r in base_rows}
@@ -210,7 +223,7 @@ def compare(base_rows: list[Row], new_rows: list[Row], opt: Options) -> list[Com
                                 note="" if n.status == OK else f"{n.status}: {n.reason}"))
     for k, b in base.items():
         if k not in new:
-            out.append(Compared(b.op, b.backend, b.shape, b.dtype, b.settings_label, REMOVED, base_us=b.p50_us))
+            out.append(removed(b, opt))
     return out
 
 
@@ -232,116 +245,32 @@ def geomeans(rows: list[Compared]) -> list[list]:
             for (op, be), v in sorted(groups.items())]
 
 
-# ---------------------------------------------------------------- rendering
-
-TABLE_HEADERS = ["status", "op", "backend", "shape MxKxN", "settings", "base us", "new us", "ratio",
-                 "95% CI", "p", "note"]
-
-
-def _f(v, fmt):
-    return "" if v is None else format(v, fmt)
-
-
-def _table_rows(rows: list[Compared], bold: bool = True) -> list[list[str]]:
-    return [[f"**{r.status}**" if r.gating and bold else r.status, r.op, r.backend, r.shape, r.settings,
-             _f(r.base_us, ".1f"), _f(r.new_us, ".1f"), _f(r.ratio, ".3f"),
-             f"{r.ci_low:.3f}-{r.ci_high:.3f}" if r.ci_low is not None else "", _f(r.p_value, ".1g"),
-             r.note] for r in rows]
-
-
-def _by_ratio(rows: list[Compared]) -> list[Compared]:
-    order = {s: i for i, s in enumerate(STATUS_ORDER)}
-    return sorted(rows, key=lambda r: (order[r.status], -(r.ratio or 0)))
-
-
-def summary_line(rows: list[Compared], opt: Options) -> str:
-    c = counts(rows)
-    verdict = "FAIL" if failed(rows) else "ok"
-    parts = ", ".join(f"{v} {k}" for k, v in c.items())
-    return (f"{verdict}: {len(rows)} rows: {parts} (threshold {opt.threshold:.0%}, "
-            f"{opt.small_threshold:.0%} under {opt.small_us:g} us; significance p < {opt.alpha:g})")
-
-
-def _run_label(meta: dict) -> str:
-    return f"{(meta.get('git_commit') or 'unknown commit')[:12]} ({meta.get('date', '?')})"
-
-
-def markdown(rows, base_meta, new_meta, opt: Options, mismatch, plot: str | None = None) -> str:
-    lines = ["# qgemm-bench comparison", "", f"**{summary_line(rows, opt)}**", "",
-             f"base: {_run_label(base_meta)} · new: {_run_label(new_meta)} · GPU: {new_meta.get('gpu') or 'CPU'}",
-             ""]
-    if mismatch:
-        lines += ["**The runs' fingerprints differ** (compared anyway, `--allow-mismatch`):", "",
-                  tabulate([[k, a, b] for k, a, b in mismatch], headers=["", "base", "new"], tablefmt="github"),
-                  ""]
-    gm = geomeans(rows)
-    if gm:
-        lines += ["## Geometric mean of new/base latency", "",
-                  tabulate([[op, be, n, f"{g:.3f}", f"{lo:.3f}", f"{hi:.3f}"] for op, be, n, g, lo, hi in gm],
-                           headers=["op", "backend", "rows", "geomean", "min", "max"], tablefmt="github"), ""]
-    changed = [r for r in _by_ratio(rows) if r.status != UNCHANGED]
-    lines += ["## Changed rows", ""]
-    lines += [tabulate(_table_rows(changed), headers=TABLE_HEADERS, tablefmt="github", disable_numparse=True)
-              if changed else "None.", ""]
-    if plot:
-        lines += [f"![ratios]({plot})", ""]
-    lines += ["<details><summary>All rows</summary>", "",
-              tabulate(_table_rows(_by_ratio(rows)), headers=TABLE_HEADERS, tablefmt="github",
-                       disable_numparse=True), "", "</details>", "",
-              "ratio = new median / base median; CI: percentile bootstrap of that ratio; p: two-sided "
-              "Mann-Whitney U on the raw samples. Rows noted \"rounds\" (both runs with --repeats >= "
-              f"{MIN_ROUNDS}) use the round medians instead: ratio of their geometric means, Welch's t-test "
-              "and its interval on their logs. A row regresses when its ratio is beyond the threshold and "
-              "p < alpha; beyond the threshold without significance it is noisy."]
-    return "\n".join(lines) + "\n"
-
-
-def text(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
-    out = [summary_line(rows, opt), f"base: {_run_label(base_meta)}", f"new:  {_run_label(new_meta)}"]
-    if mismatch:
-        out.append("fingerprints differ: " + "; ".join(f"{k}: {a} -> {b}" for k, a, b in mismatch))
-    headers = [h for h in TABLE_HEADERS if h != "settings"]
-    table = [r[:4] + r[5:] for r in _table_rows(_by_ratio(rows), bold=False)]
-    out += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
-    return "\n".join(out) + "\n"
-
-
-def as_json(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
-    doc = {"summary": summary_line(rows, opt), "failed": failed(rows), "counts": counts(rows),
-           "options": asdict(opt), "base": {k: base_meta.get(k) for k in ("git_commit", "date")},
-           "new": {k: new_meta.get(k) for k in ("git_commit", "date")},
-           "fingerprint_mismatch": [{"key": k, "base": a, "new": b} for k, a, b in mismatch],
-           "rows": [asdict(r) for r in _by_ratio(rows)]}
-    return json.dumps(doc, indent=1) + "\n"
-
-
-def plot_ratios(rows: list[Compared], path: Path) -> None:
-    from matplotlib.figure import Figure
-
-    timed = [r for r in _by_ratio(rows) if r.ratio is not None]
-    fig = Figure(figsize=(10, max(3, 0.18 * len(timed) + 1)))
-    ax = fig.subplots()
-    y = np.arange(len(timed))
-    colors = {REGRESSED: "tab:red", IMPROVED: "tab:green", NOISY: "tab:orange"}
-    ax.errorbar([r.ratio for r in timed], y,
-                xerr=[[r.ratio - r.ci_low for r in timed], [r.ci_high - r.ratio for r in timed]], fmt="none",
-                ecolor="gray")
-    ax.scatter([r.ratio for r in timed], y, c=[colors.get(r.status, "tab:blue") for r in timed], zorder=3)
-    ax.axvline(1.0, color="black", lw=0.8)
-    ax.set_yticks(y, [f"{r.backend} {r.shape}" for r in timed], fontsize=6)
-    ax.set_xscale("log")
-    ax.set_xlabel("new / base median latency (95% CI)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+def _check_writable(option: str, path: str | None) -> None:
+    """Refuse an output path that cannot be written before any work."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{option} {path}: is a folder; expected a file name")
+    if not p.parent.is_dir():
+        raise InputError(f"{option} {path}: no such folder {p.parent}")
 
 
 def main(args) -> int:
     """`runner.py compare`: 0 clean (or --warn-only), 1 regression or correctness
     failure, 2 incomparable runs (raised as InputError) or bad usage."""
     opt = Options(threshold=args.threshold, small_threshold=args.small_threshold, small_us=args.small_us,
-                  alpha=args.alpha)
-    if not (opt.threshold > 0 and opt.small_threshold > 0 and 0 < opt.alpha < 1):
-        raise InputError("--threshold and --small-threshold must be > 0 and --alpha in (0, 1)")
+                  alpha=args.alpha, allow_removed=args.allow_removed)
+    finite = all(math.isfinite(v) for v in (opt.threshold, opt.small_threshold, opt.small_us))
+    if not (finite and opt.threshold > 0 and opt.small_threshold > 0 and opt.small_us >= 0 and 0 < opt.alpha < 1):
+        raise InputError("--threshold and --small-threshold must be finite and > 0, --small-us finite and >= 0, "
+                         "and --alpha in (0, 1)")
+    from qgemm_bench.harness import compare_report as render
+
+    if args.plot and Path(args.plot).suffix.lower() not in render.PLOT_FORMATS:
+        raise InputError(f"--plot {args.plot}: expected a file ending in {', '.join(render.PLOT_FORMATS)}")
+    _check_writable("--plot", args.plot)
+    _check_writable("--output", args.output)
     base_meta, base_rows = load_run(args.base)
     new_meta, new_rows = load_run(args.new)
     mismatch = fingerprint_diff(base_meta, new_meta)
@@ -352,24 +281,24 @@ def main(args) -> int:
     plot = None
     try:
         if args.plot:
-            plot_ratios(rows, Path(args.plot))
+            render.plot_ratios(rows, Path(args.plot))
             plot = Path(args.plot).name
-        report = _render(args.format, rows, base_meta, new_meta, opt, mismatch, plot)
+        report = render.render(args.format, rows, base_meta, new_meta, opt, mismatch, plot)
         if args.output:
-            Path(args.output).write_text(report, encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot write {e.filename}: {e.strerror}") from None
+            write_atomic(Path(args.output), report)
+    except WriteError as e:
+        raise InputError(str(e)) from None
     if args.output:
-        print(summary_line(rows, opt))
+        print(render.summary_line(rows, opt))
         print(f"report: {args.output}")
     else:
         print(report, end="")
     return 1 if failed(rows) and not args.warn_only else 0
 
 
-def _render(fmt, rows, base_meta, new_meta, opt, mismatch, plot) -> str:
-    if fmt == "md":
-        return markdown(rows, base_meta, new_meta, opt, mismatch, plot)
-    if fmt == "json":
-        return as_json(rows, base_meta, new_meta, opt, mismatch)
-    return text(rows, base_meta, new_meta, opt, mismatch)
+if __name__ == "__main__":  # `python -m qgemm_bench.harness.compare BASE NEW` is `runner.py compare BASE NEW`
+    import sys
+
+    from qgemm_bench.cli import main as _main
+
+    sys.exit(_main(["compare", *sys.argv[1:]]))

@@ -13,7 +13,8 @@ from qgemm_bench import operators
 from qgemm_bench.backends import checks, registry
 from qgemm_bench.backends.registry import Backend
 from qgemm_bench.errors import InputError
-from qgemm_bench.harness import environment
+from qgemm_bench.harness import capacity, environment
+from qgemm_bench.harness.args import MAX_MS, MAX_REPEATS, MAX_SEED
 from qgemm_bench.harness.measure import Settings
 from qgemm_bench.types import Case, Shape, parse_dtype
 
@@ -40,12 +41,12 @@ class Plan:
 
 
 def parse_shape(text: str) -> Shape:
-    parts = text.replace("x", ",").split(",")
-    try:
-        m, k, n = (int(p) for p in parts)
-    except ValueError:
-        raise InputError(f"--shape {text!r}: expected three integers M,K,N") from None
-    return Shape(m, k, n)
+    parts = [p.strip() for p in text.replace("x", ",").split(",")]
+    if len(parts) != 3:
+        raise InputError(f"--shape {text!r}: expected three integers M,K,N (e.g. 16,8192,8192)")
+    if not all(p.isdecimal() and int(p) > 0 for p in parts):
+        raise InputError(f"--shape {text!r}: sizes must be positive integers: M,K,N (e.g. 16,8192,8192)")
+    return Shape(*(int(p) for p in parts))
 
 
 def op_settings(args, op: ModuleType):
@@ -59,10 +60,12 @@ def op_settings(args, op: ModuleType):
     return op.settings_from_args(args)
 
 
-def choose_shapes(args, op: ModuleType, settings, device: torch.device) -> list[Shape]:
+def choose_shapes(args, op: ModuleType, settings, device: torch.device, dtype: torch.dtype) -> list[Shape]:
     explicit = [parse_shape(s) for s in args.shape or []]
     for s in explicit:
         op.validate(s, settings)  # an explicit bad shape is a usage error
+        if why := capacity.never_fits(op, s, dtype, settings, device):
+            raise InputError(why)
     preset = args.shapes or (None if explicit else (op.GPU_PRESET if device.type == "cuda" else op.CPU_PRESET))
     if preset is None:
         return explicit
@@ -87,13 +90,17 @@ def choose_shapes(args, op: ModuleType, settings, device: torch.device) -> list[
 def backend_names(text: str | None) -> list[str] | None:
     if text is None:
         return None
-    return [n.strip() for n in text.split(",") if n.strip()]
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise InputError(f"--backends {text!r}: an empty name; expected names separated by commas, "
+                         "e.g. --backends cublas,triton")
+    return names
 
 
 def choose_backends(args, op: ModuleType, dtype, device, settings, shapes) -> list[Backend]:
     names = backend_names(args.backends)
     chosen = registry.select(op.NAME, names, args.baseline or op.DEFAULT_BASELINE)
-    if names:
+    if names is not None:
         return chosen  # asked for by name: an unavailable one shows as a row saying why
     kept = []
     for b in chosen:
@@ -113,13 +120,16 @@ def build(args) -> Plan:
     if device.type == "cpu" and args.timing is not None:
         raise InputError("--timing applies to CUDA runs; CPU runs are timed with a wall clock")
     dtype = parse_dtype(args.dtype) if args.dtype else (torch.bfloat16 if device.type == "cuda" else torch.float16)
-    if args.warmup < 0 or args.rep <= 0:
-        raise InputError("--warmup must be >= 0 and --rep > 0 (milliseconds)")
-    if args.repeats < 1:
-        raise InputError("--repeats must be >= 1")
+    # The parser refuses these already; Python callers building args get the same rules.
+    if not (0 <= args.warmup <= MAX_MS and 0 < args.rep <= MAX_MS):
+        raise InputError(f"--warmup must be in [0, {MAX_MS:g}] and --rep in (0, {MAX_MS:g}] (milliseconds)")
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        raise InputError(f"--repeats must be in [1, {MAX_REPEATS}]")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise InputError(f"--seed must be in [0, {MAX_SEED}]")
     backend_meta = registry.configure(args, device)
     settings = op_settings(args, op)
-    shapes = choose_shapes(args, op, settings, device)
+    shapes = choose_shapes(args, op, settings, device, dtype)
     chosen = choose_backends(args, op, dtype, device, settings, shapes)
     return Plan(op=op, backends=chosen, shapes=shapes, dtype=dtype, device=device, op_settings=settings,
                 measure=Settings(timing=args.timing or "graph", warmup_ms=args.warmup, rep_ms=args.rep),

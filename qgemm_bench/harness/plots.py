@@ -1,7 +1,9 @@
-"""PNG plots of a run: latency, speedup, roofline, memory. Correct rows only."""
+"""PNG plots of a run: latency (with the weight-read floor and the fastest
+peer), speedup, roofline, memory. Correct rows only."""
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
@@ -9,6 +11,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from qgemm_bench.harness.outputs import write_atomic
+from qgemm_bench.harness.ranking import PEERS
 from qgemm_bench.harness.results import OK
 
 
@@ -23,7 +27,32 @@ def _grid(n: int):
     return fig, axes
 
 
-def _per_group(df: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path: Path, logy=True, hline=None):
+def _save(fig: Figure, path: Path) -> str:
+    """PNG bytes in memory, then written whole (outputs.write_atomic)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=100, format="png")
+    write_atomic(path, buf.getvalue())
+    return path.name
+
+
+def _floor_and_peer(ax, g: pd.DataFrame, x: str, meta: dict) -> None:
+    """The weight-read floor (the operator's minimum bytes at the measured
+    copy bandwidth) and, where peers ran, the fastest peer at each x."""
+    bw = (meta.get("ceilings") or {}).get("copy_GBps")
+    timed = g[g.gbps.notna() & g.p50_us.notna()]
+    if bw and not timed.empty:
+        # minimum bytes = GB/s x p50, the same for every backend at a shape
+        by = (timed.gbps * 1e9 * timed.p50_us * 1e-6).groupby(timed[x]).first().sort_index()
+        ax.plot(by.index, by.values / (bw * 1e9) * 1e6, color="black", ls="--", lw=1,
+                label=f"weight-read floor (min bytes / {bw:.0f} GB/s)")
+    peers = g[g.backend.isin(PEERS)]
+    if not peers.empty:
+        best = peers.groupby(x).p50_us.min().sort_index()
+        ax.plot(best.index, best.values, color="grey", lw=6, alpha=0.3, zorder=0, label="fastest peer")
+
+
+def _per_group(df: pd.DataFrame, x: str, y: str, ylabel: str, title: str, logy=True, hline=None,
+               extra=None) -> Figure:
     group_cols = [c for c in ("M", "K", "N") if c != x]
     groups = list(df.groupby(group_cols, sort=False))
     fig, axes = _grid(len(groups))
@@ -36,13 +65,22 @@ def _per_group(df: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path: 
             ax.set_yscale("log")
         if hline is not None:
             ax.axhline(hline, color="grey", lw=0.8, ls="--")
+        if extra is not None:
+            extra(ax, g)
         ax.set_title(", ".join(f"{c}={v}" for c, v in zip(group_cols, key, strict=True)), fontsize=9)
         ax.set_xlabel(x)
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.suptitle(title)
-    fig.savefig(path, dpi=100)
+    return fig
+
+
+def latency_figure(df: pd.DataFrame, meta: dict, x: str) -> Figure:
+    s = meta["settings"]
+    tag = f"{s['op']}, {s['dtype']}, {meta.get('gpu') or 'CPU'}"
+    return _per_group(df, x, "p50_us", "p50 latency (us)", f"latency vs {x} — {tag}",
+                      extra=lambda ax, g: _floor_and_peer(ax, g, x, meta))
 
 
 def write(rows_df: pd.DataFrame, meta: dict, x: str, folder: Path) -> list[str]:
@@ -55,14 +93,13 @@ def write(rows_df: pd.DataFrame, meta: dict, x: str, folder: Path) -> list[str]:
     tag = f"{s['op']}, {s['dtype']}, {where}"
     written = []
 
-    _per_group(df, x, "p50_us", "p50 latency (us)", f"latency vs {x} — {tag}", folder / "latency.png")
-    written.append("latency.png")
+    written.append(_save(latency_figure(df, meta, x), folder / "latency.png"))
 
     sp = df[df.speedup.notna()]
     if not sp.empty:
-        _per_group(sp, x, "speedup", f"speedup vs {s['baseline']}", f"speedup vs {s['baseline']} — {tag}",
-                   folder / "speedup.png", logy=True, hline=1.0)
-        written.append("speedup.png")
+        fig = _per_group(sp, x, "speedup", f"speedup vs {s['baseline']}", f"speedup vs {s['baseline']} — {tag}",
+                         logy=True, hline=1.0)
+        written.append(_save(fig, folder / "speedup.png"))
 
     written.append(_roofline(df, meta, tag, folder / "roofline.png"))
     written.append(_memory(df, x, tag, folder / "memory.png"))
@@ -89,8 +126,7 @@ def _roofline(df: pd.DataFrame, meta: dict, tag: str, path: Path) -> str:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(f"roofline — {tag}", fontsize=10)
-    fig.savefig(path, dpi=100)
-    return path.name
+    return _save(fig, path)
 
 
 def _memory(df: pd.DataFrame, x: str, tag: str, path: Path) -> str:
@@ -116,5 +152,4 @@ def _memory(df: pd.DataFrame, x: str, tag: str, path: Path) -> str:
         right.set_axis_off()
     right.set_title("peak extra memory per call", fontsize=10)
     fig.suptitle(f"memory — {tag}")
-    fig.savefig(path, dpi=100)
-    return path.name
+    return _save(fig, path)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from qgemm_bench.harness import ranking
+from qgemm_bench.harness.ranking import sig
 from qgemm_bench.harness.results import OK, Row
+
+# What a backend named for its CUDA path computes on another device.
+ON_CPU = {"cublas": "torch.matmul on the CPU (cuBLAS is CUDA-only; the name is its CUDA path)"}
 
 HEADERS = ["shape MxKxN", "backend", "status", "p50 us", "p20-p80 us", "TFLOP/s", "GB/s",
            "%SOL", "speedup", "weight MiB", "peak MiB", "rel err"]
@@ -12,6 +17,10 @@ HEADERS = ["shape MxKxN", "backend", "status", "p50 us", "p20-p80 us", "TFLOP/s"
 
 def _f(v, fmt: str) -> str:
     return "" if v is None else format(v, fmt)
+
+
+def _sig(v, digits: int = 3, suffix: str = "") -> str:
+    return "" if v is None else sig(v, digits) + suffix
 
 
 def _mib(v) -> str:
@@ -26,16 +35,20 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
             r.shape, r.backend, r.status,
             _f(r.p50_us, ".1f"),
             f"{r.p20_us:.1f}-{r.p80_us:.1f}" if timed else "",
-            _f(r.tflops, ".2f"), _f(r.gbps, ".0f"), _f(r.sol_pct, ".0f"),
+            # Significant digits, not decimals: CPU runs' 0.0012 TFLOP/s must not print as 0.00.
+            _sig(r.tflops), _sig(r.gbps), _sig(r.sol_pct, 2),
             # A speedup is shown only for correct rows (and never for incorrect ones).
-            _f(r.speedup, ".2f") + "x" if r.speedup is not None and r.status == OK else "",
+            _sig(r.speedup, 3, "x") if r.speedup is not None and r.status == OK else "",
             _mib(r.weight_mib), _mib(r.peak_extra_mib), _f(r.rel_err, ".1e"),
         ])
     return out
 
 
 def problems(rows: list[Row]) -> list[str]:
-    return [f"{r.shape} {r.backend}: {r.status}: {r.reason}" for r in rows if r.status != OK or r.reason]
+    """Run-level notes, then one per row that failed or carries a reason."""
+    on_cpu = sorted({r.backend for r in rows if r.device == "cpu" and r.backend in ON_CPU})
+    return [f"{b} on cpu: {ON_CPU[b]}" for b in on_cpu] + \
+        [f"{r.shape} {r.backend}: {r.status}: {r.reason}" for r in rows if r.status != OK or r.reason]
 
 
 def console(rows: list[Row], baseline: str) -> str:
@@ -59,7 +72,8 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
         f"# {s['op']} — {meta.get('gpu') or 'CPU'}",
         "",
         f"{len(rows)} rows; {sum(r.status == OK for r in rows)} ok. "
-        + ("**Interrupted: partial results.**" if meta.get("interrupted") else ""),
+        + (f"**Stopped early ({meta.get('stopped') or 'interrupted'}): partial results.**"
+           if meta.get("interrupted") else ""),
         "",
         tabulate([
             ["date", meta["date"]], ["device", meta["device"]], ["gpu", meta.get("gpu") or "none"],
@@ -83,6 +97,8 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
         "%SOL = the floor time (bytes at the copy bandwidth or flops at the bf16 matmul rate, "
         "whichever is larger) / p50.",
     ]
+    if fastest := ranking.markdown(rows):
+        lines += [""] + fastest
     notes = problems(rows)
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]

@@ -1,12 +1,11 @@
-"""Result rows and the run folder: rows.jsonl appended as rows are measured
-(a crash loses nothing measured), then results.csv, results.json (metadata and
-rows with raw samples), report.md and plots at the end."""
+"""Result rows: the Row, its statuses, its table form, and reading a run's
+results.json back (every field checked). The run folder is outputs.py."""
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +13,8 @@ import pandas as pd
 from qgemm_bench.errors import InputError
 
 # Statuses. Only "ok" rows are ever shown as a speedup.
-OK, INCORRECT, ERROR, OOM, UNAVAILABLE = "ok", "incorrect", "error", "oom", "unavailable"
+# skipped: not run because an earlier failure (a lost CUDA context) made it impossible.
+OK, INCORRECT, ERROR, OOM, UNAVAILABLE, SKIPPED = "ok", "incorrect", "error", "oom", "unavailable", "skipped"
 
 
 @dataclass
@@ -69,44 +69,53 @@ def settings_key(settings: dict) -> str:
     return json.dumps(settings, sort_keys=True)
 
 
-def row_from_dict(d: dict) -> Row:
-    """A row as results.json / rows.jsonl hold it. Rows written before settings
-    were structured carry only their label ("group=128"): the operator parses it."""
+_TEXT = {"op", "backend", "dtype", "device", "timing", "status", "reason", "settings_label"}
+_SIZES = {"M", "K", "N"}
+_LISTS = {"samples_us", "round_p50_us"}
+_FIELDS = {f.name: f for f in fields(Row)}
+_REQUIRED = {n for n, f in _FIELDS.items() if f.default is MISSING and f.default_factory is MISSING}
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _field_problem(name: str, v) -> str | None:
+    if name in _TEXT:
+        return None if isinstance(v, str) else "expected text"
+    if name in _SIZES:
+        return None if isinstance(v, int) and not isinstance(v, bool) and v > 0 else "expected a positive integer"
+    if name in _LISTS:
+        return None if isinstance(v, list) and all(map(_number, v)) else "expected a list of finite numbers"
+    if name == "settings":
+        return None if isinstance(v, (dict, str)) else "expected an object"
+    return None if v is None or _number(v) else "expected a finite number or null"
+
+
+def row_from_dict(d, where: str = "row") -> Row:
+    """A row as results.json / rows.jsonl hold it, checked field by field
+    (InputError naming the field). Rows written before settings were
+    structured carry only their label ("group=128"): the operator parses it."""
+    if not isinstance(d, dict):
+        raise InputError(f"{where}: expected an object, not {type(d).__name__}")
+    if unknown := sorted(set(d) - set(_FIELDS)):
+        raise InputError(f"{where}: unknown field {unknown[0]!r}")
+    if missing := sorted(_REQUIRED - set(d)):
+        raise InputError(f"{where}: missing field {missing[0]!r}")
+    for name, v in d.items():
+        if problem := _field_problem(name, v):
+            raise InputError(f"{where}: {name}={json.dumps(v)[:40]}: {problem}")
     d = dict(d)
     if isinstance(d.get("settings"), str):
         from qgemm_bench import operators
 
         label = d["settings"]
-        d["settings"] = operators.get(d["op"]).Settings.from_label(label).as_dict()
+        try:
+            d["settings"] = operators.get(d["op"]).Settings.from_label(label).as_dict()
+        except ValueError as e:
+            raise InputError(f"{where}: settings {label!r}: {e}") from None
         d.setdefault("settings_label", label)
     return Row(**d)
-
-
-class RunFolder:
-    @staticmethod
-    def check_new(path: Path) -> None:
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
-            raise InputError(f"--output-dir {path} already holds files; choose a new folder")
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.check_new(self.path)
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._rows = open(self.path / "rows.jsonl", "a", encoding="utf-8")
-
-    def append(self, row: Row) -> None:
-        self._rows.write(json.dumps(row.to_dict()) + "\n")
-        self._rows.flush()
-
-    def log_error(self, text: str) -> None:
-        with open(self.path / "errors.log", "a", encoding="utf-8") as f:
-            f.write(text.rstrip() + "\n\n")
-
-    def write(self, rows: list[Row], metadata: dict) -> None:
-        self._rows.close()
-        frame(rows).to_csv(self.path / "results.csv", index=False)
-        doc = {"metadata": metadata, "rows": [r.to_dict() for r in rows]}
-        (self.path / "results.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 
 def frame(rows: list[Row]) -> pd.DataFrame:
@@ -114,9 +123,21 @@ def frame(rows: list[Row]) -> pd.DataFrame:
 
 
 def load(path: str | Path) -> tuple[dict, list[Row]]:
-    """Read a run back from its folder or its results.json."""
+    """Read a run back from its folder or its results.json; InputError (one
+    line naming the file and what is wrong) for anything else."""
     p = Path(path)
     if p.is_dir():
         p = p / "results.json"
-    doc = json.loads(p.read_text(encoding="utf-8"))
-    return doc["metadata"], [row_from_dict(r) for r in doc["rows"]]
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"{p}: cannot read it ({e.strerror or type(e).__name__})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{p}: not a qgemm-bench results file (not JSON: {e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict) or not isinstance(doc.get("rows"), list):
+        raise InputError(f'{p}: not a qgemm-bench results file (expected {{"metadata": {{...}}, "rows": [...]}})')
+    meta = doc["metadata"]
+    for k in ("settings", "ceilings"):
+        if k in meta and not isinstance(meta[k], dict):
+            raise InputError(f"{p}: metadata.{k} must be an object, not {type(meta[k]).__name__}")
+    return meta, [row_from_dict(r, f"{p}: row {i + 1}") for i, r in enumerate(doc["rows"])]

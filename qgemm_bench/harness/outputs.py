@@ -1,0 +1,163 @@
+"""The run folder on disk.
+
+A run claims its folder atomically before measuring (an explicit --output-dir
+must be new or empty; a default name gets a -2, -3 ... suffix when another run
+took it in the same second), streams one record per measurement to
+rows.jsonl, and writes every other file to a temporary name that is renamed
+into place: a full disk or a kill leaves the old file or none, never half
+of one. Everything else can be rebuilt from rows.jsonl and metadata.json
+(`runner.py report DIR`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from contextlib import suppress
+from pathlib import Path
+
+from qgemm_bench.errors import InputError
+from qgemm_bench.harness.results import Row, frame
+
+ROWS = "rows.jsonl"  # one record per measurement: a row plus its "round"
+METADATA = "metadata.json"  # the run's metadata as known before measuring
+RESULTS = "results.json"
+MAX_SUFFIX = 1000
+
+
+class WriteError(Exception):
+    """An output could not be written (full disk, folder gone); one line."""
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write to a temporary file in the same folder, then rename over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        with open(tmp, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())  # a full disk may only say so here
+        os.replace(tmp, path)
+    except OSError as e:
+        with suppress(OSError):
+            tmp.unlink()
+        raise WriteError(f"could not write {path}: {e.strerror or e}") from None
+
+
+def _why(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+class RunFolder:
+    """A claimed run folder: rows.jsonl is open for appending."""
+
+    def __init__(self, path: Path, rows_fd: int):
+        self.path = path
+        self._rows = os.fdopen(rows_fd, "a", encoding="utf-8")
+
+    @classmethod
+    def claim(cls, path: str | Path) -> RunFolder:
+        """An explicit folder: created if needed; it must be empty. Creating
+        rows.jsonl exclusively is the claim, so of two runs started on the
+        same folder exactly one gets it."""
+        path = Path(path)
+        if str(path) == "":
+            raise InputError("--output-dir '': expected a folder")
+        if path.exists() and not path.is_dir():
+            raise InputError(f"--output-dir {path}: is a file, not a folder")
+        created = not path.exists()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--output-dir {path}: cannot create it ({_why(e)})") from None
+        try:
+            if any(path.iterdir()):
+                raise InputError(f"--output-dir {path} already holds files; choose a new folder")
+            fd = os.open(path / ROWS, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        except FileExistsError:
+            raise InputError(f"--output-dir {path} already holds files (another run claimed it); "
+                             "choose a new folder") from None
+        except OSError as e:
+            if created:
+                with suppress(OSError):
+                    path.rmdir()
+            raise InputError(f"--output-dir {path}: cannot write in it ({_why(e)})") from None
+        return cls(path, fd)
+
+    @classmethod
+    def claim_new(cls, base: Path) -> RunFolder:
+        """A default folder: `base`, or base-2, base-3 ... whichever this run
+        creates first (mkdir is atomic: two runs never share one)."""
+        try:
+            base.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"cannot create {base.parent} ({_why(e)}); pass --output-dir") from None
+        for i in range(1, MAX_SUFFIX + 1):
+            path = base if i == 1 else base.with_name(f"{base.name}-{i}")
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise InputError(f"cannot create {path} ({_why(e)}); pass --output-dir") from None
+            try:
+                fd = os.open(path / ROWS, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            except OSError as e:
+                raise InputError(f"cannot write in {path} ({_why(e)}); pass --output-dir") from None
+            return cls(path, fd)
+        raise InputError(f"{MAX_SUFFIX} run folders named {base.name}* exist; pass --output-dir")
+
+    def append(self, row: Row, round_: int) -> None:
+        """One measurement, flushed at once: a kill loses at most the one in flight."""
+        try:
+            self._rows.write(json.dumps({"round": round_, **row.to_dict()}) + "\n")
+            self._rows.flush()
+        except OSError as e:
+            raise WriteError(f"could not append to {self.path / ROWS}: {_why(e)}") from None
+
+    def log_error(self, text: str) -> None:
+        # The row carries the reason; the traceback log is a convenience that
+        # a full disk may cost.
+        with suppress(OSError), open(self.path / "errors.log", "a", encoding="utf-8") as f:
+            f.write(text.rstrip() + "\n\n")
+
+    def write_metadata(self, meta: dict) -> None:
+        write_atomic(self.path / METADATA, json.dumps(meta, indent=1) + "\n")
+
+    def close(self) -> None:
+        with suppress(OSError):
+            self._rows.close()
+
+
+def results_json(rows: list[Row], meta: dict) -> str:
+    return json.dumps({"metadata": meta, "rows": [r.to_dict() for r in rows]}, indent=1) + "\n"
+
+
+def write_all(folder: Path, rows: list[Row], meta: dict, x: str, plots: bool) -> tuple[list[str], list[str]]:
+    """results.json, results.csv, the plots, then report.md (which lists the
+    plots). Each is written whole or not at all; a failure does not stop the
+    others. Returns (plot names written, one line per failure)."""
+    from qgemm_bench.harness import plots as plotting
+    from qgemm_bench.harness import report
+
+    failures: list[str] = []
+
+    def attempt(fn, *a):
+        try:
+            return fn(*a)
+        except WriteError as e:
+            failures.append(str(e))
+        except Exception as e:  # a plotting library failure must not cost the tables
+            failures.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        return None
+
+    attempt(write_atomic, folder / RESULTS, results_json(rows, meta))
+    buf = io.StringIO()
+    frame(rows).to_csv(buf, index=False)
+    attempt(write_atomic, folder / "results.csv", buf.getvalue())
+    written = (attempt(plotting.write, frame(rows), meta, x, folder) or []) if plots else []
+    attempt(write_atomic, folder / "report.md", report.markdown(rows, meta, written))
+    return written, failures

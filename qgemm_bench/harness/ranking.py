@@ -1,0 +1,84 @@
+"""Who was fastest at each shape, and how our kernels stand against the peers.
+
+- ours: the kernels this project writes (triton, triton_deterministic, helion).
+- peers: what a user would otherwise pick: cublas (dense bf16 on dequantized
+  weights), tinygemm, fbgemm, gemlite and torch_compile.
+- the baseline (eager `torch`, or --baseline) is neither: it is the unit
+  speedups are counted in, not a competitor.
+Only correct (`ok`) rows count: an incorrect row's time is never a win.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+from qgemm_bench.harness.results import OK, Row
+
+OURS = ("triton", "triton_deterministic", "helion")
+PEERS = ("cublas", "tinygemm", "fbgemm", "gemlite", "torch_compile")
+
+
+def sig(v: float, digits: int = 3) -> str:
+    """v with `digits` significant digits, never in e-notation and never
+    rounded to zero: 0.00123 stays 0.00123 (CPU runs' TFLOP/s), 1234.5 -> 1234."""
+    if v == 0 or not math.isfinite(v):
+        return f"{v:g}"
+    if abs(v) >= 10 ** (digits - 1):
+        return f"{v:.0f}"
+    return f"{v:.{digits - 1 - math.floor(math.log10(abs(v)))}f}"
+
+
+@dataclass
+class Standing:
+    shape: str
+    fastest: Row | None  # the fastest correct row
+    runner_up: Row | None
+    best_peer: Row | None
+    ours: dict[str, Row]  # our backends' correct rows at this shape
+
+
+def standings(rows: list[Row]) -> list[Standing]:
+    """Per shape, in the order shapes were measured."""
+    by_shape: dict[str, list[Row]] = {}
+    for r in rows:
+        by_shape.setdefault(r.shape, []).append(r)
+    out = []
+    for shape, rs in by_shape.items():
+        ok = sorted((r for r in rs if r.status == OK and r.p50_us), key=lambda r: r.p50_us)
+        peers = [r for r in ok if r.backend in PEERS]
+        out.append(Standing(shape, ok[0] if ok else None, ok[1] if len(ok) > 1 else None,
+                            peers[0] if peers else None, {r.backend: r for r in ok if r.backend in OURS}))
+    return out
+
+
+def markdown(rows: list[Row]) -> list[str]:
+    """The report's "Fastest per shape" section (empty when nothing ran correctly)."""
+    table = standings(rows)
+    if not any(s.fastest for s in table):
+        return []
+    ours = [b for b in OURS if any(b in s.ours for s in table)]
+    headers = ["shape MxKxN", "fastest", "p50 us", "lead"] + [f"{b} vs best peer" for b in ours]
+    lines = []
+    for s in table:
+        if s.fastest is None:
+            lines.append([s.shape, "none correct", "", ""] + [""] * len(ours))
+            continue
+        lead = (f"{sig(s.runner_up.p50_us / s.fastest.p50_us)}x over {s.runner_up.backend}"
+                if s.runner_up else "the only correct row")
+        cells = [s.shape, s.fastest.backend, f"{s.fastest.p50_us:.1f}", lead]
+        for b in ours:
+            mine = s.ours.get(b)
+            if mine is None or s.best_peer is None:
+                cells.append("" if mine is None else "no peer ran")
+            else:
+                cells.append(f"{sig(s.best_peer.p50_us / mine.p50_us)}x ({s.best_peer.backend} "
+                             f"{s.best_peer.p50_us:.1f} us)")
+        lines.append(cells)
+    return ["## Fastest per shape", "",
+            tabulate(lines, headers=headers, tablefmt="github", disable_numparse=True), "",
+            "lead = the runner-up's p50 / the fastest's p50. \"<ours> vs best peer\" = the fastest peer's p50 / "
+            "ours (above 1: ours is faster). Peers: " + ", ".join(PEERS) + "; ours: " + ", ".join(OURS)
+            + "; the baseline is neither. Correct rows only."]

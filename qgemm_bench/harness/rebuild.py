@@ -1,0 +1,95 @@
+"""`runner.py report DIR`: rebuild results.csv, results.json, report.md and
+the plots from DIR/rows.jsonl and DIR/metadata.json, e.g. after a run was
+killed (kill -9 loses at most the measurement in flight) or its final
+writing failed on a full disk."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from qgemm_bench import operators
+from qgemm_bench.errors import InputError
+from qgemm_bench.harness import benchmark, signals
+from qgemm_bench.harness.outputs import METADATA, RESULTS, ROWS
+from qgemm_bench.harness.results import Row, row_from_dict
+
+
+def read_records(path: Path) -> tuple[list[tuple[int, Row]], bool]:
+    """(round, row) records and whether the last line was cut off (a kill
+    mid-write: dropped). A bad line elsewhere is an InputError."""
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except OSError as e:
+        raise InputError(f"{path}: cannot read it ({e.strerror or type(e).__name__})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a rows.jsonl file (not UTF-8 text)") from None
+    # A finished line ends in "\n": the piece after the last one is either
+    # empty or a line the writer was killed in the middle of.
+    truncated = lines[-1].strip() != ""
+    records = []
+    for i, line in enumerate(lines[:-1], 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}: line {i} is not JSON ({e})") from None
+        if not isinstance(d, dict) or not isinstance(d.get("round", 0), int):
+            raise InputError(f"{path}: line {i}: expected a row object with an integer \"round\"")
+        r = d.pop("round", 0)
+        records.append((r, row_from_dict(d, f"{path}: line {i}")))
+    return records, truncated
+
+
+def _finished_metadata(folder: Path) -> dict | None:
+    """The metadata of a finished run (its results.json), if that is whole."""
+    try:
+        doc = json.loads((folder / RESULTS).read_text(encoding="utf-8"))
+        return doc["metadata"] if isinstance(doc.get("metadata"), dict) else None
+    except (OSError, ValueError, AttributeError, KeyError):
+        return None
+
+
+def load_metadata(folder: Path) -> tuple[dict, bool]:
+    """(metadata, whether the run finished)."""
+    if (meta := _finished_metadata(folder)) is not None:
+        return meta, True
+    try:
+        meta = json.loads((folder / METADATA).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{folder}: no {METADATA} (written when a run starts) and no readable {RESULTS}") from None
+    except (OSError, ValueError) as e:
+        raise InputError(f"{folder}/{METADATA}: cannot read it ({e})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict) or "baseline" not in meta["settings"]:
+        raise InputError(f"{folder}/{METADATA}: not a qgemm-bench run's metadata")
+    return meta, False
+
+
+def main(args) -> int:
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise InputError(f"{folder}: no such run folder")
+    if not (folder / ROWS).is_file():
+        raise InputError(f"{folder}: no {ROWS} to rebuild from")
+    meta, finished = load_metadata(folder)
+    records, truncated = read_records(folder / ROWS)
+    if not records:
+        raise InputError(f"{folder}/{ROWS}: holds no complete row")
+    if truncated:
+        print(f"note: {ROWS}: dropped a cut-off last line (the measurement in flight when the run was killed)",
+              file=sys.stderr)
+    if not finished and "stopped" not in meta:
+        # metadata.json is rewritten with "stopped" when the sweep ends: the run was killed during it.
+        s = meta["settings"]
+        pairs = len({(r.M, r.K, r.N, r.backend) for _, r in records})
+        of = f" of {len(s['shape_list']) * len(s['backends'])}" if "shape_list" in s and "backends" in s else ""
+        meta["interrupted"] = True
+        meta["stopped"] = f"killed during the sweep ({pairs}{of} (shape, backend) measured; rebuilt from {ROWS})"
+    meta["rebuilt_from"] = ROWS
+    with signals.deferred() as late:
+        x = operators.get(meta["settings"].get("op") or records[0][1].op).PLOT_X
+        code = benchmark.finish(folder, records, meta, x, not args.no_plots)
+        print(f"rebuilt: {folder}")
+    return code or (128 + late[0] if late else 0)

@@ -1,0 +1,34 @@
+"""The tritonbench entry points called with wrong dtypes or shapes: a
+ValueError with a clear one-line message, before anything is prepared."""
+
+import pytest
+import torch
+
+from qgemm_bench.integrations import tritonbench as tb
+
+X = torch.randn(4, 128, dtype=torch.float16)
+W_INT = torch.randint(-8, 8, (128, 64), generator=torch.Generator().manual_seed(0))
+W_FLOAT = torch.randn(128, 64, generator=torch.Generator().manual_seed(0))
+B16 = W_FLOAT.half()
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: tb.triton_int4_gemm_tritonbench(None, X.float(), W_INT), "x must be a float16 or bfloat16 tensor"),
+    (lambda: tb.triton_int4_gemm_tritonbench(None, None, W_INT), "x must be a float16 or bfloat16 tensor"),
+    (lambda: tb.triton_int4_gemm_tritonbench(None, X, W_FLOAT), "w must be an integer [K, N] tensor"),
+    (lambda: tb.triton_int4_gemm_tritonbench(None, X, W_INT[0]), "w must be an integer [K, N] tensor"),
+    (lambda: tb.triton_int4_gemm_tritonbench(None, X, W_INT[:64]), "do not match"),
+    (lambda: tb.triton_int4_gemm_tritonbench(None, X, W_INT * 20), "int4 values must lie in [-8, 7]"),
+    (lambda: tb.triton_int4_gemm_tritonbench(None, X[:, :127], W_INT[:127]), "K=127 is odd"),
+    (lambda: tb.triton_nvfp4_gemm_tritonbench(None, X, W_INT), "w must be a floating-point [K, N] tensor"),
+    (lambda: tb.triton_nvfp4_gemm_tritonbench(None, X[:, :120], W_FLOAT[:120]), "NVFP4 block size 16"),
+    (lambda: tb.triton_nvfp4_gemm_tritonbench(None, X, torch.full((128, 64), float("nan"))), "NaN or inf"),
+    (lambda: tb.triton_matmul_split_k_tritonbench(None, X, W_FLOAT), "a and b must share float16 or bfloat16"),
+    (lambda: tb.triton_matmul_split_k_tritonbench(None, X, B16[:64]), "do not match"),
+    (lambda: tb.triton_matmul_split_k_tritonbench(None, X, B16, B16[0, :3]), "bias (3,) must be [N] = [64]"),
+    (lambda: tb.triton_matmul_split_k_tritonbench(None, X[0], B16), "a must be a 2-D tensor"),
+])
+def test_wrong_inputs_are_a_clear_value_error(call, message):
+    with pytest.raises(ValueError) as e:
+        call()
+    assert message in str(e.value) and "\n" not in str(e.value)

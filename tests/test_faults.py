@@ -1,0 +1,134 @@
+"""Faults during a run: a lost CUDA context (faked on CPU with the error
+message CUDA gives), a shape too large for the device, allocation failures.
+(A disk filling while outputs are written: test_outputs.py, test_interrupts.py.)"""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import runner
+from qgemm_bench.backends.registry import Backend, Prepared
+from qgemm_bench.harness import capacity, faults
+from qgemm_bench.operators import int4_gemm
+from tests.support import extra_backends
+
+ILLEGAL = ("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously "
+           "reported at some other API call")
+
+
+def correct(case, inputs):
+    y = int4_gemm.reference(inputs).to(case.dtype)
+    return Prepared(lambda: y.clone())
+
+
+def read(out: Path):
+    doc = json.loads((out / "results.json").read_text())
+    return doc["metadata"], {(r["backend"], r["M"]): r for r in doc["rows"]}
+
+
+@pytest.mark.parametrize("message", [ILLEGAL, "CUDA error: device-side assert triggered",
+                                     "Triton Error [CUDA]: unspecified launch failure"])
+def test_a_lost_cuda_context_stops_the_sweep_and_skips_the_rest(tmp_path, monkeypatch, capsys, message):
+    calls = []
+
+    def poison(case, inputs):
+        calls.append(case.shape.M)
+        if case.shape.M == 3:
+            raise RuntimeError(message)
+        return correct(case, inputs)
+
+    extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "poison", "fails at M=3", poison),
+                                             Backend("int4_gemm", "after", "correct", correct)])
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--backends", "poison,after", "--shape", "1,128,64", "--shape",
+                        "3,256,40", "--shape", "5,256,37", "--rep", "1", "--warmup", "0", "--output-dir", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1
+    lost = f"the CUDA context was lost after poison at 3x256x40 (RuntimeError: {message.splitlines()[0]})"
+    assert f"error: the run stopped early: {lost}; 4 (shape, backend) not run" in err
+    assert calls == [1, 3]  # nothing ran after the failure
+    meta, rows = read(out)
+    assert meta["interrupted"] is True and meta["stopped"] == lost
+    assert [rows[(b, 1)]["status"] for b in ("torch", "poison", "after")] == ["ok", "ok", "ok"]
+    assert rows[("torch", 3)]["status"] == "ok" and rows[("poison", 3)]["status"] == "error"
+    for key in [("after", 3), ("torch", 5), ("poison", 5), ("after", 5)]:
+        assert rows[key]["status"] == "skipped" and rows[key]["reason"] == f"not run: {lost}", key
+    assert len(rows) == 9 and len((out / "rows.jsonl").read_text().splitlines()) == 9
+    assert "skipped" in (out / "report.md").read_text()
+
+
+def test_rounds_measured_before_the_context_was_lost_are_kept(tmp_path, monkeypatch, capsys):
+    n = {"calls": 0}
+
+    def second_round_fails(case, inputs):
+        n["calls"] += 1
+        if n["calls"] == 2:
+            raise RuntimeError(ILLEGAL)
+        return correct(case, inputs)
+
+    extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "poison", "fails in round 2", second_round_fails),
+                                             Backend("int4_gemm", "after", "correct", correct)])
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--backends", "poison,after", "--shape", "1,128,64", "--repeats", "2",
+                        "--rep", "1", "--warmup", "0", "--no-plots", "--output-dir", str(out)])
+    assert code == 1
+    _, rows = read(out)
+    assert rows[("torch", 1)]["status"] == "ok" and len(rows[("torch", 1)]["round_p50_us"]) == 2
+    assert rows[("poison", 1)]["status"] == "error"  # one failed round taints the row
+    assert rows[("after", 1)]["status"] == "ok" and rows[("after", 1)]["round_p50_us"] == []  # round 1 only
+
+
+def test_an_ordinary_error_does_not_stop_the_sweep():
+    assert not faults.context_lost(RuntimeError("CompilationError: at 3:4: bad config"))
+    wrapped = RuntimeError("triton launch failed")
+    wrapped.__cause__ = RuntimeError("CUDA error: misaligned address")
+    assert faults.context_lost(wrapped)
+
+
+@pytest.mark.parametrize("error,status", [
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+                  "you tried to allocate 100000000000000 bytes. Error code 12 (Cannot allocate memory)"), "oom"),
+    (MemoryError(), "oom"),
+    (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom"),
+    (RuntimeError("kernel exploded"), "error"),
+])
+def test_allocation_failures_are_oom_rows(error, status):
+    assert faults.status(error) == status
+
+
+def test_a_shape_too_large_for_free_memory_is_an_oom_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    made = []
+    real_make = int4_gemm.make_inputs
+
+    def make_inputs(case, seed):
+        made.append(case.shape.M)
+        return real_make(case, seed)
+
+    monkeypatch.setattr(int4_gemm, "make_inputs", make_inputs)
+    # 17x384x96 needs ~330 KB for inputs and reference, 1x128x64 ~75 KB.
+    monkeypatch.setattr(capacity, "free_bytes", lambda device: 200_000)
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--backends", "cublas", "--shape", "17,384,96", "--shape", "1,128,64",
+                        "--rep", "1", "--warmup", "0", "--no-plots", "--output-dir", str(out)])
+    assert code == 0
+    assert made == [1]  # nothing was allocated for the large shape
+    _, rows = read(out)
+    for b in ("torch", "cublas"):
+        big = rows[(b, 17)]
+        assert big["status"] == "oom" and big["reason"].startswith("too large: 17x384x96 needs about")
+        assert "cpu has 0.000186 GiB free; not run" in big["reason"]
+        assert rows[(b, 1)]["status"] == "ok"
+
+
+def test_working_bytes_cover_what_making_inputs_allocates():
+    from qgemm_bench.types import Case, Shape
+
+    shape = Shape(17, 384, 96)
+    need = capacity.working_bytes(int4_gemm, shape, torch.float16, int4_gemm.Settings())
+    case = Case("int4_gemm", shape, torch.float16, torch.device("cpu"), int4_gemm.Settings())
+    inputs = int4_gemm.make_inputs(case, 0)
+    ref = int4_gemm.reference(inputs)
+    kept = sum(t.numel() * t.element_size() for t in inputs.tensors()) + ref.numel() * ref.element_size()
+    assert kept < need < 10 * kept

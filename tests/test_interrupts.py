@@ -1,0 +1,155 @@
+"""Real signals and kills sent to a runner in a child process (tests/child_run.py):
+Ctrl-C and SIGTERM keep every measured row and write the tables; kill -9 loses
+at most the measurement in flight and `runner.py report DIR` rebuilds the
+rest; a second Ctrl-C while writing waits; Ctrl-C during imports is one line."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CHILD = REPO / "tests" / "child_run.py"
+# Two smoke shapes, the baseline and the fake backend, a quick timing.
+RUN = ["--op", "int4_gemm", "--backends", "fake", "--shape", "1,128,64", "--shape", "3,256,40",
+       "--rep", "1", "--warmup", "0"]
+
+
+def start(spec: dict, *args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(CHILD), json.dumps(spec), *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"child exited {proc.returncode} before {path.name}:\n{out}\n{err}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"timed out waiting for {path.name}")
+        time.sleep(0.02)
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+def records(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines()]
+
+
+def report(folder: Path, *extra) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "runner.py"), "report", str(folder), *extra], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted (Ctrl-C)"),
+                                           (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_sigint_and_sigterm_keep_rows_and_write_the_tables(tmp_path, sig, code, word):
+    out, marker = tmp_path / "run", tmp_path / "waiting"
+    proc = start({"wait_on": 2, "marker": str(marker)}, *RUN, "--output-dir", str(out))
+    wait_for(marker, proc)  # in the fake backend's prepare at the second shape
+    proc.send_signal(sig)
+    rc, stdout, stderr = finish(proc)
+    assert rc == code, stderr
+    assert "Traceback" not in stderr and f"{word}: 3 row(s) kept" in stderr
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["metadata"]["interrupted"] is True and doc["metadata"]["stopped"] == word
+    assert [(r["backend"], r["M"], r["status"]) for r in doc["rows"]] == \
+        [("torch", 1, "ok"), ("fake", 1, "ok"), ("torch", 3, "ok")]
+    assert (out / "report.md").exists() and (out / "latency.png").exists()
+    assert "Stopped early" in (out / "report.md").read_text()
+    # compare takes the partial run (the run it is compared with decides the verdict).
+    r = subprocess.run([sys.executable, str(REPO / "runner.py"), "compare", str(out), str(out), "--format", "text"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("ok: 3 rows: 3 unchanged"), r.stderr
+
+
+def test_kill_9_loses_at_most_the_measurement_in_flight(tmp_path):
+    out, marker = tmp_path / "run", tmp_path / "waiting"
+    # 3 rounds per shape: the fake backend's 5th prepare is shape 2, round 2.
+    proc = start({"wait_on": 5, "marker": str(marker)}, *RUN, "--repeats", "3", "--output-dir", str(out))
+    wait_for(marker, proc)
+    proc.kill()
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "results.json").exists()
+    done = [(r["backend"], r["M"], r["round"]) for r in records(out)]
+    assert done == [(b, 1, r) for r in range(3) for b in ("torch", "fake")] + \
+        [("torch", 3, 0), ("fake", 3, 0), ("torch", 3, 1)]
+    # A kill in the middle of a line: the rebuild drops it, with a note.
+    with open(out / "rows.jsonl", "a") as f:
+        f.write('{"round": 1, "op": "int4_gemm", "backend": "fa')
+    r = report(out)
+    assert r.returncode == 0, r.stderr
+    assert "dropped a cut-off last line" in r.stderr and "Traceback" not in r.stderr
+    doc = json.loads((out / "results.json").read_text())
+    rows = {(x["backend"], x["M"]): x for x in doc["rows"]}
+    assert len(rows) == 4 and all(x["status"] == "ok" for x in rows.values())
+    assert len(rows[("fake", 1)]["round_p50_us"]) == 3 and len(rows[("torch", 3)]["round_p50_us"]) == 2
+    assert rows[("fake", 3)]["round_p50_us"] == [] and rows[("fake", 3)]["speedup"] > 0
+    assert doc["metadata"]["interrupted"] is True and "killed during the sweep" in doc["metadata"]["stopped"]
+    for name in ("results.csv", "report.md", "latency.png"):
+        assert (out / name).stat().st_size > 0, name
+
+
+def test_a_second_ctrl_c_while_writing_waits_for_the_outputs(tmp_path):
+    out, marker, writing = tmp_path / "run", tmp_path / "waiting", tmp_path / "writing"
+    proc = start({"wait_on": 2, "marker": str(marker), "wait_writing": str(writing)}, *RUN,
+                 "--output-dir", str(out))
+    wait_for(marker, proc)
+    proc.send_signal(signal.SIGINT)  # stops the sweep
+    wait_for(writing, proc)
+    proc.send_signal(signal.SIGINT)  # lands while the outputs are being written
+    time.sleep(0.5)
+    writing.unlink()
+    rc, _, stderr = finish(proc)
+    assert rc == 130 and "Traceback" not in stderr, stderr
+    assert "finishing the outputs first" in stderr
+    for name in ("results.json", "results.csv", "report.md", "latency.png", "memory.png"):
+        assert (out / name).stat().st_size > 0, name
+
+
+def test_ctrl_c_during_imports_is_one_line():
+    proc = start({"interrupt_import": "torch"}, "--list-ops")
+    rc, stdout, stderr = finish(proc)
+    assert rc == 130 and stdout == "", stderr
+    assert stderr.strip().splitlines() == ["interrupted (Ctrl-C)"]
+
+
+def test_a_full_disk_while_writing_leaves_no_cut_off_file(tmp_path):
+    """RLIMIT_FSIZE makes every write past 4 KiB fail (EFBIG) from the output
+    phase on, as a full disk does: results.json must be whole or absent, the
+    run says so in one line and how to rebuild, and the rebuild works."""
+    out = tmp_path / "run"
+    proc = start({"fsize_limit": 4096}, *RUN, "--output-dir", str(out))
+    rc, _, stderr = finish(proc)
+    assert rc == 1 and "Traceback" not in stderr, stderr
+    assert f"error: could not write {out / 'results.json'}: File too large" in stderr
+    assert f"python runner.py report {out}" in stderr
+    assert not (out / "results.json").exists()
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+    assert len(records(out)) == 4
+    r = report(out)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((out / "results.json").read_text())
+    assert len(doc["rows"]) == 4 and doc["metadata"]["interrupted"] is False
+    assert doc["metadata"]["rebuilt_from"] == "rows.jsonl"
+
+
+def test_report_refuses_what_it_cannot_rebuild(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for folder, message in [(tmp_path / "nope", "no such run folder"), (empty, "no rows.jsonl to rebuild from")]:
+        r = report(folder)
+        assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"error: {folder}: {message}"]
+    (empty / "rows.jsonl").write_text("{}\n")
+    r = report(empty)
+    assert r.returncode == 2 and "no metadata.json" in r.stderr and "Traceback" not in r.stderr

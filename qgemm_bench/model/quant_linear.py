@@ -111,7 +111,7 @@ def check_backend(name: str) -> None:
         try:
             reg.get(op, name)
             return
-        except InputError:
+        except ValueError:  # the registry's InputError (a ValueError), whichever module defines it
             pass
     raise InputError(f"unknown backend {name!r} for int4_gemm and nvfp4_gemm")
 
@@ -136,7 +136,7 @@ def prepare_kernel(backend: str, spec: QuantSpec, weights: dict, k: int, n: int,
 
     try:
         b = reg.get(spec.op, backend)
-    except InputError as e:
+    except ValueError as e:  # e.g. tinygemm has no nvfp4_gemm
         raise BackendUnavailable(str(e)) from None
     x = torch.zeros(1, k, dtype=dtype, device=device)  # a decode-sized stand-in; apply takes any M
     if spec.op == "int4_gemm":
@@ -149,6 +149,8 @@ def prepare_kernel(backend: str, spec: QuantSpec, weights: dict, k: int, n: int,
     if reason := b.why_not(case):
         raise BackendUnavailable(reason)
     p = b.prepare(case, inputs)
+    if p.apply is None:
+        raise BackendUnavailable(f"{backend}: its {spec.op} backend takes no new activations (no apply)")
     return Kernel(p.apply, tuple(p.resident))
 
 

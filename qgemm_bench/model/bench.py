@@ -19,9 +19,11 @@ from qgemm_bench.model.llama import ModelSource
 from qgemm_bench.model.outputs import ERROR, INCORRECT, OK, OOM, UNAVAILABLE, GiB, ModelRow, RunFolder
 from qgemm_bench.model.quant_linear import UNQUANTIZED, QuantSpec, linear_nbytes, model_nbytes, quantize_model
 
-# A graph replay and an eager step on the same cache state run the same kernels;
-# only split-K atomics reorder sums. A stale or uncaptured buffer gives O(1).
-GRAPH_CHECK_TOL = 0.05
+# A graph replay and an eager step on the same cache state run the same kernels,
+# but split-K atomics and cuBLAS's choices reorder sums, and a deep random-weight
+# model amplifies that (Llama-3-8B on the H100: up to 0.033). Stale or uncaptured
+# buffers give unrelated logits, rel err ~1.4.
+GRAPH_CHECK_TOL = 0.25
 
 
 @dataclass

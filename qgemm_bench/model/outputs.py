@@ -198,27 +198,37 @@ def console(rows: list[ModelRow]) -> str:
 
 
 def plot_tokens_per_s(rows: list[ModelRow], meta: dict, path: Path) -> str | None:
+    """Decode tokens/s vs batch per variant (log-log), and beside it the
+    speedup over the unquantized model (lines overlap on the first)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     ok = [r for r in rows if r.status == OK and r.tokens_per_s]
     if not ok:
         return None
-    fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+    batches = sorted({r.batch for r in ok})
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
     FigureCanvasAgg(fig)
-    ax = fig.subplots()
+    ax, sp = fig.subplots(1, 2)
     for name, rs in _variants(ok).items():
         rs = sorted(rs, key=lambda r: r.batch)
-        ax.plot([r.batch for r in rs], [r.tokens_per_s for r in rs], marker="o",
-                ls="--" if name == "bf16" else "-", label=name)
-    ax.set_xscale("log", base=2)
+        style = {"marker": "o", "ls": "--" if name == "bf16" else "-", "label": name}
+        ax.plot([r.batch for r in rs], [r.tokens_per_s for r in rs], **style)
+        with_sp = [r for r in rs if r.speedup is not None]
+        sp.plot([r.batch for r in with_sp], [r.speedup for r in with_sp], **style)
+    for a in (ax, sp):
+        a.set_xscale("log", base=2)
+        a.set_xticks(batches, [str(b) for b in batches])
+        a.set_xlabel("batch (sequences decoded together)")
+        a.grid(True, which="both", alpha=0.3)
     ax.set_yscale("log")
-    ax.set_xlabel("batch (sequences decoded together)")
     ax.set_ylabel("decode tokens/s")
+    sp.set_ylabel("speedup vs unquantized (same batch)")
+    sp.axhline(1.0, color="grey", lw=0.8)
     s = meta.get("settings", {})
     where = meta.get("gpu") or "CPU"
     ax.set_title(f"{meta.get('model', {}).get('model', '')} on {where} ({s.get('timing', '')})", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
+    sp.set_title("speedup", fontsize=10)
     ax.legend(fontsize=8)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     return str(path)

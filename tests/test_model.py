@@ -331,3 +331,21 @@ def test_checkpoint_run_reports_perplexity(tmp_path):
     assert rows["bf16"]["perplexity"] == pytest.approx(quality.perplexity(model, ids, 64)["perplexity"], rel=1e-4)
     assert rows["torch"]["status"] == "ok" and math.isfinite(rows["torch"]["perplexity"])
     assert rows["torch"]["perplexity"] != pytest.approx(rows["bf16"]["perplexity"], rel=1e-6)
+
+
+def test_interrupt_keeps_what_was_measured(tmp_path, monkeypatch):
+    real = decode.time_decode
+
+    def interrupted(model, batch, *a, **kw):
+        if batch == 3 and isinstance(model.model.layers[0].mlp.down_proj, QuantLinear):
+            raise KeyboardInterrupt
+        return real(model, batch, *a, **kw)
+
+    monkeypatch.setattr(decode, "time_decode", interrupted)
+    rc, out = run_cli(tmp_path, "--backends", "bf16,torch", "--quant", "int4-g128,nvfp4")
+    assert rc == 130
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["metadata"]["interrupted"] is True
+    got = [(r["backend"], r["quant"], r["batch"], r["status"]) for r in doc["rows"]]
+    assert got == [("bf16", "none", 1, "ok"), ("bf16", "none", 3, "ok"), ("torch", "int4-g128", 1, "ok")]
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 3

@@ -129,10 +129,11 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
 
 
 def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict, folder: RunFolder,
-                    log: Callable[[str], None]) -> list[ModelRow]:
+                    log: Callable[[str], None], rows: list[ModelRow]) -> None:
+    """Appends this variant's rows to `rows` (and the run folder) as they are measured."""
     base = dict(model=plan.source.name, backend=backend, quant=spec.name if spec else "none",
                 dtype=str(plan.dtype).removeprefix("torch."), device=str(plan.device), timing=plan.timing)
-    rows, model = [], None
+    model = None
 
     def fail(e: Exception, batch: int, common: dict) -> ModelRow:
         if not isinstance(e, BackendUnavailable):
@@ -143,25 +144,24 @@ def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict,
     try:
         model = plan.source.fresh(plan.device)
         common = variant_measurements(plan, model, backend, spec, ref)
-    except Exception as e:  # noqa: BLE001 - any failure of a variant becomes its rows
+    except Exception as e:  # any failure of a variant becomes its rows
         model = None
         _free(plan.device)
-        rows = [fail(e, b, {}) for b in plan.batches]
-        for r in rows:
-            folder.append(r)
-        return rows
+        for b in plan.batches:
+            rows.append(fail(e, b, {}))
+            folder.append(rows[-1])
+        return
     for b in plan.batches:
         try:
             row = decode_row(plan, model, base, b, common, ref)
             log(f"  batch {b}: {row.tokens_per_s:.1f} tok/s ({row.step_ms_p50:.3f} ms/step) {row.status}")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # one batch failing (OOM at 64, say) spares the others
             _free(plan.device)
             row = fail(e, b, common)
         folder.append(row)
         rows.append(row)
     del model
     _free(plan.device)
-    return rows
 
 
 def run(plan: Plan, folder: RunFolder, log: Callable[[str], None] = print) -> tuple[list[ModelRow], bool]:
@@ -171,7 +171,7 @@ def run(plan: Plan, folder: RunFolder, log: Callable[[str], None] = print) -> tu
     try:
         for backend, spec in plan.variants:
             log(f"{backend} {spec.name if spec else '(unquantized)'}")
-            rows += measure_variant(plan, backend, spec, ref, folder, log)
+            measure_variant(plan, backend, spec, ref, folder, log, rows)
     except KeyboardInterrupt:
         return rows, True
     return rows, False

@@ -109,10 +109,14 @@ def _default(args, name: str, cuda: bool):
 
 
 def check_formats_fit(specs, config) -> None:
-    """Every K of the decoder's linear layers (hidden, intermediate) must take the group / block size."""
+    """Every K of the decoder's linear layers (hidden, intermediate, o_proj's
+    heads x head_dim) must take the group / block size."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    heads = config.num_attention_heads * head_dim
     for spec in specs:
         size = 16 if spec.op == "nvfp4_gemm" else spec.group_size
-        for what, k in (("hidden", config.hidden_size), ("intermediate", config.intermediate_size)):
+        for what, k in (("hidden", config.hidden_size), ("intermediate", config.intermediate_size),
+                        ("attention output", heads)):
             if isinstance(size, int) and k % size:
                 raise InputError(f"--quant {spec.name}: K={k} ({what} size) is not divisible by {size}; "
                                  f"choose a group size that divides {k} or int4-channel")

@@ -1,0 +1,177 @@
+"""The loop over variants (the unquantized model first, then backend x format):
+build a fresh model, quantize it, measure memory, quality, prefill, then decode
+at each batch size. A failure becomes rows with a status and reason; the loop
+goes on."""
+
+from __future__ import annotations
+
+import gc
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from qgemm_bench.model import decode, quality
+from qgemm_bench.model.errors import BackendUnavailable
+from qgemm_bench.model.llama import ModelSource
+from qgemm_bench.model.outputs import ERROR, INCORRECT, OK, OOM, UNAVAILABLE, GiB, ModelRow, RunFolder
+from qgemm_bench.model.quant_linear import UNQUANTIZED, QuantSpec, linear_nbytes, model_nbytes, quantize_model
+
+# A graph replay and an eager step on the same cache state run the same kernels,
+# but split-K atomics and cuBLAS's choices reorder sums, and a deep random-weight
+# model amplifies that (Llama-3-8B on the H100: up to 0.033). Stale or uncaptured
+# buffers give unrelated logits, rel err ~1.4.
+GRAPH_CHECK_TOL = 0.25
+
+
+@dataclass
+class Plan:
+    source: ModelSource
+    device: torch.device
+    dtype: torch.dtype
+    variants: list  # [(backend, QuantSpec | None)], the unquantized model first
+    batches: list[int]
+    prompt_len: int
+    decode_steps: int
+    decode_mode: str  # graph | eager (CUDA); CPU runs are wall-clock
+    prefill_reps: int
+    quality_ids: torch.Tensor  # [B, T] on CPU
+    eval_ids: torch.Tensor | None = None
+    eval_window: int = 1024
+    eval_stride: int | None = None
+    lm_head: bool = False
+    seed: int = 0
+
+    @property
+    def timing(self) -> str:
+        return self.decode_mode if self.device.type == "cuda" else "cpu-wall"
+
+
+def variants(backends: list[str], specs: list[QuantSpec]) -> list:
+    """The unquantized model always runs first: it is the speed, memory and
+    quality reference of every other row."""
+    return [(UNQUANTIZED, None)] + [(b, s) for s in specs for b in backends if b != UNQUANTIZED]
+
+
+def _status(e: BaseException) -> str:
+    if isinstance(e, BackendUnavailable):
+        return UNAVAILABLE
+    if isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower():
+        return OOM
+    return ERROR
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    if isinstance(e, BackendUnavailable) and text:
+        return text[0]
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _free(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None, ref: dict) -> dict:
+    """Quantize (in place), then the per-variant fields: memory, quality, prefill."""
+    out = {}
+    if spec is not None:
+        t0 = time.perf_counter()
+        quantize_model(model, backend, spec, lm_head=plan.lm_head)
+        _sync(plan.device)
+        out["quantize_s"] = time.perf_counter() - t0
+    lin, tot = linear_nbytes(model, plan.lm_head), model_nbytes(model)
+    if spec is None:
+        ref["linear"], ref["model"] = lin, tot
+    out.update(linear_weight_gib=lin / GiB, weight_gib=tot / GiB)
+    if ref.get("linear"):
+        out.update(linear_weight_ratio=lin / ref["linear"], weight_ratio=tot / ref["model"])
+    logits = quality.full_logits(model, plan.quality_ids.to(plan.device))
+    if spec is None:
+        ref["logits"] = logits
+    if ref.get("logits") is not None:
+        out.update(quality.logit_metrics(ref["logits"], logits))
+    if plan.eval_ids is not None:
+        out["perplexity"] = quality.perplexity(model, plan.eval_ids, plan.eval_window, plan.eval_stride)["perplexity"]
+    pre = decode.time_prefill(model, plan.prompt_len, plan.device, reps=plan.prefill_reps, seed=plan.seed + 1)
+    out.update(prefill_len=plan.prompt_len, prefill_tokens_per_s=plan.prompt_len * 1e3 / pre.p50)
+    return out
+
+
+def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dict) -> ModelRow:
+    cuda = plan.device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(plan.device)
+    t = decode.time_decode(model, batch, plan.prompt_len, plan.decode_steps, plan.device, plan.decode_mode,
+                           seed=plan.seed)
+    p50 = t.p50
+    bad = t.check_rel_err is not None and not t.check_rel_err <= GRAPH_CHECK_TOL
+    row = ModelRow(**base, batch=batch, status=INCORRECT if bad else OK,
+                   reason=f"graph replay differs from an eager step: rel err {t.check_rel_err:.3g}" if bad else "",
+                   step_ms_p50=p50, step_ms_p20=t.quantile(0.2), step_ms_p80=t.quantile(0.8),
+                   tokens_per_s=batch * 1e3 / p50, graph_check_rel_err=t.check_rel_err,
+                   peak_gib=torch.cuda.max_memory_allocated(plan.device) / GiB if cuda else None,
+                   samples_ms=t.samples_ms, **common)
+    if base["backend"] == UNQUANTIZED and row.status == OK:
+        ref.setdefault("tok_s", {})[batch] = row.tokens_per_s
+    if row.status == OK and batch in ref.get("tok_s", {}):
+        row.speedup = row.tokens_per_s / ref["tok_s"][batch]
+    return row
+
+
+def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict, folder: RunFolder,
+                    log: Callable[[str], None], rows: list[ModelRow]) -> None:
+    """Appends this variant's rows to `rows` (and the run folder) as they are measured."""
+    base = dict(model=plan.source.name, backend=backend, quant=spec.name if spec else "none",
+                dtype=str(plan.dtype).removeprefix("torch."), device=str(plan.device), timing=plan.timing)
+    model = None
+
+    def fail(e: Exception, batch: int, common: dict) -> ModelRow:
+        if not isinstance(e, BackendUnavailable):
+            folder.log_error(f"{base['backend']} {base['quant']} batch {batch}:\n{traceback.format_exc()}")
+        log(f"  {_status(e)}: {_reason(e)}")
+        return ModelRow(**base, batch=batch, status=_status(e), reason=_reason(e), **common)
+
+    try:
+        model = plan.source.fresh(plan.device)
+        common = variant_measurements(plan, model, backend, spec, ref)
+    except Exception as e:  # any failure of a variant becomes its rows
+        model = None
+        _free(plan.device)
+        for b in plan.batches:
+            rows.append(fail(e, b, {}))
+            folder.append(rows[-1])
+        return
+    for b in plan.batches:
+        try:
+            row = decode_row(plan, model, base, b, common, ref)
+            log(f"  batch {b}: {row.tokens_per_s:.1f} tok/s ({row.step_ms_p50:.3f} ms/step) {row.status}")
+        except Exception as e:  # one batch failing (OOM at 64, say) spares the others
+            _free(plan.device)
+            row = fail(e, b, common)
+        folder.append(row)
+        rows.append(row)
+    del model
+    _free(plan.device)
+
+
+def run(plan: Plan, folder: RunFolder, log: Callable[[str], None] = print) -> tuple[list[ModelRow], bool]:
+    """All variants; returns (rows, interrupted). Ctrl-C keeps what was measured."""
+    rows: list[ModelRow] = []
+    ref: dict = {}
+    try:
+        for backend, spec in plan.variants:
+            log(f"{backend} {spec.name if spec else '(unquantized)'}")
+            measure_variant(plan, backend, spec, ref, folder, log, rows)
+    except KeyboardInterrupt:
+        return rows, True
+    return rows, False

@@ -1,0 +1,235 @@
+"""`runner.py --model NAME`: the command-line face of the model benchmark.
+
+add_arguments(parser) adds the model options (and --backends, --device,
+--dtype, --output-dir, --no-plots, --seed where the parser lacks them);
+run(args) builds the plan, runs it and writes the run folder. Bad input raises
+InputError (one line; the runner prints it and exits 2)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import sys
+from pathlib import Path
+
+import torch
+
+from qgemm_bench.model.errors import InputError
+from qgemm_bench.model.quant_linear import UNQUANTIZED, check_backend, parse_quants
+
+DEFAULTS = {  # (CUDA, CPU)
+    "backends": ("bf16,torch,triton,helion,tinygemm", "bf16,torch"),
+    "quant": ("int4-g128,int4-channel,nvfp4", "int4-g128,int4-channel,nvfp4"),
+    "batch": ("1,16,64", "1,4"),
+    "prompt_len": (512, 16),
+    "decode_steps": (100, 8),
+    "quality_tokens": ("2x256", "2x32"),
+    "eval_window": (1024, 256),
+    "prefill_reps": (5, 2),
+}
+DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
+          "half": torch.float16, "float32": torch.float32, "fp32": torch.float32}
+
+
+def _add(parser: argparse.ArgumentParser, *flags: str, **kw) -> None:
+    """Add an option unless the parser (runner.py's) already has it."""
+    if not any(f in parser._option_string_actions for f in flags):
+        parser.add_argument(*flags, **kw)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from qgemm_bench.model.llama import PRESETS
+
+    g = parser.add_argument_group("model benchmark (--model)")
+    _add(g, "--model", metavar="NAME", help=f"Llama architecture with random weights: {', '.join(PRESETS)}")
+    _add(g, "--checkpoint", metavar="PATH", help="a local Hugging Face checkpoint folder (or a .gguf file) "
+         "instead of random weights; its tokenizer enables --eval-text")
+    _add(g, "--layers", type=int, metavar="N", help="override the preset's number of decoder layers")
+    _add(g, "--quant", metavar="F,G", help="weight formats: int4-gN (N even: 32, 64, 128, ...), "
+         "int4-channel (row-wise: one scale per output row), nvfp4 (default: int4-g128,int4-channel,nvfp4)")
+    _add(g, "--batch", metavar="B,B", help="decode batch sizes (default 1,16,64 on CUDA; 1,4 on CPU)")
+    _add(g, "--prompt-len", type=int, metavar="T", help="prompt tokens before decoding, and the prefill "
+         "length that is timed (default 512 on CUDA, 16 on CPU)")
+    _add(g, "--decode-steps", type=int, metavar="N", help="timed decode steps per batch size (default 100 "
+         "on CUDA, 8 on CPU)")
+    _add(g, "--decode-mode", choices=["graph", "eager"], default="graph", help="CUDA: graph (default) "
+         "replays one decode step captured in a CUDA graph; eager runs it op by op (launch-bound)")
+    _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
+    _add(g, "--quality-tokens", metavar="BxT", help="token batch for the logit comparison against the "
+         "unquantized model (default 2x256 on CUDA, 2x32 on CPU)")
+    _add(g, "--eval-text", metavar="FILE", help="perplexity over this text file (needs --checkpoint with a "
+         "tokenizer)")
+    _add(g, "--eval-window", type=int, metavar="T", help="perplexity window in tokens (default 1024 on CUDA, "
+         "256 on CPU, at most the model's context)")
+    _add(g, "--eval-stride", type=int, metavar="T", help="perplexity stride (default: the window, disjoint chunks)")
+    _add(g, "--eval-tokens", type=int, metavar="N", help="use at most the first N tokens of --eval-text")
+    _add(g, "--backends", metavar="A,B", help="bf16 (the unquantized model, always run as the reference) and "
+         "registry backends, e.g. bf16,triton,helion,tinygemm")
+    _add(g, "--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    _add(g, "--dtype", help="model dtype: bfloat16 (CUDA default), float16 or float32 (CPU default)")
+    _add(g, "--output-dir", metavar="DIR", help="write the run here (must be new or empty)")
+    _add(g, "--no-plots", action="store_true", help="skip the PNG plot")
+    _add(g, "--seed", type=int, default=0, help="seed for random weights and tokens (default 0)")
+
+
+def parse_batches(text: str) -> list[int]:
+    try:
+        out = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        out = []
+    if not out or min(out) <= 0:
+        raise InputError(f"--batch {text!r}: expected positive integers separated by commas, e.g. 1,16,64")
+    return sorted(set(out))
+
+
+def parse_backends(text: str) -> list[str]:
+    names = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    if not names:
+        raise InputError("--backends: give at least one backend name")
+    for n in names:
+        if n != UNQUANTIZED:
+            check_backend(n)
+    return names
+
+
+def parse_bxt(text: str) -> tuple[int, int]:
+    try:
+        b, t = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        b = t = 0
+    if b <= 0 or t < 2:
+        raise InputError(f"--quality-tokens {text!r}: expected BxT, e.g. 2x256 (T >= 2)")
+    return b, t
+
+
+def _default(args, name: str, cuda: bool):
+    v = getattr(args, name, None)
+    return DEFAULTS[name][0 if cuda else 1] if v is None else v
+
+
+def check_formats_fit(specs, config) -> None:
+    """Every K of the decoder's linear layers (hidden, intermediate, o_proj's
+    heads x head_dim) must take the group / block size."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    heads = config.num_attention_heads * head_dim
+    for spec in specs:
+        size = 16 if spec.op == "nvfp4_gemm" else spec.group_size
+        for what, k in (("hidden", config.hidden_size), ("intermediate", config.intermediate_size),
+                        ("attention output", heads)):
+            if isinstance(size, int) and k % size:
+                raise InputError(f"--quant {spec.name}: K={k} ({what} size) is not divisible by {size}; "
+                                 f"choose a group size that divides {k} or int4-channel")
+
+
+def build_plan(args):
+    from qgemm_bench.harness.environment import resolve_device
+    from qgemm_bench.model import bench, decode, quality
+    from qgemm_bench.model.llama import ModelSource
+
+    device = resolve_device(args.device)
+    cuda = device.type == "cuda"
+    dtype_name = args.dtype or ("bfloat16" if cuda else "float32")
+    if dtype_name.lower() not in DTYPES:
+        raise InputError(f"--dtype {dtype_name!r}: choose bfloat16, float16 or float32")
+    dtype = DTYPES[dtype_name.lower()]
+    backends = parse_backends(_default(args, "backends", cuda))
+    specs = parse_quants(_default(args, "quant", cuda))
+    batches = parse_batches(_default(args, "batch", cuda))
+    prompt_len, steps = _default(args, "prompt_len", cuda), _default(args, "decode_steps", cuda)
+    if prompt_len < 1 or steps < 1:
+        raise InputError("--prompt-len and --decode-steps must be >= 1")
+    qb, qt = parse_bxt(_default(args, "quality_tokens", cuda))
+    if args.checkpoint:
+        if args.layers:
+            raise InputError("--layers applies to the presets, not to --checkpoint")
+        source = ModelSource.checkpoint(args.checkpoint, dtype)
+    elif args.model:
+        overrides = {}
+        if args.layers is not None:
+            if args.layers < 1:
+                raise InputError("--layers must be >= 1")
+            overrides["num_hidden_layers"] = args.layers
+        source = ModelSource.preset(args.model, dtype, args.seed, **overrides)
+    else:
+        raise InputError("give --model NAME or --checkpoint PATH")
+    cfg = source.config
+    check_formats_fit(specs, cfg)
+    ctx = cfg.max_position_embeddings
+    if prompt_len + steps + decode.WARMUP_STEPS + 1 > ctx or qt > ctx:
+        raise InputError(f"--prompt-len + --decode-steps and the quality length must fit the context ({ctx})")
+    quality_ids = decode.random_tokens(cfg.vocab_size, qb, qt, args.seed + 2, "cpu")
+    eval_ids = None
+    if args.eval_text:
+        if source.tokenizer is None:
+            raise InputError("--eval-text needs --checkpoint with a tokenizer (a trained model to evaluate)")
+        eval_ids = quality.text_tokens(source.tokenizer, args.eval_text, args.eval_tokens)
+        if eval_ids.numel() >= qb * qt:  # real text for the logit comparison too
+            quality_ids = eval_ids[: qb * qt].reshape(qb, qt).clone()
+    window = min(_default(args, "eval_window", cuda), ctx)
+    return bench.Plan(source=source, device=device, dtype=dtype, variants=bench.variants(backends, specs),
+                      batches=batches, prompt_len=prompt_len, decode_steps=steps, decode_mode=args.decode_mode,
+                      prefill_reps=DEFAULTS["prefill_reps"][0 if cuda else 1], quality_ids=quality_ids,
+                      eval_ids=eval_ids, eval_window=window, eval_stride=args.eval_stride, lm_head=args.lm_head,
+                      seed=args.seed)
+
+
+def default_folder(plan) -> Path:
+    from qgemm_bench.harness.environment import REPO
+
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    where = "cpu" if plan.device.type == "cpu" else torch.cuda.get_device_name(plan.device).split()[-1]
+    name = Path(plan.source.name).name.replace(" ", "_")
+    return REPO / "results" / "runs" / f"{stamp}-model-{name}-{where.lower()}"
+
+
+def metadata(plan, args) -> dict:
+    from qgemm_bench.harness import environment
+
+    meta = environment.collect(plan.device)
+    meta["transformers"] = importlib.metadata.version("transformers")
+    meta["model"] = plan.source.describe()
+    meta["settings"] = {
+        "variants": [f"{b} {s.name if s else 'none'}" for b, s in plan.variants], "batches": plan.batches,
+        "dtype": str(plan.dtype).removeprefix("torch."), "timing": plan.timing, "prompt_len": plan.prompt_len,
+        "decode_steps": plan.decode_steps, "prefill_reps": plan.prefill_reps, "lm_head": plan.lm_head,
+        "quality_tokens": "x".join(map(str, plan.quality_ids.shape)), "eval_text": args.eval_text,
+        "eval_tokens": None if plan.eval_ids is None else int(plan.eval_ids.numel()),
+        "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed, "argv": sys.argv[1:],
+    }
+    return meta
+
+
+def run(args) -> int:
+    from qgemm_bench.model import bench, outputs
+
+    plan = build_plan(args)
+    out_dir = Path(args.output_dir) if args.output_dir else default_folder(plan)
+    outputs.check_new(out_dir)
+    if plan.device.type == "cuda":
+        torch.cuda.set_device(plan.device)
+    else:
+        print("note: CPU run: timings are wall-clock CPU timings, not comparable with GPU numbers", file=sys.stderr)
+    folder = outputs.RunFolder(out_dir)
+    meta = metadata(plan, args)
+    rows, interrupted = bench.run(plan, folder)
+    meta["interrupted"] = interrupted
+    folder.write(rows, meta, plots=not args.no_plots)
+    print(outputs.console(rows))
+    if interrupted:
+        print(f"\ninterrupted: {len(rows)} row(s) kept", file=sys.stderr)
+    print(f"\nresults: {folder.path}")
+    return 130 if interrupted else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m qgemm_bench.model",
+                                     description="Decode tokens/s, memory and quality of a Llama model per "
+                                     "GEMM backend and weight format.")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

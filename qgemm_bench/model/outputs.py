@@ -1,0 +1,234 @@
+"""Rows of a model run and its folder: rows.jsonl appended as rows are measured,
+then results.csv, results.json (metadata + rows), report.md and tokens_per_s.png."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import pandas as pd
+from tabulate import tabulate
+
+from qgemm_bench.model.errors import InputError
+
+OK, ERROR, OOM, UNAVAILABLE, INCORRECT = "ok", "error", "oom", "unavailable", "incorrect"
+GiB = 2**30
+
+
+@dataclass
+class ModelRow:
+    """One variant (backend x weight format) at one decode batch size. The
+    variant's own measurements (memory, prefill, quality) repeat on its rows."""
+
+    model: str
+    backend: str  # "bf16" = the unquantized model
+    quant: str  # "none", "int4-g128", "int4-channel", "nvfp4", ...
+    batch: int
+    dtype: str
+    device: str
+    timing: str  # graph | eager | cpu-wall
+    status: str
+    reason: str = ""
+    step_ms_p50: float | None = None
+    step_ms_p20: float | None = None
+    step_ms_p80: float | None = None
+    tokens_per_s: float | None = None  # batch / median step time
+    speedup: float | None = None  # vs the unquantized model's tokens/s at the same batch
+    graph_check_rel_err: float | None = None  # graph replay vs eager step, same cache state
+    peak_gib: float | None = None  # torch.cuda.max_memory_allocated during this batch's decode (CUDA)
+    prefill_len: int | None = None
+    prefill_tokens_per_s: float | None = None
+    linear_weight_gib: float | None = None
+    weight_gib: float | None = None
+    linear_weight_ratio: float | None = None  # vs the unquantized model
+    weight_ratio: float | None = None
+    logits_rel_err: float | None = None
+    logits_kl: float | None = None
+    top1_agree: float | None = None
+    perplexity: float | None = None
+    quantize_s: float | None = None
+    samples_ms: list = field(default_factory=list)
+
+    @property
+    def variant(self) -> str:
+        return self.backend if self.quant == "none" else f"{self.backend} {self.quant}"
+
+    def to_dict(self) -> dict:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
+
+
+CSV_COLUMNS = [f.name for f in fields(ModelRow) if f.name != "samples_ms"]
+
+
+def check_new(path: Path) -> None:
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise InputError(f"--output-dir {path} already holds files; choose a new folder")
+
+
+class RunFolder:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        check_new(self.path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def append(self, row: ModelRow) -> None:
+        with open(self.path / "rows.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(row.to_dict()) + "\n")
+
+    def log_error(self, text: str) -> None:
+        with open(self.path / "errors.log", "a", encoding="utf-8") as f:
+            f.write(text.rstrip() + "\n\n")
+
+    def write(self, rows: list[ModelRow], metadata: dict, plots: bool = True) -> list[str]:
+        frame(rows).to_csv(self.path / "results.csv", index=False)
+        doc = {"metadata": metadata, "rows": [r.to_dict() for r in rows]}
+        (self.path / "results.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        written = [plot_tokens_per_s(rows, metadata, self.path / "tokens_per_s.png")] if plots else []
+        written = [w for w in written if w]
+        (self.path / "report.md").write_text(markdown(rows, metadata, written), encoding="utf-8")
+        return written
+
+
+def frame(rows: list[ModelRow]) -> pd.DataFrame:
+    return pd.DataFrame([r.to_dict() for r in rows], columns=CSV_COLUMNS)
+
+
+def load(path: str | Path) -> tuple[dict, list[ModelRow]]:
+    p = Path(path)
+    doc = json.loads((p / "results.json" if p.is_dir() else p).read_text(encoding="utf-8"))
+    return doc["metadata"], [ModelRow(**r) for r in doc["rows"]]
+
+
+def _f(v, fmt: str) -> str:
+    return "" if v is None else format(v, fmt)
+
+
+def _variants(rows: list[ModelRow]) -> dict[str, list[ModelRow]]:
+    out: dict[str, list[ModelRow]] = {}
+    for r in rows:
+        out.setdefault(r.variant, []).append(r)
+    return out
+
+
+def decode_table(rows: list[ModelRow]) -> str:
+    batches = sorted({r.batch for r in rows})
+    body = []
+    for name, rs in _variants(rows).items():
+        by_b = {r.batch: r for r in rs}
+        cells = []
+        for b in batches:
+            r = by_b.get(b)
+            if r is None or r.status != OK:
+                cells.append("" if r is None else r.status)
+            else:
+                sp = f" ({r.speedup:.2f}x)" if r.speedup is not None and r.backend != "bf16" else ""
+                cells.append(f"{r.tokens_per_s:.1f}{sp}")
+        body.append([name, *cells])
+    return tabulate(body, ["variant", *[f"batch {b} tok/s" for b in batches]], tablefmt="github")
+
+
+def summary_table(rows: list[ModelRow]) -> str:
+    body = []
+    for name, rs in _variants(rows).items():
+        r = next((x for x in rs if x.status == OK), rs[0])
+        peak = max((x.peak_gib for x in rs if x.peak_gib is not None), default=None)
+        body.append([name, r.status if all(x.status == r.status for x in rs) else "partial",
+                     _f(r.linear_weight_gib, ".3f"), _f(r.weight_gib, ".3f"), _f(r.linear_weight_ratio, ".3f"),
+                     _f(r.weight_ratio, ".3f"), _f(peak, ".2f"), _f(r.prefill_tokens_per_s, ".0f"),
+                     _f(r.logits_rel_err, ".2e"), _f(r.logits_kl, ".2e"), _f(r.top1_agree, ".3f"),
+                     _f(r.perplexity, ".3f"), _f(r.quantize_s, ".2f")])
+    headers = ["variant", "status", "linear GiB", "model GiB", "linear ratio", "model ratio", "peak GiB",
+               "prefill tok/s", "logits rel err", "KL", "top-1 agree", "ppl", "quantize s"]
+    return tabulate(body, headers, tablefmt="github")
+
+
+def format_quality_table(rows: list[ModelRow]) -> str:
+    """Quality per weight format (row-wise vs group sizes vs NVFP4 side by
+    side), from the first backend that ran it: the format sets the error."""
+    seen: dict[str, ModelRow] = {}
+    for r in rows:
+        if r.status == OK and r.logits_rel_err is not None and r.quant not in seen:
+            seen[r.quant] = r
+    body = [[q, r.backend, _f(r.logits_rel_err, ".3e"), _f(r.logits_kl, ".3e"), _f(r.top1_agree, ".3f"),
+             _f(r.perplexity, ".3f"), _f(r.linear_weight_ratio, ".3f")] for q, r in seen.items()]
+    return tabulate(body, ["format", "measured with", "logits rel err", "KL", "top-1 agree", "ppl",
+                           "linear ratio"], tablefmt="github")
+
+
+def problems(rows: list[ModelRow]) -> list[str]:
+    out = []
+    for name, rs in _variants(rows).items():
+        reasons = dict.fromkeys(f"{r.status}: {r.reason}" for r in rs if r.status != OK)
+        out += [f"{name}: {x}" for x in reasons]
+    return out
+
+
+def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
+    s, m = meta.get("settings", {}), meta.get("model", {})
+    lines = [f"# Decode benchmark: {m.get('model', '?')}", "",
+             f"{m.get('layers')} layers, hidden {m.get('hidden')}, intermediate {m.get('intermediate')}, "
+             f"{m.get('heads')}/{m.get('kv_heads')} heads, vocab {m.get('vocab')}; "
+             f"{'trained checkpoint' if m.get('trained') else 'random weights'}.", "",
+             f"Device: {meta.get('gpu') or meta.get('cpu')} ({meta.get('device')}); torch {meta.get('torch')}, "
+             f"triton {meta.get('triton')}, transformers {meta.get('transformers')}; commit {meta.get('git_commit')}; "
+             f"{meta.get('date')}.", "",
+             f"Decode: {s.get('timing')} timing, median of {s.get('decode_steps')} greedy steps after a "
+             f"{s.get('prompt_len')}-token prompt (static KV cache); tokens/s = batch / step time. Prefill: "
+             f"{s.get('prompt_len')} tokens, batch 1, eager. Quality: logits on {s.get('quality_tokens')} tokens "
+             f"against the unquantized model; lm_head quantized: {s.get('lm_head')}. `bf16` is the "
+             f"unquantized model in the run's dtype ({s.get('dtype')}).", ""]
+    if s.get("timing") == "cpu-wall":
+        lines += ["**CPU wall-clock timings: not comparable with GPU numbers.**", ""]
+    if not m.get("trained"):
+        lines += ["Random weights: the quality columns measure numerical fidelity to the unquantized model, "
+                  "not language-model quality.", ""]
+    lines += ["## Decode tokens/s (speedup vs unquantized)", "", decode_table(rows), "",
+              "## Memory, prefill and quality per variant", "", summary_table(rows), "",
+              "## Quality by weight format", "", format_quality_table(rows), ""]
+    lines += [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
+    if probs := problems(rows):
+        lines += ["", "## Not measured", "", *[f"- {p}" for p in probs]]
+    return "\n".join(lines) + "\n"
+
+
+def console(rows: list[ModelRow]) -> str:
+    return decode_table(rows) + "\n\n" + summary_table(rows)
+
+
+def plot_tokens_per_s(rows: list[ModelRow], meta: dict, path: Path) -> str | None:
+    """Decode tokens/s vs batch per variant (log-log), and beside it the
+    speedup over the unquantized model (lines overlap on the first)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    ok = [r for r in rows if r.status == OK and r.tokens_per_s]
+    if not ok:
+        return None
+    batches = sorted({r.batch for r in ok})
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax, sp = fig.subplots(1, 2)
+    for name, rs in _variants(ok).items():
+        rs = sorted(rs, key=lambda r: r.batch)
+        style = {"marker": "o", "ls": "--" if name == "bf16" else "-", "label": name}
+        ax.plot([r.batch for r in rs], [r.tokens_per_s for r in rs], **style)
+        with_sp = [r for r in rs if r.speedup is not None]
+        sp.plot([r.batch for r in with_sp], [r.speedup for r in with_sp], **style)
+    for a in (ax, sp):
+        a.set_xscale("log", base=2)
+        a.set_xticks(batches, [str(b) for b in batches])
+        a.set_xlabel("batch (sequences decoded together)")
+        a.grid(True, which="both", alpha=0.3)
+    ax.set_yscale("log")
+    ax.set_ylabel("decode tokens/s")
+    sp.set_ylabel("speedup vs unquantized (same batch)")
+    sp.axhline(1.0, color="grey", lw=0.8)
+    s = meta.get("settings", {})
+    where = meta.get("gpu") or "CPU"
+    ax.set_title(f"{meta.get('model', {}).get('model', '')} on {where} ({s.get('timing', '')})", fontsize=10)
+    sp.set_title("speedup", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.savefig(path, dpi=110)
+    return str(path)

@@ -1,0 +1,351 @@
+"""End-to-end model benchmark (qgemm_bench.model) on CPU: QuantLinear against
+the dequantized reference, quantize_model's swaps, the static-cache decode step,
+perplexity against an independent computation, and the tiny run's outputs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+pytest.importorskip("transformers")
+
+from qgemm_bench.model import cli, decode, quality  # noqa: E402
+from qgemm_bench.model import quant_linear as ql  # noqa: E402
+from qgemm_bench.model.errors import BackendUnavailable, InputError  # noqa: E402
+from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
+from qgemm_bench.model.quant_linear import QuantLinear, parse_quant, quantize_model  # noqa: E402
+from qgemm_bench.operators import formats  # noqa: E402
+
+CPU = torch.device("cpu")
+LEADING = [(5,), (2, 3), (1, 1, 7), (0,)]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The tiny model needs no intra-op threads; on a shared 2-core machine their
+    spin-waits stalled steps by 100x (400 ms instead of 2 ms)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def tiny(layers: int = 2, seed: int = 0):
+    return build_model(config_for("tiny", num_hidden_layers=layers), CPU, torch.float32, seed)
+
+
+def linear(k: int, n: int, bias: bool, dtype=torch.float32, seed: int = 0) -> nn.Linear:
+    torch.manual_seed(seed)
+    lin = nn.Linear(k, n, bias=bias, dtype=dtype)
+    with torch.no_grad():
+        lin.weight.normal_(0, 0.05)
+        if bias:
+            lin.bias.normal_(0, 1.0)
+    return lin.requires_grad_(False)
+
+
+def reference(lin: nn.Linear, x: torch.Tensor, w_kn: torch.Tensor) -> torch.Tensor:
+    y = x.float() @ w_kn
+    return y if lin.bias is None else y + lin.bias.float()
+
+
+def rel(a, b) -> float:
+    return (torch.linalg.vector_norm(a.double() - b.double()) / torch.linalg.vector_norm(b.double())).item()
+
+
+# ------------------------------------------------------------------ QuantLinear
+
+
+@pytest.mark.parametrize("group", [32, 128, "channel"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_quant_linear_int4_equals_dequantized_reference(group, bias):
+    k, n = 256, 96
+    lin = linear(k, n, bias)
+    spec = parse_quant(f"int4-g{group}" if isinstance(group, int) else "int4-channel")
+    q = QuantLinear.from_linear(lin, "torch", spec)
+    g = k if group == "channel" else group
+    packed, scales = formats.quantize_int4(lin.weight.t().contiguous(), g, torch.float32)
+    w_kn = formats.dequantize_int4(packed, scales, g)
+    # The [N, K] -> [K, N] transpose is right: the dequantized weight is near W^T.
+    assert rel(w_kn, lin.weight.t()) < 0.15
+    for lead in LEADING:
+        x = torch.randn(*lead, k)
+        y = q(x)
+        assert y.shape == (*lead, n) and y.dtype == x.dtype
+        if x.numel():
+            assert rel(y, reference(lin, x, w_kn)) < 1e-5
+    assert q.weight_nbytes() == k * n // 2 + (k // g) * n * 4 + (n * 4 if bias else 0)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_quant_linear_nvfp4_equals_dequantized_reference(bias):
+    k, n = 160, 40
+    lin = linear(k, n, bias, seed=1)
+    q = QuantLinear.from_linear(lin, "torch", "nvfp4")
+    w_kn = formats.dequantize_nvfp4(*formats.quantize_nvfp4(lin.weight.t().contiguous()))
+    assert rel(w_kn, lin.weight.t()) < 0.2
+    for lead in LEADING:
+        x = torch.randn(*lead, k)
+        y = q(x)
+        assert y.shape == (*lead, n)
+        if x.numel():
+            assert rel(y, reference(lin, x, w_kn)) < 1e-5
+
+
+def test_quant_linear_fp16_within_operator_tolerance():
+    lin = linear(256, 64, True, dtype=torch.float16, seed=2)
+    q = QuantLinear.from_linear(lin, "torch", "int4-g64")
+    packed, scales = formats.quantize_int4(lin.weight.t().contiguous(), 64, torch.float16)
+    x = torch.randn(3, 4, 256, dtype=torch.float16)
+    y = q(x)
+    assert y.dtype == torch.float16
+    assert rel(y, reference(lin, x, formats.dequantize_int4(packed, scales, 64))) < 3e-3
+
+
+def test_parse_quant():
+    assert parse_quant("int4-g128") == ql.QuantSpec("int4-g128", "int4_gemm", 128)
+    assert parse_quant("INT4-channel").group_size == "channel"
+    assert parse_quant("nvfp4").op == "nvfp4_gemm"
+    for bad in ("int4-g7", "int4-g0", "int8", "int4-gx"):
+        with pytest.raises(InputError):
+            parse_quant(bad)
+    with pytest.raises(InputError):
+        ql.check_backend("no_such_backend")
+
+
+# ----------------------------------------------------------------- quantize_model
+
+
+def expected_names(layers: int) -> set[str]:
+    attn = [f"model.layers.{i}.self_attn.{p}_proj" for i in range(layers) for p in "qkvo"]
+    mlp = [f"model.layers.{i}.mlp.{p}_proj" for i in range(layers) for p in ("gate", "up", "down")]
+    return set(attn + mlp)
+
+
+@pytest.mark.parametrize("lm_head", [False, True])
+def test_quantize_model_swaps_exactly_the_decoder_linears(lm_head):
+    model = tiny(layers=3)
+    ids = torch.randint(0, 1024, (2, 9))
+    before = quality.full_logits(model, ids)
+    dense_linear = ql.linear_nbytes(model, lm_head)
+    swapped = quantize_model(model, "torch", "int4-g128", lm_head=lm_head)
+    want = expected_names(3) | ({"lm_head"} if lm_head else set())
+    assert set(swapped) == want and len(swapped) == len(want)
+    quant = {n for n, m in model.named_modules() if isinstance(m, QuantLinear)}
+    assert quant == want
+    assert isinstance(model.lm_head, QuantLinear) == lm_head
+    assert isinstance(model.model.embed_tokens, nn.Embedding)
+    assert not any(isinstance(m, nn.Linear) for n, m in model.named_modules() if n in want)
+    # Same model, quantized: close to the original logits but not equal.
+    after = quality.full_logits(model, ids)
+    assert 0 < rel(after, before) < 0.6
+    # int4 with fp32 scales per 128 rows: K*N/2 + K/128*N*4 bytes per layer, vs K*N*4 dense.
+    c = model.config
+    shapes = [(c.hidden_size, c.num_attention_heads * c.head_dim), (c.hidden_size, c.num_key_value_heads * c.head_dim),
+              (c.hidden_size, c.num_key_value_heads * c.head_dim), (c.num_attention_heads * c.head_dim, c.hidden_size),
+              (c.hidden_size, c.intermediate_size), (c.hidden_size, c.intermediate_size),
+              (c.intermediate_size, c.hidden_size)] * c.num_hidden_layers
+    shapes += [(c.hidden_size, c.vocab_size)] if lm_head else []
+    assert dense_linear == sum(k * n * 4 for k, n in shapes)
+    assert ql.linear_nbytes(model, lm_head) == sum(k * n // 2 + k // 128 * n * 4 for k, n in shapes)
+
+
+def test_quantized_tied_lm_head_keeps_embedding():
+    model = build_model(config_for("tiny", tie_word_embeddings=True), CPU, torch.float32)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    quantize_model(model, "torch", "int4-channel", lm_head=True)
+    assert isinstance(model.lm_head, QuantLinear)
+    assert model.model.embed_tokens.weight.shape == (1024, 256)
+
+
+# ------------------------------------------------------------------ decode step
+
+
+def test_static_cache_decode_step_matches_full_forward_and_rewinds():
+    model = tiny()
+    ids = torch.randint(0, 1024, (3, 12))
+    full = quality.full_logits(model, ids)
+    cache = decode.static_cache(model, 16)
+    last = decode.prefill(model, cache, ids[:, :8])
+    assert rel(last[:, -1], full[:, 7]) < 1e-5
+    step = decode.DecodeStep(model, cache, 3, CPU)
+    for t in range(8, 12):
+        step.tok.copy_(ids[:, t:t + 1])
+        assert rel(step()[:, -1], full[:, t]) < 1e-4
+    decode.rewind(cache, 10)  # the timing loop rewinds the cache between phases
+    step.tok.copy_(ids[:, 10:11])
+    assert rel(step()[:, -1], full[:, 10]) < 1e-4
+
+
+def test_time_decode_on_cpu_is_wall_clock():
+    t = decode.time_decode(tiny(), batch=2, prompt_len=4, steps=3, device=CPU, mode="graph")
+    assert t.mode == "cpu-wall" and len(t.samples_ms) == 3 and all(s > 0 for s in t.samples_ms)
+    assert t.check_rel_err is None
+    p = decode.time_prefill(tiny(), prompt_len=5, device=CPU, reps=2)
+    assert len(p.samples_ms) == 2 and p.p50 > 0
+
+
+# ------------------------------------------------------------------- quality
+
+
+def independent_nll(model, ids: torch.Tensor, begin: int, t: int) -> float:
+    """-log p(ids[t] | ids[begin:t]) from one forward pass."""
+    logits = model(input_ids=ids[begin:t][None]).logits[0, -1].double()
+    return -(logits[ids[t]] - torch.logsumexp(logits, -1)).item()
+
+
+def test_perplexity_equals_independent_exp_mean_nll():
+    model = tiny()
+    ids = torch.randint(0, 1024, (40,))
+    # One window over everything: exp of the usual shifted cross-entropy.
+    with torch.no_grad():
+        ce = F.cross_entropy(model(input_ids=ids[None]).logits[0, :-1].double(), ids[1:]).item()
+    one = quality.perplexity(model, ids, window=64)
+    assert one["tokens"] == 39 and one["perplexity"] == pytest.approx(math.exp(ce), rel=1e-5)
+    # Disjoint chunks of 16: each chunk's first token is context only.
+    chunked = quality.perplexity(model, ids, window=16)
+    with torch.no_grad():
+        nll = [independent_nll(model, ids, b, t) for b in (0, 16, 32) for t in range(b + 1, min(b + 16, 40))]
+    assert chunked["tokens"] == len(nll) == 37
+    assert chunked["perplexity"] == pytest.approx(math.exp(sum(nll) / len(nll)), rel=1e-5)
+    # Sliding windows, stride 1: token t sees the window-1 tokens before it.
+    sliding = quality.perplexity(model, ids, window=8, stride=1)
+    with torch.no_grad():
+        nll = [independent_nll(model, ids, max(0, t - 7), t) for t in range(1, 40)]
+    assert sliding["tokens"] == 39
+    assert sliding["perplexity"] == pytest.approx(math.exp(sum(nll) / len(nll)), rel=1e-5)
+    assert sliding["perplexity"] != pytest.approx(chunked["perplexity"], rel=1e-6)
+
+
+def test_logit_metrics():
+    ref = torch.randn(2, 5, 11)
+    same = quality.logit_metrics(ref, ref.clone())
+    assert same == {"logits_rel_err": 0.0, "logits_kl": 0.0, "top1_agree": 1.0}
+    flipped = quality.logit_metrics(ref, -ref)
+    assert flipped["logits_rel_err"] == pytest.approx(2.0)
+    assert flipped["top1_agree"] == 0.0 and flipped["logits_kl"] > 0.5
+    p, q = F.softmax(ref.double(), -1), F.softmax(0.5 * ref.double(), -1)
+    kl = (p * (p.log() - q.log())).sum(-1).mean().item()
+    assert quality.logit_metrics(ref, 0.5 * ref)["logits_kl"] == pytest.approx(kl, rel=1e-9)
+
+
+# ------------------------------------------------------------------ end to end
+
+
+def run_cli(tmp_path, *extra, name="run"):
+    out = tmp_path / name
+    argv = ["--model", "tiny", "--device", "cpu", "--output-dir", str(out), "--batch", "1,3", "--prompt-len", "6",
+            "--decode-steps", "3", "--quality-tokens", "2x12", *extra]
+    return cli.main(argv), out
+
+
+def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
+    real = ql.prepare_kernel
+
+    def flaky(backend, spec, *a, **kw):  # one format unavailable, one failing: both must become rows
+        if spec.op == "nvfp4_gemm":
+            raise BackendUnavailable("no NVFP4 kernel here")
+        if spec.group_size == "channel":
+            raise RuntimeError("kernel exploded")
+        return real(backend, spec, *a, **kw)
+
+    monkeypatch.setattr(ql, "prepare_kernel", flaky)
+    rc, out = run_cli(tmp_path, "--backends", "bf16,torch", "--quant", "int4-g64,int4-channel,nvfp4")
+    assert rc == 0
+    for f in ("rows.jsonl", "results.csv", "results.json", "report.md", "tokens_per_s.png"):
+        assert (out / f).is_file() and (out / f).stat().st_size > 0, f
+    assert (out / "tokens_per_s.png").read_bytes()[:4] == b"\x89PNG"
+    doc = json.loads((out / "results.json").read_text())
+    rows = {(r["backend"], r["quant"], r["batch"]): r for r in doc["rows"]}
+    assert set(rows) == {(b, q, n) for b, q in [("bf16", "none"), ("torch", "int4-g64"), ("torch", "int4-channel"),
+                                                 ("torch", "nvfp4")] for n in (1, 3)}
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 8
+    for n in (1, 3):
+        ref, q = rows[("bf16", "none", n)], rows[("torch", "int4-g64", n)]
+        assert ref["status"] == q["status"] == "ok"
+        assert ref["timing"] == "cpu-wall" and ref["tokens_per_s"] == pytest.approx(n * 1e3 / ref["step_ms_p50"])
+        assert ref["logits_rel_err"] == 0 and ref["top1_agree"] == 1 and ref["weight_ratio"] == 1
+        assert 0 < q["logits_rel_err"] < 0.6 and q["logits_kl"] > 0 and 0 < q["top1_agree"] <= 1
+        assert q["speedup"] == pytest.approx(q["tokens_per_s"] / ref["tokens_per_s"])
+        # int4 + fp32 scales per 64 rows vs fp32: 1/8 + 1/64 of the linear bytes.
+        assert q["linear_weight_ratio"] == pytest.approx(1 / 8 + 1 / 64, rel=1e-6)
+        assert q["weight_ratio"] < 0.5 and q["prefill_tokens_per_s"] > 0
+        assert rows[("torch", "nvfp4", n)]["status"] == "unavailable"
+        assert rows[("torch", "nvfp4", n)]["reason"] == "no NVFP4 kernel here"
+        assert rows[("torch", "int4-channel", n)]["status"] == "error"
+        assert "kernel exploded" in rows[("torch", "int4-channel", n)]["reason"]
+    assert "kernel exploded" in (out / "errors.log").read_text()
+    assert doc["metadata"]["model"]["layers"] == 2 and doc["metadata"]["settings"]["batches"] == [1, 3]
+    assert doc["metadata"]["torch"] == torch.__version__ and "transformers" in doc["metadata"]
+    report = (out / "report.md").read_text()
+    assert "torch int4-g64" in report and "tokens_per_s.png" in report and "kernel exploded" in report
+    assert "int4-channel" in report and "unavailable" in report
+
+
+@pytest.mark.parametrize("bad", [["--model", "llama-9z"], ["--batch", "1,x"], ["--batch", "0"],
+                                 ["--backends", "bf16,nope"], ["--quant", "int4-g96"], ["--quant", "fp8"],
+                                 ["--eval-text", "x.txt"], ["--quality-tokens", "2"]])
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, bad):
+    rc, out = run_cli(tmp_path, *bad)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: ")
+    assert not out.exists()
+
+
+def make_checkpoint(tmp_path):
+    """A tiny Llama saved as an HF checkpoint with a word-level tokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    text = " ".join(f"w{i % 37} w{(i * 7) % 53}." for i in range(200))
+    vocab = {"<unk>": 0, "<s>": 1}
+    for w in text.replace(".", " .").split():
+        vocab.setdefault(w, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>")
+    ckpt = tmp_path / "ckpt"
+    tiny(seed=3).save_pretrained(ckpt)
+    fast.save_pretrained(ckpt)
+    (tmp_path / "text.txt").write_text(text)
+    return ckpt, tmp_path / "text.txt", fast
+
+
+def test_checkpoint_run_reports_perplexity(tmp_path):
+    ckpt, text, tok = make_checkpoint(tmp_path)
+    rc, out = run_cli(tmp_path, "--model", "tiny", "--checkpoint", str(ckpt), "--eval-text", str(text),
+                      "--eval-window", "64", "--eval-tokens", "300", "--backends", "bf16,torch",
+                      "--quant", "int4-g32", "--batch", "1")
+    assert rc == 0
+    doc = json.loads((out / "results.json").read_text())
+    rows = {r["backend"]: r for r in doc["rows"]}
+    assert doc["metadata"]["model"]["trained"] and doc["metadata"]["settings"]["eval_tokens"] == 300
+    # The run's unquantized perplexity is that of the checkpoint on the same tokens.
+    model = build_model(config_for("tiny"), CPU, torch.float32, seed=3)
+    ids = quality.text_tokens(tok, text, 300)
+    assert rows["bf16"]["perplexity"] == pytest.approx(quality.perplexity(model, ids, 64)["perplexity"], rel=1e-4)
+    assert rows["torch"]["status"] == "ok" and math.isfinite(rows["torch"]["perplexity"])
+    assert rows["torch"]["perplexity"] != pytest.approx(rows["bf16"]["perplexity"], rel=1e-6)
+
+
+def test_interrupt_keeps_what_was_measured(tmp_path, monkeypatch):
+    real = decode.time_decode
+
+    def interrupted(model, batch, *a, **kw):
+        if batch == 3 and isinstance(model.model.layers[0].mlp.down_proj, QuantLinear):
+            raise KeyboardInterrupt
+        return real(model, batch, *a, **kw)
+
+    monkeypatch.setattr(decode, "time_decode", interrupted)
+    rc, out = run_cli(tmp_path, "--backends", "bf16,torch", "--quant", "int4-g128,nvfp4")
+    assert rc == 130
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["metadata"]["interrupted"] is True
+    got = [(r["backend"], r["quant"], r["batch"], r["status"]) for r in doc["rows"]]
+    assert got == [("bf16", "none", 1, "ok"), ("bf16", "none", 3, "ok"), ("torch", "int4-g128", 1, "ok")]
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 3

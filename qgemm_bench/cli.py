@@ -5,6 +5,7 @@
     python runner.py --list-ops | --list-backends [--op OP]
     python runner.py compare BASE NEW      # perf-regression report (compare --help)
     python runner.py report DIR            # rebuild a run's tables and plots from its rows.jsonl
+    python runner.py --model llama-3.2-1b  # end to end: quantized Llama decode, memory and quality
 """
 
 from __future__ import annotations
@@ -87,6 +88,9 @@ def parser() -> argparse.ArgumentParser:
     for op in operators.all_ops():
         op.add_arguments(ops)
     registry.add_arguments(p)
+    from qgemm_bench.model import cli as model_cli  # light: no transformers import
+
+    model_cli.add_arguments(p)
     return p
 
 
@@ -152,8 +156,14 @@ def _run(argv: list[str]) -> int:
     if args.list_backends:
         print(benchmark.list_backends(args.op, args.device))
         return 0
+    if args.model or args.checkpoint:
+        if args.op:
+            raise InputError("--op and --model are separate benchmarks: give one of them")
+        from qgemm_bench.model import cli as model_cli
+
+        return model_cli.run(args)
     if not args.op:
-        raise InputError("--op is required (see --list-ops)")
+        raise InputError("--op (a GEMM benchmark) or --model (the end-to-end one) is required (see --list-ops)")
     return benchmark.execute(args)
 
 

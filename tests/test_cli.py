@@ -79,7 +79,7 @@ def cli(*args):
     (["--op", "int4_gemm", "--timing", "bogus"], "argument --timing: invalid choice: 'bogus'"),
     (["--op", "int4_gemm", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     (["--op", "int4_gemm", "--shape"], "argument --shape: expected one argument"),
-    ([], "--op is required"),
+    ([], "--op (a GEMM benchmark) or --model"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path):
     if "--device" in args and args[args.index("--device") + 1] == "cuda" and torch.cuda.is_available():

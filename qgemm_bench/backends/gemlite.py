@@ -14,7 +14,7 @@ bit-packs; nothing is requantized. Two settings keep it exact:
 Its split-K and GEMV kernels (M < 64) add partial sums with bf16 atomics by
 default: 2.3e-2 relative error at M = 1 on the H100, over our tolerance. We
 switch that off (process-wide: set_native_atomic_bfp16(False); fp32 partials,
-3.2e-3), and the rows say so.
+3.2e-3), and its summary says so.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ MIN_K = 32  # GemLiteLinear's in_features % 32
 # Its GEMM kernel loads the per-group scales of a BLOCK_SIZE_N tile without a
 # mask: N a multiple of its largest N tile keeps those loads in bounds.
 N_ALIGN = 128
-NOTE = "gemlite with fp32 split-K partials (its native bf16 atomics fail the accuracy check at small M)"
 
 
 def group_for(k: int, group_size: int | None) -> int:
@@ -62,7 +61,8 @@ def operands(w: torch.Tensor, scales: torch.Tensor | None, k: int, n: int):
 
 
 @backend("int4_gemm", "gemlite", "gemlite 0.6's Triton GemLiteLinear (bf16; groups of K or powers of two "
-         ">= 32) on our codes and scales", why_not)
+         ">= 32) on our codes and scales, split-K partials in fp32 (its bf16 atomics fail the accuracy check "
+         "at small M)", why_not)
 def prepare(case, inputs):
     import gemlite
     from gemlite import DType, GemLiteLinear
@@ -83,4 +83,4 @@ def prepare(case, inputs):
 
     x = inputs.x
     apply(x)  # its autotuning (shapes without a shipped config) runs here, never in the timed calls
-    return Prepared(lambda: apply(x), resident=resident, notes=NOTE, apply=apply)
+    return Prepared(lambda: apply(x), resident=resident, apply=apply)

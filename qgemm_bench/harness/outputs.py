@@ -110,10 +110,12 @@ class RunFolder:
             return cls(path, fd)
         raise InputError(f"{MAX_SUFFIX} run folders named {base.name}* exist; pass --output-dir")
 
-    def append(self, row: Row, round_: int) -> None:
-        """One measurement, flushed at once: a kill loses at most the one in flight."""
+    def append(self, row, round_: int | None = None) -> None:
+        """One measurement (a Row, or any record with to_dict()), flushed at
+        once: a kill loses at most the one in flight."""
+        record = row.to_dict() if round_ is None else {"round": round_, **row.to_dict()}
         try:
-            self._rows.write(json.dumps({"round": round_, **row.to_dict()}) + "\n")
+            self._rows.write(json.dumps(record) + "\n")
             self._rows.flush()
         except OSError as e:
             raise WriteError(f"could not append to {self.path / ROWS}: {_why(e)}") from None

@@ -204,13 +204,12 @@ def run(args) -> int:
     from qgemm_bench.model import bench, outputs
 
     plan = build_plan(args)
-    out_dir = Path(args.output_dir) if args.output_dir else default_folder(plan)
-    outputs.check_new(out_dir)
+    folder = outputs.RunFolder.claim(args.output_dir) if args.output_dir else \
+        outputs.RunFolder.claim_new(default_folder(plan))
     if plan.device.type == "cuda":
         torch.cuda.set_device(plan.device)
     else:
         print("note: CPU run: timings are wall-clock CPU timings, not comparable with GPU numbers", file=sys.stderr)
-    folder = outputs.RunFolder(out_dir)
     meta = metadata(plan, args)
     rows, interrupted = bench.run(plan, folder)
     meta["interrupted"] = interrupted

@@ -1,7 +1,7 @@
-"""The one import of the project's user-input error for this package (it moves
-to qgemm_bench.errors; repoint it here only)."""
+"""The model benchmark's errors: the project's user-input error, and a backend
+that cannot run a format here."""
 
-from qgemm_bench.operators.common import InputError
+from qgemm_bench.errors import InputError
 
 
 class BackendUnavailable(Exception):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
-from qgemm_bench.model.errors import InputError
+from qgemm_bench.harness import outputs as harness_outputs
+from qgemm_bench.harness.outputs import write_atomic
 
 OK, ERROR, OOM, UNAVAILABLE, INCORRECT = "ok", "error", "oom", "unavailable", "incorrect"
 GiB = 2**30
@@ -62,32 +63,18 @@ class ModelRow:
 CSV_COLUMNS = [f.name for f in fields(ModelRow) if f.name != "samples_ms"]
 
 
-def check_new(path: Path) -> None:
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise InputError(f"--output-dir {path} already holds files; choose a new folder")
-
-
-class RunFolder:
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        check_new(self.path)
-        self.path.mkdir(parents=True, exist_ok=True)
-
-    def append(self, row: ModelRow) -> None:
-        with open(self.path / "rows.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(row.to_dict()) + "\n")
-
-    def log_error(self, text: str) -> None:
-        with open(self.path / "errors.log", "a", encoding="utf-8") as f:
-            f.write(text.rstrip() + "\n\n")
+class RunFolder(harness_outputs.RunFolder):
+    """The harness's run folder (claimed atomically, rows streamed to
+    rows.jsonl); its outputs are the model benchmark's tables and plot."""
 
     def write(self, rows: list[ModelRow], metadata: dict, plots: bool = True) -> list[str]:
-        frame(rows).to_csv(self.path / "results.csv", index=False)
+        self.close()
+        write_atomic(self.path / "results.csv", frame(rows).to_csv(index=False))
         doc = {"metadata": metadata, "rows": [r.to_dict() for r in rows]}
-        (self.path / "results.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        write_atomic(self.path / "results.json", json.dumps(doc, indent=1) + "\n")
         written = [plot_tokens_per_s(rows, metadata, self.path / "tokens_per_s.png")] if plots else []
         written = [w for w in written if w]
-        (self.path / "report.md").write_text(markdown(rows, metadata, written), encoding="utf-8")
+        write_atomic(self.path / "report.md", markdown(rows, metadata, written))
         return written
 
 

@@ -85,58 +85,29 @@ class Kernel(NamedTuple):
 
 
 # ------------------------------------------------------------------ the adapter
-# The only code that talks to the backend registry. Until qgemm_bench.backends.registry
-# lands on this branch, the `torch` backend is done here directly (dequantize +
-# matmul, as the registry's torch baseline does) and every other name is unavailable.
-
-FALLBACK_NAMES = ("torch", "cublas", "torch_compile", "tinygemm", "triton", "helion", "gemlite", "fbgemm")
-
-
-def _registry():
-    try:
-        from qgemm_bench.backends import registry
-    except ImportError:
-        return None
-    return registry
+# The only code that talks to the backend registry.
 
 
 def check_backend(name: str) -> None:
-    """InputError for a backend name that no operator knows."""
-    reg = _registry()
-    if reg is None:
-        if name not in FALLBACK_NAMES:
-            raise InputError(f"unknown backend {name!r}; choose from: {UNQUANTIZED}, {', '.join(FALLBACK_NAMES)}")
-        return
-    for op in ("int4_gemm", "nvfp4_gemm"):
-        try:
-            reg.get(op, name)
-            return
-        except ValueError:  # the registry's InputError (a ValueError), whichever module defines it
-            pass
-    raise InputError(f"unknown backend {name!r} for int4_gemm and nvfp4_gemm")
+    """InputError for a backend name that no weight-only operator knows."""
+    from qgemm_bench.backends import registry
+
+    known = {b.name for op in ("int4_gemm", "nvfp4_gemm") for b in registry.for_op(op)}
+    if name not in known:
+        raise InputError(f"unknown backend {name!r}; choose from: {UNQUANTIZED}, {', '.join(sorted(known))}")
 
 
 def prepare_kernel(backend: str, spec: QuantSpec, weights: dict, k: int, n: int,
                    dtype: torch.dtype, device: torch.device) -> Kernel:
     """Prepare `backend`'s GEMM for these quantized weights, once. Raises
     BackendUnavailable with the backend's reason when it cannot run here."""
-    reg = _registry()
-    if reg is None:
-        if backend != "torch":
-            raise BackendUnavailable(f"{backend}: the backend registry is not wired on this branch yet")
-        w = dict(weights)
-        if spec.op == "nvfp4_gemm":
-            return Kernel(lambda x: x @ formats.dequantize_nvfp4(w["w"], w["block_scales"], w["tensor_scale"],
-                                                                 x.dtype), (w["w"], w["block_scales"]))
-        return Kernel(lambda x: x @ formats.dequantize_int4(w["w"], w["scales"], w["group_size"], x.dtype),
-                      (w["w"], w["scales"]))
-
+    from qgemm_bench.backends import registry
     from qgemm_bench.operators import int4_gemm, nvfp4_gemm
     from qgemm_bench.types import Case, Shape
 
     try:
-        b = reg.get(spec.op, backend)
-    except ValueError as e:  # e.g. tinygemm has no nvfp4_gemm
+        b = registry.get(spec.op, backend)
+    except InputError as e:  # e.g. tinygemm has no nvfp4_gemm
         raise BackendUnavailable(str(e)) from None
     x = torch.zeros(1, k, dtype=dtype, device=device)  # a decode-sized stand-in; apply takes any M
     if spec.op == "int4_gemm":

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from qgemm_bench import operators
@@ -139,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         with signals.terminate_as_interrupt():
             return command(argv[1:] if command is not _run else argv)
     except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if os.environ.get("RANK", "0") in ("", "0"):  # under torchrun every rank fails alike: one line
+            print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         print(f"\n{signals.describe(e)}", file=sys.stderr)

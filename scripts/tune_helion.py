@@ -5,8 +5,9 @@ over rotating copies larger than 2x L2), drop any that fail the accuracy
 check, and write the fastest into backends/helion_kernels/configs/<gpu>.json
 with its latency, the number of configs tried and the tuning time.
 
-    python scripts/tune_helion.py                      # every bucket below
+    python scripts/tune_helion.py                      # every bucket below (~3.5 min on an H100)
     python scripts/tune_helion.py --op int4_gemm --m 1,16
+    torchrun --nproc-per-node N scripts/tune_helion.py # buckets split over N GPUs, saved by rank 0
 
 The candidates come from what the Triton kernels' autotuning picked on the
 H100 (small M: BLOCK_N 64-128, K step 128-256, split 2-8; large M: 128x128 or
@@ -85,40 +86,77 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dic
         return None
     us, cfg, compile_s = min(results, key=lambda t: t[0])
     took = time.perf_counter() - t0
-    path = configs.save(op_name, *shape, configs.gpu_slug(device), cfg,
-                        {"us": round(us, 2), "tuned": f"best of {len(results)} curated configs, graph timing",
-                         "tune_s": round(took, 1), "compile_s": round(compile_s, 2)})
-    print(f"{op_name} {shape}: {us:.1f} us with {cfg} ({len(results)} tried, {took:.0f} s) -> {path.name}",
-          flush=True)
-    return {"op": op_name, "shape": shape, "us": us, "tune_s": took}
+    print(f"{op_name} {shape}: {us:.1f} us with {cfg} ({len(results)} tried, {took:.0f} s)", flush=True)
+    # configs.save's arguments: the caller saves (rank 0 alone under torchrun).
+    save = (op_name, *shape, configs.gpu_slug(device), cfg,
+            {"us": round(us, 2), "tuned": f"best of {len(results)} curated configs, graph timing",
+             "tune_s": round(took, 1), "compile_s": round(compile_s, 2)})
+    return {"op": op_name, "shape": shape, "us": us, "tune_s": took, "save": save}
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from qgemm_bench.errors import InputError
+    from qgemm_bench.harness.args import Parser
+
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", action="append", choices=["int4_gemm", "nvfp4_gemm", "split_k_gemm"],
                    help="operator(s) to tune (default: all)")
-    p.add_argument("--m", help="weight-only M values (default: 1,16,64,256,1024,4096 at K=N=8192)")
-    p.add_argument("--rep", type=float, default=30.0, help="timed ms per config (default 30)")
-    args = p.parse_args()
+    p.add_argument("--m", type=m_list, help="weight-only M values (default: 1,16,64,256,1024,4096 at K=N=8192)")
+    p.add_argument("--rep", type=rep_ms, default=30.0, help="timed ms per config (default 30; 1 to 1000)")
+    try:
+        args = p.parse_args()
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
     import torch
+
+    from qgemm_bench.backends.helion_kernels import configs
+    from qgemm_bench.harness import distributed
 
     if not torch.cuda.is_available():
         print("error: tuning needs a CUDA device", file=sys.stderr)
         return 2
-    dev = torch.device("cuda", torch.cuda.current_device())
+    world = distributed.from_env()
+    dev = torch.device(distributed.start(world, "cuda") if world else f"cuda:{torch.cuda.current_device()}")
+    torch.cuda.set_device(dev)
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
-    ms = [int(v) for v in args.m.split(",")] if args.m else WEIGHT_ONLY_M
-    done = []
-    for op in args.op or ["int4_gemm", "nvfp4_gemm", "split_k_gemm"]:
-        shapes = SPLIT_K_SHAPES if op == "split_k_gemm" else [(m, 8192, 8192) for m in ms]
-        for shape in shapes:
-            r = tune(op, shape, dev, l2, args.rep)
-            if r:
-                done.append(r)
+    ms = args.m or WEIGHT_ONLY_M
+    work = [(op, shape) for op in args.op or ["int4_gemm", "nvfp4_gemm", "split_k_gemm"]
+            for shape in (SPLIT_K_SHAPES if op == "split_k_gemm" else [(m, 8192, 8192) for m in ms])]
+    if world:  # every rank its share; buckets cost about the same
+        work = work[world.rank::world.size]
+    done = [r for op, shape in work if (r := tune(op, shape, dev, l2, args.rep))]
+    if world:
+        gathered = distributed.gather(done, world)
+        distributed.stop()
+        if not world.main:
+            return 0
+        done = [r for part in gathered for r in part]
     for r in done:
-        print(f"{r['op']:<13} {str(r['shape']):<20} {r['us']:9.1f} us  tuned in {r['tune_s']:5.1f} s")
+        path = configs.save(*r["save"])
+        print(f"{r['op']:<13} {str(r['shape']):<20} {r['us']:9.1f} us  tuned in {r['tune_s']:5.1f} s -> {path.name}")
     return 0
+
+
+def m_list(text: str) -> list[int]:
+    try:
+        ms = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers separated by commas") from None
+    if not ms or min(ms) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers separated by commas")
+    return ms
+
+
+def rep_ms(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not 1 <= v <= 1000:  # false for nan
+        raise argparse.ArgumentTypeError(f"{text!r}: expected milliseconds from 1 to 1000")
+    return v
 
 
 if __name__ == "__main__":  # the Helion autotuner's subprocesses re-import __main__

@@ -20,6 +20,9 @@ from pathlib import Path
 import torch
 
 from qgemm_bench.backends.triton_kernels import weight_only as wo
+from qgemm_bench.errors import InputError
+from qgemm_bench.harness.args import Parser
+from qgemm_bench.harness.outputs import write_atomic
 from qgemm_bench.harness.timing import time_graph
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
@@ -164,14 +167,20 @@ def main(args):
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", help="where every timing goes")
     p.add_argument("variants", nargs="?", choices=["variants"], help="only the packed-PTX decode variants")
-    args = p.parse_args()
+    try:
+        args = p.parse_args()
+        if not Path(args.out).resolve().parent.is_dir():
+            raise InputError(f"{args.out}: its folder does not exist")
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     if not torch.cuda.is_available():
         print("error: tuning needs a CUDA device", file=sys.stderr)
         sys.exit(2)
     try:
         main(args)
     finally:
-        Path(args.out).write_text(json.dumps(results, indent=1))
+        write_atomic(Path(args.out), json.dumps(results, indent=1))

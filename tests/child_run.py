@@ -9,6 +9,7 @@ SPEC keys (all optional):
   wait_writing: PATH  writing the outputs first writes PATH and waits until the test removes it
   fsize_limit: BYTES  files written from the outputs phase on may not grow past BYTES (RLIMIT_FSIZE)
   interrupt_import: MODULE   send this process SIGINT while MODULE is being imported
+  die_on_rank: R      under torchrun, rank R's process exits at the fake backend's first prepare
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def main() -> None:
     @registry.backend("int4_gemm", "fake", "the reference's result; waits where the test says")
     def fake(case, inputs):
         calls["n"] += 1
+        if str(spec.get("die_on_rank")) == os.environ.get("RANK"):
+            os._exit(1)  # a dead process: no cleanup, no gather
         if calls["n"] == spec.get("wait_on"):
             _wait_for_signal(spec["marker"])
         y = operators.get(case.op).reference(inputs).to(case.dtype)

@@ -15,6 +15,7 @@ B16 = W_FLOAT.half()
 @pytest.mark.parametrize("call,message", [
     (lambda: tb.triton_int4_gemm_tritonbench(None, X.float(), W_INT), "x must be a float16 or bfloat16 tensor"),
     (lambda: tb.triton_int4_gemm_tritonbench(None, None, W_INT), "x must be a float16 or bfloat16 tensor"),
+    (lambda: tb.triton_int4_gemm_tritonbench(None, X[:0], W_INT), "is empty"),
     (lambda: tb.triton_int4_gemm_tritonbench(None, X, W_FLOAT), "w must be an integer [K, N] tensor"),
     (lambda: tb.triton_int4_gemm_tritonbench(None, X, W_INT[0]), "w must be an integer [K, N] tensor"),
     (lambda: tb.triton_int4_gemm_tritonbench(None, X, W_INT[:64]), "do not match"),
@@ -32,3 +33,21 @@ def test_wrong_inputs_are_a_clear_value_error(call, message):
     with pytest.raises(ValueError) as e:
         call()
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("script,args,message", [
+    ("tune_helion.py", ["--m", "abc"], "expected positive integers"),
+    ("tune_helion.py", ["--rep", "nan"], "expected milliseconds from 1 to 1000"),
+    ("tune_weight_only.py", [], "required: OUT.json"),
+    ("tune_weight_only.py", ["/no/such/folder/out.json"], "its folder does not exist"),
+])
+def test_scripts_refuse_bad_usage_in_one_line(script, args, message):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, str(repo / "scripts" / script), *args], capture_output=True, text=True,
+                       cwd=repo, timeout=120, env={**__import__("os").environ, "PYTHONPATH": str(repo)})
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.stderr

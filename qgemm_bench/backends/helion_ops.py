@@ -5,6 +5,7 @@ only when a backend is prepared."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -64,8 +65,26 @@ def configure(args, device: torch.device) -> dict:
             configs.check_file(path)
         except ValueError as e:
             raise InputError(f"--helion-configs {e}") from None
-    tuning.set_options(tuning.Options(args.autotune, budget, args.save_configs, path))
+    # Under torchrun several ranks autotune: rank 0 alone writes the file (merge_rank_states).
+    ranked = int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
+    tuning.set_options(tuning.Options(args.autotune, budget, args.save_configs, path, defer_saves=ranked))
     return {"helion_autotune": args.autotune, "helion_configs": args.helion_configs}
+
+
+def rank_state():
+    """What this rank autotuned and has not saved (torchrun)."""
+    from qgemm_bench.backends.helion_kernels import tuning
+
+    return list(tuning.PENDING)
+
+
+def merge_rank_states(states: list) -> list[str]:
+    """Rank 0: write every rank's autotuned configs into the config files."""
+    from qgemm_bench.backends.helion_kernels import configs
+
+    saved = [configs.save(*save) for state in states for save in state or []]
+    return [f"helion configs from {len(saved)} autotune(s) saved to "
+            f"{', '.join(sorted({p.name for p in saved}))}"] if saved else []
 
 
 def _weight_only(case, name: str, inputs, scales, tensor_scale, fmt: int, group: int | None) -> Prepared:

@@ -11,8 +11,11 @@ can); it must not import heavy optional packages or touch the GPU.
 
 Backend modules may also own command-line options: `add_arguments(parser)`
 and `configure(args, device) -> dict` (called once before a run; raise
-InputError on bad values; returns what the run's metadata should record).
-The harness calls them for every module, by no name.
+InputError on bad values; returns what the run's metadata should record);
+and, for runs over several processes (torchrun), `rank_state()` (what a rank
+has to hand over, picklable) and `merge_rank_states(states) -> [notes]`
+(rank 0 applies every rank's). The harness calls them for every module, by
+no name.
 
 Adding a backend: one module with its `@backend` functions, plus its line in
 BACKEND_MODULES (the order there is the order backends run and are listed).
@@ -135,3 +138,17 @@ def configure(args, device: torch.device) -> dict:
         if hasattr(m, "configure"):
             meta.update(m.configure(args, device) or {})
     return meta
+
+
+def rank_states() -> dict:
+    """Each backend module's state to hand to rank 0 (torchrun)."""
+    return {m.__name__: m.rank_state() for m in modules() if hasattr(m, "rank_state")}
+
+
+def merge_rank_states(states: list[dict]) -> list[str]:
+    """Rank 0: hand every rank's states to their modules; their notes."""
+    notes = []
+    for m in modules():
+        if hasattr(m, "merge_rank_states"):
+            notes += m.merge_rank_states([s.get(m.__name__) for s in states])
+    return notes

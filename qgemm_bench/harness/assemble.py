@@ -69,6 +69,8 @@ def assemble(records: list[tuple[int, Row]], meta: dict) -> list[Row]:
     baseline = meta.get("settings", {}).get("baseline")
     base = {case_key(r): r for r in rows if r.backend == baseline}
     ceilings = meta.get("ceilings") or {}
+    # Under torchrun each rank measured its own GPU's ceilings.
+    per_rank = {i: rk.get("ceilings") or ceilings for i, rk in enumerate(meta.get("ranks") or [])}
     for r in rows:
-        derive(r, base.get(case_key(r)), ceilings)
+        derive(r, base.get(case_key(r)), per_rank.get(r.rank, ceilings))
     return rows

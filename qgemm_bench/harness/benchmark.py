@@ -14,7 +14,7 @@ import torch
 from qgemm_bench import operators
 from qgemm_bench.backends import checks, registry
 from qgemm_bench.errors import InputError
-from qgemm_bench.harness import environment, outputs, plan, report, signals
+from qgemm_bench.harness import distributed, environment, outputs, plan, report, shards, signals
 from qgemm_bench.harness.assemble import assemble
 from qgemm_bench.harness.outputs import RunFolder, WriteError
 from qgemm_bench.harness.sweep import run
@@ -41,12 +41,12 @@ def _quiet_interpreter(device: torch.device):
         yield
 
 
-def metadata(p: plan.Plan, args) -> dict:
+def metadata(p: plan.Plan, args, shapes: list) -> dict:
     meta = environment.collect(p.device)
     meta["ceilings"] = p.ceilings
     meta["settings"] = {
         "op": p.op.NAME, "backends": [b.name for b in p.backends], "baseline": p.backends[0].name,
-        "shapes": args.shapes, "n_shapes": len(p.shapes), "shape_list": [str(s) for s in p.shapes],
+        "shapes": args.shapes, "n_shapes": len(shapes), "shape_list": [str(s) for s in shapes],
         "dtype": dtype_name(p.dtype), "op_settings": p.op_settings.as_dict(),
         "op_settings_label": p.op_settings.label(),
         "timing": p.measure.timing if p.device.type == "cuda" else "cpu-wall",
@@ -60,33 +60,73 @@ def metadata(p: plan.Plan, args) -> dict:
 def execute(args) -> int:
     """A run: plan, claim the folder, measure, write. Exit 0 done, 1 stopped
     by a lost CUDA context or outputs that could not be written, 2 bad usage
-    (before anything is measured), 130 Ctrl-C, 143 SIGTERM."""
+    (before anything is measured), 130 Ctrl-C, 143 SIGTERM. Under torchrun
+    every rank measures its share and rank 0 writes (distributed.py)."""
     start = time.perf_counter()
+    world = distributed.from_env()
+    if world is not None:
+        args.device = distributed.start(world, args.device)
+    try:
+        return _execute(args, world, start)
+    finally:
+        if world is not None:
+            distributed.stop()
+
+
+def _claim(args, p: plan.Plan, world) -> RunFolder:
+    """Rank 0 (or a lone run) claims the folder; the other ranks attach to it,
+    or raise the same one-line error (printed by rank 0 only)."""
+    if world is None:
+        return RunFolder.claim(args.output_dir) if args.output_dir else RunFolder.claim_new(default_folder(p))
+    claimed, error = None, None
+    if world.main:
+        try:
+            claimed = RunFolder.claim(args.output_dir) if args.output_dir else RunFolder.claim_new(default_folder(p))
+        except InputError as e:
+            error = str(e)
+    path, error = distributed.broadcast((str(claimed.path) if claimed else None, error), world)
+    if error:
+        raise InputError(error)
+    return claimed or RunFolder.attach(Path(path), f"rows.rank{world.rank}.jsonl")
+
+
+def _execute(args, world, start: float) -> int:
     p = plan.build(args)
-    folder = RunFolder.claim(args.output_dir) if args.output_dir else RunFolder.claim_new(default_folder(p))
+    folder = _claim(args, p, world)
+    all_shapes = list(p.shapes)
+    if world is not None:
+        p.rank = world.rank
+        costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in all_shapes]
+        p.shapes = [all_shapes[i] for i in distributed.shard(all_shapes, costs, world.size)[world.rank]]
     try:
         if p.device.type == "cpu":
-            print("note: CPU run: latencies are wall-clock CPU timings, not comparable with GPU numbers",
-                  file=sys.stderr)
+            if world is None or world.main:
+                print("note: CPU run: latencies are wall-clock CPU timings, not comparable with GPU numbers",
+                      file=sys.stderr)
         else:
             torch.cuda.set_device(p.device)
             t0 = time.perf_counter()
             p.ceilings = environment.measure_ceilings(p.device)
             p.phase_s["ceilings"] = time.perf_counter() - t0
             p.l2_bytes = torch.cuda.get_device_properties(p.device).L2_cache_size
-        meta = metadata(p, args)
-        try:
-            folder.write_metadata(meta)  # what `runner.py report DIR` rebuilds a killed run with
-        except WriteError as e:
-            raise InputError(str(e)) from None
+        meta = metadata(p, args, all_shapes)
+        if world is None or world.main:
+            try:
+                folder.write_metadata(meta)  # what `runner.py report DIR` rebuilds a killed run with
+            except WriteError as e:
+                raise InputError(str(e)) from None
         with _quiet_interpreter(p.device):
             outcome = run(p, folder)
     finally:
         folder.close()
-    meta["interrupted"] = bool(outcome.stopped)
-    meta["stopped"] = outcome.stopped
     meta["wall_s"] = round(time.perf_counter() - start, 2)  # to the last row; writing the outputs follows
     meta["phase_s"] = {k: round(v, 2) for k, v in sorted(p.phase_s.items(), key=lambda kv: -kv[1])}
+    if world is not None:
+        outcome = shards.merge(world, p, meta, outcome, all_shapes, folder.path)
+        if outcome is None:  # a rank > 0: rank 0 writes
+            return 0
+    meta["interrupted"] = bool(outcome.stopped)
+    meta["stopped"] = outcome.stopped
     with signals.deferred() as late:
         with suppress(WriteError):  # "stopped" tells a rebuild that the sweep ended, and how
             folder.write_metadata(meta)

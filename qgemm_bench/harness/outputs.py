@@ -110,6 +110,17 @@ class RunFolder:
             return cls(path, fd)
         raise InputError(f"{MAX_SUFFIX} run folders named {base.name}* exist; pass --output-dir")
 
+    @classmethod
+    def attach(cls, path: Path, rows_name: str) -> RunFolder:
+        """Another process's claimed folder (a torchrun rank > 0): this process
+        streams to its own rows file there; where the folder is not visible
+        (another host) the records only travel to rank 0 at the end."""
+        try:
+            fd = os.open(Path(path) / rows_name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError:
+            fd = os.open(os.devnull, os.O_WRONLY)
+        return cls(Path(path), fd)
+
     def append(self, row, round_: int | None = None) -> None:
         """One measurement (a Row, or any record with to_dict()), flushed at
         once: a kill loses at most the one in flight."""

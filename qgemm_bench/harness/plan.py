@@ -33,6 +33,7 @@ class Plan:
     backend_meta: dict = field(default_factory=dict)  # what backend modules' options report for the metadata
     ceilings: dict = field(default_factory=dict)
     l2_bytes: int = 0
+    rank: int | None = None  # under torchrun: this process's rank (rows carry it)
     # Wall seconds by phase, filled by the sweep: "inputs" (inputs and
     # references), "prepare <backend>" (prepare, first call with its compiling
     # and autotuning, accuracy and memory checks), "measure <backend>"

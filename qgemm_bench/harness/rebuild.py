@@ -1,6 +1,6 @@
 """`runner.py report DIR`: rebuild results.csv, results.json, report.md and
-the plots from DIR/rows.jsonl and DIR/metadata.json, e.g. after a run was
-killed (kill -9 loses at most the measurement in flight) or its final
+the plots from DIR/rows.jsonl (and a torchrun run's rows.rank<r>.jsonl) and
+DIR/metadata.json, e.g. after a run was killed (kill -9 loses at most the measurement in flight) or its final
 writing failed on a full disk."""
 
 from __future__ import annotations
@@ -75,6 +75,12 @@ def main(args) -> int:
         raise InputError(f"{folder}: no {ROWS} to rebuild from")
     meta, finished = load_metadata(folder)
     records, truncated = read_records(folder / ROWS)
+    # Under torchrun the other ranks streamed to rows.rank<r>.jsonl (a run
+    # that finished holds them in results.json too; a rebuild takes the files).
+    for extra in sorted(folder.glob("rows.rank*.jsonl")):
+        more, cut = read_records(extra)
+        records += more
+        truncated = truncated or cut
     if not records:
         raise InputError(f"{folder}/{ROWS}: holds no complete row")
     if truncated:

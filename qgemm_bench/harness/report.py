@@ -83,6 +83,10 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
             ["op settings", s.get("op_settings_label", s["op_settings"])], ["timing", timing],
             ["warmup / rep (ms) x repeats", f"{s['warmup_ms']} / {s['rep_ms']} x {s.get('repeats', 1)}"],
             ["baseline", s["baseline"]],
+            *([["ranks (torchrun)", f"{meta['world_size']}: " + "; ".join(
+                f"rank {rk['rank']} {rk.get('gpu') or rk.get('device') or '?'} ({rk.get('device') or 'did not report'}"
+                f"{', ' + rk['host'] if rk.get('host') else ''}, {rk.get('n_shapes', 0)} shapes)"
+                for rk in meta.get("ranks", []))]] if meta.get("world_size") else []),
             ["wall time (s)", f"{meta['wall_s']:.0f} ("
              + ", ".join(f"{k} {v:.0f}" for k, v in meta.get("phase_s", {}).items()) + ")"
              if meta.get("wall_s") is not None else ""],

@@ -51,6 +51,7 @@ class Row:
     samples_us: list = field(default_factory=list)
     round_p50_us: list = field(default_factory=list)  # with --repeats N: each round's median (compare's unit)
     settings_label: str = ""  # the settings for display ("group=128")
+    rank: int | None = None  # under torchrun: the rank (GPU) that measured it; None in a single process
 
     @property
     def shape(self) -> str:

@@ -65,7 +65,7 @@ def _row(plan: Plan, case: Case, backend: Backend, **fields) -> Row:
     m, k, n = case.shape
     return Row(op=plan.op.NAME, backend=backend.name, M=m, K=k, N=n, dtype=dtype_name(plan.dtype),
                settings=plan.op_settings.as_dict(), settings_label=plan.op_settings.label(), device=str(plan.device),
-               timing=fields.pop("timing", ""), **fields)
+               timing=fields.pop("timing", ""), rank=plan.rank, **fields)
 
 
 def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, records: list) -> None:

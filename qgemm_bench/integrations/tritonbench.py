@@ -45,7 +45,10 @@ def _prepare(op, backend: str, inputs, shape: Shape, settings) -> Callable:
 def _activation(x: torch.Tensor) -> torch.Tensor:
     if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16) or x.dim() < 1:
         raise ValueError(f"x must be a float16 or bfloat16 tensor [..., K], not {getattr(x, 'dtype', type(x))}")
-    return x.reshape(-1, x.shape[-1]).contiguous()
+    x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    if x2.shape[0] == 0 or x2.shape[1] == 0:
+        raise ValueError(f"x {tuple(x.shape)} is empty: need at least one row of K > 0 values")
+    return x2
 
 
 def _weight(w, x2: torch.Tensor, integer: bool) -> tuple[int, int]:

@@ -21,11 +21,13 @@ class Options:
     save_configs: bool = False  # write autotuned winners into configs/<gpu>.json
     config_file: Path | None = None  # use this file instead of the checked-in one
     explicit: dict | None = None  # one config for every kernel call (tuning scripts)
+    defer_saves: bool = False  # keep saves in PENDING (torchrun: rank 0 writes every rank's)
 
 
 OPTIONS = Options()  # set once per run by helion_ops.configure
 _current: dict[int, str] = {}  # id(bound kernel) -> the config it was last compiled with
 _tuned: dict[tuple, tuple[dict, float]] = {}  # (kernel, bucket, arguments' kinds) -> (config, autotune s)
+PENDING: list[tuple] = []  # configs.save arguments held back by defer_saves
 
 
 def set_options(options: Options) -> None:
@@ -86,9 +88,13 @@ def ready(name: str, kernel, args: tuple, device: torch.device, bucket_mnk: tupl
         _tuned[_tune_key(name, bucket_mnk, args)] = (cfg, autotune_s)
         notes.append(f"autotuned ({effort}) in {autotune_s:.0f} s")
         if opts.save_configs:
-            path = configs.save(name, *bucket_mnk, configs.gpu_slug(device), cfg,
-                                {"tuned": f"helion autotune, effort {effort}", "autotune_s": round(autotune_s, 1)})
-            notes.append(f"saved to {path.name}")
+            save = (name, *bucket_mnk, configs.gpu_slug(device), cfg,
+                    {"tuned": f"helion autotune, effort {effort}", "autotune_s": round(autotune_s, 1)})
+            if opts.defer_saves:
+                PENDING.append(save)
+                notes.append("to be saved by rank 0")
+            else:
+                notes.append(f"saved to {configs.save(*save).name}")
     else:
         cfg, note = configs.lookup(name, *bucket_mnk, configs.gpu_slug(device), opts.config_file)
         notes.append(note)

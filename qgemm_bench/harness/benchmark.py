@@ -16,7 +16,7 @@ from qgemm_bench.backends import checks, registry
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import distributed, environment, outputs, plan, report, shards, signals
 from qgemm_bench.harness.assemble import assemble
-from qgemm_bench.harness.outputs import RunFolder, WriteError
+from qgemm_bench.harness.outputs import WriteError
 from qgemm_bench.harness.sweep import run
 from qgemm_bench.types import Case, dtype_name
 
@@ -73,26 +73,9 @@ def execute(args) -> int:
             distributed.stop()
 
 
-def _claim(args, p: plan.Plan, world) -> RunFolder:
-    """Rank 0 (or a lone run) claims the folder; the other ranks attach to it,
-    or raise the same one-line error (printed by rank 0 only)."""
-    if world is None:
-        return RunFolder.claim(args.output_dir) if args.output_dir else RunFolder.claim_new(default_folder(p))
-    claimed, error = None, None
-    if world.main:
-        try:
-            claimed = RunFolder.claim(args.output_dir) if args.output_dir else RunFolder.claim_new(default_folder(p))
-        except InputError as e:
-            error = str(e)
-    path, error = distributed.broadcast((str(claimed.path) if claimed else None, error), world)
-    if error:
-        raise InputError(error)
-    return claimed or RunFolder.attach(Path(path), f"rows.rank{world.rank}.jsonl")
-
-
 def _execute(args, world, start: float) -> int:
     p = plan.build(args)
-    folder = _claim(args, p, world)
+    folder = outputs.claim_run_folder(args.output_dir, lambda: default_folder(p), world)
     all_shapes = list(p.shapes)
     if world is not None:
         p.rank = world.rank

@@ -49,14 +49,18 @@ def from_env() -> World | None:
     return World(int(os.environ.get("RANK", "0")), size, int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def start(world: World, device_arg: str) -> str:
-    """Join the process group; the device this rank measures on: GPU
-    LOCAL_RANK for auto/cuda (every GPU stays visible), else as given."""
+def start(world: World, device_arg: str, backend: str = "gloo") -> str:
+    """Join the process group (gloo: object collectives only; "nccl" where
+    ranks exchange GPU tensors, the tensor-parallel model bench); the device
+    this rank works on: GPU LOCAL_RANK for auto/cuda (every GPU stays
+    visible), else as given."""
+    device = f"cuda:{world.local_rank}" if device_arg in ("auto", "cuda") and torch.cuda.is_available() \
+        else device_arg
+    if device.startswith("cuda"):
+        torch.cuda.set_device(device)  # NCCL's collectives use the current device
     if not dist.is_initialized():
-        dist.init_process_group("gloo", timeout=GATHER_TIMEOUT)
-    if device_arg in ("auto", "cuda") and torch.cuda.is_available():
-        return f"cuda:{world.local_rank}"
-    return device_arg
+        dist.init_process_group(backend if device.startswith("cuda") else "gloo", timeout=GATHER_TIMEOUT)
+    return device
 
 
 def stop() -> None:

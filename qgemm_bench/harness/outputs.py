@@ -145,6 +145,32 @@ class RunFolder:
             self._rows.close()
 
 
+def claim_run_folder(output_dir, default_path, world=None, cls=None):
+    """The run's folder: --output-dir (claimed; must be new or empty) or a new
+    default one (default_path() -> Path). Under torchrun rank 0 claims it and
+    the other ranks attach to it (their rows.rank<r>.jsonl), or raise rank 0's
+    one-line error (which rank 0 alone prints)."""
+    cls = cls or RunFolder
+
+    def claim():
+        return cls.claim(output_dir) if output_dir else cls.claim_new(default_path())
+
+    if world is None:
+        return claim()
+    from qgemm_bench.harness import distributed
+
+    claimed, error = None, None
+    if world.main:
+        try:
+            claimed = claim()
+        except InputError as e:
+            error = str(e)
+    path, error = distributed.broadcast((str(claimed.path) if claimed else None, error), world)
+    if error:
+        raise InputError(error)
+    return claimed or cls.attach(Path(path), f"rows.rank{world.rank}.jsonl")
+
+
 def results_json(rows: list[Row], meta: dict) -> str:
     return json.dumps({"metadata": meta, "rows": [r.to_dict() for r in rows]}, indent=1) + "\n"
 

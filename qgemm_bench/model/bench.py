@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from qgemm_bench.model import decode, quality
+from qgemm_bench.model import decode, quality, tensor_parallel
 from qgemm_bench.model.errors import BackendUnavailable
 from qgemm_bench.model.llama import ModelSource
 from qgemm_bench.model.outputs import ERROR, INCORRECT, OK, OOM, UNAVAILABLE, GiB, ModelRow, RunFolder
@@ -43,6 +43,7 @@ class Plan:
     eval_stride: int | None = None
     lm_head: bool = False
     seed: int = 0
+    shard: object = None  # tensor_parallel.Shard under torchrun
 
     @property
     def timing(self) -> str:
@@ -89,6 +90,8 @@ def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None
         quantize_model(model, backend, spec, lm_head=plan.lm_head)
         _sync(plan.device)
         out["quantize_s"] = time.perf_counter() - t0
+    if plan.shard is not None:  # on the layers quantize_model left there
+        tensor_parallel.add_all_reduce(model, plan.shard)
     lin, tot = linear_nbytes(model, plan.lm_head), model_nbytes(model)
     if spec is None:
         ref["linear"], ref["model"] = lin, tot
@@ -121,6 +124,11 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
                    tokens_per_s=batch * 1e3 / p50, graph_check_rel_err=t.check_rel_err,
                    peak_gib=torch.cuda.max_memory_allocated(plan.device) / GiB if cuda else None,
                    samples_ms=t.samples_ms, **common)
+    if plan.shard is not None:
+        n = model.config.hidden_size * batch
+        row.allreduce_ms = tensor_parallel.time_all_reduces(tensor_parallel.all_reduces_per_step(model), n,
+                                                            plan.dtype, plan.device, plan.shard)
+        row.allreduce_share = row.allreduce_ms / p50
     if base["backend"] == UNQUANTIZED and row.status == OK:
         ref.setdefault("tok_s", {})[batch] = row.tokens_per_s
     if row.status == OK and batch in ref.get("tok_s", {}):

@@ -108,21 +108,22 @@ def _default(args, name: str, cuda: bool):
     return DEFAULTS[name][0 if cuda else 1] if v is None else v
 
 
-def check_formats_fit(specs, config) -> None:
+def check_formats_fit(specs, config, world: int = 1) -> None:
     """Every K of the decoder's linear layers (hidden, intermediate, o_proj's
-    heads x head_dim) must take the group / block size."""
+    heads x head_dim; the row-parallel ones' share of it under tensor
+    parallelism) must take the group / block size."""
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     heads = config.num_attention_heads * head_dim
     for spec in specs:
         size = 16 if spec.op == "nvfp4_gemm" else spec.group_size
-        for what, k in (("hidden", config.hidden_size), ("intermediate", config.intermediate_size),
-                        ("attention output", heads)):
+        for what, k in (("hidden", config.hidden_size), ("intermediate", config.intermediate_size // world),
+                        ("attention output", heads // world)):
             if isinstance(size, int) and k % size:
                 raise InputError(f"--quant {spec.name}: K={k} ({what} size) is not divisible by {size}; "
                                  f"choose a group size that divides {k} or int4-channel")
 
 
-def build_plan(args):
+def build_plan(args, world=None):
     from qgemm_bench.harness.environment import resolve_device
     from qgemm_bench.model import bench, decode, quality
     from qgemm_bench.model.llama import ModelSource
@@ -154,7 +155,13 @@ def build_plan(args):
     else:
         raise InputError("give --model NAME or --checkpoint PATH")
     cfg = source.config
-    check_formats_fit(specs, cfg)
+    shard = None
+    if world is not None:
+        from qgemm_bench.model import tensor_parallel
+
+        tensor_parallel.check_divisible(cfg, world.size)
+        shard = source.shard = tensor_parallel.Shard(world.rank, world.size)
+    check_formats_fit(specs, cfg, world.size if world else 1)
     ctx = cfg.max_position_embeddings
     if prompt_len + steps + decode.WARMUP_STEPS + 1 > ctx or qt > ctx:
         raise InputError(f"--prompt-len + --decode-steps and the quality length must fit the context ({ctx})")
@@ -171,7 +178,7 @@ def build_plan(args):
                       batches=batches, prompt_len=prompt_len, decode_steps=steps, decode_mode=args.decode_mode,
                       prefill_reps=DEFAULTS["prefill_reps"][0 if cuda else 1], quality_ids=quality_ids,
                       eval_ids=eval_ids, eval_window=window, eval_stride=args.eval_stride, lm_head=args.lm_head,
-                      seed=args.seed)
+                      seed=args.seed, shard=shard)
 
 
 def default_folder(plan) -> Path:
@@ -201,17 +208,38 @@ def metadata(plan, args) -> dict:
 
 
 def run(args) -> int:
+    """Under torchrun: tensor parallelism over the ranks (one GPU each, NCCL);
+    every rank runs every variant on its shard, rank 0 alone reports."""
+    from qgemm_bench.harness import distributed
+
+    world = distributed.from_env()
+    if world is not None:
+        args.device = distributed.start(world, args.device, backend="nccl")
+    try:
+        return _run(args, world)
+    finally:
+        if world is not None:
+            distributed.stop()
+
+
+def _run(args, world) -> int:
+    from qgemm_bench.harness.outputs import claim_run_folder
     from qgemm_bench.model import bench, outputs
 
-    plan = build_plan(args)
-    folder = outputs.RunFolder.claim(args.output_dir) if args.output_dir else \
-        outputs.RunFolder.claim_new(default_folder(plan))
+    main = world is None or world.main
+    plan = build_plan(args, world)
+    folder = claim_run_folder(args.output_dir, lambda: default_folder(plan), world, outputs.RunFolder)
     if plan.device.type == "cuda":
         torch.cuda.set_device(plan.device)
-    else:
+    elif main:
         print("note: CPU run: timings are wall-clock CPU timings, not comparable with GPU numbers", file=sys.stderr)
     meta = metadata(plan, args)
-    rows, interrupted = bench.run(plan, folder)
+    if world is not None:
+        meta["tensor_parallel"] = world.size  # weights and memory columns are per GPU
+    rows, interrupted = bench.run(plan, folder, print if main else (lambda text: None))
+    if not main:
+        folder.close()
+        return 130 if interrupted else 0
     meta["interrupted"] = interrupted
     folder.write(rows, meta, plots=not args.no_plots)
     print(outputs.console(rows))

@@ -100,6 +100,7 @@ class ModelSource:
     cpu_model: object = None  # a loaded checkpoint, kept on CPU
     tokenizer: object = None
     meta: dict = field(default_factory=dict)
+    shard: object = None  # tensor_parallel.Shard under torchrun: this rank's part of every model
 
     @classmethod
     def preset(cls, name: str, dtype: torch.dtype, seed: int = 0, **overrides) -> ModelSource:
@@ -115,6 +116,12 @@ class ModelSource:
         return self.cpu_model is not None
 
     def fresh(self, device: torch.device):
+        if self.shard is not None:
+            from qgemm_bench.model import tensor_parallel
+
+            if self.cpu_model is not None:
+                return tensor_parallel.shard_model(_frozen(copy.deepcopy(self.cpu_model).to(device)), self.shard)
+            return tensor_parallel.build_sharded(self.config, device, self.dtype, self.seed, self.shard)
         if self.cpu_model is not None:
             return _frozen(copy.deepcopy(self.cpu_model).to(device))
         return build_model(self.config, device, self.dtype, self.seed)

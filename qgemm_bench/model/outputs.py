@@ -50,6 +50,8 @@ class ModelRow:
     top1_agree: float | None = None
     perplexity: float | None = None
     quantize_s: float | None = None
+    allreduce_ms: float | None = None  # tensor parallel: one step's all-reduces alone, captured the same way
+    allreduce_share: float | None = None  # allreduce_ms / step_ms_p50
     samples_ms: list = field(default_factory=list)
 
     @property
@@ -111,7 +113,9 @@ def decode_table(rows: list[ModelRow]) -> str:
                 cells.append("" if r is None else r.status)
             else:
                 sp = f" ({r.speedup:.2f}x)" if r.speedup is not None and r.backend != "bf16" else ""
-                cells.append(f"{r.tokens_per_s:.1f}{sp}")
+                # Tensor parallel: the share of the step its all-reduces take alone.
+                ar = f", all-reduce {100 * r.allreduce_share:.0f}%" if r.allreduce_share is not None else ""
+                cells.append(f"{r.tokens_per_s:.1f}{sp}{ar}")
         body.append([name, *cells])
     return tabulate(body, ["variant", *[f"batch {b} tok/s" for b in batches]], tablefmt="github")
 
@@ -171,6 +175,10 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
     if not m.get("trained"):
         lines += ["Random weights: the quality columns measure numerical fidelity to the unquantized model, "
                   "not language-model quality.", ""]
+    if tp := meta.get("tensor_parallel"):
+        lines += [f"Tensor parallel over {tp} GPUs (torchrun): column-parallel q/k/v/gate/up, row-parallel "
+                  "o/down with one all-reduce each, captured in the step's graph; weights and memory are per "
+                  "GPU; 'all-reduce N%' = one step's all-reduces timed alone / the step.", ""]
     lines += ["## Decode tokens/s (speedup vs unquantized)", "", decode_table(rows), "",
               "## Memory, prefill and quality per variant", "", summary_table(rows), "",
               "## Quality by weight format", "", format_quality_table(rows), ""]

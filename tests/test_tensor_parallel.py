@@ -1,0 +1,106 @@
+"""Tensor-parallel Llama (CPU, gloo, world size 2): the split reproduces the
+whole model's logits, unquantized and int4; a model built as shards has the
+local shapes; a torchrun run writes its outputs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+pytest.importorskip("transformers")
+
+from qgemm_bench.model import tensor_parallel  # noqa: E402
+from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
+from qgemm_bench.model.quant_linear import quantize_model  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SEED = 3
+
+
+def logits(model, ids):
+    with torch.no_grad():
+        return model(input_ids=ids).logits.double().numpy()
+
+
+def tiny():
+    return build_model(config_for("tiny", num_hidden_layers=2), torch.device("cpu"), torch.float32, seed=SEED)
+
+
+def _worker(rank: int, world: int, port: int, fmt: str | None, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    shard = tensor_parallel.Shard(rank, world)
+    model = tensor_parallel.shard_model(tiny(), shard)
+    if fmt:
+        quantize_model(model, "torch", fmt)
+    tensor_parallel.add_all_reduce(model, shard)
+    ids = torch.randint(0, model.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(SEED))
+    np.save(f"{out}.{rank}.npy", logits(model, ids))
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("fmt", [None, "int4-g64"])
+def test_split_model_reproduces_the_whole_one(fmt, tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_worker, args=(2, port, fmt, str(tmp_path / "y")), nprocs=2, join=True)
+    whole = tiny()
+    if fmt:  # groups of 64 along K: a row shard's K (128, 256) splits on group boundaries, so the codes agree
+        quantize_model(whole, "torch", fmt)
+    ids = torch.randint(0, whole.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(SEED))
+    ref = logits(whole, ids)
+    for rank in (0, 1):
+        got = np.load(tmp_path / f"y.{rank}.npy")
+        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
+    assert whole.config.num_attention_heads == 4  # the caller's config is never changed
+
+
+def test_built_shards_have_the_local_shapes():
+    cfg = config_for("tiny")
+    m = tensor_parallel.build_sharded(cfg, torch.device("cpu"), torch.float32, SEED, tensor_parallel.Shard(1, 2))
+    attn, mlp = m.model.layers[0].self_attn, m.model.layers[0].mlp
+    assert attn.q_proj.weight.shape == (4 * 64 // 2, 256) and attn.k_proj.weight.shape == (2 * 64 // 2, 256)
+    assert attn.o_proj.weight.shape == (256, 4 * 64 // 2) and mlp.down_proj.weight.shape == (256, 512 // 2)
+    assert mlp.gate_proj.weight.shape == (512 // 2, 256) and m.lm_head.weight.shape == (1024, 256)
+    assert m.config.num_attention_heads == 2 and m.config.num_key_value_heads == 1 and cfg.num_attention_heads == 4
+    assert torch.isfinite(m.model.rotary_emb.inv_freq).all() and m.model.norm.weight.eq(1).all()
+    again = tensor_parallel.build_sharded(cfg, torch.device("cpu"), torch.float32, SEED, tensor_parallel.Shard(1, 2))
+    assert torch.equal(again.model.layers[1].mlp.up_proj.weight, m.model.layers[1].mlp.up_proj.weight)
+    other = tensor_parallel.build_sharded(cfg, torch.device("cpu"), torch.float32, SEED, tensor_parallel.Shard(0, 2))
+    assert not torch.equal(other.model.layers[1].mlp.up_proj.weight, m.model.layers[1].mlp.up_proj.weight)
+    assert torch.equal(other.model.embed_tokens.weight, m.model.embed_tokens.weight)  # replicated
+
+
+def test_indivisible_heads_are_refused():
+    from qgemm_bench.errors import InputError
+
+    with pytest.raises(InputError, match="key/value heads .2. is not divisible by 4"):
+        tensor_parallel.check_divisible(config_for("tiny"), 4)
+
+
+def test_torchrun_model_run_writes_its_outputs(tmp_path):
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        "runner.py", "--model", "tiny", "--device", "cpu", "--backends", "bf16,torch",
+                        "--quant", "int4-g64", "--batch", "1", "--no-plots", "--output-dir", str(out)],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["metadata"]["tensor_parallel"] == 2
+    rows = doc["rows"]
+    assert [(x["backend"], x["quant"], x["status"]) for x in rows] == [("bf16", "none", "ok"),
+                                                                      ("torch", "int4-g64", "ok")]
+    assert all(x["allreduce_ms"] > 0 and 0 < x["allreduce_share"] for x in rows)
+    assert rows[1]["logits_rel_err"] < 0.5 and "Tensor parallel over 2 GPUs" in (out / "report.md").read_text()
+    assert r.stdout.count("results:") == 1

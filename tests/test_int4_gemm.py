@@ -176,6 +176,14 @@ def test_gemlite_operands_hold_our_weights(group):
     assert torch.equal(torch.from_numpy(w.T.copy()).to(torch.bfloat16), int4_gemm.dequantize(inputs, torch.bfloat16))
 
 
+def test_gemlite_scales_keep_zero_rows_past_the_end():
+    t = torch.arange(6.0).reshape(3, 2)
+    p = gemlite.padded(t, 4)
+    assert isinstance(p, torch.nn.Parameter) and torch.equal(p, t) and p.stride() == t.stride()
+    tail = torch.as_strided(p, (7, 2), p.stride())  # what an unmasked read past the last group sees
+    assert torch.equal(tail[3:], torch.zeros(4, 2))
+
+
 def test_peers_say_why_not():
     cuda = torch.device("cuda", 0)  # why_not reads the case only
     mk = lambda shape, g=128, dtype=torch.bfloat16: case(int4_gemm, shape, dtype, cuda, group_size=g)

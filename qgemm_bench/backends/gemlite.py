@@ -11,6 +11,12 @@ bit-packs; nothing is requantized. Two settings keep it exact:
 - per-channel scales (one group of K): pack() switches to scaling the output
   after the matmul (another rounding); we set the in-loop mode back, as
   gemlite's own A16Wn helper does.
+Its kernels load a K block's group scales and zeros without a mask: when K
+is not a multiple of the block (x split), the last block reads rows past the
+end, and (0 - zero) * garbage can be inf or NaN even where the weights and x
+are masked to 0 (our ragged K = 5248 GPU test failed for groups of 64 and
+unscaled weights). We keep zero rows after the scales and zeros, so those
+reads find (0 - 0) * 0.
 Its split-K and GEMV kernels (M < 64) add partial sums with bf16 atomics by
 default: 2.3e-2 relative error at M = 1 on the H100, over our tolerance. We
 switch that off (process-wide: set_native_atomic_bfp16(False); fp32 partials,
@@ -30,6 +36,9 @@ MIN_K = 32  # GemLiteLinear's in_features % 32
 # Its GEMM kernel loads the per-group scales of a BLOCK_SIZE_N tile without a
 # mask: N a multiple of its largest N tile keeps those loads in bounds.
 N_ALIGN = 128
+# Rows a K block x split can read past the last group: its configs reach
+# BLOCK_SIZE_K 256 x SPLIT_K 8 = 2048 along K; twice that, in groups.
+PAD_K = 4096
 
 
 def group_for(k: int, group_size: int | None) -> int:
@@ -49,6 +58,15 @@ def why_not(case) -> str | None:
     if g != k and (g < 32 or g & (g - 1)):
         return f"gemlite needs a group size of K or a power of two >= 32, not {g}"
     return None
+
+
+def padded(t: torch.Tensor, rows: int) -> torch.nn.Parameter:
+    """t [G, N] as a view into zero-filled storage of G + rows rows (same
+    strides), a Parameter as gemlite's pack() leaves its tensors."""
+    with torch.no_grad():
+        out = torch.zeros(t.shape[0] + rows, t.shape[1], dtype=t.dtype, device=t.device)
+        out[: t.shape[0]] = t
+    return torch.nn.Parameter(out[: t.shape[0]], requires_grad=False)
 
 
 def operands(w: torch.Tensor, scales: torch.Tensor | None, k: int, n: int):
@@ -76,6 +94,8 @@ def prepare(case, inputs):
     layer.pack(u, s, z, None, fma_mode=False)
     if g == k:  # keep the scale inside the dequantization (see the module docstring)
         layer.W_group_mode, layer.channel_scale_mode = 3, 0
+    rows = PAD_K // g + 1  # zero rows past the last group (see the module docstring)
+    layer.scales, layer.zeros = padded(layer.scales, rows), padded(layer.zeros, rows)
     resident = tuple(t for t in (layer.W_q, layer.scales, layer.zeros) if isinstance(t, torch.Tensor))
 
     def apply(x):

@@ -33,7 +33,12 @@ exit status: 0 done, 1 stopped early (the CUDA context was lost: the rest is
 measured or written), 130 Ctrl-C, 143 SIGTERM (what was measured is kept and
 the tables are written).
 
-compare two runs: python runner.py compare BASE NEW (see: runner.py compare --help)."""
+compare two runs: python runner.py compare BASE NEW (see: runner.py compare --help).
+end to end: python runner.py --model tiny|llama-3.2-1b|llama-3-8b|llama-3-70b (the model options above).
+several GPUs: torchrun --nproc-per-node N runner.py ... splits a sweep's shapes over the GPUs
+(rank 0 writes), or runs --model tensor-parallel.
+cost: compiling and autotuning dominate (about 1 s per shape for our kernels, ~10 s for
+gemlite on shapes it ships no config for); every run prints its wall time by phase."""
 
 COMPARE_EPILOG = """\
 rows are matched on (op, backend, shape, dtype, settings). ratio = new median /

@@ -26,7 +26,7 @@ def default_folder(p: plan.Plan) -> Path:
     when another run started in the same second took it."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     where = "cpu" if p.device.type == "cpu" else torch.cuda.get_device_name(p.device).split()[-1]
-    return environment.REPO / "results" / "runs" / f"{stamp}-{p.op.NAME}-{where.lower()}"
+    return environment.runs_dir() / f"{stamp}-{p.op.NAME}-{where.lower()}"
 
 
 @contextmanager

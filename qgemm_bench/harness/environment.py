@@ -15,7 +15,14 @@ import torch
 
 from qgemm_bench.operators.common import InputError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]  # the checkout, for its git commit
+
+
+def runs_dir() -> Path:
+    """Where runs go without --output-dir: results/runs/ under the current
+    folder (the repo root when run as `python runner.py`; an installed
+    qgemm-bench writes where it is started, not into site-packages)."""
+    return Path.cwd() / "results" / "runs"
 
 
 def resolve_device(name: str) -> torch.device:

@@ -182,12 +182,12 @@ def build_plan(args, world=None):
 
 
 def default_folder(plan) -> Path:
-    from qgemm_bench.harness.environment import REPO
+    from qgemm_bench.harness.environment import runs_dir
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     where = "cpu" if plan.device.type == "cpu" else torch.cuda.get_device_name(plan.device).split()[-1]
     name = Path(plan.source.name).name.replace(" ", "_")
-    return REPO / "results" / "runs" / f"{stamp}-model-{name}-{where.lower()}"
+    return runs_dir() / f"{stamp}-model-{name}-{where.lower()}"
 
 
 def metadata(plan, args) -> dict:

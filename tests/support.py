@@ -4,6 +4,7 @@ references, tolerances, and registering extra (fake) backends."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from qgemm_bench.backends import registry
@@ -16,6 +17,10 @@ CPU = torch.device("cpu")
 DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DT = torch.bfloat16 if DEV.type == "cuda" else torch.float16
 TOL = {torch.float16: 3e-3, torch.bfloat16: 1e-2}
+CUDA = torch.device("cuda", 0)
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+# Tests with explicit interpreter configs (Helion): on a GPU the gpu tests cover the kernels.
+interpreter = pytest.mark.skipif(DEV.type == "cuda", reason="CPU interpreter configs; the gpu tests cover CUDA")
 
 
 def case(op, shape, dtype=DT, device=DEV, **settings) -> Case:

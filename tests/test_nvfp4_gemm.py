@@ -14,11 +14,22 @@ from qgemm_bench.operators import formats, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.operators.formats import NVFP4
 from qgemm_bench.types import Shape
-from tests.support import CPU, DEV, DT, E2M1, TOL, case, check, fp64, np_unpack, run_backend, seed
-
-CUDA = torch.device("cuda", 0)
-needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-interpreter = pytest.mark.skipif(DEV.type == "cuda", reason="CPU interpreter configs; the gpu tests cover CUDA")
+from tests.support import (
+    CPU,
+    CUDA,
+    DEV,
+    DT,
+    E2M1,
+    TOL,
+    case,
+    check,
+    fp64,
+    interpreter,
+    needs_gpu,
+    np_unpack,
+    run_backend,
+    seed,
+)
 
 
 def rel(a, b):

@@ -13,11 +13,7 @@ from qgemm_bench.integrations import tritonbench as tb
 from qgemm_bench.operators import split_k_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.types import Shape
-from tests.support import CPU, DEV, DT, TOL, case, check, fp64, run_backend, seed
-
-CUDA = torch.device("cuda", 0)
-needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-interpreter = pytest.mark.skipif(DEV.type == "cuda", reason="CPU interpreter configs; the gpu tests cover CUDA")
+from tests.support import CPU, CUDA, DEV, DT, TOL, case, check, fp64, interpreter, needs_gpu, run_backend, seed
 
 
 def reference64(inputs):

@@ -57,6 +57,29 @@ def run_backend(op, name, c: Case, inputs=None):
     return out, inputs, prepared
 
 
+def check_on_gpu(op, name: str, shape, **settings) -> None:
+    """Backend `name` of `op` in bf16 on the GPU against the reference (skipped,
+    with its reason, where the backend cannot take the case)."""
+    c = case(op, shape, torch.bfloat16, CUDA, **settings)
+    if reason := registry.get(op.NAME, name).why_not(c):
+        pytest.skip(reason)
+    out, inputs, _ = run_backend(op, name, c)
+    check(out, op.reference(inputs), torch.bfloat16)
+
+
+def triton_config(bm=16, bn=32, bk=64, split=1, **flags) -> dict:
+    """An explicit Triton config for our kernels (the interpreter cannot autotune)."""
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 4, "num_stages": 1, **flags}
+
+
+# The packed-PTX decodes (DECODE_ASM) exist on the GPU only, for bf16.
+ASM = [True] if DEV.type == "cuda" else []
+
+
+def rel_np(a, b) -> float:
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
 def extra_backends(monkeypatch, op: str, extra: list) -> None:
     """Register fake backends of `op` for one test."""
     registry.modules()  # the real ones first

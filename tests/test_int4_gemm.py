@@ -15,6 +15,7 @@ from qgemm_bench.operators.common import rel_error
 from qgemm_bench.operators.formats import INT4
 from qgemm_bench.types import Shape
 from tests.support import (
+    ASM,
     CPU,
     CUDA,
     DEV,
@@ -22,18 +23,16 @@ from tests.support import (
     TOL,
     case,
     check,
+    check_on_gpu,
     fp64,
     interpreter,
     needs_gpu,
     np_unpack,
+    rel_np,
     run_backend,
     seed,
+    triton_config,
 )
-
-
-def rel(a, b):
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
 
 # ------------------------------------------------------------------ the operator
 
@@ -49,7 +48,7 @@ def test_reference_vs_fp64(shape, group):
     expected = inputs.x.double().numpy() @ q
     got = int4_gemm.reference(inputs)
     assert got.dtype == torch.float32 and got.shape == (shape[0], shape[2])
-    assert rel(got.double().numpy(), expected) < 1e-6
+    assert rel_np(got.double().numpy(), expected) < 1e-6
 
 
 def test_make_inputs_is_seeded():
@@ -210,12 +209,8 @@ def test_peers_say_why_not():
 # ------------------------------------------------------------------ our Triton kernel
 
 
-def cfg(bm=16, bn=32, bk=64, split=1, **flags):
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 4, "num_stages": 1, **flags}
+cfg = triton_config
 
-
-# The packed-PTX decodes (DECODE_ASM) exist on the GPU only, for bf16.
-ASM = [True] if DEV.type == "cuda" else []
 SHAPES = [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 128, 96)]  # M=80 takes the tiled path
 
 
@@ -379,11 +374,7 @@ def test_tritonbench_entry_refuses_bad_weights():
 
 
 def check_gpu(name, shape, **settings):
-    c = case(int4_gemm, shape, torch.bfloat16, CUDA, **settings)
-    if reason := registry.get("int4_gemm", name).why_not(c):
-        pytest.skip(reason)
-    out, inputs, _ = run_backend(int4_gemm, name, c)
-    check(out, int4_gemm.reference(inputs), torch.bfloat16)
+    check_on_gpu(int4_gemm, name, shape, **settings)
 
 
 @pytest.mark.gpu

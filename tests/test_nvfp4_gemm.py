@@ -15,26 +15,24 @@ from qgemm_bench.operators.common import rel_error
 from qgemm_bench.operators.formats import NVFP4
 from qgemm_bench.types import Shape
 from tests.support import (
+    ASM,
     CPU,
-    CUDA,
     DEV,
     DT,
     E2M1,
     TOL,
     case,
     check,
+    check_on_gpu,
     fp64,
     interpreter,
     needs_gpu,
     np_unpack,
+    rel_np,
     run_backend,
     seed,
+    triton_config,
 )
-
-
-def rel(a, b):
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
 
 # ------------------------------------------------------------------ the operator
 
@@ -48,7 +46,7 @@ def test_reference_vs_fp64(shape, unscaled):
     w = np.where(codes >= 8, -mag, mag) * np.repeat(inputs.block_scales.float().double().numpy(), 16, axis=0)
     w = w * float(inputs.tensor_scale)
     expected = inputs.x.double().numpy() @ w
-    assert rel(nvfp4_gemm.reference(inputs).double().numpy(), expected) < 1e-6
+    assert rel_np(nvfp4_gemm.reference(inputs).double().numpy(), expected) < 1e-6
 
 
 def test_validate_refuses_k_off_the_block():
@@ -99,11 +97,8 @@ def every_code_inputs():
 # ------------------------------------------------------------------ our Triton kernel
 
 
-def cfg(bm=16, bn=32, bk=64, split=1, **flags):
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 4, "num_stages": 1, **flags}
+cfg = triton_config
 
-
-ASM = [True] if DEV.type == "cuda" else []
 
 
 def weight_only(inputs, config=None, path="auto"):
@@ -204,11 +199,7 @@ def test_tritonbench_entry_refuses_bad_weights():
 
 
 def check_gpu(name, shape, **settings):
-    c = case(nvfp4_gemm, shape, torch.bfloat16, CUDA, **settings)
-    if reason := registry.get("nvfp4_gemm", name).why_not(c):
-        pytest.skip(reason)
-    out, inputs, _ = run_backend(nvfp4_gemm, name, c)
-    check(out, nvfp4_gemm.reference(inputs), torch.bfloat16)
+    check_on_gpu(nvfp4_gemm, name, shape, **settings)
 
 
 @pytest.mark.gpu

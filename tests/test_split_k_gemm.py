@@ -13,7 +13,22 @@ from qgemm_bench.integrations import tritonbench as tb
 from qgemm_bench.operators import split_k_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.types import Shape
-from tests.support import CPU, CUDA, DEV, DT, TOL, case, check, fp64, interpreter, needs_gpu, run_backend, seed
+from tests.support import (
+    CPU,
+    CUDA,
+    DEV,
+    DT,
+    TOL,
+    case,
+    check,
+    check_on_gpu,
+    fp64,
+    interpreter,
+    needs_gpu,
+    run_backend,
+    seed,
+    triton_config,
+)
 
 
 def reference64(inputs):
@@ -66,8 +81,7 @@ def test_every_backend_vs_reference(name, shape, bias):
 # ------------------------------------------------------------------ our Triton kernels
 
 
-def cfg(bm=16, bn=32, bk=64, split=1):
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 4, "num_stages": 1}
+cfg = triton_config
 
 
 @pytest.mark.parametrize("deterministic", [False, True])
@@ -157,11 +171,7 @@ def test_tritonbench_entry_refuses_bad_operands():
 
 
 def check_gpu(name, shape, **settings):
-    c = case(split_k_gemm, shape, torch.bfloat16, CUDA, **settings)
-    if reason := registry.get("split_k_gemm", name).why_not(c):
-        pytest.skip(reason)
-    out, inputs, _ = run_backend(split_k_gemm, name, c)
-    check(out, split_k_gemm.reference(inputs), torch.bfloat16)
+    check_on_gpu(split_k_gemm, name, shape, **settings)
 
 
 @pytest.mark.gpu

@@ -349,3 +349,15 @@ def test_interrupt_keeps_what_was_measured(tmp_path, monkeypatch):
     got = [(r["backend"], r["quant"], r["batch"], r["status"]) for r in doc["rows"]]
     assert got == [("bf16", "none", 1, "ok"), ("bf16", "none", 3, "ok"), ("torch", "int4-g128", 1, "ok")]
     assert len((out / "rows.jsonl").read_text().splitlines()) == 3
+
+
+def test_without_transformers_the_model_bench_is_one_line(monkeypatch, capsys, tmp_path):
+    import sys
+
+    from qgemm_bench.cli import main
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import fails as if not installed
+    code = main(["--model", "tiny", "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == ['error: --model/--checkpoint need transformers: pip install -e ".[model]"']
+    assert not (tmp_path / "run").exists()

@@ -123,8 +123,18 @@ def check_formats_fit(specs, config, world: int = 1) -> None:
                                  f"choose a group size that divides {k} or int4-channel")
 
 
+def require_transformers() -> None:
+    """The model bench builds models with transformers, an optional extra."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise InputError('--model/--checkpoint need transformers: pip install -e ".[model]"') from None
+
+
 def build_plan(args, world=None):
     from qgemm_bench.harness.environment import resolve_device
+
+    require_transformers()
     from qgemm_bench.model import bench, decode, quality
     from qgemm_bench.model.llama import ModelSource
 

@@ -211,7 +211,7 @@ def test_peers_say_why_not():
 
 cfg = triton_config
 
-SHAPES = [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 128, 96)]  # M=80 takes the tiled path
+SHAPES = [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 128, 96)]  # M=80 takes the fused path
 
 
 def weight_only(inputs, config=None, path="auto"):
@@ -236,7 +236,7 @@ def test_triton_kernel_any_group_vs_block(group, bk):
     check(weight_only(inputs, cfg(bk=bk, split=2))(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
-@pytest.mark.parametrize("path", ["split", "tiled", "dequant"])
+@pytest.mark.parametrize("path", ["split", "fused", "dequant"])
 @pytest.mark.parametrize("group", [64, None])
 @pytest.mark.parametrize("shape", [(3, 384, 40), (19, 192, 37)])
 def test_triton_every_path_vs_fp64_and_repeatable(path, group, shape):
@@ -252,9 +252,9 @@ def test_triton_every_path_vs_fp64_and_repeatable(path, group, shape):
     check(gemm(x2), fp64(x2, int4_gemm.dequantize(inputs)))
 
 
-@pytest.mark.parametrize("m,path", [(64, "split"), (65, "tiled"), (256, "dequant")])
+@pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (512, "fused"), (513, "dequant")])
 def test_triton_auto_path_by_m(m, path):
-    # The measured crossovers (weight_only.DEQUANT_MIN_M).
+    # The measured crossovers (weight_only.SPLIT_PATH_MAX_M, FUSED_MAX_M).
     inputs = int4_gemm.make_inputs(case(int4_gemm, (m, 64, 32), group_size=32), 0)
     gemm = weight_only(inputs, cfg(bm=64, bn=32, bk=32, split=2))
     assert gemm.path(m) == path
@@ -264,6 +264,48 @@ def test_triton_auto_path_by_m(m, path):
 def test_triton_dequantize_matches_the_formats_module():
     inputs = int4_gemm.make_inputs(case(int4_gemm, (2, 96, 24), group_size=32), 1)
     assert torch.equal(weight_only(inputs, path="dequant").dequantize(DT), int4_gemm.dequantize(inputs).to(DT))
+
+
+def fused(inputs, config):
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+
+    return FusedGemm(inputs.w, inputs.scales, None, INT4, inputs.group_size, config)
+
+
+@pytest.mark.parametrize("group,bk", [(32, 128), (64, 128), (128, 128), (128, 64), (256, 128), (96, 128),
+                                      ("channel", 128), (None, 256)])
+@pytest.mark.parametrize("shape,bm,split", [((65, 768, 100), 32, 1), ((7, 5248, 72), 16, 3)])
+def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
+    # Groups a K block holds (SUB), that span blocks (BLOCK), neither (GATHER:
+    # 96), one group (CHANNEL), none; ragged M, N, and K off the K block
+    # (5248 = 41 x 128; 5280 = 55 x 96; groups of 256 need K = 21 x 256).
+    if shape[1] == 5248 and group in (96, 256):
+        shape = (shape[0], 5280 if group == 96 else 5376, shape[2])
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
+    gemm = fused(inputs, cfg(bm=bm, bn=64, bk=bk, split=split))
+    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
+    check(gemm(inputs.x), ref)
+    check(gemm(inputs.x), ref)  # the split workspace was left ready
+
+
+def test_kmajor_layout_round_trips_and_pads_with_zero_codes():
+    from qgemm_bench.backends.kmajor_layout import K_ALIGN, N_ALIGN, from_kmajor, to_kmajor
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (1, 5248, 1000), group_size=64), seed())
+    p = to_kmajor(inputs.w, inputs.scales, 64)
+    assert p.wt.shape == (1024, 5376 // 2) and p.wt.shape[0] % N_ALIGN == 0 and 2 * p.wt.shape[1] % K_ALIGN == 0
+    assert torch.equal(from_kmajor(p), inputs.w.view(torch.uint8))
+    assert int(p.wt[1000:].abs().sum()) == 0 and int(p.wt[:, 5248 // 2:].abs().sum()) == 0
+    assert torch.equal(p.scales[:82, :1000], inputs.scales) and float(p.scales[82:].abs().sum()) == 0
+
+
+def test_fused_path_reports_the_k_major_weights_it_reads():
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (80, 256, 40), group_size=64), seed())
+    gemm = weight_only(inputs, cfg(bm=16, bn=64, bk=128, split=2))
+    assert gemm.path(80) == "fused"
+    wt = gemm.resident(80)[0]
+    assert wt.shape == (256, 128) and wt.dtype == torch.uint8
+    assert gemm.resident(16)[0] is inputs.w
 
 
 @pytest.mark.parametrize("kw,message", [({"path": "fast"}, "path 'fast'"),

@@ -124,7 +124,7 @@ def test_triton_kernel_decodes_every_code_and_subnormal_scales():
         assert torch.equal(out.float(), nvfp4_gemm.dequantize(inputs).to(DT).float()), flags
 
 
-@pytest.mark.parametrize("path", ["split", "tiled", "dequant"])
+@pytest.mark.parametrize("path", ["split", "fused", "dequant"])
 @pytest.mark.parametrize("shape", [(3, 384, 40), (19, 192, 37)])
 def test_triton_every_path_vs_fp64_and_repeatable(path, shape):
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape), seed())
@@ -134,9 +134,29 @@ def test_triton_every_path_vs_fp64_and_repeatable(path, shape):
     check(gemm(inputs.x), ref)
 
 
-@pytest.mark.parametrize("m,path", [(64, "split"), (65, "dequant")])
+@pytest.mark.parametrize("shape,bk,split", [((65, 640, 100), 128, 1), ((7, 5248, 72), 64, 3), ((33, 256, 40), 256, 2)])
+def test_fused_kernel_vs_fp64(shape, bk, split):
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape), seed())
+    gemm = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16,
+                     cfg(bm=16, bn=64, bk=bk, split=split))
+    check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+
+
+def test_fused_kernel_decodes_every_code_and_subnormal_scales():
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+
+    inputs = every_code_inputs()
+    for flags in [{}] + [{"DECODE_ASM": a} for a in ASM]:
+        gemm = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16,
+                         cfg(bm=16, bn=64, bk=64, **flags))
+        assert torch.equal(gemm(inputs.x).float(), nvfp4_gemm.dequantize(inputs).to(DT).float()), flags
+
+
+@pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (513, "dequant")])
 def test_triton_auto_path_by_m(m, path):
-    # NVFP4's tiled path never won on the H100 (weight_only.DEQUANT_MIN_M).
+    # The measured crossovers (weight_only.FUSED_MAX_M).
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (m, 64, 32)), 0)
     gemm = weight_only(inputs, cfg(bm=64, bn=32, bk=32, split=2))
     assert gemm.path(m) == path

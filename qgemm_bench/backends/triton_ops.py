@@ -18,7 +18,7 @@ SPLIT_K_INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLI
                               "num_warps": 4, "num_stages": 1}
 
 
-def _weight_only(case, inputs, scales, tensor_scale, fmt: int, group: int, resident: tuple) -> Prepared:
+def _weight_only(case, inputs, scales, tensor_scale, fmt: int, group: int) -> Prepared:
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
     gemm = WeightOnlyGemm(inputs.w.contiguous(), scales, tensor_scale, fmt, group,
@@ -28,25 +28,29 @@ def _weight_only(case, inputs, scales, tensor_scale, fmt: int, group: int, resid
         return gemm(x.contiguous())
 
     x = inputs.x.contiguous()
-    notes = "; ".join(filter(None, (interpreter_note(case), gemm.note(x.shape[0]))))
-    return Prepared(lambda: gemm(x), resident=resident, notes=notes, apply=apply)
+    m = x.shape[0]
+    notes = "; ".join(filter(None, (interpreter_note(case), gemm.note(m))))
+    if gemm.path(m) == "fused":
+        gemm.fused()  # its K-major weights are made here, in prepare
+    return Prepared(lambda: gemm(x), resident=gemm.resident(m), notes=notes, apply=apply)
 
 
-@backend("int4_gemm", "triton", "Triton weight-only GEMM: one-launch split-K streaming for small M "
-         "(autotuned per M bucket); for large M a Triton dequantize, then cuBLAS", triton_why_not)
+@backend("int4_gemm", "triton", "Triton weight-only GEMM: one-launch split-K streaming for M <= 64 "
+         "(autotuned per M bucket); a fused swapped-operand kernel on K-major weights up to M = 512; above, a "
+         "Triton dequantize, then cuBLAS", triton_why_not)
 def int4(case, inputs):
     # Unscaled: the group is never read; any even constant.
     group = inputs.group_size if inputs.group_size is not None else 2
-    return _weight_only(case, inputs, inputs.scales, None, INT4, group, (inputs.w, inputs.scales))
+    return _weight_only(case, inputs, inputs.scales, None, INT4, group)
 
 
 @backend("nvfp4_gemm", "triton", "Triton weight-only GEMM with in-register E2M1 decode and E4M3 block "
-         "scales, one-launch split-K for small M (autotuned per M bucket); for large M a Triton dequantize, "
-         "then cuBLAS", triton_why_not)
+         "scales: one-launch split-K for M <= 64 (autotuned per M bucket); a fused swapped-operand kernel on "
+         "K-major weights up to M = 512; above, a Triton dequantize, then cuBLAS", triton_why_not)
 def nvfp4(case, inputs):
     bs = inputs.block_scales.contiguous().view(torch.uint8)  # E4M3 bits, decoded in the kernel
     ts = inputs.tensor_scale.float()
-    return _weight_only(case, inputs, bs, ts, NVFP4, NVFP4_BLOCK, (inputs.w, bs, ts))
+    return _weight_only(case, inputs, bs, ts, NVFP4, NVFP4_BLOCK)
 
 
 def _split_k(case, inputs, deterministic: bool) -> Prepared:

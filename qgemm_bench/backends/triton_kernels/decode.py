@@ -139,3 +139,11 @@ def per_packed_row(s, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.co
     operand's layout: Triton places the broadcast there, no shared-memory
     round trip)."""
     return tl.reshape(tl.broadcast_to(s[:, None, :], (BLOCK_K // GROUP, GROUP // 2, BLOCK_N)), (BLOCK_K // 2, BLOCK_N))
+
+
+@triton.jit
+def per_k(s, GROUP: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """[ROWS, COLS // GROUP] per-group values -> [ROWS, COLS], each repeated
+    for the GROUP columns of its group: per_packed_row along the last axis,
+    for the fused kernel's [BLOCK_N, BLOCK_K // 2] byte tiles."""
+    return tl.reshape(tl.broadcast_to(s[:, :, None], (ROWS, COLS // GROUP, GROUP)), (ROWS, COLS))

@@ -17,16 +17,17 @@ One kernel for both formats (FMT), streaming each packed weight byte once:
   best config each, same run: M=1 33.2 -> 26.2 us, M=16 34.6 -> 26.6).
 
 Three paths, picked by M (WeightOnlyGemm.path):
-- split (M <= SPLIT_PATH_MAX_M, memory-bound): split-K over enough CTAs to
-  stream the weights; splits meet in an fp32 workspace by atomics and the
-  tile's last program casts and stores (split_k_parts.py; one launch);
-- tiled: one program per output tile, stored directly;
-- dequant (M >= DEQUANT_MIN_M[FMT], compute-bound): a Triton kernel dequantizes the
-  weights into a bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path
-  does for large batches). The fused tiled kernel ran at 2.3-2.5x cuBLAS bf16
-  latency for M >= 256 on the H100 (int4 4096x8192x8192: 1825 vs 742 us);
-  the dequant costs one pass over the weights (peak memory: the K x N
-  scratch, reported in the row).
+- split (M <= SPLIT_PATH_MAX_M, memory-bound): this module's kernel, split-K
+  over enough CTAs to stream the weights; splits meet in an fp32 workspace by
+  atomics and the tile's last program casts and stores (split_k_parts.py;
+  one launch);
+- fused (up to FUSED_MAX_M): fused_gemm.py, the swapped-operand kernel whose
+  decoded weights are the wgmma register operand, on a K-major copy of the
+  weights made on first use;
+- dequant (compute-bound): a Triton kernel dequantizes the weights into a
+  bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path does for large
+  batches); the dequant costs one pass over the weights (peak memory: the
+  K x N scratch, reported in the row).
 """
 
 from __future__ import annotations
@@ -38,15 +39,17 @@ import triton.language as tl
 from qgemm_bench.backends.checks import check_weight_only
 from qgemm_bench.backends.triton_kernels import decode, split_k_parts
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
-from qgemm_bench.operators.formats import INT4, NVFP4
 from qgemm_bench.types import m_bucket
 
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
-# M from this on dequantizes and calls cuBLAS. H100, K=N=8192 (and 4096x28672),
-# tiled vs dequantize+cuBLAS: int4 M=128 108 vs 112 us (129 vs 198); M=256
-# 125 vs 118 (256 vs 213); M=4096 1852 vs 768, cuBLAS bf16 744. NVFP4 M=128
-# 144 vs 114, M=256 141 vs 119: its tiled path never won.
-DEQUANT_MIN_M = {INT4: 256, NVFP4: SPLIT_PATH_MAX_M + 1}
+# M up to this goes through the fused kernel, above it dequantize + cuBLAS.
+# H100, K = N = 8192, bf16, same run (scripts/tune_fused.py), p50 us, fused
+# vs dequant+cuBLAS: int4 g128 M=128 67.9 vs 108.5, 256 87.3 vs 117.1, 512
+# 146.1 vs 153.7, 1024 260 vs 238 (4096: 1002 vs 808); NVFP4 M=128 71.7 vs
+# 113.1, 256 92.2 vs 119.1, 512 139.7 vs 155.7. (cuBLAS on bf16 weights:
+# 47.5 / 50.6 / 93.8; fbgemm int4 36.2 / 47.5 / 86.3.) At M=64 the split
+# path won (39.6 vs 45.3).
+FUSED_MAX_M = 512
 
 
 @triton.jit
@@ -179,8 +182,7 @@ def _cfg(bm, bn, bk, split, warps=4, stages=4, asm=True):
 # change, a 66-config grid (BLOCK_N 128/256, BLOCK_K 32-128, 4-16 splits,
 # 4/8 warps, 3/4 stages) put first: int4 (256, 128, 8, 3 stages) at M=1 21.6
 # us, M=16 24.5; NVFP4 (128, 128, 4, 4 stages) at 26.2 / 26.6. 8 warps never
-# won (NVFP4 M=16: 29.2 at best). Large M: a tiled GEMM, only used between
-# the split path and the dequantize path.
+# won (NVFP4 M=16: 29.2 at best).
 SMALL_M_CONFIGS = [_cfg(16, bn, bk, sk, 4, st) for bn, bk, sk, st in [
     (256, 128, 8, 3), (256, 64, 8, 3), (128, 128, 4, 4), (128, 64, 8, 3), (128, 128, 4, 3), (128, 64, 16, 4),
     (128, 64, 4, 4), (64, 64, 8, 4), (64, 64, 4, 4)]] + \
@@ -188,15 +190,11 @@ SMALL_M_CONFIGS = [_cfg(16, bn, bk, sk, 4, st) for bn, bk, sk, st in [
 MID_M_CONFIGS = [_cfg(bm, bn, bk, sk) for bm, bn, bk, sk in [
     (64, 128, 128, 4), (64, 64, 128, 2), (64, 128, 128, 8), (64, 64, 128, 4), (64, 64, 64, 4), (64, 64, 64, 8)]] + \
     [_cfg(64, 64, 128, 2, asm=False)]
-LARGE_M_CONFIGS = [_cfg(bm, bn, bk, 1, w, st, asm=False) for bm, bn, bk, w, st in [
-    (128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 128, 8, 3), (64, 256, 64, 4, 4),
-    (256, 128, 64, 8, 3), (128, 64, 64, 4, 4)]]
 
 
 def _prune(configs, named_args, **kwargs):
-    """Only the configs of the M bucket (small, mid: split-K; large: tiled)."""
-    b = named_args["M_BUCKET"]
-    pool = SMALL_M_CONFIGS if b <= 16 else MID_M_CONFIGS if b <= SPLIT_PATH_MAX_M else LARGE_M_CONFIGS
+    """Only the configs of the M bucket."""
+    pool = SMALL_M_CONFIGS if named_args["M_BUCKET"] <= 16 else MID_M_CONFIGS
     return [c for c in configs if c in pool] or configs[:1]
 
 
@@ -208,7 +206,7 @@ def tuned_kernel():
     global _tuned
     if _tuned is None:
         _tuned = triton.autotune(
-            configs=SMALL_M_CONFIGS + MID_M_CONFIGS + LARGE_M_CONFIGS,
+            configs=SMALL_M_CONFIGS + MID_M_CONFIGS,
             key=["M_BUCKET", "N", "K", "FMT", "GROUP", "HAS_SCALES"],
             prune_configs_by={"early_config_prune": _prune},
             # The kernel leaves its workspace and counters zeroed: no reset.
@@ -227,25 +225,44 @@ class WeightOnlyGemm:
     counters per M (zeroed once, left zeroed by every call: allocate them
     before a CUDA graph capture by calling once at that M).
     config: explicit {BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps,
-    num_stages[, DECODE_ASM]} (tests, the interpreter); None autotunes per M
-    bucket, N, K.
-    path: auto (by M), split, tiled or dequant."""
+    num_stages[, DECODE_ASM]} for the split and fused kernels (tests, the
+    interpreter); None: the split path autotunes per M bucket, N, K, the
+    fused path takes fused_gemm.FUSED_CONFIGS.
+    path: auto (by M), split, fused or dequant."""
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
                  path: str = "auto"):
-        if path not in ("auto", "split", "tiled", "dequant"):
-            raise ValueError(f"path {path!r}: expected auto, split, tiled or dequant")
+        if path not in ("auto", "split", "fused", "dequant"):
+            raise ValueError(f"path {path!r}: expected auto, split, fused or dequant")
         if config is not None and (config["BLOCK_M"] < split_k_parts.MIN_BLOCK_M
                                    or config["BLOCK_N"] < split_k_parts.MIN_BLOCK_N):
             raise ValueError(f"config tiles must be at least {split_k_parts.MIN_BLOCK_M} x {split_k_parts.MIN_BLOCK_N}")
         self.w, self.scales, self.ts, self.fmt, self.group = w, scales, tensor_scale, fmt, group
         self.config, self.forced_path = config, path
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._fused = None
 
     def path(self, m: int) -> str:
         if self.forced_path != "auto":
             return self.forced_path
-        return "split" if m <= SPLIT_PATH_MAX_M else "dequant" if m >= DEQUANT_MIN_M[self.fmt] else "tiled"
+        return "split" if m <= SPLIT_PATH_MAX_M else "fused" if m <= FUSED_MAX_M else "dequant"
+
+    def fused(self):
+        """The fused path's kernel and its K-major weights (made on first use)."""
+        if self._fused is None:
+            from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, tuned_config
+
+            scales = self.scales
+            group = None if scales is None else self.group
+            cfg = self.config if self.config is not None else (lambda m: tuned_config(self.fmt, m))
+            self._fused = FusedGemm(self.w, scales, self.ts, self.fmt, group, cfg)
+        return self._fused
+
+    def resident(self, m: int) -> tuple:
+        """The weight tensors the path for M reads."""
+        if self.path(m) == "fused":
+            return self.fused().resident
+        return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
 
     def note(self, m: int) -> str:
         """For the row: the path that is not all-Triton says so."""
@@ -277,22 +294,21 @@ class WeightOnlyGemm:
         path = self.path(m)
         if path == "dequant":
             return x @ self.dequantize(x.dtype)
+        if path == "fused":
+            return self.fused()(x)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         s = self.scales if self.scales is not None else w  # never read when HAS_SCALES is False
         ts = self.ts if self.ts is not None else out
-        ws, count = self._split_workspace(m, n, x.device) if path == "split" else (out, out)  # unused unsplit
-        # The bucket picks the config pool: the tiled path never gets split configs.
-        bucket = m_bucket(m) if path == "split" else max(m_bucket(m), 2 * SPLIT_PATH_MAX_M)
-        args = (x, w, s, ts, out, ws, count, m, n, k, x.stride(0), w.stride(0), s.stride(0), out.stride(0), bucket)
+        ws, count = self._split_workspace(m, n, x.device)
+        args = (x, w, s, ts, out, ws, count, m, n, k, x.stride(0), w.stride(0), s.stride(0), out.stride(0),
+                m_bucket(m))
         meta = {"FMT": self.fmt, "GROUP": self.group, "HAS_SCALES": self.scales is not None}
         if self.config is None:
             def grid(c):
                 return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
             tuned_kernel()[grid](*args, **meta)
         else:
-            c = dict(self.config)
-            if path != "split":
-                c["SPLIT_K"] = 1
+            c = self.config
             grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
             weight_only_kernel[grid](*args, **meta, **c)
         return out

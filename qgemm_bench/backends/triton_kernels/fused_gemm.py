@@ -1,0 +1,217 @@
+"""Fused mixed-input GEMM for int4 and NVFP4 weights: y = x @ dequant(w), the
+packed weights read once, decoded in registers, fed to the tensor cores.
+
+Swapped operands: each program computes a [BLOCK_N, BLOCK_M] tile of
+y^T = W^T x^T. The dequantized weight tile is the dot's first operand, which
+Hopper's wgmma takes from registers (its second operand, the pipelined x
+tile, sits in shared memory), and M is the MMA's narrow dimension: 16 rows of
+x suffice, the weight rows fill the MMA's 64-row side. Weights are in the
+K-major layout (kmajor_layout.py). Compiled for sm_90 (Triton 3.6), the
+weight tile goes global -> shared (cp.async, pipelined) -> registers, is
+decoded there and feeds every wgmma of the block asynchronously: no shared
+memory round trip of the decoded values.
+
+Scales (SCALE_MODE, chosen on the host from the group and K):
+- NONE: unscaled int4;
+- CHANNEL: one group spans K: applied to the fp32 tile once, at the end;
+- BLOCK: a group spans whole K blocks: one [BLOCK_N] row per block, applied
+  to the decoded weights, or (SCALE_ACC) to the block's fp32 partial product;
+- SUB: groups tile a K block: [BLOCK_N, BLOCK_K // GROUP] loaded, broadcast;
+- GATHER: anything else, one scale load per weight element.
+NVFP4: its E4M3 block scales as SUB (16 k each), the FP32 tensor scale at the
+end. Scale tiles are loaded one K block ahead (Triton does not pipeline
+loads this small; loaded in the block they are used, their latency showed).
+
+Small M splits K over SPLIT_K programs per tile (split_k_parts.py: atomics
+in an fp32 workspace, the tile's last program stores; one launch).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from qgemm_bench.backends.kmajor_layout import K_ALIGN, N_ALIGN, to_kmajor
+from qgemm_bench.backends.triton_kernels import decode, split_k_parts
+from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
+from qgemm_bench.types import m_bucket
+
+NONE, CHANNEL, BLOCK, SUB, GATHER = range(5)
+
+
+def scale_mode(fmt: int, group: int | None, k: int, block_k: int) -> int:
+    if fmt == NVFP4:
+        return SUB
+    if group is None:
+        return NONE
+    if group >= k:
+        return CHANNEL
+    if group % block_k == 0:
+        return BLOCK
+    return SUB if block_k % group == 0 else GATHER
+
+
+@triton.jit
+def _scales(s_ptr, b, offs_n, stride_sg, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, BLOCK_K: tl.constexpr):
+    """K block b's scale tile: [BLOCK_N, 1] (BLOCK), [BLOCK_N, BLOCK_K // GROUP]
+    (SUB, NVFP4), else a placeholder. (2-D even for BLOCK: a [BLOCK_N] row
+    carried through the loop fixed the decode's layout to the load's, which
+    then cost a shared-memory round trip to reach the MMA operand layout.)"""
+    if SCALE_MODE == 2 or SCALE_MODE == 3:
+        NG: tl.constexpr = max(BLOCK_K // GROUP, 2)
+        g = (b * BLOCK_K + tl.arange(0, NG) * (BLOCK_K // NG)) // GROUP
+        return tl.load(s_ptr + g[None, :] * stride_sg + offs_n[:, None])
+    else:
+        return 0
+
+
+@triton.jit
+def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
+             FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, SCALE_ACC: tl.constexpr,
+             USE_ASM: tl.constexpr, DT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A [BLOCK_N, BLOCK_K // 2] byte tile (scale tile sc) -> the [BLOCK_N,
+    BLOCK_K] weight tile in DT, in K order, scaled unless the scale comes
+    later (CHANNEL, SCALE_ACC)."""
+    HALF: tl.constexpr = BLOCK_K // 2
+    if FMT == 0:
+        if USE_ASM:
+            lo, hi = decode.int4_nibbles_bf16x2(wp)
+        else:
+            lo, hi = decode.int4_nibbles(wp, DT)
+        if SCALE_MODE == 3 or (SCALE_MODE == 2 and not SCALE_ACC):
+            NG: tl.constexpr = max(BLOCK_K // GROUP, 2)
+            s = decode.per_k(sc.to(DT), HALF // NG, BLOCK_N, HALF)  # k = 2j and 2j + 1 share a group
+            lo = lo * s
+            hi = hi * s
+        elif SCALE_MODE == 4:
+            g = (b * BLOCK_K + 2 * tl.arange(0, HALF)) // GROUP
+            s = tl.load(s_ptr + g[None, :] * stride_sg + offs_n[:, None]).to(DT)
+            lo = lo * s
+            hi = hi * s
+    else:
+        s = decode.per_k(decode.e4m3(sc), 8, BLOCK_N, HALF)
+        if USE_ASM:
+            lo, hi = decode.nvfp4_bf16x2(wp, (s * 3.3230699894622946e35).to(tl.bfloat16))  # 2^118: see nvfp4_bf16x2
+        else:
+            lo, hi = decode.nvfp4_values(wp, s, DT)
+    return lo, hi
+
+
+@triton.jit(do_not_specialize=["M"])
+def fused_kernel(
+    x_ptr, w_ptr, s_ptr, ts_ptr, out_ptr, ws_ptr, count_ptr,
+    M, N, K, stride_xm, stride_wn, stride_sg, stride_om,
+    FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, EVEN_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    SCALE_ACC: tl.constexpr = False, DECODE_ASM: tl.constexpr = True,
+):
+    DT: tl.constexpr = x_ptr.dtype.element_ty
+    USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
+    pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
+    offs_k = tl.arange(0, BLOCK_K)
+    mask_m = offs_m < M
+    # Weights and scales are padded (kmajor_layout.py): only x needs masks.
+    w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, BLOCK_K // 2)[None, :]
+    x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
+    sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for b in range(first, last):
+        sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
+        wp = tl.load(w_rows + b * (BLOCK_K // 2))
+        lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, SCALE_MODE, SCALE_ACC, USE_ASM, DT,
+                          BLOCK_N, BLOCK_K)
+        if EVEN_K:
+            x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
+        else:
+            x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], other=0.0)
+        w = tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))  # back in K order (kmajor_layout.py)
+        if SCALE_MODE == 2 and SCALE_ACC:
+            acc += tl.dot(w, x) * tl.max(sc.to(tl.float32), axis=1)[:, None]  # both columns: the one group
+        else:
+            acc = tl.dot(w, x, acc)
+        sc = sc_next
+    if FMT == 1:
+        acc = acc * (tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0))  # the PTX decode's 2^-8
+    if SCALE_MODE == 1:
+        acc = acc * tl.load(s_ptr + offs_n).to(tl.float32)[:, None]
+    split_k_parts.finish(tl.trans(acc), out_ptr, stride_om, ws_ptr, count_ptr, out_ptr, pid_mn, offs_m, offs_n, M, N,
+                         SPLIT_K, False, False)
+
+
+def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, scale_acc: bool = False,
+           asm: bool = True) -> dict:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "SCALE_ACC": scale_acc,
+            "DECODE_ASM": asm, "num_warps": warps, "num_stages": stages}
+
+
+# Checked-in configs by format and M bucket (no autotuning in default runs):
+# the best of 20 per bucket (BLOCK_M 64/128/256, BLOCK_N 64/128, BLOCK_K
+# 64/128, 4 or 8 warps) from scripts/tune_fused.py on the H100 at
+# K = N = 8192, p50 us: int4 g128 M=128 67.9, 256 87.3, 512 146.1; NVFP4
+# 71.7 / 92.2 / 139.7. Below 128 the split path of weight_only.py runs.
+FUSED_CONFIGS = {
+    INT4: {128: config(128, 64, 128, 1, 8, 3), 256: config(128, 64, 128, 1, 8, 3), 512: config(256, 64, 64, 1, 8, 3)},
+    NVFP4: {128: config(128, 64, 128, 1, 8, 3), 256: config(256, 64, 128, 1, 8, 3),
+            512: config(256, 128, 128, 1, 8, 3)},
+}
+
+
+def tuned_config(fmt: int, m: int) -> dict:
+    """The checked-in config of the nearest measured M bucket."""
+    table = FUSED_CONFIGS[fmt]
+    b = m_bucket(m)
+    return table[min(table, key=lambda k: abs(k - b))]
+
+
+class FusedGemm:
+    """y = x @ dequant(w) for any x [M, K], the weights rearranged once into
+    the K-major layout. Same arguments as WeightOnlyGemm: FMT INT4 (scales
+    [K//group, N] or None) or NVFP4 (E4M3 block scales as uint8, fp32 0-dim
+    tensor scale). Owns the split workspace and counters per M (zeroed once,
+    left zeroed by every call: call once at an M before capturing a graph).
+    config: see config(); or a function M -> config."""
+
+    def __init__(self, w, scales, tensor_scale, fmt: int, group: int | None, config):
+        if fmt == NVFP4:
+            group = NVFP4_BLOCK
+        elif scales is None:
+            group = None
+        self.k, self.n = 2 * w.shape[0], w.shape[1]
+        self.kmajor = to_kmajor(w, scales, group)
+        self.ts, self.fmt, self.group = tensor_scale, fmt, group
+        self.config = config
+        self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    @property
+    def resident(self) -> tuple:
+        return tuple(t for t in (self.kmajor.wt, self.kmajor.scales, self.ts) if t is not None)
+
+    def config_for(self, m: int) -> dict:
+        c = self.config(m) if callable(self.config) else self.config
+        if c["BLOCK_K"] > K_ALIGN or c["BLOCK_N"] > N_ALIGN:
+            raise ValueError(f"config {c}: BLOCK_K <= {K_ALIGN} and BLOCK_N <= {N_ALIGN} (the layout's padding)")
+        return c
+
+    def _split_workspace(self, m: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        if m not in self._workspace:
+            self._workspace[m] = (torch.zeros(m * self.n, device=device, dtype=torch.float32),
+                                  torch.zeros(split_k_parts.counters(m, self.n), device=device, dtype=torch.int32))
+        return self._workspace[m]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        p = self.kmajor
+        if x.dim() != 2 or x.shape[1] != self.k or x.stride(1) != 1:
+            raise ValueError(f"x must be [M, {self.k}] with unit stride along K, got {tuple(x.shape)}")
+        m, n, k = x.shape[0], self.n, self.k
+        out = torch.empty(m, n, device=x.device, dtype=x.dtype)
+        c = dict(self.config_for(m))
+        ws, count = self._split_workspace(m, x.device) if c["SPLIT_K"] > 1 else (out, out)
+        s = p.scales if p.scales is not None else p.wt  # never read unscaled
+        ts = self.ts if self.ts is not None else out
+        grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
+        fused_kernel[grid](x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0),
+                           out.stride(0), FMT=self.fmt, GROUP=self.group or 2,
+                           SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"]),
+                           EVEN_K=k % c["BLOCK_K"] == 0, **c)
+        return out

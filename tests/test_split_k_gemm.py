@@ -3,6 +3,12 @@ reference, our Triton (atomic and deterministic) and Helion split-K kernels
 on ragged shapes with and without bias, and the tritonbench entry points.
 GPU variants are marked `gpu`."""
 
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -60,6 +66,16 @@ def test_validate_and_bytes():
     assert Shape(64, 32768, 64) in split_k_gemm.PRESETS["skinny"]
 
 
+def test_skinny_preset_holds_the_lora_shapes():
+    skinny = split_k_gemm.PRESETS["skinny"]
+    lora = split_k_gemm.LORA_SHAPES
+    assert len(skinny) == 25 + len(lora) == 37 and len(set(skinny)) == len(skinny)
+    assert all(s in skinny for s in lora) and Shape(1, 4096, 16) in lora and Shape(256, 14336, 128) in lora
+    assert {s.M for s in lora} == {1, 16, 64, 256} and {s.K for s in lora} == {4096, 14336}
+    assert {s.N for s in lora} == {16, 64, 128}
+    assert len(split_k_gemm.PRESETS["smoke"]) == 4
+
+
 # ------------------------------------------------------------------ every backend
 
 
@@ -87,13 +103,13 @@ cfg = triton_config
 @pytest.mark.parametrize("deterministic", [False, True])
 @pytest.mark.parametrize("shape", [(16, 1024, 16), (5, 1000, 7), (33, 2048, 40)])
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("split", [1, 3, 8])
-def test_triton_kernel_vs_fp64(deterministic, shape, bias, split):
+@pytest.mark.parametrize("split, bn", [(1, 32), (3, 32), (8, 32), (3, 16)])
+def test_triton_kernel_vs_fp64(deterministic, shape, bias, split, bn):
     from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
     gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC if deterministic else ATOMIC,
-                      cfg(bn=32, bk=64, split=split))
+                      cfg(bn=bn, bk=64, split=split))
     ref = reference64(inputs)
     check(gemm(), ref)
     check(gemm(), ref)  # the workspace and counters were left ready for the next call
@@ -110,6 +126,181 @@ def test_triton_deterministic_is_bit_identical_over_runs():
     first = gemm()
     for _ in range(4):
         assert torch.equal(gemm(), first)
+
+
+# ------------------------------------------------------------------ the config table
+
+
+def configs():
+    from qgemm_bench.backends.triton_kernels import split_k_configs
+
+    return split_k_configs
+
+
+def assert_valid(config, shape, sms=132):
+    """A config the kernel runs at shape: tiles >= 16 and no larger than M and N
+    rounded up, every split >= 2 K blocks, tiles x splits <= 4x the SMs."""
+    skc = configs()
+    m, k, n = shape
+    skc.check_config(config)
+    assert config["BLOCK_M"] <= skc.mn_bucket(m) and config["BLOCK_N"] <= skc.mn_bucket(n)
+    assert config["BLOCK_K"] in (16, 32, 64, 128, 256)
+    assert skc.fits(m, k, n, config), config
+    assert config["SPLIT_K"] == 1 or skc.tiles(m, n, config) * config["SPLIT_K"] <= 4 * sms
+    assert config["num_warps"] in (1, 2, 4, 8, 16) and config["num_stages"] >= 1
+
+
+def test_table_covers_the_skinny_preset_in_both_modes():
+    skc = configs()
+    doc = skc.read_table(skc.TABLE_PATH)  # the checked-in file
+    assert doc["format"] == skc.FORMAT and set(doc["entries"]) == set(skc.MODES)
+    seeds = 0
+    for mode in skc.MODES:
+        for shape in split_k_gemm.PRESETS["skinny"]:
+            entry = doc["entries"][mode][skc.key(*shape)]
+            assert_valid(entry["config"], shape, doc["sms"])
+            if entry["tuned"].startswith(skc.SEED_NOTE):  # untuned: exactly what --seed-only writes
+                seeds += 1
+                assert entry["config"] == skc.heuristic(*shape, doc["sms"])
+            config, source = skc.lookup(mode, *shape, doc=doc)
+            assert config == entry["config"] and source.endswith(f": {shape}")
+    if seeds:  # the file says where its numbers come from
+        assert skc.SEED_NOTE in doc["source"]
+
+
+@pytest.mark.parametrize("mode", ["atomic", "deterministic"])
+@pytest.mark.parametrize("shape", [(7, 5000, 24), (1, 4096, 16), (1, 1, 1), (3, 17, 5), (20, 30000, 30),
+                                   (5, 4096, 16), (300, 100000, 300), (1000, 64, 1000), (4096, 8192, 4096),
+                                   (64, 32768, 64), (16, 14336, 128)])
+def test_lookup_gives_a_valid_config(mode, shape):
+    skc = configs()
+    for sms in (132, 78, 8):
+        config, source = skc.lookup(mode, *shape, sms=sms)
+        assert_valid(config, shape, sms)
+        assert source
+
+
+def test_lookup_takes_the_exact_then_the_nearest_entry_then_the_heuristic():
+    skc = configs()
+    a = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 64, "SPLIT_K": 128, "num_warps": 8, "num_stages": 5}
+    b = {**a, "SPLIT_K": 4, "num_warps": 4}
+    doc = {"gpu": "h100", "source": "tuned", "entries": {"atomic": {"M16_K4096_N16": {"config": a},
+                                                                    "M1_K4096_N16": {"config": b}}}}
+    assert skc.lookup("atomic", 16, 4096, 16, doc=doc, gpu="h100")[0] == {**a, "SPLIT_K": 32}  # cut to fit K
+    assert skc.lookup("atomic", 1, 4096, 16, doc=doc, gpu="h100")[0] == b
+    near, source = skc.lookup("atomic", 9, 3000, 13, doc=doc, gpu="h100")  # bucket 16x4096x16, nearer M16
+    assert near == {**a, "SPLIT_K": 16} and "nearest M16 K4096 N16" in source  # 47 K blocks: 16 splits
+    assert skc.lookup("atomic", 2, 5000, 16, doc=doc, gpu="h100")[0] == b  # nearer M1
+    assert skc.lookup("atomic", 16, 4096, 32, doc=doc, gpu="h100")[0] == skc.heuristic(16, 4096, 32)  # other bucket
+    assert skc.lookup("deterministic", 16, 4096, 16, doc=doc, gpu="h100")[0] == skc.heuristic(16, 4096, 16)
+    # A table tuned on another GPU is not used there; on CPU (gpu None) it is.
+    other, source = skc.lookup("atomic", 1, 4096, 16, sms=108, doc=doc, gpu="a100")
+    assert other == skc.heuristic(1, 4096, 16, 108) and source.startswith("heuristic")
+    assert skc.lookup("atomic", 1, 4096, 16, doc=doc, gpu=None)[0] == b
+    with pytest.raises(ValueError, match="mode"):
+        skc.lookup("fast", 1, 4096, 16, doc=doc)
+
+
+def test_heuristic_fills_the_sms_with_long_enough_k_slices():
+    skc = configs()
+    for shape in [*split_k_gemm.PRESETS["skinny"], (7, 5000, 24), (5, 1000, 7), (256, 65536, 256)]:
+        c = skc.heuristic(*shape)
+        assert_valid(c, shape)
+        m, k, n = shape
+        progs = skc.tiles(m, n, c) * c["SPLIT_K"]
+        assert progs <= 2 * 132
+        # Fewer than one wave only where K leaves too few blocks of 64 for more splits.
+        assert progs > 132 or c["SPLIT_K"] == 128 or k < 64 * 2 * 2 * c["SPLIT_K"]
+
+
+def test_bad_tables_are_refused_in_one_line(tmp_path):
+    skc = configs()
+    bad = [("not json", "not a readable JSON"),
+           (json.dumps({"entries": {"fast": {}}}), "mode 'fast'"),
+           (json.dumps({"entries": {"atomic": {"M1_K2": {"config": {}}}}}), "M<m>_K<k>_N<n>"),
+           (json.dumps({"entries": {"atomic": {"M1_K2_N3": {"config": {"BLOCK_M": 16}}}}}), "lacks"),
+           (json.dumps({"entries": {"atomic": {"M1_K2_N3": {"config": {**cfg(), "BLOCK_N": 24}}}}}),
+            "power of two")]
+    for text, match in bad:
+        path = tmp_path / "t.json"
+        path.write_text(text)
+        with pytest.raises(ValueError, match=match):
+            skc.read_table(path)
+
+
+@pytest.mark.parametrize("name", ["triton", "triton_deterministic"])
+@pytest.mark.parametrize("shape", [(1, 4096, 16), (7, 5000, 24)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_backends_with_table_configs_vs_fp64(name, shape, bias, monkeypatch):
+    # On CPU the backends take an explicit interpreter config; here they take
+    # the table's, as on a GPU.
+    from qgemm_bench.backends import triton_ops
+    from qgemm_bench.backends.triton_kernels.split_k import MODE_NAMES
+
+    monkeypatch.setattr(triton_ops, "on_cpu", lambda c, config: None)
+    out, inputs, prepared = run_backend(split_k_gemm, name, case(split_k_gemm, shape, bias=bias))
+    gemm = prepared.fn
+    m, k, n = shape
+    config, source = configs().lookup(MODE_NAMES[gemm.mode], m, k, n, gpu=None)
+    assert gemm.config == config and gemm.source == source and source in gemm.note()
+    planes = config["SPLIT_K"] if name == "triton_deterministic" else 1
+    assert gemm.ws.numel() == planes * m * n and gemm.count.numel() == configs().tiles(m, n, config)
+    check(out, reference64(inputs))
+    check(gemm(), reference64(inputs))  # a second call starts from zero again
+
+
+@interpreter
+def test_opt_in_autotune_is_ignored_on_cpu():
+    from qgemm_bench.backends.triton_kernels import split_k
+
+    a, b = torch.randn(1, 4096).to(DT), torch.randn(4096, 16).to(DT)
+    gemm = split_k.SplitKGemm(a, b, None, split_k.DETERMINISTIC, autotune=True)
+    assert not gemm.autotune and gemm.config is not None
+    assert rel_error(gemm(), a.double() @ b.double()) <= TOL[DT]
+
+
+# ------------------------------------------------------------------ scripts/tune_split_k.py (no GPU)
+
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tune_split_k.py"
+
+
+def tune_script():
+    spec = importlib.util.spec_from_file_location("tune_split_k_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tune_script_candidates_are_valid():
+    t = tune_script()
+    for shape in [*split_k_gemm.PRESETS["skinny"], (7, 5000, 24)]:
+        first = t.candidates(*shape, 132)
+        assert first[0] == configs().heuristic(*shape, 132)
+        assert len({json.dumps(c, sort_keys=True) for c in first}) == len(first) >= 6
+        for c in first:
+            assert_valid(c, shape)
+            assert t.smem(c) <= t.SMEM_LIMIT and (c["num_warps"], c["num_stages"]) == (4, 3)
+            for v in t.variants(c):
+                assert_valid(v, shape)
+                assert t.smem(v) <= t.SMEM_LIMIT and v != c
+
+
+def test_tune_script_writes_the_seed_table(tmp_path):
+    out = tmp_path / "seed.json"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--seed-only", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    skc = configs()
+    doc = skc.read_table(out)
+    assert doc == json.loads(skc.dumps(skc.seed_table(split_k_gemm.PRESETS["skinny"])))
+    assert doc["source"].startswith(skc.SEED_NOTE)
+    checked_in = skc.read_table(skc.TABLE_PATH)
+    if all(e["tuned"].startswith(skc.SEED_NOTE) for es in checked_in["entries"].values() for e in es.values()):
+        assert checked_in == doc  # the checked-in seed is what the script regenerates
+    bad = subprocess.run([sys.executable, str(SCRIPT), str(out), "--shapes", "3x4"], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "MxKxN" in bad.stderr
 
 
 def test_triton_refuses_bad_inputs():
@@ -208,6 +399,22 @@ def test_atomic_finish_has_no_race(config):
                                            "num_warps": 4, "num_stages": 3})
     ref = a.double() @ b.double()
     assert all(rel_error(gemm(), ref) <= 1e-2 for _ in range(20))
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("mode", [0, 1])
+def test_every_table_config_on_gpu(mode):
+    # Every skinny preset shape with the table's config of this mode, in bf16 with bias.
+    from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm
+
+    for shape in split_k_gemm.PRESETS["skinny"]:
+        inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, torch.bfloat16, CUDA, bias=True), 2)
+        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, autotune=False)
+        assert gemm.config is not None and not gemm.autotune
+        ref = split_k_gemm.reference(inputs)
+        for _ in range(2):
+            assert rel_error(gemm(), ref) <= 1e-2, (shape, gemm.note())
 
 
 @pytest.mark.gpu

@@ -19,10 +19,19 @@ NAME = "split_k_gemm"
 SUMMARY = "fp16/bf16 GEMM for skinny shapes (small M, N; large K), optional bias"
 DEFAULT_BASELINE = "torch"
 PLOT_X = "K"
+# LoRA projections of real models: x [M, K] @ A [K, r], K = 4096 (Llama-3-8B /
+# Mistral-7B hidden size) or 14336 (their MLP width, the down projection's
+# input), rank r = N in {16, 64, 128}, M = 1 (decode) .. 256 tokens. Twelve of
+# the 24 combinations: every M with both K and all three ranks, none of the
+# M = N shapes already in the grid.
+LORA_SHAPES = [Shape(1, 4096, 16), Shape(1, 14336, 64), Shape(1, 4096, 128),
+               Shape(16, 4096, 64), Shape(16, 14336, 16), Shape(16, 14336, 128),
+               Shape(64, 4096, 16), Shape(64, 14336, 64), Shape(64, 4096, 128),
+               Shape(256, 4096, 16), Shape(256, 14336, 128), Shape(256, 4096, 64)]
 PRESETS = {
     "smoke": [Shape(16, 1024, 16), Shape(5, 1000, 7), Shape(64, 2048, 33), Shape(3, 4096, 64)],
     "skinny": [Shape(mn, k, mn) for mn in (16, 32, 64, 128, 256)
-               for k in (4096, 8192, 16384, 32768, 65536)],
+               for k in (4096, 8192, 16384, 32768, 65536)] + LORA_SHAPES,
 }
 CPU_PRESET, GPU_PRESET = "smoke", "skinny"
 

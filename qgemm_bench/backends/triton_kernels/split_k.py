@@ -4,19 +4,31 @@ Each program computes one output tile over one contiguous slice of K; the
 partials meet in fp32 by atomics (ATOMIC) or per-split planes summed in
 split order (DETERMINISTIC), and the tile's last program finishes it
 (split_k_parts.py).
+
+Configs: an explicit one, else the checked-in table (split_k_configs.py:
+exact shape, nearest bucket, or a heuristic; per mode), so a default run
+never autotunes. QGEMM_SPLIT_K_AUTOTUNE=1 in the environment (or AUTOTUNE =
+True before a SplitKGemm is built) autotunes over CONFIGS instead, for GPUs
+the table was not tuned on; scripts/tune_split_k.py re-tunes the table.
 """
 
 from __future__ import annotations
+
+import os
+import re
 
 import torch
 import triton
 import triton.language as tl
 
 from qgemm_bench.backends.checks import check_split_k
-from qgemm_bench.backends.triton_kernels import split_k_parts
+from qgemm_bench.backends.triton_kernels import split_k_configs, split_k_parts
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
 
 ATOMIC, DETERMINISTIC = 0, 1
+MODE_NAMES = split_k_configs.MODES  # indexed by ATOMIC / DETERMINISTIC
+# Opt-in autotuning (seconds per shape) instead of the checked-in table.
+AUTOTUNE = os.environ.get("QGEMM_SPLIT_K_AUTOTUNE", "") not in ("", "0")
 
 
 @triton.jit
@@ -51,8 +63,9 @@ def _cfg(bm, bn, bk, split, warps=4, stages=3):
                          num_warps=warps, num_stages=stages)
 
 
-# Tiles no larger than the (power-of-two rounded) M and N; splits so that
-# tiles x splits covers the 132 SMs with K slices of 256..4096. 24 configs,
+# The opt-in autotuning's grid (AUTOTUNE). Tiles no larger than the
+# (power-of-two rounded) M and N; splits so that tiles x splits covers the
+# 132 SMs with K slices of 256..4096. 24 configs,
 # not the full 48-config grid, whose autotuning made the skinny preset outlast
 # a 10-minute run on the H100. An 18-config set without the 64-way split
 # measured 10.1 us at 64x32768x64, against 7.5 us with the full grid.
@@ -89,33 +102,89 @@ def tuned_kernel():
     return _tuned
 
 
+def gpu_slug(device: torch.device) -> str | None:
+    """'NVIDIA H100 80GB HBM3' -> 'h100' (as the Helion config files name
+    GPUs); None on CPU (the interpreter)."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    found = re.search(r"\b([A-Z]+\d{2,4}[A-Z]*)\b", name)
+    return (found.group(1) if found else re.sub(r"\W+", "_", name)).lower()
+
+
+def sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return split_k_configs.DEFAULT_SMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def choose_config(mode: int, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str]:
+    """(config, where it came from): the checked-in table's choice for this
+    mode and shape on this device (split_k_configs.lookup)."""
+    return split_k_configs.lookup(MODE_NAMES[mode], m, k, n, sm_count(device), gpu_slug(device))
+
+
+def launch_args(a, b, bias, out, ws, count) -> tuple:
+    """The kernel's positional arguments (scripts/tune_split_k.py compiles
+    ahead with exactly these)."""
+    m, k = a.shape
+    n = b.shape[1]
+    return (a, b, bias if bias is not None else out, out, ws, count, m, n, k, a.stride(0), b.stride(0),
+            out.stride(0), _bucket(m), _bucket(n))
+
+
+def grid_for(m: int, n: int, c: dict) -> tuple[int, int]:
+    return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
+
+
 class SplitKGemm:
     """A prepared split-K GEMM: owns its workspace and counters (zeroed once,
-    left zeroed by every call), so calls are single launches."""
+    left zeroed by every call), so calls are single launches.
 
-    def __init__(self, a, b, bias, mode: int, config: dict | None = None):
+    config: explicit, else the table's (choose_config), else with AUTOTUNE
+    (or autotune=True) Triton's autotuner over CONFIGS. `source` says which."""
+
+    def __init__(self, a, b, bias, mode: int, config: dict | None = None, autotune: bool | None = None):
         check_split_k(a, b, bias)
+        if mode not in (ATOMIC, DETERMINISTIC):
+            raise ValueError(f"mode must be ATOMIC ({ATOMIC}) or DETERMINISTIC ({DETERMINISTIC}), not {mode!r}")
+        m, k = a.shape
+        n = b.shape[1]
+        # The interpreter cannot time configs: on CPU the table decides.
+        self.autotune = (AUTOTUNE if autotune is None else autotune) and config is None and a.device.type == "cuda"
+        if config is not None:
+            config = dict(config)
+            split_k_configs.check_config({"num_warps": 4, "num_stages": 3, **config})
+            self.source = "explicit config"
+        elif not self.autotune:
+            config, self.source = choose_config(mode, m, k, n, a.device)
+        else:
+            self.source = "autotuned (QGEMM_SPLIT_K_AUTOTUNE)"
         self.a, self.b, self.bias, self.mode, self.config = a, b, bias, mode, config
-        m, n = a.shape[0], b.shape[1]
-        planes = 1 if mode == ATOMIC else (config["SPLIT_K"] if config else MAX_SPLIT)
+        if config is None:  # autotuned: room for any config of CONFIGS
+            planes, counters = MAX_SPLIT, split_k_parts.counters(m, n)
+        else:
+            planes, counters = config["SPLIT_K"], split_k_configs.tiles(m, n, config)
+        planes = 1 if mode == ATOMIC else planes
         self.ws = torch.zeros(planes * m * n, device=a.device, dtype=torch.float32)
-        self.count = torch.zeros(split_k_parts.counters(m, n), device=a.device, dtype=torch.int32)
+        self.count = torch.zeros(counters, device=a.device, dtype=torch.int32)
+
+    def note(self) -> str:
+        """Where the config came from, for a result row."""
+        c = self.config
+        if c is None:
+            return self.source
+        return (f"{self.source}: {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']}"
+                f" w{c.get('num_warps', 4)} s{c.get('num_stages', 3)}")
 
     def __call__(self) -> torch.Tensor:
         a, b = self.a, self.b
-        m, k = a.shape
-        n = b.shape[1]
+        m, n = a.shape[0], b.shape[1]
         out = torch.empty(m, n, device=a.device, dtype=a.dtype)
-        bias = self.bias if self.bias is not None else out
-        args = (a, b, bias, out, self.ws, self.count, m, n, k, a.stride(0), b.stride(0), out.stride(0),
-                _bucket(m), _bucket(n))
+        args = launch_args(a, b, self.bias, out, self.ws, self.count)
         meta = {"HAS_BIAS": self.bias is not None, "MODE": self.mode}
         if self.config is None:
-            def grid(c):
-                return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
-            tuned_kernel()[grid](*args, **meta)
+            tuned_kernel()[lambda c: grid_for(m, n, c)](*args, **meta)
         else:
-            c = self.config
-            grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
-            split_k_kernel[grid](*args, **meta, **c)
+            split_k_kernel[grid_for(m, n, self.config)](*args, **meta, **self.config)
         return out

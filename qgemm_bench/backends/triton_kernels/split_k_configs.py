@@ -1,0 +1,220 @@
+"""Which config the Triton split-K GEMM (split_k.py) runs at a shape: a
+checked-in table, so a default run never autotunes.
+
+The table is split_k_configs.json beside this file:
+
+    {"format": "qgemm-bench split_k configs v1",
+     "source": "where the numbers come from (heuristic seed, or the tuning run)",
+     "gpu": null | "h100",          # null: any GPU; else only this GPU uses the entries
+     "sms": 132,                    # the SM count the entries were chosen for
+     "versions": {...},             # torch / triton / device of the tuning run
+     "entries": {"atomic" | "deterministic":
+                 {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
+                                                "num_warps", "num_stages"},
+                                     "tuned": "how it was found", "us": ..., "cublas_us": ...}}}}
+
+scripts/tune_split_k.py writes this file (on a GPU: the timed winners; with
+--seed-only: the heuristic's choices, no GPU). A shape is looked up:
+1. exact (mode, M, K, N) entry;
+2. else the nearest entry of the same bucket (M and N rounded up to a power
+   of two >= 16, K to the nearest power of two; nearest by log2 distance),
+   its split count cut until every split has >= 2 K blocks;
+3. else the heuristic below, with the device's SM count.
+A table tuned on another GPU (its "gpu" differs) is not used: step 3.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from functools import cache
+from pathlib import Path
+
+TABLE_PATH = Path(__file__).resolve().parent / "split_k_configs.json"
+FORMAT = "qgemm-bench split_k configs v1"
+SEED_NOTE = "heuristic seed, not yet tuned"
+MODES = ("atomic", "deterministic")  # split_k.ATOMIC = 0, DETERMINISTIC = 1
+DEFAULT_SMS = 132  # H100 SXM; the CPU interpreter and the seed use it
+MIN_BLOCK = 16  # tl.dot needs every tile dimension >= 16
+MAX_TILE = 64  # the heuristic's largest BLOCK_M / BLOCK_N
+MAX_SPLIT = 128
+CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
+
+
+def pow2_ceil(v: int) -> int:
+    return 1 << max(0, v - 1).bit_length()
+
+
+def key(m: int, k: int, n: int) -> str:
+    return f"M{m}_K{k}_N{n}"
+
+
+def parse_key(text: str) -> tuple[int, int, int]:
+    found = re.fullmatch(r"M(\d+)_K(\d+)_N(\d+)", text)
+    if not found:
+        raise ValueError(f"bad split_k table key {text!r}: expected M<m>_K<k>_N<n>")
+    m, k, n = (int(g) for g in found.groups())
+    return m, k, n
+
+
+def mn_bucket(v: int) -> int:
+    """M or N rounded up to a power of two, at least one 16-wide tile."""
+    return max(MIN_BLOCK, pow2_ceil(v))
+
+
+def k_bucket(k: int) -> int:
+    """K rounded to the nearest power of two (in log2)."""
+    return 1 << round(math.log2(max(k, 1)))
+
+
+def bucket(m: int, k: int, n: int) -> tuple[int, int, int]:
+    return mn_bucket(m), k_bucket(k), mn_bucket(n)
+
+
+def tiles(m: int, n: int, c: dict) -> int:
+    return -(-m // c["BLOCK_M"]) * -(-n // c["BLOCK_N"])
+
+
+def k_blocks(k: int, c: dict) -> int:
+    return -(-k // c["BLOCK_K"])
+
+
+def fits(m: int, k: int, n: int, c: dict) -> bool:
+    """Every split gets >= 2 K blocks (or there is one split)."""
+    return c["SPLIT_K"] == 1 or k_blocks(k, c) >= 2 * c["SPLIT_K"]
+
+
+def check_config(c: dict) -> None:
+    """A config the kernel can run: power-of-two tiles >= 16, SPLIT_K >= 1."""
+    missing = [x for x in CONFIG_KEYS if x not in c]
+    if missing:
+        raise ValueError(f"split_k config {c} lacks {', '.join(missing)}")
+    for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+        v = c[x]
+        if not isinstance(v, int) or v < MIN_BLOCK or v & (v - 1):
+            raise ValueError(f"split_k config {x}={v!r}: must be a power of two >= {MIN_BLOCK}")
+    if not isinstance(c["SPLIT_K"], int) or c["SPLIT_K"] < 1:
+        raise ValueError(f"split_k config SPLIT_K={c['SPLIT_K']!r}: must be an integer >= 1")
+
+
+def fit(m: int, k: int, n: int, c: dict, sms: int = DEFAULT_SMS) -> dict:
+    """c adapted to a shape it was not chosen for: the split count halved until
+    every split has >= 2 K blocks and tiles x splits <= 4x the SMs."""
+    c = dict(c)
+    while c["SPLIT_K"] > 1 and (not fits(m, k, n, c) or tiles(m, n, c) * c["SPLIT_K"] > 4 * sms):
+        c["SPLIT_K"] //= 2
+    return c
+
+
+def heuristic(m: int, k: int, n: int, sms: int = DEFAULT_SMS) -> dict:
+    """Tiles no larger than M and N rounded up (16..64); the largest power-of-two
+    split with tiles x splits <= 2x the SMs (so 1-2x: every SM busy, one or two
+    waves); BLOCK_K 128 for small tiles, 64 where 128 or the tiles leave too few
+    K blocks; then the split halved until every split has >= 2 K blocks."""
+    c = {"BLOCK_M": min(MAX_TILE, mn_bucket(m)), "BLOCK_N": min(MAX_TILE, mn_bucket(n)),
+         "BLOCK_K": 128, "SPLIT_K": 1, "num_warps": 4, "num_stages": 3}
+    if c["BLOCK_M"] + c["BLOCK_N"] > 96:  # 64x64 tiles: 3 stages of 64-deep K fit any GPU's shared memory
+        c["BLOCK_K"] = 64
+    t = tiles(m, n, c)
+    split = 1
+    while split * 2 <= MAX_SPLIT and t * split * 2 <= 2 * sms:
+        split *= 2
+    c["SPLIT_K"] = split
+    if not fits(m, k, n, c):
+        c["BLOCK_K"] = 64
+    while not fits(m, k, n, c):
+        c["SPLIT_K"] //= 2
+    return c
+
+
+# ------------------------------------------------------------------ the table
+
+
+def check_table(doc, where: str = "split_k table") -> dict:
+    """doc if it has the layout above, else ValueError in one line."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), dict):
+        raise ValueError(f'{where}: expected {{"entries": {{MODE: {{"M<m>_K<k>_N<n>": {{"config": ...}}}}}}}}')
+    for mode, entries in doc["entries"].items():
+        if mode not in MODES or not isinstance(entries, dict):
+            raise ValueError(f"{where}: mode {mode!r} must be one of {', '.join(MODES)} and hold a dict")
+        for name, entry in entries.items():
+            parse_key(name)
+            if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
+                raise ValueError(f'{where}: {mode} {name}: expected {{"config": {{...}}}}')
+            check_config(entry["config"])
+    return doc
+
+
+def read_table(path: Path) -> dict:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a readable JSON file ({e})") from None
+    return check_table(doc, str(path))
+
+
+@cache
+def _checked_in() -> dict:
+    return read_table(TABLE_PATH) if TABLE_PATH.exists() else {"entries": {}, "source": "no table file"}
+
+
+def table() -> dict:
+    """The checked-in table (read once)."""
+    return _checked_in()
+
+
+def seed_table(shapes, sms: int = DEFAULT_SMS) -> dict:
+    """A table holding the heuristic's choice for each shape in both modes."""
+    return {
+        "format": FORMAT,
+        "source": f"{SEED_NOTE}: split_k_configs.heuristic for {sms} SMs; replace with the output of "
+                  "scripts/tune_split_k.py on the GPU (python3 scripts/tune_split_k.py --seed-only FILE "
+                  "regenerates this seed)",
+        "gpu": None,
+        "sms": sms,
+        "versions": {},
+        "entries": {mode: {key(*s): {"config": heuristic(*s, sms), "tuned": SEED_NOTE} for s in shapes}
+                    for mode in MODES},
+    }
+
+
+def dumps(doc: dict) -> str:
+    """The file's text: one entry per line, so diffs of a re-tune stay readable."""
+    head = {k: v for k, v in doc.items() if k != "entries"}
+    lines = ["{"] + [f" {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()] + [' "entries": {']
+    modes = list(doc["entries"].items())
+    for i, (mode, entries) in enumerate(modes):
+        lines.append(f"  {json.dumps(mode)}: {{")
+        items = list(entries.items())
+        for j, (name, entry) in enumerate(items):
+            lines.append(f"   {json.dumps(name)}: {json.dumps(entry)}" + ("," if j < len(items) - 1 else ""))
+        lines.append("  }" + ("," if i < len(modes) - 1 else ""))
+    lines += [" }", "}", ""]
+    return "\n".join(lines)
+
+
+def usable(doc: dict, gpu: str | None) -> bool:
+    """A table applies where it names no GPU, or names this one (gpu None: CPU)."""
+    return doc.get("gpu") in (None, gpu) or gpu is None
+
+
+def lookup(mode: str, m: int, k: int, n: int, sms: int = DEFAULT_SMS, gpu: str | None = None,
+           doc: dict | None = None) -> tuple[dict, str]:
+    """(config, where it came from) for this mode and shape (see the module doc)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    doc = table() if doc is None else doc
+    entries = doc.get("entries", {}).get(mode, {}) if usable(doc, gpu) else {}
+    source = "heuristic seed" if doc.get("gpu") is None and str(doc.get("source", "")).startswith(SEED_NOTE) \
+        else f"table ({doc.get('gpu') or 'any GPU'})"
+    exact = entries.get(key(m, k, n))
+    if exact is not None:
+        return fit(m, k, n, exact["config"], sms), f"{source}: {m}x{k}x{n}"
+    want = bucket(m, k, n)
+    near = [(sum(abs(math.log2(a / b)) for a, b in zip((m, k, n), parse_key(name), strict=True)), name)
+            for name in entries if bucket(*parse_key(name)) == want]
+    if near:
+        _, name = min(near)
+        return fit(m, k, n, entries[name]["config"], sms), f"{source}: nearest {name.replace('_', ' ')}"
+    return heuristic(m, k, n, sms), f"heuristic ({sms} SMs; no table entry near {m}x{k}x{n})"

@@ -1,0 +1,504 @@
+#!/usr/bin/env python3
+"""GPU: tune the Triton split-K GEMM's checked-in config table
+(qgemm_bench/backends/triton_kernels/split_k_configs.json) for this GPU.
+
+  python3 scripts/tune_split_k.py OUT.json [--limit-s 540] [--shapes MxKxN ...]   (OUT.json first)
+  python3 scripts/tune_split_k.py --seed-only OUT.json     (no GPU: the heuristic seed table)
+
+For every shape of split_k_gemm's skinny preset (and --shapes), in bf16
+without bias: times cuBLAS (a @ b) and, per mode (atomic, deterministic),
+the candidate configs, the way the runner times (a CUDA graph over rotating
+copies of a and b that together exceed 2x L2); every config's result is
+checked against a.float() @ b.float() first (inaccurate ones are skipped).
+Candidates: BLOCK_M 16/32/64 x BLOCK_N 16/32/64/128 from 1/8 of M and N
+(rounded up to powers of two) to all of them, BLOCK_K 64/128/256, SPLIT_K
+1..128 with tiles x splits in [SMs/4, 4 SMs] and >= 2 K blocks per split, at
+4 warps / 3 stages, the heuristic's choice first and then those nearest it;
+then the best three at 4/8 warps x 3/4/5 stages (shared memory permitting);
+the best three re-timed. Each shape gets a share of the
+time left by its number of candidates (those nearest the heuristic are timed
+first), so --limit-s (default 540: one 10-minute GPU call) ends the run with
+every shape tried; configs compile ahead in worker processes (--jobs) while
+the GPU times.
+
+OUT.json is the table in the format the backend loads, written (atomically)
+after every shape: shapes not reached keep their entry from --base (default:
+the checked-in table). Install it with
+  cp OUT.json qgemm_bench/backends/triton_kernels/split_k_configs.json
+A second run continues: shapes --base already holds tuned entries for (this
+GPU) are skipped unless --retune. OUT.timings.json beside it holds every
+timing."""
+
+from __future__ import annotations
+
+import time
+
+T0 = time.monotonic()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import multiprocessing  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from concurrent.futures import TimeoutError as FutureTimeout  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench, installed or not
+
+from qgemm_bench.backends.triton_kernels import split_k_configs as skc  # noqa: E402
+from qgemm_bench.errors import InputError  # noqa: E402
+from qgemm_bench.harness.args import Parser, int_in, positive_float  # noqa: E402
+from qgemm_bench.operators import split_k_gemm  # noqa: E402
+from qgemm_bench.types import Shape  # noqa: E402
+
+BM, BN, BK = (16, 32, 64), (16, 32, 64, 128), (64, 128, 256)
+SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
+VARIANTS = [(w, s) for w in (4, 8) for s in (3, 4, 5)]  # (num_warps, num_stages)
+SMEM_LIMIT = 160 * 1024  # bytes of staged a and b tiles; H100 has 227 KiB per block
+ROTATE_L2_FACTOR, MAX_COPIES, COPIES_MEM_FRACTION = 2, 1024, 0.25  # as harness/measure.py
+DTYPE = "bfloat16"  # the GPU dtype (a CPU dry run of this script's logic uses float16)
+MARGIN_S = 10.0  # kept back from --limit-s for the last write and the exit
+WAIT_S = 3.0  # longest wait for a compile a worker has started (workers take seconds to start)
+TOP = 3
+
+
+# ------------------------------------------------------------------ candidates (no GPU needed)
+
+
+def cfg(bm, bn, bk, split, warps=4, stages=3) -> dict:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": warps, "num_stages": stages}
+
+
+def smem(c: dict) -> int:
+    return (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * 2 * c["num_stages"]
+
+
+def prior(c: dict, h: dict, m: int, n: int, sms: int) -> float:
+    """Distance from the heuristic's choice h (log2 of programs / 1.5 SMs, tiles, BLOCK_K)."""
+    progs = skc.tiles(m, n, c) * c["SPLIT_K"]
+    return (abs(math.log2(progs / (1.5 * sms))) + 0.5 * abs(math.log2(c["BLOCK_M"] / h["BLOCK_M"]))
+            + 0.5 * abs(math.log2(c["BLOCK_N"] / h["BLOCK_N"])) + 0.25 * abs(math.log2(c["BLOCK_K"] / h["BLOCK_K"])))
+
+
+def candidates(m: int, k: int, n: int, sms: int) -> list[dict]:
+    """The first pass's configs at 4 warps / 3 stages, the heuristic's first,
+    then nearest it first: tiles from 1/8 of M and N (rounded up) to all of
+    them, splits with tiles x splits in [SMs/4, 4 SMs] (the three largest
+    where K allows none there)."""
+    h = skc.heuristic(m, k, n, sms)
+    out = []
+    bm_, bn_ = skc.mn_bucket(m), skc.mn_bucket(n)
+    for bm in (x for x in BM if bm_ // 8 <= x <= bm_):
+        for bn in (x for x in BN if bn_ // 8 <= x <= bn_):
+            for bk in BK:
+                base = cfg(bm, bn, bk, 1)
+                if smem(base) > SMEM_LIMIT:
+                    continue
+                t = skc.tiles(m, n, base)
+                ok = [s for s in SPLITS if skc.fits(m, k, n, {**base, "SPLIT_K": s}) and (t * s <= 4 * sms or s == 1)]
+                keep = [s for s in ok if t * s >= sms / 4]
+                out += [{**base, "SPLIT_K": s} for s in (keep if len(keep) >= 2 else ok[-3:])]
+    rest = sorted((c for c in out if c != h), key=lambda c: (prior(c, h, m, n, sms), json.dumps(c)))
+    return [h] + rest
+
+
+def variants(c: dict) -> list[dict]:
+    """c at the other warps / stages that fit in shared memory."""
+    return [v for w, s in VARIANTS if (v := {**c, "num_warps": w, "num_stages": s}) != c and smem(v) <= SMEM_LIMIT]
+
+
+def parse_shape(text: str) -> Shape:
+    parts = text.lower().replace(",", "x").split("x")
+    if len(parts) != 3 or not all(p.strip().isdecimal() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected MxKxN with positive integers (e.g. 16x4096x64)")
+    return Shape(*(int(p) for p in parts))
+
+
+# ------------------------------------------------------------------ compiling ahead (worker processes)
+
+
+def _spec(*vals) -> tuple:
+    """What Triton specializes an int argument on (== 1, divisible by 16)."""
+    return tuple((v == 1, v % 16 == 0) for v in vals)
+
+
+def compile_key(m, k, n, mode, c) -> tuple:
+    from qgemm_bench.backends.triton_kernels.split_k import _bucket
+
+    return (mode, tuple(sorted(c.items())), _spec(m, n, k, _bucket(m), _bucket(n)))
+
+
+def _compile(m, k, n, mode, c) -> str | None:
+    """In a worker: compile (not run) the kernel for this shape class and
+    config into Triton's on-disk cache, where the timing process finds it."""
+    import torch
+
+    from qgemm_bench.backends.triton_kernels import split_k as sk
+
+    try:
+        dev = torch.device("cuda", torch.cuda.current_device())
+        a = torch.empty(m, k, device=dev, dtype=torch.bfloat16)
+        b = torch.empty(k, n, device=dev, dtype=torch.bfloat16)
+        out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+        ws = torch.empty(16, device=dev, dtype=torch.float32)
+        count = torch.empty(16, device=dev, dtype=torch.int32)
+        sk.split_k_kernel.warmup(*sk.launch_args(a, b, None, out, ws, count), grid=sk.grid_for(m, n, c),
+                                 HAS_BIAS=False, MODE=mode, **c)
+        return None
+    except Exception as e:  # the timing process compiles it again and reports
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+
+
+class Compiler:
+    """Two pools of worker processes: one compiles the next shapes' first-pass
+    candidates ahead, one the current shape's variants (so they need not
+    queue behind). Without workers (--jobs 0, or a pool that broke) the
+    timing process compiles on first call, as always."""
+
+    def __init__(self, jobs: int):
+        self.futures, self.pools, self.told = {}, [], False
+        self.wanted = {}  # compile key -> the (shape, mode)s that will time it
+        if jobs > 0:
+            ctx = multiprocessing.get_context("spawn")  # never fork a process that holds CUDA
+            urgent = max(1, min(4, jobs // 3))
+            self.pools = [ProcessPoolExecutor(max(1, jobs - urgent), mp_context=ctx),
+                          ProcessPoolExecutor(urgent, mp_context=ctx)]
+
+    def submit(self, shape, mode, configs, urgent=False) -> None:
+        if not self.pools:
+            return
+        for c in configs:
+            key = compile_key(*shape, mode, c)
+            self.wanted.setdefault(key, set()).add((shape, mode))
+            if key not in self.futures or self.futures[key].cancelled():
+                try:
+                    self.futures[key] = self.pools[1 if urgent else 0].submit(_compile, *shape, mode, c)
+                except Exception as e:  # BrokenProcessPool, or shut down
+                    print(f"  compile workers stopped ({type(e).__name__}); compiling in the timing process")
+                    self.close()
+                    return
+
+    def wait(self, shape, mode, c, until: float) -> bool:
+        """Whether to time c now (False: time is up). A compile a worker has
+        started is waited for (up to WAIT_S, and not while the workers start);
+        one still queued is cancelled and left to the timing process (whose
+        in-memory cache then serves every shape with the same key)."""
+        if time.monotonic() >= until:
+            return False
+        fut = self.futures.get(compile_key(*shape, mode, c))
+        if fut is None or not self.pools or fut.cancelled():
+            return True
+        if not fut.running() and not fut.done() and fut.cancel():
+            return True
+        if not fut.done() and not any(f.done() for f in self.futures.values()):
+            return True  # the workers are still starting (importing torch): compile here
+        try:
+            failed = fut.result(timeout=max(0.01, min(WAIT_S, until - time.monotonic())))
+            if failed and not self.told:  # said once: the timing process compiles such configs itself
+                print(f"  a compile worker failed ({failed}); the timing process compiles the config itself",
+                      flush=True)
+                self.told = True
+        except FutureTimeout:
+            pass
+        except Exception as e:
+            print(f"  compile workers failed ({type(e).__name__}: {e}); compiling in the timing process")
+            self.close()
+        return time.monotonic() < until
+
+    def drop(self, shape, mode, configs) -> None:
+        """Cancel the compiles of configs that will not be timed here (if not
+        started, and no other shape wants them)."""
+        for c in configs:
+            key = compile_key(*shape, mode, c)
+            wanted = self.wanted.get(key, set())
+            wanted.discard((shape, mode))
+            if not wanted and key in self.futures:
+                self.futures[key].cancel()
+
+    def close(self) -> None:
+        for p in self.pools:
+            p.shutdown(wait=False, cancel_futures=True)
+        self.pools = []
+
+
+# ------------------------------------------------------------------ timing (GPU)
+
+
+class Fatal(RuntimeError):
+    """The CUDA context is unusable (e.g. an illegal access): stop, keep what was tuned."""
+
+
+class ShapeTuner:
+    def __init__(self, shape: Shape, dev, sms: int, warmup_ms: float, rep_ms: float, log: list):
+        import torch
+
+        from qgemm_bench.types import Case
+
+        self.torch, self.shape, self.dev, self.sms, self.log = torch, shape, dev, sms, log
+        self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
+        dtype = getattr(torch, DTYPE)
+        c = Case(split_k_gemm.NAME, shape, dtype, dev, split_k_gemm.Settings(False))
+        inp = split_k_gemm.make_inputs(c, 0)
+        self.a, self.b = inp.a, inp.b
+        self.ref = self.a.float() @ self.b.float()
+        self.tol = split_k_gemm.tolerance(dtype)
+        l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+        touched = (self.a.numel() + self.b.numel() + shape.M * shape.N) * 2
+        free, _ = torch.cuda.mem_get_info(dev)
+        n = max(1, min(math.ceil(ROTATE_L2_FACTOR * l2 / touched), MAX_COPIES,
+                       int(COPIES_MEM_FRACTION * free // (touched + shape.M * shape.N * 4 * 64))))
+        self.copies = [(self.a, self.b)] + [(self.a.clone(), self.b.clone()) for _ in range(n - 1)]
+
+    def time_us(self, fns) -> float:
+        from qgemm_bench.harness.timing import time_graph
+
+        samples = sorted(time_graph(fns, self.warmup_ms, self.rep_ms).samples_us)
+        return float(samples[len(samples) // 2])
+
+    def cublas(self) -> float:
+        us = self.time_us([lambda a=a, b=b: a @ b for a, b in self.copies])
+        self.log.append({"shape": str(self.shape), "mode": "cublas", "us": us})
+        return us
+
+    def measure(self, mode: int, c: dict) -> tuple[float | None, float | None, str]:
+        """(p50 us or None, relative error, status) of config c."""
+        from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm
+        from qgemm_bench.operators.common import rel_error
+
+        torch = self.torch
+        us, err, status = None, None, "ok"
+        try:
+            g = SplitKGemm(self.a, self.b, None, mode, c)
+            first = g()
+            err = max(rel_error(first, self.ref), rel_error(g(), self.ref))  # the second call starts from zero again
+            if not math.isfinite(err) or err > self.tol:
+                status = f"inaccurate: {err:.2e} > {self.tol:g}"
+            else:
+                fns = [g] + [SplitKGemm(a, b, None, mode, c) for a, b in self.copies[1:]]
+                us = self.time_us(fns)
+                del fns
+        except Exception as e:
+            status = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+            try:
+                torch.cuda.synchronize(self.dev)
+            except Exception as e2:
+                raise Fatal(f"CUDA unusable after {c}: {e2}") from None
+        self.log.append({"shape": str(self.shape), "mode": skc.MODES[mode], "config": c, "us": us, "err": err,
+                         "status": status})
+        return us, err, status
+
+    def tune_mode(self, mode: int, compiler: Compiler, until: float, deadline: float) -> dict | None:
+        """Best accurate config of this mode, timing until `until`: {config, us, err, timed, candidates}."""
+        shape = tuple(self.shape)
+        first = candidates(*shape, self.sms)
+        timed = {}  # json(config) -> (us, err, config)
+
+        def run(cs, stop):
+            for c in cs:
+                k = json.dumps(c, sort_keys=True)
+                if k in timed:
+                    continue
+                if not compiler.wait(shape, mode, c, stop):
+                    return
+                us, err, _ = self.measure(mode, c)
+                timed[k] = (us, err, c)
+
+        def best(n):
+            return sorted((v for v in timed.values() if v[0] is not None), key=lambda v: v[0])[:n]
+
+        # The first pass gets ~70% of the time; the variants and re-timing the rest.
+        run(first, time.monotonic() + 0.7 * max(0.0, until - time.monotonic()))
+        compiler.drop(shape, mode, [c for c in first if json.dumps(c, sort_keys=True) not in timed])
+        more = [v for _, _, c in best(TOP) for v in variants(c)]
+        compiler.submit(shape, mode, more, urgent=True)
+        run(more, until)
+        compiler.drop(shape, mode, more)
+        top = best(TOP)
+        if not top:
+            return None
+        final = []
+        for us, err, c in top:  # again, against noise: the mean of two medians
+            again = self.measure(mode, c)[0] if time.monotonic() < deadline else None
+            final.append(((us + again) / 2 if again is not None else us, err, c))
+        us, err, c = min(final, key=lambda v: v[0])
+        return {"config": c, "us": round(us, 3), "err": err, "timed": len(timed),
+                "candidates": len(first) + len(more)}
+
+
+# ------------------------------------------------------------------ the run
+
+
+def versions(dev) -> dict:
+    import torch
+    import triton
+
+    return {"torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
+            "device": torch.cuda.get_device_name(dev)}
+
+
+def is_tuned(doc: dict, shape: Shape, gpu: str) -> bool:
+    if doc.get("gpu") != gpu:
+        return False
+    return all(not str(doc["entries"].get(mode, {}).get(skc.key(*shape), {}).get("tuned", skc.SEED_NOTE))
+               .startswith(skc.SEED_NOTE) for mode in skc.MODES)
+
+
+def describe(doc: dict, gpu: str, dev_name: str) -> str:
+    entries = [e for es in doc["entries"].values() for e in es.values()]
+    tuned = sum(not str(e.get("tuned", "")).startswith(skc.SEED_NOTE) for e in entries)
+    text = (f"scripts/tune_split_k.py on {dev_name} ({gpu}), {time.strftime('%Y-%m-%d')}: {tuned} of {len(entries)} "
+            f"entries tuned (CUDA-graph timing over rotating copies > 2x L2, {DTYPE}, no bias; the best timed "
+            "candidate per mode)")
+    if tuned < len(entries):
+        text += f"; entries marked '{skc.SEED_NOTE}' keep the heuristic's choice"
+    return text
+
+
+def write(out: Path, doc: dict, log: list) -> None:
+    from qgemm_bench.harness.outputs import write_atomic
+
+    write_atomic(out, skc.dumps(doc))
+    write_atomic(out.with_name(out.stem + ".timings.json"), "[\n" + ",\n".join(json.dumps(r) for r in log) + "\n]\n")
+
+
+def fmt(c: dict) -> str:
+    return (f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} "
+            f"w{c['num_warps']} s{c['num_stages']}")
+
+
+def tune(args, shapes: list[Shape], dev=None) -> int:
+    import torch
+
+    dev = torch.device("cuda", torch.cuda.current_device()) if dev is None else dev
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, gpu_slug, sm_count
+
+    gpu, sms, name = gpu_slug(dev), sm_count(dev), torch.cuda.get_device_name(dev)
+    base = skc.read_table(args.base)
+    doc = base if base.get("gpu") in (None, gpu) else skc.seed_table(shapes, sms)
+    doc = {**doc, "format": skc.FORMAT, "gpu": gpu, "sms": sms, "versions": versions(dev)}
+    doc["entries"] = {mode: dict(doc["entries"].get(mode, {})) for mode in skc.MODES}
+    for s in shapes:  # every shape has an entry: untuned ones the heuristic's for this GPU's SMs
+        for mode in skc.MODES:
+            entry = doc["entries"][mode].get(skc.key(*s))
+            if entry is None or str(entry.get("tuned", skc.SEED_NOTE)).startswith(skc.SEED_NOTE):
+                doc["entries"][mode][skc.key(*s)] = {"config": skc.heuristic(*s, sms), "tuned": skc.SEED_NOTE}
+    todo = [s for s in shapes if args.retune or not is_tuned(base, s, gpu)]
+    skipped = len(shapes) - len(todo)
+    print(f"{name} ({gpu}, {sms} SMs), torch {torch.__version__}: {len(todo)} shapes to tune"
+          + (f", {skipped} already tuned in {args.base} (--retune to redo)" if skipped else "")
+          + f", limit {args.limit_s:.0f} s", flush=True)
+    log: list = []
+    doc["source"] = describe(doc, gpu, name)
+    write(args.out, doc, log)
+    deadline = T0 + args.limit_s - MARGIN_S
+    compiler = Compiler(args.jobs)
+    modes = (ATOMIC, DETERMINISTIC)
+    weights = [len(candidates(*s, sms)) + TOP * len(VARIANTS) for s in todo]
+    try:
+        for s in todo[:2]:
+            for mode in modes:
+                compiler.submit(tuple(s), mode, candidates(*s, sms))
+        for i, s in enumerate(todo):
+            if time.monotonic() >= deadline:
+                print(f"time limit: {len(todo) - i} shapes not tuned (they keep their entries)")
+                break
+            if i + 2 < len(todo):
+                for mode in modes:
+                    compiler.submit(tuple(todo[i + 2]), mode, candidates(*todo[i + 2], sms))
+            # This shape's share of the time left, by its number of candidates.
+            share = (deadline - time.monotonic()) * weights[i] / sum(weights[i:])
+            head, line = f"[{time.monotonic() - T0:4.0f} s] {s}: ", []
+            try:
+                tuner = ShapeTuner(s, dev, sms, args.warmup_ms, args.rep_ms, log)
+                cub = tuner.cublas()
+                line.append(f"cuBLAS {cub:7.2f} us")
+                start = time.monotonic()
+                for j, mode in enumerate(modes):
+                    until = min(deadline, start + share * (j + 1) / len(modes))
+                    r = tuner.tune_mode(mode, compiler, until, deadline)
+                    mname = skc.MODES[mode]
+                    if r is None:
+                        line.append(f"{mname}: nothing accurate timed (keeps its entry)")
+                        continue
+                    doc["entries"][mname][skc.key(*s)] = {
+                        "config": r["config"], "us": r["us"], "cublas_us": round(cub, 3),
+                        "err": float(f"{r['err']:.3g}"),
+                        "tuned": f"best of {r['timed']} timed of {r['candidates']} candidates on {gpu}"}
+                    line.append(f"{mname} {r['us']:7.2f} us ({r['us'] / cub:4.2f}x cuBLAS) {fmt(r['config'])} "
+                                f"[{r['timed']}/{r['candidates']}]")
+                del tuner
+            except Fatal:
+                raise
+            except Exception as e:  # e.g. out of memory: this shape keeps its entries
+                line.append(f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+                try:
+                    torch.cuda.synchronize(dev)
+                    torch.cuda.empty_cache()
+                except Exception as e2:
+                    raise Fatal(f"CUDA unusable: {e2}") from None
+            doc["source"] = describe(doc, gpu, name)
+            write(args.out, doc, log)
+            print(head + " | ".join(line), flush=True)
+    except Fatal as e:
+        print(f"stopped: {e}", flush=True)
+        return 1
+    finally:
+        compiler.close()
+        doc["source"] = describe(doc, gpu, name)
+        write(args.out, doc, log)
+        print(f"wrote {args.out} ({time.monotonic() - T0:.0f} s); install: cp {args.out} "
+              f"qgemm_bench/backends/triton_kernels/split_k_configs.json", flush=True)
+    return 0
+
+
+def main() -> int:
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out", metavar="OUT.json", type=Path, help="the table (and OUT.timings.json beside it)")
+    p.add_argument("--shapes", nargs="+", type=parse_shape, default=[], metavar="MxKxN",
+                   help="shapes to tune besides the skinny preset's")
+    p.add_argument("--no-preset", action="store_true", help="only the --shapes")
+    p.add_argument("--limit-s", type=positive_float, default=540.0,
+                   help="wall-clock limit of the whole run in seconds (default 540)")
+    p.add_argument("--base", type=Path, default=skc.TABLE_PATH,
+                   help="the table to start from (default: the checked-in one)")
+    p.add_argument("--retune", action="store_true", help="tune shapes --base already holds tuned entries for")
+    p.add_argument("--jobs", type=int_in(0, 64), default=max(0, min(16, (os.cpu_count() or 2) - 2)),
+                   help="worker processes compiling ahead (default: CPUs - 2, at most 16; 0: none)")
+    p.add_argument("--warmup-ms", type=positive_float, default=5.0, help="warm-up per config (default 5 ms)")
+    p.add_argument("--rep-ms", type=positive_float, default=20.0, help="timed ms per config (default 20)")
+    p.add_argument("--seed-only", action="store_true",
+                   help="write the heuristic seed table for the shapes (no GPU, no timing)")
+    try:
+        args = p.parse_args()
+        if not args.out.resolve().parent.is_dir():
+            raise InputError(f"{args.out}: its folder does not exist")
+        if args.no_preset and not args.shapes:
+            raise InputError("--no-preset needs --shapes")
+        if not args.seed_only and not args.base.exists():
+            raise InputError(f"--base {args.base}: no such file")
+        if not args.seed_only:
+            skc.read_table(args.base)
+    except (InputError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    shapes = [] if args.no_preset else list(split_k_gemm.PRESETS["skinny"])
+    shapes += [s for s in args.shapes if s not in shapes]
+    if args.seed_only:
+        from qgemm_bench.harness.outputs import write_atomic
+
+        write_atomic(args.out, skc.dumps(skc.seed_table(shapes)))
+        print(f"wrote the heuristic seed for {len(shapes)} shapes to {args.out}")
+        return 0
+    import torch
+
+    if not torch.cuda.is_available():
+        print("error: tuning needs a CUDA device (--seed-only writes the heuristic table without one)",
+              file=sys.stderr)
+        return 2
+    return tune(args, shapes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,7 +3,8 @@
 # each measured in REPEATS rounds (default 3) so `compare` tests round by round.
 # Leaves OUTDIR/<op>/ run folders and OUTDIR/<op>.log.
 #   scripts/gpu_baselines.sh OUTDIR int4_gemm nvfp4_gemm split_k_gemm
-# BACKENDS_<op> overrides an op's backend list (torch, the baseline, always runs).
+# BACKENDS_<op> overrides an op's backend list (torch, the baseline, always runs);
+# PRESET_<op> runs that preset instead of the op's default (e.g. PRESET_int4_gemm=m-sweep).
 set -uo pipefail
 if [ $# -lt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 2
@@ -19,7 +20,10 @@ for op in "$@"; do
     split_k_gemm) b=${BACKENDS_split_k_gemm:-torch_compile,triton,triton_deterministic,helion} ;;
     *) echo "unknown op $op" >&2; exit 2 ;;
   esac
+  preset_var=PRESET_$op
+  preset=${!preset_var:-}
   s=$SECONDS
-  python3 runner.py --op "$op" --backends "$b" --repeats "$r" --output-dir "$out/$op" > "$out/$op.log" 2>&1
+  python3 runner.py --op "$op" --backends "$b" --repeats "$r" ${preset:+--shapes "$preset"} \
+    --output-dir "$out/$op" > "$out/$op.log" 2>&1
   echo "$op: rc $? in $((SECONDS - s)) s"
 done

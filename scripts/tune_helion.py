@@ -5,14 +5,21 @@ over rotating copies larger than 2x L2), drop any that fail the accuracy
 check, and write the fastest into backends/helion_kernels/configs/<gpu>.json
 with its latency, the number of configs tried and the tuning time.
 
-    python scripts/tune_helion.py                      # every bucket below (~3.5 min on an H100)
+    python scripts/tune_helion.py                      # every bucket below (~4-5 min on an H100: 124 configs)
     python scripts/tune_helion.py --op int4_gemm --m 1,16
     torchrun --nproc-per-node N scripts/tune_helion.py # buckets split over N GPUs, saved by rank 0
 
-The candidates come from what the Triton kernels' autotuning picked on the
-H100 (small M: BLOCK_N 64-128, K step 128-256, split 2-8; large M: 128x128 or
-128x256 tiles, 8 warps). `runner.py --autotune quick --save-configs` is the
-alternative: Helion's own search, minutes per shape.
+The weight-only backends take the Triton backend's path by M (helion_ops):
+M <= 64 the split kernel (kernel "<op>" in the file), up to 512 the fused
+kernel ("<op>_fused"), above that a dequantize with a fixed config and
+cuBLAS (nothing to tune: such M are skipped). The candidates are the Triton
+kernels' own, as Helion configs with the same tiles, K step, decode, warps
+and stages (configs.from_triton): the split path's curated autotuning lists
+(weight_only.SMALL_M_CONFIGS for M <= 16, MID_M_CONFIGS above) and, for the
+fused path, its checked-in winners (fused_gemm.FUSED_CONFIGS) and their
+neighbours from scripts/tune_fused.py's grid. `runner.py --autotune quick
+--save-configs` is the alternative: Helion's own search, minutes per shape
+(at the default K step: the K step is a kernel argument, kernels.py).
 """
 
 from __future__ import annotations
@@ -22,40 +29,61 @@ import sys
 import time
 
 
-def wo(bk, bm, bn, split, warps=4, stages=4):
-    return {"block_sizes": [bk, bm, bn], "split_k": split, "num_warps": warps, "num_stages": stages}
-
-
 def sk(bm, bn, bk, split, warps=4, stages=4):
     return {"block_sizes": [bm, bn, bk], "split_k": split, "num_warps": warps, "num_stages": stages}
 
 
-# Weight-only block_sizes: [K step in packed rows, M, N].
-WEIGHT_ONLY = {
-    "small": [wo(64, 16, 64, 4), wo(64, 16, 128, 4), wo(64, 16, 64, 2), wo(128, 16, 64, 2, stages=3),
-              wo(64, 16, 32, 8), wo(64, 16, 64, 8), wo(128, 16, 128, 4, stages=3), wo(64, 16, 256, 2),
-              wo(32, 16, 128, 8), wo(128, 16, 64, 8, stages=3), wo(64, 16, 128, 8), wo(64, 16, 128, 4, 8)],
-    "mid": [wo(64, 32, 64, 2), wo(64, 64, 64, 1), wo(64, 32, 128, 2), wo(64, 64, 128, 1, stages=3)],
-    "large": [wo(32, 128, 128, 1, 8, 3), wo(32, 128, 256, 1, 8, 3), wo(64, 128, 128, 1, 8, 3),
-              wo(32, 64, 256, 1, 4, 4)],
-}
+# Fused-path candidates: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages). The
+# checked-in Triton winners at K = N = 8192 (int4 M128/256: 128x64x128;
+# int4 M512: 256x64x64; NVFP4 M256: 256x64x128, M512: 256x128x128; all
+# 8 warps, 3 stages) and neighbours from tune_fused.py's grid.
+FUSED = [(128, 64, 128, 8, 3), (256, 64, 128, 8, 3), (256, 64, 64, 8, 3), (256, 128, 128, 8, 3),
+         (128, 128, 128, 8, 3), (128, 64, 64, 8, 3), (64, 64, 128, 4, 4), (128, 64, 128, 4, 4)]
 SPLIT_K = [sk(16, 16, 64, 16), sk(16, 32, 64, 16), sk(16, 32, 128, 8), sk(32, 32, 64, 16), sk(64, 64, 64, 8),
            sk(16, 16, 128, 32), sk(64, 64, 128, 4), sk(64, 32, 64, 16)]
 
-WEIGHT_ONLY_M = (1, 16, 64, 256, 1024, 4096)
+WEIGHT_ONLY_M = (1, 16, 64, 128, 256, 512)
 SPLIT_K_SHAPES = [(16, 16384, 16), (64, 32768, 64), (256, 65536, 256)]
 
 
-def candidates(op: str, m: int) -> list[dict]:
+def path(op: str, m: int) -> str:
+    from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, SPLIT_PATH_MAX_M
+
     if op == "split_k_gemm":
+        return "split_k"
+    return "split" if m <= SPLIT_PATH_MAX_M else "fused" if m <= FUSED_MAX_M else "dequant"
+
+
+def kernel_name(op: str, m: int) -> str:
+    """The config file's kernel name for this op and M (helion_ops.WeightOnly)."""
+    return f"{op}_fused" if path(op, m) == "fused" else op
+
+
+def candidates(op: str, m: int) -> list[dict]:
+    from qgemm_bench.backends.helion_kernels.configs import from_triton
+    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
+    from qgemm_bench.types import m_bucket
+
+    p = path(op, m)
+    if p == "split_k":
         return [c for c in SPLIT_K if c["block_sizes"][0] <= max(16, m) and c["block_sizes"][1] <= max(16, m)]
-    return WEIGHT_ONLY["small" if m <= 16 else "mid" if m <= 64 else "large"]
+    if p == "split":
+        pool = weight_only.SMALL_M_CONFIGS if m_bucket(m) <= 16 else weight_only.MID_M_CONFIGS
+        return [from_triton({**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}, split=True)
+                for c in pool]
+    if p == "fused":
+        return [from_triton(fused_gemm.config(bm, bn, bk, 1, w, st), split=False) for bm, bn, bk, w, st in FUSED]
+    return []
 
 
 def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dict | None:
     import torch
 
     dtype = dtype or torch.bfloat16
+    cands = candidates(op_name, shape[0])
+    if not cands:
+        print(f"{op_name} {shape}: the dequantize + cuBLAS path (fixed config): nothing to tune", flush=True)
+        return None
 
     from qgemm_bench import operators
     from qgemm_bench.backends import registry
@@ -71,7 +99,7 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dic
     tol = op.tolerance(dtype)
     t0 = time.perf_counter()
     results = []
-    for cfg in candidates(op_name, shape[0]):
+    for cfg in cands:
         try:
             with tuning.options(explicit=cfg):
                 r = measure(case, backend, inputs, ref, tol, Settings(warmup_ms=10, rep_ms=rep_ms), l2)
@@ -88,10 +116,10 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dic
     took = time.perf_counter() - t0
     print(f"{op_name} {shape}: {us:.1f} us with {cfg} ({len(results)} tried, {took:.0f} s)", flush=True)
     # configs.save's arguments: the caller saves (rank 0 alone under torchrun).
-    save = (op_name, *shape, configs.gpu_slug(device), cfg,
+    save = (kernel_name(op_name, shape[0]), *shape, configs.gpu_slug(device), cfg,
             {"us": round(us, 2), "tuned": f"best of {len(results)} curated configs, graph timing",
              "tune_s": round(took, 1), "compile_s": round(compile_s, 2)})
-    return {"op": op_name, "shape": shape, "us": us, "tune_s": took, "save": save}
+    return {"op": save[0], "shape": shape, "us": us, "tune_s": took, "save": save}
 
 
 def main() -> int:
@@ -101,7 +129,8 @@ def main() -> int:
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", action="append", choices=["int4_gemm", "nvfp4_gemm", "split_k_gemm"],
                    help="operator(s) to tune (default: all)")
-    p.add_argument("--m", type=m_list, help="weight-only M values (default: 1,16,64,256,1024,4096 at K=N=8192)")
+    p.add_argument("--m", type=m_list, help="weight-only M values (default: 1,16,64,128,256,512 at K=N=8192; "
+                   "above 512 the dequantize path has nothing to tune)")
     p.add_argument("--rep", type=rep_ms, default=30.0, help="timed ms per config (default 30; 1 to 1000)")
     try:
         args = p.parse_args()
@@ -135,7 +164,7 @@ def main() -> int:
         done = [r for part in gathered for r in part]
     for r in done:
         path = configs.save(*r["save"])
-        print(f"{r['op']:<13} {str(r['shape']):<20} {r['us']:9.1f} us  tuned in {r['tune_s']:5.1f} s -> {path.name}")
+        print(f"{r['op']:<17} {str(r['shape']):<20} {r['us']:9.1f} us  tuned in {r['tune_s']:5.1f} s -> {path.name}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """The Helion backends' checked-in configs: lookup, files, autotuning once."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,6 +9,8 @@ import torch
 from qgemm_bench.backends.helion_kernels import configs, tuning
 from qgemm_bench.operators import split_k_gemm
 from tests.support import DT, case
+
+CHECKED_IN = configs.CONFIG_DIR  # before any test moves it
 
 
 @pytest.fixture
@@ -43,28 +46,132 @@ def test_gpu_slug(name, slug, monkeypatch):
     assert configs.gpu_slug(torch.device("cuda", 0)) == slug
 
 
-def test_checked_in_configs_pass_the_file_check_and_fit_the_kernels():
-    """Every checked-in config compiles for its kernel (the interpreter's
-    compile: the config is validated and normalized; nothing runs)."""
+def bound_for(name: str, cfg: dict, dtype=DT):
+    """kernel `name` of the config files bound to small arguments built from
+    `cfg` (its K step and decode switch: tuning.ARGUMENT_KEYS), and the
+    Helion settings to compile it with."""
+    from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import kernels
 
+    if name == "split_k_gemm":
+        a, b = torch.zeros(16, 4096, dtype=dtype), torch.zeros(4096, 64, dtype=dtype)
+        return kernels.split_k.bind((a, b, b[0], False)), cfg
+    fmt = 1 if name.startswith("nvfp4") else 0
+    k, n = 1024, 256
+    s = torch.ones(k // 16, n, dtype=torch.float8_e4m3fn) if fmt else torch.ones(k // 128, n, dtype=dtype)
+    group = 16 if fmt else 128
+    asm = bool(cfg.get("decode_asm", True)) and dtype == torch.bfloat16
+    if name.endswith("_fused"):
+        mode = "sub" if fmt else "block"
+        args = (torch.zeros(k, 128, dtype=dtype), torch.zeros(n, k // 2, dtype=torch.uint8), s.t(), torch.ones(1),
+                n, fmt, mode, group, cfg["block_k"], asm)
+        return kernels.fused.bind(args), cfg
+    cfg = helion_ops.split_config(cfg)
+    mode = helion_ops.split_scale_mode(fmt, group, cfg["block_k"])
+    args = (torch.zeros(16, k, dtype=dtype), torch.zeros(k // 2, n, dtype=torch.uint8), s, torch.ones(1),
+            torch.zeros(16, n), torch.zeros(1, 16, dtype=torch.int32), fmt, mode, group, cfg["block_k"], asm, 0)
+    return kernels.weight_only.bind(args), cfg
+
+
+def test_checked_in_configs_pass_the_file_check_and_fit_the_kernels():
+    """Every checked-in config compiles for its kernel (the interpreter's
+    compile: the config is validated and normalized, the code generated, bf16
+    with the PTX decodes where the config asks; nothing runs). Entries
+    without a timing say they are untimed."""
     files = sorted(configs.CONFIG_DIR.glob("*.json"))
     assert files, "no checked-in Helion configs"
-    x3 = torch.zeros(16, 512, 2, dtype=DT)
-    w = torch.zeros(512, 256, dtype=torch.int8)
-    a, b = torch.zeros(16, 4096, dtype=DT), torch.zeros(4096, 64, dtype=DT)
     for path in files:
         configs.check_file(path)
         for name, entries in json.loads(path.read_text())["kernels"].items():
             for key, entry in entries.items():
-                if name == "split_k_gemm":
-                    bound = kernels.split_k.bind((a, b, b[0], False))
-                else:
-                    s = torch.ones(8, 256, dtype=DT if name == "int4_gemm" else torch.float8_e4m3fn)
-                    fmt = 0 if name == "int4_gemm" else 1
-                    bound = kernels.weight_only.bind((x3, w, s, torch.ones(1), fmt, 128, fmt == 0, 64, True))
-                bound.set_config(entry["config"])  # raises on a config the kernel cannot take
-                assert entry["us"] > 0, (path.name, name, key)
+                bound, cfg = bound_for(name, entry["config"], torch.bfloat16)
+                bound.set_config(tuning.helion_settings(cfg))  # raises on a config the kernel cannot take
+                assert entry.get("us", 0) > 0 or entry["tuned"].startswith("untimed"), (path.name, name, key)
+
+
+def test_helion_fused_buckets_are_checked_in_and_untimed_ones_say_so(config_dir):
+    """The fused kernels' entries (new kernel names) sit beside the split
+    path's; an untimed entry is used and said so in the row."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FUSED_CONFIGS
+    from qgemm_bench.operators.formats import INT4, NVFP4
+
+    real = json.loads((CHECKED_IN / "h100.json").read_text())["kernels"]
+    for op, fmt in (("int4_gemm", INT4), ("nvfp4_gemm", NVFP4)):
+        assert {"M1_K8192_N8192", "M16_K8192_N8192", "M64_K8192_N8192"} <= set(real[op])
+        fused = real[f"{op}_fused"]
+        for m in (128, 256, 512):
+            entry = fused[f"M{m}_K8192_N8192"]
+            if "us" not in entry:  # until tuned: the Triton winner, the same tiles
+                assert entry["config"] == configs.from_triton(FUSED_CONFIGS[fmt][m], split=False)
+            assert helion_ops.default_config(fmt, "fused", m)[0] == configs.from_triton(FUSED_CONFIGS[fmt][m],
+                                                                                       split=False)
+    untimed = {"tuned": "untimed: mirrored"}
+    configs.save("int4_gemm_fused", 256, 8192, 8192, "h100", {"block_sizes": [64, 128], "block_k": 128}, untimed)
+    cfg, note = configs.lookup("int4_gemm_fused", 200, 8192, 8192, "h100")
+    assert cfg["block_k"] == 128 and note == "untimed helion config (untimed: mirrored)"
+    cfg, note = configs.lookup("int4_gemm_fused", 100, 8192, 8192, "h100")
+    assert note == "helion config of nearest bucket M256_K8192_N8192; untimed helion config (untimed: mirrored)"
+
+
+def test_a_gpu_without_configs_falls_back_to_the_triton_config_and_says_so(config_dir, monkeypatch):
+    """No configs/<gpu>.json (or no entry for the kernel): the kernel's
+    default (helion_ops.default_config: the Triton backend's config) runs and
+    the row says so; a kernel without a default still refuses."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import kernels
+    from qgemm_bench.operators.formats import INT4
+
+    monkeypatch.setattr(configs, "gpu_slug", lambda device: "h200")
+    cfg = helion_ops.default_config(INT4, "fused", 256)
+    calls = []
+
+    def args(c):  # the fused kernel's arguments, its K step from the config
+        calls.append(c)
+        k, n = 1024, 256
+        s = torch.ones(k // 128, n, dtype=DT)
+        return (torch.zeros(k, 128, dtype=DT), torch.zeros(n, k // 2, dtype=torch.uint8), s.t(), torch.ones(1), n, 0,
+                "block", 128, c["block_k"], False)
+
+    r = tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {},
+                     default=cfg)
+    assert r.config == cfg[0] and calls[-1]["block_k"] == cfg[0]["block_k"]
+    assert "no checked-in Helion configs for GPU 'h200'" in r.notes and "used Triton's fused config" in r.notes
+    with pytest.raises(configs.ConfigMissing):
+        tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {})
+
+
+def test_earlier_split_entries_translate_to_the_same_tiles():
+    from qgemm_bench.backends import helion_ops
+
+    old = {"block_sizes": [32, 16, 128], "split_k": 8, "num_warps": 4, "num_stages": 4}
+    new = helion_ops.split_config(old)
+    assert new == {"block_sizes": [128, 16], "block_k": 64, "split_k": 8, "num_warps": 4, "num_stages": 4}
+    assert helion_ops.split_config(new) == new
+
+
+def test_tune_script_candidates_fit_their_kernels():
+    """What scripts/tune_helion.py will time on the GPU compiles here (bf16,
+    the PTX decodes' code generated), under the kernel name it saves to."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune_helion",
+                                                  Path(__file__).resolve().parents[1] / "scripts" / "tune_helion.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert [script.kernel_name("int4_gemm", m) for m in (1, 64, 65, 512)] == \
+        ["int4_gemm", "int4_gemm", "int4_gemm_fused", "int4_gemm_fused"]
+    assert script.candidates("int4_gemm", 1024) == []  # dequantize + cuBLAS: nothing to tune
+    seen = set()
+    for op in ("int4_gemm", "nvfp4_gemm"):
+        for m in (1, 64, 256):
+            for cfg in script.candidates(op, m):
+                name = script.kernel_name(op, m)
+                if (name, json.dumps(cfg, sort_keys=True)) in seen:
+                    continue
+                seen.add((name, json.dumps(cfg, sort_keys=True)))
+                bound, cfg = bound_for(name, cfg, torch.bfloat16)
+                bound.set_config(tuning.helion_settings(cfg))
 
 
 def test_autotune_runs_once_per_case_and_saves(monkeypatch, config_dir):

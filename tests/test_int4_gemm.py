@@ -3,6 +3,8 @@ against the reference, our Triton and Helion kernels on ragged shapes and
 every group size, and the tritonbench entry points. GPU variants are marked
 `gpu` (run with -m gpu on a CUDA machine)."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -382,6 +384,127 @@ def test_helion_refuses_bad_inputs_in_one_line():
         helion.prepare(c, dataclasses.replace(inputs, scales=inputs.scales[:-1]))
 
 
+# The fused path (M 65..512): FUSED_INTERPRETER_CONFIG replaced per test.
+# block_sizes [N, M], block_k: the K step.
+def helion_fused_config(bn=64, bm=64, bk=128):
+    return {"block_sizes": [bn, bm], "block_k": bk, "num_warps": 4, "num_stages": 1}
+
+
+@interpreter
+@pytest.mark.parametrize("shape,group,bk", [
+    ((65, 768, 100), 32, 128), ((65, 768, 100), 64, 256), ((80, 768, 100), 128, 64),  # SUB, SUB, BLOCK
+    ((65, 768, 100), "channel", 128), ((80, 768, 100), None, 128), ((65, 960, 100), 96, 128),  # GATHER: 96
+    ((80, 5248, 100), 128, 256),  # K off the 256 step (41 x 128)
+    ((65, 768, 1000), 128, 256)])
+def test_helion_fused_kernel_vs_fp64(shape, group, bk, monkeypatch):
+    """The Helion fused kernel on the K-major weights: every scale mode
+    (fused_gemm.scale_mode), ragged M and N, K that the step does not divide."""
+    from qgemm_bench.backends import helion_ops
+
+    monkeypatch.setattr(helion_ops, "FUSED_INTERPRETER_CONFIG", helion_fused_config(bn=128 if shape[2] > 100 else 64,
+                                                                                    bk=bk))
+    out, inputs, prepared = run_backend(int4_gemm, "helion", case(int4_gemm, shape, group_size=group))
+    check(out, fp64(inputs.x, int4_gemm.dequantize(inputs)))
+    wt = prepared.resident[0]  # the fused path reads the K-major copy (kmajor_layout.py), made in prepare
+    assert wt.dtype == torch.uint8 and wt.shape[0] % 256 == 0 and 2 * wt.shape[1] >= shape[1]
+
+
+@interpreter
+@pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (512, "fused"), (513, "dequant")])
+def test_helion_auto_path_by_m(m, path):
+    """The Triton backend's boundaries (weight_only.SPLIT_PATH_MAX_M,
+    FUSED_MAX_M); the K-major copy only where the fused path runs; every path
+    correct, and the prepared weights applied to another M take its path."""
+    from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, SPLIT_PATH_MAX_M
+
+    assert (SPLIT_PATH_MAX_M, FUSED_MAX_M) == (64, 512)
+    c = case(int4_gemm, (m, 64, 32), group_size=32)
+    out, inputs, prepared = run_backend(int4_gemm, "helion", c)
+    check(out, fp64(inputs.x, int4_gemm.dequantize(inputs)))
+    kmajor = prepared.resident[0].shape != inputs.w.shape
+    assert kmajor == (path == "fused")
+    assert ("dequantize + cuBLAS" in prepared.notes) == (path == "dequant")
+    x2 = torch.randn(3, 64, device=DEV).to(DT)  # the split path, through the same prepared weights
+    check(prepared.apply(x2), fp64(x2, int4_gemm.dequantize(inputs)))
+
+
+@interpreter
+def test_helion_weight_only_paths_and_split_workspace():
+    """helion_ops.WeightOnly: the path by M, the K-major copy made on first
+    use only, the split path's workspace and counters left zeroed (one launch,
+    the tile's last program finishes it), repeatable results."""
+    from qgemm_bench.backends.helion_ops import WeightOnly
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (19, 384, 40), group_size=64), seed())
+    gemm = WeightOnly("int4_gemm", inputs.w, inputs.scales, None, INT4, 64)
+    assert [gemm.path(m) for m in (1, 64, 65, 512, 513)] == ["split", "split", "fused", "fused", "dequant"]
+    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
+    check(gemm(inputs.x), ref)
+    check(gemm(inputs.x), ref)  # the workspace and counters were left ready
+    assert gemm._kmajor is None and gemm.resident(19) == (inputs.w, inputs.scales)
+    for ws, count in gemm._workspace.values():
+        assert float(ws.abs().sum()) == 0.0 and int(count.abs().sum()) == 0
+    assert torch.equal(gemm.dequantize(DT), int4_gemm.dequantize(inputs).to(DT))
+
+
+def test_helion_ptx_decodes_are_decode_py_s():
+    """kernels.py's PTX strings are decode.py's, verbatim (one decode, two
+    languages: Helion cannot call a @triton.jit helper)."""
+    import inspect
+
+    from qgemm_bench.backends.helion_kernels import kernels
+    from qgemm_bench.backends.triton_kernels import decode
+
+    src = inspect.getsource(decode)
+    assert kernels.INT4_BF16X2_PTX in src and kernels.NVFP4_BF16X2_PTX in src
+
+
+def helion_definition(code: str, name: str) -> str:
+    """The right-hand sides that define `name` in generated code, recursively."""
+    rhs = re.search(rf"^\s*{name} = (.*)$", code, re.M)
+    if rhs is None:
+        return ""
+    names = set(re.findall(r"\b[A-Za-z_]\w*\b", rhs.group(1))) - {name}
+    return rhs.group(1) + "".join(helion_definition(code, v) for v in sorted(names))
+
+
+def test_helion_generated_code_has_the_triton_kernels_structure():
+    """What the speed rests on, in the Triton that Helion emits (bf16, the
+    H100 configs' tiles, K = N = 1024): the fused kernel's weight tile is
+    loaded at the loop variable's offset (alignment known: vector loads,
+    cp.async), unmasked, decoded by the PTX, joined back into K order and fed
+    to one dot as its first operand; the split kernel is one launch (no
+    zeroing or cast kernels), finished by the tile's last program."""
+    import helion
+
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import kernels, tuning
+
+    m, k, n = 256, 1024, 1024
+    x = torch.zeros(m, k, dtype=torch.bfloat16)
+    s = torch.ones(k // 128, n, dtype=torch.bfloat16)
+    cfg = tuning.helion_settings(helion_ops.default_config(INT4, "fused", m)[0])
+    code = kernels.fused.bind((x.t(), torch.zeros(n, k // 2, dtype=torch.uint8), s.t(), torch.ones(1), n, INT4,
+                               "block", 128, 128, True)).to_triton_code(helion.Config(**cfg))
+    body = code[code.index("for offset_"):code.index("def fused(")]
+    wload = next(line for line in body.splitlines() if "tl.load(wt +" in line)
+    assert wload.rstrip().endswith(", None)")  # no mask
+    assert "div_floor" not in "".join(helion_definition(body, name) for name in re.findall(r"v_\d+", wload))
+    assert body.count("tl.dot(") == 1 and "tl.join(" in body and "tl.inline_asm_elementwise(" in body
+    assert "tl.dot(tl.cast(w_tile" in body  # the decoded weights: the dot's first operand
+    cfg = tuning.helion_settings(helion_ops.default_config(INT4, "split", 16)[0])
+    for xs, small in ((x[:16], 0), (x[:1].expand(2, k), 1), (x[:3], 3)):  # M = 16, 1 (a stride-0 view), 3
+        args = (xs, torch.zeros(k // 2, n, dtype=torch.int8), s, torch.ones(1), torch.zeros(16, n),
+                torch.zeros(1, 4, dtype=torch.int32), INT4, "after", 128, 128, True, small)
+        code = kernels.weight_only.bind(args).to_triton_code(helion.Config(**cfg))
+        host = code[code.index("def weight_only("):]
+        assert host.count("_launcher(") == 1 and "torch.zeros" not in host and ".to(" not in host
+        assert "tl.debug_barrier()" in code and "sem='acq_rel'" in code
+        # 16-row tiles below M = 16: no padding of the dot's operands, masked atomics for the M rows.
+        assert "zeros_like" not in code and "tl.constexpr(16)" in code, small
+        assert ("mask=None, sem='relaxed')" in code.split("tl.debug_barrier()")[0]) == (small == 0)
+
+
 # ------------------------------------------------------------------ tritonbench entry points
 
 
@@ -447,6 +570,17 @@ def test_triton_through_the_autotuner_bf16(shape, group):
 @pytest.mark.parametrize("shape,group", [((1, 4096, 4096), 128), ((17, 2048, 1000), None), ((256, 1024, 3072), 64),
                                          ((100, 960, 520), 96)])
 def test_helion_checked_in_configs_bf16(shape, group):
+    check_gpu("helion", shape, group_size=group)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("shape,group", [((3, 2048, 1000), 32), ((64, 4096, 4096), 128), ((65, 5248, 1000), 64),
+                                         ((300, 1024, 2048), "channel"), ((512, 2048, 1000), None),
+                                         ((600, 1024, 2048), 128)])
+def test_helion_every_path_bf16(shape, group):
+    # Split (M 3: 16-row tiles, masked atomics; 64), fused (65..512, every
+    # scale mode, K off the step), dequantize + cuBLAS (600); the PTX decodes.
     check_gpu("helion", shape, group_size=group)
 
 

@@ -3,6 +3,8 @@ against the reference, our Triton and Helion kernels on ragged shapes (every
 E2M1 code, subnormal E4M3 scales), and the tritonbench entry points. GPU
 variants are marked `gpu`."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -194,6 +196,35 @@ def test_helion_kernel_decodes_every_code_exactly():
     assert torch.equal(out.float(), nvfp4_gemm.dequantize(inputs).to(DT).float())
 
 
+@interpreter
+@pytest.mark.parametrize("shape,unscaled,bk", [((65, 768, 100), False, 128), ((80, 5248, 100), False, 256),
+                                               ((65, 768, 1000), True, 256), ((80, 160, 48), False, 64)])
+def test_helion_fused_kernel_vs_fp64(shape, unscaled, bk, monkeypatch):
+    """The fused path (M 65..512): E4M3 block scales as SUB tiles loaded a
+    step ahead, ragged M and N, K off the step (5248 = 20.5 x 256, 160)."""
+    from qgemm_bench.backends import helion_ops
+
+    monkeypatch.setattr(helion_ops, "FUSED_INTERPRETER_CONFIG",
+                        {"block_sizes": [128 if shape[2] > 100 else 64, 64], "block_k": bk, "num_warps": 4,
+                         "num_stages": 1})
+    out, inputs, prepared = run_backend(nvfp4_gemm, "helion", case(nvfp4_gemm, shape, unscaled=unscaled))
+    check(out, fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+    assert prepared.resident[0].shape[0] % 256 == 0  # the K-major weights
+    assert prepared.resident[2].dtype == torch.float32 and prepared.resident[2].numel() == 1  # the tensor scale
+
+
+@interpreter
+def test_helion_every_path_decodes_every_code_exactly():
+    """x = I stacked: every path (split M=32, fused M=96, dequantize M=544)
+    returns the dequantized weights exactly."""
+    inputs = every_code_inputs()
+    want = nvfp4_gemm.dequantize(inputs).to(DT).float()
+    for copies in (1, 3, 17):
+        stacked = dataclasses.replace(inputs, x=inputs.x.repeat(copies, 1))
+        out, _, prepared = run_backend(nvfp4_gemm, "helion", case(nvfp4_gemm, (32 * copies, 32, 16)), stacked)
+        assert torch.equal(out.float(), want.repeat(copies, 1)), copies
+
+
 # ------------------------------------------------------------------ tritonbench entry points
 
 
@@ -244,3 +275,11 @@ def test_triton_through_the_autotuner_bf16(shape, unscaled):
                                             ((17, 2048, 1000), False)])
 def test_helion_checked_in_configs_bf16(shape, unscaled):
     check_gpu("helion", shape, unscaled=unscaled)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("shape", [(5, 2048, 1000), (200, 5248, 1000), (512, 1024, 3072), (600, 1024, 2048)])
+def test_helion_every_path_bf16(shape):
+    # Split (M 5: 16-row tiles), fused (K off the step), dequantize + cuBLAS.
+    check_gpu("helion", shape)

@@ -14,16 +14,18 @@ from qgemm_bench.backends.checks import check_split_k, check_weight_only, missin
 from qgemm_bench.backends.registry import Prepared, backend
 from qgemm_bench.errors import InputError
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
+from qgemm_bench.types import m_bucket
 
-MAX_BK = 128  # packed K rows per step, at most
-# M up to this splits K with fp32 atomics; above, one split stores directly.
-# The Triton kernel's split-path boundary (weight_only.SPLIT_PATH_MAX_M), where
-# it was measured.
-ATOMIC_MAX_M = 64
-# Interpreter configs. Weight-only block_sizes: [K step (packed rows), M, N];
-# split-K: [M, N, K step].
-WEIGHT_ONLY_INTERPRETER_CONFIG = {"block_sizes": [32, 16, 32], "split_k": 2, "num_warps": 4, "num_stages": 1}
+# Interpreter configs (CPU). Weight-only (split path): block_sizes [N, M] and
+# the K step block_k (kernels.py); entries written before block_k existed
+# (block_sizes [K step in packed rows, M, N]) are translated (split_config).
+# Fused: block_sizes [N, M], block_k. Split-K: block_sizes [M, N, K step].
+WEIGHT_ONLY_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k": 2, "num_warps": 4,
+                                  "num_stages": 1}
+FUSED_INTERPRETER_CONFIG = {"block_sizes": [64, 32], "block_k": 128, "num_warps": 4, "num_stages": 1}
 SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [16, 32, 32], "split_k": 4, "num_warps": 4, "num_stages": 1}
+MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
+MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split path's counters are sized for them
 
 
 def why_not(case) -> str | None:
@@ -87,68 +89,243 @@ def merge_rank_states(states: list) -> list[str]:
             f"{', '.join(sorted({p.name for p in saved}))}"] if saved else []
 
 
-def _weight_only(case, name: str, inputs, scales, tensor_scale, fmt: int, group: int | None) -> Prepared:
-    """The weight-only kernel for any M: bound (and compiled) once per M it sees."""
-    from qgemm_bench.backends.helion_kernels import kernels
-    from qgemm_bench.backends.helion_kernels.tuning import ready
+def split_config(cfg: dict) -> dict:
+    """A split-path (weight_only kernel) config in today's form: block_sizes
+    [BLOCK_N, BLOCK_M] and block_k. Entries from before block_k (block_sizes
+    [K step in packed rows, M, N]: configs/h100.json's split buckets, the
+    tests' interpreter configs) are translated, so they keep their tiles."""
+    cfg = dict(cfg)
+    bs = list(cfg.get("block_sizes", ()))
+    if len(bs) == 3:
+        cfg["block_sizes"] = [bs[2], bs[1]]
+        cfg.setdefault("block_k", 2 * bs[0])
+    return cfg
 
-    w = inputs.w.contiguous()
-    k, n = 2 * w.shape[0], w.shape[1]
-    dtype = inputs.x.dtype
-    if fmt == INT4 and scales is None:  # raw int4: one group of K with scale 1 is the same product
-        scales, group = torch.ones(1, n, device=w.device, dtype=dtype), k
-    if fmt == INT4:
-        run = (group // 2) & -(group // 2)  # largest power of two dividing the group, in packed rows
-        scale_after = run >= 16
-        max_bk = min(run, MAX_BK) if scale_after else MAX_BK
-        ts = scales  # placeholder, never read
-    else:
-        scale_after, max_bk, group = False, MAX_BK, NVFP4_BLOCK
-        ts = tensor_scale.reshape(1).float()
-    per_m = {}
 
-    def kernel_args(x):
+def default_config(fmt: int, path: str, m: int) -> tuple[dict, str]:
+    """The Triton backend's config for this path and M, as a Helion config
+    (configs.from_triton), for a GPU or kernel without checked-in Helion
+    configs: fused_gemm.FUSED_CONFIGS (nearest M bucket); for the split path
+    the first of weight_only.py's curated autotuning configs of the M range
+    (its best at K = N = 8192 on the H100)."""
+    from qgemm_bench.backends.helion_kernels.configs import from_triton
+    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
+
+    if path == "fused":
+        return from_triton(fused_gemm.tuned_config(fmt, m), split=False), \
+            "Triton's fused config for this M (untimed in Helion)"
+    c = (weight_only.SMALL_M_CONFIGS if m_bucket(m) <= 16 else weight_only.MID_M_CONFIGS)[0]
+    return from_triton({**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}, split=True), \
+        "Triton's first split config for this M range (untimed in Helion)"
+
+
+def split_scale_mode(fmt: int, group: int | None, block_k: int) -> str:
+    """weight_only.py's scale handling for a K step: "after" (the step lies in
+    one group: SCALE_AFTER), "sub" (groups tile the step; NVFP4), "gather"
+    (neither divides: per packed row), "none" (unscaled)."""
+    if fmt == NVFP4:
+        return "sub"
+    if group is None:
+        return "none"
+    if group % block_k == 0:
+        return "after"
+    return "sub" if block_k % group == 0 else "gather"
+
+
+class WeightOnly:
+    """y = x @ dequant(w) through the Helion kernels (kernels.py) for any x
+    [M, K], the path by M with the Triton backend's boundaries
+    (weight_only.SPLIT_PATH_MAX_M, FUSED_MAX_M): split (weight_only kernel,
+    one launch), fused (on K-major weights made on first use), dequant
+    (Helion dequantize, then torch's matmul). Same arguments as the Triton
+    WeightOnlyGemm: fmt INT4 (scales [K//group, N] or None) or NVFP4 (E4M3
+    block scales, fp32 0-dim tensor scale). `name`: the op, the config
+    files' kernel name of the split path ("<name>_fused": the fused path's).
+    Owns the split path's workspace and counters per M (zeroed once, left
+    zeroed by every call: call once at an M before a graph capture)."""
+
+    def __init__(self, name: str, w, scales, tensor_scale, fmt: int, group: int | None):
+        if fmt == NVFP4:
+            group = NVFP4_BLOCK
+        elif scales is None:
+            group = None
+        self.name, self.w, self.scales, self.fmt, self.group = name, w, scales, fmt, group
+        self.k, self.n = 2 * w.shape[0], w.shape[1]
+        self.ts = tensor_scale.reshape(1).float() if fmt == NVFP4 else None
+        self._kmajor = None
+        self._ready: dict[int, object] = {}  # M -> tuning.Ready of its path
+        self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._dequant: dict[torch.dtype, object] = {}
+
+    def path(self, m: int) -> str:
+        from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, SPLIT_PATH_MAX_M
+
+        return "split" if m <= SPLIT_PATH_MAX_M else "fused" if m <= FUSED_MAX_M else "dequant"
+
+    def kmajor(self):
+        """The fused path's K-major weights (kmajor_layout.py), made on first use."""
+        if self._kmajor is None:
+            from qgemm_bench.backends.kmajor_layout import to_kmajor
+
+            self._kmajor = to_kmajor(self.w, self.scales, self.group)
+        return self._kmajor
+
+    def resident(self, m: int) -> tuple:
+        """The weight tensors the path for M reads."""
+        if self.path(m) == "fused":
+            p = self.kmajor()
+            return tuple(t for t in (p.wt, p.scales, self.ts) if t is not None)
+        return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
+
+    def note(self, m: int) -> str:
+        return "dequantize + cuBLAS path (a K x N scratch)" if self.path(m) == "dequant" else ""
+
+    def _use_asm(self, x, cfg: dict) -> bool:
+        return bool(cfg.get("decode_asm", True)) and x.dtype == torch.bfloat16 and x.is_cuda  # PTX: bf16, GPU
+
+    def _split_args(self, x, cfg: dict) -> tuple:
+        from qgemm_bench.backends.helion_kernels.kernels import SMALL_M_ROWS
+
         m = x.shape[0]
-        return (x.view(m, k // 2, 2), w, scales, ts, fmt, group, scale_after, max_bk, m <= ATOMIC_MAX_M)
+        small = m if m < SMALL_M_ROWS else 0  # the kernel tiles SMALL_M_ROWS rows (kernels.weight_only)
+        rows = SMALL_M_ROWS if small else m
+        if m not in self._workspace:  # counters for the smallest tiles (16 x 16): any config's fit
+            self._workspace[m] = (torch.zeros(rows, self.n, device=x.device, dtype=torch.float32),
+                                  torch.zeros(-(-rows // MIN_TILE), -(-self.n // MIN_TILE), device=x.device,
+                                              dtype=torch.int32))
+        ws, count = self._workspace[m]
+        s = self.scales if self.scales is not None else self.w  # never read unscaled
+        ts = self.ts if self.ts is not None else self.w  # never read for int4
+        block_k = cfg["block_k"]
+        if m == 1:  # a dimension of 1 drops out of Helion's indexing: 2 rows, both x's (stride 0, no copy)
+            x = x.expand(2, x.shape[1])
+        return (x, self.w, s, ts, ws, count, self.fmt, split_scale_mode(self.fmt, self.group, block_k),
+                self.group or 2, block_k, self._use_asm(x, cfg), small)
 
-    def bound(x):
+    def _fused_args(self, x, cfg: dict) -> tuple:
+        from qgemm_bench.backends.helion_kernels.kernels import SCALE_MODES
+        from qgemm_bench.backends.triton_kernels.fused_gemm import scale_mode
+
+        p = self.kmajor()
+        block_k = cfg["block_k"]
+        st = p.scales.t() if p.scales is not None else p.wt  # [Np, Gp] view; never read unscaled
+        ts = self.ts if self.ts is not None else p.wt  # never read for int4
+        mode = SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k)]
+        return (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
+
+    def bound(self, x):
+        """The tuning.Ready of x's M (bound and compiled on first use of the M)."""
+        from qgemm_bench.backends.helion_kernels import kernels
+        from qgemm_bench.backends.helion_kernels.tuning import ARGUMENT_KEYS, ready
+        from qgemm_bench.backends.kmajor_layout import K_ALIGN
+
         m = x.shape[0]
-        if m not in per_m:
-            check_weight_only(x, w, scales, fmt, group)
-            atomic = m <= ATOMIC_MAX_M
+        if m in self._ready:
+            return self._ready[m]
+        check_weight_only(x, self.w, self.scales, self.fmt, self.group or 2)
+        path = self.path(m)
+        if path != "dequant":
+            default = default_config(self.fmt, path, m)
+            # A config without our argument keys (hand-written, or from an
+            # older file) takes the default's K step and decode.
+            arguments = {key: default[0][key] for key in ARGUMENT_KEYS}
+        if path == "split":
+            translated = []
 
             def fix(cfg):
-                bs = list(cfg["block_sizes"])
-                bs[0] = min(bs[0], max_bk)
-                cfg["block_sizes"] = bs
-                if not atomic:
-                    cfg["split_k"] = 1
+                if len(cfg.get("block_sizes", ())) == 3:
+                    translated.append(cfg)
+                cfg = {**arguments, **split_config(cfg)}
+                cfg["block_k"] = max(cfg["block_k"], MIN_BLOCK_K)
                 return cfg
 
-            per_m[m] = ready(name, kernels.weight_only, kernel_args(x), w.device, (m, k, n),
-                             WEIGHT_ONLY_INTERPRETER_CONFIG, fix)
-        return per_m[m]
+            r = ready(self.name, kernels.weight_only, lambda cfg: self._split_args(x, cfg), x.device,
+                      (m, self.k, self.n), WEIGHT_ONLY_INTERPRETER_CONFIG, fix, default)
+            if translated and x.device.type == "cuda":
+                r.notes = "; ".join(filter(None, (r.notes, "config of the earlier split kernel, translated "
+                                                  "(its timing predates this kernel)")))
+        elif path == "fused":
+            def fix(cfg):
+                cfg = {**arguments, **cfg}
+                if not MIN_BLOCK_K <= cfg["block_k"] <= K_ALIGN:
+                    raise ValueError(f"config {cfg}: block_k from {MIN_BLOCK_K} to {K_ALIGN} (the K-major layout's "
+                                     "padding)")
+                return cfg
+
+            r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
+                      (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default)
+        else:
+            r = self._dequant_ready(x.dtype, x.device)
+        self._ready[m] = r
+        return r
+
+    def _dequant_args(self, out):
+        s = self.scales if self.scales is not None else self.w  # never read unscaled
+        ts = self.ts if self.ts is not None else self.w
+        return (self.w, s, ts, out.view(self.k // 2, 2, self.n), self.fmt, self.scales is not None, self.group or 2)
+
+    def _dequant_ready(self, dtype, device):
+        """The dequant kernel with the Triton dequant_kernel's fixed config
+        (weight_only.DEQUANT_CONFIG: 16 packed rows x 256 columns, 4 warps)."""
+        if dtype not in self._dequant:
+            import time
+
+            from qgemm_bench.backends.helion_kernels import kernels
+            from qgemm_bench.backends.helion_kernels.tuning import Ready
+            from qgemm_bench.backends.triton_kernels.weight_only import DEQUANT_CONFIG
+
+            c = DEQUANT_CONFIG
+            cfg = {"block_sizes": [c["BLOCK_R"], c["BLOCK_N"]], "num_warps": c["num_warps"], "num_stages": 1}
+            bound = kernels.dequant.bind(self._dequant_args(torch.empty(self.k, self.n, device=device, dtype=dtype)))
+            t0 = time.perf_counter()
+            bound.set_config(cfg)
+            note = "Triton interpreter (CPU)" if device.type == "cpu" else ""
+            self._dequant[dtype] = Ready(bound, cfg, note, time.perf_counter() - t0, None)
+        return self._dequant[dtype]
+
+    def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
+        """The weights as a dense [K, N] tensor in `dtype` (one Helion launch)."""
+        out = torch.empty(self.k, self.n, device=self.w.device, dtype=dtype)
+        self._dequant_ready(dtype, self.w.device).run(*self._dequant_args(out))
+        return out
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        r = self.bound(x)
+        path = self.path(x.shape[0])
+        if path == "dequant":
+            return x @ self.dequantize(x.dtype)
+        if path == "fused":
+            return r.run(*self._fused_args(x, r.config))
+        return r.run(*self._split_args(x, r.config))[: x.shape[0]]  # small M: the first M of the 16 rows
+
+
+def _weight_only(case, name: str, inputs, scales, tensor_scale, fmt: int, group: int | None) -> Prepared:
+    """The weight-only GEMM for any M (each path bound and compiled once per M
+    it sees); the case's own path prepared here (the fused path's K-major
+    weights included), the others on first use (apply)."""
+    gemm = WeightOnly(name, inputs.w.contiguous(), scales, tensor_scale, fmt, group)
 
     def apply(x):
-        x = x.contiguous()
-        out = bound(x).run(*kernel_args(x))
-        return out.to(x.dtype) if x.shape[0] <= ATOMIC_MAX_M else out
+        return gemm(x.contiguous())
 
     x = inputs.x.contiguous()
-    r = bound(x)
-    resident = (w, scales) if fmt == INT4 else (w, scales, ts)
-    return Prepared(lambda: apply(x), resident=resident, notes=r.notes, compile_s=r.compile_s,
+    m = x.shape[0]
+    r = gemm.bound(x)
+    notes = "; ".join(filter(None, (r.notes, gemm.note(m))))
+    return Prepared(lambda: gemm(x), resident=gemm.resident(m), notes=notes, compile_s=r.compile_s,
                     autotune_s=r.autotune_s, apply=apply)
 
 
-@backend("int4_gemm", "helion", "Helion weight-only GEMM (split-K for small M, tiled hl.dot for large M); "
-         "checked-in configs per GPU and shape bucket", why_not)
+@backend("int4_gemm", "helion", "Helion weight-only GEMM, the Triton backend's paths in Helion: one-launch "
+         "split-K for M <= 64; the fused swapped-operand kernel on K-major weights up to M = 512; above, a Helion "
+         "dequantize, then cuBLAS; checked-in configs per GPU and shape bucket", why_not)
 def int4(case, inputs):
     return _weight_only(case, case.op, inputs, inputs.scales, None, INT4, inputs.group_size)
 
 
 @backend("nvfp4_gemm", "helion", "Helion weight-only GEMM with in-register E2M1 decode and E4M3 block "
-         "scales; checked-in configs per GPU and shape bucket", why_not)
+         "scales, the Triton backend's paths (split-K, fused, dequantize + cuBLAS by M); checked-in configs per "
+         "GPU and shape bucket", why_not)
 def nvfp4(case, inputs):
     bs = inputs.block_scales.contiguous()
     if bs.dtype != torch.float8_e4m3fn:

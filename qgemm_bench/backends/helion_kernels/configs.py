@@ -7,7 +7,14 @@ BUCKET is "M<m>_K<k>_N<n>" (m: M rounded up to a power of two, capped at 4096)
 and ENTRY is {"config": {...helion.Config fields...}, "us": median latency
 when tuned, "tuned": how it was found}. A shape without its own bucket uses
 the nearest one (log2 distance, M weighted most: it picks the kernel's path)
-and says so in its row.
+and says so in its row; so does an entry without "us" (checked in untimed,
+e.g. a Triton winner mirrored before the Helion kernel was timed).
+
+Kernels: "int4_gemm" / "nvfp4_gemm" (the split path's weight_only kernel;
+its K step is the config's "block_k", entries written before that key held
+block_sizes [K step in packed rows, M, N] and still read: helion_ops
+translates them), "int4_gemm_fused" / "nvfp4_gemm_fused" (the fused path),
+"split_k_gemm".
 """
 
 from __future__ import annotations
@@ -96,9 +103,27 @@ def lookup(kernel: str, m: int, k: int, n: int, slug: str, path: Path | None = N
         raise ConfigMissing(f"{path.name} has no configs for kernel {kernel!r}; run with --autotune quick")
     want = bucket(m, k, n)
     if want in entries:
-        return entries[want]["config"], ""
+        return entries[want]["config"], _untimed(entries[want])
     near = min(entries, key=lambda key: (_distance(want, key), key))
-    return entries[near]["config"], f"helion config of nearest bucket {near}"
+    note = f"helion config of nearest bucket {near}"
+    return entries[near]["config"], "; ".join(filter(None, (note, _untimed(entries[near]))))
+
+
+def _untimed(entry: dict) -> str:
+    return "" if entry.get("us") else f"untimed helion config ({entry.get('tuned', 'never timed')})"
+
+
+def from_triton(c: dict, split: bool) -> dict:
+    """A Triton weight-only or fused config ({BLOCK_M, BLOCK_N, BLOCK_K,
+    SPLIT_K, DECODE_ASM, num_warps, num_stages}) as the Helion weight-only
+    kernels' config, the same tiles, K step, decode, warps and stages:
+    block_sizes [BLOCK_N, BLOCK_M] (N outer, as both kernels tile), block_k,
+    decode_asm, and split_k for the split kernel (the fused one has none)."""
+    out = {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"]}
+    if split:
+        out["split_k"] = c["SPLIT_K"]
+    out.update(decode_asm=bool(c.get("DECODE_ASM", True)), num_warps=c["num_warps"], num_stages=c["num_stages"])
+    return out
 
 
 def save(kernel: str, m: int, k: int, n: int, slug: str, config: dict, info: dict) -> Path:

@@ -1,17 +1,35 @@
-"""Helion kernels: int4 / NVFP4 weight-only GEMM and split-K GEMM.
+"""Helion kernels: int4 / NVFP4 weight-only GEMM (three paths, as the Triton
+backend) and split-K GEMM.
 
-The weight-only kernel is the same design as the Triton one
-(backends/triton_kernels/weight_only.py), written in Helion:
-- x arrives viewed as [M, K//2, 2]: one contiguous tile load, then hl.split
-  into even-k and odd-k halves, which meet the low and high nibbles of the
-  packed [K//2, N] weight in two hl.dot calls (no interleaving, no stack);
-- nibbles decode without int->float conversions (magic-exponent bit tricks);
-- int4 group scales multiply the fp32 block product when a K block lies in
-  one group (SCALE_AFTER), else each element; NVFP4 applies its E4M3 block
-  scale per element (exact) and the FP32 tensor scale once;
-- split-K over an outer K tile (the `split_k` tunable): partials are added
-  atomically into a zeroed fp32 output (ATOMIC), for small M; with split_k 1
-  and ATOMIC off the tile is stored directly in the activation dtype.
+The weight-only kernels are the Triton backend's algorithms
+(backends/triton_kernels/weight_only.py and fused_gemm.py) written in Helion,
+so that the Triton Helion emits has the Triton kernels' structure:
+- weight_only (split path, small M): split-K over `split_k` programs per
+  tile; the packed [K//2, N] tile is decoded into its low (even k) and high
+  (odd k) nibbles, which multiply x's even and odd columns (one contiguous x
+  tile, hl.split in registers): two hl.dot per K step. Partials meet by fp32
+  atomics in a workspace and the tile's last program (a per-tile counter:
+  hl.atomic_add returns the old value) casts, stores and leaves workspace and
+  counter zeroed: one launch, as split_k_parts.finish;
+- fused (mid M): the swapped-operand kernel on the K-major weights
+  (kmajor_layout.py): acc[BLOCK_N, BLOCK_M] += dot(decoded weight tile
+  [BLOCK_N, BLOCK_K], x^T tile [BLOCK_K, BLOCK_M]), the decoded halves joined
+  back into K order (hl.join + reshape: tl.join + tl.reshape), scale tiles
+  loaded one K step ahead, out = acc^T;
+- dequant (large M): [K//2, N] -> [K, N] in the activation dtype, then the
+  caller's torch matmul (cuBLAS).
+Decodes avoid int->float conversions (magic-exponent bit tricks, decode.py),
+or, for bf16 on the GPU, use decode.py's packed-PTX decodes through
+hl.inline_asm_elementwise (the interpreter cannot run PTX).
+
+The K step is a kernel argument (`block_k`, hl.constexpr), not a Helion
+block size: the scale tiles ([BLOCK_K // group] rows broadcast over the
+packed rows they cover) and the weight/activation slices need its value at
+trace time (a registered block size is a symbol there, and Helion cannot
+prove e.g. 2 * (bk // 2) == bk for a reshape). Configs carry it as
+"block_k" next to Helion's own keys (helion_ops strips it before
+set_config); Helion's autotuner therefore tunes the tiles, warps and stages
+at a fixed K step.
 
 The kernels never autotune by themselves (autotune_effort="none"): configs come
 from the checked-in files (configs.py) or from an explicit --autotune.
@@ -24,10 +42,74 @@ import helion.language as hl
 import torch
 from helion.autotuner import PowerOfTwoFragment
 
+# Scale modes (the kernels' scale_mode argument), as fused_gemm.py's (its
+# scale_mode() picks them for the fused kernel, in this order), and "after":
+# weight_only.py's SCALE_AFTER (one group per K step, applied to the fp32
+# partial product). Strings compared with literals in the kernels: Helion
+# folds `constexpr == literal` at trace time, not a comparison with a module
+# constant (a branch that reads a variable only its mode defines then fails).
+SCALE_MODES = ("none", "channel", "block", "sub", "gather")
 
-def _int4_nibbles(b, dtype):
-    """Bytes (int32, 0..255) -> (low, high) nibbles as exact q in [-8, 7]:
-    u = q + 8 ORed into a magic exponent is 128 + u (bf16) or 1024 + u (fp16)."""
+# decode.py's packed-PTX decodes, verbatim (tests check they are the same
+# text): int4_nibbles_bf16x2 and nvfp4_bf16x2. Helion has
+# hl.inline_asm_elementwise but cannot call a @triton.jit helper, hence the copy.
+INT4_BF16X2_PTX = """{
+        .reg .b32 t0, t1, one, off;
+        mov.b32 one, 0x3F803F80;
+        mov.b32 off, 0xC308C308;
+        prmt.b32 t0, $4, 0, 0x4140;
+        prmt.b32 t1, $4, 0, 0x4342;
+        lop3.b32 $0, t0, 0x000F000F, 0x43084308, 0x6a;
+        lop3.b32 $1, t1, 0x000F000F, 0x43084308, 0x6a;
+        shr.u32 t0, t0, 4;
+        shr.u32 t1, t1, 4;
+        lop3.b32 $2, t0, 0x000F000F, 0x43084308, 0x6a;
+        lop3.b32 $3, t1, 0x000F000F, 0x43084308, 0x6a;
+        fma.rn.bf16x2 $0, $0, one, off;
+        fma.rn.bf16x2 $1, $1, one, off;
+        fma.rn.bf16x2 $2, $2, one, off;
+        fma.rn.bf16x2 $3, $3, one, off;
+        }"""
+NVFP4_BF16X2_PTX = """{
+        .reg .b32 t0, t1, h0, h1, a, b, z;
+        mov.b32 z, 0x80008000;
+        prmt.b32 t0, $4, 0, 0x4140;
+        prmt.b32 t1, $4, 0, 0x4342;
+        shr.u32 h0, t0, 4;
+        shr.u32 h1, t1, 4;
+        shl.b32 a, t0, 6;
+        shl.b32 b, t0, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $0, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $0, $0, $5, z;
+        shl.b32 a, t1, 6;
+        shl.b32 b, t1, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $1, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $1, $1, $6, z;
+        shl.b32 a, h0, 6;
+        shl.b32 b, h0, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $2, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $2, $2, $5, z;
+        shl.b32 a, h1, 6;
+        shl.b32 b, h1, 12;
+        and.b32 b, b, 0x80008000;
+        lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $3, $3, $6, z;
+        }"""
+SMALL_M_ROWS = 16  # hl.dot's smallest M: the split kernel's row tile below it (small_m)
+EXP2_118 = 3.3230699894622946e35  # 2^118: the NVFP4 PTX decode's scale offset (decode.nvfp4_bf16x2)
+
+
+def _int4_nibbles(w, dtype, use_asm):
+    """Packed bytes (int8/uint8) -> (low, high) nibbles as exact q in [-8, 7]:
+    u = q + 8 ORed into a magic exponent is 128 + u (bf16) or 1024 + u (fp16);
+    or decode.int4_nibbles_bf16x2's PTX (bf16, GPU)."""
+    if use_asm:
+        return hl.inline_asm_elementwise(INT4_BF16X2_PTX, "=r,=r,=r,=r,r", [w], dtype=(torch.bfloat16, torch.bfloat16),
+                                         is_pure=True, pack=4)
+    b = w.to(torch.int32) & 0xFF
     if dtype == torch.bfloat16:
         lo = (((b & 0xF) ^ 0x8) | 0x4300).to(torch.int16).view(torch.bfloat16) - 136.0
         hi = (((b >> 4) ^ 0x8) | 0x4300).to(torch.int16).view(torch.bfloat16) - 136.0
@@ -37,61 +119,260 @@ def _int4_nibbles(b, dtype):
     return lo, hi
 
 
-def _e2m1_scaled(code, scale, dtype):
-    """E2M1 code (int32, 0..15) x fp32 scale: the 3 magnitude bits shifted into
-    an fp16 make value * 2^-14 exactly (the scale carries the 2^14)."""
-    v = (((code & 7) << 9) | ((code & 8) << 12)).to(torch.int16).view(torch.float16)
-    return (v.to(torch.float32) * scale).to(dtype)
+def _e2m1(code):
+    """E2M1 codes (int32, 0..15) -> fp16 holding value * 2^-14, exactly."""
+    return (((code & 7) << 9) | ((code & 8) << 12)).to(torch.int16).view(torch.float16)
+
+
+def _nvfp4_values(w, scale, dtype, use_asm):
+    """Packed E2M1 bytes and each byte's fp32 scale -> (even-k, odd-k) values
+    code * scale in dtype, formed in fp32 and rounded once (decode.nvfp4_values);
+    with the PTX (bf16, GPU): code * scale * 2^-8 exactly (the caller
+    multiplies the fp32 sum by 2^8)."""
+    if use_asm:
+        sb = (scale * EXP2_118).to(torch.bfloat16)
+        return hl.inline_asm_elementwise(NVFP4_BF16X2_PTX, "=r,=r,=r,=r,r,r,r", [w, sb],
+                                         dtype=(torch.bfloat16, torch.bfloat16), is_pure=True, pack=4)
+    b = w.to(torch.int32) & 0xFF
+    s = scale * 16384.0
+    return (_e2m1(b & 0xF).to(torch.float32) * s).to(dtype), (_e2m1(b >> 4).to(torch.float32) * s).to(dtype)
 
 
 @helion.kernel(static_shapes=True, autotune_effort="none")
 def weight_only(
-    x3: torch.Tensor,  # [M, K//2, 2] activations
+    x: torch.Tensor,  # [M, K] activations (M = 1: a stride-0 view of 2 rows, see small_m)
     w: torch.Tensor,  # [K//2, N] packed nibbles (int8 / uint8)
-    scales: torch.Tensor,  # int4: [K//group, N]; NVFP4: E4M3 [K//16, N]
-    tensor_scale: torch.Tensor,  # NVFP4: fp32 [1]; int4: unused
-    fmt: hl.constexpr,
-    group: hl.constexpr,  # int4 group size (even)
-    scale_after: hl.constexpr,  # int4: every K block lies in one group
-    max_bk: hl.constexpr,  # the largest packed K block (scale_after: one that stays in a group)
-    atomic: hl.constexpr,  # split-K into a zeroed fp32 output; else one split, stored directly
+    scales: torch.Tensor,  # int4: [K//group, N]; NVFP4: E4M3 [K//16, N]; unscaled: a placeholder
+    tensor_scale: torch.Tensor,  # NVFP4: fp32 [1]; else a placeholder
+    ws: torch.Tensor,  # fp32 [rows, N] workspace, zero (left zero); rows: M, or SMALL_M_ROWS with small_m
+    count: torch.Tensor,  # int32 [row tiles, N tiles] counters, zero (left zero)
+    fmt: hl.constexpr,  # 0 int4, 1 NVFP4
+    scale_mode: hl.constexpr,  # "none", "after", "sub" or "gather" (NVFP4: "sub")
+    group: hl.constexpr,  # int4 group size (NVFP4: 16)
+    block_k: hl.constexpr,  # K step (power of two >= 32)
+    use_asm: hl.constexpr,  # packed-PTX decodes (bf16 on the GPU only)
+    small_m: hl.constexpr,  # M < SMALL_M_ROWS: M, the kernel tiles SMALL_M_ROWS rows (else 0)
 ) -> torch.Tensor:
-    m, kp, _ = x3.size()
+    """The split path: weight_only.py's weight_only_kernel. Returns [rows, N]
+    (rows as ws: the first M are y)."""
+    mx, k = x.size()
     n = w.size(1)
-    bk = hl.register_block_size(16, max_bk)  # packed rows per step; tl.dot needs K >= 16
+    kh = k // 2  # packed rows
+    half = block_k // 2
     split_k = hl.register_tunable("split_k", PowerOfTwoFragment(1, 64))
-    if atomic:
-        out = torch.zeros([m, n], dtype=torch.float32, device=x3.device)
-        chunk = helion.next_power_of_2(helion.cdiv(kp, split_k))
-    else:
-        out = torch.empty([m, n], dtype=x3.dtype, device=x3.device)
-        chunk = helion.next_power_of_2(kp)
-    for tile_m, tile_n, outer in hl.tile([m, n, kp], block_size=[None, None, chunk]):
+    # Small M: Helion sizes a tile by its dimension (a dimension of 3 rows
+    # gets a 4-row tile, of 1 row a 1-row one) and pads hl.dot's operands to
+    # 16 rows with tl.join/permute/reshape chains on every K step, the
+    # accumulator included. The Triton kernel keeps a 16-row tile with masked
+    # rows instead; so does this one: it tiles SMALL_M_ROWS rows, gathers x's
+    # rows clamped to the last (every address valid), and masks the stores.
+    rows_out = 16 if small_m else mx  # SMALL_M_ROWS (a literal: Helion then knows it)
+    out = torch.empty([rows_out, n], dtype=x.dtype, device=x.device)
+    # Each split a power-of-two run of whole K steps (the inner loop never
+    # crosses into the next split); `splits` of them cover K.
+    chunk = max(helion.next_power_of_2(helion.cdiv(kh, split_k)), half)
+    splits = helion.cdiv(kh, chunk)
+    # Loops run over packed rows, k = 2 * row (as the fused kernel's: no
+    # floor-division helper in the addresses).
+    for tile_n, tile_m, outer in hl.tile([n, rows_out, kh], block_size=[None, None, chunk]):
         acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tk in hl.tile(outer.begin, outer.end, block_size=bk):
-            b = w[tk, tile_n].to(torch.int32) & 0xFF
-            xe, xo = hl.split(x3[tile_m, tk, :])
+        if small_m:
+            xrows = torch.clamp(tile_m.index, max=small_m - 1)
+        for tb in hl.tile(outer.begin, outer.end, block_size=half):
+            kx = 2 * tb.begin + hl.arange(block_k)
+            rows = tb.begin + hl.arange(half)
+            if k % block_k == 0:
+                if small_m:
+                    xt = x[xrows, kx]
+                else:
+                    xt = x[tile_m, kx]
+                wp = w[rows, tile_n]
+            else:  # K's last step is partial (weight_only.py's mask_k)
+                if small_m:
+                    xt = hl.load(x, [xrows, kx], extra_mask=(kx < k)[None, :])
+                else:
+                    xt = hl.load(x, [tile_m, kx], extra_mask=(kx < k)[None, :])
+                wp = hl.load(w, [rows, tile_n], extra_mask=(rows < kh)[:, None])
+            # One contiguous x tile, split into even and odd k in registers.
+            xe, xo = hl.split(xt.reshape(tile_m, half, 2))
             if fmt == 0:
-                lo, hi = _int4_nibbles(b, x3.dtype)
-                if scale_after:
+                lo, hi = _int4_nibbles(wp, x.dtype, use_asm)
+                if scale_mode == "after":  # the step lies in one group: scale the fp32 partial product
+                    s_row = scales[(2 * tb.begin) // group, tile_n].to(torch.float32)
                     part = hl.dot(xe, lo)
                     part = hl.dot(xo, hi, acc=part)
-                    s_row = scales[(tk.begin * 2) // group, tile_n].to(torch.float32)
                     acc = acc + part * s_row[None, :]
                 else:
-                    s_el = scales[(tk.index * 2) // group, tile_n].to(x3.dtype)
-                    acc = hl.dot(xe, lo * s_el, acc=acc)
-                    acc = hl.dot(xo, hi * s_el, acc=acc)
-            else:
-                sc = scales[tk.index // 8, tile_n].to(torch.float32) * 16384.0
-                acc = hl.dot(xe, _e2m1_scaled(b & 0xF, sc, x3.dtype), acc=acc)
-                acc = hl.dot(xo, _e2m1_scaled(b >> 4, sc, x3.dtype), acc=acc)
+                    if scale_mode == "sub":  # the step's groups once ([block_k // group, BLOCK_N]), broadcast
+                        g = (2 * tb.begin) // group + hl.arange(block_k // group)
+                        if k % block_k == 0:
+                            sg = scales[g, tile_n]
+                        else:
+                            sg = hl.load(scales, [g, tile_n], extra_mask=(g < k // group)[:, None])
+                        ng = block_k // group
+                        s = sg.to(x.dtype)[:, None, :].expand(ng, group // 2, tile_n).reshape(half, tile_n)
+                        lo = lo * s
+                        hi = hi * s
+                    elif scale_mode == "gather":  # neither divides: one scale per packed row
+                        g = (2 * (tb.begin + hl.arange(half))) // group
+                        s = hl.load(scales, [g, tile_n], extra_mask=(g < k // group)[:, None]).to(x.dtype)
+                        lo = lo * s
+                        hi = hi * s
+                    acc = hl.dot(xe, lo, acc=acc)
+                    acc = hl.dot(xo, hi, acc=acc)
+            else:  # NVFP4: the step's E4M3 block scales once, decoded once, broadcast over 8 packed rows each
+                g = tb.begin // 8 + hl.arange(block_k // 16)
+                if k % block_k == 0:
+                    bs = scales[g, tile_n]
+                else:
+                    bs = hl.load(scales, [g, tile_n], extra_mask=(g < k // 16)[:, None])
+                ng = block_k // 16
+                s = bs.to(torch.float32)[:, None, :].expand(ng, 8, tile_n).reshape(half, tile_n)
+                lo, hi = _nvfp4_values(wp, s, x.dtype, use_asm)
+                acc = hl.dot(xe, lo, acc=acc)
+                acc = hl.dot(xo, hi, acc=acc)
         if fmt == 1:
-            acc = acc * tensor_scale[0]
-        if atomic:
-            hl.atomic_add(out, [tile_m, tile_n], acc)
+            if use_asm:
+                acc = acc * (tensor_scale[0] * 256.0)  # the PTX decode's 2^-8
+            else:
+                acc = acc * tensor_scale[0]
+        # split_k_parts.finish: partials meet in the fp32 workspace; the
+        # tile's last program stores the cast sum and re-zeroes both.
+        if small_m:
+            # Only the M real rows: masked stores, and masked atomics through
+            # inline Triton (hl.atomic_add takes no mask: the padded rows'
+            # atomics would multiply the workspace traffic by 16 / M).
+            valid = (tile_m.index < small_m)[:, None] & (tile_n.index < n)[None, :]
+            if splits == 1:
+                hl.store(out, [tile_m, tile_n], acc.to(x.dtype), extra_mask=valid)
+            else:
+                offs = tile_m.index[:, None] * n + tile_n.index[None, :]
+                hl.inline_triton("tl.atomic_add({0} + {1}, {2}, mask={3}, sem='relaxed')", args=[ws, offs, acc, valid],
+                                 output_like=None)
+                hl.inline_triton("tl.debug_barrier()", args=[], output_like=None)
+                done = hl.atomic_add(count, [tile_m.id, tile_n.id], 1, sem="acq_rel")
+                if done == splits - 1:
+                    zero = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+                    total = hl.inline_triton("tl.atomic_add({0} + {1}, {2}, mask={3}, sem='acquire')",
+                                             args=[ws, offs, zero, valid], output_like=zero)
+                    hl.store(ws, [tile_m, tile_n], zero, extra_mask=valid)
+                    hl.store(out, [tile_m, tile_n], total.to(x.dtype), extra_mask=valid)
+                    hl.atomic_xchg(count, [tile_m.id, tile_n.id], 0)
+        elif splits == 1:
+            out[tile_m, tile_n] = acc.to(x.dtype)
         else:
-            out[tile_m, tile_n] = acc.to(x3.dtype)
+            hl.atomic_add(ws, [tile_m, tile_n], acc)
+            # Every thread's partial is issued before the counter (release).
+            # Helion has no CTA barrier of its own: tl.debug_barrier inline.
+            hl.inline_triton("tl.debug_barrier()", args=[], output_like=None)
+            done = hl.atomic_add(count, [tile_m.id, tile_n.id], 1, sem="acq_rel")
+            if done == splits - 1:
+                zero = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+                # Read the sum with an atomic (at L2, where the others' atomics
+                # landed: a plain load read incomplete sums, split_k_parts.py).
+                total = hl.atomic_add(ws, [tile_m, tile_n], zero, sem="acquire")
+                ws[tile_m, tile_n] = zero
+                out[tile_m, tile_n] = total.to(x.dtype)
+                hl.atomic_xchg(count, [tile_m.id, tile_n.id], 0)
+    return out
+
+
+@helion.kernel(static_shapes=True, autotune_effort="none")
+def fused(
+    xt: torch.Tensor,  # [K, M]: x transposed (a view: x's K stays contiguous)
+    wt: torch.Tensor,  # [Np, Kp//2] uint8, K-major, zero-padded (kmajor_layout.py)
+    st: torch.Tensor,  # [Np, Gp]: the K-major scales transposed (a view), or a placeholder ("none")
+    tensor_scale: torch.Tensor,  # NVFP4: fp32 [1]; else a placeholder
+    n: hl.constexpr,  # the true N
+    fmt: hl.constexpr,  # 0 int4, 1 NVFP4
+    scale_mode: hl.constexpr,  # SCALE_MODES[fused_gemm.scale_mode()]
+    group: hl.constexpr,  # int4 group size (NVFP4: 16)
+    block_k: hl.constexpr,  # K step (power of two, <= K_ALIGN)
+    use_asm: hl.constexpr,  # packed-PTX decodes (bf16 on the GPU only)
+) -> torch.Tensor:
+    """The fused path: fused_gemm.py's fused_kernel (without split-K: every
+    checked-in Triton config has SPLIT_K 1)."""
+    k, m = xt.size()
+    half = block_k // 2
+    # fused_gemm._scales: a [BLOCK_N, NG] tile per K step (2-D even for BLOCK:
+    # its two columns are the one group); column j is group first + j * step.
+    ng = max(block_k // group, 2)
+    step = 1 if block_k // group >= 2 else 0
+    last = (helion.cdiv(k, block_k) - 1) * half  # the last step's first packed row
+    out = torch.empty([m, n], dtype=xt.dtype, device=xt.device)
+    for tile_n, tile_m in hl.tile([n, m]):
+        acc = hl.zeros([tile_n, tile_m], dtype=torch.float32)
+        if scale_mode == "block" or scale_mode == "sub":
+            sc = st[tile_n, hl.arange(ng) * step]
+        # The loop runs over packed rows (bytes of K), k = 2 * row: the weight
+        # tile's offset is then the loop variable itself, whose alignment
+        # Triton knows (tk.begin // 2 is a floor-division helper that hides it:
+        # no vector loads, no cp.async).
+        for tb in hl.tile(k // 2, block_size=half):
+            if scale_mode == "block" or scale_mode == "sub":
+                # The next step's scales now (loaded in the step that uses them, their latency showed).
+                sc_next = st[tile_n, (2 * min(tb.begin + half, last)) // group + hl.arange(ng) * step]
+            # The padded layout: weight tiles need no K mask.
+            wp = wt[tile_n, tb.begin + hl.arange(half)]
+            if fmt == 0:
+                lo, hi = _int4_nibbles(wp, xt.dtype, use_asm)
+                if scale_mode == "block" or scale_mode == "sub":
+                    s = sc.to(xt.dtype)[:, :, None].expand(tile_n, ng, half // ng).reshape(tile_n, half)
+                    lo = lo * s
+                    hi = hi * s
+                elif scale_mode == "gather":
+                    s = st[tile_n, (2 * (tb.begin + hl.arange(half))) // group].to(xt.dtype)
+                    lo = lo * s
+                    hi = hi * s
+            else:
+                s = sc.to(torch.float32)[:, :, None].expand(tile_n, ng, 8).reshape(tile_n, half)
+                lo, hi = _nvfp4_values(wp, s, xt.dtype, use_asm)
+            kx = 2 * tb.begin + hl.arange(block_k)
+            if k % block_k == 0:  # fused_gemm's EVEN_K
+                xs = xt[kx, tile_m]
+            else:
+                xs = hl.load(xt, [kx, tile_m], extra_mask=(kx < k)[:, None])
+            w_tile = hl.join(lo, hi).reshape(tile_n, block_k)  # back in K order (kmajor_layout.py)
+            acc = hl.dot(w_tile, xs, acc=acc)
+            if scale_mode == "block" or scale_mode == "sub":
+                sc = sc_next
+        if fmt == 1:
+            if use_asm:
+                acc = acc * (tensor_scale[0] * 256.0)  # the PTX decode's 2^-8
+            else:
+                acc = acc * tensor_scale[0]
+        if scale_mode == "channel":
+            acc = acc * st[tile_n, 0].to(torch.float32)[:, None]
+        out[tile_m, tile_n] = acc.T.to(xt.dtype)
+    return out
+
+
+@helion.kernel(static_shapes=True, autotune_effort="none")
+def dequant(
+    w: torch.Tensor,  # [K//2, N] packed nibbles
+    scales: torch.Tensor,  # as weight_only's (unscaled int4: a placeholder)
+    tensor_scale: torch.Tensor,  # NVFP4: fp32 [1]; else a placeholder
+    out: torch.Tensor,  # [K//2, 2, N] in the activation dtype: the [K, N] result viewed
+    fmt: hl.constexpr,
+    has_scales: hl.constexpr,
+    group: hl.constexpr,
+) -> torch.Tensor:
+    """The dequant path's first half: weight_only.py's dequant_kernel (the
+    same decode as the GEMMs); the caller multiplies with torch (cuBLAS)."""
+    kh, n = w.size()
+    for tr, tn in hl.tile([kh, n]):
+        wp = w[tr, tn]
+        g = (2 * tr.index) // group  # k = 2j and 2j + 1 share a group: group is even
+        if fmt == 0:
+            lo, hi = _int4_nibbles(wp, out.dtype, False)
+            if has_scales:
+                s = scales[g, tn].to(out.dtype)
+                lo = lo * s
+                hi = hi * s
+        else:
+            lo, hi = _nvfp4_values(wp, scales[g, tn].to(torch.float32) * tensor_scale[0], out.dtype, False)
+        out[tr, 0, tn] = lo
+        out[tr, 1, tn] = hi
     return out
 
 

@@ -46,35 +46,57 @@ def options(**changes):
         set_options(before)
 
 
+# Config keys that are kernel arguments (hl.constexpr), not Helion settings:
+# the weight-only kernels' K step and PTX-decode switch (kernels.py says why
+# the K step cannot be a Helion block size). They travel in the config dicts
+# (files, --helion-configs, tuning scripts) and are removed before set_config.
+ARGUMENT_KEYS = ("block_k", "decode_asm")
+
+
 @dataclass
 class Ready:
     """A bound kernel with its config compiled, and how it got there."""
 
     run: object  # BoundKernel: call with the kernel's arguments
-    config: dict
+    config: dict  # Helion's settings and the ARGUMENT_KEYS the arguments were built with
     notes: str
     compile_s: float
     autotune_s: float | None
 
 
-def ready(name: str, kernel, args: tuple, device: torch.device, bucket_mnk: tuple[int, int, int],
-          interpreter: dict, fix=None) -> Ready:
+def helion_settings(cfg: dict) -> dict:
+    """The config without its ARGUMENT_KEYS: what helion.Config takes."""
+    return {key: v for key, v in cfg.items() if key not in ARGUMENT_KEYS}
+
+
+def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, int, int],
+          interpreter: dict, fix=None, default: tuple[dict, str] | None = None) -> Ready:
     """Bind `kernel` to `args` and give it a config: `interpreter` on CPU, the
     explicit one of OPTIONS, a fresh autotune when OPTIONS asks for one (saved
     under `name` with save_configs), else the checked-in config of `name` for
-    the shape's bucket. `fix(config) -> config` adapts a config to what this
-    call needs."""
+    the shape's bucket, else `default` ((config, note): a kernel with a
+    fallback when this GPU or kernel has no checked-in config; without one,
+    ConfigMissing). `fix(config) -> config` adapts a config to what this
+    call needs. `args`: the kernel's arguments, or a function config ->
+    arguments for kernels whose hl.constexpr arguments come from the config
+    (ARGUMENT_KEYS; Helion's autotuner then tunes the rest, at `default`'s)."""
     from qgemm_bench.backends.helion_kernels import configs
 
     opts = OPTIONS
     effort = opts.autotune
     notes, autotune_s = [], None
+    base, tune_args = {}, args
+    if effort != "none" and device.type != "cpu" and not opts.explicit:
+        base = dict(default[0]) if default else {}  # the argument keys an autotune keeps
+        if fix is not None:
+            base = fix(base)
+        tune_args = args(base) if callable(args) else args
     if device.type == "cpu":
         cfg = dict(interpreter)
         notes.append("Triton interpreter (CPU)")
     elif opts.explicit:
         cfg = dict(opts.explicit)
-    elif effort != "none" and (tuned := _tuned.get(_tune_key(name, bucket_mnk, args))):
+    elif effort != "none" and (tuned := _tuned.get(_tune_key(name, bucket_mnk, tune_args))):
         cfg, autotune_s = tuned  # the rotating input copies of one case share one autotune
         notes.append(f"autotuned ({effort}) in {autotune_s:.0f} s")
     elif effort != "none":
@@ -83,9 +105,10 @@ def ready(name: str, kernel, args: tuple, device: torch.device, bucket_mnk: tupl
         tuner = helion.kernel(kernel.fn, static_shapes=True, autotune_effort=effort,
                               autotune_budget_seconds=_seconds(opts.budget_s))
         t0 = time.perf_counter()
-        cfg = dict(tuner.bind(args).autotune(args, force=True))
+        cfg = dict(tuner.bind(tune_args).autotune(tune_args, force=True))
+        cfg.update({key: base[key] for key in ARGUMENT_KEYS if key in base})
         autotune_s = time.perf_counter() - t0
-        _tuned[_tune_key(name, bucket_mnk, args)] = (cfg, autotune_s)
+        _tuned[_tune_key(name, bucket_mnk, tune_args)] = (cfg, autotune_s)
         notes.append(f"autotuned ({effort}) in {autotune_s:.0f} s")
         if opts.save_configs:
             save = (name, *bucket_mnk, configs.gpu_slug(device), cfg,
@@ -96,15 +119,22 @@ def ready(name: str, kernel, args: tuple, device: torch.device, bucket_mnk: tupl
             else:
                 notes.append(f"saved to {configs.save(*save).name}")
     else:
-        cfg, note = configs.lookup(name, *bucket_mnk, configs.gpu_slug(device), opts.config_file)
+        try:
+            cfg, note = configs.lookup(name, *bucket_mnk, configs.gpu_slug(device), opts.config_file)
+        except configs.ConfigMissing as e:
+            if default is None:
+                raise
+            cfg, note = dict(default[0]), f"{e}; used {default[1]}"
         notes.append(note)
     if fix is not None:
         cfg = fix(dict(cfg))
-    bound = kernel.bind(args)  # Helion caches one bound kernel per specialization (shapes, dtypes)
+    call_args = args(cfg) if callable(args) else args
+    bound = kernel.bind(call_args)  # Helion caches one bound kernel per specialization (shapes, dtypes)
     t0 = time.perf_counter()
-    key = json.dumps(cfg, sort_keys=True)
+    settings = helion_settings(cfg)
+    key = json.dumps(settings, sort_keys=True)
     if _current.get(id(bound)) != key:  # the runner prepares many input copies with one config
-        bound.set_config(cfg)  # compiles
+        bound.set_config(settings)  # compiles
         _current[id(bound)] = key
     compile_s = time.perf_counter() - t0
     return Ready(bound, cfg, "; ".join(n for n in notes if n), compile_s, autotune_s)

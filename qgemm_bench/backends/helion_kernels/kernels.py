@@ -42,6 +42,10 @@ import helion.language as hl
 import torch
 from helion.autotuner import PowerOfTwoFragment
 
+# decode.py's packed-PTX decodes, as text: Helion has hl.inline_asm_elementwise
+# but cannot call the @triton.jit helpers that wrap them.
+from qgemm_bench.backends.triton_kernels.decode import INT4_BF16X2_PTX, NVFP4_BF16X2_PTX
+
 # Scale modes (the kernels' scale_mode argument), as fused_gemm.py's (its
 # scale_mode() picks them for the fused kernel, in this order), and "after":
 # weight_only.py's SCALE_AFTER (one group per K step, applied to the fp32
@@ -50,54 +54,6 @@ from helion.autotuner import PowerOfTwoFragment
 # constant (a branch that reads a variable only its mode defines then fails).
 SCALE_MODES = ("none", "channel", "block", "sub", "gather")
 
-# decode.py's packed-PTX decodes, verbatim (tests check they are the same
-# text): int4_nibbles_bf16x2 and nvfp4_bf16x2. Helion has
-# hl.inline_asm_elementwise but cannot call a @triton.jit helper, hence the copy.
-INT4_BF16X2_PTX = """{
-        .reg .b32 t0, t1, one, off;
-        mov.b32 one, 0x3F803F80;
-        mov.b32 off, 0xC308C308;
-        prmt.b32 t0, $4, 0, 0x4140;
-        prmt.b32 t1, $4, 0, 0x4342;
-        lop3.b32 $0, t0, 0x000F000F, 0x43084308, 0x6a;
-        lop3.b32 $1, t1, 0x000F000F, 0x43084308, 0x6a;
-        shr.u32 t0, t0, 4;
-        shr.u32 t1, t1, 4;
-        lop3.b32 $2, t0, 0x000F000F, 0x43084308, 0x6a;
-        lop3.b32 $3, t1, 0x000F000F, 0x43084308, 0x6a;
-        fma.rn.bf16x2 $0, $0, one, off;
-        fma.rn.bf16x2 $1, $1, one, off;
-        fma.rn.bf16x2 $2, $2, one, off;
-        fma.rn.bf16x2 $3, $3, one, off;
-        }"""
-NVFP4_BF16X2_PTX = """{
-        .reg .b32 t0, t1, h0, h1, a, b, z;
-        mov.b32 z, 0x80008000;
-        prmt.b32 t0, $4, 0, 0x4140;
-        prmt.b32 t1, $4, 0, 0x4342;
-        shr.u32 h0, t0, 4;
-        shr.u32 h1, t1, 4;
-        shl.b32 a, t0, 6;
-        shl.b32 b, t0, 12;
-        and.b32 b, b, 0x80008000;
-        lop3.b32 $0, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $0, $0, $5, z;
-        shl.b32 a, t1, 6;
-        shl.b32 b, t1, 12;
-        and.b32 b, b, 0x80008000;
-        lop3.b32 $1, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $1, $1, $6, z;
-        shl.b32 a, h0, 6;
-        shl.b32 b, h0, 12;
-        and.b32 b, b, 0x80008000;
-        lop3.b32 $2, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $2, $2, $5, z;
-        shl.b32 a, h1, 6;
-        shl.b32 b, h1, 12;
-        and.b32 b, b, 0x80008000;
-        lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
-        fma.rn.bf16x2 $3, $3, $6, z;
-        }"""
 SMALL_M_ROWS = 16  # hl.dot's smallest M: the split kernel's row tile below it (small_m)
 EXP2_118 = 3.3230699894622946e35  # 2^118: the NVFP4 PTX decode's scale offset (decode.nvfp4_bf16x2)
 

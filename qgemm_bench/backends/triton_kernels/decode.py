@@ -20,28 +20,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def int4_nibbles(w, DT: tl.constexpr):
-    """int8 bytes -> (even-k values, odd-k values) in DT, exactly q in [-8, 7]."""
-    b = w.to(tl.int32) & 0xFF
-    if DT == tl.bfloat16:
-        lo = (((b & 0xF) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True) - 136.0
-        hi = (((b >> 4) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True) - 136.0
-    else:
-        lo = (((b & 0xF) ^ 0x8) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0
-        hi = (((b >> 4) ^ 0x8) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0
-    return lo.to(DT), hi.to(DT)
-
-
-@triton.jit
-def int4_nibbles_bf16x2(w):
-    """int4_nibbles for bf16 in packed PTX, 4 bytes per instance: prmt spreads
-    bytes into 16-bit halves, one lop3 masks a nibble, flips its sign bit and
-    ORs in the 128.0 exponent, one bf16x2 fma subtracts 136 (13 instructions
-    per 8 values). GPU only: the interpreter cannot run inline PTX."""
-    return tl.inline_asm_elementwise(
-        asm="""{
+# The packed-PTX decodes, as text: Triton's @triton.jit helpers below and the
+# Helion kernels (helion_kernels/kernels.py, which cannot call them) share them.
+INT4_BF16X2_PTX = """{
         .reg .b32 t0, t1, one, off;
         mov.b32 one, 0x3F803F80;
         mov.b32 off, 0xC308C308;
@@ -57,21 +38,8 @@ def int4_nibbles_bf16x2(w):
         fma.rn.bf16x2 $1, $1, one, off;
         fma.rn.bf16x2 $2, $2, one, off;
         fma.rn.bf16x2 $3, $3, one, off;
-        }""",
-        constraints="=r,=r,=r,=r,r", args=[w], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
-
-
-@triton.jit
-def nvfp4_bf16x2(w, sb):
-    """Packed bytes of E2M1 codes (uint8) and each byte's scale as bf16 times
-    2^118 -> (even-k, odd-k) bf16 code * scale * 2^-8, exactly, in packed PTX,
-    4 bytes per instance. A code's 3 magnitude bits shifted to bf16 bits 6-8
-    (sign to 15) read as value * 2^-126, subnormal 0.5 included; one bf16x2
-    fma (no flush to zero) by the scale gives the product, which has at most
-    6 significant bits and lies in [2^-18, 11]: exact. The caller multiplies
-    the fp32 sum by 2^8. GPU only: the interpreter cannot run inline PTX."""
-    return tl.inline_asm_elementwise(
-        asm="""{
+        }"""
+NVFP4_BF16X2_PTX = """{
         .reg .b32 t0, t1, h0, h1, a, b, z;
         mov.b32 z, 0x80008000;
         prmt.b32 t0, $4, 0, 0x4140;
@@ -98,7 +66,46 @@ def nvfp4_bf16x2(w, sb):
         and.b32 b, b, 0x80008000;
         lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
         fma.rn.bf16x2 $3, $3, $6, z;
-        }""",
+        }"""
+_INT4_PTX = tl.constexpr(INT4_BF16X2_PTX)  # a @triton.jit function reads globals only as constexpr
+_NVFP4_PTX = tl.constexpr(NVFP4_BF16X2_PTX)
+
+
+@triton.jit
+def int4_nibbles(w, DT: tl.constexpr):
+    """int8 bytes -> (even-k values, odd-k values) in DT, exactly q in [-8, 7]."""
+    b = w.to(tl.int32) & 0xFF
+    if DT == tl.bfloat16:
+        lo = (((b & 0xF) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True) - 136.0
+        hi = (((b >> 4) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True) - 136.0
+    else:
+        lo = (((b & 0xF) ^ 0x8) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0
+        hi = (((b >> 4) ^ 0x8) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0
+    return lo.to(DT), hi.to(DT)
+
+
+@triton.jit
+def int4_nibbles_bf16x2(w):
+    """int4_nibbles for bf16 in packed PTX, 4 bytes per instance: prmt spreads
+    bytes into 16-bit halves, one lop3 masks a nibble, flips its sign bit and
+    ORs in the 128.0 exponent, one bf16x2 fma subtracts 136 (13 instructions
+    per 8 values). GPU only: the interpreter cannot run inline PTX."""
+    return tl.inline_asm_elementwise(
+        asm=_INT4_PTX,
+        constraints="=r,=r,=r,=r,r", args=[w], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
+def nvfp4_bf16x2(w, sb):
+    """Packed bytes of E2M1 codes (uint8) and each byte's scale as bf16 times
+    2^118 -> (even-k, odd-k) bf16 code * scale * 2^-8, exactly, in packed PTX,
+    4 bytes per instance. A code's 3 magnitude bits shifted to bf16 bits 6-8
+    (sign to 15) read as value * 2^-126, subnormal 0.5 included; one bf16x2
+    fma (no flush to zero) by the scale gives the product, which has at most
+    6 significant bits and lies in [2^-18, 11]: exact. The caller multiplies
+    the fp32 sum by 2^8. GPU only: the interpreter cannot run inline PTX."""
+    return tl.inline_asm_elementwise(
+        asm=_NVFP4_PTX,
         constraints="=r,=r,=r,=r,r,r,r", args=[w, sb], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
 
 

@@ -14,8 +14,8 @@ memory round trip of the decoded values.
 Scales (SCALE_MODE, chosen on the host from the group and K):
 - NONE: unscaled int4;
 - CHANNEL: one group spans K: applied to the fp32 tile once, at the end;
-- BLOCK: a group spans whole K blocks: one [BLOCK_N] row per block, applied
-  to the decoded weights, or (SCALE_ACC) to the block's fp32 partial product;
+- BLOCK: a group spans whole K blocks: one row of BLOCK_N scales per block,
+  applied to the decoded weights;
 - SUB: groups tile a K block: [BLOCK_N, BLOCK_K // GROUP] loaded, broadcast;
 - GATHER: anything else, one scale load per weight element.
 NVFP4: its E4M3 block scales as SUB (16 k each), the FP32 tensor scale at the
@@ -68,18 +68,18 @@ def _scales(s_ptr, b, offs_n, stride_sg, GROUP: tl.constexpr, SCALE_MODE: tl.con
 
 @triton.jit
 def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
-             FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, SCALE_ACC: tl.constexpr,
+             FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr,
              USE_ASM: tl.constexpr, DT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """A [BLOCK_N, BLOCK_K // 2] byte tile (scale tile sc) -> the [BLOCK_N,
-    BLOCK_K] weight tile in DT, in K order, scaled unless the scale comes
-    later (CHANNEL, SCALE_ACC)."""
+    """A [BLOCK_N, BLOCK_K // 2] byte tile (scale tile sc) -> its even-k and
+    odd-k weights, [BLOCK_N, BLOCK_K // 2] each in DT, scaled unless the
+    scale comes at the end (CHANNEL)."""
     HALF: tl.constexpr = BLOCK_K // 2
     if FMT == 0:
         if USE_ASM:
             lo, hi = decode.int4_nibbles_bf16x2(wp)
         else:
             lo, hi = decode.int4_nibbles(wp, DT)
-        if SCALE_MODE == 3 or (SCALE_MODE == 2 and not SCALE_ACC):
+        if SCALE_MODE == 2 or SCALE_MODE == 3:
             NG: tl.constexpr = max(BLOCK_K // GROUP, 2)
             s = decode.per_k(sc.to(DT), HALF // NG, BLOCK_N, HALF)  # k = 2j and 2j + 1 share a group
             lo = lo * s
@@ -104,7 +104,7 @@ def fused_kernel(
     M, N, K, stride_xm, stride_wn, stride_sg, stride_om,
     FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, EVEN_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    SCALE_ACC: tl.constexpr = False, DECODE_ASM: tl.constexpr = True,
+    DECODE_ASM: tl.constexpr = True,
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -119,17 +119,13 @@ def fused_kernel(
     for b in range(first, last):
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
         wp = tl.load(w_rows + b * (BLOCK_K // 2))
-        lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, SCALE_MODE, SCALE_ACC, USE_ASM, DT,
-                          BLOCK_N, BLOCK_K)
+        lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, SCALE_MODE, USE_ASM, DT, BLOCK_N, BLOCK_K)
         if EVEN_K:
             x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
         else:
             x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], other=0.0)
         w = tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))  # back in K order (kmajor_layout.py)
-        if SCALE_MODE == 2 and SCALE_ACC:
-            acc += tl.dot(w, x) * tl.max(sc.to(tl.float32), axis=1)[:, None]  # both columns: the one group
-        else:
-            acc = tl.dot(w, x, acc)
+        acc = tl.dot(w, x, acc)
         sc = sc_next
     if FMT == 1:
         acc = acc * (tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0))  # the PTX decode's 2^-8
@@ -139,10 +135,9 @@ def fused_kernel(
                          SPLIT_K, False, False)
 
 
-def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, scale_acc: bool = False,
-           asm: bool = True) -> dict:
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "SCALE_ACC": scale_acc,
-            "DECODE_ASM": asm, "num_warps": warps, "num_stages": stages}
+def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True) -> dict:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
+            "num_warps": warps, "num_stages": stages}
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs):
@@ -193,12 +188,6 @@ class FusedGemm:
             raise ValueError(f"config {c}: BLOCK_K <= {K_ALIGN} and BLOCK_N <= {N_ALIGN} (the layout's padding)")
         return c
 
-    def _split_workspace(self, m: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-        if m not in self._workspace:
-            self._workspace[m] = (torch.zeros(m * self.n, device=device, dtype=torch.float32),
-                                  torch.zeros(split_k_parts.counters(m, self.n), device=device, dtype=torch.int32))
-        return self._workspace[m]
-
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         p = self.kmajor
         if x.dim() != 2 or x.shape[1] != self.k or x.stride(1) != 1:
@@ -206,7 +195,7 @@ class FusedGemm:
         m, n, k = x.shape[0], self.n, self.k
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         c = dict(self.config_for(m))
-        ws, count = self._split_workspace(m, x.device) if c["SPLIT_K"] > 1 else (out, out)
+        ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
         s = p.scales if p.scales is not None else p.wt  # never read unscaled
         ts = self.ts if self.ts is not None else out
         grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])

@@ -14,6 +14,7 @@ few microseconds and every extra launch costs ~1-2 us even in a CUDA graph.
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -24,6 +25,16 @@ MIN_BLOCK_M, MIN_BLOCK_N = 16, 32
 def counters(m: int, n: int) -> int:
     """How many per-tile counters a [M, N] output needs at the smallest tile."""
     return triton.cdiv(m, MIN_BLOCK_M) * triton.cdiv(n, MIN_BLOCK_N)
+
+
+def workspace(cache: dict, m: int, n: int, device) -> tuple:
+    """The fp32 [M, N] workspace and per-tile counters of an atomic split-K
+    kernel at M (zeroed once, then left zeroed by every call), kept in
+    `cache` by M."""
+    if m not in cache:
+        cache[m] = (torch.zeros(m * n, device=device, dtype=torch.float32),
+                    torch.zeros(counters(m, n), device=device, dtype=torch.int32))
+    return cache[m]
 
 
 @triton.jit

@@ -252,10 +252,8 @@ class WeightOnlyGemm:
         if self._fused is None:
             from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, tuned_config
 
-            scales = self.scales
-            group = None if scales is None else self.group
             cfg = self.config if self.config is not None else (lambda m: tuned_config(self.fmt, m))
-            self._fused = FusedGemm(self.w, scales, self.ts, self.fmt, group, cfg)
+            self._fused = FusedGemm(self.w, self.scales, self.ts, self.fmt, self.group, cfg)
         return self._fused
 
     def resident(self, m: int) -> tuple:
@@ -280,12 +278,6 @@ class WeightOnlyGemm:
                              HAS_SCALES=self.scales is not None, **c)
         return out
 
-    def _split_workspace(self, m: int, n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-        if m not in self._workspace:
-            self._workspace[m] = (torch.zeros(m * n, device=device, dtype=torch.float32),
-                                  torch.zeros(split_k_parts.counters(m, n), device=device, dtype=torch.int32))
-        return self._workspace[m]
-
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         w = self.w
         check_weight_only(x, w, self.scales, self.fmt, self.group)
@@ -299,7 +291,7 @@ class WeightOnlyGemm:
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         s = self.scales if self.scales is not None else w  # never read when HAS_SCALES is False
         ts = self.ts if self.ts is not None else out
-        ws, count = self._split_workspace(m, n, x.device)
+        ws, count = split_k_parts.workspace(self._workspace, m, n, x.device)
         args = (x, w, s, ts, out, ws, count, m, n, k, x.stride(0), w.stride(0), s.stride(0), out.stride(0),
                 m_bucket(m))
         meta = {"FMT": self.fmt, "GROUP": self.group, "HAS_SCALES": self.scales is not None}

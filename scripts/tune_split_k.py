@@ -372,7 +372,8 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
     import torch
 
     dev = torch.device("cuda", torch.cuda.current_device()) if dev is None else dev
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, gpu_slug, sm_count
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, sm_count
+    from qgemm_bench.harness.environment import gpu_slug
 
     gpu, sms, name = gpu_slug(dev), sm_count(dev), torch.cuda.get_device_name(dev)
     base = skc.read_table(args.base)

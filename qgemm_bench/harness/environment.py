@@ -7,6 +7,7 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -42,6 +43,14 @@ def resolve_device(name: str) -> torch.device:
     if dev.type != "cpu":
         raise InputError(f"--device {name}: only cpu and cuda devices are supported")
     return dev
+
+
+def gpu_slug(device: torch.device) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100': how checked-in config files
+    (Helion's, the split-K table) name a GPU."""
+    name = torch.cuda.get_device_name(device)
+    found = re.search(r"\b([A-Z]+\d{2,4}[A-Z]*)\b", name)
+    return (found.group(1) if found else re.sub(r"\W+", "_", name)).lower()
 
 
 def _version(pkg: str) -> str | None:

@@ -24,8 +24,7 @@ import math
 import re
 from pathlib import Path
 
-import torch
-
+from qgemm_bench.harness.environment import gpu_slug  # noqa: F401 (configs.gpu_slug: the tuning's GPU name)
 from qgemm_bench.types import m_bucket
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -34,13 +33,6 @@ M_WEIGHT = 4.0  # an M bucket apart counts as much as 4 powers of two in K or N
 
 class ConfigMissing(LookupError):
     """No config file for this GPU, or no entry for this kernel."""
-
-
-def gpu_slug(device: torch.device) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'h100'."""
-    name = torch.cuda.get_device_name(device)
-    found = re.search(r"\b([A-Z]+\d{2,4}[A-Z]*)\b", name)
-    return (found.group(1) if found else re.sub(r"\W+", "_", name)).lower()
 
 
 def bucket(m: int, k: int, n: int) -> str:

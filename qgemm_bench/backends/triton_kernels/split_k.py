@@ -15,7 +15,6 @@ the table was not tuned on; scripts/tune_split_k.py re-tunes the table.
 from __future__ import annotations
 
 import os
-import re
 
 import torch
 import triton
@@ -24,6 +23,7 @@ import triton.language as tl
 from qgemm_bench.backends.checks import check_split_k
 from qgemm_bench.backends.triton_kernels import split_k_configs, split_k_parts
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
+from qgemm_bench.harness.environment import gpu_slug
 
 ATOMIC, DETERMINISTIC = 0, 1
 MODE_NAMES = split_k_configs.MODES  # indexed by ATOMIC / DETERMINISTIC
@@ -102,16 +102,6 @@ def tuned_kernel():
     return _tuned
 
 
-def gpu_slug(device: torch.device) -> str | None:
-    """'NVIDIA H100 80GB HBM3' -> 'h100' (as the Helion config files name
-    GPUs); None on CPU (the interpreter)."""
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    found = re.search(r"\b([A-Z]+\d{2,4}[A-Z]*)\b", name)
-    return (found.group(1) if found else re.sub(r"\W+", "_", name)).lower()
-
-
 def sm_count(device: torch.device) -> int:
     if device.type != "cuda":
         return split_k_configs.DEFAULT_SMS
@@ -121,7 +111,8 @@ def sm_count(device: torch.device) -> int:
 def choose_config(mode: int, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str]:
     """(config, where it came from): the checked-in table's choice for this
     mode and shape on this device (split_k_configs.lookup)."""
-    return split_k_configs.lookup(MODE_NAMES[mode], m, k, n, sm_count(device), gpu_slug(device))
+    gpu = gpu_slug(device) if device.type == "cuda" else None  # the interpreter: the heuristic
+    return split_k_configs.lookup(MODE_NAMES[mode], m, k, n, sm_count(device), gpu)
 
 
 def launch_args(a, b, bias, out, ws, count) -> tuple:

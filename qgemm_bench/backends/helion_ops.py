@@ -158,9 +158,9 @@ class WeightOnly:
         self._dequant: dict[torch.dtype, object] = {}
 
     def path(self, m: int) -> str:
-        from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, SPLIT_PATH_MAX_M
+        from qgemm_bench.backends.triton_kernels.weight_only import path_for
 
-        return "split" if m <= SPLIT_PATH_MAX_M else "fused" if m <= FUSED_MAX_M else "dequant"
+        return path_for(m)
 
     def kmajor(self):
         """The fused path's K-major weights (kmajor_layout.py), made on first use."""

@@ -45,11 +45,16 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # M up to this goes through the fused kernel, above it dequantize + cuBLAS.
 # H100, K = N = 8192, bf16, same run (scripts/tune_fused.py), p50 us, fused
 # vs dequant+cuBLAS: int4 g128 M=128 67.9 vs 108.5, 256 87.3 vs 117.1, 512
-# 146.1 vs 153.7, 1024 260 vs 238 (4096: 1002 vs 808); NVFP4 M=128 71.7 vs
+# 146.1 vs 153.7, 1024 303 vs 238 (4096: 1204 vs 808); NVFP4 M=128 71.7 vs
 # 113.1, 256 92.2 vs 119.1, 512 139.7 vs 155.7. (cuBLAS on bf16 weights:
 # 47.5 / 50.6 / 93.8; fbgemm int4 36.2 / 47.5 / 86.3.) At M=64 the split
 # path won (39.6 vs 45.3).
 FUSED_MAX_M = 512
+
+
+def path_for(m: int) -> str:
+    """The path a weight-only GEMM takes at M (the Helion backend's too)."""
+    return "split" if m <= SPLIT_PATH_MAX_M else "fused" if m <= FUSED_MAX_M else "dequant"
 
 
 @triton.jit
@@ -245,7 +250,7 @@ class WeightOnlyGemm:
     def path(self, m: int) -> str:
         if self.forced_path != "auto":
             return self.forced_path
-        return "split" if m <= SPLIT_PATH_MAX_M else "fused" if m <= FUSED_MAX_M else "dequant"
+        return path_for(m)
 
     def fused(self):
         """The fused path's kernel and its K-major weights (made on first use)."""

@@ -9,7 +9,10 @@ x suffice, the weight rows fill the MMA's 64-row side. Weights are in the
 K-major layout (kmajor_layout.py). Compiled for sm_90 (Triton 3.6), the
 weight tile goes global -> shared (cp.async, pipelined) -> registers, is
 decoded there and feeds every wgmma of the block asynchronously: no shared
-memory round trip of the decoded values.
+memory round trip of the decoded values. K is a constexpr (one compile per
+K): with the loop's trip count a constant, ptxas pipelines the wgmmas; with
+a runtime count it warned C7515 (wgmma serialized) and int4 M=128 took
+66.8 us against 56.6 (H100, K = N = 8192, same config and process).
 
 Scales (SCALE_MODE, chosen on the host from the group and K):
 - NONE: unscaled int4;
@@ -101,7 +104,7 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
 @triton.jit(do_not_specialize=["M"])
 def fused_kernel(
     x_ptr, w_ptr, s_ptr, ts_ptr, out_ptr, ws_ptr, count_ptr,
-    M, N, K, stride_xm, stride_wn, stride_sg, stride_om,
+    M, N, K: tl.constexpr, stride_xm, stride_wn, stride_sg, stride_om,
     FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, EVEN_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     DECODE_ASM: tl.constexpr = True,
@@ -116,7 +119,13 @@ def fused_kernel(
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for b in range(first, last):
+    BLOCKS: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
+    if BLOCKS % SPLIT_K == 0:
+        steps = BLOCKS // SPLIT_K  # a constant trip count (see the module docstring)
+    else:
+        steps = last - first
+    for i in range(0, steps):
+        b = first + i
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
         wp = tl.load(w_rows + b * (BLOCK_K // 2))
         lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, SCALE_MODE, USE_ASM, DT, BLOCK_N, BLOCK_K)
@@ -141,13 +150,18 @@ def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs):
-# the best of 20 per bucket (BLOCK_M 64/128/256, BLOCK_N 64/128, BLOCK_K
-# 64/128, 4 or 8 warps) from scripts/tune_fused.py on the H100 at
-# K = N = 8192, p50 us: int4 g128 M=128 67.9, 256 87.3, 512 146.1; NVFP4
-# 71.7 / 92.2 / 139.7. Below 128 the split path of weight_only.py runs.
+# the best of two exp rounds of 4-6 candidates per bucket around
+# scripts/tune_fused.py's grid, H100, K = N = 8192, K a constexpr (see
+# fused_kernel), p50 us, same process as the peers: int4 g128 M=128 52.8
+# (128x64x128 w8 s4; s3 56.7; the same at runtime K 67.2), M=256 73.1
+# (256x64x128; runtime K 95.4), M=512 121.7 (256x128x64 w8 s4; 256x64x64,
+# the config before: 176); NVFP4 M=128 74.8, M=256 91.7 (128x128x128),
+# M=512 122.4 (256x128x128). Below 128 the split path of weight_only.py
+# runs, above 512 dequantize + cuBLAS (int4 M=1024: 228 against the fused
+# kernel's best, 249).
 FUSED_CONFIGS = {
-    INT4: {128: config(128, 64, 128, 1, 8, 3), 256: config(128, 64, 128, 1, 8, 3), 512: config(256, 64, 64, 1, 8, 3)},
-    NVFP4: {128: config(128, 64, 128, 1, 8, 3), 256: config(256, 64, 128, 1, 8, 3),
+    INT4: {128: config(128, 64, 128, 1, 8, 4), 256: config(256, 64, 128, 1, 8, 3), 512: config(256, 128, 64, 1, 8, 4)},
+    NVFP4: {128: config(128, 64, 128, 1, 8, 3), 256: config(128, 128, 128, 1, 8, 3),
             512: config(256, 128, 128, 1, 8, 3)},
 }
 

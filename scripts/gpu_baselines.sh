@@ -17,7 +17,7 @@ for op in "$@"; do
     # torch.compile stays out of the weight-only baselines: its per-shape compile would double the run.
     int4_gemm) b=${BACKENDS_int4_gemm:-cublas,tinygemm,fbgemm,gemlite,triton,helion} ;;
     nvfp4_gemm) b=${BACKENDS_nvfp4_gemm:-cublas,triton,helion} ;;
-    split_k_gemm) b=${BACKENDS_split_k_gemm:-torch_compile,triton,triton_deterministic,helion} ;;
+    split_k_gemm) b=${BACKENDS_split_k_gemm:-torch_compile,triton,triton_deterministic,helion,helion_deterministic} ;;
     *) echo "unknown op $op" >&2; exit 2 ;;
   esac
   preset_var=PRESET_$op

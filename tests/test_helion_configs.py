@@ -55,7 +55,7 @@ def bound_for(name: str, cfg: dict, dtype=DT):
 
     if name == "split_k_gemm":
         a, b = torch.zeros(16, 4096, dtype=dtype), torch.zeros(4096, 64, dtype=dtype)
-        return kernels.split_k.bind((a, b, b[0], False)), cfg
+        return kernels.split_k.bind(helion_ops.SplitK(a, b, None, False).args(cfg)), cfg
     fmt = 1 if name.startswith("nvfp4") else 0
     k, n = 1024, 256
     s = torch.ones(k // 16, n, dtype=torch.float8_e4m3fn) if fmt else torch.ones(k // 128, n, dtype=dtype)
@@ -196,10 +196,13 @@ def test_autotune_runs_once_per_case_and_saves(monkeypatch, config_dir):
     monkeypatch.setattr(configs, "gpu_slug", lambda device: "fake")
     monkeypatch.setattr(tuning, "_tuned", {})
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (5, 1000, 7)), 0)
-    args = (inputs.a, inputs.b, inputs.b[0], False)
+    args = helion_ops.SplitK(inputs.a, inputs.b, None, False, any_split=True).args  # config -> arguments
+    default = (helion_ops.SPLIT_K_INTERPRETER_CONFIG, "its K step")  # the argument keys an autotune keeps
     with tuning.options(autotune="quick", save_configs=True):
-        first = tuning.ready("split_k_gemm", kernels.split_k, args, torch.device("cuda"), (5, 1000, 7), {})
-        again = tuning.ready("split_k_gemm", kernels.split_k, args, torch.device("cuda"), (5, 1000, 7), {})
+        first = tuning.ready("split_k_gemm", kernels.split_k, args, torch.device("cuda"), (5, 1000, 7), {},
+                             default=default)
+        again = tuning.ready("split_k_gemm", kernels.split_k, args, torch.device("cuda"), (5, 1000, 7), {},
+                             default=default)
     assert tuning.OPTIONS.autotune == "none"  # restored
     assert len(calls) == 1 and first.config == again.config and again.autotune_s == first.autotune_s
     assert "autotuned (quick)" in again.notes

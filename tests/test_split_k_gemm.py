@@ -1,5 +1,5 @@
 """split_k_gemm: the operator against fp64 math, every backend against the
-reference, our Triton (atomic and deterministic) and Helion split-K kernels
+reference, our Triton and Helion split-K kernels (atomic and deterministic)
 on ragged shapes with and without bias, and the tritonbench entry points.
 GPU variants are marked `gpu`."""
 
@@ -316,27 +316,101 @@ def test_triton_refuses_bad_inputs():
 # ------------------------------------------------------------------ our Helion kernel (interpreter configs)
 
 
-@interpreter
-@pytest.mark.parametrize("shape", [(16, 1024, 16), (5, 1000, 7), (33, 2048, 40)])
-@pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("split", [1, 4, 16])
-def test_helion_kernel_vs_fp64(shape, bias, split, monkeypatch):
+def helion_config(bm=16, bn=32, bk=64, split=1) -> dict:
+    return {"block_sizes": [bn, bm], "block_k": bk, "split_k": split, "num_warps": 4, "num_stages": 1}
+
+
+def helion_gemm(inputs, deterministic, config, monkeypatch):
+    """kernels.split_k through helion_ops.SplitK with `config` (the interpreter's)."""
     from qgemm_bench.backends import helion_ops
 
-    monkeypatch.setattr(helion_ops, "SPLIT_K_INTERPRETER_CONFIG",
-                        {"block_sizes": [16, 32, 32], "split_k": split, "num_warps": 4, "num_stages": 1})
-    out, inputs, prepared = run_backend(split_k_gemm, "helion", case(split_k_gemm, shape, bias=bias))
-    check(out, reference64(inputs))
-    check(prepared.fn(), reference64(inputs))  # a second call starts from zero again
-    assert prepared.compile_s is not None and prepared.compile_s >= 0
+    monkeypatch.setattr(helion_ops, "SPLIT_K_INTERPRETER_CONFIG", config)
+    gemm = helion_ops.SplitK(inputs.a, inputs.b, inputs.bias, deterministic)
+    r = gemm.ready("split_k_gemm")
+    args = gemm.args(r.config)
+    return gemm, lambda: r.run(*args)[: inputs.a.shape[0]]
+
+
+@interpreter
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("shape, config, bias", [
+    ((16, 1024, 16), helion_config(bn=16, split=1), True),
+    ((33, 1000, 50), helion_config(split=3), False),  # 16 K blocks: 3 splits of 6, 6, 4
+    ((33, 1000, 50), helion_config(bm=32, bn=16, split=16), True),
+    ((1, 1000, 16), helion_config(split=4), True),  # small M: 16-row tiles, masked rows
+    ((5, 1000, 7), helion_config(bn=16, split=3), False),
+    ((2, 300, 20), helion_config(bn=16, bk=32, split=8), True),  # 10 K blocks: 5 splits (not a multiple of 4)
+])
+def test_helion_kernel_vs_fp64(deterministic, shape, config, bias, monkeypatch):
+    inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
+    gemm, fn = helion_gemm(inputs, deterministic, config, monkeypatch)
+    ref = reference64(inputs)
+    first = fn().clone()
+    check(first, ref)
+    assert int(gemm.count.abs().sum()) == 0  # left zero for the next call
+    if not deterministic:
+        assert float(gemm.ws.abs().sum()) == 0.0
+    again = fn()
+    check(again, ref)
+    if deterministic:
+        assert torch.equal(again, first)
+
+
+@interpreter
+def test_helion_runs_the_triton_table_config_where_no_helion_config_is_checked_in(monkeypatch):
+    # On a GPU without a configs/<gpu>.json entry, tuning.ready falls back to
+    # `default` (test_helion_configs tests that); here: the default is the
+    # Triton table's config for the mode, translated, and it runs.
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import kernels, tuning
+    from qgemm_bench.backends.triton_kernels.split_k import choose_config
+
+    calls = []
+    real = tuning.ready
+
+    def spy(name, *args, **kwargs):
+        calls.append((name, args[-1]))  # default: ready's last positional argument
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(tuning, "ready", spy)
+    m, k, n = 7, 5000, 24
+    inputs = split_k_gemm.make_inputs(case(split_k_gemm, (m, k, n), bias=True), seed())
+    for deterministic in (False, True):
+        c, source = choose_config(int(deterministic), m, k, n, CPU)
+        config, note = helion_ops.split_k_default(deterministic, m, k, n, CPU)
+        assert config == {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"],
+                          "split_k": c["SPLIT_K"], "num_warps": c["num_warps"], "num_stages": c["num_stages"]}
+        assert note.startswith("Triton table config") and source in note
+        gemm, fn = helion_gemm(inputs, deterministic, config, monkeypatch)  # the interpreter runs it
+        assert calls[-1] == ("split_k_gemm_deterministic" if deterministic else "split_k_gemm", (config, note))
+        splits = -(-k // kernels.split_chunk(k, c["BLOCK_K"], c["SPLIT_K"]))
+        assert gemm.ws.shape == ((splits, 16, n) if deterministic else (16, n))  # small M: 16 rows
+        check(fn(), reference64(inputs))
+
+
+@interpreter
+def test_helion_refuses_configs_of_the_earlier_kernel(monkeypatch):
+    inputs = split_k_gemm.make_inputs(case(split_k_gemm, (16, 1024, 16)), seed())
+    with pytest.raises(ValueError, match="earlier split-K kernel"):
+        helion_gemm(inputs, False, {"block_sizes": [16, 32, 32], "split_k": 4, "num_warps": 4, "num_stages": 1},
+                    monkeypatch)
+
+
+@interpreter
+def test_helion_deterministic_backend_is_registered():
+    b = registry.get("split_k_gemm", "helion_deterministic")
+    assert "split order" in b.summary and b.why_not is registry.get("split_k_gemm", "helion").why_not
+    _, _, prepared = run_backend(split_k_gemm, "helion_deterministic", case(split_k_gemm, (5, 1000, 7)))
+    assert prepared.compile_s is not None and prepared.compile_s >= 0 and "interpreter" in prepared.notes
 
 
 @interpreter
 def test_helion_refuses_bad_bias():
     c = case(split_k_gemm, (4, 64, 8), bias=True)
     inputs = split_k_gemm.Inputs(torch.randn(4, 64).to(DT), torch.randn(64, 8).to(DT), torch.zeros(7, dtype=DT))
-    with pytest.raises(ValueError, match="bias"):
-        registry.get("split_k_gemm", "helion").prepare(c, inputs)
+    for name in ("helion", "helion_deterministic"):
+        with pytest.raises(ValueError, match="bias"):
+            registry.get("split_k_gemm", name).prepare(c, inputs)
 
 
 # ------------------------------------------------------------------ tritonbench entry points
@@ -376,10 +450,11 @@ def test_every_backend_bf16(name, shape, bias):
 
 @pytest.mark.gpu
 @needs_gpu
-def test_deterministic_is_bit_identical_on_gpu():
+@pytest.mark.parametrize("name", ["triton_deterministic", "helion_deterministic"])
+def test_deterministic_is_bit_identical_on_gpu(name):
     c = case(split_k_gemm, (64, 32768, 64), torch.bfloat16, CUDA, bias=True)
     inputs = split_k_gemm.make_inputs(c, 1)
-    fn = registry.get("split_k_gemm", "triton_deterministic").prepare(c, inputs).fn
+    fn = registry.get("split_k_gemm", name).prepare(c, inputs).fn
     first = fn()
     assert all(torch.equal(fn(), first) for _ in range(20))
 
@@ -399,6 +474,29 @@ def test_atomic_finish_has_no_race(config):
                                            "num_warps": 4, "num_stages": 3})
     ref = a.double() @ b.double()
     assert all(rel_error(gemm(), ref) <= 1e-2 for _ in range(20))
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("config", [(32, 32, 128, 16), (16, 64, 128, 16), (64, 32, 64, 32)])
+def test_helion_finish_has_no_race(config, deterministic):
+    # The Triton kernel's racy configs (test_atomic_finish_has_no_race), in
+    # the Helion kernel: explicit configs, as scripts/tune_helion.py gives them.
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import tuning
+
+    a = torch.randn(256, 8192, device=CUDA, dtype=torch.bfloat16)
+    b = torch.randn(8192, 256, device=CUDA, dtype=torch.bfloat16)
+    bm, bn, bk, sk = config
+    gemm = helion_ops.SplitK(a, b, None, deterministic)
+    with tuning.options(explicit={"block_sizes": [bn, bm], "block_k": bk, "split_k": sk, "num_warps": 4,
+                                  "num_stages": 3}):
+        r = gemm.ready("split_k_gemm")
+    args = gemm.args(r.config)
+    ref = a.double() @ b.double()
+    assert all(rel_error(r.run(*args), ref) <= 1e-2 for _ in range(20))
+    assert int(gemm.count.abs().sum()) == 0
 
 
 @pytest.mark.gpu

@@ -1,5 +1,6 @@
-"""Our Helion backends: the weight-only GEMM (int4, NVFP4) and split-K, with
-checked-in configs per GPU and shape bucket (helion_kernels/), and the
+"""Our Helion backends: the weight-only GEMM (int4, NVFP4) and split-K (atomic,
+deterministic), with checked-in configs per GPU and shape bucket
+(helion_kernels/; split-K without one: the Triton table's config), and the
 command-line options that re-tune them (--autotune ...). helion is imported
 only when a backend is prepared."""
 
@@ -19,13 +20,15 @@ from qgemm_bench.types import m_bucket
 # Interpreter configs (CPU). Weight-only (split path): block_sizes [N, M] and
 # the K step block_k (kernels.py); entries written before block_k existed
 # (block_sizes [K step in packed rows, M, N]) are translated (split_config).
-# Fused: block_sizes [N, M], block_k. Split-K: block_sizes [M, N, K step].
+# Fused: block_sizes [N, M], block_k. Split-K: block_sizes [N, M], block_k,
+# split_k (triton_ops.SPLIT_K_INTERPRETER_CONFIG's tiles and split).
 WEIGHT_ONLY_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k": 2, "num_warps": 4,
                                   "num_stages": 1}
 FUSED_INTERPRETER_CONFIG = {"block_sizes": [64, 32], "block_k": 128, "num_warps": 4, "num_stages": 1}
-SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [16, 32, 32], "split_k": 4, "num_warps": 4, "num_stages": 1}
+SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k": 4, "num_warps": 4, "num_stages": 1}
 MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
-MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split path's counters are sized for them
+MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
+MAX_SPLIT = 128  # kernels.split_k's largest split_k (the Triton table's)
 
 
 def why_not(case) -> str | None:
@@ -333,18 +336,98 @@ def nvfp4(case, inputs):
     return _weight_only(case, case.op, inputs, bs, inputs.tensor_scale, NVFP4, None)
 
 
-@backend("split_k_gemm", "helion", "Helion split-K, fp32 atomics then a cast; bias added by the first "
-         "split; checked-in configs per GPU and shape bucket", why_not)
-def split_k(case, inputs):
-    from qgemm_bench.backends.helion_kernels import kernels
-    from qgemm_bench.backends.helion_kernels.tuning import ready
+def split_k_default(deterministic: bool, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str]:
+    """The Triton backend's config for this mode and shape (split_k.choose_config:
+    its checked-in table), as a Helion config (configs.from_triton): the split-K
+    kernel's config where configs/<gpu>.json has none."""
+    from qgemm_bench.backends.helion_kernels.configs import from_triton
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, choose_config
 
+    c, source = choose_config(DETERMINISTIC if deterministic else ATOMIC, m, k, n, device)
+    return from_triton(c, split=True, decode=False), (
+        f"Triton table config {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} w{c['num_warps']} "
+        f"s{c['num_stages']} ({source}; untimed in Helion)")
+
+
+def autotunes(device: torch.device) -> bool:
+    """Whether tuning.ready runs Helion's search here (its condition)."""
+    from qgemm_bench.backends.helion_kernels import tuning
+
+    o = tuning.OPTIONS
+    return o.autotune != "none" and device.type != "cpu" and not o.explicit
+
+
+class SplitK:
+    """y = a @ b (+ bias) through kernels.split_k, one launch: atomic or
+    deterministic. Owns the kernel's fp32 workspace and per-tile counters,
+    made on the first args() (zeroed once, left zeroed by every call), as the
+    Triton SplitKGemm; any_split: deterministic planes for any split (Helion's
+    autotuner tries them all on the same arguments)."""
+
+    def __init__(self, a, b, bias, deterministic: bool, any_split: bool = False):
+        check_split_k(a, b, bias)
+        self.a, self.b, self.bias, self.deterministic, self.any_split = a, b, bias, deterministic, any_split
+        self.m, self.k = a.shape
+        self.n = b.shape[1]
+        self.ws = self.count = None
+
+    def args(self, cfg: dict) -> tuple:
+        """The kernel's arguments for a config (its block_k and split_k)."""
+        from qgemm_bench.backends.helion_kernels.kernels import SMALL_M_ROWS, split_chunk
+
+        m, k, n, bk = self.m, self.k, self.n, cfg["block_k"]
+        small = m if m < SMALL_M_ROWS else 0  # the kernel tiles SMALL_M_ROWS rows
+        rows = SMALL_M_ROWS if small else m
+        splits = min(-(-k // bk), MAX_SPLIT) if self.any_split else -(-k // split_chunk(k, bk, cfg["split_k"]))
+        shape = [splits, rows, n] if self.deterministic else [rows, n]
+        if self.ws is None or self.ws.shape[0] < shape[0]:
+            self.ws = torch.zeros(shape, device=self.a.device, dtype=torch.float32)
+            # Counters for the smallest tiles (16 x 16): any config's fit.
+            self.count = torch.zeros(-(-rows // MIN_TILE), -(-n // MIN_TILE), device=self.a.device, dtype=torch.int32)
+        bias = self.bias if self.bias is not None else self.b[0]  # b[0]: a placeholder, never read
+        return (self.a, self.b, bias, self.ws, self.count, self.bias is not None, self.deterministic, bk, small)
+
+    def ready(self, op: str):
+        """The tuning.Ready of this case: tuning.ready's order (interpreter,
+        explicit, --autotune, the checked-in config: kernel `op`, or
+        "<op>_deterministic"), else the Triton table's config (split_k_default)."""
+        from qgemm_bench.backends.helion_kernels import kernels
+        from qgemm_bench.backends.helion_kernels.tuning import ready
+
+        default = split_k_default(self.deterministic, self.m, self.k, self.n, self.a.device)
+
+        def fix(cfg):
+            if len(cfg.get("block_sizes", ())) != 2:
+                raise ValueError(f"split-K config {cfg}: block_sizes must be [BLOCK_N, BLOCK_M] (with block_k and "
+                                 "split_k): configs of the earlier split-K kernel no longer apply")
+            # A config without them: the Triton table's K step and split (args() needs both).
+            cfg = {"block_k": default[0]["block_k"], "split_k": default[0]["split_k"], **cfg}
+            cfg["block_k"] = max(cfg["block_k"], MIN_TILE)  # hl.dot's smallest K
+            return cfg
+
+        name = f"{op}_deterministic" if self.deterministic else op
+        return ready(name, kernels.split_k, self.args, self.a.device, (self.m, self.k, self.n),
+                     SPLIT_K_INTERPRETER_CONFIG, fix, default)
+
+
+def _split_k(case, inputs, deterministic: bool) -> Prepared:
     a, b, bias = inputs.a.contiguous(), inputs.b.contiguous(), inputs.bias
-    check_split_k(a, b, bias)
-    m, k = a.shape
-    n = b.shape[1]
-    has_bias = bias is not None
-    args = (a, b, bias if has_bias else b[0], has_bias)  # b[0]: a placeholder, never read
-    r = ready(case.op, kernels.split_k, args, a.device, (m, k, n), SPLIT_K_INTERPRETER_CONFIG)
-    return Prepared(lambda: r.run(*args).to(a.dtype), resident=(b, bias) if has_bias else (b,), notes=r.notes,
+    gemm = SplitK(a, b, bias, deterministic, any_split=autotunes(a.device))
+    r = gemm.ready(case.op)
+    args = gemm.args(r.config)
+    m = gemm.m
+    return Prepared(lambda: r.run(*args)[:m], resident=(b, bias) if bias is not None else (b,), notes=r.notes,
                     compile_s=r.compile_s, autotune_s=r.autotune_s)
+
+
+@backend("split_k_gemm", "helion", "Helion split-K, the Triton backend's kernel: fp32 atomics, finished by the "
+         "tile's last program (one launch); checked-in configs per GPU and shape bucket, else the Triton table's",
+         why_not)
+def split_k(case, inputs):
+    return _split_k(case, inputs, deterministic=False)
+
+
+@backend("split_k_gemm", "helion_deterministic", "Helion split-K, per-split partials summed in split order by "
+         "the tile's last program: bit-identical run to run; configs as helion's", why_not)
+def split_k_deterministic(case, inputs):
+    return _split_k(case, inputs, deterministic=True)

@@ -1,6 +1,6 @@
 """Who was fastest at each shape, and how our kernels stand against the peers.
 
-- ours: the kernels this project writes (triton, triton_deterministic, helion).
+- ours: the kernels this project writes (triton, triton_deterministic, helion, helion_deterministic).
 - peers: what a user would otherwise pick: cublas (dense bf16 on dequantized
   weights), tinygemm, fbgemm, gemlite and torch_compile.
 - the baseline (eager `torch`, or --baseline) is neither: it is the unit
@@ -17,7 +17,7 @@ from tabulate import tabulate
 
 from qgemm_bench.harness.results import OK, Row
 
-OURS = ("triton", "triton_deterministic", "helion")
+OURS = ("triton", "triton_deterministic", "helion", "helion_deterministic")
 PEERS = ("cublas", "tinygemm", "fbgemm", "gemlite", "torch_compile")
 
 

@@ -14,7 +14,9 @@ Kernels: "int4_gemm" / "nvfp4_gemm" (the split path's weight_only kernel;
 its K step is the config's "block_k", entries written before that key held
 block_sizes [K step in packed rows, M, N] and still read: helion_ops
 translates them), "int4_gemm_fused" / "nvfp4_gemm_fused" (the fused path),
-"split_k_gemm".
+"split_k_gemm" / "split_k_gemm_deterministic" (the split-K GEMM's two modes;
+block_sizes [BLOCK_N, BLOCK_M], block_k, split_k: without an entry it takes
+the Triton table's config, helion_ops.split_k_default).
 """
 
 from __future__ import annotations
@@ -105,16 +107,19 @@ def _untimed(entry: dict) -> str:
     return "" if entry.get("us") else f"untimed helion config ({entry.get('tuned', 'never timed')})"
 
 
-def from_triton(c: dict, split: bool) -> dict:
-    """A Triton weight-only or fused config ({BLOCK_M, BLOCK_N, BLOCK_K,
-    SPLIT_K, DECODE_ASM, num_warps, num_stages}) as the Helion weight-only
+def from_triton(c: dict, split: bool, decode: bool = True) -> dict:
+    """A Triton weight-only, fused or split-K GEMM config ({BLOCK_M, BLOCK_N,
+    BLOCK_K, SPLIT_K, DECODE_ASM, num_warps, num_stages}) as the Helion
     kernels' config, the same tiles, K step, decode, warps and stages:
-    block_sizes [BLOCK_N, BLOCK_M] (N outer, as both kernels tile), block_k,
-    decode_asm, and split_k for the split kernel (the fused one has none)."""
+    block_sizes [BLOCK_N, BLOCK_M] (N outer, as the kernels tile), block_k,
+    split_k for the split kernels (the fused one has none) and decode_asm for
+    the weight-only ones (decode=False: the split-K GEMM decodes nothing)."""
     out = {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"]}
     if split:
         out["split_k"] = c["SPLIT_K"]
-    out.update(decode_asm=bool(c.get("DECODE_ASM", True)), num_warps=c["num_warps"], num_stages=c["num_stages"])
+    if decode:
+        out["decode_asm"] = bool(c.get("DECODE_ASM", True))
+    out.update(num_warps=c["num_warps"], num_stages=c["num_stages"])
     return out
 
 

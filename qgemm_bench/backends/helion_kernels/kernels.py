@@ -31,6 +31,16 @@ prove e.g. 2 * (bk // 2) == bk for a reshape). Configs carry it as
 set_config); Helion's autotuner therefore tunes the tiles, warps and stages
 at a fixed K step.
 
+split_k is the split-K GEMM, split_k.py's split_k_kernel, in one launch:
+N tiles, M tiles, then K splits (Triton's program order), each split a
+contiguous run of whole K steps (split_k_parts.tile_and_range; split_chunk);
+partials meet in a resident fp32 workspace, by atomics or (deterministic) one
+plane per split summed in split order, and the tile's last program adds the
+bias, casts, stores and leaves workspace and counters zeroed
+(split_k_parts.finish). Its K step is a kernel argument too: a split's K
+range, a multiple of it, is computed in host code as the K tile's block
+size. Small M tiles 16 rows, as weight_only's small_m.
+
 The kernels never autotune by themselves (autotune_effort="none"): configs come
 from the checked-in files (configs.py) or from an explicit --autotune.
 """
@@ -332,21 +342,87 @@ def dequant(
     return out
 
 
+def split_chunk(k: int, block_k: int, split: int) -> int:
+    """The K range of one split-K program: split_k_parts.tile_and_range's
+    per_split = cdiv(cdiv(K, BLOCK_K), SPLIT_K) whole K steps. cdiv(K, chunk)
+    programs cover K (<= split: Triton's trailing empty splits are not
+    launched)."""
+    return helion.cdiv(helion.cdiv(k, block_k), split) * block_k
+
+
 @helion.kernel(static_shapes=True, autotune_effort="none")
-def split_k(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, has_bias: hl.constexpr) -> torch.Tensor:
-    """fp32 [M, N] = a @ b (+ bias, added by the first K split only), partials
-    added atomically into a zeroed fp32 output."""
+def split_k(
+    a: torch.Tensor,  # [M, K]
+    b: torch.Tensor,  # [K, N]
+    bias: torch.Tensor,  # [N]; a placeholder without has_bias
+    ws: torch.Tensor,  # fp32, zero (left zero): [rows, N] (atomic) or [planes >= splits, rows, N] (deterministic)
+    count: torch.Tensor,  # int32 [cdiv(rows, 16), cdiv(N, 16)] per-tile counters, zero (left zero)
+    has_bias: hl.constexpr,
+    deterministic: hl.constexpr,  # per-split planes summed in split order (else fp32 atomics)
+    block_k: hl.constexpr,  # K step (Triton's BLOCK_K)
+    small_m: hl.constexpr,  # M < SMALL_M_ROWS: M, the kernel tiles SMALL_M_ROWS rows (else 0)
+) -> torch.Tensor:
+    """split_k.py's split_k_kernel: y = a @ b (+ bias) in a.dtype, one launch.
+    Returns [rows, N] (rows: M, or SMALL_M_ROWS with small_m: the first M are y)."""
     m, k = a.size()
     n = b.size(1)
-    out = torch.zeros([m, n], dtype=torch.float32, device=a.device)
-    splits = hl.register_tunable("split_k", PowerOfTwoFragment(1, 256))
-    chunk = helion.next_power_of_2(helion.cdiv(k, splits))
-    for tile_m, tile_n, outer in hl.tile([m, n, k], block_size=[None, None, chunk]):
+    rows = 16 if small_m else m  # SMALL_M_ROWS (a literal: Helion then knows it), as weight_only's small_m
+    out = torch.empty([rows, n], dtype=a.dtype, device=a.device)
+    split = hl.register_tunable("split_k", PowerOfTwoFragment(1, 128))
+    chunk = split_chunk(k, block_k, split)
+    splits = helion.cdiv(k, chunk)
+    # N tiles vary fastest, then M tiles, then splits: Triton's program order.
+    for tile_n, tile_m, outer in hl.tile([n, rows, k], block_size=[None, None, chunk]):
+        # Helion masks each tile to its range (rows, n); the small-M rows past
+        # M need this mask too (and the atomics, which Helion cannot mask: inline).
+        valid = (tile_m.index < m)[:, None] & (tile_n.index < n)[None, :]
         acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tk in hl.tile(outer.begin, outer.end):
-            acc = hl.dot(a[tile_m, tk], b[tk, tile_n], acc=acc)
-        if has_bias:
-            if outer.begin == 0:
+        for tk in hl.tile(outer.begin, outer.end, block_size=block_k):
+            if small_m:
+                at = hl.load(a, [tile_m, tk], extra_mask=(tile_m.index < m)[:, None])
+            else:
+                at = a[tile_m, tk]
+            acc = hl.dot(at, b[tk, tile_n], acc=acc)
+        if splits == 1:
+            if has_bias:
                 acc = acc + bias[tile_n].to(torch.float32)[None, :]
-        hl.atomic_add(out, [tile_m, tile_n], acc)
+            hl.store(out, [tile_m, tile_n], acc.to(a.dtype), extra_mask=valid)
+        else:
+            # split_k_parts.finish: the tile's last program adds the bias,
+            # stores the cast sum and leaves workspace and counter zeroed.
+            offs = tile_m.index[:, None] * n + tile_n.index[None, :]
+            if deterministic:
+                hl.store(ws, [outer.id, tile_m, tile_n], acc, extra_mask=valid)
+            else:
+                hl.inline_triton("tl.atomic_add({0} + {1}, {2}, mask={3}, sem='relaxed')", args=[ws, offs, acc, valid],
+                                 output_like=None)
+            # Every thread's partial is issued before the counter (release).
+            # Helion has no CTA barrier of its own: tl.debug_barrier inline.
+            hl.inline_triton("tl.debug_barrier()", args=[], output_like=None)
+            done = hl.atomic_add(count, [tile_m.id, tile_n.id], 1, sem="acq_rel")
+            if done == splits - 1:
+                if deterministic:
+                    # Planes 0, 1, ... in order (bitwise reproducible), 4 loads
+                    # issued together (a literal: static_range takes no module
+                    # constant); planes past the last split masked (the test as
+                    # a 1-element tensor: the interpreter mistypes a scalar
+                    # mask). Inline for split_k_parts.finish's .cg (read at L2).
+                    total = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+                    for s0 in hl.grid(0, splits, 4):
+                        for j in hl.static_range(4):
+                            live = valid & (s0 + j + hl.arange(1) < splits)[:, None]
+                            total = total + hl.inline_triton(
+                                "tl.load({0} + {1} * {2} + {3}, mask={4}, other=0.0, cache_modifier='.cg')",
+                                args=[ws, s0 + j, rows * n, offs, live], output_like=total)
+                else:
+                    zero = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+                    # Read the sum with an atomic (at L2, where the others' atomics
+                    # landed: a plain load read incomplete sums, split_k_parts.py).
+                    total = hl.inline_triton("tl.atomic_add({0} + {1}, {2}, mask={3}, sem='acquire')",
+                                             args=[ws, offs, zero, valid], output_like=zero)
+                    hl.store(ws, [tile_m, tile_n], zero, extra_mask=valid)
+                if has_bias:
+                    total = total + bias[tile_n].to(torch.float32)[None, :]
+                hl.store(out, [tile_m, tile_n], total.to(a.dtype), extra_mask=valid)
+                hl.atomic_xchg(count, [tile_m.id, tile_n.id], 0)
     return out

@@ -17,7 +17,9 @@ kernels' own, as Helion configs with the same tiles, K step, decode, warps
 and stages (configs.from_triton): the split path's curated autotuning lists
 (weight_only.SMALL_M_CONFIGS for M <= 16, MID_M_CONFIGS above) and, for the
 fused path, its checked-in winners (fused_gemm.FUSED_CONFIGS) and their
-neighbours from scripts/tune_fused.py's grid. `runner.py --autotune quick
+neighbours from scripts/tune_fused.py's grid. Split-K (the atomic kernel,
+"split_k_gemm"): the Triton table's config for the shape (the backend's
+fallback without an entry), then SPLIT_K below. `runner.py --autotune quick
 --save-configs` is the alternative: Helion's own search, minutes per shape
 (at the default K step: the K step is a kernel argument, kernels.py).
 """
@@ -30,15 +32,16 @@ import time
 
 
 def sk(bm, bn, bk, split, warps=4, stages=4):
-    return {"block_sizes": [bm, bn, bk], "split_k": split, "num_warps": warps, "num_stages": stages}
+    """A split-K GEMM candidate in its Helion form (configs.from_triton of the Triton config)."""
+    return {"block_sizes": [bn, bm], "block_k": bk, "split_k": split, "num_warps": warps, "num_stages": stages}
 
 
 # Fused-path candidates: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages). The
-# checked-in Triton winners at K = N = 8192 (int4 M128/256: 128x64x128;
-# int4 M512: 256x64x64; NVFP4 M256: 256x64x128, M512: 256x128x128; all
-# 8 warps, 3 stages) and neighbours from tune_fused.py's grid.
-FUSED = [(128, 64, 128, 8, 3), (256, 64, 128, 8, 3), (256, 64, 64, 8, 3), (256, 128, 128, 8, 3),
-         (128, 128, 128, 8, 3), (128, 64, 64, 8, 3), (64, 64, 128, 4, 4), (128, 64, 128, 4, 4)]
+# checked-in Triton winners at K = N = 8192 (fused_gemm.FUSED_CONFIGS: int4
+# M128 128x64x128, M256 256x64x128, M512 256x128x64; NVFP4 M256 128x128x128,
+# M512 256x128x128; all 8 warps, 3 stages) and neighbours from tune_fused.py's grid.
+FUSED = [(128, 64, 128, 8, 3), (256, 64, 128, 8, 3), (256, 128, 64, 8, 3), (256, 128, 128, 8, 3),
+         (128, 128, 128, 8, 3), (256, 64, 64, 8, 3), (128, 64, 64, 8, 3), (64, 64, 128, 4, 4)]
 SPLIT_K = [sk(16, 16, 64, 16), sk(16, 32, 64, 16), sk(16, 32, 128, 8), sk(32, 32, 64, 16), sk(64, 64, 64, 8),
            sk(16, 16, 128, 32), sk(64, 64, 128, 4), sk(64, 32, 64, 16)]
 
@@ -59,14 +62,17 @@ def kernel_name(op: str, m: int) -> str:
     return f"{op}_fused" if path(op, m) == "fused" else op
 
 
-def candidates(op: str, m: int) -> list[dict]:
+def candidates(op: str, m: int, shape=None, device=None) -> list[dict]:
     from qgemm_bench.backends.helion_kernels.configs import from_triton
     from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
     from qgemm_bench.types import m_bucket
 
     p = path(op, m)
-    if p == "split_k":
-        return [c for c in SPLIT_K if c["block_sizes"][0] <= max(16, m) and c["block_sizes"][1] <= max(16, m)]
+    if p == "split_k":  # first the Triton table's config (helion_ops' fallback: a saved entry must beat it)
+        from qgemm_bench.backends.helion_ops import split_k_default
+
+        table = [split_k_default(False, *shape, device)[0]] if shape else []
+        return table + [c for c in SPLIT_K if c not in table and max(c["block_sizes"]) <= max(16, m)]
     if p == "split":
         pool = weight_only.SMALL_M_CONFIGS if m_bucket(m) <= 16 else weight_only.MID_M_CONFIGS
         return [from_triton({**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}, split=True)
@@ -80,7 +86,7 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dic
     import torch
 
     dtype = dtype or torch.bfloat16
-    cands = candidates(op_name, shape[0])
+    cands = candidates(op_name, shape[0], shape, device)
     if not cands:
         print(f"{op_name} {shape}: the dequantize + cuBLAS path (fixed config): nothing to tune", flush=True)
         return None

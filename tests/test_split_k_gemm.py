@@ -522,13 +522,3 @@ def test_tritonbench_entries_on_gpu():
     b = torch.randn(32768, 64, device=CUDA, dtype=torch.bfloat16)
     for entry in (tb.matmul_split_k_tritonbench, tb.triton_matmul_split_k_tritonbench):
         assert rel_error(entry(None, a, b, None)(), a.double() @ b.double()) <= 1e-2
-
-
-def test_even_tiles_only_where_the_tiles_divide_m_and_n():
-    """EVEN_MN drops the loads' M and N masks: a wrong True reads past a and b
-    without changing any stored output, so the predicate is tested itself."""
-    from qgemm_bench.backends.triton_kernels.split_k import even_tiles
-
-    c = {"BLOCK_M": 16, "BLOCK_N": 32}
-    assert even_tiles(64, 64, c) and even_tiles(16, 32, c)
-    assert not even_tiles(5, 64, c) and not even_tiles(64, 48, c) and not even_tiles(1, 32, c)

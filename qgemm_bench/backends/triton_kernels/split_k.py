@@ -38,7 +38,6 @@ def split_k_kernel(
     M_BUCKET, N_BUCKET,  # autotuning keys only
     HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    EVEN_MN: tl.constexpr = False,  # the tiles divide M and N: loads need only the K mask
 ):
     pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
     offs_k = tl.arange(0, BLOCK_K)
@@ -49,14 +48,10 @@ def split_k_kernel(
     for kb in range(first, last):
         k = kb * BLOCK_K + offs_k
         mask_k = k < K
-        if EVEN_MN:
-            a = tl.load(a_ptr + offs_m[:, None] * stride_am + k[None, :], mask=mask_k[None, :], other=0.0)
-            b = tl.load(b_ptr + k[:, None] * stride_bk + offs_n[None, :], mask=mask_k[:, None], other=0.0)
-        else:
-            a = tl.load(a_ptr + offs_m[:, None] * stride_am + k[None, :], mask=mask_m[:, None] & mask_k[None, :],
-                        other=0.0)
-            b = tl.load(b_ptr + k[:, None] * stride_bk + offs_n[None, :], mask=mask_k[:, None] & mask_n[None, :],
-                        other=0.0)
+        a = tl.load(a_ptr + offs_m[:, None] * stride_am + k[None, :], mask=mask_m[:, None] & mask_k[None, :],
+                    other=0.0)
+        b = tl.load(b_ptr + k[:, None] * stride_bk + offs_n[None, :], mask=mask_k[:, None] & mask_n[None, :],
+                    other=0.0)
         acc += tl.dot(a, b)
 
     split_k_parts.finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
@@ -129,13 +124,6 @@ def launch_args(a, b, bias, out, ws, count) -> tuple:
             out.stride(0), _bucket(m), _bucket(n))
 
 
-def even_tiles(m: int, n: int, c: dict) -> bool:
-    """Whether c's tiles divide M and N (the kernel's EVEN_MN: its loads then
-    skip the M and N masks, as Helion's static shapes do; a wrong True would
-    read past a and b, which no output shows)."""
-    return m % c["BLOCK_M"] == 0 and n % c["BLOCK_N"] == 0
-
-
 def grid_for(m: int, n: int, c: dict) -> tuple[int, int]:
     return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
 
@@ -189,6 +177,5 @@ class SplitKGemm:
         if self.config is None:
             tuned_kernel()[lambda c: grid_for(m, n, c)](*args, **meta)
         else:
-            c = self.config
-            split_k_kernel[grid_for(m, n, c)](*args, **meta, **c, EVEN_MN=even_tiles(m, n, c))
+            split_k_kernel[grid_for(m, n, self.config)](*args, **meta, **self.config)
         return out

@@ -2,7 +2,7 @@
 """GPU: time the fused mixed-input kernel's candidate configs against the
 peers in the same process, the way the runner times (one CUDA graph over
 rotating copies > 2x L2, p50), to choose the configs checked into
-backends/triton_kernels/fused_configs.py.
+backends/triton_kernels/fused_gemm.py (FUSED_CONFIGS).
   python3 scripts/tune_fused.py OUT.json [--fmt int4 nvfp4] [--m 1 16 ...]
       [--shapes 8192x8192 4096x14336] [--peers cublas fbgemm triton] [--top 5]
 Prints, per format, shape and M, the peers and the best configs; writes every
@@ -40,9 +40,9 @@ def candidates(m: int) -> list[dict]:
     elif m <= 64:
         grid = [(bm, bn, bk, sk, 4, st) for bm in (32, 64) for bn in (64, 128) for bk in (128, 256)
                 for sk in (1, 2, 4) for st in (3, 4)]
-    elif m <= 512:
+    elif m <= 512:  # the checked-in winners: 128x64x128 w8 s4, 256x64x128 w8 s3, 256x128x64 w8 s4
         grid = [(bm, bn, bk, 1, w, st) for bm in (64, 128, 256) for bn in (64, 128) for bk in (64, 128)
-                for w, st in ((4, 4), (8, 3)) if not (bm == 256 and w == 4)]
+                for w, st in ((4, 4), (8, 3), (8, 4)) if not (bm == 256 and w == 4)]
     else:
         grid = [(bm, bn, bk, 1, w, st) for bm in (128, 256) for bn in (128, 256) for bk in (64, 128)
                 for w, st in ((8, 3), (8, 4), (4, 3)) if bm * bn <= 128 * 256 and not (w == 4 and bm * bn > 128 * 128)]

@@ -349,14 +349,6 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, device: torch.d
         f"s{c['num_stages']} ({source}; untimed in Helion)")
 
 
-def autotunes(device: torch.device) -> bool:
-    """Whether tuning.ready runs Helion's search here (its condition)."""
-    from qgemm_bench.backends.helion_kernels import tuning
-
-    o = tuning.OPTIONS
-    return o.autotune != "none" and device.type != "cpu" and not o.explicit
-
-
 class SplitK:
     """y = a @ b (+ bias) through kernels.split_k, one launch: atomic or
     deterministic. Owns the kernel's fp32 workspace and per-tile counters,
@@ -412,6 +404,8 @@ class SplitK:
 
 def _split_k(case, inputs, deterministic: bool) -> Prepared:
     a, b, bias = inputs.a.contiguous(), inputs.b.contiguous(), inputs.bias
+    from qgemm_bench.backends.helion_kernels.tuning import autotunes
+
     gemm = SplitK(a, b, bias, deterministic, any_split=autotunes(a.device))
     r = gemm.ready(case.op)
     args = gemm.args(r.config)

@@ -86,7 +86,7 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
     effort = opts.autotune
     notes, autotune_s = [], None
     base, tune_args = {}, args
-    if effort != "none" and device.type != "cpu" and not opts.explicit:
+    if autotunes(device):
         base = dict(default[0]) if default else {}  # the argument keys an autotune keeps
         if fix is not None:
             base = fix(base)
@@ -138,6 +138,13 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
         _current[id(bound)] = key
     compile_s = time.perf_counter() - t0
     return Ready(bound, cfg, "; ".join(n for n in notes if n), compile_s, autotune_s)
+
+
+def autotunes(device: torch.device) -> bool:
+    """Whether ready() runs Helion's search on this device: --autotune asked
+    for one, on a GPU, and no explicit config."""
+    o = OPTIONS
+    return o.autotune != "none" and device.type != "cpu" and not o.explicit
 
 
 def _seconds(budget: float | None) -> int | None:

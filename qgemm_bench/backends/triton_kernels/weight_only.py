@@ -43,15 +43,15 @@ from qgemm_bench.types import m_bucket
 
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # M up to this goes through the fused kernel, above it dequantize + cuBLAS.
-# H100, K = N = 8192, bf16, same process (exp runs of the fused kernel's
-# candidates, K a constexpr), p50 us, fused vs the split or dequant path:
-# int4 g128 M=64 38.5 (64x64x128, split 2) vs split 39.6; M=128 52.8,
-# 256 73.1, 512 121.7 (fused_gemm.FUSED_CONFIGS) vs 108.5 / 117.1 / 153.7
-# before the fused path; M=1024 249 vs dequant 228, 4096 990 vs 783 (cuBLAS
-# on bf16 weights 183 / 674, fbgemm 178 / 777); NVFP4 M=128 / 256 / 512
-# 74.8 / 91.7 / 122.4 vs dequant 113 / 119 / 156 (an earlier run). int4 M=32: fused 29.1
-# (32x64x128, split 4) vs split 38.1, not yet a path of its own (the Helion
-# fused kernel has no split-K).
+# H100, K = N = 8192, bf16, p50 us, fused (K a constexpr) vs the other
+# paths, same process: int4 g128 M=64 38.5 (64x64x128, split 2) vs split
+# 39.6; M=1024 249 vs dequant 228, 4096 990 vs 783 (cuBLAS on bf16 weights
+# 183 / 674, fbgemm 178 / 777). Fused M=128 / 256 / 512: 52.8 / 73.1 /
+# 121.7 (fused_gemm.FUSED_CONFIGS), where the paths before it took 108.5 /
+# 117.1 / 153.7 (an earlier run); NVFP4 74.8 / 91.7 / 122.4 vs dequant 113 /
+# 119 / 156 (an earlier run). int4 M=32: fused 29.1 (32x64x128, split 4) vs
+# split 38.1 (same process), not yet a path of its own (the Helion fused
+# kernel has no split-K).
 FUSED_MAX_M = 512
 
 

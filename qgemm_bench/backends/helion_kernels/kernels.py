@@ -54,7 +54,7 @@ from helion.autotuner import PowerOfTwoFragment
 
 # decode.py's packed-PTX decodes, as text: Helion has hl.inline_asm_elementwise
 # but cannot call the @triton.jit helpers that wrap them.
-from qgemm_bench.backends.triton_kernels.decode import INT4_BF16X2_PTX, NVFP4_BF16X2_PTX
+from qgemm_bench.backends.triton_kernels.decode import EXP2_118, INT4_BF16X2_PTX, NVFP4_BF16X2_PTX
 
 # Scale modes (the kernels' scale_mode argument), as fused_gemm.py's (its
 # scale_mode() picks them for the fused kernel, in this order), and "after":
@@ -65,7 +65,6 @@ from qgemm_bench.backends.triton_kernels.decode import INT4_BF16X2_PTX, NVFP4_BF
 SCALE_MODES = ("none", "channel", "block", "sub", "gather")
 
 SMALL_M_ROWS = 16  # hl.dot's smallest M: the split kernel's row tile below it (small_m)
-EXP2_118 = 3.3230699894622946e35  # 2^118: the NVFP4 PTX decode's scale offset (decode.nvfp4_bf16x2)
 
 
 def _int4_nibbles(w, dtype, use_asm):

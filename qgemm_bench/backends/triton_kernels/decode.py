@@ -67,8 +67,12 @@ NVFP4_BF16X2_PTX = """{
         lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
         fma.rn.bf16x2 $3, $3, $6, z;
         }"""
+# nvfp4_bf16x2's scale offset: callers pass each scale times 2^118 (exact in
+# bf16 for E4M3 scales <= 448) and multiply the result by 2^8.
+EXP2_118 = 2.0**118
 _INT4_PTX = tl.constexpr(INT4_BF16X2_PTX)  # a @triton.jit function reads globals only as constexpr
 _NVFP4_PTX = tl.constexpr(NVFP4_BF16X2_PTX)
+_EXP2_118 = tl.constexpr(EXP2_118)
 
 
 @triton.jit

@@ -95,7 +95,7 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
     else:
         s = decode.per_k(decode.e4m3(sc), 8, BLOCK_N, HALF)
         if USE_ASM:
-            lo, hi = decode.nvfp4_bf16x2(wp, (s * 3.3230699894622946e35).to(tl.bfloat16))  # 2^118: see nvfp4_bf16x2
+            lo, hi = decode.nvfp4_bf16x2(wp, (s * decode._EXP2_118).to(tl.bfloat16))
         else:
             lo, hi = decode.nvfp4_values(wp, s, DT)
     return lo, hi

@@ -137,7 +137,7 @@ def weight_only_kernel(
             # The block's scales once, decoded once (see the module docstring).
             bs = decode.load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K, 16)
             if USE_ASM:
-                sb = decode.e4m3(bs) * 3.3230699894622946e35  # 2^118, exact in bf16 (scale <= 448)
+                sb = decode.e4m3(bs) * decode._EXP2_118
                 lo, hi = decode.nvfp4_bf16x2(w, decode.per_packed_row(sb.to(tl.bfloat16), 16, BLOCK_K, BLOCK_N))
             else:
                 lo, hi = decode.nvfp4_values(w, decode.per_packed_row(decode.e4m3(bs), 16, BLOCK_K, BLOCK_N), DT)

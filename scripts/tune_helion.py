@@ -50,11 +50,9 @@ SPLIT_K_SHAPES = [(16, 16384, 16), (64, 32768, 64), (256, 65536, 256)]
 
 
 def path(op: str, m: int) -> str:
-    from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, SPLIT_PATH_MAX_M
+    from qgemm_bench.backends.triton_kernels.weight_only import path_for
 
-    if op == "split_k_gemm":
-        return "split_k"
-    return "split" if m <= SPLIT_PATH_MAX_M else "fused" if m <= FUSED_MAX_M else "dequant"
+    return "split_k" if op == "split_k_gemm" else path_for(m)
 
 
 def kernel_name(op: str, m: int) -> str:

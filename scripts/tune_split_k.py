@@ -363,11 +363,6 @@ def write(out: Path, doc: dict, log: list) -> None:
     write_atomic(out.with_name(out.stem + ".timings.json"), "[\n" + ",\n".join(json.dumps(r) for r in log) + "\n]\n")
 
 
-def fmt(c: dict) -> str:
-    return (f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} "
-            f"w{c['num_warps']} s{c['num_stages']}")
-
-
 def tune(args, shapes: list[Shape], dev=None) -> int:
     import torch
 
@@ -427,7 +422,7 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
                         "config": r["config"], "us": r["us"], "cublas_us": round(cub, 3),
                         "err": float(f"{r['err']:.3g}"),
                         "tuned": f"best of {r['timed']} timed of {r['candidates']} candidates on {gpu}"}
-                    line.append(f"{mname} {r['us']:7.2f} us ({r['us'] / cub:4.2f}x cuBLAS) {fmt(r['config'])} "
+                    line.append(f"{mname} {r['us']:7.2f} us ({r['us'] / cub:4.2f}x cuBLAS) {skc.describe(r['config'])} "
                                 f"[{r['timed']}/{r['candidates']}]")
                 del tuner
             except Fatal:

@@ -28,7 +28,6 @@ FUSED_INTERPRETER_CONFIG = {"block_sizes": [64, 32], "block_k": 128, "num_warps"
 SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k": 4, "num_warps": 4, "num_stages": 1}
 MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
-MAX_SPLIT = 128  # kernels.split_k's largest split_k (the Triton table's)
 
 
 def why_not(case) -> str | None:
@@ -342,11 +341,10 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, device: torch.d
     kernel's config where configs/<gpu>.json has none."""
     from qgemm_bench.backends.helion_kernels.configs import from_triton
     from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, choose_config
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
     c, source = choose_config(DETERMINISTIC if deterministic else ATOMIC, m, k, n, device)
-    return from_triton(c, split=True, decode=False), (
-        f"Triton table config {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} w{c['num_warps']} "
-        f"s{c['num_stages']} ({source}; untimed in Helion)")
+    return from_triton(c, split=True, decode=False), f"Triton table config {describe(c)} ({source}; untimed in Helion)"
 
 
 class SplitK:
@@ -366,11 +364,12 @@ class SplitK:
     def args(self, cfg: dict) -> tuple:
         """The kernel's arguments for a config (its block_k and split_k)."""
         from qgemm_bench.backends.helion_kernels.kernels import SMALL_M_ROWS, split_chunk
+        from qgemm_bench.backends.triton_kernels import split_k_configs as skc  # MAX_SPLIT: kernels.split_k's too
 
         m, k, n, bk = self.m, self.k, self.n, cfg["block_k"]
         small = m if m < SMALL_M_ROWS else 0  # the kernel tiles SMALL_M_ROWS rows
         rows = SMALL_M_ROWS if small else m
-        splits = min(-(-k // bk), MAX_SPLIT) if self.any_split else -(-k // split_chunk(k, bk, cfg["split_k"]))
+        splits = min(-(-k // bk), skc.MAX_SPLIT) if self.any_split else -(-k // split_chunk(k, bk, cfg["split_k"]))
         shape = [splits, rows, n] if self.deterministic else [rows, n]
         if self.ws is None or self.ws.shape[0] < shape[0]:
             self.ws = torch.zeros(shape, device=self.a.device, dtype=torch.float32)

@@ -62,7 +62,7 @@ def _split_k(case, inputs, deterministic: bool) -> Prepared:
 
 
 @backend("split_k_gemm", "triton", "Triton split-K, fp32 atomics, finished by the tile's last program "
-         "(one launch); autotuned split count", triton_why_not)
+         "(one launch); checked-in configs per GPU and shape (split_k_configs.json)", triton_why_not)
 def split_k_atomic(case, inputs):
     return _split_k(case, inputs, deterministic=False)
 

@@ -165,8 +165,7 @@ class SplitKGemm:
         c = self.config
         if c is None:
             return self.source
-        return (f"{self.source}: {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']}"
-                f" w{c.get('num_warps', 4)} s{c.get('num_stages', 3)}")
+        return f"{self.source}: {split_k_configs.describe(c)}"
 
     def __call__(self) -> torch.Tensor:
         a, b = self.a, self.b

@@ -72,6 +72,12 @@ def bucket(m: int, k: int, n: int) -> tuple[int, int, int]:
     return mn_bucket(m), k_bucket(k), mn_bucket(n)
 
 
+def describe(c: dict) -> str:
+    """A config as rows and logs print it: 16x32x128 split 32 w4 s3."""
+    return (f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} "
+            f"w{c.get('num_warps', 4)} s{c.get('num_stages', 3)}")
+
+
 def tiles(m: int, n: int, c: dict) -> int:
     return -(-m // c["BLOCK_M"]) * -(-n // c["BLOCK_N"])
 

@@ -63,7 +63,6 @@ def kernel_name(op: str, m: int) -> str:
 def candidates(op: str, m: int, shape=None, device=None) -> list[dict]:
     from qgemm_bench.backends.helion_kernels.configs import from_triton
     from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
-    from qgemm_bench.types import m_bucket
 
     p = path(op, m)
     if p == "split_k":  # first the Triton table's config (helion_ops' fallback: a saved entry must beat it)
@@ -72,9 +71,7 @@ def candidates(op: str, m: int, shape=None, device=None) -> list[dict]:
         table = [split_k_default(False, *shape, device)[0]] if shape else []
         return table + [c for c in SPLIT_K if c not in table and max(c["block_sizes"]) <= max(16, m)]
     if p == "split":
-        pool = weight_only.SMALL_M_CONFIGS if m_bucket(m) <= 16 else weight_only.MID_M_CONFIGS
-        return [from_triton({**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}, split=True)
-                for c in pool]
+        return [from_triton(weight_only.config_dict(c), split=True) for c in weight_only.split_pool(m)]
     if p == "fused":
         return [from_triton(fused_gemm.config(bm, bn, bk, 1, w, st), split=False) for bm, bn, bk, w, st in FUSED]
     return []

@@ -15,7 +15,6 @@ from qgemm_bench.backends.checks import check_split_k, check_weight_only, missin
 from qgemm_bench.backends.registry import Prepared, backend
 from qgemm_bench.errors import InputError
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
-from qgemm_bench.types import m_bucket
 
 # Interpreter configs (CPU). Weight-only (split path): block_sizes [N, M] and
 # the K step block_k (kernels.py); entries written before block_k existed
@@ -104,21 +103,27 @@ def split_config(cfg: dict) -> dict:
     return cfg
 
 
-def default_config(fmt: int, path: str, m: int) -> tuple[dict, str]:
-    """The Triton backend's config for this path and M, as a Helion config
-    (configs.from_triton), for a GPU or kernel without checked-in Helion
-    configs: fused_gemm.FUSED_CONFIGS (nearest M bucket); for the split path
-    the first of weight_only.py's curated autotuning configs of the M range
-    (its best at K = N = 8192 on the H100)."""
-    from qgemm_bench.backends.helion_kernels.configs import from_triton
-    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
+def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | None = None,
+                   device: torch.device | None = None) -> tuple[dict, str]:
+    """The Triton backend's config for this path and shape, as a Helion config
+    (configs.from_triton), for a shape, GPU or kernel without a checked-in
+    Helion one: fused_gemm.FUSED_CONFIGS (nearest M bucket); for the split
+    path the Triton table's config for the shape on this GPU
+    (weight_only_configs), else the first of weight_only's curated configs
+    of M's bucket (its best at K = N = 8192 on the H100)."""
+    from qgemm_bench.backends.helion_kernels.configs import from_triton, gpu_slug
+    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only, weight_only_configs
 
     if path == "fused":
         return from_triton(fused_gemm.tuned_config(fmt, m), split=False), \
             "Triton's fused config for this M (untimed in Helion)"
-    c = (weight_only.SMALL_M_CONFIGS if m_bucket(m) <= 16 else weight_only.MID_M_CONFIGS)[0]
-    return from_triton({**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}, split=True), \
-        "Triton's first split config for this M range (untimed in Helion)"
+    if device is not None and device.type == "cuda" and k is not None:
+        found = weight_only_configs.lookup(fmt, m, k, n, gpu_slug(device))
+        if found is not None:
+            where = f" ({found[1]})" if found[1] else ""
+            return from_triton(found[0], split=True), f"the Triton table's split config{where}, untimed in Helion"
+    c = weight_only.config_dict(weight_only.split_pool(m)[0])
+    return from_triton(c, split=True), "Triton's first split config for this M range (untimed in Helion)"
 
 
 def split_scale_mode(fmt: int, group: int | None, block_k: int) -> str:
@@ -227,7 +232,7 @@ class WeightOnly:
         check_weight_only(x, self.w, self.scales, self.fmt, self.group or 2)
         path = self.path(m)
         if path != "dequant":
-            default = default_config(self.fmt, path, m)
+            default = default_config(self.fmt, path, m, self.k, self.n, x.device)
             # A config without our argument keys (hand-written, or from an
             # older file) takes the default's K step and decode.
             arguments = {key: default[0][key] for key in ARGUMENT_KEYS}
@@ -242,7 +247,7 @@ class WeightOnly:
                 return cfg
 
             r = ready(self.name, kernels.weight_only, lambda cfg: self._split_args(x, cfg), x.device,
-                      (m, self.k, self.n), WEIGHT_ONLY_INTERPRETER_CONFIG, fix, default)
+                      (m, self.k, self.n), WEIGHT_ONLY_INTERPRETER_CONFIG, fix, default, nearest_ok=False)
             if translated and x.device.type == "cuda":
                 r.notes = "; ".join(filter(None, (r.notes, "config of the earlier split kernel, translated "
                                                   "(its timing predates this kernel)")))

@@ -10,8 +10,9 @@ the nearest one (log2 distance, M weighted most: it picks the kernel's path)
 and says so in its row; so does an entry without "us" (checked in untimed,
 e.g. a Triton winner mirrored before the Helion kernel was timed).
 
-Kernels: "int4_gemm" / "nvfp4_gemm" (the split path's weight_only kernel;
-its K step is the config's "block_k", entries written before that key held
+Kernels: "int4_gemm" / "nvfp4_gemm" (the split path's weight_only kernel,
+shape's own bucket only: else the Triton table's config for the shape,
+helion_ops.default_config; its K step is the config's "block_k", entries written before that key held
 block_sizes [K step in packed rows, M, N] and still read: helion_ops
 translates them), "int4_gemm_fused" / "nvfp4_gemm_fused" (the fused path),
 "split_k_gemm" / "split_k_gemm_deterministic" (the split-K GEMM's two modes;
@@ -22,33 +23,17 @@ the Triton table's config, helion_ops.split_k_default).
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 
+from qgemm_bench.backends.config_buckets import bucket, nearest, parse
 from qgemm_bench.harness.environment import gpu_slug  # noqa: F401 (configs.gpu_slug: the tuning's GPU name)
-from qgemm_bench.types import m_bucket
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-M_WEIGHT = 4.0  # an M bucket apart counts as much as 4 powers of two in K or N
 
 
 class ConfigMissing(LookupError):
     """No config file for this GPU, or no entry for this kernel."""
-
-
-def bucket(m: int, k: int, n: int) -> str:
-    return f"M{m_bucket(m)}_K{k}_N{n}"
-
-
-def _parse(key: str) -> tuple[int, int, int]:
-    m, k, n = (int(p[1:]) for p in key.split("_"))
-    return m, k, n
-
-
-def _distance(a: str, b: str) -> float:
-    (ma, ka, na), (mb, kb, nb) = _parse(a), _parse(b)
-    return M_WEIGHT * abs(math.log2(ma / mb)) + abs(math.log2(ka / kb)) + abs(math.log2(na / nb))
 
 
 def path_for(slug: str) -> Path:
@@ -79,10 +64,12 @@ def check_file(path: Path) -> None:
                                  f'{{"config": {{...}}}}, found {key!r}')
 
 
-def lookup(kernel: str, m: int, k: int, n: int, slug: str, path: Path | None = None) -> tuple[dict, str]:
+def lookup(kernel: str, m: int, k: int, n: int, slug: str, path: Path | None = None,
+           nearest_ok: bool = True) -> tuple[dict, str]:
     """(config dict, note). The note names the bucket used when it is not the
-    shape's own. ConfigMissing when the GPU or the kernel has none. `path`
-    replaces this GPU's checked-in file (--helion-configs)."""
+    shape's own. ConfigMissing when the GPU or the kernel has none, or (with
+    nearest_ok False) no entry of the shape's own bucket. `path` replaces
+    this GPU's checked-in file (--helion-configs)."""
     if path is not None:
         if not Path(path).exists():
             raise ConfigMissing(f"--helion-configs {path}: no such file")
@@ -95,10 +82,11 @@ def lookup(kernel: str, m: int, k: int, n: int, slug: str, path: Path | None = N
     entries = read(path).get("kernels", {}).get(kernel)
     if not entries:
         raise ConfigMissing(f"{path.name} has no configs for kernel {kernel!r}; run with --autotune quick")
-    want = bucket(m, k, n)
-    if want in entries:
-        return entries[want]["config"], _untimed(entries[want])
-    near = min(entries, key=lambda key: (_distance(want, key), key))
+    near = nearest(entries, m, k, n)
+    if near == bucket(m, k, n):
+        return entries[near]["config"], _untimed(entries[near])
+    if not nearest_ok:
+        raise ConfigMissing(f"no helion {kernel} config of bucket {bucket(m, k, n)}")
     note = f"helion config of nearest bucket {near}"
     return entries[near]["config"], "; ".join(filter(None, (note, _untimed(entries[near]))))
 
@@ -128,7 +116,7 @@ def save(kernel: str, m: int, k: int, n: int, slug: str, config: dict, info: dic
     path = path_for(slug)
     doc = read(path) or {"gpu": slug, "kernels": {}}
     doc["kernels"].setdefault(kernel, {})[bucket(m, k, n)] = {"config": config, **info}
-    doc["kernels"] = {kn: dict(sorted(v.items(), key=lambda kv: _parse(kv[0]))) for kn, v in
+    doc["kernels"] = {kn: dict(sorted(v.items(), key=lambda kv: parse(kv[0]))) for kn, v in
                       sorted(doc["kernels"].items())}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

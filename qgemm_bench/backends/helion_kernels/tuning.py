@@ -70,13 +70,14 @@ def helion_settings(cfg: dict) -> dict:
 
 
 def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, int, int],
-          interpreter: dict, fix=None, default: tuple[dict, str] | None = None) -> Ready:
+          interpreter: dict, fix=None, default: tuple[dict, str] | None = None, nearest_ok: bool = True) -> Ready:
     """Bind `kernel` to `args` and give it a config: `interpreter` on CPU, the
     explicit one of OPTIONS, a fresh autotune when OPTIONS asks for one (saved
     under `name` with save_configs), else the checked-in config of `name` for
     the shape's bucket, else `default` ((config, note): a kernel with a
     fallback when this GPU or kernel has no checked-in config; without one,
-    ConfigMissing). `fix(config) -> config` adapts a config to what this
+    ConfigMissing; nearest_ok False: `default` rather than a checked-in
+    config of another bucket). `fix(config) -> config` adapts a config to what this
     call needs. `args`: the kernel's arguments, or a function config ->
     arguments for kernels whose hl.constexpr arguments come from the config
     (ARGUMENT_KEYS; Helion's autotuner then tunes the rest, at `default`'s)."""
@@ -120,7 +121,8 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
                 notes.append(f"saved to {configs.save(*save).name}")
     else:
         try:
-            cfg, note = configs.lookup(name, *bucket_mnk, configs.gpu_slug(device), opts.config_file)
+            cfg, note = configs.lookup(name, *bucket_mnk, configs.gpu_slug(device), opts.config_file,
+                                       nearest_ok=nearest_ok or default is None)
         except configs.ConfigMissing as e:
             if default is None:
                 raise

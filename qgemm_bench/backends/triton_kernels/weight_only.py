@@ -20,7 +20,8 @@ Three paths, picked by M (WeightOnlyGemm.path):
 - split (M <= SPLIT_PATH_MAX_M, memory-bound): this module's kernel, split-K
   over enough CTAs to stream the weights; splits meet in an fp32 workspace by
   atomics and the tile's last program casts and stores (split_k_parts.py;
-  one launch);
+  one launch); its configs are checked in per GPU and shape bucket
+  (weight_only_configs.py), the curated lists below their candidates;
 - fused (up to FUSED_MAX_M): fused_gemm.py, the swapped-operand kernel whose
   decoded weights are the wgmma register operand, on a K-major copy of the
   weights made on first use;
@@ -37,7 +38,7 @@ import triton
 import triton.language as tl
 
 from qgemm_bench.backends.checks import check_weight_only
-from qgemm_bench.backends.triton_kernels import decode, split_k_parts
+from qgemm_bench.backends.triton_kernels import decode, split_k_parts, weight_only_configs
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
 from qgemm_bench.types import m_bucket
 
@@ -200,9 +201,21 @@ MID_M_CONFIGS = [_cfg(bm, bn, bk, sk) for bm, bn, bk, sk in [
     [_cfg(64, 64, 128, 2, asm=False)]
 
 
+def split_pool(m: int) -> list[triton.Config]:
+    """The curated split-path configs of M's bucket: the candidates of
+    scripts/tune_weight_only.py --table (and of Helion's tuning), and of the
+    run-time autotune on a GPU without a checked-in table."""
+    return SMALL_M_CONFIGS if m_bucket(m) <= 16 else MID_M_CONFIGS
+
+
+def config_dict(c: triton.Config) -> dict:
+    """A triton.Config as the dict WeightOnlyGemm(config=...) and the tables take."""
+    return {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
+
+
 def _prune(configs, named_args, **kwargs):
     """Only the configs of the M bucket."""
-    pool = SMALL_M_CONFIGS if named_args["M_BUCKET"] <= 16 else MID_M_CONFIGS
+    pool = split_pool(named_args["M_BUCKET"])
     return [c for c in configs if c in pool] or configs[:1]
 
 
@@ -234,8 +247,9 @@ class WeightOnlyGemm:
     before a CUDA graph capture by calling once at that M).
     config: explicit {BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps,
     num_stages[, DECODE_ASM]} for the split and fused kernels (tests, the
-    interpreter); None: the split path autotunes per M bucket, N, K, the
-    fused path takes fused_gemm.FUSED_CONFIGS.
+    interpreter); None: the split path takes the checked-in table's config
+    (weight_only_configs; autotuned per M bucket, N, K on a GPU without
+    one), the fused path fused_gemm.FUSED_CONFIGS.
     path: auto (by M), split, fused or dequant."""
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
@@ -248,6 +262,7 @@ class WeightOnlyGemm:
         self.w, self.scales, self.ts, self.fmt, self.group = w, scales, tensor_scale, fmt, group
         self.config, self.forced_path = config, path
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._split_configs: dict[int, tuple[dict | None, str]] = {}
         self._fused = None
 
     def path(self, m: int) -> str:
@@ -270,9 +285,29 @@ class WeightOnlyGemm:
             return self.fused().resident
         return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
 
+    def split_config(self, m: int) -> tuple[dict | None, str]:
+        """(config, note) of the split path at M: the explicit one, else the
+        checked-in table's for this GPU and shape, else (None, note): the
+        kernel autotunes at run time."""
+        if self.config is not None:
+            return self.config, ""
+        if m not in self._split_configs:
+            from qgemm_bench.harness.environment import gpu_slug
+
+            dev = self.w.device
+            found = weight_only_configs.lookup(self.fmt, m, 2 * self.w.shape[0], self.w.shape[1],
+                                               gpu_slug(dev) if dev.type == "cuda" else None)
+            self._split_configs[m] = found or (None, "triton split config autotuned at run time "
+                                                     "(no checked-in config for this GPU)")
+        return self._split_configs[m]
+
     def note(self, m: int) -> str:
-        """For the row: the path that is not all-Triton says so."""
-        return "dequantize + cuBLAS path (a K x N scratch)" if self.path(m) == "dequant" else ""
+        """For the row: the path that is not all-Triton says so, and so does a
+        split config that is not the shape's own."""
+        path = self.path(m)
+        if path == "dequant":
+            return "dequantize + cuBLAS path (a K x N scratch)"
+        return self.split_config(m)[1] if path == "split" else ""
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         """The weights as a dense [K, N] tensor in `dtype` (one Triton launch)."""
@@ -303,12 +338,12 @@ class WeightOnlyGemm:
         args = (x, w, s, ts, out, ws, count, m, n, k, x.stride(0), w.stride(0), s.stride(0), out.stride(0),
                 m_bucket(m))
         meta = {"FMT": self.fmt, "GROUP": self.group, "HAS_SCALES": self.scales is not None}
-        if self.config is None:
+        c = self.split_config(m)[0]
+        if c is None:
             def grid(c):
                 return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
             tuned_kernel()[grid](*args, **meta)
         else:
-            c = self.config
             grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
             weight_only_kernel[grid](*args, **meta, **c)
         return out

@@ -14,10 +14,10 @@ M <= 64 the split kernel (kernel "<op>" in the file), up to 512 the fused
 kernel ("<op>_fused"), above that a dequantize with a fixed config and
 cuBLAS (nothing to tune: such M are skipped). The candidates are the Triton
 kernels' own, as Helion configs with the same tiles, K step, decode, warps
-and stages (configs.from_triton): the split path's curated autotuning lists
-(weight_only.SMALL_M_CONFIGS for M <= 16, MID_M_CONFIGS above) and, for the
-fused path, its checked-in winners (fused_gemm.FUSED_CONFIGS) and their
-neighbours from scripts/tune_fused.py's grid. Split-K (the atomic kernel,
+and stages (configs.from_triton): the split path's curated lists
+(weight_only.split_pool) and, for the
+fused path, fused_gemm.pool() (its checked-in winners and their neighbours
+from scripts/tune_fused.py's grid). Split-K (the atomic kernel,
 "split_k_gemm"): the Triton table's config for the shape (the backend's
 fallback without an entry), then SPLIT_K below. `runner.py --autotune quick
 --save-configs` is the alternative: Helion's own search, minutes per shape
@@ -36,12 +36,6 @@ def sk(bm, bn, bk, split, warps=4, stages=4):
     return {"block_sizes": [bn, bm], "block_k": bk, "split_k": split, "num_warps": warps, "num_stages": stages}
 
 
-# Fused-path candidates: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages). The
-# checked-in Triton winners at K = N = 8192 (fused_gemm.FUSED_CONFIGS: int4
-# M128 128x64x128, M256 256x64x128, M512 256x128x64; NVFP4 M256 128x128x128,
-# M512 256x128x128; all 8 warps, 3 stages) and neighbours from tune_fused.py's grid.
-FUSED = [(128, 64, 128, 8, 3), (256, 64, 128, 8, 3), (256, 128, 64, 8, 3), (256, 128, 128, 8, 3),
-         (128, 128, 128, 8, 3), (256, 64, 64, 8, 3), (128, 64, 64, 8, 3), (64, 64, 128, 4, 4)]
 SPLIT_K = [sk(16, 16, 64, 16), sk(16, 32, 64, 16), sk(16, 32, 128, 8), sk(32, 32, 64, 16), sk(64, 64, 64, 8),
            sk(16, 16, 128, 32), sk(64, 64, 128, 4), sk(64, 32, 64, 16)]
 
@@ -73,7 +67,7 @@ def candidates(op: str, m: int, shape=None, device=None) -> list[dict]:
     if p == "split":
         return [from_triton(weight_only.config_dict(c), split=True) for c in weight_only.split_pool(m)]
     if p == "fused":
-        return [from_triton(fused_gemm.config(bm, bn, bk, 1, w, st), split=False) for bm, bn, bk, w, st in FUSED]
+        return [from_triton(c, split=False) for c in fused_gemm.pool()]
     return []
 
 

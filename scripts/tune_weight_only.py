@@ -3,10 +3,10 @@
 way the runner times (CUDA graph over rotating copies > 2x L2), to choose the
 curated config lists checked into backends/triton_kernels/weight_only.py.
   python3 scripts/tune_weight_only.py OUT.json [variants|table]    (about 10 minutes)
-table (about 4 minutes): the split path's checked-in table
+table (about 6 minutes; --paths split,fused): the checked-in table
 (weight_only_configs.json): each format x Llama layer (K, N) x M in
-TABLE_M, the best of the curated configs of M's bucket
-(weight_only.split_pool), written over the table file. Otherwise:
+TABLE_M, the best of the path's curated configs (weight_only.split_pool,
+fused_gemm.pool), replacing that path's entries. Otherwise:
 1. split path, every candidate, M = 1, 16, 64 at K = N = 8192, int4 g128 and NVFP4
    (a 66-config grid at M <= 16: about 2 minutes per format);
 2. each case's best 6 on four other llama shapes;
@@ -121,53 +121,63 @@ def variants():
         print("no PTX summary:", type(e).__name__, e)
 
 
-TABLE_M = (1, 16, 32, 64)  # the split path's M buckets that presets and the model bench run
+TABLE_M = {"split": (1, 16, 32, 64), "fused": (128, 256, 512)}  # the M buckets presets and the model bench run
 
 
-def table():
-    """Time split_pool(m) at every (format, Llama (K, N), M in TABLE_M); write
-    the winners to weight_only_configs.json (see that module)."""
+def table(paths=("split", "fused")):
+    """Time each path's candidates (weight_only.split_pool(m), fused_gemm.pool())
+    at every (format, Llama (K, N), M in TABLE_M[path]); write the winners to
+    weight_only_configs.json (see that module), keeping the other paths'
+    entries."""
+    from qgemm_bench.backends.config_buckets import bucket
+    from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
     from qgemm_bench.harness.environment import gpu_slug
     from qgemm_bench.operators.common import LLAMA3_8B_KN, LLAMA3_70B_KN
 
     t0 = time.time()
-    doc = {"gpu": gpu_slug(DEV), "source": "scripts/tune_weight_only.py table: graph-timed p50 over rotating "
-           "copies > 2x L2, bf16, int4 group 128", "versions": {"torch": torch.__version__,
-           "triton": __import__("triton").__version__, "device": torch.cuda.get_device_name(DEV)},
-           "kernels": {}}
-    for fmt in ("int4", "nvfp4"):
-        entries = doc["kernels"].setdefault(f"{fmt}_gemm", {})
-        for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
-            for m in TABLE_M:
-                x, wargs, ref = operands(fmt, m, k, n)
-                reps = copies(x, wargs)
-                rows = []
-                for c in map(wo.config_dict, wo.split_pool(m)):
-                    label = f"{fmt} {m}x{k}x{n} {describe(c)} asm {c['DECODE_ASM']}"
-                    try:
-                        err = rel_error(wo.WeightOnlyGemm(*wargs, config=c, path="split")(x), ref)
-                        us = time_fns([functools.partial(wo.WeightOnlyGemm(*w, config=c, path="split"), xc)
-                                       for xc, w in reps]) if err < 1e-2 else None
-                    except Exception as e:  # a config that does not compile or fit
-                        err, us = None, None
-                        label += f" FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
-                    results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": us, "err": err})
-                    if us is not None:
-                        rows.append((us, c))
-                rows.sort(key=lambda r: r[0])
-                if not rows:
-                    print(f"{fmt} {m}x{k}x{n}: every config failed", flush=True)
-                    continue
-                us, c = rows[0]
-                entries[f"M{m}_K{k}_N{n}"] = {
-                    "config": c, "us": round(us, 2), "tuned": f"best of {len(rows)} curated configs, graph timing",
-                    "runner_up": [round(rows[1][0], 2), describe(rows[1][1])] if len(rows) > 1 else None}
-                print(f"{fmt} {m:3d}x{k}x{n}: {us:7.2f} us {describe(c)} | next "
-                      f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f} ({time.time() - t0:.0f} s)", flush=True)
-                del x, wargs, ref, reps
-    woc.TABLE_PATH.write_text(woc.dumps(woc.check_table(doc, "tuned table")), encoding="utf-8")
+    doc = woc.read_table(woc.TABLE_PATH) if woc.TABLE_PATH.exists() else {"kernels": {}}
+    if doc.get("gpu") != gpu_slug(DEV):
+        doc["kernels"] = {}
+    doc.update(gpu=gpu_slug(DEV), source="scripts/tune_weight_only.py table: graph-timed p50 over rotating "
+               "copies > 2x L2, bf16, int4 group 128",
+               versions={"torch": torch.__version__, "triton": __import__("triton").__version__,
+                         "device": torch.cuda.get_device_name(DEV)})
+    for path in paths:
+        for fmt_id, fmt in enumerate(("int4", "nvfp4")):
+            entries = doc["kernels"][woc.kernel(fmt_id, path)] = {}
+            for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
+                for m in TABLE_M[path]:
+                    x, wargs, ref = operands(fmt, m, k, n)
+                    reps = copies(x, wargs)
+                    pool = map(wo.config_dict, wo.split_pool(m)) if path == "split" else fused_gemm.pool()
+                    rows = []
+                    for c in pool:
+                        label = f"{fmt} {path} {m}x{k}x{n} {describe(c)} asm {c.get('DECODE_ASM', True)}"
+                        try:
+                            err = rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref)
+                            us = time_fns([functools.partial(wo.WeightOnlyGemm(*w, config=c, path=path), xc)
+                                           for xc, w in reps]) if err < 1e-2 else None
+                        except Exception as e:  # a config that does not compile or fit
+                            err, us = None, None
+                            label += f" FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+                        results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": us, "err": err})
+                        if us is not None:
+                            rows.append((us, c))
+                    rows.sort(key=lambda r: r[0])
+                    if not rows:
+                        print(f"{fmt} {path} {m}x{k}x{n}: every config failed", flush=True)
+                        continue
+                    us, c = rows[0]
+                    entries[bucket(m, k, n)] = {
+                        "config": c, "us": round(us, 2), "tuned": f"best of {len(rows)} curated configs, graph timing",
+                        "runner_up": [round(rows[1][0], 2), describe(rows[1][1])] if len(rows) > 1 else None}
+                    print(f"{fmt} {path} {m:3d}x{k}x{n}: {us:7.2f} us {describe(c)} | next "
+                          f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f} ({time.time() - t0:.0f} s)",
+                          flush=True)
+                    del x, wargs, ref, reps
+            woc.TABLE_PATH.write_text(woc.dumps(woc.check_table(doc, "tuned table")), encoding="utf-8")
     print(f"wrote {woc.TABLE_PATH} in {time.time() - t0:.0f} s")
 
 
@@ -175,7 +185,7 @@ def main(args):
     if args.variants == "variants":
         return variants()
     if args.variants == "table":
-        return table()
+        return table(args.paths.split(","))
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -229,8 +239,11 @@ if __name__ == "__main__":
     p.add_argument("variants", nargs="?", choices=["variants", "table"],
                    help="variants: only the packed-PTX decode variants; table: tune the split path's checked-in "
                         "table (weight_only_configs.json)")
+    p.add_argument("--paths", default="split,fused", help="table: the paths to tune (split, fused or both)")
     try:
         args = p.parse_args()
+        if not set(args.paths.split(",")) <= {"split", "fused"}:
+            raise InputError(f"--paths {args.paths!r}: expected split, fused or split,fused")
         if not Path(args.out).resolve().parent.is_dir():
             raise InputError(f"{args.out}: its folder does not exist")
     except InputError as e:

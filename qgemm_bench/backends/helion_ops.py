@@ -107,21 +107,22 @@ def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | N
                    device: torch.device | None = None) -> tuple[dict, str]:
     """The Triton backend's config for this path and shape, as a Helion config
     (configs.from_triton), for a shape, GPU or kernel without a checked-in
-    Helion one: fused_gemm.FUSED_CONFIGS (nearest M bucket); for the split
-    path the Triton table's config for the shape on this GPU
-    (weight_only_configs), else the first of weight_only's curated configs
-    of M's bucket (its best at K = N = 8192 on the H100)."""
+    Helion one: the Triton table's config for the path and shape on this GPU
+    (weight_only_configs), else fused_gemm.FUSED_CONFIGS (nearest M bucket)
+    or the first of weight_only's curated split configs of M's bucket (its
+    best at K = N = 8192 on the H100)."""
     from qgemm_bench.backends.helion_kernels.configs import from_triton, gpu_slug
     from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only, weight_only_configs
 
-    if path == "fused":
-        return from_triton(fused_gemm.tuned_config(fmt, m), split=False), \
-            "Triton's fused config for this M (untimed in Helion)"
+    split = path == "split"
     if device is not None and device.type == "cuda" and k is not None:
-        found = weight_only_configs.lookup(fmt, m, k, n, gpu_slug(device))
+        found = weight_only_configs.lookup(fmt, path, m, k, n, gpu_slug(device))
         if found is not None:
             where = f" ({found[1]})" if found[1] else ""
-            return from_triton(found[0], split=True), f"the Triton table's split config{where}, untimed in Helion"
+            return from_triton(found[0], split=split), f"the Triton table's {path} config{where}, untimed in Helion"
+    if not split:
+        return from_triton(fused_gemm.tuned_config(fmt, m), split=False), \
+            "Triton's fused config for this M (untimed in Helion)"
     c = weight_only.config_dict(weight_only.split_pool(m)[0])
     return from_triton(c, split=True), "Triton's first split config for this M range (untimed in Helion)"
 
@@ -260,7 +261,7 @@ class WeightOnly:
                 return cfg
 
             r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
-                      (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default)
+                      (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok=False)
         else:
             r = self._dequant_ready(x.dtype, x.device)
         self._ready[m] = r

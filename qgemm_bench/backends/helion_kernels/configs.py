@@ -14,7 +14,8 @@ Kernels: "int4_gemm" / "nvfp4_gemm" (the split path's weight_only kernel,
 shape's own bucket only: else the Triton table's config for the shape,
 helion_ops.default_config; its K step is the config's "block_k", entries written before that key held
 block_sizes [K step in packed rows, M, N] and still read: helion_ops
-translates them), "int4_gemm_fused" / "nvfp4_gemm_fused" (the fused path),
+translates them), "int4_gemm_fused" / "nvfp4_gemm_fused" (the fused path,
+likewise the shape's own bucket only),
 "split_k_gemm" / "split_k_gemm_deterministic" (the split-K GEMM's two modes;
 block_sizes [BLOCK_N, BLOCK_M], block_k, split_k: without an entry it takes
 the Triton table's config, helion_ops.split_k_default).

@@ -247,9 +247,10 @@ class WeightOnlyGemm:
     before a CUDA graph capture by calling once at that M).
     config: explicit {BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps,
     num_stages[, DECODE_ASM]} for the split and fused kernels (tests, the
-    interpreter); None: the split path takes the checked-in table's config
-    (weight_only_configs; autotuned per M bucket, N, K on a GPU without
-    one), the fused path fused_gemm.FUSED_CONFIGS.
+    interpreter); None: the checked-in table's config for the path and
+    shape (weight_only_configs; on a GPU without one, the split path
+    autotunes per M bucket, N, K, the fused path takes
+    fused_gemm.FUSED_CONFIGS).
     path: auto (by M), split, fused or dequant."""
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
@@ -262,7 +263,7 @@ class WeightOnlyGemm:
         self.w, self.scales, self.ts, self.fmt, self.group = w, scales, tensor_scale, fmt, group
         self.config, self.forced_path = config, path
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._split_configs: dict[int, tuple[dict | None, str]] = {}
+        self._configs: dict[int, tuple[dict | None, str]] = {}
         self._fused = None
 
     def path(self, m: int) -> str:
@@ -273,9 +274,9 @@ class WeightOnlyGemm:
     def fused(self):
         """The fused path's kernel and its K-major weights (made on first use)."""
         if self._fused is None:
-            from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, tuned_config
+            from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
-            cfg = self.config if self.config is not None else (lambda m: tuned_config(self.fmt, m))
+            cfg = self.config if self.config is not None else (lambda m: self.tuned(m)[0])
             self._fused = FusedGemm(self.w, self.scales, self.ts, self.fmt, self.group, cfg)
         return self._fused
 
@@ -285,29 +286,33 @@ class WeightOnlyGemm:
             return self.fused().resident
         return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
 
-    def split_config(self, m: int) -> tuple[dict | None, str]:
-        """(config, note) of the split path at M: the explicit one, else the
-        checked-in table's for this GPU and shape, else (None, note): the
-        kernel autotunes at run time."""
+    def tuned(self, m: int) -> tuple[dict | None, str]:
+        """(config, note) of the split or fused path at M: the explicit one,
+        else the checked-in table's for this GPU and shape
+        (weight_only_configs), else (None, note) for the split path (the
+        kernel autotunes at run time) and fused_gemm.FUSED_CONFIGS for the
+        fused one."""
         if self.config is not None:
             return self.config, ""
-        if m not in self._split_configs:
+        if m not in self._configs:
+            from qgemm_bench.backends.triton_kernels.fused_gemm import tuned_config
             from qgemm_bench.harness.environment import gpu_slug
 
-            dev = self.w.device
-            found = weight_only_configs.lookup(self.fmt, m, 2 * self.w.shape[0], self.w.shape[1],
+            dev, path = self.w.device, self.path(m)
+            found = weight_only_configs.lookup(self.fmt, path, m, 2 * self.w.shape[0], self.w.shape[1],
                                                gpu_slug(dev) if dev.type == "cuda" else None)
-            self._split_configs[m] = found or (None, "triton split config autotuned at run time "
-                                                     "(no checked-in config for this GPU)")
-        return self._split_configs[m]
+            if found is None:
+                found = (tuned_config(self.fmt, m), "") if path == "fused" else \
+                    (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
+            self._configs[m] = found
+        return self._configs[m]
 
     def note(self, m: int) -> str:
         """For the row: the path that is not all-Triton says so, and so does a
-        split config that is not the shape's own."""
-        path = self.path(m)
-        if path == "dequant":
+        config that is not the shape's own."""
+        if self.path(m) == "dequant":
             return "dequantize + cuBLAS path (a K x N scratch)"
-        return self.split_config(m)[1] if path == "split" else ""
+        return self.tuned(m)[1]
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         """The weights as a dense [K, N] tensor in `dtype` (one Triton launch)."""
@@ -338,7 +343,7 @@ class WeightOnlyGemm:
         args = (x, w, s, ts, out, ws, count, m, n, k, x.stride(0), w.stride(0), s.stride(0), out.stride(0),
                 m_bucket(m))
         meta = {"FMT": self.fmt, "GROUP": self.group, "HAS_SCALES": self.scales is not None}
-        c = self.split_config(m)[0]
+        c = self.tuned(m)[0]
         if c is None:
             def grid(c):
                 return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])

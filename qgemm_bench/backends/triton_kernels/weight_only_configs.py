@@ -1,12 +1,13 @@
-"""Which config the Triton weight-only GEMM's split path (weight_only.py,
-M <= SPLIT_PATH_MAX_M) runs at a shape: a checked-in table, so a default run
-never autotunes.
+"""Which config the Triton weight-only GEMM's split and fused paths
+(weight_only.py, fused_gemm.py) run at a shape: a checked-in table, so a
+default run never autotunes.
 
 weight_only_configs.json beside this file:
 
     {"gpu": "h100",                 # only this GPU uses the entries
      "source": "how the entries were found", "versions": {...},
-     "kernels": {"int4_gemm" | "nvfp4_gemm":
+     "kernels": {"int4_gemm" | "nvfp4_gemm"              (the split path)
+                 | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "DECODE_ASM", "num_warps", "num_stages"},
                                      "us": p50 when tuned, "tuned": "how"}}}}
@@ -14,9 +15,11 @@ weight_only_configs.json beside this file:
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. The int4 entries were timed at group 128 and
 serve every group size (the kernel picks its scale handling from the group
-and BLOCK_K). On another GPU there is no entry: the kernel autotunes over
-weight_only's curated lists at run time, and the row says so.
-scripts/tune_weight_only.py --table writes the file.
+and BLOCK_K). On another GPU there is no entry: the split kernel autotunes
+over weight_only's curated lists at run time (the row says so), the fused one
+takes fused_gemm.FUSED_CONFIGS. The Helion backend runs these configs where
+it has none of its own for the shape's bucket.
+scripts/tune_weight_only.py table writes the file.
 """
 
 from __future__ import annotations
@@ -28,7 +31,13 @@ from pathlib import Path
 from qgemm_bench.backends.config_buckets import bucket, nearest, parse
 
 TABLE_PATH = Path(__file__).resolve().parent / "weight_only_configs.json"
-KERNELS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
+FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
+KERNELS = FORMATS + tuple(f"{f}_fused" for f in FORMATS)
+
+
+def kernel(fmt: int, path: str) -> str:
+    """The table's kernel name for a format and path ("split" or "fused")."""
+    return FORMATS[fmt] + ("_fused" if path == "fused" else "")
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
 
 
@@ -65,16 +74,17 @@ def table() -> dict:
     return read_table(TABLE_PATH) if TABLE_PATH.exists() else {"kernels": {}}
 
 
-def lookup(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> tuple[dict, str] | None:
-    """(config, note) for the split path at this shape on GPU `gpu` (the note
-    names the bucket when it is not the shape's own), or None: no entry for
-    this GPU and format."""
+def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
+           doc: dict | None = None) -> tuple[dict, str] | None:
+    """(config, note) for the path ("split" or "fused") at this shape on GPU
+    `gpu` (the note names the bucket when it is not the shape's own), or
+    None: no entry for this GPU, format and path."""
     doc = table() if doc is None else doc
-    entries = doc.get("kernels", {}).get(KERNELS[fmt], {}) if doc.get("gpu") == gpu else {}
+    entries = doc.get("kernels", {}).get(kernel(fmt, path), {}) if doc.get("gpu") == gpu else {}
     if not entries:
         return None
     near = nearest(entries, m, k, n)
-    note = "" if near == bucket(m, k, n) else f"triton config of nearest bucket {near}"
+    note = "" if near == bucket(m, k, n) else f"triton {path} config of nearest bucket {near}"
     return dict(entries[near]["config"]), note
 
 

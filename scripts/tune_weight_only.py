@@ -177,7 +177,7 @@ def table(paths=("split", "fused")):
                           f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f} ({time.time() - t0:.0f} s)",
                           flush=True)
                     del x, wargs, ref, reps
-            woc.TABLE_PATH.write_text(woc.dumps(woc.check_table(doc, "tuned table")), encoding="utf-8")
+                woc.TABLE_PATH.write_text(woc.dumps(woc.check_table(doc, "tuned table")), encoding="utf-8")
     print(f"wrote {woc.TABLE_PATH} in {time.time() - t0:.0f} s")
 
 

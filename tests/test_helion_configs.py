@@ -33,6 +33,10 @@ def test_config_lookup_exact_nearest_and_missing(config_dir):
     assert cfg == large and "M4096_K8192_N8192" in note
     with pytest.raises(configs.ConfigMissing, match="no configs for kernel 'nvfp4_gemm'"):
         configs.lookup("nvfp4_gemm", 16, 8192, 8192, "h100")
+    # The weight-only kernels take only their own bucket (else the Triton table's config).
+    assert configs.lookup("int4_gemm", 9, 8192, 8192, "h100", nearest_ok=False) == (small, "")
+    with pytest.raises(configs.ConfigMissing, match="no helion int4_gemm config of bucket M1_K4096_N14336"):
+        configs.lookup("int4_gemm", 1, 4096, 14336, "h100", nearest_ok=False)
     doc = json.loads((config_dir / "h100.json").read_text())
     assert list(doc["kernels"]["int4_gemm"]) == ["M16_K8192_N8192", "M4096_K8192_N8192"]
     assert doc["kernels"]["int4_gemm"]["M16_K8192_N8192"]["us"] == 27.0

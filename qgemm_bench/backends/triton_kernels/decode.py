@@ -135,12 +135,15 @@ def nvfp4_values(w, scale, DT: tl.constexpr):
 
 
 @triton.jit
-def load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
+def load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
+                    EVEN_KN: tl.constexpr = False):
     """The scale rows of K block kb's groups: [BLOCK_K // GROUP, BLOCK_N]
-    (GROUP divides BLOCK_K)."""
+    (GROUP divides BLOCK_K; EVEN_KN: the block and tile are whole, no masks)."""
     g = kb * (BLOCK_K // GROUP) + tl.arange(0, BLOCK_K // GROUP)
-    return tl.load(s_ptr + g[:, None] * stride_sk + offs_n[None, :], mask=(g * GROUP < K)[:, None] & mask_n[None, :],
-                   other=0)
+    ptrs = s_ptr + g[:, None] * stride_sk + offs_n[None, :]
+    if EVEN_KN:
+        return tl.load(ptrs)
+    return tl.load(ptrs, mask=(g * GROUP < K)[:, None] & mask_n[None, :], other=0)
 
 
 @triton.jit

@@ -1,0 +1,134 @@
+"""The Triton weight-only table (weight_only_configs.json): lookup, the
+checked-in file's configs against fp64 math, and the Triton and Helion
+backends running its configs."""
+
+import json
+
+import pytest
+import torch
+
+from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+from qgemm_bench.operators import int4_gemm, nvfp4_gemm
+from qgemm_bench.operators.formats import INT4, NVFP4
+from tests.support import DEV, DT, case, check, fp64, interpreter, seed, triton_config
+
+A, B, C = triton_config(16, 32, 64, 2), triton_config(16, 64, 64, 4), triton_config(64, 32, 64, 1)
+DOC = {"gpu": "h100", "kernels": {"int4_gemm": {"M1_K4096_N4096": {"config": A}, "M16_K8192_N8192": {"config": B}},
+                                  "int4_gemm_fused": {"M256_K8192_N8192": {"config": C}}}}
+
+
+def test_lookup_exact_bucket_nearest_and_other_gpu_or_format():
+    assert woc.lookup(INT4, "split", 1, 4096, 4096, "h100", DOC) == (A, "")
+    assert woc.lookup(INT4, "split", 12, 8192, 8192, "h100", DOC) == (B, "")  # M 12 is in bucket 16
+    assert woc.lookup(INT4, "split", 1, 8192, 57344, "h100", DOC) == (
+        A, "triton split config of nearest bucket M1_K4096_N4096")  # M counts most
+    assert woc.lookup(INT4, "fused", 200, 4096, 4096, "h100", DOC) == (
+        C, "triton fused config of nearest bucket M256_K8192_N8192")
+    assert woc.lookup(NVFP4, "split", 1, 4096, 4096, "h100", DOC) is None
+    assert woc.lookup(INT4, "split", 1, 4096, 4096, "a100", DOC) is None
+    assert woc.lookup(INT4, "split", 1, 4096, 4096, None, DOC) is None  # CPU: no GPU's table
+
+
+@pytest.mark.parametrize("text,match", [
+    ("{", "not a readable JSON file"),
+    ('{"gpu": "h100"}', "expected"),
+    ('{"kernels": {"int8_gemm": {}}}', "kernel 'int8_gemm' must be one of"),
+    ('{"kernels": {"int4_gemm": {"M1_K4096": {"config": {}}}}}', "bad bucket"),
+    ('{"kernels": {"int4_gemm": {"M1_K64_N64": {"config": {"BLOCK_M": 16}}}}}', "a config needs BLOCK_M, BLOCK_N"),
+])
+def test_a_bad_table_file_is_refused_in_one_line(tmp_path, text, match):
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match) as e:
+        woc.read_table(path)
+    assert "\n" not in str(e.value)
+
+
+def test_dumps_round_trips_one_entry_per_line():
+    text = woc.dumps(DOC)
+    assert json.loads(text) == DOC
+    assert sum('"config"' in line for line in text.splitlines()) == 3
+
+
+def distinct_configs(kernel: str) -> list[dict]:
+    entries = woc.read_table(woc.TABLE_PATH)["kernels"][kernel].values()
+    found = {json.dumps(e["config"], sort_keys=True) for e in entries}
+    # The interpreter has no inline PTX: there the kernels decode in Triton.
+    return [{**json.loads(c), **({} if DEV.type == "cuda" else {"DECODE_ASM": False})} for c in sorted(found)]
+
+
+@pytest.mark.parametrize("path,m", [("split", 7), ("fused", 65)])
+def test_every_checked_in_config_is_right_on_a_ragged_shape(path, m):
+    """Each distinct config of the checked-in table, both formats, against
+    fp64 math on the dequantized weights: M, K and N that its tiles and
+    splits do not divide (K = 640: 5 blocks of 128 over 4 or 8 splits)."""
+    int4 = int4_gemm.make_inputs(case(int4_gemm, (m, 640, 200), group_size=128), seed())
+    fp4 = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (m, 640, 200)), seed())
+    runs = [(int4, (int4.w, int4.scales, None, INT4, 128), int4_gemm.dequantize(int4)),
+            (fp4, (fp4.w, fp4.block_scales.view(torch.uint8), fp4.tensor_scale, NVFP4, 16),
+             nvfp4_gemm.dequantize(fp4))]
+    for (inputs, wargs, deq), kernel in zip(runs, ("int4_gemm", "nvfp4_gemm"), strict=True):
+        configs = distinct_configs(kernel + ("_fused" if path == "fused" else ""))
+        assert configs, kernel
+        for c in configs:
+            check(WeightOnlyGemm(*wargs, config=c, path=path)(inputs.x), fp64(inputs.x, deq))
+
+
+@interpreter
+def test_triton_backend_runs_the_table_config_and_names_its_bucket(monkeypatch):
+    """No explicit config: the table's entry for this GPU ("gpu": null is what
+    a CPU looks up) is what runs, and the row names the bucket it came from."""
+    cfg = triton_config(16, 32, 64, 3)
+    monkeypatch.setattr(woc, "table", lambda: {"gpu": None, "kernels": {"int4_gemm": {
+        "M16_K8192_N8192": {"config": cfg}}}})
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (5, 256, 40), group_size=64), seed())
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64)
+    assert gemm.tuned(5) == (cfg, "triton split config of nearest bucket M16_K8192_N8192")
+    assert gemm.note(5) == "triton split config of nearest bucket M16_K8192_N8192"
+    check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+    assert gemm._workspace[5][0].shape[0] >= 5  # the split path ran (its workspace exists)
+
+
+def test_without_a_table_entry_the_split_path_says_it_autotunes():
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 40), DT, torch.device("cpu")), 0)
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128)
+    assert gemm.tuned(3) == (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
+    assert gemm.note(100) == ""  # the fused path: FUSED_CONFIGS, nothing to say
+    assert gemm.note(1000) == "dequantize + cuBLAS path (a K x N scratch)"
+
+
+def test_helion_takes_the_triton_table_config_of_the_shape(monkeypatch):
+    """Without a Helion entry of the shape's own bucket, the Helion weight-only
+    kernels run the Triton table's config for the shape (configs.from_triton)."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels.configs import from_triton
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H100 80GB HBM3")
+    real = woc.read_table(woc.TABLE_PATH)["kernels"]
+    cuda = torch.device("cuda")
+    cfg, note = helion_ops.default_config(INT4, "split", 1, 4096, 6144, cuda)
+    assert cfg == from_triton(real["int4_gemm"]["M1_K4096_N6144"]["config"], split=True)
+    assert note == "the Triton table's split config, untimed in Helion"
+    cfg, note = helion_ops.default_config(NVFP4, "fused", 256, 14336, 4096, cuda)
+    assert cfg == from_triton(real["nvfp4_gemm_fused"]["M256_K14336_N4096"]["config"], split=False)
+    cfg, note = helion_ops.default_config(INT4, "split", 1, 5000, 6144, cuda)
+    assert cfg == from_triton(real["int4_gemm"]["M1_K4096_N6144"]["config"], split=True)
+    assert "nearest bucket M1_K4096_N6144" in note
+
+
+@pytest.mark.parametrize("k,n,even", [(512, 96, True), (512, 100, False), (480, 96, False)])
+@pytest.mark.parametrize("fmt", [INT4, NVFP4])
+def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(k, n, even, fmt):
+    """The split kernel without K / N masks (weight_only.even_kn: K a multiple
+    of BLOCK_K, N of BLOCK_N) against fp64 math, beside a ragged K or N that
+    keeps them; splits of unequal length (8 K blocks over 3, or 7.5)."""
+    from qgemm_bench.backends.triton_kernels.weight_only import even_kn
+
+    c = triton_config(16, 32, 64, 3)
+    assert even_kn({"K": k, "N": n, **c}) == even
+    op = int4_gemm if fmt == INT4 else nvfp4_gemm
+    inputs = op.make_inputs(case(op, (5, k, n), **({"group_size": 32} if fmt == INT4 else {})), seed())
+    wargs = (inputs.w, inputs.scales, None, INT4, 32) if fmt == INT4 else \
+        (inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16)
+    check(WeightOnlyGemm(*wargs, config=c, path="split")(inputs.x), fp64(inputs.x, op.dequantize(inputs)))

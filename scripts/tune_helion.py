@@ -7,6 +7,7 @@ with its latency, the number of configs tried and the tuning time.
 
     python scripts/tune_helion.py                      # every bucket below (~4-5 min on an H100: 124 configs)
     python scripts/tune_helion.py --op int4_gemm --m 1,16
+    python scripts/tune_helion.py --op int4_gemm --m 1 --kn 4096,28672   # another layer's bucket
     torchrun --nproc-per-node N scripts/tune_helion.py # buckets split over N GPUs, saved by rank 0
 
 The weight-only backends take the Triton backend's path by M (helion_ops):
@@ -126,6 +127,8 @@ def main() -> int:
                    help="operator(s) to tune (default: all)")
     p.add_argument("--m", type=m_list, help="weight-only M values (default: 1,16,64,128,256,512 at K=N=8192; "
                    "above 512 the dequantize path has nothing to tune)")
+    p.add_argument("--kn", type=kn_pair, action="append", metavar="K,N",
+                   help="weight-only layer shape (repeatable; default 8192,8192)")
     p.add_argument("--rep", type=rep_ms, default=30.0, help="timed ms per config (default 30; 1 to 1000)")
     try:
         args = p.parse_args()
@@ -147,7 +150,8 @@ def main() -> int:
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     ms = args.m or WEIGHT_ONLY_M
     work = [(op, shape) for op in args.op or ["int4_gemm", "nvfp4_gemm", "split_k_gemm"]
-            for shape in (SPLIT_K_SHAPES if op == "split_k_gemm" else [(m, 8192, 8192) for m in ms])]
+            for shape in (SPLIT_K_SHAPES if op == "split_k_gemm" else
+                          [(m, k, n) for k, n in args.kn or [(8192, 8192)] for m in ms])]
     if world:  # every rank its share; buckets cost about the same
         work = work[world.rank::world.size]
     done = [r for op, shape in work if (r := tune(op, shape, dev, l2, args.rep))]
@@ -171,6 +175,16 @@ def m_list(text: str) -> list[int]:
     if not ms or min(ms) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers separated by commas")
     return ms
+
+
+def kn_pair(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected K,N (two positive integers)") from None
+    if k <= 0 or n <= 0 or k % 128:
+        raise argparse.ArgumentTypeError(f"{text!r}: K and N must be positive, K a multiple of 128 (the group)")
+    return k, n
 
 
 def rep_ms(text: str) -> float:

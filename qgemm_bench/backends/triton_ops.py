@@ -35,8 +35,8 @@ def _weight_only(case, inputs, scales, tensor_scale, fmt: int, group: int) -> Pr
     return Prepared(lambda: gemm(x), resident=gemm.resident(m), notes=notes, apply=apply)
 
 
-@backend("int4_gemm", "triton", "Triton weight-only GEMM: one-launch split-K streaming for M <= 64 "
-         "(autotuned per M bucket); a fused swapped-operand kernel on K-major weights up to M = 512; above, a "
+@backend("int4_gemm", "triton", "Triton weight-only GEMM: one-launch split-K streaming for M <= 64; a fused "
+         "swapped-operand kernel on K-major weights up to M = 512; above, a "
          "Triton dequantize, then cuBLAS", triton_why_not)
 def int4(case, inputs):
     # Unscaled: the group is never read; any even constant.
@@ -45,8 +45,9 @@ def int4(case, inputs):
 
 
 @backend("nvfp4_gemm", "triton", "Triton weight-only GEMM with in-register E2M1 decode and E4M3 block "
-         "scales: one-launch split-K for M <= 64 (autotuned per M bucket); a fused swapped-operand kernel on "
-         "K-major weights up to M = 512; above, a Triton dequantize, then cuBLAS", triton_why_not)
+         "scales: one-launch split-K for M <= 64; a fused swapped-operand kernel on K-major weights up to "
+         "M = 512; above, a Triton dequantize, then cuBLAS; checked-in configs per GPU and shape "
+         "(weight_only_configs.json)", triton_why_not)
 def nvfp4(case, inputs):
     bs = inputs.block_scales.contiguous().view(torch.uint8)  # E4M3 bits, decoded in the kernel
     ts = inputs.tensor_scale.float()
@@ -58,7 +59,8 @@ def _split_k(case, inputs, deterministic: bool) -> Prepared:
 
     a, b, bias = inputs.a.contiguous(), inputs.b.contiguous(), inputs.bias
     gemm = SplitKGemm(a, b, bias, DETERMINISTIC if deterministic else ATOMIC, on_cpu(case, SPLIT_K_INTERPRETER_CONFIG))
-    return Prepared(gemm, resident=(b,) if bias is None else (b, bias), notes=interpreter_note(case))
+    notes = "; ".join(filter(None, (interpreter_note(case), gemm.note())))  # the config and where it came from
+    return Prepared(gemm, resident=(b,) if bias is None else (b, bias), notes=notes)
 
 
 @backend("split_k_gemm", "triton", "Triton split-K, fp32 atomics, finished by the tile's last program "

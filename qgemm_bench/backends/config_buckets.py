@@ -1,12 +1,15 @@
-"""Shape buckets of the checked-in config tables (Helion's configs/<gpu>.json,
-the Triton weight-only table): "M<m>_K<k>_N<n>" with M rounded up to a power
-of two (types.m_bucket), K and N exact; a shape without its own bucket takes
+"""What the checked-in config tables share (Helion's configs/<gpu>.json, the
+Triton weight-only and split-K tables): reading their JSON, and the shape
+buckets of the first two, "M<m>_K<k>_N<n>" with M rounded up to a power of
+two (types.m_bucket), K and N exact; a shape without its own bucket takes
 the nearest one by log2 distance, M weighted most (it picks the kernel's
 path and tile heights)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 from qgemm_bench.types import m_bucket
 
@@ -32,3 +35,11 @@ def nearest(keys, m: int, k: int, n: int) -> str:
     smaller key string, so the choice never depends on file order)."""
     want = bucket(m, k, n)
     return want if want in keys else min(keys, key=lambda key: (distance(want, key), key))
+
+
+def read_json(path) -> object:
+    """A table file's JSON, or ValueError in one line."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a readable JSON file ({e})") from None

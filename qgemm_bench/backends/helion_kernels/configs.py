@@ -27,7 +27,7 @@ import json
 import re
 from pathlib import Path
 
-from qgemm_bench.backends.config_buckets import bucket, nearest, parse
+from qgemm_bench.backends.config_buckets import bucket, nearest, parse, read_json
 from qgemm_bench.harness.environment import gpu_slug  # noqa: F401 (configs.gpu_slug: the tuning's GPU name)
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -50,10 +50,7 @@ def read(path: Path) -> dict:
 def check_file(path: Path) -> None:
     """Refuse a config file that is not readable JSON of the layout above, in
     one line (ValueError), before a run starts rather than as error rows."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a readable JSON file ({e})") from None
+    doc = read_json(path)
     kernels = doc.get("kernels") if isinstance(doc, dict) else None
     if not isinstance(kernels, dict):
         raise ValueError(f'{path}: expected {{"kernels": {{KERNEL: {{BUCKET: {{"config": {{...}}}}}}}}}}')

@@ -31,6 +31,8 @@ import re
 from functools import cache
 from pathlib import Path
 
+from qgemm_bench.backends.config_buckets import read_json
+
 TABLE_PATH = Path(__file__).resolve().parent / "split_k_configs.json"
 FORMAT = "qgemm-bench split_k configs v1"
 SEED_NOTE = "heuristic seed, not yet tuned"
@@ -153,11 +155,7 @@ def check_table(doc, where: str = "split_k table") -> dict:
 
 
 def read_table(path: Path) -> dict:
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a readable JSON file ({e})") from None
-    return check_table(doc, str(path))
+    return check_table(read_json(path), str(path))
 
 
 @cache

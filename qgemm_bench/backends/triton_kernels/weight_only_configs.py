@@ -28,7 +28,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-from qgemm_bench.backends.config_buckets import bucket, nearest, parse
+from qgemm_bench.backends.config_buckets import bucket, nearest, parse, read_json
 
 TABLE_PATH = Path(__file__).resolve().parent / "weight_only_configs.json"
 FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
@@ -61,11 +61,7 @@ def check_table(doc, where: str) -> dict:
 
 
 def read_table(path: Path) -> dict:
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a readable JSON file ({e})") from None
-    return check_table(doc, str(path))
+    return check_table(read_json(path), str(path))
 
 
 @cache

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 
@@ -22,6 +21,7 @@ from qgemm_bench.backends import registry
 from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, config
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness.args import Parser
+from qgemm_bench.harness.measure import copies_for
 from qgemm_bench.harness.outputs import write_atomic
 from qgemm_bench.harness.timing import time_graph
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
@@ -65,7 +65,7 @@ def weight_args(fmt: str, inputs):
 
 def n_copies(nbytes: int) -> int:
     l2 = torch.cuda.get_device_properties(DEV).L2_cache_size
-    return max(1, min(64, math.ceil(2 * l2 / nbytes)))
+    return copies_for(nbytes, nbytes, l2, DEV)
 
 
 def p50(fns) -> float:

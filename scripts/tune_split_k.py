@@ -57,7 +57,6 @@ BM, BN, BK = (16, 32, 64), (16, 32, 64, 128), (64, 128, 256)
 SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
 VARIANTS = [(w, s) for w in (4, 8) for s in (3, 4, 5)]  # (num_warps, num_stages)
 SMEM_LIMIT = 160 * 1024  # bytes of staged a and b tiles; H100 has 227 KiB per block
-ROTATE_L2_FACTOR, MAX_COPIES, COPIES_MEM_FRACTION = 2, 1024, 0.25  # as harness/measure.py
 DTYPE = "bfloat16"  # the GPU dtype (a CPU dry run of this script's logic uses float16)
 MARGIN_S = 10.0  # kept back from --limit-s for the last write and the exit
 WAIT_S = 3.0  # longest wait for a compile a worker has started (workers take seconds to start)
@@ -245,10 +244,10 @@ class ShapeTuner:
         self.ref = self.a.float() @ self.b.float()
         self.tol = split_k_gemm.tolerance(dtype)
         l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+        from qgemm_bench.harness.measure import copies_for
+
         touched = (self.a.numel() + self.b.numel() + shape.M * shape.N) * 2
-        free, _ = torch.cuda.mem_get_info(dev)
-        n = max(1, min(math.ceil(ROTATE_L2_FACTOR * l2 / touched), MAX_COPIES,
-                       int(COPIES_MEM_FRACTION * free // (touched + shape.M * shape.N * 4 * 64))))
+        n = copies_for(touched, touched + shape.M * shape.N * 4 * 64, l2, dev)
         self.copies = [(self.a, self.b)] + [(self.a.clone(), self.b.clone()) for _ in range(n - 1)]
 
     def time_us(self, fns) -> float:

@@ -17,7 +17,6 @@ Prints tables; writes every timing to OUT.json."""
 import argparse
 import functools
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 from qgemm_bench.backends.triton_kernels import weight_only as wo
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness.args import Parser
+from qgemm_bench.harness.measure import copies_for
 from qgemm_bench.harness.outputs import write_atomic
 from qgemm_bench.harness.timing import time_graph
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
@@ -51,7 +51,7 @@ def copies(x, wargs):
     """Rotating copies of (x, weights) that together exceed 2x L2."""
     l2 = torch.cuda.get_device_properties(DEV).L2_cache_size
     per = sum(t.numel() * t.element_size() for t in (x, *wargs[:3]) if isinstance(t, torch.Tensor))
-    n = max(1, min(64, math.ceil(2 * l2 / per)))
+    n = copies_for(per, per, l2, DEV)
     clone = lambda ts: tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in ts)
     return [(x, wargs)] + [(x.clone(), clone(wargs)) for _ in range(n - 1)]
 

@@ -45,13 +45,21 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def copies_for(touched: int, per_copy_mem: int, l2_bytes: int, device: torch.device) -> int:
+    """How many rotating input copies one timing uses: enough that the bytes a
+    call touches, over all copies, exceed ROTATE_L2_FACTOR x L2; at most
+    MAX_COPIES and COPIES_MEM_FRACTION of free memory (the tuning scripts
+    time the way the runner does through this)."""
+    n = math.ceil(ROTATE_L2_FACTOR * l2_bytes / max(touched, 1))
+    free, _ = torch.cuda.mem_get_info(device)
+    by_mem = int(COPIES_MEM_FRACTION * free // max(per_copy_mem, 1))
+    return max(1, min(n, MAX_COPIES, by_mem))
+
+
 def copies_needed(case: Case, inputs: Inputs, prepared: Prepared, out: torch.Tensor, l2_bytes: int) -> int:
     touched = nbytes_unique([inputs.activation, *prepared.resident]) + out.numel() * out.element_size()
     per_copy_mem = nbytes_unique([*inputs.tensors(), *prepared.resident])
-    n = math.ceil(ROTATE_L2_FACTOR * l2_bytes / max(touched, 1))
-    free, _ = torch.cuda.mem_get_info(case.device)
-    by_mem = int(COPIES_MEM_FRACTION * free // max(per_copy_mem, 1))
-    return max(1, min(n, MAX_COPIES, by_mem))
+    return copies_for(touched, per_copy_mem, l2_bytes, case.device)
 
 
 def measure(case: Case, backend: Backend, inputs: Inputs, ref: torch.Tensor, tol: float,

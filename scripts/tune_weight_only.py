@@ -3,10 +3,11 @@
 way the runner times (CUDA graph over rotating copies > 2x L2), to choose the
 curated config lists checked into backends/triton_kernels/weight_only.py.
   python3 scripts/tune_weight_only.py OUT.json [variants|table]    (about 10 minutes)
-table (about 6 minutes; --paths split,fused): the checked-in table
-(weight_only_configs.json): each format x Llama layer (K, N) x M in
-TABLE_M, the best of the path's curated configs (weight_only.split_pool,
-fused_gemm.pool), replacing that path's entries. Otherwise:
+table (--paths split,fused; H100: 67 s split, 89 s fused): this GPU's
+checked-in table (backends/triton_kernels/weight_only_configs/<gpu>.json):
+each format x Llama layer (K, N) x M in TABLE_M, the best of the path's
+curated configs (weight_only.split_pool, fused_gemm.pool), replacing that
+path's entries. Otherwise:
 1. split path, every candidate, M = 1, 16, 64 at K = N = 8192, int4 g128 and NVFP4
    (a 66-config grid at M <= 16: about 2 minutes per format);
 2. each case's best 6 on four other llama shapes;
@@ -127,8 +128,8 @@ TABLE_M = {"split": (1, 16, 32, 64), "fused": (128, 256, 512)}  # the M buckets 
 def table(paths=("split", "fused")):
     """Time each path's candidates (weight_only.split_pool(m), fused_gemm.pool())
     at every (format, Llama (K, N), M in TABLE_M[path]); write the winners to
-    weight_only_configs.json (see that module), keeping the other paths'
-    entries."""
+    this GPU's weight_only_configs/<gpu>.json (see that module), keeping the
+    other paths' entries."""
     from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
@@ -137,9 +138,11 @@ def table(paths=("split", "fused")):
     from qgemm_bench.operators.common import LLAMA3_8B_KN, LLAMA3_70B_KN
 
     t0 = time.time()
-    doc = woc.read_table(woc.TABLE_PATH) if woc.TABLE_PATH.exists() else {"kernels": {}}
-    if doc.get("gpu") != gpu_slug(DEV):
-        doc["kernels"] = {}
+    out = woc.path_for(gpu_slug(DEV))  # this GPU's file; other GPUs' are left alone
+    try:
+        doc = woc.read_table(out) if out.exists() else {"kernels": {}}
+    except ValueError as e:  # a broken file: say so before any timing
+        raise InputError(f"{e} (fix or delete it)") from None
     doc.update(gpu=gpu_slug(DEV), source="scripts/tune_weight_only.py table: graph-timed p50 over rotating "
                "copies > 2x L2, bf16, int4 group 128",
                versions={"torch": torch.__version__, "triton": __import__("triton").__version__,
@@ -177,8 +180,8 @@ def table(paths=("split", "fused")):
                           f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f} ({time.time() - t0:.0f} s)",
                           flush=True)
                     del x, wargs, ref, reps
-                woc.TABLE_PATH.write_text(woc.dumps(woc.check_table(doc, "tuned table")), encoding="utf-8")
-    print(f"wrote {woc.TABLE_PATH} in {time.time() - t0:.0f} s")
+                write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
+    print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
 def main(args):
@@ -237,13 +240,15 @@ if __name__ == "__main__":
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", help="where every timing goes")
     p.add_argument("variants", nargs="?", choices=["variants", "table"],
-                   help="variants: only the packed-PTX decode variants; table: tune the split path's checked-in "
-                        "table (weight_only_configs.json)")
+                   help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
+                        "of split and fused configs (weight_only_configs/<gpu>.json; see --paths)")
     p.add_argument("--paths", default="split,fused", help="table: the paths to tune (split, fused or both)")
     try:
         args = p.parse_args()
         if not set(args.paths.split(",")) <= {"split", "fused"}:
             raise InputError(f"--paths {args.paths!r}: expected split, fused or split,fused")
+        if args.variants != "table" and args.paths != "split,fused":
+            raise InputError("--paths is for the table mode")
         if not Path(args.out).resolve().parent.is_dir():
             raise InputError(f"{args.out}: its folder does not exist")
     except InputError as e:
@@ -254,5 +259,8 @@ if __name__ == "__main__":
         sys.exit(2)
     try:
         main(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     finally:
         write_atomic(Path(args.out), json.dumps(results, indent=1))

@@ -145,6 +145,38 @@ def test_a_gpu_without_configs_falls_back_to_the_triton_config_and_says_so(confi
         tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {})
 
 
+def test_ready_takes_another_bucket_only_where_allowed(config_dir, monkeypatch):
+    """nearest_ok False (a weight-only kernel whose shape the Triton table
+    has): the default runs rather than Helion's config of another bucket,
+    and the row says so; True, or a --helion-configs file: the nearest."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import kernels
+    from qgemm_bench.operators.formats import INT4
+
+    monkeypatch.setattr(configs, "gpu_slug", lambda device: "h100")
+    own = {"block_sizes": [64, 256], "block_k": 64, "num_warps": 8, "num_stages": 3}
+    path = configs.save("int4_gemm_fused", 256, 8192, 8192, "h100", own, {"us": 70.0})
+    default = helion_ops.default_config(INT4, "fused", 256)
+
+    def args(c):
+        k, n = 1024, 256
+        s = torch.ones(k // 128, n, dtype=DT)
+        return (torch.zeros(k, 128, dtype=DT), torch.zeros(n, k // 2, dtype=torch.uint8), s.t(), torch.ones(1), n, 0,
+                "block", 128, c["block_k"], False)
+
+    def ready(nearest_ok):
+        return tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {},
+                            default=default, nearest_ok=nearest_ok)
+
+    r = ready(False)
+    assert r.config == default[0] and "no helion int4_gemm_fused config of bucket M256_K1024_N256" in r.notes
+    r = ready(True)
+    assert r.config == own and "nearest bucket M256_K8192_N8192" in r.notes
+    with tuning.options(config_file=path):
+        r = ready(False)
+    assert r.config == own and "nearest bucket M256_K8192_N8192" in r.notes
+
+
 def test_earlier_split_entries_translate_to_the_same_tiles():
     from qgemm_bench.backends import helion_ops
 

@@ -1,4 +1,4 @@
-"""The Triton weight-only table (weight_only_configs.json): lookup, the
+"""The Triton weight-only tables (weight_only_configs/<gpu>.json): lookup, the
 checked-in file's configs against fp64 math, and the Triton and Helion
 backends running its configs."""
 
@@ -30,12 +30,25 @@ def test_lookup_exact_bucket_nearest_and_other_gpu_or_format():
     assert woc.lookup(INT4, "split", 1, 4096, 4096, None, DOC) is None  # CPU: no GPU's table
 
 
+CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "num_warps": 4, "num_stages": 3'
+
+
 @pytest.mark.parametrize("text,match", [
     ("{", "not a readable JSON file"),
     ('{"gpu": "h100"}', "expected"),
-    ('{"kernels": {"int8_gemm": {}}}', "kernel 'int8_gemm' must be one of"),
-    ('{"kernels": {"int4_gemm": {"M1_K4096": {"config": {}}}}}', "bad bucket"),
-    ('{"kernels": {"int4_gemm": {"M1_K64_N64": {"config": {"BLOCK_M": 16}}}}}', "a config needs BLOCK_M, BLOCK_N"),
+    ('{"kernels": {}}', "expected"),  # no GPU named
+    ('{"gpu": "h100", "kernels": {"int8_gemm": {}}}', "kernel 'int8_gemm' must be one of"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K4096": {' + CFG + '}}}}}', "bad bucket"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M0_K64_N64": {' + CFG + '}}}}}', "all positive"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"Q1_K64_N64": {' + CFG + '}}}}}', "bad bucket"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {"config": {"BLOCK_M": 16}}}}}',
+     "a config needs BLOCK_M, BLOCK_N"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {' + CFG.replace('"BLOCK_N": 32', '"BLOCK_N": 16')
+     + '}}}}}', "BLOCK_N=16 must be a power of two >= 32"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {' + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 0')
+     + '}}}}}', "SPLIT_K=0 must be a positive integer"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {' + CFG.replace('"BLOCK_K": 64', '"BLOCK_K": 48')
+     + '}}}}}', "BLOCK_K=48 must be a power of two"),
 ])
 def test_a_bad_table_file_is_refused_in_one_line(tmp_path, text, match):
     path = tmp_path / "t.json"
@@ -51,20 +64,34 @@ def test_dumps_round_trips_one_entry_per_line():
     assert sum('"config"' in line for line in text.splitlines()) == 3
 
 
+def checked_in() -> dict:
+    files = sorted(woc.TABLE_DIR.glob("*.json"))
+    assert files, "no checked-in weight-only tables"
+    return {f.stem: woc.read_table(f) for f in files}
+
+
+def test_checked_in_tables_name_their_gpu_and_pass_the_checks():
+    for gpu, doc in checked_in().items():
+        assert doc["gpu"] == gpu and set(doc["kernels"]) == set(woc.KERNELS)
+
+
 def distinct_configs(kernel: str) -> list[dict]:
-    entries = woc.read_table(woc.TABLE_PATH)["kernels"][kernel].values()
+    entries = [e for doc in checked_in().values() for e in doc["kernels"][kernel].values()]
     found = {json.dumps(e["config"], sort_keys=True) for e in entries}
     # The interpreter has no inline PTX: there the kernels decode in Triton.
     return [{**json.loads(c), **({} if DEV.type == "cuda" else {"DECODE_ASM": False})} for c in sorted(found)]
 
 
 @pytest.mark.parametrize("path,m", [("split", 7), ("fused", 65)])
-def test_every_checked_in_config_is_right_on_a_ragged_shape(path, m):
-    """Each distinct config of the checked-in table, both formats, against
-    fp64 math on the dequantized weights: M, K and N that its tiles and
-    splits do not divide (K = 640: 5 blocks of 128 over 4 or 8 splits)."""
-    int4 = int4_gemm.make_inputs(case(int4_gemm, (m, 640, 200), group_size=128), seed())
-    fp4 = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (m, 640, 200)), seed())
+@pytest.mark.parametrize("k,n", [(640, 200), (512, 256)])
+def test_every_checked_in_config_is_right(path, m, k, n):
+    """Each distinct config of the checked-in tables, both formats, int4 at
+    group 128 (the default), against fp64 math on the dequantized weights:
+    M that no tile height divides; N = 200 a ragged tile (the masked loads),
+    N = 256 whole tiles and whole K blocks (the unmasked ones: EVEN_KN);
+    K = 640 and 512 split unevenly (5 or 4-8 blocks over 4-16 splits)."""
+    int4 = int4_gemm.make_inputs(case(int4_gemm, (m, k, n), group_size=128), seed())
+    fp4 = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (m, k, n)), seed())
     runs = [(int4, (int4.w, int4.scales, None, INT4, 128), int4_gemm.dequantize(int4)),
             (fp4, (fp4.w, fp4.block_scales.view(torch.uint8), fp4.tensor_scale, NVFP4, 16),
              nvfp4_gemm.dequantize(fp4))]
@@ -80,7 +107,7 @@ def test_triton_backend_runs_the_table_config_and_names_its_bucket(monkeypatch):
     """No explicit config: the table's entry for this GPU ("gpu": null is what
     a CPU looks up) is what runs, and the row names the bucket it came from."""
     cfg = triton_config(16, 32, 64, 3)
-    monkeypatch.setattr(woc, "table", lambda: {"gpu": None, "kernels": {"int4_gemm": {
+    monkeypatch.setattr(woc, "table", lambda gpu: {"gpu": None, "kernels": {"int4_gemm": {
         "M16_K8192_N8192": {"config": cfg}}}})
     inputs = int4_gemm.make_inputs(case(int4_gemm, (5, 256, 40), group_size=64), seed())
     gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64)
@@ -105,7 +132,7 @@ def test_helion_takes_the_triton_table_config_of_the_shape(monkeypatch):
     from qgemm_bench.backends.helion_kernels.configs import from_triton
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H100 80GB HBM3")
-    real = woc.read_table(woc.TABLE_PATH)["kernels"]
+    real = woc.read_table(woc.path_for("h100"))["kernels"]
     cuda = torch.device("cuda")
     cfg, note = helion_ops.default_config(INT4, "split", 1, 4096, 6144, cuda)
     assert cfg == from_triton(real["int4_gemm"]["M1_K4096_N6144"]["config"], split=True)
@@ -117,9 +144,10 @@ def test_helion_takes_the_triton_table_config_of_the_shape(monkeypatch):
     assert "nearest bucket M1_K4096_N6144" in note
 
 
-@pytest.mark.parametrize("k,n,even", [(512, 96, True), (512, 100, False), (480, 96, False)])
-@pytest.mark.parametrize("fmt", [INT4, NVFP4])
-def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(k, n, even, fmt):
+@pytest.mark.parametrize("fmt,group,k,n,even", [
+    (fmt, g, k, n, even) for fmt, g in ((INT4, 32), (INT4, 128), (NVFP4, 16))
+    for k, n, even in ((512, 96, True), (512, 100, False), (480, 96, False)) if k % g == 0])
+def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(fmt, group, k, n, even):
     """The split kernel without K / N masks (weight_only.even_kn: K a multiple
     of BLOCK_K, N of BLOCK_N) against fp64 math, beside a ragged K or N that
     keeps them; splits of unequal length (8 K blocks over 3, or 7.5)."""
@@ -128,7 +156,7 @@ def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(k, n, even, fmt):
     c = triton_config(16, 32, 64, 3)
     assert even_kn({"K": k, "N": n, **c}) == even
     op = int4_gemm if fmt == INT4 else nvfp4_gemm
-    inputs = op.make_inputs(case(op, (5, k, n), **({"group_size": 32} if fmt == INT4 else {})), seed())
-    wargs = (inputs.w, inputs.scales, None, INT4, 32) if fmt == INT4 else \
+    inputs = op.make_inputs(case(op, (5, k, n), **({"group_size": group} if fmt == INT4 else {})), seed())
+    wargs = (inputs.w, inputs.scales, None, INT4, group) if fmt == INT4 else \
         (inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16)
     check(WeightOnlyGemm(*wargs, config=c, path="split")(inputs.x), fp64(inputs.x, op.dequantize(inputs)))

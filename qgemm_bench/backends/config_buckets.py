@@ -43,3 +43,18 @@ def read_json(path) -> object:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: not a readable JSON file ({e})") from None
+
+
+def dumps(doc: dict, key: str, sort: bool = False) -> str:
+    """A table file's text with one entry per line under doc[key][GROUP], so
+    a re-tune's diff stays readable (sort: each group's entries by bucket)."""
+    head = {k: v for k, v in doc.items() if k != key}
+    lines = ["{"] + [f" {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()] + [f" {json.dumps(key)}: {{"]
+    groups = list(doc[key].items())
+    for i, (group, entries) in enumerate(groups):
+        items = sorted(entries.items(), key=lambda kv: parse(kv[0])) if sort else list(entries.items())
+        lines.append(f"  {json.dumps(group)}: {{")
+        lines += [f"   {json.dumps(name)}: {json.dumps(entry)}" + ("," if j < len(items) - 1 else "")
+                  for j, (name, entry) in enumerate(items)]
+        lines.append("  }" + ("," if i < len(groups) - 1 else ""))
+    return "\n".join(lines + [" }", "}", ""])

@@ -36,16 +36,18 @@ def why_not(case) -> str | None:
 def add_arguments(p) -> None:
     g = p.add_argument_group("Helion backends")
     g.add_argument("--autotune", choices=["none", "quick", "full"], default="none",
-                   help="none (default) uses the checked-in configs for this GPU and shape bucket (nearest "
-                   "bucket when the shape has none, said in the row); quick/full re-tune with Helion's "
-                   "autotuner (minutes per shape; time recorded as autotune_s)")
+                   help="none (default) uses the checked-in configs for this GPU and shape bucket; a shape "
+                   "without its own bucket takes the Triton table's config for the shape (weight-only "
+                   "kernels, where the table has one) or the nearest bucket, said in the row; quick/full "
+                   "re-tune with Helion's autotuner (minutes per shape; time recorded as autotune_s)")
     g.add_argument("--autotune-budget", type=float, metavar="S",
                    help="wall-clock budget per Helion autotune in seconds (default: none)")
     g.add_argument("--save-configs", action="store_true",
                    help="with --autotune: write the winning configs into backends/helion_kernels/configs/")
     g.add_argument("--helion-configs", metavar="FILE",
                    help="take configs from this JSON file (the format of backends/helion_kernels/configs/"
-                   "h100.json) instead of the checked-in one")
+                   "h100.json) instead of the checked-in one; a shape without its own bucket in it takes "
+                   "its nearest bucket")
 
 
 def configure(args, device: torch.device) -> dict:
@@ -103,24 +105,33 @@ def split_config(cfg: dict) -> dict:
     return cfg
 
 
+def table_config(fmt: int, path: str, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str] | None:
+    """The Triton table's config for this path and shape on this GPU
+    (weight_only_configs), as a Helion config (configs.from_triton), or None."""
+    from qgemm_bench.backends.helion_kernels.configs import from_triton, gpu_slug
+    from qgemm_bench.backends.triton_kernels import weight_only_configs
+
+    found = weight_only_configs.lookup(fmt, path, m, k, n, gpu_slug(device)) if device.type == "cuda" else None
+    if found is None:
+        return None
+    where = f" ({found[1]})" if found[1] else ""
+    return from_triton(found[0], split=path == "split"), f"the Triton table's {path} config{where}, untimed in Helion"
+
+
 def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | None = None,
                    device: torch.device | None = None) -> tuple[dict, str]:
     """The Triton backend's config for this path and shape, as a Helion config
     (configs.from_triton), for a shape, GPU or kernel without a checked-in
-    Helion one: the Triton table's config for the path and shape on this GPU
-    (weight_only_configs), else fused_gemm.FUSED_CONFIGS (nearest M bucket)
-    or the first of weight_only's curated split configs of M's bucket (its
-    best at K = N = 8192 on the H100)."""
-    from qgemm_bench.backends.helion_kernels.configs import from_triton, gpu_slug
-    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only, weight_only_configs
+    Helion one: the Triton table's (table_config), else
+    fused_gemm.FUSED_CONFIGS (nearest M bucket) or the first of weight_only's
+    curated split configs of M's bucket (its best at K = N = 8192 on the
+    H100)."""
+    from qgemm_bench.backends.helion_kernels.configs import from_triton
+    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
 
-    split = path == "split"
-    if device is not None and device.type == "cuda" and k is not None:
-        found = weight_only_configs.lookup(fmt, path, m, k, n, gpu_slug(device))
-        if found is not None:
-            where = f" ({found[1]})" if found[1] else ""
-            return from_triton(found[0], split=split), f"the Triton table's {path} config{where}, untimed in Helion"
-    if not split:
+    if device is not None and k is not None and (found := table_config(fmt, path, m, k, n, device)):
+        return found
+    if path == "fused":
         return from_triton(fused_gemm.tuned_config(fmt, m), split=False), \
             "Triton's fused config for this M (untimed in Helion)"
     c = weight_only.config_dict(weight_only.split_pool(m)[0])
@@ -234,6 +245,9 @@ class WeightOnly:
         path = self.path(m)
         if path != "dequant":
             default = default_config(self.fmt, path, m, self.k, self.n, x.device)
+            # Helion's own config of another bucket only where the Triton
+            # table has nothing for this shape (it was tuned for the shape).
+            nearest_ok = table_config(self.fmt, path, m, self.k, self.n, x.device) is None
             # A config without our argument keys (hand-written, or from an
             # older file) takes the default's K step and decode.
             arguments = {key: default[0][key] for key in ARGUMENT_KEYS}
@@ -248,7 +262,7 @@ class WeightOnly:
                 return cfg
 
             r = ready(self.name, kernels.weight_only, lambda cfg: self._split_args(x, cfg), x.device,
-                      (m, self.k, self.n), WEIGHT_ONLY_INTERPRETER_CONFIG, fix, default, nearest_ok=False)
+                      (m, self.k, self.n), WEIGHT_ONLY_INTERPRETER_CONFIG, fix, default, nearest_ok)
             if translated and x.device.type == "cuda":
                 r.notes = "; ".join(filter(None, (r.notes, "config of the earlier split kernel, translated "
                                                   "(its timing predates this kernel)")))
@@ -261,7 +275,7 @@ class WeightOnly:
                 return cfg
 
             r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
-                      (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok=False)
+                      (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok)
         else:
             r = self._dequant_ready(x.dtype, x.device)
         self._ready[m] = r

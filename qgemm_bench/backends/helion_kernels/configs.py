@@ -6,16 +6,18 @@ File: configs/<gpu>.json (gpu: "h100", from the device name) holding
 BUCKET is "M<m>_K<k>_N<n>" (m: M rounded up to a power of two, capped at 4096)
 and ENTRY is {"config": {...helion.Config fields...}, "us": median latency
 when tuned, "tuned": how it was found}. A shape without its own bucket uses
-the nearest one (log2 distance, M weighted most: it picks the kernel's path)
-and says so in its row; so does an entry without "us" (checked in untimed,
-e.g. a Triton winner mirrored before the Helion kernel was timed).
+the nearest one (log2 distance, M weighted most: it picks the kernel's path;
+the weight-only kernels first take the Triton table's config for the shape,
+see below) and says so in its row; so does an entry without "us" (checked in
+untimed, e.g. a Triton winner mirrored before the Helion kernel was timed).
 
-Kernels: "int4_gemm" / "nvfp4_gemm" (the split path's weight_only kernel,
-shape's own bucket only: else the Triton table's config for the shape,
-helion_ops.default_config; its K step is the config's "block_k", entries written before that key held
+Kernels: "int4_gemm" / "nvfp4_gemm" (the split path's weight_only kernel;
+without the shape's own bucket, the Triton table's config for the shape
+where this GPU has one, helion_ops.table_config, else the nearest bucket;
+its K step is the config's "block_k", entries written before that key held
 block_sizes [K step in packed rows, M, N] and still read: helion_ops
 translates them), "int4_gemm_fused" / "nvfp4_gemm_fused" (the fused path,
-likewise the shape's own bucket only),
+likewise),
 "split_k_gemm" / "split_k_gemm_deterministic" (the split-K GEMM's two modes;
 block_sizes [BLOCK_N, BLOCK_M], block_k, split_k: without an entry it takes
 the Triton table's config, helion_ops.split_k_default).

@@ -77,10 +77,11 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
     the shape's bucket, else `default` ((config, note): a kernel with a
     fallback when this GPU or kernel has no checked-in config; without one,
     ConfigMissing; nearest_ok False: `default` rather than a checked-in
-    config of another bucket). `fix(config) -> config` adapts a config to what this
-    call needs. `args`: the kernel's arguments, or a function config ->
-    arguments for kernels whose hl.constexpr arguments come from the config
-    (ARGUMENT_KEYS; Helion's autotuner then tunes the rest, at `default`'s)."""
+    config of another bucket, unless --helion-configs named the file).
+    `fix(config) -> config` adapts a config to what this call needs. `args`:
+    the kernel's arguments, or a function config -> arguments for kernels
+    whose hl.constexpr arguments come from the config (ARGUMENT_KEYS;
+    Helion's autotuner then tunes the rest, at `default`'s)."""
     from qgemm_bench.backends.helion_kernels import configs
 
     opts = OPTIONS
@@ -122,7 +123,7 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
     else:
         try:
             cfg, note = configs.lookup(name, *bucket_mnk, configs.gpu_slug(device), opts.config_file,
-                                       nearest_ok=nearest_ok or default is None)
+                                       nearest_ok=nearest_ok or default is None or opts.config_file is not None)
         except configs.ConfigMissing as e:
             if default is None:
                 raise

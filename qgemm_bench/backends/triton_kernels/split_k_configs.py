@@ -25,12 +25,12 @@ A table tuned on another GPU (its "gpu" differs) is not used: step 3.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from functools import cache
 from pathlib import Path
 
+from qgemm_bench.backends import config_buckets
 from qgemm_bench.backends.config_buckets import read_json
 
 TABLE_PATH = Path(__file__).resolve().parent / "split_k_configs.json"
@@ -185,17 +185,7 @@ def seed_table(shapes, sms: int = DEFAULT_SMS) -> dict:
 
 def dumps(doc: dict) -> str:
     """The file's text: one entry per line, so diffs of a re-tune stay readable."""
-    head = {k: v for k, v in doc.items() if k != "entries"}
-    lines = ["{"] + [f" {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()] + [' "entries": {']
-    modes = list(doc["entries"].items())
-    for i, (mode, entries) in enumerate(modes):
-        lines.append(f"  {json.dumps(mode)}: {{")
-        items = list(entries.items())
-        for j, (name, entry) in enumerate(items):
-            lines.append(f"   {json.dumps(name)}: {json.dumps(entry)}" + ("," if j < len(items) - 1 else ""))
-        lines.append("  }" + ("," if i < len(modes) - 1 else ""))
-    lines += [" }", "}", ""]
-    return "\n".join(lines)
+    return config_buckets.dumps(doc, "entries")
 
 
 def usable(doc: dict, gpu: str | None) -> bool:

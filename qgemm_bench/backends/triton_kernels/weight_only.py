@@ -215,7 +215,7 @@ MID_M_CONFIGS = [_cfg(bm, bn, bk, sk) for bm, bn, bk, sk in [
 
 def split_pool(m: int) -> list[triton.Config]:
     """The curated split-path configs of M's bucket: the candidates of
-    scripts/tune_weight_only.py --table (and of Helion's tuning), and of the
+    `scripts/tune_weight_only.py OUT table` (and of Helion's tuning), and of the
     run-time autotune on a GPU without a checked-in table."""
     return SMALL_M_CONFIGS if m_bucket(m) <= 16 else MID_M_CONFIGS
 
@@ -275,7 +275,7 @@ class WeightOnlyGemm:
         self.w, self.scales, self.ts, self.fmt, self.group = w, scales, tensor_scale, fmt, group
         self.config, self.forced_path = config, path
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._configs: dict[int, tuple[dict | None, str]] = {}
+        self._configs: dict[tuple[int, str], tuple[dict | None, str]] = {}
         self._fused = None
 
     def path(self, m: int) -> str:
@@ -288,7 +288,7 @@ class WeightOnlyGemm:
         if self._fused is None:
             from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
-            cfg = self.config if self.config is not None else (lambda m: self.tuned(m)[0])
+            cfg = self.config if self.config is not None else (lambda m: self.tuned(m, "fused")[0])
             self._fused = FusedGemm(self.w, self.scales, self.ts, self.fmt, self.group, cfg)
         return self._fused
 
@@ -298,26 +298,27 @@ class WeightOnlyGemm:
             return self.fused().resident
         return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
 
-    def tuned(self, m: int) -> tuple[dict | None, str]:
-        """(config, note) of the split or fused path at M: the explicit one,
-        else the checked-in table's for this GPU and shape
+    def tuned(self, m: int, path: str | None = None) -> tuple[dict | None, str]:
+        """(config, note) of the split or fused path (default: M's) at M: the
+        explicit one, else the checked-in table's for this GPU and shape
         (weight_only_configs), else (None, note) for the split path (the
         kernel autotunes at run time) and fused_gemm.FUSED_CONFIGS for the
         fused one."""
         if self.config is not None:
             return self.config, ""
-        if m not in self._configs:
+        path = path or self.path(m)
+        if (m, path) not in self._configs:
             from qgemm_bench.backends.triton_kernels.fused_gemm import tuned_config
             from qgemm_bench.harness.environment import gpu_slug
 
-            dev, path = self.w.device, self.path(m)
+            dev = self.w.device
             found = weight_only_configs.lookup(self.fmt, path, m, 2 * self.w.shape[0], self.w.shape[1],
                                                gpu_slug(dev) if dev.type == "cuda" else None)
             if found is None:
                 found = (tuned_config(self.fmt, m), "") if path == "fused" else \
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
-            self._configs[m] = found
-        return self._configs[m]
+            self._configs[(m, path)] = found
+        return self._configs[(m, path)]
 
     def note(self, m: int) -> str:
         """For the row: the path that is not all-Triton says so, and so does a
@@ -355,7 +356,7 @@ class WeightOnlyGemm:
         args = (x, w, s, ts, out, ws, count, m, n, k, x.stride(0), w.stride(0), s.stride(0), out.stride(0),
                 m_bucket(m))
         meta = {"FMT": self.fmt, "GROUP": self.group, "HAS_SCALES": self.scales is not None}
-        c = self.tuned(m)[0]
+        c = self.tuned(m, "split")[0]
         if c is None:
             def grid(c):
                 return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])

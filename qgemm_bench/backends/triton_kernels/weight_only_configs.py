@@ -1,11 +1,11 @@
 """Which config the Triton weight-only GEMM's split and fused paths
-(weight_only.py, fused_gemm.py) run at a shape: a checked-in table, so a
-default run never autotunes.
+(weight_only.py, fused_gemm.py) run at a shape: checked-in tables, one file
+per GPU, so a default run never autotunes.
 
-weight_only_configs.json beside this file:
+weight_only_configs/<gpu>.json beside this file (gpu as
+harness.environment.gpu_slug names it, e.g. h100):
 
-    {"gpu": "h100",                 # only this GPU uses the entries
-     "source": "how the entries were found", "versions": {...},
+    {"gpu": "h100", "source": "how the entries were found", "versions": {...},
      "kernels": {"int4_gemm" | "nvfp4_gemm"              (the split path)
                  | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
@@ -15,48 +15,68 @@ weight_only_configs.json beside this file:
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. The int4 entries were timed at group 128 and
 serve every group size (the kernel picks its scale handling from the group
-and BLOCK_K). On another GPU there is no entry: the split kernel autotunes
-over weight_only's curated lists at run time (the row says so), the fused one
-takes fused_gemm.FUSED_CONFIGS. The Helion backend runs these configs where
-it has none of its own for the shape's bucket.
-scripts/tune_weight_only.py table writes the file.
+and BLOCK_K). A GPU without a file gets no entry: the split kernel
+autotunes over weight_only's curated lists at run time (the row says so),
+the fused one takes fused_gemm.FUSED_CONFIGS. The Helion backend runs these
+configs where it has none of its own for the shape's bucket.
+`scripts/tune_weight_only.py OUT table` writes this GPU's file.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from functools import cache
 from pathlib import Path
 
-from qgemm_bench.backends.config_buckets import bucket, nearest, parse, read_json
+from qgemm_bench.backends import config_buckets
+from qgemm_bench.backends.config_buckets import bucket, nearest, read_json
 
-TABLE_PATH = Path(__file__).resolve().parent / "weight_only_configs.json"
+TABLE_DIR = Path(__file__).resolve().parent / "weight_only_configs"
 FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
+PATHS = ("split", "fused")
 KERNELS = FORMATS + tuple(f"{f}_fused" for f in FORMATS)
+CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
+MIN_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}  # split_k_parts' counters; tl.dot's 16
 
 
 def kernel(fmt: int, path: str) -> str:
     """The table's kernel name for a format and path ("split" or "fused")."""
+    if path not in PATHS:
+        raise ValueError(f"path {path!r}: the table holds {' and '.join(PATHS)} configs")
     return FORMATS[fmt] + ("_fused" if path == "fused" else "")
-CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
+
+
+def path_for(gpu: str) -> Path:
+    return TABLE_DIR / f"{gpu}.json"
+
+
+def check_config(config, where: str) -> None:
+    """A config the kernels can run: power-of-two tiles at least MIN_TILE,
+    SPLIT_K, warps and stages positive integers; else ValueError in one line."""
+    if not isinstance(config, dict) or any(x not in config for x in CONFIG_KEYS):
+        raise ValueError(f"{where}: a config needs {', '.join(CONFIG_KEYS)}")
+    for x in CONFIG_KEYS:
+        v = config[x]
+        low = MIN_TILE.get(x, 1)
+        if not isinstance(v, int) or isinstance(v, bool) or v < low or (x in MIN_TILE and v & (v - 1)):
+            kind = f"a power of two >= {low}" if x in MIN_TILE else "a positive integer"
+            raise ValueError(f"{where}: {x}={v!r} must be {kind}")
 
 
 def check_table(doc, where: str) -> dict:
     """doc if it has the layout above, else ValueError in one line."""
     kernels = doc.get("kernels") if isinstance(doc, dict) else None
-    if not isinstance(kernels, dict):
-        raise ValueError(f'{where}: expected {{"kernels": {{KERNEL: {{"M<m>_K<k>_N<n>": {{"config": ...}}}}}}}}')
-    for kernel, entries in kernels.items():
-        if kernel not in KERNELS or not isinstance(entries, dict):
-            raise ValueError(f"{where}: kernel {kernel!r} must be one of {', '.join(KERNELS)} and hold a dict")
-        for name, entry in entries.items():
-            try:
-                parse(name)
-            except ValueError:
-                raise ValueError(f"{where}: {kernel}: bad bucket {name!r}: expected M<m>_K<k>_N<n>") from None
-            config = entry.get("config") if isinstance(entry, dict) else None
-            if not isinstance(config, dict) or any(x not in config for x in CONFIG_KEYS):
-                raise ValueError(f"{where}: {kernel} {name}: a config needs {', '.join(CONFIG_KEYS)}")
+    if not isinstance(kernels, dict) or not isinstance(doc.get("gpu"), str):
+        raise ValueError(f'{where}: expected {{"gpu": NAME, "kernels": {{KERNEL: {{"M<m>_K<k>_N<n>": '
+                         '{"config": ...}}}}')
+    for name, entries in kernels.items():
+        if name not in KERNELS or not isinstance(entries, dict):
+            raise ValueError(f"{where}: kernel {name!r} must be one of {', '.join(KERNELS)} and hold a dict")
+        for key, entry in entries.items():
+            found = re.fullmatch(r"M(\d+)_K(\d+)_N(\d+)", key)
+            if not found or min(int(g) for g in found.groups()) <= 0:
+                raise ValueError(f"{where}: {name}: bad bucket {key!r}: expected M<m>_K<k>_N<n>, all positive")
+            check_config(entry.get("config") if isinstance(entry, dict) else None, f"{where}: {name} {key}")
     return doc
 
 
@@ -65,9 +85,10 @@ def read_table(path: Path) -> dict:
 
 
 @cache
-def table() -> dict:
-    """The checked-in table (read once)."""
-    return read_table(TABLE_PATH) if TABLE_PATH.exists() else {"kernels": {}}
+def table(gpu: str | None) -> dict:
+    """GPU `gpu`'s checked-in table (read once; none for None, the CPU)."""
+    path = path_for(gpu) if gpu else None
+    return read_table(path) if path is not None and path.exists() else {"gpu": gpu, "kernels": {}}
 
 
 def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
@@ -75,7 +96,7 @@ def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
     """(config, note) for the path ("split" or "fused") at this shape on GPU
     `gpu` (the note names the bucket when it is not the shape's own), or
     None: no entry for this GPU, format and path."""
-    doc = table() if doc is None else doc
+    doc = table(gpu) if doc is None else doc
     entries = doc.get("kernels", {}).get(kernel(fmt, path), {}) if doc.get("gpu") == gpu else {}
     if not entries:
         return None
@@ -86,13 +107,4 @@ def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
 
 def dumps(doc: dict) -> str:
     """The file's text: one entry per line, so a re-tune's diff stays readable."""
-    head = {key: v for key, v in doc.items() if key != "kernels"}
-    lines = ["{"] + [f" {json.dumps(key)}: {json.dumps(v)}," for key, v in head.items()] + [' "kernels": {']
-    kernels = list(doc["kernels"].items())
-    for i, (kernel, entries) in enumerate(kernels):
-        items = sorted(entries.items(), key=lambda kv: parse(kv[0]))
-        lines.append(f"  {json.dumps(kernel)}: {{")
-        lines += [f"   {json.dumps(name)}: {json.dumps(entry)}" + ("," if j < len(items) - 1 else "")
-                  for j, (name, entry) in enumerate(items)]
-        lines.append("  }" + ("," if i < len(kernels) - 1 else ""))
-    return "\n".join(lines + [" }", "}", ""])
+    return config_buckets.dumps(doc, "kernels", sort=True)

@@ -14,7 +14,7 @@ import torch
 import runner
 from qgemm_bench.backends.registry import Backend, Prepared
 from qgemm_bench.harness import results
-from tests.support import extra_backends
+from tests.support import extra_backends, needs_gpu
 
 REPO = Path(__file__).resolve().parent.parent
 OUTPUTS = ["rows.jsonl", "results.csv", "results.json", "report.md",
@@ -279,9 +279,6 @@ def test_autotune_flags_are_checked(capsys, tmp_path):
 
 
 # ------------------------------------------------------------------ GPU
-
-
-needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
 @pytest.mark.gpu

@@ -226,9 +226,8 @@ class FusedGemm:
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
         s = p.scales if p.scales is not None else p.wt  # never read unscaled
         ts = self.ts if self.ts is not None else out
-        grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
-        fused_kernel[grid](x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0),
-                           out.stride(0), FMT=self.fmt, GROUP=self.group or 2,
-                           SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"]),
-                           EVEN_K=k % c["BLOCK_K"] == 0, **c)
+        fused_kernel[split_k_parts.grid(m, n, c)](
+            x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0), out.stride(0),
+            FMT=self.fmt, GROUP=self.group or 2, SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"]),
+            EVEN_K=k % c["BLOCK_K"] == 0, **c)
         return out

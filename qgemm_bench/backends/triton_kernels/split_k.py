@@ -124,8 +124,7 @@ def launch_args(a, b, bias, out, ws, count) -> tuple:
             out.stride(0), _bucket(m), _bucket(n))
 
 
-def grid_for(m: int, n: int, c: dict) -> tuple[int, int]:
-    return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
+grid_for = split_k_parts.grid
 
 
 class SplitKGemm:

@@ -37,6 +37,11 @@ def workspace(cache: dict, m: int, n: int, device) -> tuple:
     return cache[m]
 
 
+def grid(m: int, n: int, c: dict) -> tuple[int, int]:
+    """The launch grid of a split kernel with config c: (tiles, SPLIT_K)."""
+    return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
+
+
 @triton.jit
 def tile_and_range(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    SPLIT_K: tl.constexpr):

@@ -358,12 +358,9 @@ class WeightOnlyGemm:
         meta = {"FMT": self.fmt, "GROUP": self.group, "HAS_SCALES": self.scales is not None}
         c = self.tuned(m, "split")[0]
         if c is None:
-            def grid(c):
-                return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
-            tuned_kernel()[grid](*args, **meta)
+            tuned_kernel()[lambda c: split_k_parts.grid(m, n, c)](*args, **meta)
         else:
-            grid = (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
-            weight_only_kernel[grid](*args, **meta, **c, EVEN_KN=even_kn({"K": k, "N": n, **c}))
+            weight_only_kernel[split_k_parts.grid(m, n, c)](*args, **meta, **c, EVEN_KN=even_kn({"K": k, "N": n, **c}))
         return out
 
 

@@ -14,8 +14,9 @@ r=${REPEATS:-3}
 export PYTHONUNBUFFERED=1
 for op in "$@"; do
   case $op in
-    # torch.compile stays out of the weight-only baselines: its per-shape compile would double the run.
-    int4_gemm) b=${BACKENDS_int4_gemm:-cublas,tinygemm,fbgemm,gemlite,triton,helion} ;;
+    # torch.compile stays out of the weight-only baselines: its per-shape compile would double the run;
+    # gemlite too (it autotunes shapes it ships no config for, ~10 s each; it is in the m-sweep baseline).
+    int4_gemm) b=${BACKENDS_int4_gemm:-cublas,tinygemm,fbgemm,triton,helion} ;;
     nvfp4_gemm) b=${BACKENDS_nvfp4_gemm:-cublas,triton,helion} ;;
     split_k_gemm) b=${BACKENDS_split_k_gemm:-torch_compile,triton,triton_deterministic,helion,helion_deterministic} ;;
     *) echo "unknown op $op" >&2; exit 2 ;;

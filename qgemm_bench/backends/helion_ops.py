@@ -19,8 +19,10 @@ from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 # Interpreter configs (CPU). Weight-only (split path): block_sizes [N, M] and
 # the K step block_k (kernels.py); entries written before block_k existed
 # (block_sizes [K step in packed rows, M, N]) are translated (split_config).
-# Fused: block_sizes [N, M], block_k. Split-K: block_sizes [N, M], block_k,
-# split_k (triton_ops.SPLIT_K_INTERPRETER_CONFIG's tiles and split).
+# Fused: block_sizes [N, M], block_k, optionally split_k (fused_gemm's
+# SPLIT_K; absent: the default config's, 1 unless the Triton table's config
+# has a split). Split-K: block_sizes [N, M], block_k, split_k
+# (triton_ops.SPLIT_K_INTERPRETER_CONFIG's tiles and split).
 WEIGHT_ONLY_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k": 2, "num_warps": 4,
                                   "num_stages": 1}
 FUSED_INTERPRETER_CONFIG = {"block_sizes": [64, 32], "block_k": 128, "num_warps": 4, "num_stages": 1}
@@ -105,37 +107,46 @@ def split_config(cfg: dict) -> dict:
     return cfg
 
 
+def helion_config(c: dict, path: str) -> dict:
+    """A Triton weight-only config of a path as the Helion kernel's
+    (configs.from_triton): the split path's with its split_k; the fused
+    path's with split_k only where it splits K (SPLIT_K > 1: kernels.fused
+    takes it as an argument; without it, the fused configs as before)."""
+    from qgemm_bench.backends.helion_kernels.configs import from_triton
+
+    return from_triton(c, split=path == "split" or c.get("SPLIT_K", 1) > 1)
+
+
 def table_config(fmt: int, path: str, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str] | None:
     """The Triton table's config for this path and shape on this GPU
-    (weight_only_configs), as a Helion config (configs.from_triton), or None."""
-    from qgemm_bench.backends.helion_kernels.configs import from_triton, gpu_slug
+    (weight_only_configs), as a Helion config (helion_config), or None."""
+    from qgemm_bench.backends.helion_kernels.configs import gpu_slug
     from qgemm_bench.backends.triton_kernels import weight_only_configs
 
     found = weight_only_configs.lookup(fmt, path, m, k, n, gpu_slug(device)) if device.type == "cuda" else None
     if found is None:
         return None
     where = f" ({found[1]})" if found[1] else ""
-    return from_triton(found[0], split=path == "split"), f"the Triton table's {path} config{where}, untimed in Helion"
+    return helion_config(found[0], path), f"the Triton table's {path} config{where}, untimed in Helion"
 
 
 def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | None = None,
                    device: torch.device | None = None) -> tuple[dict, str]:
     """The Triton backend's config for this path and shape, as a Helion config
-    (configs.from_triton), for a shape, GPU or kernel without a checked-in
+    (helion_config), for a shape, GPU or kernel without a checked-in
     Helion one: the Triton table's (table_config), else
     fused_gemm.FUSED_CONFIGS (nearest M bucket) or the first of weight_only's
     curated split configs of M's bucket (its best at K = N = 8192 on the
     H100)."""
-    from qgemm_bench.backends.helion_kernels.configs import from_triton
     from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
 
     if device is not None and k is not None and (found := table_config(fmt, path, m, k, n, device)):
         return found
     if path == "fused":
-        return from_triton(fused_gemm.tuned_config(fmt, m), split=False), \
+        return helion_config(fused_gemm.tuned_config(fmt, m), path), \
             "Triton's fused config for this M (untimed in Helion)"
     c = weight_only.config_dict(weight_only.split_pool(m)[0])
-    return from_triton(c, split=True), "Triton's first split config for this M range (untimed in Helion)"
+    return helion_config(c, path), "Triton's first split config for this M range (untimed in Helion)"
 
 
 def split_scale_mode(fmt: int, group: int | None, block_k: int) -> str:
@@ -160,8 +171,9 @@ class WeightOnly:
     WeightOnlyGemm: fmt INT4 (scales [K//group, N] or None) or NVFP4 (E4M3
     block scales, fp32 0-dim tensor scale). `name`: the op, the config
     files' kernel name of the split path ("<name>_fused": the fused path's).
-    Owns the split path's workspace and counters per M (zeroed once, left
-    zeroed by every call: call once at an M before a graph capture)."""
+    Owns the split-K workspace and counters per M of the split path and of
+    the fused path with split_k > 1 (zeroed once, left zeroed by every call:
+    call once at an M before a graph capture)."""
 
     def __init__(self, name: str, w, scales, tensor_scale, fmt: int, group: int | None):
         if fmt == NVFP4:
@@ -202,17 +214,23 @@ class WeightOnly:
     def _use_asm(self, x, cfg: dict) -> bool:
         return bool(cfg.get("decode_asm", True)) and x.dtype == torch.bfloat16 and x.is_cuda  # PTX: bf16, GPU
 
+    def workspace(self, m: int, rows: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The split-K workspace (fp32 [rows, N]) and per-tile counters of M
+        (the split path's, or the fused path's with split_k > 1: M decides
+        the path), made zeroed on first use; the kernels leave them zeroed."""
+        if m not in self._workspace:  # counters for the smallest tiles (16 x 16): any config's fit
+            self._workspace[m] = (torch.zeros(rows, self.n, device=device, dtype=torch.float32),
+                                  torch.zeros(-(-rows // MIN_TILE), -(-self.n // MIN_TILE), device=device,
+                                              dtype=torch.int32))
+        return self._workspace[m]
+
     def _split_args(self, x, cfg: dict) -> tuple:
         from qgemm_bench.backends.helion_kernels.kernels import SMALL_M_ROWS
 
         m = x.shape[0]
         small = m if m < SMALL_M_ROWS else 0  # the kernel tiles SMALL_M_ROWS rows (kernels.weight_only)
         rows = SMALL_M_ROWS if small else m
-        if m not in self._workspace:  # counters for the smallest tiles (16 x 16): any config's fit
-            self._workspace[m] = (torch.zeros(rows, self.n, device=x.device, dtype=torch.float32),
-                                  torch.zeros(-(-rows // MIN_TILE), -(-self.n // MIN_TILE), device=x.device,
-                                              dtype=torch.int32))
-        ws, count = self._workspace[m]
+        ws, count = self.workspace(m, rows, x.device)
         s = self.scales if self.scales is not None else self.w  # never read unscaled
         ts = self.ts if self.ts is not None else self.w  # never read for int4
         block_k = cfg["block_k"]
@@ -230,7 +248,11 @@ class WeightOnly:
         st = p.scales.t() if p.scales is not None else p.wt  # [Np, Gp] view; never read unscaled
         ts = self.ts if self.ts is not None else p.wt  # never read for int4
         mode = SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k)]
-        return (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
+        args = (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
+        split = cfg.get("split_k", 1)
+        if split == 1:  # the kernel's defaults: no split, no workspace
+            return args
+        return (*args, split, *self.workspace(x.shape[0], x.shape[0], x.device))
 
     def bound(self, x):
         """The tuning.Ready of x's M (bound and compiled on first use of the M)."""
@@ -267,15 +289,33 @@ class WeightOnly:
                 r.notes = "; ".join(filter(None, (r.notes, "config of the earlier split kernel, translated "
                                                   "(its timing predates this kernel)")))
         elif path == "fused":
+            # split_k (fused_gemm's SPLIT_K) is an argument of kernels.fused
+            # (hl.constexpr, decided at trace time; kernels.py says why), not
+            # a Helion setting as the split path's tunable, and ready()
+            # compiles with every key but tuning.ARGUMENT_KEYS: fix takes it
+            # out of the config, the kernel's arguments and the Ready's config
+            # get it back. A config without it takes the default's, as the
+            # argument keys (1 unless the Triton config for the shape splits).
+            default_split = default[0].get("split_k", 1)
+            split = [default_split]  # the last fixed config's (ready() builds its arguments right after fix)
+
             def fix(cfg):
                 cfg = {**arguments, **cfg}
                 if not MIN_BLOCK_K <= cfg["block_k"] <= K_ALIGN:
                     raise ValueError(f"config {cfg}: block_k from {MIN_BLOCK_K} to {K_ALIGN} (the K-major layout's "
                                      "padding)")
+                s = cfg.pop("split_k", default_split)
+                if type(s) is not int or s < 1:
+                    raise ValueError(f"config {cfg}: split_k must be an integer >= 1, got {s!r}")
+                split[0] = s
                 return cfg
 
-            r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
-                      (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok)
+            def args(cfg):
+                return self._fused_args(x, {**cfg, "split_k": split[0]})
+
+            r = ready(f"{self.name}_fused", kernels.fused, args, x.device, (m, self.k, self.n),
+                      FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok)
+            r.config = {**r.config, "split_k": split[0]}
         else:
             r = self._dequant_ready(x.dtype, x.device)
         self._ready[m] = r

@@ -100,7 +100,8 @@ def from_triton(c: dict, split: bool, decode: bool = True) -> dict:
     BLOCK_K, SPLIT_K, DECODE_ASM, num_warps, num_stages}) as the Helion
     kernels' config, the same tiles, K step, decode, warps and stages:
     block_sizes [BLOCK_N, BLOCK_M] (N outer, as the kernels tile), block_k,
-    split_k for the split kernels (the fused one has none) and decode_asm for
+    split_k for the split kernels (split=True; the fused kernel takes one
+    only where it splits K, helion_ops.helion_config) and decode_asm for
     the weight-only ones (decode=False: the split-K GEMM decodes nothing)."""
     out = {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"]}
     if split:

@@ -10,12 +10,15 @@ so that the Triton Helion emits has the Triton kernels' structure:
   tile, hl.split in registers): two hl.dot per K step. Partials meet by fp32
   atomics in a workspace and the tile's last program (a per-tile counter:
   hl.atomic_add returns the old value) casts, stores and leaves workspace and
-  counter zeroed: one launch, as split_k_parts.finish;
+  counter zeroed: one launch, as split_k_parts.finish (_split_partial,
+  _split_last: the finish both kernels call);
 - fused (mid M): the swapped-operand kernel on the K-major weights
   (kmajor_layout.py): acc[BLOCK_N, BLOCK_M] += dot(decoded weight tile
   [BLOCK_N, BLOCK_K], x^T tile [BLOCK_K, BLOCK_M]), the decoded halves joined
   back into K order (hl.join + reshape: tl.join + tl.reshape), scale tiles
-  loaded one K step ahead, out = acc^T;
+  loaded one K step ahead, out = acc^T; optionally split-K as fused_gemm's
+  SPLIT_K: each split a contiguous run of whole K steps, a third grid
+  dimension, finished as weight_only's (_split_partial, _split_last);
 - dequant (large M): [K//2, N] -> [K, N] in the activation dtype, then the
   caller's torch matmul (cuBLAS).
 Decodes avoid int->float conversions (magic-exponent bit tricks, decode.py),
@@ -29,7 +32,15 @@ trace time (a registered block size is a symbol there, and Helion cannot
 prove e.g. 2 * (bk // 2) == bk for a reshape). Configs carry it as
 "block_k" next to Helion's own keys (helion_ops strips it before
 set_config); Helion's autotuner therefore tunes the tiles, warps and stages
-at a fixed K step.
+at a fixed K step. The fused kernel's `split_k` is a kernel argument too
+(helion_ops takes it out of the config likewise), unlike the split path's
+Helion tunable: known at trace time, one split traces exactly the kernel
+without split-K (no third grid dimension, no workspace, no atomics), and
+where every split has the same number of K steps the K loop runs over
+constant bounds, fused_kernel's constant trip count (over a runtime count,
+ptxas serializes the wgmmas: C7515). A registered tunable is a symbol at
+trace time (a runtime branch and trip count), and every config would have
+to carry it.
 
 split_k is the split-K GEMM, split_k.py's split_k_kernel, in one launch:
 N tiles, M tiles, then K splits (Triton's program order), each split a
@@ -101,6 +112,46 @@ def _nvfp4_values(w, scale, dtype, use_asm):
     b = w.to(torch.int32) & 0xFF
     s = scale * 16384.0
     return (_e2m1(b & 0xF).to(torch.float32) * s).to(dtype), (_e2m1(b >> 4).to(torch.float32) * s).to(dtype)
+
+
+def _split_partial(ws, count, acc, tile_m, tile_n, offs=None, valid=None):
+    """split_k_parts.finish, every program of a tile (weight_only's and
+    fused's): its fp32 partial acc [tile_m, tile_n] added into the workspace
+    ws by atomics, then the tile's counter incremented; returns the counter's
+    old value: the caller's tile's last program (splits - 1) calls
+    _split_last. (Helion traces a helper with fake tensors: the
+    data-dependent branch stays in the kernels.) Helion masks the tile;
+    valid: a mask of the caller's (rows Helion does not know are padding,
+    small M), the atomics then inline Triton at the caller's flat offsets
+    offs (hl.atomic_add takes no mask; a tile's .index does not lower in a
+    helper)."""
+    if valid is None:
+        hl.atomic_add(ws, [tile_m, tile_n], acc)
+    else:
+        hl.inline_triton("tl.atomic_add({0} + {1}, {2}, mask={3}, sem='relaxed')", args=[ws, offs, acc, valid],
+                         output_like=None)
+    # Every thread's partial is issued before the counter (release).
+    # Helion has no CTA barrier of its own: tl.debug_barrier inline.
+    hl.inline_triton("tl.debug_barrier()", args=[], output_like=None)
+    return hl.atomic_add(count, [tile_m.id, tile_n.id], 1, sem="acq_rel")
+
+
+def _split_last(ws, count, out, tile_m, tile_n, offs=None, valid=None):
+    """split_k_parts.finish, the tile's last program: the sum cast into out,
+    workspace and counter left zeroed (offs, valid: as _split_partial's)."""
+    zero = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+    # Read the sum with an atomic (at L2, where the others' atomics
+    # landed: a plain load read incomplete sums, split_k_parts.py).
+    if valid is None:
+        total = hl.atomic_add(ws, [tile_m, tile_n], zero, sem="acquire")
+        ws[tile_m, tile_n] = zero
+        out[tile_m, tile_n] = total.to(out.dtype)
+    else:
+        total = hl.inline_triton("tl.atomic_add({0} + {1}, {2}, mask={3}, sem='acquire')",
+                                 args=[ws, offs, zero, valid], output_like=zero)
+        hl.store(ws, [tile_m, tile_n], zero, extra_mask=valid)
+        hl.store(out, [tile_m, tile_n], total.to(out.dtype), extra_mask=valid)
+    hl.atomic_xchg(count, [tile_m.id, tile_n.id], 0)
 
 
 @helion.kernel(static_shapes=True, autotune_effort="none")
@@ -212,33 +263,15 @@ def weight_only(
                 hl.store(out, [tile_m, tile_n], acc.to(x.dtype), extra_mask=valid)
             else:
                 offs = tile_m.index[:, None] * n + tile_n.index[None, :]
-                hl.inline_triton("tl.atomic_add({0} + {1}, {2}, mask={3}, sem='relaxed')", args=[ws, offs, acc, valid],
-                                 output_like=None)
-                hl.inline_triton("tl.debug_barrier()", args=[], output_like=None)
-                done = hl.atomic_add(count, [tile_m.id, tile_n.id], 1, sem="acq_rel")
+                done = _split_partial(ws, count, acc, tile_m, tile_n, offs, valid)
                 if done == splits - 1:
-                    zero = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-                    total = hl.inline_triton("tl.atomic_add({0} + {1}, {2}, mask={3}, sem='acquire')",
-                                             args=[ws, offs, zero, valid], output_like=zero)
-                    hl.store(ws, [tile_m, tile_n], zero, extra_mask=valid)
-                    hl.store(out, [tile_m, tile_n], total.to(x.dtype), extra_mask=valid)
-                    hl.atomic_xchg(count, [tile_m.id, tile_n.id], 0)
+                    _split_last(ws, count, out, tile_m, tile_n, offs, valid)
         elif splits == 1:
             out[tile_m, tile_n] = acc.to(x.dtype)
         else:
-            hl.atomic_add(ws, [tile_m, tile_n], acc)
-            # Every thread's partial is issued before the counter (release).
-            # Helion has no CTA barrier of its own: tl.debug_barrier inline.
-            hl.inline_triton("tl.debug_barrier()", args=[], output_like=None)
-            done = hl.atomic_add(count, [tile_m.id, tile_n.id], 1, sem="acq_rel")
+            done = _split_partial(ws, count, acc, tile_m, tile_n)
             if done == splits - 1:
-                zero = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-                # Read the sum with an atomic (at L2, where the others' atomics
-                # landed: a plain load read incomplete sums, split_k_parts.py).
-                total = hl.atomic_add(ws, [tile_m, tile_n], zero, sem="acquire")
-                ws[tile_m, tile_n] = zero
-                out[tile_m, tile_n] = total.to(x.dtype)
-                hl.atomic_xchg(count, [tile_m.id, tile_n.id], 0)
+                _split_last(ws, count, out, tile_m, tile_n)
     return out
 
 
@@ -254,10 +287,13 @@ def fused(
     group: hl.constexpr,  # int4 group size (NVFP4: 16)
     block_k: hl.constexpr,  # K step (power of two, <= K_ALIGN)
     use_asm: hl.constexpr,  # packed-PTX decodes (bf16 on the GPU only)
+    split_k: hl.constexpr = 1,  # fused_gemm's SPLIT_K (1: no workspace, ws and count unused)
+    ws: torch.Tensor | None = None,  # split_k > 1: fp32 [M, N] workspace, zero (left zero)
+    count: torch.Tensor | None = None,  # split_k > 1: int32 [cdiv(M, 16), cdiv(N, 16)] counters, zero (left zero)
 ) -> torch.Tensor:
-    """The fused path: fused_gemm.py's fused_kernel (without split-K: every
-    checked-in Triton config has SPLIT_K 1)."""
+    """The fused path: fused_gemm.py's fused_kernel, its split-K included."""
     k, m = xt.size()
+    kh = k // 2  # packed rows
     half = block_k // 2
     # fused_gemm._scales: a [BLOCK_N, NG] tile per K step (2-D even for BLOCK:
     # its two columns are the one group); column j is group first + j * step.
@@ -265,20 +301,44 @@ def fused(
     step = 1 if block_k // group >= 2 else 0
     last = (helion.cdiv(k, block_k) - 1) * half  # the last step's first packed row
     out = torch.empty([m, n], dtype=xt.dtype, device=xt.device)
-    for tile_n, tile_m in hl.tile([n, m]):
+    # Split-K (split_k_parts.tile_and_range): each split a contiguous run of
+    # `chunk` packed rows (whole K steps), `splits` of them (Triton's trailing
+    # empty splits are not launched); a third grid dimension, N tiles varying
+    # fastest, then M tiles, then splits (Triton's program order). split_k is
+    # a kernel argument: all of this is decided at trace time, and one split
+    # is the kernel without split-K (no third dimension, no workspace).
+    chunk = split_chunk(k, block_k, split_k) // 2
+    splits = helion.cdiv(kh, chunk)
+    # Every split the same number of K steps: the loop's trip count a constant
+    # (fused_kernel's; over a runtime count ptxas serialized the wgmmas).
+    whole = helion.cdiv(k, block_k) % (chunk // half) == 0
+    for tiles in hl.tile([n, m] if splits == 1 else [n, m, kh],
+                         block_size=[None, None] if splits == 1 else [None, None, chunk]):
+        tile_n, tile_m = tiles[0], tiles[1]
         acc = hl.zeros([tile_n, tile_m], dtype=torch.float32)
-        if scale_mode == "block" or scale_mode == "sub":
-            sc = st[tile_n, hl.arange(ng) * step]
+        if splits == 1:
+            if scale_mode == "block" or scale_mode == "sub":
+                sc = st[tile_n, hl.arange(ng) * step]
+            first, end, base = 0, kh, 0
+        else:
+            if scale_mode == "block" or scale_mode == "sub":
+                sc = st[tile_n, (2 * tiles[2].begin) // group + hl.arange(ng) * step]
+            if whole:  # the loop counts from 0, the split's first row added (fused_kernel's b = first + i)
+                first, end, base = 0, chunk, tiles[2].begin
+            else:
+                first, end, base = tiles[2].begin, tiles[2].end, 0
         # The loop runs over packed rows (bytes of K), k = 2 * row: the weight
-        # tile's offset is then the loop variable itself, whose alignment
-        # Triton knows (tk.begin // 2 is a floor-division helper that hides it:
-        # no vector loads, no cp.async).
-        for tb in hl.tile(k // 2, block_size=half):
+        # tile's offset is then the loop variable itself (whole splits: plus
+        # the split's first row, a multiple of the constant chunk), whose
+        # alignment Triton knows (tk.begin // 2 is a floor-division helper that
+        # hides it: no vector loads, no cp.async).
+        for tb in hl.tile(first, end, block_size=half):
+            row = base + tb.begin
             if scale_mode == "block" or scale_mode == "sub":
                 # The next step's scales now (loaded in the step that uses them, their latency showed).
-                sc_next = st[tile_n, (2 * min(tb.begin + half, last)) // group + hl.arange(ng) * step]
+                sc_next = st[tile_n, (2 * min(row + half, last)) // group + hl.arange(ng) * step]
             # The padded layout: weight tiles need no K mask.
-            wp = wt[tile_n, tb.begin + hl.arange(half)]
+            wp = wt[tile_n, row + hl.arange(half)]
             if fmt == 0:
                 lo, hi = _int4_nibbles(wp, xt.dtype, use_asm)
                 if scale_mode == "block" or scale_mode == "sub":
@@ -286,13 +346,13 @@ def fused(
                     lo = lo * s
                     hi = hi * s
                 elif scale_mode == "gather":
-                    s = st[tile_n, (2 * (tb.begin + hl.arange(half))) // group].to(xt.dtype)
+                    s = st[tile_n, (2 * (row + hl.arange(half))) // group].to(xt.dtype)
                     lo = lo * s
                     hi = hi * s
             else:
                 s = sc.to(torch.float32)[:, :, None].expand(tile_n, ng, 8).reshape(tile_n, half)
                 lo, hi = _nvfp4_values(wp, s, xt.dtype, use_asm)
-            kx = 2 * tb.begin + hl.arange(block_k)
+            kx = 2 * row + hl.arange(block_k)
             if k % block_k == 0:  # fused_gemm's EVEN_K
                 xs = xt[kx, tile_m]
             else:
@@ -308,7 +368,12 @@ def fused(
                 acc = acc * tensor_scale[0]
         if scale_mode == "channel":
             acc = acc * st[tile_n, 0].to(torch.float32)[:, None]
-        out[tile_m, tile_n] = acc.T.to(xt.dtype)
+        if splits == 1:
+            out[tile_m, tile_n] = acc.T.to(xt.dtype)
+        else:  # split_k_parts.finish, as weight_only's
+            done = _split_partial(ws, count, acc.T, tile_m, tile_n)
+            if done == splits - 1:
+                _split_last(ws, count, out, tile_m, tile_n)
     return out
 
 

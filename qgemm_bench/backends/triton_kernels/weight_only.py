@@ -51,8 +51,8 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # 121.7 (fused_gemm.FUSED_CONFIGS), where the paths before it took 108.5 /
 # 117.1 / 153.7 (an earlier run); NVFP4 74.8 / 91.7 / 122.4 vs dequant 113 /
 # 119 / 156 (an earlier run). int4 M=32: fused 29.1 (32x64x128, split 4) vs
-# split 38.1 (same process), not yet a path of its own (the Helion fused
-# kernel has no split-K).
+# split 38.1 (same process), not yet a path of its own (M = 32 takes the
+# split path; the Helion fused kernel's split-K is not yet timed).
 FUSED_MAX_M = 512
 
 

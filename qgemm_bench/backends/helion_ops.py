@@ -120,10 +120,10 @@ def helion_config(c: dict, path: str) -> dict:
 def table_config(fmt: int, path: str, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str] | None:
     """The Triton table's config for this path and shape on this GPU
     (weight_only_configs), as a Helion config (helion_config), or None."""
-    from qgemm_bench.backends.helion_kernels.configs import gpu_slug
     from qgemm_bench.backends.triton_kernels import weight_only_configs
+    from qgemm_bench.harness.environment import table_gpu
 
-    found = weight_only_configs.lookup(fmt, path, m, k, n, gpu_slug(device)) if device.type == "cuda" else None
+    found = weight_only_configs.lookup(fmt, path, m, k, n, table_gpu(device))
     if found is None:
         return None
     where = f" ({found[1]})" if found[1] else ""
@@ -266,10 +266,11 @@ class WeightOnly:
         check_weight_only(x, self.w, self.scales, self.fmt, self.group or 2)
         path = self.path(m)
         if path != "dequant":
-            default = default_config(self.fmt, path, m, self.k, self.n, x.device)
             # Helion's own config of another bucket only where the Triton
             # table has nothing for this shape (it was tuned for the shape).
-            nearest_ok = table_config(self.fmt, path, m, self.k, self.n, x.device) is None
+            table = table_config(self.fmt, path, m, self.k, self.n, x.device)
+            default = table or default_config(self.fmt, path, m)
+            nearest_ok = table is None
             # A config without our argument keys (hand-written, or from an
             # older file) takes the default's K step and decode.
             arguments = {key: default[0][key] for key in ARGUMENT_KEYS}

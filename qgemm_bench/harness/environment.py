@@ -53,6 +53,12 @@ def gpu_slug(device: torch.device) -> str:
     return (found.group(1) if found else re.sub(r"\W+", "_", name)).lower()
 
 
+def table_gpu(device: torch.device) -> str | None:
+    """The GPU name the Triton config tables are looked up by: gpu_slug on
+    CUDA, None on the CPU (the interpreter: no GPU's table applies)."""
+    return gpu_slug(device) if device.type == "cuda" else None
+
+
 def _version(pkg: str) -> str | None:
     try:
         return importlib.metadata.version(pkg)

@@ -23,7 +23,7 @@ import triton.language as tl
 from qgemm_bench.backends.checks import check_split_k
 from qgemm_bench.backends.triton_kernels import split_k_configs, split_k_parts
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
-from qgemm_bench.harness.environment import gpu_slug
+from qgemm_bench.harness.environment import table_gpu
 
 ATOMIC, DETERMINISTIC = 0, 1
 MODE_NAMES = split_k_configs.MODES  # indexed by ATOMIC / DETERMINISTIC
@@ -111,8 +111,7 @@ def sm_count(device: torch.device) -> int:
 def choose_config(mode: int, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str]:
     """(config, where it came from): the checked-in table's choice for this
     mode and shape on this device (split_k_configs.lookup)."""
-    gpu = gpu_slug(device) if device.type == "cuda" else None  # the interpreter: the heuristic
-    return split_k_configs.lookup(MODE_NAMES[mode], m, k, n, sm_count(device), gpu)
+    return split_k_configs.lookup(MODE_NAMES[mode], m, k, n, sm_count(device), table_gpu(device))
 
 
 def launch_args(a, b, bias, out, ws, count) -> tuple:

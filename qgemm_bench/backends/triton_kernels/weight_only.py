@@ -309,11 +309,10 @@ class WeightOnlyGemm:
         path = path or self.path(m)
         if (m, path) not in self._configs:
             from qgemm_bench.backends.triton_kernels.fused_gemm import tuned_config
-            from qgemm_bench.harness.environment import gpu_slug
+            from qgemm_bench.harness.environment import table_gpu
 
-            dev = self.w.device
             found = weight_only_configs.lookup(self.fmt, path, m, 2 * self.w.shape[0], self.w.shape[1],
-                                               gpu_slug(dev) if dev.type == "cuda" else None)
+                                               table_gpu(self.w.device))
             if found is None:
                 found = (tuned_config(self.fmt, m), "") if path == "fused" else \
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")

@@ -44,22 +44,31 @@ WEIGHT_ONLY_M = (1, 16, 64, 128, 256, 512)
 SPLIT_K_SHAPES = [(16, 16384, 16), (64, 32768, 64), (256, 65536, 256)]
 
 
-def path(op: str, m: int) -> str:
+def path(op: str, m: int, shape=None, device=None) -> str:
+    """The path the Helion backend takes at M (with shape and device: the
+    Triton table's faster path where it timed both, weight_only.path_for)."""
     from qgemm_bench.backends.triton_kernels.weight_only import path_for
 
-    return "split_k" if op == "split_k_gemm" else path_for(m)
+    if op == "split_k_gemm":
+        return "split_k"
+    if shape is None or device is None:
+        return path_for(m)
+    from qgemm_bench.harness.environment import table_gpu
+    from qgemm_bench.operators.formats import INT4, NVFP4
+
+    return path_for(m, NVFP4 if op == "nvfp4_gemm" else INT4, shape[1], shape[2], table_gpu(device))
 
 
-def kernel_name(op: str, m: int) -> str:
+def kernel_name(op: str, m: int, shape=None, device=None) -> str:
     """The config file's kernel name for this op and M (helion_ops.WeightOnly)."""
-    return f"{op}_fused" if path(op, m) == "fused" else op
+    return f"{op}_fused" if path(op, m, shape, device) == "fused" else op
 
 
 def candidates(op: str, m: int, shape=None, device=None) -> list[dict]:
     from qgemm_bench.backends.helion_kernels.configs import from_triton
     from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
 
-    p = path(op, m)
+    p = path(op, m, shape, device)
     if p == "split_k":  # first the Triton table's config (helion_ops' fallback: a saved entry must beat it)
         from qgemm_bench.backends.helion_ops import split_k_default
 
@@ -68,7 +77,9 @@ def candidates(op: str, m: int, shape=None, device=None) -> list[dict]:
     if p == "split":
         return [from_triton(weight_only.config_dict(c), split=True) for c in weight_only.split_pool(m)]
     if p == "fused":
-        return [from_triton(c, split=False) for c in fused_gemm.pool()]
+        from qgemm_bench.backends.helion_ops import helion_config
+
+        return [helion_config(c, "fused") for c in fused_gemm.pool(m)]
     return []
 
 
@@ -112,7 +123,7 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dic
     took = time.perf_counter() - t0
     print(f"{op_name} {shape}: {us:.1f} us with {cfg} ({len(results)} tried, {took:.0f} s)", flush=True)
     # configs.save's arguments: the caller saves (rank 0 alone under torchrun).
-    save = (kernel_name(op_name, shape[0]), *shape, configs.gpu_slug(device), cfg,
+    save = (kernel_name(op_name, shape[0], shape, device), *shape, configs.gpu_slug(device), cfg,
             {"us": round(us, 2), "tuned": f"best of {len(results)} curated configs, graph timing",
              "tune_s": round(took, 1), "compile_s": round(compile_s, 2)})
     return {"op": save[0], "shape": shape, "us": us, "tune_s": took, "save": save}

@@ -164,8 +164,8 @@ def split_scale_mode(fmt: int, group: int | None, block_k: int) -> str:
 
 class WeightOnly:
     """y = x @ dequant(w) through the Helion kernels (kernels.py) for any x
-    [M, K], the path by M with the Triton backend's boundaries
-    (weight_only.SPLIT_PATH_MAX_M, FUSED_MAX_M): split (weight_only kernel,
+    [M, K], on the Triton backend's path (weight_only.path_for: by M, and
+    the Triton table's faster path where it timed both): split (weight_only kernel,
     one launch), fused (on K-major weights made on first use), dequant
     (Helion dequantize, then torch's matmul). Same arguments as the Triton
     WeightOnlyGemm: fmt INT4 (scales [K//group, N] or None) or NVFP4 (E4M3
@@ -190,8 +190,9 @@ class WeightOnly:
 
     def path(self, m: int) -> str:
         from qgemm_bench.backends.triton_kernels.weight_only import path_for
+        from qgemm_bench.harness.environment import table_gpu
 
-        return path_for(m)
+        return path_for(m, self.fmt, self.k, self.n, table_gpu(self.w.device))
 
     def kmajor(self):
         """The fused path's K-major weights (kmajor_layout.py), made on first use."""

@@ -169,15 +169,29 @@ FUSED_CONFIGS = {
 # The fused path's tuning candidates (BLOCK_M, BLOCK_N, BLOCK_K, warps,
 # stages): the winners above (the two 4-stage ones were missing from the pool
 # of the table's first tuning run) and neighbours from tune_fused.py's grid,
-# 64x64 for N or M too small to fill the SMs with larger tiles. No split yet:
-# the Helion fused kernel takes one now (kernels.fused split_k) but neither
-# has been timed with splits on the GPU.
+# 64x64 for N or M too small to fill the SMs with larger tiles.
 FUSED_POOL = [(128, 64, 128, 8, 3), (128, 64, 128, 8, 4), (256, 64, 128, 8, 3), (256, 128, 64, 8, 3),
               (256, 128, 64, 8, 4), (256, 128, 128, 8, 3), (128, 128, 128, 8, 3), (256, 64, 64, 8, 3),
               (128, 64, 64, 8, 3), (64, 64, 128, 4, 4)]
+# Below M = 128 the fused kernel splits K to fill the SMs (BLOCK_N, BLOCK_K,
+# SPLIT_K, warps, stages; BLOCK_M = M's bucket). H100, int4 g128 K = N = 8192,
+# same process (exp/fused_wide.py): M=32 BLOCK_N 64, BLOCK_K 128, split 4,
+# w4 s4 28.7 us against the split path's 37.1 and fbgemm's 28.4; M=64 split
+# 2 37.9 against 37.9. Wider weight tiles lost everywhere: at M=64 BLOCK_N
+# 128 44.2, 256 46.1 (split 4, w8); at M=128..1024 BLOCK_N 256 took 1.3-2.5x
+# the 64/128-wide winners above. 8 warps on a 64-row weight tile decode it twice
+# (both warpgroups hold the whole MMA register operand).
+FUSED_SPLIT_POOL = [(64, 128, 4, 4, 4), (64, 128, 2, 4, 4), (64, 128, 8, 4, 4), (64, 64, 4, 4, 4),
+                    (64, 256, 2, 4, 3), (128, 128, 4, 4, 4), (64, 128, 4, 4, 3)]
+SPLIT_POOL_MAX_M = 64  # M buckets up to this take FUSED_SPLIT_POOL
 
 
-def pool() -> list[dict]:
+def pool(m: int) -> list[dict]:
+    """The fused path's tuning candidates at M (scripts/tune_weight_only.py
+    table, scripts/tune_helion.py)."""
+    b = m_bucket(m)
+    if b <= SPLIT_POOL_MAX_M:
+        return [config(max(16, b), bn, bk, sk, w, st) for bn, bk, sk, w, st in FUSED_SPLIT_POOL]
     return [config(bm, bn, bk, 1, w, st) for bm, bn, bk, w, st in FUSED_POOL]
 
 

@@ -16,8 +16,9 @@ One kernel for both formats (FMT), streaming each packed weight byte once:
   Loading each packed row's scale instead cost 27% (H100, K = N = 8192,
   best config each, same run: M=1 33.2 -> 26.2 us, M=16 34.6 -> 26.6).
 
-Three paths, picked by M (WeightOnlyGemm.path):
-- split (M <= SPLIT_PATH_MAX_M, memory-bound): this module's kernel, split-K
+Three paths, picked by M (WeightOnlyGemm.path, path_for):
+- split (M <= SPLIT_PATH_MAX_M, memory-bound, unless the table timed the
+  fused kernel with split-K faster at the shape): this module's kernel, split-K
   over enough CTAs to stream the weights; splits meet in an fp32 workspace by
   atomics and the tile's last program casts and stores (split_k_parts.py;
   one launch); its configs are checked in per GPU and shape bucket
@@ -50,15 +51,22 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # 183 / 674, fbgemm 178 / 777). Fused M=128 / 256 / 512: 52.8 / 73.1 /
 # 121.7 (fused_gemm.FUSED_CONFIGS), where the paths before it took 108.5 /
 # 117.1 / 153.7 (an earlier run); NVFP4 74.8 / 91.7 / 122.4 vs dequant 113 /
-# 119 / 156 (an earlier run). int4 M=32: fused 29.1 (32x64x128, split 4) vs
-# split 38.1 (same process), not yet a path of its own (M = 32 takes the
-# split path; the Helion fused kernel's split-K is not yet timed).
+# 119 / 156 (an earlier run). int4 M=32: fused 28.7 (32x64x128, split 4) vs
+# split 37.1 (same process): the table picks per bucket (path_for).
 FUSED_MAX_M = 512
 
 
-def path_for(m: int) -> str:
-    """The path a weight-only GEMM takes at M (the Helion backend's too)."""
-    return "split" if m <= SPLIT_PATH_MAX_M else "fused" if m <= FUSED_MAX_M else "dequant"
+def path_for(m: int, fmt: int | None = None, k: int | None = None, n: int | None = None,
+             gpu: str | None = None) -> str:
+    """The path a weight-only GEMM takes at M (the Helion backend's too): by
+    the M bounds above, except that up to SPLIT_PATH_MAX_M the fused kernel
+    (with split-K) runs where GPU `gpu`'s table timed it faster at the
+    shape's bucket (weight_only_configs.faster_path)."""
+    if m <= SPLIT_PATH_MAX_M:
+        if fmt is not None and weight_only_configs.faster_path(fmt, m, k, n, gpu) == "fused":
+            return "fused"
+        return "split"
+    return "fused" if m <= FUSED_MAX_M else "dequant"
 
 
 @triton.jit
@@ -281,7 +289,9 @@ class WeightOnlyGemm:
     def path(self, m: int) -> str:
         if self.forced_path != "auto":
             return self.forced_path
-        return path_for(m)
+        from qgemm_bench.harness.environment import table_gpu
+
+        return path_for(m, self.fmt, 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device))
 
     def fused(self):
         """The fused path's kernel and its K-major weights (made on first use)."""

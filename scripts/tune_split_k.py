@@ -144,7 +144,7 @@ def _compile(m, k, n, mode, c) -> str | None:
         ws = torch.empty(16, device=dev, dtype=torch.float32)
         count = torch.empty(16, device=dev, dtype=torch.int32)
         sk.split_k_kernel.warmup(*sk.launch_args(a, b, None, out, ws, count), grid=sk.grid_for(m, n, c),
-                                 HAS_BIAS=False, MODE=mode, **c)
+                                 HAS_BIAS=False, MODE=mode, **sk.kernel_meta(c))
         return None
     except Exception as e:  # the timing process compiles it again and reports
         return f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"

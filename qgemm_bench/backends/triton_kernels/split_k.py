@@ -3,7 +3,9 @@
 Each program computes one output tile over one contiguous slice of K; the
 partials meet in fp32 by atomics (ATOMIC) or per-split planes summed in
 split order (DETERMINISTIC), and the tile's last program finishes it
-(split_k_parts.py).
+(split_k_parts.py). Deterministic configs may sum the planes otherwise (their
+REDUCE: in chunks, or in a second small launch, reduce_planes; see
+split_k_configs.py).
 
 Configs: an explicit one, else the checked-in table (split_k_configs.py:
 exact shape, nearest bucket, or a heuristic; per mode), so a default run
@@ -38,6 +40,7 @@ def split_k_kernel(
     M_BUCKET, N_BUCKET,  # autotuning keys only
     HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    REDUCE: tl.constexpr = 0, CHUNK: tl.constexpr = 1,  # split_k_parts.finish's; kernel_meta sets them
 ):
     pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
     offs_k = tl.arange(0, BLOCK_K)
@@ -55,7 +58,7 @@ def split_k_kernel(
         acc += tl.dot(a, b)
 
     split_k_parts.finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
-                         SPLIT_K, MODE == 1, HAS_BIAS)
+                         SPLIT_K, MODE == 1, HAS_BIAS, REDUCE, CHUNK)
 
 
 def _cfg(bm, bn, bk, split, warps=4, stages=3):
@@ -126,9 +129,22 @@ def launch_args(a, b, bias, out, ws, count) -> tuple:
 grid_for = split_k_parts.grid
 
 
+def kernel_meta(c: dict) -> dict:
+    """Config c as split_k_kernel's keyword arguments: REDUCE by its code
+    (split_k_parts.finish's), CHUNK resolved (split_k_configs.chunk)."""
+    meta = {x: v for x, v in c.items() if x not in ("REDUCE", "CHUNK")}
+    reduce = c.get("REDUCE", "last")
+    meta["REDUCE"] = split_k_configs.REDUCES.index(reduce)
+    if reduce == "chunk":
+        meta["CHUNK"] = split_k_configs.chunk(c)
+    return meta
+
+
 class SplitKGemm:
     """A prepared split-K GEMM: owns its workspace and counters (zeroed once,
-    left zeroed by every call), so calls are single launches.
+    left zeroed by every call), so calls are single launches; two with REDUCE
+    "kernel" (the split kernel, then reduce_planes: no host sync, no memory
+    but the output allocated per call, so a CUDA graph captures both).
 
     config: explicit, else the table's (choose_config), else with AUTOTUNE
     (or autotune=True) Triton's autotuner over CONFIGS. `source` says which."""
@@ -143,7 +159,7 @@ class SplitKGemm:
         self.autotune = (AUTOTUNE if autotune is None else autotune) and config is None and a.device.type == "cuda"
         if config is not None:
             config = dict(config)
-            split_k_configs.check_config({"num_warps": 4, "num_stages": 3, **config})
+            split_k_configs.check_config({"num_warps": 4, "num_stages": 3, **config}, MODE_NAMES[mode])
             self.source = "explicit config"
         elif not self.autotune:
             config, self.source = choose_config(mode, m, k, n, a.device)
@@ -157,6 +173,11 @@ class SplitKGemm:
         planes = 1 if mode == ATOMIC else planes
         self.ws = torch.zeros(planes * m * n, device=a.device, dtype=torch.float32)
         self.count = torch.zeros(counters, device=a.device, dtype=torch.int32)
+        self.meta = None if config is None else kernel_meta(config)
+        self.reduce = None  # REDUCE "kernel": (grid, BLOCK, num_warps) of reduce_planes
+        if config is not None and config.get("REDUCE") == "kernel" and config["SPLIT_K"] > 1:
+            block, warps = split_k_parts.reduce_block(m, n, sm_count(a.device))
+            self.reduce = (triton.cdiv(m * n, block),), block, warps
 
     def note(self) -> str:
         """Where the config came from, for a result row."""
@@ -174,5 +195,9 @@ class SplitKGemm:
         if self.config is None:
             tuned_kernel()[lambda c: grid_for(m, n, c)](*args, **meta)
         else:
-            split_k_kernel[grid_for(m, n, self.config)](*args, **meta, **self.config)
+            split_k_kernel[grid_for(m, n, self.config)](*args, **meta, **self.meta)
+        if self.reduce is not None:
+            grid, block, warps = self.reduce
+            split_k_parts.reduce_planes[grid](self.ws, args[2], out, m, n, self.config["SPLIT_K"],
+                                              self.bias is not None, block, num_warps=warps)
         return out

@@ -10,6 +10,19 @@ A per-tile counter tells the last program of a tile to finish it: add the
 bias (exactly once), cast, store, and zero the workspace and counter for the
 next call. No memset or cast kernels: at 64x32768x64 the kernel floor is a
 few microseconds and every extra launch costs ~1-2 us even in a CUDA graph.
+
+How the deterministic planes are summed (REDUCE, split_k_configs.REDUCES; the
+split-K GEMM's configs choose, other kernels take the default):
+- REDUCE_LAST (default): the tile's last program, plane after plane in split order;
+- REDUCE_CHUNK: the tile's last program, CHUNK planes per load ([CHUNK, BLOCK_M,
+  BLOCK_N], so many loads are in flight) summed by tl.sum, chunk after chunk.
+  The order is fixed by the compiled kernel (the same bits every run of a
+  config) but not sequential: its bits can differ from REDUCE_LAST's by fp32 rounding;
+- REDUCE_UNROLL: REDUCE_LAST's loop unrolled (the same order and bits, the
+  loads free to be issued together);
+- REDUCE_KERNEL: every program only stores its plane (no counter) and a second, small
+  launch (reduce_planes) sums them per output element in split order, over
+  many programs: the same bits as REDUCE_LAST, in two launches.
 """
 
 from __future__ import annotations
@@ -17,6 +30,10 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+# finish's REDUCE codes: indices into split_k_configs.REDUCES.
+REDUCE_LAST, REDUCE_CHUNK, REDUCE_KERNEL, REDUCE_UNROLL = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2), \
+    tl.constexpr(3)
 
 # The counters are sized for the smallest tile any config uses.
 MIN_BLOCK_M, MIN_BLOCK_N = 16, 32
@@ -61,9 +78,12 @@ def tile_and_range(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_
 
 @triton.jit
 def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
-           SPLIT_K: tl.constexpr, DETERMINISTIC: tl.constexpr, HAS_BIAS: tl.constexpr):
+           SPLIT_K: tl.constexpr, DETERMINISTIC: tl.constexpr, HAS_BIAS: tl.constexpr,
+           REDUCE: tl.constexpr = 0, CHUNK: tl.constexpr = 1):  # REDUCE 0: REDUCE_LAST
     """Store this program's fp32 partial `acc`; the tile's last program adds
-    the bias, stores the cast sum and leaves workspace and counter zeroed."""
+    the bias, stores the cast sum and leaves workspace and counter zeroed.
+    DETERMINISTIC only: REDUCE (module doc), CHUNK the planes per load of
+    REDUCE_CHUNK; with REDUCE_KERNEL reduce_planes finishes."""
     mask_m = offs_m < M
     mask_n = offs_n < N
     tile = offs_m[:, None] * N + offs_n[None, :]  # workspace index within one [M, N] plane
@@ -72,6 +92,8 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
         if HAS_BIAS:
             acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
         tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
+    elif DETERMINISTIC and REDUCE == REDUCE_KERNEL:  # reduce_planes, launched next, sums the planes
+        tl.store(ws_ptr + tl.program_id(1) * M * N + tile, acc, mask=mask)
     else:
         if DETERMINISTIC:
             tl.store(ws_ptr + tl.program_id(1) * M * N + tile, acc, mask=mask)
@@ -84,8 +106,14 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
         if done == SPLIT_K - 1:
             if DETERMINISTIC:
                 total = tl.zeros(acc.shape, dtype=tl.float32)
-                for s in range(0, SPLIT_K):
-                    total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
+                if REDUCE == REDUCE_CHUNK:
+                    total = _sum_chunks(total, ws_ptr, tile, mask, M, N, SPLIT_K, CHUNK)
+                elif REDUCE == REDUCE_UNROLL:  # REDUCE_LAST's order and bits, the loads free to overlap
+                    for s in tl.static_range(SPLIT_K):
+                        total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
+                else:
+                    for s in range(0, SPLIT_K):
+                        total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
             else:
                 # Read the sum with an atomic (performed at L2, where the other
                 # programs' atomics land). A .cg load here read incomplete sums:
@@ -106,3 +134,44 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
             # int4 M=1 K=N=8192 21.26 -> 20.98 (H100, same process;
             # exp/wo_variant_ab.py).
             tl.atomic_xchg(count_ptr + pid_mn, 0, sem="relaxed")
+
+
+@triton.jit
+def _sum_chunks(total, ws_ptr, tile, mask, M, N, SPLIT_K: tl.constexpr, CHUNK: tl.constexpr):
+    """total + the SPLIT_K planes at `tile`, CHUNK per load (one
+    [CHUNK, BLOCK_M, BLOCK_N] load: its loads all in flight at once,
+    where REDUCE_LAST's loop may wait on each plane), each chunk summed by tl.sum (a
+    fixed tree), chunks in split order. Planes past SPLIT_K are masked (read as
+    0.0), so CHUNK need not divide SPLIT_K."""
+    planes = tl.arange(0, CHUNK)
+    for first in range(0, SPLIT_K, CHUNK):
+        s = first + planes
+        chunk = tl.load(ws_ptr + s[:, None, None] * M * N + tile[None, :, :],
+                        mask=(s < SPLIT_K)[:, None, None] & mask[None, :, :], other=0.0, cache_modifier=".cg")
+        total += tl.sum(chunk, axis=0)
+    return total
+
+
+def reduce_block(m: int, n: int, sms: int) -> tuple[int, int]:
+    """(BLOCK, num_warps) of reduce_planes for a [M, N] output: blocks of 32..256
+    elements, small enough for >= `sms` programs where the output allows (all
+    SMs pull planes), at most 2 elements per thread (each thread has SPLIT_K
+    loads to keep in flight)."""
+    block = max(32, min(256, 1 << max(0, (m * n // sms).bit_length() - 1)))
+    return block, min(4, block // 32)
+
+
+@triton.jit
+def reduce_planes(ws_ptr, bias_ptr, out_ptr, M, N, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    """REDUCE_KERNEL's second launch: out (contiguous [M, N]) = the SPLIT_K
+    fp32 planes summed per element in split order, + bias, cast. Grid:
+    cdiv(M * N, BLOCK). The planes need no zeroing: every call writes each."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < M * N
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):  # unrolled: the loads are independent and can all be issued early
+        total += tl.load(ws_ptr + s * M * N + offs, mask=mask, other=0.0)
+    if HAS_BIAS:
+        total += tl.load(bias_ptr + offs % N, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=mask)

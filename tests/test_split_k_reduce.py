@@ -1,0 +1,141 @@
+"""The Triton split-K GEMM's deterministic reductions (config key REDUCE:
+"last", "chunk", "kernel", "unroll"; split_k_parts.py): each against fp64 on ragged
+shapes, bit-identical over calls, against "last" (the same bits for "kernel",
+within one output ulp for "chunk", whose tl.sum order is fixed but not
+sequential), and the config checks."""
+
+import json
+
+import pytest
+import torch
+
+from qgemm_bench.operators import split_k_gemm
+from tests.support import DEV, DT, case, check, seed, triton_config
+
+
+def reference64(inputs):
+    ref = inputs.a.double() @ inputs.b.double()
+    return ref if inputs.bias is None else ref + inputs.bias.double()
+
+
+VARIANTS = [{"REDUCE": "last"}, {"REDUCE": "chunk", "CHUNK": 4}, {"REDUCE": "chunk"}, {"REDUCE": "kernel"},
+            {"REDUCE": "unroll"}]
+
+
+# Shapes that divide no block. Splits against CHUNK 4: fewer planes than a
+# chunk (3), a ragged last chunk (7; at 7x1000x33 its last split gets no K
+# block), whole chunks (8). The larger shape runs ~5 s a case in the
+# interpreter: two cases of it.
+@pytest.mark.parametrize("shape, bias, split", [
+    ((7, 1000, 33), False, 3), ((7, 1000, 33), True, 3), ((7, 1000, 33), False, 7), ((7, 1000, 33), True, 7),
+    ((7, 1000, 33), False, 8), ((7, 1000, 33), True, 8), ((33, 5248, 17), True, 7), ((33, 5248, 17), False, 8)])
+def test_reduce_variants_vs_fp64_and_last(shape, bias, split):
+    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC, SplitKGemm
+
+    inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
+    ref = reference64(inputs)
+    base = triton_config(bn=32, bk=64, split=split)
+    last = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, base)()  # no REDUCE: today's path
+    check(last, ref)
+    for extra in VARIANTS:
+        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, {**base, **extra})
+        gemm.ws.fill_(float("nan"))  # no variant needs its planes zeroed: every call writes each
+        first = gemm().clone()
+        check(first, ref)
+        assert torch.equal(gemm(), first), extra  # deterministic
+        assert int(gemm.count.abs().sum()) == 0
+        if extra["REDUCE"] == "chunk":
+            # fp32 sums in another (fixed) order: at most one ulp of the
+            # output apart, or fp32 rounding near zero.
+            tol = torch.finfo(DT).eps * last.float().abs() + 1e-5 * float(last.float().abs().max())
+            assert bool(((first.float() - last.float()).abs() <= tol).all()), extra
+        else:  # split order from zero, then the bias: the same bits
+            assert torch.equal(first, last), extra
+
+
+def test_reduce_kernel_with_one_split_is_one_launch():
+    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC, SplitKGemm
+
+    inputs = split_k_gemm.make_inputs(case(split_k_gemm, (5, 300, 20), bias=True), seed())
+    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, triton_config(split=1, REDUCE="kernel"))
+    assert gemm.reduce is None  # split 1 stores the output itself
+    check(gemm(), reference64(inputs))
+
+
+# ------------------------------------------------------------------ configs (no kernel runs)
+
+
+def test_configs_check_reduce():
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+
+    c = triton_config(split=8)
+    for mode in (None, "atomic", "deterministic"):
+        skc.check_config({**c, "REDUCE": "last"}, mode)
+    for r in ("chunk", "kernel"):
+        skc.check_config({**c, "REDUCE": r}, "deterministic")
+        with pytest.raises(ValueError, match="atomic mode sums by atomics"):
+            skc.check_config({**c, "REDUCE": r}, "atomic")
+    skc.check_config({**c, "REDUCE": "chunk", "CHUNK": 16}, "deterministic")
+    bad = [({"REDUCE": "tree"}, "must be one of 'last', 'chunk', 'kernel'"),
+           ({"REDUCE": None}, "must be one of"),
+           ({"CHUNK": 4}, "only with REDUCE 'chunk', not 'last'"),
+           ({"REDUCE": "kernel", "CHUNK": 4}, "only with REDUCE 'chunk'"),
+           ({"REDUCE": "chunk", "CHUNK": 6}, "power of two"),
+           ({"REDUCE": "chunk", "CHUNK": 0}, "power of two"),
+           ({"REDUCE": "chunk", "CHUNK": 256}, "power of two in 1..128")]
+    for extra, match in bad:
+        with pytest.raises(ValueError, match=match):
+            skc.check_config({**c, **extra}, "deterministic")
+
+
+def test_tables_and_gemms_refuse_reduce_in_atomic_mode(tmp_path):
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, SplitKGemm
+
+    c = {**triton_config(split=8), "REDUCE": "kernel"}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"entries": {"deterministic": {"M1_K2_N3": {"config": c}}}}))
+    skc.read_table(path)
+    path.write_text(json.dumps({"entries": {"atomic": {"M1_K2_N3": {"config": c}}}}))
+    with pytest.raises(ValueError, match="atomic mode"):
+        skc.read_table(path)
+    a, b = torch.randn(4, 256, device=DEV).to(DT), torch.randn(256, 8, device=DEV).to(DT)
+    with pytest.raises(ValueError, match="atomic mode"):
+        SplitKGemm(a, b, None, ATOMIC, c)
+
+
+def test_describe_chunk_and_kernel_meta():
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+    from qgemm_bench.backends.triton_kernels.split_k import kernel_meta
+
+    c = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 64, "SPLIT_K": 64, "num_warps": 4, "num_stages": 3}
+    assert skc.describe(c) == skc.describe({**c, "REDUCE": "last"}) == "16x16x64 split 64 w4 s3"
+    assert skc.describe({**c, "REDUCE": "kernel"}) == "16x16x64 split 64 w4 s3 reduce kernel"
+    assert skc.describe({**c, "REDUCE": "chunk", "CHUNK": 4}) == "16x16x64 split 64 w4 s3 reduce chunk 4"
+    # The default chunk: <= 32 fp32 values per thread, 2 at least, <= SPLIT_K rounded up.
+    assert skc.chunk(c) == 16  # 16x16 over 128 threads: 2 a plane
+    assert skc.chunk({**c, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "SPLIT_K": 16}) == 2  # 32 a plane
+    assert skc.chunk({**c, "BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 8}) == 4
+    assert skc.chunk({**c, "SPLIT_K": 3}) == 4 and skc.chunk({**c, "SPLIT_K": 3, "CHUNK": 2}) == 2
+    assert skc.chunk({**c, "SPLIT_K": 5, "CHUNK": 64}) == 8
+    # The kernel's arguments: the default path passes REDUCE 0 and no CHUNK
+    # (the kernel's default), i.e. the same kernel as before REDUCE existed.
+    assert kernel_meta(c) == {**c, "REDUCE": 0}
+    assert kernel_meta({**c, "REDUCE": "chunk"}) == {**c, "REDUCE": 1, "CHUNK": 16}
+    assert kernel_meta({**c, "REDUCE": "kernel"}) == {**c, "REDUCE": 2}
+
+
+def test_checked_in_table_keeps_the_default_reduce():
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+
+    doc = skc.read_table(skc.TABLE_PATH)
+    assert all("REDUCE" not in e["config"] for es in doc["entries"].values() for e in es.values())
+
+
+def test_reduce_block_spreads_the_output_over_the_sms():
+    from qgemm_bench.backends.triton_kernels.split_k_parts import reduce_block
+
+    for m, n in [(1, 16), (16, 16), (7, 33), (128, 128), (256, 256), (4096, 4096)]:
+        block, warps = reduce_block(m, n, 132)
+        assert 32 <= block <= 256 and block & (block - 1) == 0 and block // (32 * warps) in (1, 2)
+        assert block == 32 or -(-m * n // block) >= 132

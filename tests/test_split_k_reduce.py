@@ -125,11 +125,25 @@ def test_describe_chunk_and_kernel_meta():
     assert kernel_meta({**c, "REDUCE": "kernel"}) == {**c, "REDUCE": 2}
 
 
-def test_checked_in_table_keeps_the_default_reduce():
+def test_checked_in_reductions_are_the_split_order_ones_and_run_right():
+    """The table's deterministic entries reduce in split order ("last" or
+    "kernel": the same bits; exp/det_ab.py picked "kernel" where it timed
+    faster), its atomic ones by atomics; two of its "kernel" configs, run at a
+    ragged shape, against fp64 and bit-stable."""
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC, SplitKGemm
 
     doc = skc.read_table(skc.TABLE_PATH)
-    assert all("REDUCE" not in e["config"] for es in doc["entries"].values() for e in es.values())
+    assert all("REDUCE" not in e["config"] for e in doc["entries"]["atomic"].values())
+    det = [e["config"] for e in doc["entries"]["deterministic"].values()]
+    assert {c.get("REDUCE", "last") for c in det} <= {"last", "kernel"}
+    kernel = sorted((c for c in det if c.get("REDUCE") == "kernel"), key=lambda c: c["SPLIT_K"] * c["BLOCK_K"])
+    inputs = split_k_gemm.make_inputs(case(split_k_gemm, (20, 3000, 40), bias=True), seed())
+    for c in (kernel[0], kernel[-1]):
+        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, {**c, "num_stages": 1})
+        first = gemm().clone()
+        check(first, reference64(inputs))
+        assert torch.equal(gemm(), first)
 
 
 def test_reduce_block_spreads_the_output_over_the_sms():

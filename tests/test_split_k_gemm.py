@@ -522,3 +522,18 @@ def test_tritonbench_entries_on_gpu():
     b = torch.randn(32768, 64, device=CUDA, dtype=torch.bfloat16)
     for entry in (tb.matmul_split_k_tritonbench, tb.triton_matmul_split_k_tritonbench):
         assert rel_error(entry(None, a, b, None)(), a.double() @ b.double()) <= 1e-2
+
+
+@pytest.mark.parametrize("shape, exact", [((16, 8192, 16), True), ((256, 4096, 256), True), ((20, 9000, 24), False)])
+def test_helion_takes_its_nearest_bucket_only_where_the_triton_table_lacks_the_shape(shape, exact, monkeypatch):
+    """A Helion split-K entry of another bucket must not displace the Triton
+    table's config of the shape's own (both modes)."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import tuning
+
+    seen = []
+    monkeypatch.setattr(tuning, "ready", lambda *args, **kwargs: seen.append(kwargs["nearest_ok"]))
+    inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape), seed())
+    for deterministic in (False, True):
+        helion_ops.SplitK(inputs.a, inputs.b, None, deterministic).ready("split_k_gemm")
+    assert seen == [not exact, not exact]

@@ -234,6 +234,12 @@ def usable(doc: dict, gpu: str | None) -> bool:
     return doc.get("gpu") in (None, gpu) or gpu is None
 
 
+def has_entry(mode: str, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> bool:
+    """Whether the table this GPU uses has the shape's own entry for the mode."""
+    doc = table() if doc is None else doc
+    return usable(doc, gpu) and key(m, k, n) in doc.get("entries", {}).get(mode, {})
+
+
 def lookup(mode: str, m: int, k: int, n: int, sms: int = DEFAULT_SMS, gpu: str | None = None,
            doc: dict | None = None) -> tuple[dict, str]:
     """(config, where it came from) for this mode and shape (see the module doc)."""

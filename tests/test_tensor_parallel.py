@@ -44,6 +44,10 @@ def _worker(rank: int, world: int, port: int, fmt: str | None, out: str) -> None
     tensor_parallel.add_all_reduce(model, shard)
     ids = torch.randint(0, model.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(SEED))
     np.save(f"{out}.{rank}.npy", logits(model, ids))
+    # Both ranks reach the teardown together: a rank that destroyed its gloo
+    # group while the other was still in its last collective aborted the
+    # other once in CI ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -14,8 +14,10 @@ Candidates: BLOCK_M 16/32/64 x BLOCK_N 16/32/64/128 from 1/8 of M and N
 (rounded up to powers of two) to all of them, BLOCK_K 64/128/256, SPLIT_K
 1..128 with tiles x splits in [SMs/4, 4 SMs] and >= 2 K blocks per split, at
 4 warps / 3 stages, the heuristic's choice first and then those nearest it;
-then the best three at 4/8 warps x 3/4/5 stages (shared memory permitting);
-the best three re-timed. Each shape gets a share of the
+then the best three at 4/8 warps x 3/4/5 stages (shared memory permitting)
+and, deterministic, the best three and the atomic winner with their planes
+summed in a second launch (REDUCE "kernel", second_launch); the best three
+re-timed. Each shape gets a share of the
 time left by its number of candidates (those nearest the heuristic are timed
 first), so --limit-s (default 540: one 10-minute GPU call) ends the run with
 every shape tried; configs compile ahead in worker processes (--jobs) while
@@ -106,6 +108,20 @@ def candidates(m: int, k: int, n: int, sms: int) -> list[dict]:
 def variants(c: dict) -> list[dict]:
     """c at the other warps / stages that fit in shared memory."""
     return [v for w, s in VARIANTS if (v := {**c, "num_warps": w, "num_stages": s}) != c and smem(v) <= SMEM_LIMIT]
+
+
+def second_launch(configs, atomic_best: dict | None = None) -> list[dict]:
+    """Deterministic candidates that sum their planes in a second launch
+    (REDUCE "kernel": the same bits as the in-kernel sum): the given configs
+    and the shape's atomic winner, where they split. exp/det_ab.py found it
+    the faster deterministic form at 17 of 19 long-K shapes (H100), often
+    with the atomic winner's tiles."""
+    out = []
+    for c in [*configs, *([atomic_best] if atomic_best else [])]:
+        v = {**c, "REDUCE": "kernel"}
+        if c["SPLIT_K"] > 1 and v not in out:
+            out.append(v)
+    return out
 
 
 def parse_shape(text: str) -> Shape:
@@ -288,8 +304,10 @@ class ShapeTuner:
                          "status": status})
         return us, err, status
 
-    def tune_mode(self, mode: int, compiler: Compiler, until: float, deadline: float) -> dict | None:
-        """Best accurate config of this mode, timing until `until`: {config, us, err, timed, candidates}."""
+    def tune_mode(self, mode: int, compiler: Compiler, until: float, deadline: float,
+                  atomic_best: dict | None = None) -> dict | None:
+        """Best accurate config of this mode, timing until `until`: {config, us, err, timed, candidates}.
+        Deterministic: also the best and `atomic_best` summed in a second launch (second_launch)."""
         shape = tuple(self.shape)
         first = candidates(*shape, self.sms)
         timed = {}  # json(config) -> (us, err, config)
@@ -311,6 +329,8 @@ class ShapeTuner:
         run(first, time.monotonic() + 0.7 * max(0.0, until - time.monotonic()))
         compiler.drop(shape, mode, [c for c in first if json.dumps(c, sort_keys=True) not in timed])
         more = [v for _, _, c in best(TOP) for v in variants(c)]
+        if mode == 1:  # split_k.DETERMINISTIC
+            more += second_launch([c for _, _, c in best(TOP)], atomic_best)
         compiler.submit(shape, mode, more, urgent=True)
         run(more, until)
         compiler.drop(shape, mode, more)
@@ -410,13 +430,16 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
                 cub = tuner.cublas()
                 line.append(f"cuBLAS {cub:7.2f} us")
                 start = time.monotonic()
+                atomic_best = None
                 for j, mode in enumerate(modes):
                     until = min(deadline, start + share * (j + 1) / len(modes))
-                    r = tuner.tune_mode(mode, compiler, until, deadline)
+                    r = tuner.tune_mode(mode, compiler, until, deadline, atomic_best)
                     mname = skc.MODES[mode]
                     if r is None:
                         line.append(f"{mname}: nothing accurate timed (keeps its entry)")
                         continue
+                    if mode == ATOMIC:
+                        atomic_best = r["config"]
                     doc["entries"][mname][skc.key(*s)] = {
                         "config": r["config"], "us": r["us"], "cublas_us": round(cub, 3),
                         "err": float(f"{r['err']:.3g}"),

@@ -286,6 +286,17 @@ def test_tune_script_candidates_are_valid():
                 assert t.smem(v) <= t.SMEM_LIMIT and v != c
 
 
+def test_tune_script_times_the_second_launch_reduction_for_deterministic_configs():
+    t = tune_script()
+    skc = configs()
+    a, b, one = t.cfg(16, 16, 64, 32), t.cfg(64, 32, 128, 8), t.cfg(16, 32, 64, 1)
+    got = t.second_launch([a, b, one], atomic_best=a)
+    assert got == [{**a, "REDUCE": "kernel"}, {**b, "REDUCE": "kernel"}]  # no split: nothing to sum; no repeats
+    for c in got:
+        skc.check_config(c, "deterministic")  # a config the table and the kernel take
+    assert t.second_launch([b]) == [{**b, "REDUCE": "kernel"}]
+
+
 def test_tune_script_writes_the_seed_table(tmp_path):
     out = tmp_path / "seed.json"
     r = subprocess.run([sys.executable, str(SCRIPT), "--seed-only", str(out)], capture_output=True, text=True,

@@ -293,31 +293,23 @@ class WeightOnly:
         elif path == "fused":
             # split_k (fused_gemm's SPLIT_K) is an argument of kernels.fused
             # (hl.constexpr, decided at trace time; kernels.py says why), not
-            # a Helion setting as the split path's tunable, and ready()
-            # compiles with every key but tuning.ARGUMENT_KEYS: fix takes it
-            # out of the config, the kernel's arguments and the Ready's config
-            # get it back. A config without it takes the default's, as the
+            # a Helion setting as the split path's tunable: one more argument
+            # key here. A config without it takes the default's, as the other
             # argument keys (1 unless the Triton config for the shape splits).
-            default_split = default[0].get("split_k", 1)
-            split = [default_split]  # the last fixed config's (ready() builds its arguments right after fix)
+            arguments["split_k"] = default[0].get("split_k", 1)
 
             def fix(cfg):
                 cfg = {**arguments, **cfg}
                 if not MIN_BLOCK_K <= cfg["block_k"] <= K_ALIGN:
                     raise ValueError(f"config {cfg}: block_k from {MIN_BLOCK_K} to {K_ALIGN} (the K-major layout's "
                                      "padding)")
-                s = cfg.pop("split_k", default_split)
-                if type(s) is not int or s < 1:
-                    raise ValueError(f"config {cfg}: split_k must be an integer >= 1, got {s!r}")
-                split[0] = s
+                if type(cfg["split_k"]) is not int or cfg["split_k"] < 1:
+                    raise ValueError(f"config {cfg}: split_k must be an integer >= 1, got {cfg['split_k']!r}")
                 return cfg
 
-            def args(cfg):
-                return self._fused_args(x, {**cfg, "split_k": split[0]})
-
-            r = ready(f"{self.name}_fused", kernels.fused, args, x.device, (m, self.k, self.n),
-                      FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok)
-            r.config = {**r.config, "split_k": split[0]}
+            r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
+                      (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok,
+                      (*ARGUMENT_KEYS, "split_k"))
         else:
             r = self._dequant_ready(x.dtype, x.device)
         self._ready[m] = r

@@ -64,13 +64,15 @@ class Ready:
     autotune_s: float | None
 
 
-def helion_settings(cfg: dict) -> dict:
-    """The config without its ARGUMENT_KEYS: what helion.Config takes."""
-    return {key: v for key, v in cfg.items() if key not in ARGUMENT_KEYS}
+def helion_settings(cfg: dict, arguments: tuple = ARGUMENT_KEYS) -> dict:
+    """The config without its argument keys (ARGUMENT_KEYS, or a kernel's own
+    `arguments`): what helion.Config takes."""
+    return {key: v for key, v in cfg.items() if key not in arguments}
 
 
 def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, int, int],
-          interpreter: dict, fix=None, default: tuple[dict, str] | None = None, nearest_ok: bool = True) -> Ready:
+          interpreter: dict, fix=None, default: tuple[dict, str] | None = None, nearest_ok: bool = True,
+          arguments: tuple = ARGUMENT_KEYS) -> Ready:
     """Bind `kernel` to `args` and give it a config: `interpreter` on CPU, the
     explicit one of OPTIONS, a fresh autotune when OPTIONS asks for one (saved
     under `name` with save_configs), else the checked-in config of `name` for
@@ -80,7 +82,8 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
     config of another bucket, unless --helion-configs named the file).
     `fix(config) -> config` adapts a config to what this call needs. `args`:
     the kernel's arguments, or a function config -> arguments for kernels
-    whose hl.constexpr arguments come from the config (ARGUMENT_KEYS;
+    whose hl.constexpr arguments come from the config (the keys in
+    `arguments`, kept in the Ready's config and never given to Helion;
     Helion's autotuner then tunes the rest, at `default`'s)."""
     from qgemm_bench.backends.helion_kernels import configs
 
@@ -108,7 +111,7 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
                               autotune_budget_seconds=_seconds(opts.budget_s))
         t0 = time.perf_counter()
         cfg = dict(tuner.bind(tune_args).autotune(tune_args, force=True))
-        cfg.update({key: base[key] for key in ARGUMENT_KEYS if key in base})
+        cfg.update({key: base[key] for key in arguments if key in base})
         autotune_s = time.perf_counter() - t0
         _tuned[_tune_key(name, bucket_mnk, tune_args)] = (cfg, autotune_s)
         notes.append(f"autotuned ({effort}) in {autotune_s:.0f} s")
@@ -134,7 +137,7 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
     call_args = args(cfg) if callable(args) else args
     bound = kernel.bind(call_args)  # Helion caches one bound kernel per specialization (shapes, dtypes)
     t0 = time.perf_counter()
-    settings = helion_settings(cfg)
+    settings = helion_settings(cfg, arguments)
     key = json.dumps(settings, sort_keys=True)
     if _current.get(id(bound)) != key:  # the runner prepares many input copies with one config
         bound.set_config(settings)  # compiles

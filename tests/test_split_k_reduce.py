@@ -1,8 +1,6 @@
 """The Triton split-K GEMM's deterministic reductions (config key REDUCE:
-"last", "chunk", "kernel", "unroll"; split_k_parts.py): each against fp64 on ragged
-shapes, bit-identical over calls, against "last" (the same bits for "kernel",
-within one output ulp for "chunk", whose tl.sum order is fixed but not
-sequential), and the config checks."""
+"last", "kernel"; split_k_parts.py): each against fp64 on ragged shapes,
+bit-identical over calls and to each other, and the config checks."""
 
 import json
 
@@ -18,14 +16,12 @@ def reference64(inputs):
     return ref if inputs.bias is None else ref + inputs.bias.double()
 
 
-VARIANTS = [{"REDUCE": "last"}, {"REDUCE": "chunk", "CHUNK": 4}, {"REDUCE": "chunk"}, {"REDUCE": "kernel"},
-            {"REDUCE": "unroll"}]
+VARIANTS = [{"REDUCE": "last"}, {"REDUCE": "kernel"}]
 
 
-# Shapes that divide no block. Splits against CHUNK 4: fewer planes than a
-# chunk (3), a ragged last chunk (7; at 7x1000x33 its last split gets no K
-# block), whole chunks (8). The larger shape runs ~5 s a case in the
-# interpreter: two cases of it.
+# Shapes that divide no block; splits 3, 7 (at 7x1000x33 its last split gets
+# no K block) and 8. The larger shape runs ~5 s a case in the interpreter:
+# two cases of it.
 @pytest.mark.parametrize("shape, bias, split", [
     ((7, 1000, 33), False, 3), ((7, 1000, 33), True, 3), ((7, 1000, 33), False, 7), ((7, 1000, 33), True, 7),
     ((7, 1000, 33), False, 8), ((7, 1000, 33), True, 8), ((33, 5248, 17), True, 7), ((33, 5248, 17), False, 8)])
@@ -44,13 +40,7 @@ def test_reduce_variants_vs_fp64_and_last(shape, bias, split):
         check(first, ref)
         assert torch.equal(gemm(), first), extra  # deterministic
         assert int(gemm.count.abs().sum()) == 0
-        if extra["REDUCE"] == "chunk":
-            # fp32 sums in another (fixed) order: at most one ulp of the
-            # output apart, or fp32 rounding near zero.
-            tol = torch.finfo(DT).eps * last.float().abs() + 1e-5 * float(last.float().abs().max())
-            assert bool(((first.float() - last.float()).abs() <= tol).all()), extra
-        else:  # split order from zero, then the bias: the same bits
-            assert torch.equal(first, last), extra
+        assert torch.equal(first, last), extra  # split order from zero, then the bias: the same bits
 
 
 def test_reduce_kernel_with_one_split_is_one_launch():
@@ -71,18 +61,12 @@ def test_configs_check_reduce():
     c = triton_config(split=8)
     for mode in (None, "atomic", "deterministic"):
         skc.check_config({**c, "REDUCE": "last"}, mode)
-    for r in ("chunk", "kernel"):
-        skc.check_config({**c, "REDUCE": r}, "deterministic")
-        with pytest.raises(ValueError, match="atomic mode sums by atomics"):
-            skc.check_config({**c, "REDUCE": r}, "atomic")
-    skc.check_config({**c, "REDUCE": "chunk", "CHUNK": 16}, "deterministic")
-    bad = [({"REDUCE": "tree"}, "must be one of 'last', 'chunk', 'kernel'"),
-           ({"REDUCE": None}, "must be one of"),
-           ({"CHUNK": 4}, "only with REDUCE 'chunk', not 'last'"),
-           ({"REDUCE": "kernel", "CHUNK": 4}, "only with REDUCE 'chunk'"),
-           ({"REDUCE": "chunk", "CHUNK": 6}, "power of two"),
-           ({"REDUCE": "chunk", "CHUNK": 0}, "power of two"),
-           ({"REDUCE": "chunk", "CHUNK": 256}, "power of two in 1..128")]
+    skc.check_config({**c, "REDUCE": "kernel"}, "deterministic")
+    with pytest.raises(ValueError, match="atomic mode sums by atomics"):
+        skc.check_config({**c, "REDUCE": "kernel"}, "atomic")
+    bad = [({"REDUCE": "tree"}, "must be one of 'last', 'kernel'"),
+           ({"REDUCE": "chunk"}, "must be one of"),  # measured and dropped
+           ({"REDUCE": None}, "must be one of")]
     for extra, match in bad:
         with pytest.raises(ValueError, match=match):
             skc.check_config({**c, **extra}, "deterministic")
@@ -104,25 +88,17 @@ def test_tables_and_gemms_refuse_reduce_in_atomic_mode(tmp_path):
         SplitKGemm(a, b, None, ATOMIC, c)
 
 
-def test_describe_chunk_and_kernel_meta():
+def test_describe_and_kernel_meta():
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
     from qgemm_bench.backends.triton_kernels.split_k import kernel_meta
 
     c = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 64, "SPLIT_K": 64, "num_warps": 4, "num_stages": 3}
     assert skc.describe(c) == skc.describe({**c, "REDUCE": "last"}) == "16x16x64 split 64 w4 s3"
     assert skc.describe({**c, "REDUCE": "kernel"}) == "16x16x64 split 64 w4 s3 reduce kernel"
-    assert skc.describe({**c, "REDUCE": "chunk", "CHUNK": 4}) == "16x16x64 split 64 w4 s3 reduce chunk 4"
-    # The default chunk: <= 32 fp32 values per thread, 2 at least, <= SPLIT_K rounded up.
-    assert skc.chunk(c) == 16  # 16x16 over 128 threads: 2 a plane
-    assert skc.chunk({**c, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "SPLIT_K": 16}) == 2  # 32 a plane
-    assert skc.chunk({**c, "BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 8}) == 4
-    assert skc.chunk({**c, "SPLIT_K": 3}) == 4 and skc.chunk({**c, "SPLIT_K": 3, "CHUNK": 2}) == 2
-    assert skc.chunk({**c, "SPLIT_K": 5, "CHUNK": 64}) == 8
-    # The kernel's arguments: the default path passes REDUCE 0 and no CHUNK
-    # (the kernel's default), i.e. the same kernel as before REDUCE existed.
-    assert kernel_meta(c) == {**c, "REDUCE": 0}
-    assert kernel_meta({**c, "REDUCE": "chunk"}) == {**c, "REDUCE": 1, "CHUNK": 16}
-    assert kernel_meta({**c, "REDUCE": "kernel"}) == {**c, "REDUCE": 2}
+    # The kernel's arguments: the default path passes REDUCE 0 (the kernel's
+    # default), i.e. the same kernel as before REDUCE existed.
+    assert kernel_meta(c) == kernel_meta({**c, "REDUCE": "last"}) == {**c, "REDUCE": 0}
+    assert kernel_meta({**c, "REDUCE": "kernel"}) == {**c, "REDUCE": 1}
 
 
 def test_checked_in_reductions_are_the_split_order_ones_and_run_right():

@@ -3,9 +3,8 @@
 Each program computes one output tile over one contiguous slice of K; the
 partials meet in fp32 by atomics (ATOMIC) or per-split planes summed in
 split order (DETERMINISTIC), and the tile's last program finishes it
-(split_k_parts.py). Deterministic configs may sum the planes otherwise (their
-REDUCE: in chunks, or in a second small launch, reduce_planes; see
-split_k_configs.py).
+(split_k_parts.py). Deterministic configs may sum the planes in a second
+small launch instead (REDUCE "kernel": reduce_planes; split_k_configs.py).
 
 Configs: an explicit one, else the checked-in table (split_k_configs.py:
 exact shape, nearest bucket, or a heuristic; per mode), so a default run
@@ -40,7 +39,7 @@ def split_k_kernel(
     M_BUCKET, N_BUCKET,  # autotuning keys only
     HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    REDUCE: tl.constexpr = 0, CHUNK: tl.constexpr = 1,  # split_k_parts.finish's; kernel_meta sets them
+    REDUCE: tl.constexpr = 0,  # split_k_parts.finish's; kernel_meta sets it
 ):
     pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
     offs_k = tl.arange(0, BLOCK_K)
@@ -58,7 +57,7 @@ def split_k_kernel(
         acc += tl.dot(a, b)
 
     split_k_parts.finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
-                         SPLIT_K, MODE == 1, HAS_BIAS, REDUCE, CHUNK)
+                         SPLIT_K, MODE == 1, HAS_BIAS, REDUCE)
 
 
 def _cfg(bm, bn, bk, split, warps=4, stages=3):
@@ -131,13 +130,8 @@ grid_for = split_k_parts.grid
 
 def kernel_meta(c: dict) -> dict:
     """Config c as split_k_kernel's keyword arguments: REDUCE by its code
-    (split_k_parts.finish's), CHUNK resolved (split_k_configs.chunk)."""
-    meta = {x: v for x, v in c.items() if x not in ("REDUCE", "CHUNK")}
-    reduce = c.get("REDUCE", "last")
-    meta["REDUCE"] = split_k_configs.REDUCES.index(reduce)
-    if reduce == "chunk":
-        meta["CHUNK"] = split_k_configs.chunk(c)
-    return meta
+    (split_k_parts.finish's)."""
+    return {**c, "REDUCE": split_k_configs.REDUCES.index(c.get("REDUCE", "last"))}
 
 
 class SplitKGemm:

@@ -11,7 +11,7 @@ The table is split_k_configs.json beside this file:
      "entries": {"atomic" | "deterministic":
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "num_warps", "num_stages",
-                                                optional "REDUCE", "CHUNK"},
+                                                optional "REDUCE"},
                                      "tuned": "how it was found", "us": ..., "cublas_us": ...}}}}
 
 scripts/tune_split_k.py writes this file (on a GPU: the timed winners; with
@@ -23,11 +23,10 @@ scripts/tune_split_k.py writes this file (on a GPU: the timed winners; with
 3. else the heuristic below, with the device's SM count.
 A table tuned on another GPU (its "gpu" differs) is not used: step 3.
 
-Deterministic configs may name how the planes are summed (REDUCE, see
-split_k_parts.py): "last" (the default: the tile's last program, one plane
-after another), "chunk" (the last program, CHUNK planes per load, summed by
-tl.sum) or "kernel" (a second, small launch sums every output element in split
-order). Atomic configs take only "last" (their atomics sum the partials).
+Deterministic configs may name who sums the planes (REDUCE, see
+split_k_parts.py), both in split order: "last" (the default: the tile's last
+program) or "kernel" (a second, small launch). Atomic configs take only
+"last" (their atomics sum the partials).
 Only the Triton kernel reads REDUCE; Helion's split-K kernel has its own.
 """
 
@@ -50,11 +49,7 @@ MIN_BLOCK = 16  # tl.dot needs every tile dimension >= 16
 MAX_TILE = 64  # the heuristic's largest BLOCK_M / BLOCK_N
 MAX_SPLIT = 128
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
-REDUCES = ("last", "chunk", "kernel", "unroll")  # the codes split_k_parts.finish takes: their indices
-# REDUCE "chunk" without CHUNK loads at most this many fp32 values per thread
-# at once (CHUNK x BLOCK_M x BLOCK_N over the CTA's threads): registers enough
-# for many loads in flight without spilling a 64x128 tile at 8 warps.
-CHUNK_VALUES = 32
+REDUCES = ("last", "kernel")  # the codes split_k_parts.finish takes: their indices
 
 
 def pow2_ceil(v: int) -> int:
@@ -89,22 +84,11 @@ def bucket(m: int, k: int, n: int) -> tuple[int, int, int]:
 
 def describe(c: dict) -> str:
     """A config as rows and logs print it: 16x32x128 split 32 w4 s3 (then
-    "reduce kernel" or "reduce chunk 8" where REDUCE is not the default)."""
+    "reduce kernel" where REDUCE is not the default)."""
     text = (f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} "
             f"w{c.get('num_warps', 4)} s{c.get('num_stages', 3)}")
     reduce = c.get("REDUCE", "last")
-    if reduce != "last":
-        text += f" reduce {reduce}" + (f" {chunk(c)}" if reduce == "chunk" else "")
-    return text
-
-
-def chunk(c: dict) -> int:
-    """How many planes REDUCE "chunk" sums per load: CHUNK, else the most that
-    keep the load at <= CHUNK_VALUES fp32 values per thread (2 at least); never
-    more than SPLIT_K rounded up to a power of two (the rest are masked)."""
-    per_plane = c["BLOCK_M"] * c["BLOCK_N"] // (32 * c.get("num_warps", 4))  # values per thread
-    auto = max(2, 1 << max(0, (CHUNK_VALUES // max(1, per_plane)).bit_length() - 1))
-    return min(c.get("CHUNK", auto), pow2_ceil(c["SPLIT_K"]))
+    return text if reduce == "last" else f"{text} reduce {reduce}"
 
 
 def tiles(m: int, n: int, c: dict) -> int:
@@ -122,8 +106,7 @@ def fits(m: int, k: int, n: int, c: dict) -> bool:
 
 def check_config(c: dict, mode: str | None = None) -> None:
     """A config the kernel can run: power-of-two tiles >= 16, SPLIT_K >= 1,
-    REDUCE one of REDUCES ("last" only for mode "atomic"), CHUNK (only with
-    REDUCE "chunk") a power of two <= MAX_SPLIT."""
+    REDUCE one of REDUCES ("last" only for mode "atomic")."""
     missing = [x for x in CONFIG_KEYS if x not in c]
     if missing:
         raise ValueError(f"split_k config {c} lacks {', '.join(missing)}")
@@ -139,12 +122,6 @@ def check_config(c: dict, mode: str | None = None) -> None:
     if reduce != "last" and mode == "atomic":
         raise ValueError(f"split_k config REDUCE={reduce!r}: atomic mode sums by atomics (REDUCE is for "
                          "deterministic configs)")
-    if "CHUNK" in c:
-        v = c["CHUNK"]
-        if reduce != "chunk":
-            raise ValueError(f"split_k config CHUNK={v!r}: only with REDUCE 'chunk', not {reduce!r}")
-        if not isinstance(v, int) or not 1 <= v <= MAX_SPLIT or v & (v - 1):
-            raise ValueError(f"split_k config CHUNK={v!r}: must be a power of two in 1..{MAX_SPLIT}")
 
 
 def fit(m: int, k: int, n: int, c: dict, sms: int = DEFAULT_SMS) -> dict:

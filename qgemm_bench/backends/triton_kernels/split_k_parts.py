@@ -11,18 +11,17 @@ bias (exactly once), cast, store, and zero the workspace and counter for the
 next call. No memset or cast kernels: at 64x32768x64 the kernel floor is a
 few microseconds and every extra launch costs ~1-2 us even in a CUDA graph.
 
-How the deterministic planes are summed (REDUCE, split_k_configs.REDUCES; the
-split-K GEMM's configs choose, other kernels take the default):
-- REDUCE_LAST (default): the tile's last program, plane after plane in split order;
-- REDUCE_CHUNK: the tile's last program, CHUNK planes per load ([CHUNK, BLOCK_M,
-  BLOCK_N], so many loads are in flight) summed by tl.sum, chunk after chunk.
-  The order is fixed by the compiled kernel (the same bits every run of a
-  config) but not sequential: its bits can differ from REDUCE_LAST's by fp32 rounding;
-- REDUCE_UNROLL: REDUCE_LAST's loop unrolled (the same order and bits, the
-  loads free to be issued together);
-- REDUCE_KERNEL: every program only stores its plane (no counter) and a second, small
-  launch (reduce_planes) sums them per output element in split order, over
-  many programs: the same bits as REDUCE_LAST, in two launches.
+Who sums the deterministic planes (REDUCE, split_k_configs.REDUCES; the
+split-K GEMM's configs choose, other kernels take the default), both in split
+order, the same bits:
+- REDUCE_LAST (default): the tile's last program, plane after plane;
+- REDUCE_KERNEL: every program only stores its plane (no counter) and a
+  second, small launch (reduce_planes) sums them per output element, over
+  many programs. H100, 19 long-K shapes (exp/det_ab.py, 2 rounds): faster at
+  17, e.g. 256x65536x256 33.1 against 39.9 us, 16x8192x16 4.26 against 4.97.
+  Two other sums in the last program were measured and dropped: CHUNK planes
+  per load summed by tl.sum (1.13-3.97x atomic, slower everywhere) and the
+  loop unrolled (no faster than REDUCE_LAST).
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ import triton
 import triton.language as tl
 
 # finish's REDUCE codes: indices into split_k_configs.REDUCES.
-REDUCE_LAST, REDUCE_CHUNK, REDUCE_KERNEL, REDUCE_UNROLL = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2), \
-    tl.constexpr(3)
+REDUCE_LAST, REDUCE_KERNEL = tl.constexpr(0), tl.constexpr(1)
 
 # The counters are sized for the smallest tile any config uses.
 MIN_BLOCK_M, MIN_BLOCK_N = 16, 32
@@ -79,11 +77,11 @@ def tile_and_range(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_
 @triton.jit
 def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
            SPLIT_K: tl.constexpr, DETERMINISTIC: tl.constexpr, HAS_BIAS: tl.constexpr,
-           REDUCE: tl.constexpr = 0, CHUNK: tl.constexpr = 1):  # REDUCE 0: REDUCE_LAST
+           REDUCE: tl.constexpr = 0):  # REDUCE 0: REDUCE_LAST
     """Store this program's fp32 partial `acc`; the tile's last program adds
     the bias, stores the cast sum and leaves workspace and counter zeroed.
-    DETERMINISTIC only: REDUCE (module doc), CHUNK the planes per load of
-    REDUCE_CHUNK; with REDUCE_KERNEL reduce_planes finishes."""
+    DETERMINISTIC only: REDUCE (module doc); with REDUCE_KERNEL reduce_planes
+    finishes."""
     mask_m = offs_m < M
     mask_n = offs_n < N
     tile = offs_m[:, None] * N + offs_n[None, :]  # workspace index within one [M, N] plane
@@ -106,14 +104,8 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
         if done == SPLIT_K - 1:
             if DETERMINISTIC:
                 total = tl.zeros(acc.shape, dtype=tl.float32)
-                if REDUCE == REDUCE_CHUNK:
-                    total = _sum_chunks(total, ws_ptr, tile, mask, M, N, SPLIT_K, CHUNK)
-                elif REDUCE == REDUCE_UNROLL:  # REDUCE_LAST's order and bits, the loads free to overlap
-                    for s in tl.static_range(SPLIT_K):
-                        total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
-                else:
-                    for s in range(0, SPLIT_K):
-                        total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
+                for s in range(0, SPLIT_K):
+                    total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
             else:
                 # Read the sum with an atomic (performed at L2, where the other
                 # programs' atomics land). A .cg load here read incomplete sums:
@@ -134,22 +126,6 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
             # int4 M=1 K=N=8192 21.26 -> 20.98 (H100, same process;
             # exp/wo_variant_ab.py).
             tl.atomic_xchg(count_ptr + pid_mn, 0, sem="relaxed")
-
-
-@triton.jit
-def _sum_chunks(total, ws_ptr, tile, mask, M, N, SPLIT_K: tl.constexpr, CHUNK: tl.constexpr):
-    """total + the SPLIT_K planes at `tile`, CHUNK per load (one
-    [CHUNK, BLOCK_M, BLOCK_N] load: its loads all in flight at once,
-    where REDUCE_LAST's loop may wait on each plane), each chunk summed by tl.sum (a
-    fixed tree), chunks in split order. Planes past SPLIT_K are masked (read as
-    0.0), so CHUNK need not divide SPLIT_K."""
-    planes = tl.arange(0, CHUNK)
-    for first in range(0, SPLIT_K, CHUNK):
-        s = first + planes
-        chunk = tl.load(ws_ptr + s[:, None, None] * M * N + tile[None, :, :],
-                        mask=(s < SPLIT_K)[:, None, None] & mask[None, :, :], other=0.0, cache_modifier=".cg")
-        total += tl.sum(chunk, axis=0)
-    return total
 
 
 def reduce_block(m: int, n: int, sms: int) -> tuple[int, int]:

@@ -373,15 +373,16 @@ def _weight_only(case, name: str, inputs, scales, tensor_scale, fmt: int, group:
 
 
 @backend("int4_gemm", "helion", "Helion weight-only GEMM, the Triton backend's paths in Helion: one-launch "
-         "split-K for M <= 64; the fused swapped-operand kernel on K-major weights up to M = 512; above, a Helion "
-         "dequantize, then cuBLAS; checked-in configs per GPU and shape bucket", why_not)
+         "split-K for M <= 64; the fused swapped-operand kernel on K-major weights up to M = 512 (and where the "
+         "Triton table picks it at M <= 64); above, a Helion dequantize, then cuBLAS; checked-in configs per GPU "
+         "and shape bucket", why_not)
 def int4(case, inputs):
     return _weight_only(case, case.op, inputs, inputs.scales, None, INT4, inputs.group_size)
 
 
 @backend("nvfp4_gemm", "helion", "Helion weight-only GEMM with in-register E2M1 decode and E4M3 block "
-         "scales, the Triton backend's paths (split-K, fused, dequantize + cuBLAS by M); checked-in configs per "
-         "GPU and shape bucket", why_not)
+         "scales, the Triton backend's paths (split-K, fused, dequantize + cuBLAS by M and the Triton table); "
+         "checked-in configs per GPU and shape bucket", why_not)
 def nvfp4(case, inputs):
     bs = inputs.block_scales.contiguous()
     if bs.dtype != torch.float8_e4m3fn:

@@ -36,8 +36,9 @@ def _weight_only(case, inputs, scales, tensor_scale, fmt: int, group: int) -> Pr
 
 
 @backend("int4_gemm", "triton", "Triton weight-only GEMM: one-launch split-K streaming for M <= 64; a fused "
-         "swapped-operand kernel on K-major weights up to M = 512; above, a Triton dequantize, then cuBLAS; "
-         "checked-in configs per GPU and shape (weight_only_configs/<gpu>.json)", triton_why_not)
+         "swapped-operand kernel on K-major weights up to M = 512 (and at M <= 64 with split-K where the table "
+         "timed it faster); above, a Triton dequantize, then cuBLAS; checked-in configs per GPU and shape "
+         "(weight_only_configs/<gpu>.json)", triton_why_not)
 def int4(case, inputs):
     # Unscaled: the group is never read; any even constant.
     group = inputs.group_size if inputs.group_size is not None else 2
@@ -46,8 +47,8 @@ def int4(case, inputs):
 
 @backend("nvfp4_gemm", "triton", "Triton weight-only GEMM with in-register E2M1 decode and E4M3 block "
          "scales: one-launch split-K for M <= 64; a fused swapped-operand kernel on K-major weights up to "
-         "M = 512; above, a Triton dequantize, then cuBLAS; checked-in configs per GPU and shape "
-         "(weight_only_configs/<gpu>.json)", triton_why_not)
+         "M = 512 (and at M <= 64 with split-K where the table timed it faster); above, a Triton dequantize, "
+         "then cuBLAS; checked-in configs per GPU and shape (weight_only_configs/<gpu>.json)", triton_why_not)
 def nvfp4(case, inputs):
     bs = inputs.block_scales.contiguous().view(torch.uint8)  # E4M3 bits, decoded in the kernel
     ts = inputs.tensor_scale.float()

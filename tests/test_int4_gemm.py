@@ -254,7 +254,7 @@ def test_triton_every_path_vs_fp64_and_repeatable(path, group, shape):
     check(gemm(x2), fp64(x2, int4_gemm.dequantize(inputs)))
 
 
-@pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (512, "fused"), (513, "dequant")])
+@pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (1024, "fused"), (1025, "dequant")])
 def test_triton_auto_path_by_m(m, path):
     # The measured crossovers (weight_only.SPLIT_PATH_MAX_M, FUSED_MAX_M).
     inputs = int4_gemm.make_inputs(case(int4_gemm, (m, 64, 32), group_size=32), 0)
@@ -291,6 +291,36 @@ def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
     check(gemm(inputs.x), ref)
     check(gemm(inputs.x), ref)  # the split workspace was left ready
+
+
+@pytest.mark.parametrize("shape,group,bk", [((17, 768, 40), 48, 128), ((9, 512, 72), 16, 64), ((33, 640, 100), 32, 64)])
+def test_fused_kernel_groups_that_split_a_byte_vs_fp64(shape, group, bk):
+    # Fragment order puts k and k + 16 in one byte: groups that are not a
+    # multiple of 32 give its nibbles two scales (GATHER), 32 one (SUB).
+    from qgemm_bench.backends.triton_kernels.fused_gemm import GATHER, SUB, scale_mode
+
+    assert scale_mode(INT4, group, shape[1], bk, frag=True) == (SUB if group == 32 else GATHER)
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
+    check(fused(inputs, cfg(bm=16 if shape[0] < 32 else 32, bn=64, bk=bk, split=2))(inputs.x),
+          fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
+def test_fragment_order_puts_each_threads_k_pairs_in_one_byte_run():
+    """kmajor_layout's fragment order, from its definition: byte 4c + 2u + e
+    of each 16-byte run holds k = 8u + 2c + e (low nibble) and k + 16 (high)."""
+    from qgemm_bench.backends.kmajor_layout import from_kmajor, to_kmajor
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (1, 320, 37), group_size=32), seed())
+    codes = np_unpack(inputs.w.numpy().view(np.uint8))  # [K, N] codes in K order
+    p = to_kmajor(inputs.w, inputs.scales, 32, frag=True)
+    wt = p.wt.numpy()
+    for run in range(320 // 32):
+        for byte in range(16):
+            c, u, e = byte // 4, (byte // 2) % 2, byte % 2
+            k = 32 * run + 8 * u + 2 * c + e
+            assert np.array_equal(wt[:37, 16 * run + byte] & 0xF, codes[k])
+            assert np.array_equal(wt[:37, 16 * run + byte] >> 4, codes[k + 16])
+    assert torch.equal(from_kmajor(p), inputs.w.view(torch.uint8))
 
 
 def test_kmajor_layout_round_trips_and_pads_with_zero_codes():
@@ -413,14 +443,14 @@ def test_helion_fused_kernel_vs_fp64(shape, group, bk, monkeypatch):
 
 
 @interpreter
-@pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (512, "fused"), (513, "dequant")])
+@pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (1024, "fused"), (1025, "dequant")])
 def test_helion_auto_path_by_m(m, path):
     """The Triton backend's boundaries (weight_only.SPLIT_PATH_MAX_M,
     FUSED_MAX_M); the K-major copy only where the fused path runs; every path
     correct, and the prepared weights applied to another M take its path."""
     from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, SPLIT_PATH_MAX_M
 
-    assert (SPLIT_PATH_MAX_M, FUSED_MAX_M) == (64, 512)
+    assert (SPLIT_PATH_MAX_M, FUSED_MAX_M) == (64, 1024)
     c = case(int4_gemm, (m, 64, 32), group_size=32)
     out, inputs, prepared = run_backend(int4_gemm, "helion", c)
     check(out, fp64(inputs.x, int4_gemm.dequantize(inputs)))
@@ -440,7 +470,7 @@ def test_helion_weight_only_paths_and_split_workspace():
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, (19, 384, 40), group_size=64), seed())
     gemm = WeightOnly("int4_gemm", inputs.w, inputs.scales, None, INT4, 64)
-    assert [gemm.path(m) for m in (1, 64, 65, 512, 513)] == ["split", "split", "fused", "fused", "dequant"]
+    assert [gemm.path(m) for m in (1, 64, 65, 1024, 1025)] == ["split", "split", "fused", "fused", "dequant"]
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
     check(gemm(inputs.x), ref)
     check(gemm(inputs.x), ref)  # the workspace and counters were left ready

@@ -1,5 +1,6 @@
 """The K-major weight layout the fused mixed-input kernels read (Triton's
-fused_gemm.py), arranged once in a backend's prepare(), never per call.
+fused_gemm.py, Helion's kernels.fused), arranged once in a backend's
+prepare(), never per call.
 
 Canonical packed weights (formats.py) are [K//2, N] with N contiguous. The
 fused kernels compute y^T = W^T x^T so that the dequantized weight tile is
@@ -9,9 +10,24 @@ registers), which wants each output channel's K contiguous:
     wt[n, j] = code(k = 2j) | code(k = 2j + 1) << 4      (uint8, [Np, Kp // 2])
 
 the same bytes as the canonical layout, transposed. A [BLOCK_N, BLOCK_K // 2]
-byte tile decodes to (even-k, odd-k) halves that tl.join interleaves back
-into [BLOCK_N, BLOCK_K] in K order, in registers: each thread of the MMA
-operand layout holds k pairs (2j, 2j + 1), so no shuffle is needed.
+byte tile decodes to (low-nibble, high-nibble) halves that tl.join
+interleaves back into [BLOCK_N, BLOCK_K] in K order.
+
+Fragment order (frag=True): the same codes, each run of 32 k of a row (16
+bytes) permuted so that a thread's share of the wgmma register operand is
+contiguous and each decoded 32-bit register is one of its k pairs:
+
+    byte 4c + 2u + e of a run holds k = 8u + 2c + e (low nibble) and k + 16 (high)
+
+(c = lane % 4 of the MMA operand layout, which holds k = 2c, 2c + 1, 2c + 8,
+2c + 9 of every 16). In K order a thread's bytes are 1 of every 4 and each
+decoded register pairs two bytes' low nibbles, so Triton read the tile from
+shared memory a byte at a time and re-paired halves with PRMT: 436 SASS
+instructions per 64x64x128 loop step on sm_90 against 312 in fragment order
+(ldmatrix, no byte loads), and int4 g128 K = N = 8192 (H100, p50, same
+process, exp/frag_ab.py) M=32 28.9 -> 23.3 us, M=64 37.7 -> 31.5 (same
+config). Any BLOCK_K that is a multiple of 32 reads it.
+
 K is zero-padded to a multiple of K_ALIGN (code 0 is the value 0 in int4 and
 E2M1) and N to a multiple of N_ALIGN, so weight tiles load unmasked.
 Scales keep their canonical [groups, N] orientation (a tile's BLOCK_N scales
@@ -36,6 +52,7 @@ class KMajorWeights:
     scales: torch.Tensor | None
     k: int
     n: int
+    frag: bool = False
 
 
 def _round_up(v: int, m: int) -> int:
@@ -48,17 +65,37 @@ def _padded(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     return out
 
 
-def to_kmajor(w: torch.Tensor, scales: torch.Tensor | None, group: int | None) -> KMajorWeights:
+def _fragment_order(wt: torch.Tensor) -> torch.Tensor:
+    """[Np, Kp // 2] K-major bytes -> the same codes in fragment order: the
+    codes of each 32-k run, indexed (nibble, u, c, e) by k = 16 nibble + 8u +
+    2c + e, go to byte 4c + 2u + e, nibble `nibble`."""
+    codes = torch.stack((wt & 0xF, wt >> 4), dim=-1).reshape(wt.shape[0], -1, 2, 2, 4, 2)  # chunk, nibble, u, c, e
+    codes = codes.permute(0, 1, 4, 3, 5, 2).reshape(wt.shape[0], -1, 2)
+    return (codes[..., 0] | (codes[..., 1] << 4)).reshape(wt.shape)
+
+
+def _k_order(wt: torch.Tensor) -> torch.Tensor:
+    """_fragment_order's inverse."""
+    codes = torch.stack((wt & 0xF, wt >> 4), dim=-1).reshape(wt.shape[0], -1, 4, 2, 2, 2)  # chunk, c, u, e, nibble
+    codes = codes.permute(0, 1, 5, 3, 2, 4).reshape(wt.shape[0], -1, 2)
+    return (codes[..., 0] | (codes[..., 1] << 4)).reshape(wt.shape)
+
+
+def to_kmajor(w: torch.Tensor, scales: torch.Tensor | None, group: int | None, frag: bool = False) -> KMajorWeights:
     """Canonical packed [K//2, N] weights (int8 or uint8) and [K//group, N]
-    scales (or NVFP4's [K//16, N] block scales, group 16) -> the K-major layout."""
+    scales (or NVFP4's [K//16, N] block scales, group 16) -> the K-major layout
+    (frag: its bytes in fragment order)."""
     k, n = 2 * w.shape[0], w.shape[1]
     kp, np_ = _round_up(k, K_ALIGN), _round_up(n, N_ALIGN)
     wt = _padded(w.view(torch.uint8).t(), np_, kp // 2)
+    if frag:
+        wt = _fragment_order(wt)
     if scales is not None:
         scales = _padded(scales, _round_up(kp, group) // group, np_)
-    return KMajorWeights(wt, scales, k, n)
+    return KMajorWeights(wt, scales, k, n, frag)
 
 
 def from_kmajor(p: KMajorWeights) -> torch.Tensor:
     """The canonical [K//2, N] uint8 bytes back (tests)."""
-    return p.wt[: p.n, : p.k // 2].t().contiguous()
+    wt = _k_order(p.wt) if p.frag else p.wt
+    return wt[: p.n, : p.k // 2].t().contiguous()

@@ -67,11 +67,16 @@ NVFP4_BF16X2_PTX = """{
         lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
         fma.rn.bf16x2 $3, $3, $6, z;
         }"""
+# NVFP4_BF16X2_PTX with the high nibbles scaled by their own scales ($7, $8):
+# the fragment-order layout puts k and k + 16 in one byte (kmajor_layout.py),
+# two NVFP4 blocks of 16.
+NVFP4_SPLIT_BF16X2_PTX = NVFP4_BF16X2_PTX.replace("$2, $2, $5", "$2, $2, $7").replace("$3, $3, $6", "$3, $3, $8")
 # nvfp4_bf16x2's scale offset: callers pass each scale times 2^118 (exact in
 # bf16 for E4M3 scales <= 448) and multiply the result by 2^8.
 EXP2_118 = 2.0**118
 _INT4_PTX = tl.constexpr(INT4_BF16X2_PTX)  # a @triton.jit function reads globals only as constexpr
 _NVFP4_PTX = tl.constexpr(NVFP4_BF16X2_PTX)
+_NVFP4_SPLIT_PTX = tl.constexpr(NVFP4_SPLIT_BF16X2_PTX)
 _EXP2_118 = tl.constexpr(EXP2_118)
 
 
@@ -111,6 +116,15 @@ def nvfp4_bf16x2(w, sb):
     return tl.inline_asm_elementwise(
         asm=_NVFP4_PTX,
         constraints="=r,=r,=r,=r,r,r,r", args=[w, sb], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
+def nvfp4_split_bf16x2(w, sb_lo, sb_hi):
+    """nvfp4_bf16x2 with the low and high nibbles' own scales."""
+    return tl.inline_asm_elementwise(
+        asm=_NVFP4_SPLIT_PTX,
+        constraints="=r,=r,=r,=r,r,r,r,r,r", args=[w, sb_lo, sb_hi], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True,
+        pack=4)
 
 
 @triton.jit

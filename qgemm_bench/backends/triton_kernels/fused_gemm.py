@@ -6,7 +6,9 @@ y^T = W^T x^T. The dequantized weight tile is the dot's first operand, which
 Hopper's wgmma takes from registers (its second operand, the pipelined x
 tile, sits in shared memory), and M is the MMA's narrow dimension: 16 rows of
 x suffice, the weight rows fill the MMA's 64-row side. Weights are in the
-K-major layout (kmajor_layout.py). Compiled for sm_90 (Triton 3.6), the
+K-major layout in fragment order (kmajor_layout.py; FRAG: each thread reads
+its bytes of the register operand as one vector and each decoded register is
+one of its k pairs; _in_k_order puts them back in K order, in registers). Compiled for sm_90 (Triton 3.6), the
 weight tile goes global -> shared (cp.async, pipelined) -> registers, is
 decoded there and feeds every wgmma of the block asynchronously: no shared
 memory round trip of the decoded values. K is a constexpr (one compile per
@@ -43,13 +45,15 @@ from qgemm_bench.types import m_bucket
 NONE, CHANNEL, BLOCK, SUB, GATHER = range(5)
 
 
-def scale_mode(fmt: int, group: int | None, k: int, block_k: int) -> int:
+def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = False) -> int:
     if fmt == NVFP4:
         return SUB
     if group is None:
         return NONE
     if group >= k:
         return CHANNEL
+    if frag and group % 32:  # a byte's two codes (k, k + 16) can lie in two groups
+        return GATHER
     if group % block_k == 0:
         return BLOCK
     return SUB if block_k % group == 0 else GATHER
@@ -72,7 +76,8 @@ def _scales(s_ptr, b, offs_n, stride_sg, GROUP: tl.constexpr, SCALE_MODE: tl.con
 @triton.jit
 def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
              FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr,
-             USE_ASM: tl.constexpr, DT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+             USE_ASM: tl.constexpr, DT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+             FRAG: tl.constexpr = False):
     """A [BLOCK_N, BLOCK_K // 2] byte tile (scale tile sc) -> its even-k and
     odd-k weights, [BLOCK_N, BLOCK_K // 2] each in DT, scaled unless the
     scale comes at the end (CHANNEL)."""
@@ -88,17 +93,52 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
             lo = lo * s
             hi = hi * s
         elif SCALE_MODE == 4:
-            g = (b * BLOCK_K + 2 * tl.arange(0, HALF)) // GROUP
-            s = tl.load(s_ptr + g[None, :] * stride_sg + offs_n[:, None]).to(DT)
-            lo = lo * s
-            hi = hi * s
+            if FRAG:
+                p = tl.arange(0, HALF)
+                k_lo = b * BLOCK_K + 32 * (p // 16) + 8 * ((p // 2) % 2) + 2 * ((p // 4) % 4) + p % 2
+                s_lo = tl.load(s_ptr + (k_lo // GROUP)[None, :] * stride_sg + offs_n[:, None]).to(DT)
+                s_hi = tl.load(s_ptr + ((k_lo + 16) // GROUP)[None, :] * stride_sg + offs_n[:, None]).to(DT)
+                lo = lo * s_lo
+                hi = hi * s_hi
+            else:
+                g = (b * BLOCK_K + 2 * tl.arange(0, HALF)) // GROUP
+                s = tl.load(s_ptr + g[None, :] * stride_sg + offs_n[:, None]).to(DT)
+                lo = lo * s
+                hi = hi * s
     else:
-        s = decode.per_k(decode.e4m3(sc), 8, BLOCK_N, HALF)
+        # Scales converted before they are broadcast: one conversion per block.
+        s = decode.e4m3(sc)
         if USE_ASM:
-            lo, hi = decode.nvfp4_bf16x2(wp, (s * decode._EXP2_118).to(tl.bfloat16))
+            s = (s * decode._EXP2_118).to(tl.bfloat16)
+        if FRAG:
+            s_lo, s_hi = tl.split(tl.reshape(s, (BLOCK_N, BLOCK_K // 32, 2)))
+            s_lo = decode.per_k(s_lo, 16, BLOCK_N, HALF)
+            s_hi = decode.per_k(s_hi, 16, BLOCK_N, HALF)
+            if USE_ASM:
+                lo, hi = decode.nvfp4_split_bf16x2(wp, s_lo, s_hi)
+            else:
+                lo, _ = decode.nvfp4_values(wp, s_lo, DT)
+                _, hi = decode.nvfp4_values(wp, s_hi, DT)
         else:
-            lo, hi = decode.nvfp4_values(wp, s, DT)
+            s = decode.per_k(s, 8, BLOCK_N, HALF)
+            if USE_ASM:
+                lo, hi = decode.nvfp4_bf16x2(wp, s)
+            else:
+                lo, hi = decode.nvfp4_values(wp, s, DT)
     return lo, hi
+
+
+@triton.jit
+def _in_k_order(lo, hi, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, FRAG: tl.constexpr):
+    """Decoded (low-nibble, high-nibble) tiles [BLOCK_N, BLOCK_K // 2] -> the
+    weight tile [BLOCK_N, BLOCK_K] in K order (kmajor_layout.py's byte
+    orders; with FRAG a register permutation, each thread's pairs already
+    where the MMA operand wants them)."""
+    w = tl.join(lo, hi)
+    if FRAG:
+        w = tl.reshape(w, (BLOCK_N, BLOCK_K // 32, 4, 2, 2, 2))  # n, chunk, c, u, e, nibble
+        w = tl.permute(w, (0, 1, 5, 3, 2, 4))  # k = 32 chunk + 16 nibble + 8 u + 2 c + e
+    return tl.reshape(w, (BLOCK_N, BLOCK_K))
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -107,7 +147,7 @@ def fused_kernel(
     M, N, K: tl.constexpr, stride_xm, stride_wn, stride_sg, stride_om,
     FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, EVEN_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    DECODE_ASM: tl.constexpr = True,
+    DECODE_ASM: tl.constexpr = True, FRAG: tl.constexpr = False,
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -128,12 +168,13 @@ def fused_kernel(
         b = first + i
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
         wp = tl.load(w_rows + b * (BLOCK_K // 2))
-        lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, SCALE_MODE, USE_ASM, DT, BLOCK_N, BLOCK_K)
+        lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, SCALE_MODE, USE_ASM, DT, BLOCK_N, BLOCK_K,
+                          FRAG)
         if EVEN_K:
             x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
         else:
             x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], other=0.0)
-        w = tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))  # back in K order (kmajor_layout.py)
+        w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
         acc = tl.dot(w, x, acc)
         sc = sc_next
     if FMT == 1:
@@ -149,40 +190,41 @@ def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 
             "num_warps": warps, "num_stages": stages}
 
 
-# Checked-in configs by format and M bucket (no autotuning in default runs):
-# the best of two exp rounds of 4-6 candidates per bucket around
-# scripts/tune_fused.py's grid, H100, K = N = 8192, K a constexpr (see
-# fused_kernel), p50 us, same process as the peers: int4 g128 M=128 52.8
-# (128x64x128 w8 s4; s3 56.7; the same at runtime K 67.2), M=256 73.1
-# (256x64x128; runtime K 95.4), M=512 121.7 (256x128x64 w8 s4; 256x64x64,
-# the config before: 176); NVFP4 M=128 74.8, M=256 91.7 (128x128x128),
-# M=512 122.4 (256x128x128). Below 128 the split path of weight_only.py
-# runs, above 512 dequantize + cuBLAS (int4 M=1024: 228 against the fused
-# kernel's best, 249).
+# Checked-in configs by format and M bucket (no autotuning in default runs;
+# the table, weight_only_configs, has the Llama layers' own): H100, int4 g128
+# and NVFP4, K = N = 8192, fragment-order weights, p50 us, same process as
+# the peers (exp/frag_ab.py, 2-3 runs): int4 M=128 44.2-44.4 (128x64x128
+# split 2 w4 s3; fbgemm 35.7-38.4), M=256 63.1-63.8 (128x128x128 w8 s3;
+# 256x64x128 w4 s3 63.8-63.9; cuBLAS on bf16 weights 51.3-51.7), M=512
+# 94.6-97.4 (256x128x64 w8 s4; cuBLAS 86.8-89.9), M=1024 193.5-194.4
+# (256x128x128 w8 s3; cuBLAS 184.1-184.8; the dequantize + cuBLAS path
+# 225-230); NVFP4 M=256 73.8-74.2 (256x64x128 w4 s3), M=1024 206.6-217.4
+# (256x128x128 w8 s3). NVFP4 M=128 and 512 take int4's (not timed).
 FUSED_CONFIGS = {
-    INT4: {128: config(128, 64, 128, 1, 8, 4), 256: config(256, 64, 128, 1, 8, 3), 512: config(256, 128, 64, 1, 8, 4)},
-    NVFP4: {128: config(128, 64, 128, 1, 8, 3), 256: config(128, 128, 128, 1, 8, 3),
-            512: config(256, 128, 128, 1, 8, 3)},
+    INT4: {128: config(128, 64, 128, 2, 4, 3), 256: config(128, 128, 128, 1, 8, 3), 512: config(256, 128, 64, 1, 8, 4),
+           1024: config(256, 128, 128, 1, 8, 3)},
+    NVFP4: {128: config(128, 64, 128, 2, 4, 3), 256: config(256, 64, 128, 1, 4, 3), 512: config(256, 128, 64, 1, 8, 4),
+            1024: config(256, 128, 128, 1, 8, 3)},
 }
 
 
-# The fused path's tuning candidates (BLOCK_M, BLOCK_N, BLOCK_K, warps,
-# stages): the winners above (the two 4-stage ones were missing from the pool
-# of the table's first tuning run) and neighbours from tune_fused.py's grid,
-# 64x64 for N or M too small to fill the SMs with larger tiles.
-FUSED_POOL = [(128, 64, 128, 8, 3), (128, 64, 128, 8, 4), (256, 64, 128, 8, 3), (256, 128, 64, 8, 3),
-              (256, 128, 64, 8, 4), (256, 128, 128, 8, 3), (128, 128, 128, 8, 3), (256, 64, 64, 8, 3),
-              (128, 64, 64, 8, 3), (64, 64, 128, 4, 4)]
+# The fused path's tuning candidates from M = 128 (BLOCK_M, BLOCK_N, BLOCK_K,
+# SPLIT_K, warps, stages; those with BLOCK_M above M's bucket left out): the
+# winners above and their runners-up in exp/frag_ab.py. Measured and left
+# out (int4 K = N = 8192): BLOCK_N 256 at 16 warps, 1.1-2.0x the winners at
+# M = 64..4096 (and at 32); 8 warps on a 64-row weight tile (both
+# warpgroups hold the whole register operand: each decodes it).
+FUSED_POOL = [(128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 4, 3), (128, 64, 128, 1, 4, 4), (128, 128, 128, 1, 8, 3),
+              (128, 128, 128, 2, 8, 3), (256, 64, 128, 1, 4, 3), (256, 128, 64, 1, 8, 4), (256, 128, 128, 1, 8, 3),
+              (64, 128, 128, 2, 8, 4)]
 # Below M = 128 the fused kernel splits K to fill the SMs (BLOCK_N, BLOCK_K,
-# SPLIT_K, warps, stages; BLOCK_M = M's bucket). H100, int4 g128 K = N = 8192,
-# same process (exp/fused_wide.py): M=32 BLOCK_N 64, BLOCK_K 128, split 4,
-# w4 s4 28.7 us against the split path's 37.1 and fbgemm's 28.4; M=64 split
-# 2 37.9 against 37.9. Wider weight tiles lost everywhere: at M=64 BLOCK_N
-# 128 44.2, 256 46.1 (split 4, w8); at M=128..1024 BLOCK_N 256 took 1.3-2.5x
-# the 64/128-wide winners above. 8 warps on a 64-row weight tile decode it twice
-# (both warpgroups hold the whole MMA register operand).
-FUSED_SPLIT_POOL = [(64, 128, 4, 4, 4), (64, 128, 2, 4, 4), (64, 128, 8, 4, 4), (64, 64, 4, 4, 4),
-                    (64, 256, 2, 4, 3), (128, 128, 4, 4, 4), (64, 128, 4, 4, 3)]
+# SPLIT_K, warps, stages; BLOCK_M = M's bucket). H100, int4 g128 K = N =
+# 8192, same process (exp/frag_ab.py): M=16 64x128 split 4 w4 s4 21.5 us
+# (the split path 22.9, fbgemm 28.0); M=32 the same 23.3 (fbgemm 27.7-28.5);
+# M=64 128x128 split 4 w8 s4 28.8-28.9 (fbgemm 31.1-31.8; 64-wide split 2
+# 31.5).
+FUSED_SPLIT_POOL = [(64, 128, 4, 4, 4), (64, 128, 2, 4, 4), (64, 128, 8, 4, 4), (128, 128, 4, 8, 4),
+                    (128, 128, 2, 8, 4), (128, 128, 8, 8, 4), (64, 256, 4, 4, 3)]
 SPLIT_POOL_MAX_M = 64  # M buckets up to this take FUSED_SPLIT_POOL
 
 
@@ -192,7 +234,7 @@ def pool(m: int) -> list[dict]:
     b = m_bucket(m)
     if b <= SPLIT_POOL_MAX_M:
         return [config(max(16, b), bn, bk, sk, w, st) for bn, bk, sk, w, st in FUSED_SPLIT_POOL]
-    return [config(bm, bn, bk, 1, w, st) for bm, bn, bk, w, st in FUSED_POOL]
+    return [config(bm, bn, bk, sk, w, st) for bm, bn, bk, sk, w, st in FUSED_POOL if bm <= b]
 
 
 def tuned_config(fmt: int, m: int) -> dict:
@@ -204,19 +246,19 @@ def tuned_config(fmt: int, m: int) -> dict:
 
 class FusedGemm:
     """y = x @ dequant(w) for any x [M, K], the weights rearranged once into
-    the K-major layout. Same arguments as WeightOnlyGemm: FMT INT4 (scales
+    the K-major layout (frag: in fragment order, the default). Same arguments as WeightOnlyGemm: FMT INT4 (scales
     [K//group, N] or None) or NVFP4 (E4M3 block scales as uint8, fp32 0-dim
     tensor scale). Owns the split workspace and counters per M (zeroed once,
     left zeroed by every call: call once at an M before capturing a graph).
     config: see config(); or a function M -> config."""
 
-    def __init__(self, w, scales, tensor_scale, fmt: int, group: int | None, config):
+    def __init__(self, w, scales, tensor_scale, fmt: int, group: int | None, config, frag: bool = True):
         if fmt == NVFP4:
             group = NVFP4_BLOCK
         elif scales is None:
             group = None
         self.k, self.n = 2 * w.shape[0], w.shape[1]
-        self.kmajor = to_kmajor(w, scales, group)
+        self.kmajor = to_kmajor(w, scales, group, frag)
         self.ts, self.fmt, self.group = tensor_scale, fmt, group
         self.config = config
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -227,8 +269,9 @@ class FusedGemm:
 
     def config_for(self, m: int) -> dict:
         c = self.config(m) if callable(self.config) else self.config
-        if c["BLOCK_K"] > K_ALIGN or c["BLOCK_N"] > N_ALIGN:
-            raise ValueError(f"config {c}: BLOCK_K <= {K_ALIGN} and BLOCK_N <= {N_ALIGN} (the layout's padding)")
+        if c["BLOCK_K"] > K_ALIGN or c["BLOCK_N"] > N_ALIGN or c["BLOCK_K"] % 32:
+            raise ValueError(f"config {c}: BLOCK_K a multiple of 32 up to {K_ALIGN} and BLOCK_N <= {N_ALIGN} "
+                             "(the layout's runs and padding)")
         return c
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -243,6 +286,6 @@ class FusedGemm:
         ts = self.ts if self.ts is not None else out
         fused_kernel[split_k_parts.grid(m, n, c)](
             x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0), out.stride(0),
-            FMT=self.fmt, GROUP=self.group or 2, SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"]),
-            EVEN_K=k % c["BLOCK_K"] == 0, **c)
+            FMT=self.fmt, GROUP=self.group or 2, SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"], p.frag),
+            EVEN_K=k % c["BLOCK_K"] == 0, FRAG=p.frag, **c)
         return out

@@ -45,15 +45,14 @@ from qgemm_bench.types import m_bucket
 
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # M up to this goes through the fused kernel, above it dequantize + cuBLAS.
-# H100, K = N = 8192, bf16, p50 us, fused (K a constexpr) vs the other
-# paths, same process: int4 g128 M=64 38.5 (64x64x128, split 2) vs split
-# 39.6; M=1024 249 vs dequant 228, 4096 990 vs 783 (cuBLAS on bf16 weights
-# 183 / 674, fbgemm 178 / 777). Fused M=128 / 256 / 512: 52.8 / 73.1 /
-# 121.7 (fused_gemm.FUSED_CONFIGS), where the paths before it took 108.5 /
-# 117.1 / 153.7 (an earlier run); NVFP4 74.8 / 91.7 / 122.4 vs dequant 113 /
-# 119 / 156 (an earlier run). int4 M=32: fused 28.7 (32x64x128, split 4) vs
-# split 37.1 (same process): the table picks per bucket (path_for).
-FUSED_MAX_M = 512
+# H100, int4 g128 K = N = 8192, bf16, p50 us, same process
+# (exp/frag_ab.py, fragment-order weights): fused M=1024 193.5-194.4 against
+# the dequantize + cuBLAS path's 225-230 (cuBLAS on bf16 weights 184.1-184.8,
+# fbgemm 186-190); M=4096 826.6 (its best config) against 775.7-816.5.
+# Fused M=128 / 256 / 512: 44.2 / 63.1 / 94.6 (fused_gemm.FUSED_CONFIGS).
+# Up to M = 64 the table picks the split path or the fused one with split-K
+# per shape (path_for).
+FUSED_MAX_M = 1024
 
 
 def path_for(m: int, fmt: int | None = None, k: int | None = None, n: int | None = None,

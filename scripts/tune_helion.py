@@ -79,8 +79,9 @@ def candidates(op: str, m: int, shape=None, device=None) -> list[dict]:
         return [from_triton(weight_only.config_dict(c), split=True) for c in weight_only.split_pool(m)]
     if p == "fused":
         from qgemm_bench.backends.helion_ops import helion_config
+        from qgemm_bench.operators.formats import INT4, NVFP4
 
-        return [helion_config(c, "fused") for c in fused_gemm.pool(m)]
+        return [helion_config(c, "fused") for c in fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4)]
     return []
 
 

@@ -156,7 +156,7 @@ def table(paths=("split", "fused")):
                 for m in TABLE_M[path]:
                     x, wargs, ref = operands(fmt, m, k, n)
                     reps = copies(x, wargs)
-                    pool = map(wo.config_dict, wo.split_pool(m)) if path == "split" else fused_gemm.pool(m)
+                    pool = map(wo.config_dict, wo.split_pool(m)) if path == "split" else fused_gemm.pool(m, fmt_id)
                     rows = []
                     for c in pool:
                         label = f"{fmt} {path} {m}x{k}x{n} {describe(c)} asm {c.get('DECODE_ASM', True)}"

@@ -428,7 +428,8 @@ def helion_fused_config(bn=64, bm=64, bk=128):
     ((65, 768, 100), 32, 128), ((65, 768, 100), 64, 256), ((80, 768, 100), 128, 64),  # SUB, SUB, BLOCK
     ((65, 768, 100), "channel", 128), ((80, 768, 100), None, 128), ((65, 960, 100), 96, 128),  # GATHER: 96
     ((80, 5248, 100), 128, 256),  # K off the 256 step (41 x 128)
-    ((65, 768, 1000), 128, 256)])
+    ((65, 768, 1000), 128, 256),
+    ((65, 768, 100), 48, 128), ((65, 512, 100), 16, 64)])  # GATHER: a byte's k and k + 16 in two groups
 def test_helion_fused_kernel_vs_fp64(shape, group, bk, monkeypatch):
     """The Helion fused kernel on the K-major weights: every scale mode
     (fused_gemm.scale_mode), ragged M and N, K that the step does not divide."""

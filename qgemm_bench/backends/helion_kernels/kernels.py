@@ -12,10 +12,11 @@ so that the Triton Helion emits has the Triton kernels' structure:
   hl.atomic_add returns the old value) casts, stores and leaves workspace and
   counter zeroed: one launch, as split_k_parts.finish (_split_partial,
   _split_last: the finish both kernels call);
-- fused (mid M): the swapped-operand kernel on the K-major weights
-  (kmajor_layout.py): acc[BLOCK_N, BLOCK_M] += dot(decoded weight tile
-  [BLOCK_N, BLOCK_K], x^T tile [BLOCK_K, BLOCK_M]), the decoded halves joined
-  back into K order (hl.join + reshape: tl.join + tl.reshape), scale tiles
+- fused (mid M): the swapped-operand kernel on the K-major weights in
+  fragment order (kmajor_layout.py): acc[BLOCK_N, BLOCK_M] += dot(decoded
+  weight tile [BLOCK_N, BLOCK_K], x^T tile [BLOCK_K, BLOCK_M]), the decoded
+  halves joined and permuted back into K order in registers (hl.join,
+  reshape, permute: fused_gemm._in_k_order), scale tiles
   loaded one K step ahead, out = acc^T; optionally split-K as fused_gemm's
   SPLIT_K: each split a contiguous run of whole K steps, a third grid
   dimension, finished as weight_only's (_split_partial, _split_last);
@@ -65,7 +66,12 @@ from helion.autotuner import PowerOfTwoFragment
 
 # decode.py's packed-PTX decodes, as text: Helion has hl.inline_asm_elementwise
 # but cannot call the @triton.jit helpers that wrap them.
-from qgemm_bench.backends.triton_kernels.decode import EXP2_118, INT4_BF16X2_PTX, NVFP4_BF16X2_PTX
+from qgemm_bench.backends.triton_kernels.decode import (
+    EXP2_118,
+    INT4_BF16X2_PTX,
+    NVFP4_BF16X2_PTX,
+    NVFP4_SPLIT_BF16X2_PTX,
+)
 
 # Scale modes (the kernels' scale_mode argument), as fused_gemm.py's (its
 # scale_mode() picks them for the fused kernel, in this order), and "after":
@@ -112,6 +118,18 @@ def _nvfp4_values(w, scale, dtype, use_asm):
     b = w.to(torch.int32) & 0xFF
     s = scale * 16384.0
     return (_e2m1(b & 0xF).to(torch.float32) * s).to(dtype), (_e2m1(b >> 4).to(torch.float32) * s).to(dtype)
+
+
+def _nvfp4_split_values(w, s_lo, s_hi, dtype, use_asm):
+    """_nvfp4_values with the low and the high nibbles' own scales (fragment
+    order puts k and k + 16 in one byte: two NVFP4 blocks)."""
+    if use_asm:
+        args = [w, (s_lo * EXP2_118).to(torch.bfloat16), (s_hi * EXP2_118).to(torch.bfloat16)]
+        return hl.inline_asm_elementwise(NVFP4_SPLIT_BF16X2_PTX, "=r,=r,=r,=r,r,r,r,r,r", args,
+                                         dtype=(torch.bfloat16, torch.bfloat16), is_pure=True, pack=4)
+    b = w.to(torch.int32) & 0xFF
+    return ((_e2m1(b & 0xF).to(torch.float32) * (s_lo * 16384.0)).to(dtype),
+            (_e2m1(b >> 4).to(torch.float32) * (s_hi * 16384.0)).to(dtype))
 
 
 def _split_partial(ws, count, acc, tile_m, tile_n, offs=None, valid=None):
@@ -278,7 +296,7 @@ def weight_only(
 @helion.kernel(static_shapes=True, autotune_effort="none")
 def fused(
     xt: torch.Tensor,  # [K, M]: x transposed (a view: x's K stays contiguous)
-    wt: torch.Tensor,  # [Np, Kp//2] uint8, K-major, zero-padded (kmajor_layout.py)
+    wt: torch.Tensor,  # [Np, Kp//2] uint8, K-major in fragment order, zero-padded (kmajor_layout.py)
     st: torch.Tensor,  # [Np, Gp]: the K-major scales transposed (a view), or a placeholder ("none")
     tensor_scale: torch.Tensor,  # NVFP4: fp32 [1]; else a placeholder
     n: hl.constexpr,  # the true N
@@ -345,19 +363,24 @@ def fused(
                     s = sc.to(xt.dtype)[:, :, None].expand(tile_n, ng, half // ng).reshape(tile_n, half)
                     lo = lo * s
                     hi = hi * s
-                elif scale_mode == "gather":
-                    s = st[tile_n, (2 * (row + hl.arange(half))) // group].to(xt.dtype)
-                    lo = lo * s
-                    hi = hi * s
-            else:
-                s = sc.to(torch.float32)[:, :, None].expand(tile_n, ng, 8).reshape(tile_n, half)
-                lo, hi = _nvfp4_values(wp, s, xt.dtype, use_asm)
+                elif scale_mode == "gather":  # a byte's k and k + 16 (fragment order) may lie in two groups
+                    p = row + hl.arange(half)
+                    k_lo = 32 * (p // 16) + 8 * ((p // 2) % 2) + 2 * ((p // 4) % 4) + p % 2
+                    lo = lo * st[tile_n, k_lo // group].to(xt.dtype)
+                    hi = hi * st[tile_n, (k_lo + 16) // group].to(xt.dtype)
+            else:  # in each run of 32 k the low nibbles are one block of 16, the high ones the next
+                s_lo, s_hi = hl.split(sc.to(torch.float32).reshape(tile_n, block_k // 32, 2))
+                s_lo = s_lo[:, :, None].expand(tile_n, block_k // 32, 16).reshape(tile_n, half)
+                s_hi = s_hi[:, :, None].expand(tile_n, block_k // 32, 16).reshape(tile_n, half)
+                lo, hi = _nvfp4_split_values(wp, s_lo, s_hi, xt.dtype, use_asm)
             kx = 2 * row + hl.arange(block_k)
             if k % block_k == 0:  # fused_gemm's EVEN_K
                 xs = xt[kx, tile_m]
             else:
                 xs = hl.load(xt, [kx, tile_m], extra_mask=(kx < k)[:, None])
-            w_tile = hl.join(lo, hi).reshape(tile_n, block_k)  # back in K order (kmajor_layout.py)
+            # Back in K order (kmajor_layout.py; fused_gemm._in_k_order): a register permutation.
+            w_tile = hl.join(lo, hi).reshape(tile_n, block_k // 32, 4, 2, 2, 2).permute(0, 1, 5, 3, 2, 4)
+            w_tile = w_tile.reshape(tile_n, block_k)
             acc = hl.dot(w_tile, xs, acc=acc)
             if scale_mode == "block" or scale_mode == "sub":
                 sc = sc_next

@@ -199,7 +199,8 @@ class WeightOnly:
         if self._kmajor is None:
             from qgemm_bench.backends.kmajor_layout import to_kmajor
 
-            self._kmajor = to_kmajor(self.w, self.scales, self.group, frag=True)
+            # NVFP4 in fragment order; int4 in K order (kernels.fused says why).
+            self._kmajor = to_kmajor(self.w, self.scales, self.group, frag=self.fmt == NVFP4)
         return self._kmajor
 
     def resident(self, m: int) -> tuple:
@@ -248,7 +249,7 @@ class WeightOnly:
         block_k = cfg["block_k"]
         st = p.scales.t() if p.scales is not None else p.wt  # [Np, Gp] view; never read unscaled
         ts = self.ts if self.ts is not None else p.wt  # never read for int4
-        mode = SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k, frag=True)]
+        mode = SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k, frag=self.fmt == NVFP4)]
         args = (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
         split = cfg.get("split_k", 1)
         if split == 1:  # the kernel's defaults: no split, no workspace

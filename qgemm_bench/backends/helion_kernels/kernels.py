@@ -12,11 +12,14 @@ so that the Triton Helion emits has the Triton kernels' structure:
   hl.atomic_add returns the old value) casts, stores and leaves workspace and
   counter zeroed: one launch, as split_k_parts.finish (_split_partial,
   _split_last: the finish both kernels call);
-- fused (mid M): the swapped-operand kernel on the K-major weights in
-  fragment order (kmajor_layout.py): acc[BLOCK_N, BLOCK_M] += dot(decoded
-  weight tile [BLOCK_N, BLOCK_K], x^T tile [BLOCK_K, BLOCK_M]), the decoded
-  halves joined and permuted back into K order in registers (hl.join,
-  reshape, permute: fused_gemm._in_k_order), scale tiles
+- fused (mid M): the swapped-operand kernel on the K-major weights
+  (kmajor_layout.py; NVFP4's in fragment order): acc[BLOCK_N, BLOCK_M] +=
+  dot(decoded weight tile [BLOCK_N, BLOCK_K], x^T tile [BLOCK_K, BLOCK_M]),
+  the decoded halves joined (NVFP4: and permuted, fused_gemm._in_k_order)
+  back into K order in registers. int4 stays in K order: on fragment order
+  its Helion form returned wrong sums on the H100 at 11 of the 16 Llama
+  shapes at M = 256 and 1024 (relative error 0.01-12, Triton's configs;
+  the Triton kernel and NVFP4 were right). Scale tiles
   loaded one K step ahead, out = acc^T; optionally split-K as fused_gemm's
   SPLIT_K: each split a contiguous run of whole K steps, a third grid
   dimension, finished as weight_only's (_split_partial, _split_last);
@@ -296,7 +299,7 @@ def weight_only(
 @helion.kernel(static_shapes=True, autotune_effort="none")
 def fused(
     xt: torch.Tensor,  # [K, M]: x transposed (a view: x's K stays contiguous)
-    wt: torch.Tensor,  # [Np, Kp//2] uint8, K-major in fragment order, zero-padded (kmajor_layout.py)
+    wt: torch.Tensor,  # [Np, Kp//2] uint8, K-major (NVFP4: in fragment order), zero-padded (kmajor_layout.py)
     st: torch.Tensor,  # [Np, Gp]: the K-major scales transposed (a view), or a placeholder ("none")
     tensor_scale: torch.Tensor,  # NVFP4: fp32 [1]; else a placeholder
     n: hl.constexpr,  # the true N
@@ -363,11 +366,10 @@ def fused(
                     s = sc.to(xt.dtype)[:, :, None].expand(tile_n, ng, half // ng).reshape(tile_n, half)
                     lo = lo * s
                     hi = hi * s
-                elif scale_mode == "gather":  # a byte's k and k + 16 (fragment order) may lie in two groups
-                    p = row + hl.arange(half)
-                    k_lo = 32 * (p // 16) + 8 * ((p // 2) % 2) + 2 * ((p // 4) % 4) + p % 2
-                    lo = lo * st[tile_n, k_lo // group].to(xt.dtype)
-                    hi = hi * st[tile_n, (k_lo + 16) // group].to(xt.dtype)
+                elif scale_mode == "gather":
+                    s = st[tile_n, (2 * (row + hl.arange(half))) // group].to(xt.dtype)
+                    lo = lo * s
+                    hi = hi * s
             else:  # in each run of 32 k the low nibbles are one block of 16, the high ones the next
                 s_lo, s_hi = hl.split(sc.to(torch.float32).reshape(tile_n, block_k // 32, 2))
                 s_lo = s_lo[:, :, None].expand(tile_n, block_k // 32, 16).reshape(tile_n, half)
@@ -378,9 +380,11 @@ def fused(
                 xs = xt[kx, tile_m]
             else:
                 xs = hl.load(xt, [kx, tile_m], extra_mask=(kx < k)[:, None])
-            # Back in K order (kmajor_layout.py; fused_gemm._in_k_order): a register permutation.
-            w_tile = hl.join(lo, hi).reshape(tile_n, block_k // 32, 4, 2, 2, 2).permute(0, 1, 5, 3, 2, 4)
-            w_tile = w_tile.reshape(tile_n, block_k)
+            if fmt == 0:  # K order: the halves interleave back (kmajor_layout.py)
+                w_tile = hl.join(lo, hi).reshape(tile_n, block_k)
+            else:  # fragment order: a register permutation (fused_gemm._in_k_order)
+                w_tile = hl.join(lo, hi).reshape(tile_n, block_k // 32, 4, 2, 2, 2).permute(0, 1, 5, 3, 2, 4)
+                w_tile = w_tile.reshape(tile_n, block_k)
             acc = hl.dot(w_tile, xs, acc=acc)
             if scale_mode == "block" or scale_mode == "sub":
                 sc = sc_next

@@ -305,6 +305,18 @@ def test_fused_kernel_groups_that_split_a_byte_vs_fp64(shape, group, bk):
           fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
+@pytest.mark.parametrize("group", [64, 48])
+def test_fused_kernel_reads_k_order_bytes_too(group):
+    # frag=False: the layout Helion's int4 kernel reads and the A/B baseline
+    # of exp/frag_ab.py.
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (17, 768, 40), group_size=group), seed())
+    gemm = FusedGemm(inputs.w, inputs.scales, None, INT4, group, cfg(bm=16, bn=64, bk=128, split=2), frag=False)
+    assert not gemm.kmajor.frag
+    check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
 def test_fragment_order_puts_each_threads_k_pairs_in_one_byte_run():
     """kmajor_layout's fragment order, from its definition: byte 4c + 2u + e
     of each 16-byte run holds k = 8u + 2c + e (low nibble) and k + 16 (high)."""

@@ -122,9 +122,9 @@ def variants():
         print("no PTX summary:", type(e).__name__, e)
 
 
-# The M buckets presets and the model bench run; at 16..64 both paths are
+# The M buckets presets and the model bench run; at 1..64 both paths are
 # timed and the faster one's runs (weight_only_configs.faster_path).
-TABLE_M = {"split": (1, 16, 32, 64), "fused": (16, 32, 64, 128, 256, 512, 1024)}
+TABLE_M = {"split": (1, 16, 32, 64), "fused": (1, 16, 32, 64, 128, 256, 512, 1024)}
 
 
 def table(paths=("split", "fused")):

@@ -317,6 +317,48 @@ def test_fused_kernel_reads_k_order_bytes_too(group):
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
+@pytest.mark.parametrize("bn,bk,split", [(128, 64, 2), (256, 256, 1), (128, 32, 3)])
+def test_fused_kernel_on_tiled_weights_spanning_tiles_vs_fp64(bn, bk, split):
+    # The default tiled layout (64 x 128 tiles): a program's tile spans
+    # several tile rows, its K block half a tile, two tiles or a quarter.
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (19, 1280, 300), group_size=64), seed())
+    gemm = fused(inputs, cfg(bm=16, bn=bn, bk=bk, split=split))
+    assert gemm.kmajor.tile == (64, 128)
+    check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
+def test_fused_kernel_reads_untiled_k_major_weights_too():
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (17, 768, 100), group_size=128), seed())
+    gemm = FusedGemm(inputs.w, inputs.scales, None, INT4, 128, cfg(bm=16, bn=128, bk=64, split=2), tile=None)
+    assert gemm.kmajor.tile is None
+    check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
+def test_fused_kernel_refuses_tiles_narrower_than_the_layouts():
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (4, 256, 64), group_size=64), seed())
+    with pytest.raises(ValueError, match="multiple of the layout's 64-row tiles"):
+        fused(inputs, cfg(bm=16, bn=32, bk=64, split=1))(inputs.x)
+
+
+@pytest.mark.parametrize("frag", [False, True])
+def test_tiled_layout_puts_each_tile_in_one_contiguous_run(frag):
+    """kmajor_layout's tiled order, from its definition: byte (n, j) of the
+    K-major bytes at (n // TN) * TN * Kp/2 + (j // (TK/2)) * TN * TK/2 +
+    (n % TN) * TK/2 + j % (TK/2)."""
+    from qgemm_bench.backends.kmajor_layout import from_kmajor, to_kmajor
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (1, 640, 300), group_size=64), seed())
+    plain = to_kmajor(inputs.w, inputs.scales, 64, frag=frag).wt.numpy()
+    p = to_kmajor(inputs.w, inputs.scales, 64, frag=frag, tile=(64, 128))
+    flat, (np_, kh) = p.wt.numpy().reshape(-1), plain.shape
+    n, j = np.meshgrid(np.arange(np_), np.arange(kh), indexing="ij")
+    at = (n // 64) * 64 * kh + (j // 64) * 64 * 64 + (n % 64) * 64 + j % 64
+    assert np.array_equal(flat[at], plain)
+    assert torch.equal(from_kmajor(p), inputs.w.view(torch.uint8))
+
+
 def test_fragment_order_puts_each_threads_k_pairs_in_one_byte_run():
     """kmajor_layout's fragment order, from its definition: byte 4c + 2u + e
     of each 16-byte run holds k = 8u + 2c + e (low nibble) and k + 16 (high)."""

@@ -28,6 +28,18 @@ instructions per 64x64x128 loop step on sm_90 against 312 in fragment order
 process, exp/frag_ab.py) M=32 28.9 -> 23.3 us, M=64 37.7 -> 31.5 (same
 config). Any BLOCK_K that is a multiple of 32 reads it.
 
+Tiled (tile=(TN, TK), the fused Triton kernel's default TILE): the same
+bytes (fragment order or not) stored tile by tile, each TN rows x TK k a
+contiguous TN * TK // 2 bytes, K-major within, tiles K-major per TN rows:
+
+    byte (n, j) at (n // TN) * TN * Kp/2 + (j // (TK/2)) * TN * TK/2 + (n % TN) * TK/2 + j % (TK/2)
+
+so a program's K block is a few contiguous 4 KB runs instead of TN rows of
+64 bytes 4 KB apart: int4 g128 K = N = 8192 (H100, same process,
+exp/tiled_sweep.py) M=1 20.2 -> 18.4 us (tinygemm 20.5), M=16 21.6 -> 19.2
+(fbgemm 27.8), M=64 31.3 -> 30.2 (fbgemm 31.0), best configs each. The 2-D
+tensor keeps its [Np, Kp // 2] shape and row stride Kp // 2.
+
 K is zero-padded to a multiple of K_ALIGN (code 0 is the value 0 in int4 and
 E2M1) and N to a multiple of N_ALIGN, so weight tiles load unmasked.
 Scales keep their canonical [groups, N] orientation (a tile's BLOCK_N scales
@@ -42,6 +54,7 @@ import torch
 
 K_ALIGN = 256  # the deepest BLOCK_K any config uses
 N_ALIGN = 256  # the widest BLOCK_N any config uses
+TILE = (64, 128)  # (rows, k) of the tiled layout: the narrowest BLOCK_N and the common BLOCK_K
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,7 @@ class KMajorWeights:
     k: int
     n: int
     frag: bool = False
+    tile: tuple[int, int] | None = None
 
 
 def _round_up(v: int, m: int) -> int:
@@ -81,21 +95,36 @@ def _k_order(wt: torch.Tensor) -> torch.Tensor:
     return (codes[..., 0] | (codes[..., 1] << 4)).reshape(wt.shape)
 
 
-def to_kmajor(w: torch.Tensor, scales: torch.Tensor | None, group: int | None, frag: bool = False) -> KMajorWeights:
+def _tiled(wt: torch.Tensor, tile: tuple[int, int], inverse: bool = False) -> torch.Tensor:
+    """[Np, Kp // 2] K-major bytes <-> the tiled order (module doc)."""
+    (np_, kh), (tn, tk) = wt.shape, tile
+    if np_ % tn or kh % (tk // 2):
+        raise ValueError(f"tile {tile} does not divide the padded [{np_}, {2 * kh}] weights")
+    dims = (np_ // tn, tn, kh // (tk // 2), tk // 2)
+    if inverse:
+        return wt.reshape(dims[0], dims[2], dims[1], dims[3]).permute(0, 2, 1, 3).reshape(np_, kh)
+    return wt.reshape(dims).permute(0, 2, 1, 3).reshape(np_, kh)
+
+
+def to_kmajor(w: torch.Tensor, scales: torch.Tensor | None, group: int | None, frag: bool = False,
+              tile: tuple[int, int] | None = None) -> KMajorWeights:
     """Canonical packed [K//2, N] weights (int8 or uint8) and [K//group, N]
     scales (or NVFP4's [K//16, N] block scales, group 16) -> the K-major layout
-    (frag: its bytes in fragment order)."""
+    (frag: its bytes in fragment order; tile: stored tile by tile)."""
     k, n = 2 * w.shape[0], w.shape[1]
     kp, np_ = _round_up(k, K_ALIGN), _round_up(n, N_ALIGN)
     wt = _padded(w.view(torch.uint8).t(), np_, kp // 2)
     if frag:
         wt = _fragment_order(wt)
+    if tile is not None:
+        wt = _tiled(wt, tile)
     if scales is not None:
         scales = _padded(scales, _round_up(kp, group) // group, np_)
-    return KMajorWeights(wt, scales, k, n, frag)
+    return KMajorWeights(wt, scales, k, n, frag, tile)
 
 
 def from_kmajor(p: KMajorWeights) -> torch.Tensor:
     """The canonical [K//2, N] uint8 bytes back (tests)."""
-    wt = _k_order(p.wt) if p.frag else p.wt
+    wt = _tiled(p.wt, p.tile, inverse=True) if p.tile is not None else p.wt
+    wt = _k_order(wt) if p.frag else wt
     return wt[: p.n, : p.k // 2].t().contiguous()

@@ -6,9 +6,12 @@ y^T = W^T x^T. The dequantized weight tile is the dot's first operand, which
 Hopper's wgmma takes from registers (its second operand, the pipelined x
 tile, sits in shared memory), and M is the MMA's narrow dimension: 16 rows of
 x suffice, the weight rows fill the MMA's 64-row side. Weights are in the
-K-major layout in fragment order (kmajor_layout.py; FRAG: each thread reads
-its bytes of the register operand as one vector and each decoded register is
-one of its k pairs; _in_k_order puts them back in K order, in registers). Compiled for sm_90 (Triton 3.6), the
+K-major layout in fragment order, stored in 64 x 128 tiles
+(kmajor_layout.py; FRAG: each thread reads its bytes of the register operand
+as one vector and each decoded register is one of its k pairs; _in_k_order
+puts them back in K order, in registers; TILE_N/TILE_K: a K block is a few
+contiguous runs). An evict-first hint on the weight loads changed nothing
+(H100, M = 1..256, exp/tiled_ab.py). Compiled for sm_90 (Triton 3.6), the
 weight tile goes global -> shared (cp.async, pipelined) -> registers, is
 decoded there and feeds every wgmma of the block asynchronously: no shared
 memory round trip of the decoded values. K is a constexpr (one compile per
@@ -37,7 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
-from qgemm_bench.backends.kmajor_layout import K_ALIGN, N_ALIGN, to_kmajor
+from qgemm_bench.backends.kmajor_layout import K_ALIGN, N_ALIGN, TILE, to_kmajor
 from qgemm_bench.backends.triton_kernels import decode, split_k_parts
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 from qgemm_bench.types import m_bucket
@@ -147,7 +150,7 @@ def fused_kernel(
     M, N, K: tl.constexpr, stride_xm, stride_wn, stride_sg, stride_om,
     FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, EVEN_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    DECODE_ASM: tl.constexpr = True, FRAG: tl.constexpr = False,
+    DECODE_ASM: tl.constexpr = True, FRAG: tl.constexpr = False, TILE_N: tl.constexpr = 0, TILE_K: tl.constexpr = 0,
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -155,7 +158,25 @@ def fused_kernel(
     offs_k = tl.arange(0, BLOCK_K)
     mask_m = offs_m < M
     # Weights and scales are padded (kmajor_layout.py): only x needs masks.
-    w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, BLOCK_K // 2)[None, :]
+    if TILE_N:
+        # Tiled (kmajor_layout.py): TILE_N x TILE_K tiles of TILE_N * TILE_K // 2
+        # contiguous bytes, K-major within; a program's tile spans BLOCK_N //
+        # TILE_N tile rows, its K block part of a tile or several. No runtime
+        # % or // in the offsets: Triton then loses their alignment and loads
+        # bytes (35.3 against 18.4 us at 1x8192x8192, H100).
+        TB: tl.constexpr = TILE_K // 2  # a tile row's bytes
+        TILE_BYTES: tl.constexpr = TILE_N * TB
+        r = tl.arange(0, BLOCK_N)
+        tile_n = (pid_mn % tl.cdiv(N, BLOCK_N)).to(tl.int64)
+        rows = (r // TILE_N) * TILE_N * stride_wn + (r % TILE_N) * TB
+        w_rows = w_ptr + tile_n * BLOCK_N * stride_wn + rows[:, None]
+        if BLOCK_K <= TILE_K:
+            w_rows += tl.arange(0, BLOCK_K // 2)[None, :]
+        else:
+            j = tl.arange(0, BLOCK_K // 2)
+            w_rows += ((j // TB) * TILE_BYTES + j % TB)[None, :]
+    else:
+        w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, BLOCK_K // 2)[None, :]
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -167,7 +188,13 @@ def fused_kernel(
     for i in range(0, steps):
         b = first + i
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
-        wp = tl.load(w_rows + b * (BLOCK_K // 2))
+        if TILE_N and BLOCK_K < TILE_K:
+            PER: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
+            wp = tl.load(w_rows + (b // PER) * TILE_BYTES + (b % PER) * (BLOCK_K // 2))
+        elif TILE_N:
+            wp = tl.load(w_rows + b * (BLOCK_K // TILE_K) * TILE_BYTES)
+        else:
+            wp = tl.load(w_rows + b * (BLOCK_K // 2))
         lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, SCALE_MODE, USE_ASM, DT, BLOCK_N, BLOCK_K,
                           FRAG)
         if EVEN_K:
@@ -218,14 +245,16 @@ FUSED_POOL = [(128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 4, 3), (128, 64, 128, 1
               (128, 128, 128, 2, 8, 3), (256, 64, 128, 1, 4, 3), (256, 128, 64, 1, 8, 4), (256, 128, 128, 1, 8, 3)]
 # Below M = 128 the fused kernel splits K to fill the SMs (BLOCK_N, BLOCK_K,
 # SPLIT_K, warps, stages; BLOCK_M = M's bucket). H100, int4 g128 K = N =
-# 8192, same process (exp/frag_ab.py): M=16 64x128 split 4 w4 s4 21.5 us
-# (the split path 22.9, fbgemm 28.0); M=32 the same 23.3 (fbgemm 27.7-28.5);
-# M=64 64x128 split 2 w4 s4 30.9-31.6 (fbgemm 31.1-31.8; 128x128 split 4
-# w8 s4 28.8, but int4 wrong_on_h100). Measured and left out: 128x256 tiles
-# at 8 warps, 1.1-1.3x the winners at M = 128..4096 (exp/frag_ab.py).
-FUSED_SPLIT_POOL = [(64, 128, 4, 4, 4), (64, 128, 2, 4, 4), (64, 128, 8, 4, 4), (128, 128, 4, 8, 4),
-                    (128, 128, 2, 8, 4), (128, 128, 8, 8, 4), (64, 256, 4, 4, 3), (128, 128, 4, 4, 4),
-                    (128, 128, 2, 4, 4)]
+# 8192, tiled weights, same process as the peers (exp/tiled_ab.py): M=1
+# 128x128 split 8 w4 s3 18.4 us (the split path 20.1, tinygemm 20.3); M=16
+# the same 19.3 (fbgemm 27.7); M=64 64x128 split 2 w4 s3 30.3 (fbgemm 31.0;
+# 64x128x128 split 4 w8 s4 was 28.8 on K-major bytes, but int4
+# wrong_on_h100). 3 stages beat 4-8 at M <= 64 (exp/tiled_sweep.py).
+# Measured and left out: 128x256 tiles at 8 warps, 1.1-1.3x the winners at
+# M = 128..4096 (exp/frag_ab.py).
+FUSED_SPLIT_POOL = [(128, 128, 8, 4, 3), (64, 128, 4, 4, 3), (64, 128, 2, 4, 3), (64, 128, 4, 4, 4),
+                    (64, 128, 2, 4, 4), (64, 128, 8, 4, 4), (128, 128, 4, 8, 4), (128, 128, 2, 8, 4),
+                    (128, 128, 8, 8, 4), (64, 256, 4, 4, 3), (128, 128, 4, 4, 4), (128, 128, 2, 4, 4)]
 SPLIT_POOL_MAX_M = 64  # M buckets up to this take FUSED_SPLIT_POOL
 
 
@@ -269,13 +298,14 @@ class FusedGemm:
     left zeroed by every call: call once at an M before capturing a graph).
     config: see config(); or a function M -> config."""
 
-    def __init__(self, w, scales, tensor_scale, fmt: int, group: int | None, config, frag: bool = True):
+    def __init__(self, w, scales, tensor_scale, fmt: int, group: int | None, config, frag: bool = True,
+                 tile: tuple[int, int] | None = TILE):
         if fmt == NVFP4:
             group = NVFP4_BLOCK
         elif scales is None:
             group = None
         self.k, self.n = 2 * w.shape[0], w.shape[1]
-        self.kmajor = to_kmajor(w, scales, group, frag)
+        self.kmajor = to_kmajor(w, scales, group, frag, tile)
         self.ts, self.fmt, self.group = tensor_scale, fmt, group
         self.config = config
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -289,6 +319,9 @@ class FusedGemm:
         if c["BLOCK_K"] > K_ALIGN or c["BLOCK_N"] > N_ALIGN or c["BLOCK_K"] % 32:
             raise ValueError(f"config {c}: BLOCK_K a multiple of 32 up to {K_ALIGN} and BLOCK_N <= {N_ALIGN} "
                              "(the layout's runs and padding)")
+        tile = self.kmajor.tile
+        if tile is not None and c["BLOCK_N"] % tile[0]:
+            raise ValueError(f"config {c}: BLOCK_N must be a multiple of the layout's {tile[0]}-row tiles")
         if wrong_on_h100(self.fmt, c):
             raise ValueError(f"config {c}: int4 with 8 warps and split-K returns wrong sums on the H100 "
                              "(fused_gemm.wrong_on_h100); use 4 warps or SPLIT_K 1")
@@ -307,5 +340,6 @@ class FusedGemm:
         fused_kernel[split_k_parts.grid(m, n, c)](
             x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0), out.stride(0),
             FMT=self.fmt, GROUP=self.group or 2, SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"], p.frag),
-            EVEN_K=k % c["BLOCK_K"] == 0, FRAG=p.frag, **c)
+            EVEN_K=k % c["BLOCK_K"] == 0, FRAG=p.frag,
+            TILE_N=p.tile[0] if p.tile else 0, TILE_K=p.tile[1] if p.tile else 0, **c)
         return out

@@ -14,7 +14,7 @@ harness.environment.gpu_slug names it, e.g. h100):
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. Where a bucket has both paths' entries
-(M = 16..64), the faster one's path runs (faster_path). The int4 entries were timed at group 128 and
+(M = 1..64), the faster one's path runs (faster_path). The int4 entries were timed at group 128 and
 serve every group size (the kernel picks its scale handling from the group
 and BLOCK_K). A GPU without a file gets no entry: the split kernel
 autotunes over weight_only's curated lists at run time (the row says so),
@@ -109,7 +109,7 @@ def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
 def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> str | None:
     """"split" or "fused", whichever timed faster at the shape's bucket when
     GPU `gpu`'s table has both paths' entries there (scripts/tune_weight_only.py
-    times both at M = 16..64 in one process), else None."""
+    times both at M = 1..64), else None."""
     doc = table(gpu) if doc is None else doc
     if doc.get("gpu") != gpu:
         return None

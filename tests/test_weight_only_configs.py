@@ -30,7 +30,7 @@ def test_lookup_exact_bucket_nearest_and_other_gpu_or_format():
     assert woc.lookup(INT4, "split", 1, 4096, 4096, None, DOC) is None  # CPU: no GPU's table
 
 
-def test_faster_path_is_the_one_timed_faster_at_the_shapes_own_bucket():
+def test_faster_path_is_the_one_timed_faster_at_the_nearest_bucket_with_both_timings():
     fast, slow = {"config": A, "us": 28.7}, {"config": B, "us": 37.1}
     doc = {"gpu": "h100", "kernels": {"int4_gemm": {"M32_K8192_N8192": slow, "M64_K8192_N8192": fast,
                                                     "M16_K8192_N8192": {"config": B}},
@@ -38,8 +38,11 @@ def test_faster_path_is_the_one_timed_faster_at_the_shapes_own_bucket():
                                                           "M16_K8192_N8192": fast}}}
     assert woc.faster_path(INT4, 20, 8192, 8192, "h100", doc) == "fused"  # M 20 is in bucket 32
     assert woc.faster_path(INT4, 64, 8192, 8192, "h100", doc) == "split"
-    assert woc.faster_path(INT4, 16, 8192, 8192, "h100", doc) is None  # the split entry has no timing
-    assert woc.faster_path(INT4, 32, 8192, 4096, "h100", doc) is None  # no nearest bucket: only its own
+    assert woc.faster_path(INT4, 16, 8192, 8192, "h100", doc) == "fused"  # its split entry has no timing: M32's
+    assert woc.faster_path(INT4, 32, 8192, 4096, "h100", doc) == "fused"  # the nearest bucket's
+    assert woc.faster_path(INT4, 50, 8192, 8192, "h100", doc) == "split"  # bucket 64
+    split_only = {**doc, "kernels": {"int4_gemm": doc["kernels"]["int4_gemm"]}}
+    assert woc.faster_path(INT4, 32, 8192, 8192, "h100", split_only) is None
     assert woc.faster_path(NVFP4, 32, 8192, 8192, "h100", doc) is None
     assert woc.faster_path(INT4, 32, 8192, 8192, "a100", doc) is None
 
@@ -53,11 +56,14 @@ def test_the_table_sends_a_small_m_to_the_fused_path_in_both_backends(monkeypatc
     from qgemm_bench.backends.triton_kernels.weight_only import path_for
 
     fused = triton_config(32, 32, 64, 3)
+    split = {"config": triton_config(16, 32, 64, 2), "us": 9.0}
     monkeypatch.setattr(woc, "table", lambda gpu: {"gpu": None, "kernels": {
-        "int4_gemm": {"M32_K256_N40": {"config": triton_config(16, 32, 64, 2), "us": 9.0}},
-        "int4_gemm_fused": {"M32_K256_N40": {"config": fused, "us": 8.0}}}})
-    assert [path_for(m, INT4, 256, 40, None) for m in (1, 17, 32, 33, 65)] == \
-        ["split", "fused", "fused", "split", "fused"]
+        "int4_gemm": {"M1_K256_N40": {**split, "us": 5.0}, "M32_K256_N40": split, "M64_K256_N40": split},
+        "int4_gemm_fused": {"M1_K256_N40": {"config": fused, "us": 6.0}, "M32_K256_N40": {"config": fused, "us": 8.0},
+                            "M64_K256_N40": {"config": fused, "us": 10.0}}}})
+    # Buckets without both timings (4, 16) take the nearest one's choice.
+    assert [path_for(m, INT4, 256, 40, None) for m in (1, 4, 16, 17, 32, 33, 65)] == \
+        ["split", "split", "fused", "fused", "fused", "split", "fused"]
     assert path_for(32, NVFP4, 256, 40, None) == "split"
     inputs = int4_gemm.make_inputs(case(int4_gemm, (27, 256, 40), group_size=64), seed())
     gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64)
@@ -65,7 +71,7 @@ def test_the_table_sends_a_small_m_to_the_fused_path_in_both_backends(monkeypatc
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
     assert gemm.fused()._workspace[27][0].numel() >= 27 * 40  # it split K: the workspace exists
     helion = helion_ops.WeightOnly("int4_gemm", inputs.w, inputs.scales, None, INT4, 64)
-    assert [helion.path(m) for m in (16, 27, 64)] == ["split", "fused", "split"]
+    assert [helion.path(m) for m in (1, 27, 64)] == ["split", "fused", "split"]
 
 
 CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "num_warps": 4, "num_stages": 3'

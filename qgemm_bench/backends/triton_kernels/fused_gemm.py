@@ -161,15 +161,13 @@ def fused_kernel(
     if TILE_N:
         # Tiled (kmajor_layout.py): TILE_N x TILE_K tiles of TILE_N * TILE_K // 2
         # contiguous bytes, K-major within; a program's tile spans BLOCK_N //
-        # TILE_N tile rows, its K block part of a tile or several. No runtime
+        # TILE_N tile rows (or part of one), its K block part of a tile or several. No runtime
         # % or // in the offsets: Triton then loses their alignment and loads
         # bytes (35.3 against 18.4 us at 1x8192x8192, H100).
         TB: tl.constexpr = TILE_K // 2  # a tile row's bytes
         TILE_BYTES: tl.constexpr = TILE_N * TB
-        r = tl.arange(0, BLOCK_N)
-        tile_n = (pid_mn % tl.cdiv(N, BLOCK_N)).to(tl.int64)
-        rows = (r // TILE_N) * TILE_N * stride_wn + (r % TILE_N) * TB
-        w_rows = w_ptr + tile_n * BLOCK_N * stride_wn + rows[:, None]
+        rows = (offs_n // TILE_N) * TILE_N * stride_wn + (offs_n % TILE_N) * TB
+        w_rows = w_ptr + rows[:, None]
         if BLOCK_K <= TILE_K:
             w_rows += tl.arange(0, BLOCK_K // 2)[None, :]
         else:
@@ -319,9 +317,6 @@ class FusedGemm:
         if c["BLOCK_K"] > K_ALIGN or c["BLOCK_N"] > N_ALIGN or c["BLOCK_K"] % 32:
             raise ValueError(f"config {c}: BLOCK_K a multiple of 32 up to {K_ALIGN} and BLOCK_N <= {N_ALIGN} "
                              "(the layout's runs and padding)")
-        tile = self.kmajor.tile
-        if tile is not None and c["BLOCK_N"] % tile[0]:
-            raise ValueError(f"config {c}: BLOCK_N must be a multiple of the layout's {tile[0]}-row tiles")
         if wrong_on_h100(self.fmt, c):
             raise ValueError(f"config {c}: int4 with 8 warps and split-K returns wrong sums on the H100 "
                              "(fused_gemm.wrong_on_h100); use 4 warps or SPLIT_K 1")

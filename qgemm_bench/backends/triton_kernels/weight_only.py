@@ -295,13 +295,10 @@ class WeightOnlyGemm:
     def fused(self):
         """The fused path's kernel and its K-major weights (made on first use)."""
         if self._fused is None:
-            from qgemm_bench.backends.kmajor_layout import TILE
             from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
             cfg = self.config if self.config is not None else (lambda m: self.tuned(m, "fused")[0])
-            # An explicit config narrower than the tiled layout's rows reads plain K-major bytes.
-            tile = None if self.config is not None and self.config["BLOCK_N"] % TILE[0] else TILE
-            self._fused = FusedGemm(self.w, self.scales, self.ts, self.fmt, self.group, cfg, tile=tile)
+            self._fused = FusedGemm(self.w, self.scales, self.ts, self.fmt, self.group, cfg)
         return self._fused
 
     def resident(self, m: int) -> tuple:

@@ -107,17 +107,21 @@ def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
 
 
 def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> str | None:
-    """"split" or "fused", whichever timed faster at the shape's bucket when
-    GPU `gpu`'s table has both paths' entries there (scripts/tune_weight_only.py
-    times both at M = 1..64), else None."""
+    """"split" or "fused", whichever timed faster at the nearest bucket (the
+    shape's own where it has them) where GPU `gpu`'s table has both paths'
+    timings (scripts/tune_weight_only.py times both at M = 1, 16, 32, 64:
+    M = 2..8 take M = 1's choice), else None."""
     doc = table(gpu) if doc is None else doc
     if doc.get("gpu") != gpu:
         return None
-    want = bucket(m, k, n)
-    us = {p: doc.get("kernels", {}).get(kernel(fmt, p), {}).get(want, {}).get("us") for p in PATHS}
-    if any(not isinstance(v, (int, float)) for v in us.values()):
+    kernels = doc.get("kernels", {})
+    timed = [{key: e["us"] for key, e in kernels.get(kernel(fmt, p), {}).items()
+              if isinstance(e.get("us"), (int, float))} for p in PATHS]
+    both = timed[0].keys() & timed[1].keys()
+    if not both:
         return None
-    return min(PATHS, key=lambda p: us[p])
+    near = nearest(sorted(both), m, k, n)
+    return min(PATHS, key=lambda p: timed[PATHS.index(p)][near])
 
 
 def dumps(doc: dict) -> str:

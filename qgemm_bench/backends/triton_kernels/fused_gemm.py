@@ -166,8 +166,16 @@ def fused_kernel(
         # bytes (35.3 against 18.4 us at 1x8192x8192, H100).
         TB: tl.constexpr = TILE_K // 2  # a tile row's bytes
         TILE_BYTES: tl.constexpr = TILE_N * TB
-        rows = (offs_n // TILE_N) * TILE_N * stride_wn + (offs_n % TILE_N) * TB
-        w_rows = w_ptr + rows[:, None]
+        if BLOCK_N >= TILE_N:
+            # From the program's tile index: the offs_n form below took 23.8
+            # against 18.4 us at 1x8192x8192 with 128-row tiles (H100).
+            r = tl.arange(0, BLOCK_N)
+            tile_n = (pid_mn % tl.cdiv(N, BLOCK_N)).to(tl.int64)
+            rows = (r // TILE_N) * TILE_N * stride_wn + (r % TILE_N) * TB
+            w_rows = w_ptr + tile_n * BLOCK_N * stride_wn + rows[:, None]
+        else:
+            rows = (offs_n // TILE_N) * TILE_N * stride_wn + (offs_n % TILE_N) * TB
+            w_rows = w_ptr + rows[:, None]
         if BLOCK_K <= TILE_K:
             w_rows += tl.arange(0, BLOCK_K // 2)[None, :]
         else:

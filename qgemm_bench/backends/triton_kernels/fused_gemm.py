@@ -256,6 +256,9 @@ FUSED_POOL = [(128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 4, 3), (128, 64, 128, 1
 # the same 19.3 (fbgemm 27.7); M=64 64x128 split 2 w4 s3 30.3 (fbgemm 31.0;
 # 64x128x128 split 4 w8 s4 was 28.8 on K-major bytes, but int4
 # wrong_on_h100). 3 stages beat 4-8 at M <= 64 (exp/tiled_sweep.py).
+# 1x4096x4096 stays tinygemm's (7.0 us): our best 8.4 (64x128 split 8 w4
+# s3); fewer splits leave SMs idle (split 2: 11.5, 1: 16.0; the split path
+# without split-K: 11.0-23.7; exp/small_ab.py).
 # Measured and left out: 128x256 tiles at 8 warps, 1.1-1.3x the winners at
 # M = 128..4096 (exp/frag_ab.py).
 FUSED_SPLIT_POOL = [(128, 128, 8, 4, 3), (64, 128, 4, 4, 3), (64, 128, 2, 4, 3), (64, 128, 4, 4, 4),

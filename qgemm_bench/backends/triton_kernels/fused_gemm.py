@@ -161,9 +161,11 @@ def fused_kernel(
     if TILE_N:
         # Tiled (kmajor_layout.py): TILE_N x TILE_K tiles of TILE_N * TILE_K // 2
         # contiguous bytes, K-major within; a program's tile spans BLOCK_N //
-        # TILE_N tile rows (or part of one), its K block part of a tile or several. No runtime
-        # % or // in the offsets: Triton then loses their alignment and loads
-        # bytes (35.3 against 18.4 us at 1x8192x8192, H100).
+        # TILE_N tile rows (or part of one), its K block part of a tile or
+        # several. The block's byte offset is a multiple of its run length by
+        # construction: computed as kb // TB * TILE_BYTES + kb % TB, Triton lost
+        # its alignment and the weight loads left the cp.async pipeline (35.3
+        # against 18.4 us at 1x8192x8192, H100; exp/ptx.py counted the loads).
         TB: tl.constexpr = TILE_K // 2  # a tile row's bytes
         TILE_BYTES: tl.constexpr = TILE_N * TB
         if BLOCK_N >= TILE_N:

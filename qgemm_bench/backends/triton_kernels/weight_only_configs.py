@@ -13,8 +13,8 @@ harness.environment.gpu_slug names it, e.g. h100):
                                      "us": p50 when tuned, "tuned": "how"}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
-nearest, and the row names it. Where a bucket has both paths' entries
-(M = 1..64), the faster one's path runs (faster_path). The int4 entries were timed at group 128 and
+nearest, and the row names it. Up to M = 64 the path that timed faster at
+the nearest bucket with both paths' timings runs (faster_path). The int4 entries were timed at group 128 and
 serve every group size (the kernel picks its scale handling from the group
 and BLOCK_K). A GPU without a file gets no entry: the split kernel
 autotunes over weight_only's curated lists at run time (the row says so),
@@ -115,13 +115,13 @@ def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | N
     if doc.get("gpu") != gpu:
         return None
     kernels = doc.get("kernels", {})
-    timed = [{key: e["us"] for key, e in kernels.get(kernel(fmt, p), {}).items()
-              if isinstance(e.get("us"), (int, float))} for p in PATHS]
-    both = timed[0].keys() & timed[1].keys()
+    timed = {p: {key: e["us"] for key, e in kernels.get(kernel(fmt, p), {}).items()
+                 if isinstance(e.get("us"), (int, float))} for p in PATHS}
+    both = timed["split"].keys() & timed["fused"].keys()
     if not both:
         return None
-    near = nearest(sorted(both), m, k, n)
-    return min(PATHS, key=lambda p: timed[PATHS.index(p)][near])
+    near = nearest(both, m, k, n)
+    return min(PATHS, key=lambda p: timed[p][near])
 
 
 def dumps(doc: dict) -> str:

@@ -10,14 +10,14 @@ without bias: times cuBLAS (a @ b) and, per mode (atomic, deterministic),
 the candidate configs, the way the runner times (a CUDA graph over rotating
 copies of a and b that together exceed 2x L2); every config's result is
 checked against a.float() @ b.float() first (inaccurate ones are skipped).
-Candidates: BLOCK_M 16/32/64 x BLOCK_N 16/32/64/128 from 1/8 of M and N
+Candidates: BLOCK_M 16/32/64/128 x BLOCK_N 16/32/64/128 from 1/8 of M and N
 (rounded up to powers of two) to all of them, BLOCK_K 64/128/256, SPLIT_K
 1..128 with tiles x splits in [SMs/4, 4 SMs] and >= 2 K blocks per split, at
 4 warps / 3 stages, the heuristic's choice first and then those nearest it;
 then the best three at 4/8 warps x 3/4/5 stages (shared memory permitting)
 and, deterministic, the best three and the atomic winner with their planes
 summed in a second launch (REDUCE "kernel", second_launch); the best three
-re-timed. Each shape gets a share of the
+with PDL 1 and 2 (split_k_parts.pdl_prologue); the best three re-timed. Each shape gets a share of the
 time left by its number of candidates (those nearest the heuristic are timed
 first), so --limit-s (default 540: one 10-minute GPU call) ends the run with
 every shape tried; configs compile ahead in worker processes (--jobs) while
@@ -55,7 +55,7 @@ from qgemm_bench.harness.args import Parser, int_in, positive_float  # noqa: E40
 from qgemm_bench.operators import split_k_gemm  # noqa: E402
 from qgemm_bench.types import Shape  # noqa: E402
 
-BM, BN, BK = (16, 32, 64), (16, 32, 64, 128), (64, 128, 256)
+BM, BN, BK = (16, 32, 64, 128), (16, 32, 64, 128), (64, 128, 256)
 SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
 VARIANTS = [(w, s) for w in (4, 8) for s in (3, 4, 5)]  # (num_warps, num_stages)
 SMEM_LIMIT = 160 * 1024  # bytes of staged a and b tiles; H100 has 227 KiB per block
@@ -151,6 +151,7 @@ def _compile(m, k, n, mode, c) -> str | None:
     import torch
 
     from qgemm_bench.backends.triton_kernels import split_k as sk
+    from qgemm_bench.backends.triton_kernels import split_k_parts
 
     try:
         dev = torch.device("cuda", torch.cuda.current_device())
@@ -160,7 +161,7 @@ def _compile(m, k, n, mode, c) -> str | None:
         ws = torch.empty(16, device=dev, dtype=torch.float32)
         count = torch.empty(16, device=dev, dtype=torch.int32)
         sk.split_k_kernel.warmup(*sk.launch_args(a, b, None, out, ws, count), grid=sk.grid_for(m, n, c),
-                                 HAS_BIAS=False, MODE=mode, **sk.kernel_meta(c))
+                                 HAS_BIAS=False, MODE=mode, **{**sk.kernel_meta(c), **split_k_parts.pdl_launch(c, dev)})
         return None
     except Exception as e:  # the timing process compiles it again and reports
         return f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
@@ -331,6 +332,7 @@ class ShapeTuner:
         more = [v for _, _, c in best(TOP) for v in variants(c)]
         if mode == 1:  # split_k.DETERMINISTIC
             more += second_launch([c for _, _, c in best(TOP)], atomic_best)
+        more += [{**c, "PDL": p} for _, _, c in best(TOP) for p in (1, 2)]
         compiler.submit(shape, mode, more, urgent=True)
         run(more, until)
         compiler.drop(shape, mode, more)

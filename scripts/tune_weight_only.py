@@ -7,7 +7,8 @@ table (--paths split,fused; H100: 311 s, 60 of them the split path): this GPU's
 checked-in table (backends/triton_kernels/weight_only_configs/<gpu>.json):
 each format x Llama layer (K, N) x M in TABLE_M, the best of the path's
 curated configs (weight_only.split_pool, fused_gemm.pool), replacing that
-path's entries. Otherwise:
+path's entries. pdl (H100: about 4 minutes): each entry of that table up to
+M = 64 timed with PDL 0 and 2 (split_k_parts.pdl_prologue), the faster kept. Otherwise:
 1. split path, every candidate, M = 1, 16, 64 at K = N = 8192, int4 g128 and NVFP4
    (a 66-config grid at M <= 16: about 2 minutes per format);
 2. each case's best 6 on four other llama shapes;
@@ -186,11 +187,70 @@ def table(paths=("split", "fused")):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
+# exp/pdl_ab.py (H100, int4 K = N = 8192): PDL 2 saved 1.5 us at M = 1 and
+# 16, cost 5 at 64 and changed nothing at 256; PDL 1 was between 0 and 2.
+PDL_MAX_M = 64
+
+
+def pdl_pass(paths=("split", "fused")):
+    """Every entry of this GPU's table for the paths, at its bucket's shape:
+    its config without PDL and with PDL 2 (split_k_parts.pdl_prologue), in
+    the same process, up to M = PDL_MAX_M; the faster stays, both timings
+    noted."""
+    from qgemm_bench.backends.config_buckets import parse
+    from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.harness.environment import gpu_slug
+
+    t0 = time.time()
+    out = woc.path_for(gpu_slug(DEV))
+    if not out.exists():
+        raise InputError(f"{out}: no table to add PDL to (run the table mode first)")
+    doc = woc.read_table(out)
+    for path in paths:
+        for fmt_id, fmt in enumerate(("int4", "nvfp4")):
+            entries = doc["kernels"].get(woc.kernel(fmt_id, path), {})
+            for key, entry in sorted(entries.items()):
+                m, k, n = parse(key)
+                if m > PDL_MAX_M:
+                    continue
+                x, wargs, ref = operands(fmt, m, k, n)
+                reps = copies(x, wargs)
+                base = {c: v for c, v in entry["config"].items() if c != "PDL"}
+                rows = []
+                for pdl in (0, 2):
+                    c = {**base, "PDL": pdl} if pdl else base
+                    try:
+                        errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref) for _ in range(3)]
+                        us = time_fns([functools.partial(wo.WeightOnlyGemm(*w, config=c, path=path), xc)
+                                       for xc, w in reps]) if max(errs) < 1e-2 else None
+                    except Exception as e:  # pragma: no cover - a GPU-side failure is reported, not fatal
+                        us = None
+                        print(f"  {fmt} {path} {key} PDL {pdl}: {type(e).__name__}: {str(e)[:80]}")
+                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} pdl {pdl}", "us": us})
+                    if us is not None:
+                        rows.append((us, pdl, c))
+                if not rows:
+                    continue
+                us, pdl, c = min(rows)
+                entry["config"] = c
+                entry["pdl_us"] = {str(p): round(u, 2) for u, p, _ in sorted(rows, key=lambda r: r[1])}
+                entry["us"] = round(us, 2)
+                timings = " ".join(f"pdl{p} {u:6.2f}" for u, p, _ in sorted(rows, key=lambda r: r[1]))
+                print(f"{fmt} {path} {key}: {timings} -> pdl{pdl} ({time.time() - t0:.0f} s)", flush=True)
+                del x, wargs, ref, reps
+            write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
+    doc["source"] = doc.get("source", "") + "; PDL per entry: scripts/tune_weight_only.py pdl (same process)"
+    write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
+    print(f"wrote {out} in {time.time() - t0:.0f} s")
+
+
 def main(args):
     if args.variants == "variants":
         return variants()
     if args.variants == "table":
         return table(args.paths.split(","))
+    if args.variants == "pdl":
+        return pdl_pass(args.paths.split(","))
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -241,16 +301,17 @@ def main(args):
 if __name__ == "__main__":
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", help="where every timing goes")
-    p.add_argument("variants", nargs="?", choices=["variants", "table"],
+    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl"],
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
-                        "of split and fused configs (weight_only_configs/<gpu>.json; see --paths)")
+                        "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
+                        "each entry of that table with PDL 0/1/2 and keep the fastest")
     p.add_argument("--paths", default="split,fused", help="table: the paths to tune (split, fused or both)")
     try:
         args = p.parse_args()
         if not set(args.paths.split(",")) <= {"split", "fused"}:
             raise InputError(f"--paths {args.paths!r}: expected split, fused or split,fused")
-        if args.variants != "table" and args.paths != "split,fused":
-            raise InputError("--paths is for the table mode")
+        if args.variants not in ("table", "pdl") and args.paths != "split,fused":
+            raise InputError("--paths is for the table and pdl modes")
         if not Path(args.out).resolve().parent.is_dir():
             raise InputError(f"{args.out}: its folder does not exist")
     except InputError as e:

@@ -128,6 +128,34 @@ def test_triton_deterministic_is_bit_identical_over_runs():
         assert torch.equal(gemm(), first)
 
 
+def test_pdl_is_a_config_option_off_on_cpu_and_by_environment(monkeypatch):
+    from qgemm_bench.backends.triton_kernels import split_k_parts
+
+    c, gpu = cfg(PDL=2), torch.device("cuda")
+    assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 2, "launch_pdl": True}
+    assert split_k_parts.pdl_launch(cfg(), gpu) == {"PDL": 0}
+    assert split_k_parts.pdl_launch(c, torch.device("cpu")) == {"PDL": 0}  # the interpreter has no griddepcontrol
+    monkeypatch.setenv("QGEMM_PDL", "0")
+    assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 0}
+    assert configs().describe(c).endswith(" pdl2")
+    with pytest.raises(ValueError, match="PDL=3"):
+        configs().check_config(cfg(PDL=3))
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("pdl", [1, 2])
+def test_triton_kernel_with_pdl_vs_fp64(mode, pdl):
+    """A PDL config (on the GPU the prologue waits, and with 2 prefetches b's
+    first rows, clamped into b at this K): the same sums, twice."""
+    from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm
+
+    inputs = split_k_gemm.make_inputs(case(split_k_gemm, (33, 1000, 40), bias=True), seed())
+    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, cfg(bn=32, bk=64, split=8, PDL=pdl))
+    ref = reference64(inputs)
+    check(gemm(), ref)
+    check(gemm(), ref)
+
+
 # ------------------------------------------------------------------ the config table
 
 

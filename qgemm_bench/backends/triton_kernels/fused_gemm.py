@@ -151,6 +151,7 @@ def fused_kernel(
     FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, EVEN_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     DECODE_ASM: tl.constexpr = True, FRAG: tl.constexpr = False, TILE_N: tl.constexpr = 0, TILE_K: tl.constexpr = 0,
+    PDL: tl.constexpr = 0, PF_LINES: tl.constexpr = 16,  # split_k_parts.pdl_prologue; 128-byte lines per tile row
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -185,6 +186,15 @@ def fused_kernel(
             w_rows += ((j // TB) * TILE_BYTES + j % TB)[None, :]
     else:
         w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, BLOCK_K // 2)[None, :]
+    if PDL == 2 and TILE_N and BLOCK_N >= TILE_N:  # prefetch the start of each tile row's K range
+        RT: tl.constexpr = BLOCK_N // TILE_N
+        span = (last - first) * (BLOCK_K // 2) * TILE_N  # this program's bytes per tile row
+        line = tl.minimum(tl.arange(0, PF_LINES) * 128, span - 128)
+        pf = (w_ptr + (tile_n * (BLOCK_N // TILE_N) + tl.arange(0, RT)[:, None]) * TILE_N * stride_wn
+              + (first * BLOCK_K // TILE_K) * TILE_BYTES + line[None, :])
+        split_k_parts.pdl_prologue(pf, PDL)
+    else:
+        split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)  # PDL 2: two harmless prefetches
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -220,9 +230,11 @@ def fused_kernel(
                          SPLIT_K, False, False)
 
 
-def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True) -> dict:
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
-            "num_warps": warps, "num_stages": stages}
+def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
+           pdl: int = 0) -> dict:
+    c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
+         "num_warps": warps, "num_stages": stages}
+    return {**c, "PDL": pdl} if pdl else c
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
@@ -349,5 +361,6 @@ class FusedGemm:
             x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0), out.stride(0),
             FMT=self.fmt, GROUP=self.group or 2, SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"], p.frag),
             EVEN_K=k % c["BLOCK_K"] == 0, FRAG=p.frag,
-            TILE_N=p.tile[0] if p.tile else 0, TILE_K=p.tile[1] if p.tile else 0, **c)
+            TILE_N=p.tile[0] if p.tile else 0, TILE_K=p.tile[1] if p.tile else 0,
+            **{**c, **split_k_parts.pdl_launch(c, x.device)})
         return out

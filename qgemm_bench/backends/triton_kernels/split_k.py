@@ -40,8 +40,12 @@ def split_k_kernel(
     HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     REDUCE: tl.constexpr = 0,  # split_k_parts.finish's; kernel_meta sets it
+    PDL: tl.constexpr = 0, PF_ROWS: tl.constexpr = 16,  # split_k_parts.pdl_prologue; PF_ROWS of b prefetched
 ):
     pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
+    pf_k = tl.minimum(first * BLOCK_K + tl.arange(0, PF_ROWS), K - 1)
+    n0 = tl.minimum((pid_mn % tl.cdiv(N, BLOCK_N)) * BLOCK_N, N - 1)
+    split_k_parts.pdl_prologue(b_ptr + pf_k * stride_bk + n0, PDL)
     offs_k = tl.arange(0, BLOCK_K)
     mask_m = offs_m < M
     mask_n = offs_n < N
@@ -189,7 +193,8 @@ class SplitKGemm:
         if self.config is None:
             tuned_kernel()[lambda c: grid_for(m, n, c)](*args, **meta)
         else:
-            split_k_kernel[grid_for(m, n, self.config)](*args, **meta, **self.meta)
+            meta.update(self.meta, **split_k_parts.pdl_launch(self.config, a.device))
+            split_k_kernel[grid_for(m, n, self.config)](*args, **meta)
         if self.reduce is not None:
             grid, block, warps = self.reduce
             split_k_parts.reduce_planes[grid](self.ws, args[2], out, m, n, self.config["SPLIT_K"],

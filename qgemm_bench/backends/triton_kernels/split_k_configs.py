@@ -11,7 +11,7 @@ The table is split_k_configs.json beside this file:
      "entries": {"atomic" | "deterministic":
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "num_warps", "num_stages",
-                                                optional "REDUCE"},
+                                                optional "REDUCE", "PDL"},
                                      "tuned": "how it was found", "us": ..., "cublas_us": ...}}}}
 
 scripts/tune_split_k.py writes this file (on a GPU: the timed winners; with
@@ -23,6 +23,8 @@ scripts/tune_split_k.py writes this file (on a GPU: the timed winners; with
 3. else the heuristic below, with the device's SM count.
 A table tuned on another GPU (its "gpu" differs) is not used: step 3.
 
+Any config may name a PDL mode (split_k_parts.pdl_prologue: 0 off, 1 launch
+overlap, 2 and a prefetch of b's first rows).
 Deterministic configs may name who sums the planes (REDUCE, see
 split_k_parts.py), both in split order: "last" (the default: the tile's last
 program) or "kernel" (a second, small launch). Atomic configs take only
@@ -50,6 +52,7 @@ MAX_TILE = 64  # the heuristic's largest BLOCK_M / BLOCK_N
 MAX_SPLIT = 128
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
 REDUCES = ("last", "kernel")  # the codes split_k_parts.finish takes: their indices
+PDL_MODES = (0, 1, 2)  # split_k_parts.PDL_MODES (that module needs triton; this one does not)
 
 
 def pow2_ceil(v: int) -> int:
@@ -88,7 +91,8 @@ def describe(c: dict) -> str:
     text = (f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} "
             f"w{c.get('num_warps', 4)} s{c.get('num_stages', 3)}")
     reduce = c.get("REDUCE", "last")
-    return text if reduce == "last" else f"{text} reduce {reduce}"
+    text = text if reduce == "last" else f"{text} reduce {reduce}"
+    return f"{text} pdl{c['PDL']}" if c.get("PDL") else text
 
 
 def tiles(m: int, n: int, c: dict) -> int:
@@ -116,6 +120,8 @@ def check_config(c: dict, mode: str | None = None) -> None:
             raise ValueError(f"split_k config {x}={v!r}: must be a power of two >= {MIN_BLOCK}")
     if not isinstance(c["SPLIT_K"], int) or c["SPLIT_K"] < 1:
         raise ValueError(f"split_k config SPLIT_K={c['SPLIT_K']!r}: must be an integer >= 1")
+    if c.get("PDL", 0) not in PDL_MODES:
+        raise ValueError(f"split_k config PDL={c['PDL']!r}: must be one of {', '.join(map(str, PDL_MODES))}")
     reduce = c.get("REDUCE", "last")
     if reduce not in REDUCES:
         raise ValueError(f"split_k config REDUCE={reduce!r}: must be one of {', '.join(map(repr, REDUCES))}")

@@ -26,9 +26,12 @@ order, the same bits:
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import cuda as tl_cuda
 
 # finish's REDUCE codes: indices into split_k_configs.REDUCES.
 REDUCE_LAST, REDUCE_KERNEL = tl.constexpr(0), tl.constexpr(1)
@@ -55,6 +58,37 @@ def workspace(cache: dict, m: int, n: int, device) -> tuple:
 def grid(m: int, n: int, c: dict) -> tuple[int, int]:
     """The launch grid of a split kernel with config c: (tiles, SPLIT_K)."""
     return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
+
+
+def pdl_launch(c: dict, device: torch.device) -> dict:
+    """The launch keywords for config c's PDL (programmatic dependent launch):
+    {"PDL": 0} where c has none, on CPU (the interpreter has no griddepcontrol)
+    or with QGEMM_PDL=0 in the environment (to time without it)."""
+    pdl = c.get("PDL", 0)
+    if not pdl or device.type != "cuda" or os.environ.get("QGEMM_PDL", "1") == "0":
+        return {"PDL": 0}
+    return {"PDL": pdl, "launch_pdl": True}
+
+
+@triton.jit
+def pdl_prologue(prefetch_ptrs, PDL: tl.constexpr):
+    """Programmatic dependent launch (PDL 1, 2; the launch's launch_pdl): let
+    the next kernel be scheduled now (it starts once every program here has,
+    and waits in its own prologue), with PDL 2 prefetch `prefetch_ptrs` to L2
+    (weights, which no kernel before writes), then wait until the kernel
+    before has finished. So a call's launch and first weight reads overlap
+    the previous kernel's tail; everything a kernel before may write
+    (activations, workspace, counters, outputs) is touched only after the
+    wait. H100, the same config with and without (exp/pdl_ab.py, 2 rounds):
+    int4 1x8192x8192 18.3 -> 16.7 us, 16x: 19.2 -> 17.8, but 64x: 30.1 ->
+    35.5 and split-K 16x65536x16 5.5 -> 8.1 (the next kernel's programs take
+    SMs as they free, unevenly): the tables choose it per shape."""
+    if PDL:
+        tl_cuda.gdc_launch_dependents()
+        if PDL == 2:
+            tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // $0", "=r,l", [prefetch_ptrs], dtype=tl.int32,
+                                      is_pure=False, pack=1)
+        tl_cuda.gdc_wait()
 
 
 @triton.jit

@@ -105,6 +105,7 @@ def weight_only_kernel(
     FMT: tl.constexpr, GROUP: tl.constexpr, HAS_SCALES: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     DECODE_ASM: tl.constexpr = False, EVEN_KN: tl.constexpr = False,
+    PDL: tl.constexpr = 0, PF_ROWS: tl.constexpr = 16,  # split_k_parts.pdl_prologue; PF_ROWS packed rows prefetched
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     HALF: tl.constexpr = BLOCK_K // 2
@@ -114,6 +115,11 @@ def weight_only_kernel(
     offs_k = tl.arange(0, BLOCK_K)
     mask_m = offs_m < M
     mask_n = offs_n < N
+    # Prefetch: the first packed rows of this program's range, each row's
+    # BLOCK_N bytes as 128-byte lines (clamped into the tensor).
+    pf_row = tl.minimum(first * HALF + tl.arange(0, PF_ROWS), tl.cdiv(K, 2) - 1)
+    pf_col = tl.minimum((pid_mn % tl.cdiv(N, BLOCK_N)) * BLOCK_N + tl.arange(0, max(BLOCK_N // 128, 1)) * 128, N - 1)
+    split_k_parts.pdl_prologue(w_ptr + pf_row[:, None] * stride_wk + pf_col[None, :], PDL)
     SCALE_AFTER: tl.constexpr = FMT == 0 and HAS_SCALES and GROUP % BLOCK_K == 0
 
     k_end = tl.minimum(K, last * BLOCK_K)
@@ -368,7 +374,8 @@ class WeightOnlyGemm:
         if c is None:
             tuned_kernel()[lambda c: split_k_parts.grid(m, n, c)](*args, **meta)
         else:
-            weight_only_kernel[split_k_parts.grid(m, n, c)](*args, **meta, **c, EVEN_KN=even_kn({"K": k, "N": n, **c}))
+            launch = {**c, **split_k_parts.pdl_launch(c, x.device), "EVEN_KN": even_kn({"K": k, "N": n, **c})}
+            weight_only_kernel[split_k_parts.grid(m, n, c)](*args, **meta, **launch)
         return out
 
 

@@ -9,7 +9,7 @@ harness.environment.gpu_slug names it, e.g. h100):
      "kernels": {"int4_gemm" | "nvfp4_gemm"              (the split path)
                  | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
-                                                "DECODE_ASM", "num_warps", "num_stages"},
+                                                "DECODE_ASM", "num_warps", "num_stages", optional "PDL"},
                                      "us": p50 when tuned, "tuned": "how"}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
@@ -62,6 +62,8 @@ def check_config(config, where: str) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < low or (x in MIN_TILE and v & (v - 1)):
             kind = f"a power of two >= {low}" if x in MIN_TILE else "a positive integer"
             raise ValueError(f"{where}: {x}={v!r} must be {kind}")
+    if config.get("PDL", 0) not in (0, 1, 2):
+        raise ValueError(f"{where}: PDL={config['PDL']!r} must be 0, 1 or 2 (split_k_parts.pdl_prologue)")
 
 
 def check_table(doc, where: str) -> dict:

@@ -304,8 +304,9 @@ if __name__ == "__main__":
     p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl"],
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
-                        "each entry of that table with PDL 0/1/2 and keep the fastest")
-    p.add_argument("--paths", default="split,fused", help="table: the paths to tune (split, fused or both)")
+                        "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster")
+    p.add_argument("--paths", default="split,fused",
+                   help="table, pdl: the paths to tune (split, fused or both)")
     try:
         args = p.parse_args()
         if not set(args.paths.split(",")) <= {"split", "fused"}:

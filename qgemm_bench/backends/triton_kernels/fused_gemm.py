@@ -230,11 +230,9 @@ def fused_kernel(
                          SPLIT_K, False, False)
 
 
-def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
-           pdl: int = 0) -> dict:
-    c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
-         "num_warps": warps, "num_stages": stages}
-    return {**c, "PDL": pdl} if pdl else c
+def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True) -> dict:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
+            "num_warps": warps, "num_stages": stages}
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;

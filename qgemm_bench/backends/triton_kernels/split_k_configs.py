@@ -52,7 +52,7 @@ MAX_TILE = 64  # the heuristic's largest BLOCK_M / BLOCK_N
 MAX_SPLIT = 128
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
 REDUCES = ("last", "kernel")  # the codes split_k_parts.finish takes: their indices
-PDL_MODES = (0, 1, 2)  # split_k_parts.PDL_MODES (that module needs triton; this one does not)
+PDL_MODES = (0, 1, 2)  # a config's "PDL": split_k_parts.pdl_prologue's modes (both tables check them)
 
 
 def pow2_ceil(v: int) -> int:

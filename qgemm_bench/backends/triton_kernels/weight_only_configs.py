@@ -31,6 +31,7 @@ from pathlib import Path
 
 from qgemm_bench.backends import config_buckets
 from qgemm_bench.backends.config_buckets import bucket, nearest, read_json
+from qgemm_bench.backends.triton_kernels.split_k_configs import PDL_MODES
 
 TABLE_DIR = Path(__file__).resolve().parent / "weight_only_configs"
 FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
@@ -62,8 +63,9 @@ def check_config(config, where: str) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < low or (x in MIN_TILE and v & (v - 1)):
             kind = f"a power of two >= {low}" if x in MIN_TILE else "a positive integer"
             raise ValueError(f"{where}: {x}={v!r} must be {kind}")
-    if config.get("PDL", 0) not in (0, 1, 2):
-        raise ValueError(f"{where}: PDL={config['PDL']!r} must be 0, 1 or 2 (split_k_parts.pdl_prologue)")
+    if config.get("PDL", 0) not in PDL_MODES:
+        raise ValueError(f"{where}: PDL={config['PDL']!r} must be one of {', '.join(map(str, PDL_MODES))} "
+                         "(split_k_parts.pdl_prologue)")
 
 
 def check_table(doc, where: str) -> dict:

@@ -16,8 +16,9 @@ Candidates: BLOCK_M 16/32/64/128 x BLOCK_N 16/32/64/128 from 1/8 of M and N
 4 warps / 3 stages, the heuristic's choice first and then those nearest it;
 then the best three at 4/8 warps x 3/4/5 stages (shared memory permitting)
 and, deterministic, the best three and the atomic winner with their planes
-summed in a second launch (REDUCE "kernel", second_launch); the best three
-with PDL 1 and 2 (split_k_parts.pdl_prologue); the best three re-timed. Each shape gets a share of the
+summed in a second launch (REDUCE "kernel", second_launch); those and the
+best three with PDL 1 and 2 (split_k_parts.pdl_prologue; the second launch
+then waits in its prologue too); the best three re-timed. Each shape gets a share of the
 time left by its number of candidates (those nearest the heuristic are timed
 first), so --limit-s (default 540: one 10-minute GPU call) ends the run with
 every shape tried; configs compile ahead in worker processes (--jobs) while
@@ -329,10 +330,13 @@ class ShapeTuner:
         # The first pass gets ~70% of the time; the variants and re-timing the rest.
         run(first, time.monotonic() + 0.7 * max(0.0, until - time.monotonic()))
         compiler.drop(shape, mode, [c for c in first if json.dumps(c, sort_keys=True) not in timed])
-        more = [v for _, _, c in best(TOP) for v in variants(c)]
+        tops = [c for _, _, c in best(TOP)]
+        more = [v for c in tops for v in variants(c)]
         if mode == 1:  # split_k.DETERMINISTIC
-            more += second_launch([c for _, _, c in best(TOP)], atomic_best)
-        more += [{**c, "PDL": p} for _, _, c in best(TOP) for p in (1, 2)]
+            launches = second_launch(tops, atomic_best)
+            more += launches
+            tops += launches
+        more += [{**c, "PDL": p} for c in tops if "PDL" not in c for p in (1, 2)]
         compiler.submit(shape, mode, more, urgent=True)
         run(more, until)
         compiler.drop(shape, mode, more)

@@ -142,15 +142,16 @@ def test_pdl_is_a_config_option_off_on_cpu_and_by_environment(monkeypatch):
         configs().check_config(cfg(PDL=3))
 
 
-@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("mode, reduce", [(0, "last"), (1, "last"), (1, "kernel")])
 @pytest.mark.parametrize("pdl", [1, 2])
-def test_triton_kernel_with_pdl_vs_fp64(mode, pdl):
+def test_triton_kernel_with_pdl_vs_fp64(mode, reduce, pdl):
     """A PDL config (on the GPU the prologue waits, and with 2 prefetches b's
-    first rows, clamped into b at this K): the same sums, twice."""
+    first rows, clamped into b at this K; REDUCE "kernel": the second launch
+    waits too): the same sums, twice."""
     from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (33, 1000, 40), bias=True), seed())
-    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, cfg(bn=32, bk=64, split=8, PDL=pdl))
+    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, cfg(bn=32, bk=64, split=8, PDL=pdl, REDUCE=reduce))
     ref = reference64(inputs)
     check(gemm(), ref)
     check(gemm(), ref)

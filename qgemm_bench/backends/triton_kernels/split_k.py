@@ -198,5 +198,6 @@ class SplitKGemm:
         if self.reduce is not None:
             grid, block, warps = self.reduce
             split_k_parts.reduce_planes[grid](self.ws, args[2], out, m, n, self.config["SPLIT_K"],
-                                              self.bias is not None, block, num_warps=warps)
+                                              self.bias is not None, block, num_warps=warps,
+                                              **split_k_parts.pdl_launch(self.config, a.device))
         return out

@@ -173,10 +173,13 @@ def reduce_block(m: int, n: int, sms: int) -> tuple[int, int]:
 
 @triton.jit
 def reduce_planes(ws_ptr, bias_ptr, out_ptr, M, N, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr,
-                  BLOCK: tl.constexpr):
+                  BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
     """REDUCE_KERNEL's second launch: out (contiguous [M, N]) = the SPLIT_K
     fp32 planes summed per element in split order, + bias, cast. Grid:
-    cdiv(M * N, BLOCK). The planes need no zeroing: every call writes each."""
+    cdiv(M * N, BLOCK). The planes need no zeroing: every call writes each.
+    PDL (the split kernel's): launched early, it waits for the split kernel
+    before reading a plane (pdl_prologue without a prefetch)."""
+    pdl_prologue(ws_ptr, PDL != 0)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < M * N
     total = tl.zeros((BLOCK,), dtype=tl.float32)

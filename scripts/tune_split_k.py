@@ -18,7 +18,9 @@ then the best three at 4/8 warps x 3/4/5 stages (shared memory permitting)
 and, deterministic, the best three and the atomic winner with their planes
 summed in a second launch (REDUCE "kernel", second_launch); those and the
 best three with PDL 1 and 2 (split_k_parts.pdl_prologue; the second launch
-then waits in its prologue too); the best three re-timed. Each shape gets a share of the
+then waits in its prologue too); the best three re-timed. Where the
+deterministic winner is faster than the atomic one, the atomic entry takes it
+(split_k_configs: any config suits both modes). Each shape gets a share of the
 time left by its number of candidates (those nearest the heuristic are timed
 first), so --limit-s (default 540: one 10-minute GPU call) ends the run with
 every shape tried; configs compile ahead in worker processes (--jobs) while
@@ -436,7 +438,7 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
                 cub = tuner.cublas()
                 line.append(f"cuBLAS {cub:7.2f} us")
                 start = time.monotonic()
-                atomic_best = None
+                atomic_best, fresh = None, {}
                 for j, mode in enumerate(modes):
                     until = min(deadline, start + share * (j + 1) / len(modes))
                     r = tuner.tune_mode(mode, compiler, until, deadline, atomic_best)
@@ -452,6 +454,14 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
                         "tuned": f"best of {r['timed']} timed of {r['candidates']} candidates on {gpu}"}
                     line.append(f"{mname} {r['us']:7.2f} us ({r['us'] / cub:4.2f}x cuBLAS) {skc.describe(r['config'])} "
                                 f"[{r['timed']}/{r['candidates']}]")
+                    fresh[mname] = doc["entries"][mname][skc.key(*s)]
+                if len(fresh) == 2 and fresh["deterministic"]["us"] < fresh["atomic"]["us"] \
+                        and fresh["deterministic"]["config"].get("REDUCE") == "kernel":
+                    a, d = fresh["atomic"], fresh["deterministic"]  # any config suits both modes
+                    doc["entries"]["atomic"][skc.key(*s)] = {
+                        **d, "tuned": f"the deterministic winner, faster than the atomic best ({a['us']} us, "
+                                      f"{skc.describe(a['config'])}) in the same run: {d['tuned']}"}
+                    line.append("atomic takes the deterministic winner")
                 del tuner
             except Fatal:
                 raise

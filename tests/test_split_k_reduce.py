@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from qgemm_bench.operators import split_k_gemm
-from tests.support import DEV, DT, case, check, seed, triton_config
+from tests.support import case, check, seed, triton_config
 
 
 def reference64(inputs):
@@ -61,9 +61,8 @@ def test_configs_check_reduce():
     c = triton_config(split=8)
     for mode in (None, "atomic", "deterministic"):
         skc.check_config({**c, "REDUCE": "last"}, mode)
-    skc.check_config({**c, "REDUCE": "kernel"}, "deterministic")
-    with pytest.raises(ValueError, match="atomic mode sums by atomics"):
-        skc.check_config({**c, "REDUCE": "kernel"}, "atomic")
+    for mode in ("atomic", "deterministic"):  # an atomic entry may take the plane-sum kernel
+        skc.check_config({**c, "REDUCE": "kernel"}, mode)
     bad = [({"REDUCE": "tree"}, "must be one of 'last', 'kernel'"),
            ({"REDUCE": "chunk"}, "must be one of"),  # measured and dropped
            ({"REDUCE": None}, "must be one of")]
@@ -72,20 +71,24 @@ def test_configs_check_reduce():
             skc.check_config({**c, **extra}, "deterministic")
 
 
-def test_tables_and_gemms_refuse_reduce_in_atomic_mode(tmp_path):
+def test_an_atomic_entry_may_name_the_plane_sum_kernel(tmp_path):
+    """The tuner gives an atomic entry the deterministic REDUCE "kernel" winner
+    where it timed faster: tables take it in either mode, and an ATOMIC gemm
+    with it runs the plane sum (right, and bit-stable as a bonus)."""
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, SplitKGemm
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
 
     c = {**triton_config(split=8), "REDUCE": "kernel"}
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"entries": {"deterministic": {"M1_K2_N3": {"config": c}}}}))
-    skc.read_table(path)
-    path.write_text(json.dumps({"entries": {"atomic": {"M1_K2_N3": {"config": c}}}}))
-    with pytest.raises(ValueError, match="atomic mode"):
+    for mode in ("atomic", "deterministic"):
+        path.write_text(json.dumps({"entries": {mode: {"M1_K2_N3": {"config": c}}}}))
         skc.read_table(path)
-    a, b = torch.randn(4, 256, device=DEV).to(DT), torch.randn(256, 8, device=DEV).to(DT)
-    with pytest.raises(ValueError, match="atomic mode"):
-        SplitKGemm(a, b, None, ATOMIC, c)
+    inputs = split_k_gemm.make_inputs(case(split_k_gemm, (4, 1000, 40), bias=True), seed())
+    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, ATOMIC, c)
+    assert gemm.mode == DETERMINISTIC and gemm.reduce is not None and gemm.ws.numel() == 8 * 4 * 40
+    first = gemm().clone()
+    check(first, reference64(inputs))
+    assert torch.equal(gemm(), first)
 
 
 def test_describe_and_kernel_meta():
@@ -104,19 +107,24 @@ def test_describe_and_kernel_meta():
 def test_checked_in_reductions_are_the_split_order_ones_and_run_right():
     """The table's deterministic entries reduce in split order ("last" or
     "kernel": the same bits; exp/det_ab.py picked "kernel" where it timed
-    faster), its atomic ones by atomics; two of its "kernel" configs, run at a
-    ragged shape, against fp64 and bit-stable."""
+    faster), its atomic ones by atomics or, where the deterministic "kernel"
+    winner timed faster, by that very config; two of its "kernel" configs,
+    run at a ragged shape in either mode, against fp64 and bit-stable."""
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
-    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC, SplitKGemm
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
 
     doc = skc.read_table(skc.TABLE_PATH)
-    assert all("REDUCE" not in e["config"] for e in doc["entries"]["atomic"].values())
+    for key, e in doc["entries"]["atomic"].items():
+        if "REDUCE" in e["config"]:
+            assert e["config"] == doc["entries"]["deterministic"][key]["config"]
+            assert e["config"]["REDUCE"] == "kernel"
     det = [e["config"] for e in doc["entries"]["deterministic"].values()]
     assert {c.get("REDUCE", "last") for c in det} <= {"last", "kernel"}
     kernel = sorted((c for c in det if c.get("REDUCE") == "kernel"), key=lambda c: c["SPLIT_K"] * c["BLOCK_K"])
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (20, 3000, 40), bias=True), seed())
-    for c in (kernel[0], kernel[-1]):
-        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, {**c, "num_stages": 1})
+    for c, mode in ((kernel[0], DETERMINISTIC), (kernel[-1], DETERMINISTIC), (kernel[0], ATOMIC)):
+        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, {**c, "num_stages": 1})
+        assert gemm.mode == DETERMINISTIC  # "kernel" is the plane sum in either mode
         first = gemm().clone()
         check(first, reference64(inputs))
         assert torch.equal(gemm(), first)

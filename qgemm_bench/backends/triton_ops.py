@@ -64,13 +64,15 @@ def _split_k(case, inputs, deterministic: bool) -> Prepared:
     return Prepared(gemm, resident=(b,) if bias is None else (b, bias), notes=notes)
 
 
-@backend("split_k_gemm", "triton", "Triton split-K, fp32 atomics, finished by the tile's last program "
-         "(one launch); checked-in configs per GPU and shape (split_k_configs.json)", triton_why_not)
+@backend("split_k_gemm", "triton", "Triton split-K, fp32 atomics finished by the tile's last program (one "
+         "launch), or where the table timed it faster the deterministic per-split planes summed in a second "
+         "launch; checked-in configs per GPU and shape (split_k_configs.json)", triton_why_not)
 def split_k_atomic(case, inputs):
     return _split_k(case, inputs, deterministic=False)
 
 
 @backend("split_k_gemm", "triton_deterministic", "Triton split-K, per-split partials summed in split "
-         "order by the tile's last program: bit-identical run to run", triton_why_not)
+         "order by the tile's last program or a second launch (the table's choice): bit-identical run to run",
+         triton_why_not)
 def split_k_deterministic(case, inputs):
     return _split_k(case, inputs, deterministic=True)

@@ -164,6 +164,10 @@ class SplitKGemm:
         else:
             self.source = "autotuned (QGEMM_SPLIT_K_AUTOTUNE)"
         self.a, self.b, self.bias, self.mode, self.config = a, b, bias, mode, config
+        # REDUCE "kernel" is the plane-sum kernel whichever mode asked for it
+        # (split_k_configs: an atomic entry may take the deterministic winner).
+        if config is not None and config.get("REDUCE") == "kernel":
+            mode = self.mode = DETERMINISTIC
         if config is None:  # autotuned: room for any config of CONFIGS
             planes, counters = MAX_SPLIT, split_k_parts.counters(m, n)
         else:

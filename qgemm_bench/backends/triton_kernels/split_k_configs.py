@@ -27,8 +27,11 @@ Any config may name a PDL mode (split_k_parts.pdl_prologue: 0 off, 1 launch
 overlap, 2 and a prefetch of b's first rows).
 Deterministic configs may name who sums the planes (REDUCE, see
 split_k_parts.py), both in split order: "last" (the default: the tile's last
-program) or "kernel" (a second, small launch). Atomic configs take only
-"last" (their atomics sum the partials).
+program) or "kernel" (a second, small launch). In an atomic entry "last" means
+atomics (finished by the tile's last program); "kernel" runs the per-split
+planes and the second launch instead: the tuner puts the deterministic winner
+there where it timed faster than every atomic config (with PDL the second
+launch costs little, and the planes avoid atomic traffic).
 Only the Triton kernel reads REDUCE; Helion's split-K kernel has its own.
 """
 
@@ -110,7 +113,8 @@ def fits(m: int, k: int, n: int, c: dict) -> bool:
 
 def check_config(c: dict, mode: str | None = None) -> None:
     """A config the kernel can run: power-of-two tiles >= 16, SPLIT_K >= 1,
-    REDUCE one of REDUCES ("last" only for mode "atomic")."""
+    REDUCE one of REDUCES, PDL one of PDL_MODES. (mode: kept for the callers;
+    every config suits both modes.)"""
     missing = [x for x in CONFIG_KEYS if x not in c]
     if missing:
         raise ValueError(f"split_k config {c} lacks {', '.join(missing)}")
@@ -125,9 +129,6 @@ def check_config(c: dict, mode: str | None = None) -> None:
     reduce = c.get("REDUCE", "last")
     if reduce not in REDUCES:
         raise ValueError(f"split_k config REDUCE={reduce!r}: must be one of {', '.join(map(repr, REDUCES))}")
-    if reduce != "last" and mode == "atomic":
-        raise ValueError(f"split_k config REDUCE={reduce!r}: atomic mode sums by atomics (REDUCE is for "
-                         "deterministic configs)")
 
 
 def fit(m: int, k: int, n: int, c: dict, sms: int = DEFAULT_SMS) -> dict:

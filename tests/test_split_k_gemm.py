@@ -356,8 +356,9 @@ def test_triton_refuses_bad_inputs():
 # ------------------------------------------------------------------ our Helion kernel (interpreter configs)
 
 
-def helion_config(bm=16, bn=32, bk=64, split=1) -> dict:
-    return {"block_sizes": [bn, bm], "block_k": bk, "split_k": split, "num_warps": 4, "num_stages": 1}
+def helion_config(bm=16, bn=32, bk=64, split=1, reduce="last") -> dict:
+    return {"block_sizes": [bn, bm], "block_k": bk, "split_k": split, "num_warps": 4, "num_stages": 1,
+            "reduce": reduce}
 
 
 def helion_gemm(inputs, deterministic, config, monkeypatch):
@@ -366,9 +367,7 @@ def helion_gemm(inputs, deterministic, config, monkeypatch):
 
     monkeypatch.setattr(helion_ops, "SPLIT_K_INTERPRETER_CONFIG", config)
     gemm = helion_ops.SplitK(inputs.a, inputs.b, inputs.bias, deterministic)
-    r = gemm.ready("split_k_gemm")
-    args = gemm.args(r.config)
-    return gemm, lambda: r.run(*args)[: inputs.a.shape[0]]
+    return gemm, gemm.call(gemm.ready("split_k_gemm"))
 
 
 @interpreter
@@ -380,6 +379,10 @@ def helion_gemm(inputs, deterministic, config, monkeypatch):
     ((1, 1000, 16), helion_config(split=4), True),  # small M: 16-row tiles, masked rows
     ((5, 1000, 7), helion_config(bn=16, split=3), False),
     ((2, 300, 20), helion_config(bn=16, bk=32, split=8), True),  # 10 K blocks: 5 splits (not a multiple of 4)
+    # The planes summed by a second launch (reduce_planes), in either mode:
+    ((33, 1000, 50), helion_config(split=3, reduce="kernel"), True),
+    ((5, 1000, 7), helion_config(bn=16, split=16, reduce="kernel"), False),
+    ((16, 1024, 16), helion_config(bn=16, split=1, reduce="kernel"), True),  # one split: no second launch
 ])
 def test_helion_kernel_vs_fp64(deterministic, shape, config, bias, monkeypatch):
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
@@ -388,7 +391,7 @@ def test_helion_kernel_vs_fp64(deterministic, shape, config, bias, monkeypatch):
     first = fn().clone()
     check(first, ref)
     assert int(gemm.count.abs().sum()) == 0  # left zero for the next call
-    if not deterministic:
+    if not deterministic and config["reduce"] == "last":
         assert float(gemm.ws.abs().sum()) == 0.0
     again = fn()
     check(again, ref)
@@ -419,7 +422,8 @@ def test_helion_runs_the_triton_table_config_where_no_helion_config_is_checked_i
         c, source = choose_config(int(deterministic), m, k, n, CPU)
         config, note = helion_ops.split_k_default(deterministic, m, k, n, CPU)
         assert config == {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"],
-                          "split_k": c["SPLIT_K"], "num_warps": c["num_warps"], "num_stages": c["num_stages"]}
+                          "split_k": c["SPLIT_K"], "num_warps": c["num_warps"], "num_stages": c["num_stages"],
+                          "pdl": c.get("PDL", 0), "reduce": c.get("REDUCE", "last")}
         assert note.startswith("Triton table config") and source in note
         gemm, fn = helion_gemm(inputs, deterministic, config, monkeypatch)  # the interpreter runs it
         assert calls[-1] == ("split_k_gemm_deterministic" if deterministic else "split_k_gemm", (config, note))
@@ -553,6 +557,29 @@ def test_every_table_config_on_gpu(mode):
         ref = split_k_gemm.reference(inputs)
         for _ in range(2):
             assert rel_error(gemm(), ref) <= 1e-2, (shape, gemm.note())
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_helion_runs_every_table_config_on_gpu(deterministic):
+    # The Helion kernel with the Triton table's configs (PDL, the second
+    # launch), every skinny preset shape, bf16 with bias, twice (the
+    # workspace and counters left ready for the next call).
+    from qgemm_bench.backends import helion_ops
+
+    for shape in split_k_gemm.PRESETS["skinny"]:
+        inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, torch.bfloat16, CUDA, bias=True), 2)
+        gemm = helion_ops.SplitK(inputs.a, inputs.b, inputs.bias, deterministic)
+        r = gemm.ready("split_k_gemm")
+        fn = gemm.call(r)
+        ref = split_k_gemm.reference(inputs)
+        first = fn().clone()
+        assert rel_error(first, ref) <= 1e-2, (shape, r.notes)
+        again = fn()
+        assert rel_error(again, ref) <= 1e-2, (shape, r.notes)
+        if deterministic:
+            assert torch.equal(again, first), (shape, r.notes)
 
 
 @pytest.mark.gpu

@@ -400,11 +400,28 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, device: torch.d
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
     c, source = choose_config(DETERMINISTIC if deterministic else ATOMIC, m, k, n, device)
-    return from_triton(c, split=True, decode=False), f"Triton table config {describe(c)} ({source}; untimed in Helion)"
+    cfg = {**from_triton(c, split=True, decode=False), "pdl": c.get("PDL", 0), "reduce": c.get("REDUCE", "last")}
+    return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion)"
+
+
+# The split-K kernel's config keys that are kernel arguments (tuning.ready's
+# `arguments`): its K step, PDL mode and who sums the planes ("last": the
+# tile's last program; "kernel": reduce_planes, a second launch, in either
+# mode, as the Triton SplitKGemm runs a REDUCE "kernel" config).
+SPLIT_K_ARGUMENTS = ("block_k", "pdl", "reduce")
+
+
+def _pdl_launcher(kernel, grid, *args, **kwargs):
+    """Helion's launcher with programmatic dependent launch (the kernels then
+    wait in their prologue: kernels._pdl_prologue)."""
+    from helion.runtime import default_launcher
+
+    return default_launcher(kernel, grid, *args, launch_pdl=True, **kwargs)
 
 
 class SplitK:
-    """y = a @ b (+ bias) through kernels.split_k, one launch: atomic or
+    """y = a @ b (+ bias) through kernels.split_k (and, where the config sums
+    the planes in a second launch, kernels.reduce_planes): atomic or
     deterministic. Owns the kernel's fp32 workspace and per-tile counters,
     made on the first args() (zeroed once, left zeroed by every call), as the
     Triton SplitKGemm; any_split: deterministic planes for any split (Helion's
@@ -418,21 +435,61 @@ class SplitK:
         self.ws = self.count = None
 
     def args(self, cfg: dict) -> tuple:
-        """The kernel's arguments for a config (its block_k and split_k)."""
+        """The kernel's arguments for a config (its block_k, split_k, pdl and
+        reduce; PDL only on a GPU: split_k_parts.pdl_launch)."""
         from qgemm_bench.backends.helion_kernels.kernels import SMALL_M_ROWS, split_chunk
         from qgemm_bench.backends.triton_kernels import split_k_configs as skc  # MAX_SPLIT: kernels.split_k's too
+        from qgemm_bench.backends.triton_kernels.split_k_parts import pdl_launch
 
         m, k, n, bk = self.m, self.k, self.n, cfg["block_k"]
         small = m if m < SMALL_M_ROWS else 0  # the kernel tiles SMALL_M_ROWS rows
         rows = SMALL_M_ROWS if small else m
         splits = min(-(-k // bk), skc.MAX_SPLIT) if self.any_split else -(-k // split_chunk(k, bk, cfg["split_k"]))
-        shape = [splits, rows, n] if self.deterministic else [rows, n]
-        if self.ws is None or self.ws.shape[0] < shape[0]:
+        planes_only = cfg.get("reduce", "last") == "kernel" and splits > 1
+        planes = self.deterministic or planes_only
+        shape = [splits, rows, n] if planes else [rows, n]
+        if self.ws is None or self.ws.dim() != len(shape) or self.ws.shape[0] < shape[0]:
             self.ws = torch.zeros(shape, device=self.a.device, dtype=torch.float32)
             # Counters for the smallest tiles (16 x 16): any config's fit.
             self.count = torch.zeros(-(-rows // MIN_TILE), -(-n // MIN_TILE), device=self.a.device, dtype=torch.int32)
         bias = self.bias if self.bias is not None else self.b[0]  # b[0]: a placeholder, never read
-        return (self.a, self.b, bias, self.ws, self.count, self.bias is not None, self.deterministic, bk, small)
+        pdl = pdl_launch({"PDL": cfg.get("pdl", 0)}, self.a.device)["PDL"]
+        return (self.a, self.b, bias, self.ws, self.count, self.bias is not None, planes, bk, small, pdl,
+                planes_only)
+
+    def call(self, r):
+        """y = a @ b (+ bias) with Ready r: the split kernel, launched with PDL
+        where its config has it, then (planes_only) reduce_planes over the
+        planes, under the same PDL; as the Triton SplitKGemm. Returns a
+        function of no arguments."""
+        from qgemm_bench.backends.helion_kernels import kernels
+        from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+        from qgemm_bench.backends.triton_kernels.split_k import sm_count
+        from qgemm_bench.backends.triton_kernels.split_k_parts import reduce_block
+
+        args = self.args(r.config)
+        m, pdl, planes_only = self.m, args[-2], args[-1]
+        split = r.run
+        if pdl:
+            compiled = r.run.compile_config(helion_settings(r.config, SPLIT_K_ARGUMENTS))
+            split = lambda *a: compiled(*a, _launcher=_pdl_launcher)  # noqa: E731
+        if not planes_only:
+            return lambda: split(*args)[:m]
+        ws, bias, splits = self.ws, args[2], -(-self.k // kernels.split_chunk(self.k, r.config["block_k"],
+                                                                               r.config["split_k"]))
+        out = torch.empty(ws.shape[1] * self.n, device=self.a.device, dtype=self.a.dtype)  # an example to bind
+        block, warps = reduce_block(ws.shape[1], self.n, sm_count(self.a.device))
+        planes = ws.view(ws.shape[0], -1)
+        reduce_args = (planes, bias, out, self.bias is not None, splits, block, pdl)
+        reduce = kernels.reduce_planes.bind(reduce_args).compile_config({"num_warps": warps, "num_stages": 1})
+        launcher = {"_launcher": _pdl_launcher} if pdl else {}
+
+        def run():
+            y = split(*args)
+            reduce(planes, bias, y.view(-1), *reduce_args[3:], **launcher)
+            return y[:m]
+
+        return run
 
     def ready(self, op: str):
         """The tuning.Ready of this case: tuning.ready's order (interpreter,
@@ -452,6 +509,8 @@ class SplitK:
             # A config without them: the Triton table's K step and split (args() needs both).
             cfg = {"block_k": default[0]["block_k"], "split_k": default[0]["split_k"], **cfg}
             cfg["block_k"] = max(cfg["block_k"], MIN_TILE)  # hl.dot's smallest K
+            if self.any_split:  # an autotune times the split kernel alone: one launch, no PDL
+                cfg.update(pdl=0, reduce="last")
             return cfg
 
         name = f"{op}_deterministic" if self.deterministic else op
@@ -461,7 +520,7 @@ class SplitK:
         exact = split_k_configs.has_entry(split_k_configs.MODES[int(self.deterministic)], self.m, self.k, self.n,
                                           table_gpu(self.a.device))
         return ready(name, kernels.split_k, self.args, self.a.device, (self.m, self.k, self.n),
-                     SPLIT_K_INTERPRETER_CONFIG, fix, default, nearest_ok=not exact)
+                     SPLIT_K_INTERPRETER_CONFIG, fix, default, nearest_ok=not exact, arguments=SPLIT_K_ARGUMENTS)
 
 
 def _split_k(case, inputs, deterministic: bool) -> Prepared:
@@ -470,20 +529,18 @@ def _split_k(case, inputs, deterministic: bool) -> Prepared:
 
     gemm = SplitK(a, b, bias, deterministic, any_split=autotunes(a.device))
     r = gemm.ready(case.op)
-    args = gemm.args(r.config)
-    m = gemm.m
-    return Prepared(lambda: r.run(*args)[:m], resident=(b, bias) if bias is not None else (b,), notes=r.notes,
+    return Prepared(gemm.call(r), resident=(b, bias) if bias is not None else (b,), notes=r.notes,
                     compile_s=r.compile_s, autotune_s=r.autotune_s)
 
 
-@backend("split_k_gemm", "helion", "Helion split-K, the Triton backend's kernel: fp32 atomics, finished by the "
-         "tile's last program (one launch); checked-in configs per GPU and shape bucket, else the Triton table's",
-         why_not)
+@backend("split_k_gemm", "helion", "Helion split-K, the Triton backend's kernel: fp32 atomics finished by the "
+         "tile's last program, or per-split planes summed by a second launch where the Triton table's config "
+         "says so; its PDL too; checked-in configs per GPU and shape bucket, else the Triton table's", why_not)
 def split_k(case, inputs):
     return _split_k(case, inputs, deterministic=False)
 
 
 @backend("split_k_gemm", "helion_deterministic", "Helion split-K, per-split partials summed in split order by "
-         "the tile's last program: bit-identical run to run; configs as helion's", why_not)
+         "the tile's last program or a second launch: bit-identical run to run; configs as helion's", why_not)
 def split_k_deterministic(case, inputs):
     return _split_k(case, inputs, deterministic=True)

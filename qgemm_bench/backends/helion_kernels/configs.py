@@ -19,8 +19,10 @@ block_sizes [K step in packed rows, M, N] and still read: helion_ops
 translates them), "int4_gemm_fused" / "nvfp4_gemm_fused" (the fused path,
 likewise),
 "split_k_gemm" / "split_k_gemm_deterministic" (the split-K GEMM's two modes;
-block_sizes [BLOCK_N, BLOCK_M], block_k, split_k: without an entry it takes
-the Triton table's config, helion_ops.split_k_default).
+block_sizes [BLOCK_N, BLOCK_M], block_k, split_k, optionally pdl and reduce:
+without an entry it takes the Triton table's config with its PDL mode and
+plane sum, helion_ops.split_k_default; none are checked in, as the Helion
+kernel runs those configs as the Triton kernel does).
 """
 
 from __future__ import annotations

@@ -46,15 +46,19 @@ ptxas serializes the wgmmas: C7515). A registered tunable is a symbol at
 trace time (a runtime branch and trip count), and every config would have
 to carry it.
 
-split_k is the split-K GEMM, split_k.py's split_k_kernel, in one launch:
-N tiles, M tiles, then K splits (Triton's program order), each split a
-contiguous run of whole K steps (split_k_parts.tile_and_range; split_chunk);
-partials meet in a resident fp32 workspace, by atomics or (deterministic) one
-plane per split summed in split order, and the tile's last program adds the
-bias, casts, stores and leaves workspace and counters zeroed
-(split_k_parts.finish). Its K step is a kernel argument too: a split's K
-range, a multiple of it, is computed in host code as the K tile's block
-size. Small M tiles 16 rows, as weight_only's small_m.
+split_k is the split-K GEMM, split_k.py's split_k_kernel: N tiles, M tiles,
+then K splits (Triton's program order), each split a contiguous run of whole
+K steps (split_k_parts.tile_and_range; split_chunk); partials meet in a
+resident fp32 workspace, by atomics or (deterministic) one plane per split
+summed in split order, and the tile's last program adds the bias, casts,
+stores and leaves workspace and counters zeroed (split_k_parts.finish): one
+launch. With planes_only (the Triton config's REDUCE "kernel") every program
+only stores its plane and reduce_planes, a second small launch, sums them
+(split_k_parts.reduce_planes). Both take the config's PDL mode (the prologue
+inline, _pdl_prologue; helion_ops launches them with launch_pdl). Its K step
+is a kernel argument too: a split's K range, a multiple of it, is computed
+in host code as the K tile's block size. Small M tiles 16 rows, as
+weight_only's small_m.
 
 The kernels never autotune by themselves (autotune_effort="none"): configs come
 from the checked-in files (configs.py) or from an explicit --autotune.
@@ -452,9 +456,13 @@ def split_k(
     deterministic: hl.constexpr,  # per-split planes summed in split order (else fp32 atomics)
     block_k: hl.constexpr,  # K step (Triton's BLOCK_K)
     small_m: hl.constexpr,  # M < SMALL_M_ROWS: M, the kernel tiles SMALL_M_ROWS rows (else 0)
+    pdl: hl.constexpr = 0,  # split_k_parts.pdl_prologue's mode (launched with launch_pdl: helion_ops)
+    planes_only: hl.constexpr = False,  # deterministic: store the planes only; reduce_planes sums them
 ) -> torch.Tensor:
     """split_k.py's split_k_kernel: y = a @ b (+ bias) in a.dtype, one launch.
-    Returns [rows, N] (rows: M, or SMALL_M_ROWS with small_m: the first M are y)."""
+    Returns [rows, N] (rows: M, or SMALL_M_ROWS with small_m: the first M are
+    y; with planes_only and more than one split, y once reduce_planes has
+    written it)."""
     m, k = a.size()
     n = b.size(1)
     rows = 16 if small_m else m  # SMALL_M_ROWS (a literal: Helion then knows it), as weight_only's small_m
@@ -464,6 +472,8 @@ def split_k(
     splits = helion.cdiv(k, chunk)
     # N tiles vary fastest, then M tiles, then splits: Triton's program order.
     for tile_n, tile_m, outer in hl.tile([n, rows, k], block_size=[None, None, chunk]):
+        if pdl:
+            _pdl_prologue(b, outer.begin, tile_n.begin, k, n, pdl)
         # Helion masks each tile to its range (rows, n); the small-M rows past
         # M need this mask too (and the atomics, which Helion cannot mask: inline).
         valid = (tile_m.index < m)[:, None] & (tile_n.index < n)[None, :]
@@ -478,6 +488,8 @@ def split_k(
             if has_bias:
                 acc = acc + bias[tile_n].to(torch.float32)[None, :]
             hl.store(out, [tile_m, tile_n], acc.to(a.dtype), extra_mask=valid)
+        elif planes_only:  # split_k_parts' REDUCE_KERNEL: reduce_planes, launched next, sums them
+            hl.store(ws, [outer.id, tile_m, tile_n], acc, extra_mask=valid)
         else:
             # split_k_parts.finish: the tile's last program adds the bias,
             # stores the cast sum and leaves workspace and counter zeroed.
@@ -516,4 +528,50 @@ def split_k(
                     total = total + bias[tile_n].to(torch.float32)[None, :]
                 hl.store(out, [tile_m, tile_n], total.to(a.dtype), extra_mask=valid)
                 hl.atomic_xchg(count, [tile_m.id, tile_n.id], 0)
+    return out
+
+
+# split_k_parts.pdl_prologue as inline Triton (Helion cannot call the
+# @triton.jit helper): let the next kernel launch, (PDL 2) prefetch b's first
+# 16 rows of this program's K range to L2, then wait for the kernel before.
+PDL_LAUNCH = "tl.extra.cuda.gdc_launch_dependents()"
+PDL_PREFETCH = ("tl.inline_asm_elementwise('prefetch.global.L2 [$1]; // $0', '=r,l', "
+                "[{0} + tl.minimum({1} + tl.arange(0, 16), {2} - 1) * {3} + {4}], "
+                "dtype=tl.int32, is_pure=False, pack=1)")
+PDL_WAIT = "tl.extra.cuda.gdc_wait()"
+
+
+def _pdl_prologue(b, k0, n0, k, n, pdl):
+    """split_k_parts.pdl_prologue for a [K, N] b whose program starts at row k0, column n0."""
+    hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
+    if pdl == 2:
+        hl.inline_triton(PDL_PREFETCH, args=[b, k0, k, n, n0], output_like=None)
+    hl.inline_triton(PDL_WAIT, args=[], output_like=None)
+
+
+@helion.kernel(static_shapes=True, autotune_effort="none")
+def reduce_planes(
+    ws: torch.Tensor,  # fp32 [planes >= splits, rows * N]: split_k's planes (planes_only)
+    bias: torch.Tensor,  # [N]; a placeholder without has_bias
+    out: torch.Tensor,  # [rows * N], split_k's output (written here)
+    has_bias: hl.constexpr,
+    splits: hl.constexpr,
+    block: hl.constexpr,  # elements per program (split_k_parts.reduce_block)
+    pdl: hl.constexpr = 0,  # the split kernel's: wait for it in the prologue
+) -> torch.Tensor:
+    """split_k_parts.reduce_planes: out = the planes summed per element in
+    split order (bitwise reproducible), + bias, cast; the planes need no
+    zeroing (every call writes each)."""
+    size = out.size(0)
+    n = bias.size(0)
+    for tile in hl.tile(size, block_size=block):
+        if pdl:
+            hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
+            hl.inline_triton(PDL_WAIT, args=[], output_like=None)
+        total = hl.zeros([tile], dtype=torch.float32)
+        for s in hl.static_range(splits):  # unrolled: independent loads, all issued early
+            total = total + ws[s, tile]
+        if has_bias:
+            total = total + hl.load(bias, [tile.index % n]).to(torch.float32)
+        out[tile] = total.to(out.dtype)
     return out

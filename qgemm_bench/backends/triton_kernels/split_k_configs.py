@@ -32,7 +32,8 @@ atomics (finished by the tile's last program); "kernel" runs the per-split
 planes and the second launch instead: the tuner puts the deterministic winner
 there where it timed faster than every atomic config (with PDL the second
 launch costs little, and the planes avoid atomic traffic).
-Only the Triton kernel reads REDUCE; Helion's split-K kernel has its own.
+Helion's split-K kernel runs these configs too, PDL and REDUCE included
+(helion_ops.split_k_default).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ Candidates: BLOCK_M 16/32/64/128 x BLOCK_N 16/32/64/128 from 1/8 of M and N
 then the best three at 4/8 warps x 3/4/5 stages (shared memory permitting)
 and, deterministic, the best three and the atomic winner with their planes
 summed in a second launch (REDUCE "kernel", second_launch); those and the
-best three with PDL 1 and 2 (split_k_parts.pdl_prologue; the second launch
-then waits in its prologue too); the best three re-timed. Where the
+best three with PDL 1, 2 and 3 (split_k_parts.pdl_prologue; the second
+launch then waits in its prologue too); the best three re-timed. Where the
 deterministic winner is faster than the atomic one, the atomic entry takes it
 (split_k_configs: any config suits both modes). Each shape gets a share of the
 time left by its number of candidates (those nearest the heuristic are timed
@@ -338,7 +338,7 @@ class ShapeTuner:
             launches = second_launch(tops, atomic_best)
             more += launches
             tops += launches
-        more += [{**c, "PDL": p} for c in tops if "PDL" not in c for p in (1, 2)]
+        more += [{**c, "PDL": p} for c in tops if "PDL" not in c for p in (1, 2, 3)]
         compiler.submit(shape, mode, more, urgent=True)
         run(more, until)
         compiler.drop(shape, mode, more)

@@ -138,12 +138,13 @@ def test_pdl_is_a_config_option_off_on_cpu_and_by_environment(monkeypatch):
     monkeypatch.setenv("QGEMM_PDL", "0")
     assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 0}
     assert configs().describe(c).endswith(" pdl2")
-    with pytest.raises(ValueError, match="PDL=3"):
-        configs().check_config(cfg(PDL=3))
+    assert configs().describe(cfg(PDL=3)).endswith(" pdl3")
+    with pytest.raises(ValueError, match="PDL=4"):
+        configs().check_config(cfg(PDL=4))
 
 
 @pytest.mark.parametrize("mode, reduce", [(0, "last"), (1, "last"), (1, "kernel")])
-@pytest.mark.parametrize("pdl", [1, 2])
+@pytest.mark.parametrize("pdl", [1, 2, 3])
 def test_triton_kernel_with_pdl_vs_fp64(mode, reduce, pdl):
     """A PDL config (on the GPU the prologue waits, and with 2 prefetches b's
     first rows, clamped into b at this K; REDUCE "kernel": the second launch
@@ -423,7 +424,7 @@ def test_helion_runs_the_triton_table_config_where_no_helion_config_is_checked_i
         config, note = helion_ops.split_k_default(deterministic, m, k, n, CPU)
         assert config == {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"],
                           "split_k": c["SPLIT_K"], "num_warps": c["num_warps"], "num_stages": c["num_stages"],
-                          "pdl": c.get("PDL", 0), "reduce": c.get("REDUCE", "last")}
+                          "pdl": helion_ops.HELION_PDL[c.get("PDL", 0)], "reduce": c.get("REDUCE", "last")}
         assert note.startswith("Triton table config") and source in note
         gemm, fn = helion_gemm(inputs, deterministic, config, monkeypatch)  # the interpreter runs it
         assert calls[-1] == ("split_k_gemm_deterministic" if deterministic else "split_k_gemm", (config, note))

@@ -93,8 +93,8 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
      + '}}}}}', "SPLIT_K=0 must be a positive integer"),
     ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {' + CFG.replace('"BLOCK_K": 64', '"BLOCK_K": 48')
      + '}}}}}', "BLOCK_K=48 must be a power of two"),
-    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {' + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "PDL": 3')
-     + '}}}}}', "PDL=3 must be one of 0, 1, 2"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {' + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "PDL": 4')
+     + '}}}}}', "PDL=4 must be one of 0, 1, 2, 3"),
 ])
 def test_a_bad_table_file_is_refused_in_one_line(tmp_path, text, match):
     path = tmp_path / "t.json"

@@ -400,8 +400,20 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, device: torch.d
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
     c, source = choose_config(DETERMINISTIC if deterministic else ATOMIC, m, k, n, device)
-    cfg = {**from_triton(c, split=True, decode=False), "pdl": c.get("PDL", 0), "reduce": c.get("REDUCE", "last")}
+    cfg = {**from_triton(c, split=True, decode=False), "pdl": HELION_PDL[c.get("PDL", 0)],
+           "reduce": c.get("REDUCE", "last")}
     return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion)"
+
+
+# The Helion split kernel's PDL mode for the Triton config's: where Triton
+# launches the next kernel early (1, 2), Helion launches it after the K loop
+# (3). H100, same process, the Triton table's configs (exp/pdl3.py), Helion
+# with PDL 1 / 3 against Triton's own: 128x4096x128 8.5 / 5.3 (Triton 4.9),
+# 64x16384x64 7.3 / 5.7 (5.3), 256x4096x16 5.2 / 4.2 (4.2), 16x65536x16
+# 8.2 / 4.8; PDL 3 faster at all 8 shapes timed (Helion's early-launched
+# programs stall the kernel before, for a reason not found: the PTX of both
+# kernels has the same loads, MMAs and griddepcontrol order).
+HELION_PDL = {0: 0, 1: 3, 2: 3, 3: 3}
 
 
 # The split-K kernel's config keys that are kernel arguments (tuning.ready's

@@ -484,6 +484,8 @@ def split_k(
             else:
                 at = a[tile_m, tk]
             acc = hl.dot(at, b[tk, tile_n], acc=acc)
+        if pdl == 3:  # split_k_parts.pdl_release
+            hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
         if splits == 1:
             if has_bias:
                 acc = acc + bias[tile_n].to(torch.float32)[None, :]
@@ -543,8 +545,9 @@ PDL_WAIT = "tl.extra.cuda.gdc_wait()"
 
 def _pdl_prologue(b, k0, n0, k, n, pdl):
     """split_k_parts.pdl_prologue for a [K, N] b whose program starts at row k0, column n0."""
-    hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
-    if pdl == 2:
+    if pdl != 3:  # 3: after the K loop (split_k_parts.pdl_release)
+        hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
+    if pdl >= 2:
         hl.inline_triton(PDL_PREFETCH, args=[b, k0, k, n, n0], output_like=None)
     hl.inline_triton(PDL_WAIT, args=[], output_like=None)
 

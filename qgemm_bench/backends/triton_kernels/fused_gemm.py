@@ -186,7 +186,7 @@ def fused_kernel(
             w_rows += ((j // TB) * TILE_BYTES + j % TB)[None, :]
     else:
         w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, BLOCK_K // 2)[None, :]
-    if PDL == 2 and TILE_N and BLOCK_N >= TILE_N:  # prefetch the start of each tile row's K range
+    if PDL >= 2 and TILE_N and BLOCK_N >= TILE_N:  # prefetch the start of each tile row's K range
         RT: tl.constexpr = BLOCK_N // TILE_N
         span = (last - first) * (BLOCK_K // 2) * TILE_N  # this program's bytes per tile row
         line = tl.minimum(tl.arange(0, PF_LINES) * 128, span - 128)
@@ -222,6 +222,7 @@ def fused_kernel(
         w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
         acc = tl.dot(w, x, acc)
         sc = sc_next
+    split_k_parts.pdl_release(PDL)
     if FMT == 1:
         acc = acc * (tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0))  # the PTX decode's 2^-8
     if SCALE_MODE == 1:

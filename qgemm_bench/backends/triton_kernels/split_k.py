@@ -59,6 +59,7 @@ def split_k_kernel(
         b = tl.load(b_ptr + k[:, None] * stride_bk + offs_n[None, :], mask=mask_k[:, None] & mask_n[None, :],
                     other=0.0)
         acc += tl.dot(a, b)
+    split_k_parts.pdl_release(PDL)
 
     split_k_parts.finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
                          SPLIT_K, MODE == 1, HAS_BIAS, REDUCE)

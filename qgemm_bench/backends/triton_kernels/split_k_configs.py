@@ -24,7 +24,8 @@ scripts/tune_split_k.py writes this file (on a GPU: the timed winners; with
 A table tuned on another GPU (its "gpu" differs) is not used: step 3.
 
 Any config may name a PDL mode (split_k_parts.pdl_prologue: 0 off, 1 launch
-overlap, 2 and a prefetch of b's first rows).
+overlap, 2 and a prefetch of b's first rows, 3 as 2 with the next kernel
+launched after the main loop).
 Deterministic configs may name who sums the planes (REDUCE, see
 split_k_parts.py), both in split order: "last" (the default: the tile's last
 program) or "kernel" (a second, small launch). In an atomic entry "last" means
@@ -56,7 +57,7 @@ MAX_TILE = 64  # the heuristic's largest BLOCK_M / BLOCK_N
 MAX_SPLIT = 128
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
 REDUCES = ("last", "kernel")  # the codes split_k_parts.finish takes: their indices
-PDL_MODES = (0, 1, 2)  # a config's "PDL": split_k_parts.pdl_prologue's modes (both tables check them)
+PDL_MODES = (0, 1, 2, 3)  # a config's "PDL": split_k_parts.pdl_prologue's modes (both tables check them)
 
 
 def pow2_ceil(v: int) -> int:

@@ -72,9 +72,10 @@ def pdl_launch(c: dict, device: torch.device) -> dict:
 
 @triton.jit
 def pdl_prologue(prefetch_ptrs, PDL: tl.constexpr):
-    """Programmatic dependent launch (PDL 1, 2; the launch's launch_pdl): let
+    """Programmatic dependent launch (PDL 1, 2, 3; the launch's launch_pdl): let
     the next kernel be scheduled now (it starts once every program here has,
-    and waits in its own prologue), with PDL 2 prefetch `prefetch_ptrs` to L2
+    and waits in its own prologue; PDL 3: after the main loop, pdl_release),
+    with PDL 2 and 3 prefetch `prefetch_ptrs` to L2
     (weights, which no kernel before writes), then wait until the kernel
     before has finished. So a call's launch and first weight reads overlap
     the previous kernel's tail; everything a kernel before may write
@@ -82,13 +83,26 @@ def pdl_prologue(prefetch_ptrs, PDL: tl.constexpr):
     wait. H100, the same config with and without (exp/pdl_ab.py, 2 rounds):
     int4 1x8192x8192 18.3 -> 16.7 us, 16x: 19.2 -> 17.8, but 64x: 30.1 ->
     35.5 and split-K 16x65536x16 5.5 -> 8.1 (the next kernel's programs take
-    SMs as they free, unevenly): the tables choose it per shape."""
+    SMs as they free, unevenly): the tables choose it per shape. PDL 3
+    (exp/pdl3.py, H100, same process, split-K, PDL 0 / 1 / 3): 16x65536x16
+    5.5 / 8.1 / 4.8 us, 16x8192x16 3.8 / 3.1 / 2.95, but 128x4096x128 6.0 /
+    4.9 / 5.3 and int4 64x8192x8192 30.1 / 35.4 / 35.5."""
     if PDL:
-        tl_cuda.gdc_launch_dependents()
-        if PDL == 2:
+        if PDL != 3:  # 3: pdl_release launches the next kernel, after the main loop
+            tl_cuda.gdc_launch_dependents()
+        if PDL >= 2:
             tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // $0", "=r,l", [prefetch_ptrs], dtype=tl.int32,
                                       is_pure=False, pack=1)
         tl_cuda.gdc_wait()
+
+
+@triton.jit
+def pdl_release(PDL: tl.constexpr):
+    """PDL 3: let the next kernel be scheduled only now, after this program's
+    main loop (pdl_prologue waited and prefetched): its programs then take
+    SMs as this kernel's finish rather than while it streams."""
+    if PDL == 3:
+        tl_cuda.gdc_launch_dependents()
 
 
 @triton.jit

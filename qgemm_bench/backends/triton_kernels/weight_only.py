@@ -169,6 +169,7 @@ def weight_only_kernel(
                 lo, hi = decode.nvfp4_values(w, decode.per_packed_row(decode.e4m3(bs), 16, BLOCK_K, BLOCK_N), DT)
             acc += tl.dot(xe, lo)
             acc += tl.dot(xo, hi)
+    split_k_parts.pdl_release(PDL)
     if FMT == 1:
         if USE_ASM:
             acc = acc * (tl.load(ts_ptr) * 256.0)  # the PTX decode's 2^-8

@@ -400,6 +400,16 @@ def test_helion_kernel_vs_fp64(deterministic, shape, config, bias, monkeypatch):
         assert torch.equal(again, first)
 
 
+def test_helion_maps_every_pdl_mode():
+    # Every PDL mode a Triton config may name has a Helion mode (off stays
+    # off; on launches the next kernel after the K loop: helion_ops says why).
+    from qgemm_bench.backends import helion_ops
+
+    skc = configs()
+    assert set(helion_ops.HELION_PDL) == set(skc.PDL_MODES)
+    assert helion_ops.HELION_PDL[0] == 0 and all(helion_ops.HELION_PDL[p] == 3 for p in skc.PDL_MODES if p)
+
+
 @interpreter
 def test_helion_runs_the_triton_table_config_where_no_helion_config_is_checked_in(monkeypatch):
     # On a GPU without a configs/<gpu>.json entry, tuning.ready falls back to

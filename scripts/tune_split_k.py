@@ -46,8 +46,9 @@ import math  # noqa: E402
 import multiprocessing  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor  # noqa: E402
 from concurrent.futures import TimeoutError as FutureTimeout  # noqa: E402
+from concurrent.futures import wait as wait_futures  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench, installed or not
@@ -65,6 +66,11 @@ SMEM_LIMIT = 160 * 1024  # bytes of staged a and b tiles; H100 has 227 KiB per b
 DTYPE = "bfloat16"  # the GPU dtype (a CPU dry run of this script's logic uses float16)
 MARGIN_S = 10.0  # kept back from --limit-s for the last write and the exit
 WAIT_S = 3.0  # longest wait for a compile a worker has started (workers take seconds to start)
+# Longest wait for the first compile of a worker before the first shape's
+# clock starts: while workers start (importing torch), the timing process
+# compiles every config itself, and the first shape then timed 1 of its 17
+# atomic candidates and no deterministic one (H100, 2026-11-25).
+STARTUP_S = 60.0
 TOP = 3
 
 
@@ -225,6 +231,15 @@ class Compiler:
             print(f"  compile workers failed ({type(e).__name__}: {e}); compiling in the timing process")
             self.close()
         return time.monotonic() < until
+
+    def started(self, timeout: float) -> bool:
+        """Wait (up to `timeout` s) until a worker has finished a compile: the
+        workers are up. False without workers, or when none finished in time."""
+        futures = list(self.futures.values())
+        if not self.pools or not futures:
+            return False
+        done, _ = wait_futures(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+        return bool(done)
 
     def drop(self, shape, mode, configs) -> None:
         """Cancel the compiles of configs that will not be timed here (if not
@@ -423,6 +438,9 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
         for s in todo[:2]:
             for mode in modes:
                 compiler.submit(tuple(s), mode, candidates(*s, sms))
+        t = time.monotonic()
+        if compiler.started(min(STARTUP_S, max(0.0, deadline - t))):
+            print(f"[{t - T0:4.0f} s] compile workers up after {time.monotonic() - t:.0f} s", flush=True)
         for i, s in enumerate(todo):
             if time.monotonic() >= deadline:
                 print(f"time limit: {len(todo) - i} shapes not tuned (they keep their entries)")

@@ -327,6 +327,20 @@ def test_tune_script_times_the_second_launch_reduction_for_deterministic_configs
     assert t.second_launch([b]) == [{**b, "REDUCE": "kernel"}]
 
 
+def test_tune_script_waits_for_its_compile_workers_to_start():
+    # The first shape's clock starts once a worker has finished a compile
+    # (here on CPU it fails at once: no CUDA; finished all the same).
+    t = tune_script()
+    assert not t.Compiler(0).started(5)  # no workers: nothing to wait for
+    compiler = t.Compiler(2)
+    try:
+        assert not compiler.started(5)  # nothing submitted
+        compiler.submit((16, 4096, 16), 0, t.candidates(16, 4096, 16, 132)[:2])
+        assert compiler.started(120)
+    finally:
+        compiler.close()
+
+
 def test_tune_script_writes_the_seed_table(tmp_path):
     out = tmp_path / "seed.json"
     r = subprocess.run([sys.executable, str(SCRIPT), "--seed-only", str(out)], capture_output=True, text=True,

@@ -46,7 +46,7 @@ import math  # noqa: E402
 import multiprocessing  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from concurrent.futures import TimeoutError as FutureTimeout  # noqa: E402
 from concurrent.futures import wait as wait_futures  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -66,11 +66,14 @@ SMEM_LIMIT = 160 * 1024  # bytes of staged a and b tiles; H100 has 227 KiB per b
 DTYPE = "bfloat16"  # the GPU dtype (a CPU dry run of this script's logic uses float16)
 MARGIN_S = 10.0  # kept back from --limit-s for the last write and the exit
 WAIT_S = 3.0  # longest wait for a compile a worker has started (workers take seconds to start)
-# Longest wait for the first compile of a worker before the first shape's
-# clock starts: while workers start (importing torch), the timing process
-# compiles every config itself, and the first shape then timed 1 of its 17
-# atomic candidates and no deterministic one (H100, 2026-11-25).
+# Longest wait for the compile workers to start before the first shape's
+# clock does: while they import torch, the timing process compiles every
+# config itself, and the first shape then timed 1 of its 17 atomic
+# candidates and no deterministic one (H100, 2026-11-25).
 STARTUP_S = 60.0
+# What each worker runs first (Compiler.started): a builtin's call, so it
+# pickles without this script's module.
+WARM_UP = "import torch, triton  # noqa"
 TOP = 3
 
 
@@ -185,11 +188,17 @@ class Compiler:
     def __init__(self, jobs: int):
         self.futures, self.pools, self.told = {}, [], False
         self.wanted = {}  # compile key -> the (shape, mode)s that will time it
+        self.warm_ups = []
         if jobs > 0:
             ctx = multiprocessing.get_context("spawn")  # never fork a process that holds CUDA
             urgent = max(1, min(4, jobs // 3))
-            self.pools = [ProcessPoolExecutor(max(1, jobs - urgent), mp_context=ctx),
-                          ProcessPoolExecutor(urgent, mp_context=ctx)]
+            sizes = (max(1, jobs - urgent), urgent)
+            self.pools = [ProcessPoolExecutor(size, mp_context=ctx) for size in sizes]
+            # Spawned pools start a worker per queued task: one warm-up per
+            # worker starts them all now (the urgent pool's would otherwise
+            # start at the first shape's variants, importing torch then).
+            self.warm_ups = [f for pool, size in zip(self.pools, sizes, strict=True) for f in
+                             [pool.submit(exec, WARM_UP) for _ in range(size)]]
 
     def submit(self, shape, mode, configs, urgent=False) -> None:
         if not self.pools:
@@ -233,13 +242,12 @@ class Compiler:
         return time.monotonic() < until
 
     def started(self, timeout: float) -> bool:
-        """Wait (up to `timeout` s) until a worker has finished a compile: the
-        workers are up. False without workers, or when none finished in time."""
-        futures = list(self.futures.values())
-        if not self.pools or not futures:
+        """Wait (up to `timeout` s) for every worker's warm-up: whether all
+        finished, and without an error (False without workers)."""
+        if not self.pools:
             return False
-        done, _ = wait_futures(futures, timeout=timeout, return_when=FIRST_COMPLETED)
-        return bool(done)
+        done, pending = wait_futures(self.warm_ups, timeout=timeout)
+        return not pending and all(f.exception() is None for f in done)
 
     def drop(self, shape, mode, configs) -> None:
         """Cancel the compiles of configs that will not be timed here (if not
@@ -441,6 +449,9 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
         t = time.monotonic()
         if compiler.started(min(STARTUP_S, max(0.0, deadline - t))):
             print(f"[{t - T0:4.0f} s] compile workers up after {time.monotonic() - t:.0f} s", flush=True)
+        elif compiler.pools:
+            print(f"[{t - T0:4.0f} s] compile workers not all up after {time.monotonic() - t:.0f} s: going on",
+                  flush=True)
         for i, s in enumerate(todo):
             if time.monotonic() >= deadline:
                 print(f"time limit: {len(todo) - i} shapes not tuned (they keep their entries)")

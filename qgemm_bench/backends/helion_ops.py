@@ -400,14 +400,16 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, device: torch.d
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
     c, source = choose_config(DETERMINISTIC if deterministic else ATOMIC, m, k, n, device)
-    cfg = {**from_triton(c, split=True, decode=False), "pdl": HELION_PDL[c.get("PDL", 0)],
-           "reduce": c.get("REDUCE", "last")}
-    return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion)"
+    pdl = HELION_PDL[c.get("PDL", 0)]
+    cfg = {**from_triton(c, split=True, decode=False), "pdl": pdl, "reduce": c.get("REDUCE", "last")}
+    helion_pdl = f", run with PDL {pdl}" if pdl != c.get("PDL", 0) else ""
+    return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion{helion_pdl})"
 
 
 # The Helion split kernel's PDL mode for the Triton config's: where Triton
-# launches the next kernel early (1, 2), Helion launches it after the K loop
-# (3). H100, same process, the Triton table's configs (exp/pdl3.py), Helion
+# launches the next kernel early (1, 2), Helion launches it after the K loop,
+# with the prefetch of b's first rows (3; there is no late mode without it).
+# H100, same process, the Triton table's configs (exp/pdl3.py), Helion
 # with PDL 1 / 3 against Triton's own: 128x4096x128 8.5 / 5.3 (Triton 4.9),
 # 64x16384x64 7.3 / 5.7 (5.3), 256x4096x16 5.2 / 4.2 (4.2), 16x65536x16
 # 8.2 / 4.8; PDL 3 faster at all 8 shapes timed (Helion's early-launched
@@ -435,7 +437,8 @@ class SplitK:
     """y = a @ b (+ bias) through kernels.split_k (and, where the config sums
     the planes in a second launch, kernels.reduce_planes): atomic or
     deterministic. Owns the kernel's fp32 workspace and per-tile counters,
-    made on the first args() (zeroed once, left zeroed by every call), as the
+    made on the first args() (zeroed once; atomics and counters left zeroed by
+    every call, planes overwritten by every call), as the
     Triton SplitKGemm; any_split: deterministic planes for any split (Helion's
     autotuner tries them all on the same arguments)."""
 
@@ -458,6 +461,7 @@ class SplitK:
         rows = SMALL_M_ROWS if small else m
         splits = min(-(-k // bk), skc.MAX_SPLIT) if self.any_split else -(-k // split_chunk(k, bk, cfg["split_k"]))
         planes_only = cfg.get("reduce", "last") == "kernel" and splits > 1
+        self.splits = splits
         planes = self.deterministic or planes_only
         shape = [splits, rows, n] if planes else [rows, n]
         if self.ws is None or self.ws.dim() != len(shape) or self.ws.shape[0] < shape[0]:
@@ -487,8 +491,7 @@ class SplitK:
             split = lambda *a: compiled(*a, _launcher=_pdl_launcher)  # noqa: E731
         if not planes_only:
             return lambda: split(*args)[:m]
-        ws, bias, splits = self.ws, args[2], -(-self.k // kernels.split_chunk(self.k, r.config["block_k"],
-                                                                               r.config["split_k"]))
+        ws, bias, splits = self.ws, args[2], self.splits  # the splits args() launches (planes to sum)
         out = torch.empty(ws.shape[1] * self.n, device=self.a.device, dtype=self.a.dtype)  # an example to bind
         block, warps = reduce_block(ws.shape[1], self.n, sm_count(self.a.device))
         planes = ws.view(ws.shape[0], -1)
@@ -521,7 +524,10 @@ class SplitK:
             # A config without them: the Triton table's K step and split (args() needs both).
             cfg = {"block_k": default[0]["block_k"], "split_k": default[0]["split_k"], **cfg}
             cfg["block_k"] = max(cfg["block_k"], MIN_TILE)  # hl.dot's smallest K
-            if self.any_split:  # an autotune times the split kernel alone: one launch, no PDL
+            if self.any_split:
+                # Helion's autotuner times the split kernel alone, so an
+                # autotuned config runs as timed: one launch, no PDL (it may
+                # then trail the Triton table's config, which has both).
                 cfg.update(pdl=0, reduce="last")
             return cfg
 

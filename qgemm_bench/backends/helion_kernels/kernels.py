@@ -450,19 +450,20 @@ def split_k(
     a: torch.Tensor,  # [M, K]
     b: torch.Tensor,  # [K, N]
     bias: torch.Tensor,  # [N]; a placeholder without has_bias
-    ws: torch.Tensor,  # fp32, zero (left zero): [rows, N] (atomic) or [planes >= splits, rows, N] (deterministic)
+    ws: torch.Tensor,  # fp32 [rows, N] (atomics: zero, left zero) or [planes >= splits, rows, N] (planes: any)
     count: torch.Tensor,  # int32 [cdiv(rows, 16), cdiv(N, 16)] per-tile counters, zero (left zero)
     has_bias: hl.constexpr,
-    deterministic: hl.constexpr,  # per-split planes summed in split order (else fp32 atomics)
+    deterministic: hl.constexpr,  # partials as per-split planes summed in split order (else fp32 atomics)
     block_k: hl.constexpr,  # K step (Triton's BLOCK_K)
     small_m: hl.constexpr,  # M < SMALL_M_ROWS: M, the kernel tiles SMALL_M_ROWS rows (else 0)
     pdl: hl.constexpr = 0,  # split_k_parts.pdl_prologue's mode (launched with launch_pdl: helion_ops)
-    planes_only: hl.constexpr = False,  # deterministic: store the planes only; reduce_planes sums them
+    planes_only: hl.constexpr = False,  # with deterministic: store the planes only, reduce_planes sums them
+    # (helion_ops.SplitK passes both for a REDUCE "kernel" config of either backend mode)
 ) -> torch.Tensor:
-    """split_k.py's split_k_kernel: y = a @ b (+ bias) in a.dtype, one launch.
-    Returns [rows, N] (rows: M, or SMALL_M_ROWS with small_m: the first M are
-    y; with planes_only and more than one split, y once reduce_planes has
-    written it)."""
+    """split_k.py's split_k_kernel: y = a @ b (+ bias) in a.dtype, in one
+    launch (with planes_only: the first of two). Returns [rows, N] (rows: M,
+    or SMALL_M_ROWS with small_m: the first M are y; with planes_only and
+    more than one split, y once reduce_planes has written it)."""
     m, k = a.size()
     n = b.size(1)
     rows = 16 if small_m else m  # SMALL_M_ROWS (a literal: Helion then knows it), as weight_only's small_m

@@ -194,7 +194,7 @@ def fused_kernel(
               + (first * BLOCK_K // TILE_K) * TILE_BYTES + line[None, :])
         split_k_parts.pdl_prologue(pf, PDL)
     else:
-        split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)  # PDL 2: two harmless prefetches
+        split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)  # PDL 2, 3: two harmless prefetches
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)

@@ -492,16 +492,17 @@ class SplitK:
         if not planes_only:
             return lambda: split(*args)[:m]
         ws, bias, splits = self.ws, args[2], self.splits  # the splits args() launches (planes to sum)
-        out = torch.empty(ws.shape[1] * self.n, device=self.a.device, dtype=self.a.dtype)  # an example to bind
-        block, warps = reduce_block(ws.shape[1], self.n, sm_count(self.a.device))
-        planes = ws.view(ws.shape[0], -1)
+        size = m * self.n  # the M real rows only (small M: not the padding rows of the 16-row tile)
+        out = torch.empty(size, device=self.a.device, dtype=self.a.dtype)  # an example to bind
+        block, warps = reduce_block(m, self.n, sm_count(self.a.device))
+        planes = ws.view(ws.shape[0], -1)[:, :size]
         reduce_args = (planes, bias, out, self.bias is not None, splits, block, pdl)
         reduce = kernels.reduce_planes.bind(reduce_args).compile_config({"num_warps": warps, "num_stages": 1})
         launcher = {"_launcher": _pdl_launcher} if pdl else {}
 
         def run():
             y = split(*args)
-            reduce(planes, bias, y.view(-1), *reduce_args[3:], **launcher)
+            reduce(planes, bias, y.view(-1)[:size], *reduce_args[3:], **launcher)
             return y[:m]
 
         return run

@@ -555,9 +555,9 @@ def _pdl_prologue(b, k0, n0, k, n, pdl):
 
 @helion.kernel(static_shapes=True, autotune_effort="none")
 def reduce_planes(
-    ws: torch.Tensor,  # fp32 [planes >= splits, rows * N]: split_k's planes (planes_only)
+    ws: torch.Tensor,  # fp32 [planes >= splits, size]: split_k's planes (planes_only), flat, a row-strided view
     bias: torch.Tensor,  # [N]; a placeholder without has_bias
-    out: torch.Tensor,  # [rows * N], split_k's output (written here)
+    out: torch.Tensor,  # [size]: split_k's output, flat (its first M rows: size = M * N)
     has_bias: hl.constexpr,
     splits: hl.constexpr,
     block: hl.constexpr,  # elements per program (split_k_parts.reduce_block)

@@ -361,7 +361,7 @@ class ShapeTuner:
             launches = second_launch(tops, atomic_best)
             more += launches
             tops += launches
-        more += [{**c, "PDL": p} for c in tops if "PDL" not in c for p in (1, 2, 3)]
+        more += [{**c, "PDL": p} for c in tops if "PDL" not in c for p in skc.PDL_MODES if p]
         compiler.submit(shape, mode, more, urgent=True)
         run(more, until)
         compiler.drop(shape, mode, more)

@@ -341,6 +341,59 @@ def test_tune_script_waits_for_its_compile_workers_to_start():
         compiler.close()
 
 
+def test_tune_script_tunes_partly_timed_shapes_again_keeping_the_faster_entry(tmp_path, monkeypatch):
+    # A scripted GPU: shape P's first pass times only some candidates, Q's all
+    # of them. With time left P gets a second pass; its entries change only
+    # where that pass timed faster (atomic: 4.0 < 5.0; deterministic 7.0 >
+    # 6.0 keeps the first), and Q is not tuned again.
+    import argparse
+
+    import torch
+
+    from qgemm_bench.backends.triton_kernels import split_k as sk
+    from qgemm_bench.harness import environment
+
+    t = tune_script()
+    skc = configs()
+    P, Q = Shape(16, 4096, 16), Shape(32, 8192, 32)
+    script = {  # (shape, pass, mode) -> (us, timed, candidates)
+        (P, 0, 0): (5.0, 3, 9), (P, 0, 1): (6.0, 3, 9), (Q, 0, 0): (3.0, 9, 9), (Q, 0, 1): (3.5, 9, 9),
+        (P, 1, 0): (4.0, 9, 9), (P, 1, 1): (7.0, 9, 9)}
+    calls = []
+
+    class FakeTuner:
+        def __init__(self, shape, *_):
+            self.shape = shape
+
+        def cublas(self):
+            return 10.0
+
+        def tune_mode(self, mode, compiler, until, deadline, atomic_best=None):
+            n = sum(1 for c in calls if c[:2] == (self.shape, mode))
+            calls.append((self.shape, mode, n))
+            us, timed, cands = script[(self.shape, n, mode)]
+            c = t.cfg(16, 16, 64, 4 if n == 0 else 8)
+            if mode == 1:
+                c = {**c, "REDUCE": "kernel"}
+            return {"config": c, "us": us, "err": 1e-3, "timed": timed, "candidates": cands}
+
+    monkeypatch.setattr(t, "ShapeTuner", FakeTuner)
+    monkeypatch.setattr(sk, "sm_count", lambda dev: 132)
+    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev=None: "fake H100")
+    out = tmp_path / "t.json"
+    args = argparse.Namespace(base=skc.TABLE_PATH, retune=True, keep_faster=False, limit_s=1e6, jobs=0, warmup_ms=1.0,
+                              rep_ms=1.0,
+                              out=out)
+    assert t.tune(args, [P, Q], dev=torch.device("cpu")) == 0
+    assert calls == [(P, 0, 0), (P, 1, 0), (Q, 0, 0), (Q, 1, 0), (P, 0, 1), (P, 1, 1)]
+    got = json.loads(out.read_text())["entries"]
+    atomic, det = got["atomic"][skc.key(*P)], got["deterministic"][skc.key(*P)]
+    assert (atomic["us"], atomic["config"]["SPLIT_K"]) == (4.0, 8)  # the second pass's
+    assert (det["us"], det["config"]["SPLIT_K"]) == (6.0, 4)  # the first pass's
+    assert got["atomic"][skc.key(*Q)]["us"] == 3.0 and got["deterministic"][skc.key(*Q)]["us"] == 3.5
+
+
 def test_tune_script_writes_the_seed_table(tmp_path):
     out = tmp_path / "seed.json"
     r = subprocess.run([sys.executable, str(SCRIPT), "--seed-only", str(out)], capture_output=True, text=True,

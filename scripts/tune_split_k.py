@@ -401,7 +401,9 @@ def is_tuned(doc: dict, shape: Shape, gpu: str) -> bool:
                .startswith(skc.SEED_NOTE) for mode in skc.MODES)
 
 
-def describe(doc: dict, gpu: str, dev_name: str) -> str:
+def describe(doc: dict, gpu: str, dev_name: str, before: str | None = None) -> str:
+    """The table's "source" line; before: the --base table's, with --keep-faster
+    (its entries stay where this run timed no faster)."""
     entries = [e for es in doc["entries"].values() for e in es.values()]
     tuned = sum(not str(e.get("tuned", "")).startswith(skc.SEED_NOTE) for e in entries)
     text = (f"scripts/tune_split_k.py on {dev_name} ({gpu}), {time.strftime('%Y-%m-%d')}: {tuned} of {len(entries)} "
@@ -409,6 +411,9 @@ def describe(doc: dict, gpu: str, dev_name: str) -> str:
             "candidate per mode)")
     if tuned < len(entries):
         text += f"; entries marked '{skc.SEED_NOTE}' keep the heuristic's choice"
+    if before:
+        text += (f"; --keep-faster: an entry changed only where this run timed >3% faster than the table before "
+                 f"({before})")
     return text
 
 
@@ -442,7 +447,8 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
           + (f", {skipped} already tuned in {args.base} (--retune to redo)" if skipped else "")
           + f", limit {args.limit_s:.0f} s", flush=True)
     log: list = []
-    doc["source"] = describe(doc, gpu, name)
+    before = base.get("source") if args.keep_faster else None
+    doc["source"] = describe(doc, gpu, name, before)
     write(args.out, doc, log)
     deadline = T0 + args.limit_s - MARGIN_S
     compiler = Compiler(args.jobs)
@@ -499,7 +505,7 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
             except Exception as e2:
                 raise Fatal(f"CUDA unusable: {e2}") from None
             untimed = False  # a shape that failed is not tried again
-        doc["source"] = describe(doc, gpu, name)
+        doc["source"] = describe(doc, gpu, name, before)
         write(args.out, doc, log)
         print(head + " | ".join(line), flush=True)
         return untimed
@@ -550,7 +556,7 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
         return 1
     finally:
         compiler.close()
-        doc["source"] = describe(doc, gpu, name)
+        doc["source"] = describe(doc, gpu, name, before)
         write(args.out, doc, log)
         print(f"wrote {args.out} ({time.monotonic() - T0:.0f} s); install: cp {args.out} "
               f"qgemm_bench/backends/triton_kernels/split_k_configs.json", flush=True)

@@ -6,6 +6,7 @@ reports use and, with --baseline, the backends' p50 from a results.csv.
 
   python3 scripts/read_floor.py OUT.md [--op split_k_gemm] [--preset skinny] [--shape M,K,N ...]
                                 [--baseline results/h100/split_k_gemm/results.csv]
+  python3 scripts/read_floor.py OUT.md --from MEASURED.json --baseline NEWER/results.csv   (no GPU)
 
 Writes OUT.md (a table and the run's metadata) and OUT.json beside it."""
 
@@ -32,6 +33,8 @@ def parse_args(argv=None):
                    help="a shape instead of the preset (repeatable)")
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="activation dtype")
     p.add_argument("--baseline", type=Path, help="a results.csv whose backends' p50 to show beside the floor")
+    p.add_argument("--from", dest="source", type=Path, metavar="OUT.json",
+                   help="no GPU: re-render a measured OUT.json (e.g. beside a newer --baseline)")
     return p.parse_args(argv)
 
 
@@ -49,11 +52,54 @@ def baseline_p50(path: Path, op: str, dtype: str) -> dict:
     return out
 
 
+def render(meta: dict, rows: list, base: dict) -> str:
+    """The markdown table: each row's measurements, then the backends' p50
+    from `base` ({(M, K, N): {backend: us}}), or those stored in the row."""
+    per_row = [base.get(tuple(int(v) for v in r["shape"].split("x")), r.get("backends", {})) if base
+               else r.get("backends", {}) for r in rows]
+    backends = sorted({b for v in per_row for b in v})
+    head = ["shape MxKxN", "MiB", "copy floor us", "read us", "read GB/s", "empty launch us"] + \
+        [f"{b} us" for b in backends]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r, bs in zip(rows, per_row, strict=True):
+        cells = [r["shape"], f"{r['bytes'] / 2**20:.2f}", f"{r['copy_floor_us']:.2f}", f"{r['read_us']:.2f}",
+                 f"{r['read_GBps']:.0f}", f"{r['empty_us']:.2f}"]
+        cells += [f"{bs[b]:.2f}" if b in bs else "" for b in backends]
+        lines.append("| " + " | ".join(cells) + " |")
+    return (f"# Read floor: {meta['op']} on {meta['gpu']}\n\n"
+            "read us: p50 of the fastest plain reader of the shape's bytes (qgemm_bench/harness/read_floor.py), "
+            "graph timing over rotating copies > 2x L2, as the runner times; empty launch us: an empty kernel "
+            "the same way; copy floor: bytes / the copy bandwidth measured in this run"
+            + (f"; the backends' columns: {meta['baseline']}" if meta.get("baseline") else "") + ".\n\n"
+            + "\n".join(lines) + "\n\n```\n" + json.dumps(meta, indent=1) + "\n```\n")
+
+
+def write(out: Path, meta: dict, rows: list, base: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(meta, rows, base))
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(f"wrote {out}")
+
+
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
         from qgemm_bench import operators
 
+        if args.source is not None:  # re-render a measured table, no GPU
+            if not args.source.is_file():
+                raise InputError(f"--from {args.source}: no such file")
+            try:
+                doc = json.loads(args.source.read_text())
+                meta, rows = doc["meta"], doc["rows"]
+            except (ValueError, KeyError, TypeError) as e:
+                raise InputError(f"--from {args.source}: not a read_floor.py JSON ({type(e).__name__})") from None
+            base = baseline_p50(args.baseline, meta["op"], meta["dtype"]) if args.baseline else {}
+            if args.baseline:
+                meta = {**meta, "baseline": str(args.baseline)}
+                rows = [{**r, "backends": base.get(tuple(int(v) for v in r["shape"].split("x")), {})} for r in rows]
+            write(args.out, meta, rows, base)
+            return 0
         op = operators.get(args.op)
         preset = args.preset or op.GPU_PRESET
         if preset not in op.PRESETS:
@@ -63,7 +109,7 @@ def main(argv=None) -> int:
         import torch
 
         if not torch.cuda.is_available():
-            raise InputError("read_floor.py needs a CUDA GPU")
+            raise InputError("read_floor.py needs a CUDA GPU (or --from a measured OUT.json)")
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -73,7 +119,6 @@ def main(argv=None) -> int:
     dtype = getattr(torch, args.dtype)
     t0 = time.monotonic()
     ceil = environment.measure_ceilings(dev)
-    backends = sorted({b for v in base.values() for b in v})
     rows = []
     for s in shapes:
         nbytes = op.bytes(s, dtype, op.Settings())
@@ -88,23 +133,7 @@ def main(argv=None) -> int:
             "git_commit": environment.git_commit(), "ceilings": ceil, "wall_s": round(time.monotonic() - t0, 1),
             "baseline": str(args.baseline) if args.baseline else None,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    head = ["shape MxKxN", "MiB", "copy floor us", "read us", "read GB/s", "empty launch us"] + \
-        [f"{b} us" for b in backends]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [r["shape"], f"{r['bytes'] / 2**20:.2f}", f"{r['copy_floor_us']:.2f}", f"{r['read_us']:.2f}",
-                 f"{r['read_GBps']:.0f}", f"{r['empty_us']:.2f}"]
-        cells += [f"{r['backends'][b]:.2f}" if b in r["backends"] else "" for b in backends]
-        lines.append("| " + " | ".join(cells) + " |")
-    text = (f"# Read floor: {args.op} on {meta['gpu']}\n\n"
-            "read us: p50 of the fastest plain reader of the shape's bytes (qgemm_bench/harness/read_floor.py), "
-            "graph timing over rotating copies > 2x L2, as the runner times; empty launch us: an empty kernel "
-            "the same way; copy floor: bytes / the copy bandwidth measured in this run.\n\n"
-            + "\n".join(lines) + "\n\n```\n" + json.dumps(meta, indent=1) + "\n```\n")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print(f"wrote {args.out}")
+    write(args.out, meta, rows, base)
     return 0
 
 

@@ -273,7 +273,9 @@ def test_backends_with_table_configs_vs_fp64(name, shape, bias, monkeypatch):
     m, k, n = shape
     config, source = configs().lookup(MODE_NAMES[gemm.mode], m, k, n, gpu=None)
     assert gemm.config == config and gemm.source == source and source in gemm.note()
-    planes = config["SPLIT_K"] if name == "triton_deterministic" else 1
+    # per-split planes where deterministic, or where the atomic entry runs the
+    # deterministic winner's plane sum (REDUCE "kernel", e.g. 1x4096x16's)
+    planes = config["SPLIT_K"] if name == "triton_deterministic" or config.get("REDUCE") == "kernel" else 1
     assert gemm.ws.numel() == planes * m * n and gemm.count.numel() == configs().tiles(m, n, config)
     check(out, reference64(inputs))
     check(gemm(), reference64(inputs))  # a second call starts from zero again
@@ -341,25 +343,15 @@ def test_tune_script_waits_for_its_compile_workers_to_start():
         compiler.close()
 
 
-def test_tune_script_tunes_partly_timed_shapes_again_keeping_the_faster_entry(tmp_path, monkeypatch):
-    # A scripted GPU: shape P's first pass times only some candidates, Q's all
-    # of them. With time left P gets a second pass; its entries change only
-    # where that pass timed faster (atomic: 4.0 < 5.0; deterministic 7.0 >
-    # 6.0 keeps the first), and Q is not tuned again.
-    import argparse
-
+def fake_tune(t, monkeypatch, script: dict, calls: list):
+    """tune_split_k.tune against a scripted GPU: script[(shape, pass, mode)] =
+    (us, timed, candidates) or None (nothing accurate); pass n times config
+    split 4 * 2**n (deterministic: planes summed by the second launch); each
+    call records (shape, mode, pass, the earlier timings it was handed)."""
     import torch
 
     from qgemm_bench.backends.triton_kernels import split_k as sk
     from qgemm_bench.harness import environment
-
-    t = tune_script()
-    skc = configs()
-    P, Q = Shape(16, 4096, 16), Shape(32, 8192, 32)
-    script = {  # (shape, pass, mode) -> (us, timed, candidates)
-        (P, 0, 0): (5.0, 3, 9), (P, 0, 1): (6.0, 3, 9), (Q, 0, 0): (3.0, 9, 9), (Q, 0, 1): (3.5, 9, 9),
-        (P, 1, 0): (4.0, 9, 9), (P, 1, 1): (7.0, 9, 9)}
-    calls = []
 
     class FakeTuner:
         def __init__(self, shape, *_):
@@ -368,30 +360,103 @@ def test_tune_script_tunes_partly_timed_shapes_again_keeping_the_faster_entry(tm
         def cublas(self):
             return 10.0
 
-        def tune_mode(self, mode, compiler, until, deadline, atomic_best=None):
+        def tune_mode(self, mode, compiler, until, deadline, atomic_best=None, timed=None):
             n = sum(1 for c in calls if c[:2] == (self.shape, mode))
-            calls.append((self.shape, mode, n))
-            us, timed, cands = script[(self.shape, n, mode)]
-            c = t.cfg(16, 16, 64, 4 if n == 0 else 8)
+            calls.append((self.shape, mode, n, sorted(timed)))
+            timed[f"pass {n}"] = None
+            got = script[(self.shape, n, mode)]
+            if got is None:
+                return None
+            us, count, cands = got
+            c = t.cfg(16, 16, 64, 4 * 2**n)
             if mode == 1:
                 c = {**c, "REDUCE": "kernel"}
-            return {"config": c, "us": us, "err": 1e-3, "timed": timed, "candidates": cands}
+            return {"config": c, "us": us, "err": 1e-3, "timed": count, "candidates": cands}
 
     monkeypatch.setattr(t, "ShapeTuner", FakeTuner)
     monkeypatch.setattr(sk, "sm_count", lambda dev: 132)
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev=None: "fake H100")
+
+
+def test_tune_script_tunes_partly_timed_shapes_again_keeping_the_faster_entry(tmp_path, monkeypatch):
+    # P's first pass times only some candidates, Q's all of them. With time
+    # left P gets a second pass, handed the first's timings (not timed
+    # again); its entries change only where that pass timed >3% faster
+    # (atomic 4.0 < 5.0; deterministic 7.0 > 6.0 keeps the first), and Q is
+    # not tuned again. R: the deterministic winner (plane sum) is faster than
+    # the atomic one in the same pass, so the atomic entry takes it, and again
+    # in the second pass. S: nothing accurate in the deterministic mode: the
+    # atomic entry does not take the deterministic entry from the table.
+    import argparse
+
+    import torch
+
+    t = tune_script()
+    skc = configs()
+    P, Q, R, S = Shape(16, 4096, 16), Shape(32, 8192, 32), Shape(64, 8192, 64), Shape(16, 8192, 16)
+    script = {
+        (P, 0, 0): (5.0, 3, 9), (P, 0, 1): (6.0, 3, 9), (P, 1, 0): (4.0, 9, 9), (P, 1, 1): (7.0, 9, 9),
+        (Q, 0, 0): (3.0, 9, 9), (Q, 0, 1): (3.5, 9, 9),
+        (R, 0, 0): (5.0, 3, 9), (R, 0, 1): (4.5, 3, 9), (R, 1, 0): (4.2, 9, 9), (R, 1, 1): (4.0, 9, 9),
+        (S, 0, 0): (99.0, 9, 9), (S, 0, 1): None, (S, 1, 0): (99.0, 9, 9), (S, 1, 1): None}
+    calls = []
+    fake_tune(t, monkeypatch, script, calls)
+    base = tmp_path / "base.json"
+    doc = skc.read_table(skc.TABLE_PATH)
+    doc["entries"]["deterministic"][skc.key(*S)]["us"] = 1.0
+    base.write_text(skc.dumps(doc))
     out = tmp_path / "t.json"
-    args = argparse.Namespace(base=skc.TABLE_PATH, retune=True, keep_faster=False, limit_s=1e6, jobs=0, warmup_ms=1.0,
-                              rep_ms=1.0,
-                              out=out)
-    assert t.tune(args, [P, Q], dev=torch.device("cpu")) == 0
-    assert calls == [(P, 0, 0), (P, 1, 0), (Q, 0, 0), (Q, 1, 0), (P, 0, 1), (P, 1, 1)]
+    args = argparse.Namespace(base=base, retune=True, keep_faster=False, limit_s=1e6, jobs=0, warmup_ms=1.0,
+                              rep_ms=1.0, out=out)
+    assert t.tune(args, [P, Q, R, S], dev=torch.device("cpu")) == 0
+    firsts = [(P, 0), (P, 1), (Q, 0), (Q, 1), (R, 0), (R, 1), (S, 0), (S, 1)]
+    assert calls[:8] == [(sh, m, 0, []) for sh, m in firsts]
+    assert calls[8:] == [(sh, m, 1, ["pass 0"]) for sh, m in [(P, 0), (P, 1), (R, 0), (R, 1), (S, 0), (S, 1)]]
     got = json.loads(out.read_text())["entries"]
-    atomic, det = got["atomic"][skc.key(*P)], got["deterministic"][skc.key(*P)]
-    assert (atomic["us"], atomic["config"]["SPLIT_K"]) == (4.0, 8)  # the second pass's
-    assert (det["us"], det["config"]["SPLIT_K"]) == (6.0, 4)  # the first pass's
-    assert got["atomic"][skc.key(*Q)]["us"] == 3.0 and got["deterministic"][skc.key(*Q)]["us"] == 3.5
+
+    def entry(mode, shape):
+        e = got[mode][skc.key(*shape)]
+        return e["us"], e["config"]["SPLIT_K"], e["config"].get("REDUCE")
+
+    assert entry("atomic", P) == (4.0, 8, None)  # the second pass's
+    assert entry("deterministic", P) == (6.0, 4, "kernel")  # the first pass's
+    assert entry("atomic", Q) == (3.0, 4, None) and entry("deterministic", Q) == (3.5, 4, "kernel")
+    assert entry("atomic", R) == entry("deterministic", R) == (4.0, 8, "kernel")
+    assert entry("atomic", S) == (99.0, 4, None) and got["deterministic"][skc.key(*S)]["us"] == 1.0
+    assert "deterministic winner" not in got["atomic"][skc.key(*S)]["tuned"]
+
+
+def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, monkeypatch):
+    import argparse
+
+    import torch
+
+    t = tune_script()
+    skc = configs()
+    P = Shape(16, 4096, 16)
+    doc = skc.read_table(skc.TABLE_PATH)
+    old = {m: doc["entries"][m][skc.key(*P)] for m in skc.MODES}
+    fast, slow = 0.9 * old["atomic"]["us"], 0.99 * old["deterministic"]["us"]  # slow: within the 3% margin
+    calls = []
+    fake_tune(t, monkeypatch, {(P, 0, 0): (fast, 9, 9), (P, 0, 1): (slow, 9, 9),
+                               (P, 1, 0): (fast, 9, 9), (P, 1, 1): (slow, 9, 9)}, calls)
+    out = tmp_path / "t.json"
+    args = argparse.Namespace(base=skc.TABLE_PATH, retune=True, keep_faster=True, limit_s=1e6, jobs=0,
+                              warmup_ms=1.0, rep_ms=1.0, out=out)
+    assert t.tune(args, [P], dev=torch.device("cpu")) == 0
+    got = json.loads(out.read_text())
+    assert got["entries"]["atomic"][skc.key(*P)]["us"] == fast
+    assert got["entries"]["deterministic"][skc.key(*P)] == old["deterministic"]
+    before = doc["source"].split("; --keep-faster:")[0]
+    assert got["source"].endswith(f"than the table before ({before})")
+    # a second --keep-faster run over the first's table: its source names the
+    # first run's, not the first's whole history (not nested run after run)
+    again = tmp_path / "again.json"
+    assert t.tune(argparse.Namespace(**{**vars(args), "base": out, "out": again}), [P], dev=torch.device("cpu")) == 0
+    source = json.loads(again.read_text())["source"]
+    first_run = got["source"].split("; --keep-faster:")[0]
+    assert source.count("; --keep-faster:") == 1 and source.endswith(f"than the table before ({first_run})")
 
 
 def test_tune_script_writes_the_seed_table(tmp_path):

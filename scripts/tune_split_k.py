@@ -338,12 +338,14 @@ class ShapeTuner:
         return us, err, status
 
     def tune_mode(self, mode: int, compiler: Compiler, until: float, deadline: float,
-                  atomic_best: dict | None = None) -> dict | None:
+                  atomic_best: dict | None = None, timed: dict | None = None) -> dict | None:
         """Best accurate config of this mode, timing until `until`: {config, us, err, timed, candidates}.
-        Deterministic: also the best and `atomic_best` summed in a second launch (second_launch)."""
+        Deterministic: also the best and `atomic_best` summed in a second launch (second_launch).
+        timed: an earlier pass's timings of this shape and mode ({json(config): (us, err, config)}),
+        kept and added to: only configs not in it are timed."""
         shape = tuple(self.shape)
         first = candidates(*shape, self.sms)
-        timed = {}  # json(config) -> (us, err, config)
+        timed = {} if timed is None else timed
 
         def run(cs, stop):
             for c in cs:
@@ -447,13 +449,15 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
           + (f", {skipped} already tuned in {args.base} (--retune to redo)" if skipped else "")
           + f", limit {args.limit_s:.0f} s", flush=True)
     log: list = []
-    before = base.get("source") if args.keep_faster else None
+    # --keep-faster: the table before, as its own run described it (not its history)
+    before = (str(base.get("source", "")).split("; --keep-faster:")[0]
+              if args.keep_faster and base.get("gpu") in (None, gpu) else None)
     doc["source"] = describe(doc, gpu, name, before)
     write(args.out, doc, log)
     deadline = T0 + args.limit_s - MARGIN_S
     compiler = Compiler(args.jobs)
     modes = (ATOMIC, DETERMINISTIC)
-    weights = [len(candidates(*s, sms)) + TOP * len(VARIANTS) for s in todo]
+    timings = {}  # (shape, mode) -> the timings of every pass (ShapeTuner.tune_mode's `timed`)
 
     def tune_shape(s, share: float, keep_faster: bool) -> bool:
         """Tune shape s for `share` seconds; whether some candidates went untimed.
@@ -467,7 +471,8 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
             atomic_best, fresh, untimed = None, {}, False
             for j, mode in enumerate(modes):
                 until = min(deadline, start + share * (j + 1) / len(modes))
-                r = tuner.tune_mode(mode, compiler, until, deadline, atomic_best)
+                r = tuner.tune_mode(mode, compiler, until, deadline, atomic_best,
+                                    timings.setdefault((tuple(s), mode), {}))
                 mname = skc.MODES[mode]
                 if r is None:
                     line.append(f"{mname}: nothing accurate timed (keeps its entry)")
@@ -487,7 +492,7 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
                     "err": float(f"{r['err']:.3g}"),
                     "tuned": f"best of {r['timed']} timed of {r['candidates']} candidates on {gpu}"}
             a, d = (doc["entries"][m].get(skc.key(*s), {}) for m in skc.MODES)
-            if fresh and d.get("us") is not None and a.get("us") is not None and d["us"] < a["us"] \
+            if "deterministic" in fresh and a.get("us") is not None and d["us"] < a["us"] \
                     and d["config"].get("REDUCE") == "kernel" and d["config"] != a["config"]:
                 doc["entries"]["atomic"][skc.key(*s)] = {  # any config suits both modes
                     **d, "tuned": f"the deterministic winner, faster than the atomic best ({a['us']} us, "
@@ -510,6 +515,23 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
         print(head + " | ".join(line), flush=True)
         return untimed
 
+    def tune_pass(shapes: list, keep_faster: bool, late: str) -> list:
+        """Tune `shapes` in order, each with its share of the time left (by its
+        number of candidates), compiling two shapes ahead; the shapes that
+        timed only some candidates."""
+        partial, weights = [], [len(candidates(*s, sms)) + TOP * len(VARIANTS) for s in shapes]
+        for i, s in enumerate(shapes):
+            if time.monotonic() >= deadline:
+                print(f"time limit: {len(shapes) - i} shapes {late}")
+                break
+            for ahead in shapes[i:i + 3] if i == 0 else shapes[i + 2:i + 3]:
+                for mode in modes:
+                    compiler.submit(tuple(ahead), mode, candidates(*ahead, sms))
+            share = (deadline - time.monotonic()) * weights[i] / sum(weights[i:])
+            if tune_shape(s, share, keep_faster):
+                partial.append(s)
+        return partial
+
     try:
         for s in todo[:2]:
             for mode in modes:
@@ -520,37 +542,17 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
         elif compiler.pools:
             print(f"[{t - T0:4.0f} s] compile workers not all up after {time.monotonic() - t:.0f} s: going on",
                   flush=True)
-        partial = []  # shapes with candidates left untimed: tuned again with any time left
-        for i, s in enumerate(todo):
-            if time.monotonic() >= deadline:
-                print(f"time limit: {len(todo) - i} shapes not tuned (they keep their entries)")
-                break
-            if i + 2 < len(todo):
-                for mode in modes:
-                    compiler.submit(tuple(todo[i + 2]), mode, candidates(*todo[i + 2], sms))
-            # This shape's share of the time left, by its number of candidates.
-            share = (deadline - time.monotonic()) * weights[i] / sum(weights[i:])
-            if tune_shape(s, share, keep_faster=args.keep_faster):
-                partial.append(s)
+        partial = tune_pass(todo, args.keep_faster, "not tuned (they keep their entries)")
         # The first shapes' shares pass while the workers compile everything
         # queued at once (H100, 2026-11-25: 16x4096x16 timed 6 of 33 atomic
         # candidates and the run ended 150 s early): with time left, the shapes
-        # that timed only some candidates get another pass, and an entry
-        # changes only where the new pass timed faster.
+        # that timed only some candidates get another pass (their timed
+        # candidates are not timed again), and an entry changes only where the
+        # new pass timed faster.
         if partial and deadline - time.monotonic() > 5 * len(partial):
             print(f"[{time.monotonic() - T0:4.0f} s] again, with the time left: {len(partial)} shapes that timed "
                   "only some candidates", flush=True)
-            for mode in modes:
-                for s in partial[:2]:
-                    compiler.submit(tuple(s), mode, candidates(*s, sms))
-            pw = [len(candidates(*s, sms)) + TOP * len(VARIANTS) for s in partial]
-            for i, s in enumerate(partial):
-                if time.monotonic() >= deadline:
-                    break
-                if i + 2 < len(partial):
-                    for mode in modes:
-                        compiler.submit(tuple(partial[i + 2]), mode, candidates(*partial[i + 2], sms))
-                tune_shape(s, (deadline - time.monotonic()) * pw[i] / sum(pw[i:]), keep_faster=True)
+            tune_pass(partial, True, "not tuned again")
     except Fatal as e:
         print(f"stopped: {e}", flush=True)
         return 1

@@ -5,8 +5,9 @@ bytes cannot beat the first; every kernel in a graph pays the second.
 
 The copy-bandwidth floor in the reports (bytes / copy GB/s) leaves out the
 launch and the ramp of a kernel that reads a few MiB: on the H100 a pure
-read of 8 MiB took about 5 us against 2.8 us of bytes / copy bandwidth
-(exp/bigk.py, 2026-11-25). scripts/read_floor.py tabulates both per shape.
+read of 8 MiB took 4.6 us against 2.8 us of bytes / copy bandwidth
+(results/h100/split_k_gemm/read_floor.md). scripts/read_floor.py tabulates
+both per shape.
 
 The reader is the best of a few plain streaming kernels (READERS): each
 program sums its 16-byte-per-thread loads (int32 words, so any dtype) and
@@ -67,6 +68,8 @@ def read(src: torch.Tensor, out: torch.Tensor, reader: tuple, sms: int) -> None:
     """One read of int32 tensor src with `reader`; out needs grid_of() words."""
     warps, unroll, per_sm = reader
     n = src.numel()
+    if n >= 2**31 - 2 * warps * 32 * 4 * unroll:  # the kernel's offsets are int32
+        raise ValueError(f"read_floor reads up to 2**31 words (8 GiB); got {n}")
     read_kernel[(grid_of(n, reader, sms),)](src, out, n, warps * 32 * 4, unroll, per_sm > 0, num_warps=warps)
 
 
@@ -77,21 +80,16 @@ def read_sums(src: torch.Tensor, reader: tuple, sms: int) -> tuple[int, int]:
     return int(out.to(torch.int64).sum()) % 2**32, int(src.to(torch.int64).sum()) % 2**32
 
 
-def copies(nbytes: int, l2_bytes: int, free_bytes: int, factor: float = 2.0) -> int:
-    """Rotating copies whose bytes exceed factor x L2, within half the free memory."""
-    return max(1, min(math.ceil(factor * l2_bytes / nbytes), int(0.5 * free_bytes // nbytes), 1024))
-
-
 def measure(nbytes: int, device: torch.device, warmup_ms: float = 10.0, rep_ms: float = 40.0) -> dict:
     """GPU: p50 us of the best reader over `nbytes` bytes (and which, with its
     checksum checked), and of an empty launch, both under graph timing."""
+    from qgemm_bench.harness.measure import copies_for
     from qgemm_bench.harness.timing import time_graph
 
     props = torch.cuda.get_device_properties(device)
     n = words_for(nbytes)
-    free, _ = torch.cuda.mem_get_info(device)
     srcs = [torch.randint(-2**31, 2**31 - 1, (n,), dtype=torch.int32, device=device)
-            for _ in range(copies(n * WORD, props.L2_cache_size, free))]
+            for _ in range(copies_for(n * WORD, n * WORD, props.L2_cache_size, device))]
     out = torch.empty(max(grid_of(n, r, props.multi_processor_count) for r in READERS), dtype=torch.int32,
                       device=device)
     best = None

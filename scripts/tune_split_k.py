@@ -247,6 +247,15 @@ class Compiler:
             self.close()
         return time.monotonic() < until
 
+    def compiled(self, shape, mode, configs, timeout: float) -> int:
+        """Wait (up to `timeout` s) for the compiles of these configs; how many
+        are done (0 without workers)."""
+        futs = [f for c in configs if (f := self.futures.get(compile_key(*shape, mode, c))) is not None]
+        if not self.pools or not futs:
+            return 0
+        done, _ = wait_futures(futs, timeout=max(0.0, timeout))
+        return len(done)
+
     def started(self, timeout: float) -> bool:
         """Wait (up to `timeout` s) for every worker's warm-up: whether all
         finished, and without an error (False without workers)."""
@@ -527,6 +536,18 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
             for ahead in shapes[i:i + 3] if i == 0 else shapes[i + 2:i + 3]:
                 for mode in modes:
                     compiler.submit(tuple(ahead), mode, candidates(*ahead, sms))
+            if i == 0:
+                # The first shape's share would pass while every worker compiles
+                # the first shapes' candidates (H100, 2026-11-25, workers up:
+                # 16x4096x16 timed 2 of its 17 atomic candidates in 6 s): its
+                # clock starts once its first-pass candidates are compiled.
+                t = time.monotonic()
+                wait = min(STARTUP_S, max(0.0, deadline - t) / 4)
+                n = sum(compiler.compiled(tuple(s), mode, candidates(*s, sms), wait - (time.monotonic() - t))
+                        for mode in modes)
+                if compiler.pools:
+                    print(f"[{time.monotonic() - T0:4.0f} s] {s}: {n} first-pass compiles done after "
+                          f"{time.monotonic() - t:.0f} s", flush=True)
             share = (deadline - time.monotonic()) * weights[i] / sum(weights[i:])
             if tune_shape(s, share, keep_faster):
                 partial.append(s)

@@ -32,9 +32,10 @@ the checked-in table). Install it with
   cp OUT.json qgemm_bench/backends/triton_kernels/split_k_configs.json
 A second run continues: shapes --base already holds tuned entries for (this
 GPU) are skipped unless --retune; with --keep-faster an entry changes only
-where the new run timed >3% faster. With time left after the last shape,
-the shapes that timed only some of their candidates are tuned again (the
-first shapes' shares pass while the workers compile), keeping the faster.
+where the new run timed >3% faster. The first shape's clock starts once its
+first-pass candidates are compiled; with time left after the last shape, the
+shapes that timed only some of their candidates are tuned again (from where
+they stopped), keeping the faster.
 OUT.timings.json beside it holds every timing."""
 
 from __future__ import annotations

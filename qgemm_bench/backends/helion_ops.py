@@ -449,19 +449,26 @@ class SplitK:
         self.n = b.shape[1]
         self.ws = self.count = None
 
+    def splits(self, cfg: dict) -> int:
+        """How many splits a config launches (planes, deterministic or summed
+        by the second launch)."""
+        from qgemm_bench.backends.helion_kernels.kernels import split_chunk
+        from qgemm_bench.backends.triton_kernels import split_k_configs as skc  # MAX_SPLIT: kernels.split_k's too
+
+        k, bk = self.k, cfg["block_k"]
+        return min(-(-k // bk), skc.MAX_SPLIT) if self.any_split else -(-k // split_chunk(k, bk, cfg["split_k"]))
+
     def args(self, cfg: dict) -> tuple:
         """The kernel's arguments for a config (its block_k, split_k, pdl and
         reduce; PDL only on a GPU: split_k_parts.pdl_launch)."""
-        from qgemm_bench.backends.helion_kernels.kernels import SMALL_M_ROWS, split_chunk
-        from qgemm_bench.backends.triton_kernels import split_k_configs as skc  # MAX_SPLIT: kernels.split_k's too
+        from qgemm_bench.backends.helion_kernels.kernels import SMALL_M_ROWS
         from qgemm_bench.backends.triton_kernels.split_k_parts import pdl_launch
 
-        m, k, n, bk = self.m, self.k, self.n, cfg["block_k"]
+        m, n, bk = self.m, self.n, cfg["block_k"]
         small = m if m < SMALL_M_ROWS else 0  # the kernel tiles SMALL_M_ROWS rows
         rows = SMALL_M_ROWS if small else m
-        splits = min(-(-k // bk), skc.MAX_SPLIT) if self.any_split else -(-k // split_chunk(k, bk, cfg["split_k"]))
+        splits = self.splits(cfg)
         planes_only = cfg.get("reduce", "last") == "kernel" and splits > 1
-        self.splits = splits
         planes = self.deterministic or planes_only
         shape = [splits, rows, n] if planes else [rows, n]
         if self.ws is None or self.ws.dim() != len(shape) or self.ws.shape[0] < shape[0]:
@@ -491,7 +498,7 @@ class SplitK:
             split = lambda *a: compiled(*a, _launcher=_pdl_launcher)  # noqa: E731
         if not planes_only:
             return lambda: split(*args)[:m]
-        ws, bias, splits = self.ws, args[2], self.splits  # the splits args() launches (planes to sum)
+        ws, bias, splits = self.ws, args[2], self.splits(r.config)  # the planes args() launches, to sum
         size = m * self.n  # the M real rows only (small M: not the padding rows of the 16-row tile)
         out = torch.empty(size, device=self.a.device, dtype=self.a.dtype)  # an example to bind
         block, warps = reduce_block(m, self.n, sm_count(self.a.device))

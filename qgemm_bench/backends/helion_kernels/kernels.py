@@ -71,6 +71,8 @@ import helion.language as hl
 import torch
 from helion.autotuner import PowerOfTwoFragment
 
+from qgemm_bench.backends.triton_kernels import split_k_parts  # its PDL prefetch's PTX, as text
+
 # decode.py's packed-PTX decodes, as text: Helion has hl.inline_asm_elementwise
 # but cannot call the @triton.jit helpers that wrap them.
 from qgemm_bench.backends.triton_kernels.decode import (
@@ -538,7 +540,8 @@ def split_k(
 # @triton.jit helper): let the next kernel launch, (PDL 2) prefetch b's first
 # 16 rows of this program's K range to L2, then wait for the kernel before.
 PDL_LAUNCH = "tl.extra.cuda.gdc_launch_dependents()"
-PDL_PREFETCH = ("tl.inline_asm_elementwise('prefetch.global.L2 [$1]; // $0', '=r,l', "
+PDL_PREFETCH = (f"tl.inline_asm_elementwise({split_k_parts.PREFETCH_L2_ASM!r}, "
+                f"{split_k_parts.PREFETCH_L2_CONSTRAINTS!r}, "
                 "[{0} + tl.minimum({1} + tl.arange(0, 16), {2} - 1) * {3} + {4}], "
                 "dtype=tl.int32, is_pure=False, pack=1)")
 PDL_WAIT = "tl.extra.cuda.gdc_wait()"

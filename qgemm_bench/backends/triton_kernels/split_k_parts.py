@@ -36,6 +36,12 @@ from triton.language.extra import cuda as tl_cuda
 # finish's REDUCE codes: indices into split_k_configs.REDUCES.
 REDUCE_LAST, REDUCE_KERNEL = tl.constexpr(0), tl.constexpr(1)
 
+# PDL 2's prefetch of a weight line to L2, as inline PTX (pdl_prologue; the
+# Helion split-K kernel emits the same, helion_kernels/kernels.py).
+PREFETCH_L2_ASM, PREFETCH_L2_CONSTRAINTS = "prefetch.global.L2 [$1]; // $0", "=r,l"
+_PREFETCH_L2_ASM = tl.constexpr(PREFETCH_L2_ASM)  # a @triton.jit function reads globals only as constexpr
+_PREFETCH_L2_CONSTRAINTS = tl.constexpr(PREFETCH_L2_CONSTRAINTS)
+
 # The counters are sized for the smallest tile any config uses.
 MIN_BLOCK_M, MIN_BLOCK_N = 16, 32
 
@@ -91,7 +97,7 @@ def pdl_prologue(prefetch_ptrs, PDL: tl.constexpr):
         if PDL != 3:  # 3: pdl_release launches the next kernel, after the main loop
             tl_cuda.gdc_launch_dependents()
         if PDL >= 2:
-            tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // $0", "=r,l", [prefetch_ptrs], dtype=tl.int32,
+            tl.inline_asm_elementwise(_PREFETCH_L2_ASM, _PREFETCH_L2_CONSTRAINTS, [prefetch_ptrs], dtype=tl.int32,
                                       is_pure=False, pack=1)
         tl_cuda.gdc_wait()
 

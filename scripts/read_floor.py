@@ -2,7 +2,7 @@
 """GPU: the read floor of an operator's shapes (qgemm_bench/harness/read_floor.py):
 per shape, the p50 us of reading the shape's bytes once and of an empty
 launch, timed as the runner times, next to the copy-bandwidth floor the
-reports use and, with --baseline, the backends' p50 from a results.csv.
+reports use and, with --baseline, the backends' p50 from a run's results.
 
   python3 scripts/read_floor.py OUT.md [--op split_k_gemm] [--preset skinny] [--shape M,K,N ...]
                                 [--baseline results/h100/split_k_gemm/results.csv]
@@ -25,7 +25,6 @@ from qgemm_bench.harness.args import Parser  # noqa: E402
 from qgemm_bench.harness.plan import parse_shape  # noqa: E402
 
 ROW_KEYS = ("shape", "bytes", "copy_floor_us", "read_us", "read_GBps", "empty_us")
-CSV_COLUMNS = ("op", "backend", "M", "K", "N", "dtype", "status", "p50_us")
 
 
 def parse_args(argv=None):
@@ -36,33 +35,30 @@ def parse_args(argv=None):
     p.add_argument("--shape", action="append", default=[], metavar="M,K,N",
                    help="a shape instead of the preset (repeatable)")
     p.add_argument("--dtype", choices=("bfloat16", "float16"), help="activation dtype (default bfloat16)")
-    p.add_argument("--baseline", type=Path,
-                   help="a results.csv whose backends' p50 (rows of the operator's default settings) to show")
+    p.add_argument("--baseline", type=Path, metavar="RUN",
+                   help="a run (its folder, results.json or results.csv) whose backends' p50 (rows of the "
+                        "operator's default settings) to show")
     p.add_argument("--from", dest="source", type=Path, metavar="OUT.json",
                    help="no GPU: re-render a measured OUT.json (e.g. beside a newer --baseline)")
     return p.parse_args(argv)
 
 
 def baseline_p50(path: Path, op, dtype: str) -> dict:
-    """{(M, K, N): {backend: p50 us}} of a results.csv's ok rows of this op,
-    dtype and the op's default settings (those the floor's bytes assume)."""
-    import pandas as pd
+    """{(M, K, N): {backend: p50 us}} of a run's ok rows of this op, dtype and
+    the op's default settings (those the floor's bytes assume). path: the run
+    folder, its results.json or its results.csv (read through the results.json
+    beside it: harness.results.load, one-line errors)."""
+    from qgemm_bench.harness import results
 
-    if not path.is_file():
-        raise InputError(f"--baseline {path}: no such file")
     try:
-        df = pd.read_csv(path)
-    except (ValueError, OSError) as e:
-        raise InputError(f"--baseline {path}: not a CSV ({type(e).__name__})") from None
-    missing = [c for c in CSV_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(f"--baseline {path}: not a results.csv (no {', '.join(missing)} column)")
-    df = df[(df.op == op.NAME) & (df.dtype == dtype) & (df.status == "ok")]
-    if "settings_label" in df.columns:
-        df = df[df.settings_label == op.Settings().label()]
+        _, rows = results.load(path.parent if path.name == "results.csv" else path)
+    except InputError as e:
+        raise InputError(f"--baseline {e}") from None
+    want = op.Settings().as_dict()
     out = {}
-    for r in df.itertuples():
-        out.setdefault((int(r.M), int(r.K), int(r.N)), {})[r.backend] = float(r.p50_us)
+    for r in rows:
+        if r.op == op.NAME and r.dtype == dtype and r.status == "ok" and r.settings == want:
+            out.setdefault((r.M, r.K, r.N), {})[r.backend] = r.p50_us
     return out
 
 

@@ -50,7 +50,7 @@ def test_the_reader_refuses_what_its_int32_offsets_cannot_address():
     (["--op", "nope"], "unknown operator 'nope'"),
     (["--preset", "nope"], "--preset 'nope'"),
     (["--shape", "5,300"], "expected three integers"),
-    (["--baseline", "/nonexistent.csv"], "--baseline /nonexistent.csv: no such file"),
+    (["--baseline", "/nonexistent"], "--baseline /nonexistent: cannot read it"),
     (["--from", "/nonexistent.json"], "--from /nonexistent.json: no such file"),
     (["--from", "x.json", "--shape", "16,4096,16"], "--from re-renders a measured table: --shape do not apply"),
 ])
@@ -83,14 +83,22 @@ def test_script_re_renders_a_measured_table_beside_a_newer_baseline(tmp_path):
                           "backends": {}}]}
     src = tmp_path / "m.json"
     src.write_text(json.dumps(measured))
-    csv = tmp_path / "results.csv"
-    csv.write_text("op,backend,M,K,N,dtype,settings_label,status,p50_us\n"
-                   "split_k_gemm,triton,16,4096,16,bfloat16,no-bias,ok,2.71\n"
-                   "split_k_gemm,torch,16,4096,16,bfloat16,no-bias,ok,5.84\n"
-                   "split_k_gemm,torch,16,4096,16,bfloat16,bias,ok,7.77\n"  # other settings: not these bytes
-                   "split_k_gemm,triton,64,8192,64,bfloat16,no-bias,failed,\n"
-                   "split_k_gemm,triton,256,65536,256,bfloat16,no-bias,ok,32.1\n"
-                   "int4_gemm,triton,16,4096,16,bfloat16,g128,ok,99\n")
+    def row(op, backend, shape, status, p50, settings):
+        m, k, n = shape
+        return {"op": op, "backend": backend, "M": m, "K": k, "N": n, "dtype": "bfloat16", "settings": settings,
+                "device": "cuda:0", "timing": "graph", "status": status, "p50_us": p50}
+
+    run = tmp_path / "run"
+    run.mkdir()
+    no_bias, bias = {"bias": False}, {"bias": True}
+    (run / "results.json").write_text(json.dumps({"metadata": {}, "rows": [
+        row("split_k_gemm", "triton", (16, 4096, 16), "ok", 2.71, no_bias),
+        row("split_k_gemm", "torch", (16, 4096, 16), "ok", 5.84, no_bias),
+        row("split_k_gemm", "torch", (16, 4096, 16), "ok", 7.77, bias),  # other settings: not these bytes
+        row("split_k_gemm", "triton", (64, 8192, 64), "failed", None, no_bias),
+        row("split_k_gemm", "triton", (256, 65536, 256), "ok", 32.1, no_bias),
+        row("int4_gemm", "triton", (16, 4096, 16), "ok", 99.0, {"group_size": 128})]}))
+    csv = run / "results.csv"  # named as the run's CSV: its results.json is read
     out = tmp_path / "o.md"
     r = run_script(out, "--from", src, "--baseline", csv)
     assert r.returncode == 0, r.stderr
@@ -122,9 +130,9 @@ def test_script_refuses_a_malformed_measured_table_in_one_line(tmp_path, doc, sa
     assert not (tmp_path / "o.md").exists()
 
 
-def test_script_refuses_a_csv_that_is_no_results_csv(tmp_path):
-    csv = tmp_path / "x.csv"
-    csv.write_text("a,b\n1,2\n")
-    r = run_script(tmp_path / "o.md", "--baseline", csv)
-    assert r.returncode == 2 and r.stderr.strip() == (f"error: --baseline {csv}: not a results.csv (no op, backend, "
-                                                      "M, K, N, dtype, status, p50_us column)")
+def test_script_refuses_a_baseline_that_is_no_run_in_one_line(tmp_path):
+    bad = tmp_path / "results.json"
+    bad.write_text("a,b\n1,2\n")
+    r = run_script(tmp_path / "o.md", "--baseline", bad)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert r.stderr.startswith(f"error: --baseline {bad}: not a qgemm-bench results file"), r.stderr

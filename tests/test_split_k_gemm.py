@@ -360,8 +360,6 @@ def fake_tune(t, monkeypatch, script: dict, calls: list):
     (us, timed, candidates) or None (nothing accurate); pass n times config
     split 4 * 2**n (deterministic: planes summed by the second launch); each
     call records (shape, mode, pass, the earlier timings it was handed)."""
-    import torch
-
     from qgemm_bench.backends.triton_kernels import split_k as sk
     from qgemm_bench.harness import environment
 
@@ -402,8 +400,6 @@ def test_tune_script_tunes_partly_timed_shapes_again_keeping_the_faster_entry(tm
     # atomic entry does not take the deterministic entry from the table.
     import argparse
 
-    import torch
-
     t = tune_script()
     skc = configs()
     P, Q, R, S = Shape(16, 4096, 16), Shape(32, 8192, 32), Shape(64, 8192, 64), Shape(16, 8192, 16)
@@ -441,8 +437,6 @@ def test_tune_script_tunes_partly_timed_shapes_again_keeping_the_faster_entry(tm
 
 def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, monkeypatch):
     import argparse
-
-    import torch
 
     t = tune_script()
     skc = configs()

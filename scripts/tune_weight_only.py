@@ -128,11 +128,12 @@ def variants():
 TABLE_M = {"split": (1, 16, 32, 64), "fused": (1, 16, 32, 64, 128, 256, 512, 1024)}
 
 
-def table(paths=("split", "fused")):
+def table(paths=("split", "fused"), ms=None):
     """Time each path's candidates (weight_only.split_pool(m), fused_gemm.pool())
-    at every (format, Llama (K, N), M in TABLE_M[path]); write the winners to
-    this GPU's weight_only_configs/<gpu>.json (see that module), keeping the
-    other paths' entries."""
+    at every (format, Llama (K, N), M in TABLE_M[path], or only those in
+    `ms`); write the winners to this GPU's weight_only_configs/<gpu>.json
+    (see that module), keeping the other paths' entries (with `ms`, the
+    path's entries at other M too)."""
     from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
@@ -152,9 +153,11 @@ def table(paths=("split", "fused")):
                          "device": torch.cuda.get_device_name(DEV)})
     for path in paths:
         for fmt_id, fmt in enumerate(("int4", "nvfp4")):
-            entries = doc["kernels"][woc.kernel(fmt_id, path)] = {}
+            if ms is None:
+                doc["kernels"][woc.kernel(fmt_id, path)] = {}
+            entries = doc["kernels"].setdefault(woc.kernel(fmt_id, path), {})
             for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
-                for m in TABLE_M[path]:
+                for m in [m for m in TABLE_M[path] if ms is None or m in ms]:
                     x, wargs, ref = operands(fmt, m, k, n)
                     reps = copies(x, wargs)
                     pool = map(wo.config_dict, wo.split_pool(m)) if path == "split" else fused_gemm.pool(m, fmt_id)
@@ -248,7 +251,7 @@ def main(args):
     if args.variants == "variants":
         return variants()
     if args.variants == "table":
-        return table(args.paths.split(","))
+        return table(args.paths.split(","), args.ms)
     if args.variants == "pdl":
         return pdl_pass(args.paths.split(","))
     t0 = time.time()
@@ -307,12 +310,26 @@ if __name__ == "__main__":
                         "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster")
     p.add_argument("--paths", default="split,fused",
                    help="table, pdl: the paths to tune (split, fused or both)")
+    p.add_argument("--ms", default=None,
+                   help="table: re-tune only these M (comma-separated, each in the path's table M: split "
+                        f"{','.join(map(str, TABLE_M['split']))}, fused {','.join(map(str, TABLE_M['fused']))}), "
+                        "keeping the path's other entries")
     try:
         args = p.parse_args()
         if not set(args.paths.split(",")) <= {"split", "fused"}:
             raise InputError(f"--paths {args.paths!r}: expected split, fused or split,fused")
         if args.variants not in ("table", "pdl") and args.paths != "split,fused":
             raise InputError("--paths is for the table and pdl modes")
+        if args.ms is not None:
+            if args.variants != "table":
+                raise InputError("--ms is for the table mode")
+            try:
+                args.ms = {int(v) for v in args.ms.split(",")}
+            except ValueError:
+                raise InputError(f"--ms {args.ms!r}: expected comma-separated integers") from None
+            known = set().union(*(TABLE_M[p] for p in args.paths.split(",")))
+            if not args.ms <= known:
+                raise InputError(f"--ms: {sorted(args.ms - known)} not in the table's M ({sorted(known)})")
         if not Path(args.out).resolve().parent.is_dir():
             raise InputError(f"{args.out}: its folder does not exist")
     except InputError as e:

@@ -40,6 +40,9 @@ def test_wrong_inputs_are_a_clear_value_error(call, message):
     ("tune_helion.py", ["--rep", "nan"], "expected milliseconds from 1 to 1000"),
     ("tune_weight_only.py", [], "required: OUT.json"),
     ("tune_weight_only.py", ["/no/such/folder/out.json"], "its folder does not exist"),
+    ("tune_weight_only.py", ["/tmp/o.json", "table", "--ms", "128,300"], "[300] not in the table's M"),
+    ("tune_weight_only.py", ["/tmp/o.json", "table", "--ms", "x"], "expected comma-separated integers"),
+    ("tune_weight_only.py", ["/tmp/o.json", "pdl", "--ms", "128"], "--ms is for the table mode"),
 ])
 def test_scripts_refuse_bad_usage_in_one_line(script, args, message):
     import subprocess

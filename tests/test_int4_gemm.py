@@ -328,6 +328,42 @@ def test_fused_kernel_on_tiled_weights_spanning_tiles_vs_fp64(bn, bk, split):
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
+@pytest.mark.parametrize("group,bk", [(128, 128), (32, 64), (96, 128), ("channel", 64), (None, 128)])
+@pytest.mark.parametrize("shape,bm,bn,split", [((7, 5248, 100), 16, 64, 1), ((65, 768, 200), 32, 128, 2),
+                                              ((33, 1280, 72), 64, 64, 1)])
+def test_fused_kernel_tma_loads_vs_fp64(shape, bm, bn, split, group, bk):
+    # TMA tiles (FusedGemm.descriptors): x rows past M and columns past K come
+    # back as zeros, weight tiles through the 3-D view of the tiled layout
+    # (a tile row or two, half a tile or a whole one along K), every scale mode.
+    if group == 96:
+        shape = (shape[0], 5280 if shape[1] == 5248 else 1152, shape[2])
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
+    gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=True))
+    assert set(gemm.descriptors(inputs.x, gemm.config)) == {"x_desc", "w_desc"}
+    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
+    check(gemm(inputs.x), ref)
+    check(gemm(inputs.x), ref)
+
+
+def test_fused_kernel_tma_config_loads_by_pointer_where_x_rows_are_unaligned():
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 64), group_size=64), seed())
+    gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, TMA=True))
+    x = torch.zeros(9, 772, device=DEV, dtype=DT)[:, :768]  # rows 1544 bytes apart: not 16-byte aligned
+    x.copy_(inputs.x)
+    assert gemm.descriptors(x, gemm.config) == {"TMA": False}
+    check(gemm(x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
+@pytest.mark.parametrize("bn,bk,tile", [(96, 64, (64, 128)), (64, 256, (64, 128)), (64, 64, None)])
+def test_fused_kernel_refuses_tma_tiles_the_layout_cannot_give(bn, bk, tile):
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 64), group_size=64), seed())
+    gemm = FusedGemm(inputs.w, inputs.scales, None, INT4, 64, cfg(bm=16, bn=bn, bk=bk, TMA=True), tile=tile)
+    with pytest.raises(ValueError, match="TMA loads need tiled weights"):
+        gemm(inputs.x)
+
+
 def test_fused_kernel_reads_untiled_k_major_weights_too():
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 

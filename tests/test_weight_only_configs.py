@@ -95,6 +95,10 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
      + '}}}}}', "BLOCK_K=48 must be a power of two"),
     ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {' + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "PDL": 4')
      + '}}}}}', "PDL=4 must be one of 0, 1, 2, 3"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": 1') + '}}}}}', "TMA=1 must be true or false"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": true') + '}}}}}', "TMA loads are the fused kernel's only"),
 ])
 def test_a_bad_table_file_is_refused_in_one_line(tmp_path, text, match):
     path = tmp_path / "t.json"

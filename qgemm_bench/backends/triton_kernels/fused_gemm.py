@@ -19,6 +19,18 @@ K): with the loop's trip count a constant, ptxas pipelines the wgmmas; with
 a runtime count it warned C7515 (wgmma serialized) and int4 M=128 took
 66.8 us against 56.6 (H100, K = N = 8192, same config and process).
 
+TMA (config "TMA", FusedGemm.descriptors): the x and weight tiles come by
+TMA copies instead of per-thread cp.async: the weights through a 3-D view of
+the tiled layout (tile rows, k tile * TILE_N + row, byte), so a BLOCK_N x
+BLOCK_K // 2 byte tile is one box; x rows past M and columns past K come back
+as zeros. Same tiles and math; no address arithmetic per thread. H100, int4
+g128 K = N = 8192, same config and process (exp/tma_ab.py): M=128
+128x64x128 w4 s4 46.7 -> 37.6 us, M=256 256x64x128 w4 s3 64.4 -> 50.2,
+M=1024 256x128x64 w8 s4 197.7 -> 185.1; M=64 30.5 -> 29.7-29.9 and M=16
+19.6 -> 23.5, so the split-K configs below M = 128 keep pointer loads.
+Triton 3.6's automatic warp specialization (tl.range(warp_specialize=True))
+left this loop as it was at 8 warps and failed to compile at 4.
+
 Scales (SCALE_MODE, chosen on the host from the group and K):
 - NONE: unscaled int4;
 - CHANNEL: one group spans K: applied to the fp32 tile once, at the end;
@@ -152,6 +164,7 @@ def fused_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     DECODE_ASM: tl.constexpr = True, FRAG: tl.constexpr = False, TILE_N: tl.constexpr = 0, TILE_K: tl.constexpr = 0,
     PDL: tl.constexpr = 0, PF_LINES: tl.constexpr = 16,  # split_k_parts.pdl_prologue; 128-byte lines per tile row
+    TMA: tl.constexpr = False, x_desc=None, w_desc=None,  # tile loads by TMA (FusedGemm.descriptors)
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -195,6 +208,9 @@ def fused_kernel(
         split_k_parts.pdl_prologue(pf, PDL)
     else:
         split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)  # PDL 2, 3: two harmless prefetches
+    if TMA:
+        m0 = (pid_mn // tl.cdiv(N, BLOCK_N)) * BLOCK_M
+        tile_row = (pid_mn % tl.cdiv(N, BLOCK_N)) * (BLOCK_N // TILE_N)
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -206,7 +222,11 @@ def fused_kernel(
     for i in range(0, steps):
         b = first + i
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
-        if TILE_N and BLOCK_K < TILE_K:
+        if TMA:
+            PER_T: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
+            wp = w_desc.load([tile_row, (b // PER_T) * TILE_N, (b % PER_T) * (BLOCK_K // 2)])
+            wp = tl.reshape(wp, (BLOCK_N, BLOCK_K // 2))
+        elif TILE_N and BLOCK_K < TILE_K:
             PER: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
             wp = tl.load(w_rows + (b // PER) * TILE_BYTES + (b % PER) * (BLOCK_K // 2))
         elif TILE_N:
@@ -215,7 +235,9 @@ def fused_kernel(
             wp = tl.load(w_rows + b * (BLOCK_K // 2))
         lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, SCALE_MODE, USE_ASM, DT, BLOCK_N, BLOCK_K,
                           FRAG)
-        if EVEN_K:
+        if TMA:  # rows past M and columns past K read as zeros
+            x = tl.trans(x_desc.load([m0, b * BLOCK_K]))
+        elif EVEN_K:
             x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
         else:
             x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], other=0.0)
@@ -231,37 +253,43 @@ def fused_kernel(
                          SPLIT_K, False, False)
 
 
-def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True) -> dict:
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
-            "num_warps": warps, "num_stages": stages}
+def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
+           tma: bool = False) -> dict:
+    c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
+         "num_warps": warps, "num_stages": stages}
+    return {**c, "TMA": True} if tma else c
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
-# the table, weight_only_configs, has the Llama layers' own): H100, int4 g128
-# and NVFP4, K = N = 8192, fragment-order weights, p50 us, same process as
-# the peers (exp/frag_ab.py, 2-3 runs): int4 M=128 44.2-44.4 (128x64x128
-# split 2 w4 s3; fbgemm 35.7-38.4), M=256 63.1-63.8 (128x128x128 w8 s3;
-# 256x64x128 w4 s3 63.8-63.9; cuBLAS on bf16 weights 51.3-51.7), M=512
-# 94.6-97.4 (256x128x64 w8 s4; cuBLAS 86.8-89.9), M=1024 193.5-194.4
-# (256x128x128 w8 s3; cuBLAS 184.1-184.8; the dequantize + cuBLAS path
-# 225-230); NVFP4 M=256 73.8-74.2 (256x64x128 w4 s3), M=1024 206.6-217.4
-# (256x128x128 w8 s3). NVFP4 M=128 and 512 take int4's (not timed).
+# the table, weight_only_configs, has the Llama layers' own): H100, K = N =
+# 8192, fragment-order tiled weights, p50 us, same process as the peers
+# (exp/tma_sweep.py). TMA loads (config TMA) from M = 128: int4 M=128 36.8
+# (128x64x128 w4 s5; pointer loads' best 44.4; fbgemm 36.0), M=256 47.9
+# (256x64x128 w4 s3; pointer 62.0; fbgemm 51.0), M=512 89.1 (256x128x64 w8
+# s3; pointer 99.8; fbgemm 85.4), M=1024 189.1 (256x128x128 w8 s3; pointer
+# 206.9; fbgemm 188.1); NVFP4 M=128 43.5 (128x64x128 split 2 w4 s3; pointer
+# 51.6), M=256 66.8 (128x128x128 w8 s4; pointer 74.0). NVFP4 from M = 512
+# keeps pointer loads (wrong_on_h100: its TMA configs of 256 x rows).
 FUSED_CONFIGS = {
-    INT4: {128: config(128, 64, 128, 2, 4, 3), 256: config(128, 128, 128, 1, 8, 3), 512: config(256, 128, 64, 1, 8, 4),
-           1024: config(256, 128, 128, 1, 8, 3)},
-    NVFP4: {128: config(128, 64, 128, 2, 4, 3), 256: config(256, 64, 128, 1, 4, 3), 512: config(256, 128, 64, 1, 8, 4),
-            1024: config(256, 128, 128, 1, 8, 3)},
+    INT4: {128: config(128, 64, 128, 1, 4, 5, tma=True), 256: config(256, 64, 128, 1, 4, 3, tma=True),
+           512: config(256, 128, 64, 1, 8, 3, tma=True), 1024: config(256, 128, 128, 1, 8, 3, tma=True)},
+    NVFP4: {128: config(128, 64, 128, 2, 4, 3, tma=True), 256: config(128, 128, 128, 1, 8, 4, tma=True),
+            512: config(256, 128, 64, 1, 8, 4), 1024: config(256, 128, 128, 1, 8, 3)},
 }
 
 
 # The fused path's tuning candidates from M = 128 (BLOCK_M, BLOCK_N, BLOCK_K,
-# SPLIT_K, warps, stages; those with BLOCK_M above M's bucket left out): the
-# winners above and their runners-up in exp/frag_ab.py. Measured and left
-# out (int4 K = N = 8192): BLOCK_N 256 at 16 warps, 1.1-2.0x the winners at
-# M = 64..4096 (and at 32); 8 warps on a 64-row weight tile (both
-# warpgroups hold the whole register operand: each decodes it).
-FUSED_POOL = [(128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 4, 3), (128, 64, 128, 1, 4, 4), (128, 128, 128, 1, 8, 3),
-              (128, 128, 128, 2, 8, 3), (256, 64, 128, 1, 4, 3), (256, 128, 64, 1, 8, 4), (256, 128, 128, 1, 8, 3)]
+# SPLIT_K, warps, stages, TMA; those with BLOCK_M above M's bucket left
+# out): the winners above and their runners-up in exp/tma_sweep.py, and the
+# pointer-load winners before TMA (NVFP4 at M >= 512 still takes those).
+# Measured and left out (int4 K = N = 8192): BLOCK_N 256 at 16 warps, 1.1-2.0x
+# the winners at M = 64..4096 (and at 32); 8 warps on a 64-row weight tile
+# (both warpgroups hold the whole register operand: each decodes it); TMA
+# with BLOCK_K 64 at 4 warps (M=128 51.1, M=256 57.1-60.0).
+FUSED_POOL = [(128, 64, 128, 1, 4, 5, True), (128, 64, 128, 1, 4, 4, True), (128, 64, 128, 2, 4, 3, True),
+              (128, 64, 128, 1, 4, 3, True), (128, 128, 128, 1, 8, 4, True), (256, 64, 128, 1, 4, 3, True),
+              (256, 128, 64, 1, 8, 3, True), (256, 128, 64, 1, 8, 5, True), (256, 128, 128, 1, 8, 3, True),
+              (128, 64, 128, 2, 4, 3, False), (256, 128, 64, 1, 8, 4, False), (256, 128, 128, 1, 8, 3, False)]
 # Below M = 128 the fused kernel splits K to fill the SMs (BLOCK_N, BLOCK_K,
 # SPLIT_K, warps, stages; BLOCK_M = M's bucket). H100, int4 g128 K = N =
 # 8192, tiled weights, same process as the peers (exp/tiled_ab.py): M=1
@@ -273,7 +301,10 @@ FUSED_POOL = [(128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 4, 3), (128, 64, 128, 1
 # s3); fewer splits leave SMs idle (split 2: 11.5, 1: 16.0; the split path
 # without split-K: 11.0-23.7; exp/small_ab.py).
 # Measured and left out: 128x256 tiles at 8 warps, 1.1-1.3x the winners at
-# M = 128..4096 (exp/frag_ab.py).
+# M = 128..4096 (exp/frag_ab.py); TMA loads here (M=16 23.5 against 19.6,
+# M=64 29.7-30.1 against 29.8, exp/tma_sweep.py); splits that do not divide
+# the K blocks (a runtime trip count: M=1 split 6 17.4-17.7 against 16.5-16.9
+# for split 8, M=64 split 3 34.5-34.8 against 29.6-29.9; exp/sweep2.py).
 FUSED_SPLIT_POOL = [(128, 128, 8, 4, 3), (64, 128, 4, 4, 3), (64, 128, 2, 4, 3), (64, 128, 4, 4, 4),
                     (64, 128, 2, 4, 4), (64, 128, 8, 4, 4), (128, 128, 4, 8, 4), (128, 128, 2, 8, 4),
                     (128, 128, 8, 8, 4), (64, 256, 4, 4, 3), (128, 128, 4, 4, 4), (128, 128, 2, 4, 4)]
@@ -281,17 +312,23 @@ SPLIT_POOL_MAX_M = 64  # M buckets up to this take FUSED_SPLIT_POOL
 
 
 def wrong_on_h100(fmt: int, c: dict) -> bool:
-    """Configs that return wrong sums on the H100 (Triton 3.6): int4 with 8
-    warps and split-K. 128x256x64 split 2 and 4 (s4) were wrong in 30 of 30
-    calls (error 0.1), 64x128x128 split 2..8 (s3, s4) in 1-10% of calls
-    (5e-2..1.4e-1; int4 g128, exp/race_check.py and exp/frag_ab.py at
-    64x8192x8192, 128x8192x8192, 256x4096x28672). Others of the family
-    passed every call (128x128x128 split 2 s3, 128x256x128 split 2 and 4 s3,
-    16 and 32 rows split 4), so it is not rounding; NVFP4, the K-order layout,
-    4 warps and SPLIT_K 1 had no wrong call. The whole family is left out of
-    the pools and refused (the 28.8 us of 64x128x128 split 4 at
-    64x8192x8192 included)."""
-    return fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1
+    """Configs that return wrong sums on the H100 (Triton 3.6):
+    - int4 with 8 warps and split-K. 128x256x64 split 2 and 4 (s4) were wrong
+      in 30 of 30 calls (error 0.1), 64x128x128 split 2..8 (s3, s4) in 1-10%
+      of calls (5e-2..1.4e-1; int4 g128, exp/race_check.py and
+      exp/frag_ab.py at 64x8192x8192, 128x8192x8192, 256x4096x28672); later
+      (exp/wo_ab.py) 64x128x128 split 4 w8 s4 in 22 of 30, split 2 s3 and
+      128x256x64 split 2 in none. Others of the family passed every call, so
+      it is not rounding; NVFP4, the K-order layout, 4 warps and SPLIT_K 1 had
+      no wrong call. A per-thread fence.acq_rel.gpu before the tile's counter
+      changed nothing (22 and 23 of 30 wrong): not the partials' memory
+      order. The whole family is left out of the pools and refused.
+    - NVFP4 with TMA loads and 256-row x tiles: NaN in every call
+      (256x64x128 w4 s3, 256x128x64 w8 s3-s5, 256x128x128 w8 s3 at M = 256,
+      512 and 1024, exp/tma_sweep.py); 128-row tiles and int4 were right."""
+    if fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1:
+        return True
+    return fmt == NVFP4 and bool(c.get("TMA")) and c["BLOCK_M"] > 128
 
 
 def pool(m: int, fmt: int = INT4) -> list[dict]:
@@ -301,7 +338,7 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
     if b <= SPLIT_POOL_MAX_M:
         cands = [config(max(16, b), bn, bk, sk, w, st) for bn, bk, sk, w, st in FUSED_SPLIT_POOL]
     else:
-        cands = [config(bm, bn, bk, sk, w, st) for bm, bn, bk, sk, w, st in FUSED_POOL if bm <= b]
+        cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm <= b]
     return [c for c in cands if not wrong_on_h100(fmt, c)]
 
 
@@ -331,6 +368,7 @@ class FusedGemm:
         self.ts, self.fmt, self.group = tensor_scale, fmt, group
         self.config = config
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._w_desc: dict[tuple[int, int], object] = {}
 
     @property
     def resident(self) -> tuple:
@@ -341,10 +379,36 @@ class FusedGemm:
         if c["BLOCK_K"] > K_ALIGN or c["BLOCK_N"] > N_ALIGN or c["BLOCK_K"] % 32:
             raise ValueError(f"config {c}: BLOCK_K a multiple of 32 up to {K_ALIGN} and BLOCK_N <= {N_ALIGN} "
                              "(the layout's runs and padding)")
+        tile = self.kmajor.tile
+        if c.get("TMA") and (tile is None or c["BLOCK_N"] % tile[0] or tile[1] % c["BLOCK_K"]):
+            raise ValueError(f"config {c}: TMA loads need tiled weights, BLOCK_N a multiple of the tile's "
+                             f"{tile and tile[0]} rows and BLOCK_K dividing its {tile and tile[1]} k")
         if wrong_on_h100(self.fmt, c):
-            raise ValueError(f"config {c}: int4 with 8 warps and split-K returns wrong sums on the H100 "
-                             "(fused_gemm.wrong_on_h100); use 4 warps or SPLIT_K 1")
+            raise ValueError(f"config {c} returns wrong sums on the H100 (fused_gemm.wrong_on_h100: int4 with "
+                             "8 warps and split-K; NVFP4 with TMA and BLOCK_M over 128)")
         return c
+
+    def descriptors(self, x: torch.Tensor, c: dict) -> dict:
+        """The launch keywords of config c's TMA loads: descriptors of x's
+        [BLOCK_M, BLOCK_K] tiles and of the tiled weights' [BLOCK_N,
+        BLOCK_K // 2] byte tiles (a 3-D view: tile rows, k tile * TN + row,
+        byte; made once per block shape). {} without TMA; TMA off where x's
+        rows are not 16-byte aligned, as TMA needs, or the GPU predates
+        Hopper (the same tiles then load by pointer)."""
+        if not c.get("TMA"):
+            return {}
+        if x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16 or (
+                x.device.type == "cuda" and torch.cuda.get_device_capability(x.device)[0] < 9):
+            return {"TMA": False}
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        key = (c["BLOCK_N"], c["BLOCK_K"])
+        if key not in self._w_desc:
+            wt, (tn, tk) = self.kmajor.wt, self.kmajor.tile
+            w3 = wt.view(wt.shape[0] // tn, -1, tk // 2)
+            self._w_desc[key] = TensorDescriptor(w3, list(w3.shape), list(w3.stride()),
+                                                 [c["BLOCK_N"] // tn, tn, c["BLOCK_K"] // 2])
+        return {"x_desc": TensorDescriptor.from_tensor(x, [c["BLOCK_M"], c["BLOCK_K"]]), "w_desc": self._w_desc[key]}
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         p = self.kmajor
@@ -361,5 +425,5 @@ class FusedGemm:
             FMT=self.fmt, GROUP=self.group or 2, SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"], p.frag),
             EVEN_K=k % c["BLOCK_K"] == 0, FRAG=p.frag,
             TILE_N=p.tile[0] if p.tile else 0, TILE_K=p.tile[1] if p.tile else 0,
-            **{**c, **split_k_parts.pdl_launch(c, x.device)})
+            **{**c, **split_k_parts.pdl_launch(c, x.device), **self.descriptors(x, c)})
         return out

@@ -63,6 +63,8 @@ def check_config(config, where: str) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < low or (x in MIN_TILE and v & (v - 1)):
             kind = f"a power of two >= {low}" if x in MIN_TILE else "a positive integer"
             raise ValueError(f"{where}: {x}={v!r} must be {kind}")
+    if not isinstance(config.get("TMA", False), bool):
+        raise ValueError(f"{where}: TMA={config['TMA']!r} must be true or false (fused_gemm.FusedGemm.descriptors)")
     if config.get("PDL", 0) not in PDL_MODES:
         raise ValueError(f"{where}: PDL={config['PDL']!r} must be one of {', '.join(map(str, PDL_MODES))} "
                          "(split_k_parts.pdl_prologue)")
@@ -81,7 +83,10 @@ def check_table(doc, where: str) -> dict:
             found = re.fullmatch(r"M(\d+)_K(\d+)_N(\d+)", key)
             if not found or min(int(g) for g in found.groups()) <= 0:
                 raise ValueError(f"{where}: {name}: bad bucket {key!r}: expected M<m>_K<k>_N<n>, all positive")
-            check_config(entry.get("config") if isinstance(entry, dict) else None, f"{where}: {name} {key}")
+            config = entry.get("config") if isinstance(entry, dict) else None
+            check_config(config, f"{where}: {name} {key}")
+            if config.get("TMA") and not name.endswith("_fused"):
+                raise ValueError(f"{where}: {name} {key}: TMA loads are the fused kernel's only")
     return doc
 
 

@@ -147,8 +147,13 @@ def table(paths=("split", "fused"), ms=None):
         doc = woc.read_table(out) if out.exists() else {"kernels": {}}
     except ValueError as e:  # a broken file: say so before any timing
         raise InputError(f"{e} (fix or delete it)") from None
-    doc.update(gpu=gpu_slug(DEV), source="scripts/tune_weight_only.py table: graph-timed p50 over rotating "
-               "copies > 2x L2, bf16, int4 group 128",
+    source = "scripts/tune_weight_only.py table: graph-timed p50 over rotating copies > 2x L2, bf16, int4 group 128"
+    if ms is not None and doc.get("source"):  # a partial re-tune: the other entries keep their provenance
+        from qgemm_bench.harness.environment import git_commit
+
+        source = (f"{doc['source']}; then {'+'.join(paths)} M {','.join(map(str, sorted(ms)))} re-tuned "
+                  f"(table --ms, commit {git_commit() or 'unknown'})")
+    doc.update(gpu=gpu_slug(DEV), source=source,
                versions={"torch": torch.__version__, "triton": __import__("triton").__version__,
                          "device": torch.cuda.get_device_name(DEV)})
     for path in paths:

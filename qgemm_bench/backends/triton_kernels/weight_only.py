@@ -49,7 +49,10 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # (exp/frag_ab.py, fragment-order weights): fused M=1024 193.5-194.4 against
 # the dequantize + cuBLAS path's 225-230 (cuBLAS on bf16 weights 184.1-184.8,
 # fbgemm 186-190); M=4096 826.6 (its best config) against 775.7-816.5.
-# Fused M=128 / 256 / 512: 44.2 / 63.1 / 94.6 (fused_gemm.FUSED_CONFIGS).
+# With TMA loads (fused_gemm.py; exp/tma_sweep.py, same process) the fused
+# kernel beat dequantize + cuBLAS above M = 1024 too: M=2048 380.2 against
+# 396.1, M=4096 788.5 against 808.1 (fbgemm 358.2 / 756.6); not yet moved:
+# the table has no fused entries there (not tuned on the Llama layers).
 # Up to M = 64 the table picks the split path or the fused one with split-K
 # per shape (path_for).
 FUSED_MAX_M = 1024

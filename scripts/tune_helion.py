@@ -81,7 +81,11 @@ def candidates(op: str, m: int, shape=None, device=None) -> list[dict]:
         from qgemm_bench.backends.helion_ops import helion_config
         from qgemm_bench.operators.formats import INT4, NVFP4
 
-        return [helion_config(c, "fused") for c in fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4)]
+        out = []  # Helion has no TMA switch: a pool's TMA and pointer-load twins are one Helion config
+        for c in fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4):
+            if (h := helion_config(c, "fused")) not in out:
+                out.append(h)
+        return out
     return []
 
 

@@ -203,6 +203,8 @@ def test_tune_script_candidates_fit_their_kernels():
     assert [script.kernel_name("int4_gemm", m) for m in (1, 64, 65, 512)] == \
         ["int4_gemm", "int4_gemm", "int4_gemm_fused", "int4_gemm_fused"]
     assert script.candidates("int4_gemm", 2048) == []  # dequantize + cuBLAS: nothing to tune
+    fused = script.candidates("int4_gemm", 256)  # the pool's TMA and pointer-load twins: one Helion config each
+    assert len(fused) == len({json.dumps(c, sort_keys=True) for c in fused}) > 1
     seen = set()
     for op in ("int4_gemm", "nvfp4_gemm"):
         for m in (1, 64, 256):

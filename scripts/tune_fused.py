@@ -2,7 +2,9 @@
 """GPU: time the fused mixed-input kernel's candidate configs against the
 peers in the same process, the way the runner times (one CUDA graph over
 rotating copies > 2x L2, p50), to choose the configs checked into
-backends/triton_kernels/fused_gemm.py (FUSED_CONFIGS).
+backends/triton_kernels/fused_gemm.py (FUSED_CONFIGS; its grid has pointer
+loads only: the TMA candidates are fused_gemm.pool's, timed by
+tune_weight_only.py table).
   python3 scripts/tune_fused.py OUT.json [--fmt int4 nvfp4] [--m 1 16 ...]
       [--shapes 8192x8192 4096x14336] [--peers cublas fbgemm triton] [--top 5]
 Prints, per format, shape and M, the peers and the best configs; writes every

@@ -151,8 +151,8 @@ def table(paths=("split", "fused"), ms=None):
     if ms is not None and doc.get("source"):  # a partial re-tune: the other entries keep their provenance
         from qgemm_bench.harness.environment import git_commit
 
-        source = (f"{doc['source']}; then {'+'.join(paths)} M {','.join(map(str, sorted(ms)))} re-tuned "
-                  f"(table --ms, commit {git_commit() or 'unknown'})")
+        done = [f"{p} M {','.join(str(m) for m in TABLE_M[p] if m in ms)}" for p in paths if set(TABLE_M[p]) & ms]
+        source = f"{doc['source']}; then {' and '.join(done)} re-tuned (table --ms, commit {git_commit() or 'unknown'})"
     doc.update(gpu=gpu_slug(DEV), source=source,
                versions={"torch": torch.__version__, "triton": __import__("triton").__version__,
                          "device": torch.cuda.get_device_name(DEV)})
@@ -184,9 +184,12 @@ def table(paths=("split", "fused"), ms=None):
                         print(f"{fmt} {path} {m}x{k}x{n}: every config failed", flush=True)
                         continue
                     us, c = rows[0]
-                    entries[bucket(m, k, n)] = {
+                    entry = entries[bucket(m, k, n)] = {
                         "config": c, "us": round(us, 2), "tuned": f"best of {len(rows)} curated configs, graph timing",
                         "runner_up": [round(rows[1][0], 2), describe(rows[1][1])] if len(rows) > 1 else None}
+                    pointer = [r for r in rows if not r[1].get("TMA")]
+                    if c.get("TMA") and pointer:  # what kernels without TMA loads (Helion's) mirror
+                        entry.update(pointer_config=pointer[0][1], pointer_us=round(pointer[0][0], 2))
                     print(f"{fmt} {path} {m:3d}x{k}x{n}: {us:7.2f} us {describe(c)} | next "
                           f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f} ({time.time() - t0:.0f} s)",
                           flush=True)
@@ -318,7 +321,8 @@ if __name__ == "__main__":
     p.add_argument("--ms", default=None,
                    help="table: re-tune only these M (comma-separated, each in the path's table M: split "
                         f"{','.join(map(str, TABLE_M['split']))}, fused {','.join(map(str, TABLE_M['fused']))}), "
-                        "keeping the path's other entries")
+                        "keeping the path's other entries (re-tuned entries up to M = 64 lose their PDL: run "
+                        "the pdl mode after)")
     try:
         args = p.parse_args()
         if not set(args.paths.split(",")) <= {"split", "fused"}:

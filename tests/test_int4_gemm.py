@@ -345,6 +345,25 @@ def test_fused_kernel_tma_loads_vs_fp64(shape, bm, bn, split, group, bk):
     check(gemm(inputs.x), ref)
 
 
+@pytest.mark.parametrize("shape,bm,bn,bk,split", [((130, 512, 300), 64, 256, 32, 1), ((20, 5248, 100), 16, 64, 128, 3),
+                                                 ((40, 1280, 136), 16, 128, 64, 5)])
+def test_fused_kernel_tma_loads_more_tiles_vs_fp64(shape, bm, bn, bk, split):
+    # Several M tiles, a box of four tile rows (BLOCK_N 256), the 16-byte box
+    # of BLOCK_K 32, and splits of unequal length (41 K blocks in 3; 20 in 5).
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=32), seed())
+    gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=True))
+    assert set(gemm.descriptors(inputs.x, gemm.config)) == {"x_desc", "w_desc"}
+    check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
+def test_fused_kernel_tma_config_takes_an_empty_x():
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 64), group_size=64), seed())
+    gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, TMA=True))
+    x = inputs.x[:0]
+    assert gemm.descriptors(x, gemm.config) == {"TMA": False}
+    assert gemm(x).shape == (0, 64)
+
+
 def test_fused_kernel_tma_config_loads_by_pointer_where_x_rows_are_unaligned():
     inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 64), group_size=64), seed())
     gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, TMA=True))

@@ -99,6 +99,11 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": 1') + '}}}}}', "TMA=1 must be true or false"),
     ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {'
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": true') + '}}}}}', "TMA loads are the fused kernel's only"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "pointer_config": {"BLOCK_M": 16}'
+     + '}}}}', "pointer_config: a config needs"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "pointer_config": {'
+     + CFG[CFG.index("{") + 1:].replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": true') + '}}}}}',
+     "pointer_config must not take TMA loads"),
 ])
 def test_a_bad_table_file_is_refused_in_one_line(tmp_path, text, match):
     path = tmp_path / "t.json"
@@ -194,6 +199,22 @@ def test_helion_takes_the_triton_table_config_of_the_shape(monkeypatch):
     cfg, note = helion_ops.default_config(INT4, "split", 1, 5000, 6144, cuda)
     assert cfg == from_triton(real["int4_gemm"]["M1_K4096_N6144"]["config"], split=True)
     assert "nearest bucket M1_K4096_N6144" in note
+    # A TMA entry: Helion (no TMA loads) mirrors the entry's pointer-load config instead of its tiles.
+    entry = real["int4_gemm_fused"]["M256_K8192_N57344"]
+    assert entry["config"]["TMA"] and entry["pointer_config"] != {**entry["config"], "TMA": False}
+    cfg, _ = helion_ops.default_config(INT4, "fused", 256, 8192, 57344, cuda)
+    ptr = entry["pointer_config"]
+    assert cfg == from_triton(ptr, split=ptr["SPLIT_K"] > 1)
+
+
+def test_lookup_gives_kernels_without_tma_the_pointer_config():
+    tma, ptr = {**C, "TMA": True}, triton_config(128, 64, 64, 2)
+    doc = {"gpu": "h100", "kernels": {"int4_gemm_fused": {"M256_K8192_N8192": {"config": tma, "pointer_config": ptr},
+                                                          "M1024_K8192_N8192": {"config": tma}}}}
+    assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc) == (tma, "")
+    assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc, tma=False) == (ptr, "")
+    assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc, tma=False) == (C, "")  # no pointer_config: TMA off
+    assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc)[0] is not tma  # a copy, not the table's dict
 
 
 @pytest.mark.parametrize("fmt,group,k,n,even", [
@@ -212,3 +233,57 @@ def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(fmt, group, k, n, eve
     wargs = (inputs.w, inputs.scales, None, INT4, group) if fmt == INT4 else \
         (inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16)
     check(WeightOnlyGemm(*wargs, config=c, path="split")(inputs.x), fp64(inputs.x, op.dequantize(inputs)))
+
+
+def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(monkeypatch, tmp_path):
+    """scripts/tune_weight_only.py table --ms against scripted timings (no
+    GPU): only the named M are replaced, a TMA winner gets the best
+    pointer-load candidate as pointer_config, the source keeps its history."""
+    import importlib.util
+    from pathlib import Path
+
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
+    from qgemm_bench.harness import environment
+    from qgemm_bench.operators import common
+
+    spec = importlib.util.spec_from_file_location(
+        "tune_weight_only", Path(__file__).resolve().parents[1] / "scripts" / "tune_weight_only.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "h100.json"
+    kept = {"config": triton_config(16, 64, 128, 8), "us": 17.0, "tuned": "earlier"}
+    old = {"config": triton_config(128, 64, 128, 2), "us": 44.0, "tuned": "earlier"}
+    out.write_text(woc.dumps({"gpu": "h100", "source": "first tune", "kernels": {
+        "int4_gemm_fused": {"M16_K8192_N8192": kept, "M128_K8192_N8192": old}}}))
+    tma_best, ptr_best = fused_gemm.config(128, 64, 128, 1, 4, 5, tma=True), fused_gemm.config(128, 64, 128, 2, 4, 3)
+    us = {describe(tma_best): 37.0, describe(ptr_best): 44.5}
+
+    class Gemm:
+        def __init__(self, *args, config, path):
+            self.c = config
+
+        def __call__(self, x):
+            return self.c
+
+    monkeypatch.setattr(woc, "path_for", lambda gpu: out)
+    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
+    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev=None: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(common, "LLAMA3_8B_KN", [(8192, 8192)])
+    monkeypatch.setattr(common, "LLAMA3_70B_KN", [])
+    monkeypatch.setattr(script, "operands", lambda fmt, m, k, n: (None, (), None))
+    monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
+    monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
+    monkeypatch.setattr(script, "rel_error", lambda c, ref: 0.0)
+    monkeypatch.setattr(script, "time_fns", lambda fns: us.get(describe(fns[0]()), 90.0))
+    monkeypatch.setattr(fused_gemm, "pool", lambda m, fmt: [ptr_best, tma_best])
+    script.table(("fused",), {128})
+    doc = woc.read_table(out)
+    int4 = doc["kernels"]["int4_gemm_fused"]
+    assert int4["M16_K8192_N8192"] == kept  # not re-tuned
+    entry = int4["M128_K8192_N8192"]
+    assert entry["config"] == tma_best and entry["us"] == 37.0
+    assert entry["pointer_config"] == ptr_best and entry["pointer_us"] == 44.5
+    assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {"M128_K8192_N8192"}
+    assert doc["source"] == "first tune; then fused M 128 re-tuned (table --ms, commit abc1234)"

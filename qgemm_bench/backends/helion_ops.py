@@ -119,11 +119,13 @@ def helion_config(c: dict, path: str) -> dict:
 
 def table_config(fmt: int, path: str, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str] | None:
     """The Triton table's config for this path and shape on this GPU
-    (weight_only_configs), as a Helion config (helion_config), or None."""
+    (weight_only_configs; its pointer-load config where the entry's has TMA
+    loads, which the Helion kernels lack), as a Helion config
+    (helion_config), or None."""
     from qgemm_bench.backends.triton_kernels import weight_only_configs
     from qgemm_bench.harness.environment import table_gpu
 
-    found = weight_only_configs.lookup(fmt, path, m, k, n, table_gpu(device))
+    found = weight_only_configs.lookup(fmt, path, m, k, n, table_gpu(device), tma=False)
     if found is None:
         return None
     where = f" ({found[1]})" if found[1] else ""
@@ -135,7 +137,7 @@ def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | N
     """The Triton backend's config for this path and shape, as a Helion config
     (helion_config), for a shape, GPU or kernel without a checked-in
     Helion one: the Triton table's (table_config), else
-    fused_gemm.FUSED_CONFIGS (nearest M bucket) or the first of weight_only's
+    fused_gemm.POINTER_CONFIGS (nearest M bucket) or the first of weight_only's
     curated split configs of M's bucket (its best at K = N = 8192 on the
     H100)."""
     from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
@@ -143,7 +145,7 @@ def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | N
     if device is not None and k is not None and (found := table_config(fmt, path, m, k, n, device)):
         return found
     if path == "fused":
-        return helion_config(fused_gemm.tuned_config(fmt, m), path), \
+        return helion_config(fused_gemm.tuned_config(fmt, m, tma=False), path), \
             "Triton's fused config for this M (untimed in Helion)"
     c = weight_only.config_dict(weight_only.split_pool(m)[0])
     return helion_config(c, path), "Triton's first split config for this M range (untimed in Helion)"

@@ -12,9 +12,9 @@ as one vector and each decoded register is one of its k pairs; _in_k_order
 puts them back in K order, in registers; TILE_N/TILE_K: a K block is a few
 contiguous runs). An evict-first hint on the weight loads changed nothing
 (H100, M = 1..256, exp/tiled_ab.py). Compiled for sm_90 (Triton 3.6), the
-weight tile goes global -> shared (cp.async, pipelined) -> registers, is
-decoded there and feeds every wgmma of the block asynchronously: no shared
-memory round trip of the decoded values. K is a constexpr (one compile per
+weight tile goes global -> shared (cp.async or TMA, pipelined) -> registers,
+is decoded there and feeds every wgmma of the block asynchronously: no
+shared memory round trip of the decoded values. K is a constexpr (one compile per
 K): with the loop's trip count a constant, ptxas pipelines the wgmmas; with
 a runtime count it warned C7515 (wgmma serialized) and int4 M=128 took
 66.8 us against 56.6 (H100, K = N = 8192, same config and process).
@@ -26,10 +26,12 @@ BLOCK_K // 2 byte tile is one box; x rows past M and columns past K come back
 as zeros. Same tiles and math; no address arithmetic per thread. H100, int4
 g128 K = N = 8192, same config and process (exp/tma_ab.py): M=128
 128x64x128 w4 s4 46.7 -> 37.6 us, M=256 256x64x128 w4 s3 64.4 -> 50.2,
-M=1024 256x128x64 w8 s4 197.7 -> 185.1; M=64 30.5 -> 29.7-29.9 and M=16
-19.6 -> 23.5, so the split-K configs below M = 128 keep pointer loads.
-Triton 3.6's automatic warp specialization (tl.range(warp_specialize=True))
-left this loop as it was at 8 warps and failed to compile at 4.
+M=1024 256x128x64 w8 s4 197.7 -> 185.1. Below M = 128 it did not pay
+(M=16 19.6 -> 23.5; M=64 30.5 -> 29.7-29.9 in one run, 29.8 -> 30.1 in
+another, exp/tma_sweep.py), so the split-K configs keep pointer loads.
+NVFP4 takes none (wrong_on_h100). Triton 3.6's automatic warp
+specialization (tl.range(warp_specialize=True)) left this loop as it was at
+8 warps and failed to compile at 4.
 
 Scales (SCALE_MODE, chosen on the host from the group and K):
 - NONE: unscaled int4;
@@ -262,34 +264,48 @@ def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
 # the table, weight_only_configs, has the Llama layers' own): H100, K = N =
-# 8192, fragment-order tiled weights, p50 us, same process as the peers
-# (exp/tma_sweep.py). TMA loads (config TMA) from M = 128: int4 M=128 36.8
+# 8192, fragment-order tiled weights, p50 us, same process as the peers.
+# Pointer loads (exp/frag_ab.py, 2-3 runs): int4 M=128 44.2-44.4 (128x64x128
+# split 2 w4 s3; fbgemm 35.7-38.4), M=256 63.1-63.8 (128x128x128 w8 s3;
+# 256x64x128 w4 s3 63.8-63.9; cuBLAS on bf16 weights 51.3-51.7), M=512
+# 94.6-97.4 (256x128x64 w8 s4; cuBLAS 86.8-89.9), M=1024 193.5-194.4
+# (256x128x128 w8 s3; cuBLAS 184.1-184.8; the dequantize + cuBLAS path
+# 225-230); NVFP4 M=256 73.8-74.2 (256x64x128 w4 s3), M=1024 206.6-217.4
+# (256x128x128 w8 s3). NVFP4 M=128 and 512 take int4's (not timed). Kernels
+# without TMA loads (Helion's fused kernel) mirror these.
+POINTER_CONFIGS = {
+    INT4: {128: config(128, 64, 128, 2, 4, 3), 256: config(128, 128, 128, 1, 8, 3), 512: config(256, 128, 64, 1, 8, 4),
+           1024: config(256, 128, 128, 1, 8, 3)},
+    NVFP4: {128: config(128, 64, 128, 2, 4, 3), 256: config(256, 64, 128, 1, 4, 3), 512: config(256, 128, 64, 1, 8, 4),
+            1024: config(256, 128, 128, 1, 8, 3)},
+}
+# int4 with TMA loads (exp/tma_sweep.py, same process): M=128 36.8
 # (128x64x128 w4 s5; pointer loads' best 44.4; fbgemm 36.0), M=256 47.9
 # (256x64x128 w4 s3; pointer 62.0; fbgemm 51.0), M=512 89.1 (256x128x64 w8
 # s3; pointer 99.8; fbgemm 85.4), M=1024 189.1 (256x128x128 w8 s3; pointer
-# 206.9; fbgemm 188.1); NVFP4 M=128 43.5 (128x64x128 split 2 w4 s3; pointer
-# 51.6), M=256 66.8 (128x128x128 w8 s4; pointer 74.0). NVFP4 from M = 512
-# keeps pointer loads (wrong_on_h100: its TMA configs of 256 x rows).
+# 206.9; fbgemm 188.1). NVFP4 keeps pointer loads (wrong_on_h100).
 FUSED_CONFIGS = {
     INT4: {128: config(128, 64, 128, 1, 4, 5, tma=True), 256: config(256, 64, 128, 1, 4, 3, tma=True),
            512: config(256, 128, 64, 1, 8, 3, tma=True), 1024: config(256, 128, 128, 1, 8, 3, tma=True)},
-    NVFP4: {128: config(128, 64, 128, 2, 4, 3, tma=True), 256: config(128, 128, 128, 1, 8, 4, tma=True),
-            512: config(256, 128, 64, 1, 8, 4), 1024: config(256, 128, 128, 1, 8, 3)},
+    NVFP4: POINTER_CONFIGS[NVFP4],
 }
 
 
 # The fused path's tuning candidates from M = 128 (BLOCK_M, BLOCK_N, BLOCK_K,
 # SPLIT_K, warps, stages, TMA; those with BLOCK_M above M's bucket left
-# out): the winners above and their runners-up in exp/tma_sweep.py, and the
-# pointer-load winners before TMA (NVFP4 at M >= 512 still takes those).
+# out): the TMA winners above and their runners-up in exp/tma_sweep.py, and
+# the pointer-load pool before TMA (NVFP4's, and the configs kernels without
+# TMA mirror: tune_weight_only.py records each entry's best of them).
 # Measured and left out (int4 K = N = 8192): BLOCK_N 256 at 16 warps, 1.1-2.0x
 # the winners at M = 64..4096 (and at 32); 8 warps on a 64-row weight tile
 # (both warpgroups hold the whole register operand: each decodes it); TMA
 # with BLOCK_K 64 at 4 warps (M=128 51.1, M=256 57.1-60.0).
 FUSED_POOL = [(128, 64, 128, 1, 4, 5, True), (128, 64, 128, 1, 4, 4, True), (128, 64, 128, 2, 4, 3, True),
               (128, 64, 128, 1, 4, 3, True), (128, 128, 128, 1, 8, 4, True), (256, 64, 128, 1, 4, 3, True),
-              (256, 128, 64, 1, 8, 3, True), (256, 128, 64, 1, 8, 5, True), (256, 128, 128, 1, 8, 3, True),
-              (128, 64, 128, 2, 4, 3, False), (256, 128, 64, 1, 8, 4, False), (256, 128, 128, 1, 8, 3, False)]
+              (256, 128, 64, 1, 8, 3, True), (256, 128, 64, 1, 8, 5, True), (256, 128, 128, 1, 8, 3, True)]
+FUSED_POOL += [(*t, False) for t in ((128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 4, 3), (128, 64, 128, 1, 4, 4),
+                                     (128, 128, 128, 1, 8, 3), (128, 128, 128, 2, 8, 3), (256, 64, 128, 1, 4, 3),
+                                     (256, 128, 64, 1, 8, 4), (256, 128, 128, 1, 8, 3))]  # the pre-TMA pool
 # Below M = 128 the fused kernel splits K to fill the SMs (BLOCK_N, BLOCK_K,
 # SPLIT_K, warps, stages; BLOCK_M = M's bucket). H100, int4 g128 K = N =
 # 8192, tiled weights, same process as the peers (exp/tiled_ab.py): M=1
@@ -323,12 +339,17 @@ def wrong_on_h100(fmt: int, c: dict) -> bool:
       no wrong call. A per-thread fence.acq_rel.gpu before the tile's counter
       changed nothing (22 and 23 of 30 wrong): not the partials' memory
       order. The whole family is left out of the pools and refused.
-    - NVFP4 with TMA loads and 256-row x tiles: NaN in every call
+    - NVFP4 with TMA loads: 256-row x tiles gave NaN in every call
       (256x64x128 w4 s3, 256x128x64 w8 s3-s5, 256x128x128 w8 s3 at M = 256,
-      512 and 1024, exp/tma_sweep.py); 128-row tiles and int4 were right."""
+      512 and 1024, exp/tma_sweep.py), and 128x64x128 split 1 w4 s3 errors
+      of 0.02-0.08 at 23 of the 32 Llama (layer, M >= 128) shapes of the
+      table's tune, those with more than 132 tiles (tune_weight_only.py
+      table at 85c3999); other 128-row NVFP4 TMA configs passed there and in
+      30 calls each, int4 with TMA at every shape. Cause not found, so
+      NVFP4 takes no TMA loads at all."""
     if fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1:
         return True
-    return fmt == NVFP4 and bool(c.get("TMA")) and c["BLOCK_M"] > 128
+    return fmt == NVFP4 and bool(c.get("TMA"))
 
 
 def pool(m: int, fmt: int = INT4) -> list[dict]:
@@ -342,9 +363,10 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
     return [c for c in cands if not wrong_on_h100(fmt, c)]
 
 
-def tuned_config(fmt: int, m: int) -> dict:
-    """The checked-in config of the nearest measured M bucket."""
-    table = FUSED_CONFIGS[fmt]
+def tuned_config(fmt: int, m: int, tma: bool = True) -> dict:
+    """The checked-in config of the nearest measured M bucket (tma False:
+    of POINTER_CONFIGS, for kernels without TMA loads)."""
+    table = (FUSED_CONFIGS if tma else POINTER_CONFIGS)[fmt]
     b = m_bucket(m)
     return table[min(table, key=lambda k: abs(k - b))]
 
@@ -385,7 +407,7 @@ class FusedGemm:
                              f"{tile and tile[0]} rows and BLOCK_K dividing its {tile and tile[1]} k")
         if wrong_on_h100(self.fmt, c):
             raise ValueError(f"config {c} returns wrong sums on the H100 (fused_gemm.wrong_on_h100: int4 with "
-                             "8 warps and split-K; NVFP4 with TMA and BLOCK_M over 128)")
+                             "8 warps and split-K; NVFP4 with TMA loads)")
         return c
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
@@ -393,11 +415,12 @@ class FusedGemm:
         [BLOCK_M, BLOCK_K] tiles and of the tiled weights' [BLOCK_N,
         BLOCK_K // 2] byte tiles (a 3-D view: tile rows, k tile * TN + row,
         byte; made once per block shape). {} without TMA; TMA off where x's
-        rows are not 16-byte aligned, as TMA needs, or the GPU predates
-        Hopper (the same tiles then load by pointer)."""
+        rows are not 16-byte aligned, as TMA needs, x has no rows (a
+        descriptor needs a positive shape) or the GPU predates Hopper (the
+        same tiles then load by pointer)."""
         if not c.get("TMA"):
             return {}
-        if x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16 or (
+        if x.shape[0] == 0 or x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16 or (
                 x.device.type == "cuda" and torch.cuda.get_device_capability(x.device)[0] < 9):
             return {"TMA": False}
         from triton.tools.tensor_descriptor import TensorDescriptor

@@ -9,8 +9,11 @@ harness.environment.gpu_slug names it, e.g. h100):
      "kernels": {"int4_gemm" | "nvfp4_gemm"              (the split path)
                  | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
-                                                "DECODE_ASM", "num_warps", "num_stages", optional "PDL"},
-                                     "us": p50 when tuned, "tuned": "how"}}}}
+                                                "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
+                                                optional "TMA" (fused only)},
+                                     "us": p50 when tuned, "tuned": "how",
+                                     where config has TMA: "pointer_config", the best
+                                     without (what kernels without TMA loads mirror)}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. Up to M = 64 the path that timed faster at
@@ -19,7 +22,8 @@ serve every group size (the kernel picks its scale handling from the group
 and BLOCK_K). A GPU without a file gets no entry: the split kernel
 autotunes over weight_only's curated lists at run time (the row says so),
 the fused one takes fused_gemm.FUSED_CONFIGS. The Helion backend runs these
-configs where it has none of its own for the shape's bucket.
+configs (pointer_config where the config has TMA loads, which it lacks) where
+it has none of its own for the shape's bucket.
 `scripts/tune_weight_only.py OUT table` writes this GPU's file.
 """
 
@@ -87,6 +91,10 @@ def check_table(doc, where: str) -> dict:
             check_config(config, f"{where}: {name} {key}")
             if config.get("TMA") and not name.endswith("_fused"):
                 raise ValueError(f"{where}: {name} {key}: TMA loads are the fused kernel's only")
+            if "pointer_config" in entry:
+                check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config")
+                if entry["pointer_config"].get("TMA"):
+                    raise ValueError(f"{where}: {name} {key}: pointer_config must not take TMA loads")
     return doc
 
 
@@ -102,17 +110,22 @@ def table(gpu: str | None) -> dict:
 
 
 def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
-           doc: dict | None = None) -> tuple[dict, str] | None:
+           doc: dict | None = None, tma: bool = True) -> tuple[dict, str] | None:
     """(config, note) for the path ("split" or "fused") at this shape on GPU
     `gpu` (the note names the bucket when it is not the shape's own), or
-    None: no entry for this GPU, format and path."""
+    None: no entry for this GPU, format and path. tma False: for a kernel
+    without TMA loads, the entry's pointer_config where its config has TMA
+    loads."""
     doc = table(gpu) if doc is None else doc
     entries = doc.get("kernels", {}).get(kernel(fmt, path), {}) if doc.get("gpu") == gpu else {}
     if not entries:
         return None
     near = nearest(entries, m, k, n)
     note = "" if near == bucket(m, k, n) else f"triton {path} config of nearest bucket {near}"
-    return dict(entries[near]["config"]), note
+    entry = entries[near]
+    if not tma and entry["config"].get("TMA") and "pointer_config" in entry:
+        return dict(entry["pointer_config"]), note
+    return {c: v for c, v in entry["config"].items() if tma or c != "TMA"}, note
 
 
 def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> str | None:

@@ -328,18 +328,25 @@ def test_fused_kernel_on_tiled_weights_spanning_tiles_vs_fp64(bn, bk, split):
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
-@pytest.mark.parametrize("group,bk", [(128, 128), (32, 64), (96, 128), ("channel", 64), (None, 128)])
+@pytest.mark.parametrize("group,bk", [(128, 128), (128, 64), (32, 64), (96, 128), ("channel", 64), (None, 128)])
 @pytest.mark.parametrize("shape,bm,bn,split", [((7, 5248, 100), 16, 64, 1), ((65, 768, 200), 32, 128, 2),
                                               ((33, 1280, 72), 64, 64, 1)])
 def test_fused_kernel_tma_loads_vs_fp64(shape, bm, bn, split, group, bk):
     # TMA tiles (FusedGemm.descriptors): x rows past M and columns past K come
     # back as zeros, weight tiles through the 3-D view of the tiled layout
-    # (a tile row or two, half a tile or a whole one along K), every scale mode.
+    # (a tile row or two, half a tile or a whole one along K). BLOCK scales
+    # only (groups of whole K blocks); other scale modes load by pointer.
+    from qgemm_bench.backends.triton_kernels.fused_gemm import BLOCK, scale_mode
+
     if group == 96:
         shape = (shape[0], 5280 if shape[1] == 5248 else 1152, shape[2])
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
     gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=True))
-    assert set(gemm.descriptors(inputs.x, gemm.config)) == {"x_desc", "w_desc"}
+    g = 2 if group is None else (shape[1] if group == "channel" else group)
+    by_tma = scale_mode(INT4, None if group is None else g, shape[1], bk, True) == BLOCK
+    assert by_tma == (group == 128)
+    expected = {"x_desc", "w_desc"} if by_tma else {"TMA"}
+    assert set(gemm.descriptors(inputs.x, gemm.config)) == expected
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
     check(gemm(inputs.x), ref)
     check(gemm(inputs.x), ref)
@@ -350,14 +357,14 @@ def test_fused_kernel_tma_loads_vs_fp64(shape, bm, bn, split, group, bk):
 def test_fused_kernel_tma_loads_more_tiles_vs_fp64(shape, bm, bn, bk, split):
     # Several M tiles, a box of four tile rows (BLOCK_N 256), the 16-byte box
     # of BLOCK_K 32, and splits of unequal length (41 K blocks in 3; 20 in 5).
-    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=32), seed())
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=128), seed())
     gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=True))
     assert set(gemm.descriptors(inputs.x, gemm.config)) == {"x_desc", "w_desc"}
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
 def test_fused_kernel_tma_config_takes_an_empty_x():
-    inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 64), group_size=64), seed())
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 64), group_size=128), seed())
     gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, TMA=True))
     x = inputs.x[:0]
     assert gemm.descriptors(x, gemm.config) == {"TMA": False}
@@ -365,7 +372,7 @@ def test_fused_kernel_tma_config_takes_an_empty_x():
 
 
 def test_fused_kernel_tma_config_loads_by_pointer_where_x_rows_are_unaligned():
-    inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 64), group_size=64), seed())
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 64), group_size=128), seed())
     gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, TMA=True))
     x = torch.zeros(9, 772, device=DEV, dtype=DT)[:, :768]  # rows 1544 bytes apart: not 16-byte aligned
     x.copy_(inputs.x)

@@ -23,7 +23,9 @@ TMA (config "TMA", FusedGemm.descriptors): the x and weight tiles come by
 TMA copies instead of per-thread cp.async: the weights through a 3-D view of
 the tiled layout (tile rows, k tile * TILE_N + row, byte), so a BLOCK_N x
 BLOCK_K // 2 byte tile is one box; x rows past M and columns past K come back
-as zeros. Same tiles and math; no address arithmetic per thread. H100, int4
+as zeros. Same tiles and math; no address arithmetic per thread. Only with
+BLOCK scales (int4 groups of whole K blocks, as g128): the mode checked on
+the H100 (descriptors falls back to pointer loads otherwise). H100, int4
 g128 K = N = 8192, same config and process (exp/tma_ab.py): M=128
 128x64x128 w4 s4 46.7 -> 37.6 us, M=256 256x64x128 w4 s3 64.4 -> 50.2,
 M=1024 256x128x64 w8 s4 197.7 -> 185.1. Below M = 128 it did not pay
@@ -414,13 +416,17 @@ class FusedGemm:
         """The launch keywords of config c's TMA loads: descriptors of x's
         [BLOCK_M, BLOCK_K] tiles and of the tiled weights' [BLOCK_N,
         BLOCK_K // 2] byte tiles (a 3-D view: tile rows, k tile * TN + row,
-        byte; made once per block shape). {} without TMA; TMA off where x's
-        rows are not 16-byte aligned, as TMA needs, x has no rows (a
-        descriptor needs a positive shape) or the GPU predates Hopper (the
-        same tiles then load by pointer)."""
+        byte; made once per block shape). {} without TMA. TMA off (the same
+        tiles then load by pointer) where the scales are not BLOCK (one row
+        per K block, int4 groups of whole K blocks: the only mode checked
+        with TMA on the H100, at every table shape; NVFP4's SUB scales with
+        TMA gave wrong sums, wrong_on_h100), x's rows are not 16-byte
+        aligned, as TMA needs, x has no rows (a descriptor needs a positive
+        shape) or the GPU predates Hopper."""
         if not c.get("TMA"):
             return {}
-        if x.shape[0] == 0 or x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16 or (
+        if scale_mode(self.fmt, self.group, self.k, c["BLOCK_K"], self.kmajor.frag) != BLOCK or x.shape[0] == 0 or \
+                x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16 or (
                 x.device.type == "cuda" and torch.cuda.get_device_capability(x.device)[0] < 9):
             return {"TMA": False}
         from triton.tools.tensor_descriptor import TensorDescriptor

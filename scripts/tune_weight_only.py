@@ -8,7 +8,10 @@ checked-in table (backends/triton_kernels/weight_only_configs/<gpu>.json):
 each format x Llama layer (K, N) x M in TABLE_M, the best of the path's
 curated configs (weight_only.split_pool, fused_gemm.pool), replacing that
 path's entries. pdl (H100: about 4 minutes): each entry of that table up to
-M = 64 timed with PDL 0 and 2 (split_k_parts.pdl_prologue), the faster kept. Otherwise:
+M = 64 timed with PDL 0 and 2 (split_k_parts.pdl_prologue), the faster kept. check
+(--calls, --ms): each entry of that table run --calls times at its shape against
+the reference, wrong calls counted (exit 1 if any: a config that is right once
+can still race). Otherwise:
 1. split path, every candidate, M = 1, 16, 64 at K = N = 8192, int4 g128 and NVFP4
    (a 66-config grid at M <= 16: about 2 minutes per format);
 2. each case's best 6 on four other llama shapes;
@@ -255,7 +258,43 @@ def pdl_pass(paths=("split", "fused")):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
+def check(paths=("split", "fused"), ms=None, calls=30) -> int:
+    """Every entry of this GPU's table for the paths (M in `ms` only, if
+    given) run `calls` times at its bucket's shape; a call with error over
+    1e-2 is wrong. Prints a line per entry; returns how many entries had a
+    wrong call."""
+    from qgemm_bench.backends.config_buckets import parse
+    from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
+    from qgemm_bench.harness.environment import gpu_slug
+
+    out = woc.path_for(gpu_slug(DEV))
+    if not out.exists():
+        raise InputError(f"{out}: no table to check (run the table mode first)")
+    doc, bad, t0 = woc.read_table(out), 0, time.time()
+    for path in paths:
+        for fmt_id, fmt in enumerate(("int4", "nvfp4")):
+            for key, entry in sorted(doc["kernels"].get(woc.kernel(fmt_id, path), {}).items()):
+                m, k, n = parse(key)
+                if ms is not None and m not in ms:
+                    continue
+                x, wargs, ref = operands(fmt, m, k, n)
+                gemm = wo.WeightOnlyGemm(*wargs, config=entry["config"], path=path)
+                errs = [rel_error(gemm(x), ref) for _ in range(calls)]
+                wrong = sum(not e <= 1e-2 for e in errs)  # NaN counts as wrong
+                bad += wrong > 0
+                results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} check", "wrong": wrong,
+                                "calls": calls, "max_err": max(errs)})
+                print(f"{fmt} {path} {key} {describe(entry['config'])}: {wrong}/{calls} wrong, max error "
+                      f"{max(errs):.2e} ({time.time() - t0:.0f} s)", flush=True)
+                del x, wargs, ref, gemm
+    print(f"{bad} entries with a wrong call")
+    return bad
+
+
 def main(args):
+    if args.variants == "check":
+        return 1 if check(args.paths.split(","), args.ms, args.calls) else 0
     if args.variants == "variants":
         return variants()
     if args.variants == "table":
@@ -312,14 +351,17 @@ def main(args):
 if __name__ == "__main__":
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", help="where every timing goes")
-    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl"],
+    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "check"],
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
-                        "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster")
+                        "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster; check: run "
+                        "each entry --calls times against the reference and count wrong calls")
+    p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--paths", default="split,fused",
-                   help="table, pdl: the paths to tune (split, fused or both)")
+                   help="table, pdl, check: the paths to tune or check (split, fused or both)")
     p.add_argument("--ms", default=None,
-                   help="table: re-tune only these M (comma-separated, each in the path's table M: split "
+                   help="table, check: re-tune or check only these M (comma-separated, each in the path's table M: "
+                        "split "
                         f"{','.join(map(str, TABLE_M['split']))}, fused {','.join(map(str, TABLE_M['fused']))}), "
                         "keeping the path's other entries (re-tuned entries up to M = 64 lose their PDL: run "
                         "the pdl mode after)")
@@ -327,11 +369,16 @@ if __name__ == "__main__":
         args = p.parse_args()
         if not set(args.paths.split(",")) <= {"split", "fused"}:
             raise InputError(f"--paths {args.paths!r}: expected split, fused or split,fused")
-        if args.variants not in ("table", "pdl") and args.paths != "split,fused":
-            raise InputError("--paths is for the table and pdl modes")
+        if args.variants not in ("table", "pdl", "check") and args.paths != "split,fused":
+            raise InputError("--paths is for the table, pdl and check modes")
+        if args.calls is not None and args.variants != "check":
+            raise InputError("--calls is for the check mode")
+        args.calls = 30 if args.calls is None else args.calls
+        if args.calls < 1:
+            raise InputError(f"--calls {args.calls}: expected a positive number of calls")
         if args.ms is not None:
-            if args.variants != "table":
-                raise InputError("--ms is for the table mode")
+            if args.variants not in ("table", "check"):
+                raise InputError("--ms is for the table and check modes")
             try:
                 args.ms = {int(v) for v in args.ms.split(",")}
             except ValueError:
@@ -348,9 +395,10 @@ if __name__ == "__main__":
         print("error: tuning needs a CUDA device", file=sys.stderr)
         sys.exit(2)
     try:
-        main(args)
+        rc = main(args) or 0
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     finally:
         write_atomic(Path(args.out), json.dumps(results, indent=1))
+    sys.exit(rc)

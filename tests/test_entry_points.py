@@ -42,7 +42,9 @@ def test_wrong_inputs_are_a_clear_value_error(call, message):
     ("tune_weight_only.py", ["/no/such/folder/out.json"], "its folder does not exist"),
     ("tune_weight_only.py", ["/tmp/o.json", "table", "--ms", "128,300"], "[300] not in the table's M"),
     ("tune_weight_only.py", ["/tmp/o.json", "table", "--ms", "x"], "expected comma-separated integers"),
-    ("tune_weight_only.py", ["/tmp/o.json", "pdl", "--ms", "128"], "--ms is for the table mode"),
+    ("tune_weight_only.py", ["/tmp/o.json", "pdl", "--ms", "128"], "--ms is for the table and check modes"),
+    ("tune_weight_only.py", ["/tmp/o.json", "table", "--calls", "5"], "--calls is for the check mode"),
+    ("tune_weight_only.py", ["/tmp/o.json", "check", "--calls", "0"], "expected a positive number of calls"),
 ])
 def test_scripts_refuse_bad_usage_in_one_line(script, args, message):
     import subprocess

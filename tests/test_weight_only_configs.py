@@ -235,22 +235,61 @@ def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(fmt, group, k, n, eve
     check(WeightOnlyGemm(*wargs, config=c, path="split")(inputs.x), fp64(inputs.x, op.dequantize(inputs)))
 
 
-def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(monkeypatch, tmp_path):
-    """scripts/tune_weight_only.py table --ms against scripted timings (no
-    GPU): only the named M are replaced, a TMA winner gets the best
-    pointer-load candidate as pointer_config, the source keeps its history."""
+def load_tune_script():
     import importlib.util
     from pathlib import Path
-
-    from qgemm_bench.backends.triton_kernels import fused_gemm
-    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
-    from qgemm_bench.harness import environment
-    from qgemm_bench.operators import common
 
     spec = importlib.util.spec_from_file_location(
         "tune_weight_only", Path(__file__).resolve().parents[1] / "scripts" / "tune_weight_only.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys):
+    """scripts/tune_weight_only.py check against a scripted kernel (no GPU):
+    an entry wrong in one call of many (or NaN) is counted, --ms filters."""
+    from qgemm_bench.harness import environment
+
+    script = load_tune_script()
+    out = tmp_path / "h100.json"
+    good, racy, nan = triton_config(16, 64, 128, 8), triton_config(128, 64, 128, 2), triton_config(64, 64, 128, 2)
+    out.write_text(woc.dumps({"gpu": "h100", "kernels": {"int4_gemm_fused": {
+        "M16_K8192_N8192": {"config": good}, "M128_K8192_N8192": {"config": racy}},
+        "nvfp4_gemm_fused": {"M64_K8192_N8192": {"config": nan}}}}))
+    calls = {}
+
+    class Gemm:
+        def __init__(self, *args, config, path):
+            self.c = config
+
+        def __call__(self, x):
+            calls[self.c["BLOCK_M"]] = calls.get(self.c["BLOCK_M"], 0) + 1
+            return {16: 1e-3, 128: 0.1 if calls[128] == 7 else 1e-3, 64: float("nan")}[self.c["BLOCK_M"]]
+
+    monkeypatch.setattr(woc, "path_for", lambda gpu: out)
+    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
+    monkeypatch.setattr(script, "operands", lambda fmt, m, k, n: (None, (), None))
+    monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
+    monkeypatch.setattr(script, "rel_error", lambda err, ref: err)
+    assert script.check(("fused",), None, 10) == 2
+    text = capsys.readouterr().out
+    assert "int4 fused M128_K8192_N8192 128x64x128 split 2 w4 s1: 1/10 wrong" in text
+    assert "nvfp4 fused M64_K8192_N8192" in text and "10/10 wrong" in text
+    assert "int4 fused M16_K8192_N8192 16x64x128 split 8 w4 s1: 0/10 wrong" in text
+    assert script.check(("fused",), {16}, 3) == 0 and calls[16] == 13
+
+
+def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(monkeypatch, tmp_path):
+    """scripts/tune_weight_only.py table --ms against scripted timings (no
+    GPU): only the named M are replaced, a TMA winner gets the best
+    pointer-load candidate as pointer_config, the source keeps its history."""
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
+    from qgemm_bench.harness import environment
+    from qgemm_bench.operators import common
+
+    script = load_tune_script()
     out = tmp_path / "h100.json"
     kept = {"config": triton_config(16, 64, 128, 8), "us": 17.0, "tuned": "earlier"}
     old = {"config": triton_config(128, 64, 128, 2), "us": 44.0, "tuned": "earlier"}

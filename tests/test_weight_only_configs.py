@@ -173,6 +173,26 @@ def test_triton_backend_runs_the_table_config_and_names_its_bucket(monkeypatch):
     assert gemm._workspace[5][0].shape[0] >= 5  # the split path ran (its workspace exists)
 
 
+@pytest.mark.parametrize("group", [128, 64, "channel", None])
+def test_a_tma_entry_runs_only_for_whole_block_groups_else_its_pointer_config(monkeypatch, group):
+    """TMA loads run with BLOCK scales only (FusedGemm.descriptors); other
+    groups take the entry's pointer-load config, tuned without TMA, and the
+    same without a table (fused_gemm.POINTER_CONFIGS)."""
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+
+    tma, ptr = {**triton_config(64, 64, 128, 1), "TMA": True}, triton_config(32, 64, 64, 2)
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (80, 512, 72), group_size=group), seed())
+    g = {None: 2, "channel": 512}.get(group, group)
+    for doc, want in (({"gpu": None, "kernels": {"int4_gemm_fused": {"M128_K512_N72": {
+            "config": tma, "pointer_config": ptr}}}}, ptr),
+                      ({"gpu": "other", "kernels": {}}, fused_gemm.POINTER_CONFIGS[INT4][128])):
+        monkeypatch.setattr(woc, "table", lambda gpu, doc=doc: doc)
+        gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, g)
+        expected = (tma if doc["kernels"] else fused_gemm.FUSED_CONFIGS[INT4][128]) if group == 128 else want
+        assert gemm.path(80) == "fused" and gemm.tuned(80)[0] == expected
+    check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
 def test_without_a_table_entry_the_split_path_says_it_autotunes():
     inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 40), DT, torch.device("cpu")), 0)
     gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128)

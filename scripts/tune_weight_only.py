@@ -2,7 +2,7 @@
 """GPU: time the Triton weight-only GEMM's candidate configs and paths, the
 way the runner times (CUDA graph over rotating copies > 2x L2), to choose the
 curated config lists checked into backends/triton_kernels/weight_only.py.
-  python3 scripts/tune_weight_only.py OUT.json [variants|table]    (about 10 minutes)
+  python3 scripts/tune_weight_only.py OUT.json [variants|table|pdl|check]    (about 10 minutes)
 table (--paths split,fused; H100: 311 s, 60 of them the split path): this GPU's
 checked-in table (backends/triton_kernels/weight_only_configs/<gpu>.json):
 each format x Llama layer (K, N) x M in TABLE_M, the best of the path's
@@ -260,9 +260,11 @@ def pdl_pass(paths=("split", "fused")):
 
 def check(paths=("split", "fused"), ms=None, calls=30) -> int:
     """Every entry of this GPU's table for the paths (M in `ms` only, if
-    given) run `calls` times at its bucket's shape; a call with error over
-    1e-2 is wrong. Prints a line per entry; returns how many entries had a
-    wrong call."""
+    given) run `calls` times at its bucket's shape, its config and, where it
+    has one, its pointer_config (what kernels without TMA loads and int4
+    groups that take none run); a call with error over 1e-2 (or NaN) is
+    wrong, a config that fails to run counts as wrong too. Prints a line per
+    config; returns how many had a wrong call."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
@@ -271,7 +273,11 @@ def check(paths=("split", "fused"), ms=None, calls=30) -> int:
     out = woc.path_for(gpu_slug(DEV))
     if not out.exists():
         raise InputError(f"{out}: no table to check (run the table mode first)")
-    doc, bad, t0 = woc.read_table(out), 0, time.time()
+    try:
+        doc = woc.read_table(out)
+    except ValueError as e:
+        raise InputError(f"{e} (fix or delete it)") from None
+    bad, checked, t0 = 0, 0, time.time()
     for path in paths:
         for fmt_id, fmt in enumerate(("int4", "nvfp4")):
             for key, entry in sorted(doc["kernels"].get(woc.kernel(fmt_id, path), {}).items()):
@@ -279,16 +285,25 @@ def check(paths=("split", "fused"), ms=None, calls=30) -> int:
                 if ms is not None and m not in ms:
                     continue
                 x, wargs, ref = operands(fmt, m, k, n)
-                gemm = wo.WeightOnlyGemm(*wargs, config=entry["config"], path=path)
-                errs = [rel_error(gemm(x), ref) for _ in range(calls)]
-                wrong = sum(not e <= 1e-2 for e in errs)  # NaN counts as wrong
-                bad += wrong > 0
-                results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} check", "wrong": wrong,
-                                "calls": calls, "max_err": max(errs)})
-                print(f"{fmt} {path} {key} {describe(entry['config'])}: {wrong}/{calls} wrong, max error "
-                      f"{max(errs):.2e} ({time.time() - t0:.0f} s)", flush=True)
-                del x, wargs, ref, gemm
-    print(f"{bad} entries with a wrong call")
+                for c in [entry["config"]] + ([entry["pointer_config"]] if "pointer_config" in entry else []):
+                    checked += 1
+                    try:
+                        gemm = wo.WeightOnlyGemm(*wargs, config=c, path=path)
+                        errs = [rel_error(gemm(x), ref) for _ in range(calls)]
+                        wrong = sum(not e <= 1e-2 for e in errs)  # NaN counts as wrong
+                        worst = float("nan") if any(e != e for e in errs) else max(errs)
+                        text = f"{wrong}/{calls} wrong, max error {worst:.2e}"
+                    except Exception as e:  # a config that does not run is as bad as a wrong one
+                        wrong, worst, text = calls, float("nan"), f"FAILED {type(e).__name__}: {str(e)[:80]}"
+                    bad += wrong > 0
+                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} check {describe(c)}",
+                                    "wrong": wrong, "calls": calls, "max_err": worst if worst == worst else "nan"})
+                    print(f"{fmt} {path} {key} {describe(c)}: {text} ({time.time() - t0:.0f} s)", flush=True)
+                del x, wargs, ref
+    if not checked:
+        raise InputError(f"no table entries for --paths {','.join(paths)}"
+                         + (f" and --ms {','.join(map(str, sorted(ms)))}" if ms else ""))
+    print(f"{bad} of {checked} configs with a wrong call")
     return bad
 
 

@@ -132,7 +132,7 @@ def test_checked_in_tables_name_their_gpu_and_pass_the_checks():
 
 def distinct_configs(kernel: str) -> list[dict]:
     entries = [e for doc in checked_in().values() for e in doc["kernels"][kernel].values()]
-    found = {json.dumps(e["config"], sort_keys=True) for e in entries}
+    found = {json.dumps(c, sort_keys=True) for e in entries for c in (e["config"], e.get("pointer_config")) if c}
     # The interpreter has no inline PTX: there the kernels decode in Triton.
     return [{**json.loads(c), **({} if DEV.type == "cuda" else {"DECODE_ASM": False})} for c in sorted(found)]
 
@@ -191,6 +191,25 @@ def test_a_tma_entry_runs_only_for_whole_block_groups_else_its_pointer_config(mo
         expected = (tma if doc["kernels"] else fused_gemm.FUSED_CONFIGS[INT4][128]) if group == 128 else want
         assert gemm.path(80) == "fused" and gemm.tuned(80)[0] == expected
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+    # Another bucket's entry: the fallback keeps the note naming it.
+    monkeypatch.setattr(woc, "table", lambda gpu: {"gpu": None, "kernels": {"int4_gemm_fused": {
+        "M256_K512_N72": {"config": tma, "pointer_config": ptr}}}})
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, g)
+    assert gemm.tuned(80) == (tma if group == 128 else ptr, "triton fused config of nearest bucket M256_K512_N72")
+
+
+def test_tma_runs_with_block_scales_on_hopper_only(monkeypatch):
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+
+    cuda = torch.device("cuda")
+    for cap, want in ((9, True), (8, False)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None, cap=cap: (cap, 0))
+        assert fused_gemm.tma_usable(INT4, 128, 8192, 128, cuda) is want
+        assert fused_gemm.tma_usable(INT4, 256, 8192, 64, cuda) is want  # a group of whole K blocks: BLOCK
+        assert not fused_gemm.tma_usable(INT4, 64, 8192, 128, cuda)  # SUB
+        assert not fused_gemm.tma_usable(INT4, None, 8192, 128, cuda)
+        assert not fused_gemm.tma_usable(NVFP4, 16, 8192, 128, cuda)
+    assert fused_gemm.tma_usable(INT4, 128, 8192, 128, torch.device("cpu"))  # the interpreter
 
 
 def test_without_a_table_entry_the_split_path_says_it_autotunes():
@@ -268,36 +287,48 @@ def load_tune_script():
 
 def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys):
     """scripts/tune_weight_only.py check against a scripted kernel (no GPU):
-    an entry wrong in one call of many (or NaN) is counted, --ms filters."""
+    an entry wrong in one call of many (or NaN once) is counted, a
+    pointer_config is checked too and one that fails to run counts, --ms
+    filters, nothing to check is an error."""
     from qgemm_bench.harness import environment
 
     script = load_tune_script()
     out = tmp_path / "h100.json"
     good, racy, nan = triton_config(16, 64, 128, 8), triton_config(128, 64, 128, 2), triton_config(64, 64, 128, 2)
     out.write_text(woc.dumps({"gpu": "h100", "kernels": {"int4_gemm_fused": {
-        "M16_K8192_N8192": {"config": good}, "M128_K8192_N8192": {"config": racy}},
+        "M16_K8192_N8192": {"config": {**good, "TMA": True}, "pointer_config": triton_config(32, 64, 64, 1)},
+        "M128_K8192_N8192": {"config": racy}},
         "nvfp4_gemm_fused": {"M64_K8192_N8192": {"config": nan}}}}))
     calls = {}
 
     class Gemm:
         def __init__(self, *args, config, path):
+            if config["BLOCK_M"] == 32:
+                raise ValueError("refused")
             self.c = config
 
         def __call__(self, x):
             calls[self.c["BLOCK_M"]] = calls.get(self.c["BLOCK_M"], 0) + 1
-            return {16: 1e-3, 128: 0.1 if calls[128] == 7 else 1e-3, 64: float("nan")}[self.c["BLOCK_M"]]
+            nan_at_5 = float("nan") if calls[64] == 5 else 1e-3
+            return {16: 1e-3, 128: 0.1 if calls[128] == 7 else 1e-3, 64: nan_at_5}[self.c["BLOCK_M"]]
 
     monkeypatch.setattr(woc, "path_for", lambda gpu: out)
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(script, "operands", lambda fmt, m, k, n: (None, (), None))
     monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
     monkeypatch.setattr(script, "rel_error", lambda err, ref: err)
-    assert script.check(("fused",), None, 10) == 2
+    calls[64] = 0
+    assert script.check(("fused",), None, 10) == 3
     text = capsys.readouterr().out
-    assert "int4 fused M128_K8192_N8192 128x64x128 split 2 w4 s1: 1/10 wrong" in text
-    assert "nvfp4 fused M64_K8192_N8192" in text and "10/10 wrong" in text
-    assert "int4 fused M16_K8192_N8192 16x64x128 split 8 w4 s1: 0/10 wrong" in text
-    assert script.check(("fused",), {16}, 3) == 0 and calls[16] == 13
+    assert "int4 fused M128_K8192_N8192 128x64x128 split 2 w4 s1: 1/10 wrong, max error 1.00e-01" in text
+    assert "nvfp4 fused M64_K8192_N8192 64x64x128 split 2 w4 s1: 1/10 wrong, max error nan" in text
+    assert "int4 fused M16_K8192_N8192 16x64x128 split 8 w4 s1 tma: 0/10 wrong" in text
+    assert "int4 fused M16_K8192_N8192 32x64x64 split 1 w4 s1: FAILED ValueError: refused" in text  # pointer_config
+    assert "3 of 4 configs with a wrong call" in text
+    assert {r["max_err"] for r in script.results if r["fmt"] == "nvfp4"} == {"nan"}
+    assert script.check(("fused",), {128}, 3) == 0 and calls[128] == 13
+    with pytest.raises(script.InputError, match="no table entries for --paths split"):
+        script.check(("split",), None, 3)
 
 
 def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(monkeypatch, tmp_path):

@@ -24,8 +24,9 @@ TMA copies instead of per-thread cp.async: the weights through a 3-D view of
 the tiled layout (tile rows, k tile * TILE_N + row, byte), so a BLOCK_N x
 BLOCK_K // 2 byte tile is one box; x rows past M and columns past K come back
 as zeros. Same tiles and math; no address arithmetic per thread. Only with
-BLOCK scales (int4 groups of whole K blocks, as g128): the mode checked on
-the H100 (descriptors falls back to pointer loads otherwise). H100, int4
+BLOCK scales (int4 groups that are whole multiples of BLOCK_K, as g128: the
+mode checked on the H100) on Hopper or newer (tma_usable; elsewhere
+WeightOnlyGemm takes a pointer-load config). H100, int4
 g128 K = N = 8192, same config and process (exp/tma_ab.py): M=128
 128x64x128 w4 s4 46.7 -> 37.6 us, M=256 256x64x128 w4 s3 64.4 -> 50.2,
 M=1024 256x128x64 w8 s4 197.7 -> 185.1. Below M = 128 it did not pay
@@ -365,6 +366,17 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
     return [c for c in cands if not wrong_on_h100(fmt, c)]
 
 
+def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.device) -> bool:
+    """Whether a config with TMA loads takes them here (FusedGemm.descriptors
+    adds the per-call conditions on x): BLOCK scales (int4 groups that are
+    whole multiples of BLOCK_K, as group 128 at BLOCK_K 64 or 128: checked
+    on the H100 at group 128; NVFP4's SUB scales with TMA gave wrong sums,
+    wrong_on_h100) on a Hopper or newer GPU (the interpreter runs them too)."""
+    if scale_mode(fmt, group, k, block_k, True) != BLOCK:
+        return False
+    return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
+
+
 def tuned_config(fmt: int, m: int, tma: bool = True) -> dict:
     """The checked-in config of the nearest measured M bucket (tma False:
     of POINTER_CONFIGS, for kernels without TMA loads)."""
@@ -417,17 +429,14 @@ class FusedGemm:
         [BLOCK_M, BLOCK_K] tiles and of the tiled weights' [BLOCK_N,
         BLOCK_K // 2] byte tiles (a 3-D view: tile rows, k tile * TN + row,
         byte; made once per block shape). {} without TMA. TMA off (the same
-        tiles then load by pointer) where the scales are not BLOCK (one row
-        per K block, int4 groups of whole K blocks: the only mode checked
-        with TMA on the H100, at every table shape; NVFP4's SUB scales with
-        TMA gave wrong sums, wrong_on_h100), x's rows are not 16-byte
-        aligned, as TMA needs, x has no rows (a descriptor needs a positive
-        shape) or the GPU predates Hopper."""
+        tiles then load by pointer) where tma_usable says no (scales other
+        than BLOCK, a GPU before Hopper), x's rows are not 16-byte aligned,
+        as TMA needs, or x has no rows (a descriptor needs a positive
+        shape)."""
         if not c.get("TMA"):
             return {}
-        if scale_mode(self.fmt, self.group, self.k, c["BLOCK_K"], self.kmajor.frag) != BLOCK or x.shape[0] == 0 or \
-                x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16 or (
-                x.device.type == "cuda" and torch.cuda.get_device_capability(x.device)[0] < 9):
+        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], x.device) or x.shape[0] == 0 or \
+                x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16:
             return {"TMA": False}
         from triton.tools.tensor_descriptor import TensorDescriptor
 

@@ -322,15 +322,15 @@ class WeightOnlyGemm:
         explicit one, else the checked-in table's for this GPU and shape
         (weight_only_configs), else (None, note) for the split path (the
         kernel autotunes at run time) and fused_gemm.FUSED_CONFIGS for the
-        fused one. A fused config with TMA loads for scales that take none
-        (fused_gemm.FusedGemm.descriptors: any but whole-K-block groups)
-        gives way to the pointer-load config of the same entry or bucket,
-        tuned without TMA."""
+        fused one. A fused config with TMA loads where they do not run
+        (fused_gemm.tma_usable: scales other than whole-K-block groups, a
+        GPU before Hopper) gives way to the pointer-load config of the same
+        entry or bucket, tuned without TMA."""
         if self.config is not None:
             return self.config, ""
         path = path or self.path(m)
         if (m, path) not in self._configs:
-            from qgemm_bench.backends.triton_kernels.fused_gemm import BLOCK, scale_mode, tuned_config
+            from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable, tuned_config
             from qgemm_bench.harness.environment import table_gpu
 
             k, n, gpu = 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device)
@@ -340,7 +340,7 @@ class WeightOnlyGemm:
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
             c = found[0]
             group = None if self.scales is None else self.group
-            if c is not None and c.get("TMA") and scale_mode(self.fmt, group, k, c["BLOCK_K"], True) != BLOCK:
+            if c is not None and c.get("TMA") and not tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device):
                 found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, tma=False) or \
                     (tuned_config(self.fmt, m, tma=False), "")
             self._configs[(m, path)] = found
@@ -386,6 +386,7 @@ class WeightOnlyGemm:
         if c is None:
             tuned_kernel()[lambda c: split_k_parts.grid(m, n, c)](*args, **meta)
         else:
+            c = {key: v for key, v in c.items() if key != "TMA"}  # an explicit fused config's: no TMA here
             launch = {**c, **split_k_parts.pdl_launch(c, x.device), "EVEN_KN": even_kn({"K": k, "N": n, **c})}
             weight_only_kernel[split_k_parts.grid(m, n, c)](*args, **meta, **launch)
         return out

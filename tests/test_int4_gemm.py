@@ -263,6 +263,19 @@ def test_triton_auto_path_by_m(m, path):
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
+@pytest.mark.parametrize("group,path", [(128, "fused"), (256, "fused"), (32, "dequant"), ("channel", "dequant"),
+                                        (None, "dequant")])
+def test_triton_above_fused_max_m_the_fused_path_only_with_tma(group, path):
+    # Above FUSED_MAX_M the checked-in configs (FUSED_CONFIGS on the CPU) take
+    # TMA loads only with whole-K-block groups (fused_gemm.tma_usable): there
+    # the fused kernel runs, elsewhere dequantize + cuBLAS. M and N ragged.
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (1025, 512, 72), group_size=group), seed())
+    gemm = weight_only(inputs)
+    assert gemm.path(1025) == path
+    assert bool(gemm.tuned(1025, "fused")[0].get("TMA")) == (path == "fused")
+    check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
 def test_triton_dequantize_matches_the_formats_module():
     inputs = int4_gemm.make_inputs(case(int4_gemm, (2, 96, 24), group_size=32), 1)
     assert torch.equal(weight_only(inputs, path="dequant").dequantize(DT), int4_gemm.dequantize(inputs).to(DT))

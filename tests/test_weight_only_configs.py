@@ -216,7 +216,9 @@ def test_without_a_table_entry_the_split_path_says_it_autotunes():
     inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 40), DT, torch.device("cpu")), 0)
     gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128)
     assert gemm.tuned(3) == (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
-    assert gemm.note(100) == ""  # the fused path: FUSED_CONFIGS, nothing to say
+    assert gemm.note(100) == gemm.note(2000) == ""  # the fused path: FUSED_CONFIGS, nothing to say
+    g32 = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 40), DT, torch.device("cpu"), group_size=32), 0)
+    gemm = WeightOnlyGemm(g32.w, g32.scales, None, INT4, 32)  # no TMA loads: dequantize + cuBLAS above 1024
     assert gemm.note(2000) == "dequantize + cuBLAS path (a K x N scratch)"
 
 
@@ -367,6 +369,7 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
     monkeypatch.setattr(script, "rel_error", lambda c, ref: 0.0)
     monkeypatch.setattr(script, "time_fns", lambda fns: us.get(describe(fns[0]()), 90.0))
+    real_pool = fused_gemm.pool
     monkeypatch.setattr(fused_gemm, "pool", lambda m, fmt: [ptr_best, tma_best])
     script.table(("fused",), {128})
     doc = woc.read_table(out)
@@ -377,3 +380,13 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     assert entry["pointer_config"] == ptr_best and entry["pointer_us"] == 44.5
     assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {"M128_K8192_N8192"}
     assert doc["source"] == "first tune; then fused M 128 re-tuned (table --ms, commit abc1234)"
+    # Above FUSED_MAX_M the real pool: int4's 256-row TMA configs only, NVFP4 (no TMA) not tuned there.
+    monkeypatch.setattr(fused_gemm, "pool", real_pool)
+    two_ctas = fused_gemm.config(256, 64, 64, 1, 4, 3, tma=True)
+    us[describe(two_ctas)] = 70.0  # the others 90
+    script.table(("fused",), {4096})
+    doc = woc.read_table(out)
+    assert doc["kernels"]["int4_gemm_fused"]["M4096_K8192_N8192"]["config"] == two_ctas
+    assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {"M128_K8192_N8192"}
+    assert real_pool(4096, INT4) and all(c.get("TMA") and c["BLOCK_M"] == 256 for c in real_pool(4096, INT4))
+    assert real_pool(4096, NVFP4) == [] and two_ctas in real_pool(512, INT4)

@@ -286,10 +286,16 @@ POINTER_CONFIGS = {
 # (128x64x128 w4 s5; pointer loads' best 44.4; fbgemm 36.0), M=256 47.9
 # (256x64x128 w4 s3; pointer 62.0; fbgemm 51.0), M=512 89.1 (256x128x64 w8
 # s3; pointer 99.8; fbgemm 85.4), M=1024 189.1 (256x128x128 w8 s3; pointer
-# 206.9; fbgemm 188.1). NVFP4 keeps pointer loads (wrong_on_h100).
+# 206.9; fbgemm 188.1). NVFP4 keeps pointer loads (wrong_on_h100). Above
+# M = 1024 (exp/big_sweep.py, same process): 256x64x64 w4 s3, whose 103 KB
+# of shared memory and 181 registers let two programs share an SM (one
+# decodes while the other's wgmmas run): M=2048 366.6 (256x128x128 w8 s3
+# 369.5, 256x128x64 w8 s3 370.7; fbgemm 334.7), M=4096 762.5 (765.6, 820.6;
+# fbgemm 681.7); the 128-row x tiles 1.2-1.3x these.
 FUSED_CONFIGS = {
     INT4: {128: config(128, 64, 128, 1, 4, 5, tma=True), 256: config(256, 64, 128, 1, 4, 3, tma=True),
-           512: config(256, 128, 64, 1, 8, 3, tma=True), 1024: config(256, 128, 128, 1, 8, 3, tma=True)},
+           512: config(256, 128, 64, 1, 8, 3, tma=True), 1024: config(256, 128, 128, 1, 8, 3, tma=True),
+           2048: config(256, 64, 64, 1, 4, 3, tma=True), 4096: config(256, 64, 64, 1, 4, 3, tma=True)},
     NVFP4: POINTER_CONFIGS[NVFP4],
 }
 
@@ -302,10 +308,13 @@ FUSED_CONFIGS = {
 # Measured and left out (int4 K = N = 8192): BLOCK_N 256 at 16 warps, 1.1-2.0x
 # the winners at M = 64..4096 (and at 32); 8 warps on a 64-row weight tile
 # (both warpgroups hold the whole register operand: each decodes it); TMA
-# with BLOCK_K 64 at 4 warps (M=128 51.1, M=256 57.1-60.0).
+# with 128-row x tiles and BLOCK_K 64 at 4 warps (M=128 51.1, M=256
+# 57.1-60.0); 256x64x64 w4 with 2 or 4 stages at M = 512..4096 (1.2-1.6x the
+# 3-stage one, exp/big_sweep.py).
 FUSED_POOL = [(128, 64, 128, 1, 4, 5, True), (128, 64, 128, 1, 4, 4, True), (128, 64, 128, 2, 4, 3, True),
               (128, 64, 128, 1, 4, 3, True), (128, 128, 128, 1, 8, 4, True), (256, 64, 128, 1, 4, 3, True),
-              (256, 128, 64, 1, 8, 3, True), (256, 128, 64, 1, 8, 5, True), (256, 128, 128, 1, 8, 3, True)]
+              (256, 128, 64, 1, 8, 3, True), (256, 128, 64, 1, 8, 5, True), (256, 128, 128, 1, 8, 3, True),
+              (256, 64, 64, 1, 4, 3, True)]
 FUSED_POOL += [(*t, False) for t in ((128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 4, 3), (128, 64, 128, 1, 4, 4),
                                      (128, 128, 128, 1, 8, 3), (128, 128, 128, 2, 8, 3), (256, 64, 128, 1, 4, 3),
                                      (256, 128, 64, 1, 8, 4), (256, 128, 128, 1, 8, 3))]  # the pre-TMA pool
@@ -357,10 +366,16 @@ def wrong_on_h100(fmt: int, c: dict) -> bool:
 
 def pool(m: int, fmt: int = INT4) -> list[dict]:
     """The fused path's tuning candidates at M for a format
-    (scripts/tune_weight_only.py table, scripts/tune_helion.py)."""
+    (scripts/tune_weight_only.py table, scripts/tune_helion.py); above
+    weight_only.FUSED_MAX_M, where the path runs only with TMA loads, the
+    TMA ones (none for NVFP4)."""
+    from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
+
     b = m_bucket(m)
     if b <= SPLIT_POOL_MAX_M:
         cands = [config(max(16, b), bn, bk, sk, w, st) for bn, bk, sk, w, st in FUSED_SPLIT_POOL]
+    elif b > FUSED_MAX_M:  # the path runs only with TMA here; 128-row x tiles 1.2-1.3x at 2048 and 4096
+        cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm == 256 and t]
     else:
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm <= b]
     return [c for c in cands if not wrong_on_h100(fmt, c)]

@@ -23,13 +23,15 @@ Three paths, picked by M (WeightOnlyGemm.path, path_for):
   atomics and the tile's last program casts and stores (split_k_parts.py;
   one launch); its configs are checked in per GPU and shape bucket
   (weight_only_configs.py), the curated lists below their candidates;
-- fused (up to FUSED_MAX_M): fused_gemm.py, the swapped-operand kernel whose
-  decoded weights are the wgmma register operand, on a K-major copy of the
-  weights made on first use;
-- dequant (compute-bound): a Triton kernel dequantizes the weights into a
-  bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path does for large
-  batches); the dequant costs one pass over the weights (peak memory: the
-  K x N scratch, reported in the row).
+- fused (every larger M where its config takes TMA loads, else up to
+  FUSED_MAX_M): fused_gemm.py, the swapped-operand kernel whose decoded
+  weights are the wgmma register operand, on a K-major copy of the weights
+  made on first use;
+- dequant (above FUSED_MAX_M without TMA loads: NVFP4, int4 groups other
+  than whole K blocks, Helion's kernels): a Triton kernel dequantizes the
+  weights into a bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path
+  does for large batches); the dequant costs one pass over the weights (peak
+  memory: the K x N scratch, reported in the row).
 """
 
 from __future__ import annotations
@@ -44,31 +46,37 @@ from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
 from qgemm_bench.types import m_bucket
 
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
-# M up to this goes through the fused kernel, above it dequantize + cuBLAS.
-# H100, int4 g128 K = N = 8192, bf16, p50 us, same process
-# (exp/frag_ab.py, fragment-order weights): fused M=1024 193.5-194.4 against
-# the dequantize + cuBLAS path's 225-230 (cuBLAS on bf16 weights 184.1-184.8,
-# fbgemm 186-190); M=4096 826.6 (its best config) against 775.7-816.5.
-# With TMA loads (fused_gemm.py; exp/tma_sweep.py, same process) the fused
-# kernel beat dequantize + cuBLAS above M = 1024 too: M=2048 380.2 against
-# 396.1, M=4096 788.5 against 808.1 (fbgemm 358.2 / 756.6); not yet moved:
-# the table has no fused entries there (not tuned on the Llama layers).
+# Above this M the fused kernel runs only with TMA loads (fused_gemm.py:
+# int4 with whole-K-block groups on Hopper), elsewhere dequantize + cuBLAS.
+# H100, K = N = 8192, bf16, p50 us, same process:
+# - pointer loads (exp/frag_ab.py, fragment-order weights): int4 fused M=1024
+#   193.5-194.4 against dequantize + cuBLAS's 225-230 (cuBLAS on bf16
+#   weights 184.1-184.8, fbgemm 186-190); M=4096 826.6 (its best config)
+#   against 775.7-816.5;
+# - NVFP4 (exp/big_sweep.py): fused M=2048 406.9 against 410.5, M=4096 854.1
+#   against 758.8, so it keeps dequantize + cuBLAS above 1024;
+# - int4 g128 with TMA loads (exp/big_sweep.py): fused M=2048 366.6 against
+#   404.8 (fbgemm 334.7, cuBLAS bf16 365.0), M=4096 762.5 against 785.2
+#   (fbgemm 681.7, cuBLAS 752.1); 4096x4096x28672 1345.2 against 1350.0,
+#   4096x14336x4096 613.8 against 654.0, 2048x8192x57344 2732.7 against
+#   3001.1.
 # Up to M = 64 the table picks the split path or the fused one with split-K
 # per shape (path_for).
 FUSED_MAX_M = 1024
 
 
 def path_for(m: int, fmt: int | None = None, k: int | None = None, n: int | None = None,
-             gpu: str | None = None) -> str:
+             gpu: str | None = None, tma: bool = False) -> str:
     """The path a weight-only GEMM takes at M (the Helion backend's too): by
-    the M bounds above, except that up to SPLIT_PATH_MAX_M the fused kernel
-    (with split-K) runs where GPU `gpu`'s table timed it faster at the
-    shape's bucket (weight_only_configs.faster_path)."""
+    the M bounds above (tma: the fused kernel takes TMA loads at this shape,
+    so it runs above FUSED_MAX_M too), except that up to SPLIT_PATH_MAX_M
+    the fused kernel (with split-K) runs where GPU `gpu`'s table timed it
+    faster at the shape's bucket (weight_only_configs.faster_path)."""
     if m <= SPLIT_PATH_MAX_M:
         if fmt is not None and weight_only_configs.faster_path(fmt, m, k, n, gpu) == "fused":
             return "fused"
         return "split"
-    return "fused" if m <= FUSED_MAX_M else "dequant"
+    return "fused" if m <= FUSED_MAX_M or tma else "dequant"
 
 
 @triton.jit
@@ -300,7 +308,15 @@ class WeightOnlyGemm:
             return self.forced_path
         from qgemm_bench.harness.environment import table_gpu
 
-        return path_for(m, self.fmt, 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device))
+        k, n, gpu = 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device)
+        tma = False
+        if m > FUSED_MAX_M:
+            from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable
+
+            c = self.tuned(m, "fused")[0]
+            group = None if self.scales is None else self.group
+            tma = bool(c.get("TMA")) and tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device)
+        return path_for(m, self.fmt, k, n, gpu, tma)
 
     def fused(self):
         """The fused path's kernel and its K-major weights (made on first use)."""

@@ -260,7 +260,8 @@ def test_repeats_interleave_backends_and_pool_samples(tmp_path, monkeypatch):
     assert code == 0
     meta, rows = read_run(out)
     assert meta["settings"]["repeats"] == 3
-    assert order == ["a", "b"] * 3  # interleaved round by round
+    # Interleaved round by round, each round's order [torch, a, b] rotated by one more.
+    assert order == ["a", "b", "a", "b", "b", "a"]
     by = {r["backend"]: r for r in rows}
     assert list(by) == ["torch", "a", "b"]
     for r in (by["torch"], by["a"]):

@@ -71,13 +71,14 @@ def test_rounds_measured_before_the_context_was_lost_are_kept(tmp_path, monkeypa
     extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "poison", "fails in round 2", second_round_fails),
                                              Backend("int4_gemm", "after", "correct", correct)])
     out = tmp_path / "run"
-    code = runner.main(["--op", "int4_gemm", "--backends", "poison,after", "--shape", "1,128,64", "--repeats", "2",
+    # Rounds: [torch, after, poison], then [after, poison, torch] (sweep.round_order).
+    code = runner.main(["--op", "int4_gemm", "--backends", "after,poison", "--shape", "1,128,64", "--repeats", "2",
                         "--rep", "1", "--warmup", "0", "--no-plots", "--output-dir", str(out)])
     assert code == 1
     _, rows = read(out)
-    assert rows[("torch", 1)]["status"] == "ok" and len(rows[("torch", 1)]["round_p50_us"]) == 2
+    assert rows[("after", 1)]["status"] == "ok" and len(rows[("after", 1)]["round_p50_us"]) == 2
     assert rows[("poison", 1)]["status"] == "error"  # one failed round taints the row
-    assert rows[("after", 1)]["status"] == "ok" and rows[("after", 1)]["round_p50_us"] == []  # round 1 only
+    assert rows[("torch", 1)]["status"] == "ok" and rows[("torch", 1)]["round_p50_us"] == []  # the first round only
 
 
 def test_an_ordinary_error_does_not_stop_the_sweep():

@@ -61,6 +61,16 @@ def run(plan: Plan, folder: RunFolder) -> Outcome:
     return out
 
 
+def round_order(backends: list, r: int) -> list:
+    """Round r's backend order: the run's order rotated by r, so that with
+    --repeats no backend is always measured right after the same one. What
+    runs before a kernel moves its time: on the H100 the fused int4 kernel
+    at 4096x8192x8192 took 867 us first after 2 s of cuBLAS and 716-744 in
+    the rounds after (exp/hot_ab.py; 2048: 419 against 364-383)."""
+    k = r % len(backends) if backends else 0
+    return backends[k:] + backends[:k]
+
+
 def _row(plan: Plan, case: Case, backend: Backend, **fields) -> Row:
     m, k, n = case.shape
     return Row(op=plan.op.NAME, backend=backend.name, M=m, K=k, N=n, dtype=dtype_name(plan.dtype),
@@ -92,10 +102,10 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, records: list) ->
         _add(plan, "inputs", time.perf_counter() - t0)
 
     # Round-robin over the backends `plan.repeats` times, so a slow drift of
-    # clocks or temperature is shared by all of them; every round's record is
-    # kept as soon as it is measured.
+    # clocks or temperature is shared by all of them, each round in
+    # round_order; every round's record is kept as soon as it is measured.
     for r in range(plan.repeats):
-        for backend in plan.backends:
+        for backend in round_order(plan.backends, r):
             rounds = f" [{r + 1}/{plan.repeats}]" if plan.repeats > 1 else ""
             bar.set_description(f"{case.shape} {backend.name}{rounds}")
             try:

@@ -81,8 +81,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rep", type=types.positive_milliseconds, default=100.0, metavar="MS",
                    help="timed time per backend and shape in ms (default 100; at least 10 samples, 3 on CPU)")
     p.add_argument("--repeats", type=types.repeats, default=1, metavar="N",
-                   help="measure every shape N times, cycling through the backends each time (each round "
-                   "starting one backend later, so none always follows the same one), and pool the "
+                   help="measure every shape N times, cycling through the backends each time (in reverse "
+                   "order every other round, so a drift cancels over pairs of rounds), and pool the "
                    "samples; each round's median is kept, and compare tests runs of 3+ rounds round by round "
                    "(the GPU's clocks drift between rounds; default 1)")
     p.add_argument("--timing", choices=["graph", "events"], help="CUDA timing: graph (default) replays a CUDA "

@@ -71,8 +71,8 @@ def test_rounds_measured_before_the_context_was_lost_are_kept(tmp_path, monkeypa
     extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "poison", "fails in round 2", second_round_fails),
                                              Backend("int4_gemm", "after", "correct", correct)])
     out = tmp_path / "run"
-    # Rounds: [torch, after, poison], then [after, poison, torch] (sweep.round_order).
-    code = runner.main(["--op", "int4_gemm", "--backends", "after,poison", "--shape", "1,128,64", "--repeats", "2",
+    # Rounds: [torch, poison, after], then [after, poison, torch] (sweep.round_order).
+    code = runner.main(["--op", "int4_gemm", "--backends", "poison,after", "--shape", "1,128,64", "--repeats", "2",
                         "--rep", "1", "--warmup", "0", "--no-plots", "--output-dir", str(out)])
     assert code == 1
     _, rows = read(out)

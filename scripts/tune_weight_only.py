@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from qgemm_bench.backends.triton_kernels import weight_only as wo
+from qgemm_bench.backends.triton_ops import weight_args
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness.args import Parser
 from qgemm_bench.harness.measure import copies_for
@@ -36,7 +37,6 @@ from qgemm_bench.harness.outputs import write_atomic
 from qgemm_bench.harness.timing import time_graph
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
-from qgemm_bench.operators.formats import INT4, NVFP4
 from qgemm_bench.types import Case, Shape
 
 DEV = torch.device("cuda")
@@ -44,12 +44,11 @@ results = []
 
 
 def operands(fmt, m, k, n):
-    """(x, WeightOnlyGemm's weight arguments, the reference)."""
-    if fmt == "int4":
-        inp = int4_gemm.make_inputs(Case("int4_gemm", Shape(m, k, n), torch.bfloat16, DEV, int4_gemm.Settings(128)), 0)
-        return inp.x, (inp.w, inp.scales, None, INT4, 128), int4_gemm.reference(inp)
-    inp = nvfp4_gemm.make_inputs(Case("nvfp4_gemm", Shape(m, k, n), torch.bfloat16, DEV, nvfp4_gemm.Settings()), 0)
-    return inp.x, (inp.w, inp.block_scales.view(torch.uint8), inp.tensor_scale, NVFP4, 16), nvfp4_gemm.reference(inp)
+    """(x, WeightOnlyGemm's weight arguments, the reference); int4 in groups of 128."""
+    op = int4_gemm if fmt == "int4" else nvfp4_gemm
+    settings = int4_gemm.Settings(128) if fmt == "int4" else nvfp4_gemm.Settings()
+    inp = op.make_inputs(Case(op.NAME, Shape(m, k, n), torch.bfloat16, DEV, settings), 0)
+    return inp.x, weight_args(op.NAME, inp), op.reference(inp)
 
 
 def copies(x, wargs):

@@ -45,6 +45,11 @@ def test_wrong_inputs_are_a_clear_value_error(call, message):
     ("tune_weight_only.py", ["/tmp/o.json", "pdl", "--ms", "128"], "--ms is for the table and check modes"),
     ("tune_weight_only.py", ["/tmp/o.json", "table", "--calls", "5"], "--calls is for the check mode"),
     ("tune_weight_only.py", ["/tmp/o.json", "check", "--calls", "0"], "expected a positive number of calls"),
+    ("path_ab.py", ["--paths", "fused,foo"], "expected a comma-separated subset of split, fused, dequant"),
+    ("path_ab.py", ["--shape", "1,2"], "expected three integers"),
+    ("path_ab.py", ["--rounds", "0"], "out of range"),
+    ("path_ab.py", ["--op", "nvfp4_gemm", "--group-size", "64"], "--group-size is for int4_gemm"),
+    ("path_ab.py", [], "needs a CUDA device"),  # the CPU (CI)
 ])
 def test_scripts_refuse_bad_usage_in_one_line(script, args, message):
     import subprocess

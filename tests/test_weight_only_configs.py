@@ -276,12 +276,11 @@ def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(fmt, group, k, n, eve
     check(WeightOnlyGemm(*wargs, config=c, path="split")(inputs.x), fp64(inputs.x, op.dequantize(inputs)))
 
 
-def load_tune_script():
+def load_tune_script(name="tune_weight_only"):
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location(
-        "tune_weight_only", Path(__file__).resolve().parents[1] / "scripts" / "tune_weight_only.py")
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     return script
@@ -390,3 +389,28 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {"M128_K8192_N8192"}
     assert real_pool(4096, INT4) and all(c.get("TMA") and c["BLOCK_M"] == 256 for c in real_pool(4096, INT4))
     assert real_pool(4096, NVFP4) == [] and two_ctas in real_pool(512, INT4)
+
+
+@interpreter
+def test_path_ab_times_each_path_and_the_dense_matmul_in_alternating_rounds(capsys):
+    """scripts/path_ab.py on the CPU (interpreter, fp16, a CPU timer): every
+    path checked against the reference, then timed round by round, in
+    reverse order every other round; a path that cannot run says why."""
+    from qgemm_bench.harness.timing import time_cpu
+
+    script = load_tune_script("path_ab")
+    args = script.parse_args(["--shape", "1025,256,72", "--paths", "fused,dequant,split", "--rounds", "2",
+                              "--soak", "0", "--warmup", "0", "--rep", "1"])
+    order = []
+
+    def timer(fns, warmup_ms, rep_ms):
+        order.append(fns[0])
+        return time_cpu(fns[0], warmup_ms, rep_ms)
+
+    script.compare(args, args.shapes[0], torch.device("cpu"), torch.float16, timer, state=lambda: "cpu")
+    out = capsys.readouterr().out
+    assert "int4_gemm 1025x256x72: 2 rounds" in out and "(cpu)" in out
+    for label in ("fused {", "dequant", script.DENSE):
+        assert label in out, out
+    assert "  split: RuntimeError" in out  # no split config on the CPU, and the interpreter cannot autotune
+    assert len(order) == 6 and order[3:] == order[:3][::-1]  # 3 candidates, the second round reversed

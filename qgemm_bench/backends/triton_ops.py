@@ -18,11 +18,21 @@ SPLIT_K_INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLI
                               "num_warps": 4, "num_stages": 1}
 
 
-def _weight_only(case, inputs, scales, tensor_scale, fmt: int, group: int) -> Prepared:
+def weight_args(op: str, inputs) -> tuple:
+    """WeightOnlyGemm's weight arguments (w, scales, tensor scale, format,
+    group) from an int4_gemm or nvfp4_gemm operator's inputs."""
+    if op == "nvfp4_gemm":
+        bs = inputs.block_scales.contiguous().view(torch.uint8)  # E4M3 bits, decoded in the kernel
+        return inputs.w.contiguous(), bs, inputs.tensor_scale.float(), NVFP4, NVFP4_BLOCK
+    # Unscaled int4: the group is never read; any even constant.
+    group = inputs.group_size if inputs.group_size is not None else 2
+    return inputs.w.contiguous(), inputs.scales, None, INT4, group
+
+
+def _weight_only(case, inputs) -> Prepared:
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
-    gemm = WeightOnlyGemm(inputs.w.contiguous(), scales, tensor_scale, fmt, group,
-                          on_cpu(case, WEIGHT_ONLY_INTERPRETER_CONFIG))
+    gemm = WeightOnlyGemm(*weight_args(case.op, inputs), on_cpu(case, WEIGHT_ONLY_INTERPRETER_CONFIG))
 
     def apply(x):
         return gemm(x.contiguous())
@@ -35,24 +45,22 @@ def _weight_only(case, inputs, scales, tensor_scale, fmt: int, group: int) -> Pr
     return Prepared(lambda: gemm(x), resident=gemm.resident(m), notes=notes, apply=apply)
 
 
-@backend("int4_gemm", "triton", "Triton weight-only GEMM: one-launch split-K streaming for M <= 64; a fused "
-         "swapped-operand kernel on K-major weights up to M = 512 (and at M <= 64 with split-K where the table "
-         "timed it faster); above, a Triton dequantize, then cuBLAS; checked-in configs per GPU and shape "
-         "(weight_only_configs/<gpu>.json)", triton_why_not)
+_PATHS = ("one-launch split-K streaming for M <= 64; a fused swapped-operand kernel on K-major weights up to "
+          "M = 1024 (and at M <= 64 with split-K where the table timed it faster)")
+
+
+@backend("int4_gemm", "triton", f"Triton weight-only GEMM: {_PATHS}, and above where its config takes TMA loads "
+         "(groups of whole K blocks, Hopper); otherwise a Triton dequantize, then cuBLAS; checked-in configs per "
+         "GPU and shape (weight_only_configs/<gpu>.json)", triton_why_not)
 def int4(case, inputs):
-    # Unscaled: the group is never read; any even constant.
-    group = inputs.group_size if inputs.group_size is not None else 2
-    return _weight_only(case, inputs, inputs.scales, None, INT4, group)
+    return _weight_only(case, inputs)
 
 
 @backend("nvfp4_gemm", "triton", "Triton weight-only GEMM with in-register E2M1 decode and E4M3 block "
-         "scales: one-launch split-K for M <= 64; a fused swapped-operand kernel on K-major weights up to "
-         "M = 512 (and at M <= 64 with split-K where the table timed it faster); above, a Triton dequantize, "
-         "then cuBLAS; checked-in configs per GPU and shape (weight_only_configs/<gpu>.json)", triton_why_not)
+         f"scales: {_PATHS}; above, a Triton dequantize, then cuBLAS; checked-in configs per GPU and shape "
+         "(weight_only_configs/<gpu>.json)", triton_why_not)
 def nvfp4(case, inputs):
-    bs = inputs.block_scales.contiguous().view(torch.uint8)  # E4M3 bits, decoded in the kernel
-    ts = inputs.tensor_scale.float()
-    return _weight_only(case, inputs, bs, ts, NVFP4, NVFP4_BLOCK)
+    return _weight_only(case, inputs)
 
 
 def _split_k(case, inputs, deterministic: bool) -> Prepared:

@@ -59,9 +59,10 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 #   404.8 (fbgemm 334.7, cuBLAS bf16 365.0), M=4096 762.5 against 785.2
 #   (fbgemm 681.7, cuBLAS 752.1); 4096x4096x28672 1345.2 against 1350.0,
 #   4096x14336x4096 613.8 against 654.0, 2048x8192x57344 2732.7 against
-#   3001.1; hot (exp/hot_ab.py: 2 s of cuBLAS first, 6 rounds in
-#   alternating order, another H100) M=2048 371.5 against 400.1, M=4096
-#   723.9 against 764.3. One run disagreed (exp/mid_sweep.py, the fused
+#   3001.1; hot (exp/hot_ab.py, now scripts/path_ab.py: 2 s of cuBLAS, 6
+#   rounds in alternating order, two other H100s) M=2048 371.5 and 371.4
+#   against 400.1 and 402.8, M=4096 723.9 and 771.7 against 764.3 and
+#   778.2. One run disagreed (exp/mid_sweep.py, the fused
 #   kernel always right after cuBLAS: its rounds rose 361 -> 442 at 2048
 #   and 708 -> 838 at 4096 while dequantize + cuBLAS held 408 and 764).
 # Up to M = 64 the table picks the split path or the fused one with split-K

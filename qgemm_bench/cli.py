@@ -82,7 +82,8 @@ def parser() -> argparse.ArgumentParser:
                    help="timed time per backend and shape in ms (default 100; at least 10 samples, 3 on CPU)")
     p.add_argument("--repeats", type=types.repeats, default=1, metavar="N",
                    help="measure every shape N times, cycling through the backends each time (in reverse "
-                   "order every other round, so a drift cancels over pairs of rounds), and pool the "
+                   "order every other round, so a linear drift cancels over each pair of rounds: an even N "
+                   "pairs them all), and pool the "
                    "samples; each round's median is kept, and compare tests runs of 3+ rounds round by round "
                    "(the GPU's clocks drift between rounds; default 1)")
     p.add_argument("--timing", choices=["graph", "events"], help="CUDA timing: graph (default) replays a CUDA "

@@ -10,11 +10,11 @@ with its latency, the number of configs tried and the tuning time.
     python scripts/tune_helion.py --op int4_gemm --m 1 --kn 4096,28672   # another layer's bucket
     torchrun --nproc-per-node N scripts/tune_helion.py # buckets split over N GPUs, saved by rank 0
 
-The weight-only backends take the Triton backend's path (weight_only.path_for):
-M <= 64 the split kernel (kernel "<op>" in the file) unless the Triton table
-timed the fused kernel with split-K faster at the shape, up to 512 the fused
-kernel ("<op>_fused"), above that a dequantize with a fixed config and
-cuBLAS (nothing to tune: such M are skipped). The candidates are the Triton
+The weight-only backends take the Triton backend's path without TMA loads
+(weight_only.path_for): M <= 64 the split kernel (kernel "<op>" in the file)
+unless the Triton table timed the fused kernel with split-K faster at the
+shape, up to 1024 the fused kernel ("<op>_fused"), above that a dequantize
+with a fixed config and cuBLAS (nothing to tune: such M are skipped). The candidates are the Triton
 kernels' own, as Helion configs with the same tiles, K step, decode, warps
 and stages (configs.from_triton): the split path's curated lists
 (weight_only.split_pool) and, for the

@@ -263,17 +263,43 @@ def test_triton_auto_path_by_m(m, path):
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
-@pytest.mark.parametrize("group,path", [(128, "fused"), (256, "fused"), (32, "dequant"), ("channel", "dequant"),
-                                        (None, "dequant")])
+@pytest.mark.parametrize("group,path", [(128, "fused"), (256, "fused"), (32, "dequant"), (64, "dequant"),
+                                        ("channel", "dequant"), (None, "dequant")])
 def test_triton_above_fused_max_m_the_fused_path_only_with_tma(group, path):
     # Above FUSED_MAX_M the checked-in configs (FUSED_CONFIGS on the CPU) take
-    # TMA loads only with whole-K-block groups (fused_gemm.tma_usable): there
-    # the fused kernel runs, elsewhere dequantize + cuBLAS. M and N ragged.
+    # TMA loads only with whole-K-block groups (fused_gemm.tma_usable): there,
+    # for groups of whole 128-k blocks (g64 would turn on the config's
+    # BLOCK_K), the fused kernel runs, elsewhere dequantize + cuBLAS. M and N
+    # ragged.
     inputs = int4_gemm.make_inputs(case(int4_gemm, (1025, 512, 72), group_size=group), seed())
     gemm = weight_only(inputs)
     assert gemm.path(1025) == path
     assert bool(gemm.tuned(1025, "fused")[0].get("TMA")) == (path == "fused")
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
+def test_triton_above_fused_max_m_an_explicit_config_decides_by_its_tma_key():
+    from qgemm_bench.backends.triton_kernels.fused_gemm import config
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (1030, 256, 40), group_size=128), seed())
+    with_tma = weight_only(inputs, config(256, 64, 64, 1, 4, 3, asm=False, tma=True))
+    assert with_tma.path(1030) == "fused"
+    check(with_tma(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
+    assert weight_only(inputs, config(256, 64, 64, 1, 4, 3, asm=False)).path(1030) == "dequant"
+    # Group 64 takes TMA at BLOCK_K 64 but not 128: above FUSED_MAX_M it stays on dequantize + cuBLAS.
+    g64 = int4_gemm.make_inputs(case(int4_gemm, (4, 256, 40), group_size=64), 0)
+    assert weight_only(g64, config(256, 64, 64, 1, 4, 3, tma=True)).path(1030) == "dequant"
+
+
+@interpreter
+def test_helion_keeps_dequantize_above_fused_max_m_where_triton_goes_fused():
+    # Helion's fused kernel has no TMA loads: above FUSED_MAX_M it stays on
+    # dequantize + cuBLAS even with group 128, where the Triton backend does not.
+    from qgemm_bench.backends.helion_ops import WeightOnly
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (4, 256, 40), group_size=128), 0)
+    assert WeightOnly("int4_gemm", inputs.w, inputs.scales, None, INT4, 128).path(1025) == "dequant"
+    assert weight_only(inputs).path(1025) == "fused"
 
 
 def test_triton_dequantize_matches_the_formats_module():

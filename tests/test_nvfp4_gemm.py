@@ -183,6 +183,15 @@ def test_triton_auto_path_by_m(m, path):
     check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
 
 
+def test_triton_above_fused_max_m_nvfp4_keeps_dequantize():
+    # NVFP4 takes no TMA loads (fused_gemm.wrong_on_h100), so its checked-in
+    # configs leave it on dequantize + cuBLAS above FUSED_MAX_M.
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (1025, 64, 40)), seed())
+    gemm = weight_only(inputs)
+    assert gemm.path(1025) == "dequant" and gemm.path(1024) == "fused"
+    check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+
+
 def test_triton_dequantize_matches_the_formats_module():
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (2, 96, 24)), 1)
     assert torch.equal(weight_only(inputs, path="dequant").dequantize(DT), nvfp4_gemm.dequantize(inputs).to(DT))

@@ -166,8 +166,9 @@ def split_scale_mode(fmt: int, group: int | None, block_k: int) -> str:
 
 class WeightOnly:
     """y = x @ dequant(w) through the Helion kernels (kernels.py) for any x
-    [M, K], on the Triton backend's path (weight_only.path_for: by M, and
-    the Triton table's faster path where it timed both): split (weight_only kernel,
+    [M, K], on the Triton backend's path where that has no TMA loads
+    (weight_only.path_for: by M, and the Triton table's faster path where it
+    timed both; above FUSED_MAX_M always dequant): split (weight_only kernel,
     one launch), fused (on K-major weights made on first use), dequant
     (Helion dequantize, then torch's matmul). Same arguments as the Triton
     WeightOnlyGemm: fmt INT4 (scales [K//group, N] or None) or NVFP4 (E4M3
@@ -376,15 +377,16 @@ def _weight_only(case, name: str, inputs, scales, tensor_scale, fmt: int, group:
 
 
 @backend("int4_gemm", "helion", "Helion weight-only GEMM, the Triton backend's paths in Helion: one-launch "
-         "split-K for M <= 64; the fused swapped-operand kernel on K-major weights up to M = 512 (and where the "
-         "Triton table picks it at M <= 64); above, a Helion dequantize, then cuBLAS; checked-in configs per GPU "
-         "and shape bucket", why_not)
+         "split-K for M <= 64; the fused swapped-operand kernel on K-major weights up to M = 1024 (and where the "
+         "Triton table picks it at M <= 64); above, a Helion dequantize, then cuBLAS (the Triton backend's fused "
+         "kernel there needs TMA loads); checked-in configs per GPU and shape bucket", why_not)
 def int4(case, inputs):
     return _weight_only(case, case.op, inputs, inputs.scales, None, INT4, inputs.group_size)
 
 
 @backend("nvfp4_gemm", "helion", "Helion weight-only GEMM with in-register E2M1 decode and E4M3 block "
-         "scales, the Triton backend's paths (split-K, fused, dequantize + cuBLAS by M and the Triton table); "
+         "scales, the Triton backend's paths (split-K, fused up to M = 1024, then dequantize + cuBLAS; by M and "
+         "the Triton table); "
          "checked-in configs per GPU and shape bucket", why_not)
 def nvfp4(case, inputs):
     bs = inputs.block_scales.contiguous()

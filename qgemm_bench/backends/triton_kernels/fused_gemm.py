@@ -287,15 +287,16 @@ POINTER_CONFIGS = {
 # (256x64x128 w4 s3; pointer 62.0; fbgemm 51.0), M=512 89.1 (256x128x64 w8
 # s3; pointer 99.8; fbgemm 85.4), M=1024 189.1 (256x128x128 w8 s3; pointer
 # 206.9; fbgemm 188.1). NVFP4 keeps pointer loads (wrong_on_h100). Above
-# M = 1024 the 256-row TMA tiles are within a few percent of each other and
-# their order changes between machines: the table's tune (f315a82) M=2048
+# M = 1024 the 256-row TMA tiles are within 1-10% of each other and their
+# order changes between machines: the table's tune (f315a82) M=2048
 # 256x128x128 w8 s3 361.1 (256x128x64 w8 s3 377.2, 256x64x64 w4 s3 397.5),
 # M=4096 256x128x64 w8 s3 723.9 (256x64x64 w4 s3 761.6, 256x128x128 788.4);
 # exp/big_sweep.py on another H100, same process: M=2048 366.6 / 370.7 /
 # 369.5 (256x64x64 first; fbgemm 334.7), M=4096 762.5 / 765.6 / 820.6
 # (fbgemm 681.7). 256x64x64 w4 s3 (103 KB of shared memory, 181 registers:
-# two programs per SM, one decoding while the other's wgmmas run) won the
-# table's 4096-row K = 4096 layers; the 128-row x tiles were 1.2-1.3x.
+# two programs per SM, one decoding while the other's wgmmas run) won two of
+# the table's three K = 4096 layers at M = 4096 (N = 4096, 6144); the
+# 128-row x tiles were 1.2-1.3x.
 FUSED_CONFIGS = {
     INT4: {128: config(128, 64, 128, 1, 4, 5, tma=True), 256: config(256, 64, 128, 1, 4, 3, tma=True),
            512: config(256, 128, 64, 1, 8, 3, tma=True), 1024: config(256, 128, 128, 1, 8, 3, tma=True),

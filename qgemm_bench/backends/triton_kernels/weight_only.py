@@ -316,11 +316,15 @@ class WeightOnlyGemm:
         k, n, gpu = 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device)
         tma = False
         if m > FUSED_MAX_M:
+            from qgemm_bench.backends.kmajor_layout import TILE
             from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable
 
-            c = self.tuned(m, "fused")[0]
+            # TMA with any TMA config's BLOCK_K (a divisor of the tile's 128
+            # k): groups of whole 128-k blocks, as group 128 where it was
+            # measured, so a group's path does not turn on the bucket's config.
             group = None if self.scales is None else self.group
-            tma = bool(c.get("TMA")) and tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device)
+            tma = bool(self.tuned(m, "fused")[0].get("TMA")) and \
+                tma_usable(self.fmt, group, k, TILE[1], self.w.device)
         return path_for(m, self.fmt, k, n, gpu, tma)
 
     def fused(self):

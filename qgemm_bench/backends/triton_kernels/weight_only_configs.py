@@ -12,8 +12,9 @@ harness.environment.gpu_slug names it, e.g. h100):
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
                                                 optional "TMA" (fused only)},
                                      "us": p50 when tuned, "tuned": "how",
-                                     where config has TMA: "pointer_config", the best
-                                     without (what kernels without TMA loads mirror)}}}}
+                                     where config has TMA and pointer-load candidates were
+                                     timed (M <= 1024): "pointer_config", the best without
+                                     (what kernels without TMA loads mirror)}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. Up to M = 64 the path that timed faster at

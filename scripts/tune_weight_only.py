@@ -3,12 +3,15 @@
 way the runner times (CUDA graph over rotating copies > 2x L2), to choose the
 curated config lists checked into backends/triton_kernels/weight_only.py.
   python3 scripts/tune_weight_only.py OUT.json [variants|table|pdl|check]    (about 10 minutes)
-table (--paths split,fused; H100: 311 s, 60 of them the split path): this GPU's
-checked-in table (backends/triton_kernels/weight_only_configs/<gpu>.json):
-each format x Llama layer (K, N) x M in TABLE_M, the best of the path's
-curated configs (weight_only.split_pool, fused_gemm.pool), replacing that
-path's entries. pdl (H100: about 4 minutes): each entry of that table up to
-M = 64 timed with PDL 0 and 2 (split_k_parts.pdl_prologue), the faster kept. check
+table (--paths split,fused; H100: 311 s, 60 of them the split path, before
+the candidates were timed in two rounds): this GPU's checked-in table
+(backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
+Llama layer (K, N) x M in TABLE_M, the best of the path's curated configs
+(weight_only.split_pool, fused_gemm.pool; all checked first, then timed in
+a forward and a reverse round, TABLE_ROUNDS), replacing that path's entries.
+pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
+with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
+faster kept. check
 (--calls, --ms): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race). Otherwise:
@@ -62,6 +65,33 @@ def copies(x, wargs):
 
 def time_fns(fns):
     return float(torch.tensor(time_graph(fns, 10, 40).samples_us).median())
+
+
+# The table's candidates are timed after all of them compiled and passed the
+# check, in TABLE_ROUNDS rounds, the second in reverse order (as runner
+# --repeats): timed one by one right after its compile, each had the GPU cool
+# from the compile; a config's time moves with what ran just before it on
+# the H100 (sweep.round_order). The mean of a forward and a reverse round
+# cancels a linear drift.
+TABLE_ROUNDS = 2
+
+
+def time_interleaved(cands: list) -> list:
+    """cands: each candidate's call list (rotating copies). Each one's mean
+    p50 over TABLE_ROUNDS rounds (sweep.round_order), or the exception that
+    stopped it."""
+    from qgemm_bench.harness.sweep import round_order
+
+    times: list = [[] for _ in cands]
+    for r in range(TABLE_ROUNDS):
+        for i in round_order(list(range(len(cands))), r):
+            if isinstance(times[i], Exception):
+                continue
+            try:
+                times[i].append(time_fns(cands[i]))
+            except Exception as e:  # noqa: BLE001 - a GPU-side failure is this candidate's, not the tune's
+                times[i] = e
+    return [t if isinstance(t, Exception) else sum(t) / len(t) for t in times]
 
 
 def timed(fmt, shape, label, make):
@@ -173,26 +203,36 @@ def table(paths=("split", "fused"), ms=None):
                         continue
                     x, wargs, ref = operands(fmt, m, k, n)
                     reps = copies(x, wargs)
-                    rows = []
+                    ready = []  # (config, label, error, calls) of those that ran right
                     for c in pool:
                         label = f"{fmt} {path} {m}x{k}x{n} {describe(c)} asm {c.get('DECODE_ASM', True)}"
                         try:
                             err = rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref)
-                            us = time_fns([functools.partial(wo.WeightOnlyGemm(*w, config=c, path=path), xc)
-                                           for xc, w in reps]) if err < 1e-2 else None
+                            if err < 1e-2:
+                                ready.append((c, label, err, [functools.partial(
+                                    wo.WeightOnlyGemm(*w, config=c, path=path), xc) for xc, w in reps]))
+                                continue
                         except Exception as e:  # a config that does not compile or fit
-                            err, us = None, None
+                            err = None
                             label += f" FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
-                        results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": us, "err": err})
-                        if us is not None:
+                        results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": None, "err": err})
+                    rows = []
+                    for (c, label, err, _), us in zip(ready, time_interleaved([r[3] for r in ready]), strict=True):
+                        if isinstance(us, Exception):
+                            label, us = label + f" FAILED timing {type(us).__name__}: {str(us)[:80]}", None
+                        else:
                             rows.append((us, c))
+                        results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": us, "err": err})
+                    del ready
                     rows.sort(key=lambda r: r[0])
                     if not rows:
                         print(f"{fmt} {path} {m}x{k}x{n}: every config failed", flush=True)
                         continue
                     us, c = rows[0]
                     entry = entries[bucket(m, k, n)] = {
-                        "config": c, "us": round(us, 2), "tuned": f"best of {len(rows)} curated configs, graph timing",
+                        "config": c, "us": round(us, 2),
+                        "tuned": f"best of {len(rows)} curated configs, graph timing, mean of {TABLE_ROUNDS} "
+                                 "rounds (the second reversed)",
                         "runner_up": [round(rows[1][0], 2), describe(rows[1][1])] if len(rows) > 1 else None}
                     pointer = [r for r in rows if not r[1].get("TMA")]
                     if c.get("TMA") and pointer:  # what kernels without TMA loads (Helion's) mirror
@@ -234,19 +274,27 @@ def pdl_pass(paths=("split", "fused")):
                 x, wargs, ref = operands(fmt, m, k, n)
                 reps = copies(x, wargs)
                 base = {c: v for c, v in entry["config"].items() if c != "PDL"}
-                rows = []
+                ready = []  # (PDL, config, calls) of the variants that ran right
                 for pdl in (0, 2):
                     c = {**base, "PDL": pdl} if pdl else base
                     try:
                         errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref) for _ in range(3)]
-                        us = time_fns([functools.partial(wo.WeightOnlyGemm(*w, config=c, path=path), xc)
-                                       for xc, w in reps]) if max(errs) < 1e-2 else None
+                        if max(errs) < 1e-2:
+                            ready.append((pdl, c, [functools.partial(wo.WeightOnlyGemm(*w, config=c, path=path), xc)
+                                                   for xc, w in reps]))
+                            continue
                     except Exception as e:  # pragma: no cover - a GPU-side failure is reported, not fatal
-                        us = None
                         print(f"  {fmt} {path} {key} PDL {pdl}: {type(e).__name__}: {str(e)[:80]}")
+                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} pdl {pdl}", "us": None})
+                rows = []
+                for (pdl, c, _), us in zip(ready, time_interleaved([r[2] for r in ready]), strict=True):
+                    if isinstance(us, Exception):
+                        print(f"  {fmt} {path} {key} PDL {pdl}: {type(us).__name__}: {str(us)[:80]}")
+                        us = None
                     results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} pdl {pdl}", "us": us})
                     if us is not None:
                         rows.append((us, pdl, c))
+                del ready
                 if not rows:
                     continue
                 us, pdl, c = min(rows)

@@ -389,6 +389,31 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {"M128_K8192_N8192"}
     assert real_pool(4096, INT4) and all(c.get("TMA") and c["BLOCK_M"] == 256 for c in real_pool(4096, INT4))
     assert real_pool(4096, NVFP4) == [] and two_ctas in real_pool(512, INT4)
+    # Timed after every candidate compiled, a forward and a reverse round averaged
+    # (TABLE_ROUNDS): a drift of +1 us per timing adds the same to each (one pass
+    # in order would favour the first); a candidate whose timing fails is left out.
+    bad = fused_gemm.config(128, 64, 128, 1, 4, 4, tma=True)
+    calls = []
+
+    def drifting(fns):
+        calls.append(describe(fns[0]()))
+        if calls[-1] == describe(bad):
+            raise RuntimeError("launch failed")
+        return {describe(ptr_best): 40.0, describe(tma_best): 40.2}[calls[-1]] + len(calls) - 1
+
+    monkeypatch.setattr(fused_gemm, "pool", lambda m, fmt: [ptr_best, tma_best, bad])
+    monkeypatch.setattr(script, "time_fns", drifting)
+    script.results.clear()
+    script.table(("fused",), {256})
+    assert calls[:5] == [describe(c) for c in (ptr_best, tma_best, bad, tma_best, ptr_best)]
+    entry = woc.read_table(out)["kernels"]["int4_gemm_fused"]["M256_K8192_N8192"]
+    assert entry["config"] == ptr_best and entry["us"] == 42.0 and entry["runner_up"] == [42.2, describe(tma_best)]
+    assert "FAILED timing RuntimeError: launch failed" in script.results[2]["label"]
+    # The pdl pass: each entry up to M = 64 with PDL 0 and 2, the same two rounds, the faster kept.
+    monkeypatch.setattr(script, "time_fns", lambda fns: 17.0 if fns[0]().get("PDL") == 2 else 17.5)
+    script.pdl_pass(("fused",))
+    entry = woc.read_table(out)["kernels"]["int4_gemm_fused"]["M16_K8192_N8192"]
+    assert entry["config"] == {**kept["config"], "PDL": 2} and entry["pdl_us"] == {"0": 17.5, "2": 17.0}
 
 
 @interpreter

@@ -8,7 +8,9 @@ the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
 Llama layer (K, N) x M in TABLE_M, the best of the path's curated configs
 (weight_only.split_pool, fused_gemm.pool; all checked first, then timed in
-a forward and a reverse round, TABLE_ROUNDS), replacing that path's entries.
+a forward and a reverse round, TABLE_ROUNDS; above weight_only.FUSED_MAX_M
+dequantize + cuBLAS in the same rounds, as the entry's dequant_us),
+replacing that path's entries.
 pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
 with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
 faster kept. check
@@ -216,8 +218,17 @@ def table(paths=("split", "fused"), ms=None):
                             err = None
                             label += f" FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
                         results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": None, "err": err})
+                    cands = [r[3] for r in ready]
+                    dequant = path == "fused" and m > wo.FUSED_MAX_M  # where the fused kernel replaces that path
+                    if dequant:  # timed in the same rounds: WeightOnlyGemm runs the faster (dequant_faster)
+                        cands.append([functools.partial(wo.WeightOnlyGemm(*w, path="dequant"), xc) for xc, w in reps])
+                    times = time_interleaved(cands)
+                    dequant_us = times.pop() if dequant else None
+                    if isinstance(dequant_us, Exception):
+                        print(f"{fmt} dequant {m}x{k}x{n}: {type(dequant_us).__name__}: {str(dequant_us)[:80]}")
+                        dequant_us = None
                     rows = []
-                    for (c, label, err, _), us in zip(ready, time_interleaved([r[3] for r in ready]), strict=True):
+                    for (c, label, err, _), us in zip(ready, times, strict=True):
                         if isinstance(us, Exception):
                             label, us = label + f" FAILED timing {type(us).__name__}: {str(us)[:80]}", None
                         else:
@@ -237,9 +248,12 @@ def table(paths=("split", "fused"), ms=None):
                     pointer = [r for r in rows if not r[1].get("TMA")]
                     if c.get("TMA") and pointer:  # what kernels without TMA loads (Helion's) mirror
                         entry.update(pointer_config=pointer[0][1], pointer_us=round(pointer[0][0], 2))
+                    if dequant_us is not None:
+                        entry["dequant_us"] = round(dequant_us, 2)
                     print(f"{fmt} {path} {m:3d}x{k}x{n}: {us:7.2f} us {describe(c)} | next "
-                          f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f} ({time.time() - t0:.0f} s)",
-                          flush=True)
+                          f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f}"
+                          + (f" | dequant {dequant_us:7.2f}" if dequant_us is not None else "")
+                          + f" ({time.time() - t0:.0f} s)", flush=True)
                     del x, wargs, ref, reps
                 write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")

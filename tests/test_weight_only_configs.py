@@ -351,11 +351,14 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     us = {describe(tma_best): 37.0, describe(ptr_best): 44.5}
 
     class Gemm:
-        def __init__(self, *args, config, path):
-            self.c = config
+        def __init__(self, *args, config=None, path):
+            self.c = config if config is not None else {"path": path}
 
         def __call__(self, x):
             return self.c
+
+    def name(c):
+        return c["path"] if "path" in c else describe(c)
 
     monkeypatch.setattr(woc, "path_for", lambda gpu: out)
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
@@ -367,7 +370,7 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
     monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
     monkeypatch.setattr(script, "rel_error", lambda c, ref: 0.0)
-    monkeypatch.setattr(script, "time_fns", lambda fns: us.get(describe(fns[0]()), 90.0))
+    monkeypatch.setattr(script, "time_fns", lambda fns: us.get(name(fns[0]()), 90.0))
     real_pool = fused_gemm.pool
     monkeypatch.setattr(fused_gemm, "pool", lambda m, fmt: [ptr_best, tma_best])
     script.table(("fused",), {128})
@@ -382,10 +385,16 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     # Above FUSED_MAX_M the real pool: int4's 256-row TMA configs only, NVFP4 (no TMA) not tuned there.
     monkeypatch.setattr(fused_gemm, "pool", real_pool)
     two_ctas = fused_gemm.config(256, 64, 64, 1, 4, 3, tma=True)
-    us[describe(two_ctas)] = 70.0  # the others 90
+    us[describe(two_ctas)], us["dequant"] = 70.0, 80.0  # the others 90; dequantize + cuBLAS timed beside
     script.table(("fused",), {4096})
     doc = woc.read_table(out)
-    assert doc["kernels"]["int4_gemm_fused"]["M4096_K8192_N8192"]["config"] == two_ctas
+    entry = doc["kernels"]["int4_gemm_fused"]["M4096_K8192_N8192"]
+    assert entry["config"] == two_ctas and entry["us"] == 70.0 and entry["dequant_us"] == 80.0
+    assert "dequant_us" not in doc["kernels"]["int4_gemm_fused"]["M128_K8192_N8192"]  # only above FUSED_MAX_M
+    assert not woc.dequant_faster(INT4, 3000, 8192, 8192, "h100", doc)
+    us["dequant"] = 60.0
+    script.table(("fused",), {4096})
+    assert woc.dequant_faster(INT4, 3000, 8192, 8192, "h100", woc.read_table(out))
     assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {"M128_K8192_N8192"}
     assert real_pool(4096, INT4) and all(c.get("TMA") and c["BLOCK_M"] == 256 for c in real_pool(4096, INT4))
     assert real_pool(4096, NVFP4) == [] and two_ctas in real_pool(512, INT4)
@@ -439,3 +448,21 @@ def test_path_ab_times_each_path_and_the_dense_matmul_in_alternating_rounds(caps
         assert label in out, out
     assert "  split: RuntimeError" in out  # no split config on the CPU, and the interpreter cannot autotune
     assert len(order) == 6 and order[3:] == order[:3][::-1]  # 3 candidates, the second round reversed
+
+
+def test_above_fused_max_m_dequantize_runs_where_the_table_timed_it_faster(monkeypatch):
+    """weight_only_configs.dequant_faster: the nearest fused bucket with both
+    timings decides; an explicit config, or a table without dequant_us, keeps
+    the fused kernel (with TMA loads); bad dequant_us is refused."""
+    tma = {**triton_config(256, 64, 64, 1), "TMA": True}
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (4, 256, 40), group_size=128), 0)
+    for dequant_us, want in ((60.0, "dequant"), (80.0, "fused"), (None, "fused")):
+        entry = {"config": tma, "us": 70.0, **({"dequant_us": dequant_us} if dequant_us else {})}
+        monkeypatch.setattr(woc, "table", lambda gpu, e=entry: {"gpu": None, "kernels": {"int4_gemm_fused": {
+            "M4096_K8192_N8192": e}}})
+        assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128).path(2000) == want
+        assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, tma).path(2000) == "fused"
+    for bad in ("fast", -1.0, True):
+        with pytest.raises(ValueError, match="dequant_us must be a positive number"):
+            woc.check_table({"gpu": "h100", "kernels": {"int4_gemm_fused": {"M4096_K8192_N8192": {
+                "config": tma, "us": 70.0, "dequant_us": bad}}}}, "t")

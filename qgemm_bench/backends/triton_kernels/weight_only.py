@@ -23,12 +23,13 @@ Three paths, picked by M (WeightOnlyGemm.path, path_for):
   atomics and the tile's last program casts and stores (split_k_parts.py;
   one launch); its configs are checked in per GPU and shape bucket
   (weight_only_configs.py), the curated lists below their candidates;
-- fused (every larger M where its config takes TMA loads, else up to
-  FUSED_MAX_M): fused_gemm.py, the swapped-operand kernel whose decoded
-  weights are the wgmma register operand, on a K-major copy of the weights
-  made on first use;
+- fused (up to FUSED_MAX_M, and above where its config takes TMA loads and
+  the table did not time dequant faster at the bucket): fused_gemm.py, the
+  swapped-operand kernel whose decoded weights are the wgmma register
+  operand, on a K-major copy of the weights made on first use;
 - dequant (above FUSED_MAX_M without TMA loads: NVFP4, int4 groups other
-  than whole K blocks, Helion's kernels): a Triton kernel dequantizes the
+  than whole 128-k blocks, Helion's kernels; or where the table timed it
+  faster): a Triton kernel dequantizes the
   weights into a bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path
   does for large batches); the dequant costs one pass over the weights (peak
   memory: the K x N scratch, reported in the row).
@@ -325,6 +326,8 @@ class WeightOnlyGemm:
             group = None if self.scales is None else self.group
             tma = bool(self.tuned(m, "fused")[0].get("TMA")) and \
                 tma_usable(self.fmt, group, k, TILE[1], self.w.device)
+            # Unless the table timed dequantize + cuBLAS faster at the bucket (an explicit config decides alone).
+            tma = tma and (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu))
         return path_for(m, self.fmt, k, n, gpu, tma)
 
     def fused(self):

@@ -14,11 +14,15 @@ harness.environment.gpu_slug names it, e.g. h100):
                                      "us": p50 when tuned, "tuned": "how",
                                      where config has TMA and pointer-load candidates were
                                      timed (M <= 1024): "pointer_config", the best without
-                                     (what kernels without TMA loads mirror)}}}}
+                                     (what kernels without TMA loads mirror);
+                                     above M = 1024 (fused): "dequant_us", dequantize +
+                                     cuBLAS timed in the same rounds}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. Up to M = 64 the path that timed faster at
-the nearest bucket with both paths' timings runs (faster_path). The int4 entries were timed at group 128 and
+the nearest bucket with both paths' timings runs (faster_path); above
+weight_only.FUSED_MAX_M the fused kernel gives way to dequantize + cuBLAS
+where the nearest bucket timed that faster (dequant_faster). The int4 entries were timed at group 128 and
 serve every group size (the kernel picks its scale handling from the group
 and BLOCK_K). A GPU without a file gets no entry: the split kernel
 autotunes over weight_only's curated lists at run time (the row says so),
@@ -92,6 +96,10 @@ def check_table(doc, where: str) -> dict:
             check_config(config, f"{where}: {name} {key}")
             if config.get("TMA") and not name.endswith("_fused"):
                 raise ValueError(f"{where}: {name} {key}: TMA loads are the fused kernel's only")
+            if "dequant_us" in entry and (not name.endswith("_fused") or isinstance(entry["dequant_us"], bool)
+                                          or not isinstance(entry["dequant_us"], (int, float))
+                                          or not entry["dequant_us"] > 0):
+                raise ValueError(f"{where}: {name} {key}: dequant_us must be a positive number, in a fused entry")
             if "pointer_config" in entry:
                 check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config")
                 if entry["pointer_config"].get("TMA"):
@@ -145,6 +153,21 @@ def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | N
         return None
     near = nearest(both, m, k, n)
     return min(PATHS, key=lambda p: timed[p][near])
+
+
+def dequant_faster(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> bool:
+    """Whether dequantize + cuBLAS timed faster than the fused kernel at the
+    nearest fused bucket that timed both (scripts/tune_weight_only.py table
+    does above weight_only.FUSED_MAX_M); False where none did."""
+    doc = table(gpu) if doc is None else doc
+    if doc.get("gpu") != gpu:
+        return False
+    both = {key: e for key, e in doc.get("kernels", {}).get(kernel(fmt, "fused"), {}).items()
+            if isinstance(e.get("us"), (int, float)) and "dequant_us" in e}
+    if not both:
+        return False
+    e = both[nearest(both, m, k, n)]
+    return e["dequant_us"] < e["us"]
 
 
 def dumps(doc: dict) -> str:

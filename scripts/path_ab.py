@@ -52,11 +52,16 @@ def parse_args(argv=None):
 
 
 def gpu_state() -> str:
-    """'MHz W C' of GPU 0, or '?' where nvidia-smi does not answer."""
-    q = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu", "--format=csv,noheader,nounits", "-i", "0"]
+    """'MHz W C' of the current CUDA device (by UUID: nvidia-smi ignores
+    CUDA_VISIBLE_DEVICES), or '?' where nvidia-smi does not answer."""
+    import torch
+
     try:
+        uuid = f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}"
+        q = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu", "--format=csv,noheader,nounits",
+             "-i", uuid]
         out = subprocess.run(q, capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
+    except Exception:  # noqa: BLE001 - the state is a note beside the timing, never a reason to stop
         return "?"
     return " ".join(v.strip() for v in out.split(",")) if out else "?"
 
@@ -106,7 +111,14 @@ def compare(args, shape, dev, dtype, timer, state=gpu_state, l2_bytes: int = 0) 
     times: dict[str, list] = {k: [] for k in fns}
     for r in range(args.rounds):
         for k in round_order(list(fns), r):
-            us = statistics.median(timer(fns[k], args.warmup, args.rep).samples_us)
+            if k not in times:
+                continue
+            try:
+                us = statistics.median(timer(fns[k], args.warmup, args.rep).samples_us)
+            except Exception as e:  # this candidate's failure: say so, time the rest
+                notes.append(f"{k}: timing failed in round {r + 1}: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
+                del times[k]
+                continue
             times[k].append((us, state()))
     print(f"{args.op} {shape.M}x{shape.K}x{shape.N}: {args.rounds} rounds after {args.soak:g} s of cuBLAS; "
           "p50 us (SM MHz, W, C) per round")

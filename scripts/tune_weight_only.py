@@ -9,8 +9,8 @@ the candidates were timed in two rounds): this GPU's checked-in table
 Llama layer (K, N) x M in TABLE_M, the best of the path's curated configs
 (weight_only.split_pool, fused_gemm.pool; all checked first, then timed in
 a forward and a reverse round, TABLE_ROUNDS; above weight_only.FUSED_MAX_M
-dequantize + cuBLAS in the same rounds, as the entry's dequant_us),
-replacing that path's entries.
+the winner and dequantize + cuBLAS in two more rounds, as the entry's
+versus_dequant_us), replacing that path's entries.
 pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
 with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
 faster kept. check
@@ -36,6 +36,7 @@ import torch
 from qgemm_bench.backends.triton_kernels import weight_only as wo
 from qgemm_bench.backends.triton_ops import weight_args
 from qgemm_bench.errors import InputError
+from qgemm_bench.harness import faults
 from qgemm_bench.harness.args import Parser
 from qgemm_bench.harness.measure import copies_for
 from qgemm_bench.harness.outputs import write_atomic
@@ -92,6 +93,8 @@ def time_interleaved(cands: list) -> list:
             try:
                 times[i].append(time_fns(cands[i]))
             except Exception as e:  # noqa: BLE001 - a GPU-side failure is this candidate's, not the tune's
+                if faults.context_lost(e):  # every later timing would fail too: stop the tune
+                    raise
                 times[i] = e
     return [t if isinstance(t, Exception) else sum(t) / len(t) for t in times]
 
@@ -218,28 +221,19 @@ def table(paths=("split", "fused"), ms=None):
                             err = None
                             label += f" FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
                         results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": None, "err": err})
-                    cands = [r[3] for r in ready]
-                    dequant = path == "fused" and m > wo.FUSED_MAX_M  # where the fused kernel replaces that path
-                    if dequant:  # timed in the same rounds: WeightOnlyGemm runs the faster (dequant_faster)
-                        cands.append([functools.partial(wo.WeightOnlyGemm(*w, path="dequant"), xc) for xc, w in reps])
-                    times = time_interleaved(cands)
-                    dequant_us = times.pop() if dequant else None
-                    if isinstance(dequant_us, Exception):
-                        print(f"{fmt} dequant {m}x{k}x{n}: {type(dequant_us).__name__}: {str(dequant_us)[:80]}")
-                        dequant_us = None
-                    rows = []
-                    for (c, label, err, _), us in zip(ready, times, strict=True):
+                    rows = []  # (us, config, calls)
+                    for (c, label, err, calls), us in zip(ready, time_interleaved([r[3] for r in ready]), strict=True):
                         if isinstance(us, Exception):
                             label, us = label + f" FAILED timing {type(us).__name__}: {str(us)[:80]}", None
                         else:
-                            rows.append((us, c))
+                            rows.append((us, c, calls))
                         results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": us, "err": err})
                     del ready
                     rows.sort(key=lambda r: r[0])
                     if not rows:
                         print(f"{fmt} {path} {m}x{k}x{n}: every config failed", flush=True)
                         continue
-                    us, c = rows[0]
+                    us, c = rows[0][:2]
                     entry = entries[bucket(m, k, n)] = {
                         "config": c, "us": round(us, 2),
                         "tuned": f"best of {len(rows)} curated configs, graph timing, mean of {TABLE_ROUNDS} "
@@ -248,12 +242,22 @@ def table(paths=("split", "fused"), ms=None):
                     pointer = [r for r in rows if not r[1].get("TMA")]
                     if c.get("TMA") and pointer:  # what kernels without TMA loads (Helion's) mirror
                         entry.update(pointer_config=pointer[0][1], pointer_us=round(pointer[0][0], 2))
-                    if dequant_us is not None:
-                        entry["dequant_us"] = round(dequant_us, 2)
+                    versus = ""
+                    if path == "fused" and m > wo.FUSED_MAX_M:  # where the fused kernel replaces dequantize + cuBLAS
+                        # The winner against it in rounds of their own: the winner's us, the least of several
+                        # noisy means, would favour it (WeightOnlyGemm runs the faster: dequant_faster).
+                        dq = [functools.partial(wo.WeightOnlyGemm(*w, path="dequant"), xc) for xc, w in reps]
+                        fused_us, dequant_us = time_interleaved([rows[0][2], dq])
+                        if isinstance(fused_us, Exception) or isinstance(dequant_us, Exception):
+                            print(f"{fmt} fused vs dequant {m}x{k}x{n}: {fused_us} / {dequant_us}", flush=True)
+                        else:
+                            entry["versus_dequant_us"] = [round(fused_us, 2), round(dequant_us, 2)]
+                            versus = f" | vs dequant {fused_us:7.2f} / {dequant_us:7.2f}"
+                        del dq
                     print(f"{fmt} {path} {m:3d}x{k}x{n}: {us:7.2f} us {describe(c)} | next "
-                          f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f}"
-                          + (f" | dequant {dequant_us:7.2f}" if dequant_us is not None else "")
-                          + f" ({time.time() - t0:.0f} s)", flush=True)
+                          f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f}{versus} ({time.time() - t0:.0f} s)",
+                          flush=True)
+                    del rows
                     del x, wargs, ref, reps
                 write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")

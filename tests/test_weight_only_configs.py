@@ -389,12 +389,13 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     script.table(("fused",), {4096})
     doc = woc.read_table(out)
     entry = doc["kernels"]["int4_gemm_fused"]["M4096_K8192_N8192"]
-    assert entry["config"] == two_ctas and entry["us"] == 70.0 and entry["dequant_us"] == 80.0
-    assert "dequant_us" not in doc["kernels"]["int4_gemm_fused"]["M128_K8192_N8192"]  # only above FUSED_MAX_M
+    assert entry["config"] == two_ctas and entry["us"] == 70.0 and entry["versus_dequant_us"] == [70.0, 80.0]
+    assert "versus_dequant_us" not in doc["kernels"]["int4_gemm_fused"]["M128_K8192_N8192"]  # above 1024 only
     assert not woc.dequant_faster(INT4, 3000, 8192, 8192, "h100", doc)
     us["dequant"] = 60.0
     script.table(("fused",), {4096})
     assert woc.dequant_faster(INT4, 3000, 8192, 8192, "h100", woc.read_table(out))
+    assert not woc.dequant_faster(INT4, 200, 8192, 8192, "h100", woc.read_table(out))  # M128's entry: none
     assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {"M128_K8192_N8192"}
     assert real_pool(4096, INT4) and all(c.get("TMA") and c["BLOCK_M"] == 256 for c in real_pool(4096, INT4))
     assert real_pool(4096, NVFP4) == [] and two_ctas in real_pool(512, INT4)
@@ -456,13 +457,18 @@ def test_above_fused_max_m_dequantize_runs_where_the_table_timed_it_faster(monke
     the fused kernel (with TMA loads); bad dequant_us is refused."""
     tma = {**triton_config(256, 64, 64, 1), "TMA": True}
     inputs = int4_gemm.make_inputs(case(int4_gemm, (4, 256, 40), group_size=128), 0)
-    for dequant_us, want in ((60.0, "dequant"), (80.0, "fused"), (None, "fused")):
-        entry = {"config": tma, "us": 70.0, **({"dequant_us": dequant_us} if dequant_us else {})}
+    other = {"config": tma, "us": 80.0, "versus_dequant_us": [80.0, 50.0]}  # dequant faster, another bucket
+    for versus, want in (([70.0, 60.0], "dequant"), ([70.0, 80.0], "fused"), (None, "fused")):
+        entry = {"config": tma, "us": 70.0, **({"versus_dequant_us": versus} if versus else {})}
         monkeypatch.setattr(woc, "table", lambda gpu, e=entry: {"gpu": None, "kernels": {"int4_gemm_fused": {
-            "M4096_K8192_N8192": e}}})
-        assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128).path(2000) == want
+            "M2048_K8192_N8192": e, "M4096_K4096_N4096": other}}})
+        assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128).path(2000) == want  # M2048's entry decides
         assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, tma).path(2000) == "fused"
-    for bad in ("fast", -1.0, True):
-        with pytest.raises(ValueError, match="dequant_us must be a positive number"):
-            woc.check_table({"gpu": "h100", "kernels": {"int4_gemm_fused": {"M4096_K8192_N8192": {
-                "config": tma, "us": 70.0, "dequant_us": bad}}}}, "t")
+    for kernel, key, bad in (("int4_gemm_fused", "M4096_K8192_N8192", [70.0]),
+                             ("int4_gemm_fused", "M4096_K8192_N8192", [70.0, True]),
+                             ("int4_gemm_fused", "M4096_K8192_N8192", "fast"),
+                             ("int4_gemm_fused", "M1024_K8192_N8192", [70.0, 60.0]),
+                             ("int4_gemm", "M4096_K8192_N8192", [70.0, 60.0])):
+        with pytest.raises(ValueError, match="versus_dequant_us must be two positive numbers"):
+            woc.check_table({"gpu": "h100", "kernels": {kernel: {key: {
+                "config": triton_config(256, 64, 64, 1), "us": 70.0, "versus_dequant_us": bad}}}}, "t")

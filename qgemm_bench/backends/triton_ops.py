@@ -50,8 +50,9 @@ _PATHS = ("one-launch split-K streaming for M <= 64; a fused swapped-operand ker
 
 
 @backend("int4_gemm", "triton", f"Triton weight-only GEMM: {_PATHS}, and above where its config takes TMA loads "
-         "(groups of whole K blocks, Hopper); otherwise a Triton dequantize, then cuBLAS; checked-in configs per "
-         "GPU and shape (weight_only_configs/<gpu>.json)", triton_why_not)
+         "(groups of whole 128-k blocks, Hopper) unless the table timed dequantize + cuBLAS faster; otherwise a "
+         "Triton dequantize, then cuBLAS; checked-in configs per GPU and shape (weight_only_configs/<gpu>.json)",
+         triton_why_not)
 def int4(case, inputs):
     return _weight_only(case, inputs)
 

@@ -48,7 +48,9 @@ from qgemm_bench.types import m_bucket
 
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # Above this M the fused kernel runs only with TMA loads (fused_gemm.py:
-# int4 with whole-K-block groups on Hopper), elsewhere dequantize + cuBLAS.
+# int4 with groups of whole 128-k blocks on Hopper) and where the table did
+# not time dequantize + cuBLAS faster (weight_only_configs.dequant_faster);
+# elsewhere dequantize + cuBLAS.
 # H100, K = N = 8192, bf16, p50 us, same process:
 # - pointer loads (exp/frag_ab.py, fragment-order weights): int4 fused M=1024
 #   193.5-194.4 against dequantize + cuBLAS's 225-230 (cuBLAS on bf16
@@ -74,8 +76,9 @@ FUSED_MAX_M = 1024
 def path_for(m: int, fmt: int | None = None, k: int | None = None, n: int | None = None,
              gpu: str | None = None, tma: bool = False) -> str:
     """The path a weight-only GEMM takes at M (the Helion backend's too): by
-    the M bounds above (tma: the fused kernel takes TMA loads at this shape,
-    so it runs above FUSED_MAX_M too), except that up to SPLIT_PATH_MAX_M
+    the M bounds above (tma: the fused kernel runs above FUSED_MAX_M too:
+    it takes TMA loads at this shape and the table did not time dequantize +
+    cuBLAS faster; WeightOnlyGemm.path decides), except that up to SPLIT_PATH_MAX_M
     the fused kernel (with split-K) runs where GPU `gpu`'s table timed it
     faster at the shape's bucket (weight_only_configs.faster_path)."""
     if m <= SPLIT_PATH_MAX_M:

@@ -11,18 +11,21 @@ harness.environment.gpu_slug names it, e.g. h100):
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
                                                 optional "TMA" (fused only)},
-                                     "us": p50 when tuned, "tuned": "how",
+                                     "us": p50 when tuned (the table mode: the mean of two
+                                     rounds' p50), "tuned": "how",
                                      where config has TMA and pointer-load candidates were
                                      timed (M <= 1024): "pointer_config", the best without
                                      (what kernels without TMA loads mirror);
-                                     above M = 1024 (fused): "dequant_us", dequantize +
-                                     cuBLAS timed in the same rounds}}}}
+                                     above weight_only.FUSED_MAX_M (fused only):
+                                     "versus_dequant_us": [config's us, dequantize +
+                                     cuBLAS's us], timed in rounds of their own}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. Up to M = 64 the path that timed faster at
 the nearest bucket with both paths' timings runs (faster_path); above
 weight_only.FUSED_MAX_M the fused kernel gives way to dequantize + cuBLAS
-where the nearest bucket timed that faster (dequant_faster). The int4 entries were timed at group 128 and
+where the nearest fused bucket (the one whose config runs) timed that
+faster (dequant_faster). The int4 entries were timed at group 128 and
 serve every group size (the kernel picks its scale handling from the group
 and BLOCK_K). A GPU without a file gets no entry: the split kernel
 autotunes over weight_only's curated lists at run time (the row says so),
@@ -96,10 +99,15 @@ def check_table(doc, where: str) -> dict:
             check_config(config, f"{where}: {name} {key}")
             if config.get("TMA") and not name.endswith("_fused"):
                 raise ValueError(f"{where}: {name} {key}: TMA loads are the fused kernel's only")
-            if "dequant_us" in entry and (not name.endswith("_fused") or isinstance(entry["dequant_us"], bool)
-                                          or not isinstance(entry["dequant_us"], (int, float))
-                                          or not entry["dequant_us"] > 0):
-                raise ValueError(f"{where}: {name} {key}: dequant_us must be a positive number, in a fused entry")
+            if "versus_dequant_us" in entry:
+                from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
+
+                v = entry["versus_dequant_us"]
+                if not name.endswith("_fused") or int(found.group(1)) <= FUSED_MAX_M or not isinstance(v, list) \
+                        or len(v) != 2 or not all(isinstance(u, (int, float)) and not isinstance(u, bool) and u > 0
+                                                  for u in v):
+                    raise ValueError(f"{where}: {name} {key}: versus_dequant_us must be two positive numbers "
+                                     f"[fused, dequant], in a fused entry above M = {FUSED_MAX_M}")
             if "pointer_config" in entry:
                 check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config")
                 if entry["pointer_config"].get("TMA"):
@@ -156,18 +164,16 @@ def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | N
 
 
 def dequant_faster(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> bool:
-    """Whether dequantize + cuBLAS timed faster than the fused kernel at the
-    nearest fused bucket that timed both (scripts/tune_weight_only.py table
-    does above weight_only.FUSED_MAX_M); False where none did."""
+    """Whether dequantize + cuBLAS timed faster than the fused config at the
+    nearest fused bucket, the one whose config runs (scripts/tune_weight_only.py
+    table times both above weight_only.FUSED_MAX_M: versus_dequant_us);
+    False where that entry has no such timing."""
     doc = table(gpu) if doc is None else doc
-    if doc.get("gpu") != gpu:
+    entries = doc.get("kernels", {}).get(kernel(fmt, "fused"), {}) if doc.get("gpu") == gpu else {}
+    if not entries:
         return False
-    both = {key: e for key, e in doc.get("kernels", {}).get(kernel(fmt, "fused"), {}).items()
-            if isinstance(e.get("us"), (int, float)) and "dequant_us" in e}
-    if not both:
-        return False
-    e = both[nearest(both, m, k, n)]
-    return e["dequant_us"] < e["us"]
+    versus = entries[nearest(entries, m, k, n)].get("versus_dequant_us")
+    return versus is not None and versus[1] < versus[0]
 
 
 def dumps(doc: dict) -> str:

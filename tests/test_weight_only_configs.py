@@ -419,6 +419,13 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     entry = woc.read_table(out)["kernels"]["int4_gemm_fused"]["M256_K8192_N8192"]
     assert entry["config"] == ptr_best and entry["us"] == 42.0 and entry["runner_up"] == [42.2, describe(tma_best)]
     assert "FAILED timing RuntimeError: launch failed" in script.results[2]["label"]
+    # A lost CUDA context stops the tune (every later timing would fail) rather than dropping candidates.
+    def lost(fns):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(script, "time_fns", lost)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        script.table(("fused",), {256})
     # The pdl pass: each entry up to M = 64 with PDL 0 and 2, the same two rounds, the faster kept.
     monkeypatch.setattr(script, "time_fns", lambda fns: 17.0 if fns[0]().get("PDL") == 2 else 17.5)
     script.pdl_pass(("fused",))

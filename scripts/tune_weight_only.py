@@ -70,6 +70,29 @@ def time_fns(fns):
     return float(torch.tensor(time_graph(fns, 10, 40).samples_us).median())
 
 
+def copy_calls(reps, **kw) -> list:
+    """One call per rotating copy of a WeightOnlyGemm(weights, **kw) on its x."""
+    return [functools.partial(wo.WeightOnlyGemm(*w, **kw), xc) for xc, w in reps]
+
+
+def gpu_table(needed_for: str | None = None):
+    """(path, contents) of this GPU's table file; a broken file, or with
+    `needed_for` an absent one, ends in one InputError line (an absent one
+    otherwise reads as empty)."""
+    from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.harness.environment import gpu_slug
+
+    out = woc.path_for(gpu_slug(DEV))  # this GPU's file; other GPUs' are left alone
+    if not out.exists():
+        if needed_for:
+            raise InputError(f"{out}: no table to {needed_for} (run the table mode first)")
+        return out, {"kernels": {}}
+    try:
+        return out, woc.read_table(out)
+    except ValueError as e:  # say so before any timing
+        raise InputError(f"{e} (fix or delete it)") from None
+
+
 # The table's candidates are timed after all of them compiled and passed the
 # check, in TABLE_ROUNDS rounds, the second in reverse order (as runner
 # --repeats): timed one by one right after its compile, each had the GPU cool
@@ -181,11 +204,7 @@ def table(paths=("split", "fused"), ms=None):
     from qgemm_bench.operators.common import LLAMA3_8B_KN, LLAMA3_70B_KN
 
     t0 = time.time()
-    out = woc.path_for(gpu_slug(DEV))  # this GPU's file; other GPUs' are left alone
-    try:
-        doc = woc.read_table(out) if out.exists() else {"kernels": {}}
-    except ValueError as e:  # a broken file: say so before any timing
-        raise InputError(f"{e} (fix or delete it)") from None
+    out, doc = gpu_table()
     source = "scripts/tune_weight_only.py table: graph-timed p50 over rotating copies > 2x L2, bf16, int4 group 128"
     if ms is not None and doc.get("source"):  # a partial re-tune: the other entries keep their provenance
         from qgemm_bench.harness.environment import git_commit
@@ -214,19 +233,18 @@ def table(paths=("split", "fused"), ms=None):
                         try:
                             err = rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref)
                             if err < 1e-2:
-                                ready.append((c, label, err, [functools.partial(
-                                    wo.WeightOnlyGemm(*w, config=c, path=path), xc) for xc, w in reps]))
+                                ready.append((c, label, err, copy_calls(reps, config=c, path=path)))
                                 continue
                         except Exception as e:  # a config that does not compile or fit
                             err = None
                             label += f" FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
                         results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": None, "err": err})
                     rows = []  # (us, config, calls)
-                    for (c, label, err, calls), us in zip(ready, time_interleaved([r[3] for r in ready]), strict=True):
+                    for (c, label, err, fns), us in zip(ready, time_interleaved([r[3] for r in ready]), strict=True):
                         if isinstance(us, Exception):
                             label, us = label + f" FAILED timing {type(us).__name__}: {str(us)[:80]}", None
                         else:
-                            rows.append((us, c, calls))
+                            rows.append((us, c, fns))
                         results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": us, "err": err})
                     del ready
                     rows.sort(key=lambda r: r[0])
@@ -246,7 +264,7 @@ def table(paths=("split", "fused"), ms=None):
                     if path == "fused" and m > wo.FUSED_MAX_M:  # where the fused kernel replaces dequantize + cuBLAS
                         # The winner against it in rounds of their own: the winner's us, the least of several
                         # noisy means, would favour it (WeightOnlyGemm runs the faster: dequant_faster).
-                        dq = [functools.partial(wo.WeightOnlyGemm(*w, path="dequant"), xc) for xc, w in reps]
+                        dq = copy_calls(reps, path="dequant")
                         fused_us, dequant_us = time_interleaved([rows[0][2], dq])
                         if isinstance(fused_us, Exception) or isinstance(dequant_us, Exception):
                             print(f"{fmt} fused vs dequant {m}x{k}x{n}: {fused_us} / {dequant_us}", flush=True)
@@ -275,13 +293,9 @@ def pdl_pass(paths=("split", "fused")):
     noted."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-    from qgemm_bench.harness.environment import gpu_slug
 
     t0 = time.time()
-    out = woc.path_for(gpu_slug(DEV))
-    if not out.exists():
-        raise InputError(f"{out}: no table to add PDL to (run the table mode first)")
-    doc = woc.read_table(out)
+    out, doc = gpu_table("add PDL to")
     for path in paths:
         for fmt_id, fmt in enumerate(("int4", "nvfp4")):
             entries = doc["kernels"].get(woc.kernel(fmt_id, path), {})
@@ -298,8 +312,7 @@ def pdl_pass(paths=("split", "fused")):
                     try:
                         errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref) for _ in range(3)]
                         if max(errs) < 1e-2:
-                            ready.append((pdl, c, [functools.partial(wo.WeightOnlyGemm(*w, config=c, path=path), xc)
-                                                   for xc, w in reps]))
+                            ready.append((pdl, c, copy_calls(reps, config=c, path=path)))
                             continue
                     except Exception as e:  # pragma: no cover - a GPU-side failure is reported, not fatal
                         print(f"  {fmt} {path} {key} PDL {pdl}: {type(e).__name__}: {str(e)[:80]}")
@@ -338,15 +351,8 @@ def check(paths=("split", "fused"), ms=None, calls=30) -> int:
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
-    from qgemm_bench.harness.environment import gpu_slug
 
-    out = woc.path_for(gpu_slug(DEV))
-    if not out.exists():
-        raise InputError(f"{out}: no table to check (run the table mode first)")
-    try:
-        doc = woc.read_table(out)
-    except ValueError as e:
-        raise InputError(f"{e} (fix or delete it)") from None
+    _, doc = gpu_table("check")
     bad, checked, t0 = 0, 0, time.time()
     for path in paths:
         for fmt_id, fmt in enumerate(("int4", "nvfp4")):

@@ -330,6 +330,17 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
     assert script.check(("fused",), {128}, 3) == 0 and calls[128] == 13
     with pytest.raises(script.InputError, match="no table entries for --paths split"):
         script.check(("split",), None, 3)
+    # A broken or absent table ends in one line in every mode that reads it.
+    out.write_text("{not json")
+    for mode in (lambda: script.check(("fused",), None, 3), lambda: script.pdl_pass(("fused",)),
+                 lambda: script.table(("fused",), {128})):
+        with pytest.raises(script.InputError, match=r"fix or delete it\)$"):
+            mode()
+    out.unlink()
+    for mode, needed in ((lambda: script.check(("fused",), None, 3), "check"),
+                         (lambda: script.pdl_pass(("fused",)), "add PDL to")):
+        with pytest.raises(script.InputError, match=f"no table to {needed} "):
+            mode()
 
 
 def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(monkeypatch, tmp_path):

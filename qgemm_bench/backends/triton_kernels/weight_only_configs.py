@@ -126,6 +126,13 @@ def table(gpu: str | None) -> dict:
     return read_table(path) if path is not None and path.exists() else {"gpu": gpu, "kernels": {}}
 
 
+def entries_of(fmt: int, path: str, gpu: str | None, doc: dict | None = None) -> dict:
+    """GPU `gpu`'s table entries (doc, or the checked-in file) for a format
+    and path: {bucket: entry}, empty where the table is another GPU's."""
+    doc = table(gpu) if doc is None else doc
+    return doc.get("kernels", {}).get(kernel(fmt, path), {}) if doc.get("gpu") == gpu else {}
+
+
 def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
            doc: dict | None = None, tma: bool = True) -> tuple[dict, str] | None:
     """(config, note) for the path ("split" or "fused") at this shape on GPU
@@ -133,8 +140,7 @@ def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
     None: no entry for this GPU, format and path. tma False: for a kernel
     without TMA loads, the entry's pointer_config where its config has TMA
     loads."""
-    doc = table(gpu) if doc is None else doc
-    entries = doc.get("kernels", {}).get(kernel(fmt, path), {}) if doc.get("gpu") == gpu else {}
+    entries = entries_of(fmt, path, gpu, doc)
     if not entries:
         return None
     near = nearest(entries, m, k, n)
@@ -150,11 +156,7 @@ def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | N
     shape's own where it has them) where GPU `gpu`'s table has both paths'
     timings (scripts/tune_weight_only.py times both at M = 1, 16, 32, 64:
     M = 2..8 take M = 1's choice), else None."""
-    doc = table(gpu) if doc is None else doc
-    if doc.get("gpu") != gpu:
-        return None
-    kernels = doc.get("kernels", {})
-    timed = {p: {key: e["us"] for key, e in kernels.get(kernel(fmt, p), {}).items()
+    timed = {p: {key: e["us"] for key, e in entries_of(fmt, p, gpu, doc).items()
                  if isinstance(e.get("us"), (int, float))} for p in PATHS}
     both = timed["split"].keys() & timed["fused"].keys()
     if not both:
@@ -168,8 +170,7 @@ def dequant_faster(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict 
     nearest fused bucket, the one whose config runs (scripts/tune_weight_only.py
     table times both above weight_only.FUSED_MAX_M: versus_dequant_us);
     False where that entry has no such timing."""
-    doc = table(gpu) if doc is None else doc
-    entries = doc.get("kernels", {}).get(kernel(fmt, "fused"), {}) if doc.get("gpu") == gpu else {}
+    entries = entries_of(fmt, "fused", gpu, doc)
     if not entries:
         return False
     versus = entries[nearest(entries, m, k, n)].get("versus_dequant_us")

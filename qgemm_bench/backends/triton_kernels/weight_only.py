@@ -74,18 +74,18 @@ FUSED_MAX_M = 1024
 
 
 def path_for(m: int, fmt: int | None = None, k: int | None = None, n: int | None = None,
-             gpu: str | None = None, tma: bool = False) -> str:
+             gpu: str | None = None, fused_above: bool = False) -> str:
     """The path a weight-only GEMM takes at M (the Helion backend's too): by
-    the M bounds above (tma: the fused kernel runs above FUSED_MAX_M too:
-    it takes TMA loads at this shape and the table did not time dequantize +
-    cuBLAS faster; WeightOnlyGemm.path decides), except that up to SPLIT_PATH_MAX_M
+    the M bounds above (fused_above: the fused kernel runs above FUSED_MAX_M
+    too, as WeightOnlyGemm.path decides: it takes TMA loads at this shape and
+    the table did not time dequantize + cuBLAS faster), except that up to SPLIT_PATH_MAX_M
     the fused kernel (with split-K) runs where GPU `gpu`'s table timed it
     faster at the shape's bucket (weight_only_configs.faster_path)."""
     if m <= SPLIT_PATH_MAX_M:
         if fmt is not None and weight_only_configs.faster_path(fmt, m, k, n, gpu) == "fused":
             return "fused"
         return "split"
-    return "fused" if m <= FUSED_MAX_M or tma else "dequant"
+    return "fused" if m <= FUSED_MAX_M or fused_above else "dequant"
 
 
 @triton.jit
@@ -318,20 +318,21 @@ class WeightOnlyGemm:
         from qgemm_bench.harness.environment import table_gpu
 
         k, n, gpu = 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device)
-        tma = False
+        fused_above = False
         if m > FUSED_MAX_M:
             from qgemm_bench.backends.kmajor_layout import TILE
             from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable
 
             # TMA with any TMA config's BLOCK_K (a divisor of the tile's 128
             # k): groups of whole 128-k blocks, as group 128 where it was
-            # measured, so a group's path does not turn on the bucket's config.
+            # measured, so a group's path does not turn on the bucket's config;
+            # and not where the table timed dequantize + cuBLAS faster at the
+            # bucket (an explicit config decides alone).
             group = None if self.scales is None else self.group
-            tma = bool(self.tuned(m, "fused")[0].get("TMA")) and \
-                tma_usable(self.fmt, group, k, TILE[1], self.w.device)
-            # Unless the table timed dequantize + cuBLAS faster at the bucket (an explicit config decides alone).
-            tma = tma and (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu))
-        return path_for(m, self.fmt, k, n, gpu, tma)
+            fused_above = bool(self.tuned(m, "fused")[0].get("TMA")) and \
+                tma_usable(self.fmt, group, k, TILE[1], self.w.device) and \
+                (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu))
+        return path_for(m, self.fmt, k, n, gpu, fused_above)
 
     def fused(self):
         """The fused path's kernel and its K-major weights (made on first use)."""

@@ -3,7 +3,7 @@
 way the runner times (CUDA graph over rotating copies > 2x L2), to choose the
 curated config lists checked into backends/triton_kernels/weight_only.py.
   python3 scripts/tune_weight_only.py OUT.json [variants|table|pdl|check]    (about 10 minutes)
-table (--paths split,fused; H100: 311 s, 60 of them the split path, before
+table (--paths split,fused, --formats int4,nvfp4; H100: 311 s, 60 of them the split path, before
 the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
 Llama layer (K, N) x M in TABLE_M, the best of the path's curated configs
@@ -190,12 +190,16 @@ def variants():
 TABLE_M = {"split": (1, 16, 32, 64), "fused": (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)}
 
 
-def table(paths=("split", "fused"), ms=None):
+FORMATS = ("int4", "nvfp4")  # by FMT (formats.INT4 = 0, NVFP4 = 1)
+
+
+def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
     """Time each path's candidates (weight_only.split_pool(m), fused_gemm.pool())
-    at every (format, Llama (K, N), M in TABLE_M[path], or only those in
-    `ms`); write the winners to this GPU's weight_only_configs/<gpu>.json
-    (see that module), keeping the other paths' entries (with `ms`, the
-    path's entries at other M too)."""
+    at every (format in `fmts`, Llama (K, N), M in TABLE_M[path], or only
+    those in `ms`); write the winners to this GPU's
+    weight_only_configs/<gpu>.json (see that module), keeping the other
+    paths' and formats' entries (with `ms`, the path's entries at other M
+    too)."""
     from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
@@ -206,16 +210,22 @@ def table(paths=("split", "fused"), ms=None):
     t0 = time.time()
     out, doc = gpu_table()
     source = "scripts/tune_weight_only.py table: graph-timed p50 over rotating copies > 2x L2, bf16, int4 group 128"
-    if ms is not None and doc.get("source"):  # a partial re-tune: the other entries keep their provenance
+    partial = ms is not None or tuple(fmts) != FORMATS
+    if partial and doc.get("source"):  # a partial re-tune: the other entries keep their provenance
         from qgemm_bench.harness.environment import git_commit
 
-        done = [f"{p} M {','.join(str(m) for m in TABLE_M[p] if m in ms)}" for p in paths if set(TABLE_M[p]) & ms]
-        source = f"{doc['source']}; then {' and '.join(done)} re-tuned (table --ms, commit {git_commit() or 'unknown'})"
+        done = [f"{p} M {','.join(str(m) for m in TABLE_M[p] if ms is None or m in ms)}" for p in paths
+                if ms is None or set(TABLE_M[p]) & ms]
+        what = " and ".join(done) + ("" if tuple(fmts) == FORMATS else f" of {','.join(fmts)}")
+        opts = " ".join(o for o, on in (("--ms", ms is not None), ("--formats", tuple(fmts) != FORMATS)) if on)
+        source = f"{doc['source']}; then {what} re-tuned (table {opts}, commit {git_commit() or 'unknown'})"
     doc.update(gpu=gpu_slug(DEV), source=source,
                versions={"torch": torch.__version__, "triton": __import__("triton").__version__,
                          "device": torch.cuda.get_device_name(DEV)})
     for path in paths:
-        for fmt_id, fmt in enumerate(("int4", "nvfp4")):
+        for fmt_id, fmt in enumerate(FORMATS):
+            if fmt not in fmts:
+                continue
             if ms is None:
                 doc["kernels"][woc.kernel(fmt_id, path)] = {}
             entries = doc["kernels"].setdefault(woc.kernel(fmt_id, path), {})
@@ -286,7 +296,7 @@ def table(paths=("split", "fused"), ms=None):
 PDL_MAX_M = 64
 
 
-def pdl_pass(paths=("split", "fused")):
+def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
     """Every entry of this GPU's table for the paths, at its bucket's shape:
     its config without PDL and with PDL 2 (split_k_parts.pdl_prologue), in
     the same process, up to M = PDL_MAX_M; the faster stays, both timings
@@ -297,7 +307,9 @@ def pdl_pass(paths=("split", "fused")):
     t0 = time.time()
     out, doc = gpu_table("add PDL to")
     for path in paths:
-        for fmt_id, fmt in enumerate(("int4", "nvfp4")):
+        for fmt_id, fmt in enumerate(FORMATS):
+            if fmt not in fmts:
+                continue
             entries = doc["kernels"].get(woc.kernel(fmt_id, path), {})
             for key, entry in sorted(entries.items()):
                 m, k, n = parse(key)
@@ -341,7 +353,7 @@ def pdl_pass(paths=("split", "fused")):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
-def check(paths=("split", "fused"), ms=None, calls=30) -> int:
+def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS) -> int:
     """Every entry of this GPU's table for the paths (M in `ms` only, if
     given) run `calls` times at its bucket's shape, its config and, where it
     has one, its pointer_config (what kernels without TMA loads and int4
@@ -355,7 +367,9 @@ def check(paths=("split", "fused"), ms=None, calls=30) -> int:
     _, doc = gpu_table("check")
     bad, checked, t0 = 0, 0, time.time()
     for path in paths:
-        for fmt_id, fmt in enumerate(("int4", "nvfp4")):
+        for fmt_id, fmt in enumerate(FORMATS):
+            if fmt not in fmts:
+                continue
             for key, entry in sorted(doc["kernels"].get(woc.kernel(fmt_id, path), {}).items()):
                 m, k, n = parse(key)
                 if ms is not None and m not in ms:
@@ -377,7 +391,7 @@ def check(paths=("split", "fused"), ms=None, calls=30) -> int:
                     print(f"{fmt} {path} {key} {describe(c)}: {text} ({time.time() - t0:.0f} s)", flush=True)
                 del x, wargs, ref
     if not checked:
-        raise InputError(f"no table entries for --paths {','.join(paths)}"
+        raise InputError(f"no table entries for --paths {','.join(paths)} and --formats {','.join(fmts)}"
                          + (f" and --ms {','.join(map(str, sorted(ms)))}" if ms else ""))
     print(f"{bad} of {checked} configs with a wrong call")
     return bad
@@ -385,13 +399,13 @@ def check(paths=("split", "fused"), ms=None, calls=30) -> int:
 
 def main(args):
     if args.variants == "check":
-        return 1 if check(args.paths.split(","), args.ms, args.calls) else 0
+        return 1 if check(args.paths.split(","), args.ms, args.calls, args.formats) else 0
     if args.variants == "variants":
         return variants()
     if args.variants == "table":
-        return table(args.paths.split(","), args.ms)
+        return table(args.paths.split(","), args.ms, args.formats)
     if args.variants == "pdl":
-        return pdl_pass(args.paths.split(","))
+        return pdl_pass(args.paths.split(","), args.formats)
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -450,6 +464,9 @@ if __name__ == "__main__":
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--paths", default="split,fused",
                    help="table, pdl, check: the paths to tune or check (split, fused or both)")
+    p.add_argument("--formats", default="int4,nvfp4",
+                   help="table, pdl, check: the formats to tune or check (int4, nvfp4 or both; the others' "
+                        "entries are kept)")
     p.add_argument("--ms", default=None,
                    help="table, check: re-tune or check only these M (comma-separated, each in the path's table M: "
                         "split "
@@ -462,6 +479,12 @@ if __name__ == "__main__":
             raise InputError(f"--paths {args.paths!r}: expected split, fused or split,fused")
         if args.variants not in ("table", "pdl", "check") and args.paths != "split,fused":
             raise InputError("--paths is for the table, pdl and check modes")
+        fmts = args.formats.split(",")
+        if not fmts or not set(fmts) <= set(FORMATS) or len(set(fmts)) != len(fmts):
+            raise InputError(f"--formats {args.formats!r}: expected int4, nvfp4 or int4,nvfp4")
+        if args.variants not in ("table", "pdl", "check") and args.formats != "int4,nvfp4":
+            raise InputError("--formats is for the table, pdl and check modes")
+        args.formats = tuple(f for f in FORMATS if f in fmts)
         if args.calls is not None and args.variants != "check":
             raise InputError("--calls is for the check mode")
         args.calls = 30 if args.calls is None else args.calls

@@ -393,6 +393,16 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     assert entry["pointer_config"] == ptr_best and entry["pointer_us"] == 44.5
     assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {"M128_K8192_N8192"}
     assert doc["source"] == "first tune; then fused M 128 re-tuned (table --ms, commit abc1234)"
+    # --formats: one format re-tuned (every M of the path), the other's entries kept as they were.
+    before = woc.read_table(out)["kernels"]
+    script.table(("fused",), None, ("nvfp4",))
+    doc = woc.read_table(out)
+    assert doc["kernels"]["int4_gemm_fused"] == before["int4_gemm_fused"]
+    assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {f"M{m}_K8192_N8192" for m in script.TABLE_M["fused"]}
+    assert doc["source"].endswith("; then fused M 1,16,32,64,128,256,512,1024,2048,4096 of nvfp4 re-tuned "
+                                  "(table --formats, commit abc1234)")
+    out.write_text(woc.dumps({**doc, "kernels": {**doc["kernels"], "nvfp4_gemm_fused": before["nvfp4_gemm_fused"]},
+                              "source": "first tune; then fused M 128 re-tuned (table --ms, commit abc1234)"}))
     # Above FUSED_MAX_M the real pool: int4's 256-row TMA configs only, NVFP4 (no TMA) not tuned there.
     monkeypatch.setattr(fused_gemm, "pool", real_pool)
     two_ctas = fused_gemm.config(256, 64, 64, 1, 4, 3, tma=True)

@@ -180,7 +180,7 @@ def fused_kernel(
     FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, EVEN_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     DECODE_ASM: tl.constexpr = True, FRAG: tl.constexpr = False, TILE_N: tl.constexpr = 0, TILE_K: tl.constexpr = 0,
-    PDL: tl.constexpr = 0, PF_LINES: tl.constexpr = 16,  # split_k_parts.pdl_prologue; 128-byte lines per tile row
+    PDL: tl.constexpr = 0, PF_LINES: tl.constexpr = 32,  # split_k_parts.pdl_prologue; 128-byte lines per tile row
     TMA: tl.constexpr = False, x_desc=None, w_desc=None,  # tile loads by TMA (FusedGemm.descriptors)
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
@@ -216,7 +216,12 @@ def fused_kernel(
             w_rows += ((j // TB) * TILE_BYTES + j % TB)[None, :]
     else:
         w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, BLOCK_K // 2)[None, :]
-    if PDL >= 2 and TILE_N and BLOCK_N >= TILE_N:  # prefetch the start of each tile row's K range
+    # PDL 2, 3: prefetch the start of each tile row's K range, PF_LINES lines of
+    # it. H100, int4 K = N = 8192, 16x128x128 split 8 w4 s3 PDL 2, same process,
+    # 4 rounds (exp/cand_sweep.py): 16 / 32 / 64 / 128 / 256 lines: M=1 16.67 /
+    # 16.36 / 16.61 / 17.12 / 18.52 us, M=16 17.76 / 17.49 / 17.75 / 18.25 /
+    # 19.74 (256: the whole range; PDL 3 no better).
+    if PDL >= 2 and TILE_N and BLOCK_N >= TILE_N:
         RT: tl.constexpr = BLOCK_N // TILE_N
         span = (last - first) * (BLOCK_K // 2) * TILE_N  # this program's bytes per tile row
         line = tl.minimum(tl.arange(0, PF_LINES) * 128, span - 128)

@@ -38,7 +38,7 @@ from qgemm_bench.backends.triton_ops import weight_args
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import faults
 from qgemm_bench.harness.args import Parser
-from qgemm_bench.harness.measure import copies_for
+from qgemm_bench.harness.measure import Settings, copies_for
 from qgemm_bench.harness.outputs import write_atomic
 from qgemm_bench.harness.timing import time_graph
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
@@ -67,7 +67,14 @@ def copies(x, wargs):
 
 
 def time_fns(fns):
-    return float(torch.tensor(time_graph(fns, 10, 40).samples_us).median())
+    """p50 us of a call, timed as the runner times by default (its warm-up and
+    timed windows: measure.Settings). With the 10 / 40 ms windows used before,
+    the order of large-M configs was not the runner's (H100, int4 K = N =
+    8192, same process, 3 rounds, exp/window_ab.py): M=512 256x64x64 w4 s3
+    93.3 us against 256x128x64 w8 s5's 101.0 in short windows, 103.1 against
+    100.1 in the runner's (the GPU's clocks settle lower in longer windows)."""
+    s = Settings()
+    return float(torch.tensor(time_graph(fns, s.warmup_ms, s.rep_ms).samples_us).median())
 
 
 def copy_calls(reps, **kw) -> list:

@@ -313,15 +313,16 @@ POINTER_CONFIGS = {
 # (fbgemm 681.7). 256x64x64 w4 s3 (103 KB of shared memory, 181 registers:
 # two programs per SM, one decoding while the other's wgmmas run) won two of
 # the table's three K = 4096 layers at M = 4096 (N = 4096, 6144); the
-# 128-row x tiles were 1.2-1.3x. With it in the pool, the table's M 512 /
-# 1024 re-tune (e932acc) chose it at K = N = 8192 (91.95 / 186.79 us against
-# 256x128x64 w8 s3 / s5's 93.86 / 194.11) and at 5 of the other 14 buckets;
-# exp/cand_sweep.py, same process, 2-4 rounds: M=512 93.7 against 97.6
-# (fbgemm 88.6, cuBLAS 91.5), M=1024 184.7 against 187.2 (fbgemm 181.9,
-# cuBLAS 190.8); 128x256 tiles (8 warps, TMA) 1.25-1.35x at 1024 and 4096.
+# 128-row x tiles were 1.2-1.3x. It wins short timing windows and loses
+# the runner's (exp/window_ab.py, H100, same process, 3 rounds: M=512 93.3
+# us against 256x128x64 w8 s5's 101.0 in 10 / 40 ms windows, 103.1 against
+# 100.1 in 25 / 100 ms); the M 512 / 1024 re-tune in the runner's windows
+# (cc292b2) took it at none of the 16 buckets, 8-warp tiles at K = N = 8192
+# (M=512 256x128x128 w8 s3 100.94 us, M=1024 256x128x64 w8 s3 203.20).
+# 128x256 tiles (8 warps, TMA) were 1.25-1.35x at 1024 and 4096.
 FUSED_CONFIGS = {
     INT4: {128: config(128, 64, 128, 1, 4, 5, tma=True), 256: config(256, 64, 128, 1, 4, 3, tma=True),
-           512: config(256, 64, 64, 1, 4, 3, tma=True), 1024: config(256, 64, 64, 1, 4, 3, tma=True),
+           512: config(256, 128, 128, 1, 8, 3, tma=True), 1024: config(256, 128, 64, 1, 8, 3, tma=True),
            2048: config(256, 128, 128, 1, 8, 3, tma=True), 4096: config(256, 128, 64, 1, 8, 3, tma=True)},
     NVFP4: POINTER_CONFIGS[NVFP4],
 }

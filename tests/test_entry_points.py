@@ -52,6 +52,10 @@ def test_wrong_inputs_are_a_clear_value_error(call, message):
     ("path_ab.py", ["--rounds", "0"], "out of range"),
     ("path_ab.py", ["--op", "nvfp4_gemm", "--group-size", "64"], "--group-size is for int4_gemm"),
     ("path_ab.py", [], "needs a CUDA device"),  # the CPU (CI)
+    ("fused_sass.py", ["--tile", "16x128"], "expected BLOCK_MxBLOCK_NxBLOCK_K"),
+    ("fused_sass.py", ["--tile", "16x128x128", "--warps", "8", "--split", "2"], "wrong_on_h100"),
+    ("fused_sass.py", ["--fmt", "nvfp4", "--tma"], "NVFP4 takes no TMA loads"),
+    ("fused_sass.py", ["--k", "1000"], "a multiple of 256"),
 ])
 def test_scripts_refuse_bad_usage_in_one_line(script, args, message):
     import subprocess

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""No GPU needed: compile the fused weight-only kernel (fused_gemm.fused_kernel)
+for sm_90 with this machine's Triton and print what its main loop costs:
+registers, shared memory, and the loop's SASS instructions by opcode (the
+loop with the wgmmas, HGMMA). How the docs' instruction counts were taken,
+with Triton 3.6, the GPU machine's (NVFP4 16x128x128 split 8: 742 -> 561
+per K block with bf16 scales); other Triton versions schedule differently.
+
+  python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
+                                [--stages 3] [--tma] [--k 8192] [--out PREFIX]
+
+--out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary. The
+weights are tiled fragment-order bytes (kmajor_layout.TILE), int4 in groups
+of 128 (BLOCK scales), NVFP4 with bf16 block scales, bf16 activations, as
+FusedGemm launches them on an H100."""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
+
+from qgemm_bench.errors import InputError  # noqa: E402
+from qgemm_bench.harness.args import Parser, int_in  # noqa: E402
+
+POINTERS = ("x_ptr", "w_ptr", "s_ptr", "ts_ptr", "out_ptr", "ws_ptr", "count_ptr")
+
+
+def parse_args(argv=None):
+    p = Parser(description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("--fmt", choices=["int4", "nvfp4"], default="int4")
+    p.add_argument("--tile", default="16x128x128", help="BLOCK_M x BLOCK_N x BLOCK_K (default 16x128x128)")
+    p.add_argument("--split", type=int_in(1, 64), default=1, help="SPLIT_K (default 1)")
+    p.add_argument("--warps", type=int_in(4, 8), default=4, help="num_warps, 4 or 8 (default 4)")
+    p.add_argument("--stages", type=int_in(1, 8), default=3, help="num_stages (default 3)")
+    p.add_argument("--tma", action="store_true", help="TMA loads (int4 only: fused_gemm.wrong_on_h100)")
+    p.add_argument("--k", type=int_in(256, 1 << 20), default=8192, help="K, a multiple of 256 (default 8192)")
+    p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
+    args = p.parse_args(argv)
+    found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.tile)
+    if not found:
+        raise InputError(f"--tile {args.tile!r}: expected BLOCK_MxBLOCK_NxBLOCK_K, e.g. 16x128x128")
+    args.bm, args.bn, args.bk = map(int, found.groups())
+    if args.warps not in (4, 8):
+        raise InputError(f"--warps {args.warps}: 4 or 8")
+    if args.k % 256:
+        raise InputError(f"--k {args.k}: a multiple of 256 (the layout's K_ALIGN)")
+    if args.tma and args.fmt == "nvfp4":
+        raise InputError("--tma: NVFP4 takes no TMA loads (fused_gemm.wrong_on_h100)")
+    if args.out is not None and not Path(args.out).resolve().parent.is_dir():
+        raise InputError(f"--out {args.out}: its folder does not exist")
+    return args
+
+
+def compile_kernel(args):
+    """The compiled kernel (triton.compile's result) for sm_90."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from qgemm_bench.backends.kmajor_layout import TILE
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.backends.triton_kernels.weight_only_configs import check_config
+    from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
+
+    fmt = INT4 if args.fmt == "int4" else NVFP4
+    c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=args.tma)
+    try:
+        check_config(c, "the config")
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if fused_gemm.wrong_on_h100(fmt, c):
+        raise InputError(f"{args.tile} split {args.split} w{args.warps}: refused on the H100 "
+                         "(fused_gemm.wrong_on_h100)")
+    group = 128 if fmt == INT4 else NVFP4_BLOCK
+    sig = {"x_ptr": "*bf16", "w_ptr": "*i8", "s_ptr": "*bf16", "ts_ptr": "*fp32", "out_ptr": "*bf16",
+           "ws_ptr": "*fp32", "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "constexpr", "stride_xm": "i32",
+           "stride_wn": "i32", "stride_sg": "i32", "stride_om": "i32"}
+    const = {"K": args.k, "FMT": fmt, "GROUP": group,
+             "SCALE_MODE": fused_gemm.scale_mode(fmt, group, args.k, args.bk, True), "EVEN_K": True, "FRAG": True,
+             "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
+             "TMA": args.tma, **{x: c[x] for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM")}}
+    sig.update({x: "constexpr" for x in const})
+    if args.tma:
+        sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"
+        sig["w_desc"] = f"tensordesc<i8[{args.bn // TILE[0]}, {TILE[0]}, {args.bk // 2}]>"
+    else:
+        sig.update(x_desc="constexpr", w_desc="constexpr")
+        const.update(x_desc=None, w_desc=None)
+    # Every parameter, in the kernel's order (ASTSource reads positions); the
+    # rest take their defaults.
+    params = inspect.signature(fused_gemm.fused_kernel.fn).parameters
+    for x, prm in params.items():
+        if x not in sig:
+            sig[x], const[x] = "constexpr", prm.default
+    names = list(params)
+    sig = {x: sig[x] for x in names}
+    # What the launcher's specialization would see: 16-byte aligned pointers and strides.
+    attrs = {(names.index(x),): [["tt.divisibility", 16]]
+             for x in (*POINTERS, "N", "stride_xm", "stride_wn", "stride_sg", "stride_om")}
+    src = ASTSource(fused_gemm.fused_kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()},
+                    attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": args.warps, "num_stages": args.stages})
+
+
+def tool(name: str) -> str:
+    import triton
+
+    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
+
+
+def sass_and_registers(cubin: bytes, workdir: Path) -> tuple[str, str]:
+    """The cubin's SASS (nvdisasm) and registers per thread (cuobjdump's
+    resource usage), with the tools bundled in Triton's wheel."""
+    path = workdir / "kernel.cubin"
+    path.write_bytes(cubin)
+    sass = subprocess.run([tool("nvdisasm"), "-c", str(path)], capture_output=True, text=True, check=True).stdout
+    usage = subprocess.run([tool("cuobjdump"), "-res-usage", str(path)], capture_output=True, text=True).stdout
+    found = re.search(r"REG:(\d+)", usage)
+    return sass, found.group(1) if found else "?"
+
+
+OPCODE = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")  # an instruction line's opcode
+
+
+def main_loop(sass: str) -> list[str]:
+    """The opcodes of the loop that holds the wgmmas: from a label to the
+    conditional branch back to it."""
+    lines = sass.splitlines()
+    labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^\.(L_x_\d+):", line))}
+    for i, line in enumerate(lines):
+        back = re.search(r"@!?P\d+\s+BRA\s+`?\(\.(L_x_\d+)\)", line)
+        if back and back.group(1) in labels and labels[back.group(1)] < i:
+            body = lines[labels[back.group(1)]:i + 1]
+            ops = [m.group(1) for b in body if (m := OPCODE.match(b))]
+            if "HGMMA" in ops:
+                return ops
+    return []
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+        import os
+        import tempfile
+
+        # Compiled, not interpreted: triton.jit reads this when the kernel
+        # module is first imported (below, in compile_kernel).
+        os.environ.pop("TRITON_INTERPRET", None)
+
+        k = compile_kernel(args)
+        with tempfile.TemporaryDirectory() as tmp:
+            sass, regs = sass_and_registers(k.asm["cubin"], Path(tmp))
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.out:
+        for ext, text in (("ttgir", k.asm["ttgir"]), ("ptx", k.asm["ptx"]), ("sass", sass)):
+            Path(f"{args.out}.{ext}").write_text(text)
+    ops = main_loop(sass)
+    print(f"{args.fmt} {args.tile} split {args.split} w{args.warps} s{args.stages}{' tma' if args.tma else ''} "
+          f"K={args.k}, sm_90: {regs} registers, {k.metadata.shared} bytes of shared memory")
+    if not ops:
+        print("main loop: not found (no loop with HGMMA)")
+        return 1
+    print(f"main loop (one K block): {len(ops)} instructions")
+    print("  " + ", ".join(f"{op} {n}" for op, n in collections.Counter(ops).most_common()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -47,13 +47,14 @@ NVFP4: its E4M3 block scales as SUB (16 k each), the FP32 tensor scale at the
 end. FusedGemm stores the block scales as bf16 E4M3 x 2^118 (exact), the PTX
 decode's operand: converted in the loop, each thread converted its 32
 broadcast scales per K block (16x128x128 split 8: 742 -> 561 SASS
-instructions per iteration, scripts/fused_sass.py with Triton 3.6). H100, K = N = 8192, same configs and process
-(exp/nv_ab.py): M=1 22.55 -> 19.36 us, M=16 23.48 -> 20.35, M=64 32.77 ->
-31.02, M=128 128x64x128 split 1 w4 s3 56.3 -> 49.6; 8-warp tiles at M >= 512
-unchanged within noise; 256x64x128 w4 s3 (253 registers) 74.4 -> 93.2, so
-the table is re-tuned per bucket. The scales take 2 bytes instead of 1 (+4
-MiB at K = N = 8192). Scale tiles are loaded one K block ahead (Triton does not pipeline
-loads this small; loaded in the block they are used, their latency showed).
+instructions per iteration, scripts/fused_sass.py with Triton 3.6). H100,
+K = N = 8192, same configs and process (exp/nv_ab.py): M=1 22.55 -> 19.36
+us, M=16 23.48 -> 20.35, M=64 32.77 -> 31.02, M=128 128x64x128 split 1 w4 s3
+56.3 -> 49.6; 8-warp tiles at M >= 512 unchanged within noise; 256x64x128
+w4 s3 (253 registers) 74.4 -> 93.2, so the table is re-tuned per bucket.
+The scales take 2 bytes instead of 1 (+4 MiB at K = N = 8192).
+Scale tiles are loaded one K block ahead (Triton does not pipeline loads
+this small; loaded in the block they are used, their latency showed).
 
 Small M splits K over SPLIT_K programs per tile (split_k_parts.py: atomics
 in an fp32 workspace, the tile's last program stores; one launch).

@@ -7,7 +7,7 @@ with Triton 3.6, the GPU machine's (NVFP4 16x128x128 split 8: 742 -> 561
 per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
-                                [--stages 3] [--tma] [--k 8192] [--out PREFIX]
+                                [--stages 3] [--tma] [--acc] [--k 8192] [--out PREFIX]
 
 --out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary. The
 weights are tiled fragment-order bytes (kmajor_layout.TILE), int4 in groups
@@ -39,6 +39,7 @@ def parse_args(argv=None):
     p.add_argument("--warps", type=int, choices=(4, 8), default=4, help="num_warps (default 4)")
     p.add_argument("--stages", type=int_in(1, 8), default=3, help="num_stages (default 3)")
     p.add_argument("--tma", action="store_true", help="TMA loads (int4 only: fused_gemm.wrong_on_h100)")
+    p.add_argument("--acc", action="store_true", help="ACC_SCALE: int4 scales on each K block's fp32 product")
     p.add_argument("--k", type=int_in(256, 1 << 20), default=8192, help="K, a multiple of 256 (default 8192)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
@@ -67,7 +68,7 @@ def compile_kernel(args):
     from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
-    c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=args.tma)
+    c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=args.tma, acc=args.acc)
     try:
         check_config(c, "the config")
     except ValueError as e:
@@ -82,7 +83,8 @@ def compile_kernel(args):
     const = {"K": args.k, "FMT": fmt, "GROUP": group,
              "SCALE_MODE": fused_gemm.scale_mode(fmt, group, args.k, args.bk, True), "EVEN_K": True, "FRAG": True,
              "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
-             "TMA": args.tma, **{x: c[x] for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM")}}
+             "TMA": args.tma, "ACC_SCALE": args.acc,
+             **{x: c[x] for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM")}}
     sig.update({x: "constexpr" for x in const})
     if args.tma:
         sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"
@@ -168,7 +170,8 @@ def main(argv=None) -> int:
         for ext, text in (("ttgir", k.asm["ttgir"]), ("ptx", k.asm["ptx"]), ("sass", sass)):
             Path(f"{args.out}.{ext}").write_text(text)
     ops = main_loop(sass)
-    print(f"{args.fmt} {args.tile} split {args.split} w{args.warps} s{args.stages}{' tma' if args.tma else ''} "
+    opts = "".join(f" {o}" for o, on in (("tma", args.tma), ("acc", args.acc)) if on)
+    print(f"{args.fmt} {args.tile} split {args.split} w{args.warps} s{args.stages}{opts} "
           f"K={args.k}, sm_90: {regs} registers, {k.metadata.shared} bytes of shared memory")
     if not ops:
         print("main loop: not found (no loop with HGMMA)")

@@ -332,6 +332,28 @@ def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
     check(gemm(inputs.x), ref)  # the split workspace was left ready
 
 
+@pytest.mark.parametrize("group,bk", [(128, 128), (128, 64), (256, 128), (64, 128), ("channel", 128), (None, 128)])
+@pytest.mark.parametrize("shape,bm,bn,split,tma", [
+    ((7, 5376, 100), 16, 64, 3, False), ((65, 768, 200), 32, 128, 2, False), ((33, 1280, 72), 64, 64, 1, True)])
+def test_fused_kernel_acc_scale_vs_fp64(shape, bm, bn, split, tma, group, bk):
+    # ACC_SCALE: BLOCK scales (groups of one or two K blocks) on each block's
+    # fp32 product, with pointer and TMA loads, ragged M and N, 5376 = 42 x
+    # 128 in 3 splits; other scale modes ignore it (the same results as
+    # without: checked bit for bit).
+    from qgemm_bench.backends.triton_kernels.fused_gemm import BLOCK, scale_mode
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
+    g = None if group is None else (shape[1] if group == "channel" else group)
+    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
+    gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=tma, ACC_SCALE=True))
+    out = gemm(inputs.x)
+    check(out, ref)
+    check(gemm(inputs.x), ref)
+    plain = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=tma))(inputs.x)
+    # BLOCK: the scales went elsewhere, so other roundings; else ignored.
+    assert torch.equal(out, plain) == (scale_mode(INT4, g, shape[1], bk, True) != BLOCK)
+
+
 @pytest.mark.parametrize("shape,group,bk", [((17, 768, 40), 48, 128), ((9, 512, 72), 16, 64), ((33, 640, 100), 32, 64)])
 def test_fused_kernel_groups_that_split_a_byte_vs_fp64(shape, group, bk):
     # Fragment order puts k and k + 16 in one byte: groups that are not a

@@ -162,6 +162,8 @@ def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools()
     assert not [c for c in FUSED_CONFIGS[NVFP4].values() if c.get("TMA")]
     assert [c for c in pool(1024, INT4) if c.get("TMA") and c["BLOCK_M"] > 128]
     assert not [c for c in pool(16, INT4) + pool(256, INT4) if c["num_warps"] == 8 and c["SPLIT_K"] > 1]
+    # ACC_SCALE acts on int4 BLOCK scales only: NVFP4's pools leave it out.
+    assert [c for c in pool(16, INT4) if c.get("ACC_SCALE")] and not [c for c in pool(16, NVFP4) if "ACC_SCALE" in c]
 
 
 def test_fused_kernel_decodes_every_code_and_subnormal_scales():

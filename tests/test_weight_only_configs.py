@@ -98,7 +98,12 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": 1') + '}}}}}', "TMA=1 must be true or false"),
     ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {'
-     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": true') + '}}}}}', "TMA loads are the fused kernel's only"),
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": true') + '}}}}}', "TMA is the fused kernel's only"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "ACC_SCALE": "yes"') + '}}}}}', "ACC_SCALE='yes' must be true or"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "ACC_SCALE": true') + '}}}}}',
+     "ACC_SCALE is the fused kernel's only"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "pointer_config": {"BLOCK_M": 16}'
      + '}}}}', "pointer_config: a config needs"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "pointer_config": {'
@@ -274,6 +279,15 @@ def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(fmt, group, k, n, eve
     wargs = (inputs.w, inputs.scales, None, INT4, group) if fmt == INT4 else \
         (inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16)
     check(WeightOnlyGemm(*wargs, config=c, path="split")(inputs.x), fp64(inputs.x, op.dequantize(inputs)))
+
+
+def test_a_fused_config_runs_the_split_kernel_without_its_fused_only_keys():
+    # An explicit config with TMA and ACC_SCALE where the split kernel runs:
+    # it takes neither (weight_only.FUSED_ONLY), the tiles the same.
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (5, 512, 100), group_size=128), seed())
+    c = {**triton_config(16, 32, 64, 3), "TMA": True, "ACC_SCALE": True}
+    out = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, config=c, path="split")(inputs.x)
+    check(out, fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
 def load_tune_script(name="tune_weight_only"):

@@ -43,6 +43,13 @@ Scales (SCALE_MODE, chosen on the host from the group and K):
   applied to the decoded weights;
 - SUB: groups tile a K block: [BLOCK_N, BLOCK_K // GROUP] loaded, broadcast;
 - GATHER: anything else, one scale load per weight element.
+ACC_SCALE (a config key; BLOCK only, elsewhere ignored): each K block's
+decoded weights go unscaled into a dot of their own, whose fp32 product is
+scaled by the block's scale row (loaded in that block, in the accumulator's
+layout) and added up: no bf16 multiply and no shared-memory convert of the
+scale row, but a second accumulator and a wait on each block's wgmma. It
+pays on 64-row split tiles at M <= 64, not on 128-row ones nor with TMA
+(FUSED_SPLIT_POOL's numbers); the exact products are also the more accurate.
 NVFP4: its E4M3 block scales as SUB (16 k each), the FP32 tensor scale at the
 end. FusedGemm stores the block scales as bf16 E4M3 x 2^118 (exact), the PTX
 decode's operand: converted in the loop, each thread converted its 32
@@ -183,6 +190,7 @@ def fused_kernel(
     DECODE_ASM: tl.constexpr = True, FRAG: tl.constexpr = False, TILE_N: tl.constexpr = 0, TILE_K: tl.constexpr = 0,
     PDL: tl.constexpr = 0, PF_LINES: tl.constexpr = 32,  # split_k_parts.pdl_prologue; 128-byte lines per tile row
     TMA: tl.constexpr = False, x_desc=None, w_desc=None,  # tile loads by TMA (FusedGemm.descriptors)
+    ACC_SCALE: tl.constexpr = False,  # BLOCK scales on each K block's fp32 product (module docstring)
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -235,7 +243,8 @@ def fused_kernel(
         m0 = (pid_mn // tl.cdiv(N, BLOCK_N)) * BLOCK_M
         tile_row = (pid_mn % tl.cdiv(N, BLOCK_N)) * (BLOCK_N // TILE_N)
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
-    sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
+    W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE  # the decoded weights' (2: BLOCK)
+    sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     BLOCKS: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
     if BLOCKS % SPLIT_K == 0:
@@ -244,7 +253,9 @@ def fused_kernel(
         steps = last - first
     for i in range(0, steps):
         b = first + i
-        sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, SCALE_MODE, BLOCK_K)
+        sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K)
+        if W_SCALE != SCALE_MODE:  # needed only after the block's dot: its latency hides behind it
+            s_row = tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None]).to(tl.float32)
         if TMA:
             PER_T: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
             wp = w_desc.load([tile_row, (b // PER_T) * TILE_N, (b % PER_T) * (BLOCK_K // 2)])
@@ -256,7 +267,7 @@ def fused_kernel(
             wp = tl.load(w_rows + b * (BLOCK_K // TILE_K) * TILE_BYTES)
         else:
             wp = tl.load(w_rows + b * (BLOCK_K // 2))
-        lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, SCALE_MODE, USE_ASM, DT, BLOCK_N, BLOCK_K,
+        lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT, BLOCK_N, BLOCK_K,
                           FRAG)
         if TMA:  # rows past M and columns past K read as zeros
             x = tl.trans(x_desc.load([m0, b * BLOCK_K]))
@@ -265,7 +276,10 @@ def fused_kernel(
         else:
             x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], other=0.0)
         w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
-        acc = tl.dot(w, x, acc)
+        if W_SCALE != SCALE_MODE:
+            acc += tl.dot(w, x) * s_row
+        else:
+            acc = tl.dot(w, x, acc)
         sc = sc_next
     split_k_parts.pdl_release(PDL)
     if FMT == 1:
@@ -277,10 +291,10 @@ def fused_kernel(
 
 
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
-           tma: bool = False) -> dict:
+           tma: bool = False, acc: bool = False) -> dict:
     c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
          "num_warps": warps, "num_stages": stages}
-    return {**c, "TMA": True} if tma else c
+    return {**c, **({"TMA": True} if tma else {}), **({"ACC_SCALE": True} if acc else {})}
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
@@ -365,6 +379,15 @@ FUSED_POOL += [(*t, False) for t in ((128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 
 FUSED_SPLIT_POOL = [(128, 128, 8, 4, 3), (64, 128, 4, 4, 3), (64, 128, 2, 4, 3), (64, 128, 4, 4, 4),
                     (64, 128, 2, 4, 4), (64, 128, 8, 4, 4), (128, 128, 4, 8, 4), (128, 128, 2, 8, 4),
                     (128, 128, 8, 8, 4), (64, 256, 4, 4, 3), (128, 128, 4, 4, 4), (128, 128, 2, 4, 4)]
+# With ACC_SCALE (int4 BLOCK scales on each K block's fp32 product): H100,
+# int4 g128 K = N = 8192, same process, 3 rounds (exp/acc_ab.py), scales on
+# the weights / on the product: M=1 16x64x128 split 4 w4 s3 18.79 / 17.53 us,
+# M=16 19.52 / 18.60, M=32 32x64x128 split 4 22.72 / 20.85, 32x128x128 split 4
+# 23.69 / 22.77, M=64 64x64x128 split 2 30.71 / 30.68, 64x128x128 split 4
+# 30.58 / 30.52; but 16x128x128 split 8 (PDL 2) 16.37 / 20.68 and every TMA
+# tile 1.2-3x (a second accumulator: 255 registers and spills at 256 rows).
+FUSED_SPLIT_POOL += [(*t, True) for t in ((64, 128, 4, 4, 3), (64, 128, 2, 4, 3), (64, 128, 8, 4, 3),
+                                          (128, 128, 4, 4, 4))]
 SPLIT_POOL_MAX_M = 64  # M buckets up to this take FUSED_SPLIT_POOL
 
 
@@ -402,7 +425,8 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
 
     b = m_bucket(m)
     if b <= SPLIT_POOL_MAX_M:
-        cands = [config(max(16, b), bn, bk, sk, w, st) for bn, bk, sk, w, st in FUSED_SPLIT_POOL]
+        cands = [config(max(16, b), *t[:5], acc=len(t) > 5) for t in FUSED_SPLIT_POOL
+                 if len(t) == 5 or fmt == INT4]  # NVFP4's scales are SUB: ACC_SCALE would change nothing
     elif b > FUSED_MAX_M:  # the path runs only with TMA here; 128-row x tiles 1.2-1.3x at 2048 and 4096
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm == 256 and t]
     else:

@@ -75,8 +75,9 @@ def check_config(config, where: str) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < low or (x in MIN_TILE and v & (v - 1)):
             kind = f"a power of two >= {low}" if x in MIN_TILE else "a positive integer"
             raise ValueError(f"{where}: {x}={v!r} must be {kind}")
-    if not isinstance(config.get("TMA", False), bool):
-        raise ValueError(f"{where}: TMA={config['TMA']!r} must be true or false (fused_gemm.FusedGemm.descriptors)")
+    for key, what in (("TMA", "fused_gemm.FusedGemm.descriptors"), ("ACC_SCALE", "fused_gemm.fused_kernel")):
+        if not isinstance(config.get(key, False), bool):
+            raise ValueError(f"{where}: {key}={config[key]!r} must be true or false ({what})")
     if config.get("PDL", 0) not in PDL_MODES:
         raise ValueError(f"{where}: PDL={config['PDL']!r} must be one of {', '.join(map(str, PDL_MODES))} "
                          "(split_k_parts.pdl_prologue)")
@@ -97,8 +98,9 @@ def check_table(doc, where: str) -> dict:
                 raise ValueError(f"{where}: {name}: bad bucket {key!r}: expected M<m>_K<k>_N<n>, all positive")
             config = entry.get("config") if isinstance(entry, dict) else None
             check_config(config, f"{where}: {name} {key}")
-            if config.get("TMA") and not name.endswith("_fused"):
-                raise ValueError(f"{where}: {name} {key}: TMA loads are the fused kernel's only")
+            for opt in ("TMA", "ACC_SCALE"):
+                if config.get(opt) and not name.endswith("_fused"):
+                    raise ValueError(f"{where}: {name} {key}: {opt} is the fused kernel's only")
             if "versus_dequant_us" in entry:
                 from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
 

@@ -7,13 +7,14 @@ table (--paths split,fused, --formats int4,nvfp4; H100: 311 s, 60 of them the sp
 the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
 Llama layer (K, N) x M in TABLE_M, the best of the path's curated configs
-(weight_only.split_pool, fused_gemm.pool; all checked first, then timed in
-a forward and a reverse round, TABLE_ROUNDS; above weight_only.FUSED_MAX_M
+(weight_only.split_pool, fused_gemm.pool; up to M = 64 each with PDL 0
+and 2; all checked first, then timed in a forward and a reverse round,
+TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
 pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
 with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
-faster kept. check
+faster kept (the table mode now times both itself). check
 (--calls, --ms): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race). Otherwise:
@@ -242,6 +243,8 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
                         fused_gemm.pool(m, fmt_id)
                     if not pool:  # the path does not run here (NVFP4's fused path above FUSED_MAX_M)
                         continue
+                    if m <= PDL_MAX_M:  # each candidate with and without PDL (see PDL_MAX_M)
+                        pool = pool + [{**c, "PDL": 2} for c in pool if not c.get("PDL")]
                     x, wargs, ref = operands(fmt, m, k, n)
                     reps = copies(x, wargs)
                     ready = []  # (config, label, error, calls) of those that ran right
@@ -300,6 +303,12 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
 
 # exp/pdl_ab.py (H100, int4 K = N = 8192): PDL 2 saved 1.5 us at M = 1 and
 # 16, cost 5 at 64 and changed nothing at 256; PDL 1 was between 0 and 2.
+# What it saves depends on the config, so the table times every candidate
+# up to here with PDL 0 and 2: tuned without and given PDL after (the pdl
+# pass), the int4 ACC_SCALE re-tune's 16x64x128 split 4 acc won M = 1 at
+# K = N = 8192 (17.52 us against 18.22 for 16x128x128 split 8) but took no
+# PDL, while 16x128x128 split 8 with PDL 2 takes 16.40 (H100, same process,
+# exp/table_ab.py: 16.40 / 17.53; M=16 17.60 / 18.56).
 PDL_MAX_M = 64
 
 
@@ -478,8 +487,7 @@ if __name__ == "__main__":
                    help="table, check: re-tune or check only these M (comma-separated, each in the path's table M: "
                         "split "
                         f"{','.join(map(str, TABLE_M['split']))}, fused {','.join(map(str, TABLE_M['fused']))}), "
-                        "keeping the path's other entries (re-tuned entries up to M = 64 lose their PDL: run "
-                        "the pdl mode after)")
+                        "keeping the path's other entries")
     try:
         args = p.parse_args()
         if not set(args.paths.split(",")) <= {"split", "fused"}:

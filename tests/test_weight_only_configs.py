@@ -466,6 +466,18 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     script.pdl_pass(("fused",))
     entry = woc.read_table(out)["kernels"]["int4_gemm_fused"]["M16_K8192_N8192"]
     assert entry["config"] == {**kept["config"], "PDL": 2} and entry["pdl_us"] == {"0": 17.5, "2": 17.0}
+    # Up to M = 64 the table times every candidate with PDL 0 and 2 too.
+    monkeypatch.setattr(fused_gemm, "pool", lambda m, fmt: [ptr_best, tma_best])
+    monkeypatch.setattr(script, "time_fns", lambda fns: {describe(ptr_best): 20.0, describe(tma_best): 19.0,
+                                                         describe({**ptr_best, "PDL": 2}): 18.0}.get(
+        describe(fns[0]()), 25.0))
+    script.results.clear()
+    script.table(("fused",), {16})
+    entry = woc.read_table(out)["kernels"]["int4_gemm_fused"]["M16_K8192_N8192"]
+    assert entry["config"] == {**ptr_best, "PDL": 2} and entry["runner_up"] == [19.0, describe(tma_best)]
+    assert len([r for r in script.results if r["fmt"] == "int4"]) == 4  # two candidates, with and without PDL
+    script.table(("fused",), {128})
+    assert not [r for r in script.results[8:] if "pdl" in r["label"]]  # above 64: as listed
 
 
 @interpreter

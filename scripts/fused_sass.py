@@ -7,7 +7,7 @@ with Triton 3.6, the GPU machine's (NVFP4 16x128x128 split 8: 742 -> 561
 per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
-                                [--stages 3] [--tma] [--acc] [--k 8192] [--out PREFIX]
+                                [--stages 3] [--tma] [--acc] [--maxnreg N] [--k 8192] [--out PREFIX]
 
 --out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary. The
 weights are tiled fragment-order bytes (kmajor_layout.TILE), int4 in groups
@@ -40,6 +40,7 @@ def parse_args(argv=None):
     p.add_argument("--stages", type=int_in(1, 8), default=3, help="num_stages (default 3)")
     p.add_argument("--tma", action="store_true", help="TMA loads (int4 only: fused_gemm.wrong_on_h100)")
     p.add_argument("--acc", action="store_true", help="ACC_SCALE: int4 scales on each K block's fp32 product")
+    p.add_argument("--maxnreg", type=int_in(24, 255), default=None, help="cap the registers per thread (maxnreg)")
     p.add_argument("--k", type=int_in(256, 1 << 20), default=8192, help="K, a multiple of 256 (default 8192)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
@@ -68,7 +69,8 @@ def compile_kernel(args):
     from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
-    c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=args.tma, acc=args.acc)
+    c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=args.tma, acc=args.acc,
+                          maxnreg=args.maxnreg)
     try:
         check_config(c, "the config")
     except ValueError as e:
@@ -106,7 +108,8 @@ def compile_kernel(args):
     src = ASTSource(fused_gemm.fused_kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()},
                     attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": args.warps, "num_stages": args.stages})
+                          options={"num_warps": args.warps, "num_stages": args.stages,
+                                   **({"maxnreg": args.maxnreg} if args.maxnreg else {})})
 
 
 def tool(name: str) -> str:
@@ -170,7 +173,8 @@ def main(argv=None) -> int:
         for ext, text in (("ttgir", k.asm["ttgir"]), ("ptx", k.asm["ptx"]), ("sass", sass)):
             Path(f"{args.out}.{ext}").write_text(text)
     ops = main_loop(sass)
-    opts = "".join(f" {o}" for o, on in (("tma", args.tma), ("acc", args.acc)) if on)
+    opts = "".join(f" {o}" for o, on in (("tma", args.tma), ("acc", args.acc), (f"r{args.maxnreg}", args.maxnreg))
+                   if on)
     print(f"{args.fmt} {args.tile} split {args.split} w{args.warps} s{args.stages}{opts} "
           f"K={args.k}, sm_90: {regs} registers, {k.metadata.shared} bytes of shared memory")
     if not ops:

@@ -26,3 +26,21 @@ def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
     assert int(counts["HGMMA"]) == wgmmas and sum(map(int, counts.values())) == int(lines[1].split()[-2])
     assert (tmp_path / "k.sass").read_text().count("HGMMA") >= wgmmas
     assert "UTMALDG" in counts if "--tma" in args else "UTMALDG" not in counts
+
+
+def test_acc_scale_and_a_register_cap_show_in_the_sass():
+    # ACC_SCALE: the scales multiply the fp32 product (FFMA), not the decoded
+    # weights (HMUL2); --maxnreg 128 holds 16x128x128 split 8 acc to 128 (167
+    # without, with Triton 3.6; 128 with 3.9).
+    def run(*extra):
+        r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), "--tile", "16x128x128",
+                            "--split", "8", "--k", "4096", *extra], capture_output=True, text=True, cwd=REPO,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        lines = r.stdout.splitlines()
+        counts = dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", "))
+        return int(lines[0].split("sm_90: ")[1].split(" registers")[0]), counts
+
+    _, plain = run()
+    regs, acc = run("--acc", "--maxnreg", "128")
+    assert "HMUL2" in plain and "HMUL2" not in acc and "FFMA" in acc and regs <= 128

@@ -164,6 +164,7 @@ def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools()
     assert not [c for c in pool(16, INT4) + pool(256, INT4) if c["num_warps"] == 8 and c["SPLIT_K"] > 1]
     # ACC_SCALE acts on int4 BLOCK scales only: NVFP4's pools leave it out.
     assert [c for c in pool(16, INT4) if c.get("ACC_SCALE")] and not [c for c in pool(16, NVFP4) if "ACC_SCALE" in c]
+    assert [c for c in pool(1, INT4) if c.get("maxnreg") == 128 and c["BLOCK_N"] == 128 and c["SPLIT_K"] == 8]
 
 
 def test_fused_kernel_decodes_every_code_and_subnormal_scales():

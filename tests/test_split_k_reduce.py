@@ -98,7 +98,8 @@ def test_describe_and_kernel_meta():
     c = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 64, "SPLIT_K": 64, "num_warps": 4, "num_stages": 3}
     assert skc.describe(c) == skc.describe({**c, "REDUCE": "last"}) == "16x16x64 split 64 w4 s3"
     assert skc.describe({**c, "REDUCE": "kernel"}) == "16x16x64 split 64 w4 s3 reduce kernel"
-    assert skc.describe({**c, "TMA": True, "ACC_SCALE": True, "PDL": 2}) == "16x16x64 split 64 w4 s3 tma acc pdl2"
+    assert skc.describe({**c, "TMA": True, "ACC_SCALE": True, "maxnreg": 128, "PDL": 2}) == \
+        "16x16x64 split 64 w4 s3 tma acc r128 pdl2"
     # The kernel's arguments: the default path passes REDUCE 0 (the kernel's
     # default), i.e. the same kernel as before REDUCE existed.
     assert kernel_meta(c) == kernel_meta({**c, "REDUCE": "last"}) == {**c, "REDUCE": 0}

@@ -291,10 +291,13 @@ def fused_kernel(
 
 
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
-           tma: bool = False, acc: bool = False) -> dict:
+           tma: bool = False, acc: bool = False, maxnreg: int | None = None) -> dict:
+    """A launch config; maxnreg caps the registers per thread (Triton's
+    compile option: ptxas may spill to fit)."""
     c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
          "num_warps": warps, "num_stages": stages}
-    return {**c, **({"TMA": True} if tma else {}), **({"ACC_SCALE": True} if acc else {})}
+    return {**c, **({"TMA": True} if tma else {}), **({"ACC_SCALE": True} if acc else {}),
+            **({"maxnreg": maxnreg} if maxnreg else {})}
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
@@ -362,7 +365,7 @@ FUSED_POOL += [(*t, False) for t in ((128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 
                                      (128, 128, 128, 1, 8, 3), (128, 128, 128, 2, 8, 3), (256, 64, 128, 1, 4, 3),
                                      (256, 128, 64, 1, 8, 4), (256, 128, 128, 1, 8, 3))]  # the pre-TMA pool
 # Below M = 128 the fused kernel splits K to fill the SMs (BLOCK_N, BLOCK_K,
-# SPLIT_K, warps, stages; BLOCK_M = M's bucket). H100, int4 g128 K = N =
+# SPLIT_K, warps, stages[, ACC_SCALE[, maxnreg]]; BLOCK_M = M's bucket). H100, int4 g128 K = N =
 # 8192, tiled weights, same process as the peers (exp/tiled_ab.py): M=1
 # 128x128 split 8 w4 s3 18.4 us (the split path 20.1, tinygemm 20.3); M=16
 # the same 19.3 (fbgemm 27.7); M=64 64x128 split 2 w4 s3 30.3 (fbgemm 31.0;
@@ -388,6 +391,14 @@ FUSED_SPLIT_POOL = [(128, 128, 8, 4, 3), (64, 128, 4, 4, 3), (64, 128, 2, 4, 3),
 # tile 1.2-3x (a second accumulator: 255 registers and spills at 256 rows).
 FUSED_SPLIT_POOL += [(*t, True) for t in ((64, 128, 4, 4, 3), (64, 128, 2, 4, 3), (64, 128, 8, 4, 3),
                                           (128, 128, 4, 4, 4))]
+# 16x128x128 split 8 with ACC_SCALE took 167 registers (sm_90, Triton 3.6),
+# so 3 programs per SM, and its 512 programs at K = N = 8192 two waves;
+# capped at 128 (maxnreg, no spills: scripts/fused_sass.py) 4 fit, one wave.
+# H100, same process, 4 rounds, PDL 2 (exp/mx_ab.py): scales on the weights
+# / ACC_SCALE / ACC_SCALE at 128 registers: 1x8192x8192 16.27 / 20.56 /
+# 15.50 us, 16x8192x8192 17.57 / 22.46 / 17.06, 1x28672x8192 47.41 / 60.06
+# / 46.84, 16x28672x8192 50.93 / 65.73 / 49.10 (the cap alone: 16.11, 17.43).
+FUSED_SPLIT_POOL += [(128, 128, 8, 4, 3, True, 128)]
 SPLIT_POOL_MAX_M = 64  # M buckets up to this take FUSED_SPLIT_POOL
 
 
@@ -425,8 +436,8 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
 
     b = m_bucket(m)
     if b <= SPLIT_POOL_MAX_M:
-        cands = [config(max(16, b), *t[:5], acc=len(t) > 5) for t in FUSED_SPLIT_POOL
-                 if len(t) == 5 or fmt == INT4]  # NVFP4's scales are SUB: ACC_SCALE would change nothing
+        cands = [config(max(16, b), *t[:5], acc=len(t) > 5, maxnreg=t[6] if len(t) > 6 else None)
+                 for t in FUSED_SPLIT_POOL if len(t) == 5 or fmt == INT4]  # NVFP4: SUB scales, ACC_SCALE a no-op
     elif b > FUSED_MAX_M:  # the path runs only with TMA here; 128-row x tiles 1.2-1.3x at 2048 and 4096
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm == 256 and t]
     else:

@@ -10,7 +10,8 @@ harness.environment.gpu_slug names it, e.g. h100):
                  | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
-                                                optional "TMA" (fused only)},
+                                                "maxnreg", "TMA" and "ACC_SCALE" (the last two
+                                                fused only)},
                                      "us": p50 when tuned (the table mode: the mean of two
                                      rounds' p50), "tuned": "how",
                                      where config has TMA and pointer-load candidates were
@@ -78,6 +79,9 @@ def check_config(config, where: str) -> None:
     for key, what in (("TMA", "fused_gemm.FusedGemm.descriptors"), ("ACC_SCALE", "fused_gemm.fused_kernel")):
         if not isinstance(config.get(key, False), bool):
             raise ValueError(f"{where}: {key}={config[key]!r} must be true or false ({what})")
+    reg = config.get("maxnreg")
+    if reg is not None and (not isinstance(reg, int) or isinstance(reg, bool) or not 24 <= reg <= 255):
+        raise ValueError(f"{where}: maxnreg={reg!r} must be an integer from 24 to 255 (registers per thread)")
     if config.get("PDL", 0) not in PDL_MODES:
         raise ValueError(f"{where}: PDL={config['PDL']!r} must be one of {', '.join(map(str, PDL_MODES))} "
                          "(split_k_parts.pdl_prologue)")

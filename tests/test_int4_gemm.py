@@ -332,9 +332,13 @@ def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
     check(gemm(inputs.x), ref)  # the split workspace was left ready
 
 
-@pytest.mark.parametrize("group,bk", [(128, 128), (128, 64), (256, 128), (64, 128), ("channel", 128), (None, 128)])
-@pytest.mark.parametrize("shape,bm,bn,split,tma", [
-    ((7, 5376, 100), 16, 64, 3, False), ((65, 768, 200), 32, 128, 2, False), ((33, 1280, 72), 64, 64, 1, True)])
+ACC_SHAPES = [((7, 5376, 100), 16, 64, 3, False), ((65, 768, 200), 32, 128, 2, False),
+              ((33, 1280, 72), 64, 64, 1, True)]
+
+
+@pytest.mark.parametrize("group,bk,shape,bm,bn,split,tma", [
+    (g, bk, *s) for g, bk in ((128, 128), (128, 64), (256, 128)) for s in ACC_SHAPES] + [
+    (g, 128, *ACC_SHAPES[i]) for i, g in enumerate((64, "channel", None))])
 def test_fused_kernel_acc_scale_vs_fp64(shape, bm, bn, split, tma, group, bk):
     # ACC_SCALE: BLOCK scales (groups of one or two K blocks) on each block's
     # fp32 product, with pointer and TMA loads, ragged M and N, 5376 = 42 x

@@ -48,8 +48,9 @@ decoded weights go unscaled into a dot of their own, whose fp32 product is
 scaled by the block's scale row (loaded in that block, in the accumulator's
 layout) and added up: no bf16 multiply and no shared-memory convert of the
 scale row, but a second accumulator and a wait on each block's wgmma. It
-pays on 64-row split tiles at M <= 64, not on 128-row ones nor with TMA
-(FUSED_SPLIT_POOL's numbers); the exact products are also the more accurate.
+pays on split-K tiles at M <= 64 (the 128-row one with its registers
+capped, maxnreg), not with TMA (FUSED_SPLIT_POOL's numbers); the exact
+products are also the more accurate.
 NVFP4: its E4M3 block scales as SUB (16 k each), the FP32 tensor scale at the
 end. FusedGemm stores the block scales as bf16 E4M3 x 2^118 (exact), the PTX
 decode's operand: converted in the loop, each thread converted its 32

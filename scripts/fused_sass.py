@@ -85,8 +85,8 @@ def compile_kernel(args):
     const = {"K": args.k, "FMT": fmt, "GROUP": group,
              "SCALE_MODE": fused_gemm.scale_mode(fmt, group, args.k, args.bk, True), "EVEN_K": True, "FRAG": True,
              "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
-             "TMA": args.tma, "ACC_SCALE": args.acc,
-             **{x: c[x] for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM")}}
+             **{x: c.get(x, False) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "TMA",
+                                             "ACC_SCALE")}}
     sig.update({x: "constexpr" for x in const})
     if args.tma:
         sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"
@@ -108,8 +108,7 @@ def compile_kernel(args):
     src = ASTSource(fused_gemm.fused_kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()},
                     attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": args.warps, "num_stages": args.stages,
-                                   **({"maxnreg": args.maxnreg} if args.maxnreg else {})})
+                          options={x: c[x] for x in ("num_warps", "num_stages", "maxnreg") if x in c})
 
 
 def tool(name: str) -> str:

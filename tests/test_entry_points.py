@@ -56,6 +56,7 @@ def test_wrong_inputs_are_a_clear_value_error(call, message):
     ("fused_sass.py", ["--tile", "16x128x128", "--warps", "8", "--split", "2"], "wrong_on_h100"),
     ("fused_sass.py", ["--fmt", "nvfp4", "--tma"], "NVFP4 takes no TMA loads"),
     ("fused_sass.py", ["--k", "1000"], "a multiple of 256"),
+    ("fused_sass.py", ["--maxnreg", "7"], "out of range"),
 ])
 def test_scripts_refuse_bad_usage_in_one_line(script, args, message):
     import subprocess

@@ -285,7 +285,7 @@ def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(fmt, group, k, n, eve
 
 def test_a_fused_config_runs_the_split_kernel_without_its_fused_only_keys():
     # An explicit config with TMA and ACC_SCALE where the split kernel runs:
-    # it takes neither (weight_only.FUSED_ONLY), the tiles the same.
+    # it takes neither (weight_only_configs.FUSED_ONLY), the tiles the same.
     inputs = int4_gemm.make_inputs(case(int4_gemm, (5, 512, 100), group_size=128), seed())
     c = {**triton_config(16, 32, 64, 3), "TMA": True, "ACC_SCALE": True}
     out = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, config=c, path="split")(inputs.x)

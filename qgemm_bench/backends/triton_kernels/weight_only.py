@@ -71,7 +71,6 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # Up to M = 64 the table picks the split path or the fused one with split-K
 # per shape (path_for).
 FUSED_MAX_M = 1024
-FUSED_ONLY = ("TMA", "ACC_SCALE")  # fused-kernel config keys, dropped where a fused config runs the split kernel
 
 
 def path_for(m: int, fmt: int | None = None, k: int | None = None, n: int | None = None,
@@ -419,7 +418,7 @@ class WeightOnlyGemm:
         if c is None:
             tuned_kernel()[lambda c: split_k_parts.grid(m, n, c)](*args, **meta)
         else:
-            c = {key: v for key, v in c.items() if key not in FUSED_ONLY}  # an explicit fused config's
+            c = {key: v for key, v in c.items() if key not in weight_only_configs.FUSED_ONLY}  # a fused config's
             launch = {**c, **split_k_parts.pdl_launch(c, x.device), "EVEN_KN": even_kn({"K": k, "N": n, **c})}
             weight_only_kernel[split_k_parts.grid(m, n, c)](*args, **meta, **launch)
         return out

@@ -51,6 +51,7 @@ FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
 PATHS = ("split", "fused")
 KERNELS = FORMATS + tuple(f"{f}_fused" for f in FORMATS)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
+FUSED_ONLY = ("TMA", "ACC_SCALE")  # fused-kernel keys: refused in split entries, dropped where the split kernel runs
 MIN_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}  # split_k_parts' counters; tl.dot's 16
 
 
@@ -102,7 +103,7 @@ def check_table(doc, where: str) -> dict:
                 raise ValueError(f"{where}: {name}: bad bucket {key!r}: expected M<m>_K<k>_N<n>, all positive")
             config = entry.get("config") if isinstance(entry, dict) else None
             check_config(config, f"{where}: {name} {key}")
-            for opt in ("TMA", "ACC_SCALE"):
+            for opt in FUSED_ONLY:
                 if config.get(opt) and not name.endswith("_fused"):
                     raise ValueError(f"{where}: {name} {key}: {opt} is the fused kernel's only")
             if "versus_dequant_us" in entry:

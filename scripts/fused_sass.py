@@ -7,7 +7,7 @@ with Triton 3.6, the GPU machine's (NVFP4 16x128x128 split 8: 742 -> 561
 per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
-                                [--stages 3] [--tma] [--acc] [--maxnreg N] [--k 8192] [--out PREFIX]
+                                [--stages 3] [--tma | --tma-x] [--acc] [--maxnreg N] [--k 8192] [--out PREFIX]
 
 --out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary. The
 weights are tiled fragment-order bytes (kmajor_layout.TILE), int4 in groups
@@ -39,6 +39,7 @@ def parse_args(argv=None):
     p.add_argument("--warps", type=int, choices=(4, 8), default=4, help="num_warps (default 4)")
     p.add_argument("--stages", type=int_in(1, 8), default=3, help="num_stages (default 3)")
     p.add_argument("--tma", action="store_true", help="TMA loads (int4 only: fused_gemm.wrong_on_h100)")
+    p.add_argument("--tma-x", action="store_true", help="TMA loads of x only (TMA_W false; NVFP4's at 4 warps)")
     p.add_argument("--acc", action="store_true", help="ACC_SCALE: int4 scales on each K block's fp32 product")
     p.add_argument("--maxnreg", type=int_in(24, 255), default=None, help="cap the registers per thread (maxnreg)")
     p.add_argument("--k", type=int_in(256, 1 << 20), default=8192, help="K, a multiple of 256 (default 8192)")
@@ -51,7 +52,9 @@ def parse_args(argv=None):
     if args.k % 256:
         raise InputError(f"--k {args.k}: a multiple of 256 (the layout's K_ALIGN)")
     if args.tma and args.fmt == "nvfp4":
-        raise InputError("--tma: NVFP4 takes no TMA loads (fused_gemm.wrong_on_h100)")
+        raise InputError("--tma: NVFP4 takes TMA loads for x only, --tma-x (fused_gemm.wrong_on_h100)")
+    if args.tma and args.tma_x:
+        raise InputError("--tma and --tma-x: one or the other")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
     return args
@@ -69,7 +72,8 @@ def compile_kernel(args):
     from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
-    c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=args.tma, acc=args.acc,
+    tma = "x" if args.tma_x else args.tma
+    c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=tma, acc=args.acc,
                           maxnreg=args.maxnreg)
     try:
         check_config(c, "the config")
@@ -86,14 +90,16 @@ def compile_kernel(args):
              "SCALE_MODE": fused_gemm.scale_mode(fmt, group, args.k, args.bk, True), "EVEN_K": True, "FRAG": True,
              "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
              **{x: c.get(x, False) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "TMA",
-                                             "ACC_SCALE")}}
+                                             "ACC_SCALE")}, "TMA_W": c.get("TMA_W", True)}
     sig.update({x: "constexpr" for x in const})
-    if args.tma:
+    if args.tma or args.tma_x:
         sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"
+    else:
+        sig["x_desc"], const["x_desc"] = "constexpr", None
+    if args.tma:
         sig["w_desc"] = f"tensordesc<i8[{args.bn // TILE[0]}, {TILE[0]}, {args.bk // 2}]>"
     else:
-        sig.update(x_desc="constexpr", w_desc="constexpr")
-        const.update(x_desc=None, w_desc=None)
+        sig["w_desc"], const["w_desc"] = "constexpr", None
     # Every parameter, in the kernel's order (ASTSource reads positions); the
     # rest take their defaults.
     params = inspect.signature(fused_gemm.fused_kernel.fn).parameters
@@ -172,7 +178,7 @@ def main(argv=None) -> int:
         for ext, text in (("ttgir", k.asm["ttgir"]), ("ptx", k.asm["ptx"]), ("sass", sass)):
             Path(f"{args.out}.{ext}").write_text(text)
     ops = main_loop(sass)
-    opts = "".join(f" {o}" for o, on in (("tma", args.tma), ("acc", args.acc), (f"r{args.maxnreg}", args.maxnreg))
+    opts = "".join(f" {o}" for o, on in (("tma", args.tma), ("tma-x", args.tma_x), ("acc", args.acc), (f"r{args.maxnreg}", args.maxnreg))
                    if on)
     print(f"{args.fmt} {args.tile} split {args.split} w{args.warps} s{args.stages}{opts} "
           f"K={args.k}, sm_90: {regs} registers, {k.metadata.shared} bytes of shared memory")

@@ -100,6 +100,7 @@ def test_describe_and_kernel_meta():
     assert skc.describe({**c, "REDUCE": "kernel"}) == "16x16x64 split 64 w4 s3 reduce kernel"
     assert skc.describe({**c, "TMA": True, "ACC_SCALE": True, "maxnreg": 128, "PDL": 2}) == \
         "16x16x64 split 64 w4 s3 tma acc r128 pdl2"
+    assert skc.describe({**c, "TMA": True, "TMA_W": False}) == "16x16x64 split 64 w4 s3 tma-x"
     # The kernel's arguments: the default path passes REDUCE 0 (the kernel's
     # default), i.e. the same kernel as before REDUCE existed.
     assert kernel_meta(c) == kernel_meta({**c, "REDUCE": "last"}) == {**c, "REDUCE": 0}

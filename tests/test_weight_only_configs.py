@@ -97,6 +97,10 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
      + '}}}}}', "PDL=4 must be one of 0, 1, 2, 3"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": 1') + '}}}}}', "TMA=1 must be true or false"),
+    ('{"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA_W": "x"') + '}}}}}', "TMA_W='x' must be true or false"),
+    ('{"gpu": "h100", "kernels": {"nvfp4_gemm": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA_W": false') + '}}}}}', "TMA_W is the fused kernel's only"),
     ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {'
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": true') + '}}}}}', "TMA is the fused kernel's only"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
@@ -216,6 +220,8 @@ def test_tma_runs_with_block_scales_on_hopper_only(monkeypatch):
         assert not fused_gemm.tma_usable(INT4, 64, 8192, 128, cuda)  # SUB
         assert not fused_gemm.tma_usable(INT4, None, 8192, 128, cuda)
         assert not fused_gemm.tma_usable(NVFP4, 16, 8192, 128, cuda)
+        assert fused_gemm.tma_usable(NVFP4, 16, 8192, 128, cuda, weights=False) is want  # x's only
+        assert not fused_gemm.tma_usable(INT4, 64, 8192, 128, cuda, weights=False)  # int4: BLOCK scales only
     assert fused_gemm.tma_usable(INT4, 128, 8192, 128, torch.device("cpu"))  # the interpreter
 
 
@@ -263,6 +269,9 @@ def test_lookup_gives_kernels_without_tma_the_pointer_config():
     assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc, tma=False) == (ptr, "")
     assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc, tma=False) == (C, "")  # no pointer_config: TMA off
     assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc)[0] is not tma  # a copy, not the table's dict
+    # x-only TMA (NVFP4's) without a pointer_config: both TMA keys dropped.
+    doc = {"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {"M256_K8192_N8192": {"config": {**tma, "TMA_W": False}}}}}
+    assert woc.lookup(NVFP4, "fused", 256, 8192, 8192, "h100", doc, tma=False) == (C, "")
 
 
 @pytest.mark.parametrize("fmt,group,k,n,even", [

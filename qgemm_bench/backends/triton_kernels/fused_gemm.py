@@ -32,7 +32,11 @@ g128 K = N = 8192, same config and process (exp/tma_ab.py): M=128
 M=1024 256x128x64 w8 s4 197.7 -> 185.1. Below M = 128 it did not pay
 (M=16 19.6 -> 23.5; M=64 30.5 -> 29.7-29.9 in one run, 29.8 -> 30.1 in
 another, exp/tma_sweep.py), so the split-K configs keep pointer loads.
-NVFP4 takes none (wrong_on_h100). Triton 3.6's automatic warp
+NVFP4 takes TMA for x only (config "TMA_W" False) and only in 256x64x128
+w4 tiles (other TMA configs gave wrong sums, wrong_on_h100): H100, K = N =
+8192, same process, 2 rounds (exp/diag1.py): M=256 52.9 us against the
+table's pointer-load 128x64x128 w4 s3 73.5 (cuBLAS on bf16 weights 51.3).
+Triton 3.6's automatic warp
 specialization (tl.range(warp_specialize=True)) left this loop as it was at
 8 warps and failed to compile at 4.
 
@@ -192,6 +196,7 @@ def fused_kernel(
     PDL: tl.constexpr = 0, PF_LINES: tl.constexpr = 32,  # split_k_parts.pdl_prologue; 128-byte lines per tile row
     TMA: tl.constexpr = False, x_desc=None, w_desc=None,  # tile loads by TMA (FusedGemm.descriptors)
     ACC_SCALE: tl.constexpr = False,  # BLOCK scales on each K block's fp32 product (module docstring)
+    TMA_W: tl.constexpr = True,  # with TMA: False, only x by TMA, the weights by pointer loads (NVFP4's)
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -242,6 +247,7 @@ def fused_kernel(
         split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)  # PDL 2, 3: two harmless prefetches
     if TMA:
         m0 = (pid_mn // tl.cdiv(N, BLOCK_N)) * BLOCK_M
+    if TMA and TMA_W:
         tile_row = (pid_mn % tl.cdiv(N, BLOCK_N)) * (BLOCK_N // TILE_N)
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE  # the decoded weights' (2: BLOCK)
@@ -257,7 +263,7 @@ def fused_kernel(
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K)
         if W_SCALE != SCALE_MODE:  # needed only after the block's dot: its latency hides behind it
             s_row = tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None]).to(tl.float32)
-        if TMA:
+        if TMA and TMA_W:
             PER_T: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
             wp = w_desc.load([tile_row, (b // PER_T) * TILE_N, (b % PER_T) * (BLOCK_K // 2)])
             wp = tl.reshape(wp, (BLOCK_N, BLOCK_K // 2))
@@ -292,13 +298,14 @@ def fused_kernel(
 
 
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
-           tma: bool = False, acc: bool = False, maxnreg: int | None = None) -> dict:
-    """A launch config; maxnreg caps the registers per thread (Triton's
-    compile option: ptxas may spill to fit)."""
+           tma: bool | str = False, acc: bool = False, maxnreg: int | None = None) -> dict:
+    """A launch config; tma True: x and weight tiles by TMA, "x": only x's
+    (TMA_W False); maxnreg caps the registers per thread (Triton's compile
+    option: ptxas may spill to fit)."""
     c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
          "num_warps": warps, "num_stages": stages}
-    return {**c, **({"TMA": True} if tma else {}), **({"ACC_SCALE": True} if acc else {}),
-            **({"maxnreg": maxnreg} if maxnreg else {})}
+    return {**c, **({"TMA": True} if tma else {}), **({"TMA_W": False} if tma == "x" else {}),
+            **({"ACC_SCALE": True} if acc else {}), **({"maxnreg": maxnreg} if maxnreg else {})}
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
@@ -415,22 +422,36 @@ def wrong_on_h100(fmt: int, c: dict) -> bool:
       no wrong call. A per-thread fence.acq_rel.gpu before the tile's counter
       changed nothing (22 and 23 of 30 wrong): not the partials' memory
       order. The whole family is left out of the pools and refused.
-    - NVFP4 with TMA loads: 256-row x tiles gave NaN in every call
+    - NVFP4 with the weights by TMA: 256-row x tiles gave NaN in every call
       (256x64x128 w4 s3, 256x128x64 w8 s3-s5, 256x128x128 w8 s3 at M = 256,
       512 and 1024, exp/tma_sweep.py), and 128x64x128 split 1 w4 s3 errors
       of 0.02-0.08 at 23 of the 32 Llama (layer, M >= 128) shapes of the
       table's tune, those with more than 132 tiles (tune_weight_only.py
       table at 85c3999); other 128-row NVFP4 TMA configs passed there and in
-      30 calls each, int4 with TMA at every shape. Cause not found, so
-      NVFP4 takes no TMA loads at all."""
+      30 calls each, int4 with TMA at every shape. Split apart (exp/diag1.py,
+      H100, K = N = 8192, 5 calls each): x by TMA and the weights by pointer
+      loads (TMA_W False) was right at 4 warps (256x64x128 s3 at M = 256,
+      128x64x128 s3 at M = 128 and 256) but gave inf with 256x128x64 w8 s3
+      at M = 256 and 1024; the weights by TMA and x by pointer loads was
+      right in all three (and no faster than pointer loads). The PTX decode
+      is not it (the Triton decode went as wrong). Then the table's check
+      (tune_weight_only.py check, 30 calls per entry, H100): x by TMA
+      with 128x64x128 tiles (two programs per SM) was wrong in 9 and 4 of
+      30 calls at 128x28672x8192 (split 2) and 128x8192x57344 (inf), right
+      at 5 other Llama shapes; 256x64x128 w4 s3 (205 KB of shared memory,
+      one program per SM) right in every call at the 4 shapes it won at
+      M = 256. Cause not found. So NVFP4 takes TMA for x only and only in
+      that tile (TMA_W False, 256x64x128 at 4 warps)."""
     if fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1:
         return True
-    return fmt == NVFP4 and bool(c.get("TMA"))
+    return fmt == NVFP4 and bool(c.get("TMA")) and \
+        (c.get("TMA_W", True) or (c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["num_warps"]) != (256, 64, 128, 4))
 
 
 def pool(m: int, fmt: int = INT4) -> list[dict]:
     """The fused path's tuning candidates at M for a format
-    (scripts/tune_weight_only.py table, scripts/tune_helion.py); above
+    (scripts/tune_weight_only.py table, scripts/tune_helion.py); NVFP4 from
+    M = 256 also 256x64x128 w4 with x's loads by TMA; above
     weight_only.FUSED_MAX_M, where the path runs only with TMA loads, the
     TMA ones (none for NVFP4)."""
     from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
@@ -443,16 +464,22 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm == 256 and t]
     else:
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm <= b]
+        if fmt == NVFP4:  # x by TMA, the weights by pointer loads, in 256x64x128 w4 tiles (wrong_on_h100)
+            cands += [config(bm, bn, bk, sk, w, st, tma="x") for bm, bn, bk, sk, w, st, t in FUSED_POOL
+                      if t and w == 4 and bm <= b]
     return [c for c in cands if not wrong_on_h100(fmt, c)]
 
 
-def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.device) -> bool:
-    """Whether a config with TMA loads takes them here (FusedGemm.descriptors
-    adds the per-call conditions on x): BLOCK scales (int4 groups that are
-    whole multiples of BLOCK_K, as group 128 at BLOCK_K 64 or 128: checked
-    on the H100 at group 128; NVFP4's SUB scales with TMA gave wrong sums,
-    wrong_on_h100) on a Hopper or newer GPU (the interpreter runs them too)."""
-    if scale_mode(fmt, group, k, block_k, True) != BLOCK:
+def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.device,
+               weights: bool = True) -> bool:
+    """Whether a config with TMA loads (weights False: x's only, TMA_W)
+    takes them here (FusedGemm.descriptors adds the per-call conditions on
+    x): BLOCK scales (int4 groups that are whole multiples of BLOCK_K, as
+    group 128 at BLOCK_K 64 or 128: checked on the H100 at group 128), or
+    NVFP4 with x's only (its weights by TMA gave wrong sums, wrong_on_h100),
+    on a Hopper or newer GPU (the interpreter runs them too)."""
+    mode = scale_mode(fmt, group, k, block_k, True)
+    if mode != BLOCK and not (fmt == NVFP4 and not weights):
         return False
     return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
 
@@ -499,37 +526,43 @@ class FusedGemm:
             raise ValueError(f"config {c}: BLOCK_K a multiple of 32 up to {K_ALIGN} and BLOCK_N <= {N_ALIGN} "
                              "(the layout's runs and padding)")
         tile = self.kmajor.tile
-        if c.get("TMA") and (tile is None or c["BLOCK_N"] % tile[0] or tile[1] % c["BLOCK_K"]):
+        if c.get("TMA") and c.get("TMA_W", True) and \
+                (tile is None or c["BLOCK_N"] % tile[0] or tile[1] % c["BLOCK_K"]):
             raise ValueError(f"config {c}: TMA loads need tiled weights, BLOCK_N a multiple of the tile's "
                              f"{tile and tile[0]} rows and BLOCK_K dividing its {tile and tile[1]} k")
         if wrong_on_h100(self.fmt, c):
             raise ValueError(f"config {c} returns wrong sums on the H100 (fused_gemm.wrong_on_h100: int4 with "
-                             "8 warps and split-K; NVFP4 with TMA loads)")
+                             "8 warps and split-K; NVFP4 with TMA loads other than x's in 256x64x128 w4 tiles)")
         return c
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
         """The launch keywords of config c's TMA loads: descriptors of x's
         [BLOCK_M, BLOCK_K] tiles and of the tiled weights' [BLOCK_N,
         BLOCK_K // 2] byte tiles (a 3-D view: tile rows, k tile * TN + row,
-        byte; made once per block shape). {} without TMA. TMA off (the same
+        byte; made once per block shape; not with TMA_W False). {} without
+        TMA. TMA off (the same
         tiles then load by pointer) where tma_usable says no (scales other
         than BLOCK, a GPU before Hopper), x's rows are not 16-byte aligned,
         as TMA needs, or x has no rows (a descriptor needs a positive
         shape)."""
         if not c.get("TMA"):
             return {}
-        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], x.device) or x.shape[0] == 0 or \
+        weights = c.get("TMA_W", True)
+        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], x.device, weights) or x.shape[0] == 0 or \
                 x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16:
             return {"TMA": False}
         from triton.tools.tensor_descriptor import TensorDescriptor
 
+        x_desc = TensorDescriptor.from_tensor(x, [c["BLOCK_M"], c["BLOCK_K"]])
+        if not weights:
+            return {"x_desc": x_desc}
         key = (c["BLOCK_N"], c["BLOCK_K"])
         if key not in self._w_desc:
             wt, (tn, tk) = self.kmajor.wt, self.kmajor.tile
             w3 = wt.view(wt.shape[0] // tn, -1, tk // 2)
             self._w_desc[key] = TensorDescriptor(w3, list(w3.shape), list(w3.stride()),
                                                  [c["BLOCK_N"] // tn, tn, c["BLOCK_K"] // 2])
-        return {"x_desc": TensorDescriptor.from_tensor(x, [c["BLOCK_M"], c["BLOCK_K"]]), "w_desc": self._w_desc[key]}
+        return {"x_desc": x_desc, "w_desc": self._w_desc[key]}
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         p = self.kmajor

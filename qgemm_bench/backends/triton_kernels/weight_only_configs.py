@@ -10,8 +10,8 @@ harness.environment.gpu_slug names it, e.g. h100):
                  | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
-                                                "maxnreg", "TMA" and "ACC_SCALE" (the last two
-                                                fused only)},
+                                                "maxnreg", "TMA", "TMA_W" and "ACC_SCALE" (the
+                                                last three fused only)},
                                      "us": p50 when tuned (the table mode: the mean of two
                                      rounds' p50), "tuned": "how",
                                      where config has TMA and pointer-load candidates were
@@ -51,7 +51,7 @@ FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
 PATHS = ("split", "fused")
 KERNELS = FORMATS + tuple(f"{f}_fused" for f in FORMATS)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
-FUSED_ONLY = ("TMA", "ACC_SCALE")  # fused-kernel keys: refused in split entries, dropped where the split kernel runs
+FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE")  # fused-kernel keys: refused in split entries, dropped where the split kernel runs
 MIN_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}  # split_k_parts' counters; tl.dot's 16
 
 
@@ -77,7 +77,8 @@ def check_config(config, where: str) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < low or (x in MIN_TILE and v & (v - 1)):
             kind = f"a power of two >= {low}" if x in MIN_TILE else "a positive integer"
             raise ValueError(f"{where}: {x}={v!r} must be {kind}")
-    for key, what in (("TMA", "fused_gemm.FusedGemm.descriptors"), ("ACC_SCALE", "fused_gemm.fused_kernel")):
+    for key, what in (("TMA", "fused_gemm.FusedGemm.descriptors"), ("TMA_W", "fused_gemm.fused_kernel"),
+                      ("ACC_SCALE", "fused_gemm.fused_kernel")):
         if not isinstance(config.get(key, False), bool):
             raise ValueError(f"{where}: {key}={config[key]!r} must be true or false ({what})")
     reg = config.get("maxnreg")
@@ -104,7 +105,7 @@ def check_table(doc, where: str) -> dict:
             config = entry.get("config") if isinstance(entry, dict) else None
             check_config(config, f"{where}: {name} {key}")
             for opt in FUSED_ONLY:
-                if config.get(opt) and not name.endswith("_fused"):
+                if opt in config and not name.endswith("_fused"):
                     raise ValueError(f"{where}: {name} {key}: {opt} is the fused kernel's only")
             if "versus_dequant_us" in entry:
                 from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
@@ -155,7 +156,7 @@ def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
     entry = entries[near]
     if not tma and entry["config"].get("TMA") and "pointer_config" in entry:
         return dict(entry["pointer_config"]), note
-    return {c: v for c, v in entry["config"].items() if tma or c != "TMA"}, note
+    return {c: v for c, v in entry["config"].items() if tma or c not in ("TMA", "TMA_W")}, note
 
 
 def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> str | None:

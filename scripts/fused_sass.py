@@ -51,8 +51,6 @@ def parse_args(argv=None):
     args.bm, args.bn, args.bk = map(int, found.groups())
     if args.k % 256:
         raise InputError(f"--k {args.k}: a multiple of 256 (the layout's K_ALIGN)")
-    if args.tma and args.fmt == "nvfp4":
-        raise InputError("--tma: NVFP4 takes TMA loads for x only, --tma-x (fused_gemm.wrong_on_h100)")
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
@@ -138,7 +136,7 @@ OPCODE = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)") 
 
 
 def main_loop(sass: str) -> list[str]:
-    """The opcodes of the loop that holds the wgmmas: from a label to the
+    """The lines of the loop that holds the wgmmas: from a label to the
     conditional branch back to it."""
     lines = sass.splitlines()
     labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^\.(L_x_\d+):", line))}
@@ -146,10 +144,42 @@ def main_loop(sass: str) -> list[str]:
         back = re.search(r"@!?P\d+\s+BRA\s+`?\(\.(L_x_\d+)\)", line)
         if back and back.group(1) in labels and labels[back.group(1)] < i:
             body = lines[labels[back.group(1)]:i + 1]
-            ops = [m.group(1) for b in body if (m := OPCODE.match(b))]
-            if "HGMMA" in ops:
-                return ops
+            if any((m := OPCODE.match(b)) and m.group(1) == "HGMMA" for b in body):
+                return body
     return []
+
+
+HGMMA_A = re.compile(r"HGMMA\.\S+\s+R\d+,\s+R(\d+),")  # A from registers: 4 of them (64x16 bf16 per warpgroup)
+DEPBAR = re.compile(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s+0x([0-9a-f]+)")  # wait until at most N wgmmas pending
+DEST = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s+R(\d+)\b")  # an R destination
+
+
+def dest_width(op: str) -> int:
+    """Registers an instruction with an R destination writes."""
+    if op.startswith("LDSM"):
+        return int(op[-1])
+    if ".128" in op:
+        return 4
+    return 2 if ".64" in op or ".WIDE" in op else 1
+
+
+def operand_overwrites(body: list[str]) -> int:
+    """Instructions of the loop (gone round twice, so across its back edge)
+    that write a register a wgmma still pending reads as its A operand: the
+    PTX ISA leaves touching them undefined until a wgmma.wait_group retires
+    that wgmma, and the SASS orders them by WARPGROUP.DEPBAR only."""
+    pending, hits = [], 0
+    for lap in (0, 1):
+        for line in body:
+            if found := HGMMA_A.search(line):
+                pending.append(set(range(int(found.group(1)), int(found.group(1)) + 4)))
+            elif found := DEPBAR.search(line):
+                keep = int(found.group(1), 16)
+                pending = pending[len(pending) - keep:] if keep else []
+            elif (found := DEST.match(line)) and not found.group(1).startswith("HGMMA"):
+                regs = set(range(int(found.group(2)), int(found.group(2)) + dest_width(found.group(1))))
+                hits += lap and any(regs & p for p in pending)
+    return hits
 
 
 def main(argv=None) -> int:
@@ -177,9 +207,10 @@ def main(argv=None) -> int:
     if args.out:
         for ext, text in (("ttgir", k.asm["ttgir"]), ("ptx", k.asm["ptx"]), ("sass", sass)):
             Path(f"{args.out}.{ext}").write_text(text)
-    ops = main_loop(sass)
-    opts = "".join(f" {o}" for o, on in (("tma", args.tma), ("tma-x", args.tma_x), ("acc", args.acc), (f"r{args.maxnreg}", args.maxnreg))
-                   if on)
+    body = main_loop(sass)
+    ops = [m.group(1) for b in body if (m := OPCODE.match(b))]
+    opts = "".join(f" {o}" for o, on in (("tma", args.tma), ("tma-x", args.tma_x), ("acc", args.acc),
+                                         (f"r{args.maxnreg}", args.maxnreg)) if on)
     print(f"{args.fmt} {args.tile} split {args.split} w{args.warps} s{args.stages}{opts} "
           f"K={args.k}, sm_90: {regs} registers, {k.metadata.shared} bytes of shared memory")
     if not ops:
@@ -187,6 +218,7 @@ def main(argv=None) -> int:
         return 1
     print(f"main loop (one K block): {len(ops)} instructions")
     print("  " + ", ".join(f"{op} {n}" for op, n in collections.Counter(ops).most_common()))
+    print(f"writes to a pending wgmma's A-operand registers: {operand_overwrites(body)}")
     return 0
 
 

@@ -147,21 +147,18 @@ def test_fused_kernel_vs_fp64(shape, bk, split):
 
 
 def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools():
-    from qgemm_bench.backends.triton_kernels.fused_gemm import FUSED_CONFIGS, FusedGemm, config, pool
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FUSED_CONFIGS, FusedGemm, config, pool, wrong_on_h100
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (3, 256, 64)), seed())
-    for tma, bm, warps, wrong in ((True, 256, 4, True), (True, 128, 4, True), ("x", 256, 8, True),
-                                  ("x", 128, 4, True), ("x", 256, 4, False), (False, 256, 4, False)):
-        gemm = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16,
-                         config(bm, 64, 128, 1, warps, 3, asm=False, tma=tma))
-        if wrong:  # NVFP4's weights by TMA, or x's in other tiles: NaN or wrong sums on the H100
-            with pytest.raises(ValueError, match="wrong sums on the H100"):
-                gemm(inputs.x)
-        else:
-            gemm.config_for(3)
-    assert not [c for c in pool(128, NVFP4) if c.get("TMA")]
-    tma = [c for c in pool(1024, NVFP4) if c.get("TMA")]
-    assert tma and all(c["TMA_W"] is False and c["BLOCK_M"] == 256 and c["BLOCK_K"] == 128 for c in tma)
+    for c in (config(64, 128, 128, 2, 8, 3), config(256, 64, 128, 1, 4, 3, tma=True),
+              config(256, 128, 64, 1, 8, 3, tma=True), config(256, 64, 128, 1, 4, 3, tma="x")):
+        FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c).config_for(3)
+    assert wrong_on_h100(INT4, config(64, 128, 128, 2, 8, 3))  # int4 with 8 warps and split-K
+    assert not wrong_on_h100(INT4, config(64, 128, 128, 1, 8, 3)) and not wrong_on_h100(INT4, config(64, 128, 128, 2))
+    # NVFP4 with TMA (scales after a unit-scale decode): the int4 TMA tiles and x alone in 256x64x128.
+    assert {describe(c) for c in pool(1024, NVFP4) if c.get("TMA")} == \
+        {describe(c) for c in pool(1024, INT4) if c.get("TMA")} | {"256x64x128 split 1 w4 s3 tma-x"}
     assert not [c for c in FUSED_CONFIGS[NVFP4].values() if c.get("TMA")]
     assert [c for c in pool(1024, INT4) if c.get("TMA") and c["BLOCK_M"] > 128]
     assert not [c for c in pool(16, INT4) + pool(256, INT4) if c["num_warps"] == 8 and c["SPLIT_K"] > 1]
@@ -172,14 +169,12 @@ def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools()
 
 @pytest.mark.parametrize("shape,bm,bk,split", [((33, 5248, 100), 32, 128, 1), ((65, 768, 200), 64, 64, 2),
                                               ((7, 1280, 72), 16, 128, 3), ((260, 1280, 72), 256, 128, 1)])
-def test_fused_kernel_tma_loads_of_x_only_vs_fp64(shape, bm, bk, split, monkeypatch):
-    # TMA_W False (NVFP4's TMA): x's tiles by TMA, rows past M and columns
-    # past K as zeros; the weights and block scales by pointer loads. No
-    # weight descriptor is made. Other tiles than the H100's 256x64x128
-    # (fused_gemm.wrong_on_h100) run here under the interpreter.
+def test_fused_kernel_tma_loads_of_x_only_vs_fp64(shape, bm, bk, split):
+    # TMA_W False: x's tiles by TMA, rows past M and columns past K as zeros;
+    # the weights and block scales by pointer loads. No weight descriptor is
+    # made.
     from qgemm_bench.backends.triton_kernels import fused_gemm
 
-    monkeypatch.setattr(fused_gemm, "wrong_on_h100", lambda fmt, c: False)
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape), seed())
     gemm = fused_gemm.FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16,
                                 fused_gemm.config(bm, 64, bk, split, 4, 3, tma="x"))
@@ -210,8 +205,8 @@ def test_triton_auto_path_by_m(m, path):
 
 
 def test_triton_above_fused_max_m_nvfp4_keeps_dequantize():
-    # NVFP4's weights take no TMA loads (fused_gemm.wrong_on_h100), so its
-    # checked-in configs leave it on dequantize + cuBLAS above FUSED_MAX_M.
+    # NVFP4's default configs (no table here) take no TMA loads, so it
+    # keeps dequantize + cuBLAS above FUSED_MAX_M.
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (1025, 64, 40)), seed())
     gemm = weight_only(inputs)
     assert gemm.path(1025) == "dequant" and gemm.path(1024) == "fused"

@@ -32,11 +32,12 @@ g128 K = N = 8192, same config and process (exp/tma_ab.py): M=128
 M=1024 256x128x64 w8 s4 197.7 -> 185.1. Below M = 128 it did not pay
 (M=16 19.6 -> 23.5; M=64 30.5 -> 29.7-29.9 in one run, 29.8 -> 30.1 in
 another, exp/tma_sweep.py), so the split-K configs keep pointer loads.
-NVFP4 takes TMA for x only (config "TMA_W" False) and only in 256x64x128
-w4 tiles (other TMA configs gave wrong sums, wrong_on_h100): H100, K = N =
-8192, same process, 2 rounds (exp/diag1.py): M=256 52.9 us against the
-table's pointer-load 128x64x128 w4 s3 73.5 (cuBLAS on bf16 weights 51.3).
-Triton 3.6's automatic warp
+NVFP4 with TMA multiplies its block scales after a unit-scale decode
+(with them inside the PTX decode it returned NaN, wrong_on_h100). A config
+may also take x's tiles alone by TMA ("TMA_W" False; the weights and scales
+by pointer): H100, K = N = 8192, same process, 2 rounds (exp/diag1.py),
+NVFP4 M=256 256x64x128 w4 s3 52.9 us against the table's pointer-load
+128x64x128 w4 s3 73.5 (cuBLAS on bf16 weights 51.3). Triton 3.6's automatic warp
 specialization (tl.range(warp_specialize=True)) left this loop as it was at
 8 warps and failed to compile at 4.
 
@@ -120,10 +121,12 @@ def _scales(s_ptr, b, offs_n, stride_sg, GROUP: tl.constexpr, SCALE_MODE: tl.con
 def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
              FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr,
              USE_ASM: tl.constexpr, DT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-             FRAG: tl.constexpr = False):
+             FRAG: tl.constexpr = False, SCALE_AFTER: tl.constexpr = False):
     """A [BLOCK_N, BLOCK_K // 2] byte tile (scale tile sc) -> its even-k and
     odd-k weights, [BLOCK_N, BLOCK_K // 2] each in DT, scaled unless the
-    scale comes at the end (CHANNEL)."""
+    scale comes at the end (CHANNEL). SCALE_AFTER (NVFP4 with the PTX
+    decode): the codes decoded at a unit scale, then multiplied by the block
+    scales in bf16 (exact either way: fused_kernel says why)."""
     HALF: tl.constexpr = BLOCK_K // 2
     if FMT == 0:
         if USE_ASM:
@@ -156,10 +159,16 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
         else:
             s = sc.to(tl.float32) * (1.0 / decode._EXP2_118)
         if FRAG:
+            if SCALE_AFTER and USE_ASM:  # E4M3 values: x 2^-118, exact in bf16
+                s = s * decode._EXP2_M118
             s_lo, s_hi = tl.split(tl.reshape(s, (BLOCK_N, BLOCK_K // 32, 2)))
             s_lo = decode.per_k(s_lo, 16, BLOCK_N, HALF)
             s_hi = decode.per_k(s_hi, 16, BLOCK_N, HALF)
-            if USE_ASM:
+            if SCALE_AFTER and USE_ASM:
+                lo, hi = decode.nvfp4_bf16x2(wp, tl.full(s_lo.shape, decode._EXP2_118, tl.bfloat16))
+                lo = lo * s_lo
+                hi = hi * s_hi
+            elif USE_ASM:
                 lo, hi = decode.nvfp4_split_bf16x2(wp, s_lo, s_hi)
             else:
                 lo, _ = decode.nvfp4_values(wp, s_lo, DT)
@@ -275,7 +284,7 @@ def fused_kernel(
         else:
             wp = tl.load(w_rows + b * (BLOCK_K // 2))
         lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT, BLOCK_N, BLOCK_K,
-                          FRAG)
+                          FRAG, TMA)
         if TMA:  # rows past M and columns past K read as zeros
             x = tl.trans(x_desc.load([m0, b * BLOCK_K]))
         elif EVEN_K:
@@ -329,7 +338,7 @@ POINTER_CONFIGS = {
 # (128x64x128 w4 s5; pointer loads' best 44.4; fbgemm 36.0), M=256 47.9
 # (256x64x128 w4 s3; pointer 62.0; fbgemm 51.0), M=512 89.1 (256x128x64 w8
 # s3; pointer 99.8; fbgemm 85.4), M=1024 189.1 (256x128x128 w8 s3; pointer
-# 206.9; fbgemm 188.1). NVFP4 keeps pointer loads (wrong_on_h100). Above
+# 206.9; fbgemm 188.1). NVFP4: its own table entries (wrong_on_h100). Above
 # M = 1024 the 256-row TMA tiles are within 1-10% of each other and their
 # order changes between machines: the table's tune (f315a82) M=2048
 # 256x128x128 w8 s3 361.1 (256x128x64 w8 s3 377.2, 256x64x64 w4 s3 397.5),
@@ -422,36 +431,28 @@ def wrong_on_h100(fmt: int, c: dict) -> bool:
       no wrong call. A per-thread fence.acq_rel.gpu before the tile's counter
       changed nothing (22 and 23 of 30 wrong): not the partials' memory
       order. The whole family is left out of the pools and refused.
-    - NVFP4 with the weights by TMA: 256-row x tiles gave NaN in every call
-      (256x64x128 w4 s3, 256x128x64 w8 s3-s5, 256x128x128 w8 s3 at M = 256,
-      512 and 1024, exp/tma_sweep.py), and 128x64x128 split 1 w4 s3 errors
-      of 0.02-0.08 at 23 of the 32 Llama (layer, M >= 128) shapes of the
-      table's tune, those with more than 132 tiles (tune_weight_only.py
-      table at 85c3999); other 128-row NVFP4 TMA configs passed there and in
-      30 calls each, int4 with TMA at every shape. Split apart (exp/diag1.py,
-      H100, K = N = 8192, 5 calls each): x by TMA and the weights by pointer
-      loads (TMA_W False) was right at 4 warps (256x64x128 s3 at M = 256,
-      128x64x128 s3 at M = 128 and 256) but gave inf with 256x128x64 w8 s3
-      at M = 256 and 1024; the weights by TMA and x by pointer loads was
-      right in all three (and no faster than pointer loads). The PTX decode
-      is not it (the Triton decode went as wrong). Then the table's check
-      (tune_weight_only.py check, 30 calls per entry, H100): x by TMA
-      with 128x64x128 tiles (two programs per SM) was wrong in 9 and 4 of
-      30 calls at 128x28672x8192 (split 2) and 128x8192x57344 (inf), right
-      at 5 other Llama shapes; 256x64x128 w4 s3 (205 KB of shared memory,
-      one program per SM) right in every call at the 4 shapes it won at
-      M = 256. Cause not found. So NVFP4 takes TMA for x only and only in
-      that tile (TMA_W False, 256x64x128 at 4 warps)."""
-    if fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1:
-        return True
-    return fmt == NVFP4 and bool(c.get("TMA")) and \
-        (c.get("TMA_W", True) or (c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["num_warps"]) != (256, 64, 128, 4))
+    - (No longer refused) NVFP4 with TMA loads, its block scales applied
+      inside the PTX decode: NaN or wrong sums, in every call with 256-row x
+      tiles and in some calls of 128-row ones at shapes of many tiles (the
+      weights by TMA, or with 128-row tiles x alone), right under
+      compute-sanitizer (which slows it) and with the scales multiplied after
+      a unit-scale decode (exp/san_nv.py, H100: 256x8192x512 and
+      256x28672x8192, 0 of 7 calls wrong, against 7 of 7). The SASS (ptxas
+      12.8 and 13.5 alike) writes registers that wgmmas still pending read as
+      their A operand (scripts/fused_sass.py counts them: 27-67 in those
+      kernels, 0 in the scale-after ones and in every int4 kernel here), which
+      the PTX ISA leaves undefined. So with TMA, NVFP4 decodes at a unit
+      scale and multiplies after (_weights' SCALE_AFTER). Its pointer-load
+      configs keep the scales in the decode: the tables' checks (30 calls
+      each) found no wrong call, though their SASS has such writes too (the
+      cp.async waits ahead of them, the likely reason)."""
+    return fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1
 
 
 def pool(m: int, fmt: int = INT4) -> list[dict]:
     """The fused path's tuning candidates at M for a format
     (scripts/tune_weight_only.py table, scripts/tune_helion.py); NVFP4 from
-    M = 256 also 256x64x128 w4 with x's loads by TMA; above
+    M = 256 also 256x64x128 w4 with x's loads alone by TMA; above
     weight_only.FUSED_MAX_M, where the path runs only with TMA loads, the
     TMA ones (none for NVFP4)."""
     from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
@@ -464,22 +465,19 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm == 256 and t]
     else:
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm <= b]
-        if fmt == NVFP4:  # x by TMA, the weights by pointer loads, in 256x64x128 w4 tiles (wrong_on_h100)
-            cands += [config(bm, bn, bk, sk, w, st, tma="x") for bm, bn, bk, sk, w, st, t in FUSED_POOL
-                      if t and w == 4 and bm <= b]
+        if fmt == NVFP4:  # also x alone by TMA in the tile where it won (e01e460's table)
+            cands += [config(256, 64, 128, 1, 4, 3, tma="x")] if b >= 256 else []
     return [c for c in cands if not wrong_on_h100(fmt, c)]
 
 
-def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.device,
-               weights: bool = True) -> bool:
-    """Whether a config with TMA loads (weights False: x's only, TMA_W)
-    takes them here (FusedGemm.descriptors adds the per-call conditions on
-    x): BLOCK scales (int4 groups that are whole multiples of BLOCK_K, as
-    group 128 at BLOCK_K 64 or 128: checked on the H100 at group 128), or
-    NVFP4 with x's only (its weights by TMA gave wrong sums, wrong_on_h100),
-    on a Hopper or newer GPU (the interpreter runs them too)."""
-    mode = scale_mode(fmt, group, k, block_k, True)
-    if mode != BLOCK and not (fmt == NVFP4 and not weights):
+def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.device) -> bool:
+    """Whether a config with TMA loads (or x's alone, TMA_W False) takes them
+    here (FusedGemm.descriptors adds the per-call conditions on
+    x): int4 BLOCK scales (groups that are whole multiples of BLOCK_K, as
+    group 128 at BLOCK_K 64 or 128: checked on the H100 at group 128) or
+    NVFP4 (its SUB scales: checked on the H100), on a Hopper or newer GPU
+    (the interpreter runs them too)."""
+    if fmt != NVFP4 and scale_mode(fmt, group, k, block_k, True) != BLOCK:
         return False
     return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
 
@@ -532,7 +530,7 @@ class FusedGemm:
                              f"{tile and tile[0]} rows and BLOCK_K dividing its {tile and tile[1]} k")
         if wrong_on_h100(self.fmt, c):
             raise ValueError(f"config {c} returns wrong sums on the H100 (fused_gemm.wrong_on_h100: int4 with "
-                             "8 warps and split-K; NVFP4 with TMA loads other than x's in 256x64x128 w4 tiles)")
+                             "8 warps and split-K)")
         return c
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
@@ -548,7 +546,7 @@ class FusedGemm:
         if not c.get("TMA"):
             return {}
         weights = c.get("TMA_W", True)
-        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], x.device, weights) or x.shape[0] == 0 or \
+        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], x.device) or x.shape[0] == 0 or \
                 x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16:
             return {"TMA": False}
         from triton.tools.tensor_descriptor import TensorDescriptor

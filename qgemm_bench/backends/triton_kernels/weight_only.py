@@ -372,8 +372,7 @@ class WeightOnlyGemm:
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
             c = found[0]
             group = None if self.scales is None else self.group
-            if c is not None and c.get("TMA") and \
-                    not tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device, c.get("TMA_W", True)):
+            if c is not None and c.get("TMA") and not tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device):
                 found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, tma=False) or \
                     (tuned_config(self.fmt, m, tma=False), "")
             self._configs[(m, path)] = found

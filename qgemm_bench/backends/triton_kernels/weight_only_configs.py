@@ -51,7 +51,8 @@ FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
 PATHS = ("split", "fused")
 KERNELS = FORMATS + tuple(f"{f}_fused" for f in FORMATS)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
-FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE")  # fused-kernel keys: refused in split entries, dropped where the split kernel runs
+# Fused-kernel keys: refused in split entries, dropped where the split kernel runs.
+FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE")
 MIN_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}  # split_k_parts' counters; tl.dot's 16
 
 

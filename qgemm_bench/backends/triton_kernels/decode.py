@@ -78,7 +78,6 @@ _INT4_PTX = tl.constexpr(INT4_BF16X2_PTX)  # a @triton.jit function reads global
 _NVFP4_PTX = tl.constexpr(NVFP4_BF16X2_PTX)
 _NVFP4_SPLIT_PTX = tl.constexpr(NVFP4_SPLIT_BF16X2_PTX)
 _EXP2_118 = tl.constexpr(EXP2_118)
-_EXP2_M118 = tl.constexpr(2.0**-118)
 
 
 @triton.jit

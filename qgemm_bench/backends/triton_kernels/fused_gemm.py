@@ -159,8 +159,8 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
         else:
             s = sc.to(tl.float32) * (1.0 / decode._EXP2_118)
         if FRAG:
-            if SCALE_AFTER and USE_ASM:  # E4M3 values: x 2^-118, exact in bf16
-                s = s * decode._EXP2_M118
+            if SCALE_AFTER and USE_ASM:  # E4M3 values: x 2^-118 in fp32 (a bf16 constant 2^-118 folded to 0)
+                s = (s.to(tl.float32) * (1.0 / decode._EXP2_118)).to(tl.bfloat16)
             s_lo, s_hi = tl.split(tl.reshape(s, (BLOCK_N, BLOCK_K // 32, 2)))
             s_lo = decode.per_k(s_lo, 16, BLOCK_N, HALF)
             s_hi = decode.per_k(s_hi, 16, BLOCK_N, HALF)

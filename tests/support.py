@@ -57,14 +57,15 @@ def run_backend(op, name, c: Case, inputs=None):
     return out, inputs, prepared
 
 
-def check_on_gpu(op, name: str, shape, **settings) -> None:
-    """Backend `name` of `op` in bf16 on the GPU against the reference (skipped,
-    with its reason, where the backend cannot take the case)."""
-    c = case(op, shape, torch.bfloat16, CUDA, **settings)
+def check_on_gpu(op, name: str, shape, dtype=torch.bfloat16, **settings) -> None:
+    """Backend `name` of `op` on the GPU (bf16 unless `dtype`) against the
+    reference (skipped, with its reason, where the backend cannot take the
+    case)."""
+    c = case(op, shape, dtype, CUDA, **settings)
     if reason := registry.get(op.NAME, name).why_not(c):
         pytest.skip(reason)
     out, inputs, _ = run_backend(op, name, c)
-    check(out, op.reference(inputs), torch.bfloat16)
+    check(out, op.reference(inputs), dtype)
 
 
 def triton_config(bm=16, bn=32, bk=64, split=1, **flags) -> dict:

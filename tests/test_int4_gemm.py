@@ -748,8 +748,8 @@ def test_tritonbench_entry_refuses_bad_weights():
 # ------------------------------------------------------------------ GPU (bf16, larger and ragged shapes)
 
 
-def check_gpu(name, shape, **settings):
-    check_on_gpu(int4_gemm, name, shape, **settings)
+def check_gpu(name, shape, dtype=torch.bfloat16, **settings):
+    check_on_gpu(int4_gemm, name, shape, dtype, **settings)
 
 
 @pytest.mark.gpu
@@ -765,6 +765,16 @@ def test_torch_backends_bf16(name, shape, group):
 @needs_gpu
 def test_tinygemm_per_channel_when_k_is_a_supported_group():
     check_gpu("tinygemm", (5, 256, 512), group_size="channel")
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("shape", [(256, 8192, 8192), (512, 4096, 4096), (1024, 8192, 8192)])
+def test_triton_float16_where_the_table_takes_tma_loads(shape):
+    # Float16 x has no PTX decode: TMA configs then returned wrong sums on
+    # the H100 (10 of 10 calls), so FusedGemm.descriptors loads by pointer.
+    check_gpu("triton", shape, torch.float16, group_size=128)
+    check_gpu("triton", shape, group_size=128)
 
 
 @pytest.mark.gpu

@@ -297,8 +297,8 @@ def test_tritonbench_entry_refuses_bad_weights():
 # ------------------------------------------------------------------ GPU (bf16, larger and ragged shapes)
 
 
-def check_gpu(name, shape, **settings):
-    check_on_gpu(nvfp4_gemm, name, shape, **settings)
+def check_gpu(name, shape, dtype=torch.bfloat16, **settings):
+    check_on_gpu(nvfp4_gemm, name, shape, dtype, **settings)
 
 
 @pytest.mark.gpu
@@ -308,6 +308,17 @@ def check_gpu(name, shape, **settings):
 @pytest.mark.parametrize("unscaled", [False, True])
 def test_torch_backends_bf16(name, shape, unscaled):
     check_gpu(name, shape, unscaled=unscaled)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("shape", [(256, 8192, 8192), (128, 8192, 57344), (2048, 8192, 8192)])
+def test_triton_tma_entries_in_bf16_and_float16(shape):
+    # The table's TMA entries (scales after the decode) in bf16; float16 x
+    # (no PTX decode) loads the same tiles by pointer: with TMA it returned
+    # NaN on the H100 (FusedGemm.descriptors).
+    check_gpu("triton", shape)
+    check_gpu("triton", shape, torch.float16)
 
 
 @pytest.mark.gpu

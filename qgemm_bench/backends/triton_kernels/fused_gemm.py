@@ -538,16 +538,22 @@ class FusedGemm:
         [BLOCK_M, BLOCK_K] tiles and of the tiled weights' [BLOCK_N,
         BLOCK_K // 2] byte tiles (a 3-D view: tile rows, k tile * TN + row,
         byte; made once per block shape; not with TMA_W False). {} without
-        TMA. TMA off (the same
-        tiles then load by pointer) where tma_usable says no (scales other
-        than BLOCK, a GPU before Hopper), x's rows are not 16-byte aligned,
-        as TMA needs, or x has no rows (a descriptor needs a positive
-        shape)."""
+        TMA. TMA off (the same tiles then load by pointer) where tma_usable
+        says no (int4 scales other than BLOCK, a GPU before Hopper), on a GPU
+        without the PTX decode (float16 x, or DECODE_ASM off), x's rows are
+        not 16-byte aligned, as TMA needs, or x has no rows (a descriptor
+        needs a positive shape). Without the PTX decode TMA configs returned
+        wrong sums on the H100: float16 x, int4 g128 and NVFP4, 10 of 10
+        calls at each of 5 table shapes (errors 0.18-0.36, NVFP4 NaN), right
+        by pointer loads (exp/fp16_check.py); their SASS writes registers
+        that pending wgmmas read (fused_sass.py counts 69-185 such writes,
+        see wrong_on_h100)."""
         if not c.get("TMA"):
             return {}
         weights = c.get("TMA_W", True)
+        ptx_decode = x.dtype == torch.bfloat16 and c.get("DECODE_ASM", True)
         if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], x.device) or x.shape[0] == 0 or \
-                x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16:
+                x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16 or (x.is_cuda and not ptx_decode):
             return {"TMA": False}
         from triton.tools.tensor_descriptor import TensorDescriptor
 

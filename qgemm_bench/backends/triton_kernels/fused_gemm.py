@@ -126,7 +126,8 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
     odd-k weights, [BLOCK_N, BLOCK_K // 2] each in DT, scaled unless the
     scale comes at the end (CHANNEL). SCALE_AFTER (NVFP4 with the PTX
     decode): the codes decoded at a unit scale, then multiplied by the block
-    scales in bf16 (exact either way: fused_kernel says why)."""
+    scales in bf16, exact either way (a code x 2^-8 times an E4M3 value
+    has at most 6 significant bits; wrong_on_h100 says why it exists)."""
     HALF: tl.constexpr = BLOCK_K // 2
     if FMT == 0:
         if USE_ASM:
@@ -439,13 +440,16 @@ def wrong_on_h100(fmt: int, c: dict) -> bool:
       a unit-scale decode (exp/san_nv.py, H100: 256x8192x512 and
       256x28672x8192, 0 of 7 calls wrong, against 7 of 7). The SASS (ptxas
       12.8 and 13.5 alike) writes registers that wgmmas still pending read as
-      their A operand (scripts/fused_sass.py counts them: 27-67 in those
-      kernels, 0 in the scale-after ones and in every int4 kernel here), which
-      the PTX ISA leaves undefined. So with TMA, NVFP4 decodes at a unit
-      scale and multiplies after (_weights' SCALE_AFTER). Its pointer-load
-      configs keep the scales in the decode: the tables' checks (30 calls
-      each) found no wrong call, though their SASS has such writes too (the
-      cp.async waits ahead of them, the likely reason)."""
+      their A operand, which the PTX ISA leaves undefined
+      (scripts/fused_sass.py counts such writes in the main loop: 27-67 in
+      those kernels, 0 in the scale-after ones and in every int4 TMA config
+      of the table; 69-185 in the Triton decode's TMA loops, which
+      FusedGemm.descriptors therefore refuses). Pointer-load configs have
+      them too (1-41 in 30 of the tables' 54 fused configs, int4 and NVFP4)
+      and have not returned a wrong call in the tables' checks (30 calls
+      each) or in any run: the cp.async waits ahead of them in each K block
+      are the likely margin. So with TMA, NVFP4 decodes at a unit scale and
+      multiplies after (_weights' SCALE_AFTER)."""
     return fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1
 
 
@@ -454,7 +458,7 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
     (scripts/tune_weight_only.py table, scripts/tune_helion.py); NVFP4 from
     M = 256 also 256x64x128 w4 with x's loads alone by TMA; above
     weight_only.FUSED_MAX_M, where the path runs only with TMA loads, the
-    TMA ones (none for NVFP4)."""
+    256-row TMA ones."""
     from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
 
     b = m_bucket(m)

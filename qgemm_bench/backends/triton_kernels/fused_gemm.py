@@ -445,7 +445,7 @@ def wrong_on_h100(fmt: int, c: dict) -> bool:
       those kernels, 0 in the scale-after ones and in every int4 TMA config
       of the table; 69-185 in the Triton decode's TMA loops, which
       FusedGemm.descriptors therefore refuses). Pointer-load configs have
-      them too (1-41 in 30 of the tables' 54 fused configs, int4 and NVFP4)
+      them too (1-41 in 27 of the tables' 54 fused configs, int4 and NVFP4)
       and have not returned a wrong call in the tables' checks (30 calls
       each) or in any run: the cp.async waits ahead of them in each K block
       are the likely margin. So with TMA, NVFP4 decodes at a unit scale and

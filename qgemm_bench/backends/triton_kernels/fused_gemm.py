@@ -447,7 +447,8 @@ def wrong_on_h100(fmt: int, c: dict) -> bool:
       FusedGemm.descriptors therefore refuses). Pointer-load configs have
       them too (1-41 in 27 of the tables' 54 fused configs, int4 and NVFP4)
       and have not returned a wrong call in the tables' checks (30 calls
-      each) or in any run: the cp.async waits ahead of them in each K block
+      each; 100 each for the 191 configs up to M = 256 at c2058fa) or in
+      any run: the cp.async waits ahead of them in each K block
       are the likely margin. So with TMA, NVFP4 decodes at a unit scale and
       multiplies after (_weights' SCALE_AFTER)."""
     return fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1

@@ -2,7 +2,10 @@
 """No GPU needed: compile the fused weight-only kernel (fused_gemm.fused_kernel)
 for sm_90 with this machine's Triton and print what its main loop costs:
 registers, shared memory, and the loop's SASS instructions by opcode (the
-loop with the wgmmas, HGMMA). How the docs' instruction counts were taken,
+loop with the wgmmas, HGMMA), and how many of its instructions write a
+register that a wgmma still pending reads as its A operand (undefined in the
+PTX ISA; fused_gemm.wrong_on_h100 tells what such writes did on the H100).
+How the docs' instruction counts were taken,
 with Triton 3.6, the GPU machine's (NVFP4 16x128x128 split 8: 742 -> 561
 per K block with bf16 scales); other Triton versions schedule differently.
 
@@ -38,8 +41,8 @@ def parse_args(argv=None):
     p.add_argument("--split", type=int_in(1, 64), default=1, help="SPLIT_K (default 1)")
     p.add_argument("--warps", type=int, choices=(4, 8), default=4, help="num_warps (default 4)")
     p.add_argument("--stages", type=int_in(1, 8), default=3, help="num_stages (default 3)")
-    p.add_argument("--tma", action="store_true", help="TMA loads (int4 only: fused_gemm.wrong_on_h100)")
-    p.add_argument("--tma-x", action="store_true", help="TMA loads of x only (TMA_W false; NVFP4's at 4 warps)")
+    p.add_argument("--tma", action="store_true", help="TMA loads of x and the weights")
+    p.add_argument("--tma-x", action="store_true", help="TMA loads of x alone (TMA_W false)")
     p.add_argument("--acc", action="store_true", help="ACC_SCALE: int4 scales on each K block's fp32 product")
     p.add_argument("--maxnreg", type=int_in(24, 255), default=None, help="cap the registers per thread (maxnreg)")
     p.add_argument("--k", type=int_in(256, 1 << 20), default=8192, help="K, a multiple of 256 (default 8192)")

@@ -2,6 +2,7 @@
 without a GPU (Triton's bundled ptxas, nvdisasm, cuobjdump) and reports its
 main loop: the loop with the wgmmas, counted by opcode."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,36 @@ def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
     assert int(counts["HGMMA"]) == wgmmas and sum(map(int, counts.values())) == int(lines[1].split()[-2])
     assert (tmp_path / "k.sass").read_text().count("HGMMA") >= wgmmas
     assert "UTMALDG" in counts if "--tma" in args else "UTMALDG" not in counts
+    assert re.fullmatch(r"writes to a pending wgmma's A-operand registers: \d+", lines[3]), lines
+
+
+def load_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fused_sass", REPO / "scripts" / "fused_sass.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_writes_to_a_pending_wgmma_a_operand_are_counted_across_the_back_edge():
+    # A loop body as nvdisasm prints it: the HGMMA reads R20-R23; DEPBAR.LE 1
+    # keeps it pending; the write to R22 at the loop's top (reached again
+    # after the back edge) and the LDS.64 into R23-R24 count, the writes to
+    # R30 and, after DEPBAR.LE 0, to R21 do not.
+    body = ["        /*0100*/                   IMAD R22, R1, 0x2, RZ ;",
+            "        /*0110*/                   LDS.64 R23, [R2] ;",
+            "        /*0120*/                   MOV R30, R4 ;",
+            "        /*0130*/                   WARPGROUP.ARRIVE ;",
+            "        /*0140*/                   HGMMA.64x128x16.F32.BF16 R24, R20, gdesc[UR16], R24, gsb0 ;",
+            "        /*0150*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;",
+            "        /*0160*/              @P0 BRA `(.L_x_0) ;"]
+    mod = load_script()
+    assert mod.operand_overwrites(body) == 2
+    assert mod.operand_overwrites(body[:-2] + ["        /*0150*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;",
+                                                 "        /*0158*/                   MOV R21, R4 ;", body[-1]]) == 0
+    assert mod.dest_width("LDSM.16.M88.4") == 4 and mod.dest_width("LDG.E.128") == 4
+    assert mod.dest_width("IMAD.WIDE.U32") == 2 and mod.dest_width("LOP3.LUT") == 1
 
 
 def test_acc_scale_and_a_register_cap_show_in_the_sass():

@@ -54,7 +54,7 @@ def test_wrong_inputs_are_a_clear_value_error(call, message):
     ("path_ab.py", [], "needs a CUDA device"),  # the CPU (CI)
     ("fused_sass.py", ["--tile", "16x128"], "expected BLOCK_MxBLOCK_NxBLOCK_K"),
     ("fused_sass.py", ["--tile", "16x128x128", "--warps", "8", "--split", "2"], "wrong_on_h100"),
-    ("fused_sass.py", ["--fmt", "nvfp4", "--tma"], "NVFP4 takes no TMA loads"),
+    ("fused_sass.py", ["--tma", "--tma-x"], "one or the other"),
     ("fused_sass.py", ["--k", "1000"], "a multiple of 256"),
     ("fused_sass.py", ["--maxnreg", "7"], "out of range"),
 ])

@@ -100,3 +100,29 @@ def np_unpack(packed: np.ndarray) -> np.ndarray:
 
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def run_script_in_process(path, argv, monkeypatch, capsys) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `python path *argv`, run here: the script
+    executes as __main__ (runpy) on this process's imports. For usage errors
+    of scripts that stop right after their argument checks on a CPU (so an
+    argument accepted by mistake still ends there, in one line); each such
+    test also runs the script as its own process (the imports and exit)."""
+    import os
+    import runpy
+    import sys
+
+    monkeypatch.setattr(sys, "argv", [str(path), *map(str, argv)])
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    environ = dict(os.environ)  # restored after: a script may change it
+    capsys.readouterr()
+    code = 0
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -54,7 +54,7 @@ def assert_left_zero(gemm, m: int, split: int) -> None:
 # K blocks of 128: 640 -> 5 (splits 2, 3: uneven runs 3+2, 2+2+1), 1152 -> 9
 # (split 2: 5+4; 3: three whole runs of 3); split 16 > the blocks: one block
 # per program, fewer programs than splits. Group 128: BLOCK scales, 32: SUB.
-INT4_CASES = [((65, 640, 200), 128), ((100, 1152, 200), 32)]
+INT4_CASES = [((65, 640, 72), 128), ((100, 1152, 72), 32)]
 SPLITS = [1, 2, 3, 16]
 
 
@@ -84,7 +84,7 @@ def test_int4_fused_split_vs_fp64(shape, group, split, monkeypatch):
 
 
 @interpreter
-@pytest.mark.parametrize("shape,bk", [((100, 1152, 200), 128), ((65, 1040, 200), 64)])
+@pytest.mark.parametrize("shape,bk", [((100, 1152, 72), 128), ((65, 1040, 72), 64)])
 @pytest.mark.parametrize("split", SPLITS)
 def test_nvfp4_fused_split_vs_fp64(shape, bk, split, monkeypatch):
     # E4M3 block scales (SUB tiles loaded a step ahead, from each split's

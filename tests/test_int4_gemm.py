@@ -315,16 +315,17 @@ def fused(inputs, config):
 
 @pytest.mark.parametrize("group,bk", [(32, 128), (64, 128), (128, 128), (128, 64), (256, 128), (96, 128),
                                       ("channel", 128), (None, 256)])
-@pytest.mark.parametrize("shape,bm,split", [((65, 768, 100), 32, 1), ((7, 5248, 72), 16, 3), ((9, 5120, 40), 16, 4)])
+@pytest.mark.parametrize("shape,bm,split", [((65, 768, 100), 32, 1), ((7, 1408, 72), 16, 3), ((9, 2048, 40), 16, 4)])
 def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
     # Groups a K block holds (SUB), that span blocks (BLOCK), neither (GATHER:
     # 96), one group (CHANNEL), none; ragged M, N, and K off the K block
-    # (5248 = 41 x 128; 5280 = 55 x 96; groups of 256 need K = 21 x 256).
-    # 5120 = 40 x 128: splits of equal length, the kernel's constant trip count.
-    if shape[1] == 5248 and group in (96, 256):
-        shape = (shape[0], 5280 if group == 96 else 5376, shape[2])
-    if shape[1] == 5120 and group == 96:
-        shape = (shape[0], 5760, shape[2])
+    # (1408 = 11 x 128, 5.5 x 256, in splits of 4, 4, 3 blocks; 1440 = 15 x
+    # 96 = 11.25 x 128; groups of 256 need K = 6 x 256). 2048 = 16 x 128:
+    # splits of equal length, the kernel's constant trip count (1536 = 16 x 96).
+    if shape[1] == 1408 and group in (96, 256):
+        shape = (shape[0], 1440 if group == 96 else 1536, shape[2])
+    if shape[1] == 2048 and group == 96:
+        shape = (shape[0], 1536, shape[2])
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
     gemm = fused(inputs, cfg(bm=bm, bn=64, bk=bk, split=split))
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
@@ -332,7 +333,7 @@ def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
     check(gemm(inputs.x), ref)  # the split workspace was left ready
 
 
-ACC_SHAPES = [((7, 5376, 100), 16, 64, 3, False), ((65, 768, 200), 32, 128, 2, False),
+ACC_SHAPES = [((7, 1536, 100), 16, 64, 3, False), ((65, 768, 200), 32, 128, 2, False),
               ((33, 1280, 72), 64, 64, 1, True)]
 
 
@@ -341,7 +342,7 @@ ACC_SHAPES = [((7, 5376, 100), 16, 64, 3, False), ((65, 768, 200), 32, 128, 2, F
     (g, 128, *ACC_SHAPES[i]) for i, g in enumerate((64, "channel", None))])
 def test_fused_kernel_acc_scale_vs_fp64(shape, bm, bn, split, tma, group, bk):
     # ACC_SCALE: BLOCK scales (groups of one or two K blocks) on each block's
-    # fp32 product, with pointer and TMA loads, ragged M and N, 5376 = 42 x
+    # fp32 product, with pointer and TMA loads, ragged M and N, 1536 = 12 x
     # 128 in 3 splits; other scale modes ignore it (the same results as
     # without: checked bit for bit).
     from qgemm_bench.backends.triton_kernels.fused_gemm import BLOCK, scale_mode
@@ -394,7 +395,7 @@ def test_fused_kernel_on_tiled_weights_spanning_tiles_vs_fp64(bn, bk, split):
 
 
 @pytest.mark.parametrize("group,bk", [(128, 128), (128, 64), (32, 64), (96, 128), ("channel", 64), (None, 128)])
-@pytest.mark.parametrize("shape,bm,bn,split", [((7, 5248, 100), 16, 64, 1), ((65, 768, 200), 32, 128, 2),
+@pytest.mark.parametrize("shape,bm,bn,split", [((7, 1408, 100), 16, 64, 1), ((65, 768, 200), 32, 128, 2),
                                               ((33, 1280, 72), 64, 64, 1)])
 def test_fused_kernel_tma_loads_vs_fp64(shape, bm, bn, split, group, bk):
     # TMA tiles (FusedGemm.descriptors): x rows past M and columns past K come
@@ -404,7 +405,7 @@ def test_fused_kernel_tma_loads_vs_fp64(shape, bm, bn, split, group, bk):
     from qgemm_bench.backends.triton_kernels.fused_gemm import BLOCK, scale_mode
 
     if group == 96:
-        shape = (shape[0], 5280 if shape[1] == 5248 else 1152, shape[2])
+        shape = (shape[0], 1440 if shape[1] == 1408 else 1152, shape[2])
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
     gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=True))
     g = 2 if group is None else (shape[1] if group == "channel" else group)
@@ -417,11 +418,11 @@ def test_fused_kernel_tma_loads_vs_fp64(shape, bm, bn, split, group, bk):
     check(gemm(inputs.x), ref)
 
 
-@pytest.mark.parametrize("shape,bm,bn,bk,split", [((130, 512, 300), 64, 256, 32, 1), ((20, 5248, 100), 16, 64, 128, 3),
+@pytest.mark.parametrize("shape,bm,bn,bk,split", [((130, 512, 300), 64, 256, 32, 1), ((20, 1408, 100), 16, 64, 128, 3),
                                                  ((40, 1280, 136), 16, 128, 64, 5)])
 def test_fused_kernel_tma_loads_more_tiles_vs_fp64(shape, bm, bn, bk, split):
     # Several M tiles, a box of four tile rows (BLOCK_N 256), the 16-byte box
-    # of BLOCK_K 32, and splits of unequal length (41 K blocks in 3; 20 in 5).
+    # of BLOCK_K 32, and splits of unequal length (11 K blocks in 3; 20 in 5).
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=128), seed())
     gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=True))
     assert set(gemm.descriptors(inputs.x, gemm.config)) == {"x_desc", "w_desc"}
@@ -603,8 +604,8 @@ def helion_fused_config(bn=64, bm=64, bk=128):
 @pytest.mark.parametrize("shape,group,bk", [
     ((65, 768, 100), 32, 128), ((65, 768, 100), 64, 256), ((80, 768, 100), 128, 64),  # SUB, SUB, BLOCK
     ((65, 768, 100), "channel", 128), ((80, 768, 100), None, 128), ((65, 960, 100), 96, 128),  # GATHER: 96
-    ((80, 5248, 100), 128, 256),  # K off the 256 step (41 x 128)
-    ((65, 768, 1000), 128, 256),
+    ((80, 1408, 100), 128, 256),  # K off the 256 step (11 x 128)
+    ((65, 768, 300), 128, 256),  # N over two 256-column pads
     ((65, 768, 100), 48, 128), ((65, 512, 100), 16, 64)])  # GATHER: a byte's k and k + 16 in two groups
 def test_helion_fused_kernel_vs_fp64(shape, group, bk, monkeypatch):
     """The Helion fused kernel on the K-major weights: every scale mode

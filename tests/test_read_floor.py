@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from qgemm_bench.harness import read_floor
+from tests.support import run_script_in_process
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "read_floor.py"
 
@@ -54,11 +55,13 @@ def test_the_reader_refuses_what_its_int32_offsets_cannot_address():
     (["--from", "/nonexistent.json"], "--from /nonexistent.json: no such file"),
     (["--from", "x.json", "--shape", "16,4096,16"], "--from re-renders a measured table: --shape do not apply"),
 ])
-def test_script_bad_input_is_one_line(tmp_path, argv, says):
-    r = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "o.md"), *argv], capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 2
-    assert r.stderr.strip().count("\n") == 0 and says in r.stderr, r.stderr
+def test_script_bad_input_is_one_line(tmp_path, argv, says, request, monkeypatch, capsys):
+    # The first case as its own process (the imports and exit); the others
+    # differ in their arguments only.
+    own = request.node.callspec.indices["argv"] == 0
+    code, stderr = script_usage([tmp_path / "o.md", *argv], own, monkeypatch, capsys)
+    assert code == 2
+    assert stderr.strip().count("\n") == 0 and says in stderr, stderr
     assert not (tmp_path / "o.md").exists()
 
 
@@ -71,6 +74,18 @@ def test_script_without_gpu_says_so(tmp_path):
 
 def run_script(*argv):
     return subprocess.run([sys.executable, str(SCRIPT), *map(str, argv)], capture_output=True, text=True, timeout=120)
+
+
+def script_usage(argv, own_process, monkeypatch, capsys) -> tuple[int, str]:
+    """(exit code, stderr) of the script refusing argv: as its own process, or
+    (on a CPU, where it stops right after its argument checks, and its runs as
+    a process are test_script_bad_input_is_one_line's first case and
+    test_script_without_gpu_says_so) run here, sparing a process start."""
+    if own_process or torch.cuda.is_available():
+        r = run_script(*argv)
+        return r.returncode, r.stderr
+    code, _, stderr = run_script_in_process(SCRIPT, argv, monkeypatch, capsys)
+    return code, stderr
 
 
 def test_script_re_renders_a_measured_table_beside_a_newer_baseline(tmp_path):
@@ -122,17 +137,17 @@ def test_script_re_renders_a_measured_table_beside_a_newer_baseline(tmp_path):
      "not a read_floor.py JSON (ValueError"),
     ("not json", "not a read_floor.py JSON (JSONDecodeError"),
 ])
-def test_script_refuses_a_malformed_measured_table_in_one_line(tmp_path, doc, says):
+def test_script_refuses_a_malformed_measured_table_in_one_line(tmp_path, doc, says, monkeypatch, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    r = run_script(tmp_path / "o.md", "--from", bad)
-    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and says in r.stderr, r.stderr
+    code, stderr = script_usage([tmp_path / "o.md", "--from", bad], False, monkeypatch, capsys)
+    assert code == 2 and stderr.strip().count("\n") == 0 and says in stderr, stderr
     assert not (tmp_path / "o.md").exists()
 
 
-def test_script_refuses_a_baseline_that_is_no_run_in_one_line(tmp_path):
+def test_script_refuses_a_baseline_that_is_no_run_in_one_line(tmp_path, monkeypatch, capsys):
     bad = tmp_path / "results.json"
     bad.write_text("a,b\n1,2\n")
-    r = run_script(tmp_path / "o.md", "--baseline", bad)
-    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
-    assert r.stderr.startswith(f"error: --baseline {bad}: not a qgemm-bench results file"), r.stderr
+    code, stderr = script_usage([tmp_path / "o.md", "--baseline", bad], False, monkeypatch, capsys)
+    assert code == 2 and stderr.strip().count("\n") == 0
+    assert stderr.startswith(f"error: --baseline {bad}: not a qgemm-bench results file"), stderr

@@ -83,7 +83,7 @@ BACKENDS = [b.name for b in registry.for_op("split_k_gemm")]
 
 
 @pytest.mark.parametrize("name", BACKENDS)
-@pytest.mark.parametrize("shape", [(16, 1024, 16), (5, 1000, 7), (64, 2048, 33)])
+@pytest.mark.parametrize("shape", [(16, 1024, 16), (5, 1000, 7), (64, 1024, 33)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_every_backend_vs_reference(name, shape, bias):
     c = case(split_k_gemm, shape, bias=bias)
@@ -100,8 +100,10 @@ def test_every_backend_vs_reference(name, shape, bias):
 cfg = triton_config
 
 
+# (33, 1024, 40): several ragged M and N tiles; 16 K blocks, so every split
+# has work (8 x 2) or splits of unequal length (6, 6, 4).
 @pytest.mark.parametrize("deterministic", [False, True])
-@pytest.mark.parametrize("shape", [(16, 1024, 16), (5, 1000, 7), (33, 2048, 40)])
+@pytest.mark.parametrize("shape", [(16, 1024, 16), (5, 1000, 7), (33, 1024, 40)])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("split, bn", [(1, 32), (3, 32), (8, 32), (3, 16)])
 def test_triton_kernel_vs_fp64(deterministic, shape, bias, split, bn):
@@ -143,8 +145,11 @@ def test_pdl_is_a_config_option_off_on_cpu_and_by_environment(monkeypatch):
         configs().check_config(cfg(PDL=4))
 
 
+# The interpreter has no griddepcontrol: off the GPU every PDL mode launches as
+# PDL 0 (split_k_parts.pdl_launch), the same interpreted computation, so there
+# one mode stands for the three.
 @pytest.mark.parametrize("mode, reduce", [(0, "last"), (1, "last"), (1, "kernel")])
-@pytest.mark.parametrize("pdl", [1, 2, 3])
+@pytest.mark.parametrize("pdl", [1, 2, 3] if DEV.type == "cuda" else [2])
 def test_triton_kernel_with_pdl_vs_fp64(mode, reduce, pdl):
     """A PDL config (on the GPU the prologue waits, and with 2 prefetches b's
     first rows, clamped into b at this K; REDUCE "kernel": the second launch

@@ -163,30 +163,33 @@ def interpreted(c: dict) -> str:
 
 # The fused kernel reads padded weights (only x is masked, by EVEN_K, which
 # K = 640 covers both ways: 128 divides it, 256 does not), so one (K, N).
+@pytest.mark.parametrize("fmt", ["int4", "nvfp4"])
 @pytest.mark.parametrize("path,m,k,n", [("split", 7, 640, 200), ("split", 7, 512, 256), ("fused", 65, 640, 200)])
-def test_every_checked_in_config_is_right(path, m, k, n):
-    """Each distinct config of the checked-in tables, both formats, int4 at
+def test_every_checked_in_config_is_right(path, m, k, n, fmt):
+    """Each distinct config of the checked-in tables, of either format, int4 at
     group 128 (the default), against fp64 math on the dequantized weights:
     M that no tile height divides; N = 200 a ragged tile (the masked loads),
     N = 256 whole tiles and whole K blocks (the unmasked ones: EVEN_KN);
     K = 640 and 512 split unevenly (5 or 4-8 blocks over 4-16 splits)."""
-    int4 = int4_gemm.make_inputs(case(int4_gemm, (m, k, n), group_size=128), seed())
-    fp4 = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (m, k, n)), seed())
-    runs = [(int4, (int4.w, int4.scales, None, INT4, 128), int4_gemm.dequantize(int4)),
-            (fp4, (fp4.w, fp4.block_scales.view(torch.uint8), fp4.tensor_scale, NVFP4, 16),
-             nvfp4_gemm.dequantize(fp4))]
-    for (inputs, wargs, deq), kernel in zip(runs, ("int4_gemm", "nvfp4_gemm"), strict=True):
-        configs = distinct_configs(kernel + ("_fused" if path == "fused" else ""))
-        assert configs, kernel
-        ran = set()
-        for c in configs:
-            gemm = WeightOnlyGemm(*wargs, config=c, path=path)
-            if path == "fused":
-                gemm.fused().config_for(m)  # every config passes the call's checks (wrong_on_h100 reads num_warps)
-            if interpreted(c) in ran:
-                continue  # on CPU: the same interpreted computation as a config already run (INTERPRETER_IGNORES)
-            ran.add(interpreted(c))
-            check(gemm(inputs.x), fp64(inputs.x, deq))
+    if fmt == "int4":
+        inputs = int4_gemm.make_inputs(case(int4_gemm, (m, k, n), group_size=128), seed())
+        wargs, deq = (inputs.w, inputs.scales, None, INT4, 128), int4_gemm.dequantize(inputs)
+    else:
+        inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (m, k, n)), seed())
+        wargs = (inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16)
+        deq = nvfp4_gemm.dequantize(inputs)
+    kernel = f"{fmt}_gemm" + ("_fused" if path == "fused" else "")
+    configs = distinct_configs(kernel)
+    assert configs, kernel
+    ran = set()
+    for c in configs:
+        gemm = WeightOnlyGemm(*wargs, config=c, path=path)
+        if path == "fused":
+            gemm.fused().config_for(m)  # every config passes the call's checks (wrong_on_h100 reads num_warps)
+        if interpreted(c) in ran:
+            continue  # on CPU: the same interpreted computation as a config already run (INTERPRETER_IGNORES)
+        ran.add(interpreted(c))
+        check(gemm(inputs.x), fp64(inputs.x, deq))
 
 
 @interpreter

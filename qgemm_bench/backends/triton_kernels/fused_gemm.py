@@ -206,7 +206,7 @@ def fused_kernel(
     PDL: tl.constexpr = 0, PF_LINES: tl.constexpr = 32,  # split_k_parts.pdl_prologue; 128-byte lines per tile row
     TMA: tl.constexpr = False, x_desc=None, w_desc=None,  # tile loads by TMA (FusedGemm.descriptors)
     ACC_SCALE: tl.constexpr = False,  # BLOCK scales on each K block's fp32 product (module docstring)
-    TMA_W: tl.constexpr = True,  # with TMA: False, only x by TMA, the weights by pointer loads (NVFP4's)
+    TMA_W: tl.constexpr = True,  # with TMA: False, only x by TMA, the weights by pointer loads
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only

@@ -10,11 +10,12 @@ with Triton 3.6, the GPU machine's (NVFP4 16x128x128 split 8: 742 -> 561
 per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
-                                [--stages 3] [--tma | --tma-x] [--acc] [--maxnreg N] [--k 8192] [--out PREFIX]
+                                [--stages 3] [--tma | --tma-x] [--acc] [--maxnreg N] [--group 128] [--k 8192]
+                                [--out PREFIX]
 
 --out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary. The
 weights are tiled fragment-order bytes (kmajor_layout.TILE), int4 in groups
-of 128 (BLOCK scales), NVFP4 with bf16 block scales, bf16 activations, as
+of --group (128: BLOCK scales), NVFP4 with bf16 block scales, bf16 activations, as
 FusedGemm launches them on an H100."""
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def parse_args(argv=None):
     p.add_argument("--tma-x", action="store_true", help="TMA loads of x alone (TMA_W false)")
     p.add_argument("--acc", action="store_true", help="ACC_SCALE: int4 scales on each K block's fp32 product")
     p.add_argument("--maxnreg", type=int_in(24, 255), default=None, help="cap the registers per thread (maxnreg)")
+    p.add_argument("--group", default="128", metavar="G",
+                   help="int4 scale groups: an even integer dividing K, 'channel' or 'none' (default 128)")
     p.add_argument("--k", type=int_in(256, 1 << 20), default=8192, help="K, a multiple of 256 (default 8192)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
@@ -54,6 +57,15 @@ def parse_args(argv=None):
     args.bm, args.bn, args.bk = map(int, found.groups())
     if args.k % 256:
         raise InputError(f"--k {args.k}: a multiple of 256 (the layout's K_ALIGN)")
+    if args.group not in ("channel", "none"):
+        try:
+            g = int(args.group)
+        except ValueError:
+            g = 0
+        if g <= 0 or g % 2 or args.k % g:
+            raise InputError(f"--group {args.group!r}: an even integer dividing K={args.k}, 'channel' or 'none'")
+    if args.fmt == "nvfp4" and args.group != "128":
+        raise InputError("--group: int4 only (NVFP4 scales blocks of 16)")
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
@@ -83,11 +95,12 @@ def compile_kernel(args):
     if fused_gemm.wrong_on_h100(fmt, c):
         raise InputError(f"{args.tile} split {args.split} w{args.warps}: refused on the H100 "
                          "(fused_gemm.wrong_on_h100)")
-    group = 128 if fmt == INT4 else NVFP4_BLOCK
+    group = NVFP4_BLOCK if fmt == NVFP4 else None if args.group == "none" else \
+        args.k if args.group == "channel" else int(args.group)
     sig = {"x_ptr": "*bf16", "w_ptr": "*i8", "s_ptr": "*bf16", "ts_ptr": "*fp32", "out_ptr": "*bf16",
            "ws_ptr": "*fp32", "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "constexpr", "stride_xm": "i32",
            "stride_wn": "i32", "stride_sg": "i32", "stride_om": "i32"}
-    const = {"K": args.k, "FMT": fmt, "GROUP": group,
+    const = {"K": args.k, "FMT": fmt, "GROUP": group or 2,
              "SCALE_MODE": fused_gemm.scale_mode(fmt, group, args.k, args.bk, True), "EVEN_K": True, "FRAG": True,
              "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
              **{x: c.get(x, False) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "TMA",
@@ -213,7 +226,8 @@ def main(argv=None) -> int:
     body = main_loop(sass)
     ops = [m.group(1) for b in body if (m := OPCODE.match(b))]
     opts = "".join(f" {o}" for o, on in (("tma", args.tma), ("tma-x", args.tma_x), ("acc", args.acc),
-                                         (f"r{args.maxnreg}", args.maxnreg)) if on)
+                                         (f"r{args.maxnreg}", args.maxnreg),
+                                         (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
     print(f"{args.fmt} {args.tile} split {args.split} w{args.warps} s{args.stages}{opts} "
           f"K={args.k}, sm_90: {regs} registers, {k.metadata.shared} bytes of shared memory")
     if not ops:

@@ -263,14 +263,18 @@ def test_triton_auto_path_by_m(m, path):
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
-@pytest.mark.parametrize("group,path", [(128, "fused"), (256, "fused"), (32, "dequant"), (64, "dequant"),
-                                        ("channel", "dequant"), (None, "dequant")])
+@pytest.mark.parametrize("group,path", [(128, "fused"), (256, "fused"), (32, "fused"), (64, "fused"),
+                                        ("channel", "dequant"), (None, "dequant"), (96, "dequant")])
 def test_triton_above_fused_max_m_the_fused_path_only_with_tma(group, path):
     # Above FUSED_MAX_M the checked-in configs (FUSED_CONFIGS on the CPU) take
-    # TMA loads only with whole-K-block groups (fused_gemm.tma_usable): there,
-    # for groups of whole 128-k blocks (g64 would turn on the config's
-    # BLOCK_K), the fused kernel runs, elsewhere dequantize + cuBLAS. M and N
-    # ragged.
+    # TMA loads with the groups fused_gemm.tma_usable takes (whole K blocks,
+    # or tiling one in these 256-row x tiles): there the fused kernel runs,
+    # elsewhere (per channel, unscaled, GATHER's 96) dequantize + cuBLAS. M
+    # and N ragged.
+    if group == 96:
+        inputs = int4_gemm.make_inputs(case(int4_gemm, (1025, 576, 72), group_size=96), seed())
+        assert weight_only(inputs).path(1025) == "dequant"
+        return
     inputs = int4_gemm.make_inputs(case(int4_gemm, (1025, 512, 72), group_size=group), seed())
     gemm = weight_only(inputs)
     assert gemm.path(1025) == path
@@ -286,9 +290,9 @@ def test_triton_above_fused_max_m_an_explicit_config_decides_by_its_tma_key():
     assert with_tma.path(1030) == "fused"
     check(with_tma(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
     assert weight_only(inputs, config(256, 64, 64, 1, 4, 3, asm=False)).path(1030) == "dequant"
-    # Group 64 takes TMA at BLOCK_K 64 but not 128: above FUSED_MAX_M it stays on dequantize + cuBLAS.
-    g64 = int4_gemm.make_inputs(case(int4_gemm, (4, 256, 40), group_size=64), 0)
-    assert weight_only(g64, config(256, 64, 64, 1, 4, 3, tma=True)).path(1030) == "dequant"
+    # Per-channel scales take no TMA: above FUSED_MAX_M they stay on dequantize + cuBLAS.
+    per_channel = int4_gemm.make_inputs(case(int4_gemm, (4, 256, 40), group_size="channel"), 0)
+    assert weight_only(per_channel, config(256, 64, 64, 1, 4, 3, tma=True)).path(1030) == "dequant"
 
 
 @interpreter
@@ -394,23 +398,22 @@ def test_fused_kernel_on_tiled_weights_spanning_tiles_vs_fp64(bn, bk, split):
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
-@pytest.mark.parametrize("group,bk", [(128, 128), (128, 64), (32, 64), (96, 128), ("channel", 64), (None, 128)])
+@pytest.mark.parametrize("group,bk", [(128, 128), (128, 64), (32, 64), (64, 128), (32, 128), (96, 128),
+                                      ("channel", 64), (None, 128)])
 @pytest.mark.parametrize("shape,bm,bn,split", [((7, 1408, 100), 16, 64, 1), ((65, 768, 200), 32, 128, 2),
                                               ((33, 1280, 72), 64, 64, 1)])
 def test_fused_kernel_tma_loads_vs_fp64(shape, bm, bn, split, group, bk):
     # TMA tiles (FusedGemm.descriptors): x rows past M and columns past K come
     # back as zeros, weight tiles through the 3-D view of the tiled layout
-    # (a tile row or two, half a tile or a whole one along K). BLOCK scales
-    # only (groups of whole K blocks); other scale modes load by pointer.
-    from qgemm_bench.backends.triton_kernels.fused_gemm import BLOCK, scale_mode
-
+    # (a tile row or two, half a tile or a whole one along K). Groups of
+    # whole K blocks (BLOCK) and groups tiling one (SUB) two to a block (in
+    # these tiles of fewer than 256 rows; fused_gemm.tma_usable); the
+    # other scale modes load by pointer.
     if group == 96:
         shape = (shape[0], 1440 if shape[1] == 1408 else 1152, shape[2])
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
     gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=True))
-    g = 2 if group is None else (shape[1] if group == "channel" else group)
-    by_tma = scale_mode(INT4, None if group is None else g, shape[1], bk, True) == BLOCK
-    assert by_tma == (group == 128)
+    by_tma = group == 128 or group in (32, 64) and bk // group == 2
     expected = {"x_desc", "w_desc"} if by_tma else {"TMA"}
     assert set(gemm.descriptors(inputs.x, gemm.config)) == expected
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
@@ -776,6 +779,28 @@ def test_triton_float16_where_the_table_takes_tma_loads(shape):
     # the H100 (10 of 10 calls), so FusedGemm.descriptors loads by pointer.
     check_gpu("triton", shape, torch.float16, group_size=128)
     check_gpu("triton", shape, group_size=128)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("group", [32, 64])
+@pytest.mark.parametrize("shape", [(128, 8192, 8192), (257, 4096, 4096), (1024, 8192, 8192), (2048, 4096, 1000)])
+def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
+    # fused_gemm.tma_usable: groups 32 and 64 take the table's TMA entries
+    # (group 32 only in 256-row x tiles; at M = 128 its pointer config), in
+    # bf16 and, by pointer, float16; above FUSED_MAX_M the fused kernel.
+    from qgemm_bench.backends.triton_kernels import weight_only_configs
+    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), 0)
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, group)
+    raw = weight_only_configs.lookup(INT4, "fused", *shape, "h100")[0]  # these shapes' entries take TMA
+    c = gemm.tuned(shape[0])[0]
+    assert gemm.path(shape[0]) == "fused" and raw.get("TMA")
+    assert bool(c.get("TMA")) == (group == 64 or raw["BLOCK_M"] >= 256 or raw["BLOCK_K"] // group <= 2)
+    assert bool(gemm.fused().descriptors(inputs.x, c).get("x_desc")) == bool(c.get("TMA"))
+    check_gpu("triton", shape, group_size=group)
+    check_gpu("triton", shape, torch.float16, group_size=group)
 
 
 @pytest.mark.gpu

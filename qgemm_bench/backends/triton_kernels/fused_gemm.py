@@ -24,8 +24,8 @@ TMA copies instead of per-thread cp.async: the weights through a 3-D view of
 the tiled layout (tile rows, k tile * TILE_N + row, byte), so a BLOCK_N x
 BLOCK_K // 2 byte tile is one box; x rows past M and columns past K come back
 as zeros. Same tiles and math; no address arithmetic per thread. Only with
-BLOCK scales (int4 groups that are whole multiples of BLOCK_K, as g128: the
-mode checked on the H100) on Hopper or newer (tma_usable; elsewhere
+the scale modes tma_usable names (int4 groups of whole K blocks, as 128, or
+tiling one, as 32 and 64; NVFP4) on Hopper or newer (elsewhere
 WeightOnlyGemm takes a pointer-load config). H100, int4
 g128 K = N = 8192, same config and process (exp/tma_ab.py): M=128
 128x64x128 w4 s4 46.7 -> 37.6 us, M=256 256x64x128 w4 s3 64.4 -> 50.2,
@@ -475,14 +475,28 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
     return [c for c in cands if not wrong_on_h100(fmt, c)]
 
 
-def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.device) -> bool:
+def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.device,
+               block_m: int = 256) -> bool:
     """Whether a config with TMA loads (or x's alone, TMA_W False) takes them
-    here (FusedGemm.descriptors adds the per-call conditions on
-    x): int4 BLOCK scales (groups that are whole multiples of BLOCK_K, as
-    group 128 at BLOCK_K 64 or 128: checked on the H100 at group 128) or
-    NVFP4 (its SUB scales: checked on the H100), on a Hopper or newer GPU
-    (the interpreter runs them too)."""
-    if fmt != NVFP4 and scale_mode(fmt, group, k, block_k, True) != BLOCK:
+    here (FusedGemm.descriptors adds the per-call conditions on x), on a
+    Hopper or newer GPU (the interpreter runs them too): NVFP4 (its SUB
+    scales), int4 BLOCK scales (groups of whole K blocks, as 128) and int4
+    SUB scales (groups tiling a K block, as 32 and 64), the latter with more
+    than two groups per K block only in 256-row x tiles. H100, K = N = 8192,
+    the table's TMA config against its entry's pointer-load one (what ran
+    before; above M = 1024 dequantize + cuBLAS), same process, 2 runs of 2
+    rounds (exp/grp_ab.py), every call right: group 64 M=128 39.4-39.8 /
+    45.3-46.7 us, 256 52.2-54.0 / 65.3-65.8, 1024 195.8-197.6 /
+    206.5-213.4; group 32 M=256 60.6-61.3 / 64.5-66.5, 1024 192.2-196.8 /
+    199.9-204.6, 4096 803-804 / 814-822, but M=128 (128-row tiles, four
+    groups per K block) 49.0-49.3 / 45.2-46.9. Per channel and unscaled
+    (no scales in the loop) stay with pointer loads: their TMA loops wrote
+    registers of pending wgmmas (scripts/fused_sass.py: 5-29 writes in the
+    table's TMA tiles), and a unit multiply that removed the writes put the
+    decoded tile through shared memory (1024x8192x8192: 236.4 against the
+    pointer config's 184.9). GATHER loads a scale per weight by pointer."""
+    mode = scale_mode(fmt, group, k, block_k, True)
+    if fmt != NVFP4 and not (mode == BLOCK or mode == SUB and (block_k // group <= 2 or block_m >= 256)):
         return False
     return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
 
@@ -544,7 +558,8 @@ class FusedGemm:
         BLOCK_K // 2] byte tiles (a 3-D view: tile rows, k tile * TN + row,
         byte; made once per block shape; not with TMA_W False). {} without
         TMA. TMA off (the same tiles then load by pointer) where tma_usable
-        says no (int4 scales other than BLOCK, a GPU before Hopper), on a GPU
+        says no (int4 per-channel, unscaled or GATHER scales, a GPU before
+        Hopper), on a GPU
         without the PTX decode (float16 x, or DECODE_ASM off), x's rows are
         not 16-byte aligned, as TMA needs, or x has no rows (a descriptor
         needs a positive shape). Without the PTX decode TMA configs returned
@@ -557,7 +572,7 @@ class FusedGemm:
             return {}
         weights = c.get("TMA_W", True)
         ptx_decode = x.dtype == torch.bfloat16 and c.get("DECODE_ASM", True)
-        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], x.device) or x.shape[0] == 0 or \
+        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], x.device, c["BLOCK_M"]) or x.shape[0] == 0 or \
                 x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16 or (x.is_cuda and not ptx_decode):
             return {"TMA": False}
         from triton.tools.tensor_descriptor import TensorDescriptor

@@ -323,11 +323,12 @@ class WeightOnlyGemm:
             from qgemm_bench.backends.kmajor_layout import TILE
             from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable
 
-            # TMA with any TMA config's BLOCK_K (a divisor of the tile's 128
-            # k): groups of whole 128-k blocks, as group 128 where it was
-            # measured, so a group's path does not turn on the bucket's config;
-            # and not where the table timed dequantize + cuBLAS faster at the
-            # bucket (an explicit config decides alone).
+            # TMA at the tile's 128 k in 256-row x tiles (every TMA config's
+            # above FUSED_MAX_M, and a BLOCK_K dividing 128 keeps the mode
+            # usable), so a group's path does not turn on the bucket's config:
+            # the groups tma_usable takes (128, 64 and 32 measured); and not
+            # where the table timed dequantize + cuBLAS faster at the bucket
+            # (an explicit config decides alone).
             group = None if self.scales is None else self.group
             fused_above = bool(self.tuned(m, "fused")[0].get("TMA")) and \
                 tma_usable(self.fmt, group, k, TILE[1], self.w.device) and \
@@ -355,7 +356,7 @@ class WeightOnlyGemm:
         (weight_only_configs), else (None, note) for the split path (the
         kernel autotunes at run time) and fused_gemm.FUSED_CONFIGS for the
         fused one. A fused config with TMA loads where they do not run
-        (fused_gemm.tma_usable: scales other than whole-K-block groups, a
+        (fused_gemm.tma_usable: per-channel, unscaled or GATHER int4 scales, a
         GPU before Hopper) gives way to the pointer-load config of the same
         entry or bucket, tuned without TMA."""
         if self.config is not None:
@@ -372,7 +373,8 @@ class WeightOnlyGemm:
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
             c = found[0]
             group = None if self.scales is None else self.group
-            if c is not None and c.get("TMA") and not tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device):
+            if c is not None and c.get("TMA") and \
+                    not tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]):
                 found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, tma=False) or \
                     (tuned_config(self.fmt, m, tma=False), "")
             self._configs[(m, path)] = found

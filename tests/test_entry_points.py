@@ -58,6 +58,9 @@ SCRIPT_CASES = [
     ("fused_sass.py", ["--tma", "--tma-x"], "one or the other"),
     ("fused_sass.py", ["--k", "1000"], "a multiple of 256"),
     ("fused_sass.py", ["--maxnreg", "7"], "out of range"),
+    ("fused_sass.py", ["--group", "48"], "an even integer dividing K=8192"),
+    ("fused_sass.py", ["--group", "per-row"], "an even integer dividing K=8192, 'channel' or 'none'"),
+    ("fused_sass.py", ["--fmt", "nvfp4", "--group", "64"], "int4 only"),
 ]
 FIRST_CASE = {}  # script -> the index of its first case
 for i, (name, _, _) in enumerate(SCRIPT_CASES):

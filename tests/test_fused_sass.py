@@ -13,13 +13,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("args,wgmmas", [(["--fmt", "nvfp4", "--split", "2", "--k", "512"], 16),
-                                         (["--tile", "128x64x64", "--tma", "--k", "512"], 4)])
+                                         (["--tile", "128x64x64", "--tma", "--k", "512"], 4),
+                                         (["--tile", "256x64x64", "--tma", "--group", "32", "--k", "512"], 4)])
 def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), *args, "--out", str(tmp_path / "k")],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert "sm_90:" in lines[0] and "registers" in lines[0] and "shared memory" in lines[0], lines
+    assert ("group 32" in lines[0]) == ("--group" in args), lines
     assert lines[1].startswith("main loop (one K block): ") and lines[1].endswith(" instructions"), lines
     counts = dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", "))
     # BLOCK_K 128 / 64 k per block: 8 / 4 wgmma k-steps of 16 per warpgroup (two HGMMA per step at 64 rows x

@@ -264,13 +264,13 @@ def test_triton_auto_path_by_m(m, path):
 
 
 @pytest.mark.parametrize("group,path", [(128, "fused"), (256, "fused"), (32, "fused"), (64, "fused"),
-                                        ("channel", "dequant"), (None, "dequant"), (96, "dequant")])
+                                        ("channel", "fused"), (None, "fused"), (96, "dequant")])
 def test_triton_above_fused_max_m_the_fused_path_only_with_tma(group, path):
     # Above FUSED_MAX_M the checked-in configs (FUSED_CONFIGS on the CPU) take
     # TMA loads with the groups fused_gemm.tma_usable takes (whole K blocks,
-    # or tiling one in these 256-row x tiles): there the fused kernel runs,
-    # elsewhere (per channel, unscaled, GATHER's 96) dequantize + cuBLAS. M
-    # and N ragged.
+    # per channel and unscaled over whole K blocks among them, or tiling one
+    # in these 256-row x tiles): there the fused kernel runs, elsewhere
+    # (GATHER's 96) dequantize + cuBLAS. M and N ragged.
     if group == 96:
         inputs = int4_gemm.make_inputs(case(int4_gemm, (1025, 576, 72), group_size=96), seed())
         assert weight_only(inputs).path(1025) == "dequant"
@@ -290,9 +290,9 @@ def test_triton_above_fused_max_m_an_explicit_config_decides_by_its_tma_key():
     assert with_tma.path(1030) == "fused"
     check(with_tma(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
     assert weight_only(inputs, config(256, 64, 64, 1, 4, 3, asm=False)).path(1030) == "dequant"
-    # Per-channel scales take no TMA: above FUSED_MAX_M they stay on dequantize + cuBLAS.
-    per_channel = int4_gemm.make_inputs(case(int4_gemm, (4, 256, 40), group_size="channel"), 0)
-    assert weight_only(per_channel, config(256, 64, 64, 1, 4, 3, tma=True)).path(1030) == "dequant"
+    # GATHER scales take no TMA: above FUSED_MAX_M they stay on dequantize + cuBLAS.
+    g96 = int4_gemm.make_inputs(case(int4_gemm, (4, 192, 40), group_size=96), 0)
+    assert weight_only(g96, config(256, 64, 64, 1, 4, 3, tma=True)).path(1030) == "dequant"
 
 
 @interpreter
@@ -337,6 +337,24 @@ def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
     check(gemm(inputs.x), ref)  # the split workspace was left ready
 
 
+@pytest.mark.parametrize("group", ["channel", None])
+@pytest.mark.parametrize("k,bk,mode", [(1000, 128, "CHANNEL"), (1024, 128, "BLOCK"), (1152, 256, "CHANNEL")])
+def test_fused_kernel_per_channel_and_unscaled_vs_fp64(group, k, bk, mode):
+    # Per channel and unscaled (as scales of one) take BLOCK scales where K is
+    # whole K blocks (the CHANNEL loop returned garbage on the H100 at
+    # 256x128x64 w8 s4, fused_gemm.scale_mode), CHANNEL's end-of-tile scale
+    # where it is not; ragged M and N, split and not.
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (33, k, 72), group_size=group), seed())
+    gemm = fused(inputs, cfg(bm=16, bn=64, bk=bk, split=2))
+    assert fused_gemm.scale_mode(INT4, gemm.group, k, bk, True) == getattr(fused_gemm, mode)
+    assert gemm.group == k and gemm.kmajor.scales is not None
+    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
+    check(gemm(inputs.x), ref)
+    check(fused(inputs, cfg(bm=16, bn=64, bk=bk))(inputs.x), ref)
+
+
 ACC_SHAPES = [((7, 1536, 100), 16, 64, 3, False), ((65, 768, 200), 32, 128, 2, False),
               ((33, 1280, 72), 64, 64, 1, True)]
 
@@ -352,15 +370,15 @@ def test_fused_kernel_acc_scale_vs_fp64(shape, bm, bn, split, tma, group, bk):
     from qgemm_bench.backends.triton_kernels.fused_gemm import BLOCK, scale_mode
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
-    g = None if group is None else (shape[1] if group == "channel" else group)
+    g = shape[1] if group in ("channel", None) else group  # FusedGemm: unscaled as scales of one per channel
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
     gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=tma, ACC_SCALE=True, maxnreg=128))
     out = gemm(inputs.x)
     check(out, ref)
     check(gemm(inputs.x), ref)
     plain = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=tma))(inputs.x)
-    # BLOCK: the scales went elsewhere, so other roundings; else ignored.
-    assert torch.equal(out, plain) == (scale_mode(INT4, g, shape[1], bk, True) != BLOCK)
+    # BLOCK: the scales went elsewhere, so other roundings (not for scales of one); else ignored.
+    assert torch.equal(out, plain) == (scale_mode(INT4, g, shape[1], bk, True) != BLOCK or group is None)
 
 
 @pytest.mark.parametrize("shape,group,bk", [((17, 768, 40), 48, 128), ((9, 512, 72), 16, 64), ((33, 640, 100), 32, 64)])
@@ -413,7 +431,7 @@ def test_fused_kernel_tma_loads_vs_fp64(shape, bm, bn, split, group, bk):
         shape = (shape[0], 1440 if shape[1] == 1408 else 1152, shape[2])
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
     gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=True))
-    by_tma = group == 128 or group in (32, 64) and bk // group == 2
+    by_tma = group in (128, "channel", None) and shape[1] % bk == 0 or group in (32, 64) and bk // group == 2
     expected = {"x_desc", "w_desc"} if by_tma else {"TMA"}
     assert set(gemm.descriptors(inputs.x, gemm.config)) == expected
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))

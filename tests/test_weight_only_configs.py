@@ -209,11 +209,11 @@ def test_triton_backend_runs_the_table_config_and_names_its_bucket(monkeypatch):
 
 @pytest.mark.parametrize("group", [128, 64, 32, "channel", None])
 def test_a_tma_entry_runs_only_for_groups_tma_usable_takes_else_its_pointer_config(monkeypatch, group):
-    """TMA loads run with groups of whole K blocks and, here in 64-row x
-    tiles, groups two to a K block (fused_gemm.tma_usable); group 32 (four
-    to a block), per-channel and unscaled take the entry's pointer-load
-    config, tuned without TMA, and the same without a table
-    (fused_gemm.POINTER_CONFIGS)."""
+    """TMA loads run with groups of whole K blocks (per channel and unscaled
+    over whole K blocks among them) and, here in 64-row x tiles, groups two
+    to a K block (fused_gemm.tma_usable); group 32 (four to a block) takes
+    the entry's pointer-load config, tuned without TMA, and the same
+    without a table (fused_gemm.POINTER_CONFIGS)."""
     from qgemm_bench.backends.triton_kernels import fused_gemm
 
     tma, ptr = {**triton_config(64, 64, 128, 1), "TMA": True}, triton_config(32, 64, 64, 2)
@@ -225,14 +225,14 @@ def test_a_tma_entry_runs_only_for_groups_tma_usable_takes_else_its_pointer_conf
         monkeypatch.setattr(woc, "table", lambda gpu, doc=doc: doc)
         gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, g)
         table_tma = fused_gemm.FUSED_CONFIGS[INT4][128]  # 128x64x128: group 64 two to a K block
-        expected = (tma if doc["kernels"] else table_tma) if group in (128, 64) else want
+        expected = (tma if doc["kernels"] else table_tma) if group != 32 else want
         assert gemm.path(80) == "fused" and gemm.tuned(80)[0] == expected
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
     # Another bucket's entry: the fallback keeps the note naming it.
     monkeypatch.setattr(woc, "table", lambda gpu: {"gpu": None, "kernels": {"int4_gemm_fused": {
         "M256_K512_N72": {"config": tma, "pointer_config": ptr}}}})
     gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, g)
-    assert gemm.tuned(80) == (tma if group in (128, 64) else ptr, "triton fused config of nearest bucket M256_K512_N72")
+    assert gemm.tuned(80) == (tma if group != 32 else ptr, "triton fused config of nearest bucket M256_K512_N72")
 
 
 def test_tma_runs_with_the_groups_measured_on_hopper_only(monkeypatch):
@@ -247,8 +247,9 @@ def test_tma_runs_with_the_groups_measured_on_hopper_only(monkeypatch):
         assert fused_gemm.tma_usable(INT4, 32, 8192, 128, cuda, 256) is want  # four: in 256-row x tiles
         assert not fused_gemm.tma_usable(INT4, 32, 8192, 128, cuda, 128)  # only there
         assert fused_gemm.tma_usable(INT4, 32, 8192, 64, cuda, 128) is want
-        assert not fused_gemm.tma_usable(INT4, None, 8192, 128, cuda)
-        assert not fused_gemm.tma_usable(INT4, 8192, 8192, 128, cuda)  # per channel
+        assert not fused_gemm.tma_usable(INT4, None, 8192, 128, cuda)  # NONE (FusedGemm passes scales of one)
+        assert fused_gemm.tma_usable(INT4, 8192, 8192, 128, cuda) is want  # per channel over whole K blocks: BLOCK
+        assert not fused_gemm.tma_usable(INT4, 8000, 8000, 128, cuda)  # per channel otherwise: CHANNEL
         assert not fused_gemm.tma_usable(INT4, 96, 8192, 128, cuda)  # GATHER
         assert fused_gemm.tma_usable(NVFP4, 16, 8192, 128, cuda) is want  # SUB scales: checked on the H100
     assert fused_gemm.tma_usable(INT4, 128, 8192, 128, torch.device("cpu"))  # the interpreter
@@ -259,8 +260,8 @@ def test_without_a_table_entry_the_split_path_says_it_autotunes():
     gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128)
     assert gemm.tuned(3) == (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
     assert gemm.note(100) == gemm.note(2000) == ""  # the fused path: FUSED_CONFIGS, nothing to say
-    per_channel = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 40), DT, torch.device("cpu"), group_size="channel"), 0)
-    gemm = WeightOnlyGemm(per_channel.w, per_channel.scales, None, INT4, 256)  # no TMA: dequantize + cuBLAS above 1024
+    g96 = int4_gemm.make_inputs(case(int4_gemm, (3, 192, 40), DT, torch.device("cpu"), group_size=96), 0)
+    gemm = WeightOnlyGemm(g96.w, g96.scales, None, INT4, 96)  # GATHER, no TMA: dequantize + cuBLAS above 1024
     assert gemm.note(2000) == "dequantize + cuBLAS path (a K x N scratch)"
 
 

@@ -252,7 +252,8 @@ class WeightOnly:
         block_k = cfg["block_k"]
         st = p.scales.t() if p.scales is not None else p.wt  # [Np, Gp] view; never read unscaled
         ts = self.ts if self.ts is not None else p.wt  # never read for int4
-        mode = SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k, frag=self.fmt == NVFP4)]
+        mode = SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k, frag=self.fmt == NVFP4,
+                                      channel_block=False)]
         args = (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
         split = cfg.get("split_k", 1)
         if split == 1:  # the kernel's defaults: no split, no workspace

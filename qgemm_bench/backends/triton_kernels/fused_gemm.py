@@ -42,8 +42,9 @@ specialization (tl.range(warp_specialize=True)) left this loop as it was at
 8 warps and failed to compile at 4.
 
 Scales (SCALE_MODE, chosen on the host from the group and K):
-- NONE: unscaled int4;
-- CHANNEL: one group spans K: applied to the fp32 tile once, at the end;
+- NONE: unscaled int4 (not from FusedGemm, which passes scales of one);
+- CHANNEL: one group spans K and K is not whole K blocks (else BLOCK:
+  scale_mode says why): applied to the fp32 tile once, at the end;
 - BLOCK: a group spans whole K blocks: one row of BLOCK_N scales per block,
   applied to the decoded weights;
 - SUB: groups tile a K block: [BLOCK_N, BLOCK_K // GROUP] loaded, broadcast;
@@ -89,13 +90,27 @@ from qgemm_bench.types import m_bucket
 NONE, CHANNEL, BLOCK, SUB, GATHER = range(5)
 
 
-def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = False) -> int:
+def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = False,
+               channel_block: bool = True) -> int:
+    """The kernel's scale handling (module docstring). A group of all K
+    (per channel) takes BLOCK where K is whole K blocks: one scale row for
+    every block, applied to the decoded weights as group 128's. CHANNEL's
+    own loop (unscaled decoded weights into the wgmma, the scale on the
+    sum) returned garbage on the H100 with 256x128x64 w8 s4 pointer loads,
+    per channel and unscaled alike: 30 of 30 calls at 1024x8192x8192,
+    1024x8192x28672, 1024x4096x28672, 1024x28672x8192, relative errors
+    5-14, the table's config for those shapes at M = 1024 since it was
+    tuned (exp/chan_check.py; 256x128x128 w8 s3 right); its loop writes
+    registers that pending wgmmas read (scripts/fused_sass.py: 6), the
+    hazard wrong_on_h100 describes. FusedGemm runs unscaled int4 as scales
+    of one. channel_block False: CHANNEL for any K (Helion's fused kernel,
+    compiled its own way)."""
     if fmt == NVFP4:
         return SUB
     if group is None:
         return NONE
     if group >= k:
-        return CHANNEL
+        return BLOCK if channel_block and group % block_k == 0 else CHANNEL
     if frag and group % 32:  # a byte's two codes (k, k + 16) can lie in two groups
         return GATHER
     if group % block_k == 0:
@@ -519,11 +534,11 @@ class FusedGemm:
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int | None, config, frag: bool = True,
                  tile: tuple[int, int] | None = TILE):
+        self.k, self.n = 2 * w.shape[0], w.shape[1]
         if fmt == NVFP4:
             group = NVFP4_BLOCK
-        elif scales is None:
-            group = None
-        self.k, self.n = 2 * w.shape[0], w.shape[1]
+        elif scales is None:  # unscaled: scales of one per channel (exact; scale_mode says why)
+            group, scales = self.k, torch.ones(1, self.n, device=w.device, dtype=torch.bfloat16)
         self.kmajor = to_kmajor(w, scales, group, frag, tile)
         if fmt == NVFP4:  # E4M3 block scales -> bf16 x 2^118 (exact; the PTX decode's operand), decoded once here
             bs = self.kmajor.scales.view(torch.float8_e4m3fn).float() * decode.EXP2_118

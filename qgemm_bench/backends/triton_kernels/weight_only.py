@@ -329,7 +329,7 @@ class WeightOnlyGemm:
             # the groups tma_usable takes (128, 64 and 32 measured); and not
             # where the table timed dequantize + cuBLAS faster at the bucket
             # (an explicit config decides alone).
-            group = None if self.scales is None else self.group
+            group = k if self.scales is None else self.group  # FusedGemm: unscaled as scales of one per channel
             fused_above = bool(self.tuned(m, "fused")[0].get("TMA")) and \
                 tma_usable(self.fmt, group, k, TILE[1], self.w.device) and \
                 (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu))
@@ -372,7 +372,7 @@ class WeightOnlyGemm:
                 found = (tuned_config(self.fmt, m), "") if path == "fused" else \
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
             c = found[0]
-            group = None if self.scales is None else self.group
+            group = k if self.scales is None else self.group  # as in path()
             if c is not None and c.get("TMA") and \
                     not tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]):
                 found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, tma=False) or \

@@ -465,7 +465,9 @@ def wrong_on_h100(fmt: int, c: dict) -> bool:
       each; 100 each for the 191 configs up to M = 256 at c2058fa) or in
       any run: the cp.async waits ahead of them in each K block
       are the likely margin. So with TMA, NVFP4 decodes at a unit scale and
-      multiplies after (_weights' SCALE_AFTER)."""
+      multiplies after (_weights' SCALE_AFTER). The margin ran out for
+      int4 without scales in the loop (per channel, unscaled): scale_mode
+      now gives them group 128's loop."""
     return fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1
 
 

@@ -338,21 +338,26 @@ def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
 
 
 @pytest.mark.parametrize("group", ["channel", None])
-@pytest.mark.parametrize("k,bk,mode", [(1000, 128, "CHANNEL"), (1024, 128, "BLOCK"), (1152, 256, "CHANNEL")])
-def test_fused_kernel_per_channel_and_unscaled_vs_fp64(group, k, bk, mode):
+@pytest.mark.parametrize("k,bk,bm,tma,mode", [(1000, 128, 128, False, "CHANNEL"), (1024, 128, 128, False, "BLOCK"),
+                                             (1152, 256, 128, False, "CHANNEL"), (1024, 128, 16, False, "CHANNEL"),
+                                             (1024, 64, 16, True, "BLOCK")])
+def test_fused_kernel_per_channel_and_unscaled_vs_fp64(group, k, bk, bm, tma, mode):
     # Per channel and unscaled (as scales of one) take BLOCK scales where K is
     # whole K blocks (the CHANNEL loop returned garbage on the H100 at
-    # 256x128x64 w8 s4, fused_gemm.scale_mode), CHANNEL's end-of-tile scale
-    # where it is not; ragged M and N, split and not.
+    # 256x128x64 w8 s4, fused_gemm.scale_mode), but for small pointer-load
+    # tiles (fused_gemm.channel_block); CHANNEL's end-of-tile scale where K
+    # is not. Ragged M and N, split and not.
     from qgemm_bench.backends.triton_kernels import fused_gemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, (33, k, 72), group_size=group), seed())
-    gemm = fused(inputs, cfg(bm=16, bn=64, bk=bk, split=2))
-    assert fused_gemm.scale_mode(INT4, gemm.group, k, bk, True) == getattr(fused_gemm, mode)
+    c = cfg(bm=bm, bn=64, bk=bk, split=2, TMA=tma)
+    gemm = fused(inputs, c)
+    assert fused_gemm.scale_mode(INT4, gemm.group, k, bk, True, fused_gemm.channel_block(c)) == \
+        getattr(fused_gemm, mode)
     assert gemm.group == k and gemm.kmajor.scales is not None
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
     check(gemm(inputs.x), ref)
-    check(fused(inputs, cfg(bm=16, bn=64, bk=bk))(inputs.x), ref)
+    check(fused(inputs, {**c, "SPLIT_K": 1})(inputs.x), ref)
 
 
 ACC_SHAPES = [((7, 1536, 100), 16, 64, 3, False), ((65, 768, 200), 32, 128, 2, False),
@@ -367,18 +372,20 @@ def test_fused_kernel_acc_scale_vs_fp64(shape, bm, bn, split, tma, group, bk):
     # fp32 product, with pointer and TMA loads, ragged M and N, 1536 = 12 x
     # 128 in 3 splits; other scale modes ignore it (the same results as
     # without: checked bit for bit).
-    from qgemm_bench.backends.triton_kernels.fused_gemm import BLOCK, scale_mode
+    from qgemm_bench.backends.triton_kernels.fused_gemm import BLOCK, channel_block, scale_mode
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), seed())
     g = shape[1] if group in ("channel", None) else group  # FusedGemm: unscaled as scales of one per channel
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
-    gemm = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=tma, ACC_SCALE=True, maxnreg=128))
+    c = cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=tma, ACC_SCALE=True, maxnreg=128)
+    gemm = fused(inputs, c)
     out = gemm(inputs.x)
     check(out, ref)
     check(gemm(inputs.x), ref)
     plain = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=tma))(inputs.x)
     # BLOCK: the scales went elsewhere, so other roundings (not for scales of one); else ignored.
-    assert torch.equal(out, plain) == (scale_mode(INT4, g, shape[1], bk, True) != BLOCK or group is None)
+    assert torch.equal(out, plain) == (scale_mode(INT4, g, shape[1], bk, True, channel_block(c)) != BLOCK
+                                       or group is None)
 
 
 @pytest.mark.parametrize("shape,group,bk", [((17, 768, 40), 48, 128), ((9, 512, 72), 16, 64), ((33, 640, 100), 32, 64)])

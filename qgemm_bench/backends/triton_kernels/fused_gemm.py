@@ -104,7 +104,7 @@ def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = F
     registers that pending wgmmas read (scripts/fused_sass.py: 6), the
     hazard wrong_on_h100 describes. FusedGemm runs unscaled int4 as scales
     of one. channel_block False: CHANNEL for any K (Helion's fused kernel,
-    compiled its own way)."""
+    compiled its own way; and channel_block(config)'s small tiles)."""
     if fmt == NVFP4:
         return SUB
     if group is None:
@@ -116,6 +116,20 @@ def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = F
     if group % block_k == 0:
         return BLOCK
     return SUB if block_k % group == 0 else GATHER
+
+
+def channel_block(c: dict) -> bool:
+    """scale_mode's channel_block for launch config c: per-channel (and
+    unscaled) int4 keeps CHANNEL's loop in pointer-load tiles of at most
+    SPLIT_POOL_MAX_M x rows, the small-M split-K ones. H100, the table's
+    configs at M = 1..64 (16x128x128 split 8 w4 s3 ACC maxnreg 128,
+    64x128x128 split 4 and 2 w4 s4, 32x64x128 split 4, 16x64x128 split 4 and
+    8; 1x / 16x / 32x / 64x8192x8192, 1x4096x14336, 16x14336x4096,
+    64x4096x28672), same process, 3 rounds (exp/chan_small.py): CHANNEL's
+    loop right in 20 of 20 calls at each, and faster than BLOCK's: 14.4 /
+    15.2 us at M = 1, 26.5 / 29.6 at 64, 13.35 / 16.64 at 1x4096x14336,
+    48.4 / 54.6 at 64x4096x28672."""
+    return c["BLOCK_M"] > SPLIT_POOL_MAX_M or bool(c.get("TMA"))
 
 
 @triton.jit
@@ -617,7 +631,8 @@ class FusedGemm:
         ts = self.ts if self.ts is not None else out
         fused_kernel[split_k_parts.grid(m, n, c)](
             x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0), out.stride(0),
-            FMT=self.fmt, GROUP=self.group or 2, SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"], p.frag),
+            FMT=self.fmt, GROUP=self.group or 2,
+            SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"], p.frag, channel_block(c)),
             EVEN_K=k % c["BLOCK_K"] == 0, FRAG=p.frag,
             TILE_N=p.tile[0] if p.tile else 0, TILE_K=p.tile[1] if p.tile else 0,
             **{**c, **split_k_parts.pdl_launch(c, x.device), **self.descriptors(x, c)})

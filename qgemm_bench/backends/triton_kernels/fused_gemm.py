@@ -520,12 +520,14 @@ def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.
     45.3-46.7 us, 256 52.2-54.0 / 65.3-65.8, 1024 195.8-197.6 /
     206.5-213.4; group 32 M=256 60.6-61.3 / 64.5-66.5, 1024 192.2-196.8 /
     199.9-204.6, 4096 803-804 / 814-822, but M=128 (128-row tiles, four
-    groups per K block) 49.0-49.3 / 45.2-46.9. Per channel and unscaled
-    (no scales in the loop) stay with pointer loads: their TMA loops wrote
-    registers of pending wgmmas (scripts/fused_sass.py: 5-29 writes in the
-    table's TMA tiles), and a unit multiply that removed the writes put the
-    decoded tile through shared memory (1024x8192x8192: 236.4 against the
-    pointer config's 184.9). GATHER loads a scale per weight by pointer."""
+    groups per K block) 49.0-49.3 / 45.2-46.9. Per channel over whole K
+    blocks is BLOCK (scale_mode; FusedGemm runs unscaled so too). CHANNEL
+    and NONE (no scales in the loop) stay with pointer loads: their TMA
+    loops wrote registers of pending wgmmas (scripts/fused_sass.py: 5-29
+    writes in the table's TMA tiles), and a multiply by a runtime 1.0 that
+    removed the writes put the decoded tile through shared memory
+    (1024x8192x8192: 236.4 us). GATHER loads a scale per weight by
+    pointer."""
     mode = scale_mode(fmt, group, k, block_k, True)
     if fmt != NVFP4 and not (mode == BLOCK or mode == SUB and (block_k // group <= 2 or block_m >= 256)):
         return False
@@ -589,8 +591,8 @@ class FusedGemm:
         BLOCK_K // 2] byte tiles (a 3-D view: tile rows, k tile * TN + row,
         byte; made once per block shape; not with TMA_W False). {} without
         TMA. TMA off (the same tiles then load by pointer) where tma_usable
-        says no (int4 per-channel, unscaled or GATHER scales, a GPU before
-        Hopper), on a GPU
+        says no (int4 CHANNEL, NONE or GATHER scales, a GPU before Hopper),
+        on a GPU
         without the PTX decode (float16 x, or DECODE_ASM off), x's rows are
         not 16-byte aligned, as TMA needs, or x has no rows (a descriptor
         needs a positive shape). Without the PTX decode TMA configs returned

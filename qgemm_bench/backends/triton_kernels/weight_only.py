@@ -356,8 +356,8 @@ class WeightOnlyGemm:
         (weight_only_configs), else (None, note) for the split path (the
         kernel autotunes at run time) and fused_gemm.FUSED_CONFIGS for the
         fused one. A fused config with TMA loads where they do not run
-        (fused_gemm.tma_usable: per-channel, unscaled or GATHER int4 scales, a
-        GPU before Hopper) gives way to the pointer-load config of the same
+        (fused_gemm.tma_usable: int4 per channel off whole K blocks, GATHER
+        groups, group 32 in 128-row tiles, a GPU before Hopper) gives way to the pointer-load config of the same
         entry or bucket, tuned without TMA."""
         if self.config is not None:
             return self.config, ""

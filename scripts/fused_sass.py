@@ -47,7 +47,8 @@ def parse_args(argv=None):
     p.add_argument("--acc", action="store_true", help="ACC_SCALE: int4 scales on each K block's fp32 product")
     p.add_argument("--maxnreg", type=int_in(24, 255), default=None, help="cap the registers per thread (maxnreg)")
     p.add_argument("--group", default="128", metavar="G",
-                   help="int4 scale groups: an even integer dividing K, 'channel' or 'none' (default 128)")
+                   help="int4 scale groups: an even integer dividing K, 'channel' or 'none' (run, as FusedGemm "
+                        "runs unscaled weights, with scales of one per channel; default 128)")
     p.add_argument("--k", type=int_in(256, 1 << 20), default=8192, help="K, a multiple of 256 (default 8192)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
@@ -75,6 +76,7 @@ def parse_args(argv=None):
 
 def compile_kernel(args):
     """The compiled kernel (triton.compile's result) for sm_90."""
+    import torch
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -95,13 +97,18 @@ def compile_kernel(args):
     if fused_gemm.wrong_on_h100(fmt, c):
         raise InputError(f"{args.tile} split {args.split} w{args.warps}: refused on the H100 "
                          "(fused_gemm.wrong_on_h100)")
-    group = NVFP4_BLOCK if fmt == NVFP4 else None if args.group == "none" else \
-        args.k if args.group == "channel" else int(args.group)
+    # As FusedGemm launches it: unscaled int4 as scales of one per channel.
+    group = NVFP4_BLOCK if fmt == NVFP4 else args.k if args.group in ("none", "channel") else int(args.group)
+    if (args.tma or args.tma_x) and not fused_gemm.tma_usable(fmt, group, args.k, args.bk, torch.device("cpu"),
+                                                               args.bm):
+        raise InputError(f"--group {args.group} at {args.tile}: FusedGemm loads these tiles by pointer "
+                         "(fused_gemm.tma_usable)")
     sig = {"x_ptr": "*bf16", "w_ptr": "*i8", "s_ptr": "*bf16", "ts_ptr": "*fp32", "out_ptr": "*bf16",
            "ws_ptr": "*fp32", "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "constexpr", "stride_xm": "i32",
            "stride_wn": "i32", "stride_sg": "i32", "stride_om": "i32"}
     const = {"K": args.k, "FMT": fmt, "GROUP": group or 2,
-             "SCALE_MODE": fused_gemm.scale_mode(fmt, group, args.k, args.bk, True), "EVEN_K": True, "FRAG": True,
+             "SCALE_MODE": fused_gemm.scale_mode(fmt, group, args.k, args.bk, True, fused_gemm.channel_block(c)),
+             "EVEN_K": True, "FRAG": True,
              "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
              **{x: c.get(x, False) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "TMA",
                                              "ACC_SCALE")}, "TMA_W": c.get("TMA_W", True)}

@@ -61,6 +61,7 @@ SCRIPT_CASES = [
     ("fused_sass.py", ["--group", "48"], "an even integer dividing K=8192"),
     ("fused_sass.py", ["--group", "per-row"], "an even integer dividing K=8192, 'channel' or 'none'"),
     ("fused_sass.py", ["--fmt", "nvfp4", "--group", "64"], "int4 only"),
+    ("fused_sass.py", ["--tile", "128x64x128", "--tma", "--group", "32"], "FusedGemm loads these tiles by pointer"),
 ]
 FIRST_CASE = {}  # script -> the index of its first case
 for i, (name, _, _) in enumerate(SCRIPT_CASES):

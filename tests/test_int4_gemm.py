@@ -293,6 +293,11 @@ def test_triton_above_fused_max_m_an_explicit_config_decides_by_its_tma_key():
     # GATHER scales take no TMA: above FUSED_MAX_M they stay on dequantize + cuBLAS.
     g96 = int4_gemm.make_inputs(case(int4_gemm, (4, 192, 40), group_size=96), 0)
     assert weight_only(g96, config(256, 64, 64, 1, 4, 3, tma=True)).path(1030) == "dequant"
+    # Group 32, four to a 128-k block, takes TMA in 256-row x tiles only: the explicit config's own tiles decide.
+    g32 = int4_gemm.make_inputs(case(int4_gemm, (4, 256, 40), group_size=32), 0)
+    assert weight_only(g32, config(128, 64, 128, 1, 4, 3, tma=True)).path(1030) == "dequant"
+    assert weight_only(g32, config(256, 64, 128, 1, 4, 3, tma=True)).path(1030) == "fused"
+    assert weight_only(g32, config(128, 64, 64, 1, 4, 3, tma=True)).path(1030) == "fused"  # two to a 64-k block
 
 
 @interpreter
@@ -337,16 +342,17 @@ def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
     check(gemm(inputs.x), ref)  # the split workspace was left ready
 
 
-@pytest.mark.parametrize("group", ["channel", None])
-@pytest.mark.parametrize("k,bk,bm,tma,mode", [(1000, 128, 128, False, "CHANNEL"), (1024, 128, 128, False, "BLOCK"),
-                                             (1152, 256, 128, False, "CHANNEL"), (1024, 128, 16, False, "CHANNEL"),
-                                             (1024, 64, 16, True, "BLOCK")])
+@pytest.mark.parametrize("group,k,bk,bm,tma,mode", [
+    ("channel", 1000, 128, 128, False, "BLOCK"), (None, 1000, 128, 128, False, "BLOCK"),
+    ("channel", 1152, 256, 128, False, "BLOCK"), ("channel", 1024, 128, 16, False, "CHANNEL"),
+    (None, 1000, 128, 16, False, "CHANNEL"), ("channel", 1024, 64, 16, True, "BLOCK"),
+    (None, 1000, 64, 32, True, "BLOCK"), ("channel", 1000, 64, 32, True, "BLOCK")])
 def test_fused_kernel_per_channel_and_unscaled_vs_fp64(group, k, bk, bm, tma, mode):
-    # Per channel and unscaled (as scales of one) take BLOCK scales where K is
-    # whole K blocks (the CHANNEL loop returned garbage on the H100 at
-    # 256x128x64 w8 s4, fused_gemm.scale_mode), but for small pointer-load
-    # tiles (fused_gemm.channel_block); CHANNEL's end-of-tile scale where K
-    # is not. Ragged M and N, split and not.
+    # Per channel and unscaled (as scales of one) take BLOCK scales, one row
+    # for every K block, K off the K block too (the CHANNEL loop returned
+    # garbage on the H100 at 256x128x64 w8 s4, fused_gemm.scale_mode), but
+    # in small pointer-load tiles (fused_gemm.channel_block), where CHANNEL
+    # scales the fp32 tile at the end. Ragged M and N, split and not.
     from qgemm_bench.backends.triton_kernels import fused_gemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, (33, k, 72), group_size=group), seed())
@@ -355,6 +361,7 @@ def test_fused_kernel_per_channel_and_unscaled_vs_fp64(group, k, bk, bm, tma, mo
     assert fused_gemm.scale_mode(INT4, gemm.group, k, bk, True, fused_gemm.channel_block(c)) == \
         getattr(fused_gemm, mode)
     assert gemm.group == k and gemm.kmajor.scales is not None
+    assert set(gemm.descriptors(inputs.x, c)) == ({"x_desc", "w_desc"} if tma else set())
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
     check(gemm(inputs.x), ref)
     check(fused(inputs, {**c, "SPLIT_K": 1})(inputs.x), ref)

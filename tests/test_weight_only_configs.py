@@ -249,7 +249,7 @@ def test_tma_runs_with_the_groups_measured_on_hopper_only(monkeypatch):
         assert fused_gemm.tma_usable(INT4, 32, 8192, 64, cuda, 128) is want
         assert not fused_gemm.tma_usable(INT4, None, 8192, 128, cuda)  # NONE (FusedGemm passes scales of one)
         assert fused_gemm.tma_usable(INT4, 8192, 8192, 128, cuda) is want  # per channel over whole K blocks: BLOCK
-        assert not fused_gemm.tma_usable(INT4, 8000, 8000, 128, cuda)  # per channel otherwise: CHANNEL
+        assert fused_gemm.tma_usable(INT4, 8000, 8000, 128, cuda) is want  # K off the K block: BLOCK too
         assert not fused_gemm.tma_usable(INT4, 96, 8192, 128, cuda)  # GATHER
         assert fused_gemm.tma_usable(NVFP4, 16, 8192, 128, cuda) is want  # SUB scales: checked on the H100
     assert fused_gemm.tma_usable(INT4, 128, 8192, 128, torch.device("cpu"))  # the interpreter

@@ -43,8 +43,9 @@ specialization (tl.range(warp_specialize=True)) left this loop as it was at
 
 Scales (SCALE_MODE, chosen on the host from the group and K):
 - NONE: unscaled int4 (not from FusedGemm, which passes scales of one);
-- CHANNEL: one group spans K and K is not whole K blocks (else BLOCK:
-  scale_mode says why): applied to the fp32 tile once, at the end;
+- CHANNEL: one group spans K, in the small split-K pointer tiles only
+  (elsewhere BLOCK: scale_mode, channel_block): applied to the fp32 tile
+  once, at the end;
 - BLOCK: a group spans whole K blocks: one row of BLOCK_N scales per block,
   applied to the decoded weights;
 - SUB: groups tile a K block: [BLOCK_N, BLOCK_K // GROUP] loaded, broadcast;
@@ -93,16 +94,18 @@ NONE, CHANNEL, BLOCK, SUB, GATHER = range(5)
 def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = False,
                channel_block: bool = True) -> int:
     """The kernel's scale handling (module docstring). A group of all K
-    (per channel) takes BLOCK where K is whole K blocks: one scale row for
-    every block, applied to the decoded weights as group 128's. CHANNEL's
+    (per channel) takes BLOCK: one scale row for every block, applied to
+    the decoded weights as group 128's (with K off the K block too: the
+    row index stays 0 below K, the padded rows past it meet zero weights
+    and masked x). CHANNEL's
     own loop (unscaled decoded weights into the wgmma, the scale on the
     sum) returned garbage on the H100 with 256x128x64 w8 s4 pointer loads,
     per channel and unscaled alike: 30 of 30 calls at 1024x8192x8192,
     1024x8192x28672, 1024x4096x28672, 1024x28672x8192, relative errors
     5-14, the table's config for those shapes at M = 1024 since it was
-    tuned (exp/chan_check.py; 256x128x128 w8 s3 right); its loop writes
-    registers that pending wgmmas read (scripts/fused_sass.py: 6), the
-    hazard wrong_on_h100 describes. FusedGemm runs unscaled int4 as scales
+    tuned (exp/chan_check.py; 256x128x128 w8 s3 right); its loop wrote
+    registers that pending wgmmas read (scripts/fused_sass.py before this
+    mode changed: 6), the hazard wrong_on_h100 describes. FusedGemm runs unscaled int4 as scales
     of one. channel_block False: CHANNEL for any K (Helion's fused kernel,
     compiled its own way; and channel_block(config)'s small tiles)."""
     if fmt == NVFP4:
@@ -110,7 +113,7 @@ def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = F
     if group is None:
         return NONE
     if group >= k:
-        return BLOCK if channel_block and group % block_k == 0 else CHANNEL
+        return BLOCK if channel_block else CHANNEL
     if frag and group % 32:  # a byte's two codes (k, k + 16) can lie in two groups
         return GATHER
     if group % block_k == 0:
@@ -591,8 +594,8 @@ class FusedGemm:
         BLOCK_K // 2] byte tiles (a 3-D view: tile rows, k tile * TN + row,
         byte; made once per block shape; not with TMA_W False). {} without
         TMA. TMA off (the same tiles then load by pointer) where tma_usable
-        says no (int4 CHANNEL, NONE or GATHER scales, a GPU before Hopper),
-        on a GPU
+        says no (int4 GATHER groups, more than two groups to a K block in
+        tiles under 256 rows, a GPU before Hopper), on a GPU
         without the PTX decode (float16 x, or DECODE_ASM off), x's rows are
         not 16-byte aligned, as TMA needs, or x has no rows (a descriptor
         needs a positive shape). Without the PTX decode TMA configs returned

@@ -27,9 +27,10 @@ Three paths, picked by M (WeightOnlyGemm.path, path_for):
   the table did not time dequant faster at the bucket): fused_gemm.py, the
   swapped-operand kernel whose decoded weights are the wgmma register
   operand, on a K-major copy of the weights made on first use;
-- dequant (above FUSED_MAX_M without TMA loads: NVFP4, int4 groups other
-  than whole 128-k blocks, Helion's kernels; or where the table timed it
-  faster): a Triton kernel dequantizes the
+- dequant (above FUSED_MAX_M without TMA loads: int4 groups that
+  fused_gemm.tma_usable refuses for the config, Helion's kernels, GPUs
+  before Hopper; or where the table timed it faster, both formats): a
+  Triton kernel dequantizes the
   weights into a bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path
   does for large batches); the dequant costs one pass over the weights (peak
   memory: the K x N scratch, reported in the row).
@@ -48,7 +49,7 @@ from qgemm_bench.types import m_bucket
 
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # Above this M the fused kernel runs only with TMA loads (fused_gemm.py:
-# int4 with groups of whole 128-k blocks on Hopper) and where the table did
+# on Hopper, the scale modes fused_gemm.tma_usable takes) and where the table did
 # not time dequantize + cuBLAS faster (weight_only_configs.dequant_faster);
 # elsewhere dequantize + cuBLAS.
 # H100, K = N = 8192, bf16, p50 us, same process:
@@ -320,18 +321,16 @@ class WeightOnlyGemm:
         k, n, gpu = 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device)
         fused_above = False
         if m > FUSED_MAX_M:
-            from qgemm_bench.backends.kmajor_layout import TILE
             from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable
 
-            # TMA at the tile's 128 k in 256-row x tiles (every TMA config's
-            # above FUSED_MAX_M, and a BLOCK_K dividing 128 keeps the mode
-            # usable), so a group's path does not turn on the bucket's config:
-            # the groups tma_usable takes (128, 64 and 32 measured); and not
-            # where the table timed dequantize + cuBLAS faster at the bucket
-            # (an explicit config decides alone).
+            # The config's TMA loads where they run (tuned gives way to the
+            # entry's pointer config where they do not; an explicit config is
+            # checked here), and not where the table timed dequantize + cuBLAS
+            # faster at the bucket (an explicit config decides alone).
             group = k if self.scales is None else self.group  # FusedGemm: unscaled as scales of one per channel
-            fused_above = bool(self.tuned(m, "fused")[0].get("TMA")) and \
-                tma_usable(self.fmt, group, k, TILE[1], self.w.device) and \
+            c = self.tuned(m, "fused")[0]
+            fused_above = bool(c.get("TMA")) and \
+                tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]) and \
                 (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu))
         return path_for(m, self.fmt, k, n, gpu, fused_above)
 
@@ -356,8 +355,8 @@ class WeightOnlyGemm:
         (weight_only_configs), else (None, note) for the split path (the
         kernel autotunes at run time) and fused_gemm.FUSED_CONFIGS for the
         fused one. A fused config with TMA loads where they do not run
-        (fused_gemm.tma_usable: int4 per channel off whole K blocks, GATHER
-        groups, group 32 in 128-row tiles, a GPU before Hopper) gives way to the pointer-load config of the same
+        (fused_gemm.tma_usable: int4 GATHER groups, more than two groups to a
+        K block in tiles under 256 rows, a GPU before Hopper) gives way to the pointer-load config of the same
         entry or bucket, tuned without TMA."""
         if self.config is not None:
             return self.config, ""

@@ -97,16 +97,16 @@ def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = F
     (per channel) takes BLOCK: one scale row for every block, applied to
     the decoded weights as group 128's (with K off the K block too: the
     row index stays 0 below K, the padded rows past it meet zero weights
-    and masked x). CHANNEL's
-    own loop (unscaled decoded weights into the wgmma, the scale on the
-    sum) returned garbage on the H100 with 256x128x64 w8 s4 pointer loads,
-    per channel and unscaled alike: 30 of 30 calls at 1024x8192x8192,
-    1024x8192x28672, 1024x4096x28672, 1024x28672x8192, relative errors
-    5-14, the table's config for those shapes at M = 1024 since it was
-    tuned (exp/chan_check.py; 256x128x128 w8 s3 right); its loop wrote
-    registers that pending wgmmas read (scripts/fused_sass.py before this
-    mode changed: 6), the hazard wrong_on_h100 describes. FusedGemm runs unscaled int4 as scales
-    of one. channel_block False: CHANNEL for any K (Helion's fused kernel,
+    and masked x). CHANNEL's own loop (unscaled decoded weights into the
+    wgmma, the scale on the sum) returned garbage on the H100 with
+    256x128x64 w8 s4 pointer loads, per channel and unscaled alike: 30 of
+    30 calls at 1024x8192x8192, 1024x8192x28672, 1024x4096x28672,
+    1024x28672x8192, relative errors 5-14, the table's config for those
+    shapes at M = 1024 since it was tuned (exp/chan_check.py; 256x128x128
+    w8 s3 right); its loop wrote registers that pending wgmmas read
+    (scripts/fused_sass.py before this mode changed: 6), the hazard
+    wrong_on_h100 describes. FusedGemm runs unscaled int4 as scales of one
+    per channel. channel_block False: CHANNEL (Helion's fused kernel,
     compiled its own way; and channel_block(config)'s small tiles)."""
     if fmt == NVFP4:
         return SUB
@@ -523,14 +523,13 @@ def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.
     45.3-46.7 us, 256 52.2-54.0 / 65.3-65.8, 1024 195.8-197.6 /
     206.5-213.4; group 32 M=256 60.6-61.3 / 64.5-66.5, 1024 192.2-196.8 /
     199.9-204.6, 4096 803-804 / 814-822, but M=128 (128-row tiles, four
-    groups per K block) 49.0-49.3 / 45.2-46.9. Per channel over whole K
-    blocks is BLOCK (scale_mode; FusedGemm runs unscaled so too). CHANNEL
-    and NONE (no scales in the loop) stay with pointer loads: their TMA
-    loops wrote registers of pending wgmmas (scripts/fused_sass.py: 5-29
-    writes in the table's TMA tiles), and a multiply by a runtime 1.0 that
-    removed the writes put the decoded tile through shared memory
-    (1024x8192x8192: 236.4 us). GATHER loads a scale per weight by
-    pointer."""
+    groups per K block) 49.0-49.3 / 45.2-46.9. Per channel is BLOCK here
+    (scale_mode; FusedGemm runs unscaled int4 as scales of one per channel,
+    so callers pass group K for it): CHANNEL's and NONE's TMA loops wrote
+    registers of pending wgmmas (scripts/fused_sass.py: 5-29 writes in the
+    table's TMA tiles), and a multiply by a runtime 1.0 that removed the
+    writes put the decoded tile through shared memory (1024x8192x8192:
+    236.4 us). GATHER loads a scale per weight by pointer."""
     mode = scale_mode(fmt, group, k, block_k, True)
     if fmt != NVFP4 and not (mode == BLOCK or mode == SUB and (block_k // group <= 2 or block_m >= 256)):
         return False

@@ -327,12 +327,15 @@ class WeightOnlyGemm:
             # entry's pointer config where they do not; an explicit config is
             # checked here), and not where the table timed dequantize + cuBLAS
             # faster at the bucket (an explicit config decides alone).
-            group = k if self.scales is None else self.group  # FusedGemm: unscaled as scales of one per channel
             c = self.tuned(m, "fused")[0]
             fused_above = bool(c.get("TMA")) and \
-                tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]) and \
+                tma_usable(self.fmt, self._fused_group(), k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]) and \
                 (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu))
         return path_for(m, self.fmt, k, n, gpu, fused_above)
+
+    def _fused_group(self) -> int | None:
+        """The group FusedGemm runs: K for unscaled int4 (scales of one per channel)."""
+        return 2 * self.w.shape[0] if self.scales is None else self.group
 
     def fused(self):
         """The fused path's kernel and its K-major weights (made on first use)."""
@@ -356,8 +359,9 @@ class WeightOnlyGemm:
         kernel autotunes at run time) and fused_gemm.FUSED_CONFIGS for the
         fused one. A fused config with TMA loads where they do not run
         (fused_gemm.tma_usable: int4 GATHER groups, more than two groups to a
-        K block in tiles under 256 rows, a GPU before Hopper) gives way to the pointer-load config of the same
-        entry or bucket, tuned without TMA."""
+        K block in tiles under 256 rows, a GPU before Hopper) gives way to
+        the pointer-load config of the same entry or bucket, tuned without
+        TMA."""
         if self.config is not None:
             return self.config, ""
         path = path or self.path(m)
@@ -371,9 +375,8 @@ class WeightOnlyGemm:
                 found = (tuned_config(self.fmt, m), "") if path == "fused" else \
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
             c = found[0]
-            group = k if self.scales is None else self.group  # as in path()
             if c is not None and c.get("TMA") and \
-                    not tma_usable(self.fmt, group, k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]):
+                    not tma_usable(self.fmt, self._fused_group(), k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]):
                 found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, tma=False) or \
                     (tuned_config(self.fmt, m, tma=False), "")
             self._configs[(m, path)] = found

@@ -2,7 +2,7 @@
 """GPU: time the Triton weight-only GEMM's candidate configs and paths, the
 way the runner times (CUDA graph over rotating copies > 2x L2), to choose the
 curated config lists checked into backends/triton_kernels/weight_only.py.
-  python3 scripts/tune_weight_only.py OUT.json [variants|table|pdl|check]    (about 10 minutes)
+  python3 scripts/tune_weight_only.py OUT.json [variants|table|pdl|ws|check]    (about 10 minutes)
 table (--paths split,fused, --formats int4,nvfp4; H100: 311 s, 60 of them the split path, before
 the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
@@ -12,6 +12,9 @@ and 2; all checked first, then timed in a forward and a reverse round,
 TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
+ws: each int4 fused entry of that table from M = WS_MIN_M against the
+warp-specialized Gluon kernel (fused_gemm.WS_CONFIG, ws_gemm.py) in the
+same rounds; the faster stays, both timings noted (ws_us).
 pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
 with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
 faster kept (the table mode now times both itself). check
@@ -369,6 +372,75 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
+# The warp-specialized kernel (ws_gemm.py) is timed from here: below, its
+# 128-row x tiles lost (H100, int4 K = N = 8192, M = 256, same process,
+# exp/gws_gpu.py: 59.2 us against the table's 52.7).
+WS_MIN_M = 512
+
+
+def ws_pass():
+    """Each int4 fused entry of this GPU's table from M = WS_MIN_M, at its
+    bucket's shape: its config's fused_kernel and fused_gemm.WS_CONFIG (the
+    warp-specialized kernel), each checked (3 calls), then timed in the same
+    rounds (time_interleaved); the faster becomes the config, both timings
+    its ws_us. Above FUSED_MAX_M dequantize + cuBLAS runs in those rounds
+    too and renews versus_dequant_us."""
+    from qgemm_bench.backends.config_buckets import parse
+    from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.backends.triton_kernels.fused_gemm import WS_CONFIG
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
+    from qgemm_bench.harness.environment import git_commit
+
+    t0 = time.time()
+    out, doc = gpu_table("time the warp-specialized kernel against")
+    entries = doc["kernels"].get(woc.kernel(0, "fused"), {})
+    for key, entry in sorted(entries.items(), key=lambda kv: parse(kv[0])):
+        m, k, n = parse(key)
+        if m < WS_MIN_M:
+            continue
+        x, wargs, ref = operands("int4", m, k, n)
+        reps = copies(x, wargs)
+        base = {c: v for c, v in entry["config"].items() if c != "WS"}
+        cands = [("fused_kernel", base, "fused"), ("ws", dict(WS_CONFIG), "fused")]
+        cands += [("dequant", None, "dequant")] if m > wo.FUSED_MAX_M else []
+        ready = []
+        for label, c, path in cands:
+            try:
+                errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref) for _ in range(3)]
+                if max(errs) < 1e-2:
+                    ready.append((label, c, copy_calls(reps, config=c, path=path)))
+                    continue
+                print(f"  int4 {key} {label}: wrong, error {max(errs):.2e}", flush=True)
+            except Exception as e:  # pragma: no cover - a GPU-side failure is reported, not fatal
+                if faults.context_lost(e):
+                    raise
+                print(f"  int4 {key} {label}: {type(e).__name__}: {str(e)[:80]}", flush=True)
+        us = {}
+        for (label, _, _), t in zip(ready, time_interleaved([r[2] for r in ready]), strict=True):
+            if isinstance(t, Exception):
+                print(f"  int4 {key} {label}: {type(t).__name__}: {str(t)[:80]}", flush=True)
+                continue
+            us[label] = t
+            results.append({"fmt": "int4", "shape": (m, k, n), "label": f"ws pass {label}", "us": t})
+        del ready, x, wargs, ref, reps
+        if "fused_kernel" not in us or "ws" not in us:
+            continue
+        best = "ws" if us["ws"] < us["fused_kernel"] else "fused_kernel"
+        entry["config"] = dict(WS_CONFIG) if best == "ws" else base
+        entry["us"] = round(us[best], 2)
+        entry["ws_us"] = [round(us["fused_kernel"], 2), round(us["ws"], 2)]
+        if "dequant" in us:
+            entry["versus_dequant_us"] = [entry["us"], round(us["dequant"], 2)]
+        versus = f" | dequant {us['dequant']:7.2f}" if "dequant" in us else ""
+        print(f"int4 {key}: {describe(base)} {us['fused_kernel']:7.2f} | ws {us['ws']:7.2f}{versus} -> {best} "
+              f"({time.time() - t0:.0f} s)", flush=True)
+        write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
+    doc["source"] = (doc.get("source", "") + f"; then int4 fused M >= {WS_MIN_M}: the warp-specialized kernel "
+                     f"against each entry's config (ws, commit {git_commit() or 'unknown'})")
+    write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
+    print(f"wrote {out} in {time.time() - t0:.0f} s")
+
+
 def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS) -> int:
     """Every entry of this GPU's table for the paths (M in `ms` only, if
     given) run `calls` times at its bucket's shape, its config and, where it
@@ -422,6 +494,8 @@ def main(args):
         return table(args.paths.split(","), args.ms, args.formats)
     if args.variants == "pdl":
         return pdl_pass(args.paths.split(","), args.formats)
+    if args.variants == "ws":
+        return ws_pass()
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -472,10 +546,12 @@ def main(args):
 if __name__ == "__main__":
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", help="where every timing goes")
-    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "check"],
+    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "ws", "check"],
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
-                        "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster; check: run "
+                        "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster; ws: time "
+                        f"each int4 fused entry from M = {WS_MIN_M} against the warp-specialized kernel "
+                        "(ws_gemm.py) and keep the faster; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--paths", default="split,fused",

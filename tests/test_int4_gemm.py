@@ -491,6 +491,56 @@ def test_fused_kernel_refuses_tma_tiles_the_layout_cannot_give(bn, bk, tile):
         gemm(inputs.x)
 
 
+@pytest.mark.parametrize("group", [128, 32])
+def test_fused_ws_config_runs_its_fused_kernel_tiles_where_ws_cannot(group):
+    # A WS config (ws_gemm.py, Hopper only; no CPU interpreter for Gluon)
+    # runs fused_kernel with the same tiles off sm_90 and for scale modes it
+    # does not take (group 32 in 64-k blocks); the CPU runs that fallback.
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 200), group_size=group), seed())
+    gemm = fused(inputs, cfg(bm=128, bn=128, bk=64, TMA=True, WS=True))
+    assert not gemm.runs_ws(inputs.x, gemm.config)
+    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
+    check(gemm(inputs.x), ref)
+
+
+@pytest.mark.parametrize("tiles,message", [((256, 64, 64), "BLOCK_N 128"), ((256, 128, 32), "BLOCK_K 64 or 128"),
+                                           ((256, 128, 128, 3), "shared memory")])
+def test_fused_ws_config_refuses_tiles_the_kernel_lacks(tiles, message):
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 200), group_size=128), seed())
+    bm, bn, bk, *stages = tiles
+    gemm = fused(inputs, {**cfg(bm=bm, bn=bn, bk=bk, TMA=True, WS=True), "num_stages": (stages or [3])[0]})
+    with pytest.raises(ValueError, match=message):
+        gemm(inputs.x)
+
+
+def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch):
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+
+    class X:  # the attributes usable reads, as a CUDA tensor would have them
+        def __init__(self, m=256, k=4096, dtype=torch.bfloat16, ptr=0, row=None):
+            self.is_cuda, self.dtype, self.shape, self.device = True, dtype, (m, k), None
+            self._ptr, self._row = ptr, row or k
+
+        def stride(self, d):
+            return (self._row, 1)[d]
+
+        def data_ptr(self):
+            return self._ptr
+
+    c = cfg(bm=256, bn=128, bk=64, TMA=True, WS=True)
+    ok = lambda group, n=1000, x=None, k=4096, c=c: ws_gemm.usable(INT4, group, k, n, x or X(k=k), c)  # noqa: E731
+    assert ok(128) and ok(64) and ok(4096) and ok(5000, k=5000)  # group K: per channel and unscaled
+    assert not ok(32) and not ok(96)  # groups off the K block
+    assert not ok(128, n=1001)  # y's rows not 16-byte aligned for its TMA store
+    assert not ok(128, x=X(dtype=torch.float16)) and not ok(128, x=X(m=0))
+    assert not ok(128, x=X(ptr=8)) and not ok(128, x=X(row=4100))
+    assert not ws_gemm.usable(formats.NVFP4, 16, 4096, 1000, X(), c)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
+    assert not ok(128)
+
+
 def test_fused_kernel_reads_untiled_k_major_weights_too():
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
@@ -833,6 +883,27 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
     assert bool(gemm.fused().descriptors(inputs.x, c).get("x_desc")) == bool(c.get("TMA"))
     check_gpu("triton", shape, group_size=group)
     check_gpu("triton", shape, torch.float16, group_size=group)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("tiles", [(256, 64, 3), (128, 128, 2)])
+@pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
+                                         ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
+                                         ((7, 2048, 8192), 128), ((600, 8192, 136), 256)])
+def test_ws_kernel_vs_fp64(shape, group, tiles):
+    # ws_gemm.py on ragged shapes: x rows past M (TMA zeros), N off the
+    # 128-row tile (the store clips), K off the K block and the layout's
+    # padding (zero codes, zero x), per channel, unscaled, groups of 64..256.
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the WS kernel is Hopper's (sm_90)")
+    bm, bk, stages = tiles
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), seed())
+    gemm = fused(inputs, {**cfg(bm=bm, bn=128, bk=bk, TMA=True, WS=True), "num_warps": 8, "num_stages": stages})
+    assert gemm.runs_ws(inputs.x, gemm.config)
+    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
+    for _ in range(3):
+        check(gemm(inputs.x), ref, torch.bfloat16)
 
 
 @pytest.mark.gpu

@@ -115,6 +115,13 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "pointer_config": {'
      + CFG[CFG.index("{") + 1:].replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": true') + '}}}}}',
      "pointer_config must not take TMA loads"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "WS": true') + '}}}}}', "WS is the fused kernel's only"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "WS": true') + '}}}}}', "WS needs TMA"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": true, "WS": true') + '}, "ws_us": [1, -2]}}}}',
+     "ws_us must be two positive numbers"),
 ])
 def test_a_bad_table_file_is_refused_in_one_line(tmp_path, text, match):
     path = tmp_path / "t.json"
@@ -300,6 +307,9 @@ def test_lookup_gives_kernels_without_tma_the_pointer_config():
     assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc, tma=False) == (ptr, "")
     assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc, tma=False) == (C, "")  # no pointer_config: TMA off
     assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc)[0] is not tma  # a copy, not the table's dict
+    ws = {**tma, "WS": True}  # the warp-specialized kernel has TMA loads too
+    doc = {"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1024_K8192_N8192": {"config": ws}}}}
+    assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc, tma=False) == (C, "")
     # x-only TMA (NVFP4's) without a pointer_config: both TMA keys dropped.
     doc = {"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {"M256_K8192_N8192": {"config": {**tma, "TMA_W": False}}}}}
     assert woc.lookup(NVFP4, "fused", 256, 8192, 8192, "h100", doc, tma=False) == (C, "")

@@ -340,14 +340,16 @@ def fused_kernel(
 
 
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
-           tma: bool | str = False, acc: bool = False, maxnreg: int | None = None) -> dict:
+           tma: bool | str = False, acc: bool = False, maxnreg: int | None = None, ws: bool = False) -> dict:
     """A launch config; tma True: x and weight tiles by TMA, "x": only x's
     (TMA_W False); maxnreg caps the registers per thread (Triton's compile
-    option: ptxas may spill to fit)."""
+    option: ptxas may spill to fit); ws: the warp-specialized Gluon kernel
+    (ws_gemm.py) where it runs, this config's fused_kernel elsewhere."""
     c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
          "num_warps": warps, "num_stages": stages}
     return {**c, **({"TMA": True} if tma else {}), **({"TMA_W": False} if tma == "x" else {}),
-            **({"ACC_SCALE": True} if acc else {}), **({"maxnreg": maxnreg} if maxnreg else {})}
+            **({"ACC_SCALE": True} if acc else {}), **({"maxnreg": maxnreg} if maxnreg else {}),
+            **({"WS": True} if ws else {})}
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
@@ -395,6 +397,12 @@ FUSED_CONFIGS = {
     NVFP4: POINTER_CONFIGS[NVFP4],
 }
 
+
+# The warp-specialized Gluon kernel's config (ws_gemm.py; the table times it
+# against each int4 entry from M = 512: scripts/tune_weight_only.py ws).
+# Where it does not run, the same tiles in fused_kernel, FUSED_POOL's
+# 256x128x64 w8 s3 TMA.
+WS_CONFIG = config(256, 128, 64, 1, 8, 3, tma=True, ws=True)
 
 # The fused path's tuning candidates from M = 128 (BLOCK_M, BLOCK_N, BLOCK_K,
 # SPLIT_K, warps, stages, TMA; those with BLOCK_M above M's bucket left
@@ -566,7 +574,7 @@ class FusedGemm:
         self.ts, self.fmt, self.group = tensor_scale, fmt, group
         self.config = config
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._w_desc: dict[tuple[int, int], object] = {}
+        self._w_desc: dict[tuple, object] = {}
 
     @property
     def resident(self) -> tuple:
@@ -585,7 +593,20 @@ class FusedGemm:
         if wrong_on_h100(self.fmt, c):
             raise ValueError(f"config {c} returns wrong sums on the H100 (fused_gemm.wrong_on_h100: int4 with "
                              "8 warps and split-K)")
+        if c.get("WS"):
+            from qgemm_bench.backends.triton_kernels import ws_gemm
+
+            ws_gemm.check(c)
         return c
+
+    def runs_ws(self, x: torch.Tensor, c: dict) -> bool:
+        """Whether config c runs the warp-specialized kernel for this x
+        (ws_gemm.usable; else its fused_kernel tiles)."""
+        if not c.get("WS") or not x.is_cuda:
+            return False
+        from qgemm_bench.backends.triton_kernels import ws_gemm
+
+        return ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, c)
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
         """The launch keywords of config c's TMA loads: descriptors of x's
@@ -630,6 +651,14 @@ class FusedGemm:
         m, n, k = x.shape[0], self.n, self.k
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         c = dict(self.config_for(m))
+        if self.runs_ws(x, c):
+            from qgemm_bench.backends.triton_kernels import ws_gemm
+
+            key = ("ws", c["BLOCK_K"])
+            if key not in self._w_desc:
+                self._w_desc[key] = ws_gemm.weight_descriptors(p, c["BLOCK_K"])
+            return ws_gemm.run(p, self.group, x, c, self._w_desc[key])
+        c.pop("WS", None)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
         s = p.scales if p.scales is not None else p.wt  # never read unscaled
         ts = self.ts if self.ts is not None else out

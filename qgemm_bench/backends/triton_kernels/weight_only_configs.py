@@ -10,8 +10,8 @@ harness.environment.gpu_slug names it, e.g. h100):
                  | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
-                                                "maxnreg", "TMA", "TMA_W" and "ACC_SCALE" (the
-                                                last three fused only)},
+                                                "maxnreg", "TMA", "TMA_W", "ACC_SCALE" and
+                                                "WS" (the last four fused only)},
                                      "us": p50 when tuned (the table mode: the mean of two
                                      rounds' p50), "tuned": "how",
                                      where config has TMA and pointer-load candidates were
@@ -19,7 +19,10 @@ harness.environment.gpu_slug names it, e.g. h100):
                                      (what kernels without TMA loads mirror);
                                      above weight_only.FUSED_MAX_M (fused only):
                                      "versus_dequant_us": [config's us, dequantize +
-                                     cuBLAS's us], timed in rounds of their own}}}}
+                                     cuBLAS's us], timed in rounds of their own;
+                                     int4 from tune_weight_only.WS_MIN_M: "ws_us": [the
+                                     fused_kernel config's us, the WS config's us], timed
+                                     in rounds of their own (the faster is the config)}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. Up to M = 64 the path that timed faster at
@@ -52,7 +55,7 @@ PATHS = ("split", "fused")
 KERNELS = FORMATS + tuple(f"{f}_fused" for f in FORMATS)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
 # Fused-kernel keys: refused in split entries, dropped where the split kernel runs.
-FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE")
+FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "WS")
 MIN_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}  # split_k_parts' counters; tl.dot's 16
 
 
@@ -79,7 +82,7 @@ def check_config(config, where: str) -> None:
             kind = f"a power of two >= {low}" if x in MIN_TILE else "a positive integer"
             raise ValueError(f"{where}: {x}={v!r} must be {kind}")
     for key, what in (("TMA", "fused_gemm.FusedGemm.descriptors"), ("TMA_W", "fused_gemm.fused_kernel"),
-                      ("ACC_SCALE", "fused_gemm.fused_kernel")):
+                      ("ACC_SCALE", "fused_gemm.fused_kernel"), ("WS", "ws_gemm.ws_kernel")):
         if not isinstance(config.get(key, False), bool):
             raise ValueError(f"{where}: {key}={config[key]!r} must be true or false ({what})")
     reg = config.get("maxnreg")
@@ -117,6 +120,14 @@ def check_table(doc, where: str) -> dict:
                                                   for u in v):
                     raise ValueError(f"{where}: {name} {key}: versus_dequant_us must be two positive numbers "
                                      f"[fused, dequant], in a fused entry above M = {FUSED_MAX_M}")
+            if "ws_us" in entry:
+                v = entry["ws_us"]
+                if not name.endswith("_fused") or not isinstance(v, list) or len(v) != 2 or \
+                        not all(isinstance(u, (int, float)) and not isinstance(u, bool) and u > 0 for u in v):
+                    raise ValueError(f"{where}: {name} {key}: ws_us must be two positive numbers [fused_kernel, "
+                                     "WS], in a fused entry")
+            if config.get("WS") and not config.get("TMA"):
+                raise ValueError(f"{where}: {name} {key}: WS needs TMA (its fallback, fused_kernel's TMA tiles)")
             if "pointer_config" in entry:
                 check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config")
                 if entry["pointer_config"].get("TMA"):
@@ -157,7 +168,7 @@ def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
     entry = entries[near]
     if not tma and entry["config"].get("TMA") and "pointer_config" in entry:
         return dict(entry["pointer_config"]), note
-    return {c: v for c, v in entry["config"].items() if tma or c not in ("TMA", "TMA_W")}, note
+    return {c: v for c, v in entry["config"].items() if tma or c not in ("TMA", "TMA_W", "WS")}, note
 
 
 def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> str | None:

@@ -1,0 +1,253 @@
+"""Warp-specialized int4 GEMM for Hopper, in Gluon (Triton's lower-level
+language): a fused config with "WS" true runs here where `usable` says so,
+else FusedGemm runs the same config's tiles in fused_gemm.fused_kernel.
+
+Same operands as fused_kernel (swapped: a [128, BLOCK_M] tile of y^T = W^T
+x^T, the weights in the tiled fragment-order K-major layout,
+kmajor_layout.py), split into three partitions of one program:
+- a producer warp TMA-loads each K block's x tile [BLOCK_M, BLOCK_K], weight
+  tile (two 64-row tile rows of BLOCK_K // 2 bytes) and scale row (128 bf16)
+  into a ring of STAGES buffers, waiting on an `empty` mbarrier per stage
+  and signalling a `ready` one;
+- two consumer warpgroups, 64 weight rows each: wait `ready`, ldmatrix their
+  bytes (each 32-bit register 4 bytes whose decoded pairs are wgmma
+  fragment registers, `packed_layout`), decode with the PTX of decode.py
+  and the row's scale in the same asm, register-A wgmma against the shared
+  x tile, wait for it, arrive on `empty`; at the end TMA-store their
+  [BLOCK_M, 64] part of y.
+No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
+pipeline, the same tiles) has three per K block and sends the scale row
+through shared memory (scripts/fused_sass.py, 256x128x64 w8 s3 TMA: 208
+SASS instructions per K block; here 118 per warpgroup).
+
+Each warpgroup waits for its own wgmmas before decoding the next block
+(wgmma.wait_group 0), so nothing writes the A registers of a pending wgmma
+(the hazard fused_gemm.wrong_on_h100 describes): the other warpgroup's
+wgmmas keep the tensor cores busy meanwhile. Waiting for all but one, with
+two blocks per trip in registers of their own, made ptxas serialize every
+wgmma (LLVM gave both blocks the same registers): 245 us at 1024 x 8192 x
+8192 against 227 for that build's wait-0 loop.
+
+H100, int4 g128, K = N = 8192, same process, 3 rounds, p50 us
+(exp/gws_gpu.py), 256x128x64, 3 stages, against the table's fused_kernel
+config, fbgemm and cuBLAS on bf16 weights:
+  M=512 95.96 / 103.94 / 93.69 / 97.70; M=1024 189.10 / 198.97 / 187.89 /
+  194.07; M=2048 379.36 / 400.77 / 376.33 / 398.37; M=4096 743.37 / 815.89
+  / 778.66 / 773.57.
+The same loop with no decode or scale (timing only) took 172.3 / 693.4 at
+M = 1024 / 4096; the scale row loaded by pointer in the consumers (its
+latency then showed in each block) 227.3 / 903.1 before the producer took
+it by TMA. 128-row x tiles lost at every M (M = 256: 59.2 against the
+table's 52.7; 1024: 243.2), and so did shapes of few tiles (512 x 14336 x
+4096, 64 programs: 129.6 against 90.9), so the table decides per shape
+(scripts/tune_weight_only.py ws).
+
+Where it runs (`usable`): int4 with scales of whole K blocks (a group a
+multiple of BLOCK_K, per channel, unscaled as scales of one), bf16 x with
+16-byte aligned rows, N a multiple of 8 (y's rows, by TMA), on sm_90 (the
+wgmma instructions are Hopper's). Gluon kernels do not run in the CPU
+interpreter: CPU tests cover the selection, the GPU tests the kernel.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from qgemm_bench.backends.triton_kernels.decode import INT4_BF16X2_PTX
+from qgemm_bench.operators.formats import INT4
+
+WG_ROWS = 64  # weight rows per consumer warpgroup (wgmma's M)
+BLOCK_N = 2 * WG_ROWS
+_WG_ROWS, _BLOCK_N = gl.constexpr(WG_ROWS), gl.constexpr(BLOCK_N)  # as @gluon.jit code reads globals
+SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
+# Registers per thread: the kernel starts at MAXNREG over its 12 warps, the
+# producer gives back to PRODUCER_REGS and the second consumer takes
+# CONSUMER_REGS (setmaxnreg); the first keeps what is left (232). The
+# accumulator of a 64 x 256 fp32 tile is 128 of them.
+MAXNREG, CONSUMER_REGS, PRODUCER_REGS = 168, 232, 40
+_CONSUMER_REGS, _PRODUCER_REGS = gl.constexpr(CONSUMER_REGS), gl.constexpr(PRODUCER_REGS)
+
+# The decode of int4_nibbles_bf16x2 (exact q = code - 8 per value), then each
+# pair times its row's scale in one rounding (an fma with -0, ptxas's HMUL2):
+# $5 the scales of the instance's first two bytes' row, $6 of the last two's.
+INT4_SCALED_PTX = INT4_BF16X2_PTX.replace("        }", """        mov.b32 one, 0x80008000;
+        fma.rn.bf16x2 $0, $0, $5, one;
+        fma.rn.bf16x2 $1, $1, $6, one;
+        fma.rn.bf16x2 $2, $2, $5, one;
+        fma.rn.bf16x2 $3, $3, $6, one;
+        }""")
+_INT4_SCALED_PTX = gl.constexpr(INT4_SCALED_PTX)
+
+
+@gluon.constexpr_function
+def packed_layout(BLOCK_K):
+    """One consumer's [64, BLOCK_K // 2] weight bytes as its four warps hold
+    them: a register's 4 bytes decode to the thread's wgmma fragment pairs
+    (the layout Triton picks for fused_kernel's same tile: rows r and r + 8
+    of the warp's 16, bytes 4c..4c+3 of every 16-byte run, c = lane % 4)."""
+    half = gl._unwrap_if_constexpr(BLOCK_K) // 2
+    reg = [[0, 1], [8, 0], [0, 2], [0, 16]]
+    b = 32
+    while b < half:
+        reg.append([0, b])
+        b *= 2
+    return gl.DistributedLinearLayout(reg_bases=reg, lane_bases=[[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]],
+                                      warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[WG_ROWS, half])
+
+
+@gluon.constexpr_function
+def packed_layout3(BLOCK_K):
+    """packed_layout over the shared buffer's [1, 64, BLOCK_K // 2] tile row."""
+    p = packed_layout(BLOCK_K)
+    return gl.DistributedLinearLayout(reg_bases=[[0] + b for b in p.reg_bases],
+                                      lane_bases=[[0] + b for b in p.lane_bases],
+                                      warp_bases=[[0] + b for b in p.warp_bases], block_bases=[],
+                                      shape=[1] + list(p.shape))
+
+
+@gluon.jit
+def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, tile_row, n0, NP,
+              BLOCKS: gl.constexpr, STAGES: gl.constexpr, BLOCK_K: gl.constexpr, TILE_N: gl.constexpr,
+              TILE_K: gl.constexpr, GROUP: gl.constexpr):
+    PER_T: gl.constexpr = TILE_K // BLOCK_K  # K blocks per tile of the layout
+    for i in range(BLOCKS):
+        s = i % STAGES
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # passes at once on the first lap
+        mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
+        tma.async_copy_global_to_shared(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)],
+                                        ready.index(s), w_bufs.index(s))
+        tma.async_copy_global_to_shared(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
+
+
+@gluon.jit
+def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0,
+              WG: gl.constexpr, BLOCKS: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+              BLOCK_K: gl.constexpr):
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+    P3: gl.constexpr = packed_layout3(BLOCK_K)
+    P: gl.constexpr = packed_layout(BLOCK_K)
+    acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
+    for i in range(BLOCKS):
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        wp = gl.reshape(w_bufs.index(s).slice(WG, 1, dim=0).load(P3), (_WG_ROWS, BLOCK_K // 2))
+        sc = gl.expand_dims(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS).load(gl.SliceLayout(1, P)), 1)
+        _, sc = gl.broadcast(wp, sc)
+        lo, hi = gl.inline_asm_elementwise(_INT4_SCALED_PTX, "=r,=r,=r,=r,r,r,r", [wp, sc],
+                                           dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
+        # K order, a register permutation (fused_gemm._in_k_order).
+        w = gl.reshape(gl.join(lo, hi), (_WG_ROWS, BLOCK_K // 32, 4, 2, 2, 2))  # n, chunk, c, u, e, nibble
+        w = gl.permute(w, (0, 1, 5, 3, 2, 4))  # k = 32 chunk + 16 nibble + 8 u + 2 c + e
+        w = gl.convert_layout(gl.reshape(w, (_WG_ROWS, BLOCK_K)), a_layout)
+        acc = warpgroup_mma(w, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
+        acc, w = warpgroup_mma_wait(num_outstanding=0, deps=(acc, w))
+        mbarrier.arrive(empty.index(s))
+    c = c_bufs.index(WG)
+    c.store(gl.permute(acc.to(gl.bfloat16), (1, 0)))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(out_desc, [m0, n0 + WG * _WG_ROWS], c)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def ws_kernel(x_desc, w_desc, s_desc, out_desc, N, NP, K: gl.constexpr, GROUP: gl.constexpr,
+              BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, TILE_N: gl.constexpr,
+              TILE_K: gl.constexpr):
+    """y = x @ dequant(w) (module docstring); K the layout's padded K, a
+    multiple of BLOCK_K; NP the scales' row stride."""
+    BLOCKS: gl.constexpr = K // BLOCK_K
+    pid = gl.program_id(0)
+    n_tiles = gl.cdiv(N, _BLOCK_N)
+    pid_n = pid % n_tiles
+    m0 = (pid // n_tiles) * BLOCK_M
+    n0 = pid_n * _BLOCK_N
+    x_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], x_desc.layout)
+    w_bufs = gl.allocate_shared_memory(gl.int8, [STAGES, _BLOCK_N // TILE_N, TILE_N, BLOCK_K // 2], w_desc.layout)
+    s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, _BLOCK_N], s_desc.layout)
+    c_bufs = gl.allocate_shared_memory(gl.bfloat16, [2, BLOCK_M, _WG_ROWS], out_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)  # both consumers
+    WG0: gl.constexpr = 0
+    WG1: gl.constexpr = 1
+    gl.warp_specialize([
+        (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0, WG0, BLOCKS, STAGES, BLOCK_M,
+                     BLOCK_K)),
+        (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0, WG1, BLOCKS, STAGES, BLOCK_M,
+                     BLOCK_K)),
+        (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * (_BLOCK_N // TILE_N),
+                     n0, NP, BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP)),
+    ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
+
+
+def shared_bytes(c: dict) -> int:
+    """Config c's shared memory: the ring (x, weight and scale tiles), the
+    two consumers' output tiles, and 1 KB for the barriers and alignment
+    (sm_90, 256x128x64 s3: 177120 bytes compiled, 176896 in tiles)."""
+    bm, bk = c["BLOCK_M"], c["BLOCK_K"]
+    return c["num_stages"] * (2 * bm * bk + BLOCK_N * bk // 2 + 2 * BLOCK_N) + 2 * bm * WG_ROWS * 2 + 1024
+
+
+def check(c: dict) -> None:
+    """ValueError in one line unless config c's tiles are the kernel's."""
+    if c["BLOCK_N"] != BLOCK_N or c["BLOCK_M"] not in (128, 256) or c["BLOCK_K"] not in (64, 128) or \
+            c["SPLIT_K"] != 1 or not c.get("TMA") or shared_bytes(c) > SMEM_BYTES:
+        raise ValueError(f"config {c}: WS takes BLOCK_N {BLOCK_N}, BLOCK_M 128 or 256, BLOCK_K 64 or 128, SPLIT_K 1, "
+                         f"TMA, and at most {SMEM_BYTES} bytes of shared memory ({shared_bytes(c)})")
+
+
+def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict) -> bool:
+    """Whether ws_kernel runs config c for this x (module docstring); group
+    as FusedGemm runs it (K per channel and unscaled)."""
+    return fmt == INT4 and (group >= k or group % c["BLOCK_K"] == 0) and x.is_cuda and \
+        x.dtype == torch.bfloat16 and c.get("DECODE_ASM", True) and x.shape[0] > 0 and n % 8 == 0 and \
+        x.stride(1) == 1 and x.data_ptr() % 16 == 0 and x.stride(0) * 2 % 16 == 0 and \
+        torch.cuda.get_device_capability(x.device) == (9, 0)
+
+
+def weight_descriptors(kmajor, block_k: int) -> tuple:
+    """TMA descriptors of the tiled weights' [BLOCK_N, block_k // 2] byte
+    tiles (a 3-D view, as FusedGemm.descriptors) and of the scale rows'
+    BLOCK_N runs (the scales flattened)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    wt, (tn, tk), s = kmajor.wt, kmajor.tile, kmajor.scales.view(-1)
+    w3 = wt.view(wt.shape[0] // tn, -1, tk // 2)
+    box = [BLOCK_N // tn, tn, block_k // 2]
+    return (TensorDescriptor(w3, list(w3.shape), list(w3.stride()), box,
+                             gl.NVMMASharedLayout.get_default_for(box, gl.int8)),
+            TensorDescriptor(s, [s.numel()], [1], [BLOCK_N],
+                             gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=1)))
+
+
+def run(kmajor, group: int, x: torch.Tensor, c: dict, descs: tuple) -> torch.Tensor:
+    """y = x @ dequant(w) by ws_kernel with config c (usable and check hold),
+    descs = weight_descriptors(kmajor, c["BLOCK_K"])."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    m, n = x.shape[0], kmajor.n
+    bm, bk = c["BLOCK_M"], c["BLOCK_K"]
+    (tn, tk), w_desc, s_desc = kmajor.tile, *descs
+    kp = 2 * kmajor.wt.numel() // kmajor.wt.shape[0]  # the layout's padded K
+    nvmma = gl.NVMMASharedLayout.get_default_for
+    out = torch.empty(m, n, device=x.device, dtype=x.dtype)
+    x_desc = TensorDescriptor.from_tensor(x, [bm, bk], nvmma([bm, bk], gl.bfloat16))
+    o_desc = TensorDescriptor.from_tensor(out, [bm, WG_ROWS], nvmma([bm, WG_ROWS], gl.bfloat16))
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, BLOCK_N),)
+    ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, n, kmajor.scales.stride(0), K=kp, GROUP=group, BLOCK_M=bm,
+                    BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, num_warps=4, maxnreg=MAXNREG)
+    return out

@@ -12,9 +12,9 @@ and 2; all checked first, then timed in a forward and a reverse round,
 TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
-ws: each int4 fused entry of that table from M = WS_MIN_M against the
-warp-specialized Gluon kernel (fused_gemm.WS_CONFIG, ws_gemm.py) in the
-same rounds; the faster stays, both timings noted (ws_us).
+ws (H100: 41 s): each int4 fused entry of that table at fused_gemm.WS_TILES' M
+without and with the warp-specialized Gluon kernel's tiles (ws_gemm.py) in
+the same rounds; WS stays where faster, both timings noted (ws_us).
 pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
 with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
 faster kept (the table mode now times both itself). check
@@ -372,36 +372,33 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
-# The warp-specialized kernel (ws_gemm.py) is timed from here: below, its
-# 128-row x tiles lost (H100, int4 K = N = 8192, M = 256, same process,
-# exp/gws_gpu.py: 59.2 us against the table's 52.7).
-WS_MIN_M = 512
-
-
 def ws_pass():
-    """Each int4 fused entry of this GPU's table from M = WS_MIN_M, at its
-    bucket's shape: its config's fused_kernel and fused_gemm.WS_CONFIG (the
-    warp-specialized kernel), each checked (3 calls), then timed in the same
-    rounds (time_interleaved); the faster becomes the config, both timings
-    its ws_us. Above FUSED_MAX_M dequantize + cuBLAS runs in those rounds
-    too and renews versus_dequant_us."""
+    """Each int4 fused entry of this GPU's table at an M where
+    fused_gemm.ws_for has tiles, at its bucket's shape: its config without
+    and with those WS tiles (the warp-specialized kernel, ws_gemm.py), each
+    checked (3 calls), then timed in the same rounds (time_interleaved); WS
+    stays where faster (the config's own tiles run where the kernel does
+    not), both timings its ws_us. Above FUSED_MAX_M dequantize + cuBLAS runs
+    in those rounds too and renews versus_dequant_us."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-    from qgemm_bench.backends.triton_kernels.fused_gemm import WS_CONFIG
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_for
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
     from qgemm_bench.harness.environment import git_commit
 
     t0 = time.time()
     out, doc = gpu_table("time the warp-specialized kernel against")
     entries = doc["kernels"].get(woc.kernel(0, "fused"), {})
+    timed_ms = set()
     for key, entry in sorted(entries.items(), key=lambda kv: parse(kv[0])):
         m, k, n = parse(key)
-        if m < WS_MIN_M:
+        if ws_for(m) is None:
             continue
+        timed_ms.add(m)
         x, wargs, ref = operands("int4", m, k, n)
         reps = copies(x, wargs)
         base = {c: v for c, v in entry["config"].items() if c != "WS"}
-        cands = [("fused_kernel", base, "fused"), ("ws", dict(WS_CONFIG), "fused")]
+        cands = [("base", base, "fused"), ("ws", {**base, "WS": dict(ws_for(m))}, "fused")]
         cands += [("dequant", None, "dequant")] if m > wo.FUSED_MAX_M else []
         ready = []
         for label, c, path in cands:
@@ -423,20 +420,21 @@ def ws_pass():
             us[label] = t
             results.append({"fmt": "int4", "shape": (m, k, n), "label": f"ws pass {label}", "us": t})
         del ready, x, wargs, ref, reps
-        if "fused_kernel" not in us or "ws" not in us:
+        if "base" not in us or "ws" not in us:
             continue
-        best = "ws" if us["ws"] < us["fused_kernel"] else "fused_kernel"
-        entry["config"] = dict(WS_CONFIG) if best == "ws" else base
+        best = "ws" if us["ws"] < us["base"] else "base"
+        entry["config"] = {**base, "WS": dict(ws_for(m))} if best == "ws" else base
         entry["us"] = round(us[best], 2)
-        entry["ws_us"] = [round(us["fused_kernel"], 2), round(us["ws"], 2)]
+        entry["ws_us"] = [round(us["base"], 2), round(us["ws"], 2)]
         if "dequant" in us:
             entry["versus_dequant_us"] = [entry["us"], round(us["dequant"], 2)]
         versus = f" | dequant {us['dequant']:7.2f}" if "dequant" in us else ""
-        print(f"int4 {key}: {describe(base)} {us['fused_kernel']:7.2f} | ws {us['ws']:7.2f}{versus} -> {best} "
-              f"({time.time() - t0:.0f} s)", flush=True)
+        print(f"int4 {key}: {describe(base)} {us['base']:7.2f} | {describe(cands[1][1])[len(describe(base)):]} "
+              f"{us['ws']:7.2f}{versus} -> {best} ({time.time() - t0:.0f} s)", flush=True)
         write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
-    doc["source"] = (doc.get("source", "") + f"; then int4 fused M >= {WS_MIN_M}: the warp-specialized kernel "
-                     f"against each entry's config (ws, commit {git_commit() or 'unknown'})")
+    doc["source"] = (doc.get("source", "") + f"; then int4 fused M {','.join(map(str, sorted(timed_ms)))}: the "
+                     f"warp-specialized kernel's tiles against each entry's config (ws, commit "
+                     f"{git_commit() or 'unknown'})")
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
@@ -550,8 +548,8 @@ if __name__ == "__main__":
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
                         "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster; ws: time "
-                        f"each int4 fused entry from M = {WS_MIN_M} against the warp-specialized kernel "
-                        "(ws_gemm.py) and keep the faster; check: run "
+                        "each int4 fused entry at M 64 and from 512 without and with the warp-specialized kernel's "
+                        "tiles (ws_gemm.py) and keep the faster; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--paths", default="split,fused",

@@ -493,22 +493,27 @@ def test_fused_kernel_refuses_tma_tiles_the_layout_cannot_give(bn, bk, tile):
 
 @pytest.mark.parametrize("group", [128, 32])
 def test_fused_ws_config_runs_its_fused_kernel_tiles_where_ws_cannot(group):
-    # A WS config (ws_gemm.py, Hopper only; no CPU interpreter for Gluon)
-    # runs fused_kernel with the same tiles off sm_90 and for scale modes it
-    # does not take (group 32 in 64-k blocks); the CPU runs that fallback.
+    # A config with WS tiles (ws_gemm.py, Hopper only; no CPU interpreter
+    # for Gluon) runs the rest of it in fused_kernel off sm_90 and for scale
+    # modes the kernel does not take (group 32 in 64-k blocks); the CPU runs
+    # that fallback, here split-K.
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
     inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 200), group_size=group), seed())
-    gemm = fused(inputs, cfg(bm=128, bn=128, bk=64, TMA=True, WS=True))
+    gemm = fused(inputs, cfg(bm=16, bn=64, bk=64, split=3, WS=ws_tiles(128, 128, 64, 3)))
     assert not gemm.runs_ws(inputs.x, gemm.config)
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
     check(gemm(inputs.x), ref)
 
 
-@pytest.mark.parametrize("tiles,message", [((256, 64, 64), "BLOCK_N 128"), ((256, 128, 32), "BLOCK_K 64 or 128"),
-                                           ((256, 128, 128, 3), "shared memory")])
+@pytest.mark.parametrize("tiles,message", [((256, 256, 64, 3), "BLOCK_N 64 or 128"),
+                                           ((256, 128, 32, 3), "BLOCK_K 64 or 128"),
+                                           ((256, 128, 128, 3), "shared memory"), ((64, 64, 128, 1), "2 to 8 stages")])
 def test_fused_ws_config_refuses_tiles_the_kernel_lacks(tiles, message):
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
     inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 200), group_size=128), seed())
-    bm, bn, bk, *stages = tiles
-    gemm = fused(inputs, {**cfg(bm=bm, bn=bn, bk=bk, TMA=True, WS=True), "num_stages": (stages or [3])[0]})
+    gemm = fused(inputs, cfg(bm=16, bn=64, bk=64, WS=ws_tiles(*tiles)))
     with pytest.raises(ValueError, match=message):
         gemm(inputs.x)
 
@@ -529,7 +534,9 @@ def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch
         def data_ptr(self):
             return self._ptr
 
-    c = cfg(bm=256, bn=128, bk=64, TMA=True, WS=True)
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    c = ws_tiles(256, 128, 64, 3)
     ok = lambda group, n=1000, x=None, k=4096, c=c: ws_gemm.usable(INT4, group, k, n, x or X(k=k), c)  # noqa: E731
     assert ok(128) and ok(64) and ok(4096) and ok(5000, k=5000)  # group K: per channel and unscaled
     assert not ok(32) and not ok(96)  # groups off the K block
@@ -887,7 +894,7 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize("tiles", [(256, 64, 3), (128, 128, 2)])
+@pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (128, 64, 64, 4), (64, 64, 128, 3)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
                                          ((7, 2048, 8192), 128), ((600, 8192, 136), 256)])
@@ -896,11 +903,13 @@ def test_ws_kernel_vs_fp64(shape, group, tiles):
     # 128-row tile (the store clips), K off the K block and the layout's
     # padding (zero codes, zero x), per channel, unscaled, groups of 64..256
     # (64 in 128-k blocks: fused_kernel's tiles instead).
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the WS kernel is Hopper's (sm_90)")
-    bm, bk, stages = tiles
+    bm, bn, bk, stages = tiles
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), seed())
-    gemm = fused(inputs, {**cfg(bm=bm, bn=128, bk=bk, TMA=True, WS=True), "num_warps": 8, "num_stages": stages})
+    gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, split=2, WS=ws_tiles(bm, bn, bk, stages)))
     assert gemm.runs_ws(inputs.x, gemm.config) == (group != 64 or bk == 64)
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
     for _ in range(3):

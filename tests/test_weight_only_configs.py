@@ -74,6 +74,7 @@ def test_the_table_sends_a_small_m_to_the_fused_path_in_both_backends(monkeypatc
     assert [helion.path(m) for m in (1, 27, 64)] == ["split", "fused", "split"]
 
 
+WS = '"WS": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 4}'
 CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "num_warps": 4, "num_stages": 3'
 
 
@@ -116,11 +117,13 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
      + CFG[CFG.index("{") + 1:].replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": true') + '}}}}}',
      "pointer_config must not take TMA loads"),
     ('{"gpu": "h100", "kernels": {"int4_gemm": {"M1_K64_N64": {'
-     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "WS": true') + '}}}}}', "WS is the fused kernel's only"),
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}}}}}', "WS is the fused kernel's only"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
-     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "WS": true') + '}}}}}', "WS needs TMA"),
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "WS": true') + '}}}}}', "WS=True must be the warp-specialized"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
-     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "TMA": true, "WS": true') + '}, "ws_us": [1, -2]}}}}',
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "WS": {"BLOCK_M": 64}') + '}}}}}', "must be the warp-specialized"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}, "ws_us": [1, -2]}}}}',
      "ws_us must be two positive numbers"),
 ])
 def test_a_bad_table_file_is_refused_in_one_line(tmp_path, text, match):
@@ -307,7 +310,7 @@ def test_lookup_gives_kernels_without_tma_the_pointer_config():
     assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc, tma=False) == (ptr, "")
     assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc, tma=False) == (C, "")  # no pointer_config: TMA off
     assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc)[0] is not tma  # a copy, not the table's dict
-    ws = {**tma, "WS": True}  # the warp-specialized kernel has TMA loads too
+    ws = {**tma, "WS": {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3}}  # its own TMA loads
     doc = {"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1024_K8192_N8192": {"config": ws}}}}
     assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc, tma=False) == (C, "")
     # x-only TMA (NVFP4's) without a pointer_config: both TMA keys dropped.

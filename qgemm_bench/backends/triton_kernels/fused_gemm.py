@@ -340,16 +340,24 @@ def fused_kernel(
 
 
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
-           tma: bool | str = False, acc: bool = False, maxnreg: int | None = None, ws: bool = False) -> dict:
+           tma: bool | str = False, acc: bool = False, maxnreg: int | None = None,
+           ws: tuple[int, int, int, int] | None = None) -> dict:
     """A launch config; tma True: x and weight tiles by TMA, "x": only x's
     (TMA_W False); maxnreg caps the registers per thread (Triton's compile
-    option: ptxas may spill to fit); ws: the warp-specialized Gluon kernel
-    (ws_gemm.py) where it runs, this config's fused_kernel elsewhere."""
+    option: ptxas may spill to fit); ws (BLOCK_M, BLOCK_N, BLOCK_K, stages):
+    the warp-specialized Gluon kernel's tiles (ws_gemm.py), which run where
+    it runs (ws_gemm.usable), the rest of the config in fused_kernel
+    elsewhere."""
     c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
          "num_warps": warps, "num_stages": stages}
     return {**c, **({"TMA": True} if tma else {}), **({"TMA_W": False} if tma == "x" else {}),
             **({"ACC_SCALE": True} if acc else {}), **({"maxnreg": maxnreg} if maxnreg else {}),
-            **({"WS": True} if ws else {})}
+            **({"WS": ws_tiles(*ws)} if ws else {})}
+
+
+def ws_tiles(bm: int, bn: int, bk: int, stages: int) -> dict:
+    """A config's "WS" value: the warp-specialized kernel's tiles."""
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages}
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
@@ -398,11 +406,23 @@ FUSED_CONFIGS = {
 }
 
 
-# The warp-specialized Gluon kernel's config (ws_gemm.py; the table times it
-# against each int4 entry from M = 512: scripts/tune_weight_only.py ws).
-# Where it does not run, the same tiles in fused_kernel, FUSED_POOL's
-# 256x128x64 w8 s3 TMA.
-WS_CONFIG = config(256, 128, 64, 1, 8, 3, tma=True, ws=True)
+# The warp-specialized Gluon kernel's tiles by M bucket (ws_gemm.py; the
+# table times them against each int4 entry at these M and keeps the faster:
+# scripts/tune_weight_only.py ws; the entry's own config runs where the
+# kernel does not). H100, int4 g128 K = N = 8192, same process, 3 rounds
+# (exp/pp_ab.py): M=64 64x64x128 s4 27.72 us (s3 28.72, 64x64x64 s4
+# 33.72; the table's 64x128x128 split 4 30.08, fbgemm 31.18); M=512
+# 256x128x64 s3 94.10 (fbgemm 93.41). At M = 128 and 256 every tile lost:
+# 128x64x128 s3 39.61 against 38.31, 128x64x64 s4 59.78 against 51.89.
+WS_TILES = {64: ws_tiles(64, 64, 128, 4), 512: ws_tiles(256, 128, 64, 3)}
+
+
+def ws_for(m: int) -> dict | None:
+    """The WS tiles the table times at M (WS_TILES: the bucket's, from 512
+    the 512 ones), or None."""
+    b = m_bucket(m)
+    return WS_TILES[512] if b >= 512 else WS_TILES.get(b)
+
 
 # The fused path's tuning candidates from M = 128 (BLOCK_M, BLOCK_N, BLOCK_K,
 # SPLIT_K, warps, stages, TMA; those with BLOCK_M above M's bucket left
@@ -596,17 +616,17 @@ class FusedGemm:
         if c.get("WS"):
             from qgemm_bench.backends.triton_kernels import ws_gemm
 
-            ws_gemm.check(c)
+            ws_gemm.check(c["WS"])
         return c
 
     def runs_ws(self, x: torch.Tensor, c: dict) -> bool:
-        """Whether config c runs the warp-specialized kernel for this x
-        (ws_gemm.usable; else its fused_kernel tiles)."""
-        if not c.get("WS") or not x.is_cuda:
+        """Whether config c runs the warp-specialized kernel (its "WS" tiles)
+        for this x (ws_gemm.usable; else the rest of c in fused_kernel)."""
+        if not c.get("WS") or not x.is_cuda or not c.get("DECODE_ASM", True):
             return False
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
-        return ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, c)
+        return ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, c["WS"])
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
         """The launch keywords of config c's TMA loads: descriptors of x's
@@ -654,10 +674,11 @@ class FusedGemm:
         if self.runs_ws(x, c):
             from qgemm_bench.backends.triton_kernels import ws_gemm
 
-            key = ("ws", c["BLOCK_K"])
+            w = c["WS"]
+            key = ("ws", w["BLOCK_N"], w["BLOCK_K"])
             if key not in self._w_desc:
-                self._w_desc[key] = ws_gemm.weight_descriptors(p, c["BLOCK_K"])
-            return ws_gemm.run(p, self.group, x, c, self._w_desc[key])
+                self._w_desc[key] = ws_gemm.weight_descriptors(p, w["BLOCK_N"], w["BLOCK_K"])
+            return ws_gemm.run(p, self.group, x, w, self._w_desc[key])
         c.pop("WS", None)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
         s = p.scales if p.scales is not None else p.wt  # never read unscaled

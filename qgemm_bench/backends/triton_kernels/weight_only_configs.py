@@ -11,7 +11,9 @@ harness.environment.gpu_slug names it, e.g. h100):
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
                                                 "maxnreg", "TMA", "TMA_W", "ACC_SCALE" and
-                                                "WS" (the last four fused only)},
+                                                "WS" (the last four fused only; WS the
+                                                warp-specialized kernel's tiles, which run
+                                                where it runs, the rest elsewhere)},
                                      "us": p50 when tuned (the table mode: the mean of two
                                      rounds' p50), "tuned": "how",
                                      where config has TMA and pointer-load candidates were
@@ -20,9 +22,9 @@ harness.environment.gpu_slug names it, e.g. h100):
                                      above weight_only.FUSED_MAX_M (fused only):
                                      "versus_dequant_us": [config's us, dequantize +
                                      cuBLAS's us], timed in rounds of their own;
-                                     int4 from tune_weight_only.WS_MIN_M: "ws_us": [the
-                                     fused_kernel config's us, the WS config's us], timed
-                                     in rounds of their own (the faster is the config)}}}}
+                                     int4 at fused_gemm.WS_TILES' M: "ws_us": [the
+                                     config's us without WS, with], timed in rounds of
+                                     their own (WS stays where faster)}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. Up to M = 64 the path that timed faster at
@@ -57,6 +59,7 @@ CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_sta
 # Fused-kernel keys: refused in split entries, dropped where the split kernel runs.
 FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "WS")
 MIN_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}  # split_k_parts' counters; tl.dot's 16
+WS_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")  # a fused config's "WS" tiles (ws_gemm.py)
 
 
 def kernel(fmt: int, path: str) -> str:
@@ -82,9 +85,14 @@ def check_config(config, where: str) -> None:
             kind = f"a power of two >= {low}" if x in MIN_TILE else "a positive integer"
             raise ValueError(f"{where}: {x}={v!r} must be {kind}")
     for key, what in (("TMA", "fused_gemm.FusedGemm.descriptors"), ("TMA_W", "fused_gemm.fused_kernel"),
-                      ("ACC_SCALE", "fused_gemm.fused_kernel"), ("WS", "ws_gemm.ws_kernel")):
+                      ("ACC_SCALE", "fused_gemm.fused_kernel")):
         if not isinstance(config.get(key, False), bool):
             raise ValueError(f"{where}: {key}={config[key]!r} must be true or false ({what})")
+    ws = config.get("WS")
+    if ws is not None and (not isinstance(ws, dict) or set(ws) != set(WS_KEYS) or
+                           any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in ws.values())):
+        raise ValueError(f"{where}: WS={ws!r} must be the warp-specialized kernel's tiles, "
+                         f"{{{', '.join(WS_KEYS)}}} (fused_gemm.ws_tiles)")
     reg = config.get("maxnreg")
     if reg is not None and (not isinstance(reg, int) or isinstance(reg, bool) or not 24 <= reg <= 255):
         raise ValueError(f"{where}: maxnreg={reg!r} must be an integer from 24 to 255 (registers per thread)")
@@ -126,8 +134,6 @@ def check_table(doc, where: str) -> dict:
                         not all(isinstance(u, (int, float)) and not isinstance(u, bool) and u > 0 for u in v):
                     raise ValueError(f"{where}: {name} {key}: ws_us must be two positive numbers [fused_kernel, "
                                      "WS], in a fused entry")
-            if config.get("WS") and not config.get("TMA"):
-                raise ValueError(f"{where}: {name} {key}: WS needs TMA (its fallback, fused_kernel's TMA tiles)")
             if "pointer_config" in entry:
                 check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config")
                 if entry["pointer_config"].get("TMA"):

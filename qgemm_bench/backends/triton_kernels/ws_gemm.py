@@ -1,6 +1,8 @@
 """Warp-specialized int4 GEMM for Hopper, in Gluon (Triton's lower-level
-language): a fused config with "WS" true runs here where `usable` says so,
-else FusedGemm runs the same config's tiles in fused_gemm.fused_kernel.
+language): a fused config with "WS" tiles (fused_gemm.ws_tiles) runs them
+here where `usable` says so, else FusedGemm runs the rest of the config in
+fused_gemm.fused_kernel. In this module a config `c` is such "WS" tiles:
+BLOCK_M, BLOCK_N, BLOCK_K, num_stages.
 
 Same operands as fused_kernel (swapped: a [128, BLOCK_M] tile of y^T = W^T
 x^T, the weights in the tiled fragment-order K-major layout,
@@ -67,9 +69,9 @@ from qgemm_bench.backends.triton_kernels.decode import INT4_BF16X2_PTX
 from qgemm_bench.operators.formats import INT4
 
 WG_ROWS = 64  # weight rows per consumer warpgroup (wgmma's M)
-BLOCK_N = 2 * WG_ROWS
-_WG_ROWS, _BLOCK_N = gl.constexpr(WG_ROWS), gl.constexpr(BLOCK_N)  # as @gluon.jit code reads globals
+_WG_ROWS = gl.constexpr(WG_ROWS)  # as @gluon.jit code reads globals
 SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
+TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
 # Registers per thread: the kernel starts at MAXNREG over its 12 warps, the
 # producer gives back to PRODUCER_REGS and the second consumer takes
 # CONSUMER_REGS (setmaxnreg); the first keeps what is left (232). The
@@ -163,91 +165,113 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0,
 
 @gluon.jit
 def ws_kernel(x_desc, w_desc, s_desc, out_desc, N, NP, K: gl.constexpr, GROUP: gl.constexpr,
-              BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, TILE_N: gl.constexpr,
-              TILE_K: gl.constexpr):
+              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+              TILE_N: gl.constexpr, TILE_K: gl.constexpr):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
-    multiple of BLOCK_K; NP the scales' row stride."""
+    multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
+    consumer) or 128 (two)."""
     BLOCKS: gl.constexpr = K // BLOCK_K
+    CONSUMERS: gl.constexpr = BLOCK_N // _WG_ROWS
     pid = gl.program_id(0)
-    n_tiles = gl.cdiv(N, _BLOCK_N)
+    n_tiles = gl.cdiv(N, BLOCK_N)
     pid_n = pid % n_tiles
     m0 = (pid // n_tiles) * BLOCK_M
-    n0 = pid_n * _BLOCK_N
+    n0 = pid_n * BLOCK_N
     x_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], x_desc.layout)
-    w_bufs = gl.allocate_shared_memory(gl.int8, [STAGES, _BLOCK_N // TILE_N, TILE_N, BLOCK_K // 2], w_desc.layout)
-    s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, _BLOCK_N], s_desc.layout)
-    c_bufs = gl.allocate_shared_memory(gl.bfloat16, [2, BLOCK_M, _WG_ROWS], out_desc.layout)
+    w_bufs = gl.allocate_shared_memory(gl.int8, [STAGES, CONSUMERS, TILE_N, BLOCK_K // 2], w_desc.layout)
+    s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N], s_desc.layout)
+    c_bufs = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS, BLOCK_M, _WG_ROWS], out_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=2)  # both consumers
+        mbarrier.init(empty.index(i), count=CONSUMERS)
     WG0: gl.constexpr = 0
     WG1: gl.constexpr = 1
-    gl.warp_specialize([
-        (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0, WG0, BLOCKS, STAGES, BLOCK_M,
-                     BLOCK_K)),
-        (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0, WG1, BLOCKS, STAGES, BLOCK_M,
-                     BLOCK_K)),
-        (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * (_BLOCK_N // TILE_N),
-                     n0, NP, BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP)),
-    ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
+    if CONSUMERS == 2:
+        gl.warp_specialize([
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0, WG0, BLOCKS, STAGES,
+                         BLOCK_M, BLOCK_K)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0, WG1, BLOCKS, STAGES,
+                         BLOCK_M, BLOCK_K)),
+            (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
+                         BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP)),
+        ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
+    else:
+        gl.warp_specialize([
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0, WG0, BLOCKS, STAGES,
+                         BLOCK_M, BLOCK_K)),
+            (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
+                         BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP)),
+        ], [1], [_PRODUCER_REGS])
 
 
 def shared_bytes(c: dict) -> int:
     """Config c's shared memory: the ring (x, weight and scale tiles), the
-    two consumers' output tiles, and 1 KB for the barriers and alignment
+    consumers' output tiles, and 1 KB for the barriers and alignment
     (sm_90, 256x128x64 s3: 177120 bytes compiled, 176896 in tiles)."""
-    bm, bk = c["BLOCK_M"], c["BLOCK_K"]
-    return c["num_stages"] * (2 * bm * bk + BLOCK_N * bk // 2 + 2 * BLOCK_N) + 2 * bm * WG_ROWS * 2 + 1024
+    bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
+    return c["num_stages"] * (2 * bm * bk + bn * bk // 2 + 2 * bn) + bn // WG_ROWS * bm * WG_ROWS * 2 + 1024
+
+
+def maxnreg(c: dict) -> int:
+    """Registers per thread at launch (before setmaxnreg; module docstring):
+    two consumers, MAXNREG over 12 warps, one program per SM; one consumer
+    with x tiles of up to 128 rows, 128 over 8 warps, two programs per SM
+    (with 256 rows ptxas needed 158: MAXNREG, one program)."""
+    return 128 if c["BLOCK_N"] == WG_ROWS and c["BLOCK_M"] <= 128 else MAXNREG
 
 
 def check(c: dict) -> None:
     """ValueError in one line unless config c's tiles are the kernel's."""
-    if c["BLOCK_N"] != BLOCK_N or c["BLOCK_M"] not in (128, 256) or c["BLOCK_K"] not in (64, 128) or \
-            c["SPLIT_K"] != 1 or not c.get("TMA") or shared_bytes(c) > SMEM_BYTES:
-        raise ValueError(f"config {c}: WS takes BLOCK_N {BLOCK_N}, BLOCK_M 128 or 256, BLOCK_K 64 or 128, SPLIT_K 1, "
-                         f"TMA, and at most {SMEM_BYTES} bytes of shared memory ({shared_bytes(c)})")
+    if not isinstance(c, dict) or any(not isinstance(c.get(x), int) for x in TILE_KEYS):
+        raise ValueError(f"WS {c!r}: expected {{{', '.join(TILE_KEYS)}}}, integers")
+    if c["BLOCK_N"] not in (64, 128) or c["BLOCK_M"] not in (64, 128, 256) or c["BLOCK_K"] not in (64, 128) or \
+            not 2 <= c["num_stages"] <= 8 or shared_bytes(c) > SMEM_BYTES:
+        raise ValueError(f"WS {c}: takes BLOCK_N 64 or 128, BLOCK_M 64, 128 or 256, BLOCK_K 64 or 128, 2 to 8 "
+                         f"stages, and at most {SMEM_BYTES} bytes of shared memory ({shared_bytes(c)})")
 
 
 def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict) -> bool:
     """Whether ws_kernel runs config c for this x (module docstring); group
     as FusedGemm runs it (K per channel and unscaled)."""
     return fmt == INT4 and (group >= k or group % c["BLOCK_K"] == 0) and x.is_cuda and \
-        x.dtype == torch.bfloat16 and c.get("DECODE_ASM", True) and x.shape[0] > 0 and n % 8 == 0 and \
+        x.dtype == torch.bfloat16 and x.shape[0] > 0 and n % 8 == 0 and \
         x.stride(1) == 1 and x.data_ptr() % 16 == 0 and x.stride(0) * 2 % 16 == 0 and \
         torch.cuda.get_device_capability(x.device) == (9, 0)
 
 
-def weight_descriptors(kmajor, block_k: int) -> tuple:
-    """TMA descriptors of the tiled weights' [BLOCK_N, block_k // 2] byte
+def weight_descriptors(kmajor, block_n: int, block_k: int) -> tuple:
+    """TMA descriptors of the tiled weights' [block_n, block_k // 2] byte
     tiles (a 3-D view, as FusedGemm.descriptors) and of the scale rows'
-    BLOCK_N runs (the scales flattened)."""
+    block_n runs (the scales flattened)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     wt, (tn, tk), s = kmajor.wt, kmajor.tile, kmajor.scales.view(-1)
     w3 = wt.view(wt.shape[0] // tn, -1, tk // 2)
-    box = [BLOCK_N // tn, tn, block_k // 2]
+    box = [block_n // tn, tn, block_k // 2]
     return (TensorDescriptor(w3, list(w3.shape), list(w3.stride()), box,
                              gl.NVMMASharedLayout.get_default_for(box, gl.int8)),
-            TensorDescriptor(s, [s.numel()], [1], [BLOCK_N],
+            TensorDescriptor(s, [s.numel()], [1], [block_n],
                              gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=1)))
 
 
 def run(kmajor, group: int, x: torch.Tensor, c: dict, descs: tuple) -> torch.Tensor:
     """y = x @ dequant(w) by ws_kernel with config c (usable and check hold),
-    descs = weight_descriptors(kmajor, c["BLOCK_K"])."""
+    descs = weight_descriptors(kmajor, c["BLOCK_N"], c["BLOCK_K"]) (c the
+    config's WS tiles)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     m, n = x.shape[0], kmajor.n
-    bm, bk = c["BLOCK_M"], c["BLOCK_K"]
+    bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
     (tn, tk), w_desc, s_desc = kmajor.tile, *descs
     kp = 2 * kmajor.wt.numel() // kmajor.wt.shape[0]  # the layout's padded K
     nvmma = gl.NVMMASharedLayout.get_default_for
     out = torch.empty(m, n, device=x.device, dtype=x.dtype)
     x_desc = TensorDescriptor.from_tensor(x, [bm, bk], nvmma([bm, bk], gl.bfloat16))
     o_desc = TensorDescriptor.from_tensor(out, [bm, WG_ROWS], nvmma([bm, WG_ROWS], gl.bfloat16))
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, BLOCK_N),)
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
     ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, n, kmajor.scales.stride(0), K=kp, GROUP=group, BLOCK_M=bm,
-                    BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, num_warps=4, maxnreg=MAXNREG)
+                    BLOCK_N=bn, BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, num_warps=4,
+                    maxnreg=maxnreg(c))
     return out

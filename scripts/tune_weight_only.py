@@ -429,8 +429,9 @@ def ws_pass():
         if "dequant" in us:
             entry["versus_dequant_us"] = [entry["us"], round(us["dequant"], 2)]
         versus = f" | dequant {us['dequant']:7.2f}" if "dequant" in us else ""
-        print(f"int4 {key}: {describe(base)} {us['base']:7.2f} | {describe(cands[1][1])[len(describe(base)):]} "
-              f"{us['ws']:7.2f}{versus} -> {best} ({time.time() - t0:.0f} s)", flush=True)
+        w = ws_for(m)
+        print(f"int4 {key}: {describe(base)} {us['base']:7.2f} | ws {w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} "
+              f"s{w['num_stages']} {us['ws']:7.2f}{versus} -> {best} ({time.time() - t0:.0f} s)", flush=True)
         write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     doc["source"] = (doc.get("source", "") + f"; then int4 fused M {','.join(map(str, sorted(timed_ms)))}: the "
                      f"warp-specialized kernel's tiles against each entry's config (ws, commit "

@@ -518,6 +518,16 @@ def test_fused_ws_config_refuses_tiles_the_kernel_lacks(tiles, message):
         gemm(inputs.x)
 
 
+def test_triton_row_names_the_ws_kernel_where_it_runs(monkeypatch):
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, ws_tiles
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (80, 256, 128), group_size=128), seed())
+    gemm = weight_only(inputs, cfg(bm=32, bn=64, bk=64, WS=ws_tiles(64, 64, 128, 4)), path="fused")
+    assert "warp-specialized" not in gemm.note(80, inputs.x)  # the CPU runs fused_kernel
+    monkeypatch.setattr(FusedGemm, "runs_ws", lambda self, x, c: True)
+    assert "warp-specialized" in gemm.note(80, inputs.x)
+
+
 def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch):
     from qgemm_bench.backends.triton_kernels import ws_gemm
 

@@ -39,7 +39,7 @@ def _weight_only(case, inputs) -> Prepared:
 
     x = inputs.x.contiguous()
     m = x.shape[0]
-    notes = "; ".join(filter(None, (interpreter_note(case), gemm.note(m))))
+    notes = "; ".join(filter(None, (interpreter_note(case), gemm.note(m, x))))
     if gemm.path(m) == "fused":
         gemm.fused()  # its K-major weights are made here, in prepare
     return Prepared(lambda: gemm(x), resident=gemm.resident(m), notes=notes, apply=apply)
@@ -51,7 +51,8 @@ _PATHS = ("one-launch split-K streaming for M <= 64; a fused swapped-operand ker
 
 @backend("int4_gemm", "triton", f"Triton weight-only GEMM: {_PATHS}, and above where its config takes TMA loads "
          "(groups of whole 128-k blocks, Hopper) unless the table timed dequantize + cuBLAS faster; otherwise a "
-         "Triton dequantize, then cuBLAS; checked-in configs per GPU and shape (weight_only_configs/<gpu>.json)",
+         "Triton dequantize, then cuBLAS; on the H100 a warp-specialized Gluon kernel where the table timed it "
+         "faster (ws_gemm.py); checked-in configs per GPU and shape (weight_only_configs/<gpu>.json)",
          triton_why_not)
 def int4(case, inputs):
     return _weight_only(case, inputs)

@@ -382,12 +382,16 @@ class WeightOnlyGemm:
             self._configs[(m, path)] = found
         return self._configs[(m, path)]
 
-    def note(self, m: int) -> str:
+    def note(self, m: int, x: torch.Tensor | None = None) -> str:
         """For the row: the path that is not all-Triton says so, and so does a
-        config that is not the shape's own."""
+        config that is not the shape's own; with x, the warp-specialized
+        Gluon kernel where it runs for it."""
         if self.path(m) == "dequant":
             return "dequantize + cuBLAS path (a K x N scratch)"
-        return self.tuned(m)[1]
+        note = self.tuned(m)[1]
+        if x is not None and self.path(m) == "fused" and self.fused().runs_ws(x, self.fused().config_for(m)):
+            note = "; ".join(filter(None, (note, "warp-specialized Gluon kernel (ws_gemm.py)")))
+        return note
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         """The weights as a dense [K, N] tensor in `dtype` (one Triton launch)."""

@@ -4,31 +4,33 @@ here where `usable` says so, else FusedGemm runs the rest of the config in
 fused_gemm.fused_kernel. In this module a config `c` is such "WS" tiles:
 BLOCK_M, BLOCK_N, BLOCK_K, num_stages.
 
-Same operands as fused_kernel (swapped: a [128, BLOCK_M] tile of y^T = W^T
-x^T, the weights in the tiled fragment-order K-major layout,
-kmajor_layout.py), split into three partitions of one program:
+Same operands as fused_kernel (swapped: a [BLOCK_N, BLOCK_M] tile of y^T =
+W^T x^T, the weights in the tiled fragment-order K-major layout,
+kmajor_layout.py), split into partitions of one program:
 - a producer warp TMA-loads each K block's x tile [BLOCK_M, BLOCK_K], weight
-  tile (two 64-row tile rows of BLOCK_K // 2 bytes) and scale row (128 bf16)
-  into a ring of STAGES buffers, waiting on an `empty` mbarrier per stage
-  and signalling a `ready` one;
-- two consumer warpgroups, 64 weight rows each: wait `ready`, ldmatrix their
-  bytes (each 32-bit register 4 bytes whose decoded pairs are wgmma
-  fragment registers, `packed_layout`), decode with the PTX of decode.py
-  and the row's scale in the same asm, register-A wgmma against the shared
-  x tile, wait for it, arrive on `empty`; at the end TMA-store their
-  [BLOCK_M, 64] part of y.
+  tile (BLOCK_N // 64 tile rows of BLOCK_K // 2 bytes) and scale row
+  (BLOCK_N bf16) into a ring of `num_stages` buffers, waiting on an `empty`
+  mbarrier per stage and signalling a `ready` one;
+- BLOCK_N // 64 consumer warpgroups (one or two), 64 weight rows each: wait
+  `ready`, ldmatrix their bytes (each 32-bit register 4 bytes whose
+  decoded pairs are wgmma fragment registers, `packed_layout`), decode with
+  the PTX of decode.py and the row's scale in the same asm, register-A wgmma
+  against the shared x tile, wait for it, arrive on `empty`; at the end
+  TMA-store their [BLOCK_M, 64] part of y.
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
 through shared memory (scripts/fused_sass.py, 256x128x64 w8 s3 TMA: 208
-SASS instructions per K block; here 118 per warpgroup).
+SASS instructions per K block; here 118 per warpgroup; exp/ws_sass.py).
 
 Each warpgroup waits for its own wgmmas before decoding the next block
 (wgmma.wait_group 0), so nothing writes the A registers of a pending wgmma
 (the hazard fused_gemm.wrong_on_h100 describes): the other warpgroup's
-wgmmas keep the tensor cores busy meanwhile. Waiting for all but one, with
-two blocks per trip in registers of their own, made ptxas serialize every
-wgmma (LLVM gave both blocks the same registers): 245 us at 1024 x 8192 x
-8192 against 227 for that build's wait-0 loop.
+wgmmas (with one consumer, the other program's on the SM) keep the tensor
+cores busy meanwhile. Waiting for all but one, with two blocks per trip in
+registers of their own, made ptxas serialize every wgmma (LLVM gave both
+blocks the same registers): 245 us at 1024 x 8192 x 8192 against 227 for
+that build's wait-0 loop. Issuing the two warpgroups' wgmmas in strict
+alternation (a pair of mbarriers) changed nothing measurable.
 
 H100, int4 g128, K = N = 8192, same process, 3 rounds, p50 us
 (exp/gws_gpu.py), 256x128x64, 3 stages, against the table's fused_kernel
@@ -36,13 +38,15 @@ config, fbgemm and cuBLAS on bf16 weights:
   M=512 95.96 / 103.94 / 93.69 / 97.70; M=1024 189.10 / 198.97 / 187.89 /
   194.07; M=2048 379.36 / 400.77 / 376.33 / 398.37; M=4096 743.37 / 815.89
   / 778.66 / 773.57.
+One consumer, 64x64x128, 4 stages, two programs per SM (exp/pp_ab.py): M=64
+27.72 against the table's split-K 30.08 and fbgemm's 31.18.
 The same loop with no decode or scale (timing only) took 172.3 / 693.4 at
 M = 1024 / 4096; the scale row loaded by pointer in the consumers (its
 latency then showed in each block) 227.3 / 903.1 before the producer took
-it by TMA. 128-row x tiles lost at every M (M = 256: 59.2 against the
-table's 52.7; 1024: 243.2), and so did shapes of few tiles (512 x 14336 x
-4096, 64 programs: 129.6 against 90.9), so the table decides per shape
-(scripts/tune_weight_only.py ws).
+it by TMA. At M = 128 and 256 every tile lost (M = 256: 128x64x64 s4 59.8,
+128x128x64 s4 60.5, 256x64x64 s3 69.4 against the table's 51.9), and so did
+shapes of few tiles (512 x 14336 x 4096, 64 programs: 129.6 against 90.9),
+so the table decides per shape (scripts/tune_weight_only.py ws).
 
 Where it runs (`usable`): int4 with scales of whole K blocks (a group a
 multiple of BLOCK_K, per channel, unscaled as scales of one), bf16 x with

@@ -11,7 +11,10 @@ per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
                                 [--stages 3] [--tma | --tma-x] [--acc] [--maxnreg N] [--group 128] [--k 8192]
-                                [--out PREFIX]
+                                [--ws] [--out PREFIX]
+
+--ws compiles the warp-specialized Gluon kernel (ws_gemm.py) instead, with
+--tile and --stages as its WS tiles (its first consumer warpgroup's loop).
 
 --out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary. The
 weights are tiled fragment-order bytes (kmajor_layout.TILE), int4 in groups
@@ -50,6 +53,9 @@ def parse_args(argv=None):
                    help="int4 scale groups: an even integer dividing K, 'channel' or 'none' (run, as FusedGemm "
                         "runs unscaled weights, with scales of one per channel; default 128)")
     p.add_argument("--k", type=int_in(256, 1 << 20), default=8192, help="K, a multiple of 256 (default 8192)")
+    p.add_argument("--ws", action="store_true",
+                   help="the warp-specialized Gluon kernel (ws_gemm.ws_kernel) with --tile and --stages as its WS "
+                        "tiles (BLOCK_N 64 or 128), int4; its first consumer's loop is reported")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.tile)
@@ -69,6 +75,8 @@ def parse_args(argv=None):
         raise InputError("--group: int4 only (NVFP4 scales blocks of 16)")
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
+    if args.ws and (args.fmt != "int4" or args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg):
+        raise InputError("--ws: int4, with --tile, --stages, --group and --k only (its own TMA loads, no split)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
     return args
@@ -136,6 +144,45 @@ def compile_kernel(args):
                     attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options={x: c[x] for x in ("num_warps", "num_stages", "maxnreg") if x in c})
+
+
+def compile_ws(args):
+    """The warp-specialized kernel (ws_gemm.ws_kernel) compiled for sm_90 with
+    WS tiles --tile / --stages, as FusedGemm launches it."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from qgemm_bench.backends.kmajor_layout import TILE
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    c = ws_tiles(args.bm, args.bn, args.bk, args.stages)
+    try:
+        ws_gemm.check(c)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    group = args.k if args.group in ("none", "channel") else int(args.group)
+    if group < args.k and group % args.bk:
+        raise InputError(f"--group {args.group} at BLOCK_K {args.bk}: the kernel takes groups of whole K blocks "
+                         "(ws_gemm.usable)")
+    nvmma = gl.NVMMASharedLayout.get_default_for
+    box = [args.bn // TILE[0], TILE[0], args.bk // 2]
+    desc = {"x_desc": ("bf16", [args.bm, args.bk], nvmma([args.bm, args.bk], gl.bfloat16)),
+            "w_desc": ("i8", box, nvmma(box, gl.int8)),
+            "s_desc": ("bf16", [args.bn], gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=1)),
+            "out_desc": ("bf16", [args.bm, ws_gemm.WG_ROWS], nvmma([args.bm, ws_gemm.WG_ROWS], gl.bfloat16))}
+    sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>" for x, (t, shape, layout) in desc.items()}
+    sig.update(N="i32", NP="i32")
+    const = {"K": args.k, "GROUP": group, "BLOCK_M": args.bm, "BLOCK_N": args.bn, "BLOCK_K": args.bk,
+             "STAGES": args.stages, "TILE_N": TILE[0], "TILE_K": TILE[1]}
+    sig.update({x: "constexpr" for x in const})
+    names = list(sig)
+    src = GluonASTSource(ws_gemm.ws_kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()},
+                         attrs={(names.index(x),): [["tt.divisibility", 16]] for x in ("N", "NP")})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": 4, "maxnreg": ws_gemm.maxnreg(c)})
 
 
 def tool(name: str) -> str:
@@ -216,7 +263,7 @@ def main(argv=None) -> int:
         os.environ.pop("TRITON_INTERPRET", None)
 
         try:
-            k = compile_kernel(args)
+            k = compile_ws(args) if args.ws else compile_kernel(args)
             with tempfile.TemporaryDirectory() as tmp:
                 sass, regs = sass_and_registers(k.asm["cubin"], Path(tmp))
         except InputError:
@@ -232,7 +279,7 @@ def main(argv=None) -> int:
             Path(f"{args.out}.{ext}").write_text(text)
     body = main_loop(sass)
     ops = [m.group(1) for b in body if (m := OPCODE.match(b))]
-    opts = "".join(f" {o}" for o, on in (("tma", args.tma), ("tma-x", args.tma_x), ("acc", args.acc),
+    opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("tma", args.tma), ("tma-x", args.tma_x), ("acc", args.acc),
                                          (f"r{args.maxnreg}", args.maxnreg),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
     print(f"{args.fmt} {args.tile} split {args.split} w{args.warps} s{args.stages}{opts} "

@@ -20,7 +20,7 @@ kmajor_layout.py), split into partitions of one program:
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
 through shared memory (scripts/fused_sass.py, 256x128x64 w8 s3 TMA: 208
-SASS instructions per K block; here 118 per warpgroup; exp/ws_sass.py).
+SASS instructions per K block; here 118 per warpgroup, fused_sass.py --ws).
 
 Each warpgroup waits for its own wgmmas before decoding the next block
 (wgmma.wait_group 0), so nothing writes the A registers of a pending wgmma
@@ -74,6 +74,10 @@ from qgemm_bench.operators.formats import INT4
 
 WG_ROWS = 64  # weight rows per consumer warpgroup (wgmma's M)
 _WG_ROWS = gl.constexpr(WG_ROWS)  # as @gluon.jit code reads globals
+# TMA copies under their Triton 3.6 names (the GPU machine's) or the later
+# ones (3.9, this repository's CPU test machine, renamed them).
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
 # Registers per thread: the kernel starts at MAXNREG over its 12 warps, the
@@ -130,10 +134,10 @@ def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, 
         s = i % STAGES
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # passes at once on the first lap
         mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
-        tma.async_copy_global_to_shared(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)],
+        _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
+        _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)],
                                         ready.index(s), w_bufs.index(s))
-        tma.async_copy_global_to_shared(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
+        _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
 
 
 @gluon.jit
@@ -163,7 +167,7 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0,
     c = c_bufs.index(WG)
     c.store(gl.permute(acc.to(gl.bfloat16), (1, 0)))
     fence_async_shared()
-    tma.async_copy_shared_to_global(out_desc, [m0, n0 + WG * _WG_ROWS], c)
+    _tma_store(out_desc, [m0, n0 + WG * _WG_ROWS], c)
     tma.store_wait(pendings=0)
 
 

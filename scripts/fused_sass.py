@@ -75,8 +75,10 @@ def parse_args(argv=None):
         raise InputError("--group: int4 only (NVFP4 scales blocks of 16)")
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
-    if args.ws and (args.fmt != "int4" or args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg):
-        raise InputError("--ws: int4, with --tile, --stages, --group and --k only (its own TMA loads, no split)")
+    if args.ws and (args.fmt != "int4" or args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg
+                    or args.warps != 4):
+        raise InputError("--ws: int4, with --tile, --stages, --group and --k only (its own TMA loads and warps, "
+                         "no split)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
     return args
@@ -180,7 +182,7 @@ def compile_ws(args):
     sig.update({x: "constexpr" for x in const})
     names = list(sig)
     src = GluonASTSource(ws_gemm.ws_kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()},
-                         attrs={(names.index(x),): [["tt.divisibility", 16]] for x in ("N", "NP")})
+                         attrs={(names.index("NP"),): [["tt.divisibility", 16]]})  # NP: padded to 256
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": 4, "maxnreg": ws_gemm.maxnreg(c)})
 
@@ -282,7 +284,8 @@ def main(argv=None) -> int:
     opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("tma", args.tma), ("tma-x", args.tma_x), ("acc", args.acc),
                                          (f"r{args.maxnreg}", args.maxnreg),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
-    print(f"{args.fmt} {args.tile} split {args.split} w{args.warps} s{args.stages}{opts} "
+    launch = "" if args.ws else f" split {args.split} w{args.warps}"  # ws: its own partitions, no split
+    print(f"{args.fmt} {args.tile}{launch} s{args.stages}{opts} "
           f"K={args.k}, sm_90: {regs} registers, {k.metadata.shared} bytes of shared memory")
     if not ops:
         print("main loop: not found (no loop with HGMMA)")

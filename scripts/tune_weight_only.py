@@ -12,9 +12,10 @@ and 2; all checked first, then timed in a forward and a reverse round,
 TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
-ws (H100: 41 s): each int4 fused entry of that table at fused_gemm.WS_TILES' M
+ws (H100: 50 s): each int4 fused entry of that table at fused_gemm.WS_TILES' M
 without and with the warp-specialized Gluon kernel's tiles (ws_gemm.py) in
-the same rounds; WS stays where faster, both timings noted (ws_us).
+the same rounds; WS stays where faster, both timings noted (ws_us). The
+table mode drops WS: run ws after it.
 pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
 with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
 faster kept (the table mode now times both itself). check
@@ -374,12 +375,14 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
 
 def ws_pass():
     """Each int4 fused entry of this GPU's table at an M where
-    fused_gemm.ws_for has tiles, at its bucket's shape: its config without
-    and with those WS tiles (the warp-specialized kernel, ws_gemm.py), each
-    checked (3 calls), then timed in the same rounds (time_interleaved); WS
-    stays where faster (the config's own tiles run where the kernel does
-    not), both timings its ws_us. Above FUSED_MAX_M dequantize + cuBLAS runs
-    in those rounds too and renews versus_dequant_us."""
+    fused_gemm.ws_for has tiles, at its bucket's shape, where the
+    warp-specialized kernel runs (FusedGemm.runs_ws): its config without and
+    with those WS tiles (ws_gemm.py), each checked (3 calls), then timed in
+    the same rounds (time_interleaved); WS stays where faster (the config's
+    own tiles run where the kernel does not), both timings its ws_us; WS
+    that fails comes off. Above FUSED_MAX_M the winner is then timed against
+    dequantize + cuBLAS in rounds of their own, as the table mode does,
+    renewing versus_dequant_us. The table mode drops WS: run this after it."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_for
@@ -394,18 +397,20 @@ def ws_pass():
         m, k, n = parse(key)
         if ws_for(m) is None:
             continue
-        timed_ms.add(m)
         x, wargs, ref = operands("int4", m, k, n)
-        reps = copies(x, wargs)
         base = {c: v for c, v in entry["config"].items() if c != "WS"}
-        cands = [("base", base, "fused"), ("ws", {**base, "WS": dict(ws_for(m))}, "fused")]
-        cands += [("dequant", None, "dequant")] if m > wo.FUSED_MAX_M else []
-        ready = []
-        for label, c, path in cands:
+        with_ws = {**base, "WS": dict(ws_for(m))}
+        if not wo.WeightOnlyGemm(*wargs, config=with_ws, path="fused").fused().runs_ws(x, with_ws):
+            print(f"  int4 {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)
+            continue
+        timed_ms.add(m)
+        reps = copies(x, wargs)
+        ready = {}
+        for label, c in (("base", base), ("ws", with_ws)):
             try:
-                errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref) for _ in range(3)]
+                errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=c, path="fused")(x), ref) for _ in range(3)]
                 if max(errs) < 1e-2:
-                    ready.append((label, c, copy_calls(reps, config=c, path=path)))
+                    ready[label] = copy_calls(reps, config=c, path="fused")
                     continue
                 print(f"  int4 {key} {label}: wrong, error {max(errs):.2e}", flush=True)
             except Exception as e:  # pragma: no cover - a GPU-side failure is reported, not fatal
@@ -413,25 +418,38 @@ def ws_pass():
                     raise
                 print(f"  int4 {key} {label}: {type(e).__name__}: {str(e)[:80]}", flush=True)
         us = {}
-        for (label, _, _), t in zip(ready, time_interleaved([r[2] for r in ready]), strict=True):
+        for label, t in zip(ready, time_interleaved(list(ready.values())), strict=True):
             if isinstance(t, Exception):
                 print(f"  int4 {key} {label}: {type(t).__name__}: {str(t)[:80]}", flush=True)
                 continue
             us[label] = t
             results.append({"fmt": "int4", "shape": (m, k, n), "label": f"ws pass {label}", "us": t})
-        del ready, x, wargs, ref, reps
-        if "base" not in us or "ws" not in us:
+        if "base" not in us:  # nothing to compare against: the entry stays as it was
+            del ready, x, wargs, ref, reps
             continue
-        best = "ws" if us["ws"] < us["base"] else "base"
-        entry["config"] = {**base, "WS": dict(ws_for(m))} if best == "ws" else base
+        best = "ws" if "ws" in us and us["ws"] < us["base"] else "base"
+        entry["config"] = with_ws if best == "ws" else base
         entry["us"] = round(us[best], 2)
-        entry["ws_us"] = [round(us["base"], 2), round(us["ws"], 2)]
-        if "dequant" in us:
-            entry["versus_dequant_us"] = [entry["us"], round(us["dequant"], 2)]
-        versus = f" | dequant {us['dequant']:7.2f}" if "dequant" in us else ""
+        if "ws" in us:
+            entry["ws_us"] = [round(us["base"], 2), round(us["ws"], 2)]
+        else:  # WS failed its check or its timing: off
+            entry.pop("ws_us", None)
+        versus = ""
+        if m > wo.FUSED_MAX_M:
+            # The winner against dequantize + cuBLAS in rounds of their own
+            # (the least of two noisy means would favour it; table mode).
+            fused_us, dequant_us = time_interleaved([ready[best], copy_calls(reps, path="dequant")])
+            if isinstance(fused_us, Exception) or isinstance(dequant_us, Exception):
+                print(f"  int4 {key} vs dequant: {fused_us} / {dequant_us}", flush=True)
+                entry.pop("versus_dequant_us", None)
+            else:
+                entry["versus_dequant_us"] = [round(fused_us, 2), round(dequant_us, 2)]
+                versus = f" | vs dequant {fused_us:7.2f} / {dequant_us:7.2f}"
+        del ready, x, wargs, ref, reps
         w = ws_for(m)
         print(f"int4 {key}: {describe(base)} {us['base']:7.2f} | ws {w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} "
-              f"s{w['num_stages']} {us['ws']:7.2f}{versus} -> {best} ({time.time() - t0:.0f} s)", flush=True)
+              f"s{w['num_stages']} {us.get('ws', float('nan')):7.2f}{versus} -> {best} ({time.time() - t0:.0f} s)",
+              flush=True)
         write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     doc["source"] = (doc.get("source", "") + f"; then int4 fused M {','.join(map(str, sorted(timed_ms)))}: the "
                      f"warp-specialized kernel's tiles against each entry's config (ws, commit "

@@ -491,12 +491,12 @@ def test_fused_kernel_refuses_tma_tiles_the_layout_cannot_give(bn, bk, tile):
         gemm(inputs.x)
 
 
-@pytest.mark.parametrize("group", [128, 32])
+@pytest.mark.parametrize("group", [128, "channel"])
 def test_fused_ws_config_runs_its_fused_kernel_tiles_where_ws_cannot(group):
     # A config with WS tiles (ws_gemm.py, Hopper only; no CPU interpreter
-    # for Gluon) runs the rest of it in fused_kernel off sm_90 and for scale
-    # modes the kernel does not take (group 32 in 64-k blocks); the CPU runs
-    # that fallback, here split-K.
+    # for Gluon) runs the rest of it in fused_kernel where the kernel does
+    # not run (test_ws_runs_only_where_usable_and_on_its_layout says where):
+    # on the CPU, here split-K.
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 200), group_size=group), seed())
@@ -516,6 +516,27 @@ def test_fused_ws_config_refuses_tiles_the_kernel_lacks(tiles, message):
     gemm = fused(inputs, cfg(bm=16, bn=64, bk=64, WS=ws_tiles(*tiles)))
     with pytest.raises(ValueError, match=message):
         gemm(inputs.x)
+
+
+def test_ws_runs_only_where_usable_and_on_its_layout(monkeypatch):
+    # FusedGemm.runs_ws: a CUDA x (faked: the attributes read) on sm_90, and
+    # the layout the kernel reads: fragment-order bytes in 64-row tiles of
+    # whole K blocks, bf16 scales; else fused_kernel runs.
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, ws_tiles
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 512, 256), torch.float32, group_size=128), seed())
+    x = type("X", (), {"is_cuda": True, "dtype": torch.bfloat16, "shape": (9, 512), "device": None,
+                       "stride": lambda self, d: (512, 1)[d], "data_ptr": lambda self: 0})()
+    c = cfg(bm=16, bn=64, bk=64, WS=ws_tiles(64, 64, 128, 4))
+    bf16 = inputs.scales.to(torch.bfloat16)
+    assert FusedGemm(inputs.w, bf16, None, INT4, 128, c).runs_ws(x, c)
+    assert not FusedGemm(inputs.w, inputs.scales, None, INT4, 128, c).runs_ws(x, c)  # fp32 scales
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, frag=False).runs_ws(x, c)  # K-order bytes
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, tile=None).runs_ws(x, c)
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, tile=(128, 128)).runs_ws(x, c)
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c).runs_ws(x, {**c, "DECODE_ASM": False})
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c).runs_ws(x, {k: v for k, v in c.items() if k != "WS"})
 
 
 def test_triton_row_names_the_ws_kernel_where_it_runs(monkeypatch):
@@ -552,7 +573,8 @@ def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch
     assert not ok(32) and not ok(96)  # groups off the K block
     assert not ok(128, n=1001)  # y's rows not 16-byte aligned for its TMA store
     assert not ok(128, x=X(dtype=torch.float16)) and not ok(128, x=X(m=0))
-    assert not ok(128, x=X(ptr=8)) and not ok(128, x=X(row=4100))
+    assert not ok(128, x=X(ptr=8)) and not ok(128, x=X(row=4100)) and not ok(128, x=X(row=4088))
+    assert ok(128, x=X(row=4160))  # a padded row stride, 16-byte aligned
     assert not ws_gemm.usable(formats.NVFP4, 16, 4096, 1000, X(), c)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
     assert not ok(128)

@@ -123,6 +123,14 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "WS": {"BLOCK_M": 64}') + '}}}}}', "must be the warp-specialized"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS.replace('"BLOCK_N": 64', '"BLOCK_N": 256')) + '}}}}}',
+     "M1_K64_N64: WS .* takes BLOCK_N 64 or 128"),
+    ('{"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {"M1_K64_N64": {'
+     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}}}}}', "WS is int4's only"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "pointer_config": {'
+     + CFG[CFG.index("{") + 1:].replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}}}}}',
+     "pointer_config must not take TMA loads"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}, "ws_us": [1, -2]}}}}',
      "ws_us must be two positive numbers"),
 ])

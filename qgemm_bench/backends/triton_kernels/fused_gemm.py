@@ -621,12 +621,17 @@ class FusedGemm:
 
     def runs_ws(self, x: torch.Tensor, c: dict) -> bool:
         """Whether config c runs the warp-specialized kernel (its "WS" tiles)
-        for this x (ws_gemm.usable; else the rest of c in fused_kernel)."""
-        if not c.get("WS") or not x.is_cuda or not c.get("DECODE_ASM", True):
+        for this x (ws_gemm.usable, on the layout it reads: fragment-order
+        bytes in 64-row tiles of whole K blocks, bf16 scales; else the rest
+        of c in fused_kernel)."""
+        p, w = self.kmajor, c.get("WS")
+        if not w or not x.is_cuda or not c.get("DECODE_ASM", True) or not p.frag or p.tile is None or \
+                p.scales is None or p.scales.dtype != torch.bfloat16:
             return False
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
-        return ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, c["WS"])
+        return p.tile[0] == ws_gemm.WG_ROWS and p.tile[1] % w["BLOCK_K"] == 0 and \
+            ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, w)
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
         """The launch keywords of config c's TMA loads: descriptors of x's
@@ -669,7 +674,6 @@ class FusedGemm:
         if x.dim() != 2 or x.shape[1] != self.k or x.stride(1) != 1:
             raise ValueError(f"x must be [M, {self.k}] with unit stride along K, got {tuple(x.shape)}")
         m, n, k = x.shape[0], self.n, self.k
-        out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         c = dict(self.config_for(m))
         if self.runs_ws(x, c):
             from qgemm_bench.backends.triton_kernels import ws_gemm
@@ -680,6 +684,7 @@ class FusedGemm:
                 self._w_desc[key] = ws_gemm.weight_descriptors(p, w["BLOCK_N"], w["BLOCK_K"])
             return ws_gemm.run(p, self.group, x, w, self._w_desc[key])
         c.pop("WS", None)
+        out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
         s = p.scales if p.scales is not None else p.wt  # never read unscaled
         ts = self.ts if self.ts is not None else out

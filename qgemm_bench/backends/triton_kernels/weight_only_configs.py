@@ -89,10 +89,17 @@ def check_config(config, where: str) -> None:
         if not isinstance(config.get(key, False), bool):
             raise ValueError(f"{where}: {key}={config[key]!r} must be true or false ({what})")
     ws = config.get("WS")
-    if ws is not None and (not isinstance(ws, dict) or set(ws) != set(WS_KEYS) or
-                           any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in ws.values())):
-        raise ValueError(f"{where}: WS={ws!r} must be the warp-specialized kernel's tiles, "
-                         f"{{{', '.join(WS_KEYS)}}} (fused_gemm.ws_tiles)")
+    if ws is not None:
+        if not isinstance(ws, dict) or set(ws) != set(WS_KEYS) or \
+                any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in ws.values()):
+            raise ValueError(f"{where}: WS={ws!r} must be the warp-specialized kernel's tiles, "
+                             f"{{{', '.join(WS_KEYS)}}} (fused_gemm.ws_tiles)")
+        from qgemm_bench.backends.triton_kernels import ws_gemm
+
+        try:
+            ws_gemm.check(ws)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
     reg = config.get("maxnreg")
     if reg is not None and (not isinstance(reg, int) or isinstance(reg, bool) or not 24 <= reg <= 255):
         raise ValueError(f"{where}: maxnreg={reg!r} must be an integer from 24 to 255 (registers per thread)")
@@ -128,16 +135,18 @@ def check_table(doc, where: str) -> dict:
                                                   for u in v):
                     raise ValueError(f"{where}: {name} {key}: versus_dequant_us must be two positive numbers "
                                      f"[fused, dequant], in a fused entry above M = {FUSED_MAX_M}")
+            if "WS" in config and not name.startswith("int4_gemm"):
+                raise ValueError(f"{where}: {name} {key}: WS is int4's only (ws_gemm.usable)")
             if "ws_us" in entry:
                 v = entry["ws_us"]
-                if not name.endswith("_fused") or not isinstance(v, list) or len(v) != 2 or \
+                if name != "int4_gemm_fused" or not isinstance(v, list) or len(v) != 2 or \
                         not all(isinstance(u, (int, float)) and not isinstance(u, bool) and u > 0 for u in v):
                     raise ValueError(f"{where}: {name} {key}: ws_us must be two positive numbers [fused_kernel, "
-                                     "WS], in a fused entry")
+                                     "WS], in an int4 fused entry")
             if "pointer_config" in entry:
                 check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config")
-                if entry["pointer_config"].get("TMA"):
-                    raise ValueError(f"{where}: {name} {key}: pointer_config must not take TMA loads")
+                if entry["pointer_config"].get("TMA") or "WS" in entry["pointer_config"]:
+                    raise ValueError(f"{where}: {name} {key}: pointer_config must not take TMA loads (nor WS)")
     return doc
 
 

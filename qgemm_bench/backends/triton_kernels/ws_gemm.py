@@ -245,7 +245,7 @@ def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict) -> bo
     as FusedGemm runs it (K per channel and unscaled)."""
     return fmt == INT4 and (group >= k or group % c["BLOCK_K"] == 0) and x.is_cuda and \
         x.dtype == torch.bfloat16 and x.shape[0] > 0 and n % 8 == 0 and \
-        x.stride(1) == 1 and x.data_ptr() % 16 == 0 and x.stride(0) * 2 % 16 == 0 and \
+        x.stride(1) == 1 and x.stride(0) >= x.shape[1] and x.data_ptr() % 16 == 0 and x.stride(0) * 2 % 16 == 0 and \
         torch.cuda.get_device_capability(x.device) == (9, 0)
 
 

@@ -689,20 +689,26 @@ def test_quantize_kernel_is_bit_identical_to_formats(k, n, group, wdt):
 HELION_CONFIGS = [{"block_sizes": [32, 16, 32], "split_k": 2, "num_warps": 4, "num_stages": 1},
                   {"block_sizes": [16, 16, 64], "split_k": 1, "num_warps": 4, "num_stages": 1},
                   {"block_sizes": [64, 32, 16], "split_k": 4, "num_warps": 4, "num_stages": 1}]
-HELION_CASES = [(shape, group) for shape in [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 256, 96)]  # 80: direct
+# M = 80 takes the fused path (M 65..1024), whose config is
+# FUSED_INTERPRETER_CONFIG, not these: one case per group there (the three
+# configs ran the same compiled kernel on it), each config on the split path.
+HELION_CASES = [(shape, group, config) for shape in [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 256, 96)]
                 for group in [32, 64, 128, 96, "channel", None]  # 96: per-element scales
-                if not (group == 96 and shape[1] % 96)]
+                if not (group == 96 and shape[1] % 96)
+                for config in (range(len(HELION_CONFIGS)) if shape[0] <= 64 else [None])]
 
 
 @interpreter
-@pytest.mark.parametrize("shape,group", HELION_CASES)
-@pytest.mark.parametrize("config", range(len(HELION_CONFIGS)))
+@pytest.mark.parametrize("shape,group,config", HELION_CASES)
 def test_helion_kernel_vs_fp64(shape, group, config, monkeypatch):
     from qgemm_bench.backends import helion_ops
 
-    monkeypatch.setattr(helion_ops, "WEIGHT_ONLY_INTERPRETER_CONFIG", HELION_CONFIGS[config])
-    out, inputs, _ = run_backend(int4_gemm, "helion", case(int4_gemm, shape, group_size=group))
+    if config is not None:
+        monkeypatch.setattr(helion_ops, "WEIGHT_ONLY_INTERPRETER_CONFIG", HELION_CONFIGS[config])
+    out, inputs, prepared = run_backend(int4_gemm, "helion", case(int4_gemm, shape, group_size=group))
     check(out, fp64(inputs.x, int4_gemm.dequantize(inputs)))
+    kmajor = prepared.resident[0].shape != inputs.w.shape  # the fused path reads its K-major copy
+    assert kmajor == (config is None)
 
 
 @interpreter

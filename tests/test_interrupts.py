@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import runner
+
 REPO = Path(__file__).resolve().parent.parent
 CHILD = REPO / "tests" / "child_run.py"
 # Two smoke shapes, the baseline and the fake backend, a quick timing.
@@ -52,7 +54,7 @@ def report(folder: Path, *extra) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted (Ctrl-C)"),
                                            (signal.SIGTERM, 143, "terminated (SIGTERM)")])
-def test_sigint_and_sigterm_keep_rows_and_write_the_tables(tmp_path, sig, code, word):
+def test_sigint_and_sigterm_keep_rows_and_write_the_tables(tmp_path, capsys, sig, code, word):
     out, marker = tmp_path / "run", tmp_path / "waiting"
     proc = start({"wait_on": 2, "marker": str(marker)}, *RUN, "--output-dir", str(out))
     wait_for(marker, proc)  # in the fake backend's prepare at the second shape
@@ -66,10 +68,12 @@ def test_sigint_and_sigterm_keep_rows_and_write_the_tables(tmp_path, sig, code, 
         [("torch", 1, "ok"), ("fake", 1, "ok"), ("torch", 3, "ok")]
     assert (out / "report.md").exists() and (out / "latency.png").exists()
     assert "Stopped early" in (out / "report.md").read_text()
-    # compare takes the partial run (the run it is compared with decides the verdict).
-    r = subprocess.run([sys.executable, str(REPO / "runner.py"), "compare", str(out), str(out), "--format", "text"],
-                       cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.startswith("ok: 3 rows: 3 unchanged"), r.stderr
+    # compare takes the partial run (the run it is compared with decides the verdict); here, in this
+    # process: what is tested is the folder the child left (test_compare runs compare as a process).
+    capsys.readouterr()
+    rc = runner.main(["compare", str(out), str(out), "--format", "text"])
+    printed = capsys.readouterr()
+    assert rc == 0 and printed.out.startswith("ok: 3 rows: 3 unchanged"), printed.err
 
 
 def test_kill_9_loses_at_most_the_measurement_in_flight(tmp_path):
@@ -146,12 +150,16 @@ def test_a_full_disk_while_writing_leaves_no_cut_off_file(tmp_path):
     assert doc["metadata"]["rebuilt_from"] == "rows.jsonl"
 
 
-def test_report_refuses_what_it_cannot_rebuild(tmp_path):
+def test_report_refuses_what_it_cannot_rebuild(tmp_path, capsys):
+    # The first case as its own process (its imports, its exit status), the others in this one.
     empty = tmp_path / "empty"
     empty.mkdir()
-    for folder, message in [(tmp_path / "nope", "no such run folder"), (empty, "no rows.jsonl to rebuild from")]:
-        r = report(folder)
-        assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"error: {folder}: {message}"]
+    r = report(tmp_path / "nope")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"error: {tmp_path / 'nope'}: no such run folder"]
+    capsys.readouterr()
+    assert runner.main(["report", str(empty)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {empty}: no rows.jsonl to rebuild from"]
     (empty / "rows.jsonl").write_text("{}\n")
-    r = report(empty)
-    assert r.returncode == 2 and "no metadata.json" in r.stderr and "Traceback" not in r.stderr
+    assert runner.main(["report", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "no metadata.json" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -82,7 +82,8 @@ import sys, time
 from pathlib import Path
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness.outputs import RunFolder
-root, mode, trials = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+root, mode, trials, me = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+(root / f"ready{me}").touch()  # imported: waiting for the first go
 for t in range(trials):
     while not (root / f"go{t}").exists():
         time.sleep(0.0005)
@@ -99,9 +100,15 @@ def test_concurrent_runs_never_share_a_folder(tmp_path, mode):
     """Four processes claim together, ten times: an explicit folder goes to
     exactly one of them (the others are refused); default names all differ."""
     trials, n = 10, 4
-    procs = [subprocess.Popen([sys.executable, "-c", CLAIM, str(tmp_path), mode, str(trials)], cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
-    time.sleep(3)  # imports
+    procs = [subprocess.Popen([sys.executable, "-c", CLAIM, str(tmp_path), mode, str(trials), str(i)], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(n)]
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready{i}").exists() for i in range(n)):  # every process past its imports
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            for p in procs:
+                p.kill()
+            pytest.fail(f"a claiming process did not start: {[p.communicate() for p in procs]}")
+        time.sleep(0.02)
     for t in range(trials):
         (tmp_path / f"go{t}").touch()
         time.sleep(0.05)

@@ -345,15 +345,15 @@ def test_tune_script_waits_for_its_compile_workers_to_start():
         assert compiler.started(120)
         assert all(f.done() and f.exception() is None for f in compiler.warm_ups)
         # and the first shape's clock once its compiles are done (stand-ins:
-        # two workers' tasks of 0.5 and 6 s; the test module's _compile does not
-        # pickle)
+        # two workers' tasks of 0.2 and 3 s, so the 1.5 s wait ends between
+        # them; the test module's _compile does not pickle)
         shape, configs_ = (16, 4096, 16), t.candidates(16, 4096, 16, 132)[:3]
         assert compiler.compiled(shape, 0, configs_, 5) == 0  # nothing submitted: nothing to wait for
-        for c, sleep in zip(configs_[:2], (0.5, 6), strict=True):
+        for c, sleep in zip(configs_[:2], (0.2, 3), strict=True):
             compiler.futures[t.compile_key(*shape, 0, c)] = compiler.pools[0].submit(exec, f"import time; "
                                                                                       f"time.sleep({sleep})")
         assert compiler.compiled(shape, 0, configs_, 0.1) == 0
-        assert compiler.compiled(shape, 0, configs_, 3) == 1
+        assert compiler.compiled(shape, 0, configs_, 1.5) == 1
         assert compiler.compiled(shape, 0, configs_, 30) == 2
     finally:
         compiler.close()

@@ -33,17 +33,21 @@ def tiny():
     return build_model(config_for("tiny", num_hidden_layers=2), torch.device("cpu"), torch.float32, seed=SEED)
 
 
-def _worker(rank: int, world: int, port: int, fmt: str | None, out: str) -> None:
+FORMATS = [None, "int4-g64"]
+
+
+def _worker(rank: int, world: int, port: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.manual_seed(0)
-    shard = tensor_parallel.Shard(rank, world)
-    model = tensor_parallel.shard_model(tiny(), shard)
-    if fmt:
-        quantize_model(model, "torch", fmt)
-    tensor_parallel.add_all_reduce(model, shard)
-    ids = torch.randint(0, model.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(SEED))
-    np.save(f"{out}.{rank}.npy", logits(model, ids))
+    for fmt in FORMATS:  # one spawned pair for both (each spawn imports torch and transformers anew)
+        torch.manual_seed(0)
+        shard = tensor_parallel.Shard(rank, world)
+        model = tensor_parallel.shard_model(tiny(), shard)
+        if fmt:
+            quantize_model(model, "torch", fmt)
+        tensor_parallel.add_all_reduce(model, shard)
+        ids = torch.randint(0, model.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(SEED))
+        np.save(f"{out}.{fmt}.{rank}.npy", logits(model, ids))
     # Both ranks reach the teardown together: a rank that destroyed its gloo
     # group while the other was still in its last collective aborted the
     # other once in CI ("terminate called without an active exception").
@@ -51,23 +55,24 @@ def _worker(rank: int, world: int, port: int, fmt: str | None, out: str) -> None
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("fmt", [None, "int4-g64"])
-def test_split_model_reproduces_the_whole_one(fmt, tmp_path):
+def test_split_model_reproduces_the_whole_one(tmp_path):
+    """Unquantized and int4 (group 64), each rank's logits against the whole model's."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_worker, args=(2, port, fmt, str(tmp_path / "y")), nprocs=2, join=True)
-    whole = tiny()
-    if fmt:  # groups of 64 along K: a row shard's K (128, 256) splits on group boundaries, so the codes agree
-        quantize_model(whole, "torch", fmt)
-    ids = torch.randint(0, whole.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(SEED))
-    ref = logits(whole, ids)
-    for rank in (0, 1):
-        got = np.load(tmp_path / f"y.{rank}.npy")
-        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
-    assert whole.config.num_attention_heads == 4  # the caller's config is never changed
+    mp.spawn(_worker, args=(2, port, str(tmp_path / "y")), nprocs=2, join=True)
+    for fmt in FORMATS:
+        whole = tiny()
+        if fmt:  # groups of 64 along K: a row shard's K (128, 256) splits on group boundaries, so the codes agree
+            quantize_model(whole, "torch", fmt)
+        ids = torch.randint(0, whole.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(SEED))
+        ref = logits(whole, ids)
+        for rank in (0, 1):
+            got = np.load(tmp_path / f"y.{fmt}.{rank}.npy")
+            assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5, (fmt, rank)
+        assert whole.config.num_attention_heads == 4  # the caller's config is never changed
 
 
 def test_built_shards_have_the_local_shapes():

@@ -621,17 +621,14 @@ class FusedGemm:
 
     def runs_ws(self, x: torch.Tensor, c: dict) -> bool:
         """Whether config c runs the warp-specialized kernel (its "WS" tiles)
-        for this x (ws_gemm.usable, on the layout it reads: fragment-order
-        bytes in 64-row tiles of whole K blocks, bf16 scales; else the rest
-        of c in fused_kernel)."""
-        p, w = self.kmajor, c.get("WS")
-        if not w or not x.is_cuda or not c.get("DECODE_ASM", True) or not p.frag or p.tile is None or \
-                p.scales is None or p.scales.dtype != torch.bfloat16:
+        for this x (ws_gemm.usable and ws_gemm.reads, the layout; else the
+        rest of c in fused_kernel)."""
+        w = c.get("WS")
+        if not w or not x.is_cuda or not c.get("DECODE_ASM", True):
             return False
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
-        return p.tile[0] == ws_gemm.WG_ROWS and p.tile[1] % w["BLOCK_K"] == 0 and \
-            ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, w)
+        return ws_gemm.reads(self.kmajor, w) and ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, w)
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
         """The launch keywords of config c's TMA loads: descriptors of x's

@@ -249,6 +249,14 @@ def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict) -> bo
         torch.cuda.get_device_capability(x.device) == (9, 0)
 
 
+def reads(kmajor, c: dict) -> bool:
+    """Whether kmajor (kmajor_layout.KMajorWeights) is the layout ws_kernel
+    reads with config c: fragment-order bytes in tiles of 64 rows and whole
+    K blocks, bf16 scales."""
+    return kmajor.frag and kmajor.tile is not None and kmajor.tile[0] == WG_ROWS and \
+        kmajor.tile[1] % c["BLOCK_K"] == 0 and kmajor.scales is not None and kmajor.scales.dtype == torch.bfloat16
+
+
 def weight_descriptors(kmajor, block_n: int, block_k: int) -> tuple:
     """TMA descriptors of the tiled weights' [block_n, block_k // 2] byte
     tiles (a 3-D view, as FusedGemm.descriptors) and of the scale rows'

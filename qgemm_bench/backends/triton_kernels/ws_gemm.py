@@ -231,9 +231,12 @@ def maxnreg(c: dict) -> int:
 
 
 def check(c: dict) -> None:
-    """ValueError in one line unless config c's tiles are the kernel's."""
-    if not isinstance(c, dict) or any(not isinstance(c.get(x), int) for x in TILE_KEYS):
-        raise ValueError(f"WS {c!r}: expected {{{', '.join(TILE_KEYS)}}}, integers")
+    """ValueError in one line unless c is tiles the kernel runs (the one
+    check of a config's WS value: FusedGemm and the table files call it)."""
+    if not isinstance(c, dict) or set(c) != set(TILE_KEYS) or \
+            any(not isinstance(v, int) or isinstance(v, bool) for v in c.values()):
+        raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}}, "
+                         "integers (fused_gemm.ws_tiles)")
     if c["BLOCK_N"] not in (64, 128) or c["BLOCK_M"] not in (64, 128, 256) or c["BLOCK_K"] not in (64, 128) or \
             not 2 <= c["num_stages"] <= 8 or shared_bytes(c) > SMEM_BYTES:
         raise ValueError(f"WS {c}: takes BLOCK_N 64 or 128, BLOCK_M 64, 128 or 256, BLOCK_K 64 or 128, 2 to 8 "

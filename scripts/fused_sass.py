@@ -153,7 +153,6 @@ def compile_ws(args):
     WS tiles --tile / --stages, as FusedGemm launches it."""
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from qgemm_bench.backends.kmajor_layout import TILE
@@ -169,13 +168,8 @@ def compile_ws(args):
     if group < args.k and group % args.bk:
         raise InputError(f"--group {args.group} at BLOCK_K {args.bk}: the kernel takes groups of whole K blocks "
                          "(ws_gemm.usable)")
-    nvmma = gl.NVMMASharedLayout.get_default_for
-    box = [args.bn // TILE[0], TILE[0], args.bk // 2]
-    desc = {"x_desc": ("bf16", [args.bm, args.bk], nvmma([args.bm, args.bk], gl.bfloat16)),
-            "w_desc": ("i8", box, nvmma(box, gl.int8)),
-            "s_desc": ("bf16", [args.bn], gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=1)),
-            "out_desc": ("bf16", [args.bm, ws_gemm.WG_ROWS], nvmma([args.bm, ws_gemm.WG_ROWS], gl.bfloat16))}
-    sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>" for x, (t, shape, layout) in desc.items()}
+    sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>"
+           for x, (t, shape, layout) in ws_gemm.boxes(c).items()}
     sig.update(N="i32", NP="i32")
     const = {"K": args.k, "GROUP": group, "BLOCK_M": args.bm, "BLOCK_N": args.bn, "BLOCK_K": args.bk,
              "STAGES": args.stages, "TILE_N": TILE[0], "TILE_K": TILE[1]}

@@ -678,7 +678,7 @@ class FusedGemm:
             w = c["WS"]
             key = ("ws", w["BLOCK_N"], w["BLOCK_K"])
             if key not in self._w_desc:
-                self._w_desc[key] = ws_gemm.weight_descriptors(p, w["BLOCK_N"], w["BLOCK_K"])
+                self._w_desc[key] = ws_gemm.weight_descriptors(p, w)
             return ws_gemm.run(p, self.group, x, w, self._w_desc[key])
         c.pop("WS", None)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)

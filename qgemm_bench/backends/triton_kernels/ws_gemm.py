@@ -260,35 +260,45 @@ def reads(kmajor, c: dict) -> bool:
         kmajor.tile[1] % c["BLOCK_K"] == 0 and kmajor.scales is not None and kmajor.scales.dtype == torch.bfloat16
 
 
-def weight_descriptors(kmajor, block_n: int, block_k: int) -> tuple:
-    """TMA descriptors of the tiled weights' [block_n, block_k // 2] byte
-    tiles (a 3-D view, as FusedGemm.descriptors) and of the scale rows'
-    block_n runs (the scales flattened)."""
+def boxes(c: dict) -> dict:
+    """ws_kernel's TMA boxes with config c: descriptor name -> (Triton
+    dtype name, block shape, shared layout). The weights' box is a 3-D view
+    of the tiled layout (tile rows, k tile * 64 + row, byte; as
+    FusedGemm.descriptors), the scales' a run of BLOCK_N of the flattened
+    rows."""
+    bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
+    nvmma = gl.NVMMASharedLayout.get_default_for
+    w = [bn // WG_ROWS, WG_ROWS, bk // 2]
+    return {"x_desc": ("bf16", [bm, bk], nvmma([bm, bk], gl.bfloat16)), "w_desc": ("i8", w, nvmma(w, gl.int8)),
+            "s_desc": ("bf16", [bn], gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=1)),
+            "out_desc": ("bf16", [bm, WG_ROWS], nvmma([bm, WG_ROWS], gl.bfloat16))}
+
+
+def weight_descriptors(kmajor, c: dict) -> tuple:
+    """TMA descriptors of the tiled weights and of the scale rows for config
+    c (boxes)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+    b = boxes(c)
     wt, (tn, tk), s = kmajor.wt, kmajor.tile, kmajor.scales.view(-1)
     w3 = wt.view(wt.shape[0] // tn, -1, tk // 2)
-    box = [block_n // tn, tn, block_k // 2]
-    return (TensorDescriptor(w3, list(w3.shape), list(w3.stride()), box,
-                             gl.NVMMASharedLayout.get_default_for(box, gl.int8)),
-            TensorDescriptor(s, [s.numel()], [1], [block_n],
-                             gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=1)))
+    return (TensorDescriptor(w3, list(w3.shape), list(w3.stride()), *b["w_desc"][1:]),
+            TensorDescriptor(s, [s.numel()], [1], *b["s_desc"][1:]))
 
 
 def run(kmajor, group: int, x: torch.Tensor, c: dict, descs: tuple) -> torch.Tensor:
     """y = x @ dequant(w) by ws_kernel with config c (usable and check hold),
-    descs = weight_descriptors(kmajor, c["BLOCK_N"], c["BLOCK_K"]) (c the
-    config's WS tiles)."""
+    descs = weight_descriptors(kmajor, c) (c the config's WS tiles)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     m, n = x.shape[0], kmajor.n
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
     (tn, tk), w_desc, s_desc = kmajor.tile, *descs
     kp = 2 * kmajor.wt.numel() // kmajor.wt.shape[0]  # the layout's padded K
-    nvmma = gl.NVMMASharedLayout.get_default_for
+    b = boxes(c)
     out = torch.empty(m, n, device=x.device, dtype=x.dtype)
-    x_desc = TensorDescriptor.from_tensor(x, [bm, bk], nvmma([bm, bk], gl.bfloat16))
-    o_desc = TensorDescriptor.from_tensor(out, [bm, WG_ROWS], nvmma([bm, WG_ROWS], gl.bfloat16))
+    x_desc = TensorDescriptor.from_tensor(x, *b["x_desc"][1:])
+    o_desc = TensorDescriptor.from_tensor(out, *b["out_desc"][1:])
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
     ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, n, kmajor.scales.stride(0), K=kp, GROUP=group, BLOCK_M=bm,
                     BLOCK_N=bn, BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, num_warps=4,

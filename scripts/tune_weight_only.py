@@ -87,6 +87,21 @@ def copy_calls(reps, **kw) -> list:
     return [functools.partial(wo.WeightOnlyGemm(*w, **kw), xc) for xc, w in reps]
 
 
+def checked_calls(what: str, wargs, x, ref, reps, config, path: str) -> list | None:
+    """copy_calls of WeightOnlyGemm(config, path) if 3 calls at x are right
+    against ref, else None (the failure printed with `what`)."""
+    try:
+        errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=config, path=path)(x), ref) for _ in range(3)]
+        if max(errs) < 1e-2:
+            return copy_calls(reps, config=config, path=path)
+        print(f"  {what}: wrong, error {max(errs):.2e}", flush=True)
+    except Exception as e:  # pragma: no cover - a GPU-side failure is reported, not fatal
+        if faults.context_lost(e):
+            raise
+        print(f"  {what}: {type(e).__name__}: {str(e)[:80]}", flush=True)
+    return None
+
+
 def gpu_table(needed_for: str | None = None):
     """(path, contents) of this GPU's table file; a broken file, or with
     `needed_for` an absent one, ends in one InputError line (an absent one
@@ -341,13 +356,10 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
                 ready = []  # (PDL, config, calls) of the variants that ran right
                 for pdl in (0, 2):
                     c = {**base, "PDL": pdl} if pdl else base
-                    try:
-                        errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref) for _ in range(3)]
-                        if max(errs) < 1e-2:
-                            ready.append((pdl, c, copy_calls(reps, config=c, path=path)))
-                            continue
-                    except Exception as e:  # pragma: no cover - a GPU-side failure is reported, not fatal
-                        print(f"  {fmt} {path} {key} PDL {pdl}: {type(e).__name__}: {str(e)[:80]}")
+                    calls = checked_calls(f"{fmt} {path} {key} PDL {pdl}", wargs, x, ref, reps, c, path)
+                    if calls is not None:
+                        ready.append((pdl, c, calls))
+                        continue
                     results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} pdl {pdl}", "us": None})
                 rows = []
                 for (pdl, c, _), us in zip(ready, time_interleaved([r[2] for r in ready]), strict=True):
@@ -405,18 +417,8 @@ def ws_pass():
             continue
         timed_ms.add(m)
         reps = copies(x, wargs)
-        ready = {}
-        for label, c in (("base", base), ("ws", with_ws)):
-            try:
-                errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=c, path="fused")(x), ref) for _ in range(3)]
-                if max(errs) < 1e-2:
-                    ready[label] = copy_calls(reps, config=c, path="fused")
-                    continue
-                print(f"  int4 {key} {label}: wrong, error {max(errs):.2e}", flush=True)
-            except Exception as e:  # pragma: no cover - a GPU-side failure is reported, not fatal
-                if faults.context_lost(e):
-                    raise
-                print(f"  int4 {key} {label}: {type(e).__name__}: {str(e)[:80]}", flush=True)
+        ready = {label: calls for label, c in (("base", base), ("ws", with_ws))
+                 if (calls := checked_calls(f"int4 {key} {label}", wargs, x, ref, reps, c, "fused")) is not None}
         us = {}
         for label, t in zip(ready, time_interleaved(list(ready.values())), strict=True):
             if isinstance(t, Exception):

@@ -55,7 +55,7 @@ def parse_args(argv=None):
     p.add_argument("--k", type=int_in(256, 1 << 20), default=8192, help="K, a multiple of 256 (default 8192)")
     p.add_argument("--ws", action="store_true",
                    help="the warp-specialized Gluon kernel (ws_gemm.ws_kernel) with --tile and --stages as its WS "
-                        "tiles (BLOCK_N 64 or 128), int4; its first consumer's loop is reported")
+                        "tiles (BLOCK_N 64 or 128); its first consumer's loop is reported")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.tile)
@@ -75,9 +75,8 @@ def parse_args(argv=None):
         raise InputError("--group: int4 only (NVFP4 scales blocks of 16)")
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
-    if args.ws and (args.fmt != "int4" or args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg
-                    or args.warps != 4):
-        raise InputError("--ws: int4, with --tile, --stages, --group and --k only (its own TMA loads and warps, "
+    if args.ws and (args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg or args.warps != 4):
+        raise InputError("--ws: with --fmt, --tile, --stages, --group and --k only (its own TMA loads and warps, "
                          "no split)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
@@ -158,20 +157,23 @@ def compile_ws(args):
     from qgemm_bench.backends.kmajor_layout import TILE
     from qgemm_bench.backends.triton_kernels import ws_gemm
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+    from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
+    fmt = INT4 if args.fmt == "int4" else NVFP4
     c = ws_tiles(args.bm, args.bn, args.bk, args.stages)
     try:
-        ws_gemm.check(c)
+        ws_gemm.check(c, fmt)
     except ValueError as e:
         raise InputError(str(e)) from None
-    group = args.k if args.group in ("none", "channel") else int(args.group)
-    if group < args.k and group % args.bk:
+    group = NVFP4_BLOCK if fmt == NVFP4 else args.k if args.group in ("none", "channel") else int(args.group)
+    if fmt == INT4 and group < args.k and group % args.bk:
         raise InputError(f"--group {args.group} at BLOCK_K {args.bk}: the kernel takes groups of whole K blocks "
                          "(ws_gemm.usable)")
     sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>"
-           for x, (t, shape, layout) in ws_gemm.boxes(c).items()}
-    sig.update(N="i32", NP="i32")
-    const = {"K": args.k, "GROUP": group, "BLOCK_M": args.bm, "BLOCK_N": args.bn, "BLOCK_K": args.bk,
+           for x, (t, shape, layout) in ws_gemm.boxes(c, fmt).items()}
+    sig = {**{x: sig[x] for x in ("x_desc", "w_desc", "s_desc", "out_desc")}, "ts_ptr": "*fp32", "N": "i32",
+           "NP": "i32"}
+    const = {"K": args.k, "GROUP": group, "FMT": fmt, "BLOCK_M": args.bm, "BLOCK_N": args.bn, "BLOCK_K": args.bk,
              "STAGES": args.stages, "TILE_N": TILE[0], "TILE_K": TILE[1]}
     sig.update({x: "constexpr" for x in const})
     names = list(sig)

@@ -12,7 +12,7 @@ and 2; all checked first, then timed in a forward and a reverse round,
 TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
-ws (H100: 50 s): each int4 fused entry of that table at fused_gemm.WS_TILES' M
+ws (--formats; H100, int4: 50 s): each fused entry of that table at fused_gemm.WS_TILES' M
 without and with the warp-specialized Gluon kernel's tiles (ws_gemm.py) in
 the same rounds; WS stays where faster, both timings noted (ws_us). The
 table mode drops WS: run ws after it.
@@ -385,8 +385,8 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
-def ws_pass():
-    """Each int4 fused entry of this GPU's table at an M where
+def ws_pass(fmts=FORMATS):
+    """Each fused entry of this GPU's table (formats `fmts`) at an M where
     fused_gemm.ws_for has tiles, at its bucket's shape, where the
     warp-specialized kernel runs (FusedGemm.runs_ws): its config without and
     with those WS tiles (ws_gemm.py), each checked (3 calls), then timed in
@@ -403,29 +403,30 @@ def ws_pass():
 
     t0 = time.time()
     out, doc = gpu_table("time the warp-specialized kernel against")
-    entries = doc["kernels"].get(woc.kernel(0, "fused"), {})
-    timed_ms = set()
-    for key, entry in sorted(entries.items(), key=lambda kv: parse(kv[0])):
+    timed = []
+    work = [(f, key, entry) for f in fmts for key, entry in
+            sorted(doc["kernels"].get(woc.kernel(FORMATS.index(f), "fused"), {}).items(), key=lambda kv: parse(kv[0]))]
+    for fmt, key, entry in work:
         m, k, n = parse(key)
         if ws_for(m) is None:
             continue
-        x, wargs, ref = operands("int4", m, k, n)
+        x, wargs, ref = operands(fmt, m, k, n)
         base = {c: v for c, v in entry["config"].items() if c != "WS"}
         with_ws = {**base, "WS": dict(ws_for(m))}
         if not wo.WeightOnlyGemm(*wargs, config=with_ws, path="fused").fused().runs_ws(x, with_ws):
-            print(f"  int4 {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)
+            print(f"  {fmt} {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)
             continue
-        timed_ms.add(m)
+        timed.append((fmt, m))
         reps = copies(x, wargs)
         ready = {label: calls for label, c in (("base", base), ("ws", with_ws))
-                 if (calls := checked_calls(f"int4 {key} {label}", wargs, x, ref, reps, c, "fused")) is not None}
+                 if (calls := checked_calls(f"{fmt} {key} {label}", wargs, x, ref, reps, c, "fused")) is not None}
         us = {}
         for label, t in zip(ready, time_interleaved(list(ready.values())), strict=True):
             if isinstance(t, Exception):
-                print(f"  int4 {key} {label}: {type(t).__name__}: {str(t)[:80]}", flush=True)
+                print(f"  {fmt} {key} {label}: {type(t).__name__}: {str(t)[:80]}", flush=True)
                 continue
             us[label] = t
-            results.append({"fmt": "int4", "shape": (m, k, n), "label": f"ws pass {label}", "us": t})
+            results.append({"fmt": fmt, "shape": (m, k, n), "label": f"ws pass {label}", "us": t})
         if "base" not in us:  # nothing to compare against: the entry stays as it was
             del ready, x, wargs, ref, reps
             continue
@@ -442,20 +443,23 @@ def ws_pass():
             # (the least of two noisy means would favour it; table mode).
             fused_us, dequant_us = time_interleaved([ready[best], copy_calls(reps, path="dequant")])
             if isinstance(fused_us, Exception) or isinstance(dequant_us, Exception):
-                print(f"  int4 {key} vs dequant: {fused_us} / {dequant_us}", flush=True)
+                print(f"  {fmt} {key} vs dequant: {fused_us} / {dequant_us}", flush=True)
                 entry.pop("versus_dequant_us", None)
             else:
                 entry["versus_dequant_us"] = [round(fused_us, 2), round(dequant_us, 2)]
                 versus = f" | vs dequant {fused_us:7.2f} / {dequant_us:7.2f}"
         del ready, x, wargs, ref, reps
         w = ws_for(m)
-        print(f"int4 {key}: {describe(base)} {us['base']:7.2f} | ws {w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} "
+        print(f"{fmt} {key}: {describe(base)} {us['base']:7.2f} | ws {w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} "
               f"s{w['num_stages']} {us.get('ws', float('nan')):7.2f}{versus} -> {best} ({time.time() - t0:.0f} s)",
               flush=True)
         write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
-    doc["source"] = (doc.get("source", "") + f"; then int4 fused M {','.join(map(str, sorted(timed_ms)))}: the "
-                     f"warp-specialized kernel's tiles against each entry's config (ws, commit "
-                     f"{git_commit() or 'unknown'})")
+    for fmt in fmts:
+        ms = sorted({m for f, m in timed if f == fmt})
+        if ms:
+            doc["source"] = (doc.get("source", "") + f"; then {fmt} fused M {','.join(map(str, ms))}: the "
+                             f"warp-specialized kernel's tiles against each entry's config (ws, commit "
+                             f"{git_commit() or 'unknown'})")
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
@@ -514,7 +518,7 @@ def main(args):
     if args.variants == "pdl":
         return pdl_pass(args.paths.split(","), args.formats)
     if args.variants == "ws":
-        return ws_pass()
+        return ws_pass(args.formats)
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -569,14 +573,14 @@ if __name__ == "__main__":
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
                         "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster; ws: time "
-                        "each int4 fused entry at M 64 and from 512 without and with the warp-specialized kernel's "
+                        "each fused entry at M 64 and from 512 without and with the warp-specialized kernel's "
                         "tiles (ws_gemm.py) and keep the faster; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--paths", default="split,fused",
                    help="table, pdl, check: the paths to tune or check (split, fused or both)")
     p.add_argument("--formats", default="int4,nvfp4",
-                   help="table, pdl, check: the formats to tune or check (int4, nvfp4 or both; the others' "
+                   help="table, pdl, ws, check: the formats to tune or check (int4, nvfp4 or both; the others' "
                         "entries are kept)")
     p.add_argument("--ms", default=None,
                    help="table, check: re-tune or check only these M (comma-separated, each in the path's table M: "
@@ -592,8 +596,8 @@ if __name__ == "__main__":
         fmts = args.formats.split(",")
         if not fmts or not set(fmts) <= set(FORMATS) or len(set(fmts)) != len(fmts):
             raise InputError(f"--formats {args.formats!r}: expected int4, nvfp4 or int4,nvfp4")
-        if args.variants not in ("table", "pdl", "check") and args.formats != "int4,nvfp4":
-            raise InputError("--formats is for the table, pdl and check modes")
+        if args.variants not in ("table", "pdl", "ws", "check") and args.formats != "int4,nvfp4":
+            raise InputError("--formats is for the table, pdl, ws and check modes")
         args.formats = tuple(f for f in FORMATS if f in fmts)
         if args.calls is not None and args.variants != "check":
             raise InputError("--calls is for the check mode")

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("args,wgmmas", [(["--fmt", "nvfp4", "--split", "2", "--k", "512"], 16),
                                          (["--tile", "128x64x64", "--tma", "--k", "512"], 4),
                                          (["--tile", "256x64x64", "--tma", "--group", "32", "--k", "512"], 4),
-                                         (["--ws", "--tile", "64x64x128", "--stages", "4", "--k", "512"], 8)])
+                                         (["--ws", "--tile", "64x64x128", "--stages", "4", "--k", "512"], 8),
+                                         (["--ws", "--fmt", "nvfp4", "--tile", "128x128x64", "--k", "512"], 4)])
 def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), *args, "--out", str(tmp_path / "k")],
                        capture_output=True, text=True, cwd=REPO, timeout=300)

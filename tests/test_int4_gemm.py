@@ -575,7 +575,8 @@ def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch
     assert not ok(128, x=X(dtype=torch.float16)) and not ok(128, x=X(m=0))
     assert not ok(128, x=X(ptr=8)) and not ok(128, x=X(row=4100)) and not ok(128, x=X(row=4088))
     assert ok(128, x=X(row=4160))  # a padded row stride, 16-byte aligned
-    assert not ws_gemm.usable(formats.NVFP4, 16, 4096, 1000, X(), c)
+    assert ws_gemm.usable(formats.NVFP4, 16, 4096, 1000, X(), c)  # blocks of 16 tile every K block
+    assert not ws_gemm.usable(formats.NVFP4, 16, 4096, 1000, X(dtype=torch.float16), c)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
     assert not ok(128)
 

@@ -195,6 +195,71 @@ def test_fused_kernel_decodes_every_code_and_subnormal_scales():
         assert torch.equal(gemm(inputs.x).float(), nvfp4_gemm.dequantize(inputs).to(DT).float()), flags
 
 
+def fused_nv(inputs, config):
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+
+    return FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, config)
+
+
+def test_ws_config_runs_nvfp4_on_its_layout_else_its_fused_kernel_tiles(monkeypatch):
+    # FusedGemm.runs_ws for NVFP4 (bf16 block scales, fragment-order 64-row
+    # tiles) on a CUDA x (faked: the attributes read) on sm_90; on the CPU
+    # the rest of the config runs in fused_kernel, right.
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, ws_tiles
+
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (9, 768, 200)), seed())
+    c = cfg(bm=16, bn=64, bk=64, split=3, WS=ws_tiles(128, 128, 64, 3))
+    gemm = fused_nv(inputs, c)
+    assert not gemm.runs_ws(inputs.x, gemm.config)
+    check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    x = type("X", (), {"is_cuda": True, "dtype": torch.bfloat16, "shape": (9, 768), "device": None,
+                       "stride": lambda self, d: (768, 1)[d], "data_ptr": lambda self: 0})()
+    assert gemm.runs_ws(x, c) and gemm.kmajor.scales.dtype == torch.bfloat16
+    assert gemm.runs_ws(x, {**c, "WS": ws_tiles(128, 128, 128, 2)})  # 128-k blocks: the 64 x 128 tiles hold them
+    k_order = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c, frag=False)
+    assert not k_order.runs_ws(x, c)
+    assert not gemm.runs_ws(x, {**c, "DECODE_ASM": False})
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (128, 64, 64, 4), (64, 64, 128, 3)])
+@pytest.mark.parametrize("shape", [(257, 5248, 1000), (1000, 4096, 520), (33, 5008, 1000), (7, 2048, 8192),
+                                   (600, 8192, 136)])
+@pytest.mark.parametrize("unscaled", [False, True])
+def test_ws_kernel_vs_fp64(shape, tiles, unscaled):
+    # ws_gemm.py's NVFP4 path on ragged shapes: x rows past M (TMA zeros), N
+    # off the tile (the store clips), K off the K block (zero codes and
+    # scales, zero x); block scales per 16 k, the tensor scale at the end.
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the WS kernel is Hopper's (sm_90)")
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape, torch.bfloat16, torch.device("cuda"), unscaled=unscaled),
+                                    seed())
+    gemm = fused_nv(inputs, cfg(bm=16, bn=64, bk=128, split=2, WS=ws_tiles(*tiles)))
+    assert gemm.runs_ws(inputs.x, gemm.config)
+    ref = fp64(inputs.x, nvfp4_gemm.dequantize(inputs))
+    for _ in range(3):
+        check(gemm(inputs.x), ref, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_ws_kernel_decodes_every_code_and_subnormal_scales():
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the WS kernel is Hopper's (sm_90)")
+    inputs = every_code_inputs()
+    inputs = dataclasses.replace(inputs, x=inputs.x.to("cuda", torch.bfloat16), w=inputs.w.cuda(),
+                                 block_scales=inputs.block_scales.cuda(), tensor_scale=inputs.tensor_scale.cuda())
+    gemm = fused_nv(inputs, cfg(bm=16, bn=64, bk=64, WS=ws_tiles(64, 64, 64, 2)))
+    assert gemm.runs_ws(inputs.x, gemm.config)
+    assert torch.equal(gemm(inputs.x).float(), nvfp4_gemm.dequantize(inputs).to(torch.bfloat16).float())
+
+
 @pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (1025, "dequant")])
 def test_triton_auto_path_by_m(m, path):
     # The measured crossovers (weight_only.FUSED_MAX_M).

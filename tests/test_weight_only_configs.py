@@ -125,8 +125,6 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS.replace('"BLOCK_N": 64', '"BLOCK_N": 256')) + '}}}}}',
      "M1_K64_N64: WS .* takes BLOCK_N 64 or 128"),
-    ('{"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {"M1_K64_N64": {'
-     + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}}}}}', "WS is int4's only"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "pointer_config": {'
      + CFG[CFG.index("{") + 1:].replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}}}}}',
      "pointer_config must not take TMA loads"),
@@ -140,6 +138,22 @@ def test_a_bad_table_file_is_refused_in_one_line(tmp_path, text, match):
     with pytest.raises(ValueError, match=match) as e:
         woc.read_table(path)
     assert "\n" not in str(e.value)
+
+
+def test_ws_tiles_count_the_format_s_scales_and_nvfp4_entries_take_them(tmp_path):
+    # NVFP4's K block reads BLOCK_K // 16 scale rows per stage (int4's one);
+    # both formats' fused entries take WS tiles and their timings.
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    c = ws_tiles(256, 128, 64, 3)
+    assert ws_gemm.shared_bytes(c, NVFP4) == ws_gemm.shared_bytes(c) + 3 * 2 * 128 * 3
+    with pytest.raises(ValueError, match="shared memory"):
+        ws_gemm.check(ws_tiles(128, 128, 128, 5), NVFP4)
+    entry = ('{"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {"M1_K64_N64": {'
+             + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}, "ws_us": [2, 1]}}}}')
+    (tmp_path / "t.json").write_text(entry)
+    assert woc.read_table(tmp_path / "t.json")["kernels"]["nvfp4_gemm_fused"]["M1_K64_N64"]["ws_us"] == [2, 1]
 
 
 def test_dumps_round_trips_one_entry_per_line():

@@ -616,7 +616,7 @@ class FusedGemm:
         if c.get("WS"):
             from qgemm_bench.backends.triton_kernels import ws_gemm
 
-            ws_gemm.check(c["WS"])
+            ws_gemm.check(c["WS"], self.fmt)
         return c
 
     def runs_ws(self, x: torch.Tensor, c: dict) -> bool:
@@ -678,8 +678,8 @@ class FusedGemm:
             w = c["WS"]
             key = ("ws", w["BLOCK_N"], w["BLOCK_K"])
             if key not in self._w_desc:
-                self._w_desc[key] = ws_gemm.weight_descriptors(p, w)
-            return ws_gemm.run(p, self.group, x, w, self._w_desc[key])
+                self._w_desc[key] = ws_gemm.weight_descriptors(p, w, self.fmt)
+            return ws_gemm.run(p, self.fmt, self.group, self.ts, x, w, self._w_desc[key])
         c.pop("WS", None)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)

@@ -22,7 +22,7 @@ harness.environment.gpu_slug names it, e.g. h100):
                                      above weight_only.FUSED_MAX_M (fused only):
                                      "versus_dequant_us": [config's us, dequantize +
                                      cuBLAS's us], timed in rounds of their own;
-                                     int4 at fused_gemm.WS_TILES' M: "ws_us": [the
+                                     at fused_gemm.WS_TILES' M: "ws_us": [the
                                      config's us without WS, with], timed in rounds of
                                      their own (WS stays where faster)}}}}
 
@@ -72,7 +72,7 @@ def path_for(gpu: str) -> Path:
     return TABLE_DIR / f"{gpu}.json"
 
 
-def check_config(config, where: str) -> None:
+def check_config(config, where: str, fmt: int = 0) -> None:
     """A config the kernels can run: power-of-two tiles at least MIN_TILE,
     SPLIT_K, warps and stages positive integers; else ValueError in one line."""
     if not isinstance(config, dict) or any(x not in config for x in CONFIG_KEYS):
@@ -91,7 +91,7 @@ def check_config(config, where: str) -> None:
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
         try:
-            ws_gemm.check(config["WS"])
+            ws_gemm.check(config["WS"], fmt)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
     reg = config.get("maxnreg")
@@ -116,7 +116,7 @@ def check_table(doc, where: str) -> dict:
             if not found or min(int(g) for g in found.groups()) <= 0:
                 raise ValueError(f"{where}: {name}: bad bucket {key!r}: expected M<m>_K<k>_N<n>, all positive")
             config = entry.get("config") if isinstance(entry, dict) else None
-            check_config(config, f"{where}: {name} {key}")
+            check_config(config, f"{where}: {name} {key}", FORMATS.index(name.removesuffix("_fused")))
             for opt in FUSED_ONLY:
                 if opt in config and not name.endswith("_fused"):
                     raise ValueError(f"{where}: {name} {key}: {opt} is the fused kernel's only")
@@ -129,14 +129,12 @@ def check_table(doc, where: str) -> dict:
                                                   for u in v):
                     raise ValueError(f"{where}: {name} {key}: versus_dequant_us must be two positive numbers "
                                      f"[fused, dequant], in a fused entry above M = {FUSED_MAX_M}")
-            if "WS" in config and not name.startswith("int4_gemm"):
-                raise ValueError(f"{where}: {name} {key}: WS is int4's only (ws_gemm.usable)")
             if "ws_us" in entry:
                 v = entry["ws_us"]
-                if name != "int4_gemm_fused" or not isinstance(v, list) or len(v) != 2 or \
+                if not name.endswith("_fused") or not isinstance(v, list) or len(v) != 2 or \
                         not all(isinstance(u, (int, float)) and not isinstance(u, bool) and u > 0 for u in v):
                     raise ValueError(f"{where}: {name} {key}: ws_us must be two positive numbers [fused_kernel, "
-                                     "WS], in an int4 fused entry")
+                                     "WS], in a fused entry")
             if "pointer_config" in entry:
                 check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config")
                 if entry["pointer_config"].get("TMA") or "WS" in entry["pointer_config"]:

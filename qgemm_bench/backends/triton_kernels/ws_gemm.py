@@ -1,5 +1,5 @@
-"""Warp-specialized int4 GEMM for Hopper, in Gluon (Triton's lower-level
-language): a fused config with "WS" tiles (fused_gemm.ws_tiles) runs them
+"""Warp-specialized int4 and NVFP4 GEMM for Hopper, in Gluon (Triton's
+lower-level language): a fused config with "WS" tiles (fused_gemm.ws_tiles) runs them
 here where `usable` says so, else FusedGemm runs the rest of the config in
 fused_gemm.fused_kernel. In this module a config `c` is such "WS" tiles:
 BLOCK_M, BLOCK_N, BLOCK_K, num_stages.
@@ -8,15 +8,18 @@ Same operands as fused_kernel (swapped: a [BLOCK_N, BLOCK_M] tile of y^T =
 W^T x^T, the weights in the tiled fragment-order K-major layout,
 kmajor_layout.py), split into partitions of one program:
 - a producer warp TMA-loads each K block's x tile [BLOCK_M, BLOCK_K], weight
-  tile (BLOCK_N // 64 tile rows of BLOCK_K // 2 bytes) and scale row
-  (BLOCK_N bf16) into a ring of `num_stages` buffers, waiting on an `empty`
-  mbarrier per stage and signalling a `ready` one;
+  tile (BLOCK_N // 64 tile rows of BLOCK_K // 2 bytes) and scales (int4:
+  a row of BLOCK_N bf16; NVFP4: the block's BLOCK_K // 16 rows of them)
+  into a ring of `num_stages` buffers, waiting on an `empty` mbarrier per
+  stage and signalling a `ready` one;
 - BLOCK_N // 64 consumer warpgroups (one or two), 64 weight rows each: wait
   `ready`, ldmatrix their bytes (each 32-bit register 4 bytes whose
   decoded pairs are wgmma fragment registers, `packed_layout`), decode with
-  the PTX of decode.py and the row's scale in the same asm, register-A wgmma
-  against the shared x tile, wait for it, arrive on `empty`; at the end
-  TMA-store their [BLOCK_M, 64] part of y.
+  the PTX of decode.py and the scales in the same asm (NVFP4: a 32-k run's
+  low nibbles take its first block's scale, the high ones its second's),
+  register-A wgmma against the shared x tile, wait for it, arrive on
+  `empty`; at the end (NVFP4: times the tensor scale) TMA-store their
+  [BLOCK_M, 64] part of y.
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
 through shared memory (scripts/fused_sass.py, 256x128x64 w8 s3 TMA: 208
@@ -48,8 +51,16 @@ it by TMA. At M = 128 and 256 every tile lost (M = 256: 128x64x64 s4 59.8,
 shapes of few tiles (512 x 14336 x 4096, 64 programs: 129.6 against 90.9),
 so the table decides per shape (scripts/tune_weight_only.py ws).
 
-Where it runs (`usable`): int4 with scales of whole K blocks (a group a
-multiple of BLOCK_K, per channel, unscaled as scales of one), bf16 x with
+NVFP4, the same loop (exp/nvws_ab.py, one process, 3 rounds, H100, K = N = 8192):
+256x128x64 s3 against the table's fused_kernel config and cuBLAS on bf16
+weights, M=512 102.2 / 103.4 / 101.9; 1024 193.0 / 208.0 / 204.3; 2048
+395.3 / 429.3 / 397.5; 4096 774.9 / 869.4 / 800.6 (int4's WS in the same
+run 193.6 at 1024; its decode is 115 SASS instructions per K block, NVFP4's
+137).
+
+Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
+with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,
+unscaled as scales of one), bf16 x with
 16-byte aligned rows, N a multiple of 8 (y's rows, by TMA), on sm_90 (the
 wgmma instructions are Hopper's). Gluon kernels do not run in the CPU
 interpreter: CPU tests cover the selection, the GPU tests the kernel.
@@ -69,8 +80,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from qgemm_bench.backends.triton_kernels.decode import INT4_BF16X2_PTX
-from qgemm_bench.operators.formats import INT4
+from qgemm_bench.backends.triton_kernels.decode import INT4_BF16X2_PTX, NVFP4_SPLIT_BF16X2_PTX
+from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
 WG_ROWS = 64  # weight rows per consumer warpgroup (wgmma's M)
 _WG_ROWS = gl.constexpr(WG_ROWS)  # as @gluon.jit code reads globals
@@ -97,6 +108,8 @@ INT4_SCALED_PTX = INT4_BF16X2_PTX.replace("        }", """        mov.b32 one, 0
         fma.rn.bf16x2 $3, $3, $6, one;
         }""")
 _INT4_SCALED_PTX = gl.constexpr(INT4_SCALED_PTX)
+_NVFP4_PTX = gl.constexpr(NVFP4_SPLIT_BF16X2_PTX)
+_NVFP4_BLOCK = gl.constexpr(NVFP4_BLOCK)
 
 
 @gluon.constexpr_function
@@ -125,10 +138,40 @@ def packed_layout3(BLOCK_K):
                                       shape=[1] + list(p.shape))
 
 
+@gluon.constexpr_function
+def chunk_layout(BLOCK_K):
+    """packed_layout as [64, BLOCK_K // 32, 16]: row, run of 32 k (16 bytes,
+    fragment order: low nibbles its first 16 k, high nibbles the last 16;
+    kmajor_layout.py), byte in the run; NVFP4's block scales broadcast
+    over the last axis."""
+    p = packed_layout(BLOCK_K)
+    split = lambda b: [b[0], b[1] // 16, b[1] % 16]  # noqa: E731
+    return gl.DistributedLinearLayout(reg_bases=[split(b) for b in p.reg_bases],
+                                      lane_bases=[split(b) for b in p.lane_bases],
+                                      warp_bases=[split(b) for b in p.warp_bases], block_bases=[],
+                                      shape=[WG_ROWS, gl._unwrap_if_constexpr(BLOCK_K) // 32, 16])
+
+
+@gluon.constexpr_function
+def block_scale_layout(BLOCK_K):
+    """A consumer's NVFP4 scales as it loads them from the stage's [BLOCK_K //
+    16, BLOCK_N] tile: [BLOCK_K // 16, 64] (block, row), each thread its
+    rows' blocks, a run's two adjacent; permuted in registers to [64,
+    BLOCK_K // 16], then split into the low and high nibbles' scales
+    (chunk_layout's rows and runs). Loaded through the shared view
+    permuted instead, Triton 3.6 read it with a transposing ldmatrix that
+    gave the wrong blocks' scales (H100, exp/nvws_dbg.py)."""
+    c = chunk_layout(BLOCK_K)
+    t = lambda b: [2 * b[1], b[0]]  # noqa: E731  (row, run) -> (block of the run's low nibbles, row)
+    return gl.DistributedLinearLayout(reg_bases=[[1, 0]] + [t(b) for b in c.reg_bases if b[2] == 0],
+                                      lane_bases=[t(b) for b in c.lane_bases], warp_bases=[t(b) for b in c.warp_bases],
+                                      block_bases=[], shape=[gl._unwrap_if_constexpr(BLOCK_K) // 16, WG_ROWS])
+
+
 @gluon.jit
 def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, tile_row, n0, NP,
               BLOCKS: gl.constexpr, STAGES: gl.constexpr, BLOCK_K: gl.constexpr, TILE_N: gl.constexpr,
-              TILE_K: gl.constexpr, GROUP: gl.constexpr):
+              TILE_K: gl.constexpr, GROUP: gl.constexpr, FMT: gl.constexpr):
     PER_T: gl.constexpr = TILE_K // BLOCK_K  # K blocks per tile of the layout
     for i in range(BLOCKS):
         s = i % STAGES
@@ -137,26 +180,44 @@ def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, 
         _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
         _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)],
                                         ready.index(s), w_bufs.index(s))
-        _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
+        if FMT == 1:  # NVFP4: the K block's BLOCK_K // 16 rows of block scales
+            _tma_load(s_desc, [i * (BLOCK_K // _NVFP4_BLOCK), n0], ready.index(s), s_bufs.index(s))
+        else:
+            _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
 
 
 @gluon.jit
-def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0,
+def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, m0, n0,
               WG: gl.constexpr, BLOCKS: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
-              BLOCK_K: gl.constexpr):
+              BLOCK_K: gl.constexpr, FMT: gl.constexpr):
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     P3: gl.constexpr = packed_layout3(BLOCK_K)
     P: gl.constexpr = packed_layout(BLOCK_K)
+    C3: gl.constexpr = chunk_layout(BLOCK_K)
+    SB: gl.constexpr = block_scale_layout(BLOCK_K)
     acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
     for i in range(BLOCKS):
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
         wp = gl.reshape(w_bufs.index(s).slice(WG, 1, dim=0).load(P3), (_WG_ROWS, BLOCK_K // 2))
-        sc = gl.expand_dims(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS).load(gl.SliceLayout(1, P)), 1)
-        _, sc = gl.broadcast(wp, sc)
-        lo, hi = gl.inline_asm_elementwise(_INT4_SCALED_PTX, "=r,=r,=r,=r,r,r,r", [wp, sc],
-                                           dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
+        if FMT == 1:
+            # NVFP4: a run's low nibbles take its first block's scale, the
+            # high ones its second's (bf16 E4M3 x 2^118, FusedGemm).
+            sb = gl.permute(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS, dim=1).load(SB), (1, 0))
+            s_lo, s_hi = gl.split(gl.reshape(sb, (_WG_ROWS, BLOCK_K // 32, 2)))
+            s_lo = gl.expand_dims(gl.convert_layout(s_lo, gl.SliceLayout(2, C3)), 2)
+            s_hi = gl.expand_dims(gl.convert_layout(s_hi, gl.SliceLayout(2, C3)), 2)
+            wp = gl.convert_layout(gl.reshape(wp, (_WG_ROWS, BLOCK_K // 32, 16)), C3)
+            _, s_lo = gl.broadcast(wp, s_lo)
+            _, s_hi = gl.broadcast(wp, s_hi)
+            lo, hi = gl.inline_asm_elementwise(_NVFP4_PTX, "=r,=r,=r,=r,r,r,r,r,r", [wp, s_lo, s_hi],
+                                               dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
+        else:
+            sc = gl.expand_dims(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS).load(gl.SliceLayout(1, P)), 1)
+            _, sc = gl.broadcast(wp, sc)
+            lo, hi = gl.inline_asm_elementwise(_INT4_SCALED_PTX, "=r,=r,=r,=r,r,r,r", [wp, sc],
+                                               dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
         # K order, a register permutation (fused_gemm._in_k_order).
         w = gl.reshape(gl.join(lo, hi), (_WG_ROWS, BLOCK_K // 32, 4, 2, 2, 2))  # n, chunk, c, u, e, nibble
         w = gl.permute(w, (0, 1, 5, 3, 2, 4))  # k = 32 chunk + 16 nibble + 8 u + 2 c + e
@@ -164,6 +225,8 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0,
         acc = warpgroup_mma(w, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
         acc, w = warpgroup_mma_wait(num_outstanding=0, deps=(acc, w))
         mbarrier.arrive(empty.index(s))
+    if FMT == 1:  # the FP32 tensor scale, and the decode's 2^-8 (decode.nvfp4_bf16x2)
+        acc = acc * (gl.load(ts_ptr) * 256.0)
     c = c_bufs.index(WG)
     c.store(gl.permute(acc.to(gl.bfloat16), (1, 0)))
     fence_async_shared()
@@ -172,12 +235,14 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0,
 
 
 @gluon.jit
-def ws_kernel(x_desc, w_desc, s_desc, out_desc, N, NP, K: gl.constexpr, GROUP: gl.constexpr,
+def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, N, NP, K: gl.constexpr, GROUP: gl.constexpr,
+              FMT: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
               TILE_N: gl.constexpr, TILE_K: gl.constexpr):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
-    consumer) or 128 (two)."""
+    consumer) or 128 (two); FMT formats.INT4 or NVFP4 (ts_ptr its FP32
+    tensor scale; unread for int4)."""
     BLOCKS: gl.constexpr = K // BLOCK_K
     CONSUMERS: gl.constexpr = BLOCK_N // _WG_ROWS
     pid = gl.program_id(0)
@@ -187,7 +252,10 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, N, NP, K: gl.constexpr, GROUP: g
     n0 = pid_n * BLOCK_N
     x_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], x_desc.layout)
     w_bufs = gl.allocate_shared_memory(gl.int8, [STAGES, CONSUMERS, TILE_N, BLOCK_K // 2], w_desc.layout)
-    s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N], s_desc.layout)
+    if FMT == 1:
+        s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_K // _NVFP4_BLOCK, BLOCK_N], s_desc.layout)
+    else:
+        s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N], s_desc.layout)
     c_bufs = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS, BLOCK_M, _WG_ROWS], out_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -198,28 +266,35 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, N, NP, K: gl.constexpr, GROUP: g
     WG1: gl.constexpr = 1
     if CONSUMERS == 2:
         gl.warp_specialize([
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0, WG0, BLOCKS, STAGES,
-                         BLOCK_M, BLOCK_K)),
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0, WG1, BLOCKS, STAGES,
-                         BLOCK_M, BLOCK_K)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
+                         STAGES, BLOCK_M, BLOCK_K, FMT)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, m0, n0, WG1, BLOCKS,
+                         STAGES, BLOCK_M, BLOCK_K, FMT)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
-                         BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP)),
+                         BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
     else:
         gl.warp_specialize([
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, m0, n0, WG0, BLOCKS, STAGES,
-                         BLOCK_M, BLOCK_K)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
+                         STAGES, BLOCK_M, BLOCK_K, FMT)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
-                         BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP)),
+                         BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [1], [_PRODUCER_REGS])
 
 
-def shared_bytes(c: dict) -> int:
+def scale_rows(fmt: int, c: dict) -> int:
+    """Rows of scales a K block of config c reads: int4's one (groups of
+    whole K blocks), NVFP4's BLOCK_K // 16 blocks."""
+    return c["BLOCK_K"] // NVFP4_BLOCK if fmt == NVFP4 else 1
+
+
+def shared_bytes(c: dict, fmt: int = INT4) -> int:
     """Config c's shared memory: the ring (x, weight and scale tiles), the
     consumers' output tiles, and 1 KB for the barriers and alignment
     (sm_90, 256x128x64 s3: 177120 bytes compiled, 176896 in tiles)."""
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
-    return c["num_stages"] * (2 * bm * bk + bn * bk // 2 + 2 * bn) + bn // WG_ROWS * bm * WG_ROWS * 2 + 1024
+    return c["num_stages"] * (2 * bm * bk + bn * bk // 2 + 2 * bn * scale_rows(fmt, c)) + \
+        bn // WG_ROWS * bm * WG_ROWS * 2 + 1024
 
 
 def maxnreg(c: dict) -> int:
@@ -230,23 +305,24 @@ def maxnreg(c: dict) -> int:
     return 128 if c["BLOCK_N"] == WG_ROWS and c["BLOCK_M"] <= 128 else MAXNREG
 
 
-def check(c: dict) -> None:
-    """ValueError in one line unless c is tiles the kernel runs (the one
-    check of a config's WS value: FusedGemm and the table files call it)."""
+def check(c: dict, fmt: int = INT4) -> None:
+    """ValueError in one line unless c is tiles the kernel runs for format
+    fmt (the one check of a config's WS value: FusedGemm and the table
+    files call it)."""
     if not isinstance(c, dict) or set(c) != set(TILE_KEYS) or \
             any(not isinstance(v, int) or isinstance(v, bool) for v in c.values()):
         raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}}, "
                          "integers (fused_gemm.ws_tiles)")
     if c["BLOCK_N"] not in (64, 128) or c["BLOCK_M"] not in (64, 128, 256) or c["BLOCK_K"] not in (64, 128) or \
-            not 2 <= c["num_stages"] <= 8 or shared_bytes(c) > SMEM_BYTES:
+            not 2 <= c["num_stages"] <= 8 or shared_bytes(c, fmt) > SMEM_BYTES:
         raise ValueError(f"WS {c}: takes BLOCK_N 64 or 128, BLOCK_M 64, 128 or 256, BLOCK_K 64 or 128, 2 to 8 "
-                         f"stages, and at most {SMEM_BYTES} bytes of shared memory ({shared_bytes(c)})")
+                         f"stages, and at most {SMEM_BYTES} bytes of shared memory ({shared_bytes(c, fmt)})")
 
 
 def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict) -> bool:
     """Whether ws_kernel runs config c for this x (module docstring); group
-    as FusedGemm runs it (K per channel and unscaled)."""
-    return fmt == INT4 and (group >= k or group % c["BLOCK_K"] == 0) and x.is_cuda and \
+    as FusedGemm runs it (K per channel and unscaled; NVFP4's 16)."""
+    return (fmt == NVFP4 or fmt == INT4 and (group >= k or group % c["BLOCK_K"] == 0)) and x.is_cuda and \
         x.dtype == torch.bfloat16 and x.shape[0] > 0 and n % 8 == 0 and \
         x.stride(1) == 1 and x.stride(0) >= x.shape[1] and x.data_ptr() % 16 == 0 and x.stride(0) * 2 % 16 == 0 and \
         torch.cuda.get_device_capability(x.device) == (9, 0)
@@ -260,47 +336,51 @@ def reads(kmajor, c: dict) -> bool:
         kmajor.tile[1] % c["BLOCK_K"] == 0 and kmajor.scales is not None and kmajor.scales.dtype == torch.bfloat16
 
 
-def boxes(c: dict) -> dict:
+def boxes(c: dict, fmt: int = INT4) -> dict:
     """ws_kernel's TMA boxes with config c: descriptor name -> (Triton
     dtype name, block shape, shared layout). The weights' box is a 3-D view
     of the tiled layout (tile rows, k tile * 64 + row, byte; as
-    FusedGemm.descriptors), the scales' a run of BLOCK_N of the flattened
-    rows."""
+    FusedGemm.descriptors), int4's scales a run of BLOCK_N of the flattened
+    rows, NVFP4's the K block's BLOCK_K // 16 rows of BLOCK_N."""
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
     nvmma = gl.NVMMASharedLayout.get_default_for
     w = [bn // WG_ROWS, WG_ROWS, bk // 2]
+    s = [bk // NVFP4_BLOCK, bn] if fmt == NVFP4 else [bn]
     return {"x_desc": ("bf16", [bm, bk], nvmma([bm, bk], gl.bfloat16)), "w_desc": ("i8", w, nvmma(w, gl.int8)),
-            "s_desc": ("bf16", [bn], gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=1)),
+            "s_desc": ("bf16", s, gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=len(s))),
             "out_desc": ("bf16", [bm, WG_ROWS], nvmma([bm, WG_ROWS], gl.bfloat16))}
 
 
-def weight_descriptors(kmajor, c: dict) -> tuple:
+def weight_descriptors(kmajor, c: dict, fmt: int = INT4) -> tuple:
     """TMA descriptors of the tiled weights and of the scale rows for config
     c (boxes)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    b = boxes(c)
-    wt, (tn, tk), s = kmajor.wt, kmajor.tile, kmajor.scales.view(-1)
+    b = boxes(c, fmt)
+    wt, (tn, tk), s = kmajor.wt, kmajor.tile, kmajor.scales
+    s = s if fmt == NVFP4 else s.view(-1)
     w3 = wt.view(wt.shape[0] // tn, -1, tk // 2)
     return (TensorDescriptor(w3, list(w3.shape), list(w3.stride()), *b["w_desc"][1:]),
-            TensorDescriptor(s, [s.numel()], [1], *b["s_desc"][1:]))
+            TensorDescriptor(s, list(s.shape), list(s.stride()), *b["s_desc"][1:]))
 
 
-def run(kmajor, group: int, x: torch.Tensor, c: dict, descs: tuple) -> torch.Tensor:
+def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple) -> torch.Tensor:
     """y = x @ dequant(w) by ws_kernel with config c (usable and check hold),
-    descs = weight_descriptors(kmajor, c) (c the config's WS tiles)."""
+    descs = weight_descriptors(kmajor, c, fmt) (c the config's WS tiles);
+    ts NVFP4's FP32 tensor scale (0-dim; None for int4)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     m, n = x.shape[0], kmajor.n
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
     (tn, tk), w_desc, s_desc = kmajor.tile, *descs
     kp = 2 * kmajor.wt.numel() // kmajor.wt.shape[0]  # the layout's padded K
-    b = boxes(c)
+    b = boxes(c, fmt)
     out = torch.empty(m, n, device=x.device, dtype=x.dtype)
     x_desc = TensorDescriptor.from_tensor(x, *b["x_desc"][1:])
     o_desc = TensorDescriptor.from_tensor(out, *b["out_desc"][1:])
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, n, kmajor.scales.stride(0), K=kp, GROUP=group, BLOCK_M=bm,
+    ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts if ts is not None else out, n, kmajor.scales.stride(0),
+                    K=kp, GROUP=group, FMT=fmt, BLOCK_M=bm,
                     BLOCK_N=bn, BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, num_warps=4,
                     maxnreg=maxnreg(c))
     return out

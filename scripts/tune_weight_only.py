@@ -12,10 +12,11 @@ and 2; all checked first, then timed in a forward and a reverse round,
 TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
-ws (--formats; H100, int4: 50 s): each fused entry of that table at fused_gemm.WS_TILES' M
-without and with the warp-specialized Gluon kernel's tiles (ws_gemm.py) in
-the same rounds; WS stays where faster, both timings noted (ws_us). The
-table mode drops WS: run ws after it.
+ws (--formats; H100, int4: 50 s): each fused entry of that table at fused_gemm.WS_POOL's M
+without and with each of the warp-specialized Gluon kernel's candidate
+tiles (ws_gemm.py) in the same rounds; the fastest stays, the config's
+timing without WS and the best with noted (ws_us). The table mode drops
+WS: run ws after it.
 pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
 with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
 faster kept (the table mode now times both itself). check
@@ -387,17 +388,18 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
 
 def ws_pass(fmts=FORMATS):
     """Each fused entry of this GPU's table (formats `fmts`) at an M where
-    fused_gemm.ws_for has tiles, at its bucket's shape, where the
+    fused_gemm.ws_pool has tiles, at its bucket's shape, where the
     warp-specialized kernel runs (FusedGemm.runs_ws): its config without and
-    with those WS tiles (ws_gemm.py), each checked (3 calls), then timed in
-    the same rounds (time_interleaved); WS stays where faster (the config's
-    own tiles run where the kernel does not), both timings its ws_us; WS
-    that fails comes off. Above FUSED_MAX_M the winner is then timed against
-    dequantize + cuBLAS in rounds of their own, as the table mode does,
-    renewing versus_dequant_us. The table mode drops WS: run this after it."""
+    with each of those WS tiles (ws_gemm.py), each checked (3 calls), then
+    timed in the same rounds (time_interleaved); the fastest stays (the
+    config's own tiles run where the kernel does not), ws_us the config
+    without WS and the fastest with; WS that fails comes off. Above
+    FUSED_MAX_M the winner is then timed against dequantize + cuBLAS in
+    rounds of their own, as the table mode does, renewing
+    versus_dequant_us. The table mode drops WS: run this after it."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_for
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
     from qgemm_bench.harness.environment import git_commit
 
@@ -408,17 +410,19 @@ def ws_pass(fmts=FORMATS):
             sorted(doc["kernels"].get(woc.kernel(FORMATS.index(f), "fused"), {}).items(), key=lambda kv: parse(kv[0]))]
     for fmt, key, entry in work:
         m, k, n = parse(key)
-        if ws_for(m) is None:
+        if not ws_pool(m):
             continue
         x, wargs, ref = operands(fmt, m, k, n)
         base = {c: v for c, v in entry["config"].items() if c != "WS"}
-        with_ws = {**base, "WS": dict(ws_for(m))}
-        if not wo.WeightOnlyGemm(*wargs, config=with_ws, path="fused").fused().runs_ws(x, with_ws):
+        cands = {"base": base} | {f"{w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} s{w['num_stages']}": {**base, "WS": w}
+                                  for w in ws_pool(m)}
+        if not wo.WeightOnlyGemm(*wargs, config=cands[list(cands)[1]], path="fused").fused().runs_ws(
+                x, cands[list(cands)[1]]):
             print(f"  {fmt} {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)
             continue
         timed.append((fmt, m))
         reps = copies(x, wargs)
-        ready = {label: calls for label, c in (("base", base), ("ws", with_ws))
+        ready = {label: calls for label, c in cands.items()
                  if (calls := checked_calls(f"{fmt} {key} {label}", wargs, x, ref, reps, c, "fused")) is not None}
         us = {}
         for label, t in zip(ready, time_interleaved(list(ready.values())), strict=True):
@@ -430,17 +434,18 @@ def ws_pass(fmts=FORMATS):
         if "base" not in us:  # nothing to compare against: the entry stays as it was
             del ready, x, wargs, ref, reps
             continue
-        best = "ws" if "ws" in us and us["ws"] < us["base"] else "base"
-        entry["config"] = with_ws if best == "ws" else base
+        best = min(us, key=us.get)
+        entry["config"] = cands[best]
         entry["us"] = round(us[best], 2)
-        if "ws" in us:
-            entry["ws_us"] = [round(us["base"], 2), round(us["ws"], 2)]
+        ws_us = {label: t for label, t in us.items() if label != "base"}
+        if ws_us:
+            entry["ws_us"] = [round(us["base"], 2), round(min(ws_us.values()), 2)]
         else:  # WS failed its check or its timing: off
             entry.pop("ws_us", None)
         versus = ""
         if m > wo.FUSED_MAX_M:
             # The winner against dequantize + cuBLAS in rounds of their own
-            # (the least of two noisy means would favour it; table mode).
+            # (the least of noisy means would favour it; table mode).
             fused_us, dequant_us = time_interleaved([ready[best], copy_calls(reps, path="dequant")])
             if isinstance(fused_us, Exception) or isinstance(dequant_us, Exception):
                 print(f"  {fmt} {key} vs dequant: {fused_us} / {dequant_us}", flush=True)
@@ -449,10 +454,9 @@ def ws_pass(fmts=FORMATS):
                 entry["versus_dequant_us"] = [round(fused_us, 2), round(dequant_us, 2)]
                 versus = f" | vs dequant {fused_us:7.2f} / {dequant_us:7.2f}"
         del ready, x, wargs, ref, reps
-        w = ws_for(m)
-        print(f"{fmt} {key}: {describe(base)} {us['base']:7.2f} | ws {w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} "
-              f"s{w['num_stages']} {us.get('ws', float('nan')):7.2f}{versus} -> {best} ({time.time() - t0:.0f} s)",
-              flush=True)
+        timings = " | ".join(f"{'' if label == 'base' else 'ws '}{describe(base) if label == 'base' else label} "
+                             f"{t:7.2f}" for label, t in us.items())
+        print(f"{fmt} {key}: {timings}{versus} -> {best} ({time.time() - t0:.0f} s)", flush=True)
         write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     for fmt in fmts:
         ms = sorted({m for f, m in timed if f == fmt})
@@ -573,8 +577,8 @@ if __name__ == "__main__":
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
                         "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster; ws: time "
-                        "each fused entry at M 64 and from 512 without and with the warp-specialized kernel's "
-                        "tiles (ws_gemm.py) and keep the faster; check: run "
+                        "each fused entry at M 64 and from 512 without and with each of the warp-specialized "
+                        "kernel's candidate tiles (ws_gemm.py) and keep the fastest; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--paths", default="split,fused",

@@ -47,7 +47,7 @@ SCRIPT_CASES = [
     ("tune_weight_only.py", ["/tmp/o.json", "table", "--calls", "5"], "--calls is for the check mode"),
     ("tune_weight_only.py", ["/tmp/o.json", "check", "--calls", "0"], "expected a positive number of calls"),
     ("tune_weight_only.py", ["/tmp/o.json", "table", "--formats", "int4,fp8"], "expected int4, nvfp4 or int4,nvfp4"),
-    ("tune_weight_only.py", ["/tmp/o.json", "--formats", "nvfp4"], "--formats is for the table, pdl and check modes"),
+    ("tune_weight_only.py", ["/tmp/o.json", "--formats", "nvfp4"], "--formats is for the table, pdl, ws and check modes"),
     ("path_ab.py", ["--paths", "fused,foo"], "expected a comma-separated subset of split, fused, dequant"),
     ("path_ab.py", ["--shape", "1,2"], "expected three integers"),
     ("path_ab.py", ["--rounds", "0"], "out of range"),

@@ -406,22 +406,26 @@ FUSED_CONFIGS = {
 }
 
 
-# The warp-specialized Gluon kernel's tiles by M bucket (ws_gemm.py; the
-# table times them against each int4 entry at these M and keeps the faster:
+# The warp-specialized Gluon kernel's candidate tiles by M bucket (ws_gemm.py;
+# the table times them against each entry at these M and keeps the fastest:
 # scripts/tune_weight_only.py ws; the entry's own config runs where the
 # kernel does not). H100, int4 g128 K = N = 8192, same process, 3 rounds
 # (exp/pp_ab.py): M=64 64x64x128 s4 27.72 us (s3 28.72, 64x64x64 s4
 # 33.72; the table's 64x128x128 split 4 30.08, fbgemm 31.18); M=512
 # 256x128x64 s3 94.10 (fbgemm 93.41). At M = 128 and 256 every tile lost:
 # 128x64x128 s3 39.61 against 38.31, 128x64x64 s4 59.78 against 51.89.
-WS_TILES = {64: ws_tiles(64, 64, 128, 4), 512: ws_tiles(256, 128, 64, 3)}
+# From 512 also 4 stages: NVFP4 (its scales wait longer) 193.96 / 389.01 /
+# 769.03 against s3's 200.78 / 409.83 / 784.37 at M = 1024 / 2048 / 4096,
+# int4 level (193.44 / 382.47 / 766.14 against 192.36 / 380.72 / 776.33);
+# 256x128x128 s2 no better (exp/nvws_ab.py, one process, 3 rounds).
+WS_POOL = {64: [ws_tiles(64, 64, 128, 4)], 512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4)]}
 
 
-def ws_for(m: int) -> dict | None:
-    """The WS tiles the table times at M (WS_TILES: the bucket's, from 512
-    the 512 ones), or None."""
+def ws_pool(m: int) -> list[dict]:
+    """The WS tiles the table times at M (WS_POOL: the bucket's, from 512
+    the 512 ones; none elsewhere)."""
     b = m_bucket(m)
-    return WS_TILES[512] if b >= 512 else WS_TILES.get(b)
+    return list(WS_POOL[512] if b >= 512 else WS_POOL.get(b, []))
 
 
 # The fused path's tuning candidates from M = 128 (BLOCK_M, BLOCK_N, BLOCK_K,

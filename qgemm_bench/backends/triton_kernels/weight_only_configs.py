@@ -22,9 +22,10 @@ harness.environment.gpu_slug names it, e.g. h100):
                                      above weight_only.FUSED_MAX_M (fused only):
                                      "versus_dequant_us": [config's us, dequantize +
                                      cuBLAS's us], timed in rounds of their own;
-                                     at fused_gemm.WS_TILES' M: "ws_us": [the
-                                     config's us without WS, with], timed in rounds of
-                                     their own (WS stays where faster)}}}}
+                                     at fused_gemm.WS_POOL's M: "ws_us": [the
+                                     config's us without WS, with the fastest WS
+                                     tiles], timed in the same rounds (the fastest
+                                     stays)}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. Up to M = 64 the path that timed faster at

@@ -40,10 +40,12 @@ INT4_BF16X2_PTX = """{
         fma.rn.bf16x2 $3, $3, one, off;
         }"""
 NVFP4_BF16X2_PTX = """{
-        .reg .b32 t0, t1, a, b, z;
+        .reg .b32 t0, t1, h0, h1, a, b, z;
         mov.b32 z, 0x80008000;
         prmt.b32 t0, $4, 0, 0x4140;
         prmt.b32 t1, $4, 0, 0x4342;
+        shr.u32 h0, t0, 4;
+        shr.u32 h1, t1, 4;
         shl.b32 a, t0, 6;
         shl.b32 b, t0, 12;
         and.b32 b, b, 0x80008000;
@@ -54,21 +56,32 @@ NVFP4_BF16X2_PTX = """{
         and.b32 b, b, 0x80008000;
         lop3.b32 $1, a, 0x01C001C0, b, 0xEA;
         fma.rn.bf16x2 $1, $1, $6, z;
-        shl.b32 a, t0, 2;
-        shl.b32 b, t0, 8;
+        shl.b32 a, h0, 6;
+        shl.b32 b, h0, 12;
         and.b32 b, b, 0x80008000;
         lop3.b32 $2, a, 0x01C001C0, b, 0xEA;
         fma.rn.bf16x2 $2, $2, $5, z;
-        shl.b32 a, t1, 2;
-        shl.b32 b, t1, 8;
+        shl.b32 a, h1, 6;
+        shl.b32 b, h1, 12;
         and.b32 b, b, 0x80008000;
         lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
         fma.rn.bf16x2 $3, $3, $6, z;
         }"""
-# NVFP4_BF16X2_PTX with the high nibbles scaled by their own scales ($7, $8):
-# the fragment-order layout puts k and k + 16 in one byte (kmajor_layout.py),
-# two NVFP4 blocks of 16.
-NVFP4_SPLIT_BF16X2_PTX = NVFP4_BF16X2_PTX.replace("$2, $2, $5", "$2, $2, $7").replace("$3, $3, $6", "$3, $3, $8")
+# The same decode with the high nibble shifted straight from the spread bytes
+# (by 2 and 8; the masks drop the rest), no shift right first: 8 fewer SASS
+# instructions per 64-row x 64-k block (ws_gemm.py, offline sm_90: 145 ->
+# 137; split-K 16x128x128: 574 -> 542). H100, K = N = 8192, the table's
+# configs: M=1 18.2 us against 18.9; but the TMA loop's unit-scale decode
+# (SCALE_AFTER, 256x64x128 w4) slowed, 68.0 against 60.8 at M = 256
+# (exp/nvws_ab.py, one process each), so that one keeps the text above.
+NVFP4_DIRECT_BF16X2_PTX = (
+    NVFP4_BF16X2_PTX.replace("shr.u32 h0, t0, 4;\n        shr.u32 h1, t1, 4;\n        ", "")
+    .replace("a, h0, 6", "a, t0, 2").replace("b, h0, 12", "b, t0, 8")
+    .replace("a, h1, 6", "a, t1, 2").replace("b, h1, 12", "b, t1, 8"))
+# NVFP4_DIRECT_BF16X2_PTX with the high nibbles scaled by their own scales ($7,
+# $8): the fragment-order layout puts k and k + 16 in one byte
+# (kmajor_layout.py), two NVFP4 blocks of 16 (split-K loops, ws_gemm.py).
+NVFP4_SPLIT_BF16X2_PTX = NVFP4_DIRECT_BF16X2_PTX.replace("$2, $2, $5", "$2, $2, $7").replace("$3, $3, $6", "$3, $3, $8")
 # nvfp4_bf16x2's scale offset: callers pass each scale times 2^118 (exact in
 # bf16 for E4M3 scales <= 448) and multiply the result by 2^8.
 EXP2_118 = 2.0**118
@@ -110,10 +123,7 @@ def nvfp4_bf16x2(w, sb):
     (sign to 15) read as value * 2^-126, subnormal 0.5 included; one bf16x2
     fma (no flush to zero) by the scale gives the product, which has at most
     6 significant bits and lies in [2^-18, 11]: exact. The caller multiplies
-    the fp32 sum by 2^8. The high nibble shifts straight from the spread
-    bytes (by 2 and 8; the masks drop the rest): no shift right first, 8
-    fewer instructions per 64-row x 64-k block (ws_gemm.py, offline sm_90
-    SASS: 145 -> 137). GPU only: the interpreter cannot run inline PTX."""
+    the fp32 sum by 2^8. GPU only: the interpreter cannot run inline PTX."""
     return tl.inline_asm_elementwise(
         asm=_NVFP4_PTX,
         constraints="=r,=r,=r,=r,r,r,r", args=[w, sb], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)

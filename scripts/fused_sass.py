@@ -56,6 +56,8 @@ def parse_args(argv=None):
     p.add_argument("--ws", action="store_true",
                    help="the warp-specialized Gluon kernel (ws_gemm.ws_kernel) with --tile and --stages as its WS "
                         "tiles (BLOCK_N 64 or 128); its first consumer's loop is reported")
+    p.add_argument("--ws-split", type=int, choices=(1, 2), default=1,
+                   help="--ws: 2 for two consumers sharing a 64-row tile's K blocks (WS K_SPLIT; BLOCK_N 64)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.tile)
@@ -160,7 +162,7 @@ def compile_ws(args):
     from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
-    c = ws_tiles(args.bm, args.bn, args.bk, args.stages)
+    c = ws_tiles(args.bm, args.bn, args.bk, args.stages, args.ws_split)
     try:
         ws_gemm.check(c, fmt)
     except ValueError as e:
@@ -174,7 +176,7 @@ def compile_ws(args):
     sig = {**{x: sig[x] for x in ("x_desc", "w_desc", "s_desc", "out_desc")}, "ts_ptr": "*fp32", "N": "i32",
            "NP": "i32"}
     const = {"K": args.k, "GROUP": group, "FMT": fmt, "BLOCK_M": args.bm, "BLOCK_N": args.bn, "BLOCK_K": args.bk,
-             "STAGES": args.stages, "TILE_N": TILE[0], "TILE_K": TILE[1]}
+             "STAGES": args.stages, "TILE_N": TILE[0], "TILE_K": TILE[1], "K_SPLIT": args.ws_split}
     sig.update({x: "constexpr" for x in const})
     names = list(sig)
     src = GluonASTSource(ws_gemm.ws_kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()},

@@ -12,7 +12,7 @@ and 2; all checked first, then timed in a forward and a reverse round,
 TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
-ws (--formats; H100, int4: 50 s): each fused entry of that table at fused_gemm.WS_POOL's M
+ws (--formats, --ms; H100, both formats: 142 s): each fused entry of that table at fused_gemm.WS_POOL's M
 without and with each of the warp-specialized Gluon kernel's candidate
 tiles (ws_gemm.py) in the same rounds; the fastest stays, the config's
 timing without WS and the best with noted (ws_us). The table mode drops
@@ -386,9 +386,10 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
-def ws_pass(fmts=FORMATS):
-    """Each fused entry of this GPU's table (formats `fmts`) at an M where
-    fused_gemm.ws_pool has tiles, at its bucket's shape, where the
+def ws_pass(fmts=FORMATS, ms=None):
+    """Each fused entry of this GPU's table (formats `fmts`; M in `ms` only,
+    if given) at an M where fused_gemm.ws_pool has tiles, at its bucket's
+    shape, where the
     warp-specialized kernel runs (FusedGemm.runs_ws): its config without and
     with each of those WS tiles (ws_gemm.py), each checked (3 calls), then
     timed in the same rounds (time_interleaved); the fastest stays (the
@@ -400,27 +401,28 @@ def ws_pass(fmts=FORMATS):
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
-    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe, ws_label
     from qgemm_bench.harness.environment import git_commit
 
     t0 = time.time()
     out, doc = gpu_table("time the warp-specialized kernel against")
-    timed = []
+    timed_ms = []
     work = [(f, key, entry) for f in fmts for key, entry in
             sorted(doc["kernels"].get(woc.kernel(FORMATS.index(f), "fused"), {}).items(), key=lambda kv: parse(kv[0]))]
     for fmt, key, entry in work:
         m, k, n = parse(key)
-        if not ws_pool(m):
+        if not ws_pool(m) or ms and m not in ms:
             continue
         x, wargs, ref = operands(fmt, m, k, n)
         base = {c: v for c, v in entry["config"].items() if c != "WS"}
-        cands = {"base": base} | {f"{w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} s{w['num_stages']}": {**base, "WS": w}
-                                  for w in ws_pool(m)}
-        if not wo.WeightOnlyGemm(*wargs, config=cands[list(cands)[1]], path="fused").fused().runs_ws(
-                x, cands[list(cands)[1]]):
+        # Only tiles the kernel runs here: elsewhere a "WS" config runs its base tiles.
+        gemm = wo.WeightOnlyGemm(*wargs, config=base, path="fused").fused()
+        cands = {"base": base} | {ws_label(w): {**base, "WS": dict(w)}
+                                  for w in ws_pool(m) if gemm.runs_ws(x, {**base, "WS": w})}
+        if len(cands) == 1:
             print(f"  {fmt} {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)
             continue
-        timed.append((fmt, m))
+        timed_ms.append((fmt, m))
         reps = copies(x, wargs)
         ready = {label: calls for label, c in cands.items()
                  if (calls := checked_calls(f"{fmt} {key} {label}", wargs, x, ref, reps, c, "fused")) is not None}
@@ -459,9 +461,9 @@ def ws_pass(fmts=FORMATS):
         print(f"{fmt} {key}: {timings}{versus} -> {best} ({time.time() - t0:.0f} s)", flush=True)
         write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     for fmt in fmts:
-        ms = sorted({m for f, m in timed if f == fmt})
-        if ms:
-            doc["source"] = (doc.get("source", "") + f"; then {fmt} fused M {','.join(map(str, ms))}: the "
+        done = sorted({m for f, m in timed_ms if f == fmt})
+        if done:
+            doc["source"] = (doc.get("source", "") + f"; then {fmt} fused M {','.join(map(str, done))}: the "
                              f"warp-specialized kernel's tiles against each entry's config (ws, commit "
                              f"{git_commit() or 'unknown'})")
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
@@ -522,7 +524,7 @@ def main(args):
     if args.variants == "pdl":
         return pdl_pass(args.paths.split(","), args.formats)
     if args.variants == "ws":
-        return ws_pass(args.formats)
+        return ws_pass(args.formats, args.ms)
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -587,7 +589,7 @@ if __name__ == "__main__":
                    help="table, pdl, ws, check: the formats to tune or check (int4, nvfp4 or both; the others' "
                         "entries are kept)")
     p.add_argument("--ms", default=None,
-                   help="table, check: re-tune or check only these M (comma-separated, each in the path's table M: "
+                   help="table, ws, check: re-tune or check only these M (comma-separated, each in the path's table M: "
                         "split "
                         f"{','.join(map(str, TABLE_M['split']))}, fused {','.join(map(str, TABLE_M['fused']))}), "
                         "keeping the path's other entries")
@@ -609,8 +611,8 @@ if __name__ == "__main__":
         if args.calls < 1:
             raise InputError(f"--calls {args.calls}: expected a positive number of calls")
         if args.ms is not None:
-            if args.variants not in ("table", "check"):
-                raise InputError("--ms is for the table and check modes")
+            if args.variants not in ("table", "ws", "check"):
+                raise InputError("--ms is for the table, ws and check modes")
             try:
                 args.ms = {int(v) for v in args.ms.split(",")}
             except ValueError:

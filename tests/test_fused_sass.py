@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parent.parent
                                          (["--tile", "128x64x64", "--tma", "--k", "512"], 4),
                                          (["--tile", "256x64x64", "--tma", "--group", "32", "--k", "512"], 4),
                                          (["--ws", "--tile", "64x64x128", "--stages", "4", "--k", "512"], 8),
-                                         (["--ws", "--fmt", "nvfp4", "--tile", "128x128x64", "--k", "512"], 4)])
+                                         (["--ws", "--fmt", "nvfp4", "--tile", "128x128x64", "--k", "512"], 4),
+                                         (["--ws", "--ws-split", "2", "--tile", "64x64x64", "--stages", "6", "--k",
+                                           "512"], 4)])
 def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), *args, "--out", str(tmp_path / "k")],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
@@ -32,6 +34,8 @@ def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
     assert (tmp_path / "k.sass").read_text().count("HGMMA") >= wgmmas
     assert "UTMALDG" in counts if "--tma" in args else "UTMALDG" not in counts
     assert re.fullmatch(r"writes to a pending wgmma's A-operand registers: \d+", lines[3]), lines
+    if "--ws" in args and "nvfp4" in args:  # NVFP4's scales: a [BLOCK_K / 16, BLOCK_N] box of bf16
+        assert "tensordesc<4x128xbf16" in (tmp_path / "k.ttgir").read_text()
 
 
 def load_script():

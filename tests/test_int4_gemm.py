@@ -508,7 +508,10 @@ def test_fused_ws_config_runs_its_fused_kernel_tiles_where_ws_cannot(group):
 
 @pytest.mark.parametrize("tiles,message", [((256, 256, 64, 3), "BLOCK_N 64 or 128"),
                                            ((256, 128, 32, 3), "BLOCK_K 64 or 128"),
-                                           ((256, 128, 128, 3), "shared memory"), ((64, 64, 128, 1), "2 to 8 stages")])
+                                           ((256, 128, 128, 3), "shared memory"), ((64, 64, 128, 1), "2 to 8 stages"),
+                                           ((64, 128, 64, 4, 2), "takes BLOCK_N 64 and an even"),
+                                           ((64, 64, 64, 3, 2), "an even number of stages"),
+                                           ((64, 64, 64, 4, 3), "K_SPLIT is 1 or 2")])
 def test_fused_ws_config_refuses_tiles_the_kernel_lacks(tiles, message):
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
@@ -933,7 +936,8 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (128, 64, 64, 4), (64, 64, 128, 3)])
+@pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (128, 64, 64, 4), (64, 64, 128, 3),
+                                   (64, 64, 64, 6, 2), (128, 64, 128, 2, 2)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
                                          ((7, 2048, 8192), 128), ((600, 8192, 136), 256)])
@@ -946,9 +950,9 @@ def test_ws_kernel_vs_fp64(shape, group, tiles):
 
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the WS kernel is Hopper's (sm_90)")
-    bm, bn, bk, stages = tiles
+    bk = tiles[2]
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), seed())
-    gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, split=2, WS=ws_tiles(bm, bn, bk, stages)))
+    gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, split=2, WS=ws_tiles(*tiles)))
     assert gemm.runs_ws(inputs.x, gemm.config) == (group != 64 or bk == 64)
     ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
     for _ in range(3):

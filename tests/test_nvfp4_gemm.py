@@ -195,6 +195,21 @@ def test_fused_kernel_decodes_every_code_and_subnormal_scales():
         assert torch.equal(gemm(inputs.x).float(), nvfp4_gemm.dequantize(inputs).to(DT).float()), flags
 
 
+def test_the_direct_shift_ptx_is_the_shift_first_one_without_its_shifts_right():
+    # decode.NVFP4_DIRECT_BF16X2_PTX is derived from NVFP4_BF16X2_PTX by text
+    # replacement: every replacement applied (no shift right, no read of the
+    # shifted registers h0 / h1), the rest unchanged.
+    from qgemm_bench.backends.triton_kernels import decode
+
+    old, new = decode.NVFP4_BF16X2_PTX, decode.NVFP4_DIRECT_BF16X2_PTX
+    body = new.split(";", 1)[1]  # past the register declarations
+    assert "shr" not in new and "h0" not in body and "h1" not in body
+    assert new.count("shl.b32") == old.count("shl.b32") == 8 and new.count("fma.rn.bf16x2") == 4
+    assert {"shl.b32 a, t0, 2;", "shl.b32 b, t0, 8;", "shl.b32 a, t1, 2;", "shl.b32 b, t1, 8;"} <= \
+        {line.strip() for line in new.splitlines()}
+    assert decode.NVFP4_SPLIT_BF16X2_PTX.count("$7") == decode.NVFP4_SPLIT_BF16X2_PTX.count("$8") == 1
+
+
 def fused_nv(inputs, config):
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
@@ -224,7 +239,8 @@ def test_ws_config_runs_nvfp4_on_its_layout_else_its_fused_kernel_tiles(monkeypa
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (128, 64, 64, 4), (64, 64, 128, 3)])
+@pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (128, 64, 64, 4), (64, 64, 128, 3),
+                                   (64, 64, 64, 6, 2), (128, 64, 128, 2, 2)])
 @pytest.mark.parametrize("shape", [(257, 5248, 1000), (1000, 4096, 520), (33, 5008, 1000), (7, 2048, 8192),
                                    (600, 8192, 136)])
 @pytest.mark.parametrize("unscaled", [False, True])
@@ -255,9 +271,11 @@ def test_ws_kernel_decodes_every_code_and_subnormal_scales():
     inputs = every_code_inputs()
     inputs = dataclasses.replace(inputs, x=inputs.x.to("cuda", torch.bfloat16), w=inputs.w.cuda(),
                                  block_scales=inputs.block_scales.cuda(), tensor_scale=inputs.tensor_scale.cuda())
-    gemm = fused_nv(inputs, cfg(bm=16, bn=64, bk=64, WS=ws_tiles(64, 64, 64, 2)))
-    assert gemm.runs_ws(inputs.x, gemm.config)
-    assert torch.equal(gemm(inputs.x).float(), nvfp4_gemm.dequantize(inputs).to(torch.bfloat16).float())
+    want = nvfp4_gemm.dequantize(inputs).to(torch.bfloat16).float()
+    for tiles in ((64, 64, 64, 2), (64, 64, 64, 2, 2)):  # one consumer; two sharing the K blocks
+        gemm = fused_nv(inputs, cfg(bm=16, bn=64, bk=64, WS=ws_tiles(*tiles)))
+        assert gemm.runs_ws(inputs.x, gemm.config)
+        assert torch.equal(gemm(inputs.x).float(), want), tiles
 
 
 @pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (1025, "dequant")])

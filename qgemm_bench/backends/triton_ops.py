@@ -59,7 +59,9 @@ def int4(case, inputs):
 
 
 @backend("nvfp4_gemm", "triton", "Triton weight-only GEMM with in-register E2M1 decode and E4M3 block "
-         f"scales: {_PATHS}; above, a Triton dequantize, then cuBLAS; checked-in configs per GPU and shape "
+         f"scales: {_PATHS}, and above where its config takes TMA loads (Hopper) unless the table timed "
+         "dequantize + cuBLAS faster; otherwise a Triton dequantize, then cuBLAS; on the H100 a warp-specialized "
+         "Gluon kernel where the table timed it faster (ws_gemm.py); checked-in configs per GPU and shape "
          "(weight_only_configs/<gpu>.json)", triton_why_not)
 def nvfp4(case, inputs):
     return _weight_only(case, inputs)

@@ -355,9 +355,11 @@ def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 
             **({"WS": ws_tiles(*ws)} if ws else {})}
 
 
-def ws_tiles(bm: int, bn: int, bk: int, stages: int) -> dict:
-    """A config's "WS" value: the warp-specialized kernel's tiles."""
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages}
+def ws_tiles(bm: int, bn: int, bk: int, stages: int, k_split: int = 1) -> dict:
+    """A config's "WS" value: the warp-specialized kernel's tiles (k_split 2:
+    two consumers share one 64-row weight tile's K blocks, ws_gemm.py)."""
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages} | \
+        ({"K_SPLIT": k_split} if k_split != 1 else {})
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
@@ -417,8 +419,13 @@ FUSED_CONFIGS = {
 # From 512 also 4 stages: NVFP4 (its scales wait longer) 193.96 / 389.01 /
 # 769.03 against s3's 200.78 / 409.83 / 784.37 at M = 1024 / 2048 / 4096,
 # int4 level (193.44 / 382.47 / 766.14 against 192.36 / 380.72 / 776.33);
-# 256x128x128 s2 no better (exp/nvws_ab.py, one process, 3 rounds).
-WS_POOL = {64: [ws_tiles(64, 64, 128, 4)], 512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4)]}
+# 256x128x128 s2 no better (exp/nvws_ab.py, one process, 3 rounds). Two
+# consumers splitting a 64-row tile's K blocks (K_SPLIT 2, ws_gemm.py): M=64
+# 64x64x64 s6 25.95 / NVFP4 27.01 against 64x64x128 s4's 28.10 / 28.72;
+# M=128 128x64x64 s4 NVFP4 42.02 against the table's 45.40 (int4 40.25 /
+# 39.85); at M = 256 they lost (256x64x64 s4 58.6 against int4's 53.0).
+WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2)], 128: [ws_tiles(128, 64, 64, 4, 2)],
+           512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4)]}
 
 
 def ws_pool(m: int) -> list[dict]:

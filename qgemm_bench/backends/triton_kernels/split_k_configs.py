@@ -102,10 +102,15 @@ def describe(c: dict) -> str:
     text = f"{text} {'tma' if c.get('TMA_W', True) else 'tma-x'}" if c.get("TMA") else text
     text = f"{text} acc" if c.get("ACC_SCALE") else text
     text = f"{text} r{c['maxnreg']}" if c.get("maxnreg") else text
-    if c.get("WS"):
-        w = c["WS"]
-        text = f"{text} ws {w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} s{w['num_stages']}"
+    text = f"{text} ws {ws_label(c['WS'])}" if c.get("WS") else text
     return f"{text} pdl{c['PDL']}" if c.get("PDL") else text
+
+
+def ws_label(w: dict) -> str:
+    """A config's WS tiles in a few characters ("256x128x64 s3"; "k2" for
+    K_SPLIT 2)."""
+    text = f"{w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} s{w['num_stages']}"
+    return f"{text} k{w['K_SPLIT']}" if w.get("K_SPLIT", 1) != 1 else text
 
 
 def tiles(m: int, n: int, c: dict) -> int:

@@ -51,6 +51,7 @@ from pathlib import Path
 from qgemm_bench.backends import config_buckets
 from qgemm_bench.backends.config_buckets import bucket, nearest, read_json
 from qgemm_bench.backends.triton_kernels.split_k_configs import PDL_MODES
+from qgemm_bench.operators.formats import INT4
 
 TABLE_DIR = Path(__file__).resolve().parent / "weight_only_configs"
 FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
@@ -73,7 +74,7 @@ def path_for(gpu: str) -> Path:
     return TABLE_DIR / f"{gpu}.json"
 
 
-def check_config(config, where: str, fmt: int = 0) -> None:
+def check_config(config, where: str, fmt: int = INT4) -> None:
     """A config the kernels can run: power-of-two tiles at least MIN_TILE,
     SPLIT_K, warps and stages positive integers; else ValueError in one line."""
     if not isinstance(config, dict) or any(x not in config for x in CONFIG_KEYS):
@@ -137,7 +138,8 @@ def check_table(doc, where: str) -> dict:
                     raise ValueError(f"{where}: {name} {key}: ws_us must be two positive numbers [fused_kernel, "
                                      "WS], in a fused entry")
             if "pointer_config" in entry:
-                check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config")
+                check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config",
+                             FORMATS.index(name.removesuffix("_fused")))
                 if entry["pointer_config"].get("TMA") or "WS" in entry["pointer_config"]:
                     raise ValueError(f"{where}: {name} {key}: pointer_config must not take TMA loads (nor WS)")
     return doc

@@ -2,7 +2,7 @@
 lower-level language): a fused config with "WS" tiles (fused_gemm.ws_tiles) runs them
 here where `usable` says so, else FusedGemm runs the rest of the config in
 fused_gemm.fused_kernel. In this module a config `c` is such "WS" tiles:
-BLOCK_M, BLOCK_N, BLOCK_K, num_stages.
+BLOCK_M, BLOCK_N, BLOCK_K, num_stages, optionally K_SPLIT.
 
 Same operands as fused_kernel (swapped: a [BLOCK_N, BLOCK_M] tile of y^T =
 W^T x^T, the weights in the tiled fragment-order K-major layout,
@@ -19,7 +19,19 @@ kmajor_layout.py), split into partitions of one program:
   low nibbles take its first block's scale, the high ones its second's),
   register-A wgmma against the shared x tile, wait for it, arrive on
   `empty`; at the end (NVFP4: times the tensor scale) TMA-store their
-  [BLOCK_M, 64] part of y.
+  [BLOCK_M, 64] part of y;
+- or, K_SPLIT 2 (BLOCK_N 64), two consumer warpgroups on the same 64 rows,
+  one taking the even K blocks, the other the odd ones, so one decodes
+  while the other's wgmmas run in the same program; the second's fp32 sum
+  reaches the first through shared memory (the output tiles' buffer) at
+  the end. With an even number of stages each stage has one consumer,
+  which waits on its phases in order (NVFP4 128x64x128 with 3 stages
+  failed its launch on the H100: `check` refuses odd ones). H100, K = N =
+  8192, one process, 3 rounds (exp/nvws_ab.py): M=64 64x64x64 s6 K_SPLIT
+  2 int4 25.95 us, NVFP4 27.01, against one consumer's 64x64x128 s4 28.10
+  / 28.72 and fbgemm 31.03; NVFP4 M=128 128x64x64 s4 42.02 against the
+  table's fused_kernel 45.40 (int4 40.25 against 39.85); M=256 it lost
+  (256x64x64 s4 58.6 against 53.0 int4).
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
 through shared memory (scripts/fused_sass.py, 256x128x64 w8 s3 TMA: 208
@@ -89,8 +101,10 @@ _WG_ROWS = gl.constexpr(WG_ROWS)  # as @gluon.jit code reads globals
 # ones (3.9, this repository's CPU test machine, renamed them).
 _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+# A shared buffer's view as another type: `_reinterpret` in Triton 3.6, `reinterpret` in 3.9.
+_REINTERPRET_NAMED = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
 SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
-TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
+TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")  # and optionally K_SPLIT (1 or 2)
 # Registers per thread: the kernel starts at MAXNREG over its 12 warps, the
 # producer gives back to PRODUCER_REGS and the second consumer takes
 # CONSUMER_REGS (setmaxnreg); the first keeps what is left (232). The
@@ -187,9 +201,12 @@ def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, 
 
 
 @gluon.jit
-def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, m0, n0,
+def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0,
               WG: gl.constexpr, BLOCKS: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
-              BLOCK_K: gl.constexpr, FMT: gl.constexpr):
+              BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr):
+    """Weight rows WG * 64.. of the tile; with K_SPLIT 2 K blocks PART, PART
+    + 2, ... (the other consumer's the rest; their sums meet in shared
+    memory at the end, `done`)."""
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     P3: gl.constexpr = packed_layout3(BLOCK_K)
@@ -197,7 +214,8 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, m0
     C3: gl.constexpr = chunk_layout(BLOCK_K)
     SB: gl.constexpr = block_scale_layout(BLOCK_K)
     acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
-    for i in range(BLOCKS):
+    for j in range((BLOCKS - PART + K_SPLIT - 1) // K_SPLIT):
+        i = j * K_SPLIT + PART
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
         wp = gl.reshape(w_bufs.index(s).slice(WG, 1, dim=0).load(P3), (_WG_ROWS, BLOCK_K // 2))
@@ -225,20 +243,33 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, m0
         acc = warpgroup_mma(w, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
         acc, w = warpgroup_mma_wait(num_outstanding=0, deps=(acc, w))
         mbarrier.arrive(empty.index(s))
-    if FMT == 1:  # the FP32 tensor scale, and the decode's 2^-8 (decode.nvfp4_bf16x2)
-        acc = acc * (gl.load(ts_ptr) * 256.0)
-    c = c_bufs.index(WG)
-    c.store(gl.permute(acc.to(gl.bfloat16), (1, 0)))
-    fence_async_shared()
-    _tma_store(out_desc, [m0, n0 + WG * _WG_ROWS], c)
-    tma.store_wait(pendings=0)
+    if K_SPLIT == 2:  # the second part's sum to the first through shared memory (c_bufs as fp32)
+        PART_LAYOUT: gl.constexpr = gl.SwizzledSharedLayout(vec=2, per_phase=1, max_phase=8, order=[1, 0])
+        if _REINTERPRET_NAMED:
+            part = c_bufs.reinterpret(gl.float32, [_WG_ROWS, BLOCK_M], PART_LAYOUT)
+        else:
+            part = c_bufs._reinterpret(gl.float32, [_WG_ROWS, BLOCK_M], PART_LAYOUT)
+    if K_SPLIT == 2 and PART == 1:
+        part.store(acc)
+        mbarrier.arrive(done.index(0))
+    else:
+        if K_SPLIT == 2:
+            mbarrier.wait(done.index(0), 0)
+            acc = acc + part.load(mma)
+        if FMT == 1:  # the FP32 tensor scale, and the decode's 2^-8 (decode.nvfp4_bf16x2)
+            acc = acc * (gl.load(ts_ptr) * 256.0)
+        c = c_bufs.index(WG)
+        c.store(gl.permute(acc.to(gl.bfloat16), (1, 0)))
+        fence_async_shared()
+        _tma_store(out_desc, [m0, n0 + WG * _WG_ROWS], c)
+        tma.store_wait(pendings=0)
 
 
 @gluon.jit
 def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, N, NP, K: gl.constexpr, GROUP: gl.constexpr,
               FMT: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-              TILE_N: gl.constexpr, TILE_K: gl.constexpr):
+              TILE_N: gl.constexpr, TILE_K: gl.constexpr, K_SPLIT: gl.constexpr = 1):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
     consumer) or 128 (two); FMT formats.INT4 or NVFP4 (ts_ptr its FP32
@@ -256,7 +287,9 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, N, NP, K: gl.constexpr, 
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_K // _NVFP4_BLOCK, BLOCK_N], s_desc.layout)
     else:
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N], s_desc.layout)
-    c_bufs = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS, BLOCK_M, _WG_ROWS], out_desc.layout)
+    c_bufs = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS * K_SPLIT, BLOCK_M, _WG_ROWS], out_desc.layout)
+    done = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(done.index(0), count=1)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -264,19 +297,28 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, N, NP, K: gl.constexpr, 
         mbarrier.init(empty.index(i), count=CONSUMERS)
     WG0: gl.constexpr = 0
     WG1: gl.constexpr = 1
-    if CONSUMERS == 2:
+    if K_SPLIT == 2:
         gl.warp_specialize([
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
-                         STAGES, BLOCK_M, BLOCK_K, FMT)),
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, m0, n0, WG1, BLOCKS,
-                         STAGES, BLOCK_M, BLOCK_K, FMT)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
+                         STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
+                         STAGES, BLOCK_M, BLOCK_K, FMT, WG1, K_SPLIT)),
+            (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
+                         BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
+        ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
+    elif CONSUMERS == 2:
+        gl.warp_specialize([
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
+                         STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG1, BLOCKS,
+                         STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
     else:
         gl.warp_specialize([
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
-                         STAGES, BLOCK_M, BLOCK_K, FMT)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
+                         STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [1], [_PRODUCER_REGS])
@@ -294,7 +336,7 @@ def shared_bytes(c: dict, fmt: int = INT4) -> int:
     (sm_90, 256x128x64 s3: 177120 bytes compiled, 176896 in tiles)."""
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
     return c["num_stages"] * (2 * bm * bk + bn * bk // 2 + 2 * bn * scale_rows(fmt, c)) + \
-        bn // WG_ROWS * bm * WG_ROWS * 2 + 1024
+        bn // WG_ROWS * c.get("K_SPLIT", 1) * bm * WG_ROWS * 2 + 1024
 
 
 def maxnreg(c: dict) -> int:
@@ -302,21 +344,27 @@ def maxnreg(c: dict) -> int:
     two consumers, MAXNREG over 12 warps, one program per SM; one consumer
     with x tiles of up to 128 rows, 128 over 8 warps, two programs per SM
     (with 256 rows ptxas needed 158: MAXNREG, one program)."""
-    return 128 if c["BLOCK_N"] == WG_ROWS and c["BLOCK_M"] <= 128 else MAXNREG
+    one = c["BLOCK_N"] == WG_ROWS and c.get("K_SPLIT", 1) == 1
+    return 128 if one and c["BLOCK_M"] <= 128 else MAXNREG
 
 
 def check(c: dict, fmt: int = INT4) -> None:
     """ValueError in one line unless c is tiles the kernel runs for format
     fmt (the one check of a config's WS value: FusedGemm and the table
     files call it)."""
-    if not isinstance(c, dict) or set(c) != set(TILE_KEYS) or \
+    if not isinstance(c, dict) or set(c) - {"K_SPLIT"} != set(TILE_KEYS) or \
             any(not isinstance(v, int) or isinstance(v, bool) for v in c.values()):
-        raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}}, "
-                         "integers (fused_gemm.ws_tiles)")
+        raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}} "
+                         "and optionally K_SPLIT, integers (fused_gemm.ws_tiles)")
     if c["BLOCK_N"] not in (64, 128) or c["BLOCK_M"] not in (64, 128, 256) or c["BLOCK_K"] not in (64, 128) or \
             not 2 <= c["num_stages"] <= 8 or shared_bytes(c, fmt) > SMEM_BYTES:
         raise ValueError(f"WS {c}: takes BLOCK_N 64 or 128, BLOCK_M 64, 128 or 256, BLOCK_K 64 or 128, 2 to 8 "
                          f"stages, and at most {SMEM_BYTES} bytes of shared memory ({shared_bytes(c, fmt)})")
+    if c.get("K_SPLIT", 1) not in (1, 2) or c.get("K_SPLIT", 1) == 2 and (c["BLOCK_N"] != WG_ROWS or
+                                                                         c["num_stages"] % 2):
+        raise ValueError(f"WS {c}: K_SPLIT is 1 or 2, and 2 (two consumers sharing a 64-row tile's K blocks) "
+                         "takes BLOCK_N 64 and an even number of stages (each stage then has one consumer; "
+                         "NVFP4 128x64x128 with 3 stages failed its launch on the H100)")
 
 
 def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict) -> bool:
@@ -370,6 +418,8 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     ts NVFP4's FP32 tensor scale (0-dim; None for int4)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+    if fmt == NVFP4 and ts is None:
+        raise ValueError("NVFP4 needs its FP32 tensor scale (ts)")
     m, n = x.shape[0], kmajor.n
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
     (tn, tk), w_desc, s_desc = kmajor.tile, *descs
@@ -381,6 +431,7 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
     ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts if ts is not None else out, n, kmajor.scales.stride(0),
                     K=kp, GROUP=group, FMT=fmt, BLOCK_M=bm,
-                    BLOCK_N=bn, BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, num_warps=4,
+                    BLOCK_N=bn, BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
+                    num_warps=4,
                     maxnreg=maxnreg(c))
     return out

@@ -296,22 +296,16 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, N, NP, K: gl.constexpr, 
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=CONSUMERS)
     WG0: gl.constexpr = 0
-    WG1: gl.constexpr = 1
-    if K_SPLIT == 2:
+    # The second consumer: the tile's next 64 rows (two along N), or the same
+    # rows' odd K blocks (K_SPLIT 2).
+    WG_B: gl.constexpr = CONSUMERS - 1
+    PART_B: gl.constexpr = K_SPLIT - 1
+    if CONSUMERS * K_SPLIT == 2:
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
                          STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT)),
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
-                         STAGES, BLOCK_M, BLOCK_K, FMT, WG1, K_SPLIT)),
-            (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
-                         BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
-        ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
-    elif CONSUMERS == 2:
-        gl.warp_specialize([
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
-                         STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT)),
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG1, BLOCKS,
-                         STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG_B, BLOCKS,
+                         STAGES, BLOCK_M, BLOCK_K, FMT, PART_B, K_SPLIT)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])

@@ -11,7 +11,7 @@ per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
                                 [--stages 3] [--tma | --tma-x] [--acc] [--maxnreg N] [--group 128] [--k 8192]
-                                [--ws] [--out PREFIX]
+                                [--ws [--ws-split 2]] [--out PREFIX]
 
 --ws compiles the warp-specialized Gluon kernel (ws_gemm.py) instead, with
 --tile and --stages as its WS tiles (its first consumer warpgroup's loop).
@@ -78,8 +78,10 @@ def parse_args(argv=None):
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
     if args.ws and (args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg or args.warps != 4):
-        raise InputError("--ws: with --fmt, --tile, --stages, --group and --k only (its own TMA loads and warps, "
-                         "no split)")
+        raise InputError("--ws: with --fmt, --tile, --stages, --ws-split, --group and --k only (its own TMA loads "
+                         "and warps, no split)")
+    if args.ws_split != 1 and not args.ws:
+        raise InputError("--ws-split: the warp-specialized kernel's (--ws)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
     return args

@@ -12,11 +12,12 @@ and 2; all checked first, then timed in a forward and a reverse round,
 TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
-ws (--formats, --ms; H100, both formats: 142 s): each fused entry of that table at fused_gemm.WS_POOL's M
-without and with each of the warp-specialized Gluon kernel's candidate
-tiles (ws_gemm.py) in the same rounds; the fastest stays, the config's
-timing without WS and the best with noted (ws_us). The table mode drops
-WS: run ws after it.
+ws (--formats, --ms; H100, both formats: 142 s from M = 512, 46 s at 64
+and 128): each fused entry of that table at fused_gemm.WS_POOL's M without
+and with each of the warp-specialized Gluon kernel's candidate tiles
+(ws_gemm.py) in the same rounds; the fastest stays, the config's timing
+without WS and the best with noted (ws_us). The table mode drops WS: run
+ws after it.
 pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
 with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
 faster kept (the table mode now times both itself). check
@@ -419,6 +420,7 @@ def ws_pass(fmts=FORMATS, ms=None):
         gemm = wo.WeightOnlyGemm(*wargs, config=base, path="fused").fused()
         cands = {"base": base} | {ws_label(w): {**base, "WS": dict(w)}
                                   for w in ws_pool(m) if gemm.runs_ws(x, {**base, "WS": w})}
+        del gemm
         if len(cands) == 1:
             print(f"  {fmt} {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)
             continue
@@ -618,6 +620,10 @@ if __name__ == "__main__":
             except ValueError:
                 raise InputError(f"--ms {args.ms!r}: expected comma-separated integers") from None
             known = set().union(*(TABLE_M[p] for p in args.paths.split(",")))
+            if args.variants == "ws":  # the M the warp-specialized kernel has tiles for
+                from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
+
+                known = {m for m in TABLE_M["fused"] if ws_pool(m)}
             if not args.ms <= known:
                 raise InputError(f"--ms: {sorted(args.ms - known)} not in the table's M ({sorted(known)})")
         if not Path(args.out).resolve().parent.is_dir():

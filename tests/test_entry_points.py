@@ -42,6 +42,8 @@ SCRIPT_CASES = [
     ("tune_weight_only.py", [], "required: OUT.json"),
     ("tune_weight_only.py", ["/no/such/folder/out.json"], "its folder does not exist"),
     ("tune_weight_only.py", ["/tmp/o.json", "table", "--ms", "128,300"], "[300] not in the table's M"),
+    ("tune_weight_only.py", ["/tmp/o.json", "ws", "--ms", "64,256"], "[256] not in the table's M"),
+    ("fused_sass.py", ["--ws-split", "2"], "--ws-split: the warp-specialized kernel's (--ws)"),
     ("tune_weight_only.py", ["/tmp/o.json", "table", "--ms", "x"], "expected comma-separated integers"),
     ("tune_weight_only.py", ["/tmp/o.json", "pdl", "--ms", "128"], "--ms is for the table, ws and check modes"),
     ("tune_weight_only.py", ["/tmp/o.json", "table", "--calls", "5"], "--calls is for the check mode"),

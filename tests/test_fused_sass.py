@@ -36,6 +36,8 @@ def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
     assert re.fullmatch(r"writes to a pending wgmma's A-operand registers: \d+", lines[3]), lines
     if "--ws" in args and "nvfp4" in args:  # NVFP4's scales: a [BLOCK_K / 16, BLOCK_N] box of bf16
         assert "tensordesc<4x128xbf16" in (tmp_path / "k.ttgir").read_text()
+    # K_SPLIT 2: the second consumer's sum handed over in the output tiles' buffer viewed as fp32.
+    assert ("memdesc_reinterpret" in (tmp_path / "k.ttgir").read_text()) == ("--ws-split" in args)
 
 
 def load_script():

@@ -271,11 +271,9 @@ def test_ws_kernel_decodes_every_code_and_subnormal_scales():
     inputs = every_code_inputs()
     inputs = dataclasses.replace(inputs, x=inputs.x.to("cuda", torch.bfloat16), w=inputs.w.cuda(),
                                  block_scales=inputs.block_scales.cuda(), tensor_scale=inputs.tensor_scale.cuda())
-    want = nvfp4_gemm.dequantize(inputs).to(torch.bfloat16).float()
-    for tiles in ((64, 64, 64, 2), (64, 64, 64, 2, 2)):  # one consumer; two sharing the K blocks
-        gemm = fused_nv(inputs, cfg(bm=16, bn=64, bk=64, WS=ws_tiles(*tiles)))
-        assert gemm.runs_ws(inputs.x, gemm.config)
-        assert torch.equal(gemm(inputs.x).float(), want), tiles
+    gemm = fused_nv(inputs, cfg(bm=16, bn=64, bk=64, WS=ws_tiles(64, 64, 64, 2)))
+    assert gemm.runs_ws(inputs.x, gemm.config)
+    assert torch.equal(gemm(inputs.x).float(), nvfp4_gemm.dequantize(inputs).to(torch.bfloat16).float())
 
 
 @pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (1025, "dequant")])

@@ -341,10 +341,10 @@ def fused_kernel(
 
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
            tma: bool | str = False, acc: bool = False, maxnreg: int | None = None,
-           ws: tuple[int, int, int, int] | None = None) -> dict:
+           ws: tuple[int, ...] | None = None) -> dict:
     """A launch config; tma True: x and weight tiles by TMA, "x": only x's
     (TMA_W False); maxnreg caps the registers per thread (Triton's compile
-    option: ptxas may spill to fit); ws (BLOCK_M, BLOCK_N, BLOCK_K, stages):
+    option: ptxas may spill to fit); ws (BLOCK_M, BLOCK_N, BLOCK_K, stages[, K_SPLIT]):
     the warp-specialized Gluon kernel's tiles (ws_gemm.py), which run where
     it runs (ws_gemm.usable), the rest of the config in fused_kernel
     elsewhere."""
@@ -414,7 +414,7 @@ FUSED_CONFIGS = {
 # kernel does not). H100, int4 g128 K = N = 8192, same process, 3 rounds
 # (exp/pp_ab.py): M=64 64x64x128 s4 27.72 us (s3 28.72, 64x64x64 s4
 # 33.72; the table's 64x128x128 split 4 30.08, fbgemm 31.18); M=512
-# 256x128x64 s3 94.10 (fbgemm 93.41). At M = 128 and 256 every tile lost:
+# 256x128x64 s3 94.10 (fbgemm 93.41). At M = 128 and 256 every one-consumer tile lost:
 # 128x64x128 s3 39.61 against 38.31, 128x64x64 s4 59.78 against 51.89.
 # From 512 also 4 stages: NVFP4 (its scales wait longer) 193.96 / 389.01 /
 # 769.03 against s3's 200.78 / 409.83 / 784.37 at M = 1024 / 2048 / 4096,

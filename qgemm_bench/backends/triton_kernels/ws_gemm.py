@@ -25,8 +25,15 @@ kmajor_layout.py), split into partitions of one program:
   while the other's wgmmas run in the same program; the second's fp32 sum
   reaches the first through shared memory (the output tiles' buffer) at
   the end. With an even number of stages each stage has one consumer,
-  which waits on its phases in order (NVFP4 128x64x128 with 3 stages
-  failed its launch on the H100: `check` refuses odd ones). H100, K = N =
+  which waits on its phases in order; with an odd number a stage
+  alternates between them, and the consumer of block i + STAGES waits for
+  a parity its stage has already completed (on the first lap at once), so
+  it would read a stage not yet loaded and free one the other still reads
+  (NVFP4 128x64x128 with 3 stages failed its launch on the H100): `check`
+  refuses odd ones. The handover relies on the arrive on `done` coming
+  after a barrier of the warpgroup's 128 threads, which Triton (3.6 and
+  3.9) puts before an mbarrier arrive; fused_sass.py --ws --ws-split 2
+  --out shows it in the PTX. H100, K = N =
   8192, one process, 3 rounds (exp/nvws_ab.py): M=64 64x64x64 s6 K_SPLIT
   2 int4 25.95 us, NVFP4 27.01, against one consumer's 64x64x128 s4 28.10
   / 28.72 and fbgemm 31.03; NVFP4 M=128 128x64x64 s4 42.02 against the
@@ -58,7 +65,7 @@ One consumer, 64x64x128, 4 stages, two programs per SM (exp/pp_ab.py): M=64
 The same loop with no decode or scale (timing only) took 172.3 / 693.4 at
 M = 1024 / 4096; the scale row loaded by pointer in the consumers (its
 latency then showed in each block) 227.3 / 903.1 before the producer took
-it by TMA. At M = 128 and 256 every tile lost (M = 256: 128x64x64 s4 59.8,
+it by TMA. At M = 128 and 256 every one-consumer tile lost (M = 256: 128x64x64 s4 59.8,
 128x128x64 s4 60.5, 256x64x64 s3 69.4 against the table's 51.9), and so did
 shapes of few tiles (512 x 14336 x 4096, 64 programs: 129.6 against 90.9),
 so the table decides per shape (scripts/tune_weight_only.py ws).
@@ -272,8 +279,9 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, N, NP, K: gl.constexpr, 
               TILE_N: gl.constexpr, TILE_K: gl.constexpr, K_SPLIT: gl.constexpr = 1):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
-    consumer) or 128 (two); FMT formats.INT4 or NVFP4 (ts_ptr its FP32
-    tensor scale; unread for int4)."""
+    consumer, or with K_SPLIT 2 two on the K blocks) or 128 (two); FMT
+    formats.INT4 or NVFP4 (ts_ptr its FP32 tensor scale; unread for
+    int4)."""
     BLOCKS: gl.constexpr = K // BLOCK_K
     CONSUMERS: gl.constexpr = BLOCK_N // _WG_ROWS
     pid = gl.program_id(0)
@@ -350,15 +358,15 @@ def check(c: dict, fmt: int = INT4) -> None:
             any(not isinstance(v, int) or isinstance(v, bool) for v in c.values()):
         raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}} "
                          "and optionally K_SPLIT, integers (fused_gemm.ws_tiles)")
-    if c["BLOCK_N"] not in (64, 128) or c["BLOCK_M"] not in (64, 128, 256) or c["BLOCK_K"] not in (64, 128) or \
-            not 2 <= c["num_stages"] <= 8 or shared_bytes(c, fmt) > SMEM_BYTES:
-        raise ValueError(f"WS {c}: takes BLOCK_N 64 or 128, BLOCK_M 64, 128 or 256, BLOCK_K 64 or 128, 2 to 8 "
-                         f"stages, and at most {SMEM_BYTES} bytes of shared memory ({shared_bytes(c, fmt)})")
     if c.get("K_SPLIT", 1) not in (1, 2) or c.get("K_SPLIT", 1) == 2 and (c["BLOCK_N"] != WG_ROWS or
                                                                          c["num_stages"] % 2):
         raise ValueError(f"WS {c}: K_SPLIT is 1 or 2, and 2 (two consumers sharing a 64-row tile's K blocks) "
                          "takes BLOCK_N 64 and an even number of stages (each stage then has one consumer; "
                          "NVFP4 128x64x128 with 3 stages failed its launch on the H100)")
+    if c["BLOCK_N"] not in (64, 128) or c["BLOCK_M"] not in (64, 128, 256) or c["BLOCK_K"] not in (64, 128) or \
+            not 2 <= c["num_stages"] <= 8 or shared_bytes(c, fmt) > SMEM_BYTES:
+        raise ValueError(f"WS {c}: takes BLOCK_N 64 or 128, BLOCK_M 64, 128 or 256, BLOCK_K 64 or 128, 2 to 8 "
+                         f"stages, and at most {SMEM_BYTES} bytes of shared memory ({shared_bytes(c, fmt)})")
 
 
 def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict) -> bool:

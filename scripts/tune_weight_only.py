@@ -151,6 +151,21 @@ def time_interleaved(cands: list) -> list:
     return [t if isinstance(t, Exception) else sum(t) / len(t) for t in times]
 
 
+def versus_dequant(entry: dict, calls: list, reps, what: str) -> str:
+    """A fused winner's calls above FUSED_MAX_M against dequantize + cuBLAS
+    in rounds of their own (the winner's own us, the least of several noisy
+    means, would favour it; WeightOnlyGemm runs the faster: dequant_faster):
+    the entry's versus_dequant_us, dropped where either failed. Returns the
+    log's text."""
+    fused_us, dequant_us = time_interleaved([calls, copy_calls(reps, path="dequant")])
+    if isinstance(fused_us, Exception) or isinstance(dequant_us, Exception):
+        print(f"  {what} vs dequant: {fused_us} / {dequant_us}", flush=True)
+        entry.pop("versus_dequant_us", None)
+        return ""
+    entry["versus_dequant_us"] = [round(fused_us, 2), round(dequant_us, 2)]
+    return f" | vs dequant {fused_us:7.2f} / {dequant_us:7.2f}"
+
+
 def timed(fmt, shape, label, make):
     """make(weight arguments) -> a WeightOnlyGemm; its p50 us and error at shape."""
     x, wargs, ref = operands(fmt, *shape)
@@ -303,16 +318,7 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
                         entry.update(pointer_config=pointer[0][1], pointer_us=round(pointer[0][0], 2))
                     versus = ""
                     if path == "fused" and m > wo.FUSED_MAX_M:  # where the fused kernel replaces dequantize + cuBLAS
-                        # The winner against it in rounds of their own: the winner's us, the least of several
-                        # noisy means, would favour it (WeightOnlyGemm runs the faster: dequant_faster).
-                        dq = copy_calls(reps, path="dequant")
-                        fused_us, dequant_us = time_interleaved([rows[0][2], dq])
-                        if isinstance(fused_us, Exception) or isinstance(dequant_us, Exception):
-                            print(f"{fmt} fused vs dequant {m}x{k}x{n}: {fused_us} / {dequant_us}", flush=True)
-                        else:
-                            entry["versus_dequant_us"] = [round(fused_us, 2), round(dequant_us, 2)]
-                            versus = f" | vs dequant {fused_us:7.2f} / {dequant_us:7.2f}"
-                        del dq
+                        versus = versus_dequant(entry, rows[0][2], reps, f"{fmt} fused {m}x{k}x{n}")
                     print(f"{fmt} {path} {m:3d}x{k}x{n}: {us:7.2f} us {describe(c)} | next "
                           f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f}{versus} ({time.time() - t0:.0f} s)",
                           flush=True)
@@ -446,17 +452,7 @@ def ws_pass(fmts=FORMATS, ms=None):
             entry["ws_us"] = [round(us["base"], 2), round(min(ws_us.values()), 2)]
         else:  # WS failed its check or its timing: off
             entry.pop("ws_us", None)
-        versus = ""
-        if m > wo.FUSED_MAX_M:
-            # The winner against dequantize + cuBLAS in rounds of their own
-            # (the least of noisy means would favour it; table mode).
-            fused_us, dequant_us = time_interleaved([ready[best], copy_calls(reps, path="dequant")])
-            if isinstance(fused_us, Exception) or isinstance(dequant_us, Exception):
-                print(f"  {fmt} {key} vs dequant: {fused_us} / {dequant_us}", flush=True)
-                entry.pop("versus_dequant_us", None)
-            else:
-                entry["versus_dequant_us"] = [round(fused_us, 2), round(dequant_us, 2)]
-                versus = f" | vs dequant {fused_us:7.2f} / {dequant_us:7.2f}"
+        versus = versus_dequant(entry, ready[best], reps, f"{fmt} {key}") if m > wo.FUSED_MAX_M else ""
         del ready, x, wargs, ref, reps
         timings = " | ".join(f"{'' if label == 'base' else 'ws '}{describe(base) if label == 'base' else label} "
                              f"{t:7.2f}" for label, t in us.items())

@@ -118,7 +118,8 @@ def check_table(doc, where: str) -> dict:
             if not found or min(int(g) for g in found.groups()) <= 0:
                 raise ValueError(f"{where}: {name}: bad bucket {key!r}: expected M<m>_K<k>_N<n>, all positive")
             config = entry.get("config") if isinstance(entry, dict) else None
-            check_config(config, f"{where}: {name} {key}", FORMATS.index(name.removesuffix("_fused")))
+            fmt = FORMATS.index(name.removesuffix("_fused"))
+            check_config(config, f"{where}: {name} {key}", fmt)
             for opt in FUSED_ONLY:
                 if opt in config and not name.endswith("_fused"):
                     raise ValueError(f"{where}: {name} {key}: {opt} is the fused kernel's only")
@@ -138,8 +139,7 @@ def check_table(doc, where: str) -> dict:
                     raise ValueError(f"{where}: {name} {key}: ws_us must be two positive numbers [fused_kernel, "
                                      "WS], in a fused entry")
             if "pointer_config" in entry:
-                check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config",
-                             FORMATS.index(name.removesuffix("_fused")))
+                check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config", fmt)
                 if entry["pointer_config"].get("TMA") or "WS" in entry["pointer_config"]:
                     raise ValueError(f"{where}: {name} {key}: pointer_config must not take TMA loads (nor WS)")
     return doc

@@ -173,10 +173,9 @@ def compile_ws(args):
     if fmt == INT4 and group < args.k and group % args.bk:
         raise InputError(f"--group {args.group} at BLOCK_K {args.bk}: the kernel takes groups of whole K blocks "
                          "(ws_gemm.usable)")
-    sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>"
+    sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>"  # the kernel's first four parameters
            for x, (t, shape, layout) in ws_gemm.boxes(c, fmt).items()}
-    sig = {**{x: sig[x] for x in ("x_desc", "w_desc", "s_desc", "out_desc")}, "ts_ptr": "*fp32", "N": "i32",
-           "NP": "i32"}
+    sig.update(ts_ptr="*fp32", N="i32", NP="i32")
     const = {"K": args.k, "GROUP": group, "FMT": fmt, "BLOCK_M": args.bm, "BLOCK_N": args.bn, "BLOCK_K": args.bk,
              "STAGES": args.stages, "TILE_N": TILE[0], "TILE_K": TILE[1], "K_SPLIT": args.ws_split}
     sig.update({x: "constexpr" for x in const})

@@ -58,6 +58,8 @@ def parse_args(argv=None):
                         "tiles (BLOCK_N 64 or 128); its first consumer's loop is reported")
     p.add_argument("--ws-split", type=int, choices=(1, 2), default=1,
                    help="--ws: 2 for two consumers sharing a 64-row tile's K blocks (WS K_SPLIT; BLOCK_N 64)")
+    p.add_argument("--ws-splits", type=int, choices=(1, 2, 3, 4), default=1,
+                   help="--ws: programs sharing a tile's K blocks, meeting in global memory (WS SPLITS)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.tile)
@@ -80,7 +82,7 @@ def parse_args(argv=None):
     if args.ws and (args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg or args.warps != 4):
         raise InputError("--ws: with --fmt, --tile, --stages, --ws-split, --group and --k only (its own TMA loads "
                          "and warps, no split)")
-    if args.ws_split != 1 and not args.ws:
+    if (args.ws_split != 1 or args.ws_splits != 1) and not args.ws:
         raise InputError("--ws-split: the warp-specialized kernel's (--ws)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
@@ -164,7 +166,7 @@ def compile_ws(args):
     from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
-    c = ws_tiles(args.bm, args.bn, args.bk, args.stages, args.ws_split)
+    c = ws_tiles(args.bm, args.bn, args.bk, args.stages, args.ws_split, args.ws_splits)
     try:
         ws_gemm.check(c, fmt)
     except ValueError as e:
@@ -175,9 +177,10 @@ def compile_ws(args):
                          "(ws_gemm.usable)")
     sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>"  # the kernel's first four parameters
            for x, (t, shape, layout) in ws_gemm.boxes(c, fmt).items()}
-    sig.update(ts_ptr="*fp32", N="i32", NP="i32")
+    sig.update(ts_ptr="*fp32", part_ptr="*fp32", count_ptr="*i32", N="i32", NP="i32")
     const = {"K": args.k, "GROUP": group, "FMT": fmt, "BLOCK_M": args.bm, "BLOCK_N": args.bn, "BLOCK_K": args.bk,
              "STAGES": args.stages, "TILE_N": TILE[0], "TILE_K": TILE[1], "K_SPLIT": args.ws_split}
+    const["SPLITS"], const["PER"] = ws_gemm.split_blocks(args.k // args.bk, c)
     sig.update({x: "constexpr" for x in const})
     names = list(sig)
     src = GluonASTSource(ws_gemm.ws_kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()},

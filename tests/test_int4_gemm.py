@@ -511,7 +511,9 @@ def test_fused_ws_config_runs_its_fused_kernel_tiles_where_ws_cannot(group):
                                            ((256, 128, 128, 3), "shared memory"), ((64, 64, 128, 1), "2 to 8 stages"),
                                            ((64, 128, 64, 4, 2), "takes BLOCK_N 64 and an even"),
                                            ((64, 64, 64, 3, 2), "an even number of stages"),
-                                           ((64, 64, 64, 4, 3), "K_SPLIT is 1 or 2")])
+                                           ((64, 64, 64, 4, 3), "K_SPLIT is 1 or 2"),
+                                           ((64, 64, 64, 4, 2, 2), "above 1 takes K_SPLIT 1"),
+                                           ((64, 64, 64, 4, 1, 5), "SPLITS .* is 1 to 4")])
 def test_fused_ws_config_refuses_tiles_the_kernel_lacks(tiles, message):
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
@@ -937,7 +939,8 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
 @pytest.mark.gpu
 @needs_gpu
 @pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (128, 64, 64, 4), (64, 64, 128, 3),
-                                   (64, 64, 64, 6, 2), (128, 64, 128, 2, 2)])
+                                   (64, 64, 64, 6, 2), (128, 64, 128, 2, 2), (256, 128, 64, 4, 1, 2),
+                                   (64, 64, 128, 3, 1, 3), (128, 128, 64, 4, 1, 4, 3)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
                                          ((7, 2048, 8192), 128), ((600, 8192, 136), 256)])

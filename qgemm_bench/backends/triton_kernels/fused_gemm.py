@@ -355,11 +355,13 @@ def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 
             **({"WS": ws_tiles(*ws)} if ws else {})}
 
 
-def ws_tiles(bm: int, bn: int, bk: int, stages: int, k_split: int = 1) -> dict:
+def ws_tiles(bm: int, bn: int, bk: int, stages: int, k_split: int = 1, splits: int = 1, skew: int = 0) -> dict:
     """A config's "WS" value: the warp-specialized kernel's tiles (k_split 2:
-    two consumers share one 64-row weight tile's K blocks, ws_gemm.py)."""
+    two consumers share one 64-row weight tile's K blocks; splits: programs
+    share a tile's K blocks, the last `skew` blocks more; ws_gemm.py)."""
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages} | \
-        ({"K_SPLIT": k_split} if k_split != 1 else {})
+        ({"K_SPLIT": k_split} if k_split != 1 else {}) | ({"SPLITS": splits} if splits != 1 else {}) | \
+        ({"SKEW": skew} if skew else {})
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
@@ -424,7 +426,20 @@ FUSED_CONFIGS = {
 # 64x64x64 s6 25.95 / NVFP4 27.01 against 64x64x128 s4's 28.10 / 28.72;
 # M=128 128x64x64 s4 NVFP4 42.02 against the table's 45.40 (int4 40.25 /
 # 39.85); at M = 256 they lost (256x64x64 s4 58.6 against int4's 53.0).
-WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2)], 128: [ws_tiles(128, 64, 64, 4, 2)],
+# Two programs per tile (SPLITS 2, the second SKEW K blocks more; H100,
+# K = N = 8192, one process, 3 rounds, exp/nvws_ab.py, int4 / NVFP4 /
+# fbgemm / cuBLAS bf16): M=64 64x64x128 s4 skew 2 23.46-24.03 / 25.68-25.78
+# against the table's (64x64x64 s6 k2) 26.07-26.58 / 27.13-27.21 and
+# fbgemm 31.3-31.6 (64x128x128 level; 3 or 4 splits 30.8-35.4); M=128
+# 128x128x64 s4 skew 4 34.67-35.10 / 36.03-36.53 against 38.72-40.11 /
+# 41.19-41.72 and fbgemm 39.6; M=256 256x128x64 s4 skew 4 int4 54.0-56.7
+# against the table's fused_kernel 52.5-53.3 (noise-level), NVFP4
+# 53.2-55.8 against 57.9-59.3 and cuBLAS 54.5-57.3 (skew 0 56.7, 2 55.9,
+# 6 55.6, 8 56.7; 3 splits 74.9). From 512 two splits lost (117 against 94).
+WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(64, 64, 128, 4, 1, 2, 2),
+                ws_tiles(64, 128, 128, 4, 1, 2, 2)],
+           128: [ws_tiles(128, 64, 64, 4, 2), ws_tiles(128, 128, 64, 4, 1, 2, 4)],
+           256: [ws_tiles(256, 128, 64, 4, 1, 2, 4)],
            512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4)]}
 
 
@@ -604,7 +619,7 @@ class FusedGemm:
             self.kmajor = dataclasses.replace(self.kmajor, scales=bs.to(torch.bfloat16))
         self.ts, self.fmt, self.group = tensor_scale, fmt, group
         self.config = config
-        self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._workspace: dict = {}  # split-K workspaces by M (split_k_parts.workspace, ws_gemm.workspace)
         self._w_desc: dict[tuple, object] = {}
 
     @property
@@ -690,7 +705,7 @@ class FusedGemm:
             key = ("ws", w["BLOCK_N"], w["BLOCK_K"])
             if key not in self._w_desc:
                 self._w_desc[key] = ws_gemm.weight_descriptors(p, w, self.fmt)
-            return ws_gemm.run(p, self.fmt, self.group, self.ts, x, w, self._w_desc[key])
+            return ws_gemm.run(p, self.fmt, self.group, self.ts, x, w, self._w_desc[key], self._workspace)
         c.pop("WS", None)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)

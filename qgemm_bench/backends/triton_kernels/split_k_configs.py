@@ -108,9 +108,11 @@ def describe(c: dict) -> str:
 
 def ws_label(w: dict) -> str:
     """A config's WS tiles in a few characters ("256x128x64 s3"; "k2" for
-    K_SPLIT 2)."""
+    K_SPLIT 2, "split 2" for SPLITS 2)."""
     text = f"{w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} s{w['num_stages']}"
-    return f"{text} k{w['K_SPLIT']}" if w.get("K_SPLIT", 1) != 1 else text
+    text = f"{text} k{w['K_SPLIT']}" if w.get("K_SPLIT", 1) != 1 else text
+    text = f"{text} split {w['SPLITS']}" if w.get("SPLITS", 1) != 1 else text
+    return f"{text} skew {w['SKEW']}" if w.get("SKEW") else text
 
 
 def tiles(m: int, n: int, c: dict) -> int:

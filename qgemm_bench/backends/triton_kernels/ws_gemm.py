@@ -39,6 +39,22 @@ kmajor_layout.py), split into partitions of one program:
   / 28.72 and fbgemm 31.03; NVFP4 M=128 128x64x64 s4 42.02 against the
   table's fused_kernel 45.40 (int4 40.25 against 39.85); M=256 it lost
   (256x64x64 s4 58.6 against 53.0 int4).
+- or, SPLITS 2 (to 4), several programs per output tile, each a
+  contiguous range of its K blocks, the last SKEW blocks more than the
+  others: they store their fp32 sums and count them in, the last (the
+  highest program id, so launched no earlier than those it waits for)
+  waits for the count, adds them in split order (the same bits every
+  call) and stores y (`_splits_meet`). For M up to 256, where a tile
+  per program leaves SMs idle or (64-row weight tiles) reads x from L2
+  too often. H100, K = N = 8192, one process, 3 rounds (exp/nvws_ab.py):
+  M=64 64x64x128 s4 skew 2 int4 23.46 us, NVFP4 25.78, against K_SPLIT
+  2's 26.32 / 27.88 and fbgemm 31.31; M=128 128x128x64 s4 skew 4 34.67 /
+  36.03 against the table's fused_kernel 40.11 / 41.72 and fbgemm 39.55;
+  M=256 256x128x64 s4 skew 4 NVFP4 55.78 against 59.30 and cuBLAS 57.31
+  (int4 54.04 against the table's 53.27). The skew lets the others' sums
+  land while the last still runs: M=256 int4 skew 0 / 2 / 4 / 6 / 8 55.17
+  / 55.85 / 54.04 / 54.31 / 56.98; 3 splits 74.88 (more programs than SMs;
+  a wave waits for the next), at M = 512 two splits 117 against one's 94.
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
 through shared memory (scripts/fused_sass.py, 256x128x64 w8 s3 TMA: 208
@@ -111,7 +127,8 @@ _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_globa
 # A shared buffer's view as another type: `_reinterpret` in Triton 3.6, `reinterpret` in 3.9.
 _REINTERPRET_NAMED = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
 SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
-TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")  # and optionally K_SPLIT (1 or 2)
+TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")  # optionally K_SPLIT (1, 2), SPLITS (1-4), SKEW
+MAX_SPLITS = 4
 # Registers per thread: the kernel starts at MAXNREG over its 12 warps, the
 # producer gives back to PRODUCER_REGS and the second consumer takes
 # CONSUMER_REGS (setmaxnreg); the first keeps what is left (232). The
@@ -190,13 +207,15 @@ def block_scale_layout(BLOCK_K):
 
 
 @gluon.jit
-def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, tile_row, n0, NP,
-              BLOCKS: gl.constexpr, STAGES: gl.constexpr, BLOCK_K: gl.constexpr, TILE_N: gl.constexpr,
+def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, tile_row, n0, NP, kb0, nb,
+              STAGES: gl.constexpr, BLOCK_K: gl.constexpr, TILE_N: gl.constexpr,
               TILE_K: gl.constexpr, GROUP: gl.constexpr, FMT: gl.constexpr):
+    """K blocks kb0 .. kb0 + nb - 1 (this program's split) into the ring."""
     PER_T: gl.constexpr = TILE_K // BLOCK_K  # K blocks per tile of the layout
-    for i in range(BLOCKS):
-        s = i % STAGES
-        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # passes at once on the first lap
+    for j in range(nb):
+        s = j % STAGES
+        i = kb0 + j
+        mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
         mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
         _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
         _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)],
@@ -208,12 +227,50 @@ def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, 
 
 
 @gluon.jit
-def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0,
-              WG: gl.constexpr, BLOCKS: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
-              BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr):
-    """Weight rows WG * 64.. of the tile; with K_SPLIT 2 K blocks PART, PART
-    + 2, ... (the other consumer's the rest; their sums meet in shared
-    memory at the end, `done`)."""
+def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, SPLITS: gl.constexpr,
+                 mma: gl.constexpr):
+    """SPLITS > 1: the programs of a tile meet in global memory, one consumer
+    warpgroup (slot) at a time. Splits 0 .. SPLITS - 2 store their fp32
+    sums (planes of `part_ptr`, each thread its own fragments) and each
+    thread adds 1 to the slot's counter with release semantics; the last
+    split (the highest program id, so launched no earlier than the ones
+    it waits for) waits until the counter holds all of them, acquires,
+    adds the planes in split order to its sum, and zeroes the counter
+    for the next launch. Returns the sum (the last split's; the others'
+    return value is unused)."""
+    rows = gl.arange(0, _WG_ROWS, layout=gl.SliceLayout(1, mma))
+    cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma))
+    offs = gl.expand_dims(rows, 1) * BLOCK_M + gl.expand_dims(cols, 0)
+    PLANE: gl.constexpr = _WG_ROWS * BLOCK_M
+    THREADS: gl.constexpr = 128  # a warpgroup: one counter increment per thread
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    counter = count_ptr + slot + gl.zeros([THREADS], gl.int32, one)
+    if split < SPLITS - 1:
+        gl.store(part_ptr + (slot * (SPLITS - 1) + split) * PLANE + offs, acc)
+        gl.atomic_add(counter, gl.full([THREADS], 1, gl.int32, one), sem="release", scope="gpu")
+    else:
+        seen = gl.load(count_ptr + slot, volatile=True)
+        while seen < THREADS * (SPLITS - 1):
+            seen = gl.load(count_ptr + slot, volatile=True)
+        # An acquiring read of the full count: every plane's stores are visible after it.
+        gl.atomic_add(counter, gl.zeros([THREADS], gl.int32, one), sem="acquire", scope="gpu")
+        for p in gl.static_range(SPLITS - 1):  # in place: no second 128-register sum
+            acc = acc + gl.load(part_ptr + (slot * (SPLITS - 1) + p) * PLANE + offs, cache_modifier=".cg")
+        gl.thread_barrier()  # every thread has read the full count before it is zeroed
+        gl.store(counter, gl.zeros([THREADS], gl.int32, one))
+    return acc
+
+
+@gluon.jit
+def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr, m0, n0,
+              nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+              BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr,
+              SPLITS: gl.constexpr):
+    """Weight rows WG * 64.. of the tile over the program's nb K blocks;
+    with K_SPLIT 2 blocks PART, PART + 2, ... of them (the other consumer's
+    the rest; their sums meet in shared memory at the end, `done`). With
+    SPLITS > 1 the tile's other programs' sums meet in global memory
+    (`_splits_meet`; slot: the tile's consumer's counter and planes)."""
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     P3: gl.constexpr = packed_layout3(BLOCK_K)
@@ -221,7 +278,7 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
     C3: gl.constexpr = chunk_layout(BLOCK_K)
     SB: gl.constexpr = block_scale_layout(BLOCK_K)
     acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
-    for j in range((BLOCKS - PART + K_SPLIT - 1) // K_SPLIT):
+    for j in range((nb - PART + K_SPLIT - 1) // K_SPLIT):
         i = j * K_SPLIT + PART
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
@@ -259,10 +316,14 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
     if K_SPLIT == 2 and PART == 1:
         part.store(acc)
         mbarrier.arrive(done.index(0))
+    elif SPLITS > 1 and split < SPLITS - 1:
+        _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M, SPLITS, mma)
     else:
         if K_SPLIT == 2:
             mbarrier.wait(done.index(0), 0)
             acc = acc + part.load(mma)
+        if SPLITS > 1:
+            acc = _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M, SPLITS, mma)
         if FMT == 1:  # the FP32 tensor scale, and the decode's 2^-8 (decode.nvfp4_bf16x2)
             acc = acc * (gl.load(ts_ptr) * 256.0)
         c = c_bufs.index(WG)
@@ -273,22 +334,37 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
 
 
 @gluon.jit
-def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, N, NP, K: gl.constexpr, GROUP: gl.constexpr,
-              FMT: gl.constexpr,
+def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, NP, K: gl.constexpr,
+              GROUP: gl.constexpr, FMT: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-              TILE_N: gl.constexpr, TILE_K: gl.constexpr, K_SPLIT: gl.constexpr = 1):
+              TILE_N: gl.constexpr, TILE_K: gl.constexpr, K_SPLIT: gl.constexpr = 1, SPLITS: gl.constexpr = 1,
+              PER: gl.constexpr = 0):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
     consumer, or with K_SPLIT 2 two on the K blocks) or 128 (two); FMT
     formats.INT4 or NVFP4 (ts_ptr its FP32 tensor scale; unread for
-    int4)."""
+    int4). SPLITS programs (adjacent ids) share each output tile, each a
+    contiguous range of the K blocks: PER each, the last the rest (it
+    waits for the others' sums: _splits_meet; part_ptr, count_ptr;
+    split_blocks)."""
     BLOCKS: gl.constexpr = K // BLOCK_K
     CONSUMERS: gl.constexpr = BLOCK_N // _WG_ROWS
     pid = gl.program_id(0)
+    if SPLITS == 1:  # the loop bound a constant, as before splits
+        tile, split, kb0, nb = pid, 0, 0, BLOCKS
+    else:
+        tile = pid // SPLITS
+        split = pid % SPLITS
+        kb0 = split * PER
+        if split == SPLITS - 1:
+            nb = BLOCKS - (SPLITS - 1) * PER
+        else:
+            nb = PER
     n_tiles = gl.cdiv(N, BLOCK_N)
-    pid_n = pid % n_tiles
-    m0 = (pid // n_tiles) * BLOCK_M
+    pid_n = tile % n_tiles
+    m0 = (tile // n_tiles) * BLOCK_M
     n0 = pid_n * BLOCK_N
+    slot = tile * CONSUMERS
     x_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], x_desc.layout)
     w_bufs = gl.allocate_shared_memory(gl.int8, [STAGES, CONSUMERS, TILE_N, BLOCK_K // 2], w_desc.layout)
     if FMT == 1:
@@ -310,19 +386,20 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, N, NP, K: gl.constexpr, 
     PART_B: gl.constexpr = K_SPLIT - 1
     if CONSUMERS * K_SPLIT == 2:
         gl.warp_specialize([
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
-                         STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT)),
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG_B, BLOCKS,
-                         STAGES, BLOCK_M, BLOCK_K, FMT, PART_B, K_SPLIT)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
+                         m0, n0, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
+                         m0, n0, nb, split, slot + WG_B, WG_B, STAGES, BLOCK_M, BLOCK_K, FMT, PART_B, K_SPLIT,
+                         SPLITS)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
-                         BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
+                         kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
     else:
         gl.warp_specialize([
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, m0, n0, WG0, BLOCKS,
-                         STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
+                         m0, n0, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
-                         BLOCKS, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
+                         kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [1], [_PRODUCER_REGS])
 
 
@@ -354,10 +431,15 @@ def check(c: dict, fmt: int = INT4) -> None:
     """ValueError in one line unless c is tiles the kernel runs for format
     fmt (the one check of a config's WS value: FusedGemm and the table
     files call it)."""
-    if not isinstance(c, dict) or set(c) - {"K_SPLIT"} != set(TILE_KEYS) or \
+    if not isinstance(c, dict) or set(c) - {"K_SPLIT", "SPLITS", "SKEW"} != set(TILE_KEYS) or \
             any(not isinstance(v, int) or isinstance(v, bool) for v in c.values()):
         raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}} "
-                         "and optionally K_SPLIT, integers (fused_gemm.ws_tiles)")
+                         "and optionally K_SPLIT, SPLITS and SKEW, integers (fused_gemm.ws_tiles)")
+    if not 1 <= c.get("SPLITS", 1) <= MAX_SPLITS or c.get("SPLITS", 1) > 1 and c.get("K_SPLIT", 1) != 1 or \
+            not 0 <= c.get("SKEW", 0) <= 64 or "SKEW" in c and c.get("SPLITS", 1) == 1:
+        raise ValueError(f"WS {c}: SPLITS (programs sharing a tile's K blocks) is 1 to {MAX_SPLITS}, and above 1 "
+                         "takes K_SPLIT 1; SKEW (K blocks the last split takes beyond the others) 0 to 64, "
+                         "with SPLITS above 1")
     if c.get("K_SPLIT", 1) not in (1, 2) or c.get("K_SPLIT", 1) == 2 and (c["BLOCK_N"] != WG_ROWS or
                                                                          c["num_stages"] % 2):
         raise ValueError(f"WS {c}: K_SPLIT is 1 or 2, and 2 (two consumers sharing a 64-row tile's K blocks) "
@@ -414,10 +496,38 @@ def weight_descriptors(kmajor, c: dict, fmt: int = INT4) -> tuple:
             TensorDescriptor(s, list(s.shape), list(s.stride()), *b["s_desc"][1:]))
 
 
-def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple) -> torch.Tensor:
+def split_blocks(blocks: int, c: dict) -> tuple[int, int]:
+    """(programs per tile, K blocks of each but the last) for config c over
+    `blocks` K blocks: c's SPLITS (at most one program per block), the
+    last taking about SKEW blocks more than the others, so that their
+    sums are stored while it still runs (it then only loads them)."""
+    splits = min(c.get("SPLITS", 1), blocks)
+    return splits, max((blocks - c.get("SKEW", 0)) // splits, 1)
+
+
+def workspace(cache: dict, m: int, n: int, c: dict, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """SPLITS > 1: the fp32 planes of config c's first SPLITS - 1 splits (64
+    x BLOCK_M per tile consumer warpgroup and split; every launch writes
+    what it reads) and the warpgroups' counters (zeroed once, then left
+    zeroed by every launch: _splits_meet), kept in `cache` by M and tiles.
+    A launch's counters are not shared with another running at the same
+    time: one weight's calls on one stream (as every caller here makes)."""
+    bm, bn, splits = c["BLOCK_M"], c["BLOCK_N"], c["SPLITS"]  # the launch's SPLITS (split_blocks)
+    slots = triton.cdiv(m, bm) * triton.cdiv(n, bn) * (bn // WG_ROWS)
+    key = ("ws", m, bm, bn, splits)
+    if key not in cache:
+        cache[key] = (torch.empty(slots * (splits - 1) * WG_ROWS * bm, device=device, dtype=torch.float32),
+                      torch.zeros(slots, device=device, dtype=torch.int32))
+    return cache[key]
+
+
+def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple,
+        cache: dict | None = None) -> torch.Tensor:
     """y = x @ dequant(w) by ws_kernel with config c (usable and check hold),
     descs = weight_descriptors(kmajor, c, fmt) (c the config's WS tiles);
-    ts NVFP4's FP32 tensor scale (0-dim; None for int4)."""
+    ts NVFP4's FP32 tensor scale (0-dim; None for int4); cache keeps the
+    workspace of SPLITS > 1 (workspace; a dict the caller keeps with the
+    weights)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     if fmt == NVFP4 and ts is None:
@@ -430,10 +540,13 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     out = torch.empty(m, n, device=x.device, dtype=x.dtype)
     x_desc = TensorDescriptor.from_tensor(x, *b["x_desc"][1:])
     o_desc = TensorDescriptor.from_tensor(out, *b["out_desc"][1:])
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts if ts is not None else out, n, kmajor.scales.stride(0),
-                    K=kp, GROUP=group, FMT=fmt, BLOCK_M=bm,
+    splits, per = split_blocks(kp // bk, c)
+    if splits > 1 and cache is None:
+        raise ValueError("SPLITS > 1 needs a workspace cache (run's cache)")
+    part, count = workspace(cache, m, n, {**c, "SPLITS": splits}, x.device) if splits > 1 else (out, out)
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn) * splits,)
+    ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts if ts is not None else out, part, count, n,
+                    kmajor.scales.stride(0), K=kp, GROUP=group, FMT=fmt, BLOCK_M=bm,
                     BLOCK_N=bn, BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
-                    num_warps=4,
-                    maxnreg=maxnreg(c))
+                    SPLITS=splits, PER=per, num_warps=4, maxnreg=maxnreg(c))
     return out

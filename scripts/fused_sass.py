@@ -11,7 +11,7 @@ per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
                                 [--stages 3] [--tma | --tma-x] [--acc] [--maxnreg N] [--group 128] [--k 8192]
-                                [--ws [--ws-split 2]] [--out PREFIX]
+                                [--ws [--ws-split 2] [--ws-splits N]] [--out PREFIX]
 
 --ws compiles the warp-specialized Gluon kernel (ws_gemm.py) instead, with
 --tile and --stages as its WS tiles (its first consumer warpgroup's loop).
@@ -58,8 +58,9 @@ def parse_args(argv=None):
                         "tiles (BLOCK_N 64 or 128); its first consumer's loop is reported")
     p.add_argument("--ws-split", type=int, choices=(1, 2), default=1,
                    help="--ws: 2 for two consumers sharing a 64-row tile's K blocks (WS K_SPLIT; BLOCK_N 64)")
-    p.add_argument("--ws-splits", type=int, choices=(1, 2, 3, 4), default=1,
-                   help="--ws: programs sharing a tile's K blocks, meeting in global memory (WS SPLITS)")
+    p.add_argument("--ws-splits", type=int_in(1, 4), default=1,
+                   help="--ws: programs sharing a tile's K blocks, their sums meeting in global memory (WS SPLITS, "
+                        "1-4; not --ws-split, which splits them between two warpgroups of one program)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.tile)
@@ -83,7 +84,7 @@ def parse_args(argv=None):
         raise InputError("--ws: with --fmt, --tile, --stages, --ws-split, --group and --k only (its own TMA loads "
                          "and warps, no split)")
     if (args.ws_split != 1 or args.ws_splits != 1) and not args.ws:
-        raise InputError("--ws-split: the warp-specialized kernel's (--ws)")
+        raise InputError("--ws-split and --ws-splits: the warp-specialized kernel's (--ws)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
     return args
@@ -183,8 +184,10 @@ def compile_ws(args):
     const["SPLITS"], const["PER"] = ws_gemm.split_blocks(args.k // args.bk, c)
     sig.update({x: "constexpr" for x in const})
     names = list(sig)
+    # NP: padded to 256; the workspace pointers 16-byte aligned, as a launch specializes them
+    aligned = [["tt.divisibility", 16]]
     src = GluonASTSource(ws_gemm.ws_kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()},
-                         attrs={(names.index("NP"),): [["tt.divisibility", 16]]})  # NP: padded to 256
+                         attrs={(names.index(x),): aligned for x in ("NP", "part_ptr", "count_ptr")})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": 4, "maxnreg": ws_gemm.maxnreg(c)})
 

@@ -44,6 +44,28 @@ def check(out, ref, dtype=DT):
     assert err <= TOL[dtype], err
 
 
+def check_ws_calls(gemm, x, w_deq, calls=3):
+    """FusedGemm `gemm` (a warp-specialized config) over `calls` calls, each
+    with new activations of x's shape against fp64 on w_deq, then x again
+    (the same bits). Before each call the split planes (ws_gemm.workspace)
+    are set to NaN, so a last split that read them before the others
+    stored theirs, or that took a count left from the call before, shows;
+    after each, every counter is back at zero."""
+    first = None
+    for i in range(calls):
+        xi = x if i == 0 else torch.randn_like(x)
+        for key, (planes, _) in gemm._workspace.items():
+            if isinstance(key, tuple) and key[0] == "ws":
+                planes.fill_(float("nan"))
+        out = gemm(xi)
+        check(out, fp64(xi, w_deq), x.dtype)
+        first = out if i == 0 else first
+        for key, (_, counts) in gemm._workspace.items():
+            if isinstance(key, tuple) and key[0] == "ws":
+                assert not counts.any(), "split counters not zeroed"
+    assert torch.equal(gemm(x), first)
+
+
 def run_backend(op, name, c: Case, inputs=None):
     """(output, inputs, prepared) of backend `name` on case c."""
     b = registry.get(op.NAME, name)

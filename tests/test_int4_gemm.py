@@ -26,6 +26,7 @@ from tests.support import (
     case,
     check,
     check_on_gpu,
+    check_ws_calls,
     fp64,
     interpreter,
     needs_gpu,
@@ -513,7 +514,10 @@ def test_fused_ws_config_runs_its_fused_kernel_tiles_where_ws_cannot(group):
                                            ((64, 64, 64, 3, 2), "an even number of stages"),
                                            ((64, 64, 64, 4, 3), "K_SPLIT is 1 or 2"),
                                            ((64, 64, 64, 4, 2, 2), "above 1 takes K_SPLIT 1"),
-                                           ((64, 64, 64, 4, 1, 5), "SPLITS .* is 1 to 4")])
+                                           ((64, 64, 64, 4, 1, 5), "SPLITS .* is 1 to 4"),
+                                           ((64, 64, 64, 4, 1, 0), "SPLITS .* is 1 to 4"),
+                                           ((64, 64, 64, 4, 1, 2, 65), "SKEW .* 0 to 64"),
+                                           ((64, 64, 64, 4, 1, 2, -1), "SKEW .* 0 to 64")])
 def test_fused_ws_config_refuses_tiles_the_kernel_lacks(tiles, message):
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
@@ -521,6 +525,27 @@ def test_fused_ws_config_refuses_tiles_the_kernel_lacks(tiles, message):
     gemm = fused(inputs, cfg(bm=16, bn=64, bk=64, WS=ws_tiles(*tiles)))
     with pytest.raises(ValueError, match=message):
         gemm(inputs.x)
+
+
+def test_ws_skew_needs_splits_and_split_blocks_cover_k_once():
+    # SKEW without SPLITS is refused; split_blocks gives every split at least
+    # one K block and the last the rest (at most one split per block), so the
+    # splits' ranges cover the K blocks exactly once.
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
+
+    with pytest.raises(ValueError, match="with SPLITS above 1"):
+        ws_gemm.check({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_stages": 4, "SKEW": 2})
+    for blocks in (1, 2, 3, 7, 64, 129):
+        for splits in (1, 2, 3, 4):
+            for skew in (0, 1, 4, 64):
+                n, per = ws_gemm.split_blocks(blocks, {"SPLITS": splits, "SKEW": skew})
+                last = blocks - (n - 1) * per
+                assert n == min(splits, blocks) and per >= 1 and last >= 1, (blocks, splits, skew)
+                assert last >= per or n == 1 or skew == 0 and blocks % n, (blocks, splits, skew)
+    assert ws_gemm.split_blocks(128, {"SPLITS": 2, "SKEW": 4}) == (2, 62)  # the last 66
+    assert ws_label({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 4, "SPLITS": 2, "SKEW": 2}) == \
+        "64x64x128 s4 split 2 skew 2"
 
 
 def test_ws_runs_only_where_usable_and_on_its_layout(monkeypatch):
@@ -957,9 +982,7 @@ def test_ws_kernel_vs_fp64(shape, group, tiles):
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), seed())
     gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, split=2, WS=ws_tiles(*tiles)))
     assert gemm.runs_ws(inputs.x, gemm.config) == (group != 64 or bk == 64)
-    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
-    for _ in range(3):
-        check(gemm(inputs.x), ref, torch.bfloat16)
+    check_ws_calls(gemm, inputs.x, int4_gemm.dequantize(inputs))
 
 
 @pytest.mark.gpu

@@ -26,6 +26,7 @@ from tests.support import (
     case,
     check,
     check_on_gpu,
+    check_ws_calls,
     fp64,
     interpreter,
     needs_gpu,
@@ -257,9 +258,7 @@ def test_ws_kernel_vs_fp64(shape, tiles, unscaled):
                                     seed())
     gemm = fused_nv(inputs, cfg(bm=16, bn=64, bk=128, split=2, WS=ws_tiles(*tiles)))
     assert gemm.runs_ws(inputs.x, gemm.config)
-    ref = fp64(inputs.x, nvfp4_gemm.dequantize(inputs))
-    for _ in range(3):
-        check(gemm(inputs.x), ref, torch.bfloat16)
+    check_ws_calls(gemm, inputs.x, nvfp4_gemm.dequantize(inputs))
 
 
 @pytest.mark.gpu

@@ -426,20 +426,14 @@ FUSED_CONFIGS = {
 # 64x64x64 s6 25.95 / NVFP4 27.01 against 64x64x128 s4's 28.10 / 28.72;
 # M=128 128x64x64 s4 NVFP4 42.02 against the table's 45.40 (int4 40.25 /
 # 39.85); at M = 256 they lost (256x64x64 s4 58.6 against int4's 53.0).
-# Two programs per tile (SPLITS 2, the second SKEW K blocks more; H100,
-# K = N = 8192, one process, 3 rounds, exp/nvws_ab.py, int4 / NVFP4 /
-# fbgemm / cuBLAS bf16): M=64 64x64x128 s4 skew 2 23.46-24.03 / 25.68-25.78
-# against the table's (64x64x64 s6 k2) 26.07-26.58 / 27.13-27.21 and
-# fbgemm 31.3-31.6 (64x128x128 level; 3 or 4 splits 30.8-35.4); M=128
-# 128x128x64 s4 skew 4 34.67-35.10 / 36.03-36.53 against 38.72-40.11 /
-# 41.19-41.72 and fbgemm 39.6; M=256 256x128x64 s4 skew 4 int4 54.0-56.7
-# against the table's fused_kernel 52.5-53.3 (noise-level), NVFP4
-# 53.2-55.8 against 57.9-59.3 and cuBLAS 54.5-57.3 (skew 0 56.7, 2 55.9,
-# 6 55.6, 8 56.7; 3 splits 74.9). From 512 two splits lost (117 against 94).
-WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(64, 64, 128, 4, 1, 2, 2),
-                ws_tiles(64, 128, 128, 4, 1, 2, 2)],
-           128: [ws_tiles(128, 64, 64, 4, 2), ws_tiles(128, 128, 64, 4, 1, 2, 4)],
-           256: [ws_tiles(256, 128, 64, 4, 1, 2, 4)],
+# Two programs per tile (SPLITS 2, the last SKEW K blocks more): M=64
+# 64x64x128 s4 skew 2, M=128 128x128x64 s4 skew 4 (1.05-1.16x faster than the
+# table's tiles, int4 and NVFP4), M=256 256x128x64 s4 skew 4 (NVFP4 ahead,
+# int4 behind); more splits and M = 512 lost (ws_gemm.py has the numbers).
+WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(64, 64, 128, 4, splits=2, skew=2),
+                ws_tiles(64, 128, 128, 4, splits=2, skew=2)],
+           128: [ws_tiles(128, 64, 64, 4, 2), ws_tiles(128, 128, 64, 4, splits=2, skew=4)],
+           256: [ws_tiles(256, 128, 64, 4, splits=2, skew=4)],
            512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4)]}
 
 

@@ -2,7 +2,7 @@
 lower-level language): a fused config with "WS" tiles (fused_gemm.ws_tiles) runs them
 here where `usable` says so, else FusedGemm runs the rest of the config in
 fused_gemm.fused_kernel. In this module a config `c` is such "WS" tiles:
-BLOCK_M, BLOCK_N, BLOCK_K, num_stages, optionally K_SPLIT.
+BLOCK_M, BLOCK_N, BLOCK_K, num_stages, optionally K_SPLIT, SPLITS, SKEW.
 
 Same operands as fused_kernel (swapped: a [BLOCK_N, BLOCK_M] tile of y^T =
 W^T x^T, the weights in the tiled fragment-order K-major layout,
@@ -42,19 +42,24 @@ kmajor_layout.py), split into partitions of one program:
 - or, SPLITS 2 (to 4), several programs per output tile, each a
   contiguous range of its K blocks, the last SKEW blocks more than the
   others: they store their fp32 sums and count them in, the last (the
-  highest program id, so launched no earlier than those it waits for)
-  waits for the count, adds them in split order (the same bits every
-  call) and stores y (`_splits_meet`). For M up to 256, where a tile
-  per program leaves SMs idle or (64-row weight tiles) reads x from L2
-  too often. H100, K = N = 8192, one process, 3 rounds (exp/nvws_ab.py):
-  M=64 64x64x128 s4 skew 2 int4 23.46 us, NVFP4 25.78, against K_SPLIT
-  2's 26.32 / 27.88 and fbgemm 31.31; M=128 128x128x64 s4 skew 4 34.67 /
-  36.03 against the table's fused_kernel 40.11 / 41.72 and fbgemm 39.55;
-  M=256 256x128x64 s4 skew 4 NVFP4 55.78 against 59.30 and cuBLAS 57.31
-  (int4 54.04 against the table's 53.27). The skew lets the others' sums
-  land while the last still runs: M=256 int4 skew 0 / 2 / 4 / 6 / 8 55.17
-  / 55.85 / 54.04 / 54.31 / 56.98; 3 splits 74.88 (more programs than SMs;
-  a wave waits for the next), at M = 512 two splits 117 against one's 94.
+  tile's highest program id) waits for the count, adds them in split
+  order (the same bits every call) and stores y (`_splits_meet`). For M
+  up to 256, where a tile per program leaves SMs idle or (64-row weight
+  tiles) reads x from L2 too often. H100, K = N = 8192, means of 3
+  rounds, two runs of exp/nvws_ab.py (one process each), int4 / NVFP4:
+  M=64 64x64x128 s4 skew 2 23.46-24.03 / 25.68-25.78 us against the
+  table's K_SPLIT 2 (64x64x64 s6) 26.07-26.58 / 27.13-27.21 and fbgemm
+  31.31-31.61; M=128 128x128x64 s4 skew 4 34.67-35.10 / 36.03-36.53
+  against the table's fused_kernel 38.72-40.11 / 41.19-41.72 and fbgemm
+  39.55-39.56; M=256 256x128x64 s4 skew 4 NVFP4 53.19-55.78 against the
+  table's 57.93-59.30 and cuBLAS 54.54-57.31, int4 54.04-56.74 against
+  52.54-53.27 (slower). The skew, so that the others' sums are stored
+  while the last still runs, gained a little where measured side by
+  side: M=64 int4 / NVFP4 64x64x128 s4 skew 0 24.69 / 25.95, skew 2 23.46
+  / 25.78; M=128 128x64x64 s4 skew 0 37.56 / 37.81, skew 4 36.55 / 36.41;
+  at M=256 skew 0-8 were within the rounds' spread (int4 54.04-56.98).
+  More programs than SMs lost: 3 splits (int4 M=256 74.88; M=64 30.78, 4 splits 33.33),
+  and two at M = 512 (117 against one's 94).
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
 through shared memory (scripts/fused_sass.py, 256x128x64 w8 s3 TMA: 208
@@ -126,9 +131,11 @@ _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 # A shared buffer's view as another type: `_reinterpret` in Triton 3.6, `reinterpret` in 3.9.
 _REINTERPRET_NAMED = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
+# A barrier of the threads running the code (a partition's warps): `thread_barrier` in Triton 3.6, `barrier` in 3.9.
+_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")  # optionally K_SPLIT (1, 2), SPLITS (1-4), SKEW
-MAX_SPLITS = 4
+MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (module docstring)
 # Registers per thread: the kernel starts at MAXNREG over its 12 warps, the
 # producer gives back to PRODUCER_REGS and the second consumer takes
 # CONSUMER_REGS (setmaxnreg); the first keeps what is left (232). The
@@ -233,11 +240,13 @@ def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, S
     warpgroup (slot) at a time. Splits 0 .. SPLITS - 2 store their fp32
     sums (planes of `part_ptr`, each thread its own fragments) and each
     thread adds 1 to the slot's counter with release semantics; the last
-    split (the highest program id, so launched no earlier than the ones
-    it waits for) waits until the counter holds all of them, acquires,
-    adds the planes in split order to its sum, and zeroes the counter
-    for the next launch. Returns the sum (the last split's; the others'
-    return value is unused)."""
+    split waits until the counter holds all of them, acquires, adds the
+    planes in split order to its own sum (the same order, so the same
+    bits, every call), and zeroes the counter for the next launch.
+    Returns the sum (the last split's; the others' is unused). The wait
+    assumes the GPU starts programs in id order (as CUTLASS's serial
+    split-K does; CUDA does not promise it): the last split has the
+    tile's highest id, and the others never wait."""
     rows = gl.arange(0, _WG_ROWS, layout=gl.SliceLayout(1, mma))
     cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma))
     offs = gl.expand_dims(rows, 1) * BLOCK_M + gl.expand_dims(cols, 0)
@@ -245,8 +254,9 @@ def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, S
     THREADS: gl.constexpr = 128  # a warpgroup: one counter increment per thread
     one: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     counter = count_ptr + slot + gl.zeros([THREADS], gl.int32, one)
+    planes = part_ptr + (slot * (SPLITS - 1)).to(gl.int64) * PLANE  # past 2^31 elements at large M x N
     if split < SPLITS - 1:
-        gl.store(part_ptr + (slot * (SPLITS - 1) + split) * PLANE + offs, acc)
+        gl.store(planes + split * PLANE + offs, acc)
         gl.atomic_add(counter, gl.full([THREADS], 1, gl.int32, one), sem="release", scope="gpu")
     else:
         seen = gl.load(count_ptr + slot, volatile=True)
@@ -255,8 +265,8 @@ def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, S
         # An acquiring read of the full count: every plane's stores are visible after it.
         gl.atomic_add(counter, gl.zeros([THREADS], gl.int32, one), sem="acquire", scope="gpu")
         for p in gl.static_range(SPLITS - 1):  # in place: no second 128-register sum
-            acc = acc + gl.load(part_ptr + (slot * (SPLITS - 1) + p) * PLANE + offs, cache_modifier=".cg")
-        gl.thread_barrier()  # every thread has read the full count before it is zeroed
+            acc = acc + gl.load(planes + p * PLANE + offs, cache_modifier=".cg")
+        _barrier()  # every thread has read the full count before it is zeroed
         gl.store(counter, gl.zeros([THREADS], gl.int32, one))
     return acc
 
@@ -349,6 +359,8 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     split_blocks)."""
     BLOCKS: gl.constexpr = K // BLOCK_K
     CONSUMERS: gl.constexpr = BLOCK_N // _WG_ROWS
+    gl.static_assert(SPLITS == 1 or K_SPLIT == 1 and 0 < PER and (SPLITS - 1) * PER < BLOCKS,
+                     "SPLITS > 1 takes K_SPLIT 1 and split_blocks' PER")
     pid = gl.program_id(0)
     if SPLITS == 1:  # the loop bound a constant, as before splits
         tile, split, kb0, nb = pid, 0, 0, BLOCKS
@@ -436,9 +448,9 @@ def check(c: dict, fmt: int = INT4) -> None:
         raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}} "
                          "and optionally K_SPLIT, SPLITS and SKEW, integers (fused_gemm.ws_tiles)")
     if not 1 <= c.get("SPLITS", 1) <= MAX_SPLITS or c.get("SPLITS", 1) > 1 and c.get("K_SPLIT", 1) != 1 or \
-            not 0 <= c.get("SKEW", 0) <= 64 or "SKEW" in c and c.get("SPLITS", 1) == 1:
+            not 0 <= c.get("SKEW", 0) <= MAX_SKEW or "SKEW" in c and c.get("SPLITS", 1) == 1:
         raise ValueError(f"WS {c}: SPLITS (programs sharing a tile's K blocks) is 1 to {MAX_SPLITS}, and above 1 "
-                         "takes K_SPLIT 1; SKEW (K blocks the last split takes beyond the others) 0 to 64, "
+                         f"takes K_SPLIT 1; SKEW (K blocks the last split takes beyond the others) 0 to {MAX_SKEW}, "
                          "with SPLITS above 1")
     if c.get("K_SPLIT", 1) not in (1, 2) or c.get("K_SPLIT", 1) == 2 and (c["BLOCK_N"] != WG_ROWS or
                                                                          c["num_stages"] % 2):

@@ -576,7 +576,13 @@ def test_triton_row_names_the_ws_kernel_where_it_runs(monkeypatch):
     gemm = weight_only(inputs, cfg(bm=32, bn=64, bk=64, WS=ws_tiles(64, 64, 128, 4)), path="fused")
     assert "warp-specialized" not in gemm.note(80, inputs.x)  # the CPU runs fused_kernel
     monkeypatch.setattr(FusedGemm, "runs_ws", lambda self, x, c: True)
-    assert "warp-specialized" in gemm.note(80, inputs.x)
+    assert "warp-specialized" in gemm.note(80, inputs.x) and "workspace" not in gemm.note(80, inputs.x)
+    # Two programs per tile: the fp32 planes it keeps (80 rows -> 2 x-tiles of 64, 2 of the 64 weight rows) and
+    # the counters, in the note (neither weight_mib nor peak_extra_mib sees them).
+    split = weight_only(inputs, cfg(bm=32, bn=64, bk=64, WS=ws_tiles(64, 64, 128, 4, splits=2)), path="fused")
+    kept = 4 * (2 * 2 + 2 * 2 * 64 * 64)
+    assert split.note(80, inputs.x).endswith(f", {kept / 2**20:.1f} MiB split workspace kept between calls")
+    assert split.fused().ws_workspace_bytes(inputs.x, split.fused().config_for(80)) == kept
 
 
 def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch):

@@ -385,12 +385,15 @@ class WeightOnlyGemm:
     def note(self, m: int, x: torch.Tensor | None = None) -> str:
         """For the row: the path that is not all-Triton says so, and so does a
         config that is not the shape's own; with x, the warp-specialized
-        Gluon kernel where it runs for it."""
+        Gluon kernel where it runs for it, and the workspace it keeps."""
         if self.path(m) == "dequant":
             return "dequantize + cuBLAS path (a K x N scratch)"
         note = self.tuned(m)[1]
         if x is not None and self.path(m) == "fused" and self.fused().runs_ws(x, self.fused().config_for(m)):
             note = "; ".join(filter(None, (note, "warp-specialized Gluon kernel (ws_gemm.py)")))
+            kept = self.fused().ws_workspace_bytes(x, self.fused().config_for(m))
+            if kept:  # not in weight_mib or peak_extra_mib: allocated by the first call, kept with the weights
+                note += f", {kept / 2**20:.1f} MiB split workspace kept between calls"
         return note
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:

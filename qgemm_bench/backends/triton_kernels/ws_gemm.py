@@ -517,6 +517,11 @@ def split_blocks(blocks: int, c: dict) -> tuple[int, int]:
     return splits, max((blocks - c.get("SKEW", 0)) // splits, 1)
 
 
+def launch_splits(kmajor, c: dict) -> tuple[int, int]:
+    """split_blocks over the K blocks of kmajor's padded K."""
+    return split_blocks(2 * kmajor.wt.numel() // kmajor.wt.shape[0] // c["BLOCK_K"], c)
+
+
 def workspace(cache: dict, m: int, n: int, c: dict, device) -> tuple[torch.Tensor, torch.Tensor]:
     """SPLITS > 1: the fp32 planes of config c's first SPLITS - 1 splits (64
     x BLOCK_M per tile consumer warpgroup and split; every launch writes
@@ -525,12 +530,19 @@ def workspace(cache: dict, m: int, n: int, c: dict, device) -> tuple[torch.Tenso
     A launch's counters are not shared with another running at the same
     time: one weight's calls on one stream (as every caller here makes)."""
     bm, bn, splits = c["BLOCK_M"], c["BLOCK_N"], c["SPLITS"]  # the launch's SPLITS (split_blocks)
-    slots = triton.cdiv(m, bm) * triton.cdiv(n, bn) * (bn // WG_ROWS)
+    slots, planes = workspace_size(m, n, c)
     key = ("ws", m, bm, bn, splits)
     if key not in cache:
-        cache[key] = (torch.empty(slots * (splits - 1) * WG_ROWS * bm, device=device, dtype=torch.float32),
+        cache[key] = (torch.empty(planes, device=device, dtype=torch.float32),
                       torch.zeros(slots, device=device, dtype=torch.int32))
     return cache[key]
+
+
+def workspace_size(m: int, n: int, c: dict) -> tuple[int, int]:
+    """(counters, fp32 plane elements) of `workspace` for config c's SPLITS."""
+    bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+    slots = triton.cdiv(m, bm) * triton.cdiv(n, bn) * (bn // WG_ROWS)
+    return slots, slots * (c.get("SPLITS", 1) - 1) * WG_ROWS * bm
 
 
 def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple,
@@ -552,7 +564,7 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     out = torch.empty(m, n, device=x.device, dtype=x.dtype)
     x_desc = TensorDescriptor.from_tensor(x, *b["x_desc"][1:])
     o_desc = TensorDescriptor.from_tensor(out, *b["out_desc"][1:])
-    splits, per = split_blocks(kp // bk, c)
+    splits, per = launch_splits(kmajor, c)
     if splits > 1 and cache is None:
         raise ValueError("SPLITS > 1 needs a workspace cache (run's cache)")
     part, count = workspace(cache, m, n, {**c, "SPLITS": splits}, x.device) if splits > 1 else (out, out)

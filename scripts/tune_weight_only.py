@@ -12,8 +12,8 @@ and 2; all checked first, then timed in a forward and a reverse round,
 TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
-ws (--formats, --ms; H100, both formats: 142 s from M = 512, 46 s at 64
-and 128): each fused entry of that table at fused_gemm.WS_POOL's M without
+ws (--formats, --ms; H100, both formats: 142 s from M = 512, 112 s at 64,
+128 and 256): each fused entry of that table at fused_gemm.WS_POOL's M without
 and with each of the warp-specialized Gluon kernel's candidate tiles
 (ws_gemm.py) in the same rounds; the fastest stays, the config's timing
 without WS and the best with noted (ws_us). The table mode drops WS: run

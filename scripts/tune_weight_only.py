@@ -56,12 +56,14 @@ DEV = torch.device("cuda")
 results = []
 
 
-def operands(fmt, m, k, n):
-    """(x, WeightOnlyGemm's weight arguments, the reference); int4 in groups of 128."""
+def operands(fmt, m, k, n, dequantized=False):
+    """(x, WeightOnlyGemm's weight arguments, the reference); int4 in groups
+    of 128. dequantized: the fp32 [K, N] weights in the reference's place
+    (the reference of any x: x.float() @ them, as op.reference)."""
     op = int4_gemm if fmt == "int4" else nvfp4_gemm
     settings = int4_gemm.Settings(128) if fmt == "int4" else nvfp4_gemm.Settings()
     inp = op.make_inputs(Case(op.NAME, Shape(m, k, n), torch.bfloat16, DEV, settings), 0)
-    return inp.x, weight_args(op.NAME, inp), op.reference(inp)
+    return inp.x, weight_args(op.NAME, inp), op.dequantize(inp) if dequantized else op.reference(inp)
 
 
 def copies(x, wargs):
@@ -470,7 +472,8 @@ def ws_pass(fmts=FORMATS, ms=None):
 
 def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS) -> int:
     """Every entry of this GPU's table for the paths (M in `ms` only, if
-    given) run `calls` times at its bucket's shape, its config and, where it
+    given) run `calls` times at its bucket's shape (the first call on the
+    seed-0 x, each other on new activations), its config and, where it
     has one, its pointer_config (what kernels without TMA loads and int4
     groups that take none run); a call with error over 1e-2 (or NaN) is
     wrong, a config that fails to run counts as wrong too. Prints a line per
@@ -489,12 +492,16 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS) -> int:
                 m, k, n = parse(key)
                 if ms is not None and m not in ms:
                     continue
-                x, wargs, ref = operands(fmt, m, k, n)
+                x, wargs, wd = operands(fmt, m, k, n, dequantized=True)
+                # New activations each call: a call that read a buffer left by the one before (split-K
+                # workspaces, ws_gemm's SPLITS planes) gives the old sums, wrong for the new x.
+                gen = torch.Generator(device=DEV).manual_seed(1)
+                xs = [x] + [torch.randn(x.shape, generator=gen, device=DEV, dtype=x.dtype) for _ in range(calls - 1)]
                 for c in [entry["config"]] + ([entry["pointer_config"]] if "pointer_config" in entry else []):
                     checked += 1
                     try:
                         gemm = wo.WeightOnlyGemm(*wargs, config=c, path=path)
-                        errs = [rel_error(gemm(x), ref) for _ in range(calls)]
+                        errs = [rel_error(gemm(xi), xi.float() @ wd) for xi in xs]
                         wrong = sum(not e <= 1e-2 for e in errs)  # NaN counts as wrong
                         worst = float("nan") if any(e != e for e in errs) else max(errs)
                         text = f"{wrong}/{calls} wrong, max error {worst:.2e}"
@@ -504,7 +511,7 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS) -> int:
                     results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} check {describe(c)}",
                                     "wrong": wrong, "calls": calls, "max_err": worst if worst == worst else "nan"})
                     print(f"{fmt} {path} {key} {describe(c)}: {text} ({time.time() - t0:.0f} s)", flush=True)
-                del x, wargs, ref
+                del x, xs, wargs, wd
     if not checked:
         raise InputError(f"no table entries for --paths {','.join(paths)} and --formats {','.join(fmts)}"
                          + (f" and --ms {','.join(map(str, sorted(ms)))}" if ms else ""))

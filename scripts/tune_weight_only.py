@@ -495,8 +495,9 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS) -> int:
                 x, wargs, wd = operands(fmt, m, k, n, dequantized=True)
                 # New activations each call: a call that read a buffer left by the one before (split-K
                 # workspaces, ws_gemm's SPLITS planes) gives the old sums, wrong for the new x.
-                gen = torch.Generator(device=DEV).manual_seed(1)
-                xs = [x] + [torch.randn(x.shape, generator=gen, device=DEV, dtype=x.dtype) for _ in range(calls - 1)]
+                gen = torch.Generator(device=x.device).manual_seed(1)
+                xs = [x] + [torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype)
+                            for _ in range(calls - 1)]
                 for c in [entry["config"]] + ([entry["pointer_config"]] if "pointer_config" in entry else []):
                     checked += 1
                     try:

@@ -397,7 +397,7 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
         "M16_K8192_N8192": {"config": {**good, "TMA": True}, "pointer_config": triton_config(32, 64, 64, 1)},
         "M128_K8192_N8192": {"config": racy}},
         "nvfp4_gemm_fused": {"M64_K8192_N8192": {"config": nan}}}}))
-    calls = {}
+    calls, seen = {}, {}
 
     class Gemm:
         def __init__(self, *args, config, path):
@@ -406,13 +406,14 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
             self.c = config
 
         def __call__(self, x):
+            seen.setdefault(self.c["BLOCK_M"], set()).add(float(x.sum()))
             calls[self.c["BLOCK_M"]] = calls.get(self.c["BLOCK_M"], 0) + 1
             nan_at_5 = float("nan") if calls[64] == 5 else 1e-3
             return {16: 1e-3, 128: 0.1 if calls[128] == 7 else 1e-3, 64: nan_at_5}[self.c["BLOCK_M"]]
 
     monkeypatch.setattr(woc, "path_for", lambda gpu: out)
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
-    monkeypatch.setattr(script, "operands", lambda fmt, m, k, n: (None, (), None))
+    monkeypatch.setattr(script, "operands", lambda fmt, m, k, n, dequantized: (torch.ones(2, 4), (), torch.ones(4, 3)))
     monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
     monkeypatch.setattr(script, "rel_error", lambda err, ref: err)
     calls[64] = 0
@@ -423,6 +424,7 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
     assert "int4 fused M16_K8192_N8192 16x64x128 split 8 w4 s1 tma: 0/10 wrong" in text
     assert "int4 fused M16_K8192_N8192 32x64x64 split 1 w4 s1: FAILED ValueError: refused" in text  # pointer_config
     assert "3 of 4 configs with a wrong call" in text
+    assert len(seen[16]) == 10  # new activations each call (a stale buffer would pass with the same x)
     assert {r["max_err"] for r in script.results if r["fmt"] == "nvfp4"} == {"nan"}
     assert script.check(("fused",), {128}, 3) == 0 and calls[128] == 13
     with pytest.raises(script.InputError, match="no table entries for --paths split"):

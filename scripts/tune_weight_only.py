@@ -585,7 +585,7 @@ if __name__ == "__main__":
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
                         "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster; ws: time "
-                        "each fused entry at M 64 and from 512 without and with each of the warp-specialized "
+                        "each fused entry at M 64, 128, 256 and from 512 without and with each of the warp-specialized "
                         "kernel's candidate tiles (ws_gemm.py) and keep the fastest; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")

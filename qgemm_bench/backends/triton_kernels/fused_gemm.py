@@ -653,14 +653,11 @@ class FusedGemm:
     def ws_workspace_bytes(self, x: torch.Tensor, c: dict) -> int:
         """Bytes of the workspace config c's warp-specialized launch keeps
         between calls for this x (SPLITS > 1: ws_gemm.workspace; else 0)."""
-        w = c.get("WS")
-        if not w or w.get("SPLITS", 1) == 1 or not self.runs_ws(x, c):
+        if not self.runs_ws(x, c):
             return 0
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
-        splits = ws_gemm.launch_splits(self.kmajor, w)[0]
-        slots, planes = ws_gemm.workspace_size(x.shape[0], self.n, {**w, "SPLITS": splits})
-        return 4 * (slots + planes) if splits > 1 else 0
+        return ws_gemm.workspace_bytes(self.kmajor, x.shape[0], self.n, c["WS"])
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
         """The launch keywords of config c's TMA loads: descriptors of x's

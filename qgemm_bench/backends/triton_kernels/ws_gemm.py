@@ -154,7 +154,7 @@ INT4_SCALED_PTX = INT4_BF16X2_PTX.replace("        }", """        mov.b32 one, 0
         }""")
 _INT4_SCALED_PTX = gl.constexpr(INT4_SCALED_PTX)
 _NVFP4_PTX = gl.constexpr(NVFP4_SPLIT_BF16X2_PTX)
-_NVFP4_BLOCK = gl.constexpr(NVFP4_BLOCK)
+_NVFP4, _NVFP4_BLOCK = gl.constexpr(NVFP4), gl.constexpr(NVFP4_BLOCK)
 
 
 @gluon.constexpr_function
@@ -227,7 +227,7 @@ def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, 
         _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
         _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)],
                                         ready.index(s), w_bufs.index(s))
-        if FMT == 1:  # NVFP4: the K block's BLOCK_K // 16 rows of block scales
+        if FMT == _NVFP4:  # NVFP4: the K block's BLOCK_K // 16 rows of block scales
             _tma_load(s_desc, [i * (BLOCK_K // _NVFP4_BLOCK), n0], ready.index(s), s_bufs.index(s))
         else:
             _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
@@ -293,7 +293,7 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
         wp = gl.reshape(w_bufs.index(s).slice(WG, 1, dim=0).load(P3), (_WG_ROWS, BLOCK_K // 2))
-        if FMT == 1:
+        if FMT == _NVFP4:
             # NVFP4: a run's low nibbles take its first block's scale, the
             # high ones its second's (bf16 E4M3 x 2^118, FusedGemm).
             sb = gl.permute(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS, dim=1).load(SB), (1, 0))
@@ -334,7 +334,7 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
             acc = acc + part.load(mma)
         if SPLITS > 1:
             acc = _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M, SPLITS, mma)
-        if FMT == 1:  # the FP32 tensor scale, and the decode's 2^-8 (decode.nvfp4_bf16x2)
+        if FMT == _NVFP4:  # the FP32 tensor scale, and the decode's 2^-8 (decode.nvfp4_bf16x2)
             acc = acc * (gl.load(ts_ptr) * 256.0)
         c = c_bufs.index(WG)
         c.store(gl.permute(acc.to(gl.bfloat16), (1, 0)))
@@ -379,7 +379,7 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     slot = tile * CONSUMERS
     x_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], x_desc.layout)
     w_bufs = gl.allocate_shared_memory(gl.int8, [STAGES, CONSUMERS, TILE_N, BLOCK_K // 2], w_desc.layout)
-    if FMT == 1:
+    if FMT == _NVFP4:
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_K // _NVFP4_BLOCK, BLOCK_N], s_desc.layout)
     else:
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N], s_desc.layout)
@@ -517,9 +517,20 @@ def split_blocks(blocks: int, c: dict) -> tuple[int, int]:
     return splits, max((blocks - c.get("SKEW", 0)) // splits, 1)
 
 
+def padded_k(kmajor) -> int:
+    """The K of kmajor's layout (padded; ws_kernel's K)."""
+    return 2 * kmajor.wt.numel() // kmajor.wt.shape[0]
+
+
 def launch_splits(kmajor, c: dict) -> tuple[int, int]:
     """split_blocks over the K blocks of kmajor's padded K."""
-    return split_blocks(2 * kmajor.wt.numel() // kmajor.wt.shape[0] // c["BLOCK_K"], c)
+    return split_blocks(padded_k(kmajor) // c["BLOCK_K"], c)
+
+
+def workspace_bytes(kmajor, m: int, n: int, c: dict) -> int:
+    """Bytes `workspace` keeps for config c at M (0 with one program per tile)."""
+    splits = launch_splits(kmajor, c)[0]
+    return 0 if splits == 1 else 4 * sum(workspace_size(m, n, {**c, "SPLITS": splits}))
 
 
 def workspace(cache: dict, m: int, n: int, c: dict, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -559,7 +570,6 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     m, n = x.shape[0], kmajor.n
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
     (tn, tk), w_desc, s_desc = kmajor.tile, *descs
-    kp = 2 * kmajor.wt.numel() // kmajor.wt.shape[0]  # the layout's padded K
     b = boxes(c, fmt)
     out = torch.empty(m, n, device=x.device, dtype=x.dtype)
     x_desc = TensorDescriptor.from_tensor(x, *b["x_desc"][1:])
@@ -570,7 +580,7 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     part, count = workspace(cache, m, n, {**c, "SPLITS": splits}, x.device) if splits > 1 else (out, out)
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn) * splits,)
     ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts if ts is not None else out, part, count, n,
-                    kmajor.scales.stride(0), K=kp, GROUP=group, FMT=fmt, BLOCK_M=bm,
+                    kmajor.scales.stride(0), K=padded_k(kmajor), GROUP=group, FMT=fmt, BLOCK_M=bm,
                     BLOCK_N=bn, BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
                     SPLITS=splits, PER=per, num_warps=4, maxnreg=maxnreg(c))
     return out

@@ -173,11 +173,11 @@ def compile_ws(args):
     except ValueError as e:
         raise InputError(str(e)) from None
     group = NVFP4_BLOCK if fmt == NVFP4 else args.k if args.group in ("none", "channel") else int(args.group)
-    if fmt == INT4 and group < args.k and group % args.bk:
+    if fmt == INT4 and group < args.k and group % args.bk and group != 32:
         raise InputError(f"--group {args.group} at BLOCK_K {args.bk}: the kernel takes groups of whole K blocks "
-                         "(ws_gemm.usable)")
+                         "or of 32 (ws_gemm.usable)")
     sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>"  # the kernel's first four parameters
-           for x, (t, shape, layout) in ws_gemm.boxes(c, fmt).items()}
+           for x, (t, shape, layout) in ws_gemm.boxes(c, fmt, group).items()}
     sig.update(ts_ptr="*fp32", part_ptr="*fp32", count_ptr="*i32", N="i32", NP="i32")
     const = {"K": args.k, "GROUP": group, "FMT": fmt, "BLOCK_M": args.bm, "BLOCK_N": args.bn, "BLOCK_K": args.bk,
              "STAGES": args.stages, "TILE_N": TILE[0], "TILE_K": TILE[1], "K_SPLIT": args.ws_split}

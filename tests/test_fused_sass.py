@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
                                          (["--tile", "256x64x64", "--tma", "--group", "32", "--k", "512"], 4),
                                          (["--ws", "--tile", "64x64x128", "--stages", "4", "--k", "512"], 8),
                                          (["--ws", "--fmt", "nvfp4", "--tile", "128x128x64", "--k", "512"], 4),
+                                         (["--ws", "--tile", "128x128x128", "--group", "32", "--k", "512"], 8),
                                          (["--ws", "--ws-split", "2", "--tile", "64x64x64", "--stages", "6", "--k",
                                            "512"], 4)])
 def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
@@ -35,6 +36,8 @@ def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
     assert "UTMALDG" in counts if "--tma" in args else "UTMALDG" not in counts
     assert re.fullmatch(r"writes to a pending wgmma's A-operand registers: \d+", lines[3]), lines
     if "--ws" in args and "nvfp4" in args:  # NVFP4's scales: a [BLOCK_K / 16, BLOCK_N] box of bf16
+        assert "tensordesc<4x128xbf16" in (tmp_path / "k.ttgir").read_text()
+    if "--ws" in args and "--group" in args:  # int4 groups of 32: a [BLOCK_K / 32, BLOCK_N] box
         assert "tensordesc<4x128xbf16" in (tmp_path / "k.ttgir").read_text()
     # K_SPLIT 2: the second consumer's sum handed over in the output tiles' buffer viewed as fp32.
     assert ("memdesc_reinterpret" in (tmp_path / "k.ttgir").read_text()) == ("--ws-split" in args)

@@ -606,7 +606,14 @@ def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch
     c = ws_tiles(256, 128, 64, 3)
     ok = lambda group, n=1000, x=None, k=4096, c=c: ws_gemm.usable(INT4, group, k, n, x or X(k=k), c)  # noqa: E731
     assert ok(128) and ok(64) and ok(4096) and ok(5000, k=5000)  # group K: per channel and unscaled
-    assert not ok(32) and not ok(96)  # groups off the K block
+    assert ok(32) and ok(32, c=ws_tiles(64, 64, 128, 4))  # a 32-k run's scale (ws_gemm.block_scale_layout)
+    assert not ok(96) and not ok(16)  # other groups off the K block
+    # Groups of 32 add BLOCK_K // 32 - 1 rows of BLOCK_N bf16 scales per
+    # stage: a ring that fills shared memory with one row does not take them.
+    full = ws_tiles(256, 128, 128, 2)
+    assert ws_gemm.shared_bytes(full, INT4, 32) - ws_gemm.shared_bytes(full, INT4) == 2 * 3 * 128 * 2
+    monkeypatch.setattr(ws_gemm, "SMEM_BYTES", ws_gemm.shared_bytes(full, INT4))
+    assert ok(128, c=full) and not ok(32, c=full)
     assert not ok(128, n=1001)  # y's rows not 16-byte aligned for its TMA store
     assert not ok(128, x=X(dtype=torch.float16)) and not ok(128, x=X(m=0))
     assert not ok(128, x=X(ptr=8)) and not ok(128, x=X(row=4100)) and not ok(128, x=X(row=4088))
@@ -937,6 +944,20 @@ def test_tinygemm_per_channel_when_k_is_a_supported_group():
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize("shape", [(128, 8192, 8192), (64, 4096, 14336), (520, 4096, 14336)])
+def test_triton_group_32_through_the_table_ws_tiles(shape):
+    # Groups of 32 (four to fused_kernel's 128-k blocks: its TMA config gives
+    # way to pointer loads, WeightOnlyGemm.tuned) keep the entry's WS tiles.
+    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=32), 0)
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 32)
+    assert gemm.path(shape[0]) == "fused" and gemm.fused().runs_ws(inputs.x, gemm.fused().config_for(shape[0]))
+    check_gpu("triton", shape, group_size=32)
+
+
+@pytest.mark.gpu
+@needs_gpu
 @pytest.mark.parametrize("shape", [(256, 8192, 8192), (512, 4096, 4096), (1024, 8192, 8192)])
 def test_triton_float16_where_the_table_takes_tma_loads(shape):
     # Float16 x has no PTX decode: TMA configs then returned wrong sums on
@@ -974,12 +995,14 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
                                    (64, 64, 128, 3, 1, 3), (128, 128, 64, 4, 1, 4, 3)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
-                                         ((7, 2048, 8192), 128), ((600, 8192, 136), 256)])
+                                         ((7, 2048, 8192), 128), ((600, 8192, 136), 256),
+                                         ((257, 5248, 1000), 32), ((65, 5024, 520), 32)])
 def test_ws_kernel_vs_fp64(shape, group, tiles):
     # ws_gemm.py on ragged shapes: x rows past M (TMA zeros), N off the
     # 128-row tile (the store clips), K off the K block and the layout's
-    # padding (zero codes, zero x), per channel, unscaled, groups of 64..256
-    # (64 in 128-k blocks: fused_kernel's tiles instead).
+    # padding (zero codes, zero x), per channel, unscaled, groups of 32
+    # (a scale per 32-k run; K 5024 ends mid-block) and of
+    # 64..256 (64 in 128-k blocks: fused_kernel's tiles instead).
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     if torch.cuda.get_device_capability() != (9, 0):

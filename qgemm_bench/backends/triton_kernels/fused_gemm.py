@@ -707,7 +707,7 @@ class FusedGemm:
             w = c["WS"]
             key = ("ws", w["BLOCK_N"], w["BLOCK_K"])
             if key not in self._w_desc:
-                self._w_desc[key] = ws_gemm.weight_descriptors(p, w, self.fmt)
+                self._w_desc[key] = ws_gemm.weight_descriptors(p, w, self.fmt, self.group)
             return ws_gemm.run(p, self.fmt, self.group, self.ts, x, w, self._w_desc[key], self._workspace)
         c.pop("WS", None)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)

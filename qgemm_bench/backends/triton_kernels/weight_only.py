@@ -361,7 +361,8 @@ class WeightOnlyGemm:
         (fused_gemm.tma_usable: int4 GATHER groups, more than two groups to a
         K block in tiles under 256 rows, a GPU before Hopper) gives way to
         the pointer-load config of the same entry or bucket, tuned without
-        TMA."""
+        TMA, keeping the entry's WS tiles (where ws_gemm.usable says no,
+        the pointer-load config runs)."""
         if self.config is not None:
             return self.config, ""
         path = path or self.path(m)
@@ -379,6 +380,8 @@ class WeightOnlyGemm:
                     not tma_usable(self.fmt, self._fused_group(), k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]):
                 found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, tma=False) or \
                     (tuned_config(self.fmt, m, tma=False), "")
+                if c.get("WS"):  # the WS kernel's own loads (ws_gemm.usable decides per x; int4 group 32)
+                    found = ({**found[0], "WS": c["WS"]}, found[1])
             self._configs[(m, path)] = found
         return self._configs[(m, path)]
 

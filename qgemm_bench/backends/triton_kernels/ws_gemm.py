@@ -9,14 +9,16 @@ W^T x^T, the weights in the tiled fragment-order K-major layout,
 kmajor_layout.py), split into partitions of one program:
 - a producer warp TMA-loads each K block's x tile [BLOCK_M, BLOCK_K], weight
   tile (BLOCK_N // 64 tile rows of BLOCK_K // 2 bytes) and scales (int4:
-  a row of BLOCK_N bf16; NVFP4: the block's BLOCK_K // 16 rows of them)
+  a row of BLOCK_N bf16, with groups of 32 the block's BLOCK_K // 32 rows;
+  NVFP4: its BLOCK_K // 16 rows)
   into a ring of `num_stages` buffers, waiting on an `empty` mbarrier per
   stage and signalling a `ready` one;
 - BLOCK_N // 64 consumer warpgroups (one or two), 64 weight rows each: wait
   `ready`, ldmatrix their bytes (each 32-bit register 4 bytes whose
   decoded pairs are wgmma fragment registers, `packed_layout`), decode with
   the PTX of decode.py and the scales in the same asm (NVFP4: a 32-k run's
-  low nibbles take its first block's scale, the high ones its second's),
+  low nibbles take its first block's scale, the high ones its second's;
+  int4 groups of 32: both take the run's),
   register-A wgmma against the shared x tile, wait for it, arrive on
   `empty`; at the end (NVFP4: times the tensor scale) TMA-store their
   [BLOCK_M, 64] part of y;
@@ -98,9 +100,37 @@ weights, M=512 102.2 / 103.4 / 101.9; 1024 193.0 / 208.0 / 204.3; 2048
 run 193.6 at 1024; its decode is 115 SASS instructions per K block, NVFP4's
 137).
 
+Int4 groups of 32 (the 32-k runs of the layout, the loop's instructions
+as group 128's: 118 per K block at 256x128x64 s3), H100, K = N = 8192,
+same process, 3 rounds (exp/g32_ab.py), against the same table entry's
+fused_kernel config and cuBLAS on bf16 weights: M=64 23.60 / 31.69 / 47.82;
+128 34.18 / 46.14 / 48.43; 512 96.74 / 100.34 / 101.01; 1024 186.73 /
+197.41 / 198.05; 2048 395.42 / 411.42 / 384.84; 4096 747.86 / 802.53 /
+774.82. At M=256 the table's entry has no WS tiles (fused_kernel won there
+at group 128, and the table does not know groups): 256x128x64 s4 split 2
+skew 4 took 54.47 against its 61.29 and cuBLAS 55.00.
+
+Tried at K = N = 8192 and dropped (one process each, 3 rounds):
+- Four consumers, 128x256 tiles (x rows x weight rows; 112 registers
+  each, no spills): half the x traffic per weight row, twice the decode
+  per x row; slower everywhere (H200, int4: M=256 split 2 58.91 against
+  256x128x64's 53.97; 1024 202.19 / 189.33; 4096 803.03 / 767.30).
+- A persistent launch (a program per SM taking every 132nd tile, the
+  next tile's loads during the epilogue; H100): int4 M=1024 187.70 against
+  187.35 per tile, 2048 388.03 / 381.68, 4096 761.44 / 752.73; NVFP4
+  2048 367.78 / 377.11 (within the rounds' spread: no gain to keep).
+- Where the time goes (H100, int4, 2 rounds, timing-only variants) at
+  M=256 (256x128x64 s4 split 2 skew 4): 56.56 us as is, 51.25 without
+  the split fixup, 52.29 loading x only on the ring's first lap, 48.91
+  without both; at M=1024 (256x128x64 s3) 200.20 as is, 181.01 without
+  x's reloads. x from L2 (a 32 KB tile
+  per 4 KB of weights each K block) costs ~10%; halving it needs TMA
+  multicast across a 2-CTA cluster, which Gluon in Triton 3.6 (the GPU
+  machine's) does not have.
+
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,
-unscaled as scales of one), bf16 x with
+unscaled as scales of one) or groups of 32, bf16 x with
 16-byte aligned rows, N a multiple of 8 (y's rows, by TMA), on sm_90 (the
 wgmma instructions are Hopper's). Gluon kernels do not run in the CPU
 interpreter: CPU tests cover the selection, the GPU tests the kernel.
@@ -198,19 +228,22 @@ def chunk_layout(BLOCK_K):
 
 
 @gluon.constexpr_function
-def block_scale_layout(BLOCK_K):
-    """A consumer's NVFP4 scales as it loads them from the stage's [BLOCK_K //
-    16, BLOCK_N] tile: [BLOCK_K // 16, 64] (block, row), each thread its
-    rows' blocks, a run's two adjacent; permuted in registers to [64,
-    BLOCK_K // 16], then split into the low and high nibbles' scales
-    (chunk_layout's rows and runs). Loaded through the shared view
-    permuted instead, Triton 3.6 read it with a transposing ldmatrix that
-    gave the wrong blocks' scales (H100, exp/nvws_dbg.py)."""
+def block_scale_layout(BLOCK_K, PER_RUN):
+    """A consumer's block scales as it loads them from the stage's [BLOCK_K //
+    GROUP, BLOCK_N] tile (PER_RUN = 32 // GROUP of them to a 32-k run:
+    NVFP4's 2, int4 group 32's 1): [BLOCK_K // GROUP, 64] (block, row),
+    each thread its rows' blocks, a run's two adjacent; permuted in
+    registers to [64, BLOCK_K // GROUP], then (NVFP4) split into the low
+    and high nibbles' scales (chunk_layout's rows and runs). Loaded
+    through the shared view permuted instead, Triton 3.6 read it with a
+    transposing ldmatrix that gave the wrong blocks' scales (H100,
+    exp/nvws_dbg.py)."""
     c = chunk_layout(BLOCK_K)
-    t = lambda b: [2 * b[1], b[0]]  # noqa: E731  (row, run) -> (block of the run's low nibbles, row)
-    return gl.DistributedLinearLayout(reg_bases=[[1, 0]] + [t(b) for b in c.reg_bases if b[2] == 0],
+    per = gl._unwrap_if_constexpr(PER_RUN)
+    t = lambda b: [per * b[1], b[0]]  # noqa: E731  (row, run) -> (the run's first block, row)
+    return gl.DistributedLinearLayout(reg_bases=[[1, 0]] * (per == 2) + [t(b) for b in c.reg_bases if b[2] == 0],
                                       lane_bases=[t(b) for b in c.lane_bases], warp_bases=[t(b) for b in c.warp_bases],
-                                      block_bases=[], shape=[gl._unwrap_if_constexpr(BLOCK_K) // 16, WG_ROWS])
+                                      block_bases=[], shape=[gl._unwrap_if_constexpr(BLOCK_K) // 32 * per, WG_ROWS])
 
 
 @gluon.jit
@@ -227,8 +260,8 @@ def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, 
         _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
         _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)],
                                         ready.index(s), w_bufs.index(s))
-        if FMT == _NVFP4:  # NVFP4: the K block's BLOCK_K // 16 rows of block scales
-            _tma_load(s_desc, [i * (BLOCK_K // _NVFP4_BLOCK), n0], ready.index(s), s_bufs.index(s))
+        if GROUP < BLOCK_K:  # NVFP4, int4 group 32: the K block's BLOCK_K // GROUP rows of block scales
+            _tma_load(s_desc, [i * (BLOCK_K // GROUP), n0], ready.index(s), s_bufs.index(s))
         else:
             _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
 
@@ -275,7 +308,7 @@ def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, S
 def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr, m0, n0,
               nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr,
-              SPLITS: gl.constexpr):
+              SPLITS: gl.constexpr, GROUP: gl.constexpr):
     """Weight rows WG * 64.. of the tile over the program's nb K blocks;
     with K_SPLIT 2 blocks PART, PART + 2, ... of them (the other consumer's
     the rest; their sums meet in shared memory at the end, `done`). With
@@ -286,7 +319,7 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
     P3: gl.constexpr = packed_layout3(BLOCK_K)
     P: gl.constexpr = packed_layout(BLOCK_K)
     C3: gl.constexpr = chunk_layout(BLOCK_K)
-    SB: gl.constexpr = block_scale_layout(BLOCK_K)
+    SB: gl.constexpr = block_scale_layout(BLOCK_K, 32 // GROUP if GROUP < BLOCK_K else 1)
     acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
     for j in range((nb - PART + K_SPLIT - 1) // K_SPLIT):
         i = j * K_SPLIT + PART
@@ -304,6 +337,13 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
             _, s_lo = gl.broadcast(wp, s_lo)
             _, s_hi = gl.broadcast(wp, s_hi)
             lo, hi = gl.inline_asm_elementwise(_NVFP4_PTX, "=r,=r,=r,=r,r,r,r,r,r", [wp, s_lo, s_hi],
+                                               dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
+        elif GROUP < BLOCK_K:  # int4 groups of 32: a run's scale for both its nibbles
+            sb = gl.permute(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS, dim=1).load(SB), (1, 0))
+            sg = gl.expand_dims(gl.convert_layout(sb, gl.SliceLayout(2, C3)), 2)
+            wp = gl.convert_layout(gl.reshape(wp, (_WG_ROWS, BLOCK_K // 32, 16)), C3)
+            _, sg = gl.broadcast(wp, sg)
+            lo, hi = gl.inline_asm_elementwise(_INT4_SCALED_PTX, "=r,=r,=r,=r,r,r,r", [wp, sg],
                                                dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
         else:
             sc = gl.expand_dims(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS).load(gl.SliceLayout(1, P)), 1)
@@ -379,8 +419,8 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     slot = tile * CONSUMERS
     x_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], x_desc.layout)
     w_bufs = gl.allocate_shared_memory(gl.int8, [STAGES, CONSUMERS, TILE_N, BLOCK_K // 2], w_desc.layout)
-    if FMT == _NVFP4:
-        s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_K // _NVFP4_BLOCK, BLOCK_N], s_desc.layout)
+    if GROUP < BLOCK_K:  # NVFP4's blocks of 16, int4 groups of 32
+        s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_K // GROUP, BLOCK_N], s_desc.layout)
     else:
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N], s_desc.layout)
     c_bufs = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS * K_SPLIT, BLOCK_M, _WG_ROWS], out_desc.layout)
@@ -399,34 +439,35 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     if CONSUMERS * K_SPLIT == 2:
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
-                         m0, n0, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS)),
+                         m0, n0, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS, GROUP)),
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
                          m0, n0, nb, split, slot + WG_B, WG_B, STAGES, BLOCK_M, BLOCK_K, FMT, PART_B, K_SPLIT,
-                         SPLITS)),
+                         SPLITS, GROUP)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
-                         m0, n0, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS)),
+                         m0, n0, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS, GROUP)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [1], [_PRODUCER_REGS])
 
 
-def scale_rows(fmt: int, c: dict) -> int:
-    """Rows of scales a K block of config c reads: int4's one (groups of
-    whole K blocks), NVFP4's BLOCK_K // 16 blocks."""
-    return c["BLOCK_K"] // NVFP4_BLOCK if fmt == NVFP4 else 1
+def scale_rows(fmt: int, c: dict, group: int | None = None) -> int:
+    """Rows of scales a K block of config c reads: NVFP4's BLOCK_K // 16
+    blocks, int4's BLOCK_K // 32 with groups of 32, else one (groups of
+    whole K blocks)."""
+    return c["BLOCK_K"] // NVFP4_BLOCK if fmt == NVFP4 else c["BLOCK_K"] // 32 if group == 32 else 1
 
 
-def shared_bytes(c: dict, fmt: int = INT4) -> int:
+def shared_bytes(c: dict, fmt: int = INT4, group: int | None = None) -> int:
     """Config c's shared memory: the ring (x, weight and scale tiles), the
     consumers' output tiles, and 1 KB for the barriers and alignment
     (sm_90, 256x128x64 s3: 177120 bytes compiled, 176896 in tiles)."""
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
-    return c["num_stages"] * (2 * bm * bk + bn * bk // 2 + 2 * bn * scale_rows(fmt, c)) + \
+    return c["num_stages"] * (2 * bm * bk + bn * bk // 2 + 2 * bn * scale_rows(fmt, c, group)) + \
         bn // WG_ROWS * c.get("K_SPLIT", 1) * bm * WG_ROWS * 2 + 1024
 
 
@@ -442,7 +483,8 @@ def maxnreg(c: dict) -> int:
 def check(c: dict, fmt: int = INT4) -> None:
     """ValueError in one line unless c is tiles the kernel runs for format
     fmt (the one check of a config's WS value: FusedGemm and the table
-    files call it)."""
+    files call it; int4's groups of 32 add a few rows of scales, which
+    `usable` checks)."""
     if not isinstance(c, dict) or set(c) - {"K_SPLIT", "SPLITS", "SKEW"} != set(TILE_KEYS) or \
             any(not isinstance(v, int) or isinstance(v, bool) for v in c.values()):
         raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}} "
@@ -466,7 +508,8 @@ def check(c: dict, fmt: int = INT4) -> None:
 def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict) -> bool:
     """Whether ws_kernel runs config c for this x (module docstring); group
     as FusedGemm runs it (K per channel and unscaled; NVFP4's 16)."""
-    return (fmt == NVFP4 or fmt == INT4 and (group >= k or group % c["BLOCK_K"] == 0)) and x.is_cuda and \
+    return (fmt == NVFP4 or fmt == INT4 and (group >= k or group % c["BLOCK_K"] == 0 or group == 32)) and \
+        shared_bytes(c, fmt, group) <= SMEM_BYTES and x.is_cuda and \
         x.dtype == torch.bfloat16 and x.shape[0] > 0 and n % 8 == 0 and \
         x.stride(1) == 1 and x.stride(0) >= x.shape[1] and x.data_ptr() % 16 == 0 and x.stride(0) * 2 % 16 == 0 and \
         torch.cuda.get_device_capability(x.device) == (9, 0)
@@ -480,29 +523,30 @@ def reads(kmajor, c: dict) -> bool:
         kmajor.tile[1] % c["BLOCK_K"] == 0 and kmajor.scales is not None and kmajor.scales.dtype == torch.bfloat16
 
 
-def boxes(c: dict, fmt: int = INT4) -> dict:
+def boxes(c: dict, fmt: int = INT4, group: int | None = None) -> dict:
     """ws_kernel's TMA boxes with config c: descriptor name -> (Triton
     dtype name, block shape, shared layout). The weights' box is a 3-D view
     of the tiled layout (tile rows, k tile * 64 + row, byte; as
     FusedGemm.descriptors), int4's scales a run of BLOCK_N of the flattened
-    rows, NVFP4's the K block's BLOCK_K // 16 rows of BLOCK_N."""
+    rows, NVFP4's (and int4 group 32's) the K block's BLOCK_K // 16 (// 32)
+    rows of BLOCK_N."""
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
     nvmma = gl.NVMMASharedLayout.get_default_for
     w = [bn // WG_ROWS, WG_ROWS, bk // 2]
-    s = [bk // NVFP4_BLOCK, bn] if fmt == NVFP4 else [bn]
+    s = [bk // NVFP4_BLOCK, bn] if fmt == NVFP4 else [bk // 32, bn] if group == 32 else [bn]
     return {"x_desc": ("bf16", [bm, bk], nvmma([bm, bk], gl.bfloat16)), "w_desc": ("i8", w, nvmma(w, gl.int8)),
             "s_desc": ("bf16", s, gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=len(s))),
             "out_desc": ("bf16", [bm, WG_ROWS], nvmma([bm, WG_ROWS], gl.bfloat16))}
 
 
-def weight_descriptors(kmajor, c: dict, fmt: int = INT4) -> tuple:
+def weight_descriptors(kmajor, c: dict, fmt: int = INT4, group: int | None = None) -> tuple:
     """TMA descriptors of the tiled weights and of the scale rows for config
-    c (boxes)."""
+    c (boxes; group as FusedGemm runs it)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    b = boxes(c, fmt)
+    b = boxes(c, fmt, group)
     wt, (tn, tk), s = kmajor.wt, kmajor.tile, kmajor.scales
-    s = s if fmt == NVFP4 else s.view(-1)
+    s = s if len(b["s_desc"][1]) == 2 else s.view(-1)
     w3 = wt.view(wt.shape[0] // tn, -1, tk // 2)
     return (TensorDescriptor(w3, list(w3.shape), list(w3.stride()), *b["w_desc"][1:]),
             TensorDescriptor(s, list(s.shape), list(s.stride()), *b["s_desc"][1:]))

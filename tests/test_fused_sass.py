@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
                                          (["--ws", "--tile", "64x64x128", "--stages", "4", "--k", "512"], 8),
                                          (["--ws", "--fmt", "nvfp4", "--tile", "128x128x64", "--k", "512"], 4),
                                          (["--ws", "--tile", "128x128x128", "--group", "32", "--k", "512"], 8),
+                                         (["--ws", "--ws-stream-k", "--tile", "256x128x64", "--k", "512"], 4),
                                          (["--ws", "--ws-split", "2", "--tile", "64x64x64", "--stages", "6", "--k",
                                            "512"], 4)])
 def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):

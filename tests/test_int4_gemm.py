@@ -944,6 +944,29 @@ def test_tinygemm_per_channel_when_k_is_a_supported_group():
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize("programs", [None, 1, 3, 7])
+@pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2)])
+@pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), "channel"),
+                                         ((65, 5024, 520), 32)])
+def test_ws_kernel_stream_k_vs_fp64(shape, group, tiles, programs, monkeypatch):
+    # STREAM_K: one program per SM (here up to 132 over 16-40 tiles: every
+    # tile shared by several), or a few (each running several segments, the
+    # output tile's buffer reused), or one (no fixups); planes NaN before
+    # each call, counters zero after (check_ws_calls).
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the WS kernel is Hopper's (sm_90)")
+    monkeypatch.setattr(ws_gemm, "STREAM_K_PROGRAMS", programs)
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), seed())
+    gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, split=2, WS=ws_tiles(*tiles, stream_k=True)))
+    assert gemm.runs_ws(inputs.x, gemm.config)
+    check_ws_calls(gemm, inputs.x, int4_gemm.dequantize(inputs))
+
+
+@pytest.mark.gpu
+@needs_gpu
 @pytest.mark.parametrize("shape", [(128, 8192, 8192), (64, 4096, 14336), (520, 4096, 14336)])
 def test_triton_group_32_through_the_table_ws_tiles(shape):
     # Groups of 32 (four to fused_kernel's 128-k blocks: its TMA config gives
@@ -1071,3 +1094,35 @@ def test_tritonbench_entries_on_gpu():
     w = torch.randint(-8, 8, (4096, 4096), device=CUDA, dtype=torch.int32)
     for entry in (tb.int4_gemm_tritonbench, tb.triton_int4_gemm_tritonbench):
         assert rel_error(entry(None, x, w)(), x.double() @ w.double()) <= 1e-2
+
+
+@pytest.mark.parametrize("programs,tiles,blocks", [(132, 64, 128), (132, 320, 128), (132, 1024, 128), (7, 3, 5),
+                                                   (13, 13, 1), (132, 1, 132), (5, 40, 3), (132, 80, 256),
+                                                   (132, 264, 64), (3, 16, 82)])
+def test_stream_k_segments_cover_every_block_once_and_meet_in_order(programs, tiles, blocks):
+    # ws_gemm's STREAM_K schedule as the kernel runs it: whole tiles in all
+    # but the last full wave, then each program a share of the other tiles'
+    # K blocks, end to end, its segments from its last tile back; only its
+    # first shared segment can stop short of its tile's last block (a plane
+    # per program suffices), and a tile's programs are stream_k_first's ..
+    # the one with its last block.
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+
+    seen = {}
+    for pid in range(programs):
+        segs = ws_gemm.stream_k_segments(pid, programs, tiles, blocks)
+        assert segs and all(k0 < k1 for _, k0, k1 in segs)
+        shared = segs[max(tiles // programs - 1, 0):]
+        assert [t for t, _, _ in shared] == sorted({t for t, _, _ in shared}, reverse=True)
+        assert all(k1 == blocks for _, _, k1 in shared[1:])
+        for t, k0, k1 in segs:
+            for k in range(k0, k1):
+                assert (t, k) not in seen
+                seen[t, k] = pid
+    assert len(seen) == tiles * blocks
+    base = max(tiles // programs - 1, 0) * programs  # whole tiles before: program t % programs, none shared
+    assert all(seen[t, k] == t % programs for t in range(base) for k in range(blocks))
+    for t in range(base, tiles):
+        holders = sorted({seen[t, k] for k in range(blocks)})
+        assert holders == list(range(holders[0], holders[-1] + 1)) and seen[t, blocks - 1] == holders[-1]
+        assert ws_gemm.stream_k_first(t, programs, tiles, blocks) == holders[0] == seen[t, 0]

@@ -263,6 +263,24 @@ def test_ws_kernel_vs_fp64(shape, tiles, unscaled):
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize("programs", [None, 5])
+@pytest.mark.parametrize("shape", [(257, 5248, 1000), (1000, 4096, 520)])
+def test_ws_kernel_stream_k_vs_fp64(shape, programs, monkeypatch):
+    # STREAM_K (ws_gemm._sk_consumer) with NVFP4's block scales and tensor scale.
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the WS kernel is Hopper's (sm_90)")
+    monkeypatch.setattr(ws_gemm, "STREAM_K_PROGRAMS", programs)
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape, torch.bfloat16, torch.device("cuda")), seed())
+    gemm = fused_nv(inputs, cfg(bm=16, bn=64, bk=128, split=2, WS=ws_tiles(256, 128, 64, 3, stream_k=True)))
+    assert gemm.runs_ws(inputs.x, gemm.config)
+    check_ws_calls(gemm, inputs.x, nvfp4_gemm.dequantize(inputs))
+
+
+@pytest.mark.gpu
+@needs_gpu
 def test_ws_kernel_decodes_every_code_and_subnormal_scales():
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 

@@ -355,13 +355,15 @@ def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 
             **({"WS": ws_tiles(*ws)} if ws else {})}
 
 
-def ws_tiles(bm: int, bn: int, bk: int, stages: int, k_split: int = 1, splits: int = 1, skew: int = 0) -> dict:
+def ws_tiles(bm: int, bn: int, bk: int, stages: int, k_split: int = 1, splits: int = 1, skew: int = 0,
+             stream_k: bool = False) -> dict:
     """A config's "WS" value: the warp-specialized kernel's tiles (k_split 2:
     two consumers share one 64-row weight tile's K blocks; splits: programs
-    share a tile's K blocks, the last `skew` blocks more; ws_gemm.py)."""
+    share a tile's K blocks, the last `skew` blocks more; stream_k: the
+    programs, one per SM, share all tiles' K blocks; ws_gemm.py)."""
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages} | \
         ({"K_SPLIT": k_split} if k_split != 1 else {}) | ({"SPLITS": splits} if splits != 1 else {}) | \
-        ({"SKEW": skew} if skew else {})
+        ({"SKEW": skew} if skew else {}) | ({"STREAM_K": 1} if stream_k else {})
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
@@ -427,6 +429,12 @@ FUSED_CONFIGS = {
 # M=128 128x64x64 s4 NVFP4 42.02 against the table's 45.40 (int4 40.25 /
 # 39.85); at M = 256 they lost (256x64x64 s4 58.6 against int4's 53.0).
 # Two programs per tile (SPLITS 2, the last SKEW K blocks more): M=64
+# From 512 also stream-K (ws_gemm._sk_consumer), for tile counts that leave
+# a wave part-empty: int4 1024 x 8192 x 10240 (320 tiles of 256x128 on 132
+# SMs) 252.65 us against the table's 272.93 and cuBLAS 257.16, 1024 x 4096 x
+# 14336 184.68 / 188.53; it loses where the waves fill (1024 x 8192 x 8192
+# 203.03 / 187.96; H100, one process, 3 rounds, exp/sk_ab.py).
+# Two programs per tile (SPLITS 2, the last SKEW K blocks more): M=64
 # 64x64x128 s4 skew 2, M=128 128x128x64 s4 skew 4 (1.05-1.16x faster than the
 # table's tiles, int4 and NVFP4), M=256 256x128x64 s4 skew 4 (NVFP4 ahead,
 # int4 behind); more splits and M = 512 lost (ws_gemm.py has the numbers).
@@ -434,7 +442,7 @@ WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(6
                 ws_tiles(64, 128, 128, 4, splits=2, skew=2)],
            128: [ws_tiles(128, 64, 64, 4, 2), ws_tiles(128, 128, 64, 4, splits=2, skew=4)],
            256: [ws_tiles(256, 128, 64, 4, splits=2, skew=4)],
-           512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4)]}
+           512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4), ws_tiles(256, 128, 64, 4, stream_k=True)]}
 
 
 def ws_pool(m: int) -> list[dict]:
@@ -657,7 +665,7 @@ class FusedGemm:
             return 0
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
-        return ws_gemm.workspace_bytes(self.kmajor, x.shape[0], self.n, c["WS"])
+        return ws_gemm.workspace_bytes(self.kmajor, x.shape[0], self.n, c["WS"], x.device)
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
         """The launch keywords of config c's TMA loads: descriptors of x's

@@ -112,7 +112,8 @@ def ws_label(w: dict) -> str:
     text = f"{w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} s{w['num_stages']}"
     text = f"{text} k{w['K_SPLIT']}" if w.get("K_SPLIT", 1) != 1 else text
     text = f"{text} split {w['SPLITS']}" if w.get("SPLITS", 1) != 1 else text
-    return f"{text} skew {w['SKEW']}" if w.get("SKEW") else text
+    text = f"{text} skew {w['SKEW']}" if w.get("SKEW") else text
+    return f"{text} stream-K" if w.get("STREAM_K") else text
 
 
 def tiles(m: int, n: int, c: dict) -> int:

@@ -128,6 +128,20 @@ Tried at K = N = 8192 and dropped (one process each, 3 rounds):
   multicast across a 2-CTA cluster, which Gluon in Triton 3.6 (the GPU
   machine's) does not have.
 
+STREAM_K (256x128 tiles, one program per SM, _sk_consumer): whole tiles
+in all but the last full wave, the rest shared end to end by K blocks,
+so that a part-empty last wave costs its share only. H100, one process,
+3 rounds (exp/sk_ab.py), against the table's config, cuBLAS and fbgemm:
+int4 1024 x 8192 x 10240 252.65 / 272.93 / 257.16 / 268.21, NVFP4 263.63
+/ 276.63 / 257.98; 1024 x 4096 x 14336 int4 184.68 / 188.53 / 180.73 /
+188.29. Its shared part costs 15-30 us more than the waves it saves
+where they fill: 1024 x 8192 x 8192 203.03 against 187.96, 1024 x 14336
+x 4096 183.73 / 159.99, and 256 x 8192 x 8192 78.18 against two splits'
+53.29 (128 programs, each tile's two halves as SPLITS 2 has them: still
+68.81; not understood: the program's fixup loads run a few at a time
+where _splits_meet issues 42 at once, but that accounts for ~2 us). The
+table takes it per shape (fused_gemm.WS_POOL from M = 512).
+
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,
 unscaled as scales of one) or groups of 32, bf16 x with
@@ -137,6 +151,8 @@ interpreter: CPU tests cover the selection, the GPU tests the kernel.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -251,19 +267,28 @@ def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, 
               STAGES: gl.constexpr, BLOCK_K: gl.constexpr, TILE_N: gl.constexpr,
               TILE_K: gl.constexpr, GROUP: gl.constexpr, FMT: gl.constexpr):
     """K blocks kb0 .. kb0 + nb - 1 (this program's split) into the ring."""
-    PER_T: gl.constexpr = TILE_K // BLOCK_K  # K blocks per tile of the layout
     for j in range(nb):
-        s = j % STAGES
-        i = kb0 + j
-        mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
-        mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
-        _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
-        _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)],
-                                        ready.index(s), w_bufs.index(s))
-        if GROUP < BLOCK_K:  # NVFP4, int4 group 32: the K block's BLOCK_K // GROUP rows of block scales
-            _tma_load(s_desc, [i * (BLOCK_K // GROUP), n0], ready.index(s), s_bufs.index(s))
-        else:
-            _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
+        _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, kb0 + j, m0, tile_row, n0, NP,
+              STAGES, BLOCK_K, TILE_N, TILE_K, GROUP)
+
+
+@gluon.jit
+def _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, i, m0, tile_row, n0, NP,
+          STAGES: gl.constexpr, BLOCK_K: gl.constexpr, TILE_N: gl.constexpr, TILE_K: gl.constexpr,
+          GROUP: gl.constexpr):
+    """K block i of the tile at (m0, n0) into the ring's j-th stage, once
+    the consumers have freed it."""
+    PER_T: gl.constexpr = TILE_K // BLOCK_K  # K blocks per tile of the layout
+    s = j % STAGES
+    mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
+    mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
+    _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
+    _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)], ready.index(s),
+              w_bufs.index(s))
+    if GROUP < BLOCK_K:  # NVFP4, int4 group 32: the K block's BLOCK_K // GROUP rows of block scales
+        _tma_load(s_desc, [i * (BLOCK_K // GROUP), n0], ready.index(s), s_bufs.index(s))
+    else:
+        _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
 
 
 @gluon.jit
@@ -305,6 +330,55 @@ def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, S
 
 
 @gluon.jit
+def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGES: gl.constexpr,
+           BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, FMT: gl.constexpr, GROUP: gl.constexpr):
+    """The ring's i-th K block into consumer WG's sum acc: wait for its
+    stage, decode the weights with their scales, wgmma against the x tile,
+    wait for it, free the stage."""
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+    P3: gl.constexpr = packed_layout3(BLOCK_K)
+    P: gl.constexpr = packed_layout(BLOCK_K)
+    C3: gl.constexpr = chunk_layout(BLOCK_K)
+    SB: gl.constexpr = block_scale_layout(BLOCK_K, 32 // GROUP if GROUP < BLOCK_K else 1)
+    s = i % STAGES
+    mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+    wp = gl.reshape(w_bufs.index(s).slice(WG, 1, dim=0).load(P3), (_WG_ROWS, BLOCK_K // 2))
+    if FMT == _NVFP4:
+        # NVFP4: a run's low nibbles take its first block's scale, the
+        # high ones its second's (bf16 E4M3 x 2^118, FusedGemm).
+        sb = gl.permute(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS, dim=1).load(SB), (1, 0))
+        s_lo, s_hi = gl.split(gl.reshape(sb, (_WG_ROWS, BLOCK_K // 32, 2)))
+        s_lo = gl.expand_dims(gl.convert_layout(s_lo, gl.SliceLayout(2, C3)), 2)
+        s_hi = gl.expand_dims(gl.convert_layout(s_hi, gl.SliceLayout(2, C3)), 2)
+        wp = gl.convert_layout(gl.reshape(wp, (_WG_ROWS, BLOCK_K // 32, 16)), C3)
+        _, s_lo = gl.broadcast(wp, s_lo)
+        _, s_hi = gl.broadcast(wp, s_hi)
+        lo, hi = gl.inline_asm_elementwise(_NVFP4_PTX, "=r,=r,=r,=r,r,r,r,r,r", [wp, s_lo, s_hi],
+                                           dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
+    elif GROUP < BLOCK_K:  # int4 groups of 32: a run's scale for both its nibbles
+        sb = gl.permute(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS, dim=1).load(SB), (1, 0))
+        sg = gl.expand_dims(gl.convert_layout(sb, gl.SliceLayout(2, C3)), 2)
+        wp = gl.convert_layout(gl.reshape(wp, (_WG_ROWS, BLOCK_K // 32, 16)), C3)
+        _, sg = gl.broadcast(wp, sg)
+        lo, hi = gl.inline_asm_elementwise(_INT4_SCALED_PTX, "=r,=r,=r,=r,r,r,r", [wp, sg],
+                                           dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
+    else:
+        sc = gl.expand_dims(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS).load(gl.SliceLayout(1, P)), 1)
+        _, sc = gl.broadcast(wp, sc)
+        lo, hi = gl.inline_asm_elementwise(_INT4_SCALED_PTX, "=r,=r,=r,=r,r,r,r", [wp, sc],
+                                           dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
+    # K order, a register permutation (fused_gemm._in_k_order).
+    w = gl.reshape(gl.join(lo, hi), (_WG_ROWS, BLOCK_K // 32, 4, 2, 2, 2))  # n, chunk, c, u, e, nibble
+    w = gl.permute(w, (0, 1, 5, 3, 2, 4))  # k = 32 chunk + 16 nibble + 8 u + 2 c + e
+    w = gl.convert_layout(gl.reshape(w, (_WG_ROWS, BLOCK_K)), a_layout)
+    acc = warpgroup_mma(w, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
+    acc, w = warpgroup_mma_wait(num_outstanding=0, deps=(acc, w))
+    mbarrier.arrive(empty.index(s))
+    return acc
+
+
+@gluon.jit
 def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr, m0, n0,
               nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr,
@@ -315,48 +389,10 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
     SPLITS > 1 the tile's other programs' sums meet in global memory
     (`_splits_meet`; slot: the tile's consumer's counter and planes)."""
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
-    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-    P3: gl.constexpr = packed_layout3(BLOCK_K)
-    P: gl.constexpr = packed_layout(BLOCK_K)
-    C3: gl.constexpr = chunk_layout(BLOCK_K)
-    SB: gl.constexpr = block_scale_layout(BLOCK_K, 32 // GROUP if GROUP < BLOCK_K else 1)
     acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
     for j in range((nb - PART + K_SPLIT - 1) // K_SPLIT):
-        i = j * K_SPLIT + PART
-        s = i % STAGES
-        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        wp = gl.reshape(w_bufs.index(s).slice(WG, 1, dim=0).load(P3), (_WG_ROWS, BLOCK_K // 2))
-        if FMT == _NVFP4:
-            # NVFP4: a run's low nibbles take its first block's scale, the
-            # high ones its second's (bf16 E4M3 x 2^118, FusedGemm).
-            sb = gl.permute(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS, dim=1).load(SB), (1, 0))
-            s_lo, s_hi = gl.split(gl.reshape(sb, (_WG_ROWS, BLOCK_K // 32, 2)))
-            s_lo = gl.expand_dims(gl.convert_layout(s_lo, gl.SliceLayout(2, C3)), 2)
-            s_hi = gl.expand_dims(gl.convert_layout(s_hi, gl.SliceLayout(2, C3)), 2)
-            wp = gl.convert_layout(gl.reshape(wp, (_WG_ROWS, BLOCK_K // 32, 16)), C3)
-            _, s_lo = gl.broadcast(wp, s_lo)
-            _, s_hi = gl.broadcast(wp, s_hi)
-            lo, hi = gl.inline_asm_elementwise(_NVFP4_PTX, "=r,=r,=r,=r,r,r,r,r,r", [wp, s_lo, s_hi],
-                                               dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
-        elif GROUP < BLOCK_K:  # int4 groups of 32: a run's scale for both its nibbles
-            sb = gl.permute(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS, dim=1).load(SB), (1, 0))
-            sg = gl.expand_dims(gl.convert_layout(sb, gl.SliceLayout(2, C3)), 2)
-            wp = gl.convert_layout(gl.reshape(wp, (_WG_ROWS, BLOCK_K // 32, 16)), C3)
-            _, sg = gl.broadcast(wp, sg)
-            lo, hi = gl.inline_asm_elementwise(_INT4_SCALED_PTX, "=r,=r,=r,=r,r,r,r", [wp, sg],
-                                               dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
-        else:
-            sc = gl.expand_dims(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS).load(gl.SliceLayout(1, P)), 1)
-            _, sc = gl.broadcast(wp, sc)
-            lo, hi = gl.inline_asm_elementwise(_INT4_SCALED_PTX, "=r,=r,=r,=r,r,r,r", [wp, sc],
-                                               dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
-        # K order, a register permutation (fused_gemm._in_k_order).
-        w = gl.reshape(gl.join(lo, hi), (_WG_ROWS, BLOCK_K // 32, 4, 2, 2, 2))  # n, chunk, c, u, e, nibble
-        w = gl.permute(w, (0, 1, 5, 3, 2, 4))  # k = 32 chunk + 16 nibble + 8 u + 2 c + e
-        w = gl.convert_layout(gl.reshape(w, (_WG_ROWS, BLOCK_K)), a_layout)
-        acc = warpgroup_mma(w, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
-        acc, w = warpgroup_mma_wait(num_outstanding=0, deps=(acc, w))
-        mbarrier.arrive(empty.index(s))
+        acc = _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, j * K_SPLIT + PART, WG, STAGES, BLOCK_M, BLOCK_K, FMT,
+                     GROUP)
     if K_SPLIT == 2:  # the second part's sum to the first through shared memory (c_bufs as fp32)
         PART_LAYOUT: gl.constexpr = gl.SwizzledSharedLayout(vec=2, per_phase=1, max_phase=8, order=[1, 0])
         if _REINTERPRET_NAMED:
@@ -384,11 +420,146 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
 
 
 @gluon.jit
-def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, NP, K: gl.constexpr,
+def _sk_segment(tt, start, end, BLOCKS: gl.constexpr):
+    """A stream-K program's tt-th segment, its tiles taken from its last
+    back: (tile, first K block, end K block) of its K blocks [start, end)
+    of the tiles' BLOCKS each, end to end."""
+    t = (end - 1) // BLOCKS - tt
+    k0 = start - t * BLOCKS
+    if k0 < 0:
+        k0 = 0
+    k1 = end - t * BLOCKS
+    if k1 > BLOCKS:
+        k1 = BLOCKS
+    return t, k0, k1
+
+
+@gluon.jit
+def _sk_plan(tiles, BLOCKS: gl.constexpr):
+    """A STREAM_K program's work: whole tiles pid, pid + programs, ... in
+    all but the last full wave (`waves` of them), then the rest from tile
+    `base` on shared end to end, this program's K blocks [start, end) of
+    their `total` (stream_k_segments)."""
+    pid = gl.program_id(0)
+    progs = gl.num_programs(0)
+    waves = tiles // progs - 1
+    if waves < 0:
+        waves = 0
+    base = waves * progs
+    total = (tiles - base) * BLOCKS
+    start = (pid.to(gl.int64) * total // progs).to(gl.int32)
+    end = ((pid + 1).to(gl.int64) * total // progs).to(gl.int32)
+    return waves, base, total, start, end
+
+
+@gluon.jit
+def _sk_producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, n_tiles, tiles, NP,
+                 STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                 BLOCKS: gl.constexpr, TILE_N: gl.constexpr, TILE_K: gl.constexpr, GROUP: gl.constexpr):
+    """The stream-K program's whole tiles' and segments' K blocks into the
+    ring, in the consumers' order (_sk_plan, _sk_segment)."""
+    waves, base, total, start, end = _sk_plan(tiles, BLOCKS)
+    j = 0
+    for w in range(waves):
+        t = w * gl.num_programs(0) + gl.program_id(0)
+        m0 = (t // n_tiles) * BLOCK_M
+        n0 = (t % n_tiles) * BLOCK_N
+        for i in range(BLOCKS):
+            _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, i, m0, (t % n_tiles) * 2, n0,
+                  NP, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP)
+            j += 1
+    for tt in range((end - 1) // BLOCKS - start // BLOCKS + 1):
+        t, k0, k1 = _sk_segment(tt, start, end, BLOCKS)
+        t += base
+        m0 = (t // n_tiles) * BLOCK_M
+        n0 = (t % n_tiles) * BLOCK_N
+        for i in range(k0, k1):
+            _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, i, m0, (t % n_tiles) * 2, n0,
+                  NP, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP)
+            j += 1
+
+
+@gluon.jit
+def _sk_consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, part_ptr, count_ptr, n_tiles,
+                 tiles, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr,
+                 BLOCKS: gl.constexpr, FMT: gl.constexpr, GROUP: gl.constexpr):
+    """Stream-K (STREAM_K; two consumers, 128-row tiles): whole tiles in
+    all but the last full wave (a data-parallel part: the tiles in flight
+    at once are neighbours, sharing x rows and weights in L2), then the
+    programs take even shares of the other tiles' K blocks end to end,
+    each its segments from its last tile back. A segment that ends before its tile's last
+    block (only a program's first) stores its fp32 sum in the program's
+    plane and counts in on the tile's counter (release); the segment
+    with the tile's last block (a program's later ones) waits for the
+    programs before it on that tile, adds their planes in program order
+    (the same bits every call) and stores y. Those programs stored theirs
+    first thing, so the wait is short; it relies on every program of the
+    launch running at once (one per SM, no more than the SMs)."""
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
+    PLANE: gl.constexpr = _WG_ROWS * BLOCK_M
+    THREADS: gl.constexpr = 128  # a warpgroup: one counter increment per thread
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    rows = gl.arange(0, _WG_ROWS, layout=gl.SliceLayout(1, mma))
+    cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma))
+    offs = gl.expand_dims(rows, 1) * BLOCK_M + gl.expand_dims(cols, 0)
+    pid = gl.program_id(0)
+    progs = gl.num_programs(0)
+    waves, base, total, start, end = _sk_plan(tiles, BLOCKS)
+    j = 0
+    for w in range(waves):  # whole tiles
+        t = w * progs + pid
+        acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
+        for i in range(BLOCKS):
+            acc = _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, j + i, WG, STAGES, BLOCK_M, BLOCK_K, FMT, GROUP)
+        j += BLOCKS
+        _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, WG, BLOCK_M, FMT)
+    for tt in range((end - 1) // BLOCKS - start // BLOCKS + 1):
+        r, k0, k1 = _sk_segment(tt, start, end, BLOCKS)
+        t = base + r
+        acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
+        for i in range(k1 - k0):
+            acc = _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, j + i, WG, STAGES, BLOCK_M, BLOCK_K, FMT, GROUP)
+        j += k1 - k0
+        counter = count_ptr + t * 2 + WG + gl.zeros([THREADS], gl.int32, one)
+        if k1 < BLOCKS:  # the tile's first blocks: to this program's plane
+            gl.store(part_ptr + (pid * 2 + WG).to(gl.int64) * PLANE + offs, acc)
+            gl.atomic_add(counter, gl.full([THREADS], 1, gl.int32, one), sem="release", scope="gpu")
+        else:
+            if k0 > 0:  # the programs from the one with the tile's first block on hold the rest
+                first = ((r * BLOCKS + 1).to(gl.int64) * progs + total - 1) // total - 1
+                want = THREADS * (pid - first)
+                seen = gl.load(count_ptr + t * 2 + WG, volatile=True)
+                while seen < want:
+                    seen = gl.load(count_ptr + t * 2 + WG, volatile=True)
+                gl.atomic_add(counter, gl.zeros([THREADS], gl.int32, one), sem="acquire", scope="gpu")
+                for p in range(first, pid):
+                    acc = acc + gl.load(part_ptr + (p * 2 + WG) * PLANE + offs, cache_modifier=".cg")
+                _barrier()  # every thread has read the full count before it is zeroed
+                gl.store(counter, gl.zeros([THREADS], gl.int32, one))
+            _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, WG, BLOCK_M, FMT)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, WG: gl.constexpr, BLOCK_M: gl.constexpr,
+                FMT: gl.constexpr):
+    """Consumer WG's rows of tile t's y (its sum, NVFP4 times the tensor
+    scale) by TMA from its output buffer, once the store before has read it."""
+    if FMT == _NVFP4:  # the FP32 tensor scale, and the decode's 2^-8 (decode.nvfp4_bf16x2)
+        acc = acc * (gl.load(ts_ptr) * 256.0)
+    c = c_bufs.index(WG)
+    tma.store_wait(pendings=0)
+    c.store(gl.permute(acc.to(gl.bfloat16), (1, 0)))
+    fence_async_shared()
+    _tma_store(out_desc, [(t // n_tiles) * BLOCK_M, (t % n_tiles) * 2 * _WG_ROWS + WG * _WG_ROWS], c)
+
+
+@gluon.jit
+def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, NP, M, K: gl.constexpr,
               GROUP: gl.constexpr, FMT: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
               TILE_N: gl.constexpr, TILE_K: gl.constexpr, K_SPLIT: gl.constexpr = 1, SPLITS: gl.constexpr = 1,
-              PER: gl.constexpr = 0):
+              PER: gl.constexpr = 0, STREAM_K: gl.constexpr = 0):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
     consumer, or with K_SPLIT 2 two on the K blocks) or 128 (two); FMT
@@ -396,7 +567,8 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     int4). SPLITS programs (adjacent ids) share each output tile, each a
     contiguous range of the K blocks: PER each, the last the rest (it
     waits for the others' sums: _splits_meet; part_ptr, count_ptr;
-    split_blocks)."""
+    split_blocks). STREAM_K: the programs share all tiles' K blocks
+    (_sk_consumer; part_ptr, count_ptr: stream_k_workspace)."""
     BLOCKS: gl.constexpr = K // BLOCK_K
     CONSUMERS: gl.constexpr = BLOCK_N // _WG_ROWS
     gl.static_assert(SPLITS == 1 or K_SPLIT == 1 and 0 < PER and (SPLITS - 1) * PER < BLOCKS,
@@ -436,7 +608,18 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     # rows' odd K blocks (K_SPLIT 2).
     WG_B: gl.constexpr = CONSUMERS - 1
     PART_B: gl.constexpr = K_SPLIT - 1
-    if CONSUMERS * K_SPLIT == 2:
+    if STREAM_K:
+        gl.static_assert(CONSUMERS == 2 and K_SPLIT == 1 and SPLITS == 1, "STREAM_K takes two consumers alone")
+        tiles = gl.cdiv(M, BLOCK_M) * n_tiles
+        gl.warp_specialize([
+            (_sk_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, part_ptr, count_ptr,
+                            n_tiles, tiles, 0, STAGES, BLOCK_M, BLOCK_K, BLOCKS, FMT, GROUP)),
+            (_sk_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, part_ptr, count_ptr,
+                            n_tiles, tiles, 1, STAGES, BLOCK_M, BLOCK_K, BLOCKS, FMT, GROUP)),
+            (_sk_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, n_tiles, tiles, NP, STAGES,
+                            BLOCK_M, BLOCK_N, BLOCK_K, BLOCKS, TILE_N, TILE_K, GROUP)),
+        ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
+    elif CONSUMERS * K_SPLIT == 2:
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
                          m0, n0, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS, GROUP)),
@@ -485,10 +668,13 @@ def check(c: dict, fmt: int = INT4) -> None:
     fmt (the one check of a config's WS value: FusedGemm and the table
     files call it; int4's groups of 32 add a few rows of scales, which
     `usable` checks)."""
-    if not isinstance(c, dict) or set(c) - {"K_SPLIT", "SPLITS", "SKEW"} != set(TILE_KEYS) or \
+    if not isinstance(c, dict) or set(c) - {"K_SPLIT", "SPLITS", "SKEW", "STREAM_K"} != set(TILE_KEYS) or \
             any(not isinstance(v, int) or isinstance(v, bool) for v in c.values()):
         raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}} "
-                         "and optionally K_SPLIT, SPLITS and SKEW, integers (fused_gemm.ws_tiles)")
+                         "and optionally K_SPLIT, SPLITS, SKEW and STREAM_K, integers (fused_gemm.ws_tiles)")
+    if "STREAM_K" in c and (c["STREAM_K"] != 1 or c["BLOCK_N"] != 2 * WG_ROWS or set(c) & {"K_SPLIT", "SPLITS"}):
+        raise ValueError(f"WS {c}: STREAM_K is 1 (the programs share all tiles' K blocks), with BLOCK_N 128 and "
+                         "neither K_SPLIT nor SPLITS")
     if not 1 <= c.get("SPLITS", 1) <= MAX_SPLITS or c.get("SPLITS", 1) > 1 and c.get("K_SPLIT", 1) != 1 or \
             not 0 <= c.get("SKEW", 0) <= MAX_SKEW or "SKEW" in c and c.get("SPLITS", 1) == 1:
         raise ValueError(f"WS {c}: SPLITS (programs sharing a tile's K blocks) is 1 to {MAX_SPLITS}, and above 1 "
@@ -571,32 +757,76 @@ def launch_splits(kmajor, c: dict) -> tuple[int, int]:
     return split_blocks(padded_k(kmajor) // c["BLOCK_K"], c)
 
 
-def workspace_bytes(kmajor, m: int, n: int, c: dict) -> int:
+STREAM_K_PROGRAMS = None  # a stream-K launch's programs (None: one per SM; tests take fewer)
+
+
+@functools.cache
+def sm_count(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def stream_k_programs(kmajor, m: int, n: int, c: dict, device) -> int:
+    """A STREAM_K launch's programs: one per SM (all running at once, as
+    _sk_consumer needs), at most one per K block of all the tiles."""
+    tiles = triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"])
+    return min(STREAM_K_PROGRAMS or sm_count(device), tiles * (padded_k(kmajor) // c["BLOCK_K"]))
+
+
+def stream_k_segments(pid: int, programs: int, tiles: int, blocks: int) -> list[tuple[int, int, int]]:
+    """Program pid's (tile, first K block, end K block) segments in a
+    STREAM_K launch of `programs` over `tiles` of `blocks` K blocks, in the
+    order it runs them (_sk_plan and _sk_segment, here for the tests)."""
+    waves = max(tiles // programs - 1, 0)
+    base = waves * programs
+    total = (tiles - base) * blocks
+    start, end = pid * total // programs, (pid + 1) * total // programs
+    return [(w * programs + pid, 0, blocks) for w in range(waves)] + \
+        [(base + t, max(start - t * blocks, 0), min(end - t * blocks, blocks))
+         for t in range((end - 1) // blocks, start // blocks - 1, -1)]
+
+
+def stream_k_first(tile: int, programs: int, tiles: int, blocks: int) -> int:
+    """The program holding a STREAM_K tile's first K block (_sk_consumer's
+    `first`; a tile of the shared part): the last whose share starts at or
+    before it."""
+    base = max(tiles // programs - 1, 0) * programs
+    total = (tiles - base) * blocks
+    return (((tile - base) * blocks + 1) * programs + total - 1) // total - 1
+
+
+def workspace_bytes(kmajor, m: int, n: int, c: dict, device=None) -> int:
     """Bytes `workspace` keeps for config c at M (0 with one program per tile)."""
+    if c.get("STREAM_K"):
+        return 4 * sum(workspace_size(m, n, c, stream_k_programs(kmajor, m, n, c, device)))
     splits = launch_splits(kmajor, c)[0]
     return 0 if splits == 1 else 4 * sum(workspace_size(m, n, {**c, "SPLITS": splits}))
 
 
-def workspace(cache: dict, m: int, n: int, c: dict, device) -> tuple[torch.Tensor, torch.Tensor]:
+def workspace(cache: dict, m: int, n: int, c: dict, device, programs: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """SPLITS > 1: the fp32 planes of config c's first SPLITS - 1 splits (64
     x BLOCK_M per tile consumer warpgroup and split; every launch writes
     what it reads) and the warpgroups' counters (zeroed once, then left
-    zeroed by every launch: _splits_meet), kept in `cache` by M and tiles.
+    zeroed by every launch: _splits_meet), kept in `cache` by M and tiles;
+    STREAM_K: a plane per consumer warpgroup of each of the launch's
+    `programs`, the tiles' warpgroups' counters (_sk_consumer).
     A launch's counters are not shared with another running at the same
     time: one weight's calls on one stream (as every caller here makes)."""
-    bm, bn, splits = c["BLOCK_M"], c["BLOCK_N"], c["SPLITS"]  # the launch's SPLITS (split_blocks)
-    slots, planes = workspace_size(m, n, c)
-    key = ("ws", m, bm, bn, splits)
+    bm, bn, splits = c["BLOCK_M"], c["BLOCK_N"], c.get("SPLITS", 1)  # the launch's SPLITS (split_blocks)
+    slots, planes = workspace_size(m, n, c, programs)
+    key = ("ws", m, bm, bn, splits, programs)
     if key not in cache:
         cache[key] = (torch.empty(planes, device=device, dtype=torch.float32),
                       torch.zeros(slots, device=device, dtype=torch.int32))
     return cache[key]
 
 
-def workspace_size(m: int, n: int, c: dict) -> tuple[int, int]:
-    """(counters, fp32 plane elements) of `workspace` for config c's SPLITS."""
+def workspace_size(m: int, n: int, c: dict, programs: int = 0) -> tuple[int, int]:
+    """(counters, fp32 plane elements) of `workspace` for config c's SPLITS,
+    or with STREAM_K for a launch of `programs`."""
     bm, bn = c["BLOCK_M"], c["BLOCK_N"]
     slots = triton.cdiv(m, bm) * triton.cdiv(n, bn) * (bn // WG_ROWS)
+    if c.get("STREAM_K"):
+        return slots, programs * (bn // WG_ROWS) * WG_ROWS * bm
     return slots, slots * (c.get("SPLITS", 1) - 1) * WG_ROWS * bm
 
 
@@ -619,12 +849,17 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     x_desc = TensorDescriptor.from_tensor(x, *b["x_desc"][1:])
     o_desc = TensorDescriptor.from_tensor(out, *b["out_desc"][1:])
     splits, per = launch_splits(kmajor, c)
-    if splits > 1 and cache is None:
-        raise ValueError("SPLITS > 1 needs a workspace cache (run's cache)")
-    part, count = workspace(cache, m, n, {**c, "SPLITS": splits}, x.device) if splits > 1 else (out, out)
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn) * splits,)
+    if (splits > 1 or c.get("STREAM_K")) and cache is None:
+        raise ValueError("SPLITS > 1 and STREAM_K need a workspace cache (run's cache)")
+    if c.get("STREAM_K"):
+        programs = stream_k_programs(kmajor, m, n, c, x.device)
+        part, count = workspace(cache, m, n, c, x.device, programs)
+        grid = (programs,)
+    else:
+        part, count = workspace(cache, m, n, {**c, "SPLITS": splits}, x.device) if splits > 1 else (out, out)
+        grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn) * splits,)
     ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts if ts is not None else out, part, count, n,
-                    kmajor.scales.stride(0), K=padded_k(kmajor), GROUP=group, FMT=fmt, BLOCK_M=bm,
+                    kmajor.scales.stride(0), m, K=padded_k(kmajor), GROUP=group, FMT=fmt, BLOCK_M=bm,
                     BLOCK_N=bn, BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
-                    SPLITS=splits, PER=per, num_warps=4, maxnreg=maxnreg(c))
+                    SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), num_warps=4, maxnreg=maxnreg(c))
     return out

@@ -1107,8 +1107,9 @@ def test_stream_k_segments_cover_every_block_once_and_meet_in_order(programs, ti
     # but the last full wave, then each program a share of the other tiles'
     # K blocks, end to end, its segments from its last tile back; only its
     # first shared segment can stop short of its tile's last block (a plane
-    # per program suffices), and a tile's programs are stream_k_first's ..
-    # the one with its last block.
+    # per program suffices), only its last can start past its tile's first
+    # (the one that adds the others' planes), and a tile's
+    # programs are stream_k_first's .. the one with its last block.
     from qgemm_bench.backends.triton_kernels import ws_gemm
 
     seen = {}
@@ -1117,7 +1118,7 @@ def test_stream_k_segments_cover_every_block_once_and_meet_in_order(programs, ti
         assert segs and all(k0 < k1 for _, k0, k1 in segs)
         shared = segs[max(tiles // programs - 1, 0):]
         assert [t for t, _, _ in shared] == sorted({t for t, _, _ in shared}, reverse=True)
-        assert all(k1 == blocks for _, _, k1 in shared[1:])
+        assert all(k1 == blocks for _, _, k1 in shared[1:]) and all(k0 == 0 for _, k0, _ in shared[:-1])
         for t, k0, k1 in segs:
             for k in range(k0, k1):
                 assert (t, k) not in seen

@@ -586,6 +586,18 @@ def test_triton_row_names_the_ws_kernel_where_it_runs(monkeypatch):
     kept = 4 * (2 * 2 + 2 * 2 * 64 * 64)
     assert split.note(80, inputs.x).endswith(f", {kept / 2**20:.1f} MiB split workspace kept between calls")
     assert split.fused().ws_workspace_bytes(inputs.x, split.fused().config_for(80)) == kept
+    # Stream-K: a 64 x BLOCK_M plane per consumer warpgroup of each program
+    # (3 here, at most one per K block of all tiles; one per SM on a GPU)
+    # and a counter per tile warpgroup (80 x 128: one 128 x 128 tile).
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+
+    monkeypatch.setattr(ws_gemm, "STREAM_K_PROGRAMS", 3)
+    sk = weight_only(inputs, cfg(bm=32, bn=64, bk=64, WS=ws_tiles(128, 128, 64, 3, stream_k=True)), path="fused")
+    kept = 4 * (2 + 3 * 2 * 64 * 128)
+    assert sk.note(80, inputs.x).endswith(f", {kept / 2**20:.1f} MiB split workspace kept between calls")
+    assert sk.fused().ws_workspace_bytes(inputs.x, sk.fused().config_for(80)) == kept
+    monkeypatch.setattr(ws_gemm, "STREAM_K_PROGRAMS", 132)  # 256 / 64 = 4 K blocks, one tile: 4 programs
+    assert sk.fused().ws_workspace_bytes(inputs.x, sk.fused().config_for(80)) == 4 * (2 + 4 * 2 * 64 * 128)
 
 
 def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch):

@@ -153,8 +153,6 @@ interpreter: CPU tests cover the selection, the GPU tests the kernel.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 from triton.experimental import gluon
@@ -168,6 +166,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from qgemm_bench.backends.triton_kernels.decode import INT4_BF16X2_PTX, NVFP4_SPLIT_BF16X2_PTX
+from qgemm_bench.backends.triton_kernels.split_k import sm_count
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
 WG_ROWS = 64  # weight rows per consumer warpgroup (wgmma's M)
@@ -411,12 +410,7 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
             acc = acc + part.load(mma)
         if SPLITS > 1:
             acc = _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M, SPLITS, mma)
-        if FMT == _NVFP4:  # the FP32 tensor scale, and the decode's 2^-8 (decode.nvfp4_bf16x2)
-            acc = acc * (gl.load(ts_ptr) * 256.0)
-        c = c_bufs.index(WG)
-        c.store(gl.permute(acc.to(gl.bfloat16), (1, 0)))
-        fence_async_shared()
-        _tma_store(out_desc, [m0, n0 + WG * _WG_ROWS], c)
+        _store_y(acc, c_bufs, out_desc, ts_ptr, m0, n0, WG, FMT, False)
         tma.store_wait(pendings=0)
 
 
@@ -544,15 +538,24 @@ def _sk_consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr,
 @gluon.jit
 def _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, WG: gl.constexpr, BLOCK_M: gl.constexpr,
                 FMT: gl.constexpr):
-    """Consumer WG's rows of tile t's y (its sum, NVFP4 times the tensor
-    scale) by TMA from its output buffer, once the store before has read it."""
+    """_store_y for stream-K tile t (a program stores several tiles: the
+    output buffer is reused)."""
+    _store_y(acc, c_bufs, out_desc, ts_ptr, (t // n_tiles) * BLOCK_M, (t % n_tiles) * 2 * _WG_ROWS, WG, FMT, True)
+
+
+@gluon.jit
+def _store_y(acc, c_bufs, out_desc, ts_ptr, m0, n0, WG: gl.constexpr, FMT: gl.constexpr, REUSED: gl.constexpr):
+    """Consumer WG's rows of the tile at (m0, n0) of y, its sum (NVFP4 times
+    the tensor scale), by TMA from its output buffer (REUSED: once the store
+    before has read it)."""
     if FMT == _NVFP4:  # the FP32 tensor scale, and the decode's 2^-8 (decode.nvfp4_bf16x2)
         acc = acc * (gl.load(ts_ptr) * 256.0)
     c = c_bufs.index(WG)
-    tma.store_wait(pendings=0)
+    if REUSED:
+        tma.store_wait(pendings=0)
     c.store(gl.permute(acc.to(gl.bfloat16), (1, 0)))
     fence_async_shared()
-    _tma_store(out_desc, [(t // n_tiles) * BLOCK_M, (t % n_tiles) * 2 * _WG_ROWS + WG * _WG_ROWS], c)
+    _tma_store(out_desc, [m0, n0 + WG * _WG_ROWS], c)
 
 
 @gluon.jit
@@ -759,11 +762,6 @@ def launch_splits(kmajor, c: dict) -> tuple[int, int]:
 
 
 STREAM_K_PROGRAMS = None  # a stream-K launch's programs (None: one per SM; tests take fewer)
-
-
-@functools.cache
-def sm_count(device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def stream_k_programs(kmajor, m: int, n: int, c: dict, device) -> int:

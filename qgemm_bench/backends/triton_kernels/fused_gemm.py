@@ -428,7 +428,6 @@ FUSED_CONFIGS = {
 # 64x64x64 s6 25.95 / NVFP4 27.01 against 64x64x128 s4's 28.10 / 28.72;
 # M=128 128x64x64 s4 NVFP4 42.02 against the table's 45.40 (int4 40.25 /
 # 39.85); at M = 256 they lost (256x64x64 s4 58.6 against int4's 53.0).
-# Two programs per tile (SPLITS 2, the last SKEW K blocks more): M=64
 # From 512 also stream-K (ws_gemm._sk_consumer), for tile counts that leave
 # a wave part-empty: int4 1024 x 8192 x 10240 (320 tiles of 256x128 on 132
 # SMs) 252.65 us against the table's 272.93 and cuBLAS 257.16, 1024 x 4096 x
@@ -660,7 +659,8 @@ class FusedGemm:
 
     def ws_workspace_bytes(self, x: torch.Tensor, c: dict) -> int:
         """Bytes of the workspace config c's warp-specialized launch keeps
-        between calls for this x (SPLITS > 1: ws_gemm.workspace; else 0)."""
+        between calls for this x (SPLITS > 1 and STREAM_K: ws_gemm.workspace;
+        else 0)."""
         if not self.runs_ws(x, c):
             return 0
         from qgemm_bench.backends.triton_kernels import ws_gemm

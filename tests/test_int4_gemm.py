@@ -1034,11 +1034,13 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
                                          ((7, 2048, 8192), 128), ((600, 8192, 136), 256),
-                                         ((257, 5248, 1000), 32), ((65, 5024, 520), 32)])
+                                         ((257, 5248, 1000), 32), ((65, 5024, 520), 32),
+                                         ((600, 8192, 136), "channel")])
 def test_ws_kernel_vs_fp64(shape, group, tiles):
     # ws_gemm.py on ragged shapes: x rows past M (TMA zeros), N off the
     # 128-row tile (the store clips), K off the K block and the layout's
-    # padding (zero codes, zero x), per channel, unscaled, groups of 32
+    # padding (zero codes, zero x), per channel and unscaled (the scales on
+    # the sum, ws_gemm.CHANNEL; N 136 ends in a tile past the scales' row), groups of 32
     # (a scale per 32-k run; K 5024 ends mid-block) and of
     # 64..256 (64 in 128-k blocks: fused_kernel's tiles instead).
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles

@@ -199,6 +199,12 @@ INT4_SCALED_PTX = INT4_BF16X2_PTX.replace("        }", """        mov.b32 one, 0
         fma.rn.bf16x2 $3, $3, $6, one;
         }""")
 _INT4_SCALED_PTX = gl.constexpr(INT4_SCALED_PTX)
+_INT4_PTX = gl.constexpr(INT4_BF16X2_PTX)
+# ws_kernel's GROUP for int4 with one scale per channel (a group of all K):
+# the weights decode to q alone and the sum takes the scales once, in fp32
+# (_store_y), with no scale loads in the loop.
+CHANNEL = 0
+_CHANNEL = gl.constexpr(CHANNEL)
 _NVFP4_PTX = gl.constexpr(NVFP4_SPLIT_BF16X2_PTX)
 _NVFP4, _NVFP4_BLOCK = gl.constexpr(NVFP4), gl.constexpr(NVFP4_BLOCK)
 
@@ -281,14 +287,19 @@ def _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, i, m0
     PER_T: gl.constexpr = TILE_K // BLOCK_K  # K blocks per tile of the layout
     s = j % STAGES
     mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
-    mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
+    if GROUP == _CHANNEL:  # the scales on the sum (_store_y)
+        mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes)
+    else:
+        mbarrier.expect(ready.index(s),
+                        x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
     _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
     _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)], ready.index(s),
               w_bufs.index(s))
-    if GROUP < BLOCK_K:  # NVFP4, int4 group 32: the K block's BLOCK_K // GROUP rows of block scales
-        _tma_load(s_desc, [i * (BLOCK_K // GROUP), n0], ready.index(s), s_bufs.index(s))
-    else:
-        _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
+    if GROUP != _CHANNEL:
+        if GROUP < BLOCK_K:  # NVFP4, int4 group 32: the K block's BLOCK_K // GROUP rows of block scales
+            _tma_load(s_desc, [i * (BLOCK_K // GROUP), n0], ready.index(s), s_bufs.index(s))
+        else:
+            _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
 
 
 @gluon.jit
@@ -340,7 +351,7 @@ def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGE
     P3: gl.constexpr = packed_layout3(BLOCK_K)
     P: gl.constexpr = packed_layout(BLOCK_K)
     C3: gl.constexpr = chunk_layout(BLOCK_K)
-    SB: gl.constexpr = block_scale_layout(BLOCK_K, 32 // GROUP if GROUP < BLOCK_K else 1)
+    SB: gl.constexpr = block_scale_layout(BLOCK_K, 32 // GROUP if GROUP > 0 and GROUP < BLOCK_K else 1)
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
     wp = gl.reshape(w_bufs.index(s).slice(WG, 1, dim=0).load(P3), (_WG_ROWS, BLOCK_K // 2))
@@ -356,6 +367,9 @@ def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGE
         _, s_hi = gl.broadcast(wp, s_hi)
         lo, hi = gl.inline_asm_elementwise(_NVFP4_PTX, "=r,=r,=r,=r,r,r,r,r,r", [wp, s_lo, s_hi],
                                            dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
+    elif GROUP == _CHANNEL:  # q alone, exact; the scales on the sum (_store_y)
+        lo, hi = gl.inline_asm_elementwise(_INT4_PTX, "=r,=r,=r,=r,r", [wp], dtype=(gl.bfloat16, gl.bfloat16),
+                                           is_pure=True, pack=4)
     elif GROUP < BLOCK_K:  # int4 groups of 32: a run's scale for both its nibbles
         sb = gl.permute(s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS, dim=1).load(SB), (1, 0))
         sg = gl.expand_dims(gl.convert_layout(sb, gl.SliceLayout(2, C3)), 2)
@@ -380,7 +394,7 @@ def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGE
 
 @gluon.jit
 def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr, m0, n0,
-              nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+              NP, nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr,
               SPLITS: gl.constexpr, GROUP: gl.constexpr):
     """Weight rows WG * 64.. of the tile over the program's nb K blocks;
@@ -410,7 +424,7 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
             acc = acc + part.load(mma)
         if SPLITS > 1:
             acc = _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M, SPLITS, mma)
-        _store_y(acc, c_bufs, out_desc, ts_ptr, m0, n0, WG, FMT, False)
+        _store_y(acc, c_bufs, out_desc, ts_ptr, m0, n0, NP, WG, FMT, GROUP, False)
         tma.store_wait(pendings=0)
 
 
@@ -476,7 +490,7 @@ def _sk_producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, n
 
 @gluon.jit
 def _sk_consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, part_ptr, count_ptr, n_tiles,
-                 tiles, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr,
+                 tiles, NP, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr,
                  BLOCKS: gl.constexpr, FMT: gl.constexpr, GROUP: gl.constexpr):
     """Stream-K (STREAM_K; two consumers, 128-row tiles): whole tiles in
     all but the last full wave (a data-parallel part: the tiles in flight
@@ -507,7 +521,7 @@ def _sk_consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr,
         for i in range(BLOCKS):
             acc = _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, j + i, WG, STAGES, BLOCK_M, BLOCK_K, FMT, GROUP)
         j += BLOCKS
-        _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, WG, BLOCK_M, FMT)
+        _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, NP, WG, BLOCK_M, FMT, GROUP)
     for tt in range((end - 1) // BLOCKS - start // BLOCKS + 1):
         r, k0, k1 = _sk_segment(tt, start, end, BLOCKS)
         t = base + r
@@ -531,25 +545,31 @@ def _sk_consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr,
                     acc = acc + gl.load(part_ptr + (p * 2 + WG) * PLANE + offs, cache_modifier=".cg")
                 _barrier()  # every thread has read the full count before it is zeroed
                 gl.store(counter, gl.zeros([THREADS], gl.int32, one))
-            _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, WG, BLOCK_M, FMT)
+            _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, NP, WG, BLOCK_M, FMT, GROUP)
     tma.store_wait(pendings=0)
 
 
 @gluon.jit
-def _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, WG: gl.constexpr, BLOCK_M: gl.constexpr,
-                FMT: gl.constexpr):
+def _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, NP, WG: gl.constexpr, BLOCK_M: gl.constexpr,
+                FMT: gl.constexpr, GROUP: gl.constexpr):
     """_store_y for stream-K tile t (a program stores several tiles: the
     output buffer is reused)."""
-    _store_y(acc, c_bufs, out_desc, ts_ptr, (t // n_tiles) * BLOCK_M, (t % n_tiles) * 2 * _WG_ROWS, WG, FMT, True)
+    _store_y(acc, c_bufs, out_desc, ts_ptr, (t // n_tiles) * BLOCK_M, (t % n_tiles) * 2 * _WG_ROWS, NP, WG, FMT,
+             GROUP, True)
 
 
 @gluon.jit
-def _store_y(acc, c_bufs, out_desc, ts_ptr, m0, n0, WG: gl.constexpr, FMT: gl.constexpr, REUSED: gl.constexpr):
+def _store_y(acc, c_bufs, out_desc, ts_ptr, m0, n0, NP, WG: gl.constexpr, FMT: gl.constexpr, GROUP: gl.constexpr,
+             REUSED: gl.constexpr):
     """Consumer WG's rows of the tile at (m0, n0) of y, its sum (NVFP4 times
-    the tensor scale), by TMA from its output buffer (REUSED: once the store
-    before has read it)."""
+    the tensor scale ts_ptr; int4 per channel, GROUP CHANNEL, times its rows'
+    scales, ts_ptr the scales' row of NP), by TMA from its output buffer
+    (REUSED: once the store before has read it)."""
     if FMT == _NVFP4:  # the FP32 tensor scale, and the decode's 2^-8 (decode.nvfp4_bf16x2)
         acc = acc * (gl.load(ts_ptr) * 256.0)
+    elif GROUP == _CHANNEL:
+        rows = n0 + WG * _WG_ROWS + gl.arange(0, _WG_ROWS, layout=gl.SliceLayout(1, acc.type.layout))
+        acc = acc * gl.expand_dims(gl.load(ts_ptr + rows, mask=rows < NP, other=0.0).to(gl.float32), 1)
     c = c_bufs.index(WG)
     if REUSED:
         tma.store_wait(pendings=0)
@@ -595,7 +615,7 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     slot = tile * CONSUMERS
     x_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], x_desc.layout)
     w_bufs = gl.allocate_shared_memory(gl.int8, [STAGES, CONSUMERS, TILE_N, BLOCK_K // 2], w_desc.layout)
-    if GROUP < BLOCK_K:  # NVFP4's blocks of 16, int4 groups of 32
+    if GROUP > 0 and GROUP < BLOCK_K:  # NVFP4's blocks of 16, int4 groups of 32
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_K // GROUP, BLOCK_N], s_desc.layout)
     else:
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N], s_desc.layout)
@@ -617,18 +637,18 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
         tiles = gl.cdiv(M, BLOCK_M) * n_tiles
         gl.warp_specialize([
             (_sk_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, part_ptr, count_ptr,
-                            n_tiles, tiles, 0, STAGES, BLOCK_M, BLOCK_K, BLOCKS, FMT, GROUP)),
+                            n_tiles, tiles, NP, 0, STAGES, BLOCK_M, BLOCK_K, BLOCKS, FMT, GROUP)),
             (_sk_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, part_ptr, count_ptr,
-                            n_tiles, tiles, 1, STAGES, BLOCK_M, BLOCK_K, BLOCKS, FMT, GROUP)),
+                            n_tiles, tiles, NP, 1, STAGES, BLOCK_M, BLOCK_K, BLOCKS, FMT, GROUP)),
             (_sk_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, n_tiles, tiles, NP, STAGES,
                             BLOCK_M, BLOCK_N, BLOCK_K, BLOCKS, TILE_N, TILE_K, GROUP)),
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
     elif CONSUMERS * K_SPLIT == 2:
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
-                         m0, n0, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS, GROUP)),
+                         m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS, GROUP)),
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
-                         m0, n0, nb, split, slot + WG_B, WG_B, STAGES, BLOCK_M, BLOCK_K, FMT, PART_B, K_SPLIT,
+                         m0, n0, NP, nb, split, slot + WG_B, WG_B, STAGES, BLOCK_M, BLOCK_K, FMT, PART_B, K_SPLIT,
                          SPLITS, GROUP)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
@@ -636,7 +656,7 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     else:
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
-                         m0, n0, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS, GROUP)),
+                         m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS, GROUP)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [1], [_PRODUCER_REGS])
@@ -857,8 +877,10 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     else:
         part, count = workspace(cache, m, n, {**c, "SPLITS": splits}, x.device) if splits > 1 else (out, out)
         grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn) * splits,)
-    ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts if ts is not None else out, part, count, n,
-                    kmajor.scales.stride(0), m, K=padded_k(kmajor), GROUP=group, FMT=fmt, BLOCK_M=bm,
-                    BLOCK_N=bn, BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
+    channel = fmt == INT4 and group >= kmajor.k  # one scale row: on the sum (CHANNEL)
+    ts = kmajor.scales if channel else ts if ts is not None else out
+    ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts, part, count, n, kmajor.scales.stride(0), m,
+                    K=padded_k(kmajor), GROUP=CHANNEL if channel else group, FMT=fmt, BLOCK_M=bm, BLOCK_N=bn,
+                    BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
                     SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), num_warps=4, maxnreg=maxnreg(c))
     return out

@@ -56,12 +56,13 @@ DEV = torch.device("cuda")
 results = []
 
 
-def operands(fmt, m, k, n, dequantized=False):
+def operands(fmt, m, k, n, dequantized=False, group=128):
     """(x, WeightOnlyGemm's weight arguments, the reference); int4 in groups
-    of 128. dequantized: the fp32 [K, N] weights in the reference's place
-    (the reference of any x: x.float() @ them, as op.reference)."""
+    of `group` (an int or "channel"). dequantized: the fp32 [K, N] weights
+    in the reference's place (the reference of any x: x.float() @ them, as
+    op.reference)."""
     op = int4_gemm if fmt == "int4" else nvfp4_gemm
-    settings = int4_gemm.Settings(128) if fmt == "int4" else nvfp4_gemm.Settings()
+    settings = int4_gemm.Settings(group) if fmt == "int4" else nvfp4_gemm.Settings()
     inp = op.make_inputs(Case(op.NAME, Shape(m, k, n), torch.bfloat16, DEV, settings), 0)
     return inp.x, weight_args(op.NAME, inp), op.dequantize(inp) if dequantized else op.reference(inp)
 
@@ -395,7 +396,7 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
-def ws_pass(fmts=FORMATS, ms=None):
+def ws_pass(fmts=FORMATS, ms=None, group=None):
     """Each fused entry of this GPU's table (formats `fmts`; M in `ms` only,
     if given) at an M where fused_gemm.ws_pool has tiles, at its bucket's
     shape, where the
@@ -406,10 +407,15 @@ def ws_pass(fmts=FORMATS, ms=None):
     without WS and the fastest with; WS that fails comes off. Above
     FUSED_MAX_M the winner is then timed against dequantize + cuBLAS in
     rounds of their own, as the table mode does, renewing
-    versus_dequant_us. The table mode drops WS: run this after it."""
+    versus_dequant_us. The table mode drops WS: run this after it.
+    group (int4: 32, 64 or "channel"): the same at that group size, from
+    the entry's config as it runs there (its pointer_config where its TMA
+    loads do not: fused_gemm.tma_usable), the fastest written as the
+    entry's "groups" config for it (weight_only_configs.lookup), the
+    entry's own left as it was."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
+    from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable, ws_pool
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe, ws_label
     from qgemm_bench.harness.environment import git_commit
 
@@ -422,8 +428,12 @@ def ws_pass(fmts=FORMATS, ms=None):
         m, k, n = parse(key)
         if not ws_pool(m) or ms and m not in ms:
             continue
-        x, wargs, ref = operands(fmt, m, k, n)
-        base = {c: v for c, v in entry["config"].items() if c != "WS"}
+        x, wargs, ref = operands(fmt, m, k, n, group=group or 128)
+        config = entry["config"]
+        if group is not None and config.get("TMA") and "pointer_config" in entry and not tma_usable(
+                FORMATS.index(fmt), k if group == "channel" else group, k, config["BLOCK_K"], DEV, config["BLOCK_M"]):
+            config = entry["pointer_config"]  # as WeightOnlyGemm.tuned runs it at this group
+        base = {c: v for c, v in config.items() if c != "WS"}
         # Only tiles the kernel runs here: elsewhere a "WS" config runs its base tiles.
         gemm = wo.WeightOnlyGemm(*wargs, config=base, path="fused").fused()
         cands = {"base": base} | {ws_label(w): {**base, "WS": dict(w)}
@@ -447,14 +457,21 @@ def ws_pass(fmts=FORMATS, ms=None):
             del ready, x, wargs, ref, reps
             continue
         best = min(us, key=us.get)
-        entry["config"] = cands[best]
-        entry["us"] = round(us[best], 2)
         ws_us = {label: t for label, t in us.items() if label != "base"}
+        if group is not None:  # the group's own entry; the group-128 one stays
+            own = {"config": cands[best], "us": round(us[best], 2),
+                   "tuned": f"ws --group {group}: the entry's config and WS tiles, same rounds"}
+            entry.setdefault("groups", {})[woc.group_key(None if group == "channel" else group, k)] = own
+            entry = own
+        else:
+            entry["config"] = cands[best]
+            entry["us"] = round(us[best], 2)
         if ws_us:
             entry["ws_us"] = [round(us["base"], 2), round(min(ws_us.values()), 2)]
         else:  # WS failed its check or its timing: off
             entry.pop("ws_us", None)
-        versus = versus_dequant(entry, ready[best], reps, f"{fmt} {key}") if m > wo.FUSED_MAX_M else ""
+        versus = versus_dequant(entry, ready[best], reps, f"{fmt} {key}") \
+            if m > wo.FUSED_MAX_M and group is None else ""
         del ready, x, wargs, ref, reps
         timings = " | ".join(f"{'' if label == 'base' else 'ws '}{describe(base) if label == 'base' else label} "
                              f"{t:7.2f}" for label, t in us.items())
@@ -463,7 +480,8 @@ def ws_pass(fmts=FORMATS, ms=None):
     for fmt in fmts:
         done = sorted({m for f, m in timed_ms if f == fmt})
         if done:
-            doc["source"] = (doc.get("source", "") + f"; then {fmt} fused M {','.join(map(str, done))}: the "
+            at = f" at group {group}" if group is not None else ""
+            doc["source"] = (doc.get("source", "") + f"; then {fmt} fused M {','.join(map(str, done))}{at}: the "
                              f"warp-specialized kernel's tiles against each entry's config (ws, commit "
                              f"{git_commit() or 'unknown'})")
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
@@ -530,7 +548,7 @@ def main(args):
     if args.variants == "pdl":
         return pdl_pass(args.paths.split(","), args.formats)
     if args.variants == "ws":
-        return ws_pass(args.formats, args.ms)
+        return ws_pass(args.formats, args.ms, args.group)
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -589,6 +607,9 @@ if __name__ == "__main__":
                         "kernel's candidate tiles (ws_gemm.py) and keep the fastest; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
+    p.add_argument("--group", default=None, choices=["32", "64", "channel"],
+                   help="ws: time int4 at this group size instead, writing each entry's config for it (the "
+                        "entry's \"groups\"; group 128's configs stay)")
     p.add_argument("--paths", default="split,fused",
                    help="table, pdl, check: the paths to tune or check (split, fused or both)")
     p.add_argument("--formats", default="int4,nvfp4",
@@ -614,6 +635,10 @@ if __name__ == "__main__":
         if args.calls is not None and args.variants != "check":
             raise InputError("--calls is for the check mode")
         args.calls = 30 if args.calls is None else args.calls
+        if args.group is not None:
+            if args.variants != "ws" or args.formats != ("int4",):
+                raise InputError("--group is for the ws mode with --formats int4")
+            args.group = args.group if args.group == "channel" else int(args.group)
         if args.calls < 1:
             raise InputError(f"--calls {args.calls}: expected a positive number of calls")
         if args.ms is not None:

@@ -30,6 +30,40 @@ def test_lookup_exact_bucket_nearest_and_other_gpu_or_format():
     assert woc.lookup(INT4, "split", 1, 4096, 4096, None, DOC) is None  # CPU: no GPU's table
 
 
+def test_lookup_takes_an_int4_group_s_own_config_in_the_bucket_the_shape_takes():
+    # "groups" overrides the entry's config at that group size only; the
+    # group-128 entries decide the bucket (the nearest one's override, or none).
+    g32 = triton_config(128, 128, 128, 1)
+    doc = {"gpu": "h100", "kernels": {"int4_gemm_fused": {
+        "M256_K8192_N8192": {"config": C, "groups": {"32": {"config": g32}, "channel": {"config": A}}},
+        "M1024_K8192_N8192": {"config": B}}}}
+    assert woc.lookup(INT4, "fused", 200, 8192, 8192, "h100", doc, group="32") == (g32, "")
+    assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc, group="channel") == (A, "")
+    assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc, group="64") == (C, "")
+    assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc) == (C, "")
+    assert woc.lookup(INT4, "fused", 1024, 8192, 8192, "h100", doc, group="32") == (B, "")
+    assert woc.lookup(INT4, "fused", 256, 4096, 4096, "h100", doc, group="32") == (
+        g32, "triton fused config of nearest bucket M256_K8192_N8192")
+    assert [woc.group_key(g, 8192) for g in (32, 64, 128, 8192, None)] == ["32", "64", "128", "channel", "channel"]
+
+
+def test_the_triton_backend_runs_its_group_s_config(monkeypatch):
+    # WeightOnlyGemm.tuned looks up its own group (per channel and unscaled:
+    # "channel"); NVFP4 and the split path have none.
+    g32, chan = triton_config(128, 128, 128, 1), triton_config(64, 64, 128, 2)
+    monkeypatch.setattr(woc, "table", lambda gpu: {"gpu": None, "kernels": {"int4_gemm_fused": {
+        "M256_K512_N72": {"config": C, "groups": {"32": {"config": g32}, "channel": {"config": chan}}}},
+        "nvfp4_gemm_fused": {"M256_K512_N72": {"config": C}}}})
+    for group, want in ((32, g32), (64, C), (128, C), ("channel", chan), (None, chan)):
+        inputs = int4_gemm.make_inputs(case(int4_gemm, (200, 512, 72), group_size=group), seed())
+        gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, {None: 2, "channel": 512}.get(group, group))
+        assert gemm.tuned(200, "fused") == (want, ""), group
+    from qgemm_bench.backends.triton_ops import weight_args
+
+    nv = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (200, 512, 72)), seed())
+    assert WeightOnlyGemm(*weight_args(nvfp4_gemm.NAME, nv)).tuned(200, "fused") == (C, "")
+
+
 def test_faster_path_is_the_one_timed_faster_at_the_nearest_bucket_with_both_timings():
     fast, slow = {"config": A, "us": 28.7}, {"config": B, "us": 37.1}
     doc = {"gpu": "h100", "kernels": {"int4_gemm": {"M32_K8192_N8192": slow, "M64_K8192_N8192": fast,
@@ -131,6 +165,12 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}, "ws_us": [1, -2]}}}}',
      "ws_us must be two positive numbers"),
+    ('{"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "groups": {"32": {'
+     + CFG + '}}}}}}}', "groups \\(int4_gemm_fused only\\)"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "groups": {"128": {'
+     + CFG + '}}}}}}}', "maps 32, 64, channel to an entry"),
+    ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "groups": {"32": {'
+     '"config": {"BLOCK_M": 16}}}}}}}', "M1_K64_N64 groups 32: a config needs"),
 ])
 def test_a_bad_table_file_is_refused_in_one_line(tmp_path, text, match):
     path = tmp_path / "t.json"
@@ -613,3 +653,60 @@ def test_above_fused_max_m_dequantize_runs_where_the_table_timed_it_faster(monke
         with pytest.raises(ValueError, match="versus_dequant_us must be two positive numbers"):
             woc.check_table({"gpu": "h100", "kernels": {kernel: {key: {
                 "config": triton_config(256, 64, 64, 1), "us": 70.0, "versus_dequant_us": bad}}}}, "t")
+
+
+def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch, tmp_path):
+    """scripts/tune_weight_only.py ws --group against scripted timings (no
+    GPU): the entry's config as it runs at the group (its pointer_config
+    where its TMA loads do not: group 32 in 128-row x tiles) and each WS
+    tile, the fastest written as the entry's "groups" config; the entry's
+    own config stays."""
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+    from qgemm_bench.harness import environment
+
+    script = load_tune_script()
+    out = tmp_path / "h100.json"
+    tma, ptr = {**triton_config(128, 64, 128, 1), "TMA": True}, triton_config(128, 128, 128, 1)
+    out.write_text(woc.dumps({"gpu": "h100", "source": "first", "kernels": {"int4_gemm_fused": {
+        "M256_K8192_N8192": {"config": tma, "pointer_config": ptr, "us": 51.0}}}}))
+    plain, split2 = ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4, splits=2, skew=4)
+    us = {None: 61.3, "256x128x64 s3": 58.0, "256x128x64 s4 split 2 skew 4": 54.5}
+    groups = []
+
+    class Gemm:
+        def __init__(self, *args, config, path):
+            self.c = config
+
+        def fused(self):
+            return self
+
+        def runs_ws(self, x, c):
+            return True
+
+    def timings(cands):
+        from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
+
+        return [us[ws_label(c["WS"]) if "WS" in (c := calls[0]()) else None] for calls in cands]
+
+    monkeypatch.setattr(woc, "path_for", lambda gpu: out)
+    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
+    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    monkeypatch.setattr(fused_gemm, "ws_pool", lambda m: [plain, split2])
+    monkeypatch.setattr(script, "operands", lambda fmt, m, k, n, group=128: groups.append(group) or (None, (), None))
+    monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
+    monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
+    monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
+    monkeypatch.setattr(script, "time_interleaved", timings)
+    script.ws_pass(("int4",), {256}, 32)
+    script.ws_pass(("int4",), {256}, "channel")
+    doc = woc.read_table(out)
+    entry = doc["kernels"]["int4_gemm_fused"]["M256_K8192_N8192"]
+    assert groups == [32, "channel"]
+    assert entry["config"] == tma and entry["us"] == 51.0 and "ws_us" not in entry
+    assert entry["groups"]["32"] == {"config": {**ptr, "WS": split2}, "us": 54.5, "ws_us": [61.3, 54.5],
+                                     "tuned": "ws --group 32: the entry's config and WS tiles, same rounds"}
+    assert entry["groups"]["channel"]["config"] == {**tma, "WS": split2}  # per channel: its TMA loads run
+    assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc, group="32")[0] == {**ptr, "WS": split2}
+    assert doc["source"].startswith("first; then int4 fused M 256 at group 32: the warp-specialized")

@@ -45,6 +45,7 @@ import triton.language as tl
 from qgemm_bench.backends.checks import check_weight_only
 from qgemm_bench.backends.triton_kernels import decode, split_k_parts, weight_only_configs
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
+from qgemm_bench.operators.formats import INT4
 from qgemm_bench.types import m_bucket
 
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
@@ -371,7 +372,8 @@ class WeightOnlyGemm:
             from qgemm_bench.harness.environment import table_gpu
 
             k, n, gpu = 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device)
-            found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu)
+            group = weight_only_configs.group_key(self._fused_group(), k) if self.fmt == INT4 else None
+            found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, group=group)
             if found is None:
                 found = (tuned_config(self.fmt, m), "") if path == "fused" else \
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")

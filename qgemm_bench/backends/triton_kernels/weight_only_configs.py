@@ -25,7 +25,12 @@ harness.environment.gpu_slug names it, e.g. h100):
                                      at fused_gemm.WS_POOL's M: "ws_us": [the
                                      config's us without WS, with the fastest WS
                                      tiles], timed in the same rounds (the fastest
-                                     stays)}}}}
+                                     stays),
+                                     int4 fused only, optionally "groups": {"32" |
+                                     "64" | "channel": {"config", "us", "ws_us",
+                                     "tuned"}}: the config that runs at that group
+                                     size instead (group_key; tuned by
+                                     `tune_weight_only.py ws --group`)}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. Up to M = 64 the path that timed faster at
@@ -34,7 +39,9 @@ weight_only.FUSED_MAX_M the fused kernel gives way to dequantize + cuBLAS
 where the nearest fused bucket (the one whose config runs) timed that
 faster (dequant_faster). The int4 entries were timed at group 128 and
 serve every group size (the kernel picks its scale handling from the group
-and BLOCK_K). A GPU without a file gets no entry: the split kernel
+and BLOCK_K) but where an entry has its own config for the group ("groups",
+looked up in the bucket the shape takes: the group-128 entries decide the
+bucket). A GPU without a file gets no entry: the split kernel
 autotunes over weight_only's curated lists at run time (the row says so),
 the fused one takes fused_gemm.FUSED_CONFIGS. The Helion backend runs these
 configs (pointer_config where the config has TMA loads, which it lacks) where
@@ -61,6 +68,14 @@ CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_sta
 # Fused-kernel keys: refused in split entries, dropped where the split kernel runs.
 FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "WS")
 MIN_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}  # split_k_parts' counters; tl.dot's 16
+GROUP_KEYS = ("32", "64", "channel")  # an int4 fused entry's "groups" (group_key)
+
+
+def group_key(group: int | None, k: int) -> str:
+    """An int4 group size as an entry's "groups" names it: "channel" for one
+    group of all K (and unscaled, run as scales of one per channel), else
+    the size ("128", the entries' own, has no override)."""
+    return "channel" if group is None or group >= k else str(group)
 
 
 def kernel(fmt: int, path: str) -> str:
@@ -138,6 +153,14 @@ def check_table(doc, where: str) -> dict:
                         not all(isinstance(u, (int, float)) and not isinstance(u, bool) and u > 0 for u in v):
                     raise ValueError(f"{where}: {name} {key}: ws_us must be two positive numbers [fused_kernel, "
                                      "WS], in a fused entry")
+            if "groups" in entry:
+                groups = entry["groups"]
+                if name != "int4_gemm_fused" or not isinstance(groups, dict) or set(groups) - set(GROUP_KEYS):
+                    raise ValueError(f"{where}: {name} {key}: groups (int4_gemm_fused only) maps "
+                                     f"{', '.join(GROUP_KEYS)} to an entry with a config")
+                for g, sub in groups.items():
+                    check_config(sub.get("config") if isinstance(sub, dict) else None,
+                                 f"{where}: {name} {key} groups {g}", fmt)
             if "pointer_config" in entry:
                 check_config(entry["pointer_config"], f"{where}: {name} {key} pointer_config", fmt)
                 if entry["pointer_config"].get("TMA") or "WS" in entry["pointer_config"]:
@@ -164,18 +187,21 @@ def entries_of(fmt: int, path: str, gpu: str | None, doc: dict | None = None) ->
 
 
 def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
-           doc: dict | None = None, tma: bool = True) -> tuple[dict, str] | None:
+           doc: dict | None = None, tma: bool = True, group: str | None = None) -> tuple[dict, str] | None:
     """(config, note) for the path ("split" or "fused") at this shape on GPU
     `gpu` (the note names the bucket when it is not the shape's own), or
     None: no entry for this GPU, format and path. tma False: for a kernel
     without TMA loads, the entry's pointer_config where its config has TMA
-    loads."""
+    loads. group (group_key): the entry's own config for that int4 group
+    size where it has one (as it runs: its TMA loads are usable)."""
     entries = entries_of(fmt, path, gpu, doc)
     if not entries:
         return None
     near = nearest(entries, m, k, n)
     note = "" if near == bucket(m, k, n) else f"triton {path} config of nearest bucket {near}"
     entry = entries[near]
+    if group is not None and group in entry.get("groups", {}):
+        return dict(entry["groups"][group]["config"]), note
     if not tma and entry["config"].get("TMA") and "pointer_config" in entry:
         return dict(entry["pointer_config"]), note
     return {c: v for c, v in entry["config"].items() if tma or c not in ("TMA", "TMA_W", "WS")}, note

@@ -9,8 +9,8 @@ W^T x^T, the weights in the tiled fragment-order K-major layout,
 kmajor_layout.py), split into partitions of one program:
 - a producer warp TMA-loads each K block's x tile [BLOCK_M, BLOCK_K], weight
   tile (BLOCK_N // 64 tile rows of BLOCK_K // 2 bytes) and scales (int4:
-  a row of BLOCK_N bf16, with groups of 32 the block's BLOCK_K // 32 rows;
-  NVFP4: its BLOCK_K // 16 rows)
+  a row of BLOCK_N bf16, with groups of 32 the block's BLOCK_K // 32 rows,
+  per channel none; NVFP4: its BLOCK_K // 16 rows)
   into a ring of `num_stages` buffers, waiting on an `empty` mbarrier per
   stage and signalling a `ready` one;
 - BLOCK_N // 64 consumer warpgroups (one or two), 64 weight rows each: wait
@@ -18,9 +18,10 @@ kmajor_layout.py), split into partitions of one program:
   decoded pairs are wgmma fragment registers, `packed_layout`), decode with
   the PTX of decode.py and the scales in the same asm (NVFP4: a 32-k run's
   low nibbles take its first block's scale, the high ones its second's;
-  int4 groups of 32: both take the run's),
+  int4 groups of 32: both take the run's; int4 per channel: no scale),
   register-A wgmma against the shared x tile, wait for it, arrive on
-  `empty`; at the end (NVFP4: times the tensor scale) TMA-store their
+  `empty`; at the end (NVFP4: times the tensor scale; int4 per channel:
+  times the rows' scales, `CHANNEL`) TMA-store their
   [BLOCK_M, 64] part of y;
 - or, K_SPLIT 2 (BLOCK_N 64), two consumer warpgroups on the same 64 rows,
   one taking the even K blocks, the other the odd ones, so one decodes
@@ -106,9 +107,19 @@ same process, 3 rounds (exp/g32_ab.py), against the same table entry's
 fused_kernel config and cuBLAS on bf16 weights: M=64 23.60 / 31.69 / 47.82;
 128 34.18 / 46.14 / 48.43; 512 96.74 / 100.34 / 101.01; 1024 186.73 /
 197.41 / 198.05; 2048 395.42 / 411.42 / 384.84; 4096 747.86 / 802.53 /
-774.82. At M=256 the table's entry has no WS tiles (fused_kernel won there
-at group 128, and the table does not know groups): 256x128x64 s4 split 2
-skew 4 took 54.47 against its 61.29 and cuBLAS 55.00.
+774.82. At M=256 group 128's entry has no WS tiles (fused_kernel won there
+at group 128): 256x128x64 s4 split 2 skew 4 took 54.47 against its 61.29
+and cuBLAS 55.00, so the table's group-32 config there is those tiles
+(weight_only_configs "groups").
+
+Int4 per channel and unscaled (GROUP CHANNEL): the weights decode to q
+alone, exact, and the fp32 sum takes the channel's scale once before the
+store: 100 SASS instructions per K block at 256x128x64 s3 against group
+128's 118 (no HMUL2, no scale row loaded). H100, same process, 3 rounds,
+K = N = 8192, against the kernel before (exp/ws_main_ab.py): M=128 split 2
+33.48 / 33.45, 256 split 2 53.83 / 54.33, 1024 s4 188.44 / 197.43, 4096
+s3 753.46 / 806.77 (rounds 709.8-811.8: noisy). Its m-sweep baseline
+(b9fc134) has M = 4096 at 723.1 against fbgemm's 754.9.
 
 Tried at K = N = 8192 and dropped (one process each, 3 rounds):
 - Four consumers, 128x256 tiles (x rows x weight rows; 112 registers

@@ -347,17 +347,22 @@ def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
     ("channel", 1000, 128, 128, False, "BLOCK"), (None, 1000, 128, 128, False, "BLOCK"),
     ("channel", 1152, 256, 128, False, "BLOCK"), ("channel", 1024, 128, 16, False, "CHANNEL"),
     (None, 1000, 128, 16, False, "CHANNEL"), ("channel", 1024, 64, 16, True, "BLOCK"),
-    (None, 1000, 64, 32, True, "BLOCK"), ("channel", 1000, 64, 32, True, "BLOCK")])
+    (None, 1000, 64, 32, True, "BLOCK"), ("channel", 1000, 64, 32, True, "BLOCK"),
+    ("channel", 1000, 128, 16, "acc", "BLOCK"), (None, 1024, 64, 32, "acc", "BLOCK")])
 def test_fused_kernel_per_channel_and_unscaled_vs_fp64(group, k, bk, bm, tma, mode):
     # Per channel and unscaled (as scales of one) take BLOCK scales, one row
     # for every K block, K off the K block too (the CHANNEL loop returned
     # garbage on the H100 at 256x128x64 w8 s4, fused_gemm.scale_mode), but
     # in small pointer-load tiles (fused_gemm.channel_block), where CHANNEL
-    # scales the fp32 tile at the end. Ragged M and N, split and not.
+    # scales the fp32 tile at the end, unless the tile takes ACC_SCALE ("acc":
+    # BLOCK's ACC path, each block's fp32 product scaled; CHANNEL's loop there
+    # wrote registers pending wgmmas read and was wrong on the H100). Ragged
+    # M and N, split and not.
     from qgemm_bench.backends.triton_kernels import fused_gemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, (33, k, 72), group_size=group), seed())
-    c = cfg(bm=bm, bn=64, bk=bk, split=2, TMA=tma)
+    c = cfg(bm=bm, bn=64, bk=bk, split=2, TMA=tma is True, **({"ACC_SCALE": True} if tma == "acc" else {}))
+    tma = tma is True
     gemm = fused(inputs, c)
     assert fused_gemm.scale_mode(INT4, gemm.group, k, bk, True, fused_gemm.channel_block(c)) == \
         getattr(fused_gemm, mode)

@@ -131,8 +131,20 @@ def channel_block(c: dict) -> bool:
     64x4096x28672), same process, 3 rounds (exp/chan_small.py): CHANNEL's
     loop right in 20 of 20 calls at each, and faster than BLOCK's: 14.4 /
     15.2 us at M = 1, 26.5 / 29.6 at 64, 13.35 / 16.64 at 1x4096x14336,
-    48.4 / 54.6 at 64x4096x28672."""
-    return c["BLOCK_M"] > SPLIT_POOL_MAX_M or bool(c.get("TMA"))
+    48.4 / 54.6 at 64x4096x28672. Not with ACC_SCALE: BLOCK's ACC path
+    then scales each K block's fp32 product (a group of all K: the same
+    row every block). CHANNEL's loop with the table's ACC_SCALE tiles
+    wrote registers pending wgmmas read (sm_90 SASS, Triton 3.6,
+    scripts/fused_sass.py --group channel: 2-34 such writes at 9 of the
+    table's 10 such tiles, BLOCK's ACC path 0 at each, in as many or fewer
+    instructions: 64x64x128 split 4 s3 256 with 34 writes against 256 with
+    none), and returned wrong sums at 64 x 8192 x 10240 in the H100 ws
+    pass (relative error 7.3e-2, 3 calls; tune_weight_only.py ws --group
+    channel, b9fc134). Without ACC_SCALE the table's small tiles have such
+    writes in both loops (CHANNEL / BLOCK: 64x128x128 s4 31 / 2, 64x64x128
+    s4 34 / 41, 16x128x128 s4 2 / 3), and CHANNEL's stays there (right in
+    every call measured, above)."""
+    return c["BLOCK_M"] > SPLIT_POOL_MAX_M or bool(c.get("TMA")) or bool(c.get("ACC_SCALE"))
 
 
 @triton.jit

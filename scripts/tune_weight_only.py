@@ -17,13 +17,15 @@ ws (--formats, --ms; H100, both formats: 142 s from M = 512, 112 s at 64,
 and with each of the warp-specialized Gluon kernel's candidate tiles
 (ws_gemm.py) in the same rounds; the fastest stays, the config's timing
 without WS and the best with noted (ws_us). The table mode drops WS: run
-ws after it.
+ws after it. With --formats int4 --group 32|64|channel (120 s at every M):
+the same at that group size, written as each entry's "groups" config.
 pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
 with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
 faster kept (the table mode now times both itself). check
-(--calls, --ms): each entry of that table run --calls times at its shape against
+(--calls, --ms, --group): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
-can still race). Otherwise:
+can still race; with --group, int4 weights in that group size and the
+config that runs there). Otherwise:
 1. split path, every candidate, M = 1, 16, 64 at K = N = 8192, int4 g128 and NVFP4
    (a 66-config grid at M <= 16: about 2 minutes per format);
 2. each case's best 6 on four other llama shapes;
@@ -488,14 +490,18 @@ def ws_pass(fmts=FORMATS, ms=None, group=None):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
-def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS) -> int:
+def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS, group=None) -> int:
     """Every entry of this GPU's table for the paths (M in `ms` only, if
     given) run `calls` times at its bucket's shape (the first call on the
     seed-0 x, each other on new activations), its config and, where it
     has one, its pointer_config (what kernels without TMA loads and int4
     groups that take none run); a call with error over 1e-2 (or NaN) is
-    wrong, a config that fails to run counts as wrong too. Prints a line per
-    config; returns how many had a wrong call."""
+    wrong, a config that fails to run counts as wrong too. group (int4: 32,
+    64 or "channel"): the weights in that group size, each entry's config
+    as WeightOnlyGemm runs it there (its "groups" config, else its own,
+    TMA loads giving way where they do not run), whose scale handling
+    differs from group 128's. Prints a line per config; returns how many
+    had a wrong call."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
@@ -510,13 +516,17 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS) -> int:
                 m, k, n = parse(key)
                 if ms is not None and m not in ms:
                     continue
-                x, wargs, wd = operands(fmt, m, k, n, dequantized=True)
+                x, wargs, wd = operands(fmt, m, k, n, dequantized=True, group=group or 128)
                 # New activations each call: a call that read a buffer left by the one before (split-K
                 # workspaces, ws_gemm's SPLITS planes) gives the old sums, wrong for the new x.
                 gen = torch.Generator(device=x.device).manual_seed(1)
                 xs = [x] + [torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype)
                             for _ in range(calls - 1)]
-                for c in [entry["config"]] + ([entry["pointer_config"]] if "pointer_config" in entry else []):
+                if group is not None:  # what runs at this group (weight_only_configs.lookup, WeightOnlyGemm.tuned)
+                    configs = [wo.WeightOnlyGemm(*wargs).tuned(m, path)[0]]
+                else:
+                    configs = [entry["config"]] + ([entry["pointer_config"]] if "pointer_config" in entry else [])
+                for c in configs:
                     checked += 1
                     try:
                         gemm = wo.WeightOnlyGemm(*wargs, config=c, path=path)
@@ -527,9 +537,10 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS) -> int:
                     except Exception as e:  # a config that does not run is as bad as a wrong one
                         wrong, worst, text = calls, float("nan"), f"FAILED {type(e).__name__}: {str(e)[:80]}"
                     bad += wrong > 0
-                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} check {describe(c)}",
+                    at = f" group {group}" if group is not None else ""
+                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} check{at} {describe(c)}",
                                     "wrong": wrong, "calls": calls, "max_err": worst if worst == worst else "nan"})
-                    print(f"{fmt} {path} {key} {describe(c)}: {text} ({time.time() - t0:.0f} s)", flush=True)
+                    print(f"{fmt}{at} {path} {key} {describe(c)}: {text} ({time.time() - t0:.0f} s)", flush=True)
                 del x, xs, wargs, wd
     if not checked:
         raise InputError(f"no table entries for --paths {','.join(paths)} and --formats {','.join(fmts)}"
@@ -540,7 +551,7 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS) -> int:
 
 def main(args):
     if args.variants == "check":
-        return 1 if check(args.paths.split(","), args.ms, args.calls, args.formats) else 0
+        return 1 if check(args.paths.split(","), args.ms, args.calls, args.formats, args.group) else 0
     if args.variants == "variants":
         return variants()
     if args.variants == "table":
@@ -609,7 +620,8 @@ if __name__ == "__main__":
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--group", default=None, choices=["32", "64", "channel"],
                    help="ws: time int4 at this group size instead, writing each entry's config for it (the "
-                        "entry's \"groups\"; group 128's configs stay)")
+                        "entry's \"groups\"; group 128's configs stay); check: run the configs that run at "
+                        "this group size, on weights in it")
     p.add_argument("--paths", default="split,fused",
                    help="table, pdl, check: the paths to tune or check (split, fused or both)")
     p.add_argument("--formats", default="int4,nvfp4",
@@ -636,8 +648,8 @@ if __name__ == "__main__":
             raise InputError("--calls is for the check mode")
         args.calls = 30 if args.calls is None else args.calls
         if args.group is not None:
-            if args.variants != "ws" or args.formats != ("int4",):
-                raise InputError("--group is for the ws mode with --formats int4")
+            if args.variants not in ("ws", "check") or args.formats != ("int4",):
+                raise InputError("--group is for the ws and check modes with --formats int4")
             args.group = args.group if args.group == "channel" else int(args.group)
         if args.calls < 1:
             raise InputError(f"--calls {args.calls}: expected a positive number of calls")

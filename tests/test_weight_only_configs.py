@@ -453,7 +453,8 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
 
     monkeypatch.setattr(woc, "path_for", lambda gpu: out)
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
-    monkeypatch.setattr(script, "operands", lambda fmt, m, k, n, dequantized: (torch.ones(2, 4), (), torch.ones(4, 3)))
+    monkeypatch.setattr(script, "operands",
+                        lambda fmt, m, k, n, dequantized, group=128: (torch.ones(2, 4), (), torch.ones(4, 3)))
     monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
     monkeypatch.setattr(script, "rel_error", lambda err, ref: err)
     calls[64] = 0
@@ -710,3 +711,43 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
     assert entry["groups"]["channel"]["config"] == {**tma, "WS": split2}  # per channel: its TMA loads run
     assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc, group="32")[0] == {**ptr, "WS": split2}
     assert doc["source"].startswith("first; then int4 fused M 256 at group 32: the warp-specialized")
+
+
+def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, capsys):
+    """scripts/tune_weight_only.py check --group: weights in that group size,
+    and per entry the config WeightOnlyGemm picks there (its "groups"
+    config, else its own), on new activations each call."""
+    from qgemm_bench.harness import environment
+
+    script = load_tune_script()
+    out = tmp_path / "h100.json"
+    own, g32 = triton_config(64, 64, 128, 4), triton_config(64, 128, 128, 2)
+    doc = {"gpu": "h100", "kernels": {"int4_gemm_fused": {
+        "M64_K8192_N8192": {"config": own, "groups": {"32": {"config": g32}}},
+        "M128_K8192_N8192": {"config": own}}}}
+    out.write_text(woc.dumps(doc))
+    ran, groups = [], []
+
+    class Gemm:
+        def __init__(self, *args, config=None, path=None):
+            self.c = config
+
+        def tuned(self, m, path):
+            return woc.lookup(INT4, path, m, 8192, 8192, "h100", doc, group="32")
+
+        def __call__(self, x):
+            ran.append(self.c["BLOCK_N"])
+            return 0.1 if self.c == own and len(ran) == 2 else 1e-3
+
+    monkeypatch.setattr(woc, "path_for", lambda gpu: out)
+    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
+    monkeypatch.setattr(script, "operands", lambda fmt, m, k, n, dequantized, group=128: groups.append(group) or (
+        torch.ones(2, 4), (), torch.ones(4, 3)))
+    monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
+    monkeypatch.setattr(script, "rel_error", lambda err, ref: err)
+    assert script.check(("fused",), None, 3, ("int4",), 32) == 1
+    text = capsys.readouterr().out
+    assert groups == [32, 32] and ran == [64, 64, 64, 128, 128, 128]  # M128's own config, then M64's group one
+    assert "int4 group 32 fused M128_K8192_N8192 64x64x128 split 4 w4 s1: 1/3 wrong" in text
+    assert "int4 group 32 fused M64_K8192_N8192 64x128x128 split 2 w4 s1: 0/3 wrong" in text
+    assert "1 of 2 configs with a wrong call" in text

@@ -149,10 +149,15 @@ int4 1024 x 8192 x 10240 252.65 / 272.93 / 257.16 / 268.21, NVFP4 263.63
 where they fill: 1024 x 8192 x 8192 203.03 against 187.96, 1024 x 14336
 x 4096 183.73 / 159.99, and 256 x 8192 x 8192 78.18 against two splits'
 53.29 (128 programs, each tile's two halves as SPLITS 2 has them: still
-68.81). Likely cause, seen offline only: inside the segment loop ptxas
-keeps ~6 of a plane's 64 loads in flight (sm_90 SASS), where _splits_meet,
-after its loop, keeps 42. The table takes it per shape (fused_gemm.WS_POOL
-from M = 512).
+68.81). Not the fixup's loads: inside the segment loop ptxas keeps ~6 of
+a plane's 64 in flight (sm_90 SASS; _splits_meet, after its loop, 42),
+but the program's last segment run after the loop, all 42 in flight,
+timed the same (H100, same process, 3 rounds, exp/skg_ab.py, that build /
+this one: 1024 x 8192 x 8192 212.49 / 210.42, 1024 x 8192 x 10240 264.83
+/ 263.35, NVFP4 263.22 / 265.52, 1024 x 14336 x 4096 188.26 / 191.78,
+256 x 8192 x 8192 with 128 programs 69.61 / 70.71), so it was dropped;
+the cost's cause is open. The table takes stream-K per shape
+(fused_gemm.WS_POOL from M = 512).
 
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,

@@ -356,7 +356,8 @@ class WeightOnlyGemm:
     def tuned(self, m: int, path: str | None = None) -> tuple[dict | None, str]:
         """(config, note) of the split or fused path (default: M's) at M: the
         explicit one, else the checked-in table's for this GPU and shape
-        (weight_only_configs), else (None, note) for the split path (the
+        (weight_only_configs; int4: the entry's config for this group size
+        where it has one), else (None, note) for the split path (the
         kernel autotunes at run time) and fused_gemm.FUSED_CONFIGS for the
         fused one. A fused config with TMA loads where they do not run
         (fused_gemm.tma_usable: int4 GATHER groups, more than two groups to a

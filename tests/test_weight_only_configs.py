@@ -270,6 +270,28 @@ def test_every_checked_in_config_is_right(path, m, k, n, fmt):
         check(gemm(inputs.x), fp64(inputs.x, deq))
 
 
+@pytest.mark.parametrize("group", ["32", "64", "channel"])
+def test_every_checked_in_group_config_is_right(group):
+    """Each distinct config the checked-in tables keep for an int4 group size
+    (an entry's "groups"), at that group against fp64 math, on the fused
+    path's ragged shape (the WS tiles run on the GPU only: -m gpu)."""
+    configs = {json.dumps(e["groups"][group]["config"], sort_keys=True)
+               for doc in checked_in().values() for e in doc["kernels"]["int4_gemm_fused"].values()
+               if group in e.get("groups", {})}
+    assert configs, group
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (33, 640, 136), group_size=group if group == "channel"
+                                        else int(group)), seed())
+    wargs = (inputs.w, inputs.scales, None, INT4, 640 if group == "channel" else int(group))
+    ran = set()
+    for text in sorted(configs):
+        c = {**json.loads(text), **({} if DEV.type == "cuda" else {"DECODE_ASM": False})}
+        if interpreted(c) in ran:
+            continue
+        ran.add(interpreted(c))
+        check(WeightOnlyGemm(*wargs, config=c, path="fused")(inputs.x),
+              fp64(inputs.x, int4_gemm.dequantize(inputs)))
+
+
 @interpreter
 def test_triton_backend_runs_the_table_config_and_names_its_bucket(monkeypatch):
     """No explicit config: the table's entry for this GPU ("gpu": null is what

@@ -604,10 +604,10 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
     consumer, or with K_SPLIT 2 two on the K blocks) or 128 (two); FMT
     formats.INT4 or NVFP4 (ts_ptr its FP32 tensor scale; for int4 per
-    channel, GROUP CHANNEL, the scales' first row; else unread). SPLITS programs (adjacent ids) share each output tile, each a
-    contiguous range of the K blocks: PER each, the last the rest (it
-    waits for the others' sums: _splits_meet; part_ptr, count_ptr;
-    split_blocks). STREAM_K: the programs share all tiles' K blocks
+    channel, GROUP CHANNEL, the scales' first row; else unread). SPLITS
+    programs (adjacent ids) share each output tile, each a contiguous
+    range of the K blocks: PER each, the last the rest (it waits for the
+    others' sums: _splits_meet; part_ptr, count_ptr; split_blocks). STREAM_K: the programs share all tiles' K blocks
     (_sk_consumer; part_ptr, count_ptr: stream_k_workspace)."""
     BLOCKS: gl.constexpr = K // BLOCK_K
     CONSUMERS: gl.constexpr = BLOCK_N // _WG_ROWS

@@ -180,9 +180,10 @@ def compile_ws(args):
                          "or of 32 (ws_gemm.usable)")
     sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>"  # the kernel's first four parameters
            for x, (t, shape, layout) in ws_gemm.boxes(c, fmt, group).items()}
-    channel = fmt == INT4 and group >= args.k  # per channel and unscaled: ts_ptr the scales' row (ws_gemm.run)
-    sig.update(ts_ptr="*bf16" if channel else "*fp32", part_ptr="*fp32", count_ptr="*i32", N="i32", NP="i32", M="i32")
-    const = {"K": args.k, "GROUP": ws_gemm.CHANNEL if channel else group, "FMT": fmt, "BLOCK_M": args.bm,
+    kgroup = ws_gemm.kernel_group(fmt, group, args.k)  # per channel and unscaled: ts_ptr the scales' row
+    sig.update(ts_ptr="*bf16" if kgroup == ws_gemm.CHANNEL else "*fp32", part_ptr="*fp32", count_ptr="*i32", N="i32",
+               NP="i32", M="i32")
+    const = {"K": args.k, "GROUP": kgroup, "FMT": fmt, "BLOCK_M": args.bm,
              "BLOCK_N": args.bn, "BLOCK_K": args.bk,
              "STAGES": args.stages, "TILE_N": TILE[0], "TILE_K": TILE[1], "K_SPLIT": args.ws_split}
     const["SPLITS"], const["PER"] = ws_gemm.split_blocks(args.k // args.bk, c)

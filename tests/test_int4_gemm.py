@@ -14,7 +14,7 @@ from qgemm_bench.errors import InputError
 from qgemm_bench.integrations import tritonbench as tb
 from qgemm_bench.operators import formats, int4_gemm
 from qgemm_bench.operators.common import rel_error
-from qgemm_bench.operators.formats import INT4
+from qgemm_bench.operators.formats import INT4, NVFP4
 from qgemm_bench.types import Shape
 from tests.support import (
     ASM,
@@ -609,6 +609,9 @@ def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch
     from qgemm_bench.backends.triton_kernels import ws_gemm
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    # The kernel's GROUP: per channel and unscaled (a group of all K, K off the block too) scale the sum.
+    assert ws_gemm.kernel_group(INT4, 4096, 4096) == ws_gemm.kernel_group(INT4, 5000, 5000) == ws_gemm.CHANNEL
+    assert ws_gemm.kernel_group(INT4, 128, 4096) == 128 and ws_gemm.kernel_group(NVFP4, 16, 16) == 16
 
     class X:  # the attributes usable reads, as a CUDA tensor would have them
         def __init__(self, m=256, k=4096, dtype=torch.bfloat16, ptr=0, row=None):

@@ -678,6 +678,13 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
         ], [1], [_PRODUCER_REGS])
 
 
+def kernel_group(fmt: int, group: int, k: int) -> int:
+    """ws_kernel's GROUP for a group as FusedGemm runs it at true K k:
+    CHANNEL for int4 with one group of all K (per channel and unscaled),
+    else the group."""
+    return CHANNEL if fmt == INT4 and group >= k else group
+
+
 def scale_rows(fmt: int, c: dict, group: int | None = None) -> int:
     """Rows of scales a K block of config c reads: NVFP4's BLOCK_K // 16
     blocks, int4's BLOCK_K // 32 with groups of 32, else one (groups of
@@ -893,10 +900,10 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     else:
         part, count = workspace(cache, m, n, {**c, "SPLITS": splits}, x.device) if splits > 1 else (out, out)
         grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn) * splits,)
-    channel = fmt == INT4 and group >= kmajor.k  # one scale row: on the sum (CHANNEL)
-    ts = kmajor.scales if channel else ts if ts is not None else out
+    kgroup = kernel_group(fmt, group, kmajor.k)
+    ts = kmajor.scales if kgroup == CHANNEL else ts if ts is not None else out  # per channel: the scales' row
     ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts, part, count, n, kmajor.scales.stride(0), m,
-                    K=padded_k(kmajor), GROUP=CHANNEL if channel else group, FMT=fmt, BLOCK_M=bm, BLOCK_N=bn,
+                    K=padded_k(kmajor), GROUP=kgroup, FMT=fmt, BLOCK_M=bm, BLOCK_N=bn,
                     BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
                     SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), num_warps=4, maxnreg=maxnreg(c))
     return out

@@ -11,7 +11,7 @@ per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
                                 [--stages 3] [--tma | --tma-x] [--acc] [--maxnreg N] [--group 128] [--k 8192]
-                                [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k]] [--out PREFIX]
+                                [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl]] [--out PREFIX]
 
 --ws compiles the warp-specialized Gluon kernel (ws_gemm.py) instead, with
 --tile and --stages as its WS tiles (its first consumer warpgroup's loop).
@@ -63,6 +63,8 @@ def parse_args(argv=None):
                         "1-4; not --ws-split, which splits them between two warpgroups of one program)")
     p.add_argument("--ws-stream-k", action="store_true",
                    help="--ws: the programs, one per SM, share all tiles' K blocks (WS STREAM_K; BLOCK_N 128)")
+    p.add_argument("--ws-pdl", action="store_true",
+                   help="--ws: launched with programmatic dependent launch (WS PDL 1: ws_gemm._pdl_wait)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.tile)
@@ -85,8 +87,8 @@ def parse_args(argv=None):
     if args.ws and (args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg or args.warps != 4):
         raise InputError("--ws: with --fmt, --tile, --stages, --ws-split, --group and --k only (its own TMA loads "
                          "and warps, no split)")
-    if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k) and not args.ws:
-        raise InputError("--ws-split, --ws-splits and --ws-stream-k: the warp-specialized kernel's (--ws)")
+    if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k or args.ws_pdl) and not args.ws:
+        raise InputError("--ws-split, --ws-splits, --ws-stream-k and --ws-pdl: the warp-specialized kernel's (--ws)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
     return args
@@ -169,7 +171,8 @@ def compile_ws(args):
     from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
-    c = ws_tiles(args.bm, args.bn, args.bk, args.stages, args.ws_split, args.ws_splits, stream_k=args.ws_stream_k)
+    c = ws_tiles(args.bm, args.bn, args.bk, args.stages, args.ws_split, args.ws_splits, stream_k=args.ws_stream_k,
+                 pdl=args.ws_pdl)
     try:
         ws_gemm.check(c, fmt)
     except ValueError as e:
@@ -188,6 +191,7 @@ def compile_ws(args):
              "STAGES": args.stages, "TILE_N": TILE[0], "TILE_K": TILE[1], "K_SPLIT": args.ws_split}
     const["SPLITS"], const["PER"] = ws_gemm.split_blocks(args.k // args.bk, c)
     const["STREAM_K"] = c.get("STREAM_K", 0)
+    const["PDL"] = c.get("PDL", 0)
     sig.update({x: "constexpr" for x in const})
     names = list(sig)
     # NP: padded to 256; the workspace pointers 16-byte aligned, as a launch specializes them
@@ -292,7 +296,8 @@ def main(argv=None) -> int:
             Path(f"{args.out}.{ext}").write_text(text)
     body = main_loop(sass)
     ops = [m.group(1) for b in body if (m := OPCODE.match(b))]
-    opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("tma", args.tma), ("tma-x", args.tma_x), ("acc", args.acc),
+    opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("tma", args.tma),
+                                         ("tma-x", args.tma_x), ("acc", args.acc),
                                          (f"r{args.maxnreg}", args.maxnreg),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
     launch = "" if args.ws else f" split {args.split} w{args.warps}"  # ws: its own partitions, no split

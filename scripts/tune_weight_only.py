@@ -19,9 +19,11 @@ and with each of the warp-specialized Gluon kernel's candidate tiles
 without WS and the best with noted (ws_us). The table mode drops WS: run
 ws after it. With --formats int4 --group 32|64|channel (120 s at every M):
 the same at that group size, written as each entry's "groups" config.
-pdl (H100: about 4 minutes): each entry of that table up to M = 64 timed
-with PDL 0 and 2 (split_k_parts.pdl_prologue; the same two rounds), the
-faster kept (the table mode now times both itself). check
+pdl (--ms; H100: about 4 minutes up to M = 64): each entry of that table
+up to M = 64 (or at --ms) timed with PDL 0 and 2 (split_k_parts.pdl_prologue;
+above M = 64 0 and 1; where the warp-specialized kernel runs, its tiles
+without and with PDL 1) in the same two rounds, the fastest kept (the
+table mode times PDL 0 and 2 itself up to M = 64). check
 (--calls, --ms, --group): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race; with --group, int4 weights in that group size and the
@@ -344,11 +346,25 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
 PDL_MAX_M = 64
 
 
-def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
-    """Every entry of this GPU's table for the paths, at its bucket's shape:
-    its config without PDL and with PDL 2 (split_k_parts.pdl_prologue), in
-    the same process, up to M = PDL_MAX_M; the faster stays, both timings
-    noted."""
+def pdl_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
+    """The PDL variants pdl_pass times of a config, (label, config): where its
+    warp-specialized tiles run, without and with their PDL 1 (the rest of the
+    config, which runs where they do not, as it is); elsewhere fused_kernel's
+    (or the split path's) PDL 0 and 2 up to M = PDL_MAX_M, 0 and 1 above.
+    H100, int4 g128 K = N = 8192, the table's config, same process, 3
+    rounds (exp/pdl_ab.py): M = 256 256x64x128 w4 s3 TMA PDL 0 / 1 / 2 / 3
+    52.96 / 51.39 / 52.76 / 53.02 us; the WS tiles: ws_gemm._pdl_wait."""
+    if runs_ws:
+        ws = {c: v for c, v in config["WS"].items() if c != "PDL"}
+        return [("ws pdl 0", {**config, "WS": ws}), ("ws pdl 1", {**config, "WS": {**ws, "PDL": 1}})]
+    base = {c: v for c, v in config.items() if c != "PDL"}
+    return [(f"pdl {p}", {**base, "PDL": p} if p else base) for p in ((0, 2) if m <= PDL_MAX_M else (0, 1))]
+
+
+def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None):
+    """Every entry of this GPU's table for the paths (M in `ms` if given,
+    else up to M = PDL_MAX_M), at its bucket's shape: its pdl_variants, in
+    the same process; the fastest stays, each timing noted (pdl_us)."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
 
@@ -361,41 +377,42 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS):
             entries = doc["kernels"].get(woc.kernel(fmt_id, path), {})
             for key, entry in sorted(entries.items()):
                 m, k, n = parse(key)
-                if m > PDL_MAX_M:
+                if (m not in ms) if ms else m > PDL_MAX_M:
                     continue
                 x, wargs, ref = operands(fmt, m, k, n)
                 reps = copies(x, wargs)
-                base = {c: v for c, v in entry["config"].items() if c != "PDL"}
-                ready = []  # (PDL, config, calls) of the variants that ran right
-                for pdl in (0, 2):
-                    c = {**base, "PDL": pdl} if pdl else base
-                    calls = checked_calls(f"{fmt} {path} {key} PDL {pdl}", wargs, x, ref, reps, c, path)
+                runs_ws = path == "fused" and "WS" in entry["config"] and x.is_cuda and \
+                    wo.WeightOnlyGemm(*wargs, config=entry["config"], path="fused").fused().runs_ws(x, entry["config"])
+                ready = []  # (label, config, calls) of the variants that ran right
+                for label, c in pdl_variants(entry["config"], m, runs_ws):
+                    calls = checked_calls(f"{fmt} {path} {key} {label}", wargs, x, ref, reps, c, path)
                     if calls is not None:
-                        ready.append((pdl, c, calls))
+                        ready.append((label, c, calls))
                         continue
-                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} pdl {pdl}", "us": None})
+                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} {label}", "us": None})
                 rows = []
-                for (pdl, c, _), us in zip(ready, time_interleaved([r[2] for r in ready]), strict=True):
+                for (label, c, _), us in zip(ready, time_interleaved([r[2] for r in ready]), strict=True):
                     if isinstance(us, Exception):
-                        print(f"  {fmt} {path} {key} PDL {pdl}: {type(us).__name__}: {str(us)[:80]}")
+                        print(f"  {fmt} {path} {key} {label}: {type(us).__name__}: {str(us)[:80]}")
                         us = None
-                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} pdl {pdl}", "us": us})
+                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} {label}", "us": us})
                     if us is not None:
-                        rows.append((us, pdl, c))
+                        rows.append((us, label, c))
                 del ready
                 if not rows:
                     continue
-                us, pdl, c = min(rows)
+                us, label, c = min(rows, key=lambda r: r[0])
                 entry["config"] = c
-                entry["pdl_us"] = {str(p): round(u, 2) for u, p, _ in sorted(rows, key=lambda r: r[1])}
+                entry["pdl_us"] = {lab.replace("pdl ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
                 entry["us"] = round(us, 2)
-                timings = " ".join(f"pdl{p} {u:6.2f}" for u, p, _ in sorted(rows, key=lambda r: r[1]))
-                print(f"{fmt} {path} {key}: {timings} -> pdl{pdl} ({time.time() - t0:.0f} s)", flush=True)
+                timings = " ".join(f"{lab} {u:6.2f}" for u, lab, _ in rows)
+                print(f"{fmt} {path} {key}: {timings} -> {label} ({time.time() - t0:.0f} s)", flush=True)
                 del x, wargs, ref, reps
             write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     doc["source"] = doc.get("source", "") + "; PDL per entry: scripts/tune_weight_only.py pdl (same process)"
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
+
 
 
 def ws_pass(fmts=FORMATS, ms=None, group=None):
@@ -557,7 +574,7 @@ def main(args):
     if args.variants == "table":
         return table(args.paths.split(","), args.ms, args.formats)
     if args.variants == "pdl":
-        return pdl_pass(args.paths.split(","), args.formats)
+        return pdl_pass(args.paths.split(","), args.formats, args.ms)
     if args.variants == "ws":
         return ws_pass(args.formats, args.ms, args.group)
     t0 = time.time()
@@ -613,7 +630,8 @@ if __name__ == "__main__":
     p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "ws", "check"],
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
-                        "each entry of that table up to M = 64 with PDL 0 and 2 and keep the faster; ws: time "
+                        "each entry of that table up to M = 64 (or at --ms) with and without PDL and keep the "
+                        "faster; ws: time "
                         "each fused entry at M 64, 128, 256 and from 512 without and with each of the warp-specialized "
                         "kernel's candidate tiles (ws_gemm.py) and keep the fastest; check: run "
                         "each entry --calls times against the reference and count wrong calls")
@@ -628,8 +646,8 @@ if __name__ == "__main__":
                    help="table, pdl, ws, check: the formats to tune or check (int4, nvfp4 or both; the others' "
                         "entries are kept)")
     p.add_argument("--ms", default=None,
-                   help="table, ws, check: re-tune or check only these M (comma-separated, each in the path's table M: "
-                        "split "
+                   help="table, pdl, ws, check: re-tune or check only these M (comma-separated, each in the "
+                        "path's table M: split "
                         f"{','.join(map(str, TABLE_M['split']))}, fused {','.join(map(str, TABLE_M['fused']))}), "
                         "keeping the path's other entries")
     try:
@@ -654,8 +672,8 @@ if __name__ == "__main__":
         if args.calls < 1:
             raise InputError(f"--calls {args.calls}: expected a positive number of calls")
         if args.ms is not None:
-            if args.variants not in ("table", "ws", "check"):
-                raise InputError("--ms is for the table, ws and check modes")
+            if args.variants not in ("table", "pdl", "ws", "check"):
+                raise InputError("--ms is for the table, pdl, ws and check modes")
             try:
                 args.ms = {int(v) for v in args.ms.split(",")}
             except ValueError:

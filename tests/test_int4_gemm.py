@@ -556,6 +556,21 @@ def test_ws_skew_needs_splits_and_split_blocks_cover_k_once():
         "64x64x128 s4 split 2 skew 2"
 
 
+def test_ws_pdl_is_one_and_labelled():
+    # WS PDL: 1 or absent (ws_gemm._pdl_wait); the label and ws_tiles say it.
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+    from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
+
+    tiles = ws_tiles(256, 128, 64, 4, pdl=True)
+    assert tiles == {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "PDL": 1}
+    ws_gemm.check(tiles)
+    assert ws_label(tiles) == "256x128x64 s4 pdl" and "PDL" not in ws_tiles(256, 128, 64, 4)
+    for bad in (0, 2, True):
+        with pytest.raises(ValueError, match="PDL is 1|integers"):
+            ws_gemm.check({**tiles, "PDL": bad})
+
+
 def test_ws_runs_only_where_usable_and_on_its_layout(monkeypatch):
     # FusedGemm.runs_ws: a CUDA x (faked: the attributes read) on sm_90, and
     # the layout the kernel reads: fragment-order bytes in 64-row tiles of
@@ -1038,7 +1053,8 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
 @needs_gpu
 @pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (128, 64, 64, 4), (64, 64, 128, 3),
                                    (64, 64, 64, 6, 2), (128, 64, 128, 2, 2), (256, 128, 64, 4, 1, 2),
-                                   (64, 64, 128, 3, 1, 3), (128, 128, 64, 4, 1, 4, 3)])
+                                   (64, 64, 128, 3, 1, 3), (128, 128, 64, 4, 1, 4, 3),
+                                   (256, 128, 64, 4, 1, 1, 0, False, True), (128, 128, 64, 4, 1, 2, 4, False, True)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
                                          ((7, 2048, 8192), 128), ((600, 8192, 136), 256),
@@ -1050,7 +1066,8 @@ def test_ws_kernel_vs_fp64(shape, group, tiles):
     # padding (zero codes, zero x), per channel and unscaled (the scales on
     # the sum, ws_gemm.CHANNEL; N 136 ends in a tile past the scales' row), groups of 32
     # (a scale per 32-k run; K 5024 ends mid-block) and of
-    # 64..256 (64 in 128-k blocks: fused_kernel's tiles instead).
+    # 64..256 (64 in 128-k blocks: fused_kernel's tiles instead); with PDL
+    # (back-to-back calls overlap: the splits' counters are reused).
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     if torch.cuda.get_device_capability() != (9, 0):

@@ -628,6 +628,30 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     assert len([r for r in script.results if r["fmt"] == "int4"]) == 4  # two candidates, with and without PDL
     script.table(("fused",), {128})
     assert not [r for r in script.results[8:] if "pdl" in r["label"]]  # above 64: as listed
+    # The pdl pass at --ms above 64: PDL 0 and 1, the others left as they are.
+    before = woc.read_table(out)["kernels"]["int4_gemm_fused"]
+    monkeypatch.setattr(script, "time_fns", lambda fns: 30.0 if fns[0]().get("PDL") == 1 else 31.0)
+    script.pdl_pass(("fused",), ms={128})
+    after = woc.read_table(out)["kernels"]["int4_gemm_fused"]
+    entry = after["M128_K8192_N8192"]
+    assert entry["config"] == {**before["M128_K8192_N8192"]["config"], "PDL": 1}
+    assert entry["pdl_us"] == {"0": 31.0, "1": 30.0} and entry["us"] == 30.0
+    assert {k: v for k, v in after.items() if k != "M128_K8192_N8192"} == \
+        {k: v for k, v in before.items() if k != "M128_K8192_N8192"}
+
+
+def test_pdl_variants_toggle_the_kernel_that_runs():
+    # Where the WS tiles run, their PDL 1 (the rest as it is); elsewhere the
+    # config's own PDL: 0 and 2 up to M = 64, 0 and 1 above.
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    script = load_tune_script("tune_weight_only")
+    c = {"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 128, "PDL": 2, "WS": ws_tiles(256, 128, 64, 4, pdl=True)}
+    assert script.pdl_variants(c, 512, True) == [("ws pdl 0", {**c, "WS": ws_tiles(256, 128, 64, 4)}),
+                                                  ("ws pdl 1", {**c, "WS": ws_tiles(256, 128, 64, 4, pdl=True)})]
+    base = {k: v for k, v in c.items() if k != "PDL"}
+    assert script.pdl_variants(c, 64, False) == [("pdl 0", base), ("pdl 2", {**base, "PDL": 2})]
+    assert script.pdl_variants(c, 128, False) == [("pdl 0", base), ("pdl 1", {**base, "PDL": 1})]
 
 
 @interpreter

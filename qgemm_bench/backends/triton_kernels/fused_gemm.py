@@ -368,14 +368,15 @@ def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 
 
 
 def ws_tiles(bm: int, bn: int, bk: int, stages: int, k_split: int = 1, splits: int = 1, skew: int = 0,
-             stream_k: bool = False) -> dict:
+             stream_k: bool = False, pdl: bool = False) -> dict:
     """A config's "WS" value: the warp-specialized kernel's tiles (k_split 2:
     two consumers share one 64-row weight tile's K blocks; splits: programs
     share a tile's K blocks, the last `skew` blocks more; stream_k: the
-    programs, one per SM, share all tiles' K blocks; ws_gemm.py)."""
+    programs, one per SM, share all tiles' K blocks; pdl: launched with
+    programmatic dependent launch, ws_gemm._pdl_wait; ws_gemm.py)."""
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages} | \
         ({"K_SPLIT": k_split} if k_split != 1 else {}) | ({"SPLITS": splits} if splits != 1 else {}) | \
-        ({"SKEW": skew} if skew else {}) | ({"STREAM_K": 1} if stream_k else {})
+        ({"SKEW": skew} if skew else {}) | ({"STREAM_K": 1} if stream_k else {}) | ({"PDL": 1} if pdl else {})
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;

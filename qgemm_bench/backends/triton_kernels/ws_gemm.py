@@ -196,7 +196,8 @@ _REINTERPRET_NAMED = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterp
 # A barrier of the threads running the code (a partition's warps): `thread_barrier` in Triton 3.6, `barrier` in 3.9.
 _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
-TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")  # optionally K_SPLIT (1, 2), SPLITS (1-4), SKEW
+TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
+OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL")  # K_SPLIT 1 or 2, SPLITS 1-4, PDL 1: `check`
 MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (module docstring)
 # Registers per thread: the kernel starts at MAXNREG over its 12 warps, the
 # producer gives back to PRODUCER_REGS and the second consumer takes
@@ -595,11 +596,27 @@ def _store_y(acc, c_bufs, out_desc, ts_ptr, m0, n0, NP, WG: gl.constexpr, FMT: g
 
 
 @gluon.jit
+def _pdl_wait():
+    """PDL 1 (launched with launch_pdl): let the next kernel be scheduled
+    now, then wait until the one before has finished; in the default
+    partition before the shared buffers' barriers are set up, so the
+    producer's first load and every store come after it (fused_kernel's
+    PDL 1: split_k_parts.pdl_prologue). A program of the next call takes
+    an SM as one of this call's frees it and waits there, so its launch and
+    set-up overlap this call's tail. H100, int4 g128 K = N = 8192, the
+    table's WS tiles without / with, same process, 3 rounds
+    (exp/pdl_ab.py): M=128 34.42 / 34.29 us, 512 92.88 / 91.97, 1024
+    199.70 / 191.63 (rounds 186.9-206.7), 4096 745.38 / 739.31."""
+    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; griddepcontrol.wait; // $0", "=r", [],
+                              dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, NP, M, K: gl.constexpr,
               GROUP: gl.constexpr, FMT: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
               TILE_N: gl.constexpr, TILE_K: gl.constexpr, K_SPLIT: gl.constexpr = 1, SPLITS: gl.constexpr = 1,
-              PER: gl.constexpr = 0, STREAM_K: gl.constexpr = 0):
+              PER: gl.constexpr = 0, STREAM_K: gl.constexpr = 0, PDL: gl.constexpr = 0):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
     consumer, or with K_SPLIT 2 two on the K blocks) or 128 (two); FMT
@@ -608,7 +625,10 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     programs (adjacent ids) share each output tile, each a contiguous
     range of the K blocks: PER each, the last the rest (it waits for the
     others' sums: _splits_meet; part_ptr, count_ptr; split_blocks). STREAM_K: the programs share all tiles' K blocks
-    (_sk_consumer; part_ptr, count_ptr: stream_k_workspace)."""
+    (_sk_consumer; part_ptr, count_ptr: stream_k_workspace). PDL 1:
+    _pdl_wait first."""
+    if PDL:
+        _pdl_wait()
     BLOCKS: gl.constexpr = K // BLOCK_K
     CONSUMERS: gl.constexpr = BLOCK_N // _WG_ROWS
     gl.static_assert(SPLITS == 1 or K_SPLIT == 1 and 0 < PER and (SPLITS - 1) * PER < BLOCKS,
@@ -715,10 +735,12 @@ def check(c: dict, fmt: int = INT4) -> None:
     fmt (the one check of a config's WS value: FusedGemm and the table
     files call it; int4's groups of 32 add a few rows of scales, which
     `usable` checks)."""
-    if not isinstance(c, dict) or set(c) - {"K_SPLIT", "SPLITS", "SKEW", "STREAM_K"} != set(TILE_KEYS) or \
+    if not isinstance(c, dict) or set(c) - set(OPTIONAL_KEYS) != set(TILE_KEYS) or \
             any(not isinstance(v, int) or isinstance(v, bool) for v in c.values()):
         raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}} "
-                         "and optionally K_SPLIT, SPLITS, SKEW and STREAM_K, integers (fused_gemm.ws_tiles)")
+                         f"and optionally {', '.join(OPTIONAL_KEYS)}, integers (fused_gemm.ws_tiles)")
+    if c.get("PDL", 1) != 1:
+        raise ValueError(f"WS {c}: PDL is 1 (programmatic dependent launch: _pdl_wait) or absent")
     if "STREAM_K" in c and (c["STREAM_K"] != 1 or c["BLOCK_N"] != 2 * WG_ROWS or set(c) & {"K_SPLIT", "SPLITS"}):
         raise ValueError(f"WS {c}: STREAM_K is 1 (the programs share all tiles' K blocks), with BLOCK_N 128 and "
                          "neither K_SPLIT nor SPLITS")
@@ -905,5 +927,6 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts, part, count, n, kmajor.scales.stride(0), m,
                     K=padded_k(kmajor), GROUP=kgroup, FMT=fmt, BLOCK_M=bm, BLOCK_N=bn,
                     BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
-                    SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), num_warps=4, maxnreg=maxnreg(c))
+                    SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), PDL=c.get("PDL", 0),
+                    num_warps=4, maxnreg=maxnreg(c), **({"launch_pdl": True} if c.get("PDL") else {}))
     return out

@@ -367,6 +367,7 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None):
     the same process; the fastest stays, each timing noted (pdl_us)."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.harness.environment import git_commit
 
     t0 = time.time()
     out, doc = gpu_table("add PDL to")
@@ -409,7 +410,9 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None):
                 print(f"{fmt} {path} {key}: {timings} -> {label} ({time.time() - t0:.0f} s)", flush=True)
                 del x, wargs, ref, reps
             write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
-    doc["source"] = doc.get("source", "") + "; PDL per entry: scripts/tune_weight_only.py pdl (same process)"
+    at = f" at M {','.join(map(str, sorted(ms)))}" if ms else ""
+    doc["source"] = (doc.get("source", "") + f"; PDL per entry{at}: scripts/tune_weight_only.py pdl (same process, "
+                     f"commit {git_commit() or 'unknown'})")
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 

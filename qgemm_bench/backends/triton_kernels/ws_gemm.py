@@ -183,6 +183,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from qgemm_bench.backends.triton_kernels.decode import INT4_BF16X2_PTX, NVFP4_SPLIT_BF16X2_PTX
 from qgemm_bench.backends.triton_kernels.split_k import sm_count
+from qgemm_bench.backends.triton_kernels.split_k_parts import pdl_launch
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
 WG_ROWS = 64  # weight rows per consumer warpgroup (wgmma's M)
@@ -927,6 +928,6 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts, part, count, n, kmajor.scales.stride(0), m,
                     K=padded_k(kmajor), GROUP=kgroup, FMT=fmt, BLOCK_M=bm, BLOCK_N=bn,
                     BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
-                    SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), PDL=c.get("PDL", 0),
-                    num_warps=4, maxnreg=maxnreg(c), **({"launch_pdl": True} if c.get("PDL") else {}))
+                    SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), num_warps=4,
+                    maxnreg=maxnreg(c), **pdl_launch(c, x.device))
     return out

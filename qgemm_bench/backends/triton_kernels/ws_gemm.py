@@ -2,7 +2,8 @@
 lower-level language): a fused config with "WS" tiles (fused_gemm.ws_tiles) runs them
 here where `usable` says so, else FusedGemm runs the rest of the config in
 fused_gemm.fused_kernel. In this module a config `c` is such "WS" tiles:
-BLOCK_M, BLOCK_N, BLOCK_K, num_stages, optionally K_SPLIT, SPLITS, SKEW.
+BLOCK_M, BLOCK_N, BLOCK_K, num_stages, optionally K_SPLIT, SPLITS, SKEW,
+STREAM_K and PDL.
 
 Same operands as fused_kernel (swapped: a [BLOCK_N, BLOCK_M] tile of y^T =
 W^T x^T, the weights in the tiled fragment-order K-major layout,

@@ -382,7 +382,7 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None):
                     continue
                 x, wargs, ref = operands(fmt, m, k, n)
                 reps = copies(x, wargs)
-                runs_ws = path == "fused" and "WS" in entry["config"] and x.is_cuda and \
+                runs_ws = path == "fused" and "WS" in entry["config"] and \
                     wo.WeightOnlyGemm(*wargs, config=entry["config"], path="fused").fused().runs_ws(x, entry["config"])
                 ready = []  # (label, config, calls) of the variants that ran right
                 for label, c in pdl_variants(entry["config"], m, runs_ws):

@@ -450,10 +450,14 @@ FUSED_CONFIGS = {
 # 64x64x128 s4 skew 2, M=128 128x128x64 s4 skew 4 (1.05-1.16x faster than the
 # table's tiles, int4 and NVFP4), M=256 256x128x64 s4 skew 4 (NVFP4 ahead,
 # int4 behind); more splits and M = 512 lost (ws_gemm.py has the numbers).
+# At M = 256 also 128x128x64 split 2 and 256x128x64 split 4, for N = 4096,
+# where 256x128 tiles fill 32 of the 132 SMs (the Llama layers' M = 256
+# rows were 1.11-1.37x the fastest peer there).
 WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(64, 64, 128, 4, splits=2, skew=2),
                 ws_tiles(64, 128, 128, 4, splits=2, skew=2)],
            128: [ws_tiles(128, 64, 64, 4, 2), ws_tiles(128, 128, 64, 4, splits=2, skew=4)],
-           256: [ws_tiles(256, 128, 64, 4, splits=2, skew=4)],
+           256: [ws_tiles(256, 128, 64, 4, splits=2, skew=4), ws_tiles(128, 128, 64, 4, splits=2, skew=4),
+                 ws_tiles(256, 128, 64, 4, splits=4, skew=4)],
            512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4), ws_tiles(256, 128, 64, 4, stream_k=True)]}
 
 

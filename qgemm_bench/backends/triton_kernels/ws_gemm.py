@@ -156,9 +156,29 @@ but the program's last segment run after the loop, all 42 in flight,
 timed the same (H100, same process, 3 rounds, exp/skg_ab.py, that build /
 this one: 1024 x 8192 x 8192 212.49 / 210.42, 1024 x 8192 x 10240 264.83
 / 263.35, NVFP4 263.22 / 265.52, 1024 x 14336 x 4096 188.26 / 191.78,
-256 x 8192 x 8192 with 128 programs 69.61 / 70.71), so it was dropped;
-the cost's cause is open. The table takes stream-K per shape
-(fused_gemm.WS_POOL from M = 512).
+256 x 8192 x 8192 with 128 programs 69.61 / 70.71), so it was dropped.
+Per-program %globaltimer stamps (H100, 256 x 8192 x 8192, 128 programs,
+tile t's halves in programs 2t and 2t + 1 both ways; medians, us from
+the first start): both K loops end at 40.8; the first half's plane is
+stored and counted at 44.8 (stream-K 45.5); the last half is through the
+wait at 45.6 but stream-K's at 57.0, has the plane added at 48.8 / 62.1
+and ends at 50.9 / 63.3. So SPLITS 2 spends ~10 us of its 51 after the
+loop (store 4, load 3, y 2), and stream-K 12 more in the wait: its 128
+release adds and 128 acquiring adds per warpgroup queue on the counters'
+few cache lines. One release add per warpgroup after a barrier, and a
+volatile spin plus fence.acq_rel for the acquire, took that wait to 0.8
+us (256 x 8192 x 8192 P132 77.39 -> 71.67, 512 x 8192 x 8192 120.85 ->
+114.30) but cost the table's stream-K shapes 1.5-3% (1024 x 8192 x 10240
+253.20 -> 261.46, 512 x 8192 x 10240 137.60 -> 139.97, NVFP4 1024 x 4096 x
+28672 368.89 -> 375.87; its stamped loop ended 3 us later) and left
+SPLITS level (M = 64 / 128 / 256 23.93 / 35.66 / 55.51 against 23.74 /
+35.88 / 56.33); and a reduce-scatter (each split keeping half the tile's
+x rows, storing the other half and storing its half of y, so every
+split's fixup moves half the bytes) was level or slower (int4 M = 256
+56.02 -> 57.25, NVFP4 57.98 -> 62.72), so the fixup looks bound by the
+GPU's total plane traffic rather than one program's. Neither was kept (H100, one
+process, 3-4 rounds each, exp/ws_main_ab.py, 30 calls checked). The
+table takes stream-K per shape (fused_gemm.WS_POOL from M = 512).
 
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,

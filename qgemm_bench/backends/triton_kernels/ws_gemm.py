@@ -170,7 +170,10 @@ volatile spin plus fence.acq_rel for the acquire, took that wait to 0.8
 us (256 x 8192 x 8192 P132 77.39 -> 71.67, 512 x 8192 x 8192 120.85 ->
 114.30) but cost the table's stream-K shapes 1.5-3% (1024 x 8192 x 10240
 253.20 -> 261.46, 512 x 8192 x 10240 137.60 -> 139.97, NVFP4 1024 x 4096 x
-28672 368.89 -> 375.87; its stamped loop ended 3 us later) and left
+28672 368.89 -> 375.87; its stamped loop ended 3 us later: that build
+also loaded the first plane outside the loop, and ptxas spilled, 323
+local loads and stores against 10, some in the K loops; the one add
+alone compiles to 10, exp/ws_gemm_oneadd.py, not yet timed) and left
 SPLITS level (M = 64 / 128 / 256 23.93 / 35.66 / 55.51 against 23.74 /
 35.88 / 56.33); and a reduce-scatter (each split keeping half the tile's
 x rows, storing the other half and storing its half of y, so every

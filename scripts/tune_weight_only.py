@@ -437,7 +437,7 @@ def ws_pass(fmts=FORMATS, ms=None, group=None):
     entry's own left as it was."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-    from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable, ws_pool
+    from qgemm_bench.backends.triton_kernels.fused_gemm import tma_refused, ws_pool
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe, ws_label
     from qgemm_bench.harness.environment import git_commit
 
@@ -452,8 +452,8 @@ def ws_pass(fmts=FORMATS, ms=None, group=None):
             continue
         x, wargs, ref = operands(fmt, m, k, n, group=group or 128)
         config = entry["config"]
-        if group is not None and config.get("TMA") and "pointer_config" in entry and not tma_usable(
-                FORMATS.index(fmt), k if group == "channel" else group, k, config["BLOCK_K"], DEV, config["BLOCK_M"]):
+        if group is not None and "pointer_config" in entry and \
+                tma_refused(config, FORMATS.index(fmt), k if group == "channel" else group, k, DEV):
             config = entry["pointer_config"]  # as WeightOnlyGemm.tuned runs it at this group
         base = {c: v for c, v in config.items() if c != "WS"}
         # Only tiles the kernel runs here: elsewhere a "WS" config runs its base tiles.

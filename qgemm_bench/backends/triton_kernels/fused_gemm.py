@@ -608,6 +608,14 @@ def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.
     return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
 
 
+def tma_refused(c: dict, fmt: int, group: int | None, k: int, device: torch.device) -> bool:
+    """Whether config c has TMA loads that tma_usable refuses here (its
+    tiles, the weights' format, group and K): the table entry's
+    pointer-load config runs instead (WeightOnlyGemm.tuned; the tuner's
+    ws pass at a group size)."""
+    return bool(c.get("TMA")) and not tma_usable(fmt, group, k, c["BLOCK_K"], device, c["BLOCK_M"])
+
+
 def tuned_config(fmt: int, m: int, tma: bool = True) -> dict:
     """The checked-in config of the nearest measured M bucket (tma False:
     of POINTER_CONFIGS, for kernels without TMA loads)."""

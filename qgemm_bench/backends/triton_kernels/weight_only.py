@@ -369,7 +369,7 @@ class WeightOnlyGemm:
             return self.config, ""
         path = path or self.path(m)
         if (m, path) not in self._configs:
-            from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable, tuned_config
+            from qgemm_bench.backends.triton_kernels.fused_gemm import tma_refused, tuned_config
             from qgemm_bench.harness.environment import table_gpu
 
             k, n, gpu = 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device)
@@ -379,8 +379,7 @@ class WeightOnlyGemm:
                 found = (tuned_config(self.fmt, m), "") if path == "fused" else \
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
             c = found[0]
-            if c is not None and c.get("TMA") and \
-                    not tma_usable(self.fmt, self._fused_group(), k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]):
+            if c is not None and tma_refused(c, self.fmt, self._fused_group(), k, self.w.device):
                 found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, tma=False) or \
                     (tuned_config(self.fmt, m, tma=False), "")
                 if c.get("WS"):  # the WS kernel's own loads (ws_gemm.usable decides per x; int4 group 32)

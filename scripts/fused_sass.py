@@ -85,8 +85,8 @@ def parse_args(argv=None):
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
     if args.ws and (args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg or args.warps != 4):
-        raise InputError("--ws: with --fmt, --tile, --stages, --ws-split, --group and --k only (its own TMA loads "
-                         "and warps, no split)")
+        raise InputError("--ws: with --fmt, --tile, --stages, --group, --k and the --ws-* options only (its own "
+                         "TMA loads and warps, no split)")
     if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k or args.ws_pdl) and not args.ws:
         raise InputError("--ws-split, --ws-splits, --ws-stream-k and --ws-pdl: the warp-specialized kernel's (--ws)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():

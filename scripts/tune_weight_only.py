@@ -417,7 +417,6 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
-
 def ws_pass(fmts=FORMATS, ms=None, group=None):
     """Each fused entry of this GPU's table (formats `fmts`; M in `ms` only,
     if given) at an M where fused_gemm.ws_pool has tiles, at its bucket's

@@ -44,23 +44,28 @@ def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
     assert ("memdesc_reinterpret" in (tmp_path / "k.ttgir").read_text()) == ("--ws-split" in args)
 
 
-def test_ws_splits_meet_through_release_and_acquire(tmp_path):
-    # SPLITS 2 (ws_gemm._splits_meet): the first split's plane stored two
-    # floats at a time, then a release add per thread; the last spins on a
-    # volatile load, reads the count with an acquiring add, and zeroes it
-    # after a barrier of its warpgroup's 128 threads (not the whole CTA).
-    # (Triton 3.9 writes the unused-result add as red, 3.6 as atom.)
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), "--ws", "--ws-splits", "2", "--tile",
+@pytest.mark.parametrize("mode", [["--ws-splits", "2"], ["--ws-stream-k"]])
+def test_ws_partial_sums_meet_through_one_release_and_a_fence(tmp_path, mode):
+    # SPLITS 2 (ws_gemm._splits_meet) and stream-K (_sk_consumer): a plane
+    # stored two floats at a time, then, after a barrier of the warpgroup's
+    # 128 threads (not the whole CTA), one release add by one thread
+    # (_count_in, predicated); the last spins on a volatile load, acquires
+    # with a fence (_wait_count) and zeroes the count after another barrier.
+    # No acquiring atomics and no add per thread. (Triton 3.9 writes the
+    # unused-result add as red, 3.6 as atom.)
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), "--ws", *mode, "--tile",
                         "128x128x64", "--stages", "4", "--k", "512", "--out", str(tmp_path / "k")],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     ptx = (tmp_path / "k.ptx").read_text()
-    assert re.search(r"(atom|red)\.global\.gpu\.release\.add", ptx) and "atom.global.gpu.acquire.add" in ptx
+    adds = re.findall(r"^\s*(@%p\d+ )?(?:atom|red)\.global\.gpu\.release\.add", ptx, re.M)
+    assert len(adds) == 2 and all(adds), adds  # one per consumer warpgroup's code, each predicated
+    assert ptx.count("fence.acq_rel.gpu") == 2 and "acquire" not in ptx
     assert "ld.volatile.global" in ptx and re.search(r"bar\.sync\s+\d+, 128;", ptx)
     assert "st.global.v2.b32" in ptx and "ld.global.cg.v2.b32" in ptx
-    bad = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), "--ws-splits", "2"],
+    bad = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), *mode],
                          capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert bad.returncode != 0 and "--ws-splits" in bad.stderr.strip().splitlines()[-1]
+    assert bad.returncode != 0 and mode[0] in bad.stderr.strip().splitlines()[-1]
 
 
 def load_script():

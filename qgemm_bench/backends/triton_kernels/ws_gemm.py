@@ -165,23 +165,24 @@ wait at 45.6 but stream-K's at 57.0, has the plane added at 48.8 / 62.1
 and ends at 50.9 / 63.3. So SPLITS 2 spends ~10 us of its 51 after the
 loop (store 4, load 3, y 2), and stream-K 12 more in the wait: its 128
 release adds and 128 acquiring adds per warpgroup queue on the counters'
-few cache lines. One release add per warpgroup after a barrier, and a
-volatile spin plus fence.acq_rel for the acquire, took that wait to 0.8
-us (256 x 8192 x 8192 P132 77.39 -> 71.67, 512 x 8192 x 8192 120.85 ->
-114.30) but cost the table's stream-K shapes 1.5-3% (1024 x 8192 x 10240
-253.20 -> 261.46, 512 x 8192 x 10240 137.60 -> 139.97, NVFP4 1024 x 4096 x
-28672 368.89 -> 375.87; its stamped loop ended 3 us later: that build
-also loaded the first plane outside the loop, and ptxas spilled, 323
-local loads and stores against 10, some in the K loops; the one add
-alone compiles to 10, exp/ws_gemm_oneadd.py, not yet timed) and left
-SPLITS level (M = 64 / 128 / 256 23.93 / 35.66 / 55.51 against 23.74 /
-35.88 / 56.33); and a reduce-scatter (each split keeping half the tile's
+few cache lines. So each warpgroup now counts in once (_count_in: a
+barrier of its 128 threads, then one release add) and the last waits on
+a volatile spin and a fence.acq_rel (_wait_count): H100, one process, 3
+rounds, 10 calls checked each (exp/ab.py), against the add per thread:
+stream-K 256 x 8192 x 8192 65.74 / 77.46 us, 256 x 8192 x 10240 int4
+78.14 / 88.69, NVFP4 85.16 / 89.89, 512 x 8192 x 10240 (PDL) 132.20 /
+138.07, 1024 x 8192 x 10240 250.99 / 254.78, NVFP4 1024 x 4096 x 28672
+372.62 / 368.50 (inside its rounds' 324.9-376.5); SPLITS 2 level (M =
+256 55.99 / 55.75, NVFP4 56.03 / 56.59, M = 128 34.26 / 34.04). A build
+before, which also loaded the first plane outside the segment loop,
+spilled (323 local loads and stores against 10) and lost 1.5-3% on the
+stream-K shapes; this one compiles to the same 10 (int4) and 0 (NVFP4,
+SPLITS). A reduce-scatter (each split keeping half the tile's
 x rows, storing the other half and storing its half of y, so every
 split's fixup moves half the bytes) was level or slower (int4 M = 256
 56.02 -> 57.25, NVFP4 57.98 -> 62.72), so the fixup looks bound by the
-GPU's total plane traffic rather than one program's. Neither was kept (H100, one
-process, 3-4 rounds each, exp/ws_main_ab.py, 30 calls checked). The
-table takes stream-K per shape (fused_gemm.WS_POOL from M = 512).
+GPU's total plane traffic rather than one program's; not kept. The
+table takes stream-K per shape (fused_gemm.WS_POOL from M = 128).
 
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,
@@ -345,15 +346,51 @@ def _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, i, m0
 
 
 @gluon.jit
+def _fence_acq_rel():
+    """A gpu-scope acquire-release fence: after a plain read that saw a
+    count, the later loads see what the counted programs stored."""
+    gl.inline_asm_elementwise("fence.acq_rel.gpu; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _count_in(counter):
+    """A warpgroup's plane is stored: once all its threads are past their
+    stores (a barrier of the warpgroup), one release add of 1 to the
+    counter, which makes all of them visible to whoever acquires the count
+    (one add per warpgroup: an add per thread queued on the counters'
+    cache lines, module docstring)."""
+    _barrier()
+    gl.atomic_add(counter, 1, sem="release", scope="gpu")
+
+
+@gluon.jit
+def _wait_count(counter, want):
+    """Spin until the counter reaches want, then acquire (a fence): the
+    counted warpgroups' planes are visible to every thread after it."""
+    seen = gl.load(counter, volatile=True)
+    while seen < want:
+        seen = gl.load(counter, volatile=True)
+    _fence_acq_rel()
+
+
+@gluon.jit
+def _count_reset(counter):
+    """Zero the counter for the next launch once every thread of the
+    warpgroup has read it (a barrier)."""
+    _barrier()
+    gl.store(counter, 0)
+
+
+@gluon.jit
 def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, SPLITS: gl.constexpr,
                  mma: gl.constexpr):
     """SPLITS > 1: the programs of a tile meet in global memory, one consumer
     warpgroup (slot) at a time. Splits 0 .. SPLITS - 2 store their fp32
-    sums (planes of `part_ptr`, each thread its own fragments) and each
-    thread adds 1 to the slot's counter with release semantics; the last
-    split waits until the counter holds all of them, acquires, adds the
-    planes in split order to its own sum (the same order, so the same
-    bits, every call), and zeroes the counter for the next launch.
+    sums (planes of `part_ptr`, each thread its own fragments) and count
+    in on the slot's counter (_count_in); the last split waits until the
+    counter holds all of them (_wait_count), adds the planes in split
+    order to its own sum (the same order, so the same bits, every call),
+    and zeroes the counter for the next launch.
     Returns the sum (the last split's; the others' is unused). The wait
     assumes the GPU starts programs in id order (as CUTLASS's serial
     split-K does; CUDA does not promise it): the last split has the
@@ -362,23 +399,15 @@ def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, S
     cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma))
     offs = gl.expand_dims(rows, 1) * BLOCK_M + gl.expand_dims(cols, 0)
     PLANE: gl.constexpr = _WG_ROWS * BLOCK_M
-    THREADS: gl.constexpr = 128  # a warpgroup: one counter increment per thread
-    one: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-    counter = count_ptr + slot + gl.zeros([THREADS], gl.int32, one)
     planes = part_ptr + (slot * (SPLITS - 1)).to(gl.int64) * PLANE  # past 2^31 elements at large M x N
     if split < SPLITS - 1:
         gl.store(planes + split * PLANE + offs, acc)
-        gl.atomic_add(counter, gl.full([THREADS], 1, gl.int32, one), sem="release", scope="gpu")
+        _count_in(count_ptr + slot)
     else:
-        seen = gl.load(count_ptr + slot, volatile=True)
-        while seen < THREADS * (SPLITS - 1):
-            seen = gl.load(count_ptr + slot, volatile=True)
-        # An acquiring read of the full count: every plane's stores are visible after it.
-        gl.atomic_add(counter, gl.zeros([THREADS], gl.int32, one), sem="acquire", scope="gpu")
+        _wait_count(count_ptr + slot, SPLITS - 1)
         for p in gl.static_range(SPLITS - 1):  # in place: no second 128-register sum
             acc = acc + gl.load(planes + p * PLANE + offs, cache_modifier=".cg")
-        _barrier()  # every thread has read the full count before it is zeroed
-        gl.store(counter, gl.zeros([THREADS], gl.int32, one))
+        _count_reset(count_ptr + slot)
     return acc
 
 
@@ -548,8 +577,6 @@ def _sk_consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr,
     launch running at once (one per SM, no more than the SMs)."""
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
     PLANE: gl.constexpr = _WG_ROWS * BLOCK_M
-    THREADS: gl.constexpr = 128  # a warpgroup: one counter increment per thread
-    one: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     rows = gl.arange(0, _WG_ROWS, layout=gl.SliceLayout(1, mma))
     cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma))
     offs = gl.expand_dims(rows, 1) * BLOCK_M + gl.expand_dims(cols, 0)
@@ -571,22 +598,17 @@ def _sk_consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr,
         for i in range(k1 - k0):
             acc = _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, j + i, WG, STAGES, BLOCK_M, BLOCK_K, FMT, GROUP)
         j += k1 - k0
-        counter = count_ptr + t * 2 + WG + gl.zeros([THREADS], gl.int32, one)
+        counter = count_ptr + t * 2 + WG
         if k1 < BLOCKS:  # the tile's first blocks: to this program's plane
             gl.store(part_ptr + (pid * 2 + WG).to(gl.int64) * PLANE + offs, acc)
-            gl.atomic_add(counter, gl.full([THREADS], 1, gl.int32, one), sem="release", scope="gpu")
+            _count_in(counter)
         else:
             if k0 > 0:  # the programs from the one with the tile's first block on hold the rest
                 first = ((r * BLOCKS + 1).to(gl.int64) * progs + total - 1) // total - 1
-                want = THREADS * (pid - first)
-                seen = gl.load(count_ptr + t * 2 + WG, volatile=True)
-                while seen < want:
-                    seen = gl.load(count_ptr + t * 2 + WG, volatile=True)
-                gl.atomic_add(counter, gl.zeros([THREADS], gl.int32, one), sem="acquire", scope="gpu")
+                _wait_count(counter, pid - first)
                 for p in range(first, pid):
                     acc = acc + gl.load(part_ptr + (p * 2 + WG) * PLANE + offs, cache_modifier=".cg")
-                _barrier()  # every thread has read the full count before it is zeroed
-                gl.store(counter, gl.zeros([THREADS], gl.int32, one))
+                _count_reset(counter)
             _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, NP, WG, BLOCK_M, FMT, GROUP)
     tma.store_wait(pendings=0)
 

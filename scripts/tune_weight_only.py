@@ -16,8 +16,9 @@ ws (--formats, --ms; H100, both formats: 142 s from M = 512, 112 s at 64,
 128 and 256): each fused entry of that table at fused_gemm.WS_POOL's M without
 and with each of the warp-specialized Gluon kernel's candidate tiles
 (ws_gemm.py) in the same rounds; the fastest stays, the config's timing
-without WS and the best with noted (ws_us). The table mode drops WS: run
-ws after it. With --formats int4 --group 32|64|channel (120 s at every M):
+without WS and the best with noted (ws_us; 156 s at 128 and 256 with
+stream-K in the pool). The table mode drops WS: run ws after it, and pdl
+after ws (the pool's tiles have no PDL). With --formats int4 --group 32|64|channel (120 s at every M):
 the same at that group size, written as each entry's "groups" config.
 pdl (--ms; H100: about 4 minutes up to M = 64): each entry of that table
 up to M = 64 (or at --ms) timed with PDL 0 and 2 (split_k_parts.pdl_prologue;
@@ -428,7 +429,9 @@ def ws_pass(fmts=FORMATS, ms=None, group=None):
     without WS and the fastest with; WS that fails comes off. Above
     FUSED_MAX_M the winner is then timed against dequantize + cuBLAS in
     rounds of their own, as the table mode does, renewing
-    versus_dequant_us. The table mode drops WS: run this after it.
+    versus_dequant_us. The table mode drops WS: run this after it, and
+    the pdl pass after this (the pool's tiles have no PDL: an entry whose
+    config changes loses its pdl_us, and a WS config its PDL).
     group (int4: 32, 64 or "channel"): the same at that group size, from
     the entry's config as it runs there (its pointer_config where its TMA
     loads do not: fused_gemm.tma_usable), the fastest written as the
@@ -485,6 +488,8 @@ def ws_pass(fmts=FORMATS, ms=None, group=None):
             entry.setdefault("groups", {})[woc.group_key(None if group == "channel" else group, k)] = own
             entry = own
         else:
+            if cands[best] != entry["config"]:  # its PDL timings were of another config (the pool has no PDL)
+                entry.pop("pdl_us", None)
             entry["config"] = cands[best]
             entry["us"] = round(us[best], 2)
         if ws_us:

@@ -801,3 +801,51 @@ def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, caps
     assert "int4 group 32 fused M128_K8192_N8192 64x64x128 split 4 w4 s1: 1/3 wrong" in text
     assert "int4 group 32 fused M64_K8192_N8192 64x128x128 split 2 w4 s1: 0/3 wrong" in text
     assert "1 of 2 configs with a wrong call" in text
+
+
+def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_path):
+    """scripts/tune_weight_only.py ws (no group) against scripted timings:
+    where WS tiles win, they become the entry's config and its pdl_us (timed
+    for the config before) goes; where the config stays, pdl_us stays."""
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+    from qgemm_bench.harness import environment
+
+    script = load_tune_script()
+    out = tmp_path / "h100.json"
+    base = {**triton_config(256, 64, 128, 1), "TMA": True, "PDL": 1}
+    pdl_us = {"0": 52.0, "1": 51.0}
+    out.write_text(woc.dumps({"gpu": "h100", "source": "first", "kernels": {"int4_gemm_fused": {
+        "M256_K8192_N8192": {"config": base, "us": 51.0, "pdl_us": pdl_us},
+        "M256_K8192_N10240": {"config": base, "us": 84.0, "pdl_us": pdl_us}}}}))
+    sk = ws_tiles(256, 128, 64, 4, stream_k=True)
+    us = {("M256_K8192_N8192", None): 51.0, ("M256_K8192_N8192", True): 66.0,
+          ("M256_K8192_N10240", None): 84.0, ("M256_K8192_N10240", True): 78.0}
+    shape = []
+
+    class Gemm:
+        def __init__(self, *args, config, path):
+            pass
+
+        def fused(self):
+            return self
+
+        def runs_ws(self, x, c):
+            return True
+
+    monkeypatch.setattr(woc, "path_for", lambda gpu: out)
+    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
+    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(fused_gemm, "ws_pool", lambda m: [sk])
+    monkeypatch.setattr(script, "operands",
+                        lambda fmt, m, k, n, group=128: shape.append(f"M{m}_K{k}_N{n}") or (None, (), None))
+    monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
+    monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
+    monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
+    monkeypatch.setattr(script, "time_interleaved",
+                        lambda cands: [us[(shape[-1], "WS" in calls[0]() or None)] for calls in cands])
+    script.ws_pass(("int4",), {256})
+    entries = woc.read_table(out)["kernels"]["int4_gemm_fused"]
+    kept, moved = entries["M256_K8192_N8192"], entries["M256_K8192_N10240"]
+    assert kept["config"] == base and kept["pdl_us"] == pdl_us and kept["ws_us"] == [51.0, 66.0]
+    assert moved["config"] == {**base, "WS": sk} and "pdl_us" not in moved and moved["us"] == 78.0

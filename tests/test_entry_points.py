@@ -36,6 +36,8 @@ def test_wrong_inputs_are_a_clear_value_error(call, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
+WS_SHAPE = ["--shape", "256,8192,8192"]  # scripts/ws_ab.py's shape and tiles
+WS_AB = [*WS_SHAPE, "--tiles", "256x128x64s4"]
 SCRIPT_CASES = [
     ("tune_helion.py", ["--m", "abc"], "expected positive integers"),
     ("tune_helion.py", ["--rep", "nan"], "expected milliseconds from 1 to 1000"),
@@ -65,6 +67,19 @@ SCRIPT_CASES = [
     ("path_ab.py", ["--op", "nvfp4_gemm", "--group-size", "64"], "--group-size is for int4_gemm"),
     ("path_ab.py", [], "needs a CUDA device"),  # the CPU (CI)
     ("fused_sass.py", ["--tile", "16x128"], "expected BLOCK_MxBLOCK_NxBLOCK_K"),
+    ("ws_ab.py", WS_SHAPE, "the following arguments are required: --tiles"),
+    ("ws_ab.py", WS_AB, "ws_ab.py needs a CUDA device"),  # the CPU (CI)
+    ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64"], "expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl]"),
+    ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+sk+sk"], "+skewN, +k2, +sk, +pdl (each once)"),
+    ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+split"], "is not one of +splitN, +skewN, +k2, +sk, +pdl"),
+    ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x100x64s4"], "takes BLOCK_N 64 or 128"),
+    ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+sk+split2"], "STREAM_K is 1"),
+    ("ws_ab.py", [*WS_AB, "--variant", "x=/no/such.py"], "no such file"),
+    ("ws_ab.py", [*WS_AB, "--variant", "main=README.md"], "a word other than 'main'"),
+    ("ws_ab.py", [*WS_AB, "--variant", "x=README.md"], "does not import (SyntaxError"),
+    ("ws_ab.py", [*WS_AB, "--variant", "x=scripts/path_ab.py"], "not a ws_gemm.py"),
+    ("ws_ab.py", [*WS_AB, "--op", "nvfp4_gemm", "--group-size", "64"],
+     "--group-size is for int4_gemm"),
     ("fused_sass.py", ["--tile", "16x128x128", "--warps", "8", "--split", "2"], "wrong_on_h100"),
     ("fused_sass.py", ["--tma", "--tma-x"], "one or the other"),
     ("fused_sass.py", ["--k", "1000"], "a multiple of 256"),
@@ -85,6 +100,8 @@ def test_scripts_refuse_bad_usage_in_one_line(script, args, message, request, mo
     import sys
     from pathlib import Path
 
+    if "needs a CUDA device" in message and torch.cuda.is_available():
+        pytest.skip("a GPU is here: the script would run, not refuse")
     repo = Path(__file__).resolve().parent.parent
     path = repo / "scripts" / script
     # Each script's first case runs as its own process (its imports, its exit).
@@ -103,3 +120,4 @@ def test_scripts_refuse_bad_usage_in_one_line(script, args, message, request, mo
         code, stderr = r.returncode, r.stderr
     lines = stderr.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], stderr
+

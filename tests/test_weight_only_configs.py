@@ -849,3 +849,83 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     kept, moved = entries["M256_K8192_N8192"], entries["M256_K8192_N10240"]
     assert kept["config"] == base and kept["pdl_us"] == pdl_us and kept["ws_us"] == [51.0, 66.0]
     assert moved["config"] == {**base, "WS": sk} and "pdl_us" not in moved and moved["us"] == 78.0
+
+
+def test_ws_ab_tiles_name_every_config_of_the_ws_pool():
+    # scripts/ws_ab.py --tiles: every WS config the ws pass times, written in
+    # its syntax (ws_label's words, joined), reads back as that config.
+    import re
+
+    from qgemm_bench.backends.triton_kernels.fused_gemm import WS_POOL
+    from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
+    from qgemm_bench.operators.formats import INT4, NVFP4
+
+    script = load_tune_script("ws_ab")
+    words = {"split": "split", "skew": "skew", "k2": "k2", "stream-K": "sk", "pdl": "pdl"}
+    pool = [c for cs in WS_POOL.values() for c in cs] + [{**WS_POOL[512][0], "PDL": 1}]
+    for c in pool:
+        tile, stages, *rest = ws_label(c).split(" ")
+        opts = re.sub(r"(split|skew) (\d+)", r"\1\2", " ".join(rest)).split()
+        text = f"{tile}{stages}" + "".join(f"+{words.get(o, o)}" for o in opts)
+        for fmt in (INT4, NVFP4):
+            assert script.parse_tiles(text, fmt) == c, text
+
+
+def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds(monkeypatch, capsys):
+    """scripts/ws_ab.py's compare on the CPU with stand-in builds of the
+    kernel (a right one, one off by 5%, one that raises) and a CPU timer:
+    each checked --calls times over the rotating copies, only the right
+    ones timed, in reverse order every other round, with cuBLAS."""
+    import types
+
+    from qgemm_bench.harness.timing import time_cpu
+    from qgemm_bench.operators import int4_gemm as op
+    from qgemm_bench.types import Shape
+
+    script = load_tune_script("ws_ab")
+    args = script.parse_args(["--shape", "16,256,136", "--tiles", "64x64x128s4", "--tiles",
+                              "128x128x64s4+split2+skew4", "--rounds", "2", "--calls", "3", "--cublas"])
+    refs, calls, real = {}, [], op.make_inputs
+
+    def make_inputs(case, seed):  # each copy's reference, by its x
+        i = real(case, seed)
+        refs[i.x.data_ptr()] = op.reference(i)
+        return i
+
+    def build(name, off=0.0, fail=False):
+        def run(kmajor, fmt, group, ts, x, c, descs, cache):
+            calls.append((name, x.data_ptr()))
+            if fail:
+                raise RuntimeError("launch failed")
+            return refs[x.data_ptr()] * (1 + off)
+
+        return types.SimpleNamespace(reads=lambda kmajor, c: True, usable=lambda *a: True, run=run,
+                                     weight_descriptors=lambda *a: None)
+
+    labelled, order, checked = {}, [], []
+    real_candidates = script.candidates
+
+    def candidates(*a):
+        fns, notes = real_candidates(*a)
+        labelled.update({id(f): k for k, f in fns.items()})
+        checked.extend(calls)
+        return fns, notes
+
+    def timer(fns, warmup_ms, rep_ms):
+        order.append(labelled[id(fns)])
+        return time_cpu(fns[0], 0, 1)
+
+    monkeypatch.setattr(op, "make_inputs", make_inputs)
+    monkeypatch.setattr(script, "candidates", candidates)
+    builds = {"main": build("main"), "off": build("off", off=0.05), "bad": build("bad", fail=True)}
+    script.compare(args, Shape(16, 256, 136), torch.device("cpu"), builds, timer)
+    out = capsys.readouterr().out
+    labels = ["64x64x128 s4 @main", "128x128x64 s4 split 2 skew 4 @main", "cublas (bf16 weights)"]
+    assert order == labels + labels[::-1]
+    # 2 configs: main and off 3 calls each, alternating over the two copies; bad stops at its first.
+    assert [n for n, _ in checked] == ["main"] * 3 + ["off"] * 3 + ["bad"] + ["main"] * 3 + ["off"] * 3 + ["bad"]
+    ptrs = [p for _, p in checked[:3]]
+    assert len(refs) == 2 and ptrs[0] == ptrs[2] != ptrs[1]
+    assert "64x64x128 s4 @off: WRONG (error 5.00e-02 > 0.01 in 3 calls), not timed" in out
+    assert "128x128x64 s4 split 2 skew 4 @bad: RuntimeError: launch failed" in out
+    assert out.startswith("int4_gemm 16x256x136: 2 rounds") and all(f"  {k}  (" in out for k in labels)

@@ -455,10 +455,12 @@ FUSED_CONFIGS = {
 # rows were 1.11-1.37x the fastest peer there).
 # At M = 128 and 256 also stream-K (256- and 128-row x tiles), for shapes
 # whose tiles and splits both leave SMs idle: 256 x 8192 x 10240 (80 tiles
-# of 256x128) int4 78.14 / 81.03 us, NVFP4 85.16 / 81.77 against the
-# table's fused_kernel 84.29 / 92.58 and cuBLAS 75.79 / 77.74 (H100, one
-# process, 3 rounds, exp/ab.py, with its counters counted in once per
-# warpgroup: ws_gemm._count_in).
+# of 256x128) int4 78.14 / 81.03 us, NVFP4 85.16 / 81.77 against cuBLAS
+# 75.79 / 77.74 (H100, one process, 3 rounds, exp/ab.py as
+# scripts/ws_ab.py times, with the counters counted in once per warpgroup:
+# ws_gemm._count_in; the table's fused_kernel entries had timed 84.29 /
+# 92.58 in their tune). The ws pass at 6a3b27f took stream-K at 6 int4 and
+# 7 NVFP4 entries of M = 128 and 256.
 WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(64, 64, 128, 4, splits=2, skew=2),
                 ws_tiles(64, 128, 128, 4, splits=2, skew=2)],
            128: [ws_tiles(128, 64, 64, 4, 2), ws_tiles(128, 128, 64, 4, splits=2, skew=4),

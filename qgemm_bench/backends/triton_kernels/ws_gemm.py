@@ -168,7 +168,7 @@ release adds and 128 acquiring adds per warpgroup queue on the counters'
 few cache lines. So each warpgroup now counts in once (_count_in: a
 barrier of its 128 threads, then one release add) and the last waits on
 a volatile spin and a fence.acq_rel (_wait_count): H100, one process, 3
-rounds, 10 calls checked each (exp/ab.py), against the add per thread:
+rounds, 10 calls checked each (exp/ab.py, as scripts/ws_ab.py times), against the add per thread:
 stream-K 256 x 8192 x 8192 65.74 / 77.46 us, 256 x 8192 x 10240 int4
 78.14 / 88.69, NVFP4 85.16 / 89.89, 512 x 8192 x 10240 (PDL) 132.20 /
 138.07, 1024 x 8192 x 10240 250.99 / 254.78, NVFP4 1024 x 4096 x 28672

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""GPU: the warp-specialized kernel (ws_gemm.py) side by side in one process:
+per shape, each --tiles config with each build of the kernel (this checkout's
+ws_gemm, and each --variant: a copy of ws_gemm.py with a change, e.g. the file
+at another commit: `git show HEAD~1:qgemm_bench/backends/triton_kernels/ws_gemm.py
+> /tmp/old.py`), and cuBLAS on bf16 weights (--cublas); each candidate checked
+--calls times against the reference, then timed in --rounds rounds (graph
+timing over rotating copies > 2x L2, the runner's windows), in reverse order
+every other round (as runner --repeats). Prints each candidate's median and
+round p50s (us). What the ws_gemm.py docstring's same-process A/Bs were
+measured with.
+
+  python3 scripts/ws_ab.py --shape 256,8192,10240 --tiles 256x128x64s4+sk --tiles 256x128x64s4+split2+skew4
+                           [--op int4_gemm] [--group-size 128] [--variant old=/tmp/old.py] [--cublas]
+                           [--programs 128] [--rounds 3] [--calls 10]
+
+TILES: BMxBNxBKsSTAGES, then any of +splitN (SPLITS), +skewN (SKEW), +k2
+(K_SPLIT 2), +sk (STREAM_K), +pdl (PDL 1); checked by ws_gemm.check.
+--programs: a stream-K launch's programs (ws_gemm.STREAM_K_PROGRAMS; default
+one per SM)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import importlib.util
+import re
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
+
+from qgemm_bench.errors import InputError  # noqa: E402
+from qgemm_bench.harness.args import Parser, int_in  # noqa: E402
+from qgemm_bench.harness.plan import parse_shape  # noqa: E402
+
+MAIN = "main"  # this checkout's ws_gemm
+_TILES = re.compile(r"(\d+)x(\d+)x(\d+)s(\d+)((?:\+[a-z]+\d*)*)")
+_OPTIONS = {"split": "SPLITS", "skew": "SKEW", "k": "K_SPLIT", "sk": "STREAM_K", "pdl": "PDL"}
+
+
+def parse_tiles(text: str, fmt: int) -> dict:
+    """A --tiles value as the kernel's WS config (fused_gemm.ws_tiles's keys),
+    checked by ws_gemm.check for format fmt; InputError in one line if not."""
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+
+    m = _TILES.fullmatch(text.strip())
+    if not m:
+        raise InputError(f"--tiles {text!r}: expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl] "
+                         "(e.g. 256x128x64s4+split2+skew4)")
+    c = dict(zip(ws_gemm.TILE_KEYS, map(int, m.groups()[:4]), strict=True))
+    for opt in filter(None, m.group(5).split("+")):
+        name, value = re.fullmatch(r"([a-z]+)(\d*)", opt).groups()
+        if name not in _OPTIONS or (name in ("sk", "pdl")) != (value == "") or _OPTIONS[name] in c:
+            raise InputError(f"--tiles {text!r}: {opt!r} is not one of +splitN, +skewN, +k2, +sk, +pdl "
+                             "(each once)")
+        c[_OPTIONS[name]] = int(value) if value else 1
+    try:
+        ws_gemm.check(c, fmt)
+    except ValueError as e:
+        raise InputError(f"--tiles {text!r}: {e}") from None
+    return c
+
+
+def load_variant(name: str, path: Path):
+    """A copy of ws_gemm.py as a module of its own (its kernels compile apart
+    from this checkout's)."""
+    loader = importlib.machinery.SourceFileLoader(f"ws_gemm_{name}", str(path))
+    spec = importlib.util.spec_from_file_location(f"ws_gemm_{name}", path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # noqa: BLE001 - a variant that does not import is the user's to fix, in one line
+        raise InputError(f"--variant {name}={path}: does not import ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''})") from None
+    if not all(hasattr(mod, f) for f in ("run", "weight_descriptors", "usable")):
+        raise InputError(f"--variant {name}={path}: not a ws_gemm.py (no run, weight_descriptors, usable)")
+    return mod
+
+
+def parse_args(argv=None):
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--op", choices=["int4_gemm", "nvfp4_gemm"], default="int4_gemm")
+    p.add_argument("--shape", action="append", metavar="M,K,N", required=True, help="a shape (repeatable)")
+    p.add_argument("--tiles", action="append", metavar="TILES", required=True,
+                   help="WS tiles to time (repeatable; see above)")
+    p.add_argument("--variant", action="append", metavar="NAME=PATH", default=[],
+                   help="another build of ws_gemm.py to time each --tiles with (repeatable)")
+    p.add_argument("--group-size", type=int_in(2, 1 << 20), default=None, help="int4 group (default 128)")
+    p.add_argument("--cublas", action="store_true", help="also time x @ w on bf16 weights")
+    p.add_argument("--programs", type=int_in(1, 100_000), default=None,
+                   help="stream-K programs per launch (default: one per SM)")
+    p.add_argument("--rounds", type=int_in(1, 100), default=3, help="rounds per shape (default 3)")
+    p.add_argument("--calls", type=int_in(1, 1000), default=10, help="checked calls per candidate (default 10)")
+    args = p.parse_args(argv)
+    args.shapes = [parse_shape(s) for s in args.shape]
+    if args.op == "nvfp4_gemm" and args.group_size is not None:
+        raise InputError("--group-size is for int4_gemm (NVFP4 blocks are 16)")
+    args.group_size = args.group_size or 128
+    from qgemm_bench.operators.formats import INT4, NVFP4
+
+    args.fmt = INT4 if args.op == "int4_gemm" else NVFP4
+    args.configs = [parse_tiles(t, args.fmt) for t in args.tiles]
+    args.variants = {}
+    for v in args.variant:
+        name, sep, path = v.partition("=")
+        if not sep or not re.fullmatch(r"\w+", name) or name == MAIN or name in args.variants:
+            raise InputError(f"--variant {v!r}: expected NAME=PATH, NAME a word other than {MAIN!r}, each once")
+        if not Path(path).is_file():
+            raise InputError(f"--variant {v!r}: no such file {path!r}")
+        args.variants[name] = Path(path)
+    return args
+
+
+def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
+    """(label -> calls over rotating copies of the weights and x, notes):
+    each config with each build where it runs, checked args.calls times
+    against the fp32 reference (a wrong or failing one noted, not timed),
+    and cuBLAS on bf16 weights with --cublas."""
+    import torch
+
+    from qgemm_bench import operators
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+    from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
+    from qgemm_bench.backends.triton_ops import weight_args
+    from qgemm_bench.harness.measure import copies_for
+    from qgemm_bench.operators.common import rel_error
+    from qgemm_bench.types import Case
+
+    op = operators.get(args.op)
+    settings = op.Settings(args.group_size) if args.op == "int4_gemm" else op.Settings()
+    case = Case(args.op, shape, torch.bfloat16, dev, settings)
+    first = op.make_inputs(case, 0)
+    per = sum(t.numel() * t.element_size() for t in (first.x, *weight_args(args.op, first)[:3]) if t is not None)
+    copies = copies_for(per, per, args.l2_bytes, dev) if dev.type == "cuda" else 2  # CPU (tests): two
+    inputs = [first] + [op.make_inputs(case, i) for i in range(1, copies)]
+    gemms = [FusedGemm(*weight_args(args.op, i), config=lambda m: {}) for i in inputs]
+    refs, tol = [op.reference(i) for i in inputs], op.tolerance(torch.bfloat16)
+    fns, notes = {}, []
+    for c in args.configs:
+        for name, mod in builds.items():
+            label = f"{ws_label(c)} @{name}"
+            g = gemms[0]
+            if not (mod.reads(g.kmajor, c) and mod.usable(g.fmt, g.group, g.k, g.n, first.x, c)):
+                notes.append(f"{label}: the kernel does not run these tiles here (ws_gemm.usable)")
+                continue
+            calls = []
+            for gemm, i in zip(gemms, inputs, strict=True):
+                descs, cache = mod.weight_descriptors(gemm.kmajor, c, gemm.fmt, gemm.group), {}
+                calls.append(lambda m=mod, f=gemm, x=i.x, c=c, d=descs, w=cache:
+                             m.run(f.kmajor, f.fmt, f.group, f.ts, x, c, d, w))
+            try:  # each copy in turn, again and again: a count left behind shows on a later call
+                err = max(rel_error(calls[j % len(calls)](), refs[j % len(calls)]) for j in range(args.calls))
+            except Exception as e:  # noqa: BLE001 - this candidate's failure: say so, time the rest
+                notes.append(f"{label}: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
+                continue
+            if err > tol:
+                notes.append(f"{label}: WRONG (error {err:.2e} > {tol:g} in {args.calls} calls), not timed")
+                continue
+            fns[label] = calls
+    if args.cublas:
+        dense = [op.dequantize(i).to(torch.bfloat16) for i in inputs]
+        fns["cublas (bf16 weights)"] = [lambda x=i.x, w=w: x @ w for i, w in zip(inputs, dense, strict=True)]
+    return fns, notes
+
+
+def compare(args, shape, dev, builds: dict, timer=None) -> None:
+    """Print the rounds of one shape (timer(fns, warmup_ms, rep_ms) -> a
+    harness Timing; the runner's graph timing by default)."""
+    from qgemm_bench.harness.measure import Settings
+    from qgemm_bench.harness.sweep import round_order
+    from qgemm_bench.harness.timing import time_graph
+
+    timer = timer or time_graph
+    s = Settings()
+    fns, notes = candidates(args, shape, dev, builds)
+    times: dict[str, list] = {k: [] for k in fns}
+    for r in range(args.rounds):
+        for k in round_order(list(fns), r):
+            if k not in times:
+                continue
+            try:
+                times[k].append(statistics.median(timer(fns[k], s.warmup_ms, s.rep_ms).samples_us))
+            except Exception as e:  # noqa: BLE001 - this candidate's failure: say so, time the rest
+                notes.append(f"{k}: timing failed in round {r + 1}: {type(e).__name__}: "
+                             f"{str(e).splitlines()[0][:100] if str(e) else ''}")
+                del times[k]
+    print(f"{args.op} {shape.M}x{shape.K}x{shape.N}: {args.rounds} rounds, p50 us (median; each round's)")
+    for k, v in sorted(times.items(), key=lambda kv: statistics.median(kv[1])):
+        print(f"  {statistics.median(v):9.2f}  {k}  ({' / '.join(f'{u:.2f}' for u in v)})")
+    for n in notes:
+        print(f"  {n}")
+    sys.stdout.flush()
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        builds = {name: load_variant(name, path) for name, path in args.variants.items()}
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    import torch
+
+    if not torch.cuda.is_available():
+        print("error: ws_ab.py needs a CUDA device (an sm_90 GPU)", file=sys.stderr)
+        return 2
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+
+    builds = {MAIN: ws_gemm, **builds}
+    for mod in builds.values():
+        mod.STREAM_K_PROGRAMS = args.programs
+    dev = torch.device("cuda")
+    args.l2_bytes = torch.cuda.get_device_properties(dev).L2_cache_size
+    for shape in args.shapes:
+        compare(args, shape, dev, builds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

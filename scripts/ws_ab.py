@@ -4,11 +4,13 @@ per shape, each --tiles config with each build of the kernel (this checkout's
 ws_gemm, and each --variant: a copy of ws_gemm.py with a change, e.g. the file
 at another commit: `git show HEAD~1:qgemm_bench/backends/triton_kernels/ws_gemm.py
 > /tmp/old.py`), and cuBLAS on bf16 weights (--cublas); each candidate checked
---calls times against the reference, then timed in --rounds rounds (graph
+against the fp32 reference in --calls calls (each rotating copy at least
+twice, its split planes NaN before each call, its counters zero after them
+all), then timed in --rounds rounds (graph
 timing over rotating copies > 2x L2, the runner's windows), in reverse order
 every other round (as runner --repeats). Prints each candidate's median and
-round p50s (us). What the ws_gemm.py docstring's same-process A/Bs were
-measured with.
+round p50s (us). The same-process A/Bs in ws_gemm.py's docstring were
+timed this way, by git-ignored scripts (exp/) before this one.
 
   python3 scripts/ws_ab.py --shape 256,8192,10240 --tiles 256x128x64s4+sk --tiles 256x128x64s4+split2+skew4
                            [--op int4_gemm] [--group-size 128] [--variant old=/tmp/old.py] [--cublas]
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.machinery
 import importlib.util
+import math
 import re
 import statistics
 import sys
@@ -74,8 +77,8 @@ def load_variant(name: str, path: Path):
     except Exception as e:  # noqa: BLE001 - a variant that does not import is the user's to fix, in one line
         raise InputError(f"--variant {name}={path}: does not import ({type(e).__name__}: "
                          f"{str(e).splitlines()[0] if str(e) else ''})") from None
-    if not all(hasattr(mod, f) for f in ("run", "weight_descriptors", "usable")):
-        raise InputError(f"--variant {name}={path}: not a ws_gemm.py (no run, weight_descriptors, usable)")
+    if not all(hasattr(mod, f) for f in ("run", "weight_descriptors", "usable", "reads")):
+        raise InputError(f"--variant {name}={path}: not a ws_gemm.py (no run, weight_descriptors, usable, reads)")
     return mod
 
 
@@ -90,7 +93,7 @@ def parse_args(argv=None):
     p.add_argument("--group-size", type=int_in(2, 1 << 20), default=None, help="int4 group (default 128)")
     p.add_argument("--cublas", action="store_true", help="also time x @ w on bf16 weights")
     p.add_argument("--programs", type=int_in(1, 100_000), default=None,
-                   help="stream-K programs per launch (default: one per SM)")
+                   help="stream-K programs per launch, at most the SMs (default: one per SM)")
     p.add_argument("--rounds", type=int_in(1, 100), default=3, help="rounds per shape (default 3)")
     p.add_argument("--calls", type=int_in(1, 1000), default=10, help="checked calls per candidate (default 10)")
     args = p.parse_args(argv)
@@ -102,6 +105,13 @@ def parse_args(argv=None):
 
     args.fmt = INT4 if args.op == "int4_gemm" else NVFP4
     args.configs = [parse_tiles(t, args.fmt) for t in args.tiles]
+    from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
+
+    labels = [ws_label(c) for c in args.configs]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise InputError(f"--tiles: the same tiles twice ({', '.join(twice)}; SKEW 0, SPLITS 1 and K_SPLIT 1 "
+                         "are the defaults)")
     args.variants = {}
     for v in args.variant:
         name, sep, path = v.partition("=")
@@ -111,6 +121,21 @@ def parse_args(argv=None):
             raise InputError(f"--variant {v!r}: no such file {path!r}")
         args.variants[name] = Path(path)
     return args
+
+
+def _workspaces(cache: dict):
+    """The (fp32 planes, int32 counters) pairs a ws_gemm.run cache holds."""
+    return [v for v in cache.values() if isinstance(v, tuple) and len(v) == 2]
+
+
+def poison(cache: dict) -> None:
+    """Fill a run cache's partial-sum planes with NaN."""
+    for planes, _ in _workspaces(cache):
+        planes.fill_(math.nan)
+
+
+def counters(cache: dict) -> list:
+    return [count for _, count in _workspaces(cache)]
 
 
 def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
@@ -142,21 +167,33 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
         for name, mod in builds.items():
             label = f"{ws_label(c)} @{name}"
             g = gemms[0]
-            if not (mod.reads(g.kmajor, c) and mod.usable(g.fmt, g.group, g.k, g.n, first.x, c)):
-                notes.append(f"{label}: the kernel does not run these tiles here (ws_gemm.usable)")
-                continue
-            calls = []
-            for gemm, i in zip(gemms, inputs, strict=True):
-                descs, cache = mod.weight_descriptors(gemm.kmajor, c, gemm.fmt, gemm.group), {}
-                calls.append(lambda m=mod, f=gemm, x=i.x, c=c, d=descs, w=cache:
-                             m.run(f.kmajor, f.fmt, f.group, f.ts, x, c, d, w))
-            try:  # each copy in turn, again and again: a count left behind shows on a later call
-                err = max(rel_error(calls[j % len(calls)](), refs[j % len(calls)]) for j in range(args.calls))
+            try:
+                if not (mod.reads(g.kmajor, c) and mod.usable(g.fmt, g.group, g.k, g.n, first.x, c)):
+                    notes.append(f"{label}: the kernel does not run these tiles here (ws_gemm.usable)")
+                    continue
+                calls, caches = [], []
+                for gemm, i in zip(gemms, inputs, strict=True):
+                    descs, cache = mod.weight_descriptors(gemm.kmajor, c, gemm.fmt, gemm.group), {}
+                    caches.append(cache)
+                    calls.append(lambda m=mod, f=gemm, x=i.x, c=c, d=descs, w=cache:
+                                 m.run(f.kmajor, f.fmt, f.group, f.ts, x, c, d, w))
+                # Each copy in turn, each at least twice; before each call its partial-sum planes are
+                # NaN (a sum read before it was stored shows), after all of them every counter is 0.
+                n = max(args.calls, 2 * len(calls))
+                errs = []
+                for j in range(n):
+                    poison(caches[j % len(calls)])
+                    errs.append(rel_error(calls[j % len(calls)](), refs[j % len(calls)]))
+                left = sum(int(t.count_nonzero()) for cache in caches for t in counters(cache))
             except Exception as e:  # noqa: BLE001 - this candidate's failure: say so, time the rest
                 notes.append(f"{label}: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
                 continue
-            if err > tol:
-                notes.append(f"{label}: WRONG (error {err:.2e} > {tol:g} in {args.calls} calls), not timed")
+            if not all(e <= tol for e in errs):  # NaN too
+                notes.append(f"{label}: WRONG (error {max(errs, key=lambda e: e if e == e else math.inf):.2e} "
+                             f"> {tol:g} in {n} calls), not timed")
+                continue
+            if left:
+                notes.append(f"{label}: WRONG ({left} split counters not zeroed after {n} calls), not timed")
                 continue
             fns[label] = calls
     if args.cublas:
@@ -213,9 +250,14 @@ def main(argv=None) -> int:
     from qgemm_bench.backends.triton_kernels import ws_gemm
 
     builds = {MAIN: ws_gemm, **builds}
+    dev = torch.device("cuda")
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    if args.programs is not None and args.programs > sms:
+        print(f"error: --programs {args.programs}: at most the GPU's {sms} SMs (stream-K waits on programs "
+              "that must all be running)", file=sys.stderr)
+        return 2
     for mod in builds.values():
         mod.STREAM_K_PROGRAMS = args.programs
-    dev = torch.device("cuda")
     args.l2_bytes = torch.cuda.get_device_properties(dev).L2_cache_size
     for shape in args.shapes:
         compare(args, shape, dev, builds)

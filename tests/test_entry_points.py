@@ -74,6 +74,8 @@ SCRIPT_CASES = [
     ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+split"], "is not one of +splitN, +skewN, +k2, +sk, +pdl"),
     ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x100x64s4"], "takes BLOCK_N 64 or 128"),
     ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+sk+split2"], "STREAM_K is 1"),
+    ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+split2", "--tiles", "256x128x64s4+split2+skew0"],
+     "--tiles: the same tiles twice (256x128x64 s4 split 2;"),
     ("ws_ab.py", [*WS_AB, "--variant", "x=/no/such.py"], "no such file"),
     ("ws_ab.py", [*WS_AB, "--variant", "main=README.md"], "a word other than 'main'"),
     ("ws_ab.py", [*WS_AB, "--variant", "x=README.md"], "does not import (SyntaxError"),

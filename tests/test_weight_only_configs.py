@@ -873,9 +873,13 @@ def test_ws_ab_tiles_name_every_config_of_the_ws_pool():
 
 def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds(monkeypatch, capsys):
     """scripts/ws_ab.py's compare on the CPU with stand-in builds of the
-    kernel (a right one, one off by 5%, one that raises) and a CPU timer:
-    each checked --calls times over the rotating copies, only the right
-    ones timed, in reverse order every other round, with cuBLAS."""
+    kernel and a CPU timer: each checked over the rotating copies (each
+    copy at least twice, its planes NaN before each call, its counters
+    zero after all), only the right ones timed, in reverse order every
+    other round, with cuBLAS. Stand-ins: right; 5% off; raising; NaN on
+    its second call; leaving a counter at 1; reading a plane it never
+    stored."""
+    import math
     import types
 
     from qgemm_bench.harness.timing import time_cpu
@@ -884,7 +888,7 @@ def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds
 
     script = load_tune_script("ws_ab")
     args = script.parse_args(["--shape", "16,256,136", "--tiles", "64x64x128s4", "--tiles",
-                              "128x128x64s4+split2+skew4", "--rounds", "2", "--calls", "3", "--cublas"])
+                              "128x128x64s4+split2+skew4", "--rounds", "2", "--calls", "5", "--cublas"])
     refs, calls, real = {}, [], op.make_inputs
 
     def make_inputs(case, seed):  # each copy's reference, by its x
@@ -892,12 +896,25 @@ def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds
         refs[i.x.data_ptr()] = op.reference(i)
         return i
 
-    def build(name, off=0.0, fail=False):
+    def build(name):
         def run(kmajor, fmt, group, ts, x, c, descs, cache):
             calls.append((name, x.data_ptr()))
-            if fail:
+            y = refs[x.data_ptr()].clone()
+            if name == "bad":
                 raise RuntimeError("launch failed")
-            return refs[x.data_ptr()] * (1 + off)
+            if name == "off":
+                y *= 1.05
+            seen = cache.setdefault("calls", [0])  # this config's calls on this copy
+            seen[0] += 1
+            if name == "nan" and seen[0] == 2:
+                y[0, 0] = math.nan
+            if name in ("stale", "early"):
+                new = "w" not in cache
+                planes, count = cache.setdefault("w", (torch.zeros(4), torch.zeros(2, dtype=torch.int32)))
+                count[1] = name == "stale"
+                if name == "early" and not new:  # adds a plane this call did not store
+                    y += planes[0]
+            return y
 
         return types.SimpleNamespace(reads=lambda kmajor, c: True, usable=lambda *a: True, run=run,
                                      weight_descriptors=lambda *a: None)
@@ -917,15 +934,19 @@ def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds
 
     monkeypatch.setattr(op, "make_inputs", make_inputs)
     monkeypatch.setattr(script, "candidates", candidates)
-    builds = {"main": build("main"), "off": build("off", off=0.05), "bad": build("bad", fail=True)}
+    builds = {n: build(n) for n in ("main", "off", "bad", "nan", "stale", "early")}
     script.compare(args, Shape(16, 256, 136), torch.device("cpu"), builds, timer)
     out = capsys.readouterr().out
     labels = ["64x64x128 s4 @main", "128x128x64 s4 split 2 skew 4 @main", "cublas (bf16 weights)"]
     assert order == labels + labels[::-1]
-    # 2 configs: main and off 3 calls each, alternating over the two copies; bad stops at its first.
-    assert [n for n, _ in checked] == ["main"] * 3 + ["off"] * 3 + ["bad"] + ["main"] * 3 + ["off"] * 3 + ["bad"]
-    ptrs = [p for _, p in checked[:3]]
-    assert len(refs) == 2 and ptrs[0] == ptrs[2] != ptrs[1]
-    assert "64x64x128 s4 @off: WRONG (error 5.00e-02 > 0.01 in 3 calls), not timed" in out
-    assert "128x128x64 s4 split 2 skew 4 @bad: RuntimeError: launch failed" in out
+    per_config = ["main"] * 5 + ["off"] * 5 + ["bad"] + ["nan"] * 5 + ["stale"] * 5 + ["early"] * 5
+    assert [n for n, _ in checked] == per_config * 2
+    ptrs = [p for _, p in checked[:5]]
+    assert len(refs) == 2 and ptrs[0] == ptrs[2] == ptrs[4] != ptrs[1] == ptrs[3]  # the two copies in turn
+    for tiles in ("64x64x128 s4", "128x128x64 s4 split 2 skew 4"):
+        assert f"{tiles} @off: WRONG (error 5.00e-02 > 0.01 in 5 calls), not timed" in out
+        assert f"{tiles} @bad: RuntimeError: launch failed" in out
+        assert f"{tiles} @nan: WRONG (error nan > 0.01 in 5 calls), not timed" in out
+        assert f"{tiles} @stale: WRONG (2 split counters not zeroed after 5 calls), not timed" in out
+        assert f"{tiles} @early: WRONG (error nan > 0.01 in 5 calls), not timed" in out
     assert out.startswith("int4_gemm 16x256x136: 2 rounds") and all(f"  {k}  (" in out for k in labels)

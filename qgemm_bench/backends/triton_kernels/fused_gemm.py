@@ -441,7 +441,7 @@ FUSED_CONFIGS = {
 # 64x64x64 s6 25.95 / NVFP4 27.01 against 64x64x128 s4's 28.10 / 28.72;
 # M=128 128x64x64 s4 NVFP4 42.02 against the table's 45.40 (int4 40.25 /
 # 39.85); at M = 256 they lost (256x64x64 s4 58.6 against int4's 53.0).
-# From 512 also stream-K (ws_gemm._sk_consumer), for tile counts that leave
+# From 512 (since 3c86a54 from 128) also stream-K (ws_gemm._sk_consumer), for tile counts that leave
 # a wave part-empty: int4 1024 x 8192 x 10240 (320 tiles of 256x128 on 132
 # SMs) 252.65 us against the table's 272.93 and cuBLAS 257.16, 1024 x 4096 x
 # 14336 184.68 / 188.53; it loses where the waves fill (1024 x 8192 x 8192
@@ -453,14 +453,16 @@ FUSED_CONFIGS = {
 # At M = 256 also 128x128x64 split 2 and 256x128x64 split 4, for N = 4096,
 # where 256x128 tiles fill 32 of the 132 SMs (the Llama layers' M = 256
 # rows were 1.11-1.37x the fastest peer there).
-# At M = 128 and 256 also stream-K (256- and 128-row x tiles), for shapes
-# whose tiles and splits both leave SMs idle: 256 x 8192 x 10240 (80 tiles
-# of 256x128) int4 78.14 / 81.03 us, NVFP4 85.16 / 81.77 against cuBLAS
-# 75.79 / 77.74 (H100, one process, 3 rounds, exp/ab.py as
-# scripts/ws_ab.py times, with the counters counted in once per warpgroup:
-# ws_gemm._count_in; the table's fused_kernel entries had timed 84.29 /
-# 92.58 in their tune). The ws pass at 6a3b27f took stream-K at 6 int4 and
-# 7 NVFP4 entries of M = 128 and 256.
+# At M = 128 also stream-K with 128-row x tiles, at 256 with 256- and
+# 128-row ones, for shapes whose tiles and splits both leave SMs idle:
+# 256 x 8192 x 10240 (80 tiles of 256x128), 256x128x64 s4 stream-K int4
+# 78.14 us, NVFP4 85.16; 128x128x64 s4 stream-K int4 81.03, NVFP4 81.77;
+# cuBLAS on bf16 weights 75.79 (int4's run), 77.74 (NVFP4's) (H100, one
+# process, 3 rounds, exp/ab.py as scripts/ws_ab.py times, the counters
+# counted in once per warpgroup: ws_gemm._count_in; the table's
+# fused_kernel entries had timed int4 84.29, NVFP4 92.58 in their tune).
+# The ws pass at 6a3b27f took stream-K at 6 int4 and 7 NVFP4 entries of M
+# = 128 and 256.
 WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(64, 64, 128, 4, splits=2, skew=2),
                 ws_tiles(64, 128, 128, 4, splits=2, skew=2)],
            128: [ws_tiles(128, 64, 64, 4, 2), ws_tiles(128, 128, 64, 4, splits=2, skew=4),

@@ -176,8 +176,11 @@ stream-K 256 x 8192 x 8192 65.74 / 77.46 us, 256 x 8192 x 10240 int4
 256 55.99 / 55.75, NVFP4 56.03 / 56.59, M = 128 34.26 / 34.04). A build
 before, which also loaded the first plane outside the segment loop,
 spilled (323 local loads and stores against 10) and lost 1.5-3% on the
-stream-K shapes; this one compiles to the same 10 (int4) and 0 (NVFP4,
-SPLITS). A reduce-scatter (each split keeping half the tile's
+stream-K shapes; this one compiles, with Triton 3.6 (the GPU
+machine's), to the same 10 (int4) and 0 (NVFP4, SPLITS) as the add per
+thread (with 3.9, the CPU machine's, NVFP4 stream-K has 62 where the add
+per thread had 0, SPLITS 2 4 against 0; its K loop the same 132
+instructions: scripts/fused_sass.py). A reduce-scatter (each split keeping half the tile's
 x rows, storing the other half and storing its half of y, so every
 split's fixup moves half the bytes) was level or slower (int4 M = 256
 56.02 -> 57.25, NVFP4 57.98 -> 62.72), so the fixup looks bound by the
@@ -347,8 +350,9 @@ def _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, i, m0
 
 @gluon.jit
 def _fence_acq_rel():
-    """A gpu-scope acquire-release fence: after a plain read that saw a
-    count, the later loads see what the counted programs stored."""
+    """A gpu-scope acquire-release fence: after a volatile (strong) read that
+    saw a count, the later loads see what the counted programs stored (a
+    plain load would not pair with the fence: keep _wait_count's volatile)."""
     gl.inline_asm_elementwise("fence.acq_rel.gpu; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
 
 

@@ -17,8 +17,9 @@ ws (--formats, --ms; H100, both formats: 142 s from M = 512, 112 s at 64,
 and with each of the warp-specialized Gluon kernel's candidate tiles
 (ws_gemm.py) in the same rounds; the fastest stays, the config's timing
 without WS and the best with noted (ws_us; 156 s at 128 and 256 with
-stream-K in the pool). The table mode drops WS: run ws after it, and pdl
-after ws (the pool's tiles have no PDL). With --formats int4 --group 32|64|channel (120 s at every M):
+stream-K in the pool; the entry's own WS tiles timed too). The table mode
+drops WS: run ws after it, and pdl after ws (the pool's tiles have no PDL).
+With --formats int4 --group 32|64|channel (120 s at every M):
 the same at that group size, written as each entry's "groups" config.
 pdl (--ms; H100: about 4 minutes up to M = 64): each entry of that table
 up to M = 64 (or at --ms) timed with PDL 0 and 2 (split_k_parts.pdl_prologue;
@@ -430,8 +431,9 @@ def ws_pass(fmts=FORMATS, ms=None, group=None):
     FUSED_MAX_M the winner is then timed against dequantize + cuBLAS in
     rounds of their own, as the table mode does, renewing
     versus_dequant_us. The table mode drops WS: run this after it, and
-    the pdl pass after this (the pool's tiles have no PDL: an entry whose
-    config changes loses its pdl_us, and a WS config its PDL).
+    the pdl pass after this (the pool's tiles have no PDL; the entry's own
+    WS tiles, with theirs, are timed beside them; an entry whose config
+    changes loses its pdl_us).
     group (int4: 32, 64 or "channel"): the same at that group size, from
     the entry's config as it runs there (its pointer_config where its TMA
     loads do not: fused_gemm.tma_usable), the fastest written as the
@@ -460,8 +462,10 @@ def ws_pass(fmts=FORMATS, ms=None, group=None):
         base = {c: v for c, v in config.items() if c != "WS"}
         # Only tiles the kernel runs here: elsewhere a "WS" config runs its base tiles.
         gemm = wo.WeightOnlyGemm(*wargs, config=base, path="fused").fused()
+        # The pool's tiles, and the entry's own (with its PDL, which the pool's lack).
+        own = [config["WS"]] if "WS" in config else []
         cands = {"base": base} | {ws_label(w): {**base, "WS": dict(w)}
-                                  for w in ws_pool(m) if gemm.runs_ws(x, {**base, "WS": w})}
+                                  for w in ws_pool(m) + own if gemm.runs_ws(x, {**base, "WS": w})}
         del gemm
         if len(cands) == 1:
             print(f"  {fmt} {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)

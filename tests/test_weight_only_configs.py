@@ -805,22 +805,28 @@ def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, caps
 
 def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_path):
     """scripts/tune_weight_only.py ws (no group) against scripted timings:
-    where WS tiles win, they become the entry's config and its pdl_us (timed
-    for the config before) goes; where the config stays, pdl_us stays."""
+    where pool tiles win, they become the entry's config and its pdl_us
+    (timed for the config before) goes; where the config stays, pdl_us
+    stays; an entry's own WS tiles with PDL are timed beside the pool's
+    (which have none) and stay where fastest."""
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+    from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
     from qgemm_bench.harness import environment
 
     script = load_tune_script()
     out = tmp_path / "h100.json"
     base = {**triton_config(256, 64, 128, 1), "TMA": True, "PDL": 1}
+    sk, sk_pdl = ws_tiles(256, 128, 64, 4, stream_k=True), ws_tiles(256, 128, 64, 4, stream_k=True, pdl=True)
     pdl_us = {"0": 52.0, "1": 51.0}
     out.write_text(woc.dumps({"gpu": "h100", "source": "first", "kernels": {"int4_gemm_fused": {
         "M256_K8192_N8192": {"config": base, "us": 51.0, "pdl_us": pdl_us},
-        "M256_K8192_N10240": {"config": base, "us": 84.0, "pdl_us": pdl_us}}}}))
-    sk = ws_tiles(256, 128, 64, 4, stream_k=True)
-    us = {("M256_K8192_N8192", None): 51.0, ("M256_K8192_N8192", True): 66.0,
-          ("M256_K8192_N10240", None): 84.0, ("M256_K8192_N10240", True): 78.0}
+        "M256_K8192_N10240": {"config": base, "us": 84.0, "pdl_us": pdl_us},
+        "M256_K8192_N57344": {"config": {**base, "WS": sk_pdl}, "us": 340.0, "pdl_us": {"ws 0": 345.0}}}}}))
+    us = {("M256_K8192_N8192", None): 51.0, ("M256_K8192_N8192", ws_label(sk)): 66.0,
+          ("M256_K8192_N10240", None): 84.0, ("M256_K8192_N10240", ws_label(sk)): 78.0,
+          ("M256_K8192_N57344", None): 368.0, ("M256_K8192_N57344", ws_label(sk)): 345.0,
+          ("M256_K8192_N57344", ws_label(sk_pdl)): 341.0}
     shape = []
 
     class Gemm:
@@ -842,13 +848,14 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
     monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
     monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
-    monkeypatch.setattr(script, "time_interleaved",
-                        lambda cands: [us[(shape[-1], "WS" in calls[0]() or None)] for calls in cands])
+    monkeypatch.setattr(script, "time_interleaved", lambda cands: [
+        us[(shape[-1], ws_label(c["WS"]) if "WS" in (c := calls[0]()) else None)] for calls in cands])
     script.ws_pass(("int4",), {256})
     entries = woc.read_table(out)["kernels"]["int4_gemm_fused"]
-    kept, moved = entries["M256_K8192_N8192"], entries["M256_K8192_N10240"]
+    kept, moved, own = entries["M256_K8192_N8192"], entries["M256_K8192_N10240"], entries["M256_K8192_N57344"]
     assert kept["config"] == base and kept["pdl_us"] == pdl_us and kept["ws_us"] == [51.0, 66.0]
     assert moved["config"] == {**base, "WS": sk} and "pdl_us" not in moved and moved["us"] == 78.0
+    assert own["config"] == {**base, "WS": sk_pdl} and own["pdl_us"] == {"ws 0": 345.0} and own["us"] == 341.0
 
 
 def test_ws_ab_tiles_name_every_config_of_the_ws_pool():

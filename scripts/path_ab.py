@@ -75,7 +75,7 @@ def compare(args, shape, dev, dtype, timer, state=gpu_state, l2_bytes: int = 0) 
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
     from qgemm_bench.backends.triton_ops import weight_args
     from qgemm_bench.harness.measure import copies_for
-    from qgemm_bench.harness.sweep import round_order
+    from qgemm_bench.harness.sweep import time_rounds
     from qgemm_bench.operators.common import rel_error
     from qgemm_bench.types import Case
 
@@ -108,18 +108,9 @@ def compare(args, shape, dev, dtype, timer, state=gpu_state, l2_bytes: int = 0) 
             f()
         if dev.type == "cuda":
             torch.cuda.synchronize()
-    times: dict[str, list] = {k: [] for k in fns}
-    for r in range(args.rounds):
-        for k in round_order(list(fns), r):
-            if k not in times:
-                continue
-            try:
-                us = statistics.median(timer(fns[k], args.warmup, args.rep).samples_us)
-            except Exception as e:  # this candidate's failure: say so, time the rest
-                notes.append(f"{k}: timing failed in round {r + 1}: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
-                del times[k]
-                continue
-            times[k].append((us, state()))
+    times, failed = time_rounds(list(fns), args.rounds, lambda k: (
+        statistics.median(timer(fns[k], args.warmup, args.rep).samples_us), state()))
+    notes += failed
     print(f"{args.op} {shape.M}x{shape.K}x{shape.N}: {args.rounds} rounds after {args.soak:g} s of cuBLAS; "
           "p50 us (SM MHz, W, C) per round")
     for k, v in sorted(times.items(), key=lambda kv: statistics.median(u for u, _ in kv[1])):

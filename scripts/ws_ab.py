@@ -206,23 +206,15 @@ def compare(args, shape, dev, builds: dict, timer=None) -> None:
     """Print the rounds of one shape (timer(fns, warmup_ms, rep_ms) -> a
     harness Timing; the runner's graph timing by default)."""
     from qgemm_bench.harness.measure import Settings
-    from qgemm_bench.harness.sweep import round_order
+    from qgemm_bench.harness.sweep import time_rounds
     from qgemm_bench.harness.timing import time_graph
 
     timer = timer or time_graph
     s = Settings()
     fns, notes = candidates(args, shape, dev, builds)
-    times: dict[str, list] = {k: [] for k in fns}
-    for r in range(args.rounds):
-        for k in round_order(list(fns), r):
-            if k not in times:
-                continue
-            try:
-                times[k].append(statistics.median(timer(fns[k], s.warmup_ms, s.rep_ms).samples_us))
-            except Exception as e:  # noqa: BLE001 - this candidate's failure: say so, time the rest
-                notes.append(f"{k}: timing failed in round {r + 1}: {type(e).__name__}: "
-                             f"{str(e).splitlines()[0][:100] if str(e) else ''}")
-                del times[k]
+    times, failed = time_rounds(list(fns), args.rounds,
+                                lambda k: statistics.median(timer(fns[k], s.warmup_ms, s.rep_ms).samples_us))
+    notes += failed
     print(f"{args.op} {shape.M}x{shape.K}x{shape.N}: {args.rounds} rounds, p50 us (median; each round's)")
     for k, v in sorted(times.items(), key=lambda kv: statistics.median(kv[1])):
         print(f"  {statistics.median(v):9.2f}  {k}  ({' / '.join(f'{u:.2f}' for u in v)})")
@@ -234,10 +226,6 @@ def compare(args, shape, dev, builds: dict, timer=None) -> None:
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
         builds = {name: load_variant(name, path) for name, path in args.variants.items()}
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)

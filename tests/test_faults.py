@@ -133,3 +133,22 @@ def test_working_bytes_cover_what_making_inputs_allocates():
     ref = int4_gemm.reference(inputs)
     kept = sum(t.numel() * t.element_size() for t in inputs.tensors()) + ref.numel() * ref.element_size()
     assert kept < need < 10 * kept
+
+
+def test_time_rounds_drops_a_candidate_whose_timing_fails_and_keeps_timing_the_rest():
+    # sweep.time_rounds (path_ab.py, ws_ab.py): [a, b, c], then [c, b, a]; b fails in round 2 and is not
+    # timed again; the others keep every round.
+    from qgemm_bench.harness.sweep import time_rounds
+
+    order = []
+
+    def time_one(k):
+        order.append(k)
+        if k == "b" and len(order) > 3:
+            raise RuntimeError("launch failed\nmore")
+        return len(order)
+
+    times, notes = time_rounds(["a", "b", "c"], 3, time_one)
+    assert order == ["a", "b", "c", "c", "b", "a", "a", "c"]
+    assert times == {"a": [1, 6, 7], "c": [3, 4, 8]}
+    assert notes == ["b: timing failed in round 2: RuntimeError: launch failed"]

@@ -73,6 +73,26 @@ def round_order(backends: list, r: int) -> list:
     return list(backends) if r % 2 == 0 else list(backends)[::-1]
 
 
+
+def time_rounds(labels: list, rounds: int, time_one) -> tuple[dict, list]:
+    """The A/B scripts' rounds (path_ab.py, ws_ab.py): time_one(label) for
+    each label once per round, in round_order; a label whose timing raises
+    is noted ("label: timing failed in round r: ...") and left out of the
+    rounds after. Returns (label -> its rounds' results, notes)."""
+    times: dict = {k: [] for k in labels}
+    notes: list[str] = []
+    for r in range(rounds):
+        for k in round_order(labels, r):
+            if k not in times:
+                continue
+            try:
+                times[k].append(time_one(k))
+            except Exception as e:  # noqa: BLE001 - this candidate's failure: say so, time the rest
+                notes.append(f"{k}: timing failed in round {r + 1}: {type(e).__name__}: "
+                             f"{str(e).splitlines()[0][:100] if str(e) else ''}")
+                del times[k]
+    return times, notes
+
 def _row(plan: Plan, case: Case, backend: Backend, **fields) -> Row:
     m, k, n = case.shape
     return Row(op=plan.op.NAME, backend=backend.name, M=m, K=k, N=n, dtype=dtype_name(plan.dtype),

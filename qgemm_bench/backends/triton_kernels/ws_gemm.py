@@ -186,6 +186,14 @@ split's fixup moves half the bytes) was level or slower (int4 M = 256
 56.02 -> 57.25, NVFP4 57.98 -> 62.72), so the fixup looks bound by the
 GPU's total plane traffic rather than one program's; not kept. The
 table takes stream-K per shape (fused_gemm.WS_POOL from M = 128).
+What is left is the split of tiles across programs, not the counters
+(scripts/ws_ab.py, H100, one process, 3 rounds, 256 x 8192 x 8192,
+stream-K / SPLITS 2 skew 4 / cuBLAS): with 128 programs (each of the 64
+tiles' halves in one program, as SPLITS 2 has them) 55.58 / 54.53 /
+53.63; with 132 (one per SM) 65.30 / 54.66 / 54.03. At 132 nearly every
+program stores a plane mid-way and most finishers add one or two: twice
+SPLITS 2's plane traffic, which the fixup is bound by. So stream-K pays
+only where the waves it saves cost more (the table decides per shape).
 
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,

@@ -67,7 +67,8 @@ kmajor_layout.py), split into partitions of one program:
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
 through shared memory (scripts/fused_sass.py, 256x128x64 w8 s3 TMA: 208
-SASS instructions per K block; here 118 per warpgroup, fused_sass.py --ws).
+SASS instructions per K block; here 114 per warpgroup, fused_sass.py --ws;
+the counts further down predate packed_layout's register order, which took 4 off each).
 
 Each warpgroup waits for its own wgmmas before decoding the next block
 (wgmma.wait_group 0), so nothing writes the A registers of a pending wgmma
@@ -266,11 +267,22 @@ _NVFP4, _NVFP4_BLOCK = gl.constexpr(NVFP4), gl.constexpr(NVFP4_BLOCK)
 @gluon.constexpr_function
 def packed_layout(BLOCK_K):
     """One consumer's [64, BLOCK_K // 2] weight bytes as its four warps hold
-    them: a register's 4 bytes decode to the thread's wgmma fragment pairs
-    (the layout Triton picks for fused_kernel's same tile: rows r and r + 8
-    of the warp's 16, bytes 4c..4c+3 of every 16-byte run, c = lane % 4)."""
+    them: rows r and r + 8 of the warp's 16, bytes 4c..4c+3 of every
+    16-byte run, c = lane % 4 (the bytes Triton gives a thread of
+    fused_kernel's same tile), in the register order byte + 1, byte + 2,
+    row + 8, byte + 16, ...: an instance of the decode's asm (4 elements)
+    is one ldmatrix register, 4 bytes of one row, whose decoded pairs are
+    wgmma fragment registers. In fused_kernel's order (row + 8 before
+    byte + 2) an instance took half of two rows' registers, gathered by a
+    PRMT per 4 bytes: sm_90 SASS (Triton 3.6, scripts/fused_sass.py --ws)
+    118 -> 114 instructions per K block at int4 256x128x64 s3, NVFP4 140 ->
+    136. H100, one process, 3 rounds (scripts/ws_ab.py, against that
+    order): int4 g128 1024x8192x8192 s4 183.82 / 184.11 us, 4096 s3 PDL
+    735.34 / 735.25 (cuBLAS 750.22), 256 split 2 skew 4 54.86 / 55.53;
+    NVFP4 1024 s3 184.30 / 189.78; int4 64x128x128 split 2 (M = 64, 2
+    rounds) 22.66 / 23.18."""
     half = gl._unwrap_if_constexpr(BLOCK_K) // 2
-    reg = [[0, 1], [8, 0], [0, 2], [0, 16]]
+    reg = [[0, 1], [0, 2], [8, 0], [0, 16]]
     b = 32
     while b < half:
         reg.append([0, b])

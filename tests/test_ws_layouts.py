@@ -24,6 +24,11 @@ def _where(layout, reg: int, lane: int, warp: int) -> tuple:
     return tuple(pos)
 
 
+def _held(layout, lane: int, warp: int) -> list:
+    """The positions a thread's registers hold, in register order."""
+    return [_where(layout, r, lane, warp) for r in range(1 << len(layout.reg_bases))]
+
+
 def _k_of_nibble(block_k: int) -> dict:
     """(byte, nibble) of a fragment-order row -> its k, from kmajor_layout's
     own permutation: one code at a time through _fragment_order."""
@@ -43,14 +48,13 @@ def test_each_decode_instance_is_one_row_word_whose_pairs_are_the_threads_wgmma_
     layout = ws_gemm.packed_layout(block_k)
     rows, row_bytes = layout.shape
     assert (rows, row_bytes) == (ws_gemm.WG_ROWS, block_k // 2)
-    regs = 1 << len(layout.reg_bases)
     k_of = _k_of_nibble(block_k)
     seen = set()
     for warp, lane in itertools.product(range(4), range(32)):
-        held = [_where(layout, r, lane, warp) for r in range(regs)]
+        held = _held(layout, lane, warp)
         seen.update(held)
         pairs = set()
-        for i in range(0, regs, 4):  # an instance of the decode's asm: 4 elements, one 32-bit register
+        for i in range(0, len(held), 4):  # an instance of the decode's asm: 4 elements, one 32-bit register
             (row, first), *rest = held[i:i + 4]
             assert first % 4 == 0 and rest == [(row, first + j) for j in (1, 2, 3)], held[i:i + 4]
             # The asm's outputs: bytes 0, 1 and 2, 3 low nibbles, then the same high nibbles, each a bf16x2 of
@@ -72,10 +76,8 @@ def test_each_decode_instance_is_one_row_word_whose_pairs_are_the_threads_wgmma_
 def test_the_run_layout_is_the_packed_layout_reshaped(block_k):
     packed, chunk = ws_gemm.packed_layout(block_k), ws_gemm.chunk_layout(block_k)
     assert chunk.shape == [ws_gemm.WG_ROWS, block_k // 32, 16]
-    regs = 1 << len(packed.reg_bases)
-    for warp, lane, r in itertools.product(range(4), range(32), range(regs)):
-        row, byte = _where(packed, r, lane, warp)
-        assert _where(chunk, r, lane, warp) == (row, byte // 16, byte % 16)
+    for warp, lane in itertools.product(range(4), range(32)):
+        assert _held(chunk, lane, warp) == [(row, byte // 16, byte % 16) for row, byte in _held(packed, lane, warp)]
 
 
 @pytest.mark.parametrize("block_k,per_run", [(64, 2), (128, 2), (64, 1), (128, 1)])
@@ -86,7 +88,6 @@ def test_block_scales_reach_the_threads_that_decode_their_rows_and_runs(block_k,
     scales = ws_gemm.block_scale_layout(block_k, per_run)
     assert scales.shape == [block_k // 32 * per_run, ws_gemm.WG_ROWS]
     for warp, lane in itertools.product(range(4), range(32)):
-        runs = {(row, byte // 16) for row, byte in
-                (_where(packed, r, lane, warp) for r in range(1 << len(packed.reg_bases)))}
-        loaded = {_where(scales, r, lane, warp) for r in range(1 << len(scales.reg_bases))}
+        runs = {(row, byte // 16) for row, byte in _held(packed, lane, warp)}
+        loaded = set(_held(scales, lane, warp))
         assert loaded == {(per_run * run + j, row) for row, run in runs for j in range(per_run)}, (warp, lane)

@@ -47,7 +47,8 @@ def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
 @pytest.mark.parametrize("mode", [["--ws-splits", "2"], ["--ws-stream-k"]])
 def test_ws_partial_sums_meet_through_one_release_and_a_fence(tmp_path, mode):
     # SPLITS 2 (ws_gemm._splits_meet) and stream-K (_sk_consumer): a plane
-    # stored two floats at a time, then, after a barrier of the warpgroup's
+    # stored and loaded four floats at a time (ws_gemm._plane_view: 16 bytes
+    # a thread, 512 contiguous a warp), then, after a barrier of the warpgroup's
     # 128 threads (not the whole CTA), one release add by one thread
     # (_count_in, predicated); the last spins on a volatile load, acquires
     # with a fence (_wait_count) and zeroes the count after another barrier.
@@ -62,7 +63,8 @@ def test_ws_partial_sums_meet_through_one_release_and_a_fence(tmp_path, mode):
     assert len(adds) == 2 and all(adds), adds  # one per consumer warpgroup's code, each predicated
     assert ptx.count("fence.acq_rel.gpu") == 2 and "acquire" not in ptx
     assert "ld.volatile.global" in ptx and re.search(r"bar\.sync\s+\d+, 128;", ptx)
-    assert "st.global.v2.b32" in ptx and "ld.global.cg.v2.b32" in ptx
+    assert "st.global.v4.b32" in ptx and "ld.global.cg.v4.b32" in ptx
+    assert "st.global.v2" not in ptx and "ld.global.cg.v2" not in ptx and "ld.global.cg.b32" not in ptx
     bad = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), *mode],
                          capture_output=True, text=True, cwd=REPO, timeout=300)
     assert bad.returncode != 0 and mode[0] in bad.stderr.strip().splitlines()[-1]

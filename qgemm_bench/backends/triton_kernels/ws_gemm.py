@@ -195,6 +195,12 @@ tiles' halves in one program, as SPLITS 2 has them) 55.58 / 54.53 /
 program stores a plane mid-way and most finishers add one or two: twice
 SPLITS 2's plane traffic, which the fixup is bound by. So stream-K pays
 only where the waves it saves cost more (the table decides per shape).
+The numbers above predate _plane_view's order of a plane (one warp
+access, 512 contiguous bytes, where it was 8 rows' 32): it was not the
+GPU's total traffic but a program's cache lines per access. With it (same
+A/B): 256 x 8192 x 8192 SPLITS 2 52.28 against 53.78, stream-K 57.83
+(132 programs); 4096 x 8192 x 8192 stream-K with PDL 720.17 against the
+table's 3 stages with PDL 742.66 (cuBLAS 772.89), 2048 363.94 / 368.92.
 
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,
@@ -406,11 +412,47 @@ def _count_reset(counter):
 
 
 @gluon.jit
+def _plane_view(acc, BLOCK_M: gl.constexpr):
+    """A warpgroup's [64, BLOCK_M] fp32 sum (wgmma's accumulator layout) as
+    [16 * BLOCK_M, 4], a register permutation: row i holds thread
+    i % 128's four registers of its (i // 128)-th 8-column chunk (row,
+    row + 8 x two columns), so the plane offsets 4 i + e (_plane_offsets)
+    give each thread 16 bytes and a warp 512 contiguous ones per access.
+    In the accumulator's own order a warp's access was 8 rows' 32 bytes, 8
+    cache lines for 256 bytes: sm_90 SASS (Triton 3.6) 64 STG.E.128 and 64
+    LDG.E.128 per program at 256x128x64 split 2 against 128 of each .64,
+    and stream-K's 10 spilled registers gone. H100, one process, 3 rounds
+    (scripts/ws_ab.py against the build before), int4 g128, p50 us: M=256
+    K = N = 8192 split 2 skew 4 52.28 / 53.78 (NVFP4 53.55 / 55.02, cuBLAS
+    55.59), 128 32.61 / 33.67, 64 (64x128x128) 22.38 / 22.91; stream-K 256
+    x 8192 x 10240 70.50 / 79.02, 1024 x 8192 x 10240 235.11 / 246.36, 256
+    x 14336 x 4096 53.44 / 70.10 (split 2 skew 4 70.53 / 72.79)."""
+    v = gl.reshape(acc, (4, 2, 8, BLOCK_M // 8, 4, 2))  # warp, row + 8, row, chunk, column pair, column
+    v = gl.permute(v, (3, 0, 2, 4, 1, 5))
+    return gl.reshape(v, (16 * BLOCK_M, 4))
+
+
+@gluon.jit
+def _plane_offsets(v):
+    """Offsets into a plane for _plane_view's v: row i at 4 i."""
+    L: gl.constexpr = v.type.layout
+    rows = gl.arange(0, v.shape[0], layout=gl.SliceLayout(1, L))
+    return gl.expand_dims(rows, 1) * 4 + gl.expand_dims(gl.arange(0, 4, layout=gl.SliceLayout(0, L)), 0)
+
+
+@gluon.jit
+def _plane_sum(v, BLOCK_M: gl.constexpr, mma: gl.constexpr):
+    """_plane_view inverted: back to [64, BLOCK_M] in the accumulator's layout."""
+    v = gl.permute(gl.reshape(v, (BLOCK_M // 8, 4, 8, 4, 2, 2)), (1, 4, 2, 0, 3, 5))
+    return gl.convert_layout(gl.reshape(v, (_WG_ROWS, BLOCK_M)), mma)
+
+
+@gluon.jit
 def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, SPLITS: gl.constexpr,
                  mma: gl.constexpr):
     """SPLITS > 1: the programs of a tile meet in global memory, one consumer
     warpgroup (slot) at a time. Splits 0 .. SPLITS - 2 store their fp32
-    sums (planes of `part_ptr`, each thread its own fragments) and count
+    sums (planes of `part_ptr`, in _plane_view's order) and count
     in on the slot's counter (_count_in); the last split waits until the
     counter holds all of them (_wait_count), adds the planes in split
     order to its own sum (the same order, so the same bits, every call),
@@ -419,19 +461,19 @@ def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, S
     assumes the GPU starts programs in id order (as CUTLASS's serial
     split-K does; CUDA does not promise it): the last split has the
     tile's highest id, and the others never wait."""
-    rows = gl.arange(0, _WG_ROWS, layout=gl.SliceLayout(1, mma))
-    cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma))
-    offs = gl.expand_dims(rows, 1) * BLOCK_M + gl.expand_dims(cols, 0)
     PLANE: gl.constexpr = _WG_ROWS * BLOCK_M
     planes = part_ptr + (slot * (SPLITS - 1)).to(gl.int64) * PLANE  # past 2^31 elements at large M x N
+    v = _plane_view(acc, BLOCK_M)
+    offs = _plane_offsets(v)
     if split < SPLITS - 1:
-        gl.store(planes + split * PLANE + offs, acc)
+        gl.store(planes + split * PLANE + offs, v)
         _count_in(count_ptr + slot)
     else:
         _wait_count(count_ptr + slot, SPLITS - 1)
         for p in gl.static_range(SPLITS - 1):  # in place: no second 128-register sum
-            acc = acc + gl.load(planes + p * PLANE + offs, cache_modifier=".cg")
+            v = v + gl.load(planes + p * PLANE + offs, cache_modifier=".cg")
         _count_reset(count_ptr + slot)
+        acc = _plane_sum(v, BLOCK_M, mma)
     return acc
 
 
@@ -601,9 +643,7 @@ def _sk_consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr,
     launch running at once (one per SM, no more than the SMs)."""
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
     PLANE: gl.constexpr = _WG_ROWS * BLOCK_M
-    rows = gl.arange(0, _WG_ROWS, layout=gl.SliceLayout(1, mma))
-    cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma))
-    offs = gl.expand_dims(rows, 1) * BLOCK_M + gl.expand_dims(cols, 0)
+    offs = _plane_offsets(_plane_view(gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma), BLOCK_M))
     pid = gl.program_id(0)
     progs = gl.num_programs(0)
     waves, base, total, start, end = _sk_plan(tiles, BLOCKS)
@@ -624,14 +664,16 @@ def _sk_consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr,
         j += k1 - k0
         counter = count_ptr + t * 2 + WG
         if k1 < BLOCKS:  # the tile's first blocks: to this program's plane
-            gl.store(part_ptr + (pid * 2 + WG).to(gl.int64) * PLANE + offs, acc)
+            gl.store(part_ptr + (pid * 2 + WG).to(gl.int64) * PLANE + offs, _plane_view(acc, BLOCK_M))
             _count_in(counter)
         else:
             if k0 > 0:  # the programs from the one with the tile's first block on hold the rest
                 first = ((r * BLOCKS + 1).to(gl.int64) * progs + total - 1) // total - 1
                 _wait_count(counter, pid - first)
+                v = _plane_view(acc, BLOCK_M)
                 for p in range(first, pid):
-                    acc = acc + gl.load(part_ptr + (p * 2 + WG) * PLANE + offs, cache_modifier=".cg")
+                    v = v + gl.load(part_ptr + (p * 2 + WG) * PLANE + offs, cache_modifier=".cg")
+                acc = _plane_sum(v, BLOCK_M, mma)
                 _count_reset(counter)
             _sk_store_y(acc, c_bufs, out_desc, ts_ptr, t, n_tiles, NP, WG, BLOCK_M, FMT, GROUP)
     tma.store_wait(pendings=0)

@@ -62,6 +62,9 @@ kmajor_layout.py), split into partitions of one program:
   side: M=64 int4 / NVFP4 64x64x128 s4 skew 0 24.69 / 25.95, skew 2 23.46
   / 25.78; M=128 128x64x64 s4 skew 0 37.56 / 37.81, skew 4 36.55 / 36.41;
   at M=256 skew 0-8 were within the rounds' spread (int4 54.04-56.98).
+  With _plane_view's planes (H100, one process, 5 rounds, PDL 1, skew 0 /
+  2 / 4 / 8 / 16): int4 53.93 / 55.19 / 52.50 / 53.23 / 56.90, NVFP4
+  54.99 / 54.93 / 53.42 / 54.86 / 56.69, so the table keeps 4.
   More programs than SMs lost: 3 splits (int4 M=256 74.88; M=64 30.78, 4 splits 33.33),
   and two at M = 512 (117 against one's 94).
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software

@@ -202,8 +202,11 @@ The numbers above predate _plane_view's order of a plane (one warp
 access, 512 contiguous bytes, where it was 8 rows' 32): it was not the
 GPU's total traffic but a program's cache lines per access. With it (same
 A/B): 256 x 8192 x 8192 SPLITS 2 52.28 against 53.78, stream-K 57.83
-(132 programs); 4096 x 8192 x 8192 stream-K with PDL 720.17 against the
-table's 3 stages with PDL 742.66 (cuBLAS 772.89), 2048 363.94 / 368.92.
+(132 programs). From M = 1024 at K = N = 8192 stream-K is level with one
+tile per program: 3 rounds had 4096 with PDL at 720.17 against 3 stages
+with PDL 742.66, but 5 rounds (int4, s3 / s4 / s3 PDL / s4 PDL / stream-K
+/ stream-K PDL) 1024 184.10 / 195.28 / 185.09 / 188.87 / 195.71 / 194.58,
+4096 757.78 / 742.74 / 750.77 / 774.16 / 746.16 / 797.18, rounds 715-886.
 
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,

@@ -465,7 +465,7 @@ FUSED_CONFIGS = {
 # = 128 and 256.
 WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(64, 64, 128, 4, splits=2, skew=2),
                 ws_tiles(64, 128, 128, 4, splits=2, skew=2), ws_tiles(64, 128, 64, 6, splits=2, skew=4),
-                ws_tiles(64, 64, 64, 8, splits=2, skew=4)],
+                ws_tiles(64, 64, 64, 6, splits=2, skew=2)],
            128: [ws_tiles(128, 64, 64, 4, 2), ws_tiles(128, 128, 64, 4, splits=2, skew=4),
                  ws_tiles(128, 128, 64, 4, stream_k=True)],
            256: [ws_tiles(256, 128, 64, 4, splits=2, skew=4), ws_tiles(128, 128, 64, 4, splits=2, skew=4),

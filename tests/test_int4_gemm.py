@@ -523,6 +523,7 @@ def test_fused_ws_config_runs_its_fused_kernel_tiles_where_ws_cannot(group):
                                            ((64, 64, 64, 4, 1, 0), "SPLITS .* is 1 to 4"),
                                            ((64, 64, 64, 4, 1, 2, 65), "SKEW .* 0 to 64"),
                                            ((64, 64, 64, 4, 1, 2, -1), "SKEW .* 0 to 64"),
+                                           ((64, 64, 64, 8, 1, 2, 2), "SKEW takes at most 6 stages"),
                                            ((64, 64, 64, 4, 1, 1, 0, True), "STREAM_K .* BLOCK_N 128"),
                                            ((256, 128, 64, 4, 1, 2, 0, True), "neither K_SPLIT nor SPLITS"),
                                            ((64, 64, 64, 4, 2, 1, 0, True), "neither K_SPLIT nor SPLITS")])

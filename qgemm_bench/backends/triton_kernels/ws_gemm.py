@@ -249,10 +249,12 @@ SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
 OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL")  # K_SPLIT 1 or 2, SPLITS 1-4, PDL 1: `check`
 MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (module docstring)
-# H100, 64 x 8192 x 8192, int4 group 64 and 128, one process per config (exp/diag.sh): 64x64x64 s8
-# SPLITS 2 with SKEW 2 or 4 never returned from its first checked call (killed after 40 s), the same
-# without SKEW ran (25.58 us), as did s6 with SKEW 2 or 4 (24.91, 24.81). Cause not found; `check`
-# refuses SKEW above this many stages (no table entry or WS_POOL tiles have more).
+# H100, 64 x 8192 x 8192, int4 group 64 and 128, one process per config (scripts/ws_ab.py, killed
+# after 30-40 s): 64x64x64 SPLITS 2 with 7 or 8 stages and SKEW 2, 4, 8 or 16 never returned from its
+# first checked call (8 stages, SKEW 16: 56 and 72 K blocks, both whole laps of the ring); the same
+# without SKEW ran (25.58 us), as did 6 stages with SKEW 2 or 4 (24.91, 24.81), 64x128x64 s8 SKEW 4
+# (23.69) and 64x64x128 s8 SKEW 2 (31.97). Cause not found; `check` refuses SKEW above this many
+# stages (no table entry or WS_POOL tiles have more).
 MAX_SKEW_STAGES = 6
 # Registers per thread: the kernel starts at MAXNREG over its 12 warps, the
 # producer gives back to PRODUCER_REGS and the second consumer takes
@@ -874,8 +876,8 @@ def check(c: dict, fmt: int = INT4) -> None:
                          f"takes K_SPLIT 1; SKEW (K blocks the last split takes beyond the others) 0 to {MAX_SKEW}, "
                          "with SPLITS above 1")
     if c.get("SKEW", 0) and c["num_stages"] > MAX_SKEW_STAGES:
-        raise ValueError(f"WS {c}: SKEW takes at most {MAX_SKEW_STAGES} stages (64x64x64 s8 split 2 skew 2 and 4 "
-                         "hung on the H100; skew 0 and 6 stages ran)")
+        raise ValueError(f"WS {c}: SKEW takes at most {MAX_SKEW_STAGES} stages (64x64x64 split 2 with 7 or 8 stages "
+                         "and a skew hung on the H100; without SKEW or with 6 stages it ran)")
     if c.get("K_SPLIT", 1) not in (1, 2) or c.get("K_SPLIT", 1) == 2 and (c["BLOCK_N"] != WG_ROWS or
                                                                          c["num_stages"] % 2):
         raise ValueError(f"WS {c}: K_SPLIT is 1 or 2, and 2 (two consumers sharing a 64-row tile's K blocks) "

@@ -13,6 +13,7 @@ import torch
 
 import runner
 from qgemm_bench.backends.registry import Backend, Prepared
+from qgemm_bench.errors import InputError
 from qgemm_bench.harness import results
 from tests.support import extra_backends, needs_gpu
 
@@ -68,6 +69,9 @@ def cli(*args):
     (["--op", "int4_gemm", "--seed", "1.5"], "argument --seed: expected an integer"),
     (["--op", "int4_gemm", "--repeats", "0"], "argument --repeats: '0' is out of range"),
     (["--op", "int4_gemm", "--repeats", "nan"], "argument --repeats: expected an integer"),
+    (["--op", "int4_gemm", "--stall-timeout", "-1"], "argument --stall-timeout: '-1' is out of range"),
+    (["--op", "int4_gemm", "--stall-timeout", "inf"], "argument --stall-timeout: must be a finite number"),
+    (["--op", "int4_gemm", "--stall-timeout", "1e9"], "argument --stall-timeout: '1e9' is out of range"),
     (["--op", "int4_gemm", "--autotune-budget", "-inf"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--autotune-budget", "nan"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--group-size", "-2"], "positive even integer"),
@@ -332,3 +336,22 @@ def test_runner_on_cuda(tmp_path, mode):
         assert r["status"] == "ok", r
         assert r["timing"] == mode and r["peak_extra_mib"] is not None and r["sol_pct"] > 0
     assert (out / "roofline.png").exists()
+
+
+def test_stall_timeout_defaults_on_cuda_only_and_without_helion_autotune():
+    # plan.build's default: args.STALL_S on CUDA, off (0) on CPU and where
+    # Helion's autotuner may search longer; a given value (0: off) stays.
+    from types import SimpleNamespace
+
+    from qgemm_bench.harness import args as types
+    from qgemm_bench.harness import plan
+
+    def stall(device, autotune="none", given=None):
+        a = SimpleNamespace(stall_timeout=given, autotune=autotune)
+        return plan.stall_seconds(a, torch.device(device))
+
+    assert stall("cuda") == types.STALL_S and stall("cpu") == 0.0
+    assert stall("cuda", "quick") == 0.0 and stall("cuda", "full") == 0.0
+    assert stall("cpu", given=5.0) == 5.0 and stall("cuda", given=0.0) == 0.0
+    with pytest.raises(InputError, match="--stall-timeout must be in"):
+        stall("cpu", given=-1.0)

@@ -163,3 +163,52 @@ def test_report_refuses_what_it_cannot_rebuild(tmp_path, capsys):
     assert runner.main(["report", str(empty)]) == 2
     err = capsys.readouterr().err
     assert "no metadata.json" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_stalled_backend_stops_the_run_with_its_rows_and_tables(tmp_path):
+    # A backend that never returns (a hung GPU kernel blocks in a CUDA call no
+    # signal interrupts; here the fake one's prepare sleeps): past
+    # --stall-timeout the watchdog records it as an error, the rest as
+    # skipped, writes the tables and exits 1, long before the stall would end.
+    out, marker = tmp_path / "run", tmp_path / "waiting"
+    t0 = time.monotonic()
+    proc = start({"wait_on": 2, "marker": str(marker)}, *RUN, "--shape", "2,128,64", "--stall-timeout", "2",
+                 "--output-dir", str(out))
+    rc, stdout, stderr = finish(proc)
+    assert rc == 1, stderr
+    assert time.monotonic() - t0 < 50  # the fake backend waits 60 s (child_run.WAIT_S)
+    why = "fake at 3x256x40 did not finish in 2 s (--stall-timeout"
+    assert "Traceback" not in stderr and f"error: the run stopped early: {why}" in stderr
+    assert "2 (shape, backend) not run" in stderr
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["metadata"]["interrupted"] is True and doc["metadata"]["stopped"].startswith(why)
+    rows = [(r["backend"], r["M"], r["status"]) for r in doc["rows"]]
+    assert rows == [("torch", 1, "ok"), ("fake", 1, "ok"), ("torch", 3, "ok"), ("fake", 3, "error"),
+                    ("torch", 2, "skipped"), ("fake", 2, "skipped")]
+    assert doc["rows"][3]["reason"].startswith(why)
+    assert (out / "report.md").exists() and "Stopped early" in (out / "report.md").read_text()
+
+
+def test_watchdog_fires_only_for_a_step_past_its_time():
+    # In a child process: the watchdog's exit would end pytest. A step that
+    # ends in time is never reported, even after its deadline passes; one
+    # that does not is reported by its label and the process exits with
+    # on_stall's status. 0 seconds: off.
+    code = """
+import time
+from qgemm_bench.harness.watchdog import Watchdog
+with Watchdog(0, lambda label: 9).step("off"):
+    time.sleep(0.3)
+w = Watchdog(0.3, lambda label: (print("stalled", label, flush=True), 7)[1])
+with w.step("quick"):
+    pass
+time.sleep(0.8)
+print("after", flush=True)
+with w.step("slow"):
+    time.sleep(30)
+print("never")
+"""
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 7, r.stderr
+    assert r.stdout == "after\nstalled slow\n" and time.monotonic() - t0 < 20

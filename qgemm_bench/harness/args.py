@@ -16,6 +16,10 @@ from qgemm_bench.errors import InputError
 MAX_MS = 600_000.0
 MAX_REPEATS = 1000
 MAX_SEED = 2**63 - 1  # torch generators take 64-bit seeds; JSON readers need them below 2**63
+# --stall-timeout on CUDA: the longest step of the committed H100 runs (a backend's compile, check and
+# timing at one shape) took well under a minute; Helion's autotuner, which may take longer, turns it off.
+STALL_S = 1800.0
+MAX_STALL_S = 7 * 86400.0  # a week
 
 
 class Parser(argparse.ArgumentParser):
@@ -91,3 +95,4 @@ milliseconds = float_in(0.0, MAX_MS, unit=" ms")
 positive_milliseconds = float_in(0.0, MAX_MS, lo_open=True, unit=" ms")
 repeats = int_in(1, MAX_REPEATS)
 seed = int_in(0, MAX_SEED)
+stall_seconds = float_in(0.0, MAX_STALL_S, unit=" s")

@@ -51,6 +51,7 @@ def metadata(p: plan.Plan, args, shapes: list) -> dict:
         "op_settings_label": p.op_settings.label(),
         "timing": p.measure.timing if p.device.type == "cuda" else "cpu-wall",
         "warmup_ms": p.measure.warmup_ms, "rep_ms": p.measure.rep_ms, "repeats": p.repeats, "seed": p.seed,
+        "stall_timeout_s": p.stall_s,
         **p.backend_meta,
         "argv": sys.argv[1:],
     }
@@ -79,6 +80,7 @@ def _execute(args, world, start: float) -> int:
     all_shapes = list(p.shapes)
     if world is not None:
         p.rank = world.rank
+        p.stall_s = 0.0  # a stopped rank would leave the others waiting at the gather
         costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in all_shapes]
         p.shapes = [all_shapes[i] for i in distributed.shard(all_shapes, costs, world.size)[world.rank]]
     try:
@@ -98,16 +100,32 @@ def _execute(args, world, start: float) -> int:
                 folder.write_metadata(meta)  # what `runner.py report DIR` rebuilds a killed run with
             except WriteError as e:
                 raise InputError(str(e)) from None
+
+        def conclude(outcome) -> int:  # a stalled run, from the watchdog's thread
+            folder.close()
+            return _conclude(p, args, meta, folder, outcome, start)
+
         with _quiet_interpreter(p.device):
-            outcome = run(p, folder)
+            outcome = run(p, folder, conclude)
     finally:
         folder.close()
-    meta["wall_s"] = round(time.perf_counter() - start, 2)  # to the last row; writing the outputs follows
-    meta["phase_s"] = {k: round(v, 2) for k, v in sorted(p.phase_s.items(), key=lambda kv: -kv[1])}
     if world is not None:
+        _times(p, meta, start)
         outcome = shards.merge(world, p, meta, outcome, all_shapes, folder.path)
         if outcome is None:  # a rank > 0: rank 0 writes
             return 0
+    return _conclude(p, args, meta, folder, outcome, start)
+
+
+def _times(p: plan.Plan, meta: dict, start: float) -> None:
+    meta["wall_s"] = round(time.perf_counter() - start, 2)  # to the last row; writing the outputs follows
+    meta["phase_s"] = {k: round(v, 2) for k, v in sorted(p.phase_s.items(), key=lambda kv: -kv[1])}
+
+
+def _conclude(p: plan.Plan, args, meta: dict, folder, outcome, start: float) -> int:
+    """Write a finished or stopped run's metadata and outputs; its exit status."""
+    if "wall_s" not in meta:
+        _times(p, meta, start)
     meta["interrupted"] = bool(outcome.stopped)
     meta["stopped"] = outcome.stopped
     with signals.deferred() as late:

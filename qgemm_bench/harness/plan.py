@@ -14,7 +14,7 @@ from qgemm_bench.backends import checks, registry
 from qgemm_bench.backends.registry import Backend
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import capacity, environment
-from qgemm_bench.harness.args import MAX_MS, MAX_REPEATS, MAX_SEED
+from qgemm_bench.harness.args import MAX_MS, MAX_REPEATS, MAX_SEED, MAX_STALL_S, STALL_S
 from qgemm_bench.harness.measure import Settings
 from qgemm_bench.types import Case, Shape, parse_dtype
 
@@ -34,11 +34,24 @@ class Plan:
     ceilings: dict = field(default_factory=dict)
     l2_bytes: int = 0
     rank: int | None = None  # under torchrun: this process's rank (rows carry it)
+    stall_s: float = 0.0  # --stall-timeout (0: off): the longest one backend may take at one shape (sweep.py)
     # Wall seconds by phase, filled by the sweep: "inputs" (inputs and
     # references), "prepare <backend>" (prepare, first call with its compiling
     # and autotuning, accuracy and memory checks), "measure <backend>"
     # (rotating copies, graph capture, replays).
     phase_s: dict = field(default_factory=dict)
+
+
+def stall_seconds(args, device: torch.device) -> float:
+    """--stall-timeout, or its default: STALL_S on CUDA, off (0) on CPU (the
+    Triton interpreter's time grows with the shape) and where Helion's
+    autotuner may search longer than any default."""
+    s = getattr(args, "stall_timeout", None)  # Python callers' args may lack it
+    if s is None:
+        s = STALL_S if device.type == "cuda" and getattr(args, "autotune", "none") == "none" else 0.0
+    if not 0 <= s <= MAX_STALL_S:
+        raise InputError(f"--stall-timeout must be in [0, {MAX_STALL_S:g}] seconds")
+    return s
 
 
 def parse_shape(text: str) -> Shape:
@@ -128,10 +141,11 @@ def build(args) -> Plan:
         raise InputError(f"--repeats must be in [1, {MAX_REPEATS}]")
     if not 0 <= args.seed <= MAX_SEED:
         raise InputError(f"--seed must be in [0, {MAX_SEED}]")
+    stall_s = stall_seconds(args, device)
     backend_meta = registry.configure(args, device)
     settings = op_settings(args, op)
     shapes = choose_shapes(args, op, settings, device, dtype)
     chosen = choose_backends(args, op, dtype, device, settings, shapes)
     return Plan(op=op, backends=chosen, shapes=shapes, dtype=dtype, device=device, op_settings=settings,
                 measure=Settings(timing=args.timing or "graph", warmup_ms=args.warmup, rep_ms=args.rep),
-                seed=args.seed, repeats=args.repeats, backend_meta=backend_meta)
+                seed=args.seed, repeats=args.repeats, backend_meta=backend_meta, stall_s=stall_s)

@@ -3,7 +3,9 @@
 Each record goes to rows.jsonl the moment it is measured (a kill loses at
 most the one in flight); assemble.py pools the rounds into rows. The sweep
 stops early on Ctrl-C / SIGTERM, on a lost CUDA context (the rest is
-recorded as `skipped`), or when rows.jsonl cannot be written.
+recorded as `skipped`), or when rows.jsonl cannot be written. A backend
+that outlives plan.stall_s at one shape stops the process (watchdog.py):
+its row an error, the rest `skipped`, then `conclude` writes the outputs.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import gc
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -22,7 +25,8 @@ from qgemm_bench.harness.faults import ContextLost
 from qgemm_bench.harness.measure import measure
 from qgemm_bench.harness.outputs import RunFolder, WriteError
 from qgemm_bench.harness.plan import Plan
-from qgemm_bench.harness.results import OOM, SKIPPED, UNAVAILABLE, Row
+from qgemm_bench.harness.results import ERROR, OOM, SKIPPED, UNAVAILABLE, Row
+from qgemm_bench.harness.watchdog import Watchdog
 from qgemm_bench.types import Case, dtype_name
 
 
@@ -30,7 +34,7 @@ from qgemm_bench.types import Case, dtype_name
 class Outcome:
     records: list[tuple[int, Row]] = field(default_factory=list)  # (round, row) in measuring order
     stopped: str = ""  # why the sweep ended before its last record ("" when it did not)
-    exit_code: int = 0  # 130 Ctrl-C, 143 SIGTERM, 1 lost CUDA context or rows.jsonl unwritable
+    exit_code: int = 0  # 130 Ctrl-C, 143 SIGTERM, 1 lost CUDA context, a stall or rows.jsonl unwritable
     skipped: int = 0  # (shape, backend) pairs recorded as not run
 
 
@@ -39,16 +43,33 @@ def _short(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
 
 
-def run(plan: Plan, folder: RunFolder) -> Outcome:
-    """Measure everything; records are appended to the folder as measured."""
+def run(plan: Plan, folder: RunFolder, conclude: Callable[[Outcome], int] | None = None) -> Outcome:
+    """Measure everything; records are appended to the folder as measured.
+    conclude(outcome): writes a stalled run's outputs (from the watchdog's
+    thread, before the process exits with its return value)."""
     out = Outcome()
     # disable=None: no bar when stderr is not a terminal (CI logs).
     bar = tqdm(total=len(plan.shapes) * len(plan.backends) * plan.repeats, unit="run", dynamic_ncols=True,
                leave=False, disable=None)
+
+    def stalled(step) -> int:
+        case, backend, r = step
+        out.stopped = (f"{backend.name} at {case.shape} did not finish in {plan.stall_s:g} s (--stall-timeout; "
+                       "a GPU kernel that never finishes cannot be stopped in-process)")
+        out.exit_code = 1
+        try:
+            _emit(folder, out.records, r, _row(plan, case, backend, status=ERROR, reason=out.stopped))
+        except WriteError:
+            pass  # the record is kept for results.json, if that can be written
+        out.skipped = _skip_the_rest(plan, folder, out.records, f"not run: {backend.name} stalled at {case.shape}")
+        bar.close()
+        return conclude(out) if conclude else out.exit_code
+
+    watch = Watchdog(plan.stall_s, stalled)
     try:
         for shape in plan.shapes:
             case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings)
-            _run_shape(plan, case, folder, bar, out.records)
+            _run_shape(plan, case, folder, bar, out.records, watch)
     except KeyboardInterrupt as e:
         out.stopped, out.exit_code = signals.describe(e), signals.exit_code(e)
     except ContextLost as e:
@@ -100,7 +121,7 @@ def _row(plan: Plan, case: Case, backend: Backend, **fields) -> Row:
                timing=fields.pop("timing", ""), rank=plan.rank, **fields)
 
 
-def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, records: list) -> None:
+def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, records: list, watch: Watchdog) -> None:
     if reason := capacity.too_large(plan.op, case):  # before allocating anything
         for b in plan.backends:
             _emit(folder, records, 0, _row(plan, case, b, status=OOM, reason=reason))
@@ -131,7 +152,8 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, records: list) ->
             rounds = f" [{r + 1}/{plan.repeats}]" if plan.repeats > 1 else ""
             bar.set_description(f"{case.shape} {backend.name}{rounds}")
             try:
-                row = _measure_one(plan, case, backend, inputs, ref, tol, folder)
+                with watch.step((case, backend, r)):
+                    row = _measure_one(plan, case, backend, inputs, ref, tol, folder)
             except ContextLost as lost:
                 _emit(folder, records, r, lost.row)
                 raise

@@ -35,6 +35,9 @@ config that runs there). Otherwise:
 2. each case's best 6 on four other llama shapes;
 3. large M: dequantize + cuBLAS against cuBLAS bf16, and the dequantize
    kernel's configs. (The fused path's configs: scripts/tune_fused.py.)
+Every mode: a config whose check or timing outlives --stall-timeout (default
+300 s; a kernel that hangs) stops the tune with one line naming it, exit 1,
+the table as written so far and OUT.json with the timings so far.
 Prints tables; writes every timing to OUT.json."""
 
 import argparse
@@ -50,16 +53,31 @@ from qgemm_bench.backends.triton_kernels import weight_only as wo
 from qgemm_bench.backends.triton_ops import weight_args
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import faults
-from qgemm_bench.harness.args import Parser
+from qgemm_bench.harness.args import Parser, stall_seconds
 from qgemm_bench.harness.measure import Settings, copies_for
 from qgemm_bench.harness.outputs import write_atomic
 from qgemm_bench.harness.timing import time_graph
+from qgemm_bench.harness.watchdog import Watchdog
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.types import Case, Shape
 
 DEV = torch.device("cuda")
 results = []
+STALL_S = 300.0  # --stall-timeout's default: a config's check or timing took under a minute on the H100
+
+
+def _stalled(label: str) -> int:
+    """A check or timing that never finished (a hung kernel: ws_gemm.MAX_SKEW_STAGES):
+    say which, keep the timings so far, exit 1 (watchdog.py)."""
+    print(f"error: {label} did not finish in {WATCH.seconds:g} s (--stall-timeout; a kernel that never finishes "
+          f"cannot be stopped in-process); the table keeps the entries written before it", file=sys.stderr)
+    if WATCH_OUT:
+        write_atomic(WATCH_OUT, json.dumps(results, indent=1))
+    return 1
+
+
+WATCH, WATCH_OUT = Watchdog(0.0, _stalled), None  # armed in __main__
 
 
 def operands(fmt, m, k, n, dequantized=False, group=128):
@@ -102,7 +120,8 @@ def checked_calls(what: str, wargs, x, ref, reps, config, path: str) -> list | N
     """copy_calls of WeightOnlyGemm(config, path) if 3 calls at x are right
     against ref, else None (the failure printed with `what`)."""
     try:
-        errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=config, path=path)(x), ref) for _ in range(3)]
+        with WATCH.step(f"{what}'s check"):
+            errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=config, path=path)(x), ref) for _ in range(3)]
         if max(errs) < 1e-2:
             return copy_calls(reps, config=config, path=path)
         print(f"  {what}: wrong, error {max(errs):.2e}", flush=True)
@@ -152,7 +171,8 @@ def time_interleaved(cands: list) -> list:
             if isinstance(times[i], Exception):
                 continue
             try:
-                times[i].append(time_fns(cands[i]))
+                with WATCH.step(f"the timing of candidate {i + 1} of {len(cands)} in round {r + 1}"):
+                    times[i].append(time_fns(cands[i]))
             except Exception as e:  # noqa: BLE001 - a GPU-side failure is this candidate's, not the tune's
                 if faults.context_lost(e):  # every later timing would fail too: stop the tune
                     raise
@@ -179,8 +199,9 @@ def timed(fmt, shape, label, make):
     """make(weight arguments) -> a WeightOnlyGemm; its p50 us and error at shape."""
     x, wargs, ref = operands(fmt, *shape)
     try:
-        err = rel_error(make(wargs)(x), ref)
-        us = time_fns([functools.partial(make(w), xc) for xc, w in copies(x, wargs)])
+        with WATCH.step(f"{fmt} {label} at {shape}"):
+            err = rel_error(make(wargs)(x), ref)
+            us = time_fns([functools.partial(make(w), xc) for xc, w in copies(x, wargs)])
     except Exception as e:  # a config that does not compile or fit
         err, us = None, None
         label = f"{label} FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
@@ -296,7 +317,8 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
                     for c in pool:
                         label = f"{fmt} {path} {m}x{k}x{n} {describe(c)} asm {c.get('DECODE_ASM', True)}"
                         try:
-                            err = rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref)
+                            with WATCH.step(f"{label}'s check"):
+                                err = rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref)
                             if err < 1e-2:
                                 ready.append((c, label, err, copy_calls(reps, config=c, path=path)))
                                 continue
@@ -558,7 +580,8 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS, group=None)
                     checked += 1
                     try:
                         gemm = wo.WeightOnlyGemm(*wargs, config=c, path=path)
-                        errs = [rel_error(gemm(xi), xi.float() @ wd) for xi in xs]
+                        with WATCH.step(f"{fmt} {path} {key} {describe(c)}'s {calls} checked calls"):
+                            errs = [rel_error(gemm(xi), xi.float() @ wd) for xi in xs]
                         wrong = sum(not e <= 1e-2 for e in errs)  # NaN counts as wrong
                         worst = float("nan") if any(e != e for e in errs) else max(errs)
                         text = f"{wrong}/{calls} wrong, max error {worst:.2e}"
@@ -656,6 +679,10 @@ if __name__ == "__main__":
     p.add_argument("--formats", default="int4,nvfp4",
                    help="table, pdl, ws, check: the formats to tune or check (int4, nvfp4 or both; the others' "
                         "entries are kept)")
+    p.add_argument("--stall-timeout", type=stall_seconds, default=STALL_S, metavar="S",
+                   help=f"stop (exit 1, the table as written so far, OUT.json the timings so far) when one "
+                        f"config's check or timing takes more than S seconds, e.g. a kernel that never finishes "
+                        f"(default {STALL_S:g}; 0: off)")
     p.add_argument("--ms", default=None,
                    help="table, pdl, ws, check: re-tune or check only these M (comma-separated, each in the "
                         "path's table M: split "
@@ -704,6 +731,7 @@ if __name__ == "__main__":
     if not torch.cuda.is_available():
         print("error: tuning needs a CUDA device", file=sys.stderr)
         sys.exit(2)
+    WATCH.seconds, WATCH_OUT = args.stall_timeout, Path(args.out)
     try:
         rc = main(args) or 0
     except InputError as e:

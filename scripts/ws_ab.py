@@ -14,16 +14,19 @@ timed this way, by git-ignored scripts (exp/) before this one.
 
   python3 scripts/ws_ab.py --shape 256,8192,10240 --tiles 256x128x64s4+sk --tiles 256x128x64s4+split2+skew4
                            [--op int4_gemm] [--group-size 128] [--variant old=/tmp/old.py] [--cublas]
-                           [--programs 128] [--rounds 3] [--calls 10]
+                           [--programs 128] [--rounds 3] [--calls 10] [--stall-timeout 120]
 
 TILES: BMxBNxBKsSTAGES, then any of +splitN (SPLITS), +skewN (SKEW), +k2
 (K_SPLIT 2), +sk (STREAM_K), +pdl (PDL 1); checked by ws_gemm.check.
 --programs: a stream-K launch's programs (ws_gemm.STREAM_K_PROGRAMS; default
-one per SM)."""
+one per SM). --stall-timeout: a candidate whose checked calls or one timing
+run longer stops the script with one line naming it (exit 1): tiles that
+hang (ws_gemm.MAX_SKEW_STAGES) would otherwise block it for ever."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.machinery
 import importlib.util
 import math
@@ -35,10 +38,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
 
 from qgemm_bench.errors import InputError  # noqa: E402
-from qgemm_bench.harness.args import Parser, int_in  # noqa: E402
+from qgemm_bench.harness.args import Parser, int_in, stall_seconds  # noqa: E402
 from qgemm_bench.harness.plan import parse_shape  # noqa: E402
+from qgemm_bench.harness.watchdog import Watchdog  # noqa: E402
 
 MAIN = "main"  # this checkout's ws_gemm
+STALL_S = 120.0  # --stall-timeout's default: a candidate's compile and checked calls took under 20 s on the H100
 _TILES = re.compile(r"(\d+)x(\d+)x(\d+)s(\d+)((?:\+[a-z]+\d*)*)")
 _OPTIONS = {"split": "SPLITS", "skew": "SKEW", "k": "K_SPLIT", "sk": "STREAM_K", "pdl": "PDL"}
 
@@ -96,6 +101,9 @@ def parse_args(argv=None):
                    help="stream-K programs per launch, at most the SMs (default: one per SM)")
     p.add_argument("--rounds", type=int_in(1, 100), default=3, help="rounds per shape (default 3)")
     p.add_argument("--calls", type=int_in(1, 1000), default=10, help="checked calls per candidate (default 10)")
+    p.add_argument("--stall-timeout", type=stall_seconds, default=STALL_S, metavar="S",
+                   help="stop (exit 1, naming the candidate) when one candidate's checked calls or one of its "
+                        f"timings take more than S seconds, e.g. tiles that hang (default {STALL_S:g}; 0: off)")
     args = p.parse_args(argv)
     args.shapes = [parse_shape(s) for s in args.shape]
     if args.op == "nvfp4_gemm" and args.group_size is not None:
@@ -121,6 +129,12 @@ def parse_args(argv=None):
             raise InputError(f"--variant {v!r}: no such file {path!r}")
         args.variants[name] = Path(path)
     return args
+
+
+def _step(args, label: str):
+    """The block under main()'s watchdog (--stall-timeout), if it set one."""
+    watch = getattr(args, "watch", None)
+    return watch.step(label) if watch else contextlib.nullcontext()
 
 
 def _workspaces(cache: dict):
@@ -181,9 +195,10 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
                 # NaN (a sum read before it was stored shows), after all of them every counter is 0.
                 n = max(args.calls, 2 * len(calls))
                 errs = []
-                for j in range(n):
-                    poison(caches[j % len(calls)])
-                    errs.append(rel_error(calls[j % len(calls)](), refs[j % len(calls)]))
+                with _step(args, f"{label}'s {n} checked calls at {shape.M}x{shape.K}x{shape.N}"):
+                    for j in range(n):
+                        poison(caches[j % len(calls)])
+                        errs.append(rel_error(calls[j % len(calls)](), refs[j % len(calls)]))
                 left = sum(int(t.count_nonzero()) for cache in caches for t in counters(cache))
             except Exception as e:  # noqa: BLE001 - this candidate's failure: say so, time the rest
                 notes.append(f"{label}: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
@@ -212,8 +227,11 @@ def compare(args, shape, dev, builds: dict, timer=None) -> None:
     timer = timer or time_graph
     s = Settings()
     fns, notes = candidates(args, shape, dev, builds)
-    times, failed = time_rounds(list(fns), args.rounds,
-                                lambda k: statistics.median(timer(fns[k], s.warmup_ms, s.rep_ms).samples_us))
+    def time_one(k):
+        with _step(args, f"{k}'s timing at {shape.M}x{shape.K}x{shape.N}"):
+            return statistics.median(timer(fns[k], s.warmup_ms, s.rep_ms).samples_us)
+
+    times, failed = time_rounds(list(fns), args.rounds, time_one)
     notes += failed
     print(f"{args.op} {shape.M}x{shape.K}x{shape.N}: {args.rounds} rounds, p50 us (median; each round's)")
     for k, v in sorted(times.items(), key=lambda kv: statistics.median(kv[1])):
@@ -247,6 +265,13 @@ def main(argv=None) -> int:
     for mod in builds.values():
         mod.STREAM_K_PROGRAMS = args.programs
     args.l2_bytes = torch.cuda.get_device_properties(dev).L2_cache_size
+
+    def stalled(label: str) -> int:
+        print(f"error: {label} did not finish in {args.stall_timeout:g} s (--stall-timeout; a kernel that never "
+              "finishes cannot be stopped in-process): leave those tiles out", file=sys.stderr)
+        return 1
+
+    args.watch = Watchdog(args.stall_timeout, stalled)
     for shape in args.shapes:
         compare(args, shape, dev, builds)
     return 0

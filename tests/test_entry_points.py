@@ -58,6 +58,8 @@ SCRIPT_CASES = [
     ("tune_weight_only.py", ["/tmp/o.json", "table", "--group", "32", "--formats", "int4"],
      "--group is for the ws and check modes with --formats int4"),
     ("tune_weight_only.py", ["/tmp/o.json", "check", "--calls", "0"], "expected a positive number of calls"),
+    ("tune_weight_only.py", ["/tmp/o.json", "ws", "--stall-timeout", "-5"], "argument --stall-timeout: '-5' is out "
+                                                                            "of range"),
     ("tune_weight_only.py", ["/tmp/o.json", "table", "--formats", "int4,fp8"], "expected int4, nvfp4 or int4,nvfp4"),
     ("tune_weight_only.py", ["/tmp/o.json", "--formats", "nvfp4"],
      "--formats is for the table, pdl, ws and check modes"),
@@ -69,6 +71,7 @@ SCRIPT_CASES = [
     ("fused_sass.py", ["--tile", "16x128"], "expected BLOCK_MxBLOCK_NxBLOCK_K"),
     ("ws_ab.py", WS_SHAPE, "the following arguments are required: --tiles"),
     ("ws_ab.py", WS_AB, "ws_ab.py needs a CUDA device"),  # the CPU (CI)
+    ("ws_ab.py", [*WS_AB, "--stall-timeout", "nan"], "argument --stall-timeout: must be a finite number"),
     ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64"], "expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl]"),
     ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+sk+sk"], "+skewN, +k2, +sk, +pdl (each once)"),
     ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+split"], "is not one of +splitN, +skewN, +k2, +sk, +pdl"),

@@ -886,6 +886,7 @@ def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds
     other round, with cuBLAS. Stand-ins: right; 5% off; raising; NaN on
     its second call; leaving a counter at 1; reading a plane it never
     stored."""
+    import contextlib
     import math
     import types
 
@@ -942,6 +943,9 @@ def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds
     monkeypatch.setattr(op, "make_inputs", make_inputs)
     monkeypatch.setattr(script, "candidates", candidates)
     builds = {n: build(n) for n in ("main", "off", "bad", "nan", "stale", "early")}
+    steps = []  # what main()'s watchdog (--stall-timeout) would time: each check and each timing
+    args.watch = types.SimpleNamespace(step=lambda label: steps.append(label) or contextlib.nullcontext())
+    assert args.stall_timeout == script.STALL_S
     script.compare(args, Shape(16, 256, 136), torch.device("cpu"), builds, timer)
     out = capsys.readouterr().out
     labels = ["64x64x128 s4 @main", "128x128x64 s4 split 2 skew 4 @main", "cublas (bf16 weights)"]
@@ -957,3 +961,7 @@ def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds
         assert f"{tiles} @stale: WRONG (2 split counters not zeroed after 5 calls), not timed" in out
         assert f"{tiles} @early: WRONG (error nan > 0.01 in 5 calls), not timed" in out
     assert out.startswith("int4_gemm 16x256x136: 2 rounds") and all(f"  {k}  (" in out for k in labels)
+    at = "at 16x256x136"
+    assert steps == [f"{t} @{n}'s 5 checked calls {at}" for t in ("64x64x128 s4", "128x128x64 s4 split 2 skew 4")
+                     for n in ("main", "off", "bad", "nan", "stale", "early")] + \
+        [f"{k}'s timing {at}" for k in labels + labels[::-1]]

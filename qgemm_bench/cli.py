@@ -96,8 +96,8 @@ def parser() -> argparse.ArgumentParser:
                    help="stop the run when one backend at one shape (compiling, checking and timing it) takes "
                    "more than S seconds, e.g. a GPU kernel that never finishes, which no signal can stop: "
                    "that row is an error, the rest `skipped`, the tables are written and the exit status is "
-                   f"1 (default {types.STALL_S:g} on CUDA; off on CPU, with --autotune quick|full "
-                   "and under torchrun; 0: off)")
+                   f"1 (--op runs only; default {types.STALL_S:g} on CUDA; off on CPU, with --autotune "
+                   "quick|full and under torchrun; 0: off)")
     ops = p.add_argument_group("operator settings (each applies to its operator only)")
     for op in operators.all_ops():
         op.add_arguments(ops)

@@ -72,6 +72,7 @@ def cli(*args):
     (["--op", "int4_gemm", "--stall-timeout", "-1"], "argument --stall-timeout: '-1' is out of range"),
     (["--op", "int4_gemm", "--stall-timeout", "inf"], "argument --stall-timeout: must be a finite number"),
     (["--op", "int4_gemm", "--stall-timeout", "1e9"], "argument --stall-timeout: '1e9' is out of range"),
+    (["--model", "llama-3-8b", "--stall-timeout", "60"], "--stall-timeout applies to the GEMM benchmarks (--op)"),
     (["--op", "int4_gemm", "--autotune-budget", "-inf"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--autotune-budget", "nan"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--group-size", "-2"], "positive even integer"),

@@ -134,6 +134,8 @@ def require_transformers() -> None:
 def build_plan(args, world=None):
     from qgemm_bench.harness.environment import resolve_device
 
+    if getattr(args, "stall_timeout", None) is not None:  # runner.py's flag; the model bench has no watchdog
+        raise InputError("--stall-timeout applies to the GEMM benchmarks (--op), not to --model/--checkpoint")
     require_transformers()
     from qgemm_bench.model import bench, decode, quality
     from qgemm_bench.model.llama import ModelSource

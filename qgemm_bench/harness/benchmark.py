@@ -103,14 +103,15 @@ def _execute(args, world, start: float) -> int:
 
         def conclude(outcome) -> int:  # a stalled run, from the watchdog's thread
             folder.close()
+            _times(p, meta, start)
             return _conclude(p, args, meta, folder, outcome, start)
 
         with _quiet_interpreter(p.device):
             outcome = run(p, folder, conclude)
     finally:
         folder.close()
+    _times(p, meta, start)
     if world is not None:
-        _times(p, meta, start)
         outcome = shards.merge(world, p, meta, outcome, all_shapes, folder.path)
         if outcome is None:  # a rank > 0: rank 0 writes
             return 0
@@ -124,8 +125,6 @@ def _times(p: plan.Plan, meta: dict, start: float) -> None:
 
 def _conclude(p: plan.Plan, args, meta: dict, folder, outcome, start: float) -> int:
     """Write a finished or stopped run's metadata and outputs; its exit status."""
-    if "wall_s" not in meta:
-        _times(p, meta, start)
     meta["interrupted"] = bool(outcome.stopped)
     meta["stopped"] = outcome.stopped
     with signals.deferred() as late:

@@ -464,10 +464,11 @@ FUSED_CONFIGS = {
 # The ws pass at 6a3b27f took stream-K at 6 int4 and 7 NVFP4 entries of M
 # = 128 and 256.
 # At M = 64 also split tiles of 64-k blocks, the only ones int4 group 64 runs
-# (ws_gemm.usable): H100, 64 x 8192 x 8192 group 64, one process per config,
-# 3 rounds, 64x128x64 s6 split 2 skew 4 24.13 us, 64x64x64 s6 split 2 skew 2
-# 24.91, the table's K_SPLIT 2 (64x64x64 s6) 25.72; at group 128 64x128x64 s6
-# 24.03 against 64x128x128 s4's 22.59.
+# (ws_gemm.usable). H100, group 64, the ws pass (same rounds, 7512a99):
+# 64x8192x8192 64x128x64 s6 split 2 skew 4 24.65 us, 64x64x64 s6 split 2
+# skew 2 25.32, K_SPLIT 2 (64x64x64 s6) 26.41; 64x8192x57344 168.50 / 175.37
+# / 190.54. At group 128 (64x8192x8192, one process per config, not side by
+# side) 64x128x64 s6 24.03 against the table's 64x128x128 s4 22.59.
 WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(64, 64, 128, 4, splits=2, skew=2),
                 ws_tiles(64, 128, 128, 4, splits=2, skew=2), ws_tiles(64, 128, 64, 6, splits=2, skew=4),
                 ws_tiles(64, 64, 64, 6, splits=2, skew=2)],

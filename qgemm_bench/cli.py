@@ -93,10 +93,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--seed", type=types.seed, default=0, help="seed for the random inputs (default 0)")
     p.add_argument("--stall-timeout", type=types.stall_seconds, metavar="S",
-                   help="stop the run when one backend at one shape (compiling, checking and timing it) takes "
-                   "more than S seconds, e.g. a GPU kernel that never finishes, which no signal can stop: "
-                   "that row is an error, the rest `skipped`, the tables are written and the exit status is "
-                   f"1 (--op runs only; default {types.STALL_S:g} on CUDA; off on CPU, with --autotune "
+                   help="stop the run when one backend at one shape (compiling, checking and timing it), or "
+                   "one step of a --model run (a variant's load, quantize, quality or prefill, or its decode at "
+                   "one batch size), takes more than S seconds, e.g. a GPU kernel that never finishes, which no "
+                   "signal can stop: that row is an error, the rest `skipped`, the tables are written and the "
+                   f"exit status is 1 (default {types.STALL_S:g} on CUDA; off on CPU, with --autotune "
                    "quick|full and under torchrun; 0: off)")
     ops = p.add_argument_group("operator settings (each applies to its operator only)")
     for op in operators.all_ops():

@@ -10,6 +10,7 @@ SPEC keys (all optional):
   fsize_limit: BYTES  files written from the outputs phase on may not grow past BYTES (RLIMIT_FSIZE)
   interrupt_import: MODULE   send this process SIGINT while MODULE is being imported
   die_on_rank: R      under torchrun, rank R's process exits at the fake backend's first prepare
+  model_stall: B      --model: a quantized variant's decode at batch B waits (as a hung GPU kernel would)
 """
 
 from __future__ import annotations
@@ -93,6 +94,18 @@ def main() -> None:
         return real_write_all(*a, **k)
 
     outputs.write_all = write_all
+    if "model_stall" in spec:
+        from qgemm_bench.model import decode
+        from qgemm_bench.model.quant_linear import QuantLinear
+
+        real_decode = decode.time_decode
+
+        def time_decode(model, batch, *a, **k):
+            if batch == spec["model_stall"] and any(isinstance(m, QuantLinear) for m in model.modules()):
+                time.sleep(WAIT_S)
+            return real_decode(model, batch, *a, **k)
+
+        decode.time_decode = time_decode
     sys.exit(cli.main(argv))
 
 

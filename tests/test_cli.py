@@ -72,7 +72,8 @@ def cli(*args):
     (["--op", "int4_gemm", "--stall-timeout", "-1"], "argument --stall-timeout: '-1' is out of range"),
     (["--op", "int4_gemm", "--stall-timeout", "inf"], "argument --stall-timeout: must be a finite number"),
     (["--op", "int4_gemm", "--stall-timeout", "1e9"], "argument --stall-timeout: '1e9' is out of range"),
-    (["--model", "llama-3-8b", "--stall-timeout", "60"], "--stall-timeout applies to the GEMM benchmarks (--op)"),
+    (["--model", "tiny", "--stall-timeout", "-1"], "argument --stall-timeout: '-1' is out of range"),
+    (["--model", "tiny", "--stall-timeout", "1e9"], "argument --stall-timeout: '1e9' is out of range"),
     (["--op", "int4_gemm", "--autotune-budget", "-inf"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--autotune-budget", "nan"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--group-size", "-2"], "positive even integer"),
@@ -340,19 +341,21 @@ def test_runner_on_cuda(tmp_path, mode):
 
 
 def test_stall_timeout_defaults_on_cuda_only_and_without_helion_autotune():
-    # plan.build's default: args.STALL_S on CUDA, off (0) on CPU and where
-    # Helion's autotuner may search longer; a given value (0: off) stays.
+    # plan.build's and the model bench's default: args.STALL_S on CUDA, off
+    # (0) on CPU and where Helion's autotuner may search longer; a given value
+    # (0: off) stays; under torchrun always off.
     from types import SimpleNamespace
 
     from qgemm_bench.harness import args as types
     from qgemm_bench.harness import plan
 
-    def stall(device, autotune="none", given=None):
+    def stall(device, autotune="none", given=None, world=None):
         a = SimpleNamespace(stall_timeout=given, autotune=autotune)
-        return plan.stall_seconds(a, torch.device(device))
+        return plan.stall_seconds(a, torch.device(device), world)
 
     assert stall("cuda") == types.STALL_S and stall("cpu") == 0.0
     assert stall("cuda", "quick") == 0.0 and stall("cuda", "full") == 0.0
     assert stall("cpu", given=5.0) == 5.0 and stall("cuda", given=0.0) == 0.0
+    assert stall("cuda", world=object()) == 0.0 and stall("cpu", given=5.0, world=object()) == 0.0
     with pytest.raises(InputError, match="--stall-timeout must be in"):
         stall("cpu", given=-1.0)

@@ -189,6 +189,42 @@ def test_a_stalled_backend_stops_the_run_with_its_rows_and_tables(tmp_path):
     assert (out / "report.md").exists() and "Stopped early" in (out / "report.md").read_text()
 
 
+def test_a_stalled_model_step_stops_the_model_run_with_its_rows_and_report(tmp_path):
+    # The model bench (--model) under the same watchdog: a quantized variant's
+    # decode at batch 2 sleeps (child_run's model_stall, as a hung kernel
+    # would block). Its row is an error naming variant and step, the rows
+    # before it are kept, the rest `skipped`, every output written, exit 1.
+    pytest.importorskip("transformers")
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    proc = start({"model_stall": 2}, "--model", "tiny", "--device", "cpu", "--backends", "bf16,torch",
+                 "--quant", "int4-g64,int4-channel", "--batch", "1,2,3", "--prompt-len", "4", "--decode-steps", "2",
+                 "--quality-tokens", "1x8", "--stall-timeout", "2", "--output-dir", str(out))
+    rc, stdout, stderr = finish(proc)
+    assert rc == 1, stderr
+    assert time.monotonic() - t0 < 50  # the decode waits 60 s (child_run.WAIT_S)
+    why = "torch int4-g64 decode at batch 2 did not finish in 2 s (--stall-timeout"
+    errors = [line for line in stderr.splitlines() if line.startswith("error")]
+    assert "Traceback" not in stderr and len(errors) == 1, stderr
+    assert errors[0].startswith(f"error: the run stopped early: {why}") and errors[0].endswith("; 4 row(s) not run")
+    assert f"results: {out}" in stdout
+    doc = json.loads((out / "results.json").read_text())
+    meta = doc["metadata"]
+    assert meta["interrupted"] is True and meta["stopped"].startswith(why)
+    assert meta["settings"]["stall_timeout_s"] == 2.0
+    rows = [(r["backend"], r["quant"], r["batch"], r["status"]) for r in doc["rows"]]
+    assert rows == [("bf16", "none", b, "ok") for b in (1, 2, 3)] + \
+        [("torch", "int4-g64", 1, "ok"), ("torch", "int4-g64", 2, "error"), ("torch", "int4-g64", 3, "skipped")] + \
+        [("torch", "int4-channel", b, "skipped") for b in (1, 2, 3)]
+    stalled = doc["rows"][4]
+    assert stalled["reason"].startswith(why) and stalled["logits_rel_err"] > 0  # the variant's measurements kept
+    assert {r["reason"] for r in doc["rows"][5:]} == {"not run: torch int4-g64 decode at batch 2 stalled"}
+    assert len(records(out)) == 9
+    assert "Stopped early" in (out / "report.md").read_text()
+    for name in ("results.csv", "tokens_per_s.png"):
+        assert (out / name).stat().st_size > 0, name
+
+
 def test_watchdog_fires_only_for_a_step_past_its_time():
     # In a child process: the watchdog's exit would end pytest. A step that
     # ends in time is never reported, even after its deadline passes; one

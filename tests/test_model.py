@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from torch import nn
 
 pytest.importorskip("transformers")
 
-from qgemm_bench.model import cli, decode, quality  # noqa: E402
+from qgemm_bench.model import bench, cli, decode, quality  # noqa: E402
 from qgemm_bench.model import quant_linear as ql  # noqa: E402
 from qgemm_bench.model.errors import BackendUnavailable, InputError  # noqa: E402
 from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
@@ -282,6 +283,8 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
     assert "kernel exploded" in (out / "errors.log").read_text()
     assert doc["metadata"]["model"]["layers"] == 2 and doc["metadata"]["settings"]["batches"] == [1, 3]
     assert doc["metadata"]["torch"] == torch.__version__ and "transformers" in doc["metadata"]
+    assert doc["metadata"]["settings"]["stall_timeout_s"] == 0.0  # the sweep's default: off on CPU
+    assert doc["metadata"]["interrupted"] is False and doc["metadata"]["stopped"] == ""
     report = (out / "report.md").read_text()
     assert "torch int4-g64" in report and "tokens_per_s.png" in report and "kernel exploded" in report
     assert "int4-channel" in report and "unavailable" in report
@@ -349,6 +352,57 @@ def test_interrupt_keeps_what_was_measured(tmp_path, monkeypatch):
     got = [(r["backend"], r["quant"], r["batch"], r["status"]) for r in doc["rows"]]
     assert got == [("bf16", "none", 1, "ok"), ("bf16", "none", 3, "ok"), ("torch", "int4-g128", 1, "ok")]
     assert len((out / "rows.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_run_under_the_watchdog_is_unaffected_and_records_it(tmp_path):
+    rc, out = run_cli(tmp_path, "--backends", "bf16,torch", "--quant", "int4-g64", "--batch", "1",
+                      "--stall-timeout", "60", "--no-plots")
+    assert rc == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert [r["status"] for r in doc["rows"]] == ["ok", "ok"]
+    assert doc["metadata"]["settings"]["stall_timeout_s"] == 60.0 and doc["metadata"]["stopped"] == ""
+
+
+def test_a_stall_in_a_variant_step_makes_its_rows_errors_and_skips_the_rest(tmp_path, monkeypatch, capsys):
+    """Which steps are watched, and what a stall before decoding (here in
+    quantize: the backend's prepare) writes. The watchdog fires at once for
+    that step, in this thread; the real one's timer and os._exit are
+    tests/test_interrupts.py's (in a child process: they would end pytest)."""
+    steps = []
+
+    class FiresAtQuantize:
+        def __init__(self, seconds, on_stall):
+            self.on_stall = on_stall
+
+        @contextmanager
+        def step(self, label):
+            steps.append(label.what)
+            if label.what == "torch int4-g64 quantize":
+                raise SystemExit(self.on_stall(label))  # the real one: os._exit(on_stall(label))
+            yield
+
+    monkeypatch.setattr(bench, "Watchdog", FiresAtQuantize)
+    with pytest.raises(SystemExit) as stop:
+        run_cli(tmp_path, "--backends", "bf16,torch", "--quant", "int4-g64,nvfp4", "--stall-timeout", "5",
+                "--no-plots")
+    assert stop.value.code == 1
+    assert steps == ["bf16 load", "bf16 quality", "bf16 prefill", "bf16 decode at batch 1", "bf16 decode at batch 3",
+                     "torch int4-g64 load", "torch int4-g64 quantize"]
+    why = "torch int4-g64 quantize did not finish in 5 s (--stall-timeout; "
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert len(err) == 1 and err[0].startswith(f"error: the run stopped early: {why}"), err
+    assert err[0].endswith("; 2 row(s) not run")
+    out = tmp_path / "run"
+    doc = json.loads((out / "results.json").read_text())
+    got = [(r["backend"], r["quant"], r["batch"], r["status"]) for r in doc["rows"]]
+    assert got == [("bf16", "none", 1, "ok"), ("bf16", "none", 3, "ok"), ("torch", "int4-g64", 1, "error"),
+                   ("torch", "int4-g64", 3, "error"), ("torch", "nvfp4", 1, "skipped"),
+                   ("torch", "nvfp4", 3, "skipped")]
+    assert all(r["reason"].startswith(why) for r in doc["rows"][2:4])
+    assert {r["reason"] for r in doc["rows"][4:]} == {"not run: torch int4-g64 quantize stalled"}
+    assert doc["metadata"]["stopped"].startswith(why) and doc["metadata"]["settings"]["stall_timeout_s"] == 5.0
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 6
+    assert (out / "results.csv").is_file() and "Stopped early" in (out / "report.md").read_text()
 
 
 def test_without_transformers_the_model_bench_is_one_line(monkeypatch, capsys, tmp_path):

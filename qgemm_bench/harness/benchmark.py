@@ -75,12 +75,11 @@ def execute(args) -> int:
 
 
 def _execute(args, world, start: float) -> int:
-    p = plan.build(args)
+    p = plan.build(args, world)
     folder = outputs.claim_run_folder(args.output_dir, lambda: default_folder(p), world)
     all_shapes = list(p.shapes)
     if world is not None:
         p.rank = world.rank
-        p.stall_s = 0.0  # a stopped rank would leave the others waiting at the gather
         costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in all_shapes]
         p.shapes = [all_shapes[i] for i in distributed.shard(all_shapes, costs, world.size)[world.rank]]
     try:

@@ -42,16 +42,18 @@ class Plan:
     phase_s: dict = field(default_factory=dict)
 
 
-def stall_seconds(args, device: torch.device) -> float:
+def stall_seconds(args, device: torch.device, world=None) -> float:
     """--stall-timeout, or its default: STALL_S on CUDA, off (0) on CPU (the
     Triton interpreter's time grows with the shape) and where Helion's
-    autotuner may search longer than any default."""
+    autotuner may search longer than any default. The one rule of the sweep
+    and the model bench (--model). Under torchrun (world) always off: a
+    stopped rank would leave the others waiting at a collective."""
     s = getattr(args, "stall_timeout", None)  # Python callers' args may lack it
     if s is None:
         s = STALL_S if device.type == "cuda" and getattr(args, "autotune", "none") == "none" else 0.0
     if not 0 <= s <= MAX_STALL_S:
         raise InputError(f"--stall-timeout must be in [0, {MAX_STALL_S:g}] seconds")
-    return s
+    return 0.0 if world is not None else s
 
 
 def parse_shape(text: str) -> Shape:
@@ -126,7 +128,7 @@ def choose_backends(args, op: ModuleType, dtype, device, settings, shapes) -> li
     return kept
 
 
-def build(args) -> Plan:
+def build(args, world=None) -> Plan:
     op = operators.get(args.op)
     device = environment.resolve_device(args.device)
     if device.type == "cpu":
@@ -141,7 +143,7 @@ def build(args) -> Plan:
         raise InputError(f"--repeats must be in [1, {MAX_REPEATS}]")
     if not 0 <= args.seed <= MAX_SEED:
         raise InputError(f"--seed must be in [0, {MAX_SEED}]")
-    stall_s = stall_seconds(args, device)
+    stall_s = stall_seconds(args, device, world)
     backend_meta = registry.configure(args, device)
     settings = op_settings(args, op)
     shapes = choose_shapes(args, op, settings, device, dtype)

@@ -1,7 +1,11 @@
 """The loop over variants (the unquantized model first, then backend x format):
 build a fresh model, quantize it, measure memory, quality, prefill, then decode
 at each batch size. A failure becomes rows with a status and reason; the loop
-goes on."""
+goes on. A step that outlives plan.stall_s (a variant's load, quantize,
+quality or prefill, or its decode at one batch size) stops the process
+(harness/watchdog.py): its rows an error, the rest `skipped`, then `conclude`
+writes the outputs.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,17 @@ import gc
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import nullcontext, suppress
+from dataclasses import dataclass, field
 
 import torch
 
+from qgemm_bench.harness.outputs import WriteError
+from qgemm_bench.harness.watchdog import Watchdog
 from qgemm_bench.model import decode, quality, tensor_parallel
 from qgemm_bench.model.errors import BackendUnavailable
 from qgemm_bench.model.llama import ModelSource
-from qgemm_bench.model.outputs import ERROR, INCORRECT, OK, OOM, UNAVAILABLE, GiB, ModelRow, RunFolder
+from qgemm_bench.model.outputs import ERROR, INCORRECT, OK, OOM, SKIPPED, UNAVAILABLE, GiB, ModelRow, RunFolder
 from qgemm_bench.model.quant_linear import UNQUANTIZED, QuantSpec, linear_nbytes, model_nbytes, quantize_model
 
 # A graph replay and an eager step on the same cache state run the same kernels,
@@ -44,10 +51,30 @@ class Plan:
     lm_head: bool = False
     seed: int = 0
     shard: object = None  # tensor_parallel.Shard under torchrun
+    stall_s: float = 0.0  # --stall-timeout (0: off): the longest one step (see Step) may take
 
     @property
     def timing(self) -> str:
         return self.decode_mode if self.device.type == "cuda" else "cpu-wall"
+
+
+@dataclass
+class Step:
+    """What the watchdog times: one step of one variant, and the rows a stall there becomes."""
+
+    base: dict  # the variant's ModelRow fields (model, backend, quant, ...)
+    name: str  # load, quantize, quality, prefill, decode at batch B
+    batches: list[int]  # the rows it stands for: all of the variant's, or the one batch decoded
+    common: dict = field(default_factory=dict)  # the variant's measurements so far (a decode step's)
+
+    @property
+    def what(self) -> str:
+        quant = self.base["quant"]
+        return f"{self.base['backend']}{'' if quant == 'none' else ' ' + quant} {self.name}"
+
+
+def _unwatched(name: str):
+    return nullcontext()
 
 
 def variants(backends: list[str], specs: list[QuantSpec]) -> list:
@@ -82,14 +109,17 @@ def _free(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None, ref: dict) -> dict:
-    """Quantize (in place), then the per-variant fields: memory, quality, prefill."""
+def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None, ref: dict,
+                         step: Callable = _unwatched) -> dict:
+    """Quantize (in place), then the per-variant fields: memory, quality, prefill.
+    step(name): the context each GPU-bound step runs in (the watchdog's)."""
     out = {}
     if spec is not None:
-        t0 = time.perf_counter()
-        quantize_model(model, backend, spec, lm_head=plan.lm_head)
-        _sync(plan.device)
-        out["quantize_s"] = time.perf_counter() - t0
+        with step("quantize"):  # the backend's prepare, compiling its kernels
+            t0 = time.perf_counter()
+            quantize_model(model, backend, spec, lm_head=plan.lm_head)
+            _sync(plan.device)
+            out["quantize_s"] = time.perf_counter() - t0
     if plan.shard is not None:  # on the layers quantize_model left there
         tensor_parallel.add_all_reduce(model, plan.shard)
     lin, tot = linear_nbytes(model, plan.lm_head), model_nbytes(model)
@@ -98,14 +128,17 @@ def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None
     out.update(linear_weight_gib=lin / GiB, weight_gib=tot / GiB)
     if ref.get("linear"):
         out.update(linear_weight_ratio=lin / ref["linear"], weight_ratio=tot / ref["model"])
-    logits = quality.full_logits(model, plan.quality_ids.to(plan.device))
-    if spec is None:
-        ref["logits"] = logits
-    if ref.get("logits") is not None:
-        out.update(quality.logit_metrics(ref["logits"], logits))
-    if plan.eval_ids is not None:
-        out["perplexity"] = quality.perplexity(model, plan.eval_ids, plan.eval_window, plan.eval_stride)["perplexity"]
-    pre = decode.time_prefill(model, plan.prompt_len, plan.device, reps=plan.prefill_reps, seed=plan.seed + 1)
+    with step("quality"):
+        logits = quality.full_logits(model, plan.quality_ids.to(plan.device))
+        if spec is None:
+            ref["logits"] = logits
+        if ref.get("logits") is not None:
+            out.update(quality.logit_metrics(ref["logits"], logits))
+        if plan.eval_ids is not None:
+            out["perplexity"] = quality.perplexity(model, plan.eval_ids, plan.eval_window,
+                                                   plan.eval_stride)["perplexity"]
+    with step("prefill"):
+        pre = decode.time_prefill(model, plan.prompt_len, plan.device, reps=plan.prefill_reps, seed=plan.seed + 1)
     out.update(prefill_len=plan.prompt_len, prefill_tokens_per_s=plan.prompt_len * 1e3 / pre.p50)
     return out
 
@@ -136,12 +169,20 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
     return row
 
 
-def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict, folder: RunFolder,
-                    log: Callable[[str], None], rows: list[ModelRow]) -> None:
-    """Appends this variant's rows to `rows` (and the run folder) as they are measured."""
-    base = dict(model=plan.source.name, backend=backend, quant=spec.name if spec else "none",
+def _base(plan: Plan, backend: str, spec: QuantSpec | None) -> dict:
+    return dict(model=plan.source.name, backend=backend, quant=spec.name if spec else "none",
                 dtype=str(plan.dtype).removeprefix("torch."), device=str(plan.device), timing=plan.timing)
+
+
+def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict, folder: RunFolder,
+                    log: Callable[[str], None], rows: list[ModelRow], watch: Watchdog | None = None) -> None:
+    """Appends this variant's rows to `rows` (and the run folder) as they are measured.
+    Rows are appended only between watched steps, so a stall's rows never race them."""
+    base = _base(plan, backend, spec)
     model = None
+
+    def step(name: str, batches: list[int] = plan.batches, common: dict | None = None):
+        return watch.step(Step(base, name, batches, common or {})) if watch else _unwatched(name)
 
     def fail(e: Exception, batch: int, common: dict) -> ModelRow:
         if not isinstance(e, BackendUnavailable):
@@ -150,8 +191,9 @@ def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict,
         return ModelRow(**base, batch=batch, status=_status(e), reason=_reason(e), **common)
 
     try:
-        model = plan.source.fresh(plan.device)
-        common = variant_measurements(plan, model, backend, spec, ref)
+        with step("load"):  # a fresh copy on the device (a checkpoint's, or random weights built there)
+            model = plan.source.fresh(plan.device)
+        common = variant_measurements(plan, model, backend, spec, ref, step)
     except Exception as e:  # any failure of a variant becomes its rows
         model = None
         _free(plan.device)
@@ -161,7 +203,8 @@ def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict,
         return
     for b in plan.batches:
         try:
-            row = decode_row(plan, model, base, b, common, ref)
+            with step(f"decode at batch {b}", [b], common):  # graph capture, its check, the timed steps
+                row = decode_row(plan, model, base, b, common, ref)
             log(f"  batch {b}: {row.tokens_per_s:.1f} tok/s ({row.step_ms_p50:.3f} ms/step) {row.status}")
         except Exception as e:  # one batch failing (OOM at 64, say) spares the others
             _free(plan.device)
@@ -172,14 +215,47 @@ def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict,
     _free(plan.device)
 
 
-def run(plan: Plan, folder: RunFolder, log: Callable[[str], None] = print) -> tuple[list[ModelRow], bool]:
-    """All variants; returns (rows, interrupted). Ctrl-C keeps what was measured."""
+def run(plan: Plan, folder: RunFolder, log: Callable[[str], None] = print,
+        conclude: Callable[[list[ModelRow], str, int], int] | None = None) -> tuple[list[ModelRow], bool]:
+    """All variants; returns (rows, interrupted). Ctrl-C keeps what was measured.
+    A step past plan.stall_s: conclude(rows, why, rows not run) writes the
+    outputs from the watchdog's thread, and the process exits with its return
+    value (a hung GPU kernel blocks this thread in a call no signal interrupts)."""
     rows: list[ModelRow] = []
     ref: dict = {}
+
+    def stalled(step: Step) -> int:
+        why = (f"{step.what} did not finish in {plan.stall_s:g} s (--stall-timeout; "
+               "a GPU kernel that never finishes cannot be stopped in-process)")
+        for b in step.batches:
+            _keep(folder, rows, ModelRow(**step.base, batch=b, status=ERROR, reason=why, **step.common))
+        skipped = _skip_the_rest(plan, folder, rows, f"not run: {step.what} stalled")
+        return conclude(rows, why, skipped) if conclude else 1
+
+    watch = Watchdog(plan.stall_s, stalled)
     try:
         for backend, spec in plan.variants:
             log(f"{backend} {spec.name if spec else '(unquantized)'}")
-            measure_variant(plan, backend, spec, ref, folder, log, rows)
+            measure_variant(plan, backend, spec, ref, folder, log, rows, watch)
     except KeyboardInterrupt:
         return rows, True
     return rows, False
+
+
+def _skip_the_rest(plan: Plan, folder: RunFolder, rows: list[ModelRow], reason: str) -> int:
+    """A `skipped` row for every (variant, batch) without one; how many."""
+    done = {(r.backend, r.quant, r.batch) for r in rows}
+    n = 0
+    for backend, spec in plan.variants:
+        base = _base(plan, backend, spec)
+        for b in plan.batches:
+            if (backend, base["quant"], b) not in done:
+                _keep(folder, rows, ModelRow(**base, batch=b, status=SKIPPED, reason=reason))
+                n += 1
+    return n
+
+
+def _keep(folder: RunFolder, rows: list[ModelRow], row: ModelRow) -> None:
+    rows.append(row)
+    with suppress(WriteError):  # the row is kept for results.json, if that can be written
+        folder.append(row)

@@ -1,7 +1,8 @@
 """`runner.py --model NAME`: the command-line face of the model benchmark.
 
 add_arguments(parser) adds the model options (and --backends, --device,
---dtype, --output-dir, --no-plots, --seed where the parser lacks them);
+--dtype, --output-dir, --no-plots, --seed, --stall-timeout where the parser
+lacks them);
 run(args) builds the plan, runs it and writes the run folder. Bad input raises
 InputError (one line; the runner prints it and exits 2)."""
 
@@ -39,6 +40,7 @@ def _add(parser: argparse.ArgumentParser, *flags: str, **kw) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from qgemm_bench.harness.args import STALL_S, stall_seconds
     from qgemm_bench.model.llama import PRESETS
 
     g = parser.add_argument_group("model benchmark (--model)")
@@ -71,6 +73,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(g, "--output-dir", metavar="DIR", help="write the run here (must be new or empty)")
     _add(g, "--no-plots", action="store_true", help="skip the PNG plot")
     _add(g, "--seed", type=int, default=0, help="seed for random weights and tokens (default 0)")
+    _add(g, "--stall-timeout", type=stall_seconds, metavar="S", help="stop the run when one step (a variant's "
+         "load, quantize, quality or prefill, or its decode at one batch size) takes more than S seconds: its "
+         f"rows are errors, the rest `skipped`, the outputs are written, exit 1 (default {STALL_S:g} on CUDA; "
+         "off on CPU and under torchrun; 0: off)")
 
 
 def parse_batches(text: str) -> list[int]:
@@ -133,14 +139,14 @@ def require_transformers() -> None:
 
 def build_plan(args, world=None):
     from qgemm_bench.harness.environment import resolve_device
+    from qgemm_bench.harness.plan import stall_seconds
 
-    if getattr(args, "stall_timeout", None) is not None:  # runner.py's flag; the model bench has no watchdog
-        raise InputError("--stall-timeout applies to the GEMM benchmarks (--op), not to --model/--checkpoint")
     require_transformers()
     from qgemm_bench.model import bench, decode, quality
     from qgemm_bench.model.llama import ModelSource
 
     device = resolve_device(args.device)
+    stall_s = stall_seconds(args, device, world)  # the sweep's rule: one copy of it
     cuda = device.type == "cuda"
     dtype_name = args.dtype or ("bfloat16" if cuda else "float32")
     if dtype_name.lower() not in DTYPES:
@@ -190,7 +196,7 @@ def build_plan(args, world=None):
                       batches=batches, prompt_len=prompt_len, decode_steps=steps, decode_mode=args.decode_mode,
                       prefill_reps=DEFAULTS["prefill_reps"][0 if cuda else 1], quality_ids=quality_ids,
                       eval_ids=eval_ids, eval_window=window, eval_stride=args.eval_stride, lm_head=args.lm_head,
-                      seed=args.seed, shard=shard)
+                      seed=args.seed, shard=shard, stall_s=stall_s)
 
 
 def default_folder(plan) -> Path:
@@ -214,7 +220,8 @@ def metadata(plan, args) -> dict:
         "decode_steps": plan.decode_steps, "prefill_reps": plan.prefill_reps, "lm_head": plan.lm_head,
         "quality_tokens": "x".join(map(str, plan.quality_ids.shape)), "eval_text": args.eval_text,
         "eval_tokens": None if plan.eval_ids is None else int(plan.eval_ids.numel()),
-        "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed, "argv": sys.argv[1:],
+        "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
+        "stall_timeout_s": plan.stall_s, "argv": sys.argv[1:],
     }
     return meta
 
@@ -248,17 +255,26 @@ def _run(args, world) -> int:
     meta = metadata(plan, args)
     if world is not None:
         meta["tensor_parallel"] = world.size  # weights and memory columns are per GPU
-    rows, interrupted = bench.run(plan, folder, print if main else (lambda text: None))
+
+    def finish(rows, interrupted: bool, stopped: str = "", not_run: int = 0) -> int:
+        """Write the outputs; the exit status. stopped: why a stall ended the
+        run (then this runs on the watchdog's thread, before the process exits)."""
+        meta["interrupted"], meta["stopped"] = interrupted, stopped
+        folder.write(rows, meta, plots=not args.no_plots)
+        print(outputs.console(rows))
+        if stopped:
+            print(f"\nerror: the run stopped early: {stopped}; {not_run} row(s) not run", file=sys.stderr)
+        elif interrupted:
+            print(f"\ninterrupted: {len(rows)} row(s) kept", file=sys.stderr)
+        print(f"\nresults: {folder.path}")
+        return 1 if stopped else 130 if interrupted else 0
+
+    rows, interrupted = bench.run(plan, folder, print if main else (lambda text: None),
+                                  lambda rows, why, not_run: finish(rows, True, why, not_run))
     if not main:
         folder.close()
         return 130 if interrupted else 0
-    meta["interrupted"] = interrupted
-    folder.write(rows, meta, plots=not args.no_plots)
-    print(outputs.console(rows))
-    if interrupted:
-        print(f"\ninterrupted: {len(rows)} row(s) kept", file=sys.stderr)
-    print(f"\nresults: {folder.path}")
-    return 130 if interrupted else 0
+    return finish(rows, interrupted)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from qgemm_bench.harness import outputs as harness_outputs
 from qgemm_bench.harness.outputs import write_atomic
 
 OK, ERROR, OOM, UNAVAILABLE, INCORRECT = "ok", "error", "oom", "unavailable", "incorrect"
+SKIPPED = "skipped"  # not run: an earlier step outlived --stall-timeout and stopped the run
 GiB = 2**30
 
 
@@ -172,6 +173,8 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
              f"unquantized model in the run's dtype ({s.get('dtype')}).", ""]
     if s.get("timing") == "cpu-wall":
         lines += ["**CPU wall-clock timings: not comparable with GPU numbers.**", ""]
+    if meta.get("stopped"):
+        lines += [f"**Stopped early: {meta['stopped']}.** Rows not run are `skipped`.", ""]
     if not m.get("trained"):
         lines += ["Random weights: the quality columns measure numerical fidelity to the unquantized model, "
                   "not language-model quality.", ""]

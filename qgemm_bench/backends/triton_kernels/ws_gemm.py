@@ -131,6 +131,15 @@ Tried at K = N = 8192 and dropped (one process each, 3 rounds):
   each, no spills): half the x traffic per weight row, twice the decode
   per x row; slower everywhere (H200, int4: M=256 split 2 58.91 against
   256x128x64's 53.97; 1024 202.19 / 189.33; 4096 803.03 / 767.30).
+- Two consumers of two 64-row tile rows each (BLOCK_N 256 with x tiles
+  of 128 rows: a third less x per K block than 256x128x64, the second
+  row decoded while the first's wgmmas run; sm_90 SASS 183 instructions
+  per K block for both rows, no spills): slower or level (H100, int4,
+  one process, 3 rounds, scripts/ws_ab.py, against 256x128x64 s4):
+  M=512 128x256x128 s3 99.60 / 97.75, 1024 128x256x64 s4 196.40 /
+  188.33, 2048 394.94 / 388.10, 4096 786.06 / 783.21; M=256 s5 split 2
+  skew 4 55.18 against 53.55. With the four-consumer tiles above (the same
+  traffic), x from L2 is not what holds M >= 512 back.
 - A persistent launch (a program per SM taking every 132nd tile, the
   next tile's loads during the epilogue; H100): int4 M=1024 187.70 against
   187.35 per tile, 2048 388.03 / 381.68, 4096 761.44 / 752.73; NVFP4

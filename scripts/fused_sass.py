@@ -65,6 +65,8 @@ def parse_args(argv=None):
                    help="--ws: the programs, one per SM, share all tiles' K blocks (WS STREAM_K; BLOCK_N 128)")
     p.add_argument("--ws-pdl", action="store_true",
                    help="--ws: launched with programmatic dependent launch (WS PDL 1: ws_gemm._pdl_wait)")
+    p.add_argument("--ws-m-group", type=int_in(1, 16), default=1, metavar="G",
+                   help="--ws: tiles in groups of G x-row blocks (WS M_GROUP: ws_gemm._grouped; default 1)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.tile)
@@ -87,8 +89,10 @@ def parse_args(argv=None):
     if args.ws and (args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg or args.warps != 4):
         raise InputError("--ws: with --fmt, --tile, --stages, --group, --k and the --ws-* options only (its own "
                          "TMA loads and warps, no split)")
-    if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k or args.ws_pdl) and not args.ws:
-        raise InputError("--ws-split, --ws-splits, --ws-stream-k and --ws-pdl: the warp-specialized kernel's (--ws)")
+    if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k or args.ws_pdl or args.ws_m_group != 1) and \
+            not args.ws:
+        raise InputError("--ws-split, --ws-splits, --ws-stream-k, --ws-pdl and --ws-m-group: the warp-specialized "
+                         "kernel's (--ws)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
     return args
@@ -172,7 +176,7 @@ def compile_ws(args):
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
     c = ws_tiles(args.bm, args.bn, args.bk, args.stages, args.ws_split, args.ws_splits, stream_k=args.ws_stream_k,
-                 pdl=args.ws_pdl)
+                 pdl=args.ws_pdl, m_group=args.ws_m_group)
     try:
         ws_gemm.check(c, fmt)
     except ValueError as e:
@@ -192,6 +196,7 @@ def compile_ws(args):
     const["SPLITS"], const["PER"] = ws_gemm.split_blocks(args.k // args.bk, c)
     const["STREAM_K"] = c.get("STREAM_K", 0)
     const["PDL"] = c.get("PDL", 0)
+    const["M_GROUP"] = c.get("M_GROUP", 1)
     sig.update({x: "constexpr" for x in const})
     names = list(sig)
     # NP: padded to 256; the workspace pointers 16-byte aligned, as a launch specializes them

@@ -17,7 +17,8 @@ timed this way, by git-ignored scripts (exp/) before this one.
                            [--programs 128] [--rounds 3] [--calls 10] [--stall-timeout 120]
 
 TILES: BMxBNxBKsSTAGES, then any of +splitN (SPLITS), +skewN (SKEW), +k2
-(K_SPLIT 2), +sk (STREAM_K), +pdl (PDL 1); checked by ws_gemm.check.
+(K_SPLIT 2), +sk (STREAM_K), +pdl (PDL 1), +mgN (M_GROUP: tiles in groups
+of N x-row blocks); checked by ws_gemm.check.
 --programs: a stream-K launch's programs (ws_gemm.STREAM_K_PROGRAMS; default
 one per SM). --stall-timeout: a candidate whose checked calls or one timing
 run longer stops the script with one line naming it (exit 1): tiles that
@@ -45,7 +46,7 @@ from qgemm_bench.harness.watchdog import Watchdog  # noqa: E402
 MAIN = "main"  # this checkout's ws_gemm
 STALL_S = 120.0  # --stall-timeout's default: a candidate's compile and checked calls took under 20 s on the H100
 _TILES = re.compile(r"(\d+)x(\d+)x(\d+)s(\d+)((?:\+[a-z]+\d*)*)")
-_OPTIONS = {"split": "SPLITS", "skew": "SKEW", "k": "K_SPLIT", "sk": "STREAM_K", "pdl": "PDL"}
+_OPTIONS = {"split": "SPLITS", "skew": "SKEW", "k": "K_SPLIT", "sk": "STREAM_K", "pdl": "PDL", "mg": "M_GROUP"}
 
 
 def parse_tiles(text: str, fmt: int) -> dict:
@@ -55,13 +56,13 @@ def parse_tiles(text: str, fmt: int) -> dict:
 
     m = _TILES.fullmatch(text.strip())
     if not m:
-        raise InputError(f"--tiles {text!r}: expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl] "
+        raise InputError(f"--tiles {text!r}: expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl][+mgN] "
                          "(e.g. 256x128x64s4+split2+skew4)")
     c = dict(zip(ws_gemm.TILE_KEYS, map(int, m.groups()[:4]), strict=True))
     for opt in filter(None, m.group(5).split("+")):
         name, value = re.fullmatch(r"([a-z]+)(\d*)", opt).groups()
         if name not in _OPTIONS or (name in ("sk", "pdl")) != (value == "") or _OPTIONS[name] in c:
-            raise InputError(f"--tiles {text!r}: {opt!r} is not one of +splitN, +skewN, +k2, +sk, +pdl "
+            raise InputError(f"--tiles {text!r}: {opt!r} is not one of +splitN, +skewN, +k2, +sk, +pdl, +mgN "
                              "(each once)")
         c[_OPTIONS[name]] = int(value) if value else 1
     try:

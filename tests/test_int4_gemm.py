@@ -572,6 +572,25 @@ def test_ws_pdl_is_one_and_labelled():
             ws_gemm.check({**tiles, "PDL": bad})
 
 
+def test_ws_m_group_is_checked_and_labelled():
+    # WS M_GROUP: tiles in groups of that many x-row blocks (ws_gemm._grouped),
+    # 1 to MAX_M_GROUP, not with STREAM_K (its own order); ws_tiles and the
+    # label say it, and a group of 1 is no key at all.
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+    from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
+
+    tiles = ws_tiles(256, 128, 64, 4, pdl=True, m_group=4)
+    assert tiles == {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "PDL": 1, "M_GROUP": 4}
+    ws_gemm.check(tiles)
+    assert ws_label(tiles) == "256x128x64 s4 group 4 pdl" and "M_GROUP" not in ws_tiles(256, 128, 64, 4, m_group=1)
+    for bad in (0, ws_gemm.MAX_M_GROUP + 1):
+        with pytest.raises(ValueError, match="M_GROUP"):
+            ws_gemm.check({**tiles, "M_GROUP": bad})
+    with pytest.raises(ValueError, match="without STREAM_K"):
+        ws_gemm.check(ws_tiles(256, 128, 64, 4, stream_k=True, m_group=2))
+
+
 def test_ws_runs_only_where_usable_and_on_its_layout(monkeypatch):
     # FusedGemm.runs_ws: a CUDA x (faked: the attributes read) on sm_90, and
     # the layout the kernel reads: fragment-order bytes in 64-row tiles of

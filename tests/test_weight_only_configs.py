@@ -872,7 +872,7 @@ def test_ws_ab_tiles_name_every_config_of_the_ws_pool():
     pool = [c for cs in WS_POOL.values() for c in cs] + [{**WS_POOL[512][0], "PDL": 1}]
     for c in pool:
         tile, stages, *rest = ws_label(c).split(" ")
-        opts = re.sub(r"(split|skew) (\d+)", r"\1\2", " ".join(rest)).split()
+        opts = re.sub(r"group (\d+)", r"mg\1", re.sub(r"(split|skew) (\d+)", r"\1\2", " ".join(rest))).split()
         text = f"{tile}{stages}" + "".join(f"+{words.get(o, o)}" for o in opts)
         for fmt in (INT4, NVFP4):
             assert script.parse_tiles(text, fmt) == c, text

@@ -368,15 +368,17 @@ def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 
 
 
 def ws_tiles(bm: int, bn: int, bk: int, stages: int, k_split: int = 1, splits: int = 1, skew: int = 0,
-             stream_k: bool = False, pdl: bool = False) -> dict:
+             stream_k: bool = False, pdl: bool = False, m_group: int = 1) -> dict:
     """A config's "WS" value: the warp-specialized kernel's tiles (k_split 2:
     two consumers share one 64-row weight tile's K blocks; splits: programs
     share a tile's K blocks, the last `skew` blocks more; stream_k: the
     programs, one per SM, share all tiles' K blocks; pdl: launched with
-    programmatic dependent launch, ws_gemm._pdl_wait; ws_gemm.py)."""
+    programmatic dependent launch, ws_gemm._pdl_wait; m_group: tiles in
+    groups of that many x-row blocks, ws_gemm._grouped; ws_gemm.py)."""
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages} | \
         ({"K_SPLIT": k_split} if k_split != 1 else {}) | ({"SPLITS": splits} if splits != 1 else {}) | \
-        ({"SKEW": skew} if skew else {}) | ({"STREAM_K": 1} if stream_k else {}) | ({"PDL": 1} if pdl else {})
+        ({"SKEW": skew} if skew else {}) | ({"STREAM_K": 1} if stream_k else {}) | ({"PDL": 1} if pdl else {}) | \
+        ({"M_GROUP": m_group} if m_group != 1 else {})
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
@@ -477,7 +479,8 @@ WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(6
            256: [ws_tiles(256, 128, 64, 4, splits=2, skew=4), ws_tiles(128, 128, 64, 4, splits=2, skew=4),
                  ws_tiles(256, 128, 64, 4, splits=4, skew=4), ws_tiles(256, 128, 64, 4, stream_k=True),
                  ws_tiles(128, 128, 64, 4, stream_k=True)],
-           512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4), ws_tiles(256, 128, 64, 4, stream_k=True)]}
+           512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4), ws_tiles(256, 128, 64, 4, stream_k=True),
+                 ws_tiles(256, 128, 64, 4, m_group=4), ws_tiles(256, 128, 64, 4, m_group=8)]}
 
 
 def ws_pool(m: int) -> list[dict]:

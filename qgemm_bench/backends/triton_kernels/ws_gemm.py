@@ -3,7 +3,7 @@ lower-level language): a fused config with "WS" tiles (fused_gemm.ws_tiles) runs
 here where `usable` says so, else FusedGemm runs the rest of the config in
 fused_gemm.fused_kernel. In this module a config `c` is such "WS" tiles:
 BLOCK_M, BLOCK_N, BLOCK_K, num_stages, optionally K_SPLIT, SPLITS, SKEW,
-STREAM_K and PDL.
+STREAM_K, PDL and M_GROUP.
 
 Same operands as fused_kernel (swapped: a [BLOCK_N, BLOCK_M] tile of y^T =
 W^T x^T, the weights in the tiled fragment-order K-major layout,
@@ -217,6 +217,19 @@ with PDL 742.66, but 5 rounds (int4, s3 / s4 / s3 PDL / s4 PDL / stream-K
 / stream-K PDL) 1024 184.10 / 195.28 / 185.09 / 188.87 / 195.71 / 194.58,
 4096 757.78 / 742.74 / 750.77 / 774.16 / 746.16 / 797.18, rounds 715-886.
 
+M_GROUP (_grouped): tiles in groups of M_GROUP x-row blocks, so the
+programs running at once share weight blocks as well as x rows. In
+row-major order a wave of 132 programs at N = 57344 covers 132 weight
+blocks (66 MB of int4 at K = 8192, more than the 50 MB L2), each read again
+for every x-row block. H100, int4 g128, one process, 3 rounds
+(scripts/ws_ab.py), 256x128x64 s4 PDL row-major / M_GROUP 4 / 8 / 16, p50
+us: 4096 x 8192 x 57344 5568.10 / 5202.34 / 5244.93 / 5412.34 (cuBLAS
+5330.45); 1024 x 8192 x 57344 1369.98 / 1384.48 / 1342.54 / 1382.46;
+1024 x 4096 x 28672 341.98 / 337.19 / 337.45 / 372.02; where the weights
+fit in L2 row-major won: 4096 x 8192 x 10240 955.06 / 970.22 / 985.41 /
+1061.31, 4096 x 8192 x 8192 746.18 / 773.52 / 782.75 / 889.74. So the
+table decides per shape (WS_POOL from M = 512 has groups of 4 and 8).
+
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,
 unscaled as scales of one) or groups of 32, bf16 x with
@@ -256,7 +269,8 @@ _REINTERPRET_NAMED = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterp
 _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
-OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL")  # K_SPLIT 1 or 2, SPLITS 1-4, PDL 1: `check`
+OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP")  # K_SPLIT 1 or 2, SPLITS 1-4: `check`
+MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
 MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (module docstring)
 # H100, 64 x 8192 x 8192, int4 group 64 and 128, one process per config (scripts/ws_ab.py, killed
 # after 30-40 s): 64x64x64 SPLITS 2 with 7 or 8 stages and SKEW 2, 4, 8 or 16 never returned from its
@@ -731,6 +745,21 @@ def _store_y(acc, c_bufs, out_desc, ts_ptr, m0, n0, NP, WG: gl.constexpr, FMT: g
 
 
 @gluon.jit
+def _grouped(tile, m_tiles, n_tiles, G: gl.constexpr):
+    """(x-row block, weight block) of a tile in groups of G x-row blocks,
+    the group's blocks adjacent for each weight block: the programs running
+    at once share G blocks of x rows and 1/G as many weight blocks as in
+    row-major order (which, at large N, stream every weight block through
+    L2 once per x-row block)."""
+    per = G * n_tiles
+    first = (tile // per) * G
+    rows = m_tiles - first
+    if rows > G:
+        rows = G
+    return first + (tile % per) % rows, (tile % per) // rows
+
+
+@gluon.jit
 def _pdl_wait():
     """PDL 1 (launched with launch_pdl): let the next kernel be scheduled
     now, then wait until the one before has finished; in the default
@@ -751,7 +780,8 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
               GROUP: gl.constexpr, FMT: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
               TILE_N: gl.constexpr, TILE_K: gl.constexpr, K_SPLIT: gl.constexpr = 1, SPLITS: gl.constexpr = 1,
-              PER: gl.constexpr = 0, STREAM_K: gl.constexpr = 0, PDL: gl.constexpr = 0):
+              PER: gl.constexpr = 0, STREAM_K: gl.constexpr = 0, PDL: gl.constexpr = 0,
+              M_GROUP: gl.constexpr = 1):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
     consumer, or with K_SPLIT 2 two on the K blocks) or 128 (two); FMT
@@ -761,7 +791,8 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     range of the K blocks: PER each, the last the rest (it waits for the
     others' sums: _splits_meet; part_ptr, count_ptr; split_blocks). STREAM_K: the programs share all tiles' K blocks
     (_sk_consumer; part_ptr, count_ptr: stream_k_workspace). PDL 1:
-    _pdl_wait first."""
+    _pdl_wait first. M_GROUP > 1: tiles in groups of M_GROUP x-row blocks
+    (_grouped)."""
     if PDL:
         _pdl_wait()
     BLOCKS: gl.constexpr = K // BLOCK_K
@@ -780,8 +811,12 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
         else:
             nb = PER
     n_tiles = gl.cdiv(N, BLOCK_N)
-    pid_n = tile % n_tiles
-    m0 = (tile // n_tiles) * BLOCK_M
+    if M_GROUP == 1:  # row-major: the programs running at once share x rows, each its own weights
+        pid_m = tile // n_tiles
+        pid_n = tile % n_tiles
+    else:
+        pid_m, pid_n = _grouped(tile, gl.cdiv(M, BLOCK_M), n_tiles, M_GROUP)
+    m0 = pid_m * BLOCK_M
     n0 = pid_n * BLOCK_N
     slot = tile * CONSUMERS
     x_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], x_desc.layout)
@@ -874,6 +909,9 @@ def check(c: dict, fmt: int = INT4) -> None:
             any(not isinstance(v, int) or isinstance(v, bool) for v in c.values()):
         raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}} "
                          f"and optionally {', '.join(OPTIONAL_KEYS)}, integers (fused_gemm.ws_tiles)")
+    if not 1 <= c.get("M_GROUP", 1) <= MAX_M_GROUP or "M_GROUP" in c and "STREAM_K" in c:
+        raise ValueError(f"WS {c}: M_GROUP (x-row blocks per group of tiles) is 1 to {MAX_M_GROUP}, without STREAM_K "
+                         "(which orders its tiles itself)")
     if c.get("PDL", 1) != 1:
         raise ValueError(f"WS {c}: PDL is 1 (programmatic dependent launch: _pdl_wait) or absent")
     if "STREAM_K" in c and (c["STREAM_K"] != 1 or c["BLOCK_N"] != 2 * WG_ROWS or set(c) & {"K_SPLIT", "SPLITS"}):
@@ -1065,6 +1103,6 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts, part, count, n, kmajor.scales.stride(0), m,
                     K=padded_k(kmajor), GROUP=kgroup, FMT=fmt, BLOCK_M=bm, BLOCK_N=bn,
                     BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
-                    SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), num_warps=4,
+                    SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), M_GROUP=c.get("M_GROUP", 1), num_warps=4,
                     maxnreg=maxnreg(c), **pdl_launch(c, x.device))
     return out

@@ -35,6 +35,7 @@ config that runs there). Otherwise:
 2. each case's best 6 on four other llama shapes;
 3. large M: dequantize + cuBLAS against cuBLAS bf16, and the dequantize
    kernel's configs. (The fused path's configs: scripts/tune_fused.py.)
+pdl, ws and check take --layers KxN,... to touch only those layers' entries.
 Every mode: a config whose check or timing outlives --stall-timeout (default
 300 s; a kernel that hangs) stops the tune with one line naming it, exit 1,
 the table as written so far and OUT.json with the timings so far.
@@ -385,7 +386,12 @@ def pdl_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     return [(f"pdl {p}", {**base, "PDL": p} if p else base) for p in ((0, 2) if m <= PDL_MAX_M else (0, 1))]
 
 
-def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None):
+def layers_note(layers) -> str:
+    """The table source's words for a --layers pass."""
+    return f" of layers {','.join(f'{k}x{n}' for k, n in sorted(layers))}" if layers else ""
+
+
+def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):
     """Every entry of this GPU's table for the paths (M in `ms` if given,
     else up to M = PDL_MAX_M), at its bucket's shape: its pdl_variants, in
     the same process; the fastest stays, each timing noted (pdl_us)."""
@@ -402,7 +408,7 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None):
             entries = doc["kernels"].get(woc.kernel(fmt_id, path), {})
             for key, entry in sorted(entries.items()):
                 m, k, n = parse(key)
-                if (m not in ms) if ms else m > PDL_MAX_M:
+                if ((m not in ms) if ms else m > PDL_MAX_M) or layers and (k, n) not in layers:
                     continue
                 x, wargs, ref = operands(fmt, m, k, n)
                 reps = copies(x, wargs)
@@ -434,14 +440,14 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None):
                 print(f"{fmt} {path} {key}: {timings} -> {label} ({time.time() - t0:.0f} s)", flush=True)
                 del x, wargs, ref, reps
             write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
-    at = f" at M {','.join(map(str, sorted(ms)))}" if ms else ""
+    at = (f" at M {','.join(map(str, sorted(ms)))}" if ms else "") + layers_note(layers)
     doc["source"] = (doc.get("source", "") + f"; PDL per entry{at}: scripts/tune_weight_only.py pdl (same process, "
                      f"commit {git_commit() or 'unknown'})")
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
-def ws_pass(fmts=FORMATS, ms=None, group=None):
+def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
     """Each fused entry of this GPU's table (formats `fmts`; M in `ms` only,
     if given) at an M where fused_gemm.ws_pool has tiles, at its bucket's
     shape, where the
@@ -474,7 +480,7 @@ def ws_pass(fmts=FORMATS, ms=None, group=None):
             sorted(doc["kernels"].get(woc.kernel(FORMATS.index(f), "fused"), {}).items(), key=lambda kv: parse(kv[0]))]
     for fmt, key, entry in work:
         m, k, n = parse(key)
-        if not ws_pool(m) or ms and m not in ms:
+        if not ws_pool(m) or ms and m not in ms or layers and (k, n) not in layers:
             continue
         x, wargs, ref = operands(fmt, m, k, n, group=group or 128)
         config = entry["config"]
@@ -532,7 +538,7 @@ def ws_pass(fmts=FORMATS, ms=None, group=None):
     for fmt in fmts:
         done = sorted({m for f, m in timed_ms if f == fmt})
         if done:
-            at = f" at group {group}" if group is not None else ""
+            at = (f" at group {group}" if group is not None else "") + layers_note(layers)
             doc["source"] = (doc.get("source", "") + f"; then {fmt} fused M {','.join(map(str, done))}{at}: the "
                              f"warp-specialized kernel's tiles against each entry's config (ws, commit "
                              f"{git_commit() or 'unknown'})")
@@ -540,7 +546,7 @@ def ws_pass(fmts=FORMATS, ms=None, group=None):
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
-def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS, group=None) -> int:
+def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS, group=None, layers=None) -> int:
     """Every entry of this GPU's table for the paths (M in `ms` only, if
     given) run `calls` times at its bucket's shape (the first call on the
     seed-0 x, each other on new activations), its config and, where it
@@ -564,7 +570,7 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS, group=None)
                 continue
             for key, entry in sorted(doc["kernels"].get(woc.kernel(fmt_id, path), {}).items()):
                 m, k, n = parse(key)
-                if ms is not None and m not in ms:
+                if ms is not None and m not in ms or layers and (k, n) not in layers:
                     continue
                 x, wargs, wd = operands(fmt, m, k, n, dequantized=True, group=group or 128)
                 # New activations each call: a call that read a buffer left by the one before (split-K
@@ -595,22 +601,22 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS, group=None)
                 del x, xs, wargs, wd
     if not checked:
         raise InputError(f"no table entries for --paths {','.join(paths)} and --formats {','.join(fmts)}"
-                         + (f" and --ms {','.join(map(str, sorted(ms)))}" if ms else ""))
+                         + (f" and --ms {','.join(map(str, sorted(ms)))}" if ms else "") + layers_note(layers))
     print(f"{bad} of {checked} configs with a wrong call")
     return bad
 
 
 def main(args):
     if args.variants == "check":
-        return 1 if check(args.paths.split(","), args.ms, args.calls, args.formats, args.group) else 0
+        return 1 if check(args.paths.split(","), args.ms, args.calls, args.formats, args.group, args.layers) else 0
     if args.variants == "variants":
         return variants()
     if args.variants == "table":
         return table(args.paths.split(","), args.ms, args.formats)
     if args.variants == "pdl":
-        return pdl_pass(args.paths.split(","), args.formats, args.ms)
+        return pdl_pass(args.paths.split(","), args.formats, args.ms, args.layers)
     if args.variants == "ws":
-        return ws_pass(args.formats, args.ms, args.group)
+        return ws_pass(args.formats, args.ms, args.group, args.layers)
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -688,6 +694,9 @@ if __name__ == "__main__":
                         "path's table M: split "
                         f"{','.join(map(str, TABLE_M['split']))}, fused {','.join(map(str, TABLE_M['fused']))}), "
                         "keeping the path's other entries")
+    p.add_argument("--layers", default=None, metavar="KxN,...",
+                   help="pdl, ws, check: only the entries of these layers (e.g. 8192x57344,4096x28672), keeping "
+                        "the others")
     try:
         args = p.parse_args()
         if not set(args.paths.split(",")) <= {"split", "fused"}:
@@ -723,6 +732,16 @@ if __name__ == "__main__":
                 known = {m for m in TABLE_M["fused"] if ws_pool(m)}
             if not args.ms <= known:
                 raise InputError(f"--ms: {sorted(args.ms - known)} not in the table's M ({sorted(known)})")
+        if args.layers is not None:
+            if args.variants not in ("pdl", "ws", "check"):
+                raise InputError("--layers is for the pdl, ws and check modes")
+            try:
+                args.layers = {tuple(int(v) for v in kn.split("x", 1)) for kn in args.layers.split(",")}
+            except ValueError:
+                raise InputError(f"--layers {args.layers!r}: expected comma-separated KxN (e.g. 8192x57344)") \
+                    from None
+            if any(len(kn) != 2 for kn in args.layers):
+                raise InputError(f"--layers: expected KxN pairs, got {sorted(args.layers)}")
         if not Path(args.out).resolve().parent.is_dir():
             raise InputError(f"{args.out}: its folder does not exist")
     except InputError as e:

@@ -494,6 +494,10 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
     assert len(seen[16]) == 10  # new activations each call (a stale buffer would pass with the same x)
     assert {r["max_err"] for r in script.results if r["fmt"] == "nvfp4"} == {"nan"}
     assert script.check(("fused",), {128}, 3) == 0 and calls[128] == 13
+    # --layers: only those layers' entries (here none of M = 128's layer: nothing checked)
+    with pytest.raises(script.InputError, match="no table entries"):
+        script.check(("fused",), {128}, 3, layers={(4096, 4096)})
+    assert script.check(("fused",), None, 2, layers={(8192, 8192)}) >= 0 and calls[128] == 15
     with pytest.raises(script.InputError, match="no table entries for --paths split"):
         script.check(("split",), None, 3)
     # A broken or absent table ends in one line in every mode that reads it.

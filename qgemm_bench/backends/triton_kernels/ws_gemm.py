@@ -227,8 +227,15 @@ us: 4096 x 8192 x 57344 5568.10 / 5202.34 / 5244.93 / 5412.34 (cuBLAS
 5330.45); 1024 x 8192 x 57344 1369.98 / 1384.48 / 1342.54 / 1382.46;
 1024 x 4096 x 28672 341.98 / 337.19 / 337.45 / 372.02; where the weights
 fit in L2 row-major won: 4096 x 8192 x 10240 955.06 / 970.22 / 985.41 /
-1061.31, 4096 x 8192 x 8192 746.18 / 773.52 / 782.75 / 889.74. So the
-table decides per shape (WS_POOL from M = 512 has groups of 4 and 8).
+1061.31, 4096 x 8192 x 8192 746.18 / 773.52 / 782.75 / 889.74. Five
+rounds (same script, rounds spread up to 25%), row-major / 4 / 8 with PDL,
+then stream-K PDL: 4096 x 8192 x 57344 5712.91 / 5472.00 / 5412.77, 5215.23;
+2048 x 8192 x 57344 2912.70 / 2789.22 / 2788.03, 2765.52; 1024 x 28672 x
+8192 658.06 / 652.50 / 649.06, 789.55. So grouping gains ~4% where a
+wave's weights outgrow L2, and stream-K (which moves programs across
+tiles) does as well; the table decides per shape (WS_POOL from M = 512 has
+groups of 4 and 8; tune_weight_only.py ws --layers, ac5f96d: 3 of the 32
+entries re-timed took a group).
 
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,

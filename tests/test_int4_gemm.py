@@ -1074,7 +1074,8 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
 @pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (128, 64, 64, 4), (64, 64, 128, 3),
                                    (64, 64, 64, 6, 2), (128, 64, 128, 2, 2), (256, 128, 64, 4, 1, 2),
                                    (64, 64, 128, 3, 1, 3), (128, 128, 64, 4, 1, 4, 3),
-                                   (256, 128, 64, 4, 1, 1, 0, False, True), (128, 128, 64, 4, 1, 2, 4, False, True)])
+                                   (256, 128, 64, 4, 1, 1, 0, False, True), (128, 128, 64, 4, 1, 2, 4, False, True),
+                                   (256, 128, 64, 4, 1, 1, 0, False, True, 4), (128, 128, 64, 3, 1, 2, 2, False, False, 3)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
                                          ((7, 2048, 8192), 128), ((600, 8192, 136), 256),
@@ -1087,7 +1088,9 @@ def test_ws_kernel_vs_fp64(shape, group, tiles):
     # the sum, ws_gemm.CHANNEL; N 136 ends in a tile past the scales' row), groups of 32
     # (a scale per 32-k run; K 5024 ends mid-block) and of
     # 64..256 (64 in 128-k blocks: fused_kernel's tiles instead); with PDL
-    # (back-to-back calls overlap: the splits' counters are reused).
+    # (back-to-back calls overlap: the splits' counters are reused); tiles in
+    # groups of x-row blocks (M_GROUP 4, and 3 with splits: a last group of
+    # fewer blocks at M 257 and 1000).
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     if torch.cuda.get_device_capability() != (9, 0):

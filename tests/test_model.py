@@ -15,6 +15,7 @@ from torch import nn
 
 pytest.importorskip("transformers")
 
+from qgemm_bench.harness import signals  # noqa: E402
 from qgemm_bench.model import bench, cli, decode, quality  # noqa: E402
 from qgemm_bench.model import quant_linear as ql  # noqa: E402
 from qgemm_bench.model.errors import BackendUnavailable, InputError  # noqa: E402
@@ -336,19 +337,24 @@ def test_checkpoint_run_reports_perplexity(tmp_path):
     assert rows["torch"]["perplexity"] != pytest.approx(rows["bf16"]["perplexity"], rel=1e-6)
 
 
-def test_interrupt_keeps_what_was_measured(tmp_path, monkeypatch):
+@pytest.mark.parametrize("signal,code,word", [(KeyboardInterrupt, 130, "interrupted (Ctrl-C)"),
+                                              (signals.Terminated, 143, "terminated (SIGTERM)")])
+def test_interrupt_keeps_what_was_measured(tmp_path, monkeypatch, capsys, signal, code, word):
+    # Ctrl-C, or SIGTERM (raised as signals.Terminated), mid-decode: the rows
+    # measured are kept, the outputs written, the exit status the sweep's.
     real = decode.time_decode
 
     def interrupted(model, batch, *a, **kw):
         if batch == 3 and isinstance(model.model.layers[0].mlp.down_proj, QuantLinear):
-            raise KeyboardInterrupt
+            raise signal
         return real(model, batch, *a, **kw)
 
     monkeypatch.setattr(decode, "time_decode", interrupted)
     rc, out = run_cli(tmp_path, "--backends", "bf16,torch", "--quant", "int4-g128,nvfp4")
-    assert rc == 130
+    assert rc == code
+    assert f"{word}: 3 row(s) kept" in capsys.readouterr().err
     doc = json.loads((out / "results.json").read_text())
-    assert doc["metadata"]["interrupted"] is True
+    assert doc["metadata"]["interrupted"] is True and doc["metadata"]["stopped"] == word
     got = [(r["backend"], r["quant"], r["batch"], r["status"]) for r in doc["rows"]]
     assert got == [("bf16", "none", 1, "ok"), ("bf16", "none", 3, "ok"), ("torch", "int4-g128", 1, "ok")]
     assert len((out / "rows.jsonl").read_text().splitlines()) == 3

@@ -216,8 +216,10 @@ def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict,
 
 
 def run(plan: Plan, folder: RunFolder, log: Callable[[str], None] = print,
-        conclude: Callable[[list[ModelRow], str, int], int] | None = None) -> tuple[list[ModelRow], bool]:
-    """All variants; returns (rows, interrupted). Ctrl-C keeps what was measured.
+        conclude: Callable[[list[ModelRow], str, int], int] | None = None) \
+        -> tuple[list[ModelRow], KeyboardInterrupt | None]:
+    """All variants; returns (rows, the Ctrl-C or SIGTERM that stopped them,
+    harness/signals.py, or None). An interrupt keeps what was measured.
     A step past plan.stall_s: conclude(rows, why, rows not run) writes the
     outputs from the watchdog's thread, and the process exits with its return
     value (a hung GPU kernel blocks this thread in a call no signal interrupts)."""
@@ -237,9 +239,9 @@ def run(plan: Plan, folder: RunFolder, log: Callable[[str], None] = print,
         for backend, spec in plan.variants:
             log(f"{backend} {spec.name if spec else '(unquantized)'}")
             measure_variant(plan, backend, spec, ref, folder, log, rows, watch)
-    except KeyboardInterrupt:
-        return rows, True
-    return rows, False
+    except KeyboardInterrupt as e:
+        return rows, e
+    return rows, None
 
 
 def _skip_the_rest(plan: Plan, folder: RunFolder, rows: list[ModelRow], reason: str) -> int:

@@ -242,6 +242,7 @@ def run(args) -> int:
 
 
 def _run(args, world) -> int:
+    from qgemm_bench.harness import signals
     from qgemm_bench.harness.outputs import claim_run_folder
     from qgemm_bench.model import bench, outputs
 
@@ -256,25 +257,27 @@ def _run(args, world) -> int:
     if world is not None:
         meta["tensor_parallel"] = world.size  # weights and memory columns are per GPU
 
-    def finish(rows, interrupted: bool, stopped: str = "", not_run: int = 0) -> int:
-        """Write the outputs; the exit status. stopped: why a stall ended the
-        run (then this runs on the watchdog's thread, before the process exits)."""
-        meta["interrupted"], meta["stopped"] = interrupted, stopped
+    def finish(rows, signal: KeyboardInterrupt | None, stalled: str = "", not_run: int = 0) -> int:
+        """Write the outputs; the exit status (as the sweep's: 130 Ctrl-C, 143
+        SIGTERM, 1 a stall). stalled: why a stall ended the run (then this
+        runs on the watchdog's thread, before the process exits)."""
+        meta["interrupted"] = bool(stalled) or signal is not None
+        meta["stopped"] = stalled or (signals.describe(signal) if signal is not None else "")
         folder.write(rows, meta, plots=not args.no_plots)
         print(outputs.console(rows))
-        if stopped:
-            print(f"\nerror: the run stopped early: {stopped}; {not_run} row(s) not run", file=sys.stderr)
-        elif interrupted:
-            print(f"\ninterrupted: {len(rows)} row(s) kept", file=sys.stderr)
+        if stalled:
+            print(f"\nerror: the run stopped early: {stalled}; {not_run} row(s) not run", file=sys.stderr)
+        elif signal is not None:
+            print(f"\n{signals.describe(signal)}: {len(rows)} row(s) kept", file=sys.stderr)
         print(f"\nresults: {folder.path}")
-        return 1 if stopped else 130 if interrupted else 0
+        return 1 if stalled else signals.exit_code(signal) if signal is not None else 0
 
-    rows, interrupted = bench.run(plan, folder, print if main else (lambda text: None),
-                                  lambda rows, why, not_run: finish(rows, True, why, not_run))
+    rows, signal = bench.run(plan, folder, print if main else (lambda text: None),
+                             lambda rows, why, not_run: finish(rows, None, why, not_run))
     if not main:
         folder.close()
-        return 130 if interrupted else 0
-    return finish(rows, interrupted)
+        return signals.exit_code(signal) if signal is not None else 0
+    return finish(rows, signal)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,8 +286,14 @@ def main(argv: list[str] | None = None) -> int:
                                      "GEMM backend and weight format.")
     add_arguments(parser)
     args = parser.parse_args(argv)
+    from qgemm_bench.harness import signals
+
     try:
-        return run(args)
+        with signals.terminate_as_interrupt():  # SIGTERM stops the run as Ctrl-C does (bench.run)
+            return run(args)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # before or after the variants' loop
+        print(f"\n{signals.describe(e)}", file=sys.stderr)
+        return signals.exit_code(e)

@@ -28,10 +28,10 @@ that can run on CPU. Results go to results/runs/<date>-<op>-<device>/:
 rows.jsonl (appended as measured), results.csv, results.json (metadata and raw
 samples), report.md and PNG plots. Rows stream to rows.jsonl as measured;
 `runner.py report DIR` rebuilds the rest from it (e.g. after kill -9).
-exit status: 0 done, 1 stopped early (the CUDA context was lost: the rest is
-`skipped`) or an output could not be written, 2 bad usage (nothing is
-measured or written), 130 Ctrl-C, 143 SIGTERM (what was measured is kept and
-the tables are written).
+exit status: 0 done, 1 stopped early (the CUDA context was lost, or a step
+outlived --stall-timeout: the rest is `skipped`) or an output could not be
+written, 2 bad usage (nothing is measured or written), 130 Ctrl-C, 143
+SIGTERM (what was measured is kept and the tables are written).
 
 compare two runs: python runner.py compare BASE NEW (see: runner.py compare --help).
 end to end: python runner.py --model tiny|llama-3.2-1b|llama-3-8b|llama-3-70b (the model options above).

@@ -235,7 +235,12 @@ then stream-K PDL: 4096 x 8192 x 57344 5712.91 / 5472.00 / 5412.77, 5215.23;
 wave's weights outgrow L2, and stream-K (which moves programs across
 tiles) does as well; the table decides per shape (WS_POOL from M = 512 has
 groups of 4 and 8; tune_weight_only.py ws --layers, ac5f96d: 3 of the 32
-entries re-timed took a group).
+entries re-timed took a group). The re-timed table through the runner, same run as
+the peers (H100, int4 g128, 3 rounds, ed50eb5), triton / fbgemm / cuBLAS:
+4096 x 8192 x 57344 (stream-K PDL) 5146.0 / 5312.0 / 5589.9, 1024 x 8192 x
+57344 (stream-K) 1304.5 / 1358.7 / 1429.6, 512 x 28672 x 8192 (group 4
+PDL) 328.2 / 329.8 / 346.9 (the llama baseline before, one round: 5593.0
+against fbgemm's 5207.4 at the first).
 
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,

@@ -162,8 +162,22 @@ def main(argv: list[str] | None = None) -> int:
         return signals.exit_code(e)
 
 
+# The runner's options the model bench (--model) reads besides its own group's.
+MODEL_READS = {"help", "backends", "device", "dtype", "output_dir", "no_plots", "seed", "stall_timeout", "model",
+               "checkpoint"}
+
+
+def sweep_only(p: argparse.ArgumentParser, args) -> list[str]:
+    """The GEMM sweep's options (--op runs) given with --model, which would
+    otherwise be ignored without a word."""
+    model = next(g for g in p._action_groups if g.title == "model benchmark (--model)")._group_actions
+    return [a.option_strings[0] for a in p._actions
+            if a.dest not in MODEL_READS and a not in model and getattr(args, a.dest, None) != a.default]
+
+
 def _run(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     from qgemm_bench.harness import benchmark
 
     if args.list_ops:
@@ -175,6 +189,8 @@ def _run(argv: list[str]) -> int:
     if args.model or args.checkpoint:
         if args.op:
             raise InputError("--op and --model are separate benchmarks: give one of them")
+        if ignored := sweep_only(p, args):
+            raise InputError(f"{', '.join(ignored)}: the GEMM benchmarks' (--op), not --model's")
         from qgemm_bench.model import cli as model_cli
 
         return model_cli.run(args)

@@ -74,6 +74,11 @@ def cli(*args):
     (["--op", "int4_gemm", "--stall-timeout", "1e9"], "argument --stall-timeout: '1e9' is out of range"),
     (["--model", "tiny", "--stall-timeout", "-1"], "argument --stall-timeout: '-1' is out of range"),
     (["--model", "tiny", "--stall-timeout", "1e9"], "argument --stall-timeout: '1e9' is out of range"),
+    # The sweep's options with --model were ignored without a word.
+    (["--model", "tiny", "--shapes", "llama", "--autotune", "full"],
+     "--shapes, --autotune: the GEMM benchmarks' (--op), not --model's"),
+    (["--model", "tiny", "--repeats", "3"], "--repeats: the GEMM benchmarks' (--op)"),
+    (["--model", "tiny", "--group-size", "64"], "--group-size: the GEMM benchmarks' (--op)"),
     (["--op", "int4_gemm", "--autotune-budget", "-inf"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--autotune-budget", "nan"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--group-size", "-2"], "positive even integer"),

@@ -337,6 +337,43 @@ def test_checkpoint_run_reports_perplexity(tmp_path):
     assert rows["torch"]["perplexity"] != pytest.approx(rows["bf16"]["perplexity"], rel=1e-6)
 
 
+def test_a_killed_model_run_is_rebuilt_by_report(tmp_path, capsys):
+    # kill -9 leaves rows.jsonl and the metadata.json written when the run
+    # started (here: the finished run's outputs removed, and a cut-off line
+    # appended as a kill mid-write would leave): `runner.py report DIR`
+    # rebuilds the model bench's outputs from them, marked as killed.
+    import runner
+
+    rc, out = run_cli(tmp_path, "--backends", "bf16,torch", "--quant", "int4-g64", "--no-plots")
+    assert rc == 0
+    whole = json.loads((out / "results.json").read_text())
+    start = json.loads((out / "metadata.json").read_text())
+    assert start["model"] == whole["metadata"]["model"] and "stopped" not in start
+    for name in ("results.json", "results.csv", "report.md"):
+        (out / name).unlink()
+    rows = (out / "rows.jsonl").read_text().splitlines()
+    (out / "rows.jsonl").write_text("\n".join(rows[:3]) + "\n" + rows[3][:40])
+    capsys.readouterr()
+    assert runner.main(["report", str(out), "--no-plots"]) == 0
+    captured = capsys.readouterr()
+    assert "dropped a cut-off last line" in captured.err and f"rebuilt: {out}" in captured.out
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["rows"] == whole["rows"][:3]
+    meta = doc["metadata"]
+    assert meta["interrupted"] is True and meta["rebuilt_from"] == "rows.jsonl"
+    assert meta["stopped"] == "killed during the run (3 of 4 rows measured; rebuilt from rows.jsonl)"
+    assert (out / "results.csv").is_file() and "Stopped early: killed during the run" in (out / "report.md").read_text()
+    # A finished run rebuilds as it was (not marked killed); a row that is not one is one line.
+    rc, again = run_cli(tmp_path, "--backends", "bf16", "--no-plots", name="again")
+    assert runner.main(["report", str(again), "--no-plots"]) == 0
+    assert json.loads((again / "results.json").read_text())["metadata"].get("stopped") == ""
+    (again / "rows.jsonl").write_text('{"backend": "bf16", "bogus": 1}\n')
+    capsys.readouterr()
+    assert runner.main(["report", str(again)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line 1: not a model benchmark row" in err[0]
+
+
 @pytest.mark.parametrize("signal,code,word", [(KeyboardInterrupt, 130, "interrupted (Ctrl-C)"),
                                               (signals.Terminated, 143, "terminated (SIGTERM)")])
 def test_interrupt_keeps_what_was_measured(tmp_path, monkeypatch, capsys, signal, code, word):

@@ -1,7 +1,8 @@
 """`runner.py report DIR`: rebuild results.csv, results.json, report.md and
 the plots from DIR/rows.jsonl (and a torchrun run's rows.rank<r>.jsonl) and
 DIR/metadata.json, e.g. after a run was killed (kill -9 loses at most the measurement in flight) or its final
-writing failed on a full disk."""
+writing failed on a full disk. A model benchmark run (--model) rebuilds into
+its own outputs (model/outputs.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,27 @@ from pathlib import Path
 from qgemm_bench import operators
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import benchmark, signals
-from qgemm_bench.harness.outputs import METADATA, RESULTS, ROWS
+from qgemm_bench.harness.outputs import METADATA, RESULTS, ROWS, WriteError
 from qgemm_bench.harness.results import Row, row_from_dict
+from qgemm_bench.model import outputs as model_outputs
 
 
 def read_records(path: Path) -> tuple[list[tuple[int, Row]], bool]:
     """(round, row) records and whether the last line was cut off (a kill
     mid-write: dropped). A bad line elsewhere is an InputError."""
+    lines, truncated = read_lines(path)
+    records = []
+    for i, d in lines:
+        if not isinstance(d.get("round", 0), int):
+            raise InputError(f"{path}: line {i}: expected a row object with an integer \"round\"")
+        r = d.pop("round", 0)
+        records.append((r, row_from_dict(d, f"{path}: line {i}")))
+    return records, truncated
+
+
+def read_lines(path: Path) -> tuple[list[tuple[int, dict]], bool]:
+    """A rows file's (line number, object) records and whether its last line
+    was cut off (dropped). A line that is not a JSON object is an InputError."""
     try:
         lines = path.read_text(encoding="utf-8").split("\n")
     except OSError as e:
@@ -36,10 +51,9 @@ def read_records(path: Path) -> tuple[list[tuple[int, Row]], bool]:
             d = json.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}: line {i} is not JSON ({e})") from None
-        if not isinstance(d, dict) or not isinstance(d.get("round", 0), int):
-            raise InputError(f"{path}: line {i}: expected a row object with an integer \"round\"")
-        r = d.pop("round", 0)
-        records.append((r, row_from_dict(d, f"{path}: line {i}")))
+        if not isinstance(d, dict):
+            raise InputError(f"{path}: line {i}: expected a row object")
+        records.append((i, d))
     return records, truncated
 
 
@@ -62,7 +76,8 @@ def load_metadata(folder: Path) -> tuple[dict, bool]:
         raise InputError(f"{folder}: no {METADATA} (written when a run starts) and no readable {RESULTS}") from None
     except (OSError, ValueError) as e:
         raise InputError(f"{folder}/{METADATA}: cannot read it ({e})") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict) or "baseline" not in meta["settings"]:
+    if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict) or \
+            "baseline" not in meta["settings"] and not model_outputs.is_model_run(meta):
         raise InputError(f"{folder}/{METADATA}: not a qgemm-bench run's metadata")
     return meta, False
 
@@ -74,6 +89,8 @@ def main(args) -> int:
     if not (folder / ROWS).is_file():
         raise InputError(f"{folder}: no {ROWS} to rebuild from")
     meta, finished = load_metadata(folder)
+    if model_outputs.is_model_run(meta):
+        return _model(folder, meta, finished, args.no_plots)
     records, truncated = read_records(folder / ROWS)
     # Under torchrun the other ranks streamed to rows.rank<r>.jsonl (a run
     # that finished holds them in results.json too; a rebuild takes the files).
@@ -99,3 +116,30 @@ def main(args) -> int:
         code = benchmark.finish(folder, records, meta, x, not args.no_plots)
         print(f"rebuilt: {folder}")
     return code or (128 + late[0] if late else 0)
+
+
+def _model(folder: Path, meta: dict, finished: bool, no_plots: bool) -> int:
+    """A model benchmark run (--model): its rows.jsonl as ModelRows, the
+    model bench's outputs (a run killed during its variants is marked so)."""
+    lines, truncated = read_lines(folder / ROWS)
+    rows = [model_outputs.row_from_dict(d, f"{folder / ROWS}: line {i}") for i, d in lines]
+    if not rows:
+        raise InputError(f"{folder}/{ROWS}: holds no complete row")
+    if truncated:
+        print(f"note: {ROWS}: dropped a cut-off last line (the row being written when the run was killed)",
+              file=sys.stderr)
+    if not finished:
+        s = meta["settings"]
+        of = f" of {len(s['variants']) * len(s['batches'])}" if "variants" in s and "batches" in s else ""
+        meta["interrupted"] = True
+        meta["stopped"] = f"killed during the run ({len(rows)}{of} rows measured; rebuilt from {ROWS})"
+    meta["rebuilt_from"] = ROWS
+    with signals.deferred() as late:
+        try:
+            model_outputs.write_outputs(folder, rows, meta, plots=not no_plots)
+        except WriteError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(model_outputs.console(rows))
+        print(f"rebuilt: {folder}")
+    return 128 + late[0] if late else 0

@@ -256,6 +256,8 @@ def _run(args, world) -> int:
     meta = metadata(plan, args)
     if world is not None:
         meta["tensor_parallel"] = world.size  # weights and memory columns are per GPU
+    if main:
+        folder.write_metadata(meta)  # what `runner.py report DIR` rebuilds a killed run with
 
     def finish(rows, signal: KeyboardInterrupt | None, stalled: str = "", not_run: int = 0) -> int:
         """Write the outputs; the exit status (as the sweep's: 130 Ctrl-C, 143

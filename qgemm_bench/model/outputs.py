@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
+from qgemm_bench.errors import InputError
 from qgemm_bench.harness import outputs as harness_outputs
 from qgemm_bench.harness.outputs import write_atomic
 
@@ -68,17 +69,37 @@ CSV_COLUMNS = [f.name for f in fields(ModelRow) if f.name != "samples_ms"]
 
 class RunFolder(harness_outputs.RunFolder):
     """The harness's run folder (claimed atomically, rows streamed to
-    rows.jsonl); its outputs are the model benchmark's tables and plot."""
+    rows.jsonl, metadata.json written when the run starts: what `runner.py
+    report DIR` rebuilds a killed run from); its outputs are the model
+    benchmark's tables and plot."""
 
     def write(self, rows: list[ModelRow], metadata: dict, plots: bool = True) -> list[str]:
         self.close()
-        write_atomic(self.path / "results.csv", frame(rows).to_csv(index=False))
-        doc = {"metadata": metadata, "rows": [r.to_dict() for r in rows]}
-        write_atomic(self.path / "results.json", json.dumps(doc, indent=1) + "\n")
-        written = [plot_tokens_per_s(rows, metadata, self.path / "tokens_per_s.png")] if plots else []
-        written = [w for w in written if w]
-        write_atomic(self.path / "report.md", markdown(rows, metadata, written))
-        return written
+        return write_outputs(self.path, rows, metadata, plots)
+
+
+def write_outputs(path: Path, rows: list[ModelRow], metadata: dict, plots: bool = True) -> list[str]:
+    """results.csv, results.json, report.md and the plot (each written whole or not at all)."""
+    write_atomic(path / "results.csv", frame(rows).to_csv(index=False))
+    doc = {"metadata": metadata, "rows": [r.to_dict() for r in rows]}
+    write_atomic(path / "results.json", json.dumps(doc, indent=1) + "\n")
+    written = [plot_tokens_per_s(rows, metadata, path / "tokens_per_s.png")] if plots else []
+    written = [w for w in written if w]
+    write_atomic(path / "report.md", markdown(rows, metadata, written))
+    return written
+
+
+def is_model_run(metadata: dict) -> bool:
+    """Whether a run's metadata is the model benchmark's (it describes a model)."""
+    return isinstance(metadata.get("model"), dict) and isinstance(metadata.get("settings"), dict)
+
+
+def row_from_dict(d: dict, where: str) -> ModelRow:
+    """A rows.jsonl record as a ModelRow; InputError naming `where` if it is not one."""
+    try:
+        return ModelRow(**d)
+    except TypeError as e:
+        raise InputError(f"{where}: not a model benchmark row ({e})") from None
 
 
 def frame(rows: list[ModelRow]) -> pd.DataFrame:

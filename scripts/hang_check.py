@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 HANG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_stages": 8, "SPLITS": 2, "SKEW": 2}
 
 
 def child(argv: list[str]) -> int:
-    sys.path.insert(0, str(ROOT))
     from qgemm_bench.backends.triton_kernels import weight_only_configs, ws_gemm
     from qgemm_bench.cli import main
 
@@ -39,13 +39,25 @@ def child(argv: list[str]) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", type=Path, help="the run's output folder (new or empty)")
-    p.add_argument("--stall-timeout", type=float, default=30.0, metavar="S", help="seconds (default 30)")
+    p.add_argument("--stall-timeout", type=float, default=30.0, metavar="S", help="seconds, above 0 (default 30)")
     args = p.parse_args()
+    if not 0 < args.stall_timeout <= 3600:
+        p.error(f"--stall-timeout {args.stall_timeout:g}: the check needs the watchdog on (0 < S <= 3600)")
+    import torch
+
+    from qgemm_bench.harness.environment import gpu_slug
+
+    if not torch.cuda.is_available() or gpu_slug(torch.device("cuda")) != "h100":
+        p.error("needs an H100: the tiles that hang, and the table entry forced to them, are the H100's")
     run = ["--op", "int4_gemm", "--shape", "64,8192,8192", "--shape", "128,8192,8192", "--backends",
            "cublas,triton", "--stall-timeout", f"{args.stall_timeout:g}", "--no-plots", "--output-dir", str(args.out)]
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, __file__, "--child", *run], capture_output=True, text=True,
-                          timeout=args.stall_timeout + 300)
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--child", *run], capture_output=True, text=True,
+                              timeout=args.stall_timeout + 300)
+    except subprocess.TimeoutExpired:  # the watchdog never fired: what this script is here to catch
+        print(f"FAIL the run did not end within {args.stall_timeout + 300:g} s (killed)")
+        return 1
     took = time.monotonic() - t0
     rows = list(csv.DictReader(open(args.out / "results.csv"))) if (args.out / "results.csv").exists() else []
     status = {(r["backend"], r["M"]): r["status"] for r in rows}

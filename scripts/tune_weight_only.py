@@ -391,6 +391,16 @@ def layers_note(layers) -> str:
     return f" of layers {','.join(f'{k}x{n}' for k, n in sorted(layers))}" if layers else ""
 
 
+def require_layers(doc: dict, layers) -> None:
+    """--layers names only layers the table has entries for (a swapped KxN would match nothing)."""
+    from qgemm_bench.backends.config_buckets import parse
+
+    have = {parse(key)[1:] for entries in doc.get("kernels", {}).values() for key in entries}
+    if layers and (unknown := set(layers) - have):
+        raise InputError(f"--layers: {','.join(f'{k}x{n}' for k, n in sorted(unknown))} not in the table's layers "
+                         f"({','.join(f'{k}x{n}' for k, n in sorted(have))})")
+
+
 def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):
     """Every entry of this GPU's table for the paths (M in `ms` if given,
     else up to M = PDL_MAX_M), at its bucket's shape: its pdl_variants, in
@@ -401,6 +411,8 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):
 
     t0 = time.time()
     out, doc = gpu_table("add PDL to")
+    require_layers(doc, layers)
+    timed = set()
     for path in paths:
         for fmt_id, fmt in enumerate(FORMATS):
             if fmt not in fmts:
@@ -436,13 +448,15 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):
                 entry["config"] = c
                 entry["pdl_us"] = {lab.replace("pdl ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
                 entry["us"] = round(us, 2)
+                timed.add((k, n))
                 timings = " ".join(f"{lab} {u:6.2f}" for u, lab, _ in rows)
                 print(f"{fmt} {path} {key}: {timings} -> {label} ({time.time() - t0:.0f} s)", flush=True)
                 del x, wargs, ref, reps
             write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
-    at = (f" at M {','.join(map(str, sorted(ms)))}" if ms else "") + layers_note(layers)
-    doc["source"] = (doc.get("source", "") + f"; PDL per entry{at}: scripts/tune_weight_only.py pdl (same process, "
-                     f"commit {git_commit() or 'unknown'})")
+    if timed:  # the source names only what this pass timed
+        at = (f" at M {','.join(map(str, sorted(ms)))}" if ms else "") + layers_note(layers and timed)
+        doc["source"] = (doc.get("source", "") + f"; PDL per entry{at}: scripts/tune_weight_only.py pdl (same "
+                         f"process, commit {git_commit() or 'unknown'})")
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
@@ -475,6 +489,7 @@ def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
 
     t0 = time.time()
     out, doc = gpu_table("time the warp-specialized kernel against")
+    require_layers(doc, layers)
     timed_ms = []
     work = [(f, key, entry) for f in fmts for key, entry in
             sorted(doc["kernels"].get(woc.kernel(FORMATS.index(f), "fused"), {}).items(), key=lambda kv: parse(kv[0]))]
@@ -498,7 +513,7 @@ def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
         if len(cands) == 1:
             print(f"  {fmt} {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)
             continue
-        timed_ms.append((fmt, m))
+        timed_ms.append((fmt, m, k, n))
         reps = copies(x, wargs)
         ready = {label: calls for label, c in cands.items()
                  if (calls := checked_calls(f"{fmt} {key} {label}", wargs, x, ref, reps, c, "fused")) is not None}
@@ -536,9 +551,10 @@ def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
         print(f"{fmt} {key}: {timings}{versus} -> {best} ({time.time() - t0:.0f} s)", flush=True)
         write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     for fmt in fmts:
-        done = sorted({m for f, m in timed_ms if f == fmt})
+        done = sorted({m for f, m, _, _ in timed_ms if f == fmt})
         if done:
-            at = (f" at group {group}" if group is not None else "") + layers_note(layers)
+            kns = {(k, n) for f, _, k, n in timed_ms if f == fmt}
+            at = (f" at group {group}" if group is not None else "") + layers_note(layers and kns)
             doc["source"] = (doc.get("source", "") + f"; then {fmt} fused M {','.join(map(str, done))}{at}: the "
                              f"warp-specialized kernel's tiles against each entry's config (ws, commit "
                              f"{git_commit() or 'unknown'})")
@@ -563,6 +579,7 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS, group=None,
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
     _, doc = gpu_table("check")
+    require_layers(doc, layers)
     bad, checked, t0 = 0, 0, time.time()
     for path in paths:
         for fmt_id, fmt in enumerate(FORMATS):

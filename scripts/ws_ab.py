@@ -242,6 +242,17 @@ def compare(args, shape, dev, builds: dict, timer=None) -> None:
     sys.stdout.flush()
 
 
+def unknown_keys(builds: dict, configs: list[dict]) -> str:
+    """A line naming a build whose ws_gemm lacks a key of the --tiles (an
+    older build would run them without it, unnoticed), or ""."""
+    for name, mod in builds.items():
+        known = (*getattr(mod, "TILE_KEYS", ()), *getattr(mod, "OPTIONAL_KEYS", ()))
+        if known and (lacks := {k for c in configs for k in c if k not in known}):
+            return f"--variant {name}: its ws_gemm has no {', '.join(sorted(lacks))} (an older build): leave those " \
+                "tiles out"
+    return ""
+
+
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
@@ -257,6 +268,9 @@ def main(argv=None) -> int:
     from qgemm_bench.backends.triton_kernels import ws_gemm
 
     builds = {MAIN: ws_gemm, **builds}
+    if unknown := unknown_keys(builds, args.configs):
+        print(f"error: {unknown}", file=sys.stderr)
+        return 2
     dev = torch.device("cuda")
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     if args.programs is not None and args.programs > sms:

@@ -494,9 +494,13 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
     assert len(seen[16]) == 10  # new activations each call (a stale buffer would pass with the same x)
     assert {r["max_err"] for r in script.results if r["fmt"] == "nvfp4"} == {"nan"}
     assert script.check(("fused",), {128}, 3) == 0 and calls[128] == 13
-    # --layers: only those layers' entries (here none of M = 128's layer: nothing checked)
-    with pytest.raises(script.InputError, match="no table entries"):
-        script.check(("fused",), {128}, 3, layers={(4096, 4096)})
+    # --layers: only those layers' entries; a layer the table lacks (a swapped KxN, say) is refused in
+    # every mode that takes it, before anything runs or is written
+    for mode in (lambda: script.check(("fused",), {128}, 3, layers={(4096, 4096)}),
+                 lambda: script.pdl_pass(("fused",), ms={128}, layers={(4096, 4096)}),
+                 lambda: script.ws_pass(ms={128}, layers={(4096, 4096)})):
+        with pytest.raises(script.InputError, match="--layers: 4096x4096 not in the table's layers \\(8192x8192\\)"):
+            mode()
     assert script.check(("fused",), None, 2, layers={(8192, 8192)}) >= 0 and calls[128] == 15
     with pytest.raises(script.InputError, match="no table entries for --paths split"):
         script.check(("split",), None, 3)
@@ -880,6 +884,21 @@ def test_ws_ab_tiles_name_every_config_of_the_ws_pool():
         text = f"{tile}{stages}" + "".join(f"+{words.get(o, o)}" for o in opts)
         for fmt in (INT4, NVFP4):
             assert script.parse_tiles(text, fmt) == c, text
+
+
+def test_ws_ab_refuses_tiles_an_older_build_lacks():
+    # A --variant from before a WS key (M_GROUP) would run such tiles without it.
+    import types
+
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+
+    script = load_tune_script("ws_ab")
+    old = types.SimpleNamespace(TILE_KEYS=ws_gemm.TILE_KEYS, OPTIONAL_KEYS=("K_SPLIT", "SPLITS", "SKEW", "PDL"))
+    grouped = {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "M_GROUP": 4}
+    plain = {k: v for k, v in grouped.items() if k != "M_GROUP"}
+    assert script.unknown_keys({"main": ws_gemm, "old": old}, [plain, grouped]) == \
+        "--variant old: its ws_gemm has no M_GROUP (an older build): leave those tiles out"
+    assert script.unknown_keys({"main": ws_gemm, "old": old}, [plain]) == ""
 
 
 def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds(monkeypatch, capsys):

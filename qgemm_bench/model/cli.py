@@ -279,7 +279,9 @@ def _run(args, world) -> int:
     if not main:
         folder.close()
         return signals.exit_code(signal) if signal is not None else 0
-    return finish(rows, signal)
+    with signals.deferred() as late:  # a second Ctrl-C or SIGTERM waits for the outputs, as the sweep's does
+        code = finish(rows, signal)
+    return code or (128 + late[0] if late else 0)
 
 
 def main(argv: list[str] | None = None) -> int:

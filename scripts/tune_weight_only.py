@@ -58,7 +58,7 @@ from qgemm_bench.harness.args import Parser, stall_seconds
 from qgemm_bench.harness.measure import Settings, copies_for
 from qgemm_bench.harness.outputs import write_atomic
 from qgemm_bench.harness.timing import time_graph
-from qgemm_bench.harness.watchdog import Watchdog
+from qgemm_bench.harness.watchdog import Watchdog, stall_reason
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.types import Case, Shape
@@ -71,8 +71,8 @@ STALL_S = 300.0  # --stall-timeout's default: a config's check or timing took un
 def _stalled(label: str) -> int:
     """A check or timing that never finished (a hung kernel: ws_gemm.MAX_SKEW_STAGES):
     say which, keep the timings so far, exit 1 (watchdog.py)."""
-    print(f"error: {label} did not finish in {WATCH.seconds:g} s (--stall-timeout; a kernel that never finishes "
-          f"cannot be stopped in-process); the table keeps the entries written before it", file=sys.stderr)
+    print(f"error: {stall_reason(label, WATCH.seconds)}; the table keeps the entries written before it",
+          file=sys.stderr)
     if WATCH_OUT:
         write_atomic(WATCH_OUT, json.dumps(results, indent=1))
     return 1

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 from qgemm_bench.errors import InputError  # noqa: E402
 from qgemm_bench.harness.args import Parser, int_in, stall_seconds  # noqa: E402
 from qgemm_bench.harness.plan import parse_shape  # noqa: E402
-from qgemm_bench.harness.watchdog import Watchdog  # noqa: E402
+from qgemm_bench.harness.watchdog import Watchdog, stall_reason  # noqa: E402
 
 MAIN = "main"  # this checkout's ws_gemm
 STALL_S = 120.0  # --stall-timeout's default: a candidate's compile and checked calls took under 20 s on the H100
@@ -282,8 +282,7 @@ def main(argv=None) -> int:
     args.l2_bytes = torch.cuda.get_device_properties(dev).L2_cache_size
 
     def stalled(label: str) -> int:
-        print(f"error: {label} did not finish in {args.stall_timeout:g} s (--stall-timeout; a kernel that never "
-              "finishes cannot be stopped in-process): leave those tiles out", file=sys.stderr)
+        print(f"error: {stall_reason(label, args.stall_timeout)}: leave those tiles out", file=sys.stderr)
         return 1
 
     args.watch = Watchdog(args.stall_timeout, stalled)

@@ -26,7 +26,7 @@ from qgemm_bench.harness.measure import measure
 from qgemm_bench.harness.outputs import RunFolder, WriteError
 from qgemm_bench.harness.plan import Plan
 from qgemm_bench.harness.results import ERROR, OOM, SKIPPED, UNAVAILABLE, Row
-from qgemm_bench.harness.watchdog import Watchdog
+from qgemm_bench.harness.watchdog import Watchdog, stall_reason
 from qgemm_bench.types import Case, dtype_name
 
 
@@ -54,8 +54,7 @@ def run(plan: Plan, folder: RunFolder, conclude: Callable[[Outcome], int] | None
 
     def stalled(step) -> int:
         case, backend, r = step
-        out.stopped = (f"{backend.name} at {case.shape} did not finish in {plan.stall_s:g} s (--stall-timeout; "
-                       "a GPU kernel that never finishes cannot be stopped in-process)")
+        out.stopped = stall_reason(f"{backend.name} at {case.shape}", plan.stall_s)
         out.exit_code = 1
         try:
             _emit(folder, out.records, r, _row(plan, case, backend, status=ERROR, reason=out.stopped))

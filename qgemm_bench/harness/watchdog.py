@@ -17,6 +17,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
+def stall_reason(what: str, seconds: float) -> str:
+    """The one line that says `what` outlived a watchdog of `seconds` (rows' reasons, stderr)."""
+    return (f"{what} did not finish in {seconds:g} s (--stall-timeout; a GPU kernel that never finishes cannot be "
+            "stopped in-process)")
+
+
 class Watchdog:
     def __init__(self, seconds: float, on_stall: Callable[[object], int]):
         self.seconds = seconds  # 0: off

@@ -13,13 +13,13 @@ import gc
 import time
 import traceback
 from collections.abc import Callable
-from contextlib import nullcontext, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 import torch
 
 from qgemm_bench.harness.outputs import WriteError
-from qgemm_bench.harness.watchdog import Watchdog
+from qgemm_bench.harness.watchdog import Watchdog, stall_reason
 from qgemm_bench.model import decode, quality, tensor_parallel
 from qgemm_bench.model.errors import BackendUnavailable
 from qgemm_bench.model.llama import ModelSource
@@ -73,10 +73,6 @@ class Step:
         return f"{self.base['backend']}{'' if quant == 'none' else ' ' + quant} {self.name}"
 
 
-def _unwatched(name: str):
-    return nullcontext()
-
-
 def variants(backends: list[str], specs: list[QuantSpec]) -> list:
     """The unquantized model always runs first: it is the speed, memory and
     quality reference of every other row."""
@@ -110,7 +106,7 @@ def _free(device: torch.device) -> None:
 
 
 def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None, ref: dict,
-                         step: Callable = _unwatched) -> dict:
+                         step: Callable) -> dict:
     """Quantize (in place), then the per-variant fields: memory, quality, prefill.
     step(name): the context each GPU-bound step runs in (the watchdog's)."""
     out = {}
@@ -175,14 +171,14 @@ def _base(plan: Plan, backend: str, spec: QuantSpec | None) -> dict:
 
 
 def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict, folder: RunFolder,
-                    log: Callable[[str], None], rows: list[ModelRow], watch: Watchdog | None = None) -> None:
+                    log: Callable[[str], None], rows: list[ModelRow], watch: Watchdog) -> None:
     """Appends this variant's rows to `rows` (and the run folder) as they are measured.
     Rows are appended only between watched steps, so a stall's rows never race them."""
     base = _base(plan, backend, spec)
     model = None
 
     def step(name: str, batches: list[int] = plan.batches, common: dict | None = None):
-        return watch.step(Step(base, name, batches, common or {})) if watch else _unwatched(name)
+        return watch.step(Step(base, name, batches, common or {}))
 
     def fail(e: Exception, batch: int, common: dict) -> ModelRow:
         if not isinstance(e, BackendUnavailable):
@@ -227,8 +223,7 @@ def run(plan: Plan, folder: RunFolder, log: Callable[[str], None] = print,
     ref: dict = {}
 
     def stalled(step: Step) -> int:
-        why = (f"{step.what} did not finish in {plan.stall_s:g} s (--stall-timeout; "
-               "a GPU kernel that never finishes cannot be stopped in-process)")
+        why = stall_reason(step.what, plan.stall_s)
         for b in step.batches:
             _keep(folder, rows, ModelRow(**step.base, batch=b, status=ERROR, reason=why, **step.common))
         skipped = _skip_the_rest(plan, folder, rows, f"not run: {step.what} stalled")

@@ -356,7 +356,7 @@ def test_stall_timeout_defaults_on_cuda_only_and_without_helion_autotune():
 
     def stall(device, autotune="none", given=None, world=None):
         a = SimpleNamespace(stall_timeout=given, autotune=autotune)
-        return plan.stall_seconds(a, torch.device(device), world)
+        return plan.stall_timeout_s(a, torch.device(device), world)
 
     assert stall("cuda") == types.STALL_S and stall("cpu") == 0.0
     assert stall("cuda", "quick") == 0.0 and stall("cuda", "full") == 0.0

@@ -42,7 +42,7 @@ class Plan:
     phase_s: dict = field(default_factory=dict)
 
 
-def stall_seconds(args, device: torch.device, world=None) -> float:
+def stall_timeout_s(args, device: torch.device, world=None) -> float:
     """--stall-timeout, or its default: STALL_S on CUDA, off (0) on CPU (the
     Triton interpreter's time grows with the shape) and where Helion's
     autotuner may search longer than any default. The one rule of the sweep
@@ -143,7 +143,7 @@ def build(args, world=None) -> Plan:
         raise InputError(f"--repeats must be in [1, {MAX_REPEATS}]")
     if not 0 <= args.seed <= MAX_SEED:
         raise InputError(f"--seed must be in [0, {MAX_SEED}]")
-    stall_s = stall_seconds(args, device, world)
+    stall_s = stall_timeout_s(args, device, world)
     backend_meta = registry.configure(args, device)
     settings = op_settings(args, op)
     shapes = choose_shapes(args, op, settings, device, dtype)

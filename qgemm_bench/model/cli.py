@@ -139,14 +139,14 @@ def require_transformers() -> None:
 
 def build_plan(args, world=None):
     from qgemm_bench.harness.environment import resolve_device
-    from qgemm_bench.harness.plan import stall_seconds
+    from qgemm_bench.harness.plan import stall_timeout_s
 
     require_transformers()
     from qgemm_bench.model import bench, decode, quality
     from qgemm_bench.model.llama import ModelSource
 
     device = resolve_device(args.device)
-    stall_s = stall_seconds(args, device, world)  # the sweep's rule: one copy of it
+    stall_s = stall_timeout_s(args, device, world)  # the sweep's rule: one copy of it
     cuda = device.type == "cuda"
     dtype_name = args.dtype or ("bfloat16" if cuda else "float32")
     if dtype_name.lower() not in DTYPES:

@@ -386,9 +386,14 @@ def pdl_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     return [(f"pdl {p}", {**base, "PDL": p} if p else base) for p in ((0, 2) if m <= PDL_MAX_M else (0, 1))]
 
 
+def kxn(layers) -> str:
+    """Layers (K, N) as --layers writes them: 4096x28672,8192x57344."""
+    return ",".join(f"{k}x{n}" for k, n in sorted(layers))
+
+
 def layers_note(layers) -> str:
     """The table source's words for a --layers pass."""
-    return f" of layers {','.join(f'{k}x{n}' for k, n in sorted(layers))}" if layers else ""
+    return f" of layers {kxn(layers)}" if layers else ""
 
 
 def require_layers(doc: dict, layers) -> None:
@@ -397,8 +402,7 @@ def require_layers(doc: dict, layers) -> None:
 
     have = {parse(key)[1:] for entries in doc.get("kernels", {}).values() for key in entries}
     if layers and (unknown := set(layers) - have):
-        raise InputError(f"--layers: {','.join(f'{k}x{n}' for k, n in sorted(unknown))} not in the table's layers "
-                         f"({','.join(f'{k}x{n}' for k, n in sorted(have))})")
+        raise InputError(f"--layers: {kxn(unknown)} not in the table's layers ({kxn(have)})")
 
 
 def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):

@@ -144,6 +144,16 @@ Tried at K = N = 8192 and dropped (one process each, 3 rounds):
   next tile's loads during the epilogue; H100): int4 M=1024 187.70 against
   187.35 per tile, 2048 388.03 / 381.68, 4096 761.44 / 752.73; NVFP4
   2048 367.78 / 377.11 (within the rounds' spread: no gain to keep).
+- SPLITS 2's last split TMA-loading the other's planes (one 64 KB box per
+  warpgroup into the ring once every stage's last phase is complete, after
+  the count and a fence.proxy.async.global; read back in _plane_view's
+  order, 16 B a thread) instead of 32 16-byte loads a thread: level
+  (H100, one process, 5 rounds, scripts/ws_ab.py, PDL, without / with):
+  int4 256 x 8192 x 8192 skew 4 52.97 / 53.15 (with skew 0, 2, 8: 54.68,
+  54.87, 54.24), 256 x 28672 x 8192 170.86 / 174.51, NVFP4 256 x 8192 x
+  8192 54.66 / 54.38, int4 128 x 8192 x 8192 32.87 / 33.32, 64 x 4096 x
+  4096 (64x64x128) 10.70 / 10.92. So what is left of the fixup does not
+  wait on a program's plane load (not kept).
 - Where the time goes (H100, int4, 2 rounds, timing-only variants) at
   M=256 (256x128x64 s4 split 2 skew 4): 56.56 us as is, 51.25 without
   the split fixup, 52.29 loading x only on the ring's first lap, 48.91

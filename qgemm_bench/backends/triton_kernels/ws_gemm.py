@@ -162,6 +162,21 @@ Tried at K = N = 8192 and dropped (one process each, 3 rounds):
   per 4 KB of weights each K block) costs ~10%; halving it needs TMA
   multicast across a 2-CTA cluster, which Gluon in Triton 3.6 (the GPU
   machine's) does not have.
+- Per-program %globaltimer and %clock64 stamps (H100, int4 g128, a CUDA
+  graph of 40 back-to-back calls on the same weights, medians, us from
+  the call's first program start; a copy of this kernel with stamps,
+  exp/): the K loops take 1035-1055 SM clocks per K block against the
+  1024 the tensor cores need for two 64x256x64 wgmmas, at 1.71 GHz (M =
+  256, 1024) and 1.455 GHz (M = 4096). Per call 51.1 us at 256 x 8192 x
+  8192 (split 2 skew 4 PDL), 171.8 at 1024 (s3), 735.0 at 4096 (s4); the
+  runner's rotating copies (operands from HBM each call) measure 53.3,
+  190.9 and 773.2 (results/h100/int4_gemm_msweep), not explained here.
+  At M = 256 the split with 4 more blocks ends its loop at 41.2, waits for
+  the other's count until 42.5 (that one: loop 38.9, plane stored 40.4,
+  counted 41.5), has the plane added at 46.3 and ends at 48.4 (y from
+  47.4); a tile without a split (1024 x 4096 x 4096) ends 1.2 us after its
+  loop. So the split fixup costs ~7 us of the 51, the plane's load (~3-4)
+  the largest part, and what is left to gain is there or in the clock.
 
 STREAM_K (256x128 tiles, one program per SM, _sk_consumer): whole tiles
 in all but the last full wave, the rest shared end to end by K blocks,

@@ -3,7 +3,8 @@ lower-level language): a fused config with "WS" tiles (fused_gemm.ws_tiles) runs
 here where `usable` says so, else FusedGemm runs the rest of the config in
 fused_gemm.fused_kernel. In this module a config `c` is such "WS" tiles:
 BLOCK_M, BLOCK_N, BLOCK_K, num_stages, optionally K_SPLIT, SPLITS, SKEW,
-STREAM_K, PDL and M_GROUP.
+STREAM_K, PDL and M_GROUP. ws_gemm.md beside this file has the
+measurements behind each choice and what was tried and dropped.
 
 Same operands as fused_kernel (swapped: a [BLOCK_N, BLOCK_M] tile of y^T =
 W^T x^T, the weights in the tiled fragment-order K-major layout,
@@ -37,235 +38,34 @@ kmajor_layout.py), split into partitions of one program:
   refuses odd ones. The handover relies on the arrive on `done` coming
   after a barrier of the warpgroup's 128 threads, which Triton (3.6 and
   3.9) puts before an mbarrier arrive; fused_sass.py --ws --ws-split 2
-  --out shows it in the PTX. H100, K = N =
-  8192, one process, 3 rounds (exp/nvws_ab.py): M=64 64x64x64 s6 K_SPLIT
-  2 int4 25.95 us, NVFP4 27.01, against one consumer's 64x64x128 s4 28.10
-  / 28.72 and fbgemm 31.03; NVFP4 M=128 128x64x64 s4 42.02 against the
-  table's fused_kernel 45.40 (int4 40.25 against 39.85); M=256 it lost
-  (256x64x64 s4 58.6 against 53.0 int4).
+  --out shows it in the PTX.
 - or, SPLITS 2 (to 4), several programs per output tile, each a
   contiguous range of its K blocks, the last SKEW blocks more than the
   others: they store their fp32 sums and count them in, the last (the
   tile's highest program id) waits for the count, adds them in split
   order (the same bits every call) and stores y (`_splits_meet`). For M
   up to 256, where a tile per program leaves SMs idle or (64-row weight
-  tiles) reads x from L2 too often. H100, K = N = 8192, means of 3
-  rounds, two runs of exp/nvws_ab.py (one process each), int4 / NVFP4:
-  M=64 64x64x128 s4 skew 2 23.46-24.03 / 25.68-25.78 us against the
-  table's K_SPLIT 2 (64x64x64 s6) 26.07-26.58 / 27.13-27.21 and fbgemm
-  31.31-31.61; M=128 128x128x64 s4 skew 4 34.67-35.10 / 36.03-36.53
-  against the table's fused_kernel 38.72-40.11 / 41.19-41.72 and fbgemm
-  39.55-39.56; M=256 256x128x64 s4 skew 4 NVFP4 53.19-55.78 against the
-  table's 57.93-59.30 and cuBLAS 54.54-57.31, int4 54.04-56.74 against
-  52.54-53.27 (slower). The skew, so that the others' sums are stored
-  while the last still runs, gained a little where measured side by
-  side: M=64 int4 / NVFP4 64x64x128 s4 skew 0 24.69 / 25.95, skew 2 23.46
-  / 25.78; M=128 128x64x64 s4 skew 0 37.56 / 37.81, skew 4 36.55 / 36.41;
-  at M=256 skew 0-8 were within the rounds' spread (int4 54.04-56.98).
-  With _plane_view's planes (H100, one process, 5 rounds, PDL 1, skew 0 /
-  2 / 4 / 8 / 16): int4 53.93 / 55.19 / 52.50 / 53.23 / 56.90, NVFP4
-  54.99 / 54.93 / 53.42 / 54.86 / 56.69, so the table keeps 4.
-  More programs than SMs lost: 3 splits (int4 M=256 74.88; M=64 30.78, 4 splits 33.33),
-  and two at M = 512 (117 against one's 94).
+  tiles) reads x from L2 too often.
+- or, STREAM_K (256x128 tiles, one program per SM, _sk_consumer): whole
+  tiles in all but the last full wave, the rest shared end to end by K
+  blocks, so that a part-empty last wave costs its share only; a tile's
+  programs meet as SPLITS' do (an fp32 plane and one count per
+  warpgroup).
+M_GROUP orders the tiles in groups of M_GROUP x-row blocks (_grouped), so
+that the programs running at once share weight blocks as well as x rows;
+PDL 1 launches with programmatic dependent launch (_pdl_wait).
+
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
 through shared memory (scripts/fused_sass.py, 256x128x64 w8 s3 TMA: 208
 SASS instructions per K block; here 114 per warpgroup, fused_sass.py --ws;
-the counts further down predate packed_layout's register order, which took 4 off each).
+ws_gemm.md's counts predate packed_layout's register order, which took 4 off each).
 
 Each warpgroup waits for its own wgmmas before decoding the next block
 (wgmma.wait_group 0), so nothing writes the A registers of a pending wgmma
 (the hazard fused_gemm.wrong_on_h100 describes): the other warpgroup's
 wgmmas (with one consumer, the other program's on the SM) keep the tensor
-cores busy meanwhile. Waiting for all but one, with two blocks per trip in
-registers of their own, made ptxas serialize every wgmma (LLVM gave both
-blocks the same registers): 245 us at 1024 x 8192 x 8192 against 227 for
-that build's wait-0 loop. Issuing the two warpgroups' wgmmas in strict
-alternation (a pair of mbarriers) changed nothing measurable.
-
-H100, int4 g128, K = N = 8192, same process, 3 rounds, p50 us
-(exp/gws_gpu.py), 256x128x64, 3 stages, against the table's fused_kernel
-config, fbgemm and cuBLAS on bf16 weights:
-  M=512 95.96 / 103.94 / 93.69 / 97.70; M=1024 189.10 / 198.97 / 187.89 /
-  194.07; M=2048 379.36 / 400.77 / 376.33 / 398.37; M=4096 743.37 / 815.89
-  / 778.66 / 773.57.
-One consumer, 64x64x128, 4 stages, two programs per SM (exp/pp_ab.py): M=64
-27.72 against the table's split-K 30.08 and fbgemm's 31.18.
-The same loop with no decode or scale (timing only) took 172.3 / 693.4 at
-M = 1024 / 4096; the scale row loaded by pointer in the consumers (its
-latency then showed in each block) 227.3 / 903.1 before the producer took
-it by TMA. At M = 128 and 256 every one-consumer tile lost (M = 256: 128x64x64 s4 59.8,
-128x128x64 s4 60.5, 256x64x64 s3 69.4 against the table's 51.9), and so did
-shapes of few tiles (512 x 14336 x 4096, 64 programs: 129.6 against 90.9),
-so the table decides per shape (scripts/tune_weight_only.py ws).
-
-NVFP4, the same loop (exp/nvws_ab.py, one process, 3 rounds, H100, K = N = 8192):
-256x128x64 s3 against the table's fused_kernel config and cuBLAS on bf16
-weights, M=512 102.2 / 103.4 / 101.9; 1024 193.0 / 208.0 / 204.3; 2048
-395.3 / 429.3 / 397.5; 4096 774.9 / 869.4 / 800.6 (int4's WS in the same
-run 193.6 at 1024; its decode is 115 SASS instructions per K block, NVFP4's
-137).
-
-Int4 groups of 32 (the 32-k runs of the layout, the loop's instructions
-as group 128's: 118 per K block at 256x128x64 s3), H100, K = N = 8192,
-same process, 3 rounds (exp/g32_ab.py), against the same table entry's
-fused_kernel config and cuBLAS on bf16 weights: M=64 23.60 / 31.69 / 47.82;
-128 34.18 / 46.14 / 48.43; 512 96.74 / 100.34 / 101.01; 1024 186.73 /
-197.41 / 198.05; 2048 395.42 / 411.42 / 384.84; 4096 747.86 / 802.53 /
-774.82. At M=256 group 128's entry has no WS tiles (fused_kernel won there
-at group 128): 256x128x64 s4 split 2 skew 4 took 54.47 against its 61.29
-and cuBLAS 55.00, so the table's group-32 config there is those tiles
-(weight_only_configs "groups").
-
-Int4 per channel and unscaled (GROUP CHANNEL): the weights decode to q
-alone, exact, and the fp32 sum takes the channel's scale once before the
-store: 100 SASS instructions per K block at 256x128x64 s3 against group
-128's 118 (no HMUL2, no scale row loaded). H100, same process, 3 rounds,
-K = N = 8192, against the kernel before (exp/ws_main_ab.py): M=128 split 2
-33.48 / 33.45, 256 split 2 53.83 / 54.33, 1024 s4 188.44 / 197.43, 4096
-s3 753.46 / 806.77 (rounds 709.8-811.8: noisy). Its m-sweep baseline
-(b9fc134) has M = 4096 at 723.1 against fbgemm's 754.9.
-
-Tried at K = N = 8192 and dropped (one process each, 3 rounds):
-- Four consumers, 128x256 tiles (x rows x weight rows; 112 registers
-  each, no spills): half the x traffic per weight row, twice the decode
-  per x row; slower everywhere (H200, int4: M=256 split 2 58.91 against
-  256x128x64's 53.97; 1024 202.19 / 189.33; 4096 803.03 / 767.30).
-- Two consumers of two 64-row tile rows each (BLOCK_N 256 with x tiles
-  of 128 rows: a third less x per K block than 256x128x64, the second
-  row decoded while the first's wgmmas run; sm_90 SASS 183 instructions
-  per K block for both rows, no spills): slower or level (H100, int4,
-  one process, 3 rounds, scripts/ws_ab.py, against 256x128x64 s4):
-  M=512 128x256x128 s3 99.60 / 97.75, 1024 128x256x64 s4 196.40 /
-  188.33, 2048 394.94 / 388.10, 4096 786.06 / 783.21; M=256 s5 split 2
-  skew 4 55.18 against 53.55. With the four-consumer tiles above (the same
-  traffic), x from L2 is not what holds M >= 512 back.
-- A persistent launch (a program per SM taking every 132nd tile, the
-  next tile's loads during the epilogue; H100): int4 M=1024 187.70 against
-  187.35 per tile, 2048 388.03 / 381.68, 4096 761.44 / 752.73; NVFP4
-  2048 367.78 / 377.11 (within the rounds' spread: no gain to keep).
-- SPLITS 2's last split TMA-loading the other's planes (one 64 KB box per
-  warpgroup into the ring once every stage's last phase is complete, after
-  the count and a fence.proxy.async.global; read back in _plane_view's
-  order, 16 B a thread) instead of 32 16-byte loads a thread: level
-  (H100, one process, 5 rounds, scripts/ws_ab.py, PDL, without / with):
-  int4 256 x 8192 x 8192 skew 4 52.97 / 53.15 (with skew 0, 2, 8: 54.68,
-  54.87, 54.24), 256 x 28672 x 8192 170.86 / 174.51, NVFP4 256 x 8192 x
-  8192 54.66 / 54.38, int4 128 x 8192 x 8192 32.87 / 33.32, 64 x 4096 x
-  4096 (64x64x128) 10.70 / 10.92. So what is left of the fixup does not
-  wait on a program's plane load (not kept).
-- Where the time goes (H100, int4, 2 rounds, timing-only variants) at
-  M=256 (256x128x64 s4 split 2 skew 4): 56.56 us as is, 51.25 without
-  the split fixup, 52.29 loading x only on the ring's first lap, 48.91
-  without both; at M=1024 (256x128x64 s3) 200.20 as is, 181.01 without
-  x's reloads. x from L2 (a 32 KB tile
-  per 4 KB of weights each K block) costs ~10%; halving it needs TMA
-  multicast across a 2-CTA cluster, which Gluon in Triton 3.6 (the GPU
-  machine's) does not have.
-- Per-program %globaltimer and %clock64 stamps (H100, int4 g128, a CUDA
-  graph of 40 back-to-back calls on the same weights, medians, us from
-  the call's first program start; a copy of this kernel with stamps,
-  exp/): the K loops take 1035-1055 SM clocks per K block against the
-  1024 the tensor cores need for two 64x256x64 wgmmas, at 1.71 GHz (M =
-  256, 1024) and 1.455 GHz (M = 4096). Per call 51.1 us at 256 x 8192 x
-  8192 (split 2 skew 4 PDL), 171.8 at 1024 (s3), 735.0 at 4096 (s4); the
-  runner's rotating copies (operands from HBM each call) measure 53.3,
-  190.9 and 773.2 (results/h100/int4_gemm_msweep), not explained here.
-  At M = 256 the split with 4 more blocks ends its loop at 41.2, waits for
-  the other's count until 42.5 (that one: loop 38.9, plane stored 40.4,
-  counted 41.5), has the plane added at 46.3 and ends at 48.4 (y from
-  47.4); a tile without a split (1024 x 4096 x 4096) ends 1.2 us after its
-  loop. So the split fixup costs ~7 us of the 51, the plane's load (~3-4)
-  the largest part, and what is left to gain is there or in the clock.
-
-STREAM_K (256x128 tiles, one program per SM, _sk_consumer): whole tiles
-in all but the last full wave, the rest shared end to end by K blocks,
-so that a part-empty last wave costs its share only. H100, one process,
-3 rounds (exp/sk_ab.py), against the table's config, cuBLAS and fbgemm:
-int4 1024 x 8192 x 10240 252.65 / 272.93 / 257.16 / 268.21, NVFP4 263.63
-/ 276.63 / 257.98; 1024 x 4096 x 14336 int4 184.68 / 188.53 / 180.73 /
-188.29. Its shared part costs 15-30 us more than the waves it saves
-where they fill: 1024 x 8192 x 8192 203.03 against 187.96, 1024 x 14336
-x 4096 183.73 / 159.99, and 256 x 8192 x 8192 78.18 against two splits'
-53.29 (128 programs, each tile's two halves as SPLITS 2 has them: still
-68.81). Not the fixup's loads: inside the segment loop ptxas keeps ~6 of
-a plane's 64 in flight (sm_90 SASS; _splits_meet, after its loop, 42),
-but the program's last segment run after the loop, all 42 in flight,
-timed the same (H100, same process, 3 rounds, exp/skg_ab.py, that build /
-this one: 1024 x 8192 x 8192 212.49 / 210.42, 1024 x 8192 x 10240 264.83
-/ 263.35, NVFP4 263.22 / 265.52, 1024 x 14336 x 4096 188.26 / 191.78,
-256 x 8192 x 8192 with 128 programs 69.61 / 70.71), so it was dropped.
-Per-program %globaltimer stamps (H100, 256 x 8192 x 8192, 128 programs,
-tile t's halves in programs 2t and 2t + 1 both ways; medians, us from
-the first start): both K loops end at 40.8; the first half's plane is
-stored and counted at 44.8 (stream-K 45.5); the last half is through the
-wait at 45.6 but stream-K's at 57.0, has the plane added at 48.8 / 62.1
-and ends at 50.9 / 63.3. So SPLITS 2 spends ~10 us of its 51 after the
-loop (store 4, load 3, y 2), and stream-K 12 more in the wait: its 128
-release adds and 128 acquiring adds per warpgroup queue on the counters'
-few cache lines. So each warpgroup now counts in once (_count_in: a
-barrier of its 128 threads, then one release add) and the last waits on
-a volatile spin and a fence.acq_rel (_wait_count): H100, one process, 3
-rounds, 10 calls checked each (exp/ab.py, as scripts/ws_ab.py times), against the add per thread:
-stream-K 256 x 8192 x 8192 65.74 / 77.46 us, 256 x 8192 x 10240 int4
-78.14 / 88.69, NVFP4 85.16 / 89.89, 512 x 8192 x 10240 (PDL) 132.20 /
-138.07, 1024 x 8192 x 10240 250.99 / 254.78, NVFP4 1024 x 4096 x 28672
-372.62 / 368.50 (inside its rounds' 324.9-376.5); SPLITS 2 level (M =
-256 55.99 / 55.75, NVFP4 56.03 / 56.59, M = 128 34.26 / 34.04). A build
-before, which also loaded the first plane outside the segment loop,
-spilled (323 local loads and stores against 10) and lost 1.5-3% on the
-stream-K shapes; this one compiles, with Triton 3.6 (the GPU
-machine's), to the same 10 (int4) and 0 (NVFP4, SPLITS) as the add per
-thread (with 3.9, the CPU machine's, NVFP4 stream-K has 62 where the add
-per thread had 0, SPLITS 2 4 against 0; its K loop the same 132
-instructions: scripts/fused_sass.py). A reduce-scatter (each split keeping half the tile's
-x rows, storing the other half and storing its half of y, so every
-split's fixup moves half the bytes) was level or slower (int4 M = 256
-56.02 -> 57.25, NVFP4 57.98 -> 62.72), so the fixup looks bound by the
-GPU's total plane traffic rather than one program's; not kept. The
-table takes stream-K per shape (fused_gemm.WS_POOL from M = 128).
-What is left is the split of tiles across programs, not the counters
-(scripts/ws_ab.py, H100, one process, 3 rounds, 256 x 8192 x 8192,
-stream-K / SPLITS 2 skew 4 / cuBLAS): with 128 programs (each of the 64
-tiles' halves in one program, as SPLITS 2 has them) 55.58 / 54.53 /
-53.63; with 132 (one per SM) 65.30 / 54.66 / 54.03. At 132 nearly every
-program stores a plane mid-way and most finishers add one or two: twice
-SPLITS 2's plane traffic, which the fixup is bound by. So stream-K pays
-only where the waves it saves cost more (the table decides per shape).
-The numbers above predate _plane_view's order of a plane (one warp
-access, 512 contiguous bytes, where it was 8 rows' 32): it was not the
-GPU's total traffic but a program's cache lines per access. With it (same
-A/B): 256 x 8192 x 8192 SPLITS 2 52.28 against 53.78, stream-K 57.83
-(132 programs). From M = 1024 at K = N = 8192 stream-K is level with one
-tile per program: 3 rounds had 4096 with PDL at 720.17 against 3 stages
-with PDL 742.66, but 5 rounds (int4, s3 / s4 / s3 PDL / s4 PDL / stream-K
-/ stream-K PDL) 1024 184.10 / 195.28 / 185.09 / 188.87 / 195.71 / 194.58,
-4096 757.78 / 742.74 / 750.77 / 774.16 / 746.16 / 797.18, rounds 715-886.
-
-M_GROUP (_grouped): tiles in groups of M_GROUP x-row blocks, so the
-programs running at once share weight blocks as well as x rows. In
-row-major order a wave of 132 programs at N = 57344 covers 132 weight
-blocks (66 MB of int4 at K = 8192, more than the 50 MB L2), each read again
-for every x-row block. H100, int4 g128, one process, 3 rounds
-(scripts/ws_ab.py), 256x128x64 s4 PDL row-major / M_GROUP 4 / 8 / 16, p50
-us: 4096 x 8192 x 57344 5568.10 / 5202.34 / 5244.93 / 5412.34 (cuBLAS
-5330.45); 1024 x 8192 x 57344 1369.98 / 1384.48 / 1342.54 / 1382.46;
-1024 x 4096 x 28672 341.98 / 337.19 / 337.45 / 372.02; where the weights
-fit in L2 row-major won: 4096 x 8192 x 10240 955.06 / 970.22 / 985.41 /
-1061.31, 4096 x 8192 x 8192 746.18 / 773.52 / 782.75 / 889.74. Five
-rounds (same script, rounds spread up to 25%), row-major / 4 / 8 with PDL,
-then stream-K PDL: 4096 x 8192 x 57344 5712.91 / 5472.00 / 5412.77, 5215.23;
-2048 x 8192 x 57344 2912.70 / 2789.22 / 2788.03, 2765.52; 1024 x 28672 x
-8192 658.06 / 652.50 / 649.06, 789.55. So grouping gains ~4% where a
-wave's weights outgrow L2, and stream-K (which moves programs across
-tiles) does as well; the table decides per shape (WS_POOL from M = 512 has
-groups of 4 and 8; tune_weight_only.py ws --layers, ac5f96d: 3 of the 32
-entries re-timed took a group). The re-timed table through the runner, same run as
-the peers (H100, int4 g128, 3 rounds, ed50eb5), triton / fbgemm / cuBLAS:
-4096 x 8192 x 57344 (stream-K PDL) 5146.0 / 5312.0 / 5589.9, 1024 x 8192 x
-57344 (stream-K) 1304.5 / 1358.7 / 1429.6, 512 x 28672 x 8192 (group 4
-PDL) 328.2 / 329.8 / 346.9 (the llama baseline before, one round: 5593.0
-against fbgemm's 5207.4 at the first).
+cores busy meanwhile.
 
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,
@@ -308,7 +108,7 @@ SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
 OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP")  # K_SPLIT 1 or 2, SPLITS 1-4: `check`
 MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
-MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (module docstring)
+MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (ws_gemm.md)
 # H100, 64 x 8192 x 8192, int4 group 64 and 128, one process per config (scripts/ws_ab.py, killed
 # after 30-40 s): 64x64x64 SPLITS 2 with 7 or 8 stages and SKEW 2, 4, 8 or 16 never returned from its
 # first checked call (8 stages, SKEW 16: 56 and 72 K blocks, both whole laps of the ring); the same
@@ -461,7 +261,7 @@ def _count_in(counter):
     stores (a barrier of the warpgroup), one release add of 1 to the
     counter, which makes all of them visible to whoever acquires the count
     (one add per warpgroup: an add per thread queued on the counters'
-    cache lines, module docstring)."""
+    cache lines, ws_gemm.md)."""
     _barrier()
     gl.atomic_add(counter, 1, sem="release", scope="gpu")
 

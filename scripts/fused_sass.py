@@ -67,6 +67,9 @@ def parse_args(argv=None):
                    help="--ws: launched with programmatic dependent launch (WS PDL 1: ws_gemm._pdl_wait)")
     p.add_argument("--ws-m-group", type=int_in(1, 16), default=1, metavar="G",
                    help="--ws: tiles in groups of G x-row blocks (WS M_GROUP: ws_gemm._grouped; default 1)")
+    p.add_argument("--ws-stamps", action="store_true",
+                   help="--ws: with each consumer's timeline stamped (WS STAMPS 1: ws_gemm.stamp_slots; not with "
+                        "--ws-stream-k)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.tile)
@@ -89,10 +92,12 @@ def parse_args(argv=None):
     if args.ws and (args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg or args.warps != 4):
         raise InputError("--ws: with --fmt, --tile, --stages, --group, --k and the --ws-* options only (its own "
                          "TMA loads and warps, no split)")
-    if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k or args.ws_pdl or args.ws_m_group != 1) and \
-            not args.ws:
-        raise InputError("--ws-split, --ws-splits, --ws-stream-k, --ws-pdl and --ws-m-group: the warp-specialized "
-                         "kernel's (--ws)")
+    if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k or args.ws_pdl or args.ws_m_group != 1 or
+            args.ws_stamps) and not args.ws:
+        raise InputError("--ws-split, --ws-splits, --ws-stream-k, --ws-pdl, --ws-m-group and --ws-stamps: the "
+                         "warp-specialized kernel's (--ws)")
+    if args.ws_stamps and args.ws_stream_k:
+        raise InputError("--ws-stamps: not with --ws-stream-k (its consumers are not stamped)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
     return args
@@ -188,7 +193,8 @@ def compile_ws(args):
     sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>"  # the kernel's first four parameters
            for x, (t, shape, layout) in ws_gemm.boxes(c, fmt, group).items()}
     kgroup = ws_gemm.kernel_group(fmt, group, args.k)  # per channel and unscaled: ts_ptr the scales' row
-    sig.update(ts_ptr="*bf16" if kgroup == ws_gemm.CHANNEL else "*fp32", part_ptr="*fp32", count_ptr="*i32", N="i32",
+    sig.update(ts_ptr="*bf16" if kgroup == ws_gemm.CHANNEL else "*fp32", part_ptr="*fp32", count_ptr="*i32",
+               st_ptr="*i64" if args.ws_stamps else "*bf16", N="i32",
                NP="i32", M="i32")
     const = {"K": args.k, "GROUP": kgroup, "FMT": fmt, "BLOCK_M": args.bm,
              "BLOCK_N": args.bn, "BLOCK_K": args.bk,
@@ -197,6 +203,7 @@ def compile_ws(args):
     const["STREAM_K"] = c.get("STREAM_K", 0)
     const["PDL"] = c.get("PDL", 0)
     const["M_GROUP"] = c.get("M_GROUP", 1)
+    const["STAMPS"] = int(args.ws_stamps)
     sig.update({x: "constexpr" for x in const})
     names = list(sig)
     # NP: padded to 256; the workspace pointers 16-byte aligned, as a launch specializes them

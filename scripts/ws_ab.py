@@ -14,7 +14,8 @@ timed this way, by git-ignored scripts (exp/) before this one.
 
   python3 scripts/ws_ab.py --shape 256,8192,10240 --tiles 256x128x64s4+sk --tiles 256x128x64s4+split2+skew4
                            [--op int4_gemm] [--group-size 128] [--variant old=/tmp/old.py] [--cublas]
-                           [--programs 128] [--rounds 3] [--calls 10] [--stall-timeout 120]
+                           [--programs 128] [--rounds 3] [--calls 10] [--stall-timeout 120] [--copies N]
+  python3 scripts/ws_ab.py --stamps --shape 256,8192,8192 --tiles 256x128x64s4+split2+skew4+pdl [--copies 1]
 
 TILES: BMxBNxBKsSTAGES, then any of +splitN (SPLITS), +skewN (SKEW), +k2
 (K_SPLIT 2), +sk (STREAM_K), +pdl (PDL 1), +mgN (M_GROUP: tiles in groups
@@ -22,7 +23,17 @@ of N x-row blocks); checked by ws_gemm.check.
 --programs: a stream-K launch's programs (ws_gemm.STREAM_K_PROGRAMS; default
 one per SM). --stall-timeout: a candidate whose checked calls or one timing
 run longer stops the script with one line naming it (exit 1): tiles that
-hang (ws_gemm.MAX_SKEW_STAGES) would otherwise block it for ever."""
+hang (ws_gemm.MAX_SKEW_STAGES) would otherwise block it for ever.
+--copies: rotating copies of the operands (default: as the runner, enough
+to exceed 2x L2, so every call reads them from HBM; 1: the same operands
+every call, in L2 where they fit).
+--stamps: instead of the rounds, each candidate's timeline (this checkout's
+kernel built with ws_gemm's STAMPS): a CUDA graph of back-to-back calls
+over the copies, its time per call, then for the last call, per split,
+the median [min-max] of each consumer's stamps (us from the call's first
+program start: ws_gemm.STAMP_NAMES), the SM clock over the K loops and
+the clocks per K block against what the program's wgmmas need at 4096
+FLOP a clock (an H100 SM's dense bf16 rate; one program per SM)."""
 
 from __future__ import annotations
 
@@ -102,6 +113,10 @@ def parse_args(argv=None):
                    help="stream-K programs per launch, at most the SMs (default: one per SM)")
     p.add_argument("--rounds", type=int_in(1, 100), default=3, help="rounds per shape (default 3)")
     p.add_argument("--calls", type=int_in(1, 1000), default=10, help="checked calls per candidate (default 10)")
+    p.add_argument("--copies", type=int_in(1, 64), default=None,
+                   help="rotating operand copies (default: enough to exceed 2x L2, as the runner)")
+    p.add_argument("--stamps", action="store_true",
+                   help="print each candidate's per-program timeline instead of timing rounds (see above)")
     p.add_argument("--stall-timeout", type=stall_seconds, default=STALL_S, metavar="S",
                    help="stop (exit 1, naming the candidate) when one candidate's checked calls or one of its "
                         f"timings take more than S seconds, e.g. tiles that hang (default {STALL_S:g}; 0: off)")
@@ -121,6 +136,9 @@ def parse_args(argv=None):
     if twice:
         raise InputError(f"--tiles: the same tiles twice ({', '.join(twice)}; SKEW 0, SPLITS 1 and K_SPLIT 1 "
                          "are the defaults)")
+    if args.stamps and (args.variant or args.cublas or any(c.get("STREAM_K") for c in args.configs)):
+        raise InputError("--stamps: this checkout's kernel alone (no --variant, --cublas or +sk tiles: "
+                         "stream-K's consumers are not stamped)")
     args.variants = {}
     for v in args.variant:
         name, sep, path = v.partition("=")
@@ -173,11 +191,12 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
     case = Case(args.op, shape, torch.bfloat16, dev, settings)
     first = op.make_inputs(case, 0)
     per = sum(t.numel() * t.element_size() for t in (first.x, *weight_args(args.op, first)[:3]) if t is not None)
-    copies = copies_for(per, per, args.l2_bytes, dev) if dev.type == "cuda" else 2  # CPU (tests): two
+    copies = args.copies or (copies_for(per, per, args.l2_bytes, dev) if dev.type == "cuda" else 2)  # CPU: two
     inputs = [first] + [op.make_inputs(case, i) for i in range(1, copies)]
     gemms = [FusedGemm(*weight_args(args.op, i), config=lambda m: {}) for i in inputs]
     refs, tol = [op.reference(i) for i in inputs], op.tolerance(torch.bfloat16)
     fns, notes = {}, []
+    args.stamp_bufs = {}
     for c in args.configs:
         for name, mod in builds.items():
             label = f"{ws_label(c)} @{name}"
@@ -186,12 +205,17 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
                 if not (mod.reads(g.kmajor, c) and mod.usable(g.fmt, g.group, g.k, g.n, first.x, c)):
                     notes.append(f"{label}: the kernel does not run these tiles here (ws_gemm.usable)")
                     continue
-                calls, caches = [], []
+                calls, caches, st = [], [], None
+                if args.stamps:  # one buffer: the last call's stamps stay
+                    st = torch.zeros(mod.stamp_slots(mod.launch_programs(g.kmajor, shape.M, g.n, c)),
+                                     dtype=torch.int64, device=dev)
+                    args.stamp_bufs[label] = (st, c, g.kmajor)
                 for gemm, i in zip(gemms, inputs, strict=True):
                     descs, cache = mod.weight_descriptors(gemm.kmajor, c, gemm.fmt, gemm.group), {}
                     caches.append(cache)
-                    calls.append(lambda m=mod, f=gemm, x=i.x, c=c, d=descs, w=cache:
-                                 m.run(f.kmajor, f.fmt, f.group, f.ts, x, c, d, w))
+                    calls.append(lambda m=mod, f=gemm, x=i.x, c=c, d=descs, w=cache, st=st:
+                                 m.run(f.kmajor, f.fmt, f.group, f.ts, x, c, d, w, **({"stamps": st} if st is not None
+                                                                                      else {})))
                 # Each copy in turn, each at least twice; before each call its partial-sum planes are
                 # NaN (a sum read before it was stored shows), after all of them every counter is 0.
                 n = max(args.calls, 2 * len(calls))
@@ -228,6 +252,14 @@ def compare(args, shape, dev, builds: dict, timer=None) -> None:
     timer = timer or time_graph
     s = Settings()
     fns, notes = candidates(args, shape, dev, builds)
+    if args.stamps:
+        for k in fns:
+            with _step(args, f"{k}'s stamped calls at {shape.M}x{shape.K}x{shape.N}"):
+                print("\n".join(timeline(args, shape, k, fns[k])))
+        for n in notes:
+            print(f"  {n}")
+        sys.stdout.flush()
+        return
     def time_one(k):
         with _step(args, f"{k}'s timing at {shape.M}x{shape.K}x{shape.N}"):
             return statistics.median(timer(fns[k], s.warmup_ms, s.rep_ms).samples_us)
@@ -240,6 +272,64 @@ def compare(args, shape, dev, builds: dict, timer=None) -> None:
     for n in notes:
         print(f"  {n}")
     sys.stdout.flush()
+
+
+STAMP_GRAPH_CALLS = 40  # calls in a --stamps graph (each copy at least twice)
+
+
+def timeline(args, shape, label: str, calls: list) -> list[str]:
+    """--stamps: the lines for one candidate (module docstring)."""
+    import torch
+
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+
+    st, c, kmajor = args.stamp_bufs[label]
+    n = max(STAMP_GRAPH_CALLS, 2 * len(calls))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for j in range(n):
+            calls[j % len(calls)]()
+    graph.replay()  # warm
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    per_call = start.elapsed_time(end) * 1e3 / (3 * n)
+    return [f"{args.op} {shape.M}x{shape.K}x{shape.N} {label}: {per_call:.2f} us per call (a CUDA graph of {n} "
+            f"back-to-back calls over {len(calls)} operand copies)",
+            *stamp_lines(st.view(-1, 2, ws_gemm.STAMP_SLOTS).cpu().double(), c, kmajor)]
+
+
+def stamp_lines(raw, c: dict, kmajor) -> list[str]:
+    """timeline's summary of one launch's stamps raw [programs, 2, slots]
+    (ws_gemm.stamp_slots; unset slots are 0): per split, each stamp's
+    median [min-max] in us from the first start, then the SM clock over the
+    K loops and the clocks per K block."""
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+
+    splits, per = ws_gemm.launch_splits(kmajor, c)
+    blocks = ws_gemm.padded_k(kmajor) // c["BLOCK_K"]
+    consumers = c["BLOCK_N"] // ws_gemm.WG_ROWS
+    used = raw[:, :consumers * c.get("K_SPLIT", 1)]
+    t0 = used[:, :, 0].min()
+    loop_ns = used[:, :, 1] - used[:, :, 0]
+    clocks = used[:, :, 7] - used[:, :, 6]
+    need = consumers * ws_gemm.WG_ROWS * c["BLOCK_M"] * c["BLOCK_K"] * 2 / 4096  # an SM's wgmma clocks per K block
+    fmt = lambda t: f"{t.median():.1f} [{t.min():.1f}-{t.max():.1f}]"  # noqa: E731
+    lines = [f"  SM clock over the K loops {fmt(clocks / loop_ns)} GHz; {need:.0f} clocks per K block for the "
+             "program's wgmmas at 4096 FLOP a clock"]
+    for sp in range(splits):
+        rows = used[sp::splits]
+        nb = per if sp < splits - 1 else blocks - (splits - 1) * per
+        parts = [f"clocks per K block {fmt(clocks[sp::splits] / nb)}"]
+        for i, name in enumerate(ws_gemm.STAMP_NAMES[:6]):
+            col = rows[:, :, i]
+            if bool((col != 0).all()):
+                parts.append(f"{name} {fmt((col - t0) / 1e3)}")
+        lines.append(f"  split {sp} of {splits} ({nb} K blocks): " + "; ".join(parts))
+    return lines
 
 
 def unknown_keys(builds: dict, configs: list[dict]) -> str:

@@ -1105,6 +1105,42 @@ def test_ws_kernel_vs_fp64(shape, group, tiles):
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize("tiles", [(256, 128, 64, 4, 1, 2, 4, False, True), (64, 64, 64, 6, 2), (64, 64, 128, 4)])
+def test_ws_kernel_stamps(tiles):
+    # ws_gemm.run(stamps=) (STAMPS 1, scripts/ws_ab.py --stamps): the same bits as without, and each
+    # consumer's timeline in order: start < loop end <= ... <= end, %clock64 moving over the loop; with
+    # SPLITS the first split stores then counts, the last waits, adds, then stores y.
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the WS kernel is Hopper's (sm_90)")
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (257, 5248, 1000), torch.bfloat16, CUDA, group_size=128), seed())
+    gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, split=2, WS=ws_tiles(*tiles)))
+    c, p = gemm.config["WS"], gemm.kmajor
+    descs, cache = ws_gemm.weight_descriptors(p, c, gemm.fmt, gemm.group), {}
+    plain = ws_gemm.run(p, gemm.fmt, gemm.group, gemm.ts, inputs.x, c, descs, cache)
+    programs = ws_gemm.launch_programs(p, 257, p.n, c)
+    st = torch.zeros(ws_gemm.stamp_slots(programs), dtype=torch.int64, device=CUDA)
+    assert torch.equal(ws_gemm.run(p, gemm.fmt, gemm.group, gemm.ts, inputs.x, c, descs, cache, stamps=st), plain)
+    check(plain, fp64(inputs.x, int4_gemm.dequantize(inputs)), torch.bfloat16)
+    splits = ws_gemm.launch_splits(p, c)[0]
+    used = st.view(programs, 2, ws_gemm.STAMP_SLOTS)[:, :c["BLOCK_N"] // 64 * c.get("K_SPLIT", 1)].cpu()
+    start, loop, mid, late, y, end, clk0, clk1 = used.unbind(-1)
+    assert (start > 0).all() and (start < loop).all() and (loop <= end).all() and (clk1 > clk0).all()
+    if splits == 1:
+        assert not mid.any() and not late.any() and (c.get("K_SPLIT", 1) == 2 or ((loop <= y) & (y <= end)).all())
+    else:
+        first, last = slice(0, None, splits), slice(splits - 1, None, splits)
+        assert (loop[first] <= mid[first]).all() and (mid[first] <= late[first]).all() and not y[first].any()
+        assert ((loop[last] <= mid[last]) & (mid[last] <= late[last]) & (late[last] <= y[last]) &
+                (y[last] <= end[last])).all()
+    with pytest.raises(ValueError, match="stamps: int64 of at least"):
+        ws_gemm.run(p, gemm.fmt, gemm.group, gemm.ts, inputs.x, c, descs, cache, stamps=st[:-1])
+
+
+@pytest.mark.gpu
+@needs_gpu
 @pytest.mark.parametrize("shape,group", [((1, 4096, 4096), 128), ((17, 2048, 1000), None), ((256, 1024, 3072), 64)])
 def test_triton_through_the_autotuner_bf16(shape, group):
     # Each new shape autotunes (~9 s on the H100): a few representative cases.

@@ -988,3 +988,75 @@ def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds
     assert steps == [f"{t} @{n}'s 5 checked calls {at}" for t in ("64x64x128 s4", "128x128x64 s4 split 2 skew 4")
                      for n in ("main", "off", "bad", "nan", "stale", "early")] + \
         [f"{k}'s timing {at}" for k in labels + labels[::-1]]
+
+
+def test_ws_ab_stamp_lines_summarize_one_launch():
+    # scripts/ws_ab.py --stamps: a SPLITS 2 launch's stamps (ws_gemm.stamp_slots) summarized per split,
+    # us from the first start, the clock from %clock64 over %globaltimer, unset slots (0) left out.
+    import types
+
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    script = load_tune_script("ws_ab")
+    c = ws_tiles(256, 128, 64, 4, splits=2, skew=2)
+    kmajor = types.SimpleNamespace(wt=torch.empty(1, 256, dtype=torch.int8))  # padded K 512: 8 blocks, 3 + 5
+    base = 10**9
+    raw = torch.zeros(4, 2, ws_gemm.STAMP_SLOTS, dtype=torch.float64)
+    for p in range(4):  # tile p // 2, split p % 2
+        first = p % 2 == 0
+        loop = 3000 if first else 5000
+        for w in range(2):
+            r = raw[p, w]
+            r[0], r[1] = base + 100 * w, base + 100 * w + loop
+            r[2], r[3] = base + 6000 + 10 * p, base + 7000
+            if not first:
+                r[4] = base + 8000
+            r[5] = base + 9000
+            r[6], r[7] = 5, 5 + 1.5 * loop  # 1.5 GHz
+    lines = script.stamp_lines(raw, c, kmajor)
+    assert lines[0] == ("  SM clock over the K loops 1.5 [1.5-1.5] GHz; 1024 clocks per K block for the program's "
+                        "wgmmas at 4096 FLOP a clock")
+    # torch's median: the lower of the middle two
+    assert lines[1] == ("  split 0 of 2 (3 K blocks): clocks per K block 1500.0 [1500.0-1500.0]; start 0.0 [0.0-0.1]; "
+                        "loop end 3.0 [3.0-3.1]; stored / waited 6.0 [6.0-6.0]; counted / added 7.0 [7.0-7.0]; "
+                        "end 9.0 [9.0-9.0]")
+    assert lines[2] == ("  split 1 of 2 (5 K blocks): clocks per K block 1500.0 [1500.0-1500.0]; start 0.0 [0.0-0.1]; "
+                        "loop end 5.0 [5.0-5.1]; stored / waited 6.0 [6.0-6.0]; counted / added 7.0 [7.0-7.0]; "
+                        "y start 8.0 [8.0-8.0]; end 9.0 [9.0-9.0]")
+    one = ws_tiles(64, 64, 128, 4)  # one consumer: the second's slots are not read
+    raw1 = raw.clone()
+    raw1[:, 1] = 0
+    assert len(script.stamp_lines(raw1, one, kmajor)) == 2 and "split 0 of 1 (4 K blocks)" in \
+        script.stamp_lines(raw1, one, kmajor)[1]
+
+
+def test_ws_ab_copies_sets_the_rotating_copies(monkeypatch):
+    # scripts/ws_ab.py --copies 1: every checked call on the same operands (by default, on the CPU, two).
+    import types
+
+    from qgemm_bench.operators import int4_gemm as op
+    from qgemm_bench.types import Shape
+
+    script = load_tune_script("ws_ab")
+    seen, refs, real = [], {}, op.make_inputs
+
+    def make_inputs(case, seed):  # each copy's reference, by its x
+        i = real(case, seed)
+        refs[i.x.data_ptr()] = op.reference(i)
+        return i
+
+    def run(kmajor, fmt, group, ts, x, c, descs, cache):
+        seen.append(x.data_ptr())
+        return refs[x.data_ptr()].clone()
+
+    monkeypatch.setattr(op, "make_inputs", make_inputs)
+
+    build = types.SimpleNamespace(reads=lambda kmajor, c: True, usable=lambda *a: True, run=run,
+                                  weight_descriptors=lambda *a: None)
+    for copies, want in ((["--copies", "1"], 1), ([], 2)):
+        seen.clear()
+        args = script.parse_args(["--shape", "16,256,136", "--tiles", "64x64x128s4", "--calls", "4", *copies])
+        fns, notes = script.candidates(args, Shape(16, 256, 136), torch.device("cpu"), {"main": build})
+        assert not notes and len(fns["64x64x128 s4 @main"]) == want and len(set(seen)) == want and len(seen) == 4
+

@@ -102,6 +102,10 @@ _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 # A shared buffer's view as another type: `_reinterpret` in Triton 3.6, `reinterpret` in 3.9.
 _REINTERPRET_NAMED = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
+# STAMPS 1: int64 slots per consumer warpgroup of each program (`stamp_slots`).
+STAMP_NAMES = ("start", "loop end", "stored / waited", "counted / added", "y start", "end", "clock at start",
+               "clock at loop end")
+STAMP_SLOTS = gl.constexpr(len(STAMP_NAMES))
 # A barrier of the threads running the code (a partition's warps): `thread_barrier` in Triton 3.6, `barrier` in 3.9.
 _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
@@ -256,6 +260,18 @@ def _fence_acq_rel():
 
 
 @gluon.jit
+def _stamp(sb, i: gl.constexpr, STAMPS: gl.constexpr):
+    """STAMPS 1: %globaltimer (ns) into slot i of the consumer's stamps (sb;
+    `stamp_slots`), and at the loop's two ends %clock64 too (slots 6, 7)."""
+    if STAMPS:
+        gl.store(sb + i, gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64,
+                                                   is_pure=False, pack=1))
+        if i < 2:
+            gl.store(sb + 6 + i, gl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=gl.int64,
+                                                           is_pure=False, pack=1))
+
+
+@gluon.jit
 def _count_in(counter):
     """A warpgroup's plane is stored: once all its threads are past their
     stores (a barrier of the warpgroup), one release add of 1 to the
@@ -322,7 +338,7 @@ def _plane_sum(v, BLOCK_M: gl.constexpr, mma: gl.constexpr):
 
 @gluon.jit
 def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, SPLITS: gl.constexpr,
-                 mma: gl.constexpr):
+                 mma: gl.constexpr, sb, STAMPS: gl.constexpr):
     """SPLITS > 1: the programs of a tile meet in global memory, one consumer
     warpgroup (slot) at a time. Splits 0 .. SPLITS - 2 store their fp32
     sums (planes of `part_ptr`, in _plane_view's order) and count
@@ -333,18 +349,26 @@ def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, S
     Returns the sum (the last split's; the others' is unused). The wait
     assumes the GPU starts programs in id order (as CUTLASS's serial
     split-K does; CUDA does not promise it): the last split has the
-    tile's highest id, and the others never wait."""
+    tile's highest id, and the others never wait. STAMPS: _stamp's slots 2
+    and 3 (stored, counted; the last split: through the wait, planes added)."""
     PLANE: gl.constexpr = _WG_ROWS * BLOCK_M
     planes = part_ptr + (slot * (SPLITS - 1)).to(gl.int64) * PLANE  # past 2^31 elements at large M x N
     v = _plane_view(acc, BLOCK_M)
     offs = _plane_offsets(v)
     if split < SPLITS - 1:
         gl.store(planes + split * PLANE + offs, v)
+        _stamp(sb, 2, STAMPS)
         _count_in(count_ptr + slot)
+        _stamp(sb, 3, STAMPS)
     else:
         _wait_count(count_ptr + slot, SPLITS - 1)
+        _stamp(sb, 2, STAMPS)
         for p in gl.static_range(SPLITS - 1):  # in place: no second 128-register sum
             v = v + gl.load(planes + p * PLANE + offs, cache_modifier=".cg")
+        if STAMPS:  # once every load has landed: a stamp per element, the latest kept
+            t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer; // $1", "=l,r", [v.to(gl.int32, bitcast=True)],
+                                          dtype=gl.int64, is_pure=False, pack=1)
+            gl.store(sb + 3, gl.max(gl.max(t, 1), 0))
         _count_reset(count_ptr + slot)
         acc = _plane_sum(v, BLOCK_M, mma)
     return acc
@@ -403,20 +427,24 @@ def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGE
 
 
 @gluon.jit
-def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr, m0, n0,
-              NP, nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr, st_ptr,
+              m0, n0, NP, nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr,
-              SPLITS: gl.constexpr, GROUP: gl.constexpr):
+              SPLITS: gl.constexpr, GROUP: gl.constexpr, STAMPS: gl.constexpr):
     """Weight rows WG * 64.. of the tile over the program's nb K blocks;
     with K_SPLIT 2 blocks PART, PART + 2, ... of them (the other consumer's
     the rest; their sums meet in shared memory at the end, `done`). With
     SPLITS > 1 the tile's other programs' sums meet in global memory
-    (`_splits_meet`; slot: the tile's consumer's counter and planes)."""
+    (`_splits_meet`; slot: the tile's consumer's counter and planes).
+    STAMPS 1: the consumer's timeline into st_ptr (`stamp_slots`)."""
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
+    sb = st_ptr + (gl.program_id(0) * 2 + WG + PART).to(gl.int64) * STAMP_SLOTS
+    _stamp(sb, 0, STAMPS)
     acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
     for j in range((nb - PART + K_SPLIT - 1) // K_SPLIT):
         acc = _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, j * K_SPLIT + PART, WG, STAGES, BLOCK_M, BLOCK_K, FMT,
                      GROUP)
+    _stamp(sb, 1, STAMPS)
     if K_SPLIT == 2:  # the second part's sum to the first through shared memory (c_bufs as fp32)
         PART_LAYOUT: gl.constexpr = gl.SwizzledSharedLayout(vec=2, per_phase=1, max_phase=8, order=[1, 0])
         if _REINTERPRET_NAMED:
@@ -426,16 +454,20 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
     if K_SPLIT == 2 and PART == 1:
         part.store(acc)
         mbarrier.arrive(done.index(0))
+        _stamp(sb, 5, STAMPS)
     elif SPLITS > 1 and split < SPLITS - 1:
-        _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M, SPLITS, mma)
+        _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M, SPLITS, mma, sb, STAMPS)
+        _stamp(sb, 5, STAMPS)
     else:
         if K_SPLIT == 2:
             mbarrier.wait(done.index(0), 0)
             acc = acc + part.load(mma)
         if SPLITS > 1:
-            acc = _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M, SPLITS, mma)
+            acc = _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M, SPLITS, mma, sb, STAMPS)
+        _stamp(sb, 4, STAMPS)
         _store_y(acc, c_bufs, out_desc, ts_ptr, m0, n0, NP, WG, FMT, GROUP, False)
         tma.store_wait(pendings=0)
+        _stamp(sb, 5, STAMPS)
 
 
 @gluon.jit
@@ -613,12 +645,12 @@ def _pdl_wait():
 
 
 @gluon.jit
-def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, NP, M, K: gl.constexpr,
+def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_ptr, N, NP, M, K: gl.constexpr,
               GROUP: gl.constexpr, FMT: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
               TILE_N: gl.constexpr, TILE_K: gl.constexpr, K_SPLIT: gl.constexpr = 1, SPLITS: gl.constexpr = 1,
               PER: gl.constexpr = 0, STREAM_K: gl.constexpr = 0, PDL: gl.constexpr = 0,
-              M_GROUP: gl.constexpr = 1):
+              M_GROUP: gl.constexpr = 1, STAMPS: gl.constexpr = 0):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
     consumer, or with K_SPLIT 2 two on the K blocks) or 128 (two); FMT
@@ -629,7 +661,8 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     others' sums: _splits_meet; part_ptr, count_ptr; split_blocks). STREAM_K: the programs share all tiles' K blocks
     (_sk_consumer; part_ptr, count_ptr: stream_k_workspace). PDL 1:
     _pdl_wait first. M_GROUP > 1: tiles in groups of M_GROUP x-row blocks
-    (_grouped)."""
+    (_grouped). STAMPS 1 (not with STREAM_K): each consumer's timeline into
+    st_ptr (`stamp_slots`; else unread)."""
     if PDL:
         _pdl_wait()
     BLOCKS: gl.constexpr = K // BLOCK_K
@@ -676,7 +709,8 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     WG_B: gl.constexpr = CONSUMERS - 1
     PART_B: gl.constexpr = K_SPLIT - 1
     if STREAM_K:
-        gl.static_assert(CONSUMERS == 2 and K_SPLIT == 1 and SPLITS == 1, "STREAM_K takes two consumers alone")
+        gl.static_assert(CONSUMERS == 2 and K_SPLIT == 1 and SPLITS == 1 and not STAMPS,
+                         "STREAM_K takes two consumers alone, and no STAMPS")
         tiles = gl.cdiv(M, BLOCK_M) * n_tiles
         gl.warp_specialize([
             (_sk_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, out_desc, ts_ptr, part_ptr, count_ptr,
@@ -689,17 +723,19 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, N, 
     elif CONSUMERS * K_SPLIT == 2:
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
-                         m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS, GROUP)),
+                         st_ptr, m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS,
+                         GROUP, STAMPS)),
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
-                         m0, n0, NP, nb, split, slot + WG_B, WG_B, STAGES, BLOCK_M, BLOCK_K, FMT, PART_B, K_SPLIT,
-                         SPLITS, GROUP)),
+                         st_ptr, m0, n0, NP, nb, split, slot + WG_B, WG_B, STAGES, BLOCK_M, BLOCK_K, FMT, PART_B,
+                         K_SPLIT, SPLITS, GROUP, STAMPS)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
-                         m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS, GROUP)),
+                         st_ptr, m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS,
+                         GROUP, STAMPS)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [1], [_PRODUCER_REGS])
@@ -871,6 +907,20 @@ def stream_k_first(tile: int, programs: int, tiles: int, blocks: int) -> int:
     return (((tile - base) * blocks + 1) * programs + total - 1) // total - 1
 
 
+def launch_programs(kmajor, m: int, n: int, c: dict) -> int:
+    """Programs of a launch of config c at M (not STREAM_K: stream_k_programs)."""
+    return triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]) * launch_splits(kmajor, c)[0]
+
+
+def stamp_slots(programs: int) -> int:
+    """Elements of a STAMPS launch's stamps: STAMP_SLOTS int64 per consumer
+    warpgroup (two per program; with one consumer the second's stay unset)
+    of each program: program p's consumer w (K_SPLIT 2: its part) at
+    (2 p + w) * STAMP_SLOTS + i, i indexing STAMP_NAMES (ns of %globaltimer;
+    the last two SM clocks of %clock64)."""
+    return programs * 2 * len(STAMP_NAMES)
+
+
 def workspace_bytes(kmajor, m: int, n: int, c: dict, device=None) -> int:
     """Bytes `workspace` keeps for config c at M (0 with one program per tile)."""
     if c.get("STREAM_K"):
@@ -908,12 +958,13 @@ def workspace_size(m: int, n: int, c: dict, programs: int = 0) -> tuple[int, int
 
 
 def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple,
-        cache: dict | None = None) -> torch.Tensor:
+        cache: dict | None = None, stamps: torch.Tensor | None = None) -> torch.Tensor:
     """y = x @ dequant(w) by ws_kernel with config c (usable and check hold),
     descs = weight_descriptors(kmajor, c, fmt) (c the config's WS tiles);
     ts NVFP4's FP32 tensor scale (0-dim; None for int4); cache keeps the
     workspace of SPLITS > 1 (workspace; a dict the caller keeps with the
-    weights)."""
+    weights); stamps, if given, int64 of at least stamp_slots(...) elements,
+    takes each consumer's timeline (STAMPS 1; not with STREAM_K)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     if fmt == NVFP4 and ts is None:
@@ -935,11 +986,16 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     else:
         part, count = workspace(cache, m, n, {**c, "SPLITS": splits}, x.device) if splits > 1 else (out, out)
         grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn) * splits,)
+    if stamps is not None and (c.get("STREAM_K") or stamps.dtype != torch.int64 or
+                               stamps.numel() < stamp_slots(grid[0])):
+        raise ValueError(f"stamps: int64 of at least {stamp_slots(grid[0])} elements, not with STREAM_K")
     kgroup = kernel_group(fmt, group, kmajor.k)
     ts = kmajor.scales if kgroup == CHANNEL else ts if ts is not None else out  # per channel: the scales' row
-    ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts, part, count, n, kmajor.scales.stride(0), m,
+    st = out if stamps is None else stamps  # unread without stamps
+    ws_kernel[grid](x_desc, w_desc, s_desc, o_desc, ts, part, count, st, n, kmajor.scales.stride(0), m,
                     K=padded_k(kmajor), GROUP=kgroup, FMT=fmt, BLOCK_M=bm, BLOCK_N=bn,
                     BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
-                    SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), M_GROUP=c.get("M_GROUP", 1), num_warps=4,
+                    SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), M_GROUP=c.get("M_GROUP", 1),
+                    STAMPS=int(stamps is not None), num_warps=4,
                     maxnreg=maxnreg(c), **pdl_launch(c, x.device))
     return out

@@ -209,7 +209,7 @@ def compile_ws(args):
     # NP: padded to 256; the workspace pointers 16-byte aligned, as a launch specializes them
     aligned = [["tt.divisibility", 16]]
     src = GluonASTSource(ws_gemm.ws_kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()},
-                         attrs={(names.index(x),): aligned for x in ("NP", "part_ptr", "count_ptr")})
+                         attrs={(names.index(x),): aligned for x in ("NP", "part_ptr", "count_ptr", "st_ptr")})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": 4, "maxnreg": ws_gemm.maxnreg(c)})
 
@@ -308,13 +308,16 @@ def main(argv=None) -> int:
             Path(f"{args.out}.{ext}").write_text(text)
     body = main_loop(sass)
     ops = [m.group(1) for b in body if (m := OPCODE.match(b))]
-    opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("tma", args.tma),
+    opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("stamps", args.ws_stamps),
+                                         ("tma", args.tma),
                                          ("tma-x", args.tma_x), ("acc", args.acc),
                                          (f"r{args.maxnreg}", args.maxnreg),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
     launch = "" if args.ws else f" split {args.split} w{args.warps}"  # ws: its own partitions, no split
+    spills = sum(1 for line in sass.splitlines() if (m := OPCODE.match(line)) and m.group(1) in ("STL", "LDL"))
     print(f"{args.fmt} {args.tile}{launch} s{args.stages}{opts} "
-          f"K={args.k}, sm_90: {regs} registers, {k.metadata.shared} bytes of shared memory")
+          f"K={args.k}, sm_90: {regs} registers, {k.metadata.shared} bytes of shared memory, "
+          f"{spills} local-memory (spill) loads and stores")
     if not ops:
         print("main loop: not found (no loop with HGMMA)")
         return 1

@@ -31,9 +31,11 @@ every call, in L2 where they fit).
 kernel built with ws_gemm's STAMPS): a CUDA graph of back-to-back calls
 over the copies, its time per call, then for the last call, per split,
 the median [min-max] of each consumer's stamps (us from the call's first
-program start: ws_gemm.STAMP_NAMES), the SM clock over the K loops and
-the clocks per K block against what the program's wgmmas need at 4096
-FLOP a clock (an H100 SM's dense bf16 rate; one program per SM)."""
+consumer start, after any PDL wait: ws_gemm.STAMP_NAMES), the SM clock
+over the K loops and the clocks per K block against what the wgmmas of an
+SM's programs need at 4096 FLOP a clock (an H100 SM's dense bf16 rate).
+The stamped build is not the benchmarked one: its time per call and its
+loop (a few SASS instructions more) can differ a little."""
 
 from __future__ import annotations
 
@@ -299,36 +301,43 @@ def timeline(args, shape, label: str, calls: list) -> list[str]:
     per_call = start.elapsed_time(end) * 1e3 / (3 * n)
     return [f"{args.op} {shape.M}x{shape.K}x{shape.N} {label}: {per_call:.2f} us per call (a CUDA graph of {n} "
             f"back-to-back calls over {len(calls)} operand copies)",
-            *stamp_lines(st.view(-1, 2, ws_gemm.STAMP_SLOTS).cpu().double(), c, kmajor)]
+            *stamp_lines(st.view(-1, 2, ws_gemm.STAMP_SLOTS).cpu(), c, kmajor)]
 
 
 def stamp_lines(raw, c: dict, kmajor) -> list[str]:
-    """timeline's summary of one launch's stamps raw [programs, 2, slots]
-    (ws_gemm.stamp_slots; unset slots are 0): per split, each stamp's
-    median [min-max] in us from the first start, then the SM clock over the
-    K loops and the clocks per K block."""
+    """timeline's summary of one launch's int64 stamps raw [programs, 2,
+    slots] (ws_gemm.stamp_slots; unset slots are 0): the SM clock over the K
+    loops, then per split (with K_SPLIT 2 per part) the clocks per K block
+    and each stamp's median [min-max] in us from the first start, a stamp
+    some consumers left unset said so. Differences are taken in int64: the
+    timer counts ns since the epoch, past float64's ns resolution."""
     from qgemm_bench.backends.triton_kernels import ws_gemm
 
     splits, per = ws_gemm.launch_splits(kmajor, c)
     blocks = ws_gemm.padded_k(kmajor) // c["BLOCK_K"]
-    consumers = c["BLOCK_N"] // ws_gemm.WG_ROWS
-    used = raw[:, :consumers * c.get("K_SPLIT", 1)]
+    consumers, k_split = c["BLOCK_N"] // ws_gemm.WG_ROWS, c.get("K_SPLIT", 1)
+    used = raw[:, :consumers * k_split].long()
     t0 = used[:, :, 0].min()
-    loop_ns = used[:, :, 1] - used[:, :, 0]
-    clocks = used[:, :, 7] - used[:, :, 6]
-    need = consumers * ws_gemm.WG_ROWS * c["BLOCK_M"] * c["BLOCK_K"] * 2 / 4096  # an SM's wgmma clocks per K block
+    loop_ns = (used[:, :, 1] - used[:, :, 0]).double()
+    clocks = (used[:, :, 7] - used[:, :, 6]).double()
+    per_sm = 2 if ws_gemm.maxnreg(c) == 128 else 1  # one consumer, x tiles of up to 128 rows: two programs an SM
+    need = per_sm * consumers * ws_gemm.WG_ROWS * c["BLOCK_M"] * c["BLOCK_K"] * 2 / 4096  # an SM's, per K block
     fmt = lambda t: f"{t.median():.1f} [{t.min():.1f}-{t.max():.1f}]"  # noqa: E731
     lines = [f"  SM clock over the K loops {fmt(clocks / loop_ns)} GHz; {need:.0f} clocks per K block for the "
-             "program's wgmmas at 4096 FLOP a clock"]
+             f"wgmmas of {'the two programs on an SM' if per_sm == 2 else 'the program'} at 4096 FLOP a clock"]
+    groups = [(f" part {p}", slice(p, p + 1)) for p in range(2)] if k_split == 2 else [("", slice(None))]
     for sp in range(splits):
-        rows = used[sp::splits]
         nb = per if sp < splits - 1 else blocks - (splits - 1) * per
-        parts = [f"clocks per K block {fmt(clocks[sp::splits] / nb)}"]
-        for i, name in enumerate(ws_gemm.STAMP_NAMES[:6]):
-            col = rows[:, :, i]
-            if bool((col != 0).all()):
-                parts.append(f"{name} {fmt((col - t0) / 1e3)}")
-        lines.append(f"  split {sp} of {splits} ({nb} K blocks): " + "; ".join(parts))
+        for part, cols in groups:
+            rows = used[sp::splits, cols]
+            parts = [f"clocks per K block {fmt(clocks[sp::splits, cols] / nb)}"]
+            for i, name in enumerate(ws_gemm.STAMP_NAMES[:6]):
+                col = rows[:, :, i]
+                unset = int((col == 0).sum())
+                if unset < col.numel():
+                    us = (col[col != 0] - t0).double() / 1e3
+                    parts.append(f"{name} {fmt(us)}" + (f" (unset in {unset} of {col.numel()})" if unset else ""))
+            lines.append(f"  split {sp} of {splits}{part} ({nb} K blocks): " + "; ".join(parts))
     return lines
 
 

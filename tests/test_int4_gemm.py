@@ -1135,7 +1135,7 @@ def test_ws_kernel_stamps(tiles):
         assert (loop[first] <= mid[first]).all() and (mid[first] <= late[first]).all() and not y[first].any()
         assert ((loop[last] <= mid[last]) & (mid[last] <= late[last]) & (late[last] <= y[last]) &
                 (y[last] <= end[last])).all()
-    with pytest.raises(ValueError, match="stamps: int64 of at least"):
+    with pytest.raises(ValueError, match="stamps: contiguous int64 on x's device of at least"):
         ws_gemm.run(p, gemm.fmt, gemm.group, gemm.ts, inputs.x, c, descs, cache, stamps=st[:-1])
 
 

@@ -991,8 +991,9 @@ def test_ws_ab_checks_each_build_then_times_the_right_ones_in_alternating_rounds
 
 
 def test_ws_ab_stamp_lines_summarize_one_launch():
-    # scripts/ws_ab.py --stamps: a SPLITS 2 launch's stamps (ws_gemm.stamp_slots) summarized per split,
-    # us from the first start, the clock from %clock64 over %globaltimer, unset slots (0) left out.
+    # scripts/ws_ab.py --stamps: a SPLITS 2 launch's int64 stamps (ws_gemm.stamp_slots; %globaltimer counts
+    # ns since the epoch, past float64's ns resolution) summarized per split, us from the first start, the
+    # clock from %clock64 over %globaltimer, a stamp left unset (0) by some consumers said so.
     import types
 
     from qgemm_bench.backends.triton_kernels import ws_gemm
@@ -1001,34 +1002,37 @@ def test_ws_ab_stamp_lines_summarize_one_launch():
     script = load_tune_script("ws_ab")
     c = ws_tiles(256, 128, 64, 4, splits=2, skew=2)
     kmajor = types.SimpleNamespace(wt=torch.empty(1, 256, dtype=torch.int8))  # padded K 512: 8 blocks, 3 + 5
-    base = 10**9
-    raw = torch.zeros(4, 2, ws_gemm.STAMP_SLOTS, dtype=torch.float64)
+    base = 1_800_000_000_000_000_000
+    raw = torch.zeros(4, 2, ws_gemm.STAMP_SLOTS, dtype=torch.int64)
     for p in range(4):  # tile p // 2, split p % 2
         first = p % 2 == 0
         loop = 3000 if first else 5000
         for w in range(2):
             r = raw[p, w]
             r[0], r[1] = base + 100 * w, base + 100 * w + loop
-            r[2], r[3] = base + 6000 + 10 * p, base + 7000
+            r[2], r[3] = base + 6000 + 100 * (p // 2), base + 7100
             if not first:
-                r[4] = base + 8000
-            r[5] = base + 9000
-            r[6], r[7] = 5, 5 + 1.5 * loop  # 1.5 GHz
+                r[4] = base + 8200
+            r[5] = base + 9300
+            r[6], r[7] = 5, 5 + 3 * loop // 2  # 1.5 GHz
+    raw[3, 1, 4] = 0  # one consumer's y start unset
     lines = script.stamp_lines(raw, c, kmajor)
-    assert lines[0] == ("  SM clock over the K loops 1.5 [1.5-1.5] GHz; 1024 clocks per K block for the program's "
-                        "wgmmas at 4096 FLOP a clock")
+    assert lines[0] == ("  SM clock over the K loops 1.5 [1.5-1.5] GHz; 1024 clocks per K block for the wgmmas of "
+                        "the program at 4096 FLOP a clock")
     # torch's median: the lower of the middle two
     assert lines[1] == ("  split 0 of 2 (3 K blocks): clocks per K block 1500.0 [1500.0-1500.0]; start 0.0 [0.0-0.1]; "
-                        "loop end 3.0 [3.0-3.1]; stored / waited 6.0 [6.0-6.0]; counted / added 7.0 [7.0-7.0]; "
-                        "end 9.0 [9.0-9.0]")
+                        "loop end 3.0 [3.0-3.1]; stored / waited 6.0 [6.0-6.1]; counted / added 7.1 [7.1-7.1]; "
+                        "end 9.3 [9.3-9.3]")
     assert lines[2] == ("  split 1 of 2 (5 K blocks): clocks per K block 1500.0 [1500.0-1500.0]; start 0.0 [0.0-0.1]; "
-                        "loop end 5.0 [5.0-5.1]; stored / waited 6.0 [6.0-6.0]; counted / added 7.0 [7.0-7.0]; "
-                        "y start 8.0 [8.0-8.0]; end 9.0 [9.0-9.0]")
-    one = ws_tiles(64, 64, 128, 4)  # one consumer: the second's slots are not read
-    raw1 = raw.clone()
-    raw1[:, 1] = 0
-    assert len(script.stamp_lines(raw1, one, kmajor)) == 2 and "split 0 of 1 (4 K blocks)" in \
-        script.stamp_lines(raw1, one, kmajor)[1]
+                        "loop end 5.0 [5.0-5.1]; stored / waited 6.0 [6.0-6.1]; counted / added 7.1 [7.1-7.1]; "
+                        "y start 8.2 [8.2-8.2] (unset in 1 of 4); end 9.3 [9.3-9.3]")
+    one = ws_tiles(64, 64, 128, 4)  # one consumer, two programs an SM: the second slots are not read
+    lines = script.stamp_lines(raw, one, kmajor)
+    assert len(lines) == 2 and "512 clocks per K block for the wgmmas of the two programs on an SM" in lines[0] and \
+        lines[1].startswith("  split 0 of 1 (4 K blocks): clocks per K block 1125.0 [1125.0-1875.0]")
+    k2 = ws_tiles(64, 64, 64, 6, 2)  # K_SPLIT 2: a line per part
+    lines = script.stamp_lines(raw, k2, kmajor)
+    assert [x[:26] for x in lines[1:]] == ["  split 0 of 1 part 0 (8 K", "  split 0 of 1 part 1 (8 K"]
 
 
 def test_ws_ab_copies_sets_the_rotating_copies(monkeypatch):

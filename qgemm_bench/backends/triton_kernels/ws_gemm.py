@@ -365,10 +365,10 @@ def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, S
         _stamp(sb, 2, STAMPS)
         for p in gl.static_range(SPLITS - 1):  # in place: no second 128-register sum
             v = v + gl.load(planes + p * PLANE + offs, cache_modifier=".cg")
-        if STAMPS:  # once every load has landed: a stamp per element, the latest kept
-            t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer; // $1", "=l,r", [v.to(gl.int32, bitcast=True)],
-                                          dtype=gl.int64, is_pure=False, pack=1)
-            gl.store(sb + 3, gl.max(gl.max(t, 1), 0))
+        if STAMPS:  # once every load has landed: a reduction of the sum (its barrier orders the stamp after)
+            d = gl.max(gl.max(v.to(gl.int32, bitcast=True), 1), 0)
+            gl.store(sb + 3, gl.inline_asm_elementwise("mov.u64 $0, %globaltimer; // $1", "=l,r", [d],
+                                                       dtype=gl.int64, is_pure=False, pack=1))
         _count_reset(count_ptr + slot)
         acc = _plane_sum(v, BLOCK_M, mma)
     return acc
@@ -986,9 +986,10 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     else:
         part, count = workspace(cache, m, n, {**c, "SPLITS": splits}, x.device) if splits > 1 else (out, out)
         grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn) * splits,)
-    if stamps is not None and (c.get("STREAM_K") or stamps.dtype != torch.int64 or
-                               stamps.numel() < stamp_slots(grid[0])):
-        raise ValueError(f"stamps: int64 of at least {stamp_slots(grid[0])} elements, not with STREAM_K")
+    if stamps is not None and (c.get("STREAM_K") or stamps.dtype != torch.int64 or not stamps.is_contiguous() or
+                               stamps.device != x.device or stamps.numel() < stamp_slots(grid[0])):
+        raise ValueError(f"stamps: contiguous int64 on x's device of at least {stamp_slots(grid[0])} elements, "
+                         "not with STREAM_K")
     kgroup = kernel_group(fmt, group, kmajor.k)
     ts = kmajor.scales if kgroup == CHANNEL else ts if ts is not None else out  # per channel: the scales' row
     st = out if stamps is None else stamps  # unread without stamps

@@ -985,7 +985,7 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
         grid = (programs,)
     else:
         part, count = workspace(cache, m, n, {**c, "SPLITS": splits}, x.device) if splits > 1 else (out, out)
-        grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn) * splits,)
+        grid = (launch_programs(kmajor, m, n, c),)
     if stamps is not None and (c.get("STREAM_K") or stamps.dtype != torch.int64 or not stamps.is_contiguous() or
                                stamps.device != x.device or stamps.numel() < stamp_slots(grid[0])):
         raise ValueError(f"stamps: contiguous int64 on x's device of at least {stamp_slots(grid[0])} elements, "

@@ -37,18 +37,25 @@ def child(argv: list[str]) -> int:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from qgemm_bench.errors import InputError
+    from qgemm_bench.harness.args import Parser
+
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", type=Path, help="the run's output folder (new or empty)")
     p.add_argument("--stall-timeout", type=float, default=30.0, metavar="S", help="seconds, above 0 (default 30)")
-    args = p.parse_args()
-    if not 0 < args.stall_timeout <= 3600:
-        p.error(f"--stall-timeout {args.stall_timeout:g}: the check needs the watchdog on (0 < S <= 3600)")
-    import torch
+    try:
+        args = p.parse_args()
+        if not 0 < args.stall_timeout <= 3600:
+            raise InputError(f"--stall-timeout {args.stall_timeout:g}: the check needs the watchdog on (0 < S <= 3600)")
+        import torch
 
-    from qgemm_bench.harness.environment import gpu_slug
+        from qgemm_bench.harness.environment import gpu_slug
 
-    if not torch.cuda.is_available() or gpu_slug(torch.device("cuda")) != "h100":
-        p.error("needs an H100: the tiles that hang, and the table entry forced to them, are the H100's")
+        if not torch.cuda.is_available() or gpu_slug(torch.device("cuda")) != "h100":
+            raise InputError("needs an H100: the tiles that hang, and the table entry forced to them, are the H100's")
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     run = ["--op", "int4_gemm", "--shape", "64,8192,8192", "--shape", "128,8192,8192", "--backends",
            "cublas,triton", "--stall-timeout", f"{args.stall_timeout:g}", "--no-plots", "--output-dir", str(args.out)]
     t0 = time.monotonic()

@@ -73,6 +73,9 @@ SCRIPT_CASES = [
     ("path_ab.py", ["--op", "nvfp4_gemm", "--group-size", "64"], "--group-size is for int4_gemm"),
     ("path_ab.py", [], "needs a CUDA device"),  # the CPU (CI)
     ("fused_sass.py", ["--tile", "16x128"], "expected BLOCK_MxBLOCK_NxBLOCK_K"),
+    ("hang_check.py", [], "the following arguments are required: out"),
+    ("hang_check.py", ["/tmp/o", "--stall-timeout", "0"], "the check needs the watchdog on"),
+    ("hang_check.py", ["/tmp/o"], "needs an H100"),  # the CPU (CI)
     ("ws_ab.py", WS_SHAPE, "the following arguments are required: --tiles"),
     ("ws_ab.py", WS_AB, "ws_ab.py needs a CUDA device"),  # the CPU (CI)
     ("ws_ab.py", [*WS_AB, "--stall-timeout", "nan"], "argument --stall-timeout: must be a finite number"),

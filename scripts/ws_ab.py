@@ -320,7 +320,7 @@ def stamp_lines(raw, c: dict, kmajor) -> list[str]:
     t0 = used[:, :, 0].min()
     loop_ns = (used[:, :, 1] - used[:, :, 0]).double()
     clocks = (used[:, :, 7] - used[:, :, 6]).double()
-    per_sm = 2 if ws_gemm.maxnreg(c) == 128 else 1  # one consumer, x tiles of up to 128 rows: two programs an SM
+    per_sm = ws_gemm.programs_per_sm(c)
     need = per_sm * consumers * ws_gemm.WG_ROWS * c["BLOCK_M"] * c["BLOCK_K"] * 2 / 4096  # an SM's, per K block
     fmt = lambda t: f"{t.median():.1f} [{t.min():.1f}-{t.max():.1f}]"  # noqa: E731
     lines = [f"  SM clock over the K loops {fmt(clocks / loop_ns)} GHz; {need:.0f} clocks per K block for the "

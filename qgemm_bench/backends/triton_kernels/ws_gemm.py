@@ -764,13 +764,19 @@ def shared_bytes(c: dict, fmt: int = INT4, group: int | None = None) -> int:
         bn // WG_ROWS * c.get("K_SPLIT", 1) * bm * WG_ROWS * 2 + 1024
 
 
+def programs_per_sm(c: dict) -> int:
+    """Programs of config c an SM runs at once: two with one consumer and x
+    tiles of up to 128 rows (128 registers over 8 warps each), else one."""
+    one = c["BLOCK_N"] == WG_ROWS and c.get("K_SPLIT", 1) == 1
+    return 2 if one and c["BLOCK_M"] <= 128 else 1
+
+
 def maxnreg(c: dict) -> int:
     """Registers per thread at launch (before setmaxnreg; module docstring):
     two consumers, MAXNREG over 12 warps, one program per SM; one consumer
     with x tiles of up to 128 rows, 128 over 8 warps, two programs per SM
     (with 256 rows ptxas needed 158: MAXNREG, one program)."""
-    one = c["BLOCK_N"] == WG_ROWS and c.get("K_SPLIT", 1) == 1
-    return 128 if one and c["BLOCK_M"] <= 128 else MAXNREG
+    return 128 if programs_per_sm(c) == 2 else MAXNREG
 
 
 def check(c: dict, fmt: int = INT4) -> None:

@@ -1,7 +1,6 @@
 """The CLI: error paths, a smoke run writing every output, failures as rows;
 the GPU timing paths (marked gpu)."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -298,14 +297,12 @@ def test_autotune_flags_are_checked(capsys, tmp_path):
 
 # ------------------------------------------------------------------ GPU
 
-NVML = importlib.util.find_spec("pynvml") is not None  # nvidia-ml-py: rows record their SM clock
-
 
 @pytest.mark.gpu
 @needs_gpu
 def test_graph_timing_rotates_past_l2():
     from qgemm_bench.backends import registry
-    from qgemm_bench.harness import clocks, timing
+    from qgemm_bench.harness import timing
     from qgemm_bench.harness.measure import copies_needed
     from qgemm_bench.operators import int4_gemm
     from tests.support import case
@@ -320,11 +317,9 @@ def test_graph_timing_rotates_past_l2():
     n = copies_needed(c, inputs, p, out, l2)
     assert n * 32 * 2**20 >= 2 * l2 and n >= 2
     fns = [p.fn] + [backend.prepare(c, inputs.clone()).fn for _ in range(n - 1)]
-    t = timing.time_graph(fns, warmup_ms=5, rep_ms=20, poller=clocks.poller(cuda))
+    t = timing.time_graph(fns, warmup_ms=5, rep_ms=20)
     assert t.mode == "graph" and len(t.samples_us) >= 10 and t.calls_per_sample % n == 0
     assert all(s > 0 for s in t.samples_us)
-    if NVML:  # the clock and power while the replays ran
-        assert 300 < t.extra["sm_mhz"] < 3000 and 20 < t.extra["power_w"] < 2000, t.extra
 
 
 @pytest.mark.gpu
@@ -347,7 +342,6 @@ def test_runner_on_cuda(tmp_path, mode):
             continue
         assert r["status"] == "ok", r
         assert r["timing"] == mode and r["peak_extra_mib"] is not None and r["sol_pct"] > 0
-        assert (r["sm_mhz"] is not None) == (NVML and mode == "graph"), r  # events timing polls no clock
     assert (out / "roofline.png").exists()
 
 

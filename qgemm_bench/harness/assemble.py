@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
-
 from qgemm_bench import operators
 from qgemm_bench.harness.measure import summarize
 from qgemm_bench.harness.results import OK, Row, settings_key
@@ -38,12 +36,6 @@ def pool(runs: list[Row]) -> Row:
     for k, v in summarize([s for r in runs for s in r.samples_us]).items():
         setattr(row, k, v)
     row.round_p50_us = [r.p50_us for r in runs]
-    if all(r.sm_mhz is not None for r in runs):  # a round without a clock (NVML gone) leaves the row without
-        row.round_sm_mhz = [r.sm_mhz for r in runs]
-        row.sm_mhz = float(np.median(row.round_sm_mhz))
-        row.power_w = float(np.median([r.power_w for r in runs]))
-    else:
-        row.sm_mhz = row.power_w = None
     row.rel_err = max(r.rel_err for r in runs)
     row.peak_extra_mib = max((r.peak_extra_mib for r in runs if r.peak_extra_mib is not None), default=None)
     return row

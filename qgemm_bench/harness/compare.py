@@ -46,9 +46,6 @@ CONFIDENCE = 0.95
 BOOTSTRAP = 2000
 MIN_ROUNDS = 3  # per side, for the round-level test (fewer: too few degrees of freedom)
 MEM_REL, MEM_ABS_MIB = 0.01, 1.0  # a memory increase beyond max(1%, 1 MiB) flags
-# Rows that recorded their SM clock (harness/clocks.py) and differ by more than
-# this are noted: a ratio at another clock is partly the clock's (NVML steps by 15 MHz).
-CLOCK_NOTE_REL = 0.02
 
 # What must match for timings to be comparable (run metadata keys).
 FINGERPRINT = ["gpu", "capability", "driver", "torch", "triton", "helion", "cuda"]
@@ -192,8 +189,6 @@ def compare_row(b: Row, n: Row, opt: Options, rng: np.random.Generator) -> Compa
     notes = [rounds_note] if rounds_note else []
     if b.status == INCORRECT:
         notes.append("was incorrect, now correct")
-    if b.sm_mhz and n.sm_mhz and abs(n.sm_mhz / b.sm_mhz - 1) > CLOCK_NOTE_REL:
-        notes.append(f"SM clock {b.sm_mhz:.0f} -> {n.sm_mhz:.0f} MHz")
     if mem := _memory_note(b, n):
         notes.append(mem)
         c.status, c.gating = REGRESSED, True

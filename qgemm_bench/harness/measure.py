@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from qgemm_bench.backends.registry import Backend, Prepared
-from qgemm_bench.harness import clocks, timing
+from qgemm_bench.harness import timing
 from qgemm_bench.harness.results import INCORRECT, OK
 from qgemm_bench.operators.common import Inputs, rel_error
 from qgemm_bench.types import Case
@@ -99,8 +99,7 @@ def measure(case: Case, backend: Backend, inputs: Inputs, ref: torch.Tensor, tol
     fields["measure_s"] = time.perf_counter() - t0
     del out
     fields.update(summarize(t.samples_us))
-    fields.update({"timing": t.mode, "calls_per_sample": t.calls_per_sample, "copies": t.extra.get("copies", 1),
-                   "sm_mhz": t.extra.get("sm_mhz"), "power_w": t.extra.get("power_w")})
+    fields.update({"timing": t.mode, "calls_per_sample": t.calls_per_sample, "copies": t.extra.get("copies", 1)})
     if t.note:
         fields["reason"] = "; ".join(x for x in (fields["reason"], t.note) if x)
     return fields
@@ -131,7 +130,7 @@ def time_on_gpu(case, backend, inputs, prepared, out, settings, l2_bytes) -> tim
     n = copies_needed(case, inputs, prepared, out, l2_bytes)
     fns = [prepared.fn] + [backend.prepare(case, inputs.clone()).fn for _ in range(n - 1)]
     try:
-        return timing.time_graph(fns, settings.warmup_ms, settings.rep_ms, clocks.poller(case.device))
+        return timing.time_graph(fns, settings.warmup_ms, settings.rep_ms)
     except Exception as e:  # capture can fail for code that syncs or allocates oddly
         torch.cuda.synchronize(case.device)
         t = timing.time_events(prepared.fn, settings.warmup_ms, settings.rep_ms)

@@ -65,16 +65,6 @@ def wall_time(meta: dict, total_s: float) -> str:
     return f"wall time {total_s:.0f} s (to the last row {meta.get('wall_s', 0):.0f} s: {phases})"
 
 
-def clocks_line(rows: list[Row]) -> str:
-    """The range of SM clocks and board power the rows were timed at ("" if none recorded)."""
-    timed = [r for r in rows if r.sm_mhz is not None]
-    if not timed:
-        return ""
-    mhz, w = [r.sm_mhz for r in timed], [r.power_w for r in timed]
-    return (f"SM clock {min(mhz):.0f}-{max(mhz):.0f} MHz, board power {min(w):.0f}-{max(w):.0f} W "
-            f"over {len(timed)} rows (each row's in results.csv: sm_mhz, power_w)")
-
-
 def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
     s = meta["settings"]
     timing = s["timing"] if meta.get("gpu") else "cpu-wall (CPU timings: never compare with GPU numbers)"
@@ -101,7 +91,6 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
              + ", ".join(f"{k} {v:.0f}" for k, v in meta.get("phase_s", {}).items()) + ")"
              if meta.get("wall_s") is not None else ""],
             ["ceilings", ", ".join(f"{k} {v:.0f}" for k, v in meta.get("ceilings", {}).items()) or "n/a"],
-            *([["timed at (NVML)", clocks_line(rows)]] if clocks_line(rows) else []),
         ], headers=["", ""], tablefmt="github"),
         "",
         "## Results",

@@ -48,14 +48,8 @@ class Row:
     autotune_s: float | None = None  # autotuning in prepare (Helion --autotune)
     copies: int | None = None
     calls_per_sample: int | None = None
-    # The SM clock (MHz) and board power (W) NVML reported while the timed
-    # replays ran (medians of polls; over rounds, the median of the rounds');
-    # None without nvidia-ml-py, on CPU and with events timing (harness/clocks.py).
-    sm_mhz: float | None = None
-    power_w: float | None = None
     samples_us: list = field(default_factory=list)
     round_p50_us: list = field(default_factory=list)  # with --repeats N: each round's median (compare's unit)
-    round_sm_mhz: list = field(default_factory=list)  # with --repeats N: each round's sm_mhz, if every round had one
     settings_label: str = ""  # the settings for display ("group=128")
     rank: int | None = None  # under torchrun: the rank (GPU) that measured it; None in a single process
 
@@ -68,7 +62,7 @@ class Row:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
-CSV_COLUMNS = [f.name for f in fields(Row) if f.name not in ("samples_us", "round_p50_us", "round_sm_mhz")]
+CSV_COLUMNS = [f.name for f in fields(Row) if f.name not in ("samples_us", "round_p50_us")]
 
 
 def settings_key(settings: dict) -> str:
@@ -78,7 +72,7 @@ def settings_key(settings: dict) -> str:
 
 _TEXT = {"op", "backend", "dtype", "device", "timing", "status", "reason", "settings_label"}
 _SIZES = {"M", "K", "N"}
-_LISTS = {"samples_us", "round_p50_us", "round_sm_mhz"}
+_LISTS = {"samples_us", "round_p50_us"}
 _FIELDS = {f.name: f for f in fields(Row)}
 _REQUIRED = {n for n, f in _FIELDS.items() if f.default is MISSING and f.default_factory is MISSING}
 

@@ -55,14 +55,12 @@ def time_events(fn, warmup_ms: float, rep_ms: float) -> Timing:
     return Timing("events", [t * 1e3 for t in ms])
 
 
-def time_graph(fns: list, warmup_ms: float, rep_ms: float, poller=None) -> Timing:
+def time_graph(fns: list, warmup_ms: float, rep_ms: float) -> Timing:
     """Capture calls cycling over `fns` (one per rotating input copy) in one
     CUDA graph; per-call time = replay time / calls in the graph.
 
     The copies together exceed ~2x L2, so every call reads its operands from
     HBM, and replay removes launch gaps: what a decode step pays.
-    poller (clocks.Poller): polled while the timed replays run; its medians
-    (SM clock, board power) go into Timing.extra.
     """
     # Warm up on a side stream before capture: libraries allocate workspaces
     # and handles lazily, and capture must not see that.
@@ -92,15 +90,10 @@ def time_graph(fns: list, warmup_ms: float, rep_ms: float, poller=None) -> Timin
         s.record()
         graph.replay()
         e.record()
-        if poller:  # the CPU runs ahead of the GPU; where the launch queue fills it waits here
-            poller.poll()
-    if poller:
-        poller.poll_until(events[-1][1])
     torch.cuda.synchronize()
     samples = [s.elapsed_time(e) * 1e3 / calls for s, e in events]
     del graph
-    return Timing("graph", samples, calls_per_sample=calls,
-                  extra={"copies": len(fns), **(poller.medians() if poller else {})})
+    return Timing("graph", samples, calls_per_sample=calls, extra={"copies": len(fns)})
 
 
 def _capture(fns: list, rounds: int) -> torch.cuda.CUDAGraph:

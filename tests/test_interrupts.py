@@ -239,10 +239,10 @@ import time
 from qgemm_bench.harness.watchdog import Watchdog
 with Watchdog(0, lambda label: 9).step("off"):
     time.sleep(0.3)
-w = Watchdog(0.3, lambda label: (print("stalled", label, flush=True), 7)[1])
-with w.step("quick"):
+w = Watchdog(1.0, lambda label: (print("stalled", label, flush=True), 7)[1])
+with w.step("quick"):  # 1 s, not 0.3: a busy CI machine may pause this process a while
     pass
-time.sleep(0.8)
+time.sleep(2.0)
 print("after", flush=True)
 with w.step("slow"):
     time.sleep(30)

@@ -327,3 +327,23 @@ def test_bootstrap_interval_covers_the_true_ratio():
     new = 120 + rng.standard_normal(200)
     lo, hi = compare.ratio_ci(base, new, np.random.default_rng(0))
     assert lo < 1.2 < hi and hi - lo < 0.01
+
+
+def test_a_median_that_moved_without_the_floor_says_so(tmp_path):
+    # Bimodal samples (whole replays fast or slow, the H100 split-K case):
+    # the same kernel draws a different mix of modes. Still flagged (a one-
+    # round test cannot tell), but the note says the fastest tenth held.
+    def mixed(slow_share, seed):
+        r = np.random.default_rng(seed)
+        samples = np.where(r.random(90) < slow_share, 5.7, 3.9) + 0.01 * r.standard_normal(90)
+        return row(samples_us=[float(x) for x in samples], p50_us=float(np.median(samples)))
+
+    base = mixed(0.3, 1)
+    code, doc = run_compare(tmp_path, [base], [mixed(0.7, 2)])
+    r = doc["rows"][0]
+    assert r["status"] == "regressed" and code == 1
+    assert r["note"].startswith("fastest tenth unchanged (p10 3.8") and "--repeats 3" in r["note"], r["note"]
+    # A slowdown of every call moves the floor too: no such note.
+    slower = [x * 1.3 for x in base.samples_us]
+    code, doc = run_compare(tmp_path / "all", [base], [row(samples_us=slower, p50_us=float(np.median(slower)))])
+    assert doc["rows"][0]["status"] == "regressed" and doc["rows"][0]["note"] == ""

@@ -1,6 +1,7 @@
 """runner.py compare on synthetic runs with known answers."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -73,8 +74,10 @@ def test_small_change_inside_threshold_is_unchanged(tmp_path):
 
 
 def test_large_change_without_significance_is_noisy(tmp_path):
-    base = row(us=100, spread=40, n=6, seed=3)
-    new = row(us=100, spread=40, n=6, seed=3)
+    base = row(n=6)
+    base.samples_us = [60.0, 80.0, 95.0, 105.0, 120.0, 140.0]  # widely spread (latencies stay positive)
+    base.p50_us = 100.0
+    new = row(n=6)
     new.samples_us = [x * 1.15 for x in base.samples_us[:3]] + [x * 1.15 for x in base.samples_us[3:]]
     new.samples_us[0] = base.samples_us[0] * 0.6  # overlap, so the shift is not significant
     new.p50_us = float(np.median(new.samples_us))
@@ -206,15 +209,23 @@ def _doc(**change):
     ("missing", "no such run folder"),
     ("unfinished", "rows.jsonl but no results.json (the run did not finish; rebuild it with: python runner.py "
                    "report"),
-    ("results_is_a_folder", "results.json: cannot read it (Is a directory)"),
+    ("results_is_a_folder", "results.json: is a folder; expected a file"),
+    ("fifo", "results.json: not a regular file (a pipe, device or socket)"),
+    ("/dev/zero", "/dev/zero: not a regular file"),
+    ("[" * 100000 + "]" * 100000, "JSON nested more than 32 deep"),
+    (_doc(meta__ranks=json.loads("[" * 40 + "]" * 40)), "nested more than 32"),  # parses, too deep to use
     ('{"rows": 3}', "not a qgemm-bench results file"),
     ('{"metadata": [], "rows": []}', 'not a qgemm-bench results file (expected {"metadata": {...}, "rows": [...]})'),
-    ("{not json", "not a qgemm-bench results file (not JSON"),
+    ("{not json", "bad.json: not JSON (Expecting property name"),
     (_doc(meta__settings="x"), "metadata.settings must be an object, not str"),
     (_doc(doc__rows=[]), "holds no rows (nothing to compare)"),
     (_doc(doc__rows=[3]), "row 1: expected an object, not int"),
     (_doc(row__p50_us="abc"), 'row 1: p50_us="abc": expected a finite number or null'),
-    (_doc(row__samples_us=None), "row 1: samples_us=null: expected a list of finite numbers"),
+    (_doc(row__samples_us=None), "row 1: samples_us=null: expected a list of positive finite numbers"),
+    (_doc(row__samples_us=[0.0, 0.0, 0.0]), "row 1: samples_us=[0.0, 0.0, 0.0]: expected a list of positive"),
+    (_doc(row__samples_us=[-1.0, 2.0, 3.0]), "samples_us=[-1.0, 2.0, 3.0]: expected a list of positive"),
+    (_doc(row__round_p50_us=[0.0, 1.0, 1.0]), "round_p50_us=[0.0, 1.0, 1.0]: expected a list of positive"),
+    (_doc(row__settings={"group_size": {"a": 1}}), "settings={\"group_size\": {\"a\": 1}}: expected an object"),
     (_doc(row__samples_us=[1.0, "x"]), "samples_us"),
     (_doc(row__M=-1), "row 1: M=-1: expected a positive integer"),
     (_doc(row__status=3), "row 1: status=3: expected text"),
@@ -231,6 +242,11 @@ def test_bad_inputs_are_one_line_exit_2(tmp_path, capsys, setup, message):
         (bad / "rows.jsonl").write_text("{}\n")
     elif setup == "results_is_a_folder":
         (bad / "results.json").mkdir(parents=True)
+    elif setup == "fifo":  # reading it would block for ever
+        bad.mkdir()
+        os.mkfifo(bad / "results.json")
+    elif setup == "/dev/zero":  # reading it would never end
+        bad = Path(setup)
     elif setup != "missing":
         bad = tmp_path / "bad.json"
         bad.write_text(setup)

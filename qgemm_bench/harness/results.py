@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from qgemm_bench.errors import InputError
+from qgemm_bench.harness import files
 
 # Statuses. Only "ok" rows are ever shown as a speedup.
 # skipped: not run because an earlier failure (a lost CUDA context) made it impossible.
@@ -86,10 +87,12 @@ def _field_problem(name: str, v) -> str | None:
         return None if isinstance(v, str) else "expected text"
     if name in _SIZES:
         return None if isinstance(v, int) and not isinstance(v, bool) and v > 0 else "expected a positive integer"
-    if name in _LISTS:
-        return None if isinstance(v, list) and all(map(_number, v)) else "expected a list of finite numbers"
-    if name == "settings":
-        return None if isinstance(v, (dict, str)) else "expected an object"
+    if name in _LISTS:  # latencies: a zero or negative one is no measurement (compare takes logs)
+        return None if isinstance(v, list) and all(_number(x) and x > 0 for x in v) \
+            else "expected a list of positive finite numbers (latencies)"
+    if name == "settings":  # the operator's settings: flat, scalar values
+        flat = isinstance(v, dict) and all(x is None or isinstance(x, (str, int, float)) for x in v.values())
+        return None if flat or isinstance(v, str) else "expected an object of names and plain values"
     return None if v is None or _number(v) else "expected a finite number or null"
 
 
@@ -129,12 +132,7 @@ def load(path: str | Path) -> tuple[dict, list[Row]]:
     p = Path(path)
     if p.is_dir():
         p = p / "results.json"
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"{p}: cannot read it ({e.strerror or type(e).__name__})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{p}: not a qgemm-bench results file (not JSON: {e})") from None
+    doc = files.read_json(p)  # a regular file, bounded in size and nesting
     if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict) or not isinstance(doc.get("rows"), list):
         raise InputError(f'{p}: not a qgemm-bench results file (expected {{"metadata": {{...}}, "rows": [...]}})')
     meta = doc["metadata"]

@@ -49,8 +49,10 @@ since a GPU's clocks move between rounds more than within one.
 regressed/improved: beyond the threshold and p < alpha; noisy:
 beyond the threshold, not significant. Any weight or peak memory increase
 beyond max(1%, 1 MiB) regresses; correct -> incorrect, or a row that ran in
-BASE and fails in NEW, fails whatever the time. A row of BASE missing from NEW
-(removed: a backend or shape that disappeared) fails unless --allow-removed.
+BASE and fails in NEW, or ran in both without enough samples to compare, fails
+whatever the time. A row of BASE missing from NEW (removed: a backend or shape
+that disappeared) fails unless --allow-removed; a comparison in which no row was
+timed in both runs fails unless --allow-empty.
 The runs' fingerprints (GPU, driver, torch/triton/helion/CUDA versions, timing
 mode, dtype, op settings) must match unless --allow-mismatch.
 exit status: 0 clean (or --warn-only), 1 regression or correctness failure,
@@ -133,6 +135,8 @@ def compare_parser() -> argparse.ArgumentParser:
                    help="compare runs whose GPU or software differ (the report lists what differs)")
     p.add_argument("--allow-removed", action="store_true",
                    help="do not fail when rows of BASE are missing from NEW (a backend or shape dropped on purpose)")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="do not fail when no row was timed in both runs (nothing was compared)")
     return p
 
 

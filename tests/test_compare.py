@@ -195,6 +195,47 @@ def test_text_format_and_same_run(tmp_path, capsys):
     assert code == 0 and out.startswith("ok: 2 rows: 2 unchanged") and "**" not in out
 
 
+def test_a_comparison_that_timed_nothing_fails_unless_allowed(tmp_path, capsys):
+    """Runs without samples used to compare as "incomparable", exit 0: a CI gate passed on nothing."""
+    bare = [row("triton", samples_us=[]), row("cublas", samples_us=[])]
+    code, doc = run_compare(tmp_path, bare, bare)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and doc["failed"] and doc["summary"].startswith("FAIL: 2 rows: 2 incomparable")
+    assert err == ["error: nothing was compared: no row was timed in both runs (2 incomparable; e.g. triton "
+                   "16x8192x8192: fewer than 3 raw samples on a side); pass --allow-empty to accept that"]
+    unavailable = [row("tinygemm", status=UNAVAILABLE, reason="needs CUDA")]
+    code, doc = run_compare(tmp_path / "b", unavailable, unavailable)
+    assert code == 1 and "nothing was compared" in capsys.readouterr().err
+    code, doc = run_compare(tmp_path / "c", unavailable, unavailable, "--allow-empty")
+    assert code == 0 and not doc["failed"] and capsys.readouterr().err == ""
+    # One row without samples among timed ones fails by itself: a measurement nobody looked at.
+    code, doc = run_compare(tmp_path / "d", [row("triton"), row("cublas")],
+                            [row("triton", seed=1), row("cublas", samples_us=[])])
+    assert code == 1 and statuses(doc)[("cublas", "16x8192x8192")] == "incomparable"
+
+
+@pytest.mark.parametrize("target", ["base/results.json", "new/results.json", "base", "base/rows.jsonl",
+                                    "link.json", "new/report.md", "new/latency.png"])
+def test_output_never_replaces_a_run_compare_reads(tmp_path, capsys, target):
+    base = write(tmp_path / "base", [row()])
+    new = write(tmp_path / "new", [row(seed=1)])
+    (tmp_path / "base" / "rows.jsonl").write_text("")
+    (tmp_path / "new" / "report.md").write_text("the run's report\n")
+    (tmp_path / "new" / "latency.png").write_bytes(b"a plot")
+    (tmp_path / "link.json").symlink_to(tmp_path / "base" / "results.json")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    for option in ("--output", "--plot"):
+        out = str(tmp_path / target)
+        if option == "--plot" and not out.endswith(".png"):
+            continue
+        code = runner.main(["compare", base, new, option, out])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith(f"error: {option} "), err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    # Beside the runs, or a new name inside one, is fine.
+    assert runner.main(["compare", base, new, "--output", str(tmp_path / "new" / "compare.md")]) == 0
+
+
 def _doc(**change):
     """A valid results document, one row, with `change` applied (metadata.X / row.X / top-level keys)."""
     doc = json.loads(results_json([row()], META))

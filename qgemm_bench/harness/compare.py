@@ -20,6 +20,8 @@ interval on their logarithms.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +67,7 @@ class Options:
     alpha: float = ALPHA
     seed: int = 0
     allow_removed: bool = False
+    allow_empty: bool = False  # a comparison that timed no row in both runs passes
 
 
 @dataclass
@@ -170,7 +173,8 @@ def compare_row(b: Row, n: Row, opt: Options, rng: np.random.Generator) -> Compa
             c.note = f"base run: {b.status}: {b.reason}"
         return c
     if b.timing != n.timing or len(b.samples_us) < 3 or len(n.samples_us) < 3:
-        c.status = INCOMPARABLE
+        # Both ran, yet they cannot be compared: a measurement a CI gate would pass unseen.
+        c.status, c.gating = INCOMPARABLE, True
         c.note = (f"timed with {b.timing} vs {n.timing}" if b.timing != n.timing
                   else "fewer than 3 raw samples on a side")
         return c
@@ -241,8 +245,24 @@ def counts(rows: list[Compared]) -> dict[str, int]:
     return {s: sum(r.status == s for r in rows) for s in STATUS_ORDER if any(r.status == s for r in rows)}
 
 
-def failed(rows: list[Compared]) -> bool:
-    return any(r.gating for r in rows)
+def failed(rows: list[Compared], opt: Options | None = None) -> bool:
+    """Whether the comparison fails: a gating row, or (given the options)
+    nothing compared without --allow-empty."""
+    empty = opt is not None and not opt.allow_empty and bool(nothing_compared(rows))
+    return empty or any(r.gating for r in rows)
+
+
+def nothing_compared(rows: list[Compared]) -> str:
+    """Why no row was compared ("" when one was: timed in both runs, or
+    checked incorrect): a comparison that compared nothing must not pass a CI gate."""
+    if any(r.ratio is not None or r.status == INCORRECT for r in rows):
+        return ""
+    if not rows:
+        return "no rows"
+    c = counts(rows)
+    first = next((r for r in rows if r.note), rows[0])
+    return (f"no row was timed in both runs ({', '.join(f'{v} {k}' for k, v in c.items())}; e.g. {first.backend} "
+            f"{first.shape}: {first.note or first.status})")
 
 
 def geomeans(rows: list[Compared]) -> list[list]:
@@ -255,22 +275,41 @@ def geomeans(rows: list[Compared]) -> list[list]:
             for (op, be), v in sorted(groups.items())]
 
 
-def _check_writable(option: str, path: str | None) -> None:
-    """Refuse an output path that cannot be written before any work."""
+# A run folder's own files: compare's --output or --plot must not replace them.
+RUN_FILES = ("results.json", "rows.jsonl", "metadata.json", "results.csv", "report.md", "errors.log", "latency.png",
+             "speedup.png", "roofline.png", "memory.png", "tokens_per_s.png")
+
+
+def _check_writable(option: str, path: str | None, inputs: tuple[str, ...] = ()) -> None:
+    """Refuse an output path that cannot be written, or that would replace
+    one of the runs compared (or a file of their folders), before any work."""
     if path is None:
         return
+    if path == "":
+        raise InputError(f"{option} '': expected a file name")
     p = Path(path)
-    if p.is_dir():
-        raise InputError(f"{option} {path}: is a folder; expected a file name")
-    if not p.parent.is_dir():
-        raise InputError(f"{option} {path}: no such folder {p.parent}")
+    try:
+        if p.is_dir():
+            raise InputError(f"{option} {path}: is a folder; expected a file name")
+        if not p.parent.is_dir():
+            raise InputError(f"{option} {path}: no such folder {p.parent}")
+        target = p.resolve()
+        for given in inputs:
+            q = Path(given).resolve()
+            ours = [q / f for f in RUN_FILES] if q.is_dir() else [q, *(q.parent / f for f in RUN_FILES)]
+            if target in ours or any(f.exists() and p.exists() and os.path.samefile(f, p) for f in ours):
+                raise InputError(f"{option} {path}: is {target.name} of the run {given}, which compare reads; "
+                                 "write the report elsewhere")
+    except OSError as e:  # a name too long, a symlink loop
+        raise InputError(f"{option} {path}: {e.strerror or type(e).__name__}") from None
 
 
 def main(args) -> int:
     """`runner.py compare`: 0 clean (or --warn-only), 1 regression or correctness
     failure, 2 incomparable runs (raised as InputError) or bad usage."""
     opt = Options(threshold=args.threshold, small_threshold=args.small_threshold, small_us=args.small_us,
-                  alpha=args.alpha, allow_removed=args.allow_removed)
+                  alpha=args.alpha, allow_removed=args.allow_removed,
+                  allow_empty=getattr(args, "allow_empty", False))
     finite = all(math.isfinite(v) for v in (opt.threshold, opt.small_threshold, opt.small_us))
     if not (finite and opt.threshold > 0 and opt.small_threshold > 0 and opt.small_us >= 0 and 0 < opt.alpha < 1):
         raise InputError("--threshold and --small-threshold must be finite and > 0, --small-us finite and >= 0, "
@@ -279,8 +318,10 @@ def main(args) -> int:
 
     if args.plot and Path(args.plot).suffix.lower() not in render.PLOT_FORMATS:
         raise InputError(f"--plot {args.plot}: expected a file ending in {', '.join(render.PLOT_FORMATS)}")
-    _check_writable("--plot", args.plot)
-    _check_writable("--output", args.output)
+    _check_writable("--plot", args.plot, (args.base, args.new))
+    _check_writable("--output", args.output, (args.base, args.new))
+    if args.plot and args.output and Path(args.plot).resolve() == Path(args.output).resolve():
+        raise InputError(f"--plot and --output are the same file ({args.output})")
     base_meta, base_rows = load_run(args.base)
     new_meta, new_rows = load_run(args.new)
     mismatch = fingerprint_diff(base_meta, new_meta)
@@ -303,12 +344,12 @@ def main(args) -> int:
         print(f"report: {args.output}")
     else:
         print(report, end="")
-    return 1 if failed(rows) and not args.warn_only else 0
+    if (empty := nothing_compared(rows)) and not opt.allow_empty:
+        print(f"error: nothing was compared: {empty}; pass --allow-empty to accept that", file=sys.stderr)
+    return 1 if failed(rows, opt) and not args.warn_only else 0
 
 
 if __name__ == "__main__":  # `python -m qgemm_bench.harness.compare BASE NEW` is `runner.py compare BASE NEW`
-    import sys
-
     from qgemm_bench.cli import main as _main
 
     sys.exit(_main(["compare", *sys.argv[1:]]))

@@ -48,7 +48,7 @@ def _by_ratio(rows: list[Compared]) -> list[Compared]:
 
 def summary_line(rows: list[Compared], opt: Options) -> str:
     c = counts(rows)
-    verdict = "FAIL" if failed(rows) else "ok"
+    verdict = "FAIL" if failed(rows, opt) else "ok"
     parts = ", ".join(f"{v} {k}" for k, v in c.items())
     return (f"{verdict}: {len(rows)} rows: {parts} (threshold {opt.threshold:.0%}, "
             f"{opt.small_threshold:.0%} under {opt.small_us:g} us; significance p < {opt.alpha:g})")
@@ -103,7 +103,7 @@ def text(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
 
 
 def as_json(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
-    doc = {"summary": summary_line(rows, opt), "failed": failed(rows), "counts": counts(rows),
+    doc = {"summary": summary_line(rows, opt), "failed": failed(rows, opt), "counts": counts(rows),
            "options": asdict(opt), "base": {k: base_meta.get(k) for k in ("git_commit", "date")},
            "new": {k: new_meta.get(k) for k in ("git_commit", "date")},
            "fingerprint_mismatch": [{"key": k, "base": a, "new": b} for k, a, b in mismatch],

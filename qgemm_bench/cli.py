@@ -190,7 +190,7 @@ def _run(argv: list[str]) -> int:
     if args.list_backends:
         print(benchmark.list_backends(args.op, args.device))
         return 0
-    if args.model or args.checkpoint:
+    if args.model is not None or args.checkpoint is not None:
         if args.op:
             raise InputError("--op and --model are separate benchmarks: give one of them")
         if ignored := sweep_only(p, args):

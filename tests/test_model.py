@@ -241,7 +241,8 @@ def test_logit_metrics():
 
 def run_cli(tmp_path, *extra, name="run"):
     out = tmp_path / name
-    argv = ["--model", "tiny", "--device", "cpu", "--output-dir", str(out), "--batch", "1,3", "--prompt-len", "6",
+    model = [] if "--checkpoint" in extra else ["--model", "tiny"]  # a checkpoint's config is the model
+    argv = [*model, "--device", "cpu", "--output-dir", str(out), "--batch", "1,3", "--prompt-len", "6",
             "--decode-steps", "3", "--quality-tokens", "2x12", *extra]
     return cli.main(argv), out
 
@@ -322,7 +323,7 @@ def make_checkpoint(tmp_path):
 
 def test_checkpoint_run_reports_perplexity(tmp_path):
     ckpt, text, tok = make_checkpoint(tmp_path)
-    rc, out = run_cli(tmp_path, "--model", "tiny", "--checkpoint", str(ckpt), "--eval-text", str(text),
+    rc, out = run_cli(tmp_path, "--checkpoint", str(ckpt), "--eval-text", str(text),
                       "--eval-window", "64", "--eval-tokens", "300", "--backends", "bf16,torch",
                       "--quant", "int4-g32", "--batch", "1")
     assert rc == 0

@@ -84,8 +84,8 @@ def parse_batches(text: str) -> list[int]:
         out = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
         out = []
-    if not out or min(out) <= 0:
-        raise InputError(f"--batch {text!r}: expected positive integers separated by commas, e.g. 1,16,64")
+    if not out or min(out) <= 0 or max(out) > MAX_BATCH:
+        raise InputError(f"--batch {text!r}: expected integers in [1, {MAX_BATCH}] separated by commas, e.g. 1,16,64")
     return sorted(set(out))
 
 
@@ -104,8 +104,8 @@ def parse_bxt(text: str) -> tuple[int, int]:
         b, t = (int(v) for v in text.lower().split("x"))
     except ValueError:
         b = t = 0
-    if b <= 0 or t < 2:
-        raise InputError(f"--quality-tokens {text!r}: expected BxT, e.g. 2x256 (T >= 2)")
+    if not 0 < b <= MAX_BATCH or t < 2:
+        raise InputError(f"--quality-tokens {text!r}: expected BxT, e.g. 2x256 (1 <= B <= {MAX_BATCH}, T >= 2)")
     return b, t
 
 
@@ -137,10 +137,152 @@ def require_transformers() -> None:
         raise InputError('--model/--checkpoint need transformers: pip install -e ".[model]"') from None
 
 
+# Llama-architecture config keys the bench reads (check_formats_fit, describe, the decode cache).
+LLAMA_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size",
+              "max_position_embeddings")
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+MAX_LAYERS = 1000  # Llama-3-70B has 80; more is a typo that would build for minutes
+MAX_BATCH = 4096  # --batch and the quality batch: beyond, a typo that allocates for minutes
+
+
+def check_args(args) -> None:
+    """The model options' values, before anything is loaded: one InputError each."""
+    if getattr(args, "checkpoint", None) == "":
+        raise InputError("--checkpoint '': expected a checkpoint folder or .gguf file")
+    if args.model and args.checkpoint:
+        raise InputError(f"--model {args.model} and --checkpoint {args.checkpoint}: give one (a checkpoint's "
+                         "config.json sets its architecture)")
+    for flag, name, lo, hi in (("--layers", "layers", 1, MAX_LAYERS), ("--prompt-len", "prompt_len", 1, None),
+                               ("--decode-steps", "decode_steps", 1, None), ("--eval-window", "eval_window", 2, None),
+                               ("--eval-stride", "eval_stride", 1, None), ("--eval-tokens", "eval_tokens", 2, None),
+                               ("--seed", "seed", 0, 2**63 - 1)):
+        v = getattr(args, name, None)
+        if v is not None and not (isinstance(v, int) and lo <= v and (hi is None or v <= hi)):
+            raise InputError(f"{flag} {v}: expected an integer {f'in [{lo}, {hi}]' if hi else f'>= {lo}'}"
+                             + (" (a window's first token has no context: it needs 2)" if lo == 2 else ""))
+    if getattr(args, "eval_text", None) is None:
+        if given := [f for f, n in (("--eval-window", "eval_window"), ("--eval-stride", "eval_stride"),
+                                    ("--eval-tokens", "eval_tokens")) if getattr(args, n, None) is not None]:
+            raise InputError(f"{', '.join(given)}: apply to --eval-text's perplexity, which was not asked for")
+        return
+    if not args.checkpoint:
+        raise InputError("--eval-text needs --checkpoint with a tokenizer (a trained model to evaluate)")
+    if args.eval_window and args.eval_stride and args.eval_stride > args.eval_window:
+        raise InputError(f"--eval-stride {args.eval_stride} > --eval-window {args.eval_window}: tokens between "
+                         "windows would never be scored")
+    from qgemm_bench.model import quality
+
+    quality.eval_text(args.eval_text)  # a readable, non-empty UTF-8 text file
+
+
+TOKENIZER = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json")
+
+
+def check_checkpoint(path: str, tokenizer: bool = False) -> None:
+    """A local Hugging Face folder (config.json of a Llama-architecture model
+    and whole weight files) or a GGUF file, checked before transformers reads
+    it (whose errors are tracebacks): one InputError naming what is wrong.
+    tokenizer: a folder must hold one (--eval-text); a GGUF file embeds it."""
+    from qgemm_bench.harness import files
+
+    where = f"--checkpoint {path}"
+    p = Path(path)
+    try:
+        if path == "" or not p.exists():
+            raise InputError(f"{where}: no such file or folder")
+        if p.is_file():
+            if p.suffix != ".gguf":
+                raise InputError(f"{where}: a file, not a .gguf; expected a Hugging Face checkpoint folder "
+                                 "(config.json and weights) or a .gguf file")
+            with open(p, "rb") as f:
+                magic = f.read(4)
+            if magic != b"GGUF":
+                raise InputError(f"{where}: not a GGUF file (it does not start with the GGUF magic bytes)")
+            try:
+                import gguf  # noqa: F401
+            except ImportError:
+                raise InputError(f"{where}: reading GGUF needs the gguf package: pip install gguf") from None
+            return
+        if not p.is_dir():
+            raise InputError(f"{where}: neither a folder nor a regular file")
+        config = p / "config.json"
+        if not config.exists():
+            raise InputError(f"{where}: no config.json (not a Hugging Face checkpoint folder)")
+        cfg = files.read_json(config)
+        if not isinstance(cfg, dict):
+            raise InputError(f"{config}: expected a JSON object")
+        if missing := [k for k in LLAMA_KEYS if not isinstance(cfg.get(k), int)]:
+            raise InputError(f"{where}: not a Llama-architecture model (model_type {cfg.get('model_type')!r}; "
+                             f"config.json has no {missing[0]})")
+        if tokenizer and not any((p / t).is_file() for t in TOKENIZER):
+            raise InputError(f"{where} has no tokenizer ({', '.join(TOKENIZER)}), which --eval-text needs")
+        weights = [p / w for w in WEIGHTS if (p / w).exists()]
+        if not weights:
+            raise InputError(f"{where}: no weights ({' or '.join(WEIGHTS[::2])})")
+        shards = [weights[0]]
+        if weights[0].name.endswith(".index.json"):
+            index = files.read_json(weights[0])
+            names = set(index.get("weight_map", {}).values()) if isinstance(index, dict) and \
+                isinstance(index.get("weight_map"), dict) else set()
+            if not names or not all(isinstance(n, str) for n in names):
+                raise InputError(f"{weights[0]}: no weight_map of tensor names to files")
+            shards = [p / n for n in sorted(names)]
+        for shard in shards:
+            if not shard.is_file():
+                raise InputError(f"{where}: {shard.name} is missing (named in {weights[0].name})")
+            if shard.suffix == ".safetensors":
+                _check_safetensors(shard)
+    except OSError as e:  # a name too long, a symlink loop, no permission
+        raise InputError(f"{where}: {e.strerror or type(e).__name__}") from None
+
+
+def _check_safetensors(path: Path) -> None:
+    """A safetensors file's header against its size: a cut-off copy is named."""
+    import json
+    import struct
+
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+        if not 0 < n <= min(size - 8, 100 * 2**20):
+            raise InputError(f"{path}: not a safetensors file (no valid header; {size} bytes)")
+        try:
+            header = json.loads(f.read(n))
+            end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+            raise InputError(f"{path}: not a safetensors file (its header is not valid)") from None
+    if 8 + n + end > size:
+        raise InputError(f"{path}: truncated: its header describes {8 + n + end} bytes, the file has {size}")
+
+
+def load_source(path: str, dtype, tokenizer: bool = False):
+    """The checkpoint as a ModelSource; a load failure is one line naming the checkpoint."""
+    from qgemm_bench.model.llama import ModelSource
+    from qgemm_bench.model.quant_linear import DECODER_LINEARS, target_names
+
+    check_checkpoint(path, tokenizer)
+    try:
+        source = ModelSource.checkpoint(path, dtype)
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 - transformers' many load errors: one line, not a traceback
+        lines = str(e).strip().splitlines()
+        raise InputError(f"--checkpoint {path}: cannot load it ({type(e).__name__}: "
+                         f"{lines[0][:300] if lines else ''})") from None
+    layers = source.config.num_hidden_layers
+    found = len(target_names(source.cpu_model))
+    if found != len(DECODER_LINEARS) * layers:
+        raise InputError(f"--checkpoint {path}: not a Llama-architecture model ({found} q/k/v/o/gate/up/down "
+                         f"projections in {layers} decoder layers; expected {len(DECODER_LINEARS) * layers})")
+    return source
+
+
 def build_plan(args, world=None):
     from qgemm_bench.harness.environment import resolve_device
     from qgemm_bench.harness.plan import stall_timeout_s
 
+    check_args(args)
     require_transformers()
     from qgemm_bench.model import bench, decode, quality
     from qgemm_bench.model.llama import ModelSource
@@ -162,7 +304,7 @@ def build_plan(args, world=None):
     if args.checkpoint:
         if args.layers:
             raise InputError("--layers applies to the presets, not to --checkpoint")
-        source = ModelSource.checkpoint(args.checkpoint, dtype)
+        source = load_source(args.checkpoint, dtype, tokenizer=args.eval_text is not None)
     elif args.model:
         overrides = {}
         if args.layers is not None:
@@ -189,9 +331,14 @@ def build_plan(args, world=None):
         if source.tokenizer is None:
             raise InputError("--eval-text needs --checkpoint with a tokenizer (a trained model to evaluate)")
         eval_ids = quality.text_tokens(source.tokenizer, args.eval_text, args.eval_tokens)
+        if eval_ids.numel() < 2:
+            raise InputError(f"--eval-text {args.eval_text}: {eval_ids.numel()} token(s); perplexity needs 2")
         if eval_ids.numel() >= qb * qt:  # real text for the logit comparison too
             quality_ids = eval_ids[: qb * qt].reshape(qb, qt).clone()
     window = min(_default(args, "eval_window", cuda), ctx)
+    if eval_ids is not None and (args.eval_stride or 0) > window:
+        raise InputError(f"--eval-stride {args.eval_stride} > the window ({window} tokens): tokens between windows "
+                         "would never be scored")
     return bench.Plan(source=source, device=device, dtype=dtype, variants=bench.variants(backends, specs),
                       batches=batches, prompt_len=prompt_len, decode_steps=steps, decode_mode=args.decode_mode,
                       prefill_reps=DEFAULTS["prefill_reps"][0 if cuda else 1], quality_ids=quality_ids,

@@ -64,12 +64,21 @@ def perplexity(model, ids: torch.Tensor, window: int, stride: int | None = None)
     return {"perplexity": math.exp(nll_sum / count), "nll_sum": nll_sum, "tokens": count}
 
 
+def eval_text(path: str | Path) -> str:
+    """--eval-text's text: a regular UTF-8 file (bounded, harness/files.py)
+    holding more than white space; InputError naming it otherwise."""
+    from qgemm_bench.harness import files
+
+    if str(path) == "":
+        raise InputError("--eval-text '': expected a text file")
+    text = files.read_text(path, "--eval-text")
+    if not text.strip():
+        raise InputError(f"--eval-text {path}: holds no text")
+    return text
+
+
 def text_tokens(tokenizer, path: str | Path, max_tokens: int | None = None) -> torch.Tensor:
     """The file's text as one token sequence (the tokenizer's usual special
     tokens, e.g. a leading BOS), cut to max_tokens."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--eval-text {path}: no such file")
-    text = p.read_text(encoding="utf-8", errors="replace")
-    ids = tokenizer(text, return_tensors="pt").input_ids[0]
+    ids = tokenizer(eval_text(path), return_tensors="pt").input_ids[0]
     return ids[:max_tokens] if max_tokens else ids

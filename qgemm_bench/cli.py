@@ -190,6 +190,10 @@ def _run(argv: list[str]) -> int:
     if args.list_backends:
         print(benchmark.list_backends(args.op, args.device))
         return 0
+    if args.output_dir is not None:
+        from qgemm_bench.harness.outputs import RunFolder
+
+        RunFolder.check(args.output_dir)
     if args.model is not None or args.checkpoint is not None:
         if args.op:
             raise InputError("--op and --model are separate benchmarks: give one of them")

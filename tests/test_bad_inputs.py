@@ -151,3 +151,25 @@ def test_bad_model_options_are_one_line_before_anything_runs(tmp_path, capsys, l
     line = one_line(capsys)
     assert code == 2 and message in line, line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name,message", [
+    ("", "--output-dir '': expected a folder"),
+    ("{tmp}/" + "a" * 300, ": cannot create it (File name too long)"),
+    ("{tmp}/loop/run", "loop/run: cannot create it (Too many levels of symbolic links)"),
+    ("{tmp}/file/run", "file/run: cannot create it (Not a directory)"),
+    ("{tmp}/file", "file: is a file, not a folder"),
+    ("{tmp}/full", "full already holds files; choose a new folder"),
+])
+@pytest.mark.parametrize("bench", [["--op", "int4_gemm"], ["--model", "tiny"]])
+def test_a_bad_output_dir_is_one_line_before_anything(tmp_path, capsys, monkeypatch, name, message, bench):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("keep")
+    monkeypatch.chdir(tmp_path)  # a run that ignored "" would write under ./results
+    before = sorted(os.listdir(tmp_path))
+    code = runner.main([*bench, "--device", "cpu", "--output-dir", name.format(tmp=tmp_path)])
+    line = one_line(capsys)
+    assert code == 2 and message.format(tmp=tmp_path) in line, line
+    assert sorted(os.listdir(tmp_path)) == before

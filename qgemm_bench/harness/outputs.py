@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 from contextlib import suppress
 from pathlib import Path
 
@@ -58,18 +59,40 @@ class RunFolder:
         self.path = path
         self._rows = os.fdopen(rows_fd, "a", encoding="utf-8")
 
+    @staticmethod
+    def check(path: str | Path) -> None:
+        """What claim() would refuse that can be seen without creating
+        anything: checked up front, before the plan's notes and any work."""
+        if str(path) == "":
+            raise InputError("--output-dir '': expected a folder")
+        path = Path(path)
+        try:
+            if path.is_dir() and any(path.iterdir()):
+                raise InputError(f"--output-dir {path} already holds files; choose a new folder")
+            if path.exists() and not path.is_dir():
+                raise InputError(f"--output-dir {path}: is a file, not a folder")
+            above = path  # the nearest existing folder, which the run would create it in
+            while not os.path.lexists(above) and above != above.parent:
+                above = above.parent
+            if not stat.S_ISDIR(os.stat(above).st_mode):
+                raise InputError(f"--output-dir {path}: cannot create it (Not a directory)")
+            if above != path and not os.access(above, os.W_OK | os.X_OK):
+                raise InputError(f"--output-dir {path}: cannot create it (no write permission in {above})")
+        except OSError as e:
+            raise InputError(f"--output-dir {path}: cannot create it ({_why(e)})") from None
+
     @classmethod
     def claim(cls, path: str | Path) -> RunFolder:
         """An explicit folder: created if needed; it must be empty. Creating
         rows.jsonl exclusively is the claim, so of two runs started on the
         same folder exactly one gets it."""
-        path = Path(path)
         if str(path) == "":
             raise InputError("--output-dir '': expected a folder")
-        if path.exists() and not path.is_dir():
-            raise InputError(f"--output-dir {path}: is a file, not a folder")
-        created = not path.exists()
-        try:
+        path = Path(path)
+        try:  # stat itself fails on a name too long or a symlink loop
+            if path.exists() and not path.is_dir():
+                raise InputError(f"--output-dir {path}: is a file, not a folder")
+            created = not path.exists()
             path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(f"--output-dir {path}: cannot create it ({_why(e)})") from None
@@ -153,7 +176,7 @@ def claim_run_folder(output_dir, default_path, world=None, cls=None):
     cls = cls or RunFolder
 
     def claim():
-        return cls.claim(output_dir) if output_dir else cls.claim_new(default_path())
+        return cls.claim(output_dir) if output_dir is not None else cls.claim_new(default_path())
 
     if world is None:
         return claim()

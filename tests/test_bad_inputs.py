@@ -173,3 +173,107 @@ def test_a_bad_output_dir_is_one_line_before_anything(tmp_path, capsys, monkeypa
     line = one_line(capsys)
     assert code == 2 and message.format(tmp=tmp_path) in line, line
     assert sorted(os.listdir(tmp_path)) == before
+
+
+# ------------------------------------------------------------ runner.py report DIR
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A finished smoke run: two shapes, torch and cublas (the CPU's matmul)."""
+    out = tmp_path_factory.mktemp("runs") / "run"
+    code = runner.main(["--op", "int4_gemm", "--backends", "cublas", "--shape", "1,128,64", "--shape", "3,256,40",
+                        "--rep", "1", "--warmup", "0", "--no-plots", "--device", "cpu", "--output-dir", str(out)])
+    assert code == 0
+    return out
+
+
+@pytest.fixture
+def run_copy(finished_run, tmp_path, capsys) -> Path:
+    import shutil
+
+    shutil.copytree(finished_run, tmp_path / "run")
+    capsys.readouterr()
+    return tmp_path / "run"
+
+
+def _edit(path: Path, fn) -> None:
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda d: d["metadata"].pop("settings"), "results.json: metadata: no settings object"),
+    (lambda d: d["metadata"]["settings"].update(warmup_ms="25"), 'metadata: settings.warmup_ms="25": expected int'),
+    (lambda d: d["metadata"]["settings"].update(baseline=None), "metadata: settings.baseline=null: expected str"),
+    (lambda d: d["metadata"].update(date=3), "metadata: date=3: expected str"),
+    (lambda d: d["metadata"].update(phase_s={"inputs": "x"}), "metadata: phase_s: expected numbers"),
+    (lambda d: d.update(metadata=[]), "results.json: metadata: not an object"),
+])
+def test_report_on_a_malformed_results_json_uses_metadata_json_or_says_why(run_copy, capsys, change, message):
+    _edit(run_copy / "results.json", change)
+    assert runner.main(["report", str(run_copy), "--no-plots"]) == 0  # the start's metadata.json still serves
+    err = capsys.readouterr().err
+    assert f"note: {run_copy / 'results.json'}: " in err and message in err and "rebuilt with metadata.json" in err
+    assert json.loads((run_copy / "results.json").read_text())["metadata"]["settings"]["baseline"] == "torch"
+    _edit(run_copy / "results.json", change)
+    _edit(run_copy / "metadata.json", lambda d: d["settings"].pop("dtype"))
+    before = (run_copy / "report.md").read_text()
+    assert runner.main(["report", str(run_copy), "--no-plots"]) == 2
+    line = one_line(capsys)
+    assert message in line and "metadata.json: settings.dtype" not in line and "no settings.dtype" in line, line
+    assert (run_copy / "report.md").read_text() == before  # nothing rewritten
+
+
+def test_report_names_a_cut_last_line_and_never_loses_what_results_json_holds(run_copy, capsys):
+    rows = run_copy / "rows.jsonl"
+    lines = rows.read_text().splitlines()
+    assert len(lines) == 4
+    # As under `ulimit -f`: the last record cut mid-line; the run itself wrote results.json whole.
+    rows.write_text("\n".join(lines[:3]) + "\n" + lines[3][:50])
+    before = {p.name: p.read_bytes() for p in run_copy.iterdir()}
+    assert runner.main(["report", str(run_copy), "--no-plots"]) == 2
+    line = one_line(capsys)
+    assert line == (f"error: rows.jsonl: line 4 was cut off mid-record (the process writing it was killed, or the "
+                    "disk or its size limit ran out) and is left out, and results.json holds what it measured "
+                    "(cublas at 3x256x40): a rebuild from rows.jsonl would lose it; results.json, report.md and "
+                    "the rest are left as they are")
+    assert {p.name: p.read_bytes() for p in run_copy.iterdir()} == before
+    # Killed before results.json: rebuilt from what is whole, the cut line named on stderr and in report.md.
+    (run_copy / "results.json").unlink()
+    assert runner.main(["report", str(run_copy), "--no-plots"]) == 0
+    err = capsys.readouterr().err
+    assert "note: rows.jsonl: line 4 was cut off mid-record" in err
+    assert "**Rebuilt from rows.jsonl: rows.jsonl: line 4 was cut off" in (run_copy / "report.md").read_text()
+    assert len(json.loads((run_copy / "results.json").read_text())["rows"]) == 3
+
+
+@pytest.mark.parametrize("setup,message", [
+    ("fifo", "rows.jsonl: not a regular file"),
+    ("folder", "rows.jsonl: is a folder; expected a file"),
+    ("deep", "rows.jsonl: line 1: JSON nested more than 32 deep"),
+    ("latin1", "rows.jsonl: not UTF-8 text (byte"),
+    ("bad type", 'line 1: samples_us="x": expected a list of positive finite numbers'),
+])
+def test_report_on_a_bad_rows_file_is_one_line(run_copy, capsys, setup, message):
+    rows = run_copy / "rows.jsonl"
+    first = rows.read_text().splitlines()[0]
+    rows.unlink()
+    if setup == "fifo":
+        os.mkfifo(rows)
+    elif setup == "folder":
+        rows.mkdir()
+    elif setup == "deep":
+        rows.write_text("[" * 5000 + "]" * 5000 + "\n")
+    elif setup == "latin1":
+        rows.write_bytes(first.encode() + "\nnaïve\n".encode("latin-1"))
+    else:
+        d = json.loads(first)
+        d["samples_us"] = "x"
+        rows.write_text(json.dumps(d) + "\n")
+    if setup in ("fifo", "folder"):  # no longer is_file(): refused before reading
+        message = "no rows.jsonl to rebuild from"
+    assert runner.main(["report", str(run_copy)]) == 2
+    line = one_line(capsys)
+    assert message in line, line

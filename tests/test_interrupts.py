@@ -95,7 +95,9 @@ def test_kill_9_loses_at_most_the_measurement_in_flight(tmp_path):
         f.write('{"round": 1, "op": "int4_gemm", "backend": "fa')
     r = report(out)
     assert r.returncode == 0, r.stderr
-    assert "dropped a cut-off last line" in r.stderr and "Traceback" not in r.stderr
+    cut = "rows.jsonl: line 12 was cut off mid-record"
+    assert f"note: {cut}" in r.stderr and "Traceback" not in r.stderr
+    assert f"**Rebuilt from rows.jsonl: {cut}" in (out / "report.md").read_text()
     doc = json.loads((out / "results.json").read_text())
     rows = {(x["backend"], x["M"]): x for x in doc["rows"]}
     assert len(rows) == 4 and all(x["status"] == "ok" for x in rows.values())

@@ -357,13 +357,16 @@ def test_a_killed_model_run_is_rebuilt_by_report(tmp_path, capsys):
     capsys.readouterr()
     assert runner.main(["report", str(out), "--no-plots"]) == 0
     captured = capsys.readouterr()
-    assert "dropped a cut-off last line" in captured.err and f"rebuilt: {out}" in captured.out
+    cut = "rows.jsonl: line 4 was cut off mid-row"
+    assert f"note: {cut}" in captured.err and f"rebuilt: {out}" in captured.out
     doc = json.loads((out / "results.json").read_text())
     assert doc["rows"] == whole["rows"][:3]
     meta = doc["metadata"]
     assert meta["interrupted"] is True and meta["rebuilt_from"] == "rows.jsonl"
     assert meta["stopped"] == "killed during the run (3 of 4 rows measured; rebuilt from rows.jsonl)"
-    assert (out / "results.csv").is_file() and "Stopped early: killed during the run" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert (out / "results.csv").is_file() and "Stopped early: killed during the run" in report
+    assert f"**Rebuilt from rows.jsonl: {cut}" in report  # named, never dropped silently
     # A finished run rebuilds as it was (not marked killed); a row that is not one is one line.
     rc, again = run_cli(tmp_path, "--backends", "bf16", "--no-plots", name="again")
     assert runner.main(["report", str(again), "--no-plots"]) == 0

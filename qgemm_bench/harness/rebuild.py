@@ -12,15 +12,15 @@ from pathlib import Path
 
 from qgemm_bench import operators
 from qgemm_bench.errors import InputError
-from qgemm_bench.harness import benchmark, signals
+from qgemm_bench.harness import benchmark, files, signals
 from qgemm_bench.harness.outputs import METADATA, RESULTS, ROWS, WriteError
-from qgemm_bench.harness.results import Row, row_from_dict
+from qgemm_bench.harness.results import Row, load, row_from_dict
 from qgemm_bench.model import outputs as model_outputs
 
 
-def read_records(path: Path) -> tuple[list[tuple[int, Row]], bool]:
-    """(round, row) records and whether the last line was cut off (a kill
-    mid-write: dropped). A bad line elsewhere is an InputError."""
+def read_records(path: Path) -> tuple[list[tuple[int, Row]], int]:
+    """(round, row) records and the number of the last line when it was cut
+    off (a kill mid-write: dropped; else 0). A bad line elsewhere is an InputError."""
     lines, truncated = read_lines(path)
     records = []
     for i, d in lines:
@@ -31,54 +31,92 @@ def read_records(path: Path) -> tuple[list[tuple[int, Row]], bool]:
     return records, truncated
 
 
-def read_lines(path: Path) -> tuple[list[tuple[int, dict]], bool]:
-    """A rows file's (line number, object) records and whether its last line
-    was cut off (dropped). A line that is not a JSON object is an InputError."""
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except OSError as e:
-        raise InputError(f"{path}: cannot read it ({e.strerror or type(e).__name__})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a rows.jsonl file (not UTF-8 text)") from None
+def read_lines(path: Path) -> tuple[list[tuple[int, dict]], int]:
+    """A rows file's (line number, object) records and the number of its last
+    line when that was cut off (dropped; else 0). A line that is not a JSON
+    object is an InputError."""
+    lines = files.read_text(path).split("\n")  # a regular file, bounded
     # A finished line ends in "\n": the piece after the last one is either
     # empty or a line the writer was killed in the middle of.
-    truncated = lines[-1].strip() != ""
+    truncated = len(lines) if lines[-1].strip() != "" else 0
     records = []
     for i, line in enumerate(lines[:-1], 1):
         if not line.strip():
             continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}: line {i} is not JSON ({e})") from None
+        d = files.loads(line, f"{path}: line {i}")
         if not isinstance(d, dict):
             raise InputError(f"{path}: line {i}: expected a row object")
         records.append((i, d))
     return records, truncated
 
 
-def _finished_metadata(folder: Path) -> dict | None:
-    """The metadata of a finished run (its results.json), if that is whole."""
+def cut_note(path: Path, line: int, what: str) -> str:
+    """The one line that names a cut-off last line (stderr and report.md)."""
+    return f"{path.name}: line {line} was cut off mid-{what} (the process writing it was killed, or the disk " \
+           f"or its size limit ran out) and is left out"
+
+
+# What report.md, the CSV and the plots read of a sweep's metadata: key -> (types, required).
+_TEXT, _NUM, _OPT = (str,), (int, float), (str, type(None))
+SWEEP_META = {"date": (_TEXT, True), "device": (_TEXT, True), "gpu": (_OPT, False), "driver": (_OPT, False),
+              "torch": (_OPT, False), "triton": (_OPT, False), "helion": (_OPT, False),
+              "git_commit": (_OPT, False), "wall_s": (_NUM + (type(None),), False), "phase_s": ((dict,), False),
+              "ceilings": ((dict,), False), "ranks": ((list,), False), "world_size": ((int, type(None)), False),
+              "stopped": (_OPT, False)}
+SWEEP_SETTINGS = {"baseline": (_TEXT, True), "dtype": (_TEXT, True), "timing": (_TEXT, True),
+                  "op_settings": ((dict, str), True), "op_settings_label": (_TEXT, False), "op": (_OPT, False),
+                  "warmup_ms": (_NUM, True), "rep_ms": (_NUM, True), "repeats": ((int,), False),
+                  "shape_list": ((list,), False), "backends": ((list,), False)}
+
+
+def metadata_problem(meta, model: bool = False) -> str:
+    """What is wrong with a run's metadata for a rebuild ("" when nothing)."""
+    if not isinstance(meta, dict):
+        return "not an object"
+    if not isinstance(meta.get("settings"), dict):
+        return "no settings object"
+    if model:
+        return "" if model_outputs.is_model_run(meta) else "no model object"
+    for where, spec, d in (("", SWEEP_META, meta), ("settings.", SWEEP_SETTINGS, meta["settings"])):
+        for k, (types, required) in spec.items():
+            if k not in d:
+                if required:
+                    return f"no {where}{k}"
+            elif not isinstance(d[k], types) or isinstance(d[k], bool):
+                return f"{where}{k}={json.dumps(d[k])[:40]}: expected {' or '.join(t.__name__ for t in types)}"
+    for k in ("phase_s", "ceilings"):
+        if any(not isinstance(v, _NUM) or isinstance(v, bool) for v in meta.get(k, {}).values()):
+            return f"{k}: expected numbers"
+    if any(not isinstance(r, dict) for r in meta.get("ranks", [])):
+        return "ranks: expected objects"
+    return ""
+
+
+def _read_metadata(path: Path, key: str | None) -> tuple[dict | None, str]:
+    """(metadata, "") or (None, why not): results.json's "metadata" (key) or metadata.json."""
     try:
-        doc = json.loads((folder / RESULTS).read_text(encoding="utf-8"))
-        return doc["metadata"] if isinstance(doc.get("metadata"), dict) else None
-    except (OSError, ValueError, AttributeError, KeyError):
-        return None
+        doc = files.read_json(path)
+    except InputError as e:
+        return None, str(e)
+    meta = doc.get(key) if key and isinstance(doc, dict) else doc
+    model = isinstance(meta, dict) and isinstance(meta.get("model"), dict)
+    why = metadata_problem(meta, model)
+    return (meta, "") if not why else (None, f"{path}: {'metadata: ' if key else ''}{why}")
 
 
 def load_metadata(folder: Path) -> tuple[dict, bool]:
-    """(metadata, whether the run finished)."""
-    if (meta := _finished_metadata(folder)) is not None:
-        return meta, True
-    try:
-        meta = json.loads((folder / METADATA).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{folder}: no {METADATA} (written when a run starts) and no readable {RESULTS}") from None
-    except (OSError, ValueError) as e:
-        raise InputError(f"{folder}/{METADATA}: cannot read it ({e})") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict) or \
-            "baseline" not in meta["settings"] and not model_outputs.is_model_run(meta):
-        raise InputError(f"{folder}/{METADATA}: not a qgemm-bench run's metadata")
+    """(metadata, whether the run finished): a finished run's results.json,
+    else (or when that is not whole) the metadata.json the run wrote when it started."""
+    finished, why_not = (None, "") if not (folder / RESULTS).exists() else _read_metadata(folder / RESULTS, "metadata")
+    if finished is not None:
+        return finished, True
+    if not (folder / METADATA).exists():
+        raise InputError(why_not or f"{folder}: no {METADATA} (written when a run starts) and no readable {RESULTS}")
+    meta, why = _read_metadata(folder / METADATA, None)
+    if meta is None:
+        raise InputError(why if not why_not else f"{why_not}; and {why}")
+    if why_not:
+        print(f"note: {why_not}: rebuilt with {METADATA} (written when the run started)", file=sys.stderr)
     return meta, False
 
 
@@ -91,18 +129,23 @@ def main(args) -> int:
     meta, finished = load_metadata(folder)
     if model_outputs.is_model_run(meta):
         return _model(folder, meta, finished, args.no_plots)
-    records, truncated = read_records(folder / ROWS)
+    records, cut = read_records(folder / ROWS)
+    notes = [cut_note(folder / ROWS, cut, "record")] if cut else []
     # Under torchrun the other ranks streamed to rows.rank<r>.jsonl (a run
     # that finished holds them in results.json too; a rebuild takes the files).
     for extra in sorted(folder.glob("rows.rank*.jsonl")):
         more, cut = read_records(extra)
         records += more
-        truncated = truncated or cut
+        notes += [cut_note(extra, cut, "record")] if cut else []
     if not records:
-        raise InputError(f"{folder}/{ROWS}: holds no complete row")
-    if truncated:
-        print(f"note: {ROWS}: dropped a cut-off last line (the measurement in flight when the run was killed)",
-              file=sys.stderr)
+        raise InputError(f"{folder}/{ROWS}: holds no complete row" + (f" ({notes[0]})" if notes else ""))
+    if notes and finished and (lost := _lost(folder, records)):
+        raise InputError(f"{notes[0]}, and {RESULTS} holds what it measured ({lost}): a rebuild from {ROWS} "
+                         f"would lose it; {RESULTS}, report.md and the rest are left as they are")
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if notes:
+        meta["rebuild_note"] = "; ".join(notes)
     if not finished and "stopped" not in meta:
         # metadata.json is rewritten with "stopped" when the sweep ends: the run was killed during it.
         s = meta["settings"]
@@ -118,16 +161,44 @@ def main(args) -> int:
     return code or (128 + late[0] if late else 0)
 
 
+def _lost(folder: Path, records: list[tuple[int, Row]]) -> str:
+    """The timed rounds a finished run's results.json holds that the records
+    lack (its first, described; "" when none): the cut-off line's, written
+    whole into results.json when the run ended."""
+    try:
+        _, rows = load(folder / RESULTS)
+    except InputError:
+        return ""
+    have: dict[tuple, int] = {}
+    for _, r in records:
+        k = (r.backend, r.M, r.K, r.N)
+        have[k] = have.get(k, 0) + 1
+    for r in rows:
+        if r.p50_us is not None and have.get((r.backend, r.M, r.K, r.N), 0) < max(1, len(r.round_p50_us)):
+            return f"{r.backend} at {r.shape}"
+    return ""
+
+
 def _model(folder: Path, meta: dict, finished: bool, no_plots: bool) -> int:
     """A model benchmark run (--model): its rows.jsonl as ModelRows, the
     model bench's outputs (a run killed during its variants is marked so)."""
-    lines, truncated = read_lines(folder / ROWS)
+    lines, cut = read_lines(folder / ROWS)
     rows = [model_outputs.row_from_dict(d, f"{folder / ROWS}: line {i}") for i, d in lines]
+    note = cut_note(folder / ROWS, cut, "row") if cut else ""
     if not rows:
-        raise InputError(f"{folder}/{ROWS}: holds no complete row")
-    if truncated:
-        print(f"note: {ROWS}: dropped a cut-off last line (the row being written when the run was killed)",
-              file=sys.stderr)
+        raise InputError(f"{folder}/{ROWS}: holds no complete row" + (f" ({note})" if note else ""))
+    if note and finished:
+        done = {(r.backend, r.quant, r.batch) for r in rows}
+        try:
+            _, kept = model_outputs.load(folder)
+        except InputError:
+            kept = []
+        if lost := [r for r in kept if (r.backend, r.quant, r.batch) not in done and r.status != "skipped"]:
+            raise InputError(f"{note}, and {RESULTS} holds it ({lost[0].variant} batch {lost[0].batch}): a "
+                             f"rebuild from {ROWS} would lose it; {RESULTS} and the rest are left as they are")
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+        meta["rebuild_note"] = note
     if not finished:
         s = meta["settings"]
         of = f" of {len(s['variants']) * len(s['batches'])}" if "variants" in s and "batches" in s else ""

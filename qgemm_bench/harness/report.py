@@ -73,7 +73,9 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
         "",
         f"{len(rows)} rows; {sum(r.status == OK for r in rows)} ok. "
         + (f"**Stopped early ({meta.get('stopped') or 'interrupted'}): partial results.**"
-           if meta.get("interrupted") else ""),
+           if meta.get("interrupted") else "")
+        # `runner.py report DIR` left a cut-off line of rows.jsonl out (rebuild.py)
+        + (f" **Rebuilt from rows.jsonl: {meta['rebuild_note']}.**" if meta.get("rebuild_note") else ""),
         "",
         tabulate([
             ["date", meta["date"]], ["device", meta["device"]], ["gpu", meta.get("gpu") or "none"],

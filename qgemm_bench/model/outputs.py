@@ -94,8 +94,33 @@ def is_model_run(metadata: dict) -> bool:
     return isinstance(metadata.get("model"), dict) and isinstance(metadata.get("settings"), dict)
 
 
-def row_from_dict(d: dict, where: str) -> ModelRow:
-    """A rows.jsonl record as a ModelRow; InputError naming `where` if it is not one."""
+def _type_problem(annotation: str, v) -> str:
+    """Whether v fits a ModelRow field's annotation ("str", "int", "float | None", "list")."""
+    ok = {"str": lambda: isinstance(v, str), "list": lambda: isinstance(v, list) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)}
+    kinds = [k.strip() for k in annotation.split("|")]
+    if v is None:
+        return "" if "None" in kinds else "expected a value, not null"
+    for k in kinds:
+        if k in ok and ok[k]():
+            return ""
+        if k in ("int", "float") and isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                (k == "float" or isinstance(v, int)) and math.isfinite(v):
+            return ""
+    return f"expected {annotation}"
+
+
+def row_from_dict(d, where: str) -> ModelRow:
+    """A rows.jsonl / results.json record as a ModelRow, checked field by
+    field; InputError naming `where` and the field if it is not one."""
+    if not isinstance(d, dict):
+        raise InputError(f"{where}: expected a row object, not {type(d).__name__}")
+    types = {f.name: str(f.type) for f in fields(ModelRow)}
+    for k, v in d.items():
+        if k not in types:
+            raise InputError(f"{where}: not a model benchmark row (unknown field {k!r})")
+        if why := _type_problem(types[k], v):
+            raise InputError(f"{where}: {k}={json.dumps(v)[:40]}: {why}")
     try:
         return ModelRow(**d)
     except TypeError as e:
@@ -107,9 +132,15 @@ def frame(rows: list[ModelRow]) -> pd.DataFrame:
 
 
 def load(path: str | Path) -> tuple[dict, list[ModelRow]]:
+    """A model run's results.json (or its folder) read back; InputError naming what is wrong."""
+    from qgemm_bench.harness import files
+
     p = Path(path)
-    doc = json.loads((p / "results.json" if p.is_dir() else p).read_text(encoding="utf-8"))
-    return doc["metadata"], [ModelRow(**r) for r in doc["rows"]]
+    p = p / "results.json" if p.is_dir() else p
+    doc = files.read_json(p)
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not is_model_run(doc.get("metadata") or {}):
+        raise InputError(f"{p}: not a model benchmark's results.json")
+    return doc["metadata"], [row_from_dict(r, f"{p}: row {i + 1}") for i, r in enumerate(doc["rows"])]
 
 
 def _f(v, fmt: str) -> str:
@@ -196,6 +227,8 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
         lines += ["**CPU wall-clock timings: not comparable with GPU numbers.**", ""]
     if meta.get("stopped"):
         lines += [f"**Stopped early: {meta['stopped']}.** Rows not run are `skipped`.", ""]
+    if meta.get("rebuild_note"):  # `runner.py report DIR` left a cut-off line of rows.jsonl out
+        lines += [f"**Rebuilt from rows.jsonl: {meta['rebuild_note']}.**", ""]
     if not m.get("trained"):
         lines += ["Random weights: the quality columns measure numerical fidelity to the unquantized model, "
                   "not language-model quality.", ""]

@@ -19,6 +19,7 @@ from qgemm_bench.backends import registry
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import args as types
 from qgemm_bench.harness import signals
+from qgemm_bench.harness import stdout as console
 
 EPILOG = """\
 defaults: on CUDA the op's GPU preset (llama layer shapes; skinny for split_k_gemm),
@@ -154,16 +155,18 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     commands = {"compare": _compare, "report": _report}
     command = commands.get(argv[0] if argv else "", _run)
-    try:
-        with signals.terminate_as_interrupt():
-            return command(argv[1:] if command is not _run else argv)
-    except InputError as e:
-        if os.environ.get("RANK", "0") in ("", "0"):  # under torchrun every rank fails alike: one line
-            print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:
-        print(f"\n{signals.describe(e)}", file=sys.stderr)
-        return signals.exit_code(e)
+    with console.guarded() as out:  # a full or ASCII-only stdout costs the printed text, not the run
+        try:
+            with signals.terminate_as_interrupt():
+                code = command(argv[1:] if command is not _run else argv)
+        except InputError as e:
+            if os.environ.get("RANK", "0") in ("", "0"):  # under torchrun every rank fails alike: one line
+                print(f"error: {e}", file=sys.stderr)
+            code = 2
+        except KeyboardInterrupt as e:
+            print(f"\n{signals.describe(e)}", file=sys.stderr)
+            code = signals.exit_code(e)
+    return console.lost(out, code)
 
 
 # The runner's options the model bench (--model) reads besides its own group's.

@@ -1,8 +1,13 @@
 """Faults during a run: a lost CUDA context (faked on CPU with the error
 message CUDA gives), a shape too large for the device, allocation failures.
-(A disk filling while outputs are written: test_outputs.py, test_interrupts.py.)"""
+A stdout that cannot be written (full, ASCII-only, closed). (A disk filling
+while outputs are written: test_outputs.py, test_interrupts.py.)"""
 
+import errno
+import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +19,7 @@ from qgemm_bench.harness import capacity, faults
 from qgemm_bench.operators import int4_gemm
 from tests.support import extra_backends
 
+REPO = Path(__file__).resolve().parent.parent
 ILLEGAL = ("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously "
            "reported at some other API call")
 
@@ -152,3 +158,59 @@ def test_time_rounds_drops_a_candidate_whose_timing_fails_and_keeps_timing_the_r
     assert order == ["a", "b", "c", "c", "b", "a", "a", "c"]
     assert times == {"a": [1, 6, 7], "c": [3, 4, 8]}
     assert notes == ["b: timing failed in round 2: RuntimeError: launch failed"]
+
+
+class FullDevice(io.RawIOBase):
+    """A stdout like /dev/full: every write fails with ENOSPC."""
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+RUN = ["--op", "int4_gemm", "--backends", "cublas", "--shape", "1,128,64", "--rep", "1", "--warmup", "0",
+       "--no-plots"]
+
+
+def test_a_full_stdout_costs_the_printed_text_not_the_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BufferedWriter(FullDevice()), encoding="utf-8"))
+    out = tmp_path / "run"
+    code = runner.main([*RUN, "--output-dir", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and err[-1] == ("error: could not write to stdout (No space left on device): what was printed "
+                                     "there is lost (a run's files are written all the same)"), err
+    assert not any("Traceback" in line for line in err)
+    _, rows = read(out)
+    assert len(rows) == 2 and (out / "report.md").is_file()
+
+
+def test_an_ascii_stdout_escapes_a_non_ascii_path(tmp_path, monkeypatch, capsys):
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii"))
+    out = tmp_path / "résultats"
+    code = runner.main([*RUN, "--output-dir", str(out)])
+    sys.stdout.flush()
+    assert code == 0 and capsys.readouterr().err.count("error") == 0
+    assert f"results: {tmp_path}/r\\xe9sultats".encode() in raw.getvalue()
+    assert len(read(out)[1]) == 2
+
+
+def test_a_closed_pipe_changes_nothing(monkeypatch, capsys):
+    class Closed(FullDevice):
+        def write(self, b):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BufferedWriter(Closed()), encoding="utf-8"))
+    assert runner.main(["--list-ops"]) == 0  # `runner.py --list-ops | head -1`: the reader chose to stop
+    assert capsys.readouterr().err == ""
+
+
+def test_stdout_to_dev_full_in_a_real_process():
+    """The interpreter's own flush at exit must not print 'Exception ignored' either."""
+    r = subprocess.run(f"{sys.executable} runner.py --list-ops > /dev/full", shell=True, cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        "error: could not write to stdout (No space left on device): what was printed there is lost (a run's "
+        "files are written all the same)"], r.stderr

@@ -438,13 +438,16 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     from qgemm_bench.harness import signals
+    from qgemm_bench.harness import stdout as console
 
-    try:
-        with signals.terminate_as_interrupt():  # SIGTERM stops the run as Ctrl-C does (bench.run)
-            return run(args)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:  # before or after the variants' loop
-        print(f"\n{signals.describe(e)}", file=sys.stderr)
-        return signals.exit_code(e)
+    with console.guarded() as out:  # a full or ASCII-only stdout costs the printed text, not the run
+        try:
+            with signals.terminate_as_interrupt():  # SIGTERM stops the run as Ctrl-C does (bench.run)
+                code = run(args)
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            code = 2
+        except KeyboardInterrupt as e:  # before or after the variants' loop
+            print(f"\n{signals.describe(e)}", file=sys.stderr)
+            code = signals.exit_code(e)
+    return console.lost(out, code)

@@ -277,3 +277,14 @@ def test_report_on_a_bad_rows_file_is_one_line(run_copy, capsys, setup, message)
     assert runner.main(["report", str(run_copy)]) == 2
     line = one_line(capsys)
     assert message in line, line
+
+
+def test_a_baseline_that_cannot_run_here_says_why_there_are_no_speedups(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--baseline", "tinygemm", "--backends", "cublas", "--shape", "1,128,64",
+                        "--rep", "1", "--warmup", "0", "--no-plots", "--device", "cpu", "--output-dir", str(out)])
+    note = ("no speedups: the baseline tinygemm did not run correctly at any shape (unavailable: needs a CUDA "
+            "device); choose one that runs here with --baseline")
+    assert code == 0 and note in capsys.readouterr().out
+    assert f"- {note}" in (out / "report.md").read_text()
+    assert all(r["speedup"] is None for r in json.loads((out / "results.json").read_text())["rows"])

@@ -44,16 +44,20 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
     return out
 
 
-def problems(rows: list[Row]) -> list[str]:
+def problems(rows: list[Row], baseline: str | None = None) -> list[str]:
     """Run-level notes, then one per row that failed or carries a reason."""
     on_cpu = sorted({r.backend for r in rows if r.device == "cpu" and r.backend in ON_CPU})
-    return [f"{b} on cpu: {ON_CPU[b]}" for b in on_cpu] + \
-        [f"{r.shape} {r.backend}: {r.status}: {r.reason}" for r in rows if r.status != OK or r.reason]
+    notes = [f"{b} on cpu: {ON_CPU[b]}" for b in on_cpu]
+    base = [r for r in rows if r.backend == baseline]
+    if base and all(r.status != OK for r in base):  # e.g. --baseline tinygemm on a CPU
+        notes.append(f"no speedups: the baseline {baseline} did not run correctly at any shape "
+                     f"({base[0].status}: {base[0].reason}); choose one that runs here with --baseline")
+    return notes + [f"{r.shape} {r.backend}: {r.status}: {r.reason}" for r in rows if r.status != OK or r.reason]
 
 
 def console(rows: list[Row], baseline: str) -> str:
     text = tabulate(table_rows(rows), headers=HEADERS, tablefmt="simple", disable_numparse=True)
-    notes = problems(rows)
+    notes = problems(rows, baseline)
     if notes:
         text += "\n\nnotes:\n" + "\n".join(f"  {n}" for n in notes)
     return text + f"\n\nspeedup = {baseline} p50 / backend p50 (same shape, same run)"
@@ -105,7 +109,7 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
     ]
     if fastest := ranking.markdown(rows):
         lines += [""] + fastest
-    notes = problems(rows)
+    notes = problems(rows, s["baseline"])
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     if plots:

@@ -160,13 +160,22 @@ def main(argv: list[str] | None = None) -> int:
             with signals.terminate_as_interrupt():
                 code = command(argv[1:] if command is not _run else argv)
         except InputError as e:
-            if os.environ.get("RANK", "0") in ("", "0"):  # under torchrun every rank fails alike: one line
+            if _speaks():  # under torchrun every rank fails alike: one line
                 print(f"error: {e}", file=sys.stderr)
             code = 2
         except KeyboardInterrupt as e:
             print(f"\n{signals.describe(e)}", file=sys.stderr)
             code = signals.exit_code(e)
     return console.lost(out, code)
+
+
+def _speaks(env=os.environ) -> bool:
+    """Whether this process prints a usage error: rank 0 of a torchrun world,
+    a process alone, or one whose rank makes no sense (it has no rank 0)."""
+    rank, size = env.get("RANK", ""), env.get("WORLD_SIZE", "")
+    if not (rank.isascii() and rank.isdigit() and size.isascii() and size.isdigit()):
+        return True
+    return int(rank) == 0 or int(rank) >= int(size)
 
 
 # The runner's options the model bench (--model) reads besides its own group's.
@@ -182,9 +191,28 @@ def sweep_only(p: argparse.ArgumentParser, args) -> list[str]:
             if a.dest not in MODEL_READS and a not in model and getattr(args, a.dest, None) != a.default]
 
 
+def check_environment(env=os.environ) -> None:
+    """torchrun's variables, read as integers before anything runs (WORLD_SIZE=abc
+    raised ValueError; WORLD_SIZE=2 alone failed in torch's rendezvous)."""
+    values = {}
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        text = env.get(name, "")
+        if text != "" and not (text.isascii() and text.isdigit()):
+            raise InputError(f"environment: {name}={text!r}: expected a non-negative integer (torchrun sets it)")
+        values[name] = int(text) if text else None
+    size = values["WORLD_SIZE"] or 1
+    if size > 1:
+        if missing := [n for n in ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT") if not env.get(n)]:
+            raise InputError(f"environment: WORLD_SIZE={size} without {', '.join(missing)}: launch several "
+                             "processes with torchrun --nproc-per-node N, or unset WORLD_SIZE")
+        if values["RANK"] >= size:
+            raise InputError(f"environment: RANK={values['RANK']} is not below WORLD_SIZE={size}")
+
+
 def _run(argv: list[str]) -> int:
     p = parser()
     args = p.parse_args(argv)
+    check_environment()
     from qgemm_bench.harness import benchmark
 
     if args.list_ops:

@@ -288,3 +288,58 @@ def test_a_baseline_that_cannot_run_here_says_why_there_are_no_speedups(tmp_path
     assert code == 0 and note in capsys.readouterr().out
     assert f"- {note}" in (out / "report.md").read_text()
     assert all(r["speedup"] is None for r in json.loads((out / "results.json").read_text())["rows"])
+
+
+# ------------------------------------------------------------ flags given twice, the environment
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--op", "int4_gemm", "--op", "split_k_gemm"], "--op is given twice ('int4_gemm', then 'split_k_gemm')"),
+    (["--op=int4_gemm", "--out", "a", "--output-dir=b"], "--output-dir is given twice ('a', then 'b')"),
+    (["compare", "a", "b", "--format", "md", "--format", "json"], "--format is given twice ('md', then 'json')"),
+    (["--model", "tiny", "--batch", "1", "--batch", "4"], "--batch is given twice ('1', then '4')"),
+])
+def test_an_option_given_twice_is_refused(tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert runner.main(args) == 2
+    assert message in one_line(capsys)
+    assert os.listdir(tmp_path) == []
+    # --shape and --backends' lists repeat on purpose: --shape is repeatable.
+    assert runner.main(["--op", "int4_gemm", "--shape", "1,128,64", "--shape", "2,128,64", "--list-ops"]) == 0
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"WORLD_SIZE": "abc"}, "environment: WORLD_SIZE='abc': expected a non-negative integer"),
+    ({"WORLD_SIZE": "2", "RANK": "x"}, "environment: RANK='x': expected a non-negative integer"),
+    ({"WORLD_SIZE": "2"}, "environment: WORLD_SIZE=2 without RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT"),
+    ({"WORLD_SIZE": "2", "RANK": "5", "LOCAL_RANK": "0", "MASTER_ADDR": "h", "MASTER_PORT": "1"},
+     "environment: RANK=5 is not below WORLD_SIZE=2"),
+])
+def test_a_bad_torchrun_environment_is_one_line(tmp_path, capsys, monkeypatch, env, message):
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    code = runner.main(["--op", "int4_gemm", "--output-dir", str(tmp_path / "run")])
+    assert code == 2 and message in one_line(capsys)  # printed: no rank 0 would say it otherwise
+    assert not (tmp_path / "run").exists()
+
+
+def test_compare_never_renames_over_a_device_or_a_pipe(tmp_path, capsys):
+    """As root, --output /dev/null replaced the device with a regular file (write_atomic's rename).
+    A FIFO stands in for the device here: a regression must not break the machine's /dev/null."""
+    from tests.test_compare import row, write
+
+    base = write(tmp_path / "base", [row()])
+    os.mkfifo(tmp_path / "pipe")
+    os.mkfifo(tmp_path / "pipe.png")
+    for option, target in (("--output", tmp_path / "pipe"), ("--plot", tmp_path / "pipe.png")):
+        code = runner.main(["compare", base, base, option, str(target)])
+        line = one_line(capsys)
+        assert code == 2 and f"{option} {target}: not a regular file (a device, pipe or socket)" in line, line
+    assert (tmp_path / "pipe").is_fifo() and (tmp_path / "pipe.png").is_fifo()
+    from qgemm_bench.harness.outputs import WriteError, write_atomic
+
+    with pytest.raises(WriteError, match="pipe: not a regular file"):
+        write_atomic(tmp_path / "pipe", "text")
+    assert (tmp_path / "pipe").is_fifo()

@@ -30,7 +30,30 @@ class Parser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         argv = sys.argv[1:] if args is None else list(args)
+        self._refuse_repeats(argv)
         return super().parse_args(self._join_dash_values(argv), namespace)
+
+    def _refuse_repeats(self, argv: list[str]) -> None:
+        """An option taking one value given twice (`--op a --op b`): argparse
+        keeps the last without a word; a script that appends a flag to a
+        command line would run something else than it reads."""
+        seen: dict[argparse.Action, str] = {}
+        for i, t in enumerate(argv):
+            if t == "--":
+                break
+            if not t.startswith("--"):
+                continue
+            name, eq, value = t.partition("=")
+            action = self._option_string_actions.get(name)
+            if action is None and self.allow_abbrev:  # argparse takes unique prefixes: --out for --output-dir
+                found = {a for o, a in self._option_string_actions.items() if o.startswith(name)}
+                action = found.pop() if len(found) == 1 else None
+            if isinstance(action, argparse._StoreAction):
+                value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+                if action in seen:
+                    raise InputError(f"{action.option_strings[0]} is given twice ({seen[action]!r}, then "
+                                     f"{value!r}); give it once")
+                seen[action] = value
 
     def _join_dash_values(self, argv: list[str]) -> list[str]:
         """`--opt -x` -> `--opt=-x` for options taking one value, when -x is no

@@ -291,6 +291,9 @@ def _check_writable(option: str, path: str | None, inputs: tuple[str, ...] = ())
     try:
         if p.is_dir():
             raise InputError(f"{option} {path}: is a folder; expected a file name")
+        if p.exists() and not p.is_file():  # the report is renamed into place: /dev/null would become a file
+            raise InputError(f"{option} {path}: not a regular file (a device, pipe or socket); give a file name, "
+                             "or no --output to print the report")
         if not p.parent.is_dir():
             raise InputError(f"{option} {path}: no such folder {p.parent}")
         target = p.resolve()

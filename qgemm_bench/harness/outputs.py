@@ -34,6 +34,12 @@ class WriteError(Exception):
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write to a temporary file in the same folder, then rename over `path`."""
     path = Path(path)
+    try:  # a rename over /dev/null or a FIFO would replace it with a file
+        special = path.exists() and not path.is_file()
+    except OSError as e:
+        raise WriteError(f"could not write {path}: {_why(e)}") from None
+    if special:
+        raise WriteError(f"could not write {path}: not a regular file")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:

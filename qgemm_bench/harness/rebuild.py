@@ -121,6 +121,8 @@ def load_metadata(folder: Path) -> tuple[dict, bool]:
 
 
 def main(args) -> int:
+    if args.dir == "":
+        raise InputError("report '': expected a run folder")
     folder = Path(args.dir)
     if not folder.is_dir():
         raise InputError(f"{folder}: no such run folder")

@@ -146,8 +146,9 @@ def test_bad_model_options_are_one_line_before_anything_runs(tmp_path, capsys, l
              "fifo": tmp_path / "fifo.txt", "words": tmp_path / "words.txt"}
     args = [a.format(**names) for a in args]
     checkpoint = [] if "--checkpoint" in args else ["--checkpoint", str(llama)]
+    base = [x for i in range(0, len(BASE), 2) if BASE[i] not in args for x in BASE[i:i + 2]]  # given once
     out = tmp_path / "run"
-    code = runner.main([*checkpoint, *BASE, *args, "--output-dir", str(out)])
+    code = runner.main([*checkpoint, *base, *args, "--output-dir", str(out)])
     line = one_line(capsys)
     assert code == 2 and message in line, line
     assert not out.exists()
@@ -255,9 +256,13 @@ def test_report_names_a_cut_last_line_and_never_loses_what_results_json_holds(ru
     ("deep", "rows.jsonl: line 1: JSON nested more than 32 deep"),
     ("latin1", "rows.jsonl: not UTF-8 text (byte"),
     ("bad type", 'line 1: samples_us="x": expected a list of positive finite numbers'),
+    ("negative round", "line 1: round=-1: expected an integer >= 0"),
+    ("another op's settings", 'line 1: settings {"group_size": 128} are not split_k_gemm\'s'),
+    ("another op", "a row of nvfp4_gemm (torch at 1x128x64) in a run of int4_gemm"),
 ])
 def test_report_on_a_bad_rows_file_is_one_line(run_copy, capsys, setup, message):
     rows = run_copy / "rows.jsonl"
+    (run_copy / "results.json").unlink()  # as after a kill: rebuilt from rows.jsonl and metadata.json
     first = rows.read_text().splitlines()[0]
     rows.unlink()
     if setup == "fifo":
@@ -270,8 +275,10 @@ def test_report_on_a_bad_rows_file_is_one_line(run_copy, capsys, setup, message)
         rows.write_bytes(first.encode() + "\nnaïve\n".encode("latin-1"))
     else:
         d = json.loads(first)
-        d["samples_us"] = "x"
-        rows.write_text(json.dumps(d) + "\n")
+        change = {"bad type": {"samples_us": "x"}, "negative round": {"round": -1},
+                  "another op's settings": {"op": "split_k_gemm"},
+                  "another op": {"op": "nvfp4_gemm", "settings": {}, "settings_label": ""}}[setup]
+        rows.write_text(json.dumps({**d, **change}) + "\n")
     if setup in ("fifo", "folder"):  # no longer is_file(): refused before reading
         message = "no rows.jsonl to rebuild from"
     assert runner.main(["report", str(run_copy)]) == 2

@@ -24,8 +24,9 @@ def read_records(path: Path) -> tuple[list[tuple[int, Row]], int]:
     lines, truncated = read_lines(path)
     records = []
     for i, d in lines:
-        if not isinstance(d.get("round", 0), int):
-            raise InputError(f"{path}: line {i}: expected a row object with an integer \"round\"")
+        r = d.get("round", 0)
+        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+            raise InputError(f"{path}: line {i}: round={json.dumps(r)[:20]}: expected an integer >= 0")
         r = d.pop("round", 0)
         records.append((r, row_from_dict(d, f"{path}: line {i}")))
     return records, truncated
@@ -141,6 +142,13 @@ def main(args) -> int:
         notes += [cut_note(extra, cut, "record")] if cut else []
     if not records:
         raise InputError(f"{folder}/{ROWS}: holds no complete row" + (f" ({notes[0]})" if notes else ""))
+    op = meta["settings"].get("op") or records[0][1].op
+    try:
+        plot_x = operators.get(op).PLOT_X
+    except InputError as e:
+        raise InputError(f"{folder}: the run's settings.op: {e}") from None
+    if other := next((r for _, r in records if r.op != op), None):
+        raise InputError(f"{folder}: a row of {other.op} ({other.backend} at {other.shape}) in a run of {op}")
     if notes and finished and (lost := _lost(folder, records)):
         raise InputError(f"{notes[0]}, and {RESULTS} holds what it measured ({lost}): a rebuild from {ROWS} "
                          f"would lose it; {RESULTS}, report.md and the rest are left as they are")
@@ -157,8 +165,7 @@ def main(args) -> int:
         meta["stopped"] = f"killed during the sweep ({pairs}{of} (shape, backend) measured; rebuilt from {ROWS})"
     meta["rebuilt_from"] = ROWS
     with signals.deferred() as late:
-        x = operators.get(meta["settings"].get("op") or records[0][1].op).PLOT_X
-        code = benchmark.finish(folder, records, meta, x, not args.no_plots)
+        code = benchmark.finish(folder, records, meta, plot_x, not args.no_plots)
         print(f"rebuilt: {folder}")
     return code or (128 + late[0] if late else 0)
 

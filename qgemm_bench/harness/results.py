@@ -110,15 +110,23 @@ def row_from_dict(d, where: str = "row") -> Row:
         if problem := _field_problem(name, v):
             raise InputError(f"{where}: {name}={json.dumps(v)[:40]}: {problem}")
     d = dict(d)
-    if isinstance(d.get("settings"), str):
-        from qgemm_bench import operators
+    from qgemm_bench import operators
 
+    try:
+        op = operators.get(d["op"])
+    except InputError as e:
+        raise InputError(f"{where}: {e}") from None
+    if isinstance(d.get("settings"), str):
         label = d["settings"]
         try:
-            d["settings"] = operators.get(d["op"]).Settings.from_label(label).as_dict()
+            d["settings"] = op.Settings.from_label(label).as_dict()
         except ValueError as e:
             raise InputError(f"{where}: settings {label!r}: {e}") from None
         d.setdefault("settings_label", label)
+    try:  # the operator's own settings, not another's (report builds them: assemble.py)
+        op.Settings(**d["settings"])
+    except TypeError:
+        raise InputError(f"{where}: settings {json.dumps(d['settings'])[:60]} are not {op.NAME}'s") from None
     return Row(**d)
 
 
@@ -136,6 +144,8 @@ def load(path: str | Path) -> tuple[dict, list[Row]]:
     if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict) or not isinstance(doc.get("rows"), list):
         raise InputError(f'{p}: not a qgemm-bench results file (expected {{"metadata": {{...}}, "rows": [...]}})')
     meta = doc["metadata"]
+    if isinstance(meta.get("model"), dict):  # model/outputs.py's run: rows of another kind
+        raise InputError(f"{p}: a model benchmark run (--model); this reads the GEMM benchmarks' runs (--op)")
     for k in ("settings", "ceilings"):
         if k in meta and not isinstance(meta[k], dict):
             raise InputError(f"{p}: metadata.{k} must be an object, not {type(meta[k]).__name__}")

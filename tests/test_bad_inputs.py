@@ -236,7 +236,7 @@ def test_report_names_a_cut_last_line_and_never_loses_what_results_json_holds(ru
     before = {p.name: p.read_bytes() for p in run_copy.iterdir()}
     assert runner.main(["report", str(run_copy), "--no-plots"]) == 2
     line = one_line(capsys)
-    assert line == (f"error: rows.jsonl: line 4 was cut off mid-record (the process writing it was killed, or the "
+    assert line == ("error: rows.jsonl: line 4 was cut off mid-record (the process writing it was killed, or the "
                     "disk or its size limit ran out) and is left out, and results.json holds what it measured "
                     "(cublas at 3x256x40): a rebuild from rows.jsonl would lose it; results.json, report.md and "
                     "the rest are left as they are")

@@ -138,7 +138,8 @@ def load(path: str | Path) -> tuple[dict, list[ModelRow]]:
     p = Path(path)
     p = p / "results.json" if p.is_dir() else p
     doc = files.read_json(p)
-    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not is_model_run(doc.get("metadata") or {}):
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if not (isinstance(meta, dict) and is_model_run(meta) and isinstance(doc.get("rows"), list)):
         raise InputError(f"{p}: not a model benchmark's results.json")
     return doc["metadata"], [row_from_dict(r, f"{p}: row {i + 1}") for i, r in enumerate(doc["rows"])]
 

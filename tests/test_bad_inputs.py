@@ -239,10 +239,14 @@ def test_report_names_a_cut_last_line_and_never_loses_what_results_json_holds(ru
     assert line == ("error: rows.jsonl: line 4 was cut off mid-record (the process writing it was killed, or the "
                     "disk or its size limit ran out) and is left out, and results.json holds what it measured "
                     "(cublas at 3x256x40): a rebuild from rows.jsonl would lose it; results.json, report.md and "
-                    "the rest are left as they are")
+                    "the rest are left as they are (move results.json aside to rebuild without it)")
     assert {p.name: p.read_bytes() for p in run_copy.iterdir()} == before
-    # Killed before results.json: rebuilt from what is whole, the cut line named on stderr and in report.md.
+    # results.json too large for the limit: results.csv still holds the row.
     (run_copy / "results.json").unlink()
+    assert runner.main(["report", str(run_copy), "--no-plots"]) == 2
+    assert "and results.csv holds what it measured (cublas at 3x256x40)" in one_line(capsys)
+    # Killed before the tables: rebuilt from what is whole, the cut line named on stderr and in report.md.
+    (run_copy / "results.csv").unlink()
     assert runner.main(["report", str(run_copy), "--no-plots"]) == 0
     err = capsys.readouterr().err
     assert "note: rows.jsonl: line 4 was cut off mid-record" in err

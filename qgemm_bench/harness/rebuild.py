@@ -149,9 +149,10 @@ def main(args) -> int:
         raise InputError(f"{folder}: the run's settings.op: {e}") from None
     if other := next((r for _, r in records if r.op != op), None):
         raise InputError(f"{folder}: a row of {other.op} ({other.backend} at {other.shape}) in a run of {op}")
-    if notes and finished and (lost := _lost(folder, records)):
-        raise InputError(f"{notes[0]}, and {RESULTS} holds what it measured ({lost}): a rebuild from {ROWS} "
-                         f"would lose it; {RESULTS}, report.md and the rest are left as they are")
+    if notes and (lost := _lost(folder, records)):
+        raise InputError(f"{notes[0]}, and {lost[1]} holds what it measured ({lost[0]}): a rebuild from {ROWS} "
+                         f"would lose it; {lost[1]}, report.md and the rest are left as they are (move {lost[1]} "
+                         "aside to rebuild without it)")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if notes:
@@ -170,22 +171,32 @@ def main(args) -> int:
     return code or (128 + late[0] if late else 0)
 
 
-def _lost(folder: Path, records: list[tuple[int, Row]]) -> str:
-    """The timed rounds a finished run's results.json holds that the records
-    lack (its first, described; "" when none): the cut-off line's, written
-    whole into results.json when the run ended."""
-    try:
-        _, rows = load(folder / RESULTS)
-    except InputError:
-        return ""
+def _lost(folder: Path, records: list[tuple[int, Row]]) -> tuple[str, str] | None:
+    """(the first timed measurement the run's own outputs hold that the
+    records lack, the file holding it), or None: a cut-off line's record
+    reached results.json (or, when that could not be written, results.csv)
+    whole when the run ended."""
     have: dict[tuple, int] = {}
     for _, r in records:
         k = (r.backend, r.M, r.K, r.N)
         have[k] = have.get(k, 0) + 1
-    for r in rows:
-        if r.p50_us is not None and have.get((r.backend, r.M, r.K, r.N), 0) < max(1, len(r.round_p50_us)):
-            return f"{r.backend} at {r.shape}"
-    return ""
+    try:
+        _, rows = load(folder / RESULTS)
+        kept = [((r.backend, r.M, r.K, r.N), max(1, len(r.round_p50_us))) for r in rows if r.p50_us is not None]
+        where = RESULTS
+    except InputError:
+        try:
+            import pandas as pd
+
+            csv = pd.read_csv(folder / "results.csv", usecols=["backend", "M", "K", "N", "p50_us"])
+            kept = [((b, int(m), int(k), int(n)), 1) for b, m, k, n, t in csv.itertuples(index=False) if t == t]
+            where = "results.csv"
+        except (OSError, ValueError, TypeError):
+            return None
+    for (backend, m, k, n), rounds in kept:
+        if have.get((backend, m, k, n), 0) < rounds:
+            return f"{backend} at {m}x{k}x{n}", where
+    return None
 
 
 def _model(folder: Path, meta: dict, finished: bool, no_plots: bool) -> int:

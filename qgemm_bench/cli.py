@@ -137,7 +137,8 @@ def compare_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-removed", action="store_true",
                    help="do not fail when rows of BASE are missing from NEW (a backend or shape dropped on purpose)")
     p.add_argument("--allow-empty", action="store_true",
-                   help="do not fail when no row was timed in both runs (nothing was compared)")
+                   help="do not fail when no row was timed in both runs (nothing was compared), nor on rows that "
+                   "ran in both without samples to compare")
     return p
 
 

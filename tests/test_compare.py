@@ -212,6 +212,8 @@ def test_a_comparison_that_timed_nothing_fails_unless_allowed(tmp_path, capsys):
     code, doc = run_compare(tmp_path / "d", [row("triton"), row("cublas")],
                             [row("triton", seed=1), row("cublas", samples_us=[])])
     assert code == 1 and statuses(doc)[("cublas", "16x8192x8192")] == "incomparable"
+    code, doc = run_compare(tmp_path / "e", bare, bare, "--allow-empty")
+    assert code == 0 and doc["summary"].startswith("ok: 2 rows: 2 incomparable")
 
 
 @pytest.mark.parametrize("target", ["base/results.json", "new/results.json", "base", "base/rows.jsonl",

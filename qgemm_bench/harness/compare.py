@@ -173,8 +173,8 @@ def compare_row(b: Row, n: Row, opt: Options, rng: np.random.Generator) -> Compa
             c.note = f"base run: {b.status}: {b.reason}"
         return c
     if b.timing != n.timing or len(b.samples_us) < 3 or len(n.samples_us) < 3:
-        # Both ran, yet they cannot be compared: a measurement a CI gate would pass unseen.
-        c.status, c.gating = INCOMPARABLE, True
+        # Both ran, yet they cannot be compared: a measurement a CI gate would pass unseen (--allow-empty: may).
+        c.status, c.gating = INCOMPARABLE, not opt.allow_empty
         c.note = (f"timed with {b.timing} vs {n.timing}" if b.timing != n.timing
                   else "fewer than 3 raw samples on a side")
         return c

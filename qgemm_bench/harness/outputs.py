@@ -82,6 +82,9 @@ class RunFolder:
                 above = above.parent
             if not stat.S_ISDIR(os.stat(above).st_mode):
                 raise InputError(f"--output-dir {path}: cannot create it (Not a directory)")
+            longest = max(len(os.fsencode(part)) for part in path.parts)
+            if longest > os.pathconf(above, "PC_NAME_MAX"):
+                raise InputError(f"--output-dir {path}: cannot create it (File name too long: {longest} bytes)")
             if above != path and not os.access(above, os.W_OK | os.X_OK):
                 raise InputError(f"--output-dir {path}: cannot create it (no write permission in {above})")
         except OSError as e:

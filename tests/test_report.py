@@ -62,7 +62,7 @@ def test_report_names_the_fastest_backend_and_ours_against_the_fastest_peer():
                         "0.800x (tinygemm 20.0 us)"]
     assert cells[1] == ["16x8192x8192", "triton", "24.5", "1.43x over helion", "1.92x (cublas 47.0 us)",
                         "1.34x (cublas 47.0 us)"]
-    assert "Peers: cublas, tinygemm, fbgemm, gemlite, torch_compile; ours: triton" in section
+    assert "Peers: cublas, tinygemm, fbgemm, gemlite, humming, torch_compile; ours: triton" in section
 
 
 def test_no_peer_and_nothing_correct_are_said():

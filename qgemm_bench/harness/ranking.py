@@ -2,7 +2,7 @@
 
 - ours: the kernels this project writes (triton, triton_deterministic, helion, helion_deterministic).
 - peers: what a user would otherwise pick: cublas (dense bf16 on dequantized
-  weights), tinygemm, fbgemm, gemlite and torch_compile.
+  weights), tinygemm, fbgemm, gemlite, humming and torch_compile.
 - the baseline (eager `torch`, or --baseline) is neither: it is the unit
   speedups are counted in, not a competitor.
 Only correct (`ok`) rows count: an incorrect row's time is never a win.
@@ -18,7 +18,7 @@ from tabulate import tabulate
 from qgemm_bench.harness.results import OK, Row
 
 OURS = ("triton", "triton_deterministic", "helion", "helion_deterministic")
-PEERS = ("cublas", "tinygemm", "fbgemm", "gemlite", "torch_compile")
+PEERS = ("cublas", "tinygemm", "fbgemm", "gemlite", "humming", "torch_compile")
 
 
 def sig(v: float, digits: int = 3) -> str:

@@ -103,9 +103,42 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
     ]
     if fastest := ranking.markdown(rows):
         lines += [""] + fastest
+    if floor := floor_section(rows):
+        lines += [""] + floor
     notes = problems(rows)
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ % of the weight-read floor
+
+SMALL_M = 16  # decode batch sizes where the weights dominate every byte moved
+
+
+def floor_section(rows: list[Row]) -> list[str]:
+    """The report's "% of the weight-read floor" section: per backend, the
+    geometric mean of pct_of_floor over its correct rows, all and M <= 16.
+    Empty when no row has one (CPU runs, split-K)."""
+    from statistics import geometric_mean  # here: this section is one self-contained block
+
+    by: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.status == OK and r.pct_of_floor:
+            by.setdefault(r.backend, []).append(r)
+    if not by:
+        return []
+    means = {b: geometric_mean([r.pct_of_floor for r in rs]) for b, rs in by.items()}
+    table = []
+    for b in sorted(by, key=lambda b: -means[b]):
+        small = [r.pct_of_floor for r in by[b] if r.M <= SMALL_M]
+        table.append([b, str(len(by[b])), sig(means[b], 3), str(len(small)),
+                      sig(geometric_mean(small), 3) if small else ""])
+    return ["## % of the weight-read floor", "",
+            tabulate(table, headers=["backend", "rows", "geomean %", f"rows M <= {SMALL_M}", f"geomean % M <= {SMALL_M}"],
+                     tablefmt="github", disable_numparse=True), "",
+            "floor = the operator's bytes (weights + scales + x + y) at the run's copy bandwidth; % = 100 x floor / "
+            "p50 per row, geometric mean over the backend's correct rows (a backend that skipped shapes is averaged "
+            "over fewer rows: compare the counts)."]

@@ -161,3 +161,21 @@ def test_humming_nvfp4_on_gpu(shape):
         pytest.skip(reason)
     inputs = nvfp4_gemm.make_inputs(c, seed())
     check(humming.prepare_nvfp4(c, inputs).fn(), nvfp4_gemm.reference(inputs), torch.bfloat16)
+
+
+def test_check_script_fails_in_one_line(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "check_humming.py"
+    spec = importlib.util.spec_from_file_location("check_humming", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--groups", "128,96x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'96x'" in err
+    assert script.main(["--backends", "humming,nope"]) == 2
+    assert "unknown backend 'nope'" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert script.main(["--op", "nvfp4_gemm"]) == 1
+        assert capsys.readouterr().err == "check_humming: needs a CUDA GPU\n"

@@ -94,8 +94,9 @@ def _prepare(case, x: torch.Tensor, schema: dict, tensors: dict) -> Prepared:
     from humming.tune import get_heuristics_config
 
     k, n = case.shape.K, case.shape.N
-    layer = HummingLayer(shape_n=n, shape_k=k, weight_config=schema, torch_dtype=case.dtype,
-                         pad_n_to_multiple=PAD_N, pad_k_to_multiple=PAD_K).to(x.device)
+    with x.device:  # its parameters are made with torch.empty: on the GPU, not copied there
+        layer = HummingLayer(shape_n=n, shape_k=k, weight_config=schema, torch_dtype=case.dtype,
+                             pad_n_to_multiple=PAD_N, pad_k_to_multiple=PAD_K).to(x.device)
     layer.load_from_tensors(tensors)
     layer.transform()
     # Its table: [lo, hi, config] for M in (lo, hi]; its default forward compiles every config on

@@ -113,13 +113,14 @@ def test_humming_says_why_not(monkeypatch):
         assert "humming is not installed" in reason and "[peers]" in reason and "humming-kernels==0.1.19" in reason
     monkeypatch.setattr(humming, "missing", lambda package, install: None)  # as if installed
     for shape, g in (((1, 4096, 4096), 128), ((7, 5248, 1000), 64), ((1, 4096, 4096), 16), ((1, 4096, 4096), None),
-                     ((1, 4096, 4096), "channel"), ((3, 4104, 8), "channel")):
+                     ((1, 4096, 4096), "channel"), ((3, 4128, 8), "channel")):
         assert humming.int4_why_not(mk(shape, g)) is None, (shape, g)
     assert humming.int4_why_not(mk((1, 4096, 4096), 128, torch.float16)) is None
     assert "group size of K or a power of two >= 16, not 96" in humming.int4_why_not(mk((1, 4608, 4096), 96))
     assert "not 8" in humming.int4_why_not(mk((1, 4096, 4096), 8))
     assert "K % 8 == 0 and N % 8 == 0 (K=4096, N=37)" in humming.int4_why_not(mk((5, 4096, 37)))
     assert "K=4100" in humming.int4_why_not(mk((5, 4100, 64), "channel"))
+    assert "K % 32 == 0 (K=4112)" in humming.int4_why_not(mk((3, 4112, 1000), "channel"))
     fp4 = lambda shape: case(nvfp4_gemm, shape, torch.bfloat16, cuda)
     assert humming.nvfp4_why_not(fp4((1, 4096, 4096))) is None
     assert "N=37" in humming.nvfp4_why_not(fp4((1, 4096, 37)))

@@ -72,7 +72,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", metavar="A,B", help="run only these backends (comma-separated); "
                    "the baseline always runs too")
     p.add_argument("--baseline", metavar="NAME", help="backend that speedups are relative to (default: torch)")
-    p.add_argument("--shapes", metavar="PRESET", help="shape preset: smoke, llama, m-sweep; skinny for "
+    p.add_argument("--shapes", metavar="PRESET", help="shape preset: smoke, llama, m-sweep, decode; skinny for "
                    "split_k_gemm (default: llama/skinny on CUDA, smoke on CPU)")
     p.add_argument("--shape", metavar="M,K,N", action="append",
                    help="add a shape (repeatable); alone, it replaces the default preset")

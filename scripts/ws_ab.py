@@ -9,7 +9,7 @@ twice, its split planes NaN before each call, its counters zero after them
 all), then timed in --rounds rounds (graph
 timing over rotating copies > 2x L2, the runner's windows), in reverse order
 every other round (as runner --repeats). Prints each candidate's median and
-round p50s (us). The same-process A/Bs in ws_gemm.md were
+round p50s (us). The same-process A/Bs in docs/ws_gemm.md were
 timed this way, by git-ignored scripts (exp/) before this one.
 
   python3 scripts/ws_ab.py --shape 256,8192,10240 --tiles 256x128x64s4+sk --tiles 256x128x64s4+split2+skew4

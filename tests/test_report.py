@@ -47,7 +47,9 @@ def test_significant_digits_instead_of_zeros():
     _, row = record("triton", 1, 14000.0, device="cpu")
     row.tflops, row.gbps, row.sol_pct, row.speedup = 0.0000012, 0.0031, 0.04, 0.0037
     cells = report.table_rows([row])[0]
-    assert cells[5:9] == ["0.00000120", "0.00310", "0.040", "0.00370x"]
+    assert cells[5:9] == ["1.20 M", "3.10 M", "0.040", "0.00370x"]  # FLOP/s and bytes/s, SI prefixes
+    assert [report.si(v, 1e12) for v in (712.4, 8.95, 0.98, 0.0009995, 8.48e-7, 0, None)] == \
+        ["712 T", "8.95 T", "980 G", "1.00 G", "848 k", "0", ""]
 
 
 def test_report_names_the_fastest_backend_and_ours_against_the_fastest_peer():
@@ -62,7 +64,7 @@ def test_report_names_the_fastest_backend_and_ours_against_the_fastest_peer():
                         "0.800x (tinygemm 20.0 us)"]
     assert cells[1] == ["16x8192x8192", "triton", "24.5", "1.43x over helion", "1.92x (cublas 47.0 us)",
                         "1.34x (cublas 47.0 us)"]
-    assert "Peers: cublas, tinygemm, fbgemm, gemlite, torch_compile; ours: triton" in section
+    assert "Peers: cublas, tinygemm, fbgemm, gemlite, humming, torch_compile; ours: triton" in section
 
 
 def test_no_peer_and_nothing_correct_are_said():
@@ -87,7 +89,7 @@ def test_latency_plot_marks_the_weight_read_floor_and_the_fastest_peer():
 
 
 def test_latency_plot_on_cpu_has_no_floor_without_ceilings():
-    recs = [record("torch", 1, 500, device="cpu"), record("triton", 1, 20, device="cpu")]
+    recs = [record(b, m, us, device="cpu") for m in (1, 16) for b, us in (("torch", 500), ("triton", 20))]
     meta = {**META, "ceilings": {}, "gpu": None}
     fig = plots.latency_figure(frame(assemble(recs, meta)), meta, "M")
     assert [line.get_label() for line in fig.axes[0].get_lines()] == ["torch", "triton"]

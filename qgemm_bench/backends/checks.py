@@ -40,8 +40,11 @@ def triton_why_not(case: Case) -> str | None:
     return None
 
 
+INTERPRETER = "Triton interpreter (CPU)"  # the note of rows the interpreter ran (report.py gathers them)
+
+
 def interpreter_note(case: Case) -> str:
-    return "Triton interpreter (CPU)" if case.device.type == "cpu" else ""
+    return INTERPRETER if case.device.type == "cpu" else ""
 
 
 def on_cpu(case: Case, config: dict) -> dict | None:

@@ -21,13 +21,21 @@ Its split-K and GEMV kernels (M < 64) add partial sums with bf16 atomics by
 default: 2.3e-2 relative error at M = 1 on the H100, over our tolerance. We
 switch that off (process-wide: set_native_atomic_bfp16(False); fp32 partials,
 3.2e-3), and its summary says so.
+Its autotuner times every shape its config cache lacks (minutes over the
+default preset): configs_for() fills the cache so it never times (below).
 """
 
 from __future__ import annotations
 
+import ast
+import copy
+import math
+from pathlib import Path
+
 import torch
 
 from qgemm_bench.backends.checks import cuda_only, missing
+from qgemm_bench.backends.config_buckets import M_WEIGHT
 from qgemm_bench.backends.registry import Prepared, backend
 from qgemm_bench.operators import formats
 
@@ -39,6 +47,86 @@ N_ALIGN = 128
 # Rows a K block x split can read past the last group: its configs reach
 # BLOCK_SIZE_K 256 x SPLIT_K 8 = 2048 along K; twice that, in groups.
 PAD_K = 4096
+
+
+# gemlite ships tuned configs per GPU (gemlite/configs/<tag>.json) and loads
+# the one whose tag is in the device's name (core.get_default_cache_config):
+# an H200 matches none and gemlite would autotune every shape (238 s of the
+# default int4 preset). The GPUs of those tags, by compute capability and SM
+# count, so a GPU without a file takes the nearest of its capability.
+SHIPPED = {"h100": ((9, 0), 132), "a100": ((8, 0), 108), "a6000": ((8, 6), 84), "a40": ((8, 6), 84),
+           "l40": ((8, 9), 142), "l40s": ((8, 9), 142), "6000_ada": ((8, 9), 142), "4090": ((8, 9), 128),
+           "l4": ((8, 9), 58), "5090": ((12, 0), 170)}
+_loaded: dict[str, str] = {}  # device name -> the note of the configs loaded for it (once per process)
+
+
+def nearest_shipped(tags, capability: tuple[int, int], sms: int) -> str | None:
+    """The shipped tag of the same compute capability with the nearest SM
+    count (ties: the first name), or None."""
+    same = [t for t in tags if t in SHIPPED and SHIPPED[t][0] == tuple(capability)]
+    return min(same, key=lambda t: (abs(SHIPPED[t][1] - sms), t), default=None)
+
+
+def load_shipped(device: torch.device) -> str:
+    """gemlite loads its own file for this GPU at import when one matches its
+    name; else this loads the nearest GPU's. Returns what the rows say."""
+    import gemlite.core as core
+
+    props = torch.cuda.get_device_properties(device)
+    if props.name in _loaded:
+        return _loaded[props.name]
+    if (own := core.get_default_cache_config()) is not None:
+        note = f"gemlite configs {Path(own).name}"
+    else:
+        folder = Path(core.__file__).parent / "configs"
+        cc = (props.major, props.minor)
+        tag = nearest_shipped(sorted(p.stem for p in folder.glob("*.json")), cc, props.multi_processor_count)
+        if tag is not None and core.GemLiteLinear.load_config(str(folder / f"{tag}.json")):
+            note = f"gemlite configs {tag}.json (none shipped for {props.name}; nearest of compute capability " \
+                   f"{cc[0]}.{cc[1]})"
+        else:
+            note = f"gemlite ships no configs for {props.name} or its compute capability"
+    _loaded[props.name] = note
+    return note
+
+
+def fill_nearest(cache: dict, kind: str, signature: tuple) -> str | None:
+    """Makes gemlite's config cache hold `signature` (M bucket, N, K, group,
+    elements per packed word, type id: the key its config pruners look up) for
+    the kernel `kind`, so its autotuner has one config and times nothing: the
+    entry itself, else a copy of the nearest entry of the same group, packing
+    and type (log2 distance, M weighted most). Returns "" for its own entry,
+    the shape copied ("MxKxN"), or None when no entry fits (gemlite autotunes)."""
+    entries = cache.get(kind) or {}
+    want = str(tuple(signature))
+    if want in entries:
+        return ""
+    m, n, k, *rest = signature
+    keys = [t for t in map(ast.literal_eval, entries) if list(t[3:]) == rest]
+    if not keys:
+        return None
+    best = min(keys, key=lambda t: (M_WEIGHT * abs(math.log2(t[0] / m)) + abs(math.log2(t[1] / n))
+                                    + abs(math.log2(t[2] / k)), t))
+    cache.setdefault(kind, {})[want] = copy.deepcopy(entries[str(best)])
+    return f"{best[0]}x{best[2]}x{best[1]}"
+
+
+def configs_for(layer, m: int) -> str:
+    """Fills gemlite's config cache for the kernel `layer` runs at M = m (see
+    fill_nearest); returns the row's note on it."""
+    import gemlite.core as core
+    from gemlite.triton_kernels import utils
+
+    kind = core.get_matmul_type(m, layer.W_nbits)
+    dtype = layer.input_dtype.value
+    # forward_functional's type id: bf16 shares fp16's configs
+    type_id = (core.DType.FP16.value if dtype == core.DType.BF16.value else dtype) * 100 + layer.W_nbits
+    sig = (utils.get_closest_m(m), layer.out_features, layer.in_features, layer.group_size,
+           layer.elements_per_sample, type_id)
+    source = fill_nearest(core.GEMLITE_TRITON_CONFIG_CACHE, kind, sig)
+    if source is None:
+        return f"no gemlite {kind} config of this group size: gemlite autotunes it (in prepare_s)"
+    return f"{kind} config of {source}" if source else ""
 
 
 def group_for(k: int, group_size: int | None) -> int:
@@ -102,5 +190,6 @@ def prepare(case, inputs):
         return layer(x)
 
     x = inputs.x
-    apply(x)  # its autotuning (shapes without a shipped config) runs here, never in the timed calls
-    return Prepared(lambda: apply(x), resident=resident, apply=apply)
+    notes = "; ".join(filter(None, (load_shipped(x.device), configs_for(layer, x.shape[0]))))
+    apply(x)  # compiling (and any autotuning configs_for could not avoid) runs here, never timed
+    return Prepared(lambda: apply(x), resident=resident, notes=notes, apply=apply)

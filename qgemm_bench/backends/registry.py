@@ -38,6 +38,7 @@ BACKEND_MODULES = (
     "qgemm_bench.backends.tinygemm",
     "qgemm_bench.backends.fbgemm",
     "qgemm_bench.backends.gemlite",
+    "qgemm_bench.backends.humming",
     "qgemm_bench.backends.triton_ops",
     "qgemm_bench.backends.helion_ops",
 )

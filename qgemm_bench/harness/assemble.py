@@ -55,6 +55,9 @@ def derive(row: Row, baseline: Row | None, ceilings: dict) -> None:
     if ceilings:
         floor = max(by / (ceilings["copy_GBps"] * 1e9), fl / (ceilings["bf16_matmul_TFLOPs"] * 1e12))
         row.sol_pct = 100 * floor / sec
+        if getattr(op, "WEIGHT_ONLY", False):  # reading the operands once at copy speed: the decode bound
+            row.floor_us = by / (ceilings["copy_GBps"] * 1e9) * 1e6
+            row.pct_of_floor = 100 * row.floor_us / row.p50_us
     if row.status == OK and baseline is not None and baseline.status == OK and baseline.p50_us:
         row.speedup = baseline.p50_us / row.p50_us
 

@@ -2,7 +2,7 @@
 
 - ours: the kernels this project writes (triton, triton_deterministic, helion, helion_deterministic).
 - peers: what a user would otherwise pick: cublas (dense bf16 on dequantized
-  weights), tinygemm, fbgemm, gemlite and torch_compile.
+  weights), tinygemm, fbgemm, gemlite, humming and torch_compile.
 - the baseline (eager `torch`, or --baseline) is neither: it is the unit
   speedups are counted in, not a competitor.
 Only correct (`ok`) rows count: an incorrect row's time is never a win.
@@ -18,7 +18,7 @@ from tabulate import tabulate
 from qgemm_bench.harness.results import OK, Row
 
 OURS = ("triton", "triton_deterministic", "helion", "helion_deterministic")
-PEERS = ("cublas", "tinygemm", "fbgemm", "gemlite", "torch_compile")
+PEERS = ("cublas", "tinygemm", "fbgemm", "gemlite", "humming", "torch_compile")
 
 
 def sig(v: float, digits: int = 3) -> str:
@@ -54,12 +54,13 @@ def standings(rows: list[Row]) -> list[Standing]:
     return out
 
 
-def markdown(rows: list[Row]) -> list[str]:
-    """The report's "Fastest per shape" section (empty when nothing ran correctly)."""
+def markdown(rows: list[Row], peers: bool = True) -> list[str]:
+    """The report's "Fastest per shape" section (empty when nothing ran
+    correctly); peers=False leaves out ours against the peers (a CPU run)."""
     table = standings(rows)
     if not any(s.fastest for s in table):
         return []
-    ours = [b for b in OURS if any(b in s.ours for s in table)]
+    ours = [b for b in OURS if any(b in s.ours for s in table)] if peers else []
     headers = ["shape MxKxN", "fastest", "p50 us", "lead"] + [f"{b} vs best peer" for b in ours]
     lines = []
     for s in table:
@@ -77,8 +78,10 @@ def markdown(rows: list[Row]) -> list[str]:
                 cells.append(f"{sig(s.best_peer.p50_us / mine.p50_us)}x ({s.best_peer.backend} "
                              f"{s.best_peer.p50_us:.1f} us)")
         lines.append(cells)
+    why = ("\"<ours> vs best peer\" = the fastest peer's p50 / ours (above 1: ours is faster). Peers: "
+           + ", ".join(PEERS) + "; ours: " + ", ".join(OURS) + "; the baseline is neither."
+           if peers else "No ours-against-peers ratios: CPU and Triton-interpreter times do not compare with "
+           "kernels'.")
     return ["## Fastest per shape", "",
             tabulate(lines, headers=headers, tablefmt="github", disable_numparse=True), "",
-            "lead = the runner-up's p50 / the fastest's p50. \"<ours> vs best peer\" = the fastest peer's p50 / "
-            "ours (above 1: ours is faster). Peers: " + ", ".join(PEERS) + "; ours: " + ", ".join(OURS)
-            + "; the baseline is neither. Correct rows only."]
+            f"lead = the runner-up's p50 / the fastest's p50. {why} Correct rows only."]

@@ -37,6 +37,9 @@ class Row:
     tflops: float | None = None
     gbps: float | None = None
     sol_pct: float | None = None  # floor time (bytes or flops at the ceilings) / p50
+    # Weight-only ops: the weight-read floor, bytes(shape) at the run's copy bandwidth, and 100 x it / p50.
+    floor_us: float | None = None
+    pct_of_floor: float | None = None
     speedup: float | None = None  # baseline p50 / this p50, same shape, same run
     weight_mib: float | None = None
     peak_extra_mib: float | None = None

@@ -1,5 +1,7 @@
 """The operators: WHAT is measured. One module per operator, same interface:
 NAME, SUMMARY, PRESETS, CPU_PRESET/GPU_PRESET, DEFAULT_BASELINE, PLOT_X,
+WEIGHT_ONLY (optional, False when absent: a weight-only GEMM, whose rows get
+the weight-read floor),
 Settings (a frozen dataclass: label, as_dict, from_label), FLAGS and
 add_arguments / settings_from_args (the CLI flags the operator owns), Inputs
 (a dataclass, the activation first), describe, validate, make_inputs,

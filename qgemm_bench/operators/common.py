@@ -42,10 +42,16 @@ LLAMA3_8B_KN = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
 LLAMA3_70B_KN = [(8192, 10240), (8192, 8192), (8192, 57344), (28672, 8192)]
 LLAMA_M = (1, 16, 64, 256, 1024, 4096)
 SWEEP_M = tuple(2**i for i in range(13))  # 1 .. 4096
+DECODE_M = (1, 2, 4, 8, 16, 32, 64)  # decode batch sizes: the weights-read-bound regime
 
 
 def llama_shapes() -> list[Shape]:
     return [Shape(m, k, n) for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN for m in LLAMA_M]
+
+
+def decode_shapes() -> list[Shape]:
+    """Every Llama-3-8B and -70B layer at decode batch sizes (M <= 64)."""
+    return [Shape(m, k, n) for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN for m in DECODE_M]
 
 
 def m_sweep_shapes(k: int = 8192, n: int = 8192) -> list[Shape]:

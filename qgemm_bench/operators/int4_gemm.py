@@ -15,6 +15,7 @@ from qgemm_bench.errors import InputError
 from qgemm_bench.operators import common, formats
 from qgemm_bench.operators.common import (
     check_positive,
+    decode_shapes,
     gemm_flops,
     gemm_tolerance,
     generator,
@@ -27,11 +28,13 @@ NAME = "int4_gemm"
 SUMMARY = "bf16/fp16 activations x int4 weights, symmetric group scales"
 DEFAULT_BASELINE = "torch"
 PLOT_X = "M"
+WEIGHT_ONLY = True  # rows get the weight-read floor (harness/assemble.py)
 PRESETS = {
     # tiny and ragged: N not a multiple of 8/16, M odd; K a multiple of 128.
     "smoke": [Shape(1, 128, 64), Shape(3, 256, 40), Shape(17, 384, 96), Shape(5, 256, 37)],
     "llama": llama_shapes(),
     "m-sweep": m_sweep_shapes(),
+    "decode": decode_shapes(),
 }
 CPU_PRESET, GPU_PRESET = "smoke", "llama"
 DEFAULT_GROUP = 128

@@ -16,6 +16,7 @@ from qgemm_bench.errors import InputError
 from qgemm_bench.operators import common, formats
 from qgemm_bench.operators.common import (
     check_positive,
+    decode_shapes,
     gemm_flops,
     gemm_tolerance,
     generator,
@@ -28,10 +29,12 @@ NAME = "nvfp4_gemm"
 SUMMARY = "bf16/fp16 activations x NVFP4 weights (E2M1, E4M3 block-16 scales, FP32 tensor scale)"
 DEFAULT_BASELINE = "torch"
 PLOT_X = "M"
+WEIGHT_ONLY = True  # rows get the weight-read floor (harness/assemble.py)
 PRESETS = {
     "smoke": [Shape(1, 64, 48), Shape(3, 160, 40), Shape(17, 384, 96), Shape(5, 256, 37)],
     "llama": llama_shapes(),
     "m-sweep": m_sweep_shapes(),
+    "decode": decode_shapes(),
 }
 CPU_PRESET, GPU_PRESET = "smoke", "llama"
 

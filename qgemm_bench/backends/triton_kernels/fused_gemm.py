@@ -451,7 +451,7 @@ FUSED_CONFIGS = {
 # Two programs per tile (SPLITS 2, the last SKEW K blocks more): M=64
 # 64x64x128 s4 skew 2, M=128 128x128x64 s4 skew 4 (1.05-1.16x faster than the
 # table's tiles, int4 and NVFP4), M=256 256x128x64 s4 skew 4 (NVFP4 ahead,
-# int4 behind); more splits and M = 512 lost (ws_gemm.md has the numbers).
+# int4 behind); more splits and M = 512 lost (docs/ws_gemm.md has the numbers).
 # At M = 256 also 128x128x64 split 2 and 256x128x64 split 4, for N = 4096,
 # where 256x128 tiles fill 32 of the 132 SMs (the Llama layers' M = 256
 # rows were 1.11-1.37x the fastest peer there).

@@ -3,7 +3,7 @@ lower-level language): a fused config with "WS" tiles (fused_gemm.ws_tiles) runs
 here where `usable` says so, else FusedGemm runs the rest of the config in
 fused_gemm.fused_kernel. In this module a config `c` is such "WS" tiles:
 BLOCK_M, BLOCK_N, BLOCK_K, num_stages, optionally K_SPLIT, SPLITS, SKEW,
-STREAM_K, PDL and M_GROUP. ws_gemm.md beside this file has the
+STREAM_K, PDL and M_GROUP. docs/ws_gemm.md has the
 measurements behind each choice and what was tried and dropped.
 
 Same operands as fused_kernel (swapped: a [BLOCK_N, BLOCK_M] tile of y^T =
@@ -59,7 +59,7 @@ No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
 through shared memory (scripts/fused_sass.py, 256x128x64 w8 s3 TMA: 208
 SASS instructions per K block; here 114 per warpgroup, fused_sass.py --ws;
-ws_gemm.md's counts predate packed_layout's register order, which took 4 off each).
+docs/ws_gemm.md's counts predate packed_layout's register order, which took 4 off each).
 
 Each warpgroup waits for its own wgmmas before decoding the next block
 (wgmma.wait_group 0), so nothing writes the A registers of a pending wgmma
@@ -112,7 +112,7 @@ SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
 OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP")  # K_SPLIT 1 or 2, SPLITS 1-4: `check`
 MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
-MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (ws_gemm.md)
+MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (docs/ws_gemm.md)
 # H100, 64 x 8192 x 8192, int4 group 64 and 128, one process per config (scripts/ws_ab.py, killed
 # after 30-40 s): 64x64x64 SPLITS 2 with 7 or 8 stages and SKEW 2, 4, 8 or 16 never returned from its
 # first checked call (8 stages, SKEW 16: 56 and 72 K blocks, both whole laps of the ring); the same
@@ -277,7 +277,7 @@ def _count_in(counter):
     stores (a barrier of the warpgroup), one release add of 1 to the
     counter, which makes all of them visible to whoever acquires the count
     (one add per warpgroup: an add per thread queued on the counters'
-    cache lines, ws_gemm.md)."""
+    cache lines, docs/ws_gemm.md)."""
     _barrier()
     gl.atomic_add(counter, 1, sem="release", scope="gpu")
 

@@ -20,6 +20,20 @@ def full_logits(model, ids: torch.Tensor) -> torch.Tensor:
     return model(input_ids=ids, use_cache=False).logits.float().cpu()
 
 
+def eval_text(path: str | Path) -> None:
+    """Check --eval-text before the model loads: a regular file (bounded,
+    harness/files.py); a text one (not .bz2, a compressed dump) UTF-8 with
+    more than white space. InputError naming it otherwise."""
+    from qgemm_bench.harness import files
+
+    if str(path) == "":
+        raise InputError("--eval-text '': expected a text file")
+    if Path(path).suffix == ".bz2":
+        files.read_bytes(path, "--eval-text")
+    elif not files.read_text(path, "--eval-text").strip():
+        raise InputError(f"--eval-text {path}: holds no text")
+
+
 def logit_metrics(ref: torch.Tensor, out: torch.Tensor) -> dict:
     """rel_err: ||out - ref||_F / ||ref||_F; kl: mean over positions of
     KL(softmax(ref) || softmax(out)) in nats; top1: fraction of positions whose
@@ -64,21 +78,12 @@ def perplexity(model, ids: torch.Tensor, window: int, stride: int | None = None)
     return {"perplexity": math.exp(nll_sum / count), "nll_sum": nll_sum, "tokens": count}
 
 
-def eval_text(path: str | Path) -> str:
-    """--eval-text's text: a regular UTF-8 file (bounded, harness/files.py)
-    holding more than white space; InputError naming it otherwise."""
-    from qgemm_bench.harness import files
-
-    if str(path) == "":
-        raise InputError("--eval-text '': expected a text file")
-    text = files.read_text(path, "--eval-text")
-    if not text.strip():
-        raise InputError(f"--eval-text {path}: holds no text")
-    return text
-
-
 def text_tokens(tokenizer, path: str | Path, max_tokens: int | None = None) -> torch.Tensor:
     """The file's text as one token sequence (the tokenizer's usual special
     tokens, e.g. a leading BOS), cut to max_tokens."""
-    ids = tokenizer(eval_text(path), return_tensors="pt").input_ids[0]
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--eval-text {path}: no such file")
+    text = p.read_text(encoding="utf-8", errors="replace")
+    ids = tokenizer(text, return_tensors="pt").input_ids[0]
     return ids[:max_tokens] if max_tokens else ids

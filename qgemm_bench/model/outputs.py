@@ -99,6 +99,10 @@ def _type_problem(annotation: str, v) -> str:
     ok = {"str": lambda: isinstance(v, str), "list": lambda: isinstance(v, list) and all(
         isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)}
     kinds = [k.strip() for k in annotation.split("|")]
+    if not set(kinds) <= {"str", "int", "float", "list", "None", "bool"}:
+        return ""  # a kind this does not check (a dict, say): taken as it is
+    if kinds == ["bool"] or "bool" in kinds and isinstance(v, bool):
+        return "" if isinstance(v, bool) or v is None and "None" in kinds else "expected true or false"
     if v is None:
         return "" if "None" in kinds else "expected a value, not null"
     for k in kinds:

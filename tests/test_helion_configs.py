@@ -1,7 +1,6 @@
 """The Helion backends' checked-in configs: lookup, files, autotuning once."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -192,14 +191,9 @@ def test_earlier_split_entries_translate_to_the_same_tiles():
 
 
 def test_tune_script_candidates_fit_their_kernels():
-    """What scripts/tune_helion.py will time on the GPU compiles here (bf16,
+    """What qgemm_bench.tuning.helion will time on the GPU compiles here (bf16,
     the PTX decodes' code generated), under the kernel name it saves to."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("tune_helion",
-                                                  Path(__file__).resolve().parents[1] / "scripts" / "tune_helion.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from qgemm_bench.tuning import helion as script
     assert [script.kernel_name("int4_gemm", m) for m in (1, 64, 65, 512)] == \
         ["int4_gemm", "int4_gemm", "int4_gemm_fused", "int4_gemm_fused"]
     assert script.candidates("int4_gemm", 2048) == []  # dequantize + cuBLAS: nothing to tune

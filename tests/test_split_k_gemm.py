@@ -3,7 +3,6 @@ reference, our Triton and Helion split-K kernels (atomic and deterministic)
 on ragged shapes with and without bias, and the tritonbench entry points.
 GPU variants are marked `gpu`."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -296,20 +295,21 @@ def test_opt_in_autotune_is_ignored_on_cpu():
     assert rel_error(gemm(), a.double() @ b.double()) <= TOL[DT]
 
 
-# ------------------------------------------------------------------ scripts/tune_split_k.py (no GPU)
+# ------------------------------------------------------------------ qgemm_bench.tuning.split_k (no GPU)
 
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tune_split_k.py"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def tune_script():
-    spec = importlib.util.spec_from_file_location("tune_split_k_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from qgemm_bench.tuning import split_k
+
+    return split_k
 
 
 def test_tune_script_candidates_are_valid():
+    from qgemm_bench.tuning import candidates as cands
+
     t = tune_script()
     for shape in [*split_k_gemm.PRESETS["skinny"], (7, 5000, 24)]:
         first = t.candidates(*shape, 132)
@@ -317,16 +317,18 @@ def test_tune_script_candidates_are_valid():
         assert len({json.dumps(c, sort_keys=True) for c in first}) == len(first) >= 6
         for c in first:
             assert_valid(c, shape)
-            assert t.smem(c) <= t.SMEM_LIMIT and (c["num_warps"], c["num_stages"]) == (4, 3)
+            assert cands.split_k_smem(c) <= cands.SPLIT_SMEM_LIMIT and (c["num_warps"], c["num_stages"]) == (4, 3)
             for v in t.variants(c):
                 assert_valid(v, shape)
-                assert t.smem(v) <= t.SMEM_LIMIT and v != c
+                assert cands.split_k_smem(v) <= cands.SPLIT_SMEM_LIMIT and v != c
 
 
 def test_tune_script_times_the_second_launch_reduction_for_deterministic_configs():
     t = tune_script()
     skc = configs()
-    a, b, one = t.cfg(16, 16, 64, 32), t.cfg(64, 32, 128, 8), t.cfg(16, 32, 64, 1)
+    from qgemm_bench.tuning.candidates import split_k_cfg as cfg
+
+    a, b, one = cfg(16, 16, 64, 32), cfg(64, 32, 128, 8), cfg(16, 32, 64, 1)
     got = t.second_launch([a, b, one], atomic_best=a)
     assert got == [{**a, "REDUCE": "kernel"}, {**b, "REDUCE": "kernel"}]  # no split: nothing to sum; no repeats
     for c in got:
@@ -367,6 +369,7 @@ def fake_tune(t, monkeypatch, script: dict, calls: list):
     call records (shape, mode, pass, the earlier timings it was handed)."""
     from qgemm_bench.backends.triton_kernels import split_k as sk
     from qgemm_bench.harness import environment
+    from qgemm_bench.tuning.candidates import split_k_cfg
 
     class FakeTuner:
         def __init__(self, shape, *_):
@@ -383,7 +386,7 @@ def fake_tune(t, monkeypatch, script: dict, calls: list):
             if got is None:
                 return None
             us, count, cands = got
-            c = t.cfg(16, 16, 64, 4 * 2**n)
+            c = split_k_cfg(16, 16, 64, 4 * 2**n)
             if mode == 1:
                 c = {**c, "REDUCE": "kernel"}
             return {"config": c, "us": us, "err": 1e-3, "timed": count, "candidates": cands}
@@ -472,8 +475,8 @@ def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, 
 
 def test_tune_script_writes_the_seed_table(tmp_path):
     out = tmp_path / "seed.json"
-    r = subprocess.run([sys.executable, str(SCRIPT), "--seed-only", str(out)], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-m", "qgemm_bench.tuning.split_k", "--seed-only", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
     assert r.returncode == 0, r.stderr
     skc = configs()
     doc = skc.read_table(out)
@@ -482,8 +485,8 @@ def test_tune_script_writes_the_seed_table(tmp_path):
     checked_in = skc.read_table(skc.TABLE_PATH)
     if all(e["tuned"].startswith(skc.SEED_NOTE) for es in checked_in["entries"].values() for e in es.values()):
         assert checked_in == doc  # the checked-in seed is what the script regenerates
-    bad = subprocess.run([sys.executable, str(SCRIPT), str(out), "--shapes", "3x4"], capture_output=True,
-                         text=True, timeout=120)
+    bad = subprocess.run([sys.executable, "-m", "qgemm_bench.tuning.split_k", str(out), "--shapes", "3x4"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "MxKxN" in bad.stderr
 
 

@@ -440,9 +440,14 @@ def test_a_fused_config_runs_the_split_kernel_without_its_fused_only_keys():
 
 
 def load_tune_script(name="tune_weight_only"):
+    """A tuner of qgemm_bench.tuning (tune_weight_only: its weight_only
+    module), or a study script of scripts/ loaded by path."""
+    import importlib
     import importlib.util
     from pathlib import Path
 
+    if name == "tune_weight_only":
+        return importlib.import_module("qgemm_bench.tuning.weight_only")
     spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

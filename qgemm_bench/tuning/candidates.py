@@ -174,23 +174,50 @@ def pruned(pool: list[dict], prior: dict | None, m: int, first: dict | None = No
     return keep or list(pool)
 
 
-def ws_pruned(tiles: list[dict], prior: dict | None, m: int) -> list[dict]:
-    """The warp-specialized tiles to time at M: those that won at M on the
-    prior table (none where WS never won there: the pass is skipped), all
-    of them with prior None (--full)."""
+WS_KEEP = 2  # the most frequent WS winners at an M timed beside the bucket's own
+
+
+def ws_pruned(tiles: list[dict], prior: dict | None, m: int, key: str | None = None) -> list[dict]:
+    """The warp-specialized tiles to time at M: the bucket's own WS winner
+    on the prior table and the WS_KEEP most frequent at M there (none
+    where WS never won at M: the pass is skipped), all of them with prior
+    None (--full)."""
     if prior is None:
         return list(tiles)
-    won = [{c: v for c, v in e["config"]["WS"].items() if c != "PDL"} for key, e in prior.items()
-           if parse(key)[0] == m and "WS" in e.get("config", {})]
-    return [t for t in tiles if {c: v for c, v in t.items() if c != "PDL"} in won]
+    strip = lambda w: {c: v for c, v in w.items() if c != "PDL"}  # noqa: E731
+    count: dict[str, list] = {}
+    for name, e in prior.items():
+        if parse(name)[0] == m and "WS" in e.get("config", {}):
+            slot = count.setdefault(json.dumps(strip(e["config"]["WS"]), sort_keys=True), [0, False])
+            slot[0] += 1
+            slot[1] |= name == key
+    keep = sorted(count, key=lambda w: (not count[w][1], -count[w][0]))
+    keep = [w for w in keep if count[w][1]] + [w for w in keep if not count[w][1]][:WS_KEEP]
+    return [t for t in tiles if json.dumps(strip(t), sort_keys=True) in keep]
 
 
-def pdl_won_at(prior: dict | None, m: int) -> bool:
-    """Whether PDL won at M on the prior table (True with prior None)."""
+def with_pdl(pool: list[dict], prior: dict | None, m: int) -> list[dict]:
+    """The pool with PDL 2 variants, as the table times up to M =
+    PDL_MAX_M: of every config with prior None (--full), else of those
+    that won at M on the prior table with PDL (the others won without it
+    wherever they won: their PDL twin is left out)."""
+    if prior is None:
+        twins = pool
+    else:
+        won = [base_of(e["config"]) for key, e in prior.items() if parse(key)[0] == m and e["config"].get("PDL")]
+        twins = [c for c in pool if base_of(c) in won]
+    return pool + [{**c, "PDL": 2} for c in twins if not c.get("PDL")]
+
+
+def pdl_won_at(prior: dict | None, m: int, key: str | None = None) -> bool:
+    """Whether PDL won on the prior table at the bucket `key` (where the
+    prior has it), else at any bucket of M (True with prior None)."""
     if prior is None:
         return True
-    return any(parse(key)[0] == m and (e["config"].get("PDL") or e["config"].get("WS", {}).get("PDL"))
-               for key, e in prior.items())
+    won = lambda e: bool(e["config"].get("PDL") or e["config"].get("WS", {}).get("PDL"))  # noqa: E731
+    if key in prior:
+        return won(prior[key])
+    return any(parse(name)[0] == m and won(e) for name, e in prior.items())
 
 
 # ------------------------------------------------------------------ Helion
@@ -205,6 +232,7 @@ HELION_SPLIT_K = [helion_sk(16, 16, 64, 16), helion_sk(16, 32, 64, 16), helion_s
                   helion_sk(64, 64, 128, 4), helion_sk(64, 32, 64, 16)]
 
 HELION_WEIGHT_ONLY_M = (1, 16, 64, 128, 256, 512)
+HELION_KN = (8192, 8192)  # the one layer Helion's weight-only buckets are tuned at (others: nearest)
 HELION_SPLIT_K_SHAPES = [(16, 16384, 16), (64, 32768, 64), (256, 65536, 256)]
 
 

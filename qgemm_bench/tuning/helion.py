@@ -99,6 +99,34 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
             "key": bucket(*shape), "entry": {"config": cfg, **info}}
 
 
+REP_MS = 30.0  # timed ms per config (--rep)
+
+
+def tune_unit(op_name: str, shape, device, prior: dict | None, own: dict | None = None, stop: float | None = None,
+              dtype=None, gpu: str | None = None) -> dict | None:
+    """The `qgemm-bench tune` unit of this family: one bucket's Helion
+    config (tune's result). prior: the Triton table ({"kernels": ...}) of
+    the nearest tuned GPU of this compute capability, whose winners at M
+    prune the weight-only pools (candidates.helion); None: whole pools
+    (--full). own: the Helion table of that GPU, whose config for the
+    bucket is timed first."""
+    import torch
+
+    from qgemm_bench.backends.config_buckets import bucket
+
+    m = shape[0]
+    kernel = kernel_name(op_name, m, shape, device)
+    pruning = None if prior is None else prior.get("kernels", {}).get(kernel, {})
+    cands = candidates(op_name, m, shape, device, prior=pruning)
+    mine = ((own or {}).get("kernels", {}).get(kernel, {}).get(bucket(*shape)) or {}).get("config")
+    if mine is not None and cands:
+        cands = [mine] + [c for c in cands if c != mine]
+    if not cands:
+        return None
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 0
+    return tune(op_name, shape, device, l2, REP_MS, dtype, cands, gpu, stop)
+
+
 def main() -> int:
     from qgemm_bench.errors import InputError
     from qgemm_bench.harness.args import Parser
@@ -110,7 +138,7 @@ def main() -> int:
                    "above 512 the dequantize path has nothing to tune)")
     p.add_argument("--kn", type=kn_pair, action="append", metavar="K,N",
                    help="weight-only layer shape (repeatable; default 8192,8192)")
-    p.add_argument("--rep", type=rep_ms, default=30.0, help="timed ms per config (default 30; 1 to 1000)")
+    p.add_argument("--rep", type=rep_ms, default=REP_MS, help="timed ms per config (default 30; 1 to 1000)")
     try:
         args = p.parse_args()
     except InputError as e:

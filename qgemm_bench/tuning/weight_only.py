@@ -61,6 +61,7 @@ from qgemm_bench.harness.outputs import write_atomic
 from qgemm_bench.harness.watchdog import Watchdog, stall_reason
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
+from qgemm_bench.tuning import candidates as cands
 from qgemm_bench.tuning.candidates import FORMATS, PDL_MAX_M, TABLE_M, pdl_variants, weight_only_pool
 from qgemm_bench.tuning.timing import n_copies, p50_us, time_rounds
 from qgemm_bench.types import Case, Shape
@@ -70,6 +71,7 @@ from qgemm_bench.types import Case, Shape
 DEV = torch.device("cuda")
 DTYPE = torch.bfloat16
 TABLE_OUT: Path | None = None  # the table file written (None: this GPU's checked-in one)
+SETTINGS = Settings()  # the runner's warm-up and timed windows (timing.p50_us)
 results = []
 STALL_S = 300.0  # --stall-timeout's default: a config's check or timing took under a minute on the H100
 
@@ -108,7 +110,7 @@ def copies(x, wargs):
 
 def time_fns(fns):
     """p50 us of a call, timed as the runner times by default (timing.p50_us)."""
-    return p50_us(fns, Settings(), DEV)
+    return p50_us(fns, SETTINGS, DEV)
 
 
 def copy_calls(reps, **kw) -> list:
@@ -293,9 +295,10 @@ def versions() -> dict:
 
 
 def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], stop: float | None = None,
-               t0: float | None = None) -> dict | None:
+               t0: float | None = None, pdl: bool = True) -> dict | None:
     """One table entry: the path's candidates `pool` at (m, k, n), each with
-    PDL 2 too up to M = PDL_MAX_M, checked against the reference, then the
+    PDL 2 too up to M = PDL_MAX_M (pdl False: the pool has the PDL
+    variants it should), checked against the reference, then the
     right ones timed in TABLE_ROUNDS rounds (stop: see time_interleaved);
     the fastest with its runner-up, where it has TMA loads the best
     pointer-load config (what kernels without TMA loads mirror), above
@@ -304,12 +307,16 @@ def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], st
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
     t0 = time.time() if t0 is None else t0
-    if m <= PDL_MAX_M:  # each candidate with and without PDL (see PDL_MAX_M)
-        pool = pool + [{**c, "PDL": 2} for c in pool if not c.get("PDL")]
+    if pdl and m <= PDL_MAX_M:  # each candidate with and without PDL (see PDL_MAX_M)
+        pool = cands.with_pdl(pool, None, m)
     x, wargs, ref = operands(fmt, m, k, n)
     reps = copies(x, wargs)
     ready = []  # (config, label, error, calls) of those that ran right
-    for c in pool:
+    for i, c in enumerate(pool):
+        if stop is not None and len(ready) >= 2 and time.monotonic() > stop:
+            print(f"  {fmt} {path} {m}x{k}x{n}: {len(pool) - i} candidates left unchecked (the unit's budget)",
+                  flush=True)
+            break
         label = f"{fmt} {path} {m}x{k}x{n} {describe(c)} asm {c.get('DECODE_ASM', True)}"
         try:
             with WATCH.step(f"{label}'s check"):
@@ -348,6 +355,42 @@ def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], st
         versus = versus_dequant(entry, rows[0][2], reps, f"{fmt} fused {m}x{k}x{n}")
     print(f"{fmt} {path} {m:3d}x{k}x{n}: {us:7.2f} us {describe(c)} | next "
           f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f}{versus} ({time.time() - t0:.0f} s)", flush=True)
+    return entry
+
+
+def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, stop: float | None = None,
+              groups: tuple = ()) -> dict | None:
+    """The `qgemm-bench tune` unit of this family: the table entry of one
+    (format, path, shape) made as the table, ws and pdl modes make it, in
+    that order. prior: the kernel's entries ({bucket: entry}) on the
+    nearest tuned GPU of this compute capability, which prune the pools
+    (candidates.pruned, ws_pruned, pdl_won_at); None times them whole
+    (--full). groups (int4 fused): each group size's own WS config too
+    (ws --group). stop (time.monotonic()): the unit's budget; past it
+    no further candidate is checked (two at least are) and no second
+    round starts. None where nothing ran right."""
+    from qgemm_bench.backends.config_buckets import bucket
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
+
+    fmt_id, key = FORMATS.index(fmt), bucket(m, k, n)
+    first = (prior or {}).get(key, {}).get("config")
+    pool = cands.pruned(weight_only_pool(fmt_id, path, m), prior, m, first)
+    if not pool:  # the path does not run here
+        return None
+    if m <= PDL_MAX_M:
+        pool = cands.with_pdl(pool, prior, m)
+    entry = tune_entry(fmt, path, m, k, n, pool, stop, pdl=False)
+    if entry is None:
+        return None
+    entry["tuned"] += f" ({len(pool)} candidates{': those that won at this M on the prior GPU' if prior else ''})"
+    if path == "fused" and ws_pool(m):
+        tiles = cands.ws_pruned(ws_pool(m), prior, m, key)
+        if tiles:
+            ws_entry(fmt, key, entry, tiles, stop=stop)
+        for g in groups if fmt == "int4" else ():
+            ws_entry(fmt, key, entry, tiles or ws_pool(m), group=g, stop=stop)
+    if m > PDL_MAX_M and cands.pdl_won_at(prior, m, key):  # up to PDL_MAX_M tune_entry timed PDL itself
+        pdl_entry(fmt, path, key, entry, stop=stop)
     return entry
 
 

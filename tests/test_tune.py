@@ -201,3 +201,37 @@ def test_help_documents_a_bring_up(capsys):
     for text in ("bring up a GPU from nothing", "torchrun --nproc-per-node 2 runner.py tune", "--resume",
                  "qgemm_bench/configs/<gpu>/", "weight_only.json", "provenance", "H200 1-GPU MINUTES"):
         assert text in out, text
+
+
+TINY_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from _pytest.monkeypatch import MonkeyPatch
+import tests.test_tune as t
+t.tiny.__wrapped__(MonkeyPatch())
+from qgemm_bench import cli
+sys.exit(cli.main(["tune", "--device", "cpu", *sys.argv[1:]]))
+"""
+
+
+def test_under_torchrun_ranks_share_the_units_and_rank_0_writes(tmp_path):
+    """Two ranks (gloo, CPU): each tunes its share of the units; rank 0
+    alone writes the store, which holds every rank's entries."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    script = tmp_path / "child.py"
+    script.write_text(TINY_CHILD.format(repo=str(repo)))
+    store = tmp_path / "store"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        str(script), "--store", str(store), "--op", "int4_gemm", "--backends", "triton",
+                        "--shape-budget-s", "2"], capture_output=True, text=True, cwd=repo, timeout=300,
+                       env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("tuned 2 entries") == 1  # rank 0 alone reports (and writes)
+    doc = json.loads((store / "cpu" / "weight_only.json").read_text())
+    assert set(doc["kernels"]) == {"int4_gemm", "int4_gemm_fused"}  # one unit on each rank
+    assert doc["provenance"]["world_size"] == 2 and doc["provenance"]["complete"] is True
+    assert not (store / "cpu" / ".tune").exists()

@@ -141,13 +141,12 @@ def device_for(args, world):
     if args.device == "cpu":
         if os.environ.get("TRITON_INTERPRET") != "1":
             raise InputError("--device cpu tunes on the Triton interpreter: set TRITON_INTERPRET=1 (a test run)")
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        if args.dry_run:
-            return torch.device("cpu")
-        raise InputError("tune needs a CUDA GPU (TRITON_INTERPRET=1 with --device cpu is a CPU test run; "
-                         "--dry-run lists the plan anywhere)")
-    if world is not None:
+    elif not torch.cuda.is_available():
+        if not args.dry_run:
+            raise InputError("tune needs a CUDA GPU (TRITON_INTERPRET=1 with --device cpu is a CPU test run; "
+                             "--dry-run lists the plan anywhere)")
+        args.device = "cpu"
+    if world is not None:  # GPU LOCAL_RANK for auto/cuda (gloo: the collectives move Python objects)
         return torch.device(distributed.start(world, args.device))
     return resolve_device(args.device)
 
@@ -249,7 +248,7 @@ class Tune:
             longest = max((sum(u.cost for u in part) for part in plan.shares(todo, size)), default=0.0)
             budget = self.args.budget_s or plan.default_budget(todo, size)
             print(f"on {size} GPU{'s' if size > 1 else ' '}: expected {longest / 60:5.1f} min, budget "
-                  f"{min(budget, max(longest, budget)) / 60:5.1f} min"
+                  f"{budget / 60:5.1f} min"
                   + (" (the budget shortens the units' candidate lists)" if budget < longest else ""))
         return 0
 
@@ -283,7 +282,7 @@ class Tune:
         if self.main:
             print(f"tune {self.gpu}: {len(todo)} units ({len(done)} already written)"
                   + (f" over {self.size} ranks" if self.size > 1 else "")
-                  + f", budget {budget / 60:.1f} min; candidates: "
+                  + f", budget {budget:.0f} s; candidates: "
                   + (f"those that won on {priors['from']}" if priors["from"] else "the whole pools"), flush=True)
         writer = self.writer(priors, len(units), budget) if self.main else None
         if writer is not None and done:  # what the unfinished tune journalled is in the store, even where a
@@ -310,8 +309,9 @@ class Tune:
         return Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, checks)
 
     def tune_units(self, mine, deadline, priors, journal, writer):
-        """Run this rank's units, weight-only and Helion one by one, split-K
-        as one batch; each journalled (and on rank 0 written) when done.
+        """Run this rank's units: split-K as one batch with its share of the
+        budget, then Helion and weight-only one by one, each with its share
+        of the time left; each journalled (and on rank 0 written) when done.
         (records, failed unit ids, why it stopped or ""); past the deadline
         the units left are not started (--resume tunes them)."""
         from tqdm import tqdm
@@ -333,13 +333,17 @@ class Tune:
 
         try:
             order = sorted(mine, key=lambda u: plan.FAMILIES.index(u.family))
-            singles = [u for u in order if u.family != "split_k"]
             batch = [u for u in order if u.family == "split_k"]
+            singles = [u for u in order if u.family != "split_k"]
+            if batch:  # first: its tuner spends the share it is given, which the others' overruns cannot eat
+                total = sum(u.cost for u in order)
+                stop = time.monotonic() + (deadline - time.monotonic()) * sum(u.cost for u in batch) / total
+                failed += self.tune_split_k(batch, stop, keep, bar)
             for i, unit in enumerate(singles):
                 if time.monotonic() > deadline:  # the rest waits for --resume: past the budget a unit
                     late += [u.id for u in singles[i:]]  # would still check and time a few candidates
                     break
-                left = sum(u.cost for u in singles[i:]) + sum(u.cost for u in batch)
+                left = sum(u.cost for u in singles[i:])
                 stop = plan.unit_stop(time.monotonic(), deadline, unit, left, self.args.shape_budget_s)
                 bar.set_postfix_str(unit.id, refresh=False)
                 try:
@@ -355,10 +359,6 @@ class Tune:
                 else:
                     keep(record)
                 bar.update()
-            if batch and time.monotonic() > deadline:
-                late += [u.id for u in batch]
-            elif batch:
-                failed += self.tune_split_k(batch, deadline, keep, bar)
         except Exception as e:  # noqa: BLE001 - a lost context: what was tuned is written, --resume goes on
             if not faults.context_lost(e):
                 raise

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from qgemm_bench.harness import distributed
 from qgemm_bench.tuning import candidates as cands
 
-FAMILIES = ("weight_only", "helion", "split_k")  # the order a rank runs them in (split-K as one batch)
+FAMILIES = ("split_k", "helion", "weight_only")  # the order a rank runs them in (split-K as one batch)
 OPS = ("int4_gemm", "nvfp4_gemm", "split_k_gemm")
 BACKENDS = ("triton", "helion")
 GROUPS = ("32", "64", "channel")  # int4 groups with their own WS config (--groups)
@@ -131,10 +131,15 @@ def shares(units: list[Unit], size: int) -> list[list[Unit]]:
     return [[units[i] for i in part] for part in parts]
 
 
+BUDGET_MARGIN = 1.5  # the default budget's room over the expected time (the cost model is an estimate)
+
+
 def default_budget(units: list[Unit], size: int) -> float:
-    """The longest rank's expected seconds, capped at BUDGET_S."""
+    """BUDGET_MARGIN x the longest rank's expected seconds, at most
+    BUDGET_S: past its budget a tune starts no unit (--resume does), and
+    the split-K tuner spends all of the share it is given."""
     longest = max((sum(u.cost for u in part) for part in shares(units, size)), default=0.0)
-    return min(longest, BUDGET_S[min(size, 2)])
+    return min(BUDGET_MARGIN * longest, BUDGET_S[min(size, 2)])
 
 
 def unit_stop(now: float, deadline: float, unit: Unit, left: float, shape_budget: float | None) -> float:

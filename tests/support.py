@@ -41,6 +41,19 @@ def table_store(root, family: str, doc: dict, target: Target | None = None):
     return target, store
 
 
+def stored_target(device=CUDA) -> Target:
+    """The Target of the store entry the device's runs use (its own, else the
+    nearest of its compute capability): GPU tests hand it to the dispatch, so
+    they check the choices of the entry they name on any GPU of that kind."""
+    from qgemm_bench.configs import store
+    from qgemm_bench.target import of
+
+    gpu = store.load(of(device), "weight_only").gpu
+    if gpu is None:
+        pytest.skip(f"no store entry of this GPU's compute capability ({of(device).cc})")
+    return store.entries()[gpu]
+
+
 def store_files(family: str) -> dict:
     """The package store's files of a family, by GPU (at least one)."""
     from qgemm_bench.configs.store import DEFAULT

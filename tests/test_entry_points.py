@@ -96,7 +96,7 @@ SCRIPT_CASES = [
     ("ws_ab.py", [*WS_AB, "--variant", "x=scripts/path_ab.py"], "not a ws_gemm.py"),
     ("ws_ab.py", [*WS_AB, "--op", "nvfp4_gemm", "--group-size", "64"],
      "--group-size is for int4_gemm"),
-    ("fused_sass.py", ["--tile", "16x128x128", "--warps", "8", "--split", "2"], "wrong_on_h100"),
+    ("fused_sass.py", ["--tile", "16x128x128", "--warps", "8", "--split", "2"], "wrong_on_sm90"),
     ("fused_sass.py", ["--tma", "--tma-x"], "one or the other"),
     ("fused_sass.py", ["--k", "1000"], "a multiple of 256"),
     ("fused_sass.py", ["--maxnreg", "7"], "out of range"),

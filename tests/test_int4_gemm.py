@@ -34,6 +34,7 @@ from tests.support import (
     rel_np,
     run_backend,
     seed,
+    stored_target,
     triton_config,
 )
 
@@ -1032,7 +1033,7 @@ def test_triton_group_32_through_the_table_ws_tiles(shape):
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=32), 0)
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 32)
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 32, target=stored_target())
     assert gemm.path(shape[0]) == "fused" and gemm.fused().runs_ws(inputs.x, gemm.fused().config_for(shape[0]))
     check_gpu("triton", shape, group_size=32)
 
@@ -1059,8 +1060,10 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), 0)
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, group)
-    raw = weight_only_configs.lookup(INT4, "fused", *shape, "h100")[0]  # these shapes' entries take TMA
+    target = stored_target()  # the store entry this GPU's runs use, named
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, group, target=target)
+    e = weight_only_configs.entry(target)
+    raw = weight_only_configs.lookup(INT4, "fused", *shape, e.gpu, e.table)[0]  # these shapes' entries take TMA
     c = gemm.tuned(shape[0])[0]
     assert gemm.path(shape[0]) == "fused" and raw.get("TMA")
     assert bool(c.get("TMA")) == (group == 64 or raw["BLOCK_M"] >= 256 or raw["BLOCK_K"] // group <= 2)

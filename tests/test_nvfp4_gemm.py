@@ -148,15 +148,15 @@ def test_fused_kernel_vs_fp64(shape, bk, split):
 
 
 def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools():
-    from qgemm_bench.backends.triton_kernels.fused_gemm import FUSED_CONFIGS, FusedGemm, config, pool, wrong_on_h100
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FUSED_CONFIGS, FusedGemm, config, pool, wrong_on_sm90
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (3, 256, 64)), seed())
     for c in (config(64, 128, 128, 2, 8, 3), config(256, 64, 128, 1, 4, 3, tma=True),
               config(256, 128, 64, 1, 8, 3, tma=True), config(256, 64, 128, 1, 4, 3, tma="x")):
         FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c).config_for(3)
-    assert wrong_on_h100(INT4, config(64, 128, 128, 2, 8, 3))  # int4 with 8 warps and split-K
-    assert not wrong_on_h100(INT4, config(64, 128, 128, 1, 8, 3)) and not wrong_on_h100(INT4, config(64, 128, 128, 2))
+    assert wrong_on_sm90(INT4, config(64, 128, 128, 2, 8, 3))  # int4 with 8 warps and split-K
+    assert not wrong_on_sm90(INT4, config(64, 128, 128, 1, 8, 3)) and not wrong_on_sm90(INT4, config(64, 128, 128, 2))
     # NVFP4 with TMA (scales after a unit-scale decode): the int4 TMA tiles and x alone in 256x64x128.
     assert {describe(c) for c in pool(1024, NVFP4) if c.get("TMA")} == \
         {describe(c) for c in pool(1024, INT4) if c.get("TMA")} | {"256x64x128 split 1 w4 s3 tma-x"}

@@ -24,6 +24,7 @@ from tests.support import (
     DEV,
     DT,
     TOL,
+    a_store_file,
     case,
     check,
     check_on_gpu,
@@ -186,7 +187,7 @@ def assert_valid(config, shape, sms=132):
 
 def test_table_covers_the_skinny_preset_in_both_modes():
     skc = configs()
-    doc = skc.read_table(skc.TABLE_PATH)  # the checked-in file
+    doc = skc.read_table(a_store_file("split_k"))  # the checked-in file
     assert doc["format"] == skc.FORMAT and set(doc["entries"]) == set(skc.MODES)
     seeds = 0
     for mode in skc.MODES:
@@ -419,7 +420,7 @@ def test_tune_script_tunes_partly_timed_shapes_again_keeping_the_faster_entry(tm
     calls = []
     fake_tune(t, monkeypatch, script, calls)
     base = tmp_path / "base.json"
-    doc = skc.read_table(skc.TABLE_PATH)
+    doc = skc.read_table(a_store_file("split_k"))
     doc["entries"]["deterministic"][skc.key(*S)]["us"] = 1.0
     base.write_text(skc.dumps(doc))
     out = tmp_path / "t.json"
@@ -449,14 +450,14 @@ def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, 
     t = tune_script()
     skc = configs()
     P = Shape(16, 4096, 16)
-    doc = skc.read_table(skc.TABLE_PATH)
+    doc = skc.read_table(a_store_file("split_k"))
     old = {m: doc["entries"][m][skc.key(*P)] for m in skc.MODES}
     fast, slow = 0.9 * old["atomic"]["us"], 0.99 * old["deterministic"]["us"]  # slow: within the 3% margin
     calls = []
     fake_tune(t, monkeypatch, {(P, 0, 0): (fast, 9, 9), (P, 0, 1): (slow, 9, 9),
                                (P, 1, 0): (fast, 9, 9), (P, 1, 1): (slow, 9, 9)}, calls)
     out = tmp_path / "t.json"
-    args = argparse.Namespace(base=skc.TABLE_PATH, retune=True, keep_faster=True, limit_s=1e6, jobs=0,
+    args = argparse.Namespace(base=a_store_file("split_k"), retune=True, keep_faster=True, limit_s=1e6, jobs=0,
                               warmup_ms=1.0, rep_ms=1.0, out=out)
     assert t.tune(args, [P], dev=torch.device("cpu")) == 0
     got = json.loads(out.read_text())
@@ -482,7 +483,7 @@ def test_tune_script_writes_the_seed_table(tmp_path):
     doc = skc.read_table(out)
     assert doc == json.loads(skc.dumps(skc.seed_table(split_k_gemm.PRESETS["skinny"])))
     assert doc["source"].startswith(skc.SEED_NOTE)
-    checked_in = skc.read_table(skc.TABLE_PATH)
+    checked_in = skc.read_table(a_store_file("split_k"))
     if all(e["tuned"].startswith(skc.SEED_NOTE) for es in checked_in["entries"].values() for e in es.values()):
         assert checked_in == doc  # the checked-in seed is what the script regenerates
     bad = subprocess.run([sys.executable, "-m", "qgemm_bench.tuning.split_k", str(out), "--shapes", "3x4"],
@@ -595,6 +596,7 @@ def test_helion_runs_the_triton_table_config_where_no_helion_config_is_checked_i
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import kernels, tuning
     from qgemm_bench.backends.triton_kernels.split_k import choose_config
+    from qgemm_bench.target import Target
 
     calls = []
     real = tuning.ready
@@ -607,8 +609,8 @@ def test_helion_runs_the_triton_table_config_where_no_helion_config_is_checked_i
     m, k, n = 7, 5000, 24
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (m, k, n), bias=True), seed())
     for deterministic in (False, True):
-        c, source = choose_config(int(deterministic), m, k, n, CPU)
-        config, note = helion_ops.split_k_default(deterministic, m, k, n, CPU)
+        c, source = choose_config(int(deterministic), m, k, n, Target.cpu())
+        config, note = helion_ops.split_k_default(deterministic, m, k, n, Target.cpu())
         assert config == {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"],
                           "split_k": c["SPLIT_K"], "num_warps": c["num_warps"], "num_stages": c["num_stages"],
                           "pdl": helion_ops.HELION_PDL[c.get("PDL", 0)], "reduce": c.get("REDUCE", "last")}
@@ -782,13 +784,16 @@ def test_tritonbench_entries_on_gpu():
 @pytest.mark.parametrize("shape, exact", [((16, 8192, 16), True), ((256, 4096, 256), True), ((20, 9000, 24), False)])
 def test_helion_takes_its_nearest_bucket_only_where_the_triton_table_lacks_the_shape(shape, exact, monkeypatch):
     """A Helion split-K entry of another bucket must not displace the Triton
-    table's config of the shape's own (both modes)."""
+    table's config of the shape's own (both modes; each store entry's Target)."""
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import tuning
+    from qgemm_bench.configs import store
 
     seen = []
     monkeypatch.setattr(tuning, "ready", lambda *args, **kwargs: seen.append(kwargs["nearest_ok"]))
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape), seed())
-    for deterministic in (False, True):
-        helion_ops.SplitK(inputs.a, inputs.b, None, deterministic).ready("split_k_gemm")
-    assert seen == [not exact, not exact]
+    targets = list(store.entries().values())
+    for target in targets:
+        for deterministic in (False, True):
+            helion_ops.SplitK(inputs.a, inputs.b, None, deterministic, target=target).ready("split_k_gemm")
+    assert targets and seen == [not exact] * 2 * len(targets)

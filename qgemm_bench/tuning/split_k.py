@@ -548,7 +548,7 @@ def main() -> int:
     p.add_argument("--no-preset", action="store_true", help="only the --shapes")
     p.add_argument("--limit-s", type=positive_float, default=540.0,
                    help="wall-clock limit of the whole run in seconds (default 540)")
-    p.add_argument("--base", type=Path, default=skc.TABLE_PATH,
+    p.add_argument("--base", type=Path, default=skc.path_for("h100"),  # the store's tuned entry
                    help="the table to start from (default: the checked-in one)")
     p.add_argument("--retune", action="store_true", help="tune shapes --base already holds tuned entries for")
     p.add_argument("--keep-faster", action="store_true",

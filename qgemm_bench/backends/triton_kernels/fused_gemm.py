@@ -33,7 +33,7 @@ M=1024 256x128x64 w8 s4 197.7 -> 185.1. Below M = 128 it did not pay
 (M=16 19.6 -> 23.5; M=64 30.5 -> 29.7-29.9 in one run, 29.8 -> 30.1 in
 another, exp/tma_sweep.py), so the split-K configs keep pointer loads.
 NVFP4 with TMA multiplies its block scales after a unit-scale decode
-(with them inside the PTX decode it returned NaN, wrong_on_h100). A config
+(with them inside the PTX decode it returned NaN, wrong_on_sm90). A config
 may also take x's tiles alone by TMA ("TMA_W" False; the weights and scales
 by pointer): H100, K = N = 8192, same process, 2 rounds (exp/diag1.py),
 NVFP4 M=256 256x64x128 w4 s3 52.9 us against the table's pointer-load
@@ -105,7 +105,7 @@ def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = F
     shapes at M = 1024 since it was tuned (exp/chan_check.py; 256x128x128
     w8 s3 right); its loop wrote registers that pending wgmmas read
     (scripts/fused_sass.py before this mode changed: 6), the hazard
-    wrong_on_h100 describes. FusedGemm runs unscaled int4 as scales of one
+    wrong_on_sm90 describes. FusedGemm runs unscaled int4 as scales of one
     per channel. channel_block False: CHANNEL (Helion's fused kernel,
     compiled its own way; and channel_block(config)'s small tiles)."""
     if fmt == NVFP4:
@@ -171,7 +171,7 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
     scale comes at the end (CHANNEL). SCALE_AFTER (NVFP4 with the PTX
     decode): the codes decoded at a unit scale, then multiplied by the block
     scales in bf16, exact either way (a code x 2^-8 times an E4M3 value
-    has at most 6 significant bits; wrong_on_h100 says why it exists)."""
+    has at most 6 significant bits; wrong_on_sm90 says why it exists)."""
     HALF: tl.constexpr = BLOCK_K // 2
     if FMT == 0:
         if USE_ASM:
@@ -402,7 +402,7 @@ POINTER_CONFIGS = {
 # (128x64x128 w4 s5; pointer loads' best 44.4; fbgemm 36.0), M=256 47.9
 # (256x64x128 w4 s3; pointer 62.0; fbgemm 51.0), M=512 89.1 (256x128x64 w8
 # s3; pointer 99.8; fbgemm 85.4), M=1024 189.1 (256x128x128 w8 s3; pointer
-# 206.9; fbgemm 188.1). NVFP4: its own table entries (wrong_on_h100). Above
+# 206.9; fbgemm 188.1). NVFP4: its own table entries (wrong_on_sm90). Above
 # M = 1024 the 256-row TMA tiles are within 1-10% of each other and their
 # order changes between machines: the table's tune (f315a82) M=2048
 # 256x128x128 w8 s3 361.1 (256x128x64 w8 s3 377.2, 256x64x64 w4 s3 397.5),
@@ -514,7 +514,7 @@ FUSED_POOL += [(*t, False) for t in ((128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 
 # 128x128 split 8 w4 s3 18.4 us (the split path 20.1, tinygemm 20.3); M=16
 # the same 19.3 (fbgemm 27.7); M=64 64x128 split 2 w4 s3 30.3 (fbgemm 31.0;
 # 64x128x128 split 4 w8 s4 was 28.8 on K-major bytes, but int4
-# wrong_on_h100). 3 stages beat 4-8 at M <= 64 (exp/tiled_sweep.py).
+# wrong_on_sm90). 3 stages beat 4-8 at M <= 64 (exp/tiled_sweep.py).
 # 1x4096x4096 stays tinygemm's (7.0 us): our best 8.4 (64x128 split 8 w4
 # s3); fewer splits leave SMs idle (split 2: 11.5, 1: 16.0; the split path
 # without split-K: 11.0-23.7; exp/small_ab.py).
@@ -546,8 +546,8 @@ FUSED_SPLIT_POOL += [(128, 128, 8, 4, 3, True, 128)]
 SPLIT_POOL_MAX_M = 64  # M buckets up to this take FUSED_SPLIT_POOL
 
 
-def wrong_on_h100(fmt: int, c: dict) -> bool:
-    """Configs that return wrong sums on the H100 (Triton 3.6):
+def wrong_on_sm90(fmt: int, c: dict) -> bool:
+    """Configs that return wrong sums on sm_90 (measured on the H100, Triton 3.6):
     - int4 with 8 warps and split-K. 128x256x64 split 2 and 4 (s4) were wrong
       in 30 of 30 calls (error 0.1), 64x128x128 split 2..8 (s3, s4) in 1-10%
       of calls (5e-2..1.4e-1; int4 g128, exp/race_check.py and
@@ -600,7 +600,7 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm <= b]
         if fmt == NVFP4:  # also x alone by TMA in the tile where it won (e01e460's table)
             cands += [config(256, 64, 128, 1, 4, 3, tma="x")] if b >= 256 else []
-    return [c for c in cands if not wrong_on_h100(fmt, c)]
+    return [c for c in cands if not wrong_on_sm90(fmt, c)]
 
 
 def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.device,
@@ -684,8 +684,8 @@ class FusedGemm:
                 (tile is None or c["BLOCK_N"] % tile[0] or tile[1] % c["BLOCK_K"]):
             raise ValueError(f"config {c}: TMA loads need tiled weights, BLOCK_N a multiple of the tile's "
                              f"{tile and tile[0]} rows and BLOCK_K dividing its {tile and tile[1]} k")
-        if wrong_on_h100(self.fmt, c):
-            raise ValueError(f"config {c} returns wrong sums on the H100 (fused_gemm.wrong_on_h100: int4 with "
+        if wrong_on_sm90(self.fmt, c):
+            raise ValueError(f"config {c} returns wrong sums on the H100 (fused_gemm.wrong_on_sm90: int4 with "
                              "8 warps and split-K)")
         if c.get("WS"):
             from qgemm_bench.backends.triton_kernels import ws_gemm
@@ -729,7 +729,7 @@ class FusedGemm:
         calls at each of 5 table shapes (errors 0.18-0.36, NVFP4 NaN), right
         by pointer loads (exp/fp16_check.py); their SASS writes registers
         that pending wgmmas read (fused_sass.py counts 69-185 such writes,
-        see wrong_on_h100)."""
+        see wrong_on_sm90)."""
         if not c.get("TMA"):
             return {}
         weights = c.get("TMA_W", True)

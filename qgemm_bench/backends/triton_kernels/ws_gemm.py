@@ -63,7 +63,7 @@ ws_gemm.md's counts predate packed_layout's register order, which took 4 off eac
 
 Each warpgroup waits for its own wgmmas before decoding the next block
 (wgmma.wait_group 0), so nothing writes the A registers of a pending wgmma
-(the hazard fused_gemm.wrong_on_h100 describes): the other warpgroup's
+(the hazard fused_gemm.wrong_on_sm90 describes): the other warpgroup's
 wgmmas (with one consumer, the other program's on the SM) keep the tensor
 cores busy meanwhile.
 

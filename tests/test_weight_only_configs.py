@@ -757,7 +757,7 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
         def runs_ws(self, x, c):
             return True
 
-    def timings(cands):
+    def timings(cands, stop=None):
         from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
 
         return [us[ws_label(c["WS"]) if "WS" in (c := calls[0]()) else None] for calls in cands]
@@ -870,7 +870,7 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
     monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
     monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
-    monkeypatch.setattr(script, "time_interleaved", lambda cands: [
+    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
         us[(shape[-1], ws_label(c["WS"]) if "WS" in (c := calls[0]()) else None)] for calls in cands])
     script.ws_pass(("int4",), {256})
     entries = woc.read_table(out)["kernels"]["int4_gemm_fused"]

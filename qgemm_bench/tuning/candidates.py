@@ -237,18 +237,27 @@ HELION_SPLIT_K_SHAPES = [(16, 16384, 16), (64, 32768, 64), (256, 65536, 256)]
 
 
 def helion_path(op: str, m: int, shape=None, device=None) -> str:
-    """The path the Helion backend takes at M (with shape and device: the
-    Triton table's faster path where it timed both, weight_only.path_for)."""
+    """The path the Helion backend takes at M (with shape and device, a
+    torch device or a Target: the faster path where the weight_only store
+    entry it uses timed both, as helion_ops.WeightOnly.path decides)."""
+    from qgemm_bench.backends.triton_kernels import weight_only_configs
     from qgemm_bench.backends.triton_kernels.weight_only import path_for
 
     if op == "split_k_gemm":
         return "split_k"
     if shape is None or device is None:
         return path_for(m)
-    from qgemm_bench.harness.environment import table_gpu
     from qgemm_bench.operators.formats import INT4, NVFP4
 
-    return path_for(m, NVFP4 if op == "nvfp4_gemm" else INT4, shape[1], shape[2], table_gpu(device))
+    e = weight_only_configs.entry(target_of(device))
+    return path_for(m, NVFP4 if op == "nvfp4_gemm" else INT4, shape[1], shape[2], e.gpu, doc=e.table)
+
+
+def target_of(device):
+    """A Target for a torch device (target.of) or the Target given."""
+    from qgemm_bench.target import Target, of
+
+    return device if isinstance(device, Target) else of(device)
 
 
 def helion_kernel(op: str, m: int, shape=None, device=None) -> str:
@@ -268,7 +277,7 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None) 
     if p == "split_k":  # first the Triton table's config (helion_ops' fallback: a saved entry must beat it)
         from qgemm_bench.backends.helion_ops import split_k_default
 
-        table = [split_k_default(False, *shape, device)[0]] if shape else []
+        table = [split_k_default(False, *shape, target_of(device))[0]] if shape and device is not None else []
         return table + [c for c in HELION_SPLIT_K if c not in table and max(c["block_sizes"]) <= max(16, m)]
     if p == "split":
         pool = list(map(weight_only.config_dict, weight_only.split_pool(m)))

@@ -217,7 +217,7 @@ class Tune:
             fmts = [f for f in a.format_list if f"{f}_gemm" in weight_ops]
             out += plan.weight_only_units(fmts, a.m_set, priors["weight_only"], a.group_list)
         if "helion" in a.backend_list:
-            out += plan.helion_units(a.ops, a.format_list, a.m_set, priors["weight_only"], self.device)
+            out += plan.helion_units(a.ops, a.format_list, a.m_set, priors["weight_only"], self.target)
         if "triton" in a.backend_list and "split_k_gemm" in a.ops:
             out += plan.split_k_units(self.target.sms)
         if not out:
@@ -405,7 +405,7 @@ class Tune:
             return {"unit": unit.id, "family": "weight_only", "kernel": kernel, "key": bucket(*unit.shape),
                     "entry": entry}
         r = helion.tune_unit(unit.op, unit.shape, self.device, priors["weight_only"], priors["helion"], stop,
-                             self.dtype, self.gpu)
+                             self.dtype, self.gpu, self.target)
         if r is None:
             return None
         return {"unit": unit.id, "family": "helion", "kernel": r["op"], "key": r["key"], "entry": r["entry"]}

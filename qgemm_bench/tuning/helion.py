@@ -41,12 +41,13 @@ from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
 
 def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands: list | None = None,
-         gpu: str | None = None, stop: float | None = None) -> dict | None:
+         gpu: str | None = None, stop: float | None = None, target=None) -> dict | None:
     """The fastest accurate of `cands` (default: candidates() at the shape)
     timed by the runner's measure(), or None: {"op" (the kernel's name in
     the config file), "shape", "us", "tune_s", "save" (configs.save's
     arguments), "key" (the bucket), "entry"}. stop (time.monotonic()): no
-    candidate starts after it (the first always runs)."""
+    candidate starts after it (the first always runs). target: the run's
+    Target (default: the device's)."""
     import torch
 
     dtype = dtype or torch.bfloat16
@@ -64,7 +65,7 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
 
     op = operators.get(op_name)
     backend = registry.get(op_name, "helion")
-    case = Case(op_name, Shape(*shape), dtype, device, op.Settings())
+    case = Case(op_name, Shape(*shape), dtype, device, op.Settings(), target)
     inputs = op.make_inputs(case, 0)
     ref = op.reference(inputs)
     tol = op.tolerance(dtype)
@@ -103,7 +104,7 @@ REP_MS = 30.0  # timed ms per config (--rep)
 
 
 def tune_unit(op_name: str, shape, device, prior: dict | None, own: dict | None = None, stop: float | None = None,
-              dtype=None, gpu: str | None = None) -> dict | None:
+              dtype=None, gpu: str | None = None, target=None) -> dict | None:
     """The `qgemm-bench tune` unit of this family: one bucket's Helion
     config (tune's result). prior: the Triton table ({"kernels": ...}) of
     the nearest tuned GPU of this compute capability, whose winners at M
@@ -115,16 +116,17 @@ def tune_unit(op_name: str, shape, device, prior: dict | None, own: dict | None 
     from qgemm_bench.backends.config_buckets import bucket
 
     m = shape[0]
-    kernel = kernel_name(op_name, m, shape, device)
+    where = target if target is not None else device  # the Target whose store entry decides the path
+    kernel = kernel_name(op_name, m, shape, where)
     pruning = None if prior is None else prior.get("kernels", {}).get(kernel, {})
-    cands = candidates(op_name, m, shape, device, prior=pruning)
+    cands = candidates(op_name, m, shape, where, prior=pruning)
     mine = ((own or {}).get("kernels", {}).get(kernel, {}).get(bucket(*shape)) or {}).get("config")
     if mine is not None and cands:
         cands = [mine] + [c for c in cands if c != mine]
     if not cands:
         return None
     l2 = torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 0
-    return tune(op_name, shape, device, l2, REP_MS, dtype, cands, gpu, stop)
+    return tune(op_name, shape, device, l2, REP_MS, dtype, cands, gpu, stop, target)
 
 
 def main() -> int:

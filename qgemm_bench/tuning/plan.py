@@ -103,7 +103,7 @@ def split_k_units(sms: int = 132) -> list[Unit]:
             for s in split_k_gemm.PRESETS["skinny"]]
 
 
-def helion_units(ops, formats, ms, prior: dict | None, device) -> list[Unit]:
+def helion_units(ops, formats, ms, prior: dict | None, target) -> list[Unit]:
     """Helion's buckets: the weight-only ops at HELION_KN (K = N = 8192) and
     HELION_WEIGHT_ONLY_M (above, dequantize + cuBLAS: nothing to tune),
     split-K at HELION_SPLIT_K_SHAPES."""
@@ -116,9 +116,9 @@ def helion_units(ops, formats, ms, prior: dict | None, device) -> list[Unit]:
         else:
             continue
         for shape in shapes:
-            kernel = cands.helion_kernel(op, shape[0], shape, device)
+            kernel = cands.helion_kernel(op, shape[0], shape, target)
             pruning = None if prior is None else prior.get("kernels", {}).get(kernel, {})
-            n = len(cands.helion(op, shape[0], shape, device, prior=pruning))
+            n = len(cands.helion(op, shape[0], shape, target, prior=pruning))
             if n:
                 out.append(Unit("helion", op, kernel, tuple(shape), n, UNIT_S + HELION_CANDIDATE_S * n))
     return out

@@ -548,8 +548,9 @@ def main() -> int:
     p.add_argument("--no-preset", action="store_true", help="only the --shapes")
     p.add_argument("--limit-s", type=positive_float, default=540.0,
                    help="wall-clock limit of the whole run in seconds (default 540)")
-    p.add_argument("--base", type=Path, default=skc.path_for("h100"),  # the store's tuned entry
-                   help="the table to start from (default: the checked-in one)")
+    p.add_argument("--base", type=Path, default=None,
+                   help="the table to start from (default: the store's entry for this GPU: its own, or the "
+                        "nearest of its compute capability)")
     p.add_argument("--retune", action="store_true", help="tune shapes --base already holds tuned entries for")
     p.add_argument("--keep-faster", action="store_true",
                    help="an entry of --base changes only where this run timed a config >3%% faster than its "
@@ -566,9 +567,9 @@ def main() -> int:
             raise InputError(f"{args.out}: its folder does not exist")
         if args.no_preset and not args.shapes:
             raise InputError("--no-preset needs --shapes")
-        if not args.seed_only and not args.base.exists():
+        if not args.seed_only and args.base is not None and not args.base.exists():
             raise InputError(f"--base {args.base}: no such file")
-        if not args.seed_only:
+        if not args.seed_only and args.base is not None:
             skc.read_table(args.base)
     except (InputError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -587,6 +588,11 @@ def main() -> int:
         print("error: tuning needs a CUDA device (--seed-only writes the heuristic table without one)",
               file=sys.stderr)
         return 2
+    if args.base is None:
+        from qgemm_bench.target import of
+
+        entry = skc.entry(of(torch.device("cuda", torch.cuda.current_device())))
+        args.base = entry.table or {"entries": {}}
     return tune(args, shapes)
 
 

@@ -364,7 +364,7 @@ def test_tune_script_waits_for_its_compile_workers_to_start():
 
 
 def fake_tune(t, monkeypatch, script: dict, calls: list):
-    """tune_split_k.tune against a scripted GPU: script[(shape, pass, mode)] =
+    """tuning.split_k.tune against a scripted GPU: script[(shape, pass, mode)] =
     (us, timed, candidates) or None (nothing accurate); pass n times config
     split 4 * 2**n (deterministic: planes summed by the second launch); each
     call records (shape, mode, pass, the earlier timings it was handed)."""
@@ -716,7 +716,7 @@ def test_atomic_finish_has_no_race(config):
 @pytest.mark.parametrize("config", [(32, 32, 128, 16), (16, 64, 128, 16), (64, 32, 64, 32)])
 def test_helion_finish_has_no_race(config, deterministic):
     # The Triton kernel's racy configs (test_atomic_finish_has_no_race), in
-    # the Helion kernel: explicit configs, as scripts/tune_helion.py gives them.
+    # the Helion kernel: explicit configs, as tuning/helion.py gives them.
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import tuning
 

@@ -463,7 +463,7 @@ def load_tune_script(name="tune_weight_only"):
 
 
 def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys):
-    """scripts/tune_weight_only.py check against a scripted kernel (no GPU):
+    """tuning/weight_only.py check against a scripted kernel (no GPU):
     an entry wrong in one call of many (or NaN once) is counted, a
     pointer_config is checked too and one that fails to run counts, --ms
     filters, nothing to check is an error."""
@@ -531,7 +531,7 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
 
 
 def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(monkeypatch, tmp_path):
-    """scripts/tune_weight_only.py table --ms against scripted timings (no
+    """tuning/weight_only.py table --ms against scripted timings (no
     GPU): only the named M are replaced, a TMA winner gets the best
     pointer-load candidate as pointer_config, the source keeps its history."""
     from qgemm_bench.backends.triton_kernels import fused_gemm
@@ -729,7 +729,7 @@ def test_above_fused_max_m_dequantize_runs_where_the_table_timed_it_faster(tmp_p
 
 
 def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch, tmp_path):
-    """scripts/tune_weight_only.py ws --group against scripted timings (no
+    """tuning/weight_only.py ws --group against scripted timings (no
     GPU): the entry's config as it runs at the group (its pointer_config
     where its TMA loads do not: group 32 in 128-row x tiles) and each WS
     tile, the fastest written as the entry's "groups" config; the entry's
@@ -786,7 +786,7 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
 
 
 def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, capsys):
-    """scripts/tune_weight_only.py check --group: weights in that group size,
+    """tuning/weight_only.py check --group: weights in that group size,
     and per entry the config WeightOnlyGemm picks there (its "groups"
     config, else its own), on new activations each call."""
     from qgemm_bench.harness import environment
@@ -826,7 +826,7 @@ def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, caps
 
 
 def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_path):
-    """scripts/tune_weight_only.py ws (no group) against scripted timings:
+    """tuning/weight_only.py ws (no group) against scripted timings:
     where pool tiles win, they become the entry's config and its pdl_us
     (timed for the config before) goes; where the config stays, pdl_us
     stays; an entry's own WS tiles with PDL are timed beside the pool's

@@ -34,14 +34,19 @@ def tiny(monkeypatch):
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.operators import common, split_k_gemm
     from qgemm_bench.tuning import candidates as cands
+    from qgemm_bench.tuning import split_k
 
     monkeypatch.setattr(common, "LLAMA3_8B_KN", [LAYER])
     monkeypatch.setattr(common, "LLAMA3_70B_KN", [])
     monkeypatch.setattr(cands, "TABLE_M", {"split": (4,), "fused": (8,)})
     monkeypatch.setattr(cands, "weight_only_pool", lambda fmt, path, m: [dict(c) for c in WO[path]])
     monkeypatch.setattr(split_k_gemm, "PRESETS", {**split_k_gemm.PRESETS, "skinny": [SPLIT_K_SHAPE]})
-    monkeypatch.setattr(cands, "split_k", lambda m, k, n, sms: [dict(c) for c in SK])
-    monkeypatch.setattr(cands, "split_k_variants", lambda c: [])
+    for module, name in ((cands, "split_k"), (split_k, "candidates")):  # the plan's, the tuner's
+        monkeypatch.setattr(module, name, lambda m, k, n, sms: [dict(c) for c in SK])
+    monkeypatch.setattr(split_k, "variants", lambda c: [])
+    # No PDL twins: the interpreter has no griddepcontrol (they would run as the configs they are of).
+    monkeypatch.setattr(cands, "with_pdl", lambda pool, prior, m: pool)
+    monkeypatch.setattr(split_k, "split_k_pdl", lambda configs: [])
     # Helion: its interpreter runs one fixed config whatever it is given (helion_ops), so one bucket of
     # the split-K kernel is enough to check the family's plumbing.
     monkeypatch.setattr(cands, "HELION_WEIGHT_ONLY_M", ())
@@ -92,7 +97,7 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
     from qgemm_bench.operators import int4_gemm, split_k_gemm
     from qgemm_bench.types import Case
 
-    argv = ["--store", str(tmp_path), "--backends", "triton", "--formats", "int4", "--shape-budget-s", "3"]
+    argv = ["--store", str(tmp_path), "--backends", "triton", "--formats", "int4", "--shape-budget-s", "8"]
     assert tune(argv) == 0, capsys.readouterr().err
     assert "tuned 3 entries" in capsys.readouterr().out  # 2 int4 paths, 1 split-K shape
     seed = fresh_seed()
@@ -100,7 +105,7 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
     k, n = LAYER
     for path, m in (("split", 4), ("fused", 8)):
         e = table["kernels"][woc.kernel(0, path)][f"M{m}_K{k}_N{n}"]
-        assert {x: v for x, v in e["config"].items() if x != "PDL"} in WO[path] and e["us"] > 0
+        assert e["config"] in WO[path] and e["us"] > 0
         inp = int4_gemm.make_inputs(Case(int4_gemm.NAME, Shape(m - 1, k, n), torch.float16, DEV,
                                          int4_gemm.Settings(128)), seed)
         got = WeightOnlyGemm(*weight_args(int4_gemm.NAME, inp), config=e["config"], path=path)(inp.x)
@@ -108,8 +113,8 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
     table = skc.check_table(read_back(tmp_path, "split_k"))
     for mode_id, mode in enumerate(skc.MODES):
         e = table["entries"][mode][skc.key(*SPLIT_K_SHAPE)]
-        # one of the candidates, or its plane sum in a second launch or PDL variant (split_k.tune_mode)
-        assert {x: v for x, v in e["config"].items() if x not in ("REDUCE", "PDL")} in SK and e["us"] > 0
+        # one of the candidates, or its plane sum in a second launch (split_k.tune_mode)
+        assert {x: v for x, v in e["config"].items() if x != "REDUCE"} in SK and e["us"] > 0
         inp = split_k_gemm.make_inputs(Case(split_k_gemm.NAME, SPLIT_K_SHAPE, torch.float16, DEV,
                                             split_k_gemm.Settings(False)), seed)
         got = SplitKGemm(inp.a, inp.b, None, mode_id, e["config"])()
@@ -152,6 +157,25 @@ def test_resume_skips_what_the_unfinished_tune_wrote(tiny, tmp_path, capsys):
     # without --resume a new tune starts over: the old journal goes, every unit is tuned
     journal.append(done)
     assert tune(args) == 0 and "tuned 2 entries" in capsys.readouterr().out
+
+
+def test_stop_after_ends_the_run_and_resume_finishes_it(tiny, tmp_path, capsys):
+    # A machine that limits a command's time: the run ends after its first unit (each unit takes
+    # seconds on the interpreter), its entry written and journalled with the seconds it took; --resume
+    # tunes the other with the rest of the budget.
+    from qgemm_bench.target import Target
+    from qgemm_bench.tuning.journal import Journal
+
+    args = ["--store", str(tmp_path), "--op", "int4_gemm", "--backends", "triton"]
+    assert tune([*args, "--stop-after-s", "0.1"]) == 0
+    captured = capsys.readouterr()
+    assert "this run ended before 1 units" in captured.err and "tune --resume" in captured.err
+    (record,) = Journal(tmp_path, Target.cpu().name).records()
+    assert record["s"] > 0 and record["unit"].startswith("weight_only/int4_gemm/split/")
+    assert tune([*args, "--resume"]) == 0
+    assert "tuned 1 entries" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "cpu" / "weight_only.json").read_text())
+    assert set(doc["kernels"]) == {"int4_gemm", "int4_gemm_fused"} and doc["provenance"]["complete"] is True
 
 
 def test_dry_run_lists_the_plan_and_its_time(tiny, tmp_path, capsys):

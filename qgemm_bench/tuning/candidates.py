@@ -75,6 +75,12 @@ def split_k_variants(c: dict) -> list[dict]:
             if (v := {**c, "num_warps": w, "num_stages": s}) != c and split_k_smem(v) <= SPLIT_SMEM_LIMIT]
 
 
+def split_k_pdl(configs) -> list[dict]:
+    """The configs with each PDL mode (split_k_parts.pdl_prologue; the second
+    launch then waits in its prologue too), where they name none."""
+    return [{**c, "PDL": p} for c in configs if "PDL" not in c for p in skc.PDL_MODES if p]
+
+
 def second_launch(configs, atomic_best: dict | None = None) -> list[dict]:
     """Deterministic candidates that sum their planes in a second launch
     (REDUCE "kernel": the same bits as the in-kernel sum): the given configs

@@ -68,6 +68,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shape-budget-s", type=types.positive_float, metavar="S",
                    help="at most this many seconds per unit (one table entry: a shape) (default: its share of the "
                         "budget by expected cost)")
+    p.add_argument("--stop-after-s", type=types.positive_float, metavar="S",
+                   help="end this run after S seconds, the units' shares unchanged (a machine that limits a "
+                        "command's time: `tune --resume` goes on with the rest of the budget)")
     p.add_argument("--resume", action="store_true",
                    help="skip the units this GPU's unfinished tune already wrote (its journal in <gpu>/.tune/)")
     p.add_argument("--store", metavar="DIR", help="the config store to write (default: the package's "
@@ -265,30 +268,35 @@ class Tune:
             priors = distributed.broadcast(priors, self.world)
         units = self.units(priors)
         journal = Journal(self.store.root, self.gpu, self.rank)
-        done = set()
+        done, spent = set(), 0.0
         if self.main:
             if self.args.resume:
                 done = journal.done()
+                spent = sum(r.get("s", 0.0) for r in journal.records()) / self.size
             elif journal.exists() and not self.args.dry_run:
                 journal.clear()  # a new tune: the unfinished one's journal goes
-        if self.world is not None:
-            done = distributed.broadcast(done, self.world)  # also: nobody journals before rank 0 cleared
+        if self.world is not None:  # also: nobody journals before rank 0 cleared
+            done, spent = distributed.broadcast((done, spent), self.world)
         if self.args.dry_run:
             return self.dry_run(units, done, priors) if self.main else 0
         todo = [u for u in units if u.id not in done]
         mine = plan.shares(todo, self.size)[self.rank]
-        budget = self.args.budget_s or plan.default_budget(todo, self.size)
-        deadline = t0 + budget
+        # The whole tune's budget, of which a resumed one has the rest: its units' shares are what they
+        # would have been in one go.
+        budget = self.args.budget_s or plan.default_budget(units, self.size)
+        deadline = t0 + max(0.0, budget - spent)
+        end = min(deadline, t0 + self.args.stop_after_s) if self.args.stop_after_s else deadline
         if self.main:
             print(f"tune {self.gpu}: {len(todo)} units ({len(done)} already written)"
                   + (f" over {self.size} ranks" if self.size > 1 else "")
-                  + f", budget {budget:.0f} s; candidates: "
+                  + f", budget {budget:.0f} s" + (f" ({spent:.0f} spent)" if spent else "")
+                  + (f", this run at most {end - t0:.0f} s" if end < deadline else "") + "; candidates: "
                   + (f"those that won on {priors['from']}" if priors["from"] else "the whole pools"), flush=True)
         writer = self.writer(priors, len(units), budget) if self.main else None
         if writer is not None and done:  # what the unfinished tune journalled is in the store, even where a
             for rec in journal.records():  # rank died before rank 0 wrote its entries
                 writer.add(rec, write=False)
-        records, failed, stopped = self.tune_units(mine, deadline, priors, journal, writer)
+        records, failed, stopped = self.tune_units(mine, deadline, end, priors, journal, writer)
         return self.finish(units, done, records, failed, stopped, journal, writer, time.monotonic() - t0)
 
     def writer(self, priors, planned: int, budget: float):
@@ -308,12 +316,14 @@ class Tune:
         checks = {"weight_only": woc.check_table, "split_k": skc.check_table}
         return Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, checks)
 
-    def tune_units(self, mine, deadline, priors, journal, writer):
+    def tune_units(self, mine, deadline, end, priors, journal, writer):
         """Run this rank's units: split-K as one batch with its share of the
         budget, then Helion and weight-only one by one, each with its share
-        of the time left; each journalled (and on rank 0 written) when done.
-        (records, failed unit ids, why it stopped or ""); past the deadline
-        the units left are not started (--resume tunes them)."""
+        of the time left until `deadline`; each journalled with the seconds
+        it took (and on rank 0 written) when done. (records, failed unit
+        ids, why it stopped or ""); past the deadline, or this run's `end`
+        (--stop-after-s), the units left are not started (--resume tunes
+        them)."""
         from tqdm import tqdm
 
         from qgemm_bench.harness import faults
@@ -325,7 +335,11 @@ class Tune:
                                                                              else ""),
                    dynamic_ncols=True, file=sys.stderr, position=self.rank)
 
+        last = [time.monotonic()]
+
         def keep(record):
+            record["s"] = round(time.monotonic() - last[0], 1)  # what the unit took (--resume's budget)
+            last[0] = time.monotonic()
             journal.append(record)
             records.append(record)
             if writer is not None:
@@ -338,10 +352,11 @@ class Tune:
             if batch:  # first: its tuner spends the share it is given, which the others' overruns cannot eat
                 total = sum(u.cost for u in order)
                 stop = time.monotonic() + (deadline - time.monotonic()) * sum(u.cost for u in batch) / total
-                failed += self.tune_split_k(batch, stop, keep, bar)
+                failed += self.tune_split_k(batch, min(stop, end), keep, bar)
             for i, unit in enumerate(singles):
-                if time.monotonic() > deadline:  # the rest waits for --resume: past the budget a unit
-                    late += [u.id for u in singles[i:]]  # would still check and time a few candidates
+                last[0] = time.monotonic()
+                if i and last[0] > end:  # the rest waits for --resume: past the budget a unit would still
+                    late += [u.id for u in singles[i:]]  # check and time a few (a run starts one at least)
                     break
                 left = sum(u.cost for u in singles[i:])
                 stop = plan.unit_stop(time.monotonic(), deadline, unit, left, self.args.shape_budget_s)
@@ -366,8 +381,9 @@ class Tune:
         finally:
             bar.close()
         if late:
-            print(f"rank {self.rank}: the budget ran out before {len(late)} units (their buckets take the nearest "
-                  "tuned entry until `tune --resume` tunes them)", file=sys.stderr, flush=True)
+            print(f"rank {self.rank}: {'this run' if end < deadline else 'the budget'} ended before {len(late)} "
+                  "units (their buckets take the nearest tuned entry until `tune --resume` tunes them)",
+                  file=sys.stderr, flush=True)
         return records, failed, stopped
 
     def prepare(self) -> None:

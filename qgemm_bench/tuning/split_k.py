@@ -56,7 +56,7 @@ from qgemm_bench.errors import InputError
 from qgemm_bench.harness.args import Parser, int_in, positive_float
 from qgemm_bench.operators import split_k_gemm
 from qgemm_bench.tuning.candidates import SPLIT_VARIANTS as VARIANTS
-from qgemm_bench.tuning.candidates import second_launch
+from qgemm_bench.tuning.candidates import second_launch, split_k_pdl
 from qgemm_bench.tuning.candidates import split_k as candidates
 from qgemm_bench.tuning.candidates import split_k_variants as variants
 from qgemm_bench.types import Shape
@@ -314,7 +314,7 @@ class ShapeTuner:
             launches = second_launch(tops, atomic_best)
             more += launches
             tops += launches
-        more += [{**c, "PDL": p} for c in tops if "PDL" not in c for p in skc.PDL_MODES if p]
+        more += split_k_pdl(tops)
         compiler.submit(shape, mode, more, urgent=True)
         run(more, until)
         compiler.drop(shape, mode, more)

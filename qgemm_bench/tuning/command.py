@@ -20,6 +20,8 @@ bring up a GPU from nothing (every operator, both kernel families):
   qgemm-bench tune                           # one GPU: at most --budget-s (default 22 min)
   NCCL_NVLS_ENABLE=0 torchrun --nproc-per-node 2 runner.py tune   # two GPUs (default 13 min)
   qgemm-bench tune --resume                  # after an interruption: only what is not written yet
+  qgemm-bench tune --stop-after-s 500; qgemm-bench tune --resume --stop-after-s 500; ...
+                                             # where a command may run 10 minutes at most
 
 what gets written: qgemm_bench/configs/<gpu>/ (or --store DIR/<gpu>/), the store the
 benchmarks read: weight_only.json (the Triton weight-only GEMM's split and fused
@@ -202,9 +204,13 @@ class Tune:
         """Each family's table on the nearest tuned GPU of this compute
         capability (or this GPU's own), which prunes the candidates; None
         with --full or without one. Plus the GPU it came from."""
+        from qgemm_bench.configs.store import DEFAULT
+
         out, used = {}, set()
         for family in ("weight_only", "helion"):
             entry = None if self.args.full else self.store.load(self.target, family)
+            if entry is not None and entry.gpu is None and self.store.root != DEFAULT.root:
+                entry = DEFAULT.load(self.target, family)  # --store DIR without one: the package's
             out[family] = entry.table if entry is not None and entry.gpu else None
             if entry is not None and entry.gpu:
                 used.add(entry.gpu)

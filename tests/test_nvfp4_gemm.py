@@ -27,6 +27,7 @@ from tests.support import (
     check,
     check_on_gpu,
     check_ws_calls,
+    fake_target,
     fp64,
     interpreter,
     needs_gpu,
@@ -228,12 +229,13 @@ def test_ws_config_runs_nvfp4_on_its_layout_else_its_fused_kernel_tiles(monkeypa
     gemm = fused_nv(inputs, c)
     assert not gemm.runs_ws(inputs.x, gemm.config)
     check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    gemm.target = fake_target(capability=(9, 0))  # an sm_90 Target decides, not the machine the test runs on
     x = type("X", (), {"is_cuda": True, "dtype": torch.bfloat16, "shape": (9, 768), "device": None,
                        "stride": lambda self, d: (768, 1)[d], "data_ptr": lambda self: 0})()
     assert gemm.runs_ws(x, c) and gemm.kmajor.scales.dtype == torch.bfloat16
     assert gemm.runs_ws(x, {**c, "WS": ws_tiles(128, 128, 128, 2)})  # 128-k blocks: the 64 x 128 tiles hold them
-    k_order = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c, frag=False)
+    k_order = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c, frag=False,
+                        target=gemm.target)
     assert not k_order.runs_ws(x, c)
     assert not gemm.runs_ws(x, {**c, "DECODE_ASM": False})
 

@@ -193,7 +193,8 @@ def test_ws_tiles_count_the_format_s_scales_and_nvfp4_entries_take_them(tmp_path
     assert ws_gemm.shared_bytes(c, NVFP4) == ws_gemm.shared_bytes(c) + 3 * 2 * 128 * 3
     big = ws_tiles(128, 128, 128, 5)
     with pytest.raises(ValueError, match=f"shared memory \\({ws_gemm.shared_bytes(big, NVFP4)}\\)"):
-        ws_gemm.check(big, NVFP4)
+        ws_gemm.check(big, NVFP4, fake_target().smem_per_block)  # the Target's shared memory bounds the tiles
+    ws_gemm.check(big, NVFP4)  # a table's tiles, checked against no GPU
     entry = ('{"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {"M1_K64_N64": {'
              + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}, "ws_us": [2, 1]}}}}')
     (tmp_path / "t.json").write_text(entry)
@@ -346,12 +347,12 @@ def test_a_tma_entry_runs_only_for_groups_tma_usable_takes_else_its_pointer_conf
     assert gemm.tuned(80) == (tma if group != 32 else ptr, "triton fused config of nearest bucket M256_K512_N72")
 
 
-def test_tma_runs_with_the_groups_measured_on_hopper_only(monkeypatch):
+def test_tma_runs_with_the_groups_measured_on_hopper_only():
     from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.target import Target
 
-    cuda = torch.device("cuda")
     for cap, want in ((9, True), (8, False)):
-        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None, cap=cap: (cap, 0))
+        cuda = fake_target(capability=(cap, 0))  # the Target decides, not the machine the test runs on
         assert fused_gemm.tma_usable(INT4, 128, 8192, 128, cuda) is want
         assert fused_gemm.tma_usable(INT4, 256, 8192, 64, cuda) is want  # a group of whole K blocks: BLOCK
         assert fused_gemm.tma_usable(INT4, 64, 8192, 128, cuda, 128) is want  # SUB, two groups a block
@@ -363,7 +364,7 @@ def test_tma_runs_with_the_groups_measured_on_hopper_only(monkeypatch):
         assert fused_gemm.tma_usable(INT4, 8000, 8000, 128, cuda) is want  # K off the K block: BLOCK too
         assert not fused_gemm.tma_usable(INT4, 96, 8192, 128, cuda)  # GATHER
         assert fused_gemm.tma_usable(NVFP4, 16, 8192, 128, cuda) is want  # SUB scales: checked on the H100
-    assert fused_gemm.tma_usable(INT4, 128, 8192, 128, torch.device("cpu"))  # the interpreter
+    assert fused_gemm.tma_usable(INT4, 128, 8192, 128, Target.cpu())  # the interpreter
 
 
 def test_without_a_table_entry_the_split_path_says_it_autotunes():

@@ -86,6 +86,7 @@ import triton.language as tl
 from qgemm_bench.backends.kmajor_layout import K_ALIGN, N_ALIGN, TILE, to_kmajor
 from qgemm_bench.backends.triton_kernels import decode, split_k_parts
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
+from qgemm_bench.target import of as target_of
 from qgemm_bench.types import m_bucket
 
 NONE, CHANNEL, BLOCK, SUB, GATHER = range(5)
@@ -603,11 +604,11 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
     return [c for c in cands if not wrong_on_sm90(fmt, c)]
 
 
-def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.device,
-               block_m: int = 256) -> bool:
+def tma_usable(fmt: int, group: int | None, k: int, block_k: int, target, block_m: int = 256) -> bool:
     """Whether a config with TMA loads (or x's alone, TMA_W False) takes them
-    here (FusedGemm.descriptors adds the per-call conditions on x), on a
-    Hopper or newer GPU (the interpreter runs them too): NVFP4 (its SUB
+    on Target `target` (FusedGemm.descriptors adds the per-call conditions on
+    x), a Hopper or newer GPU (the interpreter runs them too; a torch.device,
+    from callers before Targets, is asked its capability): NVFP4 (its SUB
     scales), int4 BLOCK scales (groups of whole K blocks, as 128) and int4
     SUB scales (groups tiling a K block, as 32 and 64), the latter with more
     than two groups per K block only in 256-row x tiles. H100, K = N = 8192,
@@ -627,15 +628,17 @@ def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.
     mode = scale_mode(fmt, group, k, block_k, True)
     if fmt != NVFP4 and not (mode == BLOCK or mode == SUB and (block_k // group <= 2 or block_m >= 256)):
         return False
-    return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
+    if isinstance(target, torch.device):  # scripts/tune_weight_only.py's until it moves into tuning/
+        return target.type != "cuda" or torch.cuda.get_device_capability(target)[0] >= 9
+    return target.is_cpu or target.capability[0] >= 9
 
 
-def tma_refused(c: dict, fmt: int, group: int | None, k: int, device: torch.device) -> bool:
+def tma_refused(c: dict, fmt: int, group: int | None, k: int, target) -> bool:
     """Whether config c has TMA loads that tma_usable refuses here (its
     tiles, the weights' format, group and K): the table entry's
     pointer-load config runs instead (WeightOnlyGemm.tuned; the tuner's
     ws pass at a group size)."""
-    return bool(c.get("TMA")) and not tma_usable(fmt, group, k, c["BLOCK_K"], device, c["BLOCK_M"])
+    return bool(c.get("TMA")) and not tma_usable(fmt, group, k, c["BLOCK_K"], target, c["BLOCK_M"])
 
 
 def tuned_config(fmt: int, m: int, tma: bool = True) -> dict:
@@ -652,11 +655,14 @@ class FusedGemm:
     [K//group, N] or None) or NVFP4 (E4M3 block scales as uint8, fp32 0-dim
     tensor scale). Owns the split workspace and counters per M (zeroed once,
     left zeroed by every call: call once at an M before capturing a graph).
-    config: see config(); or a function M -> config."""
+    config: see config(); or a function M -> config. target: the GPU
+    (qgemm_bench.target; default: the weights' device's): its shared memory
+    and SMs bound the warp-specialized kernel's tiles and stream-K launch."""
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int | None, config, frag: bool = True,
-                 tile: tuple[int, int] | None = TILE):
+                 tile: tuple[int, int] | None = TILE, target=None):
         self.k, self.n = 2 * w.shape[0], w.shape[1]
+        self.target = target if target is not None else target_of(w.device)
         if fmt == NVFP4:
             group = NVFP4_BLOCK
         elif scales is None:  # unscaled: scales of one per channel (exact; scale_mode says why)
@@ -685,12 +691,12 @@ class FusedGemm:
             raise ValueError(f"config {c}: TMA loads need tiled weights, BLOCK_N a multiple of the tile's "
                              f"{tile and tile[0]} rows and BLOCK_K dividing its {tile and tile[1]} k")
         if wrong_on_sm90(self.fmt, c):
-            raise ValueError(f"config {c} returns wrong sums on the H100 (fused_gemm.wrong_on_sm90: int4 with "
+            raise ValueError(f"config {c} returns wrong sums on sm_90 (fused_gemm.wrong_on_sm90: int4 with "
                              "8 warps and split-K)")
         if c.get("WS"):
             from qgemm_bench.backends.triton_kernels import ws_gemm
 
-            ws_gemm.check(c["WS"], self.fmt)
+            ws_gemm.check(c["WS"], self.fmt, self.target.smem_per_block)
         return c
 
     def runs_ws(self, x: torch.Tensor, c: dict) -> bool:
@@ -702,7 +708,7 @@ class FusedGemm:
             return False
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
-        return ws_gemm.reads(self.kmajor, w) and ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, w)
+        return ws_gemm.reads(self.kmajor, w) and ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, w, self.target)
 
     def ws_workspace_bytes(self, x: torch.Tensor, c: dict) -> int:
         """Bytes of the workspace config c's warp-specialized launch keeps
@@ -712,7 +718,7 @@ class FusedGemm:
             return 0
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
-        return ws_gemm.workspace_bytes(self.kmajor, x.shape[0], self.n, c["WS"], x.device)
+        return ws_gemm.workspace_bytes(self.kmajor, x.shape[0], self.n, c["WS"], self.target.sms)
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
         """The launch keywords of config c's TMA loads: descriptors of x's
@@ -734,7 +740,7 @@ class FusedGemm:
             return {}
         weights = c.get("TMA_W", True)
         ptx_decode = x.dtype == torch.bfloat16 and c.get("DECODE_ASM", True)
-        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], x.device, c["BLOCK_M"]) or x.shape[0] == 0 or \
+        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], self.target, c["BLOCK_M"]) or x.shape[0] == 0 or \
                 x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16 or (x.is_cuda and not ptx_decode):
             return {"TMA": False}
         from triton.tools.tensor_descriptor import TensorDescriptor
@@ -763,7 +769,8 @@ class FusedGemm:
             key = ("ws", w["BLOCK_N"], w["BLOCK_K"])
             if key not in self._w_desc:
                 self._w_desc[key] = ws_gemm.weight_descriptors(p, w, self.fmt, self.group)
-            return ws_gemm.run(p, self.fmt, self.group, self.ts, x, w, self._w_desc[key], self._workspace)
+            return ws_gemm.run(p, self.fmt, self.group, self.ts, x, w, self._w_desc[key], self._workspace,
+                               sms=self.target.sms)
         c.pop("WS", None)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)

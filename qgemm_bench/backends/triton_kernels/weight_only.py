@@ -334,7 +334,7 @@ class WeightOnlyGemm:
             # faster at the bucket (an explicit config decides alone).
             c = self.tuned(m, "fused")[0]
             fused_above = bool(c.get("TMA")) and \
-                tma_usable(self.fmt, self._fused_group(), k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]) and \
+                tma_usable(self.fmt, self._fused_group(), k, c["BLOCK_K"], self.target, c["BLOCK_M"]) and \
                 (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu, doc))
         return path_for(m, self.fmt, k, n, gpu, fused_above, doc)
 
@@ -348,7 +348,7 @@ class WeightOnlyGemm:
             from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
             cfg = self.config if self.config is not None else (lambda m: self.tuned(m, "fused")[0])
-            self._fused = FusedGemm(self.w, self.scales, self.ts, self.fmt, self.group, cfg)
+            self._fused = FusedGemm(self.w, self.scales, self.ts, self.fmt, self.group, cfg, target=self.target)
         return self._fused
 
     def resident(self, m: int) -> tuple:
@@ -382,7 +382,7 @@ class WeightOnlyGemm:
                 found = (tuned_config(self.fmt, m), "") if path == "fused" else \
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
             c = found[0]
-            if c is not None and tma_refused(c, self.fmt, self._fused_group(), k, self.w.device):
+            if c is not None and tma_refused(c, self.fmt, self._fused_group(), k, self.target):
                 found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, doc, tma=False) or \
                     (tuned_config(self.fmt, m, tma=False), "")
                 if c.get("WS"):  # the WS kernel's own loads (ws_gemm.usable decides per x; int4 group 32)

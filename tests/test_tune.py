@@ -97,7 +97,8 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
     from qgemm_bench.operators import int4_gemm, split_k_gemm
     from qgemm_bench.types import Case
 
-    argv = ["--store", str(tmp_path), "--backends", "triton", "--formats", "int4", "--shape-budget-s", "8"]
+    argv = ["--store", str(tmp_path), "--backends", "triton", "--formats", "int4", "--shape-budget-s", "8",
+            "--budget-s", "600"]  # a busy machine's slow calls never make the tune unfinished
     assert tune(argv) == 0, capsys.readouterr().err
     assert "tuned 3 entries" in capsys.readouterr().out  # 2 int4 paths, 1 split-K shape
     seed = fresh_seed()
@@ -125,7 +126,7 @@ def test_tune_helion_writes_its_entry_end_to_end(tiny, tmp_path, capsys):
     """The Helion family (its split-K kernel: on the interpreter every
     config runs as the one interpreter config, so one bucket checks the
     plumbing): the entry one of the candidates, read back."""
-    assert tune(["--store", str(tmp_path), "--backends", "helion", "--op", "split_k_gemm"]) == 0, \
+    assert tune(["--store", str(tmp_path), "--backends", "helion", "--op", "split_k_gemm", "--budget-s", "600"]) == 0, \
         capsys.readouterr().err
     assert "tuned 1 entries" in capsys.readouterr().out
     kernels = read_back(tmp_path, "helion")["kernels"]
@@ -137,7 +138,7 @@ def test_resume_skips_what_the_unfinished_tune_wrote(tiny, tmp_path, capsys):
     from qgemm_bench.target import Target
     from qgemm_bench.tuning.journal import Journal
 
-    args = ["--store", str(tmp_path), "--op", "nvfp4_gemm", "--backends", "triton"]
+    args = ["--store", str(tmp_path), "--op", "nvfp4_gemm", "--backends", "triton", "--budget-s", "600"]
     # An unfinished tune: its journal holds the split entry (a made-up one, so a re-tune would show).
     journal = Journal(tmp_path, Target.cpu().name)
     done = {"unit": f"weight_only/nvfp4_gemm/split/4x{LAYER[0]}x{LAYER[1]}", "family": "weight_only",
@@ -166,7 +167,7 @@ def test_stop_after_ends_the_run_and_resume_finishes_it(tiny, tmp_path, capsys):
     from qgemm_bench.target import Target
     from qgemm_bench.tuning.journal import Journal
 
-    args = ["--store", str(tmp_path), "--op", "int4_gemm", "--backends", "triton"]
+    args = ["--store", str(tmp_path), "--op", "int4_gemm", "--backends", "triton", "--budget-s", "600"]
     assert tune([*args, "--stop-after-s", "0.1"]) == 0
     captured = capsys.readouterr()
     assert "this run ended before 1 units" in captured.err and "tune --resume" in captured.err
@@ -251,7 +252,7 @@ def test_under_torchrun_ranks_share_the_units_and_rank_0_writes(tmp_path):
     store = tmp_path / "store"
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                         str(script), "--store", str(store), "--op", "int4_gemm", "--backends", "triton",
-                        "--shape-budget-s", "2"], capture_output=True, text=True, cwd=repo, timeout=300,
+                        "--budget-s", "600"], capture_output=True, text=True, cwd=repo, timeout=300,
                        env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.count("tuned 2 entries") == 1  # rank 0 alone reports (and writes)

@@ -738,6 +738,7 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
     from qgemm_bench.harness import environment
+    from qgemm_bench.target import Target
 
     script = load_tune_script()
     out = tmp_path / "h100.json"
@@ -766,7 +767,7 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
     monkeypatch.setattr(woc, "path_for", lambda gpu: out)
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    monkeypatch.setattr(script, "TARGET", Target("h100", "an sm_90 GPU", (9, 0), 132, 227 * 1024, 50 * 2**20))
     monkeypatch.setattr(fused_gemm, "ws_pool", lambda m: [plain, split2])
     monkeypatch.setattr(script, "operands", lambda fmt, m, k, n, group=128: groups.append(group) or (None, (), None))
     monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])

@@ -398,7 +398,7 @@ class Tune:
         from qgemm_bench.harness.watchdog import stall_reason
         from qgemm_bench.tuning import weight_only
 
-        weight_only.DEV, weight_only.DTYPE = self.device, self.dtype
+        weight_only.DEV, weight_only.DTYPE, weight_only.TARGET = self.device, self.dtype, self.target
         if self.device.type == "cpu":  # a test run: interpreter times say nothing; a few samples will do
             weight_only.SETTINGS = Settings(warmup_ms=0.0, rep_ms=1.0)
         weight_only.WATCH.seconds = self.args.stall_timeout

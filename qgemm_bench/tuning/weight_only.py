@@ -62,7 +62,7 @@ from qgemm_bench.harness.watchdog import Watchdog, stall_reason
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.tuning import candidates as cands
-from qgemm_bench.tuning.candidates import FORMATS, PDL_MAX_M, TABLE_M, pdl_variants, weight_only_pool
+from qgemm_bench.tuning.candidates import FORMATS, PDL_MAX_M, TABLE_M, pdl_variants
 from qgemm_bench.tuning.timing import n_copies, p50_us, time_rounds
 from qgemm_bench.types import Case, Shape
 
@@ -70,6 +70,7 @@ from qgemm_bench.types import Case, Shape
 # CPU test runs the interpreter in float16.
 DEV = torch.device("cuda")
 DTYPE = torch.bfloat16
+TARGET = None  # the run's qgemm_bench.target.Target (None: the device's, target.of)
 TABLE_OUT: Path | None = None  # the table file written (None: this GPU's checked-in one)
 SETTINGS = Settings()  # the runner's warm-up and timed windows (timing.p50_us)
 results = []
@@ -278,7 +279,7 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
             entries = doc["kernels"].setdefault(woc.kernel(fmt_id, path), {})
             for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
                 for m in [m for m in TABLE_M[path] if ms is None or m in ms]:
-                    pool = weight_only_pool(fmt_id, path, m)
+                    pool = cands.weight_only_pool(fmt_id, path, m)
                     if not pool:  # the path does not run here (NVFP4's fused path above FUSED_MAX_M)
                         continue
                     entry = tune_entry(fmt, path, m, k, n, pool, t0=t0)
@@ -374,7 +375,7 @@ def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, s
 
     fmt_id, key = FORMATS.index(fmt), bucket(m, k, n)
     first = (prior or {}).get(key, {}).get("config")
-    pool = cands.pruned(weight_only_pool(fmt_id, path, m), prior, m, first)
+    pool = cands.pruned(cands.weight_only_pool(fmt_id, path, m), prior, m, first)
     if not pool:  # the path does not run here
         return None
     if m <= PDL_MAX_M:
@@ -494,13 +495,14 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.fused_gemm import tma_refused
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe, ws_label
+    from qgemm_bench.target import of as target_of
 
     t0 = time.time() if t0 is None else t0
     m, k, n = parse(key)
     x, wargs, ref = operands(fmt, m, k, n, group=group or 128)
     config = entry["config"]
     if group is not None and "pointer_config" in entry and \
-            tma_refused(config, FORMATS.index(fmt), k if group == "channel" else group, k, DEV):
+            tma_refused(config, FORMATS.index(fmt), k if group == "channel" else group, k, TARGET or target_of(DEV)):
         config = entry["pointer_config"]  # as WeightOnlyGemm.tuned runs it at this group
     base = {c: v for c, v in config.items() if c != "WS"}
     # Only tiles the kernel runs here: elsewhere a "WS" config runs its base tiles.

@@ -260,3 +260,32 @@ def test_under_torchrun_ranks_share_the_units_and_rank_0_writes(tmp_path):
     assert set(doc["kernels"]) == {"int4_gemm", "int4_gemm_fused"}  # one unit on each rank
     assert doc["provenance"]["world_size"] == 2 and doc["provenance"]["complete"] is True
     assert not (store / "cpu" / ".tune").exists()
+
+
+def test_default_candidates_are_what_won_at_each_m_on_the_prior_gpu():
+    """candidates.pruned / with_pdl / ws_pruned / pdl_won_at against a made-up
+    prior table: the bucket's own winner first, then the others that won at
+    that M; PDL twins only of configs that won with PDL there; WS tiles the
+    bucket's own and the most frequent at M; everything without a prior."""
+    from qgemm_bench.tuning import candidates as cands
+
+    a, b, c, d = (triton_config(16, bn, 64, s) for bn, s in ((32, 2), (64, 2), (64, 4), (128, 8)))
+    w1, w2, w3, w4 = ({"BLOCK_M": 64, "BLOCK_N": bn, "BLOCK_K": 64, "num_stages": st} for bn, st in
+                      ((64, 3), (128, 3), (64, 4), (128, 4)))
+    prior = {"M16_K4096_N4096": {"config": {**a, "PDL": 2}}, "M16_K8192_N8192": {"config": b},
+             "M16_K4096_N14336": {"config": b, "pointer_config": c},
+             "M64_K4096_N4096": {"config": {**d, "WS": w1}},
+             "M64_K8192_N8192": {"config": {**d, "WS": {**w2, "PDL": 1}}},
+             "M64_K4096_N14336": {"config": {**d, "WS": w2}}, "M64_K1024_N1024": {"config": {**d, "WS": w3}}}
+    pool = [a, b, c, d]
+    assert cands.pruned(pool, prior, 16, first=a) == [a, b, c]  # d never won at 16
+    assert cands.pruned(pool, prior, 16) == [b, a, c]  # most frequent first
+    assert cands.pruned(pool, None, 16) == pool and cands.pruned(pool, {}, 16) == pool
+    assert cands.with_pdl([a, b], prior, 16) == [a, b, {**a, "PDL": 2}]  # b won without PDL
+    assert cands.with_pdl([a, b], None, 16) == [a, b, {**a, "PDL": 2}, {**b, "PDL": 2}]
+    tiles = [w1, w2, w3, w4]
+    assert cands.ws_pruned(tiles, prior, 64, "M64_K4096_N4096") == [w1, w2, w3]  # own, then the 2 most frequent
+    assert cands.ws_pruned(tiles, prior, 16, "M16_K4096_N4096") == []  # WS never won at 16: no pass
+    assert cands.ws_pruned(tiles, None, 64) == tiles
+    assert cands.pdl_won_at(prior, 64, "M64_K8192_N8192") and not cands.pdl_won_at(prior, 64, "M64_K4096_N4096")
+    assert cands.pdl_won_at(prior, 16, "M16_K2_N2") and cands.pdl_won_at(None, 128)

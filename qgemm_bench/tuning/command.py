@@ -201,21 +201,34 @@ class Tune:
     # ------------------------------------------------------------------ the plan
 
     def priors(self) -> dict:
-        """Each family's table on the nearest tuned GPU of this compute
-        capability (or this GPU's own), which prunes the candidates; None
-        with --full or without one. Plus the GPU it came from."""
-        from qgemm_bench.configs.store import DEFAULT
+        """Each family's table that prunes the candidates: that of the
+        nearest other GPU of this compute capability in the store (the
+        package's where --store has none), else this GPU's own where no tune
+        of it is unfinished (a partly written entry would prune untuned M to
+        nothing: a resumed tune must plan as its first run did); None with
+        --full or without one. Plus the GPU it came from."""
+        from qgemm_bench.configs.store import DEFAULT, distance
+        from qgemm_bench.tuning.journal import Journal
 
-        out, used = {}, set()
-        for family in ("weight_only", "helion"):
-            entry = None if self.args.full else self.store.load(self.target, family)
-            if entry is not None and entry.gpu is None and self.store.root != DEFAULT.root:
-                entry = DEFAULT.load(self.target, family)  # --store DIR without one: the package's
-            out[family] = entry.table if entry is not None and entry.gpu else None
-            if entry is not None and entry.gpu:
-                used.add(entry.gpu)
-        out["from"] = ",".join(sorted(used)) or None
-        return out
+        out, used = {"weight_only": None, "helion": None}, set()
+        if self.args.full:
+            return {**out, "from": None}
+        t = self.target
+        for family in out:
+            for store in dict.fromkeys([self.store.root, DEFAULT.root]):
+                store = self.store if store == self.store.root else DEFAULT
+                near = {g: e for g, e in store.entries().items() if g != t.name and e.capability == t.capability
+                        and store.path(g, family).exists()}
+                if near:
+                    gpu = min(near, key=lambda g: (distance(t, near[g]), g))
+                elif store.path(t.name, family).exists() and not Journal(store.root, t.name).exists():
+                    gpu = t.name
+                else:
+                    continue
+                out[family] = store.read(gpu, family)
+                used.add(gpu)
+                break
+        return {**out, "from": ",".join(sorted(used)) or None}
 
     def units(self, priors: dict) -> list:
         from qgemm_bench.tuning import plan

@@ -65,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", default=",".join(plan.BACKENDS), metavar="A,B",
                    help="kernel families to tune: triton, helion or both (default triton,helion)")
     p.add_argument("--budget-s", type=types.positive_float, metavar="S",
-                   help=f"wall-clock budget of the whole tune in seconds (default: the plan's expected time, at "
+                   help=f"wall-clock budget of the whole tune in seconds (default: 1.5x the plan's expected time, at "
                         f"most {plan.BUDGET_S[1]:g} on one GPU and {plan.BUDGET_S[2]:g} per rank on two or more)")
     p.add_argument("--shape-budget-s", type=types.positive_float, metavar="S",
                    help="at most this many seconds per unit (one table entry: a shape) (default: its share of the "
@@ -88,8 +88,8 @@ def parser() -> argparse.ArgumentParser:
                    help="time every candidate of the pools, not only those that won on the nearest tuned GPU")
     p.add_argument("--dry-run", action="store_true", help="list what would be tuned and the expected time; "
                    "tune nothing (no GPU needed)")
-    p.add_argument("--like", metavar="GPU", help="--dry-run without a GPU: plan as on the store entry GPU's "
-                   "GPU (its target.json), e.g. a GPU of the same compute capability")
+    p.add_argument("--like", metavar="NAME", help="--dry-run without a GPU: plan as on the GPU of store entry "
+                   "NAME (its target.json)")
     p.add_argument("--device", default="auto", help="auto (default), cuda, cuda:N, or cpu (a test run on the "
                    "Triton interpreter: needs TRITON_INTERPRET=1)")
     p.add_argument("--stall-timeout", type=types.stall_seconds, default=300.0, metavar="S",

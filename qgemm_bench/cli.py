@@ -5,6 +5,7 @@
     python runner.py --list-ops | --list-backends [--op OP]
     python runner.py compare BASE NEW      # perf-regression report (compare --help)
     python runner.py report DIR            # rebuild a run's tables and plots from its rows.jsonl
+    python runner.py tune                  # tune this GPU's configs into the store (tune --help)
     python runner.py --model llama-3.2-1b  # end to end: quantized Llama decode, memory and quality
 """
 
@@ -35,6 +36,7 @@ written, 2 bad usage (nothing is measured or written), 130 Ctrl-C, 143
 SIGTERM (what was measured is kept and the tables are written).
 
 compare two runs: python runner.py compare BASE NEW (see: runner.py compare --help).
+a new GPU: python runner.py tune writes its config store entry (see: runner.py tune --help).
 end to end: python runner.py --model tiny|llama-3.2-1b|llama-3-8b|llama-3-70b (the model options above).
 several GPUs: torchrun --nproc-per-node N runner.py ... splits a sweep's shapes over the GPUs
 (rank 0 writes), or runs --model tensor-parallel.
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     """Every entry: one line on stderr and exit 2 for bad usage; Ctrl-C
     (130) and SIGTERM (143) without a traceback, wherever they land."""
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"compare": _compare, "report": _report}
+    commands = {"compare": _compare, "report": _report, "tune": _tune}
     command = commands.get(argv[0] if argv else "", _run)
     with console.guarded() as out:  # a full or ASCII-only stdout costs the printed text, not the run
         try:
@@ -251,3 +253,9 @@ def _report(argv: list[str]) -> int:
     from qgemm_bench.harness import rebuild
 
     return rebuild.main(args)
+
+
+def _tune(argv: list[str]) -> int:
+    from qgemm_bench.tuning import command
+
+    return command.main(argv)

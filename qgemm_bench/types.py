@@ -29,6 +29,9 @@ class Case:
     dtype: torch.dtype
     device: torch.device
     settings: Any = None
+    # The run's qgemm_bench.target.Target (the harness makes it once per run);
+    # None: the backends take the device's (target.of).
+    target: Any = None
 
 
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16,

@@ -4,7 +4,7 @@ for sm_90 with this machine's Triton and print what its main loop costs:
 registers, shared memory, and the loop's SASS instructions by opcode (the
 loop with the wgmmas, HGMMA), and how many of its instructions write a
 register that a wgmma still pending reads as its A operand (undefined in the
-PTX ISA; fused_gemm.wrong_on_h100 tells what such writes did on the H100).
+PTX ISA; fused_gemm.wrong_on_sm90 tells what such writes did on the H100).
 How the docs' instruction counts were taken,
 with Triton 3.6, the GPU machine's (NVFP4 16x128x128 split 8: 742 -> 561
 per K block with bf16 scales); other Triton versions schedule differently.
@@ -123,9 +123,9 @@ def compile_kernel(args):
         check_config(c, "the config")
     except ValueError as e:
         raise InputError(str(e)) from None
-    if fused_gemm.wrong_on_h100(fmt, c):
+    if fused_gemm.wrong_on_sm90(fmt, c):
         raise InputError(f"{args.tile} split {args.split} w{args.warps}: refused on the H100 "
-                         "(fused_gemm.wrong_on_h100)")
+                         "(fused_gemm.wrong_on_sm90)")
     # As FusedGemm launches it: unscaled int4 as scales of one per channel.
     group = NVFP4_BLOCK if fmt == NVFP4 else args.k if args.group in ("none", "channel") else int(args.group)
     if (args.tma or args.tma_x) and not fused_gemm.tma_usable(fmt, group, args.k, args.bk, torch.device("cpu"),

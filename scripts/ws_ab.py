@@ -43,6 +43,7 @@ import argparse
 import contextlib
 import importlib.machinery
 import importlib.util
+import inspect
 import math
 import re
 import statistics
@@ -204,7 +205,11 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
             label = f"{ws_label(c)} @{name}"
             g = gemms[0]
             try:
-                if not (mod.reads(g.kmajor, c) and mod.usable(g.fmt, g.group, g.k, g.n, first.x, c)):
+                # The Target (shared memory, SMs) where a build takes it (builds before Targets did not).
+                takes = inspect.signature(mod.usable).parameters.keys() | inspect.signature(mod.run).parameters.keys()
+                target = [g.target] if "target" in takes else []
+                sms = {"sms": g.target.sms} if "sms" in takes else {}
+                if not (mod.reads(g.kmajor, c) and mod.usable(g.fmt, g.group, g.k, g.n, first.x, c, *target)):
                     notes.append(f"{label}: the kernel does not run these tiles here (ws_gemm.usable)")
                     continue
                 calls, caches, st = [], [], None
@@ -215,9 +220,9 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
                 for gemm, i in zip(gemms, inputs, strict=True):
                     descs, cache = mod.weight_descriptors(gemm.kmajor, c, gemm.fmt, gemm.group), {}
                     caches.append(cache)
-                    calls.append(lambda m=mod, f=gemm, x=i.x, c=c, d=descs, w=cache, st=st:
-                                 m.run(f.kmajor, f.fmt, f.group, f.ts, x, c, d, w, **({"stamps": st} if st is not None
-                                                                                      else {})))
+                    calls.append(lambda m=mod, f=gemm, x=i.x, c=c, d=descs, w=cache, st=st, sms=sms:
+                                 m.run(f.kmajor, f.fmt, f.group, f.ts, x, c, d, w, **sms,
+                                       **({"stamps": st} if st is not None else {})))
                 # Each copy in turn, each at least twice; before each call its partial-sum planes are
                 # NaN (a sum read before it was stored shows), after all of them every counter is 0.
                 n = max(args.calls, 2 * len(calls))

@@ -9,6 +9,7 @@ import torch
 
 from qgemm_bench.backends import registry
 from qgemm_bench.operators.common import rel_error
+from qgemm_bench.target import Target
 from qgemm_bench.types import Case, Shape
 
 CPU = torch.device("cpu")
@@ -21,6 +22,50 @@ CUDA = torch.device("cuda", 0)
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 # Tests with explicit interpreter configs (Helion): on a GPU the gpu tests cover the kernels.
 interpreter = pytest.mark.skipif(DEV.type == "cuda", reason="CPU interpreter configs; the gpu tests cover CUDA")
+
+
+def fake_target(name: str = "gpu_a", capability=(9, 0), sms: int = 132, l2_bytes: int = 50 * 2**20,
+                copy_GBps: float | None = None, smem_per_block: int = 227 * 1024) -> Target:
+    """A GPU Target made up for a test (no device asked)."""
+    return Target(name, f"Fake {name.upper()}", capability, sms, smem_per_block, l2_bytes, copy_GBps)
+
+
+def table_store(root, family: str, doc: dict, target: Target | None = None):
+    """(target, store): a store under root holding doc as the family's table
+    of a made-up GPU (fake_target()), for tests to hand to the dispatch."""
+    from qgemm_bench.configs.store import PROVENANCE_KEYS, Store
+
+    target = target or fake_target()
+    store = Store(root)
+    store.write(target.name, family, doc, dict.fromkeys(PROVENANCE_KEYS, "test"), target)
+    return target, store
+
+
+def stored_target(device=CUDA) -> Target:
+    """The Target of the store entry the device's runs use (its own, else the
+    nearest of its compute capability): GPU tests hand it to the dispatch, so
+    they check the choices of the entry they name on any GPU of that kind."""
+    from qgemm_bench.configs import store
+    from qgemm_bench.target import of
+
+    gpu = store.load(of(device), "weight_only").gpu
+    if gpu is None:
+        pytest.skip(f"no store entry of this GPU's compute capability ({of(device).cc})")
+    return store.entries()[gpu]
+
+
+def store_files(family: str) -> dict:
+    """The package store's files of a family, by GPU (at least one)."""
+    from qgemm_bench.configs.store import DEFAULT
+
+    files = {gpu: DEFAULT.path(gpu, family) for gpu in DEFAULT.entries() if family in DEFAULT.families(gpu)}
+    assert files, f"no {family} tables in the store"
+    return files
+
+
+def a_store_file(family: str):
+    """One tuned table of the family from the package store (the first GPU's by name)."""
+    return next(iter(store_files(family).values()))
 
 
 def case(op, shape, dtype=DT, device=DEV, **settings) -> Case:

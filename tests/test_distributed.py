@@ -92,9 +92,10 @@ def test_bad_usage_under_torchrun_is_one_error_line(tmp_path):
 @pytest.mark.parametrize("size", [2])
 def test_helion_configs_autotuned_on_every_rank_are_saved_by_rank_0(size, tmp_path, monkeypatch):
     from qgemm_bench.backends import helion_ops, registry
-    from qgemm_bench.backends.helion_kernels import configs, tuning
+    from qgemm_bench.backends.helion_kernels import tuning
+    from qgemm_bench.configs import store
 
-    monkeypatch.setattr(configs, "CONFIG_DIR", tmp_path)
+    monkeypatch.setattr(store, "DEFAULT", store.Store(tmp_path))  # the package's store: rank 0 writes there
     saves = [[("int4_gemm", 16, 8192, 8192, "h100", {"split_k": 4}, {"tuned": "rank 0"})],
              [("int4_gemm", 1024, 8192, 8192, "h100", {"split_k": 1}, {"tuned": "rank 1"})]]
     states = []
@@ -103,6 +104,6 @@ def test_helion_configs_autotuned_on_every_rank_are_saved_by_rank_0(size, tmp_pa
         states.append(registry.rank_states())
     assert states[1][helion_ops.__name__] == saves[1]
     notes = registry.merge_rank_states(states)
-    doc = json.loads((tmp_path / "h100.json").read_text())["kernels"]["int4_gemm"]
+    doc = json.loads((tmp_path / "h100" / "helion.json").read_text())["kernels"]["int4_gemm"]
     assert set(doc) == {"M16_K8192_N8192", "M1024_K8192_N8192"} and doc["M1024_K8192_N8192"]["tuned"] == "rank 1"
     assert notes and "2 autotune(s)" in notes[0]

@@ -39,33 +39,33 @@ def test_wrong_inputs_are_a_clear_value_error(call, message):
 WS_SHAPE = ["--shape", "256,8192,8192"]  # scripts/ws_ab.py's shape and tiles
 WS_AB = [*WS_SHAPE, "--tiles", "256x128x64s4"]
 SCRIPT_CASES = [
-    ("tune_helion.py", ["--m", "abc"], "expected positive integers"),
-    ("tune_helion.py", ["--rep", "nan"], "expected milliseconds from 1 to 1000"),
-    ("tune_weight_only.py", [], "required: OUT.json"),
-    ("tune_weight_only.py", ["/no/such/folder/out.json"], "its folder does not exist"),
-    ("tune_weight_only.py", ["/tmp/o.json", "table", "--ms", "128,300"], "[300] not in the table's M"),
-    ("tune_weight_only.py", ["/tmp/o.json", "ws", "--ms", "64,32"], "[32] not in the table's M"),
+    ("tuning/helion.py", ["--m", "abc"], "expected positive integers"),
+    ("tuning/helion.py", ["--rep", "nan"], "expected milliseconds from 1 to 1000"),
+    ("tuning/weight_only.py", [], "required: OUT.json"),
+    ("tuning/weight_only.py", ["/no/such/folder/out.json"], "its folder does not exist"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "table", "--ms", "128,300"], "[300] not in the table's M"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--ms", "64,32"], "[32] not in the table's M"),
     ("fused_sass.py", ["--ws-split", "2"],
      "--ws-m-group and --ws-stamps: the warp-specialized kernel's (--ws)"),
     ("fused_sass.py", ["--ws-stamps", "--ws", "--ws-stream-k", "--tile", "256x128x64"], "not with --ws-stream-k"),
     ("fused_sass.py", ["--ws-pdl"],
      "--ws-m-group and --ws-stamps: the warp-specialized kernel's (--ws)"),
-    ("tune_weight_only.py", ["/tmp/o.json", "table", "--ms", "x"], "expected comma-separated integers"),
-    ("tune_weight_only.py", ["/tmp/o.json", "table", "--layers", "8192x57344"], "--layers is for the pdl, ws"),
-    ("tune_weight_only.py", ["/tmp/o.json", "ws", "--layers", "8192x57344,abc"], "expected comma-separated KxN"),
-    ("tune_weight_only.py", ["/tmp/o.json", "ws", "--layers", "8192"], "expected KxN pairs"),
-    ("tune_weight_only.py", ["/tmp/o.json", "variants", "--ms", "128"],
+    ("tuning/weight_only.py", ["/tmp/o.json", "table", "--ms", "x"], "expected comma-separated integers"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "table", "--layers", "8192x57344"], "--layers is for the pdl, ws"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--layers", "8192x57344,abc"], "expected comma-separated KxN"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--layers", "8192"], "expected KxN pairs"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "variants", "--ms", "128"],
      "--ms is for the table, pdl, ws and check modes"),
-    ("tune_weight_only.py", ["/tmp/o.json", "table", "--calls", "5"], "--calls is for the check mode"),
-    ("tune_weight_only.py", ["/tmp/o.json", "ws", "--group", "32"],
+    ("tuning/weight_only.py", ["/tmp/o.json", "table", "--calls", "5"], "--calls is for the check mode"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--group", "32"],
      "--group is for the ws and check modes with --formats int4"),
-    ("tune_weight_only.py", ["/tmp/o.json", "table", "--group", "32", "--formats", "int4"],
+    ("tuning/weight_only.py", ["/tmp/o.json", "table", "--group", "32", "--formats", "int4"],
      "--group is for the ws and check modes with --formats int4"),
-    ("tune_weight_only.py", ["/tmp/o.json", "check", "--calls", "0"], "expected a positive number of calls"),
-    ("tune_weight_only.py", ["/tmp/o.json", "ws", "--stall-timeout", "-5"], "argument --stall-timeout: '-5' is out "
+    ("tuning/weight_only.py", ["/tmp/o.json", "check", "--calls", "0"], "expected a positive number of calls"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--stall-timeout", "-5"], "argument --stall-timeout: '-5' is out "
                                                                             "of range"),
-    ("tune_weight_only.py", ["/tmp/o.json", "table", "--formats", "int4,fp8"], "expected int4, nvfp4 or int4,nvfp4"),
-    ("tune_weight_only.py", ["/tmp/o.json", "--formats", "nvfp4"],
+    ("tuning/weight_only.py", ["/tmp/o.json", "table", "--formats", "int4,fp8"], "expected int4, nvfp4 or int4,nvfp4"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "--formats", "nvfp4"],
      "--formats is for the table, pdl, ws and check modes"),
     ("path_ab.py", ["--paths", "fused,foo"], "expected a comma-separated subset of split, fused, dequant"),
     ("path_ab.py", ["--shape", "1,2"], "expected three integers"),
@@ -96,7 +96,7 @@ SCRIPT_CASES = [
     ("ws_ab.py", [*WS_AB, "--variant", "x=scripts/path_ab.py"], "not a ws_gemm.py"),
     ("ws_ab.py", [*WS_AB, "--op", "nvfp4_gemm", "--group-size", "64"],
      "--group-size is for int4_gemm"),
-    ("fused_sass.py", ["--tile", "16x128x128", "--warps", "8", "--split", "2"], "wrong_on_h100"),
+    ("fused_sass.py", ["--tile", "16x128x128", "--warps", "8", "--split", "2"], "wrong_on_sm90"),
     ("fused_sass.py", ["--tma", "--tma-x"], "one or the other"),
     ("fused_sass.py", ["--k", "1000"], "a multiple of 256"),
     ("fused_sass.py", ["--maxnreg", "7"], "out of range"),
@@ -119,7 +119,7 @@ def test_scripts_refuse_bad_usage_in_one_line(script, args, message, request, mo
     if "needs a CUDA device" in message and torch.cuda.is_available():
         pytest.skip("a GPU is here: the script would run, not refuse")
     repo = Path(__file__).resolve().parent.parent
-    path = repo / "scripts" / script
+    path = repo / ("qgemm_bench" if script.startswith("tuning/") else "scripts") / script
     # Each script's first case runs as its own process (its imports, its exit).
     # The other cases differ in their arguments only and run here, on a CPU,
     # where these scripts stop right after their argument checks ("needs a

@@ -1,53 +1,63 @@
 """The Helion backends' checked-in configs: lookup, files, autotuning once."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from qgemm_bench.backends.helion_kernels import configs, tuning
+from qgemm_bench.configs.store import DEFAULT, Store
 from qgemm_bench.operators import split_k_gemm
-from tests.support import DT, case
+from tests.support import DT, case, fake_target
 
-CHECKED_IN = configs.CONFIG_DIR  # before any test moves it
+GPU = fake_target("gpu_a")
 
 
 @pytest.fixture
-def config_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(configs, "CONFIG_DIR", tmp_path)
-    return tmp_path
+def store(tmp_path):
+    """An empty store of its own (the tests hand it in), GPU's entry made."""
+    s = Store(tmp_path)
+    s.write(GPU.name, "weight_only", {"kernels": {}}, dict.fromkeys(("commit", "date", "command", "rounds",
+                                                                       "versions")), target=GPU)
+    return s
 
 
-def test_config_lookup_exact_nearest_and_missing(config_dir):
-    with pytest.raises(configs.ConfigMissing, match=r"no checked-in Helion configs for GPU 'h100'.*--autotune"):
-        configs.lookup("int4_gemm", 16, 8192, 8192, "h100")
+def test_config_lookup_exact_nearest_and_missing(store):
+    with pytest.raises(configs.ConfigMissing, match=r"no checked-in Helion configs for GPU 'gpu_a'.*--autotune"):
+        configs.lookup("int4_gemm", 16, 8192, 8192, GPU, store=store)
     small = {"block_sizes": [64, 16, 64], "split_k": 4}
     large = {"block_sizes": [32, 128, 128], "split_k": 1}
-    configs.save("int4_gemm", 16, 8192, 8192, "h100", small, {"us": 27.0})
-    configs.save("int4_gemm", 4096, 8192, 8192, "h100", large, {"us": 900.0})
-    assert configs.lookup("int4_gemm", 13, 8192, 8192, "h100") == (small, "")  # M 13 is in bucket 16
-    cfg, note = configs.lookup("int4_gemm", 1, 4096, 14336, "h100")
+    configs.save("int4_gemm", 16, 8192, 8192, GPU.name, small, {"us": 27.0}, store)
+    configs.save("int4_gemm", 4096, 8192, 8192, GPU.name, large, {"us": 900.0}, store)
+    assert configs.lookup("int4_gemm", 13, 8192, 8192, GPU, store=store) == (small, "")  # M 13 is in bucket 16
+    cfg, note = configs.lookup("int4_gemm", 1, 4096, 14336, GPU, store=store)
     assert cfg == small and note == "helion config of nearest bucket M16_K8192_N8192"
-    cfg, note = configs.lookup("int4_gemm", 2048, 8192, 8192, "h100")
+    cfg, note = configs.lookup("int4_gemm", 2048, 8192, 8192, GPU, store=store)
     assert cfg == large and "M4096_K8192_N8192" in note
     with pytest.raises(configs.ConfigMissing, match="no configs for kernel 'nvfp4_gemm'"):
-        configs.lookup("nvfp4_gemm", 16, 8192, 8192, "h100")
+        configs.lookup("nvfp4_gemm", 16, 8192, 8192, GPU, store=store)
     # The weight-only kernels take only their own bucket (else the Triton table's config).
-    assert configs.lookup("int4_gemm", 9, 8192, 8192, "h100", nearest_ok=False) == (small, "")
+    assert configs.lookup("int4_gemm", 9, 8192, 8192, GPU, nearest_ok=False, store=store) == (small, "")
     with pytest.raises(configs.ConfigMissing, match="no helion int4_gemm config of bucket M1_K4096_N14336"):
-        configs.lookup("int4_gemm", 1, 4096, 14336, "h100", nearest_ok=False)
-    doc = json.loads((config_dir / "h100.json").read_text())
+        configs.lookup("int4_gemm", 1, 4096, 14336, GPU, nearest_ok=False, store=store)
+    doc = json.loads(store.path(GPU.name, "helion").read_text())
     assert list(doc["kernels"]["int4_gemm"]) == ["M16_K8192_N8192", "M4096_K8192_N8192"]
     assert doc["kernels"]["int4_gemm"]["M16_K8192_N8192"]["us"] == 27.0
+    # Another GPU of the same compute capability takes GPU's entry, and says so.
+    cfg, note = configs.lookup("int4_gemm", 16, 8192, 8192, fake_target("gpu_b"), store=store)
+    assert cfg == small and note == "configs of gpu_a (same compute capability 9.0; no entry for gpu_b)"
+    with pytest.raises(configs.ConfigMissing, match="compute capability 8.0"):
+        configs.lookup("int4_gemm", 16, 8192, 8192, fake_target("gpu_c", (8, 0)), store=store)
 
 
 @pytest.mark.parametrize("name,slug", [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"),
                                        ("NVIDIA A100-SXM4-80GB", "a100"),
                                        ("NVIDIA GeForce RTX 4090", "nvidia_geforce_rtx_4090")])
 def test_gpu_slug(name, slug, monkeypatch):
+    from qgemm_bench.target import gpu_slug
+
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: name)
-    assert configs.gpu_slug(torch.device("cuda", 0)) == slug
+    assert gpu_slug(torch.device("cuda", 0)) == slug
 
 
 def bound_for(name: str, cfg: dict, dtype=DT):
@@ -86,7 +96,7 @@ def test_checked_in_configs_pass_the_file_check_and_fit_the_kernels():
     compile: the config is validated and normalized, the code generated, bf16
     with the PTX decodes where the config asks; nothing runs). Entries
     without a timing say they are untimed."""
-    files = sorted(configs.CONFIG_DIR.glob("*.json"))
+    files = [DEFAULT.path(gpu, "helion") for gpu in DEFAULT.entries() if "helion" in DEFAULT.families(gpu)]
     assert files, "no checked-in Helion configs"
     for path in files:
         configs.check_file(path)
@@ -97,15 +107,16 @@ def test_checked_in_configs_pass_the_file_check_and_fit_the_kernels():
                 assert entry.get("us", 0) > 0 or entry["tuned"].startswith("untimed"), (path.name, name, key)
 
 
-def test_helion_fused_buckets_are_checked_in_and_untimed_ones_say_so(config_dir):
+def test_helion_fused_buckets_are_checked_in_and_untimed_ones_say_so(store):
     """The fused kernels' entries (new kernel names) sit beside the split
     path's; an untimed entry is used and said so in the row."""
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.triton_kernels.fused_gemm import POINTER_CONFIGS
     from qgemm_bench.operators.formats import INT4, NVFP4
 
-    real = json.loads((CHECKED_IN / "h100.json").read_text())["kernels"]
-    for op, fmt in (("int4_gemm", INT4), ("nvfp4_gemm", NVFP4)):
+    reals = [DEFAULT.read(gpu, "helion")["kernels"] for gpu in DEFAULT.entries() if "helion" in DEFAULT.families(gpu)]
+    assert reals, "no checked-in Helion configs"
+    for real, (op, fmt) in ((r, f) for r in reals for f in (("int4_gemm", INT4), ("nvfp4_gemm", NVFP4))):
         assert {"M1_K8192_N8192", "M16_K8192_N8192", "M64_K8192_N8192"} <= set(real[op])
         fused = real[f"{op}_fused"]
         for m in (128, 256, 512):
@@ -116,22 +127,24 @@ def test_helion_fused_buckets_are_checked_in_and_untimed_ones_say_so(config_dir)
                 assert entry["config"] == mirrored
             assert helion_ops.default_config(fmt, "fused", m)[0] == mirrored
     untimed = {"tuned": "untimed: mirrored"}
-    configs.save("int4_gemm_fused", 256, 8192, 8192, "h100", {"block_sizes": [64, 128], "block_k": 128}, untimed)
-    cfg, note = configs.lookup("int4_gemm_fused", 200, 8192, 8192, "h100")
+    configs.save("int4_gemm_fused", 256, 8192, 8192, GPU.name, {"block_sizes": [64, 128], "block_k": 128}, untimed,
+                 store)
+    cfg, note = configs.lookup("int4_gemm_fused", 200, 8192, 8192, GPU, store=store)
     assert cfg["block_k"] == 128 and note == "untimed helion config (untimed: mirrored)"
-    cfg, note = configs.lookup("int4_gemm_fused", 100, 8192, 8192, "h100")
+    cfg, note = configs.lookup("int4_gemm_fused", 100, 8192, 8192, GPU, store=store)
     assert note == "helion config of nearest bucket M256_K8192_N8192; untimed helion config (untimed: mirrored)"
 
 
-def test_a_gpu_without_configs_falls_back_to_the_triton_config_and_says_so(config_dir, monkeypatch):
-    """No configs/<gpu>.json (or no entry for the kernel): the kernel's
-    default (helion_ops.default_config: the Triton backend's config) runs and
-    the row says so; a kernel without a default still refuses."""
+def test_a_gpu_without_configs_falls_back_to_the_triton_config_and_says_so(store):
+    """No store entry of the GPU's compute capability with Helion configs
+    (or no entry for the kernel): the kernel's default
+    (helion_ops.default_config: the Triton backend's config) runs and the
+    row says so; a kernel without a default still refuses."""
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import kernels
     from qgemm_bench.operators.formats import INT4
 
-    monkeypatch.setattr(configs, "gpu_slug", lambda device: "h200")
+    other = fake_target("gpu_c", (8, 0))
     cfg = helion_ops.default_config(INT4, "fused", 256)
     calls = []
 
@@ -143,14 +156,15 @@ def test_a_gpu_without_configs_falls_back_to_the_triton_config_and_says_so(confi
                 "block", 128, c["block_k"], False)
 
     r = tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {},
-                     default=cfg)
+                     default=cfg, target=other, store=store)
     assert r.config == cfg[0] and calls[-1]["block_k"] == cfg[0]["block_k"]
-    assert "no checked-in Helion configs for GPU 'h200'" in r.notes and "used Triton's fused config" in r.notes
+    assert "no checked-in Helion configs for GPU 'gpu_c'" in r.notes and "used Triton's fused config" in r.notes
     with pytest.raises(configs.ConfigMissing):
-        tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {})
+        tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {},
+                     target=other, store=store)
 
 
-def test_ready_takes_another_bucket_only_where_allowed(config_dir, monkeypatch):
+def test_ready_takes_another_bucket_only_where_allowed(store):
     """nearest_ok False (a weight-only kernel whose shape the Triton table
     has): the default runs rather than Helion's config of another bucket,
     and the row says so; True, or a --helion-configs file: the nearest."""
@@ -158,9 +172,8 @@ def test_ready_takes_another_bucket_only_where_allowed(config_dir, monkeypatch):
     from qgemm_bench.backends.helion_kernels import kernels
     from qgemm_bench.operators.formats import INT4
 
-    monkeypatch.setattr(configs, "gpu_slug", lambda device: "h100")
     own = {"block_sizes": [64, 256], "block_k": 64, "num_warps": 8, "num_stages": 3}
-    path = configs.save("int4_gemm_fused", 256, 8192, 8192, "h100", own, {"us": 70.0})
+    path = configs.save("int4_gemm_fused", 256, 8192, 8192, GPU.name, own, {"us": 70.0}, store)
     default = helion_ops.default_config(INT4, "fused", 256)
 
     def args(c):
@@ -171,7 +184,7 @@ def test_ready_takes_another_bucket_only_where_allowed(config_dir, monkeypatch):
 
     def ready(nearest_ok):
         return tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {},
-                            default=default, nearest_ok=nearest_ok)
+                            default=default, nearest_ok=nearest_ok, target=GPU, store=store)
 
     r = ready(False)
     assert r.config == default[0] and "no helion int4_gemm_fused config of bucket M256_K1024_N256" in r.notes
@@ -192,14 +205,9 @@ def test_earlier_split_entries_translate_to_the_same_tiles():
 
 
 def test_tune_script_candidates_fit_their_kernels():
-    """What scripts/tune_helion.py will time on the GPU compiles here (bf16,
+    """What qgemm_bench.tuning.helion will time on the GPU compiles here (bf16,
     the PTX decodes' code generated), under the kernel name it saves to."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("tune_helion",
-                                                  Path(__file__).resolve().parents[1] / "scripts" / "tune_helion.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from qgemm_bench.tuning import helion as script
     assert [script.kernel_name("int4_gemm", m) for m in (1, 64, 65, 512)] == \
         ["int4_gemm", "int4_gemm", "int4_gemm_fused", "int4_gemm_fused"]
     assert script.candidates("int4_gemm", 2048) == []  # dequantize + cuBLAS: nothing to tune
@@ -217,7 +225,7 @@ def test_tune_script_candidates_fit_their_kernels():
                 bound.set_config(tuning.helion_settings(cfg))
 
 
-def test_autotune_runs_once_per_case_and_saves(monkeypatch, config_dir):
+def test_autotune_runs_once_per_case_and_saves(monkeypatch, store):
     """--autotune: the runner prepares several rotating input copies of one
     case; Helion's search must run once, and --save-configs writes it."""
     import helion
@@ -236,18 +244,17 @@ def test_autotune_runs_once_per_case_and_saves(monkeypatch, config_dir):
             return dict(helion_ops.SPLIT_K_INTERPRETER_CONFIG)
 
     monkeypatch.setattr(helion, "kernel", lambda fn, **settings: FakeTuner())
-    monkeypatch.setattr(configs, "gpu_slug", lambda device: "fake")
     monkeypatch.setattr(tuning, "_tuned", {})
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (5, 1000, 7)), 0)
     args = helion_ops.SplitK(inputs.a, inputs.b, None, False, any_split=True).args  # config -> arguments
     default = (helion_ops.SPLIT_K_INTERPRETER_CONFIG, "its K step")  # the argument keys an autotune keeps
     with tuning.options(autotune="quick", save_configs=True):
         first = tuning.ready("split_k_gemm", kernels.split_k, args, torch.device("cuda"), (5, 1000, 7), {},
-                             default=default)
+                             default=default, target=GPU, store=store)
         again = tuning.ready("split_k_gemm", kernels.split_k, args, torch.device("cuda"), (5, 1000, 7), {},
-                             default=default)
+                             default=default, target=GPU, store=store)
     assert tuning.OPTIONS.autotune == "none"  # restored
     assert len(calls) == 1 and first.config == again.config and again.autotune_s == first.autotune_s
     assert "autotuned (quick)" in again.notes
-    saved = json.loads((config_dir / "fake.json").read_text())["kernels"]["split_k_gemm"]["M8_K1000_N7"]
+    saved = json.loads(store.path(GPU.name, "helion").read_text())["kernels"]["split_k_gemm"]["M8_K1000_N7"]
     assert saved["config"] == first.config and saved["tuned"] == "helion autotune, effort quick"

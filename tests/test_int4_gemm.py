@@ -27,6 +27,7 @@ from tests.support import (
     check,
     check_on_gpu,
     check_ws_calls,
+    fake_target,
     fp64,
     interpreter,
     needs_gpu,
@@ -34,6 +35,7 @@ from tests.support import (
     rel_np,
     run_backend,
     seed,
+    stored_target,
     triton_config,
 )
 
@@ -591,25 +593,27 @@ def test_ws_m_group_is_checked_and_labelled():
         ws_gemm.check(ws_tiles(256, 128, 64, 4, stream_k=True, m_group=2))
 
 
-def test_ws_runs_only_where_usable_and_on_its_layout(monkeypatch):
+def test_ws_runs_only_where_usable_and_on_its_layout():
     # FusedGemm.runs_ws: a CUDA x (faked: the attributes read) on sm_90, and
     # the layout the kernel reads: fragment-order bytes in 64-row tiles of
     # whole K blocks, bf16 scales; else fused_kernel runs.
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, ws_tiles
 
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    sm90 = fake_target(capability=(9, 0))  # the Target decides, not the machine the test runs on
     inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 512, 256), torch.float32, group_size=128), seed())
     x = type("X", (), {"is_cuda": True, "dtype": torch.bfloat16, "shape": (9, 512), "device": None,
                        "stride": lambda self, d: (512, 1)[d], "data_ptr": lambda self: 0})()
     c = cfg(bm=16, bn=64, bk=64, WS=ws_tiles(64, 64, 128, 4))
     bf16 = inputs.scales.to(torch.bfloat16)
-    assert FusedGemm(inputs.w, bf16, None, INT4, 128, c).runs_ws(x, c)
-    assert not FusedGemm(inputs.w, inputs.scales, None, INT4, 128, c).runs_ws(x, c)  # fp32 scales
-    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, frag=False).runs_ws(x, c)  # K-order bytes
-    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, tile=None).runs_ws(x, c)
-    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, tile=(128, 128)).runs_ws(x, c)
-    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c).runs_ws(x, {**c, "DECODE_ASM": False})
-    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c).runs_ws(x, {k: v for k, v in c.items() if k != "WS"})
+    assert FusedGemm(inputs.w, bf16, None, INT4, 128, c, target=sm90).runs_ws(x, c)
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c).runs_ws(x, c)  # the CPU's Target: not sm_90
+    assert not FusedGemm(inputs.w, inputs.scales, None, INT4, 128, c, target=sm90).runs_ws(x, c)  # fp32 scales
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, frag=False, target=sm90).runs_ws(x, c)  # K-order bytes
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, tile=None, target=sm90).runs_ws(x, c)
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, tile=(128, 128), target=sm90).runs_ws(x, c)
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, target=sm90).runs_ws(x, {**c, "DECODE_ASM": False})
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, target=sm90).runs_ws(x, {k: v for k, v in c.items()
+                                                                                     if k != "WS"})
 
 
 def test_triton_row_names_the_ws_kernel_where_it_runs(monkeypatch):
@@ -640,10 +644,10 @@ def test_triton_row_names_the_ws_kernel_where_it_runs(monkeypatch):
     assert sk.fused().ws_workspace_bytes(inputs.x, sk.fused().config_for(80)) == 4 * (2 + 4 * 2 * 64 * 128)
 
 
-def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch):
+def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only():
     from qgemm_bench.backends.triton_kernels import ws_gemm
 
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    sm90 = fake_target(capability=(9, 0))
     # The kernel's GROUP: per channel and unscaled (a group of all K, K off the block too) scale the sum.
     assert ws_gemm.kernel_group(INT4, 4096, 4096) == ws_gemm.kernel_group(INT4, 5000, 5000) == ws_gemm.CHANNEL
     assert ws_gemm.kernel_group(INT4, 128, 4096) == 128 and ws_gemm.kernel_group(NVFP4, 16, 16) == 16
@@ -662,7 +666,7 @@ def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     c = ws_tiles(256, 128, 64, 3)
-    ok = lambda group, n=1000, x=None, k=4096, c=c: ws_gemm.usable(INT4, group, k, n, x or X(k=k), c)  # noqa: E731
+    ok = lambda group, n=1000, x=None, k=4096, c=c, t=sm90: ws_gemm.usable(INT4, group, k, n, x or X(k=k), c, t)  # noqa: E731
     assert ok(128) and ok(64) and ok(4096) and ok(5000, k=5000)  # group K: per channel and unscaled
     assert ok(32) and ok(32, c=ws_tiles(64, 64, 128, 4))  # a 32-k run's scale (ws_gemm.block_scale_layout)
     assert not ok(96) and not ok(16)  # other groups off the K block
@@ -670,16 +674,15 @@ def test_ws_usable_takes_block_scales_bf16_aligned_rows_on_sm90_only(monkeypatch
     # stage: a ring that fills shared memory with one row does not take them.
     full = ws_tiles(256, 128, 128, 2)
     assert ws_gemm.shared_bytes(full, INT4, 32) - ws_gemm.shared_bytes(full, INT4) == 2 * 3 * 128 * 2
-    monkeypatch.setattr(ws_gemm, "SMEM_BYTES", ws_gemm.shared_bytes(full, INT4))
-    assert ok(128, c=full) and not ok(32, c=full)
+    small = fake_target(smem_per_block=ws_gemm.shared_bytes(full, INT4))  # the Target's shared memory decides
+    assert ok(128, c=full, t=small) and not ok(32, c=full, t=small)
     assert not ok(128, n=1001)  # y's rows not 16-byte aligned for its TMA store
     assert not ok(128, x=X(dtype=torch.float16)) and not ok(128, x=X(m=0))
     assert not ok(128, x=X(ptr=8)) and not ok(128, x=X(row=4100)) and not ok(128, x=X(row=4088))
     assert ok(128, x=X(row=4160))  # a padded row stride, 16-byte aligned
-    assert ws_gemm.usable(formats.NVFP4, 16, 4096, 1000, X(), c)  # blocks of 16 tile every K block
-    assert not ws_gemm.usable(formats.NVFP4, 16, 4096, 1000, X(dtype=torch.float16), c)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
-    assert not ok(128)
+    assert ws_gemm.usable(formats.NVFP4, 16, 4096, 1000, X(), c, sm90)  # blocks of 16 tile every K block
+    assert not ws_gemm.usable(formats.NVFP4, 16, 4096, 1000, X(dtype=torch.float16), c, sm90)
+    assert not ok(128, t=fake_target(capability=(10, 0)))
 
 
 def test_fused_kernel_reads_untiled_k_major_weights_too():
@@ -1032,7 +1035,7 @@ def test_triton_group_32_through_the_table_ws_tiles(shape):
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=32), 0)
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 32)
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 32, target=stored_target())
     assert gemm.path(shape[0]) == "fused" and gemm.fused().runs_ws(inputs.x, gemm.fused().config_for(shape[0]))
     check_gpu("triton", shape, group_size=32)
 
@@ -1059,8 +1062,10 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), 0)
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, group)
-    raw = weight_only_configs.lookup(INT4, "fused", *shape, "h100")[0]  # these shapes' entries take TMA
+    target = stored_target()  # the store entry this GPU's runs use, named
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, group, target=target)
+    e = weight_only_configs.entry(target)
+    raw = weight_only_configs.lookup(INT4, "fused", *shape, e.gpu, e.table)[0]  # these shapes' entries take TMA
     c = gemm.tuned(shape[0])[0]
     assert gemm.path(shape[0]) == "fused" and raw.get("TMA")
     assert bool(c.get("TMA")) == (group == 64 or raw["BLOCK_M"] >= 256 or raw["BLOCK_K"] // group <= 2)

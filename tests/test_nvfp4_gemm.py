@@ -27,6 +27,7 @@ from tests.support import (
     check,
     check_on_gpu,
     check_ws_calls,
+    fake_target,
     fp64,
     interpreter,
     needs_gpu,
@@ -148,15 +149,15 @@ def test_fused_kernel_vs_fp64(shape, bk, split):
 
 
 def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools():
-    from qgemm_bench.backends.triton_kernels.fused_gemm import FUSED_CONFIGS, FusedGemm, config, pool, wrong_on_h100
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FUSED_CONFIGS, FusedGemm, config, pool, wrong_on_sm90
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (3, 256, 64)), seed())
     for c in (config(64, 128, 128, 2, 8, 3), config(256, 64, 128, 1, 4, 3, tma=True),
               config(256, 128, 64, 1, 8, 3, tma=True), config(256, 64, 128, 1, 4, 3, tma="x")):
         FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c).config_for(3)
-    assert wrong_on_h100(INT4, config(64, 128, 128, 2, 8, 3))  # int4 with 8 warps and split-K
-    assert not wrong_on_h100(INT4, config(64, 128, 128, 1, 8, 3)) and not wrong_on_h100(INT4, config(64, 128, 128, 2))
+    assert wrong_on_sm90(INT4, config(64, 128, 128, 2, 8, 3))  # int4 with 8 warps and split-K
+    assert not wrong_on_sm90(INT4, config(64, 128, 128, 1, 8, 3)) and not wrong_on_sm90(INT4, config(64, 128, 128, 2))
     # NVFP4 with TMA (scales after a unit-scale decode): the int4 TMA tiles and x alone in 256x64x128.
     assert {describe(c) for c in pool(1024, NVFP4) if c.get("TMA")} == \
         {describe(c) for c in pool(1024, INT4) if c.get("TMA")} | {"256x64x128 split 1 w4 s3 tma-x"}
@@ -228,12 +229,13 @@ def test_ws_config_runs_nvfp4_on_its_layout_else_its_fused_kernel_tiles(monkeypa
     gemm = fused_nv(inputs, c)
     assert not gemm.runs_ws(inputs.x, gemm.config)
     check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    gemm.target = fake_target(capability=(9, 0))  # an sm_90 Target decides, not the machine the test runs on
     x = type("X", (), {"is_cuda": True, "dtype": torch.bfloat16, "shape": (9, 768), "device": None,
                        "stride": lambda self, d: (768, 1)[d], "data_ptr": lambda self: 0})()
     assert gemm.runs_ws(x, c) and gemm.kmajor.scales.dtype == torch.bfloat16
     assert gemm.runs_ws(x, {**c, "WS": ws_tiles(128, 128, 128, 2)})  # 128-k blocks: the 64 x 128 tiles hold them
-    k_order = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c, frag=False)
+    k_order = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c, frag=False,
+                        target=gemm.target)
     assert not k_order.runs_ws(x, c)
     assert not gemm.runs_ws(x, {**c, "DECODE_ASM": False})
 

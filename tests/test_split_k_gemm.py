@@ -3,7 +3,6 @@ reference, our Triton and Helion split-K kernels (atomic and deterministic)
 on ragged shapes with and without bias, and the tritonbench entry points.
 GPU variants are marked `gpu`."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from tests.support import (
     DEV,
     DT,
     TOL,
+    a_store_file,
     case,
     check,
     check_on_gpu,
@@ -187,7 +187,7 @@ def assert_valid(config, shape, sms=132):
 
 def test_table_covers_the_skinny_preset_in_both_modes():
     skc = configs()
-    doc = skc.read_table(skc.TABLE_PATH)  # the checked-in file
+    doc = skc.read_table(a_store_file("split_k"))  # the checked-in file
     assert doc["format"] == skc.FORMAT and set(doc["entries"]) == set(skc.MODES)
     seeds = 0
     for mode in skc.MODES:
@@ -296,20 +296,21 @@ def test_opt_in_autotune_is_ignored_on_cpu():
     assert rel_error(gemm(), a.double() @ b.double()) <= TOL[DT]
 
 
-# ------------------------------------------------------------------ scripts/tune_split_k.py (no GPU)
+# ------------------------------------------------------------------ qgemm_bench.tuning.split_k (no GPU)
 
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tune_split_k.py"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def tune_script():
-    spec = importlib.util.spec_from_file_location("tune_split_k_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from qgemm_bench.tuning import split_k
+
+    return split_k
 
 
 def test_tune_script_candidates_are_valid():
+    from qgemm_bench.tuning import candidates as cands
+
     t = tune_script()
     for shape in [*split_k_gemm.PRESETS["skinny"], (7, 5000, 24)]:
         first = t.candidates(*shape, 132)
@@ -317,16 +318,18 @@ def test_tune_script_candidates_are_valid():
         assert len({json.dumps(c, sort_keys=True) for c in first}) == len(first) >= 6
         for c in first:
             assert_valid(c, shape)
-            assert t.smem(c) <= t.SMEM_LIMIT and (c["num_warps"], c["num_stages"]) == (4, 3)
+            assert cands.split_k_smem(c) <= cands.SPLIT_SMEM_LIMIT and (c["num_warps"], c["num_stages"]) == (4, 3)
             for v in t.variants(c):
                 assert_valid(v, shape)
-                assert t.smem(v) <= t.SMEM_LIMIT and v != c
+                assert cands.split_k_smem(v) <= cands.SPLIT_SMEM_LIMIT and v != c
 
 
 def test_tune_script_times_the_second_launch_reduction_for_deterministic_configs():
     t = tune_script()
     skc = configs()
-    a, b, one = t.cfg(16, 16, 64, 32), t.cfg(64, 32, 128, 8), t.cfg(16, 32, 64, 1)
+    from qgemm_bench.tuning.candidates import split_k_cfg as cfg
+
+    a, b, one = cfg(16, 16, 64, 32), cfg(64, 32, 128, 8), cfg(16, 32, 64, 1)
     got = t.second_launch([a, b, one], atomic_best=a)
     assert got == [{**a, "REDUCE": "kernel"}, {**b, "REDUCE": "kernel"}]  # no split: nothing to sum; no repeats
     for c in got:
@@ -361,12 +364,13 @@ def test_tune_script_waits_for_its_compile_workers_to_start():
 
 
 def fake_tune(t, monkeypatch, script: dict, calls: list):
-    """tune_split_k.tune against a scripted GPU: script[(shape, pass, mode)] =
+    """tuning.split_k.tune against a scripted GPU: script[(shape, pass, mode)] =
     (us, timed, candidates) or None (nothing accurate); pass n times config
     split 4 * 2**n (deterministic: planes summed by the second launch); each
     call records (shape, mode, pass, the earlier timings it was handed)."""
     from qgemm_bench.backends.triton_kernels import split_k as sk
     from qgemm_bench.harness import environment
+    from qgemm_bench.tuning.candidates import split_k_cfg
 
     class FakeTuner:
         def __init__(self, shape, *_):
@@ -383,7 +387,7 @@ def fake_tune(t, monkeypatch, script: dict, calls: list):
             if got is None:
                 return None
             us, count, cands = got
-            c = t.cfg(16, 16, 64, 4 * 2**n)
+            c = split_k_cfg(16, 16, 64, 4 * 2**n)
             if mode == 1:
                 c = {**c, "REDUCE": "kernel"}
             return {"config": c, "us": us, "err": 1e-3, "timed": count, "candidates": cands}
@@ -416,7 +420,7 @@ def test_tune_script_tunes_partly_timed_shapes_again_keeping_the_faster_entry(tm
     calls = []
     fake_tune(t, monkeypatch, script, calls)
     base = tmp_path / "base.json"
-    doc = skc.read_table(skc.TABLE_PATH)
+    doc = skc.read_table(a_store_file("split_k"))
     doc["entries"]["deterministic"][skc.key(*S)]["us"] = 1.0
     base.write_text(skc.dumps(doc))
     out = tmp_path / "t.json"
@@ -446,14 +450,14 @@ def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, 
     t = tune_script()
     skc = configs()
     P = Shape(16, 4096, 16)
-    doc = skc.read_table(skc.TABLE_PATH)
+    doc = skc.read_table(a_store_file("split_k"))
     old = {m: doc["entries"][m][skc.key(*P)] for m in skc.MODES}
     fast, slow = 0.9 * old["atomic"]["us"], 0.99 * old["deterministic"]["us"]  # slow: within the 3% margin
     calls = []
     fake_tune(t, monkeypatch, {(P, 0, 0): (fast, 9, 9), (P, 0, 1): (slow, 9, 9),
                                (P, 1, 0): (fast, 9, 9), (P, 1, 1): (slow, 9, 9)}, calls)
     out = tmp_path / "t.json"
-    args = argparse.Namespace(base=skc.TABLE_PATH, retune=True, keep_faster=True, limit_s=1e6, jobs=0,
+    args = argparse.Namespace(base=a_store_file("split_k"), retune=True, keep_faster=True, limit_s=1e6, jobs=0,
                               warmup_ms=1.0, rep_ms=1.0, out=out)
     assert t.tune(args, [P], dev=torch.device("cpu")) == 0
     got = json.loads(out.read_text())
@@ -472,18 +476,18 @@ def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, 
 
 def test_tune_script_writes_the_seed_table(tmp_path):
     out = tmp_path / "seed.json"
-    r = subprocess.run([sys.executable, str(SCRIPT), "--seed-only", str(out)], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-m", "qgemm_bench.tuning.split_k", "--seed-only", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
     assert r.returncode == 0, r.stderr
     skc = configs()
     doc = skc.read_table(out)
     assert doc == json.loads(skc.dumps(skc.seed_table(split_k_gemm.PRESETS["skinny"])))
     assert doc["source"].startswith(skc.SEED_NOTE)
-    checked_in = skc.read_table(skc.TABLE_PATH)
+    checked_in = skc.read_table(a_store_file("split_k"))
     if all(e["tuned"].startswith(skc.SEED_NOTE) for es in checked_in["entries"].values() for e in es.values()):
         assert checked_in == doc  # the checked-in seed is what the script regenerates
-    bad = subprocess.run([sys.executable, str(SCRIPT), str(out), "--shapes", "3x4"], capture_output=True,
-                         text=True, timeout=120)
+    bad = subprocess.run([sys.executable, "-m", "qgemm_bench.tuning.split_k", str(out), "--shapes", "3x4"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "MxKxN" in bad.stderr
 
 
@@ -592,6 +596,7 @@ def test_helion_runs_the_triton_table_config_where_no_helion_config_is_checked_i
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import kernels, tuning
     from qgemm_bench.backends.triton_kernels.split_k import choose_config
+    from qgemm_bench.target import Target
 
     calls = []
     real = tuning.ready
@@ -604,8 +609,8 @@ def test_helion_runs_the_triton_table_config_where_no_helion_config_is_checked_i
     m, k, n = 7, 5000, 24
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (m, k, n), bias=True), seed())
     for deterministic in (False, True):
-        c, source = choose_config(int(deterministic), m, k, n, CPU)
-        config, note = helion_ops.split_k_default(deterministic, m, k, n, CPU)
+        c, source = choose_config(int(deterministic), m, k, n, Target.cpu())
+        config, note = helion_ops.split_k_default(deterministic, m, k, n, Target.cpu())
         assert config == {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"],
                           "split_k": c["SPLIT_K"], "num_warps": c["num_warps"], "num_stages": c["num_stages"],
                           "pdl": helion_ops.HELION_PDL[c.get("PDL", 0)], "reduce": c.get("REDUCE", "last")}
@@ -711,7 +716,7 @@ def test_atomic_finish_has_no_race(config):
 @pytest.mark.parametrize("config", [(32, 32, 128, 16), (16, 64, 128, 16), (64, 32, 64, 32)])
 def test_helion_finish_has_no_race(config, deterministic):
     # The Triton kernel's racy configs (test_atomic_finish_has_no_race), in
-    # the Helion kernel: explicit configs, as scripts/tune_helion.py gives them.
+    # the Helion kernel: explicit configs, as tuning/helion.py gives them.
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import tuning
 
@@ -779,13 +784,16 @@ def test_tritonbench_entries_on_gpu():
 @pytest.mark.parametrize("shape, exact", [((16, 8192, 16), True), ((256, 4096, 256), True), ((20, 9000, 24), False)])
 def test_helion_takes_its_nearest_bucket_only_where_the_triton_table_lacks_the_shape(shape, exact, monkeypatch):
     """A Helion split-K entry of another bucket must not displace the Triton
-    table's config of the shape's own (both modes)."""
+    table's config of the shape's own (both modes; each store entry's Target)."""
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import tuning
+    from qgemm_bench.configs import store
 
     seen = []
     monkeypatch.setattr(tuning, "ready", lambda *args, **kwargs: seen.append(kwargs["nearest_ok"]))
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape), seed())
-    for deterministic in (False, True):
-        helion_ops.SplitK(inputs.a, inputs.b, None, deterministic).ready("split_k_gemm")
-    assert seen == [not exact, not exact]
+    targets = list(store.entries().values())
+    for target in targets:
+        for deterministic in (False, True):
+            helion_ops.SplitK(inputs.a, inputs.b, None, deterministic, target=target).ready("split_k_gemm")
+    assert targets and seen == [not exact] * 2 * len(targets)

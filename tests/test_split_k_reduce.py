@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from qgemm_bench.operators import split_k_gemm
-from tests.support import case, check, seed, triton_config
+from tests.support import a_store_file, case, check, seed, triton_config
 
 
 def reference64(inputs):
@@ -117,7 +117,7 @@ def test_checked_in_reductions_are_the_split_order_ones_and_run_right():
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
     from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
 
-    doc = skc.read_table(skc.TABLE_PATH)
+    doc = skc.read_table(a_store_file("split_k"))
     for key, e in doc["entries"]["atomic"].items():
         if "REDUCE" in e["config"]:
             assert e["config"] == doc["entries"]["deterministic"][key]["config"]

@@ -1,6 +1,6 @@
-"""The Triton weight-only tables (weight_only_configs/<gpu>.json): lookup, the
-checked-in file's configs against fp64 math, and the Triton and Helion
-backends running its configs."""
+"""The Triton weight-only tables (the store's configs/<gpu>/weight_only.json):
+lookup, the checked-in files' configs against fp64 math, and the Triton and
+Helion backends running the configs of the store and Target they are given."""
 
 import json
 
@@ -9,9 +9,10 @@ import torch
 
 from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
 from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+from qgemm_bench.configs import store as config_store
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.formats import INT4, NVFP4
-from tests.support import DEV, DT, case, check, fp64, interpreter, seed, triton_config
+from tests.support import DEV, DT, case, check, fake_target, fp64, interpreter, seed, table_store, triton_config
 
 A, B, C = triton_config(16, 32, 64, 2), triton_config(16, 64, 64, 4), triton_config(64, 32, 64, 1)
 DOC = {"gpu": "h100", "kernels": {"int4_gemm": {"M1_K4096_N4096": {"config": A}, "M16_K8192_N8192": {"config": B}},
@@ -47,21 +48,22 @@ def test_lookup_takes_an_int4_group_s_own_config_in_the_bucket_the_shape_takes()
     assert [woc.group_key(g, 8192) for g in (32, 64, 128, 8192, None)] == ["32", "64", "128", "channel", "channel"]
 
 
-def test_the_triton_backend_runs_its_group_s_config(monkeypatch):
+def test_the_triton_backend_runs_its_group_s_config(tmp_path):
     # WeightOnlyGemm.tuned looks up its own group (per channel and unscaled:
     # "channel"); NVFP4 and the split path have none.
     g32, chan = triton_config(128, 128, 128, 1), triton_config(64, 64, 128, 2)
-    monkeypatch.setattr(woc, "table", lambda gpu: {"gpu": None, "kernels": {"int4_gemm_fused": {
+    gpu, store = table_store(tmp_path, "weight_only", {"kernels": {"int4_gemm_fused": {
         "M256_K512_N72": {"config": C, "groups": {"32": {"config": g32}, "channel": {"config": chan}}}},
         "nvfp4_gemm_fused": {"M256_K512_N72": {"config": C}}}})
     for group, want in ((32, g32), (64, C), (128, C), ("channel", chan), (None, chan)):
         inputs = int4_gemm.make_inputs(case(int4_gemm, (200, 512, 72), group_size=group), seed())
-        gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, {None: 2, "channel": 512}.get(group, group))
+        gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, {None: 2, "channel": 512}.get(group, group),
+                              target=gpu, store=store)
         assert gemm.tuned(200, "fused") == (want, ""), group
     from qgemm_bench.backends.triton_ops import weight_args
 
     nv = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (200, 512, 72)), seed())
-    assert WeightOnlyGemm(*weight_args(nvfp4_gemm.NAME, nv)).tuned(200, "fused") == (C, "")
+    assert WeightOnlyGemm(*weight_args(nvfp4_gemm.NAME, nv), target=gpu, store=store).tuned(200, "fused") == (C, "")
 
 
 def test_faster_path_is_the_one_timed_faster_at_the_nearest_bucket_with_both_timings():
@@ -82,7 +84,7 @@ def test_faster_path_is_the_one_timed_faster_at_the_nearest_bucket_with_both_tim
 
 
 @interpreter
-def test_the_table_sends_a_small_m_to_the_fused_path_in_both_backends(monkeypatch):
+def test_the_table_sends_a_small_m_to_the_fused_path_in_both_backends(tmp_path):
     """Where the table timed the fused kernel (split-K) faster at M <= 64, the
     Triton backend runs it with the table's config, right against fp64, and
     the Helion backend takes the same path; elsewhere the M bounds decide."""
@@ -91,20 +93,21 @@ def test_the_table_sends_a_small_m_to_the_fused_path_in_both_backends(monkeypatc
 
     fused = triton_config(32, 32, 64, 3)
     split = {"config": triton_config(16, 32, 64, 2), "us": 9.0}
-    monkeypatch.setattr(woc, "table", lambda gpu: {"gpu": None, "kernels": {
+    gpu, store = table_store(tmp_path, "weight_only", {"kernels": {
         "int4_gemm": {"M1_K256_N40": {**split, "us": 5.0}, "M32_K256_N40": split, "M64_K256_N40": split},
         "int4_gemm_fused": {"M1_K256_N40": {"config": fused, "us": 6.0}, "M32_K256_N40": {"config": fused, "us": 8.0},
                             "M64_K256_N40": {"config": fused, "us": 10.0}}}})
+    e = woc.entry(gpu, store)
     # Buckets without both timings (4, 16) take the nearest one's choice.
-    assert [path_for(m, INT4, 256, 40, None) for m in (1, 4, 16, 17, 32, 33, 65)] == \
+    assert [path_for(m, INT4, 256, 40, e.gpu, doc=e.table) for m in (1, 4, 16, 17, 32, 33, 65)] == \
         ["split", "split", "fused", "fused", "fused", "split", "fused"]
-    assert path_for(32, NVFP4, 256, 40, None) == "split"
+    assert path_for(32, NVFP4, 256, 40, e.gpu, doc=e.table) == "split"
     inputs = int4_gemm.make_inputs(case(int4_gemm, (27, 256, 40), group_size=64), seed())
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64)
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64, target=gpu, store=store)
     assert gemm.path(27) == "fused" and gemm.tuned(27) == (fused, "")
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
     assert gemm.fused()._workspace[27][0].numel() >= 27 * 40  # it split K: the workspace exists
-    helion = helion_ops.WeightOnly("int4_gemm", inputs.w, inputs.scales, None, INT4, 64)
+    helion = helion_ops.WeightOnly("int4_gemm", inputs.w, inputs.scales, None, INT4, 64, gpu, store)
     assert [helion.path(m) for m in (1, 27, 64)] == ["split", "fused", "split"]
 
 
@@ -190,7 +193,8 @@ def test_ws_tiles_count_the_format_s_scales_and_nvfp4_entries_take_them(tmp_path
     assert ws_gemm.shared_bytes(c, NVFP4) == ws_gemm.shared_bytes(c) + 3 * 2 * 128 * 3
     big = ws_tiles(128, 128, 128, 5)
     with pytest.raises(ValueError, match=f"shared memory \\({ws_gemm.shared_bytes(big, NVFP4)}\\)"):
-        ws_gemm.check(big, NVFP4)
+        ws_gemm.check(big, NVFP4, fake_target().smem_per_block)  # the Target's shared memory bounds the tiles
+    ws_gemm.check(big, NVFP4)  # a table's tiles, checked against no GPU
     entry = ('{"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {"M1_K64_N64": {'
              + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, ' + WS) + '}, "ws_us": [2, 1]}}}}')
     (tmp_path / "t.json").write_text(entry)
@@ -204,9 +208,9 @@ def test_dumps_round_trips_one_entry_per_line():
 
 
 def checked_in() -> dict:
-    files = sorted(woc.TABLE_DIR.glob("*.json"))
-    assert files, "no checked-in weight-only tables"
-    return {f.stem: woc.read_table(f) for f in files}
+    from tests.support import store_files
+
+    return {gpu: woc.read_table(f) for gpu, f in store_files("weight_only").items()}
 
 
 def test_checked_in_tables_name_their_gpu_and_pass_the_checks():
@@ -267,7 +271,7 @@ def test_every_checked_in_config_is_right(path, m, k, n, fmt):
     for c in configs:
         gemm = WeightOnlyGemm(*wargs, config=c, path=path)
         if path == "fused":
-            gemm.fused().config_for(m)  # every config passes the call's checks (wrong_on_h100 reads num_warps)
+            gemm.fused().config_for(m)  # every config passes the call's checks (wrong_on_sm90 reads num_warps)
         if interpreted(c) in ran:
             continue  # on CPU: the same interpreted computation as a config already run (INTERPRETER_IGNORES)
         ran.add(interpreted(c))
@@ -297,22 +301,27 @@ def test_every_checked_in_group_config_is_right(group):
 
 
 @interpreter
-def test_triton_backend_runs_the_table_config_and_names_its_bucket(monkeypatch):
-    """No explicit config: the table's entry for this GPU ("gpu": null is what
-    a CPU looks up) is what runs, and the row names the bucket it came from."""
+def test_triton_backend_runs_the_table_config_and_names_its_bucket(tmp_path):
+    """No explicit config: the store's entry for the Target it is given is
+    what runs, and the row names the bucket it came from; another GPU of the
+    same compute capability runs it too, and its row names the entry."""
     cfg = triton_config(16, 32, 64, 3)
-    monkeypatch.setattr(woc, "table", lambda gpu: {"gpu": None, "kernels": {"int4_gemm": {
+    gpu, store = table_store(tmp_path, "weight_only", {"kernels": {"int4_gemm": {
         "M16_K8192_N8192": {"config": cfg}}}})
     inputs = int4_gemm.make_inputs(case(int4_gemm, (5, 256, 40), group_size=64), seed())
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64)
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64, target=gpu, store=store)
     assert gemm.tuned(5) == (cfg, "triton split config of nearest bucket M16_K8192_N8192")
     assert gemm.note(5) == "triton split config of nearest bucket M16_K8192_N8192"
+    other = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64, target=fake_target("gpu_b", sms=140),
+                           store=store)
+    assert other.tuned(5) == (cfg, "configs of gpu_a (same compute capability 9.0; no entry for gpu_b); "
+                                   "triton split config of nearest bucket M16_K8192_N8192")
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
     assert gemm._workspace[5][0].shape[0] >= 5  # the split path ran (its workspace exists)
 
 
 @pytest.mark.parametrize("group", [128, 64, 32, "channel", None])
-def test_a_tma_entry_runs_only_for_groups_tma_usable_takes_else_its_pointer_config(monkeypatch, group):
+def test_a_tma_entry_runs_only_for_groups_tma_usable_takes_else_its_pointer_config(tmp_path, group):
     """TMA loads run with groups of whole K blocks (per channel and unscaled
     over whole K blocks among them) and, here in 64-row x tiles, groups two
     to a K block (fused_gemm.tma_usable); group 32 (four to a block) takes
@@ -323,28 +332,27 @@ def test_a_tma_entry_runs_only_for_groups_tma_usable_takes_else_its_pointer_conf
     tma, ptr = {**triton_config(64, 64, 128, 1), "TMA": True}, triton_config(32, 64, 64, 2)
     inputs = int4_gemm.make_inputs(case(int4_gemm, (80, 512, 72), group_size=group), seed())
     g = {None: 2, "channel": 512}.get(group, group)
-    for doc, want in (({"gpu": None, "kernels": {"int4_gemm_fused": {"M128_K512_N72": {
-            "config": tma, "pointer_config": ptr}}}}, ptr),
-                      ({"gpu": "other", "kernels": {}}, fused_gemm.POINTER_CONFIGS[INT4][128])):
-        monkeypatch.setattr(woc, "table", lambda gpu, doc=doc: doc)
-        gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, g)
+    for i, (doc, want) in enumerate((({"kernels": {"int4_gemm_fused": {"M128_K512_N72": {
+            "config": tma, "pointer_config": ptr}}}}, ptr), ({"kernels": {}}, fused_gemm.POINTER_CONFIGS[INT4][128]))):
+        gpu, store = table_store(tmp_path / str(i), "weight_only", doc)
+        gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, g, target=gpu, store=store)
         table_tma = fused_gemm.FUSED_CONFIGS[INT4][128]  # 128x64x128: group 64 two to a K block
         expected = (tma if doc["kernels"] else table_tma) if group != 32 else want
         assert gemm.path(80) == "fused" and gemm.tuned(80)[0] == expected
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
     # Another bucket's entry: the fallback keeps the note naming it.
-    monkeypatch.setattr(woc, "table", lambda gpu: {"gpu": None, "kernels": {"int4_gemm_fused": {
+    gpu, store = table_store(tmp_path / "near", "weight_only", {"kernels": {"int4_gemm_fused": {
         "M256_K512_N72": {"config": tma, "pointer_config": ptr}}}})
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, g)
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, g, target=gpu, store=store)
     assert gemm.tuned(80) == (tma if group != 32 else ptr, "triton fused config of nearest bucket M256_K512_N72")
 
 
-def test_tma_runs_with_the_groups_measured_on_hopper_only(monkeypatch):
+def test_tma_runs_with_the_groups_measured_on_hopper_only():
     from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.target import Target
 
-    cuda = torch.device("cuda")
     for cap, want in ((9, True), (8, False)):
-        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None, cap=cap: (cap, 0))
+        cuda = fake_target(capability=(cap, 0))  # the Target decides, not the machine the test runs on
         assert fused_gemm.tma_usable(INT4, 128, 8192, 128, cuda) is want
         assert fused_gemm.tma_usable(INT4, 256, 8192, 64, cuda) is want  # a group of whole K blocks: BLOCK
         assert fused_gemm.tma_usable(INT4, 64, 8192, 128, cuda, 128) is want  # SUB, two groups a block
@@ -356,7 +364,7 @@ def test_tma_runs_with_the_groups_measured_on_hopper_only(monkeypatch):
         assert fused_gemm.tma_usable(INT4, 8000, 8000, 128, cuda) is want  # K off the K block: BLOCK too
         assert not fused_gemm.tma_usable(INT4, 96, 8192, 128, cuda)  # GATHER
         assert fused_gemm.tma_usable(NVFP4, 16, 8192, 128, cuda) is want  # SUB scales: checked on the H100
-    assert fused_gemm.tma_usable(INT4, 128, 8192, 128, torch.device("cpu"))  # the interpreter
+    assert fused_gemm.tma_usable(INT4, 128, 8192, 128, Target.cpu())  # the interpreter
 
 
 def test_without_a_table_entry_the_split_path_says_it_autotunes():
@@ -369,15 +377,16 @@ def test_without_a_table_entry_the_split_path_says_it_autotunes():
     assert gemm.note(2000) == "dequantize + cuBLAS path (a K x N scratch)"
 
 
-def test_helion_takes_the_triton_table_config_of_the_shape(monkeypatch):
+@pytest.mark.parametrize("gpu", sorted(config_store.entries()))
+def test_helion_takes_the_triton_table_config_of_the_shape(gpu):
     """Without a Helion entry of the shape's own bucket, the Helion weight-only
-    kernels run the Triton table's config for the shape (configs.from_triton)."""
+    kernels run the Triton table's config for the shape (configs.from_triton),
+    for each store entry's Target."""
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels.configs import from_triton
 
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H100 80GB HBM3")
-    real = woc.read_table(woc.path_for("h100"))["kernels"]
-    cuda = torch.device("cuda")
+    real = woc.read_table(woc.path_for(gpu))["kernels"]
+    cuda = config_store.entries()[gpu]  # the Target whose entry this is
     cfg, note = helion_ops.default_config(INT4, "split", 1, 4096, 6144, cuda)
     assert cfg == from_triton(real["int4_gemm"]["M1_K4096_N6144"]["config"], split=True)
     assert note == "the Triton table's split config, untimed in Helion"
@@ -440,9 +449,14 @@ def test_a_fused_config_runs_the_split_kernel_without_its_fused_only_keys():
 
 
 def load_tune_script(name="tune_weight_only"):
+    """A tuner of qgemm_bench.tuning (tune_weight_only: its weight_only
+    module), or a study script of scripts/ loaded by path."""
+    import importlib
     import importlib.util
     from pathlib import Path
 
+    if name == "tune_weight_only":
+        return importlib.import_module("qgemm_bench.tuning.weight_only")
     spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
@@ -450,7 +464,7 @@ def load_tune_script(name="tune_weight_only"):
 
 
 def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys):
-    """scripts/tune_weight_only.py check against a scripted kernel (no GPU):
+    """tuning/weight_only.py check against a scripted kernel (no GPU):
     an entry wrong in one call of many (or NaN once) is counted, a
     pointer_config is checked too and one that fails to run counts, --ms
     filters, nothing to check is an error."""
@@ -518,7 +532,7 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
 
 
 def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(monkeypatch, tmp_path):
-    """scripts/tune_weight_only.py table --ms against scripted timings (no
+    """tuning/weight_only.py table --ms against scripted timings (no
     GPU): only the named M are replaced, a TMA winner gets the best
     pointer-load candidate as pointer_config, the source keeps its history."""
     from qgemm_bench.backends.triton_kernels import fused_gemm
@@ -691,19 +705,20 @@ def test_path_ab_times_each_path_and_the_dense_matmul_in_alternating_rounds(caps
     assert len(order) == 6 and order[3:] == order[:3][::-1]  # 3 candidates, the second round reversed
 
 
-def test_above_fused_max_m_dequantize_runs_where_the_table_timed_it_faster(monkeypatch):
+def test_above_fused_max_m_dequantize_runs_where_the_table_timed_it_faster(tmp_path):
     """weight_only_configs.dequant_faster: the nearest fused bucket with both
     timings decides; an explicit config, or a table without dequant_us, keeps
     the fused kernel (with TMA loads); bad dequant_us is refused."""
     tma = {**triton_config(256, 64, 64, 1), "TMA": True}
     inputs = int4_gemm.make_inputs(case(int4_gemm, (4, 256, 40), group_size=128), 0)
     other = {"config": tma, "us": 80.0, "versus_dequant_us": [80.0, 50.0]}  # dequant faster, another bucket
-    for versus, want in (([70.0, 60.0], "dequant"), ([70.0, 80.0], "fused"), (None, "fused")):
+    for i, (versus, want) in enumerate((([70.0, 60.0], "dequant"), ([70.0, 80.0], "fused"), (None, "fused"))):
         entry = {"config": tma, "us": 70.0, **({"versus_dequant_us": versus} if versus else {})}
-        monkeypatch.setattr(woc, "table", lambda gpu, e=entry: {"gpu": None, "kernels": {"int4_gemm_fused": {
-            "M2048_K8192_N8192": e, "M4096_K4096_N4096": other}}})
-        assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128).path(2000) == want  # M2048's entry decides
-        assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, tma).path(2000) == "fused"
+        gpu, store = table_store(tmp_path / str(i), "weight_only", {"kernels": {"int4_gemm_fused": {
+            "M2048_K8192_N8192": entry, "M4096_K4096_N4096": other}}})
+        run = {"target": gpu, "store": store}
+        assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, **run).path(2000) == want  # M2048's decides
+        assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, tma, **run).path(2000) == "fused"
     for kernel, key, bad in (("int4_gemm_fused", "M4096_K8192_N8192", [70.0]),
                              ("int4_gemm_fused", "M4096_K8192_N8192", [70.0, True]),
                              ("int4_gemm_fused", "M4096_K8192_N8192", "fast"),
@@ -715,7 +730,7 @@ def test_above_fused_max_m_dequantize_runs_where_the_table_timed_it_faster(monke
 
 
 def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch, tmp_path):
-    """scripts/tune_weight_only.py ws --group against scripted timings (no
+    """tuning/weight_only.py ws --group against scripted timings (no
     GPU): the entry's config as it runs at the group (its pointer_config
     where its TMA loads do not: group 32 in 128-row x tiles) and each WS
     tile, the fastest written as the entry's "groups" config; the entry's
@@ -723,6 +738,7 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
     from qgemm_bench.harness import environment
+    from qgemm_bench.target import Target
 
     script = load_tune_script()
     out = tmp_path / "h100.json"
@@ -743,7 +759,7 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
         def runs_ws(self, x, c):
             return True
 
-    def timings(cands):
+    def timings(cands, stop=None):
         from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
 
         return [us[ws_label(c["WS"]) if "WS" in (c := calls[0]()) else None] for calls in cands]
@@ -751,7 +767,7 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
     monkeypatch.setattr(woc, "path_for", lambda gpu: out)
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    monkeypatch.setattr(script, "TARGET", Target("h100", "an sm_90 GPU", (9, 0), 132, 227 * 1024, 50 * 2**20))
     monkeypatch.setattr(fused_gemm, "ws_pool", lambda m: [plain, split2])
     monkeypatch.setattr(script, "operands", lambda fmt, m, k, n, group=128: groups.append(group) or (None, (), None))
     monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
@@ -772,7 +788,7 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
 
 
 def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, capsys):
-    """scripts/tune_weight_only.py check --group: weights in that group size,
+    """tuning/weight_only.py check --group: weights in that group size,
     and per entry the config WeightOnlyGemm picks there (its "groups"
     config, else its own), on new activations each call."""
     from qgemm_bench.harness import environment
@@ -812,7 +828,7 @@ def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, caps
 
 
 def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_path):
-    """scripts/tune_weight_only.py ws (no group) against scripted timings:
+    """tuning/weight_only.py ws (no group) against scripted timings:
     where pool tiles win, they become the entry's config and its pdl_us
     (timed for the config before) goes; where the config stays, pdl_us
     stays; an entry's own WS tiles with PDL are timed beside the pool's
@@ -856,7 +872,7 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
     monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
     monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
-    monkeypatch.setattr(script, "time_interleaved", lambda cands: [
+    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
         us[(shape[-1], ws_label(c["WS"]) if "WS" in (c := calls[0]()) else None)] for calls in cands])
     script.ws_pass(("int4",), {256})
     entries = woc.read_table(out)["kernels"]["int4_gemm_fused"]

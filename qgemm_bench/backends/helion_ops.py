@@ -15,6 +15,7 @@ from qgemm_bench.backends.checks import check_split_k, check_weight_only, missin
 from qgemm_bench.backends.registry import Prepared, backend
 from qgemm_bench.errors import InputError
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
+from qgemm_bench.target import of as target_of
 
 # Interpreter configs (CPU). Weight-only (split path): block_sizes [N, M] and
 # the K step block_k (kernels.py); entries written before block_k existed
@@ -45,10 +46,11 @@ def add_arguments(p) -> None:
     g.add_argument("--autotune-budget", type=float, metavar="S",
                    help="wall-clock budget per Helion autotune in seconds (default: none)")
     g.add_argument("--save-configs", action="store_true",
-                   help="with --autotune: write the winning configs into backends/helion_kernels/configs/")
+                   help="with --autotune: write the winning configs into the config store "
+                   "(qgemm_bench/configs/<gpu>/helion.json)")
     g.add_argument("--helion-configs", metavar="FILE",
-                   help="take configs from this JSON file (the format of backends/helion_kernels/configs/"
-                   "h100.json) instead of the checked-in one; a shape without its own bucket in it takes "
+                   help="take configs from this JSON file (the format of the store's configs/<gpu>/"
+                   "helion.json) instead of the store's; a shape without its own bucket in it takes "
                    "its nearest bucket")
 
 
@@ -91,7 +93,7 @@ def merge_rank_states(states: list) -> list[str]:
 
     saved = [configs.save(*save) for state in states for save in state or []]
     return [f"helion configs from {len(saved)} autotune(s) saved to "
-            f"{', '.join(sorted({p.name for p in saved}))}"] if saved else []
+            f"{', '.join(sorted({f'{p.parent.name}/{p.name}' for p in saved}))}"] if saved else []
 
 
 def split_config(cfg: dict) -> dict:
@@ -117,23 +119,24 @@ def helion_config(c: dict, path: str) -> dict:
     return from_triton(c, split=path == "split" or c.get("SPLIT_K", 1) > 1)
 
 
-def table_config(fmt: int, path: str, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str] | None:
-    """The Triton table's config for this path and shape on this GPU
-    (weight_only_configs; its pointer-load config where the entry's has TMA
-    loads, which the Helion kernels lack), as a Helion config
-    (helion_config), or None."""
+def table_config(fmt: int, path: str, m: int, k: int, n: int, target, store=None) -> tuple[dict, str] | None:
+    """The Triton table's config for this path and shape on this Target (the
+    store's weight_only entry for it, weight_only_configs.entry; its
+    pointer-load config where the entry's has TMA loads, which the Helion
+    kernels lack), as a Helion config (helion_config), or None."""
     from qgemm_bench.backends.triton_kernels import weight_only_configs
-    from qgemm_bench.harness.environment import table_gpu
 
-    found = weight_only_configs.lookup(fmt, path, m, k, n, table_gpu(device), tma=False)
+    e = weight_only_configs.entry(target, store)
+    found = weight_only_configs.lookup(fmt, path, m, k, n, e.gpu, e.table, tma=False)
     if found is None:
         return None
-    where = f" ({found[1]})" if found[1] else ""
+    note = "; ".join(filter(None, (e.note, found[1])))
+    where = f" ({note})" if note else ""
     return helion_config(found[0], path), f"the Triton table's {path} config{where}, untimed in Helion"
 
 
 def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | None = None,
-                   device: torch.device | None = None) -> tuple[dict, str]:
+                   target=None, store=None) -> tuple[dict, str]:
     """The Triton backend's config for this path and shape, as a Helion config
     (helion_config), for a shape, GPU or kernel without a checked-in
     Helion one: the Triton table's (table_config), else
@@ -142,7 +145,7 @@ def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | N
     H100)."""
     from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
 
-    if device is not None and k is not None and (found := table_config(fmt, path, m, k, n, device)):
+    if target is not None and k is not None and (found := table_config(fmt, path, m, k, n, target, store)):
         return found
     if path == "fused":
         return helion_config(fused_gemm.tuned_config(fmt, m, tma=False), path), \
@@ -176,15 +179,17 @@ class WeightOnly:
     files' kernel name of the split path ("<name>_fused": the fused path's).
     Owns the split-K workspace and counters per M of the split path and of
     the fused path with split_k > 1 (zeroed once, left zeroed by every call:
-    call once at an M before a graph capture)."""
+    call once at an M before a graph capture). target: the GPU (default: the
+    weights' device's); store: the config store (default: the package's)."""
 
-    def __init__(self, name: str, w, scales, tensor_scale, fmt: int, group: int | None):
+    def __init__(self, name: str, w, scales, tensor_scale, fmt: int, group: int | None, target=None, store=None):
         if fmt == NVFP4:
             group = NVFP4_BLOCK
         elif scales is None:
             group = None
         self.name, self.w, self.scales, self.fmt, self.group = name, w, scales, fmt, group
         self.k, self.n = 2 * w.shape[0], w.shape[1]
+        self.target, self.store = target if target is not None else target_of(w.device), store
         self.ts = tensor_scale.reshape(1).float() if fmt == NVFP4 else None
         self._kmajor = None
         self._ready: dict[int, object] = {}  # M -> tuning.Ready of its path
@@ -192,10 +197,11 @@ class WeightOnly:
         self._dequant: dict[torch.dtype, object] = {}
 
     def path(self, m: int) -> str:
+        from qgemm_bench.backends.triton_kernels import weight_only_configs
         from qgemm_bench.backends.triton_kernels.weight_only import path_for
-        from qgemm_bench.harness.environment import table_gpu
 
-        return path_for(m, self.fmt, self.k, self.n, table_gpu(self.w.device))
+        e = weight_only_configs.entry(self.target, self.store)
+        return path_for(m, self.fmt, self.k, self.n, e.gpu, doc=e.table)
 
     def kmajor(self):
         """The fused path's K-major weights (kmajor_layout.py), made on first use."""
@@ -274,7 +280,7 @@ class WeightOnly:
         if path != "dequant":
             # Helion's own config of another bucket only where the Triton
             # table has nothing for this shape (it was tuned for the shape).
-            table = table_config(self.fmt, path, m, self.k, self.n, x.device)
+            table = table_config(self.fmt, path, m, self.k, self.n, self.target, self.store)
             default = table or default_config(self.fmt, path, m)
             nearest_ok = table is None
             # A config without our argument keys (hand-written, or from an
@@ -291,7 +297,8 @@ class WeightOnly:
                 return cfg
 
             r = ready(self.name, kernels.weight_only, lambda cfg: self._split_args(x, cfg), x.device,
-                      (m, self.k, self.n), WEIGHT_ONLY_INTERPRETER_CONFIG, fix, default, nearest_ok)
+                      (m, self.k, self.n), WEIGHT_ONLY_INTERPRETER_CONFIG, fix, default, nearest_ok,
+                      target=self.target, store=self.store)
             if translated and x.device.type == "cuda":
                 r.notes = "; ".join(filter(None, (r.notes, "config of the earlier split kernel, translated "
                                                   "(its timing predates this kernel)")))
@@ -314,7 +321,7 @@ class WeightOnly:
 
             r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
                       (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok,
-                      (*ARGUMENT_KEYS, "split_k"))
+                      (*ARGUMENT_KEYS, "split_k"), target=self.target, store=self.store)
         else:
             r = self._dequant_ready(x.dtype, x.device)
         self._ready[m] = r
@@ -364,7 +371,7 @@ def _weight_only(case, name: str, inputs, scales, tensor_scale, fmt: int, group:
     """The weight-only GEMM for any M (each path bound and compiled once per M
     it sees); the case's own path prepared here (the fused path's K-major
     weights included), the others on first use (apply)."""
-    gemm = WeightOnly(name, inputs.w.contiguous(), scales, tensor_scale, fmt, group)
+    gemm = WeightOnly(name, inputs.w.contiguous(), scales, tensor_scale, fmt, group, case.target)
 
     def apply(x):
         return gemm(x.contiguous())
@@ -396,7 +403,7 @@ def nvfp4(case, inputs):
     return _weight_only(case, case.op, inputs, bs, inputs.tensor_scale, NVFP4, None)
 
 
-def split_k_default(deterministic: bool, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str]:
+def split_k_default(deterministic: bool, m: int, k: int, n: int, target, store=None) -> tuple[dict, str]:
     """The Triton backend's config for this mode and shape (split_k.choose_config:
     its checked-in table), as a Helion config (configs.from_triton): the split-K
     kernel's config where configs/<gpu>.json has none."""
@@ -404,7 +411,7 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, device: torch.d
     from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, choose_config
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
-    c, source = choose_config(DETERMINISTIC if deterministic else ATOMIC, m, k, n, device)
+    c, source = choose_config(DETERMINISTIC if deterministic else ATOMIC, m, k, n, target, store)
     pdl = HELION_PDL[c.get("PDL", 0)]
     cfg = {**from_triton(c, split=True, decode=False), "pdl": pdl, "reduce": c.get("REDUCE", "last")}
     helion_pdl = f", run with PDL {pdl}" if pdl != c.get("PDL", 0) else ""
@@ -445,11 +452,13 @@ class SplitK:
     made on the first args() (zeroed once; atomics and counters left zeroed by
     every call, planes overwritten by every call), as the
     Triton SplitKGemm; any_split: deterministic planes for any split (Helion's
-    autotuner tries them all on the same arguments)."""
+    autotuner tries them all on the same arguments). target: the GPU
+    (default: a's device's); store: the config store."""
 
-    def __init__(self, a, b, bias, deterministic: bool, any_split: bool = False):
+    def __init__(self, a, b, bias, deterministic: bool, any_split: bool = False, target=None, store=None):
         check_split_k(a, b, bias)
         self.a, self.b, self.bias, self.deterministic, self.any_split = a, b, bias, deterministic, any_split
+        self.target, self.store = target if target is not None else target_of(a.device), store
         self.m, self.k = a.shape
         self.n = b.shape[1]
         self.ws = self.count = None
@@ -492,7 +501,6 @@ class SplitK:
         function of no arguments."""
         from qgemm_bench.backends.helion_kernels import kernels
         from qgemm_bench.backends.helion_kernels.tuning import helion_settings
-        from qgemm_bench.backends.triton_kernels.split_k import sm_count
         from qgemm_bench.backends.triton_kernels.split_k_parts import reduce_block
 
         args = self.args(r.config)
@@ -506,7 +514,7 @@ class SplitK:
         ws, bias, splits = self.ws, args[2], self.splits(r.config)  # the planes args() launches, to sum
         size = m * self.n  # the M real rows only (small M: not the padding rows of the 16-row tile)
         out = torch.empty(size, device=self.a.device, dtype=self.a.dtype)  # an example to bind
-        block, warps = reduce_block(m, self.n, sm_count(self.a.device))
+        block, warps = reduce_block(m, self.n, self.target.sms)
         planes = ws.view(ws.shape[0], -1)[:, :size]
         reduce_args = (planes, bias, out, self.bias is not None, splits, block, pdl)
         reduce = kernels.reduce_planes.bind(reduce_args).compile_config({"num_warps": warps, "num_stages": 1})
@@ -526,9 +534,8 @@ class SplitK:
         from qgemm_bench.backends.helion_kernels import kernels
         from qgemm_bench.backends.helion_kernels.tuning import ready
         from qgemm_bench.backends.triton_kernels import split_k_configs
-        from qgemm_bench.harness.environment import table_gpu
 
-        default = split_k_default(self.deterministic, self.m, self.k, self.n, self.a.device)
+        default = split_k_default(self.deterministic, self.m, self.k, self.n, self.target, self.store)
 
         def fix(cfg):
             if len(cfg.get("block_sizes", ())) != 2:
@@ -548,17 +555,19 @@ class SplitK:
         # Helion's own config of another bucket only where the Triton table
         # has no entry of the shape's own (as for the weight-only kernels): a
         # neighbour's det config ran 1.4x the table's at 256x4096x256 (H100).
+        e = split_k_configs.entry(self.target, self.store)
         exact = split_k_configs.has_entry(split_k_configs.MODES[int(self.deterministic)], self.m, self.k, self.n,
-                                          table_gpu(self.a.device))
+                                          e.gpu, e.table)
         return ready(name, kernels.split_k, self.args, self.a.device, (self.m, self.k, self.n),
-                     SPLIT_K_INTERPRETER_CONFIG, fix, default, nearest_ok=not exact, arguments=SPLIT_K_ARGUMENTS)
+                     SPLIT_K_INTERPRETER_CONFIG, fix, default, nearest_ok=not exact, arguments=SPLIT_K_ARGUMENTS,
+                     target=self.target, store=self.store)
 
 
 def _split_k(case, inputs, deterministic: bool) -> Prepared:
     a, b, bias = inputs.a.contiguous(), inputs.b.contiguous(), inputs.bias
     from qgemm_bench.backends.helion_kernels.tuning import autotunes
 
-    gemm = SplitK(a, b, bias, deterministic, any_split=autotunes(a.device))
+    gemm = SplitK(a, b, bias, deterministic, any_split=autotunes(a.device), target=case.target)
     r = gemm.ready(case.op)
     return Prepared(gemm.call(r), resident=(b, bias) if bias is not None else (b,), notes=r.notes,
                     compile_s=r.compile_s, autotune_s=r.autotune_s)

@@ -32,7 +32,8 @@ def weight_args(op: str, inputs) -> tuple:
 def _weight_only(case, inputs) -> Prepared:
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
-    gemm = WeightOnlyGemm(*weight_args(case.op, inputs), on_cpu(case, WEIGHT_ONLY_INTERPRETER_CONFIG))
+    gemm = WeightOnlyGemm(*weight_args(case.op, inputs), on_cpu(case, WEIGHT_ONLY_INTERPRETER_CONFIG),
+                          target=case.target)
 
     def apply(x):
         return gemm(x.contiguous())
@@ -52,7 +53,7 @@ _PATHS = ("one-launch split-K streaming for M <= 64; a fused swapped-operand ker
 @backend("int4_gemm", "triton", f"Triton weight-only GEMM: {_PATHS}, and above where its config takes TMA loads "
          "(groups of whole 128-k blocks, Hopper) unless the table timed dequantize + cuBLAS faster; otherwise a "
          "Triton dequantize, then cuBLAS; on the H100 a warp-specialized Gluon kernel where the table timed it "
-         "faster (ws_gemm.py); checked-in configs per GPU and shape (weight_only_configs/<gpu>.json)",
+         "faster (ws_gemm.py); configs per GPU and shape from the store (configs/<gpu>/weight_only.json)",
          triton_why_not)
 def int4(case, inputs):
     return _weight_only(case, inputs)
@@ -62,7 +63,7 @@ def int4(case, inputs):
          f"scales: {_PATHS}, and above where its config takes TMA loads (Hopper) unless the table timed "
          "dequantize + cuBLAS faster; otherwise a Triton dequantize, then cuBLAS; on the H100 a warp-specialized "
          "Gluon kernel where the table timed it faster (ws_gemm.py); checked-in configs per GPU and shape "
-         "(weight_only_configs/<gpu>.json)", triton_why_not)
+         "(configs/<gpu>/weight_only.json)", triton_why_not)
 def nvfp4(case, inputs):
     return _weight_only(case, inputs)
 
@@ -71,14 +72,15 @@ def _split_k(case, inputs, deterministic: bool) -> Prepared:
     from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
 
     a, b, bias = inputs.a.contiguous(), inputs.b.contiguous(), inputs.bias
-    gemm = SplitKGemm(a, b, bias, DETERMINISTIC if deterministic else ATOMIC, on_cpu(case, SPLIT_K_INTERPRETER_CONFIG))
+    gemm = SplitKGemm(a, b, bias, DETERMINISTIC if deterministic else ATOMIC, on_cpu(case, SPLIT_K_INTERPRETER_CONFIG),
+                      target=case.target)
     notes = "; ".join(filter(None, (interpreter_note(case), gemm.note())))  # the config and where it came from
     return Prepared(gemm, resident=(b,) if bias is None else (b, bias), notes=notes)
 
 
 @backend("split_k_gemm", "triton", "Triton split-K, fp32 atomics finished by the tile's last program (one "
          "launch), or where the table timed it faster the deterministic per-split planes summed in a second "
-         "launch; checked-in configs per GPU and shape (split_k_configs.json)", triton_why_not)
+         "launch; configs per GPU and shape from the config store (configs/<gpu>/split_k.json)", triton_why_not)
 def split_k_atomic(case, inputs):
     return _split_k(case, inputs, deterministic=False)
 

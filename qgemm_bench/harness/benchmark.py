@@ -18,6 +18,7 @@ from qgemm_bench.harness import distributed, environment, outputs, plan, report,
 from qgemm_bench.harness.assemble import assemble
 from qgemm_bench.harness.outputs import WriteError
 from qgemm_bench.harness.sweep import run
+from qgemm_bench.target import Target
 from qgemm_bench.types import Case, dtype_name
 
 
@@ -44,6 +45,7 @@ def _quiet_interpreter(device: torch.device):
 def metadata(p: plan.Plan, args, shapes: list) -> dict:
     meta = environment.collect(p.device)
     meta["ceilings"] = p.ceilings
+    meta["target"] = p.target.to_json() if p.target is not None else None
     meta["settings"] = {
         "op": p.op.NAME, "backends": [b.name for b in p.backends], "baseline": p.backends[0].name,
         "shapes": args.shapes, "n_shapes": len(shapes), "shape_list": [str(s) for s in shapes],
@@ -93,6 +95,7 @@ def _execute(args, world, start: float) -> int:
             p.ceilings = environment.measure_ceilings(p.device)
             p.phase_s["ceilings"] = time.perf_counter() - t0
             p.l2_bytes = torch.cuda.get_device_properties(p.device).L2_cache_size
+        p.target = Target.from_device(p.device, p.ceilings)
         meta = metadata(p, args, all_shapes)
         if world is None or world.main:
             try:

@@ -7,7 +7,6 @@ import datetime
 import importlib.metadata
 import os
 import platform
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import torch
 
 from qgemm_bench.operators.common import InputError
+from qgemm_bench.target import gpu_slug  # noqa: F401 (the naming rule, target.py's; tuners use it here)
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout, for its git commit
 
@@ -45,16 +45,8 @@ def resolve_device(name: str) -> torch.device:
     return dev
 
 
-def gpu_slug(device: torch.device) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'h100': how checked-in config files
-    (Helion's, the split-K table) name a GPU."""
-    name = torch.cuda.get_device_name(device)
-    found = re.search(r"\b([A-Z]+\d{2,4}[A-Z]*)\b", name)
-    return (found.group(1) if found else re.sub(r"\W+", "_", name)).lower()
-
-
 def table_gpu(device: torch.device) -> str | None:
-    """The GPU name the Triton config tables are looked up by: gpu_slug on
+    """The store entry name of a device (target.gpu_slug, the naming rule) on
     CUDA, None on the CPU (the interpreter: no GPU's table applies)."""
     return gpu_slug(device) if device.type == "cuda" else None
 

@@ -16,6 +16,7 @@ from qgemm_bench.errors import InputError
 from qgemm_bench.harness import capacity, environment
 from qgemm_bench.harness.args import MAX_MS, MAX_REPEATS, MAX_SEED, MAX_STALL_S, STALL_S
 from qgemm_bench.harness.measure import Settings
+from qgemm_bench.target import Target
 from qgemm_bench.types import Case, Shape, parse_dtype
 
 
@@ -33,6 +34,7 @@ class Plan:
     backend_meta: dict = field(default_factory=dict)  # what backend modules' options report for the metadata
     ceilings: dict = field(default_factory=dict)
     l2_bytes: int = 0
+    target: Target | None = None  # what the GPU is (set with the ceilings; backends read it from the Case)
     rank: int | None = None  # under torchrun: this process's rank (rows carry it)
     stall_s: float = 0.0  # --stall-timeout (0: off): the longest one backend may take at one shape (sweep.py)
     # Wall seconds by phase, filled by the sweep: "inputs" (inputs and

@@ -67,7 +67,7 @@ def run(plan: Plan, folder: RunFolder, conclude: Callable[[Outcome], int] | None
     watch = Watchdog(plan.stall_s, stalled)
     try:
         for shape in plan.shapes:
-            case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings)
+            case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings, plan.target)
             _run_shape(plan, case, folder, bar, out.records, watch)
     except KeyboardInterrupt as e:
         out.stopped, out.exit_code = signals.describe(e), signals.exit_code(e)
@@ -191,7 +191,7 @@ def _skip_the_rest(plan: Plan, folder: RunFolder, records: list, reason: str) ->
     done = {(r.M, r.K, r.N, r.backend) for _, r in records}
     n = 0
     for shape in plan.shapes:
-        case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings)
+        case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings, plan.target)
         for b in plan.backends:
             if (*shape, b.name) not in done:
                 try:

@@ -1,8 +1,9 @@
-"""Checked-in Helion configs: one JSON file per GPU, one entry per kernel and
-shape bucket, so a default run never autotunes.
+"""Checked-in Helion configs: the config store's helion family, one file per
+GPU (configs/<gpu>/helion.json, read through configs.store: a GPU without
+its own takes the nearest entry of its compute capability, and its rows say
+so), one entry per kernel and shape bucket, so a default run never autotunes.
 
-File: configs/<gpu>.json (gpu: "h100", from the device name) holding
-{"gpu": ..., "versions": {...}, "kernels": {KERNEL: {BUCKET: ENTRY}}}, where
+File: {"gpu": ..., "provenance": {...}, "kernels": {KERNEL: {BUCKET: ENTRY}}}, where
 BUCKET is "M<m>_K<k>_N<n>" (m: M rounded up to a power of two, capped at 4096)
 and ENTRY is {"config": {...helion.Config fields...}, "us": median latency
 when tuned, "tuned": how it was found}. A shape without its own bucket uses
@@ -32,17 +33,20 @@ import re
 from pathlib import Path
 
 from qgemm_bench.backends.config_buckets import bucket, nearest, parse, read_json
-from qgemm_bench.harness.environment import gpu_slug  # noqa: F401 (configs.gpu_slug: the tuning's GPU name)
+from qgemm_bench.configs import store as config_store
+from qgemm_bench.target import Target
+from qgemm_bench.target import gpu_slug  # noqa: F401 (scripts/tune_helion.py's name for a GPU)
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+FAMILY = "helion"  # the store's
 
 
 class ConfigMissing(LookupError):
     """No config file for this GPU, or no entry for this kernel."""
 
 
-def path_for(slug: str) -> Path:
-    return CONFIG_DIR / f"{slug}.json"
+def path_for(slug: str, store: config_store.Store | None = None) -> Path:
+    """GPU `slug`'s file in the store (whether or not it exists)."""
+    return (store or config_store.DEFAULT).path(slug, FAMILY)
 
 
 def read(path: Path) -> dict:
@@ -66,31 +70,34 @@ def check_file(path: Path) -> None:
                                  f'{{"config": {{...}}}}, found {key!r}')
 
 
-def lookup(kernel: str, m: int, k: int, n: int, slug: str, path: Path | None = None,
-           nearest_ok: bool = True) -> tuple[dict, str]:
-    """(config dict, note). The note names the bucket used when it is not the
-    shape's own. ConfigMissing when the GPU or the kernel has none, or (with
-    nearest_ok False) no entry of the shape's own bucket. `path` replaces
-    this GPU's checked-in file (--helion-configs)."""
+def lookup(kernel: str, m: int, k: int, n: int, target: Target, path: Path | None = None,
+           nearest_ok: bool = True, store: config_store.Store | None = None) -> tuple[dict, str]:
+    """(config dict, note). The note names the store entry used when it is
+    not the Target's own, and the bucket when it is not the shape's own.
+    ConfigMissing when no entry serves the Target or the kernel has none, or
+    (with nearest_ok False) no entry of the shape's own bucket. `path`
+    replaces the store (--helion-configs)."""
+    where = ""
     if path is not None:
         if not Path(path).exists():
             raise ConfigMissing(f"--helion-configs {path}: no such file")
+        doc, name = read(Path(path)), Path(path).name
     else:
-        path = path_for(slug)
-    path = Path(path)
-    if not path.exists():
-        raise ConfigMissing(f"no checked-in Helion configs for GPU {slug!r} ({path.name} missing); "
-                            "run with --autotune quick (add --save-configs to keep them)")
-    entries = read(path).get("kernels", {}).get(kernel)
+        e = config_store.load(target, FAMILY, store)
+        if e.gpu is None:
+            raise ConfigMissing(f"no checked-in Helion configs for GPU {target.name!r} ({e.note}); "
+                                "run with --autotune quick (add --save-configs to keep them)")
+        doc, name, where = e.table, f"{e.gpu}/{FAMILY}.json", e.note
+    entries = doc.get("kernels", {}).get(kernel)
     if not entries:
-        raise ConfigMissing(f"{path.name} has no configs for kernel {kernel!r}; run with --autotune quick")
+        raise ConfigMissing(f"{name} has no configs for kernel {kernel!r}; run with --autotune quick")
     near = nearest(entries, m, k, n)
     if near == bucket(m, k, n):
-        return entries[near]["config"], _untimed(entries[near])
+        return entries[near]["config"], "; ".join(filter(None, (where, _untimed(entries[near]))))
     if not nearest_ok:
         raise ConfigMissing(f"no helion {kernel} config of bucket {bucket(m, k, n)}")
     note = f"helion config of nearest bucket {near}"
-    return entries[near]["config"], "; ".join(filter(None, (note, _untimed(entries[near]))))
+    return entries[near]["config"], "; ".join(filter(None, (where, note, _untimed(entries[near]))))
 
 
 def _untimed(entry: dict) -> str:
@@ -114,13 +121,16 @@ def from_triton(c: dict, split: bool, decode: bool = True) -> dict:
     return out
 
 
-def save(kernel: str, m: int, k: int, n: int, slug: str, config: dict, info: dict) -> Path:
-    """Write (or replace) one bucket's entry, keeping the rest of the file."""
-    path = path_for(slug)
-    doc = read(path) or {"gpu": slug, "kernels": {}}
+def save(kernel: str, m: int, k: int, n: int, slug: str, config: dict, info: dict,
+         store: config_store.Store | None = None) -> Path:
+    """Write (or replace) one bucket's entry of GPU `slug`'s store file,
+    keeping the rest of it (its provenance says it was changed by hand or
+    by an autotune: info's "tuned")."""
+    store = store or config_store.DEFAULT
+    doc = store.read(slug, FAMILY) or {"gpu": slug, "kernels": {}}
     doc["kernels"].setdefault(kernel, {})[bucket(m, k, n)] = {"config": config, **info}
     doc["kernels"] = {kn: dict(sorted(v.items(), key=lambda kv: parse(kv[0]))) for kn, v in
                       sorted(doc["kernels"].items())}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    return path
+    provenance = {key: None for key in config_store.PROVENANCE_KEYS} | doc.get("provenance", {})
+    provenance["changed"] = [*provenance.get("changed", []), f"{kernel} {bucket(m, k, n)}: {info.get('tuned')}"]
+    return store.write(slug, FAMILY, doc, provenance)

@@ -1,5 +1,5 @@
 """Giving a Helion kernel bound to its arguments a config, and compiling it:
-the checked-in config of this GPU and shape bucket (configs.py), one
+the store's config of this GPU and shape bucket (configs.py), one
 explicit config (scripts/tune_helion.py), or a fresh autotune
 (--autotune quick|full, optionally saved with --save-configs)."""
 
@@ -13,12 +13,15 @@ from pathlib import Path
 
 import torch
 
+from qgemm_bench.target import Target
+from qgemm_bench.target import of as target_of
+
 
 @dataclass(frozen=True)
 class Options:
     autotune: str = "none"  # none | quick | full
     budget_s: float | None = None  # wall-clock budget per autotune
-    save_configs: bool = False  # write autotuned winners into configs/<gpu>.json
+    save_configs: bool = False  # write autotuned winners into the store (configs/<gpu>/helion.json)
     config_file: Path | None = None  # use this file instead of the checked-in one
     explicit: dict | None = None  # one config for every kernel call (tuning scripts)
     defer_saves: bool = False  # keep saves in PENDING (torchrun: rank 0 writes every rank's)
@@ -72,7 +75,7 @@ def helion_settings(cfg: dict, arguments: tuple = ARGUMENT_KEYS) -> dict:
 
 def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, int, int],
           interpreter: dict, fix=None, default: tuple[dict, str] | None = None, nearest_ok: bool = True,
-          arguments: tuple = ARGUMENT_KEYS) -> Ready:
+          arguments: tuple = ARGUMENT_KEYS, target: Target | None = None, store=None) -> Ready:
     """Bind `kernel` to `args` and give it a config: `interpreter` on CPU, the
     explicit one of OPTIONS, a fresh autotune when OPTIONS asks for one (saved
     under `name` with save_configs), else the checked-in config of `name` for
@@ -84,8 +87,12 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
     the kernel's arguments, or a function config -> arguments for kernels
     whose hl.constexpr arguments come from the config (the keys in
     `arguments`, kept in the Ready's config and never given to Helion;
-    Helion's autotuner then tunes the rest, at `default`'s)."""
+    Helion's autotuner then tunes the rest, at `default`'s). target: the
+    GPU whose store entry is read and written (default: the device's);
+    store: the config store (default: the package's)."""
     from qgemm_bench.backends.helion_kernels import configs
+
+    target = target if target is not None else target_of(device)
 
     opts = OPTIONS
     effort = opts.autotune
@@ -116,17 +123,19 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
         _tuned[_tune_key(name, bucket_mnk, tune_args)] = (cfg, autotune_s)
         notes.append(f"autotuned ({effort}) in {autotune_s:.0f} s")
         if opts.save_configs:
-            save = (name, *bucket_mnk, configs.gpu_slug(device), cfg,
-                    {"tuned": f"helion autotune, effort {effort}", "autotune_s": round(autotune_s, 1)})
+            save = (name, *bucket_mnk, target.name, cfg,
+                    {"tuned": f"helion autotune, effort {effort}", "autotune_s": round(autotune_s, 1)}, store)
             if opts.defer_saves:
                 PENDING.append(save)
                 notes.append("to be saved by rank 0")
             else:
-                notes.append(f"saved to {configs.save(*save).name}")
+                saved = configs.save(*save)
+                notes.append(f"saved to {saved.parent.name}/{saved.name}")
     else:
         try:
-            cfg, note = configs.lookup(name, *bucket_mnk, configs.gpu_slug(device), opts.config_file,
-                                       nearest_ok=nearest_ok or default is None or opts.config_file is not None)
+            cfg, note = configs.lookup(name, *bucket_mnk, target, opts.config_file,
+                                       nearest_ok=nearest_ok or default is None or opts.config_file is not None,
+                                       store=store)
         except configs.ConfigMissing as e:
             if default is None:
                 raise

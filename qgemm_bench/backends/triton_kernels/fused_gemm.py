@@ -33,7 +33,7 @@ M=1024 256x128x64 w8 s4 197.7 -> 185.1. Below M = 128 it did not pay
 (M=16 19.6 -> 23.5; M=64 30.5 -> 29.7-29.9 in one run, 29.8 -> 30.1 in
 another, exp/tma_sweep.py), so the split-K configs keep pointer loads.
 NVFP4 with TMA multiplies its block scales after a unit-scale decode
-(with them inside the PTX decode it returned NaN, wrong_on_h100). A config
+(with them inside the PTX decode it returned NaN, wrong_on_sm90). A config
 may also take x's tiles alone by TMA ("TMA_W" False; the weights and scales
 by pointer): H100, K = N = 8192, same process, 2 rounds (exp/diag1.py),
 NVFP4 M=256 256x64x128 w4 s3 52.9 us against the table's pointer-load
@@ -86,6 +86,7 @@ import triton.language as tl
 from qgemm_bench.backends.kmajor_layout import K_ALIGN, N_ALIGN, TILE, to_kmajor
 from qgemm_bench.backends.triton_kernels import decode, split_k_parts
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
+from qgemm_bench.target import of as target_of
 from qgemm_bench.types import m_bucket
 
 NONE, CHANNEL, BLOCK, SUB, GATHER = range(5)
@@ -105,7 +106,7 @@ def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = F
     shapes at M = 1024 since it was tuned (exp/chan_check.py; 256x128x128
     w8 s3 right); its loop wrote registers that pending wgmmas read
     (scripts/fused_sass.py before this mode changed: 6), the hazard
-    wrong_on_h100 describes. FusedGemm runs unscaled int4 as scales of one
+    wrong_on_sm90 describes. FusedGemm runs unscaled int4 as scales of one
     per channel. channel_block False: CHANNEL (Helion's fused kernel,
     compiled its own way; and channel_block(config)'s small tiles)."""
     if fmt == NVFP4:
@@ -171,7 +172,7 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
     scale comes at the end (CHANNEL). SCALE_AFTER (NVFP4 with the PTX
     decode): the codes decoded at a unit scale, then multiplied by the block
     scales in bf16, exact either way (a code x 2^-8 times an E4M3 value
-    has at most 6 significant bits; wrong_on_h100 says why it exists)."""
+    has at most 6 significant bits; wrong_on_sm90 says why it exists)."""
     HALF: tl.constexpr = BLOCK_K // 2
     if FMT == 0:
         if USE_ASM:
@@ -402,7 +403,7 @@ POINTER_CONFIGS = {
 # (128x64x128 w4 s5; pointer loads' best 44.4; fbgemm 36.0), M=256 47.9
 # (256x64x128 w4 s3; pointer 62.0; fbgemm 51.0), M=512 89.1 (256x128x64 w8
 # s3; pointer 99.8; fbgemm 85.4), M=1024 189.1 (256x128x128 w8 s3; pointer
-# 206.9; fbgemm 188.1). NVFP4: its own table entries (wrong_on_h100). Above
+# 206.9; fbgemm 188.1). NVFP4: its own table entries (wrong_on_sm90). Above
 # M = 1024 the 256-row TMA tiles are within 1-10% of each other and their
 # order changes between machines: the table's tune (f315a82) M=2048
 # 256x128x128 w8 s3 361.1 (256x128x64 w8 s3 377.2, 256x64x64 w4 s3 397.5),
@@ -514,7 +515,7 @@ FUSED_POOL += [(*t, False) for t in ((128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 
 # 128x128 split 8 w4 s3 18.4 us (the split path 20.1, tinygemm 20.3); M=16
 # the same 19.3 (fbgemm 27.7); M=64 64x128 split 2 w4 s3 30.3 (fbgemm 31.0;
 # 64x128x128 split 4 w8 s4 was 28.8 on K-major bytes, but int4
-# wrong_on_h100). 3 stages beat 4-8 at M <= 64 (exp/tiled_sweep.py).
+# wrong_on_sm90). 3 stages beat 4-8 at M <= 64 (exp/tiled_sweep.py).
 # 1x4096x4096 stays tinygemm's (7.0 us): our best 8.4 (64x128 split 8 w4
 # s3); fewer splits leave SMs idle (split 2: 11.5, 1: 16.0; the split path
 # without split-K: 11.0-23.7; exp/small_ab.py).
@@ -546,8 +547,8 @@ FUSED_SPLIT_POOL += [(128, 128, 8, 4, 3, True, 128)]
 SPLIT_POOL_MAX_M = 64  # M buckets up to this take FUSED_SPLIT_POOL
 
 
-def wrong_on_h100(fmt: int, c: dict) -> bool:
-    """Configs that return wrong sums on the H100 (Triton 3.6):
+def wrong_on_sm90(fmt: int, c: dict) -> bool:
+    """Configs that return wrong sums on sm_90 (measured on the H100, Triton 3.6):
     - int4 with 8 warps and split-K. 128x256x64 split 2 and 4 (s4) were wrong
       in 30 of 30 calls (error 0.1), 64x128x128 split 2..8 (s3, s4) in 1-10%
       of calls (5e-2..1.4e-1; int4 g128, exp/race_check.py and
@@ -600,14 +601,14 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm <= b]
         if fmt == NVFP4:  # also x alone by TMA in the tile where it won (e01e460's table)
             cands += [config(256, 64, 128, 1, 4, 3, tma="x")] if b >= 256 else []
-    return [c for c in cands if not wrong_on_h100(fmt, c)]
+    return [c for c in cands if not wrong_on_sm90(fmt, c)]
 
 
-def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.device,
-               block_m: int = 256) -> bool:
+def tma_usable(fmt: int, group: int | None, k: int, block_k: int, target, block_m: int = 256) -> bool:
     """Whether a config with TMA loads (or x's alone, TMA_W False) takes them
-    here (FusedGemm.descriptors adds the per-call conditions on x), on a
-    Hopper or newer GPU (the interpreter runs them too): NVFP4 (its SUB
+    on Target `target` (FusedGemm.descriptors adds the per-call conditions on
+    x), a Hopper or newer GPU (the interpreter runs them too; a torch.device,
+    from callers before Targets, is asked its capability): NVFP4 (its SUB
     scales), int4 BLOCK scales (groups of whole K blocks, as 128) and int4
     SUB scales (groups tiling a K block, as 32 and 64), the latter with more
     than two groups per K block only in 256-row x tiles. H100, K = N = 8192,
@@ -627,15 +628,17 @@ def tma_usable(fmt: int, group: int | None, k: int, block_k: int, device: torch.
     mode = scale_mode(fmt, group, k, block_k, True)
     if fmt != NVFP4 and not (mode == BLOCK or mode == SUB and (block_k // group <= 2 or block_m >= 256)):
         return False
-    return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
+    if isinstance(target, torch.device):  # scripts/tune_weight_only.py's until it moves into tuning/
+        return target.type != "cuda" or torch.cuda.get_device_capability(target)[0] >= 9
+    return target.is_cpu or target.capability[0] >= 9
 
 
-def tma_refused(c: dict, fmt: int, group: int | None, k: int, device: torch.device) -> bool:
+def tma_refused(c: dict, fmt: int, group: int | None, k: int, target) -> bool:
     """Whether config c has TMA loads that tma_usable refuses here (its
     tiles, the weights' format, group and K): the table entry's
     pointer-load config runs instead (WeightOnlyGemm.tuned; the tuner's
     ws pass at a group size)."""
-    return bool(c.get("TMA")) and not tma_usable(fmt, group, k, c["BLOCK_K"], device, c["BLOCK_M"])
+    return bool(c.get("TMA")) and not tma_usable(fmt, group, k, c["BLOCK_K"], target, c["BLOCK_M"])
 
 
 def tuned_config(fmt: int, m: int, tma: bool = True) -> dict:
@@ -652,11 +655,14 @@ class FusedGemm:
     [K//group, N] or None) or NVFP4 (E4M3 block scales as uint8, fp32 0-dim
     tensor scale). Owns the split workspace and counters per M (zeroed once,
     left zeroed by every call: call once at an M before capturing a graph).
-    config: see config(); or a function M -> config."""
+    config: see config(); or a function M -> config. target: the GPU
+    (qgemm_bench.target; default: the weights' device's): its shared memory
+    and SMs bound the warp-specialized kernel's tiles and stream-K launch."""
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int | None, config, frag: bool = True,
-                 tile: tuple[int, int] | None = TILE):
+                 tile: tuple[int, int] | None = TILE, target=None):
         self.k, self.n = 2 * w.shape[0], w.shape[1]
+        self.target = target if target is not None else target_of(w.device)
         if fmt == NVFP4:
             group = NVFP4_BLOCK
         elif scales is None:  # unscaled: scales of one per channel (exact; scale_mode says why)
@@ -684,13 +690,13 @@ class FusedGemm:
                 (tile is None or c["BLOCK_N"] % tile[0] or tile[1] % c["BLOCK_K"]):
             raise ValueError(f"config {c}: TMA loads need tiled weights, BLOCK_N a multiple of the tile's "
                              f"{tile and tile[0]} rows and BLOCK_K dividing its {tile and tile[1]} k")
-        if wrong_on_h100(self.fmt, c):
-            raise ValueError(f"config {c} returns wrong sums on the H100 (fused_gemm.wrong_on_h100: int4 with "
+        if wrong_on_sm90(self.fmt, c):
+            raise ValueError(f"config {c} returns wrong sums on sm_90 (fused_gemm.wrong_on_sm90: int4 with "
                              "8 warps and split-K)")
         if c.get("WS"):
             from qgemm_bench.backends.triton_kernels import ws_gemm
 
-            ws_gemm.check(c["WS"], self.fmt)
+            ws_gemm.check(c["WS"], self.fmt, self.target.smem_per_block)
         return c
 
     def runs_ws(self, x: torch.Tensor, c: dict) -> bool:
@@ -702,7 +708,7 @@ class FusedGemm:
             return False
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
-        return ws_gemm.reads(self.kmajor, w) and ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, w)
+        return ws_gemm.reads(self.kmajor, w) and ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, w, self.target)
 
     def ws_workspace_bytes(self, x: torch.Tensor, c: dict) -> int:
         """Bytes of the workspace config c's warp-specialized launch keeps
@@ -712,7 +718,7 @@ class FusedGemm:
             return 0
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
-        return ws_gemm.workspace_bytes(self.kmajor, x.shape[0], self.n, c["WS"], x.device)
+        return ws_gemm.workspace_bytes(self.kmajor, x.shape[0], self.n, c["WS"], self.target.sms)
 
     def descriptors(self, x: torch.Tensor, c: dict) -> dict:
         """The launch keywords of config c's TMA loads: descriptors of x's
@@ -729,12 +735,12 @@ class FusedGemm:
         calls at each of 5 table shapes (errors 0.18-0.36, NVFP4 NaN), right
         by pointer loads (exp/fp16_check.py); their SASS writes registers
         that pending wgmmas read (fused_sass.py counts 69-185 such writes,
-        see wrong_on_h100)."""
+        see wrong_on_sm90)."""
         if not c.get("TMA"):
             return {}
         weights = c.get("TMA_W", True)
         ptx_decode = x.dtype == torch.bfloat16 and c.get("DECODE_ASM", True)
-        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], x.device, c["BLOCK_M"]) or x.shape[0] == 0 or \
+        if not tma_usable(self.fmt, self.group, self.k, c["BLOCK_K"], self.target, c["BLOCK_M"]) or x.shape[0] == 0 or \
                 x.data_ptr() % 16 or x.stride(0) * x.element_size() % 16 or (x.is_cuda and not ptx_decode):
             return {"TMA": False}
         from triton.tools.tensor_descriptor import TensorDescriptor
@@ -763,7 +769,8 @@ class FusedGemm:
             key = ("ws", w["BLOCK_N"], w["BLOCK_K"])
             if key not in self._w_desc:
                 self._w_desc[key] = ws_gemm.weight_descriptors(p, w, self.fmt, self.group)
-            return ws_gemm.run(p, self.fmt, self.group, self.ts, x, w, self._w_desc[key], self._workspace)
+            return ws_gemm.run(p, self.fmt, self.group, self.ts, x, w, self._w_desc[key], self._workspace,
+                               sms=self.target.sms)
         c.pop("WS", None)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)

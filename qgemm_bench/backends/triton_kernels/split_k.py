@@ -24,7 +24,8 @@ import triton.language as tl
 from qgemm_bench.backends.checks import check_split_k
 from qgemm_bench.backends.triton_kernels import split_k_configs, split_k_parts
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
-from qgemm_bench.harness.environment import table_gpu
+from qgemm_bench.target import Target
+from qgemm_bench.target import of as target_of
 
 ATOMIC, DETERMINISTIC = 0, 1
 MODE_NAMES = split_k_configs.MODES  # indexed by ATOMIC / DETERMINISTIC
@@ -110,15 +111,16 @@ def tuned_kernel():
 
 
 def sm_count(device: torch.device) -> int:
-    if device.type != "cuda":
-        return split_k_configs.DEFAULT_SMS
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    return target_of(device).sms
 
 
-def choose_config(mode: int, m: int, k: int, n: int, device: torch.device) -> tuple[dict, str]:
-    """(config, where it came from): the checked-in table's choice for this
-    mode and shape on this device (split_k_configs.lookup)."""
-    return split_k_configs.lookup(MODE_NAMES[mode], m, k, n, sm_count(device), table_gpu(device))
+def choose_config(mode: int, m: int, k: int, n: int, target: Target, store=None) -> tuple[dict, str]:
+    """(config, where it came from): the store's choice for this mode and
+    shape on this Target (split_k_configs.entry, then .lookup); a GPU using
+    another's entry says which."""
+    e = split_k_configs.entry(target, store)
+    c, source = split_k_configs.lookup(MODE_NAMES[mode], m, k, n, target.sms, e.gpu, e.table)
+    return c, (f"{e.note}; {source}" if e.note and not target.is_cpu else source)
 
 
 def launch_args(a, b, bias, out, ws, count) -> tuple:
@@ -146,14 +148,17 @@ class SplitKGemm:
     but the output allocated per call, so a CUDA graph captures both).
 
     config: explicit, else the table's (choose_config), else with AUTOTUNE
-    (or autotune=True) Triton's autotuner over CONFIGS. `source` says which."""
+    (or autotune=True) Triton's autotuner over CONFIGS. `source` says which.
+    target: the GPU (default: a's device's); store: the config store."""
 
-    def __init__(self, a, b, bias, mode: int, config: dict | None = None, autotune: bool | None = None):
+    def __init__(self, a, b, bias, mode: int, config: dict | None = None, autotune: bool | None = None,
+                 target: Target | None = None, store=None):
         check_split_k(a, b, bias)
         if mode not in (ATOMIC, DETERMINISTIC):
             raise ValueError(f"mode must be ATOMIC ({ATOMIC}) or DETERMINISTIC ({DETERMINISTIC}), not {mode!r}")
         m, k = a.shape
         n = b.shape[1]
+        target = self.target = target if target is not None else target_of(a.device)
         # The interpreter cannot time configs: on CPU the table decides.
         self.autotune = (AUTOTUNE if autotune is None else autotune) and config is None and a.device.type == "cuda"
         if config is not None:
@@ -161,7 +166,7 @@ class SplitKGemm:
             split_k_configs.check_config({"num_warps": 4, "num_stages": 3, **config}, MODE_NAMES[mode])
             self.source = "explicit config"
         elif not self.autotune:
-            config, self.source = choose_config(mode, m, k, n, a.device)
+            config, self.source = choose_config(mode, m, k, n, target, store)
         else:
             self.source = "autotuned (QGEMM_SPLIT_K_AUTOTUNE)"
         self.a, self.b, self.bias, self.mode, self.config = a, b, bias, mode, config
@@ -179,7 +184,7 @@ class SplitKGemm:
         self.meta = None if config is None else kernel_meta(config)
         self.reduce = None  # REDUCE "kernel": (grid, BLOCK, num_warps) of reduce_planes
         if config is not None and config.get("REDUCE") == "kernel" and config["SPLIT_K"] > 1:
-            block, warps = split_k_parts.reduce_block(m, n, sm_count(a.device))
+            block, warps = split_k_parts.reduce_block(m, n, target.sms)
             self.reduce = (triton.cdiv(m * n, block),), block, warps
 
     def note(self) -> str:

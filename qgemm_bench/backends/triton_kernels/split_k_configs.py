@@ -1,11 +1,12 @@
-"""Which config the Triton split-K GEMM (split_k.py) runs at a shape: a
-checked-in table, so a default run never autotunes.
-
-The table is split_k_configs.json beside this file:
+"""Which config the Triton split-K GEMM (split_k.py) runs at a shape: the
+config store's split_k family (configs/<gpu>/split_k.json, read through
+configs.store: a GPU without its own takes the nearest entry of its compute
+capability, entry()), so a default run never autotunes:
 
     {"format": "qgemm-bench split_k configs v1",
+     "provenance": {"commit", "date", "command", "rounds", "versions"},
      "source": "where the numbers come from (heuristic seed, or the tuning run)",
-     "gpu": null | "h100",          # null: any GPU; else only this GPU uses the entries
+     "gpu": null | NAME,            # null: any GPU; else only this GPU (and those it serves) uses the entries
      "sms": 132,                    # the SM count the entries were chosen for
      "versions": {...},             # torch / triton / device of the tuning run
      "entries": {"atomic" | "deterministic":
@@ -20,8 +21,9 @@ scripts/tune_split_k.py writes this file (on a GPU: the timed winners; with
 2. else the nearest entry of the same bucket (M and N rounded up to a power
    of two >= 16, K to the nearest power of two; nearest by log2 distance),
    its split count cut until every split has >= 2 K blocks;
-3. else the heuristic below, with the device's SM count.
-A table tuned on another GPU (its "gpu" differs) is not used: step 3.
+3. else the heuristic below, with the Target's SM count.
+A table of another GPU (its "gpu" differs from the one lookup is given) is
+not used: step 3. The CPU (the interpreter) has no store entry: step 3.
 
 Any config may name a PDL mode (split_k_parts.pdl_prologue: 0 off, 1 launch
 overlap, 2 and a prefetch of b's first rows, 3 as 2 with the next kernel
@@ -41,17 +43,18 @@ from __future__ import annotations
 
 import math
 import re
-from functools import cache
 from pathlib import Path
 
 from qgemm_bench.backends import config_buckets
 from qgemm_bench.backends.config_buckets import read_json
+from qgemm_bench.configs import store as config_store
+from qgemm_bench.target import CPU_SMS, Target
 
-TABLE_PATH = Path(__file__).resolve().parent / "split_k_configs.json"
+FAMILY = "split_k"  # the store's
 FORMAT = "qgemm-bench split_k configs v1"
 SEED_NOTE = "heuristic seed, not yet tuned"
 MODES = ("atomic", "deterministic")  # split_k.ATOMIC = 0, DETERMINISTIC = 1
-DEFAULT_SMS = 132  # H100 SXM; the CPU interpreter and the seed use it
+DEFAULT_SMS = CPU_SMS  # the interpreter's stand-in and the seed's (target.py)
 MIN_BLOCK = 16  # tl.dot needs every tile dimension >= 16
 MAX_TILE = 64  # the heuristic's largest BLOCK_M / BLOCK_N
 MAX_SPLIT = 128
@@ -203,14 +206,15 @@ def read_table(path: Path) -> dict:
     return check_table(read_json(path), str(path))
 
 
-@cache
-def _checked_in() -> dict:
-    return read_table(TABLE_PATH) if TABLE_PATH.exists() else {"entries": {}, "source": "no table file"}
+def path_for(gpu: str, store: config_store.Store | None = None) -> Path:
+    """GPU `gpu`'s file in the store (whether or not it exists)."""
+    return (store or config_store.DEFAULT).path(gpu, FAMILY)
 
 
-def table() -> dict:
-    """The checked-in table (read once)."""
-    return _checked_in()
+def entry(target: Target, store: config_store.Store | None = None) -> config_store.Entry:
+    """The store's split_k Entry for `target`, checked (pass entry.gpu and
+    entry.table as lookup's gpu and doc)."""
+    return config_store.load(target, FAMILY, store, check_table)
 
 
 def seed_table(shapes, sms: int = DEFAULT_SMS) -> dict:
@@ -239,17 +243,18 @@ def usable(doc: dict, gpu: str | None) -> bool:
 
 
 def has_entry(mode: str, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> bool:
-    """Whether the table this GPU uses has the shape's own entry for the mode."""
-    doc = table() if doc is None else doc
+    """Whether the table (doc; None: none) has the shape's own entry for the mode on this GPU."""
+    doc = {} if doc is None else doc
     return usable(doc, gpu) and key(m, k, n) in doc.get("entries", {}).get(mode, {})
 
 
 def lookup(mode: str, m: int, k: int, n: int, sms: int = DEFAULT_SMS, gpu: str | None = None,
            doc: dict | None = None) -> tuple[dict, str]:
-    """(config, where it came from) for this mode and shape (see the module doc)."""
+    """(config, where it came from) for this mode and shape (see the module
+    doc) in table doc (None: no table, the heuristic)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    doc = table() if doc is None else doc
+    doc = {} if doc is None else doc
     entries = doc.get("entries", {}).get(mode, {}) if usable(doc, gpu) else {}
     source = "heuristic seed" if doc.get("gpu") is None and str(doc.get("source", "")).startswith(SEED_NOTE) \
         else f"table ({doc.get('gpu') or 'any GPU'})"

@@ -46,6 +46,7 @@ from qgemm_bench.backends.checks import check_weight_only
 from qgemm_bench.backends.triton_kernels import decode, split_k_parts, weight_only_configs
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
 from qgemm_bench.operators.formats import INT4
+from qgemm_bench.target import of as target_of
 from qgemm_bench.types import m_bucket
 
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
@@ -76,15 +77,16 @@ FUSED_MAX_M = 1024
 
 
 def path_for(m: int, fmt: int | None = None, k: int | None = None, n: int | None = None,
-             gpu: str | None = None, fused_above: bool = False) -> str:
+             gpu: str | None = None, fused_above: bool = False, doc: dict | None = None) -> str:
     """The path a weight-only GEMM takes at M (the Helion backend's too): by
     the M bounds above (fused_above: the fused kernel runs above FUSED_MAX_M
     too, as WeightOnlyGemm.path decides: it takes TMA loads at this shape and
     the table did not time dequantize + cuBLAS faster), except that up to SPLIT_PATH_MAX_M
     the fused kernel (with split-K) runs where GPU `gpu`'s table timed it
-    faster at the shape's bucket (weight_only_configs.faster_path)."""
+    faster at the shape's bucket (weight_only_configs.faster_path; doc: the
+    store entry's table, weight_only_configs.entry)."""
     if m <= SPLIT_PATH_MAX_M:
-        if fmt is not None and weight_only_configs.faster_path(fmt, m, k, n, gpu) == "fused":
+        if fmt is not None and weight_only_configs.faster_path(fmt, m, k, n, gpu, doc) == "fused":
             return "fused"
         return "split"
     return "fused" if m <= FUSED_MAX_M or fused_above else "dequant"
@@ -299,10 +301,12 @@ class WeightOnlyGemm:
     shape (weight_only_configs; on a GPU without one, the split path
     autotunes per M bucket, N, K, the fused path takes
     fused_gemm.FUSED_CONFIGS).
-    path: auto (by M), split, fused or dequant."""
+    path: auto (by M), split, fused or dequant.
+    target: the GPU (qgemm_bench.target; default: the weights' device's);
+    store: the config store (default: the package's)."""
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
-                 path: str = "auto"):
+                 path: str = "auto", target=None, store=None):
         if path not in ("auto", "split", "fused", "dequant"):
             raise ValueError(f"path {path!r}: expected auto, split, fused or dequant")
         if config is not None and (config["BLOCK_M"] < split_k_parts.MIN_BLOCK_M
@@ -310,6 +314,8 @@ class WeightOnlyGemm:
             raise ValueError(f"config tiles must be at least {split_k_parts.MIN_BLOCK_M} x {split_k_parts.MIN_BLOCK_N}")
         self.w, self.scales, self.ts, self.fmt, self.group = w, scales, tensor_scale, fmt, group
         self.config, self.forced_path = config, path
+        self.target = target if target is not None else target_of(w.device)
+        self.entry = weight_only_configs.entry(self.target, store)  # the store entry the table lookups use
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._configs: dict[tuple[int, str], tuple[dict | None, str]] = {}
         self._fused = None
@@ -317,9 +323,7 @@ class WeightOnlyGemm:
     def path(self, m: int) -> str:
         if self.forced_path != "auto":
             return self.forced_path
-        from qgemm_bench.harness.environment import table_gpu
-
-        k, n, gpu = 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device)
+        k, n, gpu, doc = 2 * self.w.shape[0], self.w.shape[1], self.entry.gpu, self.entry.table
         fused_above = False
         if m > FUSED_MAX_M:
             from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable
@@ -330,9 +334,9 @@ class WeightOnlyGemm:
             # faster at the bucket (an explicit config decides alone).
             c = self.tuned(m, "fused")[0]
             fused_above = bool(c.get("TMA")) and \
-                tma_usable(self.fmt, self._fused_group(), k, c["BLOCK_K"], self.w.device, c["BLOCK_M"]) and \
-                (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu))
-        return path_for(m, self.fmt, k, n, gpu, fused_above)
+                tma_usable(self.fmt, self._fused_group(), k, c["BLOCK_K"], self.target, c["BLOCK_M"]) and \
+                (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu, doc))
+        return path_for(m, self.fmt, k, n, gpu, fused_above, doc)
 
     def _fused_group(self) -> int | None:
         """The group FusedGemm runs: K for unscaled int4 (scales of one per channel)."""
@@ -344,7 +348,7 @@ class WeightOnlyGemm:
             from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
             cfg = self.config if self.config is not None else (lambda m: self.tuned(m, "fused")[0])
-            self._fused = FusedGemm(self.w, self.scales, self.ts, self.fmt, self.group, cfg)
+            self._fused = FusedGemm(self.w, self.scales, self.ts, self.fmt, self.group, cfg, target=self.target)
         return self._fused
 
     def resident(self, m: int) -> tuple:
@@ -370,20 +374,21 @@ class WeightOnlyGemm:
         path = path or self.path(m)
         if (m, path) not in self._configs:
             from qgemm_bench.backends.triton_kernels.fused_gemm import tma_refused, tuned_config
-            from qgemm_bench.harness.environment import table_gpu
 
-            k, n, gpu = 2 * self.w.shape[0], self.w.shape[1], table_gpu(self.w.device)
+            k, n, gpu, doc = 2 * self.w.shape[0], self.w.shape[1], self.entry.gpu, self.entry.table
             group = weight_only_configs.group_key(self._fused_group(), k) if self.fmt == INT4 else None
-            found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, group=group)
+            found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, doc, group=group)
             if found is None:
                 found = (tuned_config(self.fmt, m), "") if path == "fused" else \
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
             c = found[0]
-            if c is not None and tma_refused(c, self.fmt, self._fused_group(), k, self.w.device):
-                found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, tma=False) or \
+            if c is not None and tma_refused(c, self.fmt, self._fused_group(), k, self.target):
+                found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, doc, tma=False) or \
                     (tuned_config(self.fmt, m, tma=False), "")
                 if c.get("WS"):  # the WS kernel's own loads (ws_gemm.usable decides per x; int4 group 32)
                     found = ({**found[0], "WS": c["WS"]}, found[1])
+            if self.entry.note and self.target.capability is not None:  # another GPU's entry, or none: say so
+                found = (found[0], "; ".join(filter(None, (self.entry.note, found[1]))))
             self._configs[(m, path)] = found
         return self._configs[(m, path)]
 

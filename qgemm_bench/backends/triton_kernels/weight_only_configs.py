@@ -1,11 +1,10 @@
 """Which config the Triton weight-only GEMM's split and fused paths
-(weight_only.py, fused_gemm.py) run at a shape: checked-in tables, one file
-per GPU, so a default run never autotunes.
+(weight_only.py, fused_gemm.py) run at a shape: the config store's
+weight_only family (configs/<gpu>/weight_only.json, read through
+configs.store), so a default run never autotunes:
 
-weight_only_configs/<gpu>.json beside this file (gpu as
-harness.environment.gpu_slug names it, e.g. h100):
-
-    {"gpu": "h100", "source": "how the entries were found", "versions": {...},
+    {"gpu": "h100", "provenance": {"commit", "date", "command", "rounds", "versions"},
+     "source": "how the entries were found", "versions": {...},
      "kernels": {"int4_gemm" | "nvfp4_gemm"              (the split path)
                  | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
@@ -41,9 +40,10 @@ faster (dequant_faster). The int4 entries were timed at group 128 and
 serve every group size (the kernel picks its scale handling from the group
 and BLOCK_K) but where an entry has its own config for the group ("groups",
 looked up in the bucket the shape takes: the group-128 entries decide the
-bucket). A GPU without a file gets no entry: the split kernel
-autotunes over weight_only's curated lists at run time (the row says so),
-the fused one takes fused_gemm.FUSED_CONFIGS. The Helion backend runs these
+bucket). A GPU without its own entry takes the nearest store entry of its
+compute capability (entry(); the rows say which); with none of that
+capability the split kernel autotunes over weight_only's curated lists at
+run time (the row says so), the fused one takes fused_gemm.FUSED_CONFIGS. The Helion backend runs these
 configs (pointer_config where the config has TMA loads, which it lacks) where
 it has none of its own for the shape's bucket.
 `scripts/tune_weight_only.py OUT table` writes this GPU's file.
@@ -58,9 +58,11 @@ from pathlib import Path
 from qgemm_bench.backends import config_buckets
 from qgemm_bench.backends.config_buckets import bucket, nearest, read_json
 from qgemm_bench.backends.triton_kernels.split_k_configs import PDL_MODES
+from qgemm_bench.configs import store as config_store
 from qgemm_bench.operators.formats import INT4
+from qgemm_bench.target import Target
 
-TABLE_DIR = Path(__file__).resolve().parent / "weight_only_configs"
+FAMILY = "weight_only"  # the store's
 FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
 PATHS = ("split", "fused")
 KERNELS = FORMATS + tuple(f"{f}_fused" for f in FORMATS)
@@ -85,8 +87,16 @@ def kernel(fmt: int, path: str) -> str:
     return FORMATS[fmt] + ("_fused" if path == "fused" else "")
 
 
-def path_for(gpu: str) -> Path:
-    return TABLE_DIR / f"{gpu}.json"
+def path_for(gpu: str, store: config_store.Store | None = None) -> Path:
+    """GPU `gpu`'s file in the store (whether or not it exists)."""
+    return (store or config_store.DEFAULT).path(gpu, FAMILY)
+
+
+def entry(target: Target, store: config_store.Store | None = None) -> config_store.Entry:
+    """The store's weight_only Entry for `target` (its own, the nearest of its
+    compute capability, or none), checked: what the dispatch looks up in
+    (pass entry.gpu and entry.table as lookup's gpu and doc)."""
+    return config_store.load(target, FAMILY, store, check_table)
 
 
 def check_config(config, where: str, fmt: int = INT4) -> None:
@@ -174,7 +184,8 @@ def read_table(path: Path) -> dict:
 
 @cache
 def table(gpu: str | None) -> dict:
-    """GPU `gpu`'s checked-in table (read once; none for None, the CPU)."""
+    """GPU `gpu`'s own table in the store, by name (read once; none for None,
+    the CPU). The dispatch uses entry(target), which falls back."""
     path = path_for(gpu) if gpu else None
     return read_table(path) if path is not None and path.exists() else {"gpu": gpu, "kernels": {}}
 

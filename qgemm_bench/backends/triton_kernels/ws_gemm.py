@@ -63,7 +63,7 @@ docs/ws_gemm.md's counts predate packed_layout's register order, which took 4 of
 
 Each warpgroup waits for its own wgmmas before decoding the next block
 (wgmma.wait_group 0), so nothing writes the A registers of a pending wgmma
-(the hazard fused_gemm.wrong_on_h100 describes): the other warpgroup's
+(the hazard fused_gemm.wrong_on_sm90 describes): the other warpgroup's
 wgmmas (with one consumer, the other program's on the SM) keep the tensor
 cores busy meanwhile.
 
@@ -90,7 +90,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from qgemm_bench.backends.triton_kernels.decode import INT4_BF16X2_PTX, NVFP4_SPLIT_BF16X2_PTX
-from qgemm_bench.backends.triton_kernels.split_k import sm_count
 from qgemm_bench.backends.triton_kernels.split_k_parts import pdl_launch
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
@@ -108,7 +107,6 @@ STAMP_NAMES = ("start", "loop end", "stored / waited", "counted / added", "y sta
 STAMP_SLOTS = gl.constexpr(len(STAMP_NAMES))
 # A barrier of the threads running the code (a partition's warps): `thread_barrier` in Triton 3.6, `barrier` in 3.9.
 _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
-SMEM_BYTES = 227 * 1024  # an H100 program's shared memory
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
 OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP")  # K_SPLIT 1 or 2, SPLITS 1-4: `check`
 MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
@@ -779,11 +777,13 @@ def maxnreg(c: dict) -> int:
     return 128 if programs_per_sm(c) == 2 else MAXNREG
 
 
-def check(c: dict, fmt: int = INT4) -> None:
+def check(c: dict, fmt: int = INT4, smem: int | None = None) -> None:
     """ValueError in one line unless c is tiles the kernel runs for format
     fmt (the one check of a config's WS value: FusedGemm and the table
-    files call it; int4's groups of 32 add a few rows of scales, which
-    `usable` checks)."""
+    files call it) within smem bytes of shared memory a program (the
+    Target's smem_per_block; None: not checked, as for a table, whose GPU
+    `usable` checks; int4's groups of 32 add a few rows of scales, which
+    `usable` checks too)."""
     if not isinstance(c, dict) or set(c) - set(OPTIONAL_KEYS) != set(TILE_KEYS) or \
             any(not isinstance(v, int) or isinstance(v, bool) for v in c.values()):
         raise ValueError(f"WS={c!r} must be the warp-specialized kernel's tiles, {{{', '.join(TILE_KEYS)}}} "
@@ -810,19 +810,20 @@ def check(c: dict, fmt: int = INT4) -> None:
                          "takes BLOCK_N 64 and an even number of stages (each stage then has one consumer; "
                          "NVFP4 128x64x128 with 3 stages failed its launch on the H100)")
     if c["BLOCK_N"] not in (64, 128) or c["BLOCK_M"] not in (64, 128, 256) or c["BLOCK_K"] not in (64, 128) or \
-            not 2 <= c["num_stages"] <= 8 or shared_bytes(c, fmt) > SMEM_BYTES:
+            not 2 <= c["num_stages"] <= 8 or smem is not None and shared_bytes(c, fmt) > smem:
         raise ValueError(f"WS {c}: takes BLOCK_N 64 or 128, BLOCK_M 64, 128 or 256, BLOCK_K 64 or 128, 2 to 8 "
-                         f"stages, and at most {SMEM_BYTES} bytes of shared memory ({shared_bytes(c, fmt)})")
+                         f"stages, and at most {smem} bytes of shared memory ({shared_bytes(c, fmt)})")
 
 
-def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict) -> bool:
-    """Whether ws_kernel runs config c for this x (module docstring); group
-    as FusedGemm runs it (K per channel and unscaled; NVFP4's 16)."""
+def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict, target) -> bool:
+    """Whether ws_kernel runs config c for this x on Target `target` (module
+    docstring: sm_90 only, within its shared memory); group as FusedGemm
+    runs it (K per channel and unscaled; NVFP4's 16)."""
     return (fmt == NVFP4 or fmt == INT4 and (group >= k or group % c["BLOCK_K"] == 0 or group == 32)) and \
-        shared_bytes(c, fmt, group) <= SMEM_BYTES and x.is_cuda and \
+        shared_bytes(c, fmt, group) <= target.smem_per_block and x.is_cuda and \
         x.dtype == torch.bfloat16 and x.shape[0] > 0 and n % 8 == 0 and \
         x.stride(1) == 1 and x.stride(0) >= x.shape[1] and x.data_ptr() % 16 == 0 and x.stride(0) * 2 % 16 == 0 and \
-        torch.cuda.get_device_capability(x.device) == (9, 0)
+        target.capability == (9, 0)
 
 
 def reads(kmajor, c: dict) -> bool:
@@ -884,11 +885,14 @@ def launch_splits(kmajor, c: dict) -> tuple[int, int]:
 STREAM_K_PROGRAMS = None  # a stream-K launch's programs (None: one per SM; tests take fewer)
 
 
-def stream_k_programs(kmajor, m: int, n: int, c: dict, device) -> int:
-    """A STREAM_K launch's programs: one per SM (all running at once, as
-    _sk_consumer needs), at most one per K block of all the tiles."""
+def stream_k_programs(kmajor, m: int, n: int, c: dict, sms: int | None) -> int:
+    """A STREAM_K launch's programs: one per SM (sms, the Target's; all
+    running at once, as _sk_consumer needs), at most one per K block of all
+    the tiles."""
+    if not (STREAM_K_PROGRAMS or sms):
+        raise ValueError("a STREAM_K launch needs the Target's SM count (sms)")
     tiles = triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"])
-    return min(STREAM_K_PROGRAMS or sm_count(device), tiles * (padded_k(kmajor) // c["BLOCK_K"]))
+    return min(STREAM_K_PROGRAMS or sms, tiles * (padded_k(kmajor) // c["BLOCK_K"]))
 
 
 def stream_k_segments(pid: int, programs: int, tiles: int, blocks: int) -> list[tuple[int, int, int]]:
@@ -927,10 +931,11 @@ def stamp_slots(programs: int) -> int:
     return programs * 2 * len(STAMP_NAMES)
 
 
-def workspace_bytes(kmajor, m: int, n: int, c: dict, device=None) -> int:
-    """Bytes `workspace` keeps for config c at M (0 with one program per tile)."""
+def workspace_bytes(kmajor, m: int, n: int, c: dict, sms: int | None = None) -> int:
+    """Bytes `workspace` keeps for config c at M (0 with one program per tile;
+    sms: the Target's, for STREAM_K)."""
     if c.get("STREAM_K"):
-        return 4 * sum(workspace_size(m, n, c, stream_k_programs(kmajor, m, n, c, device)))
+        return 4 * sum(workspace_size(m, n, c, stream_k_programs(kmajor, m, n, c, sms)))
     splits = launch_splits(kmajor, c)[0]
     return 0 if splits == 1 else 4 * sum(workspace_size(m, n, {**c, "SPLITS": splits}))
 
@@ -964,13 +969,14 @@ def workspace_size(m: int, n: int, c: dict, programs: int = 0) -> tuple[int, int
 
 
 def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple,
-        cache: dict | None = None, stamps: torch.Tensor | None = None) -> torch.Tensor:
+        cache: dict | None = None, stamps: torch.Tensor | None = None, sms: int | None = None) -> torch.Tensor:
     """y = x @ dequant(w) by ws_kernel with config c (usable and check hold),
     descs = weight_descriptors(kmajor, c, fmt) (c the config's WS tiles);
     ts NVFP4's FP32 tensor scale (0-dim; None for int4); cache keeps the
     workspace of SPLITS > 1 (workspace; a dict the caller keeps with the
     weights); stamps, if given, int64 of at least stamp_slots(...) elements,
-    takes each consumer's timeline (STAMPS 1; not with STREAM_K)."""
+    takes each consumer's timeline (STAMPS 1; not with STREAM_K); sms the
+    Target's SM count (a STREAM_K launch's programs)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     if fmt == NVFP4 and ts is None:
@@ -986,7 +992,7 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
     if (splits > 1 or c.get("STREAM_K")) and cache is None:
         raise ValueError("SPLITS > 1 and STREAM_K need a workspace cache (run's cache)")
     if c.get("STREAM_K"):
-        programs = stream_k_programs(kmajor, m, n, c, x.device)
+        programs = stream_k_programs(kmajor, m, n, c, sms)
         part, count = workspace(cache, m, n, c, x.device, programs)
         grid = (programs,)
     else:

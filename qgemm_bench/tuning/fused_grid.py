@@ -4,8 +4,8 @@ peers in the same process, the way the runner times (one CUDA graph over
 rotating copies > 2x L2, p50), to choose the configs checked into
 backends/triton_kernels/fused_gemm.py (FUSED_CONFIGS; its grid has pointer
 loads only: the TMA candidates are fused_gemm.pool's, timed by
-tune_weight_only.py table).
-  python3 scripts/tune_fused.py OUT.json [--fmt int4 nvfp4] [--m 1 16 ...]
+tuning/weight_only.py table).
+  python3 -m qgemm_bench.tuning.fused_grid OUT.json [--fmt int4 nvfp4] [--m 1 16 ...]
       [--shapes 8192x8192 4096x14336] [--peers cublas fbgemm triton] [--top 5]
 Prints, per format, shape and M, the peers and the best configs; writes every
 timing to OUT.json."""
@@ -23,12 +23,12 @@ from qgemm_bench.backends import registry
 from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, config
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness.args import Parser
-from qgemm_bench.harness.measure import copies_for
+from qgemm_bench.harness.measure import Settings, copies_for
 from qgemm_bench.harness.outputs import write_atomic
-from qgemm_bench.harness.timing import time_graph
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.operators.formats import INT4, NVFP4
+from qgemm_bench.tuning.timing import p50_us
 from qgemm_bench.types import Case, Shape
 
 DEV = torch.device("cuda")
@@ -71,7 +71,8 @@ def n_copies(nbytes: int) -> int:
 
 
 def p50(fns) -> float:
-    return float(torch.tensor(time_graph(fns, 10, 40).samples_us).median())
+    """Short windows (10 / 40 ms), as this grid was first timed."""
+    return p50_us(fns, Settings(warmup_ms=10, rep_ms=40), DEV)
 
 
 def main(argv=None) -> int:

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""GPU: tune the Triton split-K GEMM's checked-in config table
-(qgemm_bench/backends/triton_kernels/split_k_configs.json) for this GPU.
+"""GPU: tune the Triton split-K GEMM's config table for this GPU (the
+split_k family of `qgemm-bench tune`, which calls tune() with its share of
+the budget and writes the store; run alone it writes OUT.json):
 
-  python3 scripts/tune_split_k.py OUT.json [--limit-s 540] [--shapes MxKxN ...]   (OUT.json first)
-  python3 scripts/tune_split_k.py --seed-only OUT.json     (no GPU: the heuristic seed table)
+  python3 -m qgemm_bench.tuning.split_k OUT.json [--limit-s 540] [--shapes MxKxN ...]
+  python3 -m qgemm_bench.tuning.split_k --seed-only OUT.json   (no GPU: the heuristic seed table)
 
 For every shape of split_k_gemm's skinny preset (and --shapes), in bf16
 without bias: times cuBLAS (a @ b) and, per mode (atomic, deterministic),
-the candidate configs, the way the runner times (a CUDA graph over rotating
+the candidate configs (candidates.split_k), the way the runner times (a CUDA graph over rotating
 copies of a and b that together exceed 2x L2); every config's result is
 checked against a.float() @ b.float() first (inaccurate ones are skipped).
 Candidates: BLOCK_M 16/32/64/128 x BLOCK_N 16/32/64/128 from 1/8 of M and N
@@ -28,9 +29,7 @@ the GPU times.
 
 OUT.json is the table in the format the backend loads, written (atomically)
 after every shape: shapes not reached keep their entry from --base (default:
-the checked-in table). Install it with
-  cp OUT.json qgemm_bench/backends/triton_kernels/split_k_configs.json
-A second run continues: shapes --base already holds tuned entries for (this
+the checked-in table). A second run continues: shapes --base already holds tuned entries for (this
 GPU) are skipped unless --retune; with --keep-faster an entry changes only
 where the new run timed >3% faster. The first shape's clock starts once its
 first-pass candidates are compiled; with time left after the last shape, the
@@ -40,34 +39,29 @@ OUT.timings.json beside it holds every timing."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as wait_futures
+from pathlib import Path
 
-T0 = time.monotonic()
+from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+from qgemm_bench.errors import InputError
+from qgemm_bench.harness.args import Parser, int_in, positive_float
+from qgemm_bench.operators import split_k_gemm
+from qgemm_bench.tuning.candidates import SPLIT_VARIANTS as VARIANTS
+from qgemm_bench.tuning.candidates import second_launch, split_k_pdl
+from qgemm_bench.tuning.candidates import split_k as candidates
+from qgemm_bench.tuning.candidates import split_k_variants as variants
+from qgemm_bench.types import Shape
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import multiprocessing  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor  # noqa: E402
-from concurrent.futures import TimeoutError as FutureTimeout  # noqa: E402
-from concurrent.futures import wait as wait_futures  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench, installed or not
-
-from qgemm_bench.backends.triton_kernels import split_k_configs as skc  # noqa: E402
-from qgemm_bench.errors import InputError  # noqa: E402
-from qgemm_bench.harness.args import Parser, int_in, positive_float  # noqa: E402
-from qgemm_bench.operators import split_k_gemm  # noqa: E402
-from qgemm_bench.types import Shape  # noqa: E402
-
-BM, BN, BK = (16, 32, 64, 128), (16, 32, 64, 128), (64, 128, 256)
-SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
-VARIANTS = [(w, s) for w in (4, 8) for s in (3, 4, 5)]  # (num_warps, num_stages)
-SMEM_LIMIT = 160 * 1024  # bytes of staged a and b tiles; H100 has 227 KiB per block
-DTYPE = "bfloat16"  # the GPU dtype (a CPU dry run of this script's logic uses float16)
+DTYPE = "bfloat16"  # the GPU dtype (the CPU test's interpreter run uses float16: tune(dtype=))
 MARGIN_S = 10.0  # kept back from --limit-s for the last write and the exit
 WAIT_S = 3.0  # longest wait for a compile a worker has started (workers take seconds to start)
 # Longest wait for the compile workers to start before the first shape's
@@ -82,65 +76,6 @@ TOP = 3
 # --keep-faster and the second pass: a new entry must time this much below the
 # old one (the run-to-run spread of small-kernel medians is 0.1-1.6%, GPU.md).
 KEEP_MARGIN = 0.97
-
-
-# ------------------------------------------------------------------ candidates (no GPU needed)
-
-
-def cfg(bm, bn, bk, split, warps=4, stages=3) -> dict:
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": warps, "num_stages": stages}
-
-
-def smem(c: dict) -> int:
-    return (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * 2 * c["num_stages"]
-
-
-def prior(c: dict, h: dict, m: int, n: int, sms: int) -> float:
-    """Distance from the heuristic's choice h (log2 of programs / 1.5 SMs, tiles, BLOCK_K)."""
-    progs = skc.tiles(m, n, c) * c["SPLIT_K"]
-    return (abs(math.log2(progs / (1.5 * sms))) + 0.5 * abs(math.log2(c["BLOCK_M"] / h["BLOCK_M"]))
-            + 0.5 * abs(math.log2(c["BLOCK_N"] / h["BLOCK_N"])) + 0.25 * abs(math.log2(c["BLOCK_K"] / h["BLOCK_K"])))
-
-
-def candidates(m: int, k: int, n: int, sms: int) -> list[dict]:
-    """The first pass's configs at 4 warps / 3 stages, the heuristic's first,
-    then nearest it first: tiles from 1/8 of M and N (rounded up) to all of
-    them, splits with tiles x splits in [SMs/4, 4 SMs] (the three largest
-    where K allows none there)."""
-    h = skc.heuristic(m, k, n, sms)
-    out = []
-    bm_, bn_ = skc.mn_bucket(m), skc.mn_bucket(n)
-    for bm in (x for x in BM if bm_ // 8 <= x <= bm_):
-        for bn in (x for x in BN if bn_ // 8 <= x <= bn_):
-            for bk in BK:
-                base = cfg(bm, bn, bk, 1)
-                if smem(base) > SMEM_LIMIT:
-                    continue
-                t = skc.tiles(m, n, base)
-                ok = [s for s in SPLITS if skc.fits(m, k, n, {**base, "SPLIT_K": s}) and (t * s <= 4 * sms or s == 1)]
-                keep = [s for s in ok if t * s >= sms / 4]
-                out += [{**base, "SPLIT_K": s} for s in (keep if len(keep) >= 2 else ok[-3:])]
-    rest = sorted((c for c in out if c != h), key=lambda c: (prior(c, h, m, n, sms), json.dumps(c)))
-    return [h] + rest
-
-
-def variants(c: dict) -> list[dict]:
-    """c at the other warps / stages that fit in shared memory."""
-    return [v for w, s in VARIANTS if (v := {**c, "num_warps": w, "num_stages": s}) != c and smem(v) <= SMEM_LIMIT]
-
-
-def second_launch(configs, atomic_best: dict | None = None) -> list[dict]:
-    """Deterministic candidates that sum their planes in a second launch
-    (REDUCE "kernel": the same bits as the in-kernel sum): the given configs
-    and the shape's atomic winner, where they split. exp/det_ab.py found it
-    the faster deterministic form at 17 of 19 long-K shapes (H100), often
-    with the atomic winner's tiles."""
-    out = []
-    for c in [*configs, *([atomic_best] if atomic_best else [])]:
-        v = {**c, "REDUCE": "kernel"}
-        if c["SPLIT_K"] > 1 and v not in out:
-            out.append(v)
-    return out
 
 
 def parse_shape(text: str) -> Shape:
@@ -289,31 +224,30 @@ class Fatal(RuntimeError):
 
 
 class ShapeTuner:
-    def __init__(self, shape: Shape, dev, sms: int, warmup_ms: float, rep_ms: float, log: list):
+    def __init__(self, shape: Shape, dev, sms: int, warmup_ms: float, rep_ms: float, log: list, dtype=None):
         import torch
 
         from qgemm_bench.types import Case
 
         self.torch, self.shape, self.dev, self.sms, self.log = torch, shape, dev, sms, log
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
-        dtype = getattr(torch, DTYPE)
+        dtype = dtype or getattr(torch, DTYPE)
         c = Case(split_k_gemm.NAME, shape, dtype, dev, split_k_gemm.Settings(False))
         inp = split_k_gemm.make_inputs(c, 0)
         self.a, self.b = inp.a, inp.b
         self.ref = self.a.float() @ self.b.float()
         self.tol = split_k_gemm.tolerance(dtype)
-        l2 = torch.cuda.get_device_properties(dev).L2_cache_size
-        from qgemm_bench.harness.measure import copies_for
+        from qgemm_bench.tuning.timing import n_copies
 
-        touched = (self.a.numel() + self.b.numel() + shape.M * shape.N) * 2
-        n = copies_for(touched, touched + shape.M * shape.N * 4 * 64, l2, dev)
+        touched = (self.a.numel() + self.b.numel() + shape.M * shape.N) * self.a.element_size()
+        n = n_copies(touched, touched + shape.M * shape.N * 4 * 64, dev)
         self.copies = [(self.a, self.b)] + [(self.a.clone(), self.b.clone()) for _ in range(n - 1)]
 
     def time_us(self, fns) -> float:
-        from qgemm_bench.harness.timing import time_graph
+        from qgemm_bench.harness.measure import Settings
+        from qgemm_bench.tuning.timing import p50_us
 
-        samples = sorted(time_graph(fns, self.warmup_ms, self.rep_ms).samples_us)
-        return float(samples[len(samples) // 2])
+        return p50_us(fns, Settings(warmup_ms=self.warmup_ms, rep_ms=self.rep_ms), self.dev)
 
     def cublas(self) -> float:
         us = self.time_us([lambda a=a, b=b: a @ b for a, b in self.copies])
@@ -340,7 +274,8 @@ class ShapeTuner:
         except Exception as e:
             status = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
             try:
-                torch.cuda.synchronize(self.dev)
+                if self.dev.type == "cuda":
+                    torch.cuda.synchronize(self.dev)
             except Exception as e2:
                 raise Fatal(f"CUDA unusable after {c}: {e2}") from None
         self.log.append({"shape": str(self.shape), "mode": skc.MODES[mode], "config": c, "us": us, "err": err,
@@ -379,7 +314,7 @@ class ShapeTuner:
             launches = second_launch(tops, atomic_best)
             more += launches
             tops += launches
-        more += [{**c, "PDL": p} for c in tops if "PDL" not in c for p in skc.PDL_MODES if p]
+        more += split_k_pdl(tops)
         compiler.submit(shape, mode, more, urgent=True)
         run(more, until)
         compiler.drop(shape, mode, more)
@@ -403,7 +338,7 @@ def versions(dev) -> dict:
     import triton
 
     return {"torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
-            "device": torch.cuda.get_device_name(dev)}
+            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev)}
 
 
 def is_tuned(doc: dict, shape: Shape, gpu: str) -> bool:
@@ -418,7 +353,7 @@ def describe(doc: dict, gpu: str, dev_name: str, before: str | None = None) -> s
     (its entries stay where this run timed no faster)."""
     entries = [e for es in doc["entries"].values() for e in es.values()]
     tuned = sum(not str(e.get("tuned", "")).startswith(skc.SEED_NOTE) for e in entries)
-    text = (f"scripts/tune_split_k.py on {dev_name} ({gpu}), {time.strftime('%Y-%m-%d')}: {tuned} of {len(entries)} "
+    text = (f"qgemm_bench.tuning.split_k on {dev_name} ({gpu}), {time.strftime('%Y-%m-%d')}: {tuned} of {len(entries)} "
             f"entries tuned (CUDA-graph timing over rotating copies > 2x L2, {DTYPE}, no bias; the best timed "
             "candidate per mode)")
     if tuned < len(entries):
@@ -429,22 +364,37 @@ def describe(doc: dict, gpu: str, dev_name: str, before: str | None = None) -> s
     return text
 
 
-def write(out: Path, doc: dict, log: list) -> None:
+def write(out: Path | None, doc: dict, log: list) -> None:
+    """The table and its timings beside it (out None: neither; the tune
+    command writes its store entry per shape through on_shape)."""
     from qgemm_bench.harness.outputs import write_atomic
+
+    if out is None:
+        return
 
     write_atomic(out, skc.dumps(doc))
     write_atomic(out.with_name(out.stem + ".timings.json"), "[\n" + ",\n".join(json.dumps(r) for r in log) + "\n]\n")
 
 
-def tune(args, shapes: list[Shape], dev=None) -> int:
+def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, on_shape=None, dtype=None,
+         gpu: str | None = None) -> int:
+    """Tune `shapes` (args: the options of main: base (a path, or the table
+    as a dict), out (None: not written), retune, keep_faster, jobs,
+    warmup_ms, rep_ms, limit_s). deadline (time.monotonic()): when to stop,
+    else --limit-s from now. on_shape(shape, {mode: entry}, table): each
+    shape's entries as soon as it is tuned (the tune command's store
+    writes). dtype: the GPU's bfloat16 unless given (the CPU test's float16)."""
     import torch
 
+    t0 = time.monotonic()
     dev = torch.device("cuda", torch.cuda.current_device()) if dev is None else dev
     from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, sm_count
     from qgemm_bench.harness.environment import gpu_slug
 
-    gpu, sms, name = gpu_slug(dev), sm_count(dev), torch.cuda.get_device_name(dev)
-    base = skc.read_table(args.base)
+    gpu = gpu or gpu_slug(dev)
+    sms = sm_count(dev)
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev)
+    base = args.base if isinstance(args.base, dict) else skc.read_table(args.base)
     doc = base if base.get("gpu") in (None, gpu) else skc.seed_table(shapes, sms)
     doc = {**doc, "format": skc.FORMAT, "gpu": gpu, "sms": sms, "versions": versions(dev)}
     doc["entries"] = {mode: dict(doc["entries"].get(mode, {})) for mode in skc.MODES}
@@ -464,7 +414,7 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
               if args.keep_faster and base.get("gpu") in (None, gpu) else None)
     doc["source"] = describe(doc, gpu, name, before)
     write(args.out, doc, log)
-    deadline = T0 + args.limit_s - MARGIN_S
+    deadline = t0 + args.limit_s - MARGIN_S if deadline is None else deadline
     compiler = Compiler(args.jobs)
     modes = (ATOMIC, DETERMINISTIC)
     timings = {}  # (shape, mode) -> the timings of every pass (ShapeTuner.tune_mode's `timed`)
@@ -472,9 +422,9 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
     def tune_shape(s, share: float, keep_faster: bool) -> bool:
         """Tune shape s for `share` seconds; whether some candidates went untimed.
         keep_faster: an entry changes only where this pass timed faster (by KEEP_MARGIN)."""
-        head, line = f"[{time.monotonic() - T0:4.0f} s] {s}: ", []
+        head, line = f"[{time.monotonic() - t0:4.0f} s] {s}: ", []
         try:
-            tuner = ShapeTuner(s, dev, sms, args.warmup_ms, args.rep_ms, log)
+            tuner = ShapeTuner(s, dev, sms, args.warmup_ms, args.rep_ms, log, dtype)
             cub = tuner.cublas()
             line.append(f"cuBLAS {cub:7.2f} us")
             start = time.monotonic()
@@ -515,13 +465,16 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
         except Exception as e:  # e.g. out of memory: this shape keeps its entries
             line.append(f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
             try:
-                torch.cuda.synchronize(dev)
-                torch.cuda.empty_cache()
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                    torch.cuda.empty_cache()
             except Exception as e2:
                 raise Fatal(f"CUDA unusable: {e2}") from None
             untimed = False  # a shape that failed is not tried again
         doc["source"] = describe(doc, gpu, name, before)
         write(args.out, doc, log)
+        if on_shape is not None and fresh:
+            on_shape(s, {m: doc["entries"][m][skc.key(*s)] for m in skc.MODES}, doc)
         print(head + " | ".join(line), flush=True)
         return untimed
 
@@ -547,7 +500,7 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
                 n = sum(compiler.compiled(tuple(s), mode, candidates(*s, sms), wait - (time.monotonic() - t))
                         for mode in modes)
                 if compiler.pools:
-                    print(f"[{time.monotonic() - T0:4.0f} s] {s}: {n} first-pass compiles done after "
+                    print(f"[{time.monotonic() - t0:4.0f} s] {s}: {n} first-pass compiles done after "
                           f"{time.monotonic() - t:.0f} s", flush=True)
             share = (deadline - time.monotonic()) * weights[i] / sum(weights[i:])
             if tune_shape(s, share, keep_faster):
@@ -560,9 +513,9 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
                 compiler.submit(tuple(s), mode, candidates(*s, sms))
         t = time.monotonic()
         if compiler.started(min(STARTUP_S, max(0.0, deadline - t))):
-            print(f"[{t - T0:4.0f} s] compile workers up after {time.monotonic() - t:.0f} s", flush=True)
+            print(f"[{t - t0:4.0f} s] compile workers up after {time.monotonic() - t:.0f} s", flush=True)
         elif compiler.pools:
-            print(f"[{t - T0:4.0f} s] compile workers not all up after {time.monotonic() - t:.0f} s: going on",
+            print(f"[{t - t0:4.0f} s] compile workers not all up after {time.monotonic() - t:.0f} s: going on",
                   flush=True)
         partial = tune_pass(todo, args.keep_faster, "not tuned (they keep their entries)")
         # The first shapes' shares pass while the workers compile everything
@@ -572,7 +525,7 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
         # candidates are not timed again), and an entry changes only where the
         # new pass timed faster.
         if partial and deadline - time.monotonic() > 5 * len(partial):
-            print(f"[{time.monotonic() - T0:4.0f} s] again, with the time left: {len(partial)} shapes that timed "
+            print(f"[{time.monotonic() - t0:4.0f} s] again, with the time left: {len(partial)} shapes that timed "
                   "only some candidates", flush=True)
             tune_pass(partial, True, "not tuned again")
     except Fatal as e:
@@ -582,8 +535,8 @@ def tune(args, shapes: list[Shape], dev=None) -> int:
         compiler.close()
         doc["source"] = describe(doc, gpu, name, before)
         write(args.out, doc, log)
-        print(f"wrote {args.out} ({time.monotonic() - T0:.0f} s); install: cp {args.out} "
-              f"qgemm_bench/backends/triton_kernels/split_k_configs.json", flush=True)
+        if args.out is not None:
+            print(f"wrote {args.out} ({time.monotonic() - t0:.0f} s)", flush=True)
     return 0
 
 
@@ -595,8 +548,9 @@ def main() -> int:
     p.add_argument("--no-preset", action="store_true", help="only the --shapes")
     p.add_argument("--limit-s", type=positive_float, default=540.0,
                    help="wall-clock limit of the whole run in seconds (default 540)")
-    p.add_argument("--base", type=Path, default=skc.TABLE_PATH,
-                   help="the table to start from (default: the checked-in one)")
+    p.add_argument("--base", type=Path, default=None,
+                   help="the table to start from (default: the store's entry for this GPU: its own, or the "
+                        "nearest of its compute capability)")
     p.add_argument("--retune", action="store_true", help="tune shapes --base already holds tuned entries for")
     p.add_argument("--keep-faster", action="store_true",
                    help="an entry of --base changes only where this run timed a config >3%% faster than its "
@@ -613,9 +567,9 @@ def main() -> int:
             raise InputError(f"{args.out}: its folder does not exist")
         if args.no_preset and not args.shapes:
             raise InputError("--no-preset needs --shapes")
-        if not args.seed_only and not args.base.exists():
+        if not args.seed_only and args.base is not None and not args.base.exists():
             raise InputError(f"--base {args.base}: no such file")
-        if not args.seed_only:
+        if not args.seed_only and args.base is not None:
             skc.read_table(args.base)
     except (InputError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -634,6 +588,11 @@ def main() -> int:
         print("error: tuning needs a CUDA device (--seed-only writes the heuristic table without one)",
               file=sys.stderr)
         return 2
+    if args.base is None:
+        from qgemm_bench.target import of
+
+        entry = skc.entry(of(torch.device("cuda", torch.cuda.current_device())))
+        args.base = entry.table or {"entries": {}}
     return tune(args, shapes)
 
 

@@ -5,10 +5,11 @@ over rotating copies larger than 2x L2), drop any that fail the accuracy
 check, and write the fastest into backends/helion_kernels/configs/<gpu>.json
 with its latency, the number of configs tried and the tuning time.
 
-    python scripts/tune_helion.py                      # every bucket below (~4-5 min on an H100: 124 configs)
-    python scripts/tune_helion.py --op int4_gemm --m 1,16
-    python scripts/tune_helion.py --op int4_gemm --m 1 --kn 4096,28672   # another layer's bucket
-    torchrun --nproc-per-node N scripts/tune_helion.py # buckets split over N GPUs, saved by rank 0
+    qgemm-bench tune --backends helion                 # the store entry (the tune command: every op)
+    python -m qgemm_bench.tuning.helion                # every bucket below into helion_kernels/configs/
+                                                       # (~4-5 min on an H100: 124 configs)
+    python -m qgemm_bench.tuning.helion --op int4_gemm --m 1 --kn 4096,28672   # another layer's bucket
+    torchrun --nproc-per-node N -m qgemm_bench.tuning.helion   # buckets split over N GPUs, saved by rank 0
 
 The weight-only backends take the Triton backend's path without TMA loads
 (weight_only.path_for): M <= 64 the split kernel (kernel "<op>" in the file)
@@ -19,7 +20,7 @@ kernels' own, as Helion configs with the same tiles, K step, decode, warps
 and stages (configs.from_triton): the split path's curated lists
 (weight_only.split_pool) and, for the
 fused path, fused_gemm.pool() (its checked-in winners and their neighbours
-from scripts/tune_fused.py's grid). Split-K (the atomic kernel,
+from tuning/fused_grid.py). Split-K (the atomic kernel,
 "split_k_gemm"): the Triton table's config for the shape (the backend's
 fallback without an entry), then SPLIT_K below. `runner.py --autotune quick
 --save-configs` is the alternative: Helion's own search, minutes per shape
@@ -32,87 +33,49 @@ import argparse
 import sys
 import time
 
-
-def sk(bm, bn, bk, split, warps=4, stages=4):
-    """A split-K GEMM candidate in its Helion form (configs.from_triton of the Triton config)."""
-    return {"block_sizes": [bn, bm], "block_k": bk, "split_k": split, "num_warps": warps, "num_stages": stages}
-
-
-SPLIT_K = [sk(16, 16, 64, 16), sk(16, 32, 64, 16), sk(16, 32, 128, 8), sk(32, 32, 64, 16), sk(64, 64, 64, 8),
-           sk(16, 16, 128, 32), sk(64, 64, 128, 4), sk(64, 32, 64, 16)]
-
-WEIGHT_ONLY_M = (1, 16, 64, 128, 256, 512)
-SPLIT_K_SHAPES = [(16, 16384, 16), (64, 32768, 64), (256, 65536, 256)]
+from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
+from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
+from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
+from qgemm_bench.tuning.candidates import helion as candidates
+from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
 
-def path(op: str, m: int, shape=None, device=None) -> str:
-    """The path the Helion backend takes at M (with shape and device: the
-    Triton table's faster path where it timed both, weight_only.path_for)."""
-    from qgemm_bench.backends.triton_kernels.weight_only import path_for
-
-    if op == "split_k_gemm":
-        return "split_k"
-    if shape is None or device is None:
-        return path_for(m)
-    from qgemm_bench.harness.environment import table_gpu
-    from qgemm_bench.operators.formats import INT4, NVFP4
-
-    return path_for(m, NVFP4 if op == "nvfp4_gemm" else INT4, shape[1], shape[2], table_gpu(device))
-
-
-def kernel_name(op: str, m: int, shape=None, device=None) -> str:
-    """The config file's kernel name for this op and M (helion_ops.WeightOnly)."""
-    return f"{op}_fused" if path(op, m, shape, device) == "fused" else op
-
-
-def candidates(op: str, m: int, shape=None, device=None) -> list[dict]:
-    from qgemm_bench.backends.helion_kernels.configs import from_triton
-    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
-
-    p = path(op, m, shape, device)
-    if p == "split_k":  # first the Triton table's config (helion_ops' fallback: a saved entry must beat it)
-        from qgemm_bench.backends.helion_ops import split_k_default
-
-        table = [split_k_default(False, *shape, device)[0]] if shape else []
-        return table + [c for c in SPLIT_K if c not in table and max(c["block_sizes"]) <= max(16, m)]
-    if p == "split":
-        return [from_triton(weight_only.config_dict(c), split=True) for c in weight_only.split_pool(m)]
-    if p == "fused":
-        from qgemm_bench.backends.helion_ops import helion_config
-        from qgemm_bench.operators.formats import INT4, NVFP4
-
-        out = []  # Helion has no TMA switch: a pool's TMA and pointer-load twins are one Helion config
-        for c in fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4):
-            if (h := helion_config(c, "fused")) not in out:
-                out.append(h)
-        return out
-    return []
-
-
-def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dict | None:
+def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands: list | None = None,
+         gpu: str | None = None, stop: float | None = None, target=None) -> dict | None:
+    """The fastest accurate of `cands` (default: candidates() at the shape)
+    timed by the runner's measure(), or None: {"op" (the kernel's name in
+    the config file), "shape", "us", "tune_s", "save" (configs.save's
+    arguments), "key" (the bucket), "entry"}. stop (time.monotonic()): no
+    candidate starts after it (the first always runs). target: the run's
+    Target (default: the device's)."""
     import torch
 
     dtype = dtype or torch.bfloat16
-    cands = candidates(op_name, shape[0], shape, device)
+    cands = candidates(op_name, shape[0], shape, device) if cands is None else cands
     if not cands:
         print(f"{op_name} {shape}: the dequantize + cuBLAS path (fixed config): nothing to tune", flush=True)
         return None
 
     from qgemm_bench import operators
     from qgemm_bench.backends import registry
+    from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.backends.helion_kernels import configs, tuning
     from qgemm_bench.harness.measure import Settings, measure
     from qgemm_bench.types import Case, Shape
 
     op = operators.get(op_name)
     backend = registry.get(op_name, "helion")
-    case = Case(op_name, Shape(*shape), dtype, device, op.Settings())
+    case = Case(op_name, Shape(*shape), dtype, device, op.Settings(), target)
     inputs = op.make_inputs(case, 0)
     ref = op.reference(inputs)
     tol = op.tolerance(dtype)
     t0 = time.perf_counter()
     results = []
     for cfg in cands:
+        if results and stop is not None and time.monotonic() > stop:
+            print(f"  {len(cands) - cands.index(cfg)} candidates left untimed: the shape's budget is spent",
+                  flush=True)
+            break
         try:
             with tuning.options(explicit=cfg):
                 r = measure(case, backend, inputs, ref, tol, Settings(warmup_ms=10, rep_ms=rep_ms), l2)
@@ -129,10 +92,41 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None) -> dic
     took = time.perf_counter() - t0
     print(f"{op_name} {shape}: {us:.1f} us with {cfg} ({len(results)} tried, {took:.0f} s)", flush=True)
     # configs.save's arguments: the caller saves (rank 0 alone under torchrun).
-    save = (kernel_name(op_name, shape[0], shape, device), *shape, configs.gpu_slug(device), cfg,
-            {"us": round(us, 2), "tuned": f"best of {len(results)} curated configs, graph timing",
-             "tune_s": round(took, 1), "compile_s": round(compile_s, 2)})
-    return {"op": save[0], "shape": shape, "us": us, "tune_s": took, "save": save}
+    info = {"us": round(us, 2), "tuned": f"best of {len(results)} curated configs, "
+                                         f"{'graph' if device.type == 'cuda' else 'cpu-wall'} timing",
+            "tune_s": round(took, 1), "compile_s": round(compile_s, 2)}
+    save = (kernel_name(op_name, shape[0], shape, device), *shape, gpu or configs.gpu_slug(device), cfg, info)
+    return {"op": save[0], "shape": shape, "us": us, "tune_s": took, "save": save,
+            "key": bucket(*shape), "entry": {"config": cfg, **info}}
+
+
+REP_MS = 30.0  # timed ms per config (--rep)
+
+
+def tune_unit(op_name: str, shape, device, prior: dict | None, own: dict | None = None, stop: float | None = None,
+              dtype=None, gpu: str | None = None, target=None) -> dict | None:
+    """The `qgemm-bench tune` unit of this family: one bucket's Helion
+    config (tune's result). prior: the Triton table ({"kernels": ...}) of
+    the nearest tuned GPU of this compute capability, whose winners at M
+    prune the weight-only pools (candidates.helion); None: whole pools
+    (--full). own: the Helion table of that GPU, whose config for the
+    bucket is timed first."""
+    import torch
+
+    from qgemm_bench.backends.config_buckets import bucket
+
+    m = shape[0]
+    where = target if target is not None else device  # the Target whose store entry decides the path
+    kernel = kernel_name(op_name, m, shape, where)
+    pruning = None if prior is None else prior.get("kernels", {}).get(kernel, {})
+    cands = candidates(op_name, m, shape, where, prior=pruning)
+    mine = ((own or {}).get("kernels", {}).get(kernel, {}).get(bucket(*shape)) or {}).get("config")
+    if mine is not None and cands:
+        cands = [mine] + [c for c in cands if c != mine]
+    if not cands:
+        return None
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 0
+    return tune(op_name, shape, device, l2, REP_MS, dtype, cands, gpu, stop, target)
 
 
 def main() -> int:
@@ -146,7 +140,7 @@ def main() -> int:
                    "above 512 the dequantize path has nothing to tune)")
     p.add_argument("--kn", type=kn_pair, action="append", metavar="K,N",
                    help="weight-only layer shape (repeatable; default 8192,8192)")
-    p.add_argument("--rep", type=rep_ms, default=30.0, help="timed ms per config (default 30; 1 to 1000)")
+    p.add_argument("--rep", type=rep_ms, default=REP_MS, help="timed ms per config (default 30; 1 to 1000)")
     try:
         args = p.parse_args()
     except InputError as e:

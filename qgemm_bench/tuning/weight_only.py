@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """GPU: time the Triton weight-only GEMM's candidate configs and paths, the
-way the runner times (CUDA graph over rotating copies > 2x L2), to choose the
-curated config lists checked into backends/triton_kernels/weight_only.py.
-  python3 scripts/tune_weight_only.py OUT.json [variants|table|pdl|ws|check]    (about 10 minutes)
+way the runner times (CUDA graph over rotating copies > 2x L2): the
+weight_only family of `qgemm-bench tune` (tune_entry, ws_entry, pdl_entry
+per table entry) and, run alone, its expert modes on this GPU's table:
+  python3 -m qgemm_bench.tuning.weight_only OUT.json [variants|table|pdl|ws|check]    (about 10 minutes)
 table (--paths split,fused, --formats int4,nvfp4; H100: 311 s, 60 of them the split path, before
 the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
@@ -34,7 +35,7 @@ config that runs there). Otherwise:
    (a 66-config grid at M <= 16: about 2 minutes per format);
 2. each case's best 6 on four other llama shapes;
 3. large M: dequantize + cuBLAS against cuBLAS bf16, and the dequantize
-   kernel's configs. (The fused path's configs: scripts/tune_fused.py.)
+   kernel's configs. (The fused path's configs: tuning/fused_grid.py.)
 pdl, ws and check take --layers KxN,... to touch only those layers' entries.
 Every mode: a config whose check or timing outlives --stall-timeout (default
 300 s; a kernel that hangs) stops the tune with one line naming it, exit 1,
@@ -55,15 +56,23 @@ from qgemm_bench.backends.triton_ops import weight_args
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import faults
 from qgemm_bench.harness.args import Parser, stall_seconds
-from qgemm_bench.harness.measure import Settings, copies_for
+from qgemm_bench.harness.measure import Settings
 from qgemm_bench.harness.outputs import write_atomic
-from qgemm_bench.harness.timing import time_graph
 from qgemm_bench.harness.watchdog import Watchdog, stall_reason
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
+from qgemm_bench.tuning import candidates as cands
+from qgemm_bench.tuning.candidates import FORMATS, PDL_MAX_M, TABLE_M, pdl_variants
+from qgemm_bench.tuning.timing import n_copies, p50_us, time_rounds
 from qgemm_bench.types import Case, Shape
 
+# Where and how the tuner runs: the tune command sets these (use()); the
+# CPU test runs the interpreter in float16.
 DEV = torch.device("cuda")
+DTYPE = torch.bfloat16
+TARGET = None  # the run's qgemm_bench.target.Target (None: the device's, target.of)
+TABLE_OUT: Path | None = None  # the table file written (None: this GPU's checked-in one)
+SETTINGS = Settings()  # the runner's warm-up and timed windows (timing.p50_us)
 results = []
 STALL_S = 300.0  # --stall-timeout's default: a config's check or timing took under a minute on the H100
 
@@ -88,28 +97,21 @@ def operands(fmt, m, k, n, dequantized=False, group=128):
     op.reference)."""
     op = int4_gemm if fmt == "int4" else nvfp4_gemm
     settings = int4_gemm.Settings(group) if fmt == "int4" else nvfp4_gemm.Settings()
-    inp = op.make_inputs(Case(op.NAME, Shape(m, k, n), torch.bfloat16, DEV, settings), 0)
+    inp = op.make_inputs(Case(op.NAME, Shape(m, k, n), DTYPE, DEV, settings), 0)
     return inp.x, weight_args(op.NAME, inp), op.dequantize(inp) if dequantized else op.reference(inp)
 
 
 def copies(x, wargs):
     """Rotating copies of (x, weights) that together exceed 2x L2."""
-    l2 = torch.cuda.get_device_properties(DEV).L2_cache_size
     per = sum(t.numel() * t.element_size() for t in (x, *wargs[:3]) if isinstance(t, torch.Tensor))
-    n = copies_for(per, per, l2, DEV)
+    n = n_copies(per, per, DEV)
     clone = lambda ts: tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in ts)
     return [(x, wargs)] + [(x.clone(), clone(wargs)) for _ in range(n - 1)]
 
 
 def time_fns(fns):
-    """p50 us of a call, timed as the runner times by default (its warm-up and
-    timed windows: measure.Settings). With the 10 / 40 ms windows used before,
-    the order of large-M configs was not the runner's (H100, int4 K = N =
-    8192, same process, 3 rounds, exp/window_ab.py): M=512 256x64x64 w4 s3
-    93.3 us against 256x128x64 w8 s5's 101.0 in short windows, 103.1 against
-    100.1 in the runner's (the GPU's clocks settle lower in longer windows)."""
-    s = Settings()
-    return float(torch.tensor(time_graph(fns, s.warmup_ms, s.rep_ms).samples_us).median())
+    """p50 us of a call, timed as the runner times by default (timing.p50_us)."""
+    return p50_us(fns, SETTINGS, DEV)
 
 
 def copy_calls(reps, **kw) -> list:
@@ -140,7 +142,7 @@ def gpu_table(needed_for: str | None = None):
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.harness.environment import gpu_slug
 
-    out = woc.path_for(gpu_slug(DEV))  # this GPU's file; other GPUs' are left alone
+    out = TABLE_OUT or woc.path_for(gpu_slug(DEV))  # this GPU's file; other GPUs' are left alone
     if not out.exists():
         if needed_for:
             raise InputError(f"{out}: no table to {needed_for} (run the table mode first)")
@@ -152,33 +154,17 @@ def gpu_table(needed_for: str | None = None):
 
 
 # The table's candidates are timed after all of them compiled and passed the
-# check, in TABLE_ROUNDS rounds, the second in reverse order (as runner
-# --repeats): timed one by one right after its compile, each had the GPU cool
-# from the compile; a config's time moves with what ran just before it on
-# the H100 (sweep.round_order). The mean of a forward and a reverse round
-# cancels a linear drift.
+# check, in TABLE_ROUNDS rounds, the second in reverse order (timing.py):
+# timed one by one right after its compile, each had the GPU cool from the
+# compile.
 TABLE_ROUNDS = 2
 
 
-def time_interleaved(cands: list) -> list:
+def time_interleaved(cands: list, stop: float | None = None) -> list:
     """cands: each candidate's call list (rotating copies). Each one's mean
-    p50 over TABLE_ROUNDS rounds (sweep.round_order), or the exception that
-    stopped it."""
-    from qgemm_bench.harness.sweep import round_order
-
-    times: list = [[] for _ in cands]
-    for r in range(TABLE_ROUNDS):
-        for i in round_order(list(range(len(cands))), r):
-            if isinstance(times[i], Exception):
-                continue
-            try:
-                with WATCH.step(f"the timing of candidate {i + 1} of {len(cands)} in round {r + 1}"):
-                    times[i].append(time_fns(cands[i]))
-            except Exception as e:  # noqa: BLE001 - a GPU-side failure is this candidate's, not the tune's
-                if faults.context_lost(e):  # every later timing would fail too: stop the tune
-                    raise
-                times[i] = e
-    return [t if isinstance(t, Exception) else sum(t) / len(t) for t in times]
+    p50 over TABLE_ROUNDS rounds (timing.time_rounds; stop: no round
+    after the first starts later), or the exception that stopped it."""
+    return time_rounds(cands, lambda fns: time_fns(fns), TABLE_ROUNDS, WATCH, stop)
 
 
 def versus_dequant(entry: dict, calls: list, reps, what: str) -> str:
@@ -258,16 +244,6 @@ def variants():
         print("no PTX summary:", type(e).__name__, e)
 
 
-# The M buckets presets and the model bench run; at 1..64 both paths are
-# timed and the faster one's runs (weight_only_configs.faster_path).
-# The fused path above weight_only.FUSED_MAX_M runs only with TMA loads
-# (int4): NVFP4 is not tuned there.
-TABLE_M = {"split": (1, 16, 32, 64), "fused": (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)}
-
-
-FORMATS = ("int4", "nvfp4")  # by FMT (formats.INT4 = 0, NVFP4 = 1)
-
-
 def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
     """Time each path's candidates (weight_only.split_pool(m), fused_gemm.pool())
     at every (format in `fmts`, Llama (K, N), M in TABLE_M[path], or only
@@ -276,15 +252,13 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
     paths' and formats' entries (with `ms`, the path's entries at other M
     too)."""
     from qgemm_bench.backends.config_buckets import bucket
-    from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
     from qgemm_bench.harness.environment import gpu_slug
     from qgemm_bench.operators.common import LLAMA3_8B_KN, LLAMA3_70B_KN
 
     t0 = time.time()
     out, doc = gpu_table()
-    source = "scripts/tune_weight_only.py table: graph-timed p50 over rotating copies > 2x L2, bf16, int4 group 128"
+    source = "qgemm_bench.tuning.weight_only table: graph-timed p50 over rotating copies > 2x L2, bf16, int4 group 128"
     partial = ms is not None or tuple(fmts) != FORMATS
     if partial and doc.get("source"):  # a partial re-tune: the other entries keep their provenance
         from qgemm_bench.harness.environment import git_commit
@@ -295,8 +269,7 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
         opts = " ".join(o for o, on in (("--ms", ms is not None), ("--formats", tuple(fmts) != FORMATS)) if on)
         source = f"{doc['source']}; then {what} re-tuned (table {opts}, commit {git_commit() or 'unknown'})"
     doc.update(gpu=gpu_slug(DEV), source=source,
-               versions={"torch": torch.__version__, "triton": __import__("triton").__version__,
-                         "device": torch.cuda.get_device_name(DEV)})
+               versions=versions())
     for path in paths:
         for fmt_id, fmt in enumerate(FORMATS):
             if fmt not in fmts:
@@ -306,84 +279,120 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
             entries = doc["kernels"].setdefault(woc.kernel(fmt_id, path), {})
             for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
                 for m in [m for m in TABLE_M[path] if ms is None or m in ms]:
-                    pool = list(map(wo.config_dict, wo.split_pool(m))) if path == "split" else \
-                        fused_gemm.pool(m, fmt_id)
+                    pool = cands.weight_only_pool(fmt_id, path, m)
                     if not pool:  # the path does not run here (NVFP4's fused path above FUSED_MAX_M)
                         continue
-                    if m <= PDL_MAX_M:  # each candidate with and without PDL (see PDL_MAX_M)
-                        pool = pool + [{**c, "PDL": 2} for c in pool if not c.get("PDL")]
-                    x, wargs, ref = operands(fmt, m, k, n)
-                    reps = copies(x, wargs)
-                    ready = []  # (config, label, error, calls) of those that ran right
-                    for c in pool:
-                        label = f"{fmt} {path} {m}x{k}x{n} {describe(c)} asm {c.get('DECODE_ASM', True)}"
-                        try:
-                            with WATCH.step(f"{label}'s check"):
-                                err = rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref)
-                            if err < 1e-2:
-                                ready.append((c, label, err, copy_calls(reps, config=c, path=path)))
-                                continue
-                        except Exception as e:  # a config that does not compile or fit
-                            err = None
-                            label += f" FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
-                        results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": None, "err": err})
-                    rows = []  # (us, config, calls)
-                    for (c, label, err, fns), us in zip(ready, time_interleaved([r[3] for r in ready]), strict=True):
-                        if isinstance(us, Exception):
-                            label, us = label + f" FAILED timing {type(us).__name__}: {str(us)[:80]}", None
-                        else:
-                            rows.append((us, c, fns))
-                        results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": us, "err": err})
-                    del ready
-                    rows.sort(key=lambda r: r[0])
-                    if not rows:
-                        print(f"{fmt} {path} {m}x{k}x{n}: every config failed", flush=True)
-                        continue
-                    us, c = rows[0][:2]
-                    entry = entries[bucket(m, k, n)] = {
-                        "config": c, "us": round(us, 2),
-                        "tuned": f"best of {len(rows)} curated configs, graph timing, mean of {TABLE_ROUNDS} "
-                                 "rounds (the second reversed)",
-                        "runner_up": [round(rows[1][0], 2), describe(rows[1][1])] if len(rows) > 1 else None}
-                    pointer = [r for r in rows if not r[1].get("TMA")]
-                    if c.get("TMA") and pointer:  # what kernels without TMA loads (Helion's) mirror
-                        entry.update(pointer_config=pointer[0][1], pointer_us=round(pointer[0][0], 2))
-                    versus = ""
-                    if path == "fused" and m > wo.FUSED_MAX_M:  # where the fused kernel replaces dequantize + cuBLAS
-                        versus = versus_dequant(entry, rows[0][2], reps, f"{fmt} fused {m}x{k}x{n}")
-                    print(f"{fmt} {path} {m:3d}x{k}x{n}: {us:7.2f} us {describe(c)} | next "
-                          f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f}{versus} ({time.time() - t0:.0f} s)",
-                          flush=True)
-                    del rows
-                    del x, wargs, ref, reps
+                    entry = tune_entry(fmt, path, m, k, n, pool, t0=t0)
+                    if entry is not None:
+                        entries[bucket(m, k, n)] = entry
                 write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
 
-# exp/pdl_ab.py (H100, int4 K = N = 8192): PDL 2 saved 1.5 us at M = 1 and
-# 16, cost 5 at 64 and changed nothing at 256; PDL 1 was between 0 and 2.
-# What it saves depends on the config, so the table times every candidate
-# up to here with PDL 0 and 2: tuned without and given PDL after (the pdl
-# pass), the int4 ACC_SCALE re-tune's 16x64x128 split 4 acc won M = 1 at
-# K = N = 8192 (17.52 us against 18.22 for 16x128x128 split 8) but took no
-# PDL, while 16x128x128 split 8 with PDL 2 takes 16.40 (H100, same process,
-# exp/table_ab.py: 16.40 / 17.53; M=16 17.60 / 18.56).
-PDL_MAX_M = 64
+def versions() -> dict:
+    """The software and device a table was timed with."""
+    return {"torch": torch.__version__, "triton": __import__("triton").__version__,
+            "device": torch.cuda.get_device_name(DEV) if DEV.type == "cuda" else str(DEV)}
 
 
-def pdl_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
-    """The PDL variants pdl_pass times of a config, (label, config): where its
-    warp-specialized tiles run, without and with their PDL 1 (the rest of the
-    config, which runs where they do not, as it is); elsewhere fused_kernel's
-    (or the split path's) PDL 0 and 2 up to M = PDL_MAX_M, 0 and 1 above.
-    H100, int4 g128 K = N = 8192, the table's config, same process, 3
-    rounds (exp/pdl_ab.py): M = 256 256x64x128 w4 s3 TMA PDL 0 / 1 / 2 / 3
-    52.96 / 51.39 / 52.76 / 53.02 us; the WS tiles: ws_gemm._pdl_wait."""
-    if runs_ws:
-        ws = {c: v for c, v in config["WS"].items() if c != "PDL"}
-        return [("ws pdl 0", {**config, "WS": ws}), ("ws pdl 1", {**config, "WS": {**ws, "PDL": 1}})]
-    base = {c: v for c, v in config.items() if c != "PDL"}
-    return [(f"pdl {p}", {**base, "PDL": p} if p else base) for p in ((0, 2) if m <= PDL_MAX_M else (0, 1))]
+def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], stop: float | None = None,
+               t0: float | None = None, pdl: bool = True) -> dict | None:
+    """One table entry: the path's candidates `pool` at (m, k, n), each with
+    PDL 2 too up to M = PDL_MAX_M (pdl False: the pool has the PDL
+    variants it should), checked against the reference, then the
+    right ones timed in TABLE_ROUNDS rounds (stop: see time_interleaved);
+    the fastest with its runner-up, where it has TMA loads the best
+    pointer-load config (what kernels without TMA loads mirror), above
+    FUSED_MAX_M its time against dequantize + cuBLAS. None where every
+    candidate failed."""
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
+
+    t0 = time.time() if t0 is None else t0
+    if pdl and m <= PDL_MAX_M:  # each candidate with and without PDL (see PDL_MAX_M)
+        pool = cands.with_pdl(pool, None, m)
+    x, wargs, ref = operands(fmt, m, k, n)
+    reps = copies(x, wargs)
+    ready = []  # (config, label, error, calls) of those that ran right
+    for i, c in enumerate(pool):
+        if stop is not None and len(ready) >= 2 and time.monotonic() > stop:
+            print(f"  {fmt} {path} {m}x{k}x{n}: {len(pool) - i} candidates left unchecked (the unit's budget)",
+                  flush=True)
+            break
+        label = f"{fmt} {path} {m}x{k}x{n} {describe(c)} asm {c.get('DECODE_ASM', True)}"
+        try:
+            with WATCH.step(f"{label}'s check"):
+                err = rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref)
+            if err < 1e-2:
+                ready.append((c, label, err, copy_calls(reps, config=c, path=path)))
+                continue
+        except Exception as e:  # a config that does not compile or fit
+            if faults.context_lost(e):
+                raise
+            err = None
+            label += f" FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+        results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": None, "err": err})
+    rows = []  # (us, config, calls)
+    for (c, label, err, fns), us in zip(ready, time_interleaved([r[3] for r in ready], stop), strict=True):
+        if isinstance(us, Exception):
+            label, us = label + f" FAILED timing {type(us).__name__}: {str(us)[:80]}", None
+        else:
+            rows.append((us, c, fns))
+        results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": us, "err": err})
+    del ready
+    rows.sort(key=lambda r: r[0])
+    if not rows:
+        print(f"{fmt} {path} {m}x{k}x{n}: every config failed", flush=True)
+        return None
+    us, c = rows[0][:2]
+    entry = {"config": c, "us": round(us, 2),
+             "tuned": f"best of {len(rows)} curated configs, {'graph' if DEV.type == 'cuda' else 'cpu-wall'} "
+                      f"timing, mean of {TABLE_ROUNDS} rounds (the second reversed)",
+             "runner_up": [round(rows[1][0], 2), describe(rows[1][1])] if len(rows) > 1 else None}
+    pointer = [r for r in rows if not r[1].get("TMA")]
+    if c.get("TMA") and pointer:  # what kernels without TMA loads (Helion's) mirror
+        entry.update(pointer_config=pointer[0][1], pointer_us=round(pointer[0][0], 2))
+    versus = ""
+    if path == "fused" and m > wo.FUSED_MAX_M:  # where the fused kernel replaces dequantize + cuBLAS
+        versus = versus_dequant(entry, rows[0][2], reps, f"{fmt} fused {m}x{k}x{n}")
+    print(f"{fmt} {path} {m:3d}x{k}x{n}: {us:7.2f} us {describe(c)} | next "
+          f"{rows[1][0] if len(rows) > 1 else float('nan'):7.2f}{versus} ({time.time() - t0:.0f} s)", flush=True)
+    return entry
+
+
+def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, stop: float | None = None,
+              groups: tuple = ()) -> dict | None:
+    """The `qgemm-bench tune` unit of this family: the table entry of one
+    (format, path, shape) made as the table, ws and pdl modes make it, in
+    that order. prior: the kernel's entries ({bucket: entry}) on the
+    nearest tuned GPU of this compute capability, which prune the pools
+    (candidates.pruned, ws_pruned, pdl_won_at); None times them whole
+    (--full). groups (int4 fused): each group size's own WS config too
+    (ws --group). stop (time.monotonic()): the unit's budget; past it
+    no further candidate is checked (two at least are) and no second
+    round starts. None where nothing ran right."""
+    from qgemm_bench.backends.config_buckets import bucket
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
+
+    fmt_id, key = FORMATS.index(fmt), bucket(m, k, n)
+    first = (prior or {}).get(key, {}).get("config")
+    pool = cands.pruned(cands.weight_only_pool(fmt_id, path, m), prior, m, first)
+    if not pool:  # the path does not run here
+        return None
+    if m <= PDL_MAX_M:
+        pool = cands.with_pdl(pool, prior, m)
+    entry = tune_entry(fmt, path, m, k, n, pool, stop, pdl=False)
+    if entry is None:
+        return None
+    entry["tuned"] += f" ({len(pool)} candidates{': those that won at this M on the prior GPU' if prior else ''})"
+    if path == "fused" and ws_pool(m):
+        tiles = cands.ws_pruned(ws_pool(m), prior, m, key)
+        if tiles:
+            ws_entry(fmt, key, entry, tiles, stop=stop)
+        for g in groups if fmt == "int4" else ():
+            ws_entry(fmt, key, entry, tiles or ws_pool(m), group=g, stop=stop)
+    if m > PDL_MAX_M and cands.pdl_won_at(prior, m, key):  # up to PDL_MAX_M tune_entry timed PDL itself
+        pdl_entry(fmt, path, key, entry, stop=stop)
+    return entry
 
 
 def kxn(layers) -> str:
@@ -403,6 +412,45 @@ def require_layers(doc: dict, layers) -> None:
     have = {parse(key)[1:] for entries in doc.get("kernels", {}).values() for key in entries}
     if layers and (unknown := set(layers) - have):
         raise InputError(f"--layers: {kxn(unknown)} not in the table's layers ({kxn(have)})")
+
+
+def pdl_entry(fmt: str, path: str, key: str, entry: dict, stop: float | None = None, t0: float | None = None) -> bool:
+    """One table entry's pdl_variants at its bucket's shape, checked, then
+    timed in the same rounds; the fastest stays in `entry`, each timing
+    noted (pdl_us). Whether any variant was timed."""
+    from qgemm_bench.backends.config_buckets import parse
+
+    t0 = time.time() if t0 is None else t0
+    m, k, n = parse(key)
+    x, wargs, ref = operands(fmt, m, k, n)
+    reps = copies(x, wargs)
+    runs_ws = path == "fused" and "WS" in entry["config"] and \
+        wo.WeightOnlyGemm(*wargs, config=entry["config"], path="fused").fused().runs_ws(x, entry["config"])
+    ready = []  # (label, config, calls) of the variants that ran right
+    for label, c in pdl_variants(entry["config"], m, runs_ws):
+        calls = checked_calls(f"{fmt} {path} {key} {label}", wargs, x, ref, reps, c, path)
+        if calls is not None:
+            ready.append((label, c, calls))
+            continue
+        results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} {label}", "us": None})
+    rows = []
+    for (label, c, _), us in zip(ready, time_interleaved([r[2] for r in ready], stop), strict=True):
+        if isinstance(us, Exception):
+            print(f"  {fmt} {path} {key} {label}: {type(us).__name__}: {str(us)[:80]}")
+            us = None
+        results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} {label}", "us": us})
+        if us is not None:
+            rows.append((us, label, c))
+    del ready
+    if not rows:
+        return False
+    us, label, c = min(rows, key=lambda r: r[0])
+    entry["config"] = c
+    entry["pdl_us"] = {lab.replace("pdl ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
+    entry["us"] = round(us, 2)
+    timings = " ".join(f"{lab} {u:6.2f}" for u, lab, _ in rows)
+    print(f"{fmt} {path} {key}: {timings} -> {label} ({time.time() - t0:.0f} s)", flush=True)
+    return True
 
 
 def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):
@@ -426,43 +474,82 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):
                 m, k, n = parse(key)
                 if ((m not in ms) if ms else m > PDL_MAX_M) or layers and (k, n) not in layers:
                     continue
-                x, wargs, ref = operands(fmt, m, k, n)
-                reps = copies(x, wargs)
-                runs_ws = path == "fused" and "WS" in entry["config"] and \
-                    wo.WeightOnlyGemm(*wargs, config=entry["config"], path="fused").fused().runs_ws(x, entry["config"])
-                ready = []  # (label, config, calls) of the variants that ran right
-                for label, c in pdl_variants(entry["config"], m, runs_ws):
-                    calls = checked_calls(f"{fmt} {path} {key} {label}", wargs, x, ref, reps, c, path)
-                    if calls is not None:
-                        ready.append((label, c, calls))
-                        continue
-                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} {label}", "us": None})
-                rows = []
-                for (label, c, _), us in zip(ready, time_interleaved([r[2] for r in ready]), strict=True):
-                    if isinstance(us, Exception):
-                        print(f"  {fmt} {path} {key} {label}: {type(us).__name__}: {str(us)[:80]}")
-                        us = None
-                    results.append({"fmt": fmt, "shape": (m, k, n), "label": f"{path} {label}", "us": us})
-                    if us is not None:
-                        rows.append((us, label, c))
-                del ready
-                if not rows:
-                    continue
-                us, label, c = min(rows, key=lambda r: r[0])
-                entry["config"] = c
-                entry["pdl_us"] = {lab.replace("pdl ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
-                entry["us"] = round(us, 2)
-                timed.add((k, n))
-                timings = " ".join(f"{lab} {u:6.2f}" for u, lab, _ in rows)
-                print(f"{fmt} {path} {key}: {timings} -> {label} ({time.time() - t0:.0f} s)", flush=True)
-                del x, wargs, ref, reps
+                if pdl_entry(fmt, path, key, entry, t0=t0):
+                    timed.add((k, n))
             write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     if timed:  # the source names only what this pass timed
         at = (f" at M {','.join(map(str, sorted(ms)))}" if ms else "") + layers_note(layers and timed)
-        doc["source"] = (doc.get("source", "") + f"; PDL per entry{at}: scripts/tune_weight_only.py pdl (same "
+        doc["source"] = (doc.get("source", "") + f"; PDL per entry{at}: tuning.weight_only pdl (same "
                          f"process, commit {git_commit() or 'unknown'})")
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
+
+
+def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, stop: float | None = None,
+             t0: float | None = None) -> bool:
+    """One fused entry at its bucket's shape without and with each of the
+    warp-specialized `tiles` (and the entry's own) where the kernel runs
+    them (ws_pass says how); the fastest stays in `entry` (or its
+    "groups" config with `group`). Whether the pass timed it."""
+    from qgemm_bench.backends.config_buckets import parse
+    from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.backends.triton_kernels.fused_gemm import tma_refused
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe, ws_label
+    from qgemm_bench.target import of as target_of
+
+    t0 = time.time() if t0 is None else t0
+    m, k, n = parse(key)
+    x, wargs, ref = operands(fmt, m, k, n, group=group or 128)
+    config = entry["config"]
+    if group is not None and "pointer_config" in entry and \
+            tma_refused(config, FORMATS.index(fmt), k if group == "channel" else group, k, TARGET or target_of(DEV)):
+        config = entry["pointer_config"]  # as WeightOnlyGemm.tuned runs it at this group
+    base = {c: v for c, v in config.items() if c != "WS"}
+    # Only tiles the kernel runs here: elsewhere a "WS" config runs its base tiles.
+    gemm = wo.WeightOnlyGemm(*wargs, config=base, path="fused").fused()
+    # The pool's tiles, and the entry's own (with its PDL, which the pool's lack).
+    own = [config["WS"]] if "WS" in config else []
+    cands = {"base": base} | {ws_label(w): {**base, "WS": dict(w)}
+                              for w in list(tiles) + own if gemm.runs_ws(x, {**base, "WS": w})}
+    del gemm
+    if len(cands) == 1:
+        print(f"  {fmt} {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)
+        return False
+    reps = copies(x, wargs)
+    ready = {label: calls for label, c in cands.items()
+             if (calls := checked_calls(f"{fmt} {key} {label}", wargs, x, ref, reps, c, "fused")) is not None}
+    us = {}
+    for label, t in zip(ready, time_interleaved(list(ready.values()), stop), strict=True):
+        if isinstance(t, Exception):
+            print(f"  {fmt} {key} {label}: {type(t).__name__}: {str(t)[:80]}", flush=True)
+            continue
+        us[label] = t
+        results.append({"fmt": fmt, "shape": (m, k, n), "label": f"ws pass {label}", "us": t})
+    if "base" not in us:  # nothing to compare against: the entry stays as it was
+        return True
+    best = min(us, key=us.get)
+    ws_us = {label: t for label, t in us.items() if label != "base"}
+    if group is not None:  # the group's own entry; the group-128 one stays
+        own = {"config": cands[best], "us": round(us[best], 2),
+               "tuned": f"ws --group {group}: the entry's config and WS tiles, same rounds"}
+        entry.setdefault("groups", {})[woc.group_key(None if group == "channel" else group, k)] = own
+        entry = own
+    else:
+        if cands[best] != entry["config"]:  # its PDL timings were of another config (the pool has no PDL)
+            entry.pop("pdl_us", None)
+        entry["config"] = cands[best]
+        entry["us"] = round(us[best], 2)
+    if ws_us:
+        entry["ws_us"] = [round(us["base"], 2), round(min(ws_us.values()), 2)]
+    else:  # WS failed its check or its timing: off
+        entry.pop("ws_us", None)
+    versus = versus_dequant(entry, ready[best], reps, f"{fmt} {key}") \
+        if m > wo.FUSED_MAX_M and group is None else ""
+    del ready, x, wargs, ref, reps
+    timings = " | ".join(f"{'' if label == 'base' else 'ws '}{describe(base) if label == 'base' else label} "
+                         f"{t:7.2f}" for label, t in us.items())
+    print(f"{fmt} {key}: {timings}{versus} -> {best} ({time.time() - t0:.0f} s)", flush=True)
+    return True
 
 
 def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
@@ -487,8 +574,7 @@ def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
     entry's own left as it was."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-    from qgemm_bench.backends.triton_kernels.fused_gemm import tma_refused, ws_pool
-    from qgemm_bench.backends.triton_kernels.split_k_configs import describe, ws_label
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
     from qgemm_bench.harness.environment import git_commit
 
     t0 = time.time()
@@ -501,59 +587,9 @@ def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
         m, k, n = parse(key)
         if not ws_pool(m) or ms and m not in ms or layers and (k, n) not in layers:
             continue
-        x, wargs, ref = operands(fmt, m, k, n, group=group or 128)
-        config = entry["config"]
-        if group is not None and "pointer_config" in entry and \
-                tma_refused(config, FORMATS.index(fmt), k if group == "channel" else group, k, DEV):
-            config = entry["pointer_config"]  # as WeightOnlyGemm.tuned runs it at this group
-        base = {c: v for c, v in config.items() if c != "WS"}
-        # Only tiles the kernel runs here: elsewhere a "WS" config runs its base tiles.
-        gemm = wo.WeightOnlyGemm(*wargs, config=base, path="fused").fused()
-        # The pool's tiles, and the entry's own (with its PDL, which the pool's lack).
-        own = [config["WS"]] if "WS" in config else []
-        cands = {"base": base} | {ws_label(w): {**base, "WS": dict(w)}
-                                  for w in ws_pool(m) + own if gemm.runs_ws(x, {**base, "WS": w})}
-        del gemm
-        if len(cands) == 1:
-            print(f"  {fmt} {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)
-            continue
-        timed_ms.append((fmt, m, k, n))
-        reps = copies(x, wargs)
-        ready = {label: calls for label, c in cands.items()
-                 if (calls := checked_calls(f"{fmt} {key} {label}", wargs, x, ref, reps, c, "fused")) is not None}
-        us = {}
-        for label, t in zip(ready, time_interleaved(list(ready.values())), strict=True):
-            if isinstance(t, Exception):
-                print(f"  {fmt} {key} {label}: {type(t).__name__}: {str(t)[:80]}", flush=True)
-                continue
-            us[label] = t
-            results.append({"fmt": fmt, "shape": (m, k, n), "label": f"ws pass {label}", "us": t})
-        if "base" not in us:  # nothing to compare against: the entry stays as it was
-            del ready, x, wargs, ref, reps
-            continue
-        best = min(us, key=us.get)
-        ws_us = {label: t for label, t in us.items() if label != "base"}
-        if group is not None:  # the group's own entry; the group-128 one stays
-            own = {"config": cands[best], "us": round(us[best], 2),
-                   "tuned": f"ws --group {group}: the entry's config and WS tiles, same rounds"}
-            entry.setdefault("groups", {})[woc.group_key(None if group == "channel" else group, k)] = own
-            entry = own
-        else:
-            if cands[best] != entry["config"]:  # its PDL timings were of another config (the pool has no PDL)
-                entry.pop("pdl_us", None)
-            entry["config"] = cands[best]
-            entry["us"] = round(us[best], 2)
-        if ws_us:
-            entry["ws_us"] = [round(us["base"], 2), round(min(ws_us.values()), 2)]
-        else:  # WS failed its check or its timing: off
-            entry.pop("ws_us", None)
-        versus = versus_dequant(entry, ready[best], reps, f"{fmt} {key}") \
-            if m > wo.FUSED_MAX_M and group is None else ""
-        del ready, x, wargs, ref, reps
-        timings = " | ".join(f"{'' if label == 'base' else 'ws '}{describe(base) if label == 'base' else label} "
-                             f"{t:7.2f}" for label, t in us.items())
-        print(f"{fmt} {key}: {timings}{versus} -> {best} ({time.time() - t0:.0f} s)", flush=True)
-        write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
+        if ws_entry(fmt, key, entry, ws_pool(m), group, t0=t0):
+            timed_ms.append((fmt, m, k, n))
+            write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     for fmt in fmts:
         done = sorted({m for f, m, _, _ in timed_ms if f == fmt})
         if done:

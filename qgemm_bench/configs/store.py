@@ -1,0 +1,204 @@
+"""The config store: every tuned choice for a GPU in configs/<gpu>/, one file
+per kernel family, and the one loader the dispatch reads them through.
+
+    configs/<gpu>/target.json       the GPU (Target.to_json(): name, device_name,
+                                    capability, sms, smem_per_block, l2_bytes,
+                                    measured copy_GBps and bf16_TFLOPs)
+    configs/<gpu>/weight_only.json  the Triton weight-only GEMM's split and fused
+                                    configs (triton_kernels/weight_only_configs.py)
+    configs/<gpu>/split_k.json      the Triton split-K GEMM's (split_k_configs.py)
+    configs/<gpu>/helion.json       the Helion kernels' (helion_kernels/configs.py)
+
+Each family file names its GPU ("gpu") and says how it was made in a
+"provenance" object: commit, date, command, rounds, versions.
+
+load(target, family) gives the Entry the dispatch uses: the GPU's own file;
+else, for a GPU without one, the nearest entry of the same compute
+capability (nearest by SMs, L2 and measured copy bandwidth, in log2; ties by
+name) with a note saying so, which the rows carry; else no table (each
+family's documented fallback: heuristics, curated lists) and a note. The
+CPU (the interpreter) takes no GPU's configs. write() replaces one family
+file atomically (`qgemm-bench tune`). Tests hand a Store(tmp_dir) in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from qgemm_bench.target import Target
+
+ROOT = Path(__file__).resolve().parent
+FAMILIES = ("weight_only", "split_k", "helion")
+TARGET_FILE = "target.json"
+PROVENANCE_KEYS = ("commit", "date", "command", "rounds", "versions")
+# Each family file's group of entries (its "M<m>_K<k>_N<n>" lines sit under doc[key][GROUP]).
+ENTRY_KEYS = {"weight_only": "kernels", "split_k": "entries", "helion": "kernels"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A family's table as the dispatch uses it for one Target."""
+
+    family: str
+    table: dict  # the family file's JSON; {} where no entry applies
+    gpu: str | None  # the store entry used; None: none
+    exact: bool  # the Target's own entry
+    note: str  # for rows: "" for the Target's own entry, else which was used and why
+    path: Path | None = None
+
+
+class Store:
+    """The store under `root` (default: the package's configs/)."""
+
+    def __init__(self, root: Path | str = ROOT):
+        self.root = Path(root)
+        self._loaded: dict[tuple, Entry] = {}
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r})"
+
+    def path(self, gpu: str, family: str) -> Path:
+        if family not in FAMILIES:
+            raise ValueError(f"family {family!r}: the store holds {', '.join(FAMILIES)}")
+        return self.root / gpu / f"{family}.json"
+
+    def entries(self) -> dict[str, Target]:
+        """Every GPU with a target.json, by name."""
+        out = {}
+        for f in sorted(self.root.glob(f"*/{TARGET_FILE}")):
+            out[f.parent.name] = Target.from_json(read_json(f))
+        return out
+
+    def families(self, gpu: str) -> list[str]:
+        return [f for f in FAMILIES if self.path(gpu, f).exists()]
+
+    def read(self, gpu: str, family: str) -> dict:
+        """One GPU's family file as stored ({} where it has none)."""
+        path = self.path(gpu, family)
+        return read_json(path) if path.exists() else {}
+
+    def load(self, target: Target, family: str, check: Callable[[dict, str], dict] | None = None) -> Entry:
+        """The Entry of `family` for `target` (the module doc says which);
+        check(table, where) validates a table before it is used (the family
+        module's check_table; ValueError in one line). Read once per Store."""
+        key = (target, family, check)
+        if key not in self._loaded:
+            self._loaded[key] = self._load(target, family, check)
+        return self._loaded[key]
+
+    def _load(self, target, family, check) -> Entry:
+        if target.capability is None:
+            return Entry(family, {}, None, False, "the interpreter: no GPU's configs")
+        own = self.path(target.name, family)
+        if own.exists():
+            return Entry(family, _checked(own, check), target.name, True, "", own)
+        same = {gpu: t for gpu, t in self.entries().items()
+                if t.capability == target.capability and self.path(gpu, family).exists()}
+        if not same:
+            return Entry(family, {}, None, False,
+                         f"no {family} configs of compute capability {target.cc} in the store (none for "
+                         f"{target.name})")
+        gpu = min(same, key=lambda g: (distance(target, same[g]), g))
+        path = self.path(gpu, family)
+        return Entry(family, _checked(path, check), gpu, False,
+                     f"configs of {gpu} (same compute capability {target.cc}; no entry for {target.name})", path)
+
+    def write(self, gpu: str, family: str, table: dict, provenance: dict, target: Target | None = None) -> Path:
+        """Write (replace) GPU `gpu`'s file of `family` atomically: `table` with
+        its "gpu" and "provenance" (PROVENANCE_KEYS) set; target: also its
+        target.json (a new entry needs one for fallback to find it)."""
+        path = self.path(gpu, family)  # refuses an unknown family
+        missing = [k for k in PROVENANCE_KEYS if k not in provenance]
+        if missing:
+            raise ValueError(f"provenance lacks {', '.join(missing)} (needs {', '.join(PROVENANCE_KEYS)})")
+        doc = {"gpu": gpu, "provenance": dict(provenance), **{k: v for k, v in table.items()
+                                                               if k not in ("gpu", "provenance")}}
+        key = ENTRY_KEYS[family]
+        _write_atomic(path, dumps(doc, key, sort=family != "split_k") if isinstance(doc.get(key), dict)
+                      else json.dumps(doc, indent=1) + "\n")
+        if target is not None:
+            _write_atomic(self.root / gpu / TARGET_FILE, json.dumps(target.to_json(), indent=1) + "\n")
+        self._loaded.clear()
+        return path
+
+
+def distance(a: Target, b: Target) -> float:
+    """How far two GPUs of one compute capability are apart: log2 ratios of
+    SMs, L2 and (where both are measured) copy bandwidth, summed."""
+    d = abs(math.log2(a.sms / b.sms)) + abs(math.log2(a.l2_bytes / b.l2_bytes))
+    if a.copy_GBps and b.copy_GBps:
+        d += abs(math.log2(a.copy_GBps / b.copy_GBps))
+    return d
+
+
+def _checked(path: Path, check) -> dict:
+    doc = read_json(path)
+    return check(doc, str(path)) if check is not None else doc
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path) -> object:
+    """A store file's JSON, or ValueError in one line."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a readable JSON file ({e})") from None
+
+
+def _bucket_order(name: str):
+    try:
+        return tuple(int(p[1:]) for p in name.split("_"))
+    except ValueError:
+        return (name,)
+
+
+def dumps(doc: dict, key: str, sort: bool = False) -> str:
+    """A family file's text with one entry per line under doc[key][GROUP], so
+    a re-tune's diff stays readable (sort: each group's entries by bucket)."""
+    head = {k: v for k, v in doc.items() if k != key}
+    lines = ["{"] + [f" {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()] + [f" {json.dumps(key)}: {{"]
+    groups = list(doc[key].items())
+    for i, (group, entries) in enumerate(groups):
+        items = sorted(entries.items(), key=lambda kv: _bucket_order(kv[0])) if sort else list(entries.items())
+        lines.append(f"  {json.dumps(group)}: {{")
+        lines += [f"   {json.dumps(name)}: {json.dumps(entry)}" + ("," if j < len(items) - 1 else "")
+                  for j, (name, entry) in enumerate(items)]
+        lines.append("  }" + ("," if i < len(groups) - 1 else ""))
+    return "\n".join(lines + [" }", "}", ""])
+
+
+DEFAULT = Store()
+
+
+def load(target: Target, family: str, store: Store | None = None,
+         check: Callable[[dict, str], dict] | None = None) -> Entry:
+    """(store or the package's store).load(target, family, check)."""
+    return (store or DEFAULT).load(target, family, check)
+
+
+def write(gpu: str, family: str, table: dict, provenance: dict, store: Store | None = None,
+          target: Target | None = None) -> Path:
+    """(store or the package's store).write(...)."""
+    return (store or DEFAULT).write(gpu, family, table, provenance, target)
+
+
+def entries(store: Store | None = None) -> dict[str, Target]:
+    """(store or the package's store).entries()."""
+    return (store or DEFAULT).entries()

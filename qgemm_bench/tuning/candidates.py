@@ -1,0 +1,300 @@
+"""What the tuners time: each kernel family's candidate configs (no GPU
+needed to list them).
+
+- split-K GEMM (Triton): tiles from 1/8 of M and N to all of them, splits
+  keeping tiles x splits within [SMs/4, 4 SMs], nearest the heuristic
+  first; then warps / stages variants, the deterministic mode's second
+  launch and PDL of the best (split_k.py).
+- weight-only GEMM (Triton): the kernels' own curated pools
+  (weight_only.split_pool, fused_gemm.pool), each with PDL 0 and 2 up to
+  M = PDL_MAX_M, and the warp-specialized kernel's tiles (fused_gemm.ws_pool).
+- Helion: the same pools as Helion configs, split-K a list of its own.
+
+`pruned` is what makes a default bring-up fit its budget: the candidates
+that won at an M on the nearest tuned GPU of the same compute capability
+(on the H200 the H100's table: 2-6 of a pool of 5-19 per M), the bucket's
+own winner first. `--full` times the whole pools.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from qgemm_bench.backends.config_buckets import parse
+from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+
+# ------------------------------------------------------------------ split-K GEMM (Triton)
+
+SPLIT_BM, SPLIT_BN, SPLIT_BK = (16, 32, 64, 128), (16, 32, 64, 128), (64, 128, 256)
+SPLIT_KS = (1, 2, 4, 8, 16, 32, 64, 128)
+SPLIT_VARIANTS = [(w, s) for w in (4, 8) for s in (3, 4, 5)]  # (num_warps, num_stages)
+SPLIT_SMEM_LIMIT = 160 * 1024  # bytes of staged a and b tiles; H100 has 227 KiB per block
+
+
+def split_k_cfg(bm, bn, bk, split, warps=4, stages=3) -> dict:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": warps, "num_stages": stages}
+
+
+def split_k_smem(c: dict) -> int:
+    return (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * 2 * c["num_stages"]
+
+
+def split_k_prior(c: dict, h: dict, m: int, n: int, sms: int) -> float:
+    """Distance from the heuristic's choice h (log2 of programs / 1.5 SMs, tiles, BLOCK_K)."""
+    progs = skc.tiles(m, n, c) * c["SPLIT_K"]
+    return (abs(math.log2(progs / (1.5 * sms))) + 0.5 * abs(math.log2(c["BLOCK_M"] / h["BLOCK_M"]))
+            + 0.5 * abs(math.log2(c["BLOCK_N"] / h["BLOCK_N"])) + 0.25 * abs(math.log2(c["BLOCK_K"] / h["BLOCK_K"])))
+
+
+def split_k(m: int, k: int, n: int, sms: int) -> list[dict]:
+    """The first pass's configs at 4 warps / 3 stages, the heuristic's first,
+    then nearest it first: tiles from 1/8 of M and N (rounded up) to all of
+    them, splits with tiles x splits in [SMs/4, 4 SMs] (the three largest
+    where K allows none there)."""
+    h = skc.heuristic(m, k, n, sms)
+    out = []
+    bm_, bn_ = skc.mn_bucket(m), skc.mn_bucket(n)
+    for bm in (x for x in SPLIT_BM if bm_ // 8 <= x <= bm_):
+        for bn in (x for x in SPLIT_BN if bn_ // 8 <= x <= bn_):
+            for bk in SPLIT_BK:
+                base = split_k_cfg(bm, bn, bk, 1)
+                if split_k_smem(base) > SPLIT_SMEM_LIMIT:
+                    continue
+                t = skc.tiles(m, n, base)
+                ok = [s for s in SPLIT_KS if skc.fits(m, k, n, {**base, "SPLIT_K": s}) and (t * s <= 4 * sms or s == 1)]
+                keep = [s for s in ok if t * s >= sms / 4]
+                out += [{**base, "SPLIT_K": s} for s in (keep if len(keep) >= 2 else ok[-3:])]
+    rest = sorted((c for c in out if c != h), key=lambda c: (split_k_prior(c, h, m, n, sms), json.dumps(c)))
+    return [h] + rest
+
+
+def split_k_variants(c: dict) -> list[dict]:
+    """c at the other warps / stages that fit in shared memory."""
+    return [v for w, s in SPLIT_VARIANTS
+            if (v := {**c, "num_warps": w, "num_stages": s}) != c and split_k_smem(v) <= SPLIT_SMEM_LIMIT]
+
+
+def split_k_pdl(configs) -> list[dict]:
+    """The configs with each PDL mode (split_k_parts.pdl_prologue; the second
+    launch then waits in its prologue too), where they name none."""
+    return [{**c, "PDL": p} for c in configs if "PDL" not in c for p in skc.PDL_MODES if p]
+
+
+def second_launch(configs, atomic_best: dict | None = None) -> list[dict]:
+    """Deterministic candidates that sum their planes in a second launch
+    (REDUCE "kernel": the same bits as the in-kernel sum): the given configs
+    and the shape's atomic winner, where they split. exp/det_ab.py found it
+    the faster deterministic form at 17 of 19 long-K shapes (H100), often
+    with the atomic winner's tiles."""
+    out = []
+    for c in [*configs, *([atomic_best] if atomic_best else [])]:
+        v = {**c, "REDUCE": "kernel"}
+        if c["SPLIT_K"] > 1 and v not in out:
+            out.append(v)
+    return out
+
+# ------------------------------------------------------------------ weight-only GEMM (Triton)
+
+# The M buckets presets and the model bench run; at 1..64 both paths are
+# timed and the faster one's runs (weight_only_configs.faster_path).
+# The fused path above weight_only.FUSED_MAX_M runs only with TMA loads
+# (int4): NVFP4 is not tuned there.
+TABLE_M = {"split": (1, 16, 32, 64), "fused": (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)}
+
+
+FORMATS = ("int4", "nvfp4")  # by FMT (formats.INT4 = 0, NVFP4 = 1)
+
+
+# exp/pdl_ab.py (H100, int4 K = N = 8192): PDL 2 saved 1.5 us at M = 1 and
+# 16, cost 5 at 64 and changed nothing at 256; PDL 1 was between 0 and 2.
+# What it saves depends on the config, so the table times every candidate
+# up to here with PDL 0 and 2: tuned without and given PDL after (the pdl
+# pass), the int4 ACC_SCALE re-tune's 16x64x128 split 4 acc won M = 1 at
+# K = N = 8192 (17.52 us against 18.22 for 16x128x128 split 8) but took no
+# PDL, while 16x128x128 split 8 with PDL 2 takes 16.40 (H100, same process,
+# exp/table_ab.py: 16.40 / 17.53; M=16 17.60 / 18.56).
+PDL_MAX_M = 64
+
+
+def pdl_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
+    """The PDL variants pdl_pass times of a config, (label, config): where its
+    warp-specialized tiles run, without and with their PDL 1 (the rest of the
+    config, which runs where they do not, as it is); elsewhere fused_kernel's
+    (or the split path's) PDL 0 and 2 up to M = PDL_MAX_M, 0 and 1 above.
+    H100, int4 g128 K = N = 8192, the table's config, same process, 3
+    rounds (exp/pdl_ab.py): M = 256 256x64x128 w4 s3 TMA PDL 0 / 1 / 2 / 3
+    52.96 / 51.39 / 52.76 / 53.02 us; the WS tiles: ws_gemm._pdl_wait."""
+    if runs_ws:
+        ws = {c: v for c, v in config["WS"].items() if c != "PDL"}
+        return [("ws pdl 0", {**config, "WS": ws}), ("ws pdl 1", {**config, "WS": {**ws, "PDL": 1}})]
+    base = {c: v for c, v in config.items() if c != "PDL"}
+    return [(f"pdl {p}", {**base, "PDL": p} if p else base) for p in ((0, 2) if m <= PDL_MAX_M else (0, 1))]
+
+
+TUNED_AWAY = ("PDL", "WS")  # keys the table's passes add to a pool's config
+
+
+def base_of(config: dict) -> dict:
+    """A table config as its pool lists it: without the PDL and WS the
+    later passes gave it."""
+    return {c: v for c, v in config.items() if c not in TUNED_AWAY}
+
+
+def weight_only_pool(fmt: int, path: str, m: int) -> list[dict]:
+    """The path's curated configs at M (weight_only.split_pool,
+    fused_gemm.pool); empty where the path does not run (NVFP4's fused
+    path above FUSED_MAX_M has TMA configs only)."""
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.backends.triton_kernels import weight_only as wo
+
+    return list(map(wo.config_dict, wo.split_pool(m))) if path == "split" else fused_gemm.pool(m, fmt)
+
+
+def winners_at(prior: dict | None, m: int) -> list[dict]:
+    """The configs (and pointer_configs) of the prior table's entries at M
+    ({bucket: entry} of one kernel), most frequent first."""
+    count: dict[str, list] = {}
+    for key, entry in (prior or {}).items():
+        if parse(key)[0] != m:
+            continue
+        for c in (entry.get("config"), entry.get("pointer_config")):
+            if c:
+                slot = count.setdefault(json.dumps(base_of(c), sort_keys=True), [0, base_of(c)])
+                slot[0] += 1
+    return [c for _, c in sorted(count.values(), key=lambda v: -v[0])]
+
+
+def pruned(pool: list[dict], prior: dict | None, m: int, first: dict | None = None) -> list[dict]:
+    """The pool's configs that won at M on the prior table (winners_at),
+    `first` (the bucket's own prior winner) ahead; the whole pool where
+    prior is None (--full) or has no winner of the pool at M."""
+    if prior is None:
+        return list(pool)
+    won = [json.dumps(c, sort_keys=True) for c in winners_at(prior, m)]
+    if first is not None:
+        won.insert(0, json.dumps(base_of(first), sort_keys=True))
+    rank = {k: i for i, k in reversed(list(enumerate(won)))}
+    keep = [c for c in pool if json.dumps(base_of(c), sort_keys=True) in rank]
+    keep.sort(key=lambda c: rank[json.dumps(base_of(c), sort_keys=True)])
+    return keep or list(pool)
+
+
+WS_KEEP = 2  # the most frequent WS winners at an M timed beside the bucket's own
+
+
+def ws_pruned(tiles: list[dict], prior: dict | None, m: int, key: str | None = None) -> list[dict]:
+    """The warp-specialized tiles to time at M: the bucket's own WS winner
+    on the prior table and the WS_KEEP most frequent at M there (none
+    where WS never won at M: the pass is skipped), all of them with prior
+    None (--full)."""
+    if prior is None:
+        return list(tiles)
+    strip = lambda w: {c: v for c, v in w.items() if c != "PDL"}  # noqa: E731
+    count: dict[str, list] = {}
+    for name, e in prior.items():
+        if parse(name)[0] == m and "WS" in e.get("config", {}):
+            slot = count.setdefault(json.dumps(strip(e["config"]["WS"]), sort_keys=True), [0, False])
+            slot[0] += 1
+            slot[1] |= name == key
+    keep = sorted(count, key=lambda w: (not count[w][1], -count[w][0]))
+    keep = [w for w in keep if count[w][1]] + [w for w in keep if not count[w][1]][:WS_KEEP]
+    return [t for t in tiles if json.dumps(strip(t), sort_keys=True) in keep]
+
+
+def with_pdl(pool: list[dict], prior: dict | None, m: int) -> list[dict]:
+    """The pool with PDL 2 variants, as the table times up to M =
+    PDL_MAX_M: of every config with prior None (--full), else of those
+    that won at M on the prior table with PDL (the others won without it
+    wherever they won: their PDL twin is left out)."""
+    if prior is None:
+        twins = pool
+    else:
+        won = [base_of(e["config"]) for key, e in prior.items() if parse(key)[0] == m and e["config"].get("PDL")]
+        twins = [c for c in pool if base_of(c) in won]
+    return pool + [{**c, "PDL": 2} for c in twins if not c.get("PDL")]
+
+
+def pdl_won_at(prior: dict | None, m: int, key: str | None = None) -> bool:
+    """Whether PDL won on the prior table at the bucket `key` (where the
+    prior has it), else at any bucket of M (True with prior None)."""
+    if prior is None:
+        return True
+    won = lambda e: bool(e["config"].get("PDL") or e["config"].get("WS", {}).get("PDL"))  # noqa: E731
+    if key in prior:
+        return won(prior[key])
+    return any(parse(name)[0] == m and won(e) for name, e in prior.items())
+
+
+# ------------------------------------------------------------------ Helion
+
+def helion_sk(bm, bn, bk, split, warps=4, stages=4):
+    """A split-K GEMM candidate in its Helion form (configs.from_triton of the Triton config)."""
+    return {"block_sizes": [bn, bm], "block_k": bk, "split_k": split, "num_warps": warps, "num_stages": stages}
+
+
+HELION_SPLIT_K = [helion_sk(16, 16, 64, 16), helion_sk(16, 32, 64, 16), helion_sk(16, 32, 128, 8),
+                  helion_sk(32, 32, 64, 16), helion_sk(64, 64, 64, 8), helion_sk(16, 16, 128, 32),
+                  helion_sk(64, 64, 128, 4), helion_sk(64, 32, 64, 16)]
+
+HELION_WEIGHT_ONLY_M = (1, 16, 64, 128, 256, 512)
+HELION_KN = (8192, 8192)  # the one layer Helion's weight-only buckets are tuned at (others: nearest)
+HELION_SPLIT_K_SHAPES = [(16, 16384, 16), (64, 32768, 64), (256, 65536, 256)]
+
+
+def helion_path(op: str, m: int, shape=None, device=None) -> str:
+    """The path the Helion backend takes at M (with shape and device, a
+    torch device or a Target: the faster path where the weight_only store
+    entry it uses timed both, as helion_ops.WeightOnly.path decides)."""
+    from qgemm_bench.backends.triton_kernels import weight_only_configs
+    from qgemm_bench.backends.triton_kernels.weight_only import path_for
+
+    if op == "split_k_gemm":
+        return "split_k"
+    if shape is None or device is None:
+        return path_for(m)
+    from qgemm_bench.operators.formats import INT4, NVFP4
+
+    e = weight_only_configs.entry(target_of(device))
+    return path_for(m, NVFP4 if op == "nvfp4_gemm" else INT4, shape[1], shape[2], e.gpu, doc=e.table)
+
+
+def target_of(device):
+    """A Target for a torch device (target.of) or the Target given."""
+    from qgemm_bench.target import Target, of
+
+    return device if isinstance(device, Target) else of(device)
+
+
+def helion_kernel(op: str, m: int, shape=None, device=None) -> str:
+    """The config file's kernel name for this op and M (helion_ops.WeightOnly)."""
+    return f"{op}_fused" if helion_path(op, m, shape, device) == "fused" else op
+
+
+def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None) -> list[dict]:
+    """The Helion kernel's candidates at M: the Triton kernels' own pools as
+    Helion configs (configs.from_triton); prior (the Triton table's entries
+    of the kernel, {bucket: entry}): only those that won at M there
+    (pruned), as the Triton default does."""
+    from qgemm_bench.backends.helion_kernels.configs import from_triton
+    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
+
+    p = helion_path(op, m, shape, device)
+    if p == "split_k":  # first the Triton table's config (helion_ops' fallback: a saved entry must beat it)
+        from qgemm_bench.backends.helion_ops import split_k_default
+
+        table = [split_k_default(False, *shape, target_of(device))[0]] if shape and device is not None else []
+        return table + [c for c in HELION_SPLIT_K if c not in table and max(c["block_sizes"]) <= max(16, m)]
+    if p == "split":
+        pool = list(map(weight_only.config_dict, weight_only.split_pool(m)))
+        return [from_triton(c, split=True) for c in pruned(pool, prior, m)]
+    if p == "fused":
+        from qgemm_bench.backends.helion_ops import helion_config
+        from qgemm_bench.operators.formats import INT4, NVFP4
+
+        out = []  # Helion has no TMA switch: a pool's TMA and pointer-load twins are one Helion config
+        for c in pruned(fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4), prior, m):
+            if (h := helion_config(c, "fused")) not in out:
+                out.append(h)
+        return out
+    return []

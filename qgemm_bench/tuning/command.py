@@ -1,0 +1,511 @@
+"""`qgemm-bench tune` (and `python runner.py tune`): time the kernels'
+candidate configs on this GPU and write its config store entry. The
+module's HELP is the user's page (docs/tuning.md says more)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from qgemm_bench.errors import InputError
+from qgemm_bench.harness import args as types
+
+HELP = """\
+bring up a GPU from nothing (every operator, both kernel families):
+
+  qgemm-bench tune --dry-run                 # what would be tuned, and how long it should take
+  qgemm-bench tune                           # one GPU: at most --budget-s (default 22 min)
+  NCCL_NVLS_ENABLE=0 torchrun --nproc-per-node 2 runner.py tune   # two GPUs (default 13 min)
+  qgemm-bench tune --resume                  # after an interruption: only what is not written yet
+  qgemm-bench tune --stop-after-s 500; qgemm-bench tune --resume --stop-after-s 500; ...
+                                             # where a command may run 10 minutes at most
+
+what gets written: qgemm_bench/configs/<gpu>/ (or --store DIR/<gpu>/), the store the
+benchmarks read: weight_only.json (the Triton weight-only GEMM's split and fused
+configs per format, Llama layer and M, with PDL and the warp-specialized tiles),
+split_k.json (the Triton split-K GEMM's atomic and deterministic configs per skinny
+shape), helion.json (the Helion kernels' per bucket) and target.json (what the GPU
+is: SMs, shared memory, L2, measured copy bandwidth and bf16 rate). Each family file
+carries a "provenance" object (commit, date, command, rounds, versions, budget,
+whether the tune completed). Every entry is written the moment it is tuned (and
+journalled in <gpu>/.tune/), so an interrupted tune loses nothing: --resume skips
+what the unfinished tune wrote; a finished tune deletes the journal. Commit the
+folder to make the entry everyone's.
+
+how long: measured on one H200, `tune` took [H200 1-GPU MINUTES: to be measured]
+minutes and two H200s under torchrun [H200 2-GPU MINUTES: to be measured] (the
+default budget is 22 and 13 minutes of tuning, plus start-up). A GPU with a tuned
+entry of its compute capability in the store (the H100's for an H200) times only
+the candidates that won there, at each M (--full times every candidate of the
+kernels' pools: several times longer); each unit (one table entry) gets its share
+of the budget by expected cost, so the command ends on time and the entries it
+reached last are tuned from fewer candidates.
+
+every candidate is checked against the reference before it is timed; a wrong or
+failing config is never chosen. Timing is the runner's: a CUDA graph over
+rotating input copies larger than 2x L2, p50, two rounds (the second reversed).
+
+exit status: 0 every planned unit tuned, 1 some unit had no config that ran right,
+or the tune stopped (a stalled kernel, a lost CUDA context: the entries so far are
+written; --resume continues), 2 bad usage (nothing is tuned or written).
+CPU test mode: TRITON_INTERPRET=1 qgemm-bench tune --device cpu ... (float16, the
+Triton interpreter; writes <store>/cpu/, for tests only)."""
+
+
+def parser() -> argparse.ArgumentParser:
+    from qgemm_bench.tuning import plan
+
+    p = types.Parser(prog="qgemm-bench tune", description="Tune this GPU's kernel configs and write its "
+                     "config store entry (every operator and kernel family by default).",
+                     epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--op", default="all", help=f"operator: {', '.join(plan.OPS)} or all (default all)")
+    p.add_argument("--backends", default=",".join(plan.BACKENDS), metavar="A,B",
+                   help="kernel families to tune: triton, helion or both (default triton,helion)")
+    p.add_argument("--budget-s", type=types.positive_float, metavar="S",
+                   help=f"wall-clock budget of the whole tune in seconds (default: 1.5x the plan's expected time, at "
+                        f"most {plan.BUDGET_S[1]:g} on one GPU and {plan.BUDGET_S[2]:g} per rank on two or more)")
+    p.add_argument("--shape-budget-s", type=types.positive_float, metavar="S",
+                   help="at most this many seconds per unit (one table entry: a shape) (default: its share of the "
+                        "budget by expected cost)")
+    p.add_argument("--stop-after-s", type=types.positive_float, metavar="S",
+                   help="end this run after S seconds, the units' shares unchanged (a machine that limits a "
+                        "command's time: `tune --resume` goes on with the rest of the budget)")
+    p.add_argument("--resume", action="store_true",
+                   help="skip the units this GPU's unfinished tune already wrote (its journal in <gpu>/.tune/)")
+    p.add_argument("--store", metavar="DIR", help="the config store to write (default: the package's "
+                   "qgemm_bench/configs/)")
+    p.add_argument("--ms", metavar="M,M", help="weight-only M to tune (default: every M of the tables: split "
+                   "1,16,32,64, fused 1..4096, Helion 1..512)")
+    p.add_argument("--formats", default="int4,nvfp4", metavar="F,F",
+                   help="weight-only formats: int4, nvfp4 or both (default both)")
+    p.add_argument("--groups", default="", metavar="G,G",
+                   help="also give int4 fused entries their own warp-specialized config at these group sizes: "
+                        "32, 64, channel (default none: group 128's configs serve every group)")
+    p.add_argument("--full", action="store_true",
+                   help="time every candidate of the pools, not only those that won on the nearest tuned GPU")
+    p.add_argument("--dry-run", action="store_true", help="list what would be tuned and the expected time; "
+                   "tune nothing (no GPU needed)")
+    p.add_argument("--like", metavar="NAME", help="--dry-run without a GPU: plan as on the GPU of store entry "
+                   "NAME (its target.json)")
+    p.add_argument("--device", default="auto", help="auto (default), cuda, cuda:N, or cpu (a test run on the "
+                   "Triton interpreter: needs TRITON_INTERPRET=1)")
+    p.add_argument("--stall-timeout", type=types.stall_seconds, default=300.0, metavar="S",
+                   help="stop (exit 1, the entries so far written) when one candidate's check or timing takes "
+                        "more than S seconds, e.g. a kernel that never finishes (default 300; 0: off)")
+    return p
+
+
+def options(args) -> argparse.Namespace:
+    """The parsed options checked and normalized; InputError in one line."""
+    from qgemm_bench.tuning import candidates as cands
+    from qgemm_bench.tuning import plan
+
+    args.ops = list(plan.OPS) if args.op == "all" else [args.op]
+    if args.op != "all" and args.op not in plan.OPS:
+        raise InputError(f"--op {args.op!r}: expected {', '.join(plan.OPS)} or all")
+    args.backend_list = _subset(args.backends, plan.BACKENDS, "--backends")
+    args.format_list = _subset(args.formats, cands.FORMATS, "--formats")
+    args.group_list = tuple(_subset(args.groups, plan.GROUPS, "--groups")) if args.groups else ()
+    if args.group_list and ("int4" not in args.format_list or "int4_gemm" not in args.ops
+                            or "triton" not in args.backend_list):
+        raise InputError("--groups: int4 group sizes, for the Triton int4_gemm tune")
+    args.m_set = None
+    if args.ms is not None:
+        try:
+            args.m_set = {int(v) for v in args.ms.split(",")}
+        except ValueError:
+            raise InputError(f"--ms {args.ms!r}: expected comma-separated integers") from None
+        known = set(cands.TABLE_M["split"]) | set(cands.TABLE_M["fused"]) | set(cands.HELION_WEIGHT_ONLY_M)
+        if not args.m_set <= known:
+            raise InputError(f"--ms: {sorted(args.m_set - known)} not among the tables' M ({sorted(known)})")
+    if args.like and not args.dry_run:
+        raise InputError("--like plans a --dry-run without a GPU: give --dry-run too")
+    if args.store is not None and Path(args.store).exists() and not Path(args.store).is_dir():
+        raise InputError(f"--store {args.store}: not a folder")
+    return args
+
+
+def _subset(text: str, allowed, what: str) -> list[str]:
+    got = [v.strip() for v in text.split(",") if v.strip()]
+    if not got or not set(got) <= set(allowed) or len(set(got)) != len(got):
+        raise InputError(f"{what} {text!r}: expected a comma-separated subset of {', '.join(allowed)}")
+    return [v for v in allowed if v in got]
+
+
+def device_for(args, world):
+    """The device to tune on; InputError without CUDA (unless --device cpu
+    with TRITON_INTERPRET=1, or a --dry-run)."""
+    import torch
+
+    from qgemm_bench.harness import distributed
+    from qgemm_bench.harness.environment import resolve_device
+
+    if args.device == "cpu":
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            raise InputError("--device cpu tunes on the Triton interpreter: set TRITON_INTERPRET=1 (a test run)")
+    elif not torch.cuda.is_available():
+        if not args.dry_run:
+            raise InputError("tune needs a CUDA GPU (TRITON_INTERPRET=1 with --device cpu is a CPU test run; "
+                             "--dry-run lists the plan anywhere)")
+        args.device = "cpu"
+    if world is not None:  # GPU LOCAL_RANK for auto/cuda (gloo: the collectives move Python objects)
+        return torch.device(distributed.start(world, args.device))
+    return resolve_device(args.device)
+
+
+def main(argv: list[str]) -> int:
+    args = options(parser().parse_args(argv))
+    from qgemm_bench.harness import distributed
+
+    world = distributed.from_env()
+    device = device_for(args, world)
+    try:
+        return Tune(args, argv, device, world).run()
+    finally:
+        if world is not None:
+            distributed.stop()
+
+
+class Tune:
+    """One tune: the plan, this rank's share of it, the journal and (rank 0)
+    the store's family files."""
+
+    def __init__(self, args, argv, device, world):
+        import torch
+
+        from qgemm_bench.configs.store import ROOT, Store
+        from qgemm_bench.target import Target
+
+        self.args, self.argv, self.device, self.world = args, argv, device, world
+        self.rank, self.size = (world.rank, world.size) if world else (0, 1)
+        self.main = self.rank == 0
+        self.store = Store(Path(args.store) if args.store else ROOT)
+        self.dtype = torch.float16 if device.type == "cpu" else torch.bfloat16
+        if args.like:
+            known = self.store.entries()
+            if args.like not in known:
+                raise InputError(f"--like {args.like}: no store entry of that name "
+                                 f"({', '.join(sorted(known)) or 'none'} in {self.store.root})")
+            self.target = known[args.like]
+        elif device.type == "cuda" and not args.dry_run:
+            from qgemm_bench.harness.environment import measure_ceilings
+
+            self.target = Target.from_device(device, measure_ceilings(device) if self.main else None)
+        else:
+            self.target = Target.from_device(device)
+        self.gpu = self.target.name
+
+    # ------------------------------------------------------------------ the plan
+
+    def priors(self) -> dict:
+        """Each family's table that prunes the candidates: that of the
+        nearest other GPU of this compute capability in the store (the
+        package's where --store has none), else this GPU's own where no tune
+        of it is unfinished (a partly written entry would prune untuned M to
+        nothing: a resumed tune must plan as its first run did); None with
+        --full or without one. Plus the GPU it came from."""
+        from qgemm_bench.configs.store import DEFAULT, distance
+        from qgemm_bench.tuning.journal import Journal
+
+        out, used = {"weight_only": None, "helion": None}, set()
+        if self.args.full:
+            return {**out, "from": None}
+        t = self.target
+        for family in out:
+            for store in dict.fromkeys([self.store.root, DEFAULT.root]):
+                store = self.store if store == self.store.root else DEFAULT
+                near = {g: e for g, e in store.entries().items() if g != t.name and e.capability == t.capability
+                        and store.path(g, family).exists()}
+                if near:
+                    gpu = min(near, key=lambda g: (distance(t, near[g]), g))
+                elif store.path(t.name, family).exists() and not Journal(store.root, t.name).exists():
+                    gpu = t.name
+                else:
+                    continue
+                out[family] = store.read(gpu, family)
+                used.add(gpu)
+                break
+        return {**out, "from": ",".join(sorted(used)) or None}
+
+    def units(self, priors: dict) -> list:
+        from qgemm_bench.tuning import plan
+
+        a, out = self.args, []
+        weight_ops = [op for op in a.ops if op != "split_k_gemm"]
+        if "triton" in a.backend_list and weight_ops:
+            fmts = [f for f in a.format_list if f"{f}_gemm" in weight_ops]
+            out += plan.weight_only_units(fmts, a.m_set, priors["weight_only"], a.group_list)
+        if "helion" in a.backend_list:
+            out += plan.helion_units(a.ops, a.format_list, a.m_set, priors["weight_only"], self.target)
+        if "triton" in a.backend_list and "split_k_gemm" in a.ops:
+            out += plan.split_k_units(self.target.sms)
+        if not out:
+            raise InputError("nothing to tune for these options (--op, --backends, --formats, --ms)")
+        return out
+
+    def dry_run(self, units, done: set, priors: dict) -> int:
+        from tabulate import tabulate
+
+        from qgemm_bench.tuning import plan
+
+        todo = [u for u in units if u.id not in done]
+        rows = []
+        for family in plan.FAMILIES:
+            mine = [u for u in todo if u.family == family]
+            if mine:
+                rows.append([family, len(mine), sum(u.candidates for u in mine), round(sum(u.cost for u in mine))])
+        total = sum(u.cost for u in todo)
+        print(f"qgemm-bench tune plan for {self.gpu} ({self.target.device_name}, compute capability "
+              f"{self.target.cc or 'none'}), store {self.store.root}")
+        print("candidates: " + ("every candidate of the pools (--full)" if self.args.full or not priors["from"]
+                                else f"those that won at each M on {priors['from']} (--full: all)"))
+        if done:
+            print(f"--resume: {len(units) - len(todo)} of {len(units)} units already written by the unfinished tune")
+        print(tabulate(rows + [["total", len(todo), sum(r[2] for r in rows), round(total)]],
+                       headers=["family", "units", "candidates", "expected s"]))
+        for size in (1, 2, 4):
+            longest = max((sum(u.cost for u in part) for part in plan.shares(todo, size)), default=0.0)
+            budget = self.args.budget_s or plan.default_budget(todo, size)
+            print(f"on {size} GPU{'s' if size > 1 else ' '}: expected {longest / 60:5.1f} min, budget "
+                  f"{budget / 60:5.1f} min"
+                  + (" (the budget shortens the units' candidate lists)" if budget < longest else ""))
+        return 0
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> int:
+        from qgemm_bench.harness import distributed
+        from qgemm_bench.tuning import plan
+        from qgemm_bench.tuning.journal import Journal
+
+        t0 = time.monotonic()
+        priors = self.priors() if self.main else None
+        if self.world is not None:  # one choice for every rank (the ceilings that rank 0 alone measured)
+            priors = distributed.broadcast(priors, self.world)
+        units = self.units(priors)
+        journal = Journal(self.store.root, self.gpu, self.rank)
+        done, spent = set(), 0.0
+        if self.main:
+            if self.args.resume:
+                done = journal.done()
+                spent = sum(r.get("s", 0.0) for r in journal.records()) / self.size
+            elif journal.exists() and not self.args.dry_run:
+                journal.clear()  # a new tune: the unfinished one's journal goes
+        if self.world is not None:  # also: nobody journals before rank 0 cleared
+            done, spent = distributed.broadcast((done, spent), self.world)
+        if self.args.dry_run:
+            return self.dry_run(units, done, priors) if self.main else 0
+        todo = [u for u in units if u.id not in done]
+        mine = plan.shares(todo, self.size)[self.rank]
+        # The whole tune's budget, of which a resumed one has the rest: its units' shares are what they
+        # would have been in one go.
+        budget = self.args.budget_s or plan.default_budget(units, self.size)
+        deadline = t0 + max(0.0, budget - spent)
+        end = min(deadline, t0 + self.args.stop_after_s) if self.args.stop_after_s else deadline
+        if self.main:
+            print(f"tune {self.gpu}: {len(todo)} units ({len(done)} already written)"
+                  + (f" over {self.size} ranks" if self.size > 1 else "")
+                  + f", budget {budget:.0f} s" + (f" ({spent:.0f} spent)" if spent else "")
+                  + (f", this run at most {end - t0:.0f} s" if end < deadline else "") + "; candidates: "
+                  + (f"those that won on {priors['from']}" if priors["from"] else "the whole pools"), flush=True)
+        writer = self.writer(priors, len(units), budget) if self.main else None
+        if writer is not None and done:  # what the unfinished tune journalled is in the store, even where a
+            for rec in journal.records():  # rank died before rank 0 wrote its entries
+                writer.add(rec, write=False)
+        records, failed, stopped = self.tune_units(mine, deadline, end, priors, journal, writer)
+        return self.finish(units, done, records, failed, stopped, journal, writer, time.monotonic() - t0)
+
+    def writer(self, priors, planned: int, budget: float):
+        from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+        from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+        from qgemm_bench.harness.environment import collect, git_commit
+        from qgemm_bench.tuning import plan
+        from qgemm_bench.tuning.journal import Writer
+        from qgemm_bench.tuning.timing import ROUNDS
+
+        meta = collect(self.device)
+        versions = {k: meta.get(k) for k in ("torch", "triton", "helion", "cuda", "gpu", "driver") if meta.get(k)}
+        provenance = {"commit": git_commit(), "date": None, "command": " ".join(["qgemm-bench tune", *self.argv]),
+                      "rounds": ROUNDS, "versions": versions, "budget_s": round(budget),
+                      "world_size": self.size, "pruned_by": priors["from"], "units_planned": planned,
+                      "complete": False}
+        checks = {"weight_only": woc.check_table, "split_k": skc.check_table}
+        return Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, checks)
+
+    def tune_units(self, mine, deadline, end, priors, journal, writer):
+        """Run this rank's units: split-K as one batch with its share of the
+        budget, then Helion and weight-only one by one, each with its share
+        of the time left until `deadline`; each journalled with the seconds
+        it took (and on rank 0 written) when done. (records, failed unit
+        ids, why it stopped or ""); past the deadline, or this run's `end`
+        (--stop-after-s), the units left are not started (--resume tunes
+        them)."""
+        from tqdm import tqdm
+
+        from qgemm_bench.harness import faults
+        from qgemm_bench.tuning import plan
+
+        self.prepare()
+        records, failed, late, stopped = [], [], [], ""
+        bar = tqdm(total=len(mine), unit="entry", desc=f"tune {self.gpu}" + (f" rank {self.rank}" if self.world
+                                                                             else ""),
+                   dynamic_ncols=True, file=sys.stderr, position=self.rank)
+
+        last = [time.monotonic()]
+
+        def keep(record):
+            record["s"] = round(time.monotonic() - last[0], 1)  # what the unit took (--resume's budget)
+            last[0] = time.monotonic()
+            journal.append(record)
+            records.append(record)
+            if writer is not None:
+                writer.add(record)
+
+        try:
+            order = sorted(mine, key=lambda u: plan.FAMILIES.index(u.family))
+            batch = [u for u in order if u.family == "split_k"]
+            singles = [u for u in order if u.family != "split_k"]
+            if batch:  # first: its tuner spends the share it is given, which the others' overruns cannot eat
+                total = sum(u.cost for u in order)
+                stop = time.monotonic() + (deadline - time.monotonic()) * sum(u.cost for u in batch) / total
+                failed += self.tune_split_k(batch, min(stop, end), keep, bar)
+            for i, unit in enumerate(singles):
+                last[0] = time.monotonic()
+                if i and last[0] > end:  # the rest waits for --resume: past the budget a unit would still
+                    late += [u.id for u in singles[i:]]  # check and time a few (a run starts one at least)
+                    break
+                left = sum(u.cost for u in singles[i:])
+                stop = plan.unit_stop(time.monotonic(), deadline, unit, left, self.args.shape_budget_s)
+                bar.set_postfix_str(unit.id, refresh=False)
+                try:
+                    record = self.tune_one(unit, priors, stop)
+                except Exception as e:  # noqa: BLE001 - one unit's failure is its own, unless the GPU is gone
+                    if faults.context_lost(e):
+                        raise
+                    print(f"{unit.id}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}",
+                          file=sys.stderr, flush=True)
+                    record = None
+                if record is None:
+                    failed.append(unit.id)
+                else:
+                    keep(record)
+                bar.update()
+        except Exception as e:  # noqa: BLE001 - a lost context: what was tuned is written, --resume goes on
+            if not faults.context_lost(e):
+                raise
+            stopped = f"the CUDA context was lost ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+        finally:
+            bar.close()
+        if late:
+            print(f"rank {self.rank}: {'this run' if end < deadline else 'the budget'} ended before {len(late)} "
+                  "units (their buckets take the nearest tuned entry until `tune --resume` tunes them)",
+                  file=sys.stderr, flush=True)
+        return records, failed, stopped
+
+    def prepare(self) -> None:
+        """The tuners' run settings: device, dtype, watchdog."""
+        from qgemm_bench.harness.measure import Settings
+        from qgemm_bench.harness.watchdog import stall_reason
+        from qgemm_bench.tuning import weight_only
+
+        weight_only.DEV, weight_only.DTYPE, weight_only.TARGET = self.device, self.dtype, self.target
+        if self.device.type == "cpu":  # a test run: interpreter times say nothing; a few samples will do
+            weight_only.SETTINGS = Settings(warmup_ms=0.0, rep_ms=1.0)
+        weight_only.WATCH.seconds = self.args.stall_timeout
+
+        def stalled(label) -> int:
+            print(f"error: {stall_reason(label, weight_only.WATCH.seconds)}; the entries tuned before it are "
+                  f"written (tune --resume continues)", file=sys.stderr)
+            return 1
+
+        weight_only.WATCH.on_stall = stalled
+
+    def tune_one(self, unit, priors, stop) -> dict | None:
+        from qgemm_bench.backends.config_buckets import bucket
+        from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+        from qgemm_bench.tuning import candidates as cands
+        from qgemm_bench.tuning import helion, weight_only
+
+        if unit.family == "weight_only":
+            fmt_id = cands.FORMATS.index(unit.fmt)
+            kernel = woc.kernel(fmt_id, unit.path)
+            prior = priors["weight_only"]
+            entries = None if prior is None else prior.get("kernels", {}).get(kernel, {})
+            entry = weight_only.tune_unit(unit.fmt, unit.path, *unit.shape, entries, stop, self.args.group_list)
+            if entry is None:
+                return None
+            return {"unit": unit.id, "family": "weight_only", "kernel": kernel, "key": bucket(*unit.shape),
+                    "entry": entry}
+        r = helion.tune_unit(unit.op, unit.shape, self.device, priors["weight_only"], priors["helion"], stop,
+                             self.dtype, self.gpu, self.target)
+        if r is None:
+            return None
+        return {"unit": unit.id, "family": "helion", "kernel": r["op"], "key": r["key"], "entry": r["entry"]}
+
+    def tune_split_k(self, batch, deadline, keep, bar) -> list[str]:
+        """The split-K shapes in one tuner call (it compiles ahead in worker
+        processes and shares its time over the shapes itself): until the
+        deadline, at most --shape-budget-s a shape."""
+        from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+        from qgemm_bench.tuning import split_k
+        from qgemm_bench.types import Shape
+
+        ids = {tuple(u.shape): u.id for u in batch}
+        now = time.monotonic()
+        stop = deadline if self.args.shape_budget_s is None else \
+            min(deadline, now + self.args.shape_budget_s * len(batch))
+        tuned = set()
+
+        def on_shape(shape, entries, doc):
+            tuned.add(tuple(shape))
+            keep({"unit": ids[tuple(shape)], "family": "split_k", "key": skc.key(*shape), "entries": entries,
+                  "sms": doc.get("sms")})
+            bar.update()
+
+        jobs = 0 if self.device.type == "cpu" else max(0, min(16, (os.cpu_count() or 2) // self.size - 2))
+        opts = argparse.Namespace(base={"entries": {}}, out=None, retune=True, keep_faster=False, jobs=jobs,
+                                  warmup_ms=5.0, rep_ms=20.0, limit_s=max(1.0, stop - now))
+        split_k.tune(opts, [Shape(*u.shape) for u in batch], self.device, deadline=stop, on_shape=on_shape,
+                     dtype=self.dtype, gpu=self.gpu)
+        return [u.id for u in batch if tuple(u.shape) not in tuned]
+
+    def finish(self, units, done, records, failed, stopped, journal, writer, wall_s: float) -> int:
+        """Rank 0: every rank's records folded into the store; the journal
+        deleted when every planned unit is in. The exit status."""
+        from qgemm_bench.harness import distributed
+
+        if self.world is not None:
+            try:
+                gathered = distributed.gather((records, failed, stopped), self.world)
+            except Exception as e:  # noqa: BLE001 - a dead rank: its journal (one host) still counts
+                gathered = None
+                print(f"rank {self.rank}: the gather failed ({type(e).__name__}); rank 0 reads the journals",
+                      file=sys.stderr)
+            if not self.main:
+                return 1 if failed or stopped else 0
+            failed = [f for part in gathered or [] for f in part[1]] or failed
+            stopped = "; ".join(p[2] for p in gathered or [] if p[2]) or stopped
+            mine = {r["unit"] for r in records}
+            for rec in [r for part in gathered or [] for r in part[0]] + journal.records():
+                if rec["unit"] not in mine:
+                    mine.add(rec["unit"])
+                    writer.add(rec, write=False)
+        written = {r["unit"] for r in journal.records()}
+        complete = {u.id for u in units} <= written | done
+        paths = writer.write_all(complete) if writer.touched else []
+        if complete:
+            journal.clear()
+        print(f"tuned {len(written - done)} entries in {wall_s / 60:.1f} min"
+              + (f"; wrote {', '.join(str(p) for p in paths)}" if paths else "; nothing written"), flush=True)
+        if failed:
+            print(f"{len(failed)} units had no config that ran right: {', '.join(failed[:8])}"
+                  + (" ..." if len(failed) > 8 else ""), file=sys.stderr)
+        if stopped:
+            print(f"stopped: {stopped}", file=sys.stderr)
+        if not complete:
+            print("the tune is unfinished: `qgemm-bench tune --resume` (same options) tunes the rest",
+                  file=sys.stderr)
+        return 1 if failed or stopped else 0

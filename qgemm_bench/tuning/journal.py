@@ -1,0 +1,120 @@
+"""Writing the store while a tune runs, so an interrupted tune loses nothing.
+
+Every tuned unit (one table entry: a weight-only or Helion bucket, a split-K
+shape's two modes) is appended to its rank's journal,
+<store>/<gpu>/.tune/journal.rank<r>.jsonl, the moment it is done (one JSON
+line, flushed and fsynced). Rank 0 alone writes the family files
+(configs.store.Store.write: atomic, with provenance): in one process after
+every unit; under torchrun after each of its own and, at the end, with
+every rank's (gathered, and read from the other ranks' journals on one
+host, so a rank that died still counts). A journal that exists means this
+GPU's tune has not finished: `tune --resume` skips its units; a tune that
+finishes deletes it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+from pathlib import Path
+
+JOURNAL_DIR = ".tune"
+
+# Each family file as a fresh GPU starts it (the family modules' layouts).
+SKELETONS = {"weight_only": lambda: {"kernels": {}},
+             "split_k": lambda: {"entries": {"atomic": {}, "deterministic": {}}},
+             "helion": lambda: {"kernels": {}}}
+
+
+class Journal:
+    """One GPU's journals under a store root; `rank` appends to its own."""
+
+    def __init__(self, root: Path, gpu: str, rank: int = 0):
+        self.dir = Path(root) / gpu / JOURNAL_DIR
+        self.rank = rank
+
+    def path(self, rank: int | None = None) -> Path:
+        return self.dir / f"journal.rank{self.rank if rank is None else rank}.jsonl"
+
+    def exists(self) -> bool:
+        return any(self.dir.glob("journal.rank*.jsonl"))
+
+    def records(self) -> list[dict]:
+        """Every rank's records, in rank then line order (a line cut short by
+        a kill is skipped)."""
+        out = []
+        for f in sorted(self.dir.glob("journal.rank*.jsonl")):
+            for line in f.read_text(encoding="utf-8").splitlines():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(rec, dict) and "unit" in rec:
+                    out.append(rec)
+        return out
+
+    def done(self) -> set[str]:
+        return {r["unit"] for r in self.records()}
+
+    def append(self, record: dict) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.path(), "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def clear(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def fold(tables: dict, record: dict) -> str:
+    """Put a journal record's entries into `tables` ({family: file
+    contents}); the family it touched."""
+    family = record["family"]
+    doc = tables.setdefault(family, SKELETONS[family]())
+    if family == "split_k":
+        for mode, entry in record["entries"].items():
+            doc.setdefault("entries", {}).setdefault(mode, {})[record["key"]] = entry
+        doc["sms"] = record.get("sms", doc.get("sms"))
+    else:
+        doc.setdefault("kernels", {}).setdefault(record["kernel"], {})[record["key"]] = record["entry"]
+    return family
+
+
+class Writer:
+    """Rank 0's family files: the store's own files of this GPU (a partial
+    re-tune keeps the entries it does not reach), the journal's records
+    folded in, each family written whole after every change."""
+
+    def __init__(self, store, gpu: str, families: list[str], provenance: dict, target=None, check=None):
+        self.store, self.gpu, self.provenance, self.target = store, gpu, provenance, target
+        self.check = check or {}  # family -> check_table(doc, where), run before a write
+        self.tables = {f: store.read(gpu, f) or SKELETONS[f]() for f in families}
+        self.touched: set[str] = set()
+
+    def add(self, record: dict, write: bool = True) -> None:
+        family = fold(self.tables, record)
+        self.touched.add(family)
+        if write:
+            self.write(family)
+
+    def write(self, family: str) -> Path:
+        doc = self.tables[family]
+        doc.pop("source", None)  # the provenance object says how it was made
+        doc["gpu"] = self.gpu
+        if family in self.check:
+            self.check[family](doc, f"the tuned {family} table")
+        prov = {**self.provenance, "date": now()}
+        path = self.store.write(self.gpu, family, doc, prov, target=self.target)
+        self.target = None  # target.json once
+        return path
+
+    def write_all(self, complete: bool) -> list[Path]:
+        self.provenance["complete"] = complete
+        return [self.write(f) for f in sorted(self.touched)]
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

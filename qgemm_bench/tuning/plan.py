@@ -1,0 +1,152 @@
+"""What a `qgemm-bench tune` will tune: its units, their expected cost, and
+how they spread over ranks and the time budget.
+
+A unit is one store entry: a weight-only table entry (format, path, Llama
+layer, M), a split-K shape (both modes), a Helion bucket. Its cost is the
+expected seconds on an H100/H200-class GPU, from the candidates it will
+time: each one checked and timed in two rounds of the runner's windows
+(2 x (25 + 100 ms) of GPU time, with the graph captures, the check and
+its share of the compiles ~0.45 s; an estimate, not yet measured on the
+H200), a Helion config ~2.5 s (its compile dominates: the H100's 124
+configs took 4-5 minutes), a split-K shape ~8 s (its tuner spends the share
+it is given: 540 s for 37 shapes on the H100 timed every candidate of
+most). The dry run prints these; the budget hands each unit its share of
+the time left by cost, so the command ends on time whatever the model gets
+wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from qgemm_bench.harness import distributed
+from qgemm_bench.tuning import candidates as cands
+
+FAMILIES = ("split_k", "helion", "weight_only")  # the order a rank runs them in (split-K as one batch)
+OPS = ("int4_gemm", "nvfp4_gemm", "split_k_gemm")
+BACKENDS = ("triton", "helion")
+GROUPS = ("32", "64", "channel")  # int4 groups with their own WS config (--groups)
+
+CANDIDATE_S = 0.45  # a weight-only candidate: checked, then two rounds of the runner's windows
+UNIT_S = 0.5  # a unit's inputs and rotating copies
+HELION_CANDIDATE_S = 2.5
+SPLIT_K_SHAPE_S = 8.0
+
+# The default budget: 22 minutes on one GPU, 13 on two or more (the issue's
+# 25 and 15, less start-up: imports, the ceilings, the first compiles).
+BUDGET_S = {1: 1320.0, 2: 780.0}
+
+
+@dataclass(frozen=True)
+class Unit:
+    family: str  # the store family: weight_only | split_k | helion
+    op: str
+    path: str  # weight_only: split | fused; split_k: both modes; helion: the op's path at M
+    shape: tuple[int, int, int]
+    candidates: int  # how many it is expected to time
+    cost: float  # expected seconds
+
+    @property
+    def id(self) -> str:
+        m, k, n = self.shape
+        return f"{self.family}/{self.op}/{self.path}/{m}x{k}x{n}"
+
+    @property
+    def fmt(self) -> str:
+        return "nvfp4" if self.op == "nvfp4_gemm" else "int4"
+
+
+def weight_only_units(formats, ms, prior: dict | None, groups=()) -> list[Unit]:
+    """Every (format, path, Llama layer, M in TABLE_M[path] and ms) whose
+    path runs there. prior: the nearest tuned GPU's weight_only table
+    (None: whole pools)."""
+    from qgemm_bench.backends.config_buckets import bucket
+    from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
+    from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
+    from qgemm_bench.operators.common import LLAMA3_8B_KN, LLAMA3_70B_KN
+
+    out = []
+    for fmt_id, fmt in enumerate(cands.FORMATS):
+        if fmt not in formats:
+            continue
+        op = woc.FORMATS[fmt_id]
+        for path in ("split", "fused"):
+            entries = None if prior is None else prior.get("kernels", {}).get(woc.kernel(fmt_id, path), {})
+            for m in cands.TABLE_M[path]:
+                if ms is not None and m not in ms:
+                    continue
+                pool = cands.weight_only_pool(fmt_id, path, m)
+                if not pool:
+                    continue
+                for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
+                    first = (entries or {}).get(bucket(m, k, n), {}).get("config")
+                    timed = len(cands.pruned(pool, entries, m, first))
+                    if m <= cands.PDL_MAX_M:
+                        timed = len(cands.with_pdl(cands.pruned(pool, entries, m, first), entries, m))
+                    if path == "fused" and ws_pool(m):
+                        tiles = len(cands.ws_pruned(ws_pool(m), entries, m, bucket(m, k, n)))
+                        timed += (tiles + 1 if tiles else 0) + (len(groups) * (len(ws_pool(m)) + 1)
+                                                                 if fmt == "int4" else 0)
+                    if m > cands.PDL_MAX_M and cands.pdl_won_at(entries, m, bucket(m, k, n)):
+                        timed += 2
+                    if path == "fused" and m > FUSED_MAX_M:
+                        timed += 2  # against dequantize + cuBLAS
+                    out.append(Unit("weight_only", op, path, (m, k, n), timed, UNIT_S + CANDIDATE_S * timed))
+    return out
+
+
+def split_k_units(sms: int = 132) -> list[Unit]:
+    from qgemm_bench.operators import split_k_gemm
+
+    return [Unit("split_k", "split_k_gemm", "both", tuple(s), len(cands.split_k(*s, sms)), SPLIT_K_SHAPE_S)
+            for s in split_k_gemm.PRESETS["skinny"]]
+
+
+def helion_units(ops, formats, ms, prior: dict | None, target) -> list[Unit]:
+    """Helion's buckets: the weight-only ops at HELION_KN (K = N = 8192) and
+    HELION_WEIGHT_ONLY_M (above, dequantize + cuBLAS: nothing to tune),
+    split-K at HELION_SPLIT_K_SHAPES."""
+    out = []
+    for op in ops:
+        if op == "split_k_gemm":
+            shapes = cands.HELION_SPLIT_K_SHAPES
+        elif ("nvfp4" if op == "nvfp4_gemm" else "int4") in formats:
+            shapes = [(m, *cands.HELION_KN) for m in cands.HELION_WEIGHT_ONLY_M if ms is None or m in ms]
+        else:
+            continue
+        for shape in shapes:
+            kernel = cands.helion_kernel(op, shape[0], shape, target)
+            pruning = None if prior is None else prior.get("kernels", {}).get(kernel, {})
+            n = len(cands.helion(op, shape[0], shape, target, prior=pruning))
+            if n:
+                out.append(Unit("helion", op, kernel, tuple(shape), n, UNIT_S + HELION_CANDIDATE_S * n))
+    return out
+
+
+def shares(units: list[Unit], size: int) -> list[list[Unit]]:
+    """Each rank's units, balanced by cost (harness.distributed.shard), in
+    plan order."""
+    parts = distributed.shard(units, [u.cost for u in units], size)
+    return [[units[i] for i in part] for part in parts]
+
+
+BUDGET_MARGIN = 1.5  # the default budget's room over the expected time (the cost model is an estimate)
+
+
+def default_budget(units: list[Unit], size: int) -> float:
+    """BUDGET_MARGIN x the longest rank's expected seconds, at most
+    BUDGET_S: past its budget a tune starts no unit (--resume does), and
+    the split-K tuner spends all of the share it is given."""
+    longest = max((sum(u.cost for u in part) for part in shares(units, size)), default=0.0)
+    return min(BUDGET_MARGIN * longest, BUDGET_S[min(size, 2)])
+
+
+def unit_stop(now: float, deadline: float, unit: Unit, left: float, shape_budget: float | None) -> float:
+    """When a unit should stop starting new work: its share of the time
+    left by cost (`left`: the cost of this unit and the rank's later ones),
+    at most --shape-budget-s."""
+    share = max(0.0, deadline - now) * unit.cost / max(left, 1e-9)
+    if shape_budget is not None:
+        share = min(share, shape_budget)
+    return now + share

@@ -1,0 +1,99 @@
+"""The config store (qgemm_bench/configs/): one loader, fallback to the
+nearest entry of the same compute capability, atomic writes, and the
+package's own entries."""
+
+import json
+
+import pytest
+
+from qgemm_bench.configs import store as config_store
+from qgemm_bench.configs.store import FAMILIES, PROVENANCE_KEYS, Store
+from qgemm_bench.target import Target, slug
+from tests.support import fake_target
+
+PROV = {"commit": "abc1234", "date": "2026-11-28T00:00:00+00:00", "command": "qgemm-bench tune", "rounds": 2,
+        "versions": {"triton": "3.6.0"}}
+TABLE = {"kernels": {"int4_gemm": {"M1_K64_N64": {"config": {"BLOCK_M": 16}}}}}
+
+
+def test_write_then_load_round_trip(tmp_path):
+    store, gpu = Store(tmp_path), fake_target("gpu_a", copy_GBps=3000.0)
+    path = store.write(gpu.name, "weight_only", TABLE, PROV, target=gpu)
+    e = store.load(gpu, "weight_only")
+    assert e.exact and e.gpu == "gpu_a" and e.note == "" and e.path == path
+    assert e.table["kernels"] == TABLE["kernels"] and e.table["provenance"] == PROV and e.table["gpu"] == "gpu_a"
+    assert store.entries() == {"gpu_a": gpu}  # target.json round trip
+    assert not list(tmp_path.rglob("*.tmp"))  # the atomic write left nothing behind
+    with pytest.raises(ValueError, match="provenance lacks rounds"):
+        store.write(gpu.name, "split_k", {}, {k: v for k, v in PROV.items() if k != "rounds"})
+    with pytest.raises(ValueError, match="family 'tiles'"):
+        store.write(gpu.name, "tiles", {}, PROV)
+
+
+def test_a_gpu_without_its_own_entry_takes_the_nearest_of_its_compute_capability(tmp_path):
+    store = Store(tmp_path)
+    near, far, other_cc = (fake_target("gpu_a", sms=132, l2_bytes=50 << 20), fake_target("gpu_b", sms=66),
+                           fake_target("gpu_c", (8, 0)))
+    for t in (near, far, other_cc):
+        store.write(t.name, "split_k", {"entries": {}, "mark": t.name}, PROV, target=t)
+    new = fake_target("gpu_n", sms=132, l2_bytes=60 << 20, copy_GBps=4000.0)
+    e = store.load(new, "split_k")
+    assert (e.gpu, e.exact, e.table["mark"]) == ("gpu_a", False, "gpu_a")
+    assert e.note == "configs of gpu_a (same compute capability 9.0; no entry for gpu_n)"
+    # No entry of the capability: no table, and the note says so.
+    e = store.load(fake_target("gpu_x", (10, 0)), "split_k")
+    assert (e.gpu, e.table, e.exact) == (None, {}, False) and "compute capability 10.0" in e.note
+    # An entry lacking the family does not serve it; the CPU takes none.
+    assert store.load(new, "helion").gpu is None
+    assert store.load(Target.cpu(), "split_k").gpu is None
+    # Ties break by name, so the choice never depends on the file system.
+    store.write("gpu_0", "split_k", {"entries": {}}, PROV, target=fake_target("gpu_0", sms=132, l2_bytes=50 << 20))
+    assert store.load(new, "split_k").gpu == "gpu_0"
+
+
+def test_an_h200_takes_the_h100_entry_and_says_so():
+    """The package's store: a GPU of compute capability 9.0 without its own
+    entry (an H200 before it is tuned) gets the nearest 9.0 entry in each
+    family, and its note names it."""
+    stored = config_store.entries()
+    same = {g for g, t in stored.items() if t.capability == (9, 0)}
+    h200 = Target("h200_untuned", "NVIDIA H200 (no entry)", (9, 0), 132, 227 * 1024, 60 * 2**20, 4180.0)
+    for family in FAMILIES:
+        e = config_store.load(h200, family)
+        assert e.gpu in same and not e.exact and e.table
+        assert e.note == f"configs of {e.gpu} (same compute capability 9.0; no entry for h200_untuned)"
+
+
+def test_the_package_entries_are_complete_and_say_how_they_were_made():
+    stored = config_store.entries()
+    assert stored
+    for gpu, target in stored.items():
+        assert target.name == gpu and target.capability and target.sms > 0 and target.smem_per_block > 0
+        for family in config_store.DEFAULT.families(gpu):
+            doc = config_store.DEFAULT.read(gpu, family)
+            assert doc["gpu"] == gpu and set(PROVENANCE_KEYS) <= set(doc["provenance"]), (gpu, family)
+
+
+def test_slug_names_gpus_as_the_store_does():
+    assert [slug(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB")] == \
+        ["h100", "h200", "a100"]
+    t = fake_target("gpu_a", copy_GBps=1.5)
+    assert Target.from_json(json.loads(json.dumps(t.to_json()))) == t
+
+
+def test_a_row_names_the_store_entry_it_used(tmp_path):
+    """The Triton split-K backend on a Target without its own entry: the
+    row's note names the entry of the same capability that served it."""
+    import torch
+
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, SplitKGemm
+
+    store = Store(tmp_path)
+    gpu = fake_target("gpu_a")
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 4, "num_warps": 4, "num_stages": 1}
+    store.write(gpu.name, "split_k", {"entries": {"atomic": {"M5_K1000_N7": {"config": cfg}}}}, PROV, target=gpu)
+    a, b = torch.randn(5, 1000, dtype=torch.float16), torch.randn(1000, 7, dtype=torch.float16)
+    gemm = SplitKGemm(a, b, None, ATOMIC, target=fake_target("gpu_b"), store=store)
+    assert gemm.config == cfg
+    assert gemm.note().startswith("configs of gpu_a (same compute capability 9.0; no entry for gpu_b); "
+                                  "table (gpu_a): 5x1000x7")

@@ -1,0 +1,291 @@
+"""`qgemm-bench tune` (qgemm_bench/tuning/command.py) on the CPU: end to end
+on the Triton interpreter with a tiny candidate set per family (the entries
+it writes, their provenance, each chosen config one of the candidates and
+right against the reference, read back through the store's loader), and
+its command line (--help, bad usage, --dry-run, --resume)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from qgemm_bench import cli
+from qgemm_bench.types import Shape
+from tests.support import DEV, fp64, rel_np, triton_config
+
+pytestmark = pytest.mark.skipif(DEV.type == "cuda", reason="the CPU test mode (the interpreter)")
+
+LAYER = (256, 64)  # (K, N): the one "Llama layer" of the tiny plan
+SPLIT_K_SHAPE = Shape(4, 256, 16)
+WO = {"split": [triton_config(16, 32, 64, 2), triton_config(16, 64, 64, 4)],
+      "fused": [triton_config(16, 32, 64, 1), triton_config(16, 64, 128, 2)]}
+SK = [{"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 64, "SPLIT_K": s, "num_warps": 4, "num_stages": 1} for s in (2, 4)]
+HELION_SK = [{"block_sizes": [16, 16], "block_k": 64, "split_k": s, "num_warps": 4, "num_stages": 1} for s in (2, 4)]
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """The tune's plan shrunk to interpreter size: one layer, one M per
+    path, two or three candidates per family (the pools' contents are the
+    kernels' own business; the tuner's is to pick right among them)."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.operators import common, split_k_gemm
+    from qgemm_bench.tuning import candidates as cands
+    from qgemm_bench.tuning import split_k
+
+    monkeypatch.setattr(common, "LLAMA3_8B_KN", [LAYER])
+    monkeypatch.setattr(common, "LLAMA3_70B_KN", [])
+    monkeypatch.setattr(cands, "TABLE_M", {"split": (4,), "fused": (8,)})
+    monkeypatch.setattr(cands, "weight_only_pool", lambda fmt, path, m: [dict(c) for c in WO[path]])
+    monkeypatch.setattr(split_k_gemm, "PRESETS", {**split_k_gemm.PRESETS, "skinny": [SPLIT_K_SHAPE]})
+    for module, name in ((cands, "split_k"), (split_k, "candidates")):  # the plan's, the tuner's
+        monkeypatch.setattr(module, name, lambda m, k, n, sms: [dict(c) for c in SK])
+    monkeypatch.setattr(split_k, "variants", lambda c: [])
+    # No PDL twins: the interpreter has no griddepcontrol (they would run as the configs they are of).
+    monkeypatch.setattr(cands, "with_pdl", lambda pool, prior, m: pool)
+    monkeypatch.setattr(split_k, "split_k_pdl", lambda configs: [])
+    # Helion: its interpreter runs one fixed config whatever it is given (helion_ops), so one bucket of
+    # the split-K kernel is enough to check the family's plumbing.
+    monkeypatch.setattr(cands, "HELION_WEIGHT_ONLY_M", ())
+    monkeypatch.setattr(cands, "HELION_SPLIT_K_SHAPES", [tuple(SPLIT_K_SHAPE)])
+    monkeypatch.setattr(cands, "HELION_SPLIT_K", [dict(c) for c in HELION_SK])
+    monkeypatch.setattr(helion_ops, "split_k_default", lambda *a, **k: (dict(HELION_SK[0]), "test"))
+    return cands
+
+
+def tune(argv) -> int:
+    return cli.main(["tune", "--device", "cpu", *argv])
+
+
+def read_back(store_dir, family: str) -> dict:
+    """A family's table as the store's loader gives it to a GPU whose entry
+    it is (the CPU's own Target takes no GPU's configs), its provenance
+    checked."""
+    from qgemm_bench.configs.store import PROVENANCE_KEYS, Store
+    from qgemm_bench.target import Target
+
+    gpu = Target.cpu().name
+    like = Target(gpu, "test", (9, 0), 132, 227 * 1024, 50 * 2**20)
+    entry = Store(store_dir).load(like, family)
+    assert entry.exact and entry.gpu == gpu, family
+    prov = entry.table["provenance"]
+    assert set(PROVENANCE_KEYS) <= set(prov) and prov["complete"] is True and prov["rounds"] == 2
+    assert prov["command"].startswith("qgemm-bench tune --device cpu") and prov["versions"]["torch"]
+    assert not (Path(store_dir) / gpu / ".tune").exists()  # a finished tune leaves no journal
+    assert json.loads((Path(store_dir) / gpu / "target.json").read_text())["name"] == gpu
+    return entry.table
+
+
+def fresh_seed() -> int:
+    seed = int(torch.randint(0, 2**31, ()).item())
+    print(f"seed {seed}")
+    return seed
+
+
+def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
+    """int4 weight-only (both paths) and split-K (both modes) tuned into a
+    fresh store; each entry's config one of the candidates and right on
+    new inputs at another M of its bucket."""
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+    from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm
+    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+    from qgemm_bench.backends.triton_ops import weight_args
+    from qgemm_bench.operators import int4_gemm, split_k_gemm
+    from qgemm_bench.types import Case
+
+    argv = ["--store", str(tmp_path), "--backends", "triton", "--formats", "int4", "--shape-budget-s", "8",
+            "--budget-s", "600"]  # a busy machine's slow calls never make the tune unfinished
+    assert tune(argv) == 0, capsys.readouterr().err
+    assert "tuned 3 entries" in capsys.readouterr().out  # 2 int4 paths, 1 split-K shape
+    seed = fresh_seed()
+    table = woc.check_table(read_back(tmp_path, "weight_only"), "weight_only")
+    k, n = LAYER
+    for path, m in (("split", 4), ("fused", 8)):
+        e = table["kernels"][woc.kernel(0, path)][f"M{m}_K{k}_N{n}"]
+        assert e["config"] in WO[path] and e["us"] > 0
+        inp = int4_gemm.make_inputs(Case(int4_gemm.NAME, Shape(m - 1, k, n), torch.float16, DEV,
+                                         int4_gemm.Settings(128)), seed)
+        got = WeightOnlyGemm(*weight_args(int4_gemm.NAME, inp), config=e["config"], path=path)(inp.x)
+        assert rel_np(got, fp64(inp.x, int4_gemm.dequantize(inp))) < 1e-2
+    table = skc.check_table(read_back(tmp_path, "split_k"))
+    for mode_id, mode in enumerate(skc.MODES):
+        e = table["entries"][mode][skc.key(*SPLIT_K_SHAPE)]
+        # one of the candidates, or its plane sum in a second launch (split_k.tune_mode)
+        assert {x: v for x, v in e["config"].items() if x != "REDUCE"} in SK and e["us"] > 0
+        inp = split_k_gemm.make_inputs(Case(split_k_gemm.NAME, SPLIT_K_SHAPE, torch.float16, DEV,
+                                            split_k_gemm.Settings(False)), seed)
+        got = SplitKGemm(inp.a, inp.b, None, mode_id, e["config"])()
+        assert rel_np(got, inp.a.double() @ inp.b.double()) < 1e-2
+
+
+def test_tune_helion_writes_its_entry_end_to_end(tiny, tmp_path, capsys):
+    """The Helion family (its split-K kernel: on the interpreter every
+    config runs as the one interpreter config, so one bucket checks the
+    plumbing): the entry one of the candidates, read back."""
+    assert tune(["--store", str(tmp_path), "--backends", "helion", "--op", "split_k_gemm", "--budget-s", "600"]) == 0, \
+        capsys.readouterr().err
+    assert "tuned 1 entries" in capsys.readouterr().out
+    kernels = read_back(tmp_path, "helion")["kernels"]
+    (entry,) = kernels["split_k_gemm"].values()
+    assert entry["config"] in HELION_SK and entry["us"] > 0
+
+
+def test_resume_skips_what_the_unfinished_tune_wrote(tiny, tmp_path, capsys):
+    from qgemm_bench.target import Target
+    from qgemm_bench.tuning.journal import Journal
+
+    args = ["--store", str(tmp_path), "--op", "nvfp4_gemm", "--backends", "triton", "--budget-s", "600"]
+    # An unfinished tune: its journal holds the split entry (a made-up one, so a re-tune would show).
+    journal = Journal(tmp_path, Target.cpu().name)
+    done = {"unit": f"weight_only/nvfp4_gemm/split/4x{LAYER[0]}x{LAYER[1]}", "family": "weight_only",
+            "kernel": "nvfp4_gemm", "key": f"M4_K{LAYER[0]}_N{LAYER[1]}",
+            "entry": {"config": WO["split"][1], "us": 1.0, "tuned": "by the unfinished tune"}}
+    journal.append(done)
+    assert tune([*args, "--dry-run", "--resume"]) == 0
+    assert "--resume: 1 of 2 units already written" in capsys.readouterr().out
+    assert tune([*args, "--resume"]) == 0
+    assert "tuned 1 entries" in capsys.readouterr().out
+    assert not journal.exists()
+    # the store holds the fused entry tuned now; the split entry stays the journal's (written by the
+    # unfinished tune's writes, here only in its journal: --resume does not time it again)
+    doc = json.loads((tmp_path / "cpu" / "weight_only.json").read_text())
+    assert f"M8_K{LAYER[0]}_N{LAYER[1]}" in doc["kernels"]["nvfp4_gemm_fused"]
+    assert doc["kernels"]["nvfp4_gemm"][done["key"]]["tuned"] == "by the unfinished tune"
+    # without --resume a new tune starts over: the old journal goes, every unit is tuned
+    journal.append(done)
+    assert tune(args) == 0 and "tuned 2 entries" in capsys.readouterr().out
+
+
+def test_stop_after_ends_the_run_and_resume_finishes_it(tiny, tmp_path, capsys):
+    # A machine that limits a command's time: the run ends after its first unit (each unit takes
+    # seconds on the interpreter), its entry written and journalled with the seconds it took; --resume
+    # tunes the other with the rest of the budget.
+    from qgemm_bench.target import Target
+    from qgemm_bench.tuning.journal import Journal
+
+    args = ["--store", str(tmp_path), "--op", "int4_gemm", "--backends", "triton", "--budget-s", "600"]
+    assert tune([*args, "--stop-after-s", "0.1"]) == 0
+    captured = capsys.readouterr()
+    assert "this run ended before 1 units" in captured.err and "tune --resume" in captured.err
+    (record,) = Journal(tmp_path, Target.cpu().name).records()
+    assert record["s"] > 0 and record["unit"].startswith("weight_only/int4_gemm/split/")
+    assert tune([*args, "--resume"]) == 0
+    assert "tuned 1 entries" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "cpu" / "weight_only.json").read_text())
+    assert set(doc["kernels"]) == {"int4_gemm", "int4_gemm_fused"} and doc["provenance"]["complete"] is True
+
+
+def test_dry_run_lists_the_plan_and_its_time(tiny, tmp_path, capsys):
+    assert tune(["--store", str(tmp_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "weight_only" in out and "split_k" in out and "helion" in out and "on 2 GPUs: expected" in out
+    assert not (tmp_path / "cpu").exists()  # a dry run writes nothing
+
+
+def test_dry_run_like_a_stored_gpu_prunes_to_its_winners(capsys):
+    # The package's store: a GPU of the H100's compute capability times what won there.
+    assert cli.main(["tune", "--dry-run", "--like", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert "those that won at each M on h100" in out and "on 1 GPU : expected" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--op", "fp8_gemm"], "--op 'fp8_gemm': expected int4_gemm, nvfp4_gemm, split_k_gemm or all"),
+    (["--backends", "triton,cuda"], "--backends 'triton,cuda': expected a comma-separated subset of triton, helion"),
+    (["--formats", "int4,int4"], "--formats 'int4,int4'"),
+    (["--ms", "1,x"], "expected comma-separated integers"),
+    (["--ms", "3"], "[3] not among the tables' M"),
+    (["--groups", "48"], "--groups '48'"),
+    (["--op", "nvfp4_gemm", "--groups", "32"], "--groups: int4 group sizes"),
+    (["--budget-s", "0"], "argument --budget-s"),
+    (["--like", "h100"], "--like plans a --dry-run"),
+    (["--dry-run", "--like", "z900"], "--like z900: no store entry"),
+    ([], "tune needs a CUDA GPU"),
+])
+def test_bad_usage_is_one_line_and_exit_2(argv, message, capsys):
+    assert cli.main(["tune", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+
+
+def test_cpu_mode_needs_the_interpreter(monkeypatch, capsys):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert tune(["--dry-run"]) == 2
+    assert "set TRITON_INTERPRET=1" in capsys.readouterr().err
+
+
+def test_help_documents_a_bring_up(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["tune", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for text in ("bring up a GPU from nothing", "torchrun --nproc-per-node 2 runner.py tune", "--resume",
+                 "qgemm_bench/configs/<gpu>/", "weight_only.json", "provenance", "H200 1-GPU MINUTES"):
+        assert text in out, text
+
+
+TINY_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from _pytest.monkeypatch import MonkeyPatch
+import tests.test_tune as t
+t.tiny.__wrapped__(MonkeyPatch())
+from qgemm_bench import cli
+sys.exit(cli.main(["tune", "--device", "cpu", *sys.argv[1:]]))
+"""
+
+
+def test_under_torchrun_ranks_share_the_units_and_rank_0_writes(tmp_path):
+    """Two ranks (gloo, CPU): each tunes its share of the units; rank 0
+    alone writes the store, which holds every rank's entries."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    script = tmp_path / "child.py"
+    script.write_text(TINY_CHILD.format(repo=str(repo)))
+    store = tmp_path / "store"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        str(script), "--store", str(store), "--op", "int4_gemm", "--backends", "triton",
+                        "--budget-s", "600"], capture_output=True, text=True, cwd=repo, timeout=300,
+                       env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("tuned 2 entries") == 1  # rank 0 alone reports (and writes)
+    doc = json.loads((store / "cpu" / "weight_only.json").read_text())
+    assert set(doc["kernels"]) == {"int4_gemm", "int4_gemm_fused"}  # one unit on each rank
+    assert doc["provenance"]["world_size"] == 2 and doc["provenance"]["complete"] is True
+    assert not (store / "cpu" / ".tune").exists()
+
+
+def test_default_candidates_are_what_won_at_each_m_on_the_prior_gpu():
+    """candidates.pruned / with_pdl / ws_pruned / pdl_won_at against a made-up
+    prior table: the bucket's own winner first, then the others that won at
+    that M; PDL twins only of configs that won with PDL there; WS tiles the
+    bucket's own and the most frequent at M; everything without a prior."""
+    from qgemm_bench.tuning import candidates as cands
+
+    a, b, c, d = (triton_config(16, bn, 64, s) for bn, s in ((32, 2), (64, 2), (64, 4), (128, 8)))
+    w1, w2, w3, w4 = ({"BLOCK_M": 64, "BLOCK_N": bn, "BLOCK_K": 64, "num_stages": st} for bn, st in
+                      ((64, 3), (128, 3), (64, 4), (128, 4)))
+    prior = {"M16_K4096_N4096": {"config": {**a, "PDL": 2}}, "M16_K8192_N8192": {"config": b},
+             "M16_K4096_N14336": {"config": b, "pointer_config": c},
+             "M64_K4096_N4096": {"config": {**d, "WS": w1}},
+             "M64_K8192_N8192": {"config": {**d, "WS": {**w2, "PDL": 1}}},
+             "M64_K4096_N14336": {"config": {**d, "WS": w2}}, "M64_K1024_N1024": {"config": {**d, "WS": w3}}}
+    pool = [a, b, c, d]
+    assert cands.pruned(pool, prior, 16, first=a) == [a, b, c]  # d never won at 16
+    assert cands.pruned(pool, prior, 16) == [b, a, c]  # most frequent first
+    assert cands.pruned(pool, None, 16) == pool and cands.pruned(pool, {}, 16) == pool
+    assert cands.with_pdl([a, b], prior, 16) == [a, b, {**a, "PDL": 2}]  # b won without PDL
+    assert cands.with_pdl([a, b], None, 16) == [a, b, {**a, "PDL": 2}, {**b, "PDL": 2}]
+    tiles = [w1, w2, w3, w4]
+    assert cands.ws_pruned(tiles, prior, 64, "M64_K4096_N4096") == [w1, w2, w3]  # own, then the 2 most frequent
+    assert cands.ws_pruned(tiles, prior, 16, "M16_K4096_N4096") == []  # WS never won at 16: no pass
+    assert cands.ws_pruned(tiles, None, 64) == tiles
+    assert cands.pdl_won_at(prior, 64, "M64_K8192_N8192") and not cands.pdl_won_at(prior, 64, "M64_K4096_N4096")
+    assert cands.pdl_won_at(prior, 16, "M16_K2_N2") and cands.pdl_won_at(None, 128)

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from qgemm_bench.model import ops
 from qgemm_bench.model.errors import BackendUnavailable, InputError
 from qgemm_bench.operators import formats
 
@@ -146,6 +147,8 @@ class QuantLinear(nn.Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.kernel, self.backend, self.spec = kernel, backend, spec
+        # The GEMM is the custom op qgemm::linear (model/ops.py): torch.compile traces through it.
+        self.handle = ops.register(self, kernel.apply, out_features)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
 
     @classmethod
@@ -163,7 +166,7 @@ class QuantLinear(nn.Module):
         if x2.shape[0] == 0:
             y = x2.new_empty(0, self.out_features)
         else:
-            y = self.kernel.apply(x2)
+            y = ops.linear(x2, self.handle, self.out_features)
         y = y.reshape(*lead, self.out_features)
         return y if self.bias is None else y + self.bias
 

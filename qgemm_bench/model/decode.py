@@ -7,6 +7,21 @@ derived from it, so the step needs no host-side position and replays correctly
 as a CUDA graph. (Those versions take no cache_position argument.) Each CUDA
 graph replay is what a serving stack pays per token; eager steps on an H100 are
 launch-bound (GPU.md: 46 ms vs a ~5 ms weight-read floor for the 8B model).
+
+--compile default|max-autotune traces the whole step with torch.compile
+(fullgraph=True, dynamic=False: no graph break, one static graph; the
+quantized GEMMs are the custom op qgemm::linear, model/ops.py) and the
+compiled step is captured in our own CUDA graph, as the eager one is.
+mode="reduce-overhead" is not used: its CUDA graph trees overwrite outputs
+that transformers' cache still holds (GPU.md); "max-autotune" here means
+Inductor's max-autotune without its own CUDA graphs.
+
+Decode attention (DECODE_ATTENTION): transformers' sdpa path copies the
+whole K/V cache num_heads/num_kv_heads times (repeat_kv) whenever it is
+traced by torch.compile; ours folds a KV head's query heads into the query
+rows (one query token per step), so every step reads each cache entry once.
+The static cache is sized to the prompt plus the tokens decoded, so the
+masked tail it also reads is at most the decoded tokens.
 """
 
 from __future__ import annotations
@@ -18,6 +33,9 @@ from dataclasses import dataclass, field
 import torch
 
 WARMUP_STEPS = 3
+# --compile: the torch.compile mode of each choice (None: the eager step).
+COMPILE_MODES = {"none": None, "default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+DECODE_ATTENTION = "qgemm_decode_sdpa"  # the transformers attention implementation we register
 
 
 @dataclass
@@ -40,6 +58,38 @@ def static_cache(model, max_len: int):
     from transformers import StaticCache
 
     return StaticCache(config=model.config, max_cache_len=max_len)
+
+
+def decode_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    """Attention of one query token per sequence against the static cache, the
+    G = num_heads / num_kv_heads query heads of a KV head stacked as G query
+    rows: one SDPA over [B, H_kv, G, D] x [B, H_kv, L, D] with the [B, 1, 1, L]
+    mask broadcast, no K/V copy. Anything else (prefill) is transformers' sdpa."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    b, h, q_len, d = query.shape
+    if q_len != 1 or groups == 1 or dropout:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, **kwargs)
+    mask = attention_mask
+    if mask is not None and mask.shape[1] != 1:
+        raise RuntimeError(f"decode attention: a per-head mask {tuple(mask.shape)} is not supported")
+    q = query.reshape(b, h // groups, groups, d)
+    out = torch.nn.functional.scaled_dot_product_attention(q, key, value, attn_mask=mask, scale=scaling)
+    return out.reshape(b, h, 1, d).transpose(1, 2).contiguous(), None
+
+
+def use_decode_attention(model) -> None:
+    """Switch `model` to decode_attention (registered with transformers once;
+    its masks are sdpa's)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+    if DECODE_ATTENTION not in AttentionInterface._global_mapping:
+        AttentionInterface.register(DECODE_ATTENTION, decode_attention)
+        ALL_MASK_ATTENTION_FUNCTIONS.register(DECODE_ATTENTION, sdpa_mask)
+    model.set_attn_implementation(DECODE_ATTENTION)
 
 
 def rewind(cache, length: int) -> None:
@@ -66,22 +116,53 @@ def prefill(model, cache, ids: torch.Tensor) -> torch.Tensor:
     return model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
 
 
-class DecodeStep:
-    """One decode step at a fixed batch against a static cache, eager or
-    replayed from a CUDA graph. Inputs go through the static buffer `tok`."""
+def compile_mode(name: str) -> str | None:
+    if name not in COMPILE_MODES:
+        raise ValueError(f"compile mode {name!r}: choose one of {', '.join(COMPILE_MODES)}")
+    return COMPILE_MODES[name]
 
-    def __init__(self, model, cache, batch: int, device: torch.device):
+
+class DecodeStep:
+    """One decode step at a fixed batch against a static cache: the model's
+    forward as it is, or traced whole by torch.compile (`compile` != "none");
+    either run directly or replayed from a CUDA graph. Inputs go through the
+    static buffer `tok`."""
+
+    def __init__(self, model, cache, batch: int, device: torch.device, compile: str = "none"):
         self.model, self.cache = model, cache
         self.tok = torch.zeros(batch, 1, dtype=torch.long, device=device)
         self.graph, self.logits = None, None
+        self.compile = compile
+        mode = compile_mode(compile)
+        if mode is not None:  # past dynamo's recompile limit it would run eager code under a compiled label
+            torch._dynamo.config.fail_on_recompile_limit_hit = True
+        self.fn = self.forward if mode is None else torch.compile(self.forward, fullgraph=True, dynamic=False,
+                                                                   mode=mode)
+        self.compile_s = None  # seconds of the first compiled call (trace, Inductor, Triton builds, autotuning)
+
+    def forward(self, tok: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=tok, past_key_values=self.cache, use_cache=True).logits
 
     @torch.no_grad()
     def eager(self) -> torch.Tensor:
-        return self.model(input_ids=self.tok, past_key_values=self.cache, use_cache=True).logits
+        """One step without a CUDA graph (the compiled code when compiling)."""
+        if self.compile_s is None and self.fn is not self.forward:
+            t0 = time.perf_counter()
+            out = self.fn(self.tok)
+            if self.tok.is_cuda:
+                torch.cuda.synchronize(self.tok.device)
+            self.compile_s = time.perf_counter() - t0
+            return out
+        return self.fn(self.tok)
+
+    @torch.no_grad()
+    def reference(self) -> torch.Tensor:
+        """One step of the model's own forward, never compiled nor graphed."""
+        return self.forward(self.tok)
 
     def capture(self, warmup: int = WARMUP_STEPS) -> None:
-        """Warm up on a side stream (Triton autotuning and lazy allocations happen
-        there, never in the graph), then capture one step."""
+        """Warm up on a side stream (compilation, Triton autotuning and lazy
+        allocations happen there, never in the graph), then capture one step."""
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
@@ -111,28 +192,35 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.device, mode: str = "graph",
-                seed: int = 0) -> Timing:
+                seed: int = 0, compile: str = "none", split: bool = True) -> Timing:
     """Per-step milliseconds of `steps` greedy decode steps at `batch` after a
     `prompt_len` prompt (static cache of prompt_len + steps + warm-up slots).
-    mode: "graph" (CUDA graph per step) or "eager"; on CPU always a wall clock."""
+    mode: "graph" (CUDA graph per step) or "eager"; on CPU always a wall clock.
+    compile: a COMPILE_MODES key. extra: compile_s, the bytes one step reads
+    (profile.step_bytes) and, with `split`, one graph-free step's time by
+    category (profile.step_split)."""
+    from qgemm_bench.model import profile
+
     cuda = device.type == "cuda"
     if not cuda:
         mode = "cpu-wall"
+    use_decode_attention(model)
     cache = static_cache(model, prompt_len + steps + WARMUP_STEPS + 1)
     ids = random_tokens(model.config.vocab_size, batch, prompt_len, seed, device)
-    step = DecodeStep(model, cache, batch, device)
+    step = DecodeStep(model, cache, batch, device, compile)
     step.feed_greedy(prefill(model, cache, ids))
     first_tok = step.tok.clone()
     check = None
     if mode == "graph":
         step.capture()
-        rewind(cache, prompt_len)
-        graphed = step().clone()
-        rewind(cache, prompt_len)
-        check = _rel(graphed, step.eager())
     else:
         for _ in range(WARMUP_STEPS):
             step()
+    if mode == "graph" or compile != "none":  # what is timed against the model's own forward
+        rewind(cache, prompt_len)
+        timed = step().clone()
+        rewind(cache, prompt_len)
+        check = _rel(timed, step.reference())
     rewind(cache, prompt_len)
     step.tok.copy_(first_tok)
 
@@ -150,8 +238,14 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
             t0 = time.perf_counter()
             step.feed_greedy(step())
             samples.append((time.perf_counter() - t0) * 1e3)
+    extra = {"compile": compile, "compile_s": step.compile_s, **profile.step_bytes(model, cache, batch)}
+    if split:
+        rewind(cache, prompt_len)
+        extra["split"] = profile.step_split(step.eager, device)
     del step, cache
-    return Timing(samples, mode, check)
+    if compile != "none":
+        torch._dynamo.reset()  # the compiled step holds this variant's graphs; the next one compiles anew
+    return Timing(samples, mode, check, extra)
 
 
 @torch.no_grad()

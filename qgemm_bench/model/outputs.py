@@ -154,6 +154,10 @@ def decode_table(rows: list[ModelRow]) -> str:
     return tabulate(body, ["variant", *[f"batch {b} tok/s" for b in batches]], tablefmt="github")
 
 
+def _share(v: float | None, total: float | None) -> str:
+    return "" if v is None or not total else f"{v:.3f} ({100 * v / total:.0f}%)"
+
+
 def bandwidth_table(rows: list[ModelRow]) -> str:
     """Per decode row: what a step reads, the effective bandwidth it reaches, and
     one graph-free step's time split by category (profile.step_split)."""
@@ -162,13 +166,10 @@ def bandwidth_table(rows: list[ModelRow]) -> str:
         if r.status != OK or r.effective_gbps is None:
             continue
         t = r.split_total_ms
-
-        def part(v):
-            return "" if v is None or not t else f"{v:.3f} ({100 * v / t:.0f}%)"
         body.append([r.variant, r.batch, _f(r.step_ms_p50, ".3f"), _f(r.step_read_gib, ".3f"),
                      _f(r.kv_read_gib, ".3f"), _f(r.effective_gbps, ".0f"), _f(r.copy_pct, ".1f"),
-                     part(r.split_quant_gemm_ms), part(r.split_dense_gemm_ms), part(r.split_attention_ms),
-                     part(r.split_other_ms), _f(t, ".3f"), _f(r.compile_s, ".1f")])
+                     *(_share(v, t) for v in (r.split_quant_gemm_ms, r.split_dense_gemm_ms, r.split_attention_ms,
+                                              r.split_other_ms)), _f(t, ".3f"), _f(r.compile_s, ".1f")])
     headers = ["variant", "batch", "step ms", "read GiB/step", "of it K/V GiB", "effective GB/s", "% of copy",
                "quant GEMM ms", "dense GEMM ms", "attention ms", "rest ms", "profiled step ms", "compile s"]
     return tabulate(body, headers, tablefmt="github") if body else ""

@@ -198,3 +198,71 @@ def test_split_counts_each_operator_once_by_its_outermost_category():
     assert [profile.category(n) for n in ("qgemm::linear", "aten::addmm", "aten::_efficient_attention_forward",
                                           "triton_poi_fused_add_mul_0")] == \
         ["quant_gemm", "dense_gemm", "attention", None]
+
+
+# ------------------------------------------------- slow (CPU, opt-in) and GPU
+
+
+def _tp_worker(rank: int, world: int, port: int, out: str) -> None:
+    import os
+
+    import torch.distributed as dist
+
+    from qgemm_bench.model import tensor_parallel
+    from qgemm_bench.model.quant_linear import quantize_model
+
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    shard = tensor_parallel.Shard(rank, world)
+    model = tensor_parallel.shard_model(build_model(config_for("tiny", **TINY), CPU, torch.float32, SEED), shard)
+    quantize_model(model, "torch", "int4-g32")
+    tensor_parallel.add_all_reduce(model, shard)
+    t = decode.time_decode(model, 2, 5, 3, CPU, compile="default", split=False)
+    torch.save({"check": t.check_rel_err, "compile_s": t.extra["compile_s"]}, f"{out}.{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("QGEMM_SLOW_TESTS"), reason="about 60 s: QGEMM_SLOW_TESTS=1")
+def test_tensor_parallel_step_compiles_whole_with_its_all_reduces(tmp_path):
+    """Two gloo ranks: the hooks' in-place dist.all_reduce is traced into the
+    fullgraph step (a graph break would raise) and the compiled step equals the
+    uncompiled one."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_tp_worker, args=(2, port, str(tmp_path / "r")), nprocs=2, join=True)
+    for rank in (0, 1):
+        got = torch.load(tmp_path / f"r.{rank}.pt")
+        assert got["check"] < 1e-5 and got["compile_s"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("backend", ["bf16", "triton", "tinygemm"])
+def test_compiled_step_in_a_cuda_graph_on_gpu(backend):
+    """The whole path of a --compile default row on a small Llama: compile,
+    capture in our CUDA graph, replay vs the model's own eager step, the bytes
+    and the kernel split (our GEMM kernels are attributed to qgemm::linear)."""
+    from qgemm_bench.model.quant_linear import quantize_model
+
+    dev = torch.device("cuda")
+    cfg = dict(TINY, hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=2,
+               head_dim=64, vocab_size=4096)
+    model = build_model(config_for("tiny", **cfg), dev, torch.bfloat16, SEED)
+    if backend != "bf16":
+        quantize_model(model, backend, "int4-g128")
+    try:
+        t = decode.time_decode(model, 4, 16, 8, dev, mode="graph", compile="default")
+    finally:
+        torch._dynamo.reset()
+    assert t.mode == "graph" and t.check_rel_err < 0.05 and t.extra["compile_s"] > 0
+    split = t.extra["split"]
+    assert split["attention"] > 0 and split["total"] > 0
+    assert (split["quant_gemm"] > 0) == (backend != "bf16") and split["dense_gemm"] > 0  # lm_head is cuBLAS
+    assert sum(split[c] for c in profile.CATEGORIES) == pytest.approx(split["total"])

@@ -458,3 +458,31 @@ def test_without_transformers_the_model_bench_is_one_line(monkeypatch, capsys, t
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == ['error: --model/--checkpoint need transformers: pip install -e ".[model]"']
     assert not (tmp_path / "run").exists()
+
+
+def test_eval_text_reads_a_bz2_wikipedia_dump(tmp_path, monkeypatch):
+    """A .bz2 --eval-text is a MediaWiki XML dump (gensim's test data, MODELS.md):
+    its articles' text without markup; without gensim, one clear line."""
+    import bz2
+    import sys
+
+    xml = ("<mediawiki><siteinfo><namespaces><namespace key='0' /></namespaces></siteinfo>"
+           "<page><title>Alpha</title><ns>0</ns><id>1</id><revision><text>'''Alpha''' is a "
+           "[[Greek alphabet|letter]].</text></revision></page>"
+           "<page><title>Beta</title><ns>0</ns><id>2</id><revision><text>Beta follows {{cite|x}} alpha.</text>"
+           "</revision></page></mediawiki>")
+    dump = tmp_path / "wiki.xml.bz2"
+    dump.write_bytes(bz2.compress(xml.encode()))
+
+    class Chars:  # a tokenizer that returns code points, so the text itself is checked
+        def __call__(self, text, return_tensors=None):
+            return type("Enc", (), {"input_ids": torch.tensor([[ord(c) for c in text]])})()
+
+    if __import__("importlib").util.find_spec("gensim") is not None:
+        text = "".join(map(chr, quality.text_tokens(Chars(), dump).tolist()))
+        assert "Alpha is a letter." in text and "Beta follows" in text
+        assert "[[" not in text and "'''" not in text and "{{" not in text
+    monkeypatch.setitem(sys.modules, "gensim", None)
+    monkeypatch.setitem(sys.modules, "gensim.corpora.wikicorpus", None)
+    with pytest.raises(InputError, match="needs gensim"):
+        quality.text_tokens(Chars(), dump)

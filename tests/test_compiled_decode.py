@@ -128,12 +128,14 @@ def test_custom_op_fake_shape_and_opcheck():
 
     mode, xh = FakeTensorMode(), x.half()
     with mode:
-        fy = torch.ops.qgemm.linear(mode.from_tensor(xh), q.handle, 48)
+        fy = torch.ops.qgemm.linear(mode.from_tensor(xh), mode.from_tensor(q.handle), 48)
     assert fy.shape == (5, 48) and fy.dtype == torch.float16
     torch.library.opcheck(torch.ops.qgemm.linear.default, (x, q.handle, 48),
                           test_utils=("test_schema", "test_faketensor"))
     h = q.handle
-    assert ops.registered(h)
+    assert ops.registered(h) and h.device.type == "cpu" and h.dtype == torch.int64
+    q.to(torch.device("meta"))  # moving the module leaves the handle on the host
+    assert q.handle is h
     del q
     import gc
 

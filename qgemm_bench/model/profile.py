@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from qgemm_bench.model.quant_linear import QuantLinear, unique_nbytes
+from qgemm_bench.model.quant_linear import QuantLinear, device_tensors, unique_nbytes
 
 CATEGORIES = ("quant_gemm", "dense_gemm", "attention", "other")
 _DENSE = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::_scaled_mm",
@@ -34,7 +34,7 @@ _ATTENTION = ("scaled_dot_product", "flash_attention", "efficient_attention", "c
 def step_bytes(model, cache, batch: int) -> dict:
     """{"weight_bytes", "kv_bytes", "step_bytes"} of one decode step at `batch`."""
     embed = model.get_input_embeddings().weight
-    tensors = [t for t in (*model.parameters(), *model.buffers()) if t.data_ptr() != embed.data_ptr()]
+    tensors = [t for t in device_tensors(model) if t.data_ptr() != embed.data_ptr()]
     tensors += [t for m in model.modules() if isinstance(m, QuantLinear) for t in m.kernel.resident]
     head = model.get_output_embeddings()
     tied = isinstance(getattr(head, "weight", None), torch.Tensor) and head.weight.data_ptr() == embed.data_ptr()

@@ -466,7 +466,8 @@ def test_eval_text_reads_a_bz2_wikipedia_dump(tmp_path, monkeypatch):
     import bz2
     import sys
 
-    xml = ("<mediawiki><siteinfo><namespaces><namespace key='0' /></namespaces></siteinfo>"
+    xml = ("<mediawiki xmlns='http://www.mediawiki.org/xml/export-0.10/'>"
+           "<siteinfo><namespaces><namespace key='0' /></namespaces></siteinfo>"
            "<page><title>Alpha</title><ns>0</ns><id>1</id><revision><text>'''Alpha''' is a "
            "[[Greek alphabet|letter]].</text></revision></page>"
            "<page><title>Beta</title><ns>0</ns><id>2</id><revision><text>Beta follows {{cite|x}} alpha.</text>"

@@ -5,6 +5,7 @@ over a text."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import torch
@@ -64,9 +65,13 @@ def perplexity(model, ids: torch.Tensor, window: int, stride: int | None = None)
     return {"perplexity": math.exp(nll_sum / count), "nll_sum": nll_sum, "tokens": count}
 
 
+_QUOTES = re.compile("'{2,3}")
+
+
 def wiki_dump_text(path: Path) -> str:
     """The articles of a bz2 MediaWiki XML dump (e.g. the one in gensim's test
-    data, MODELS.md) as plain text, markup removed by gensim's filter_wiki."""
+    data, MODELS.md) as plain text: markup removed by gensim's filter_wiki,
+    then the bold and italic quote marks it leaves (3 or 2 apostrophes)."""
     import bz2
 
     try:
@@ -74,7 +79,7 @@ def wiki_dump_text(path: Path) -> str:
     except ImportError:
         raise InputError(f"--eval-text {path}: a .bz2 Wikipedia dump needs gensim (pip install gensim)") from None
     with bz2.open(path, "rb") as f:
-        texts = [filter_wiki(text).strip() for _, text, _ in extract_pages(f)]
+        texts = [_QUOTES.sub("", filter_wiki(text)).strip() for _, text, _ in extract_pages(f)]
     return "\n\n".join(t for t in texts if t)
 
 

@@ -268,3 +268,31 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend):
     assert split["attention"] > 0 and split["total"] > 0
     assert (split["quant_gemm"] > 0) == (backend != "bf16") and split["dense_gemm"] > 0  # lm_head is cuBLAS
     assert sum(split[c] for c in profile.CATEGORIES) == pytest.approx(split["total"])
+
+
+def test_flex_choice_outside_a_compiled_step_is_the_sdpa_path_and_its_bytes():
+    """--attention flex changes compiled steps only; its cache is whole KV
+    blocks, and the bytes count the blocks it reads."""
+    model = build_model(config_for("tiny", **TINY), CPU, torch.float32, SEED)
+    assert decode.cache_len(5, 3, "sdpa") == 5 + 3 + decode.WARMUP_STEPS + 1
+    assert decode.cache_len(5, 3, "flex") == decode.FLEX_BLOCK == decode.cache_len(100, 24, "flex")
+    assert decode.cache_len(100, 25, "flex") == 2 * decode.FLEX_BLOCK
+    t = decode.time_decode(model, 2, 5, 3, CPU, attention="flex", split=False)
+    assert model.config._attn_implementation == decode.ATTENTIONS["flex"] and t.extra["attention"] == "sdpa"
+    cache = decode.static_cache(model, 256)
+    decode.prefill(model, cache, decode.random_tokens(TINY["vocab_size"], 2, 4, SEED, CPU))
+    whole = profile.step_bytes(model, cache, 2)
+    assert whole["kv_bytes"] == 2 * 2 * 2 * 2 * 256 * 16 * 4  # K and V, layers, batch, KV heads, slots, head dim, fp32
+    assert profile.step_bytes(model, cache, 2, attended=128)["kv_bytes"] == whole["kv_bytes"] // 2
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("QGEMM_SLOW_TESTS"), reason="2-4 min: QGEMM_SLOW_TESTS=1")
+def test_flex_compiled_step_equals_the_eager_step():
+    """flex_attention's decoding path, compiled on CPU, against the uncompiled
+    step on the same cache (time_decode's check), int4 layers included."""
+    model = mixed_model()
+    try:
+        t = decode.time_decode(model, 2, 5, 3, CPU, compile="default", split=False, attention="flex")
+    finally:
+        torch._dynamo.reset()
+    assert t.extra["attention"] == "flex" and t.check_rel_err < 1e-5

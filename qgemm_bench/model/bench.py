@@ -55,6 +55,7 @@ class Plan:
     compile: str = "none"  # --compile: decode.COMPILE_MODES key
     copy_gbps: float | None = None  # the device's measured copy bandwidth (CUDA), for copy_pct
     split: bool = True  # profile one graph-free step per row (profile.step_split)
+    attention: str = "sdpa"  # --attention: decode.ATTENTIONS key (flex: compiled steps only)
 
     @property
     def timing(self) -> str:
@@ -147,7 +148,8 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
     if cuda:
         torch.cuda.reset_peak_memory_stats(plan.device)
     t = decode.time_decode(model, batch, plan.prompt_len, plan.decode_steps, plan.device, plan.decode_mode,
-                           seed=plan.seed, compile=plan.compile, split=plan.split)
+                           seed=plan.seed, compile=plan.compile, split=plan.split,
+                           attention=plan.attention)
     p50 = t.p50
     bad = t.check_rel_err is not None and not t.check_rel_err <= GRAPH_CHECK_TOL
     what = "graph replay" if t.mode == "graph" else "the compiled step"
@@ -172,7 +174,8 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
 def step_fields(t: decode.Timing, copy_gbps: float | None) -> dict:
     """The row's compile, effective-bandwidth and step-split fields from a decode Timing."""
     x = t.extra
-    out = {"compile_s": x.get("compile_s") if x.get("compile", "none") != "none" else None}
+    out = {"compile_s": x.get("compile_s") if x.get("compile", "none") != "none" else None,
+           "attention": x.get("attention", "sdpa")}
     if "step_bytes" in x:
         gbps = x["step_bytes"] / (t.p50 / 1e3) / 1e9
         out.update(step_read_gib=x["step_bytes"] / GiB, kv_read_gib=x["kv_bytes"] / GiB, effective_gbps=gbps,

@@ -61,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "decode step with torch.compile (fullgraph, static shapes; the quantized GEMMs as custom ops) before "
          "the CUDA graph capture: default or max-autotune (Inductor's, without its own CUDA graphs); none "
          "(default) runs the model's forward as it is. The compile time is in each row")
+    _add(g, "--attention", choices=["sdpa", "flex"], default="sdpa", help="decode attention: sdpa (default; "
+         "one SDPA over the whole static cache, masked) or flex (with --compile: flex_attention's split-KV "
+         "decoding kernel, reading the cache only up to each token)")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
@@ -203,7 +206,8 @@ def build_plan(args, world=None):
                       prefill_reps=DEFAULTS["prefill_reps"][0 if cuda else 1], quality_ids=quality_ids,
                       eval_ids=eval_ids, eval_window=window, eval_stride=args.eval_stride, lm_head=args.lm_head,
                       seed=args.seed, shard=shard, stall_s=stall_s, compile=getattr(args, "compile", "none"),
-                      split=not getattr(args, "no_step_split", False))
+                      split=not getattr(args, "no_step_split", False),
+                      attention=getattr(args, "attention", "sdpa"))
 
 
 def default_folder(plan) -> Path:
@@ -228,7 +232,8 @@ def metadata(plan, args) -> dict:
         "quality_tokens": "x".join(map(str, plan.quality_ids.shape)), "eval_text": args.eval_text,
         "eval_tokens": None if plan.eval_ids is None else int(plan.eval_ids.numel()),
         "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
-        "stall_timeout_s": plan.stall_s, "compile": plan.compile, "step_split": plan.split, "argv": sys.argv[1:],
+        "stall_timeout_s": plan.stall_s, "compile": plan.compile, "attention": plan.attention,
+        "step_split": plan.split, "argv": sys.argv[1:],
     }
     meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct
     return meta

@@ -21,7 +21,10 @@ whole K/V cache num_heads/num_kv_heads times (repeat_kv) whenever it is
 traced by torch.compile; ours folds a KV head's query heads into the query
 rows (one query token per step), so every step reads each cache entry once.
 The static cache is sized to the prompt plus the tokens decoded, so the
-masked tail it also reads is at most the decoded tokens.
+masked tail it also reads is at most the decoded tokens. --attention flex
+(compiled steps only) runs flex_attention instead, which Inductor lowers to a
+split-KV flash-decoding kernel, with a block mask that stops at the current
+position: it reads only the filled part of the cache.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ WARMUP_STEPS = 3
 # --compile: the torch.compile mode of each choice (None: the eager step).
 COMPILE_MODES = {"none": None, "default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 DECODE_ATTENTION = "qgemm_decode_sdpa"  # the transformers attention implementation we register
+# --attention: the implementation each choice registers. flex only changes compiled steps.
+ATTENTIONS = {"sdpa": DECODE_ATTENTION, "flex": "qgemm_decode_flex"}
+FLEX_BLOCK = 128  # KV block of the flex block mask; a flex cache is a multiple of it
 
 
 @dataclass
@@ -80,16 +86,50 @@ def decode_attention(module, query, key, value, attention_mask, dropout: float =
     return out.reshape(b, h, 1, d).transpose(1, 2).contiguous(), None
 
 
-def use_decode_attention(model) -> None:
-    """Switch `model` to decode_attention (registered with transformers once;
-    its masks are sdpa's)."""
+def flex_decode_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
+                          **kwargs):
+    """Inside a compiled step, one query token per sequence: flex_attention
+    over the cache blocks up to this token's position (position_ids, the same
+    for every sequence of a decode batch), GQA in the kernel. Elsewhere (the
+    uncompiled reference step, prefill) decode_attention."""
+    position_ids = kwargs.get("position_ids")
+    if not torch.compiler.is_compiling() or query.shape[2] != 1 or dropout or position_ids is None:
+        return decode_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                **kwargs)
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+    b, length = key.shape[0], key.shape[2]
+    pos = position_ids.reshape(-1)[-1]  # keys 0..pos are this token's context
+    blocks = -(-length // FLEX_BLOCK)
+    num = (pos // FLEX_BLOCK + 1).to(torch.int32).reshape(1, 1, 1).expand(b, 1, 1)
+    idx = torch.arange(blocks, dtype=torch.int32, device=key.device).reshape(1, 1, 1, blocks).expand(b, 1, 1, blocks)
+
+    def upto(b, h, q_idx, kv_idx):
+        return kv_idx <= pos
+
+    mask = BlockMask.from_kv_blocks(num, idx, BLOCK_SIZE=FLEX_BLOCK, mask_mod=upto, seq_lengths=(1, length))
+    out = flex_attention(query, key, value, block_mask=mask, scale=scaling, enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def use_decode_attention(model, attention: str = "sdpa") -> None:
+    """Switch `model` to decode_attention or flex_decode_attention (registered
+    with transformers once; their masks are sdpa's)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-    if DECODE_ATTENTION not in AttentionInterface._global_mapping:
-        AttentionInterface.register(DECODE_ATTENTION, decode_attention)
-        ALL_MASK_ATTENTION_FUNCTIONS.register(DECODE_ATTENTION, sdpa_mask)
-    model.set_attn_implementation(DECODE_ATTENTION)
+    for name, fn in ((ATTENTIONS["sdpa"], decode_attention), (ATTENTIONS["flex"], flex_decode_attention)):
+        if name not in AttentionInterface._global_mapping:
+            AttentionInterface.register(name, fn)
+            ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
+    model.set_attn_implementation(ATTENTIONS[attention])
+
+
+def cache_len(prompt_len: int, steps: int, attention: str = "sdpa") -> int:
+    """Static cache slots of a timed decode: prompt, timed steps, warm-up, one
+    spare (for flex, up to a whole KV block)."""
+    n = prompt_len + steps + WARMUP_STEPS + 1
+    return -(-n // FLEX_BLOCK) * FLEX_BLOCK if attention == "flex" else n
 
 
 def rewind(cache, length: int) -> None:
@@ -192,7 +232,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.device, mode: str = "graph",
-                seed: int = 0, compile: str = "none", split: bool = True) -> Timing:
+                seed: int = 0, compile: str = "none", split: bool = True, attention: str = "sdpa") -> Timing:
     """Per-step milliseconds of `steps` greedy decode steps at `batch` after a
     `prompt_len` prompt (static cache of prompt_len + steps + warm-up slots).
     mode: "graph" (CUDA graph per step) or "eager"; on CPU always a wall clock.
@@ -204,8 +244,9 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     cuda = device.type == "cuda"
     if not cuda:
         mode = "cpu-wall"
-    use_decode_attention(model)
-    cache = static_cache(model, prompt_len + steps + WARMUP_STEPS + 1)
+    flex = attention == "flex" and compile != "none"  # flex runs in compiled steps only
+    use_decode_attention(model, attention)
+    cache = static_cache(model, cache_len(prompt_len, steps, attention))
     ids = random_tokens(model.config.vocab_size, batch, prompt_len, seed, device)
     step = DecodeStep(model, cache, batch, device, compile)
     step.feed_greedy(prefill(model, cache, ids))
@@ -238,7 +279,10 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
             t0 = time.perf_counter()
             step.feed_greedy(step())
             samples.append((time.perf_counter() - t0) * 1e3)
-    extra = {"compile": compile, "compile_s": step.compile_s, **profile.step_bytes(model, cache, batch)}
+    # flex reads the cache up to each token: on average the prompt and half the steps, in whole blocks
+    attended = -(-(prompt_len + (steps + 1) // 2) // FLEX_BLOCK) * FLEX_BLOCK if flex else None
+    extra = {"compile": compile, "compile_s": step.compile_s, "attention": "flex" if flex else "sdpa",
+             **profile.step_bytes(model, cache, batch, attended)}
     if split:
         rewind(cache, prompt_len)
         extra["split"] = profile.step_split(step.eager, device)

@@ -56,6 +56,7 @@ class ModelRow:
     allreduce_share: float | None = None  # allreduce_ms / step_ms_p50
     compile: str = "none"  # --compile: the decode step traced by torch.compile (none: the model's forward)
     compile_s: float | None = None  # the compiled step's first call: trace, Inductor, Triton builds, autotuning
+    attention: str = "sdpa"  # sdpa (GQA-packed, whole static cache) | flex (compiled steps, cache up to the token)
     step_read_gib: float | None = None  # bytes one step reads (model/profile.py step_bytes), per GPU
     kv_read_gib: float | None = None  # the static K/V cache's share of it
     effective_gbps: float | None = None  # step_read bytes x steps/s

@@ -31,16 +31,20 @@ _DENSE = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"
 _ATTENTION = ("scaled_dot_product", "flash_attention", "efficient_attention", "cudnn_attention", "flex_attention")
 
 
-def step_bytes(model, cache, batch: int) -> dict:
-    """{"weight_bytes", "kv_bytes", "step_bytes"} of one decode step at `batch`."""
+def step_bytes(model, cache, batch: int, attended: int | None = None) -> dict:
+    """{"weight_bytes", "kv_bytes", "step_bytes"} of one decode step at `batch`;
+    `attended`: the cache slots the attention reads, when not all of them."""
     embed = model.get_input_embeddings().weight
     tensors = [t for t in device_tensors(model) if t.data_ptr() != embed.data_ptr()]
     tensors += [t for m in model.modules() if isinstance(m, QuantLinear) for t in m.kernel.resident]
     head = model.get_output_embeddings()
     tied = isinstance(getattr(head, "weight", None), torch.Tensor) and head.weight.data_ptr() == embed.data_ptr()
     rows = embed.nbytes if tied else batch * embed.shape[1] * embed.element_size()
-    kv = sum(t.nbytes for layer in cache.layers for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
-             if isinstance(t, torch.Tensor))
+    kv = 0
+    for layer in cache.layers:
+        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if isinstance(t, torch.Tensor):  # [B, H_kv, slots, D]
+                kv += t.nbytes if attended is None else t.nbytes * min(attended, t.shape[2]) // t.shape[2]
     weights = unique_nbytes(tensors) + rows
     return {"weight_bytes": weights, "kv_bytes": kv, "step_bytes": weights + kv}
 

@@ -24,7 +24,9 @@ The static cache is sized to the prompt plus the tokens decoded, so the
 masked tail it also reads is at most the decoded tokens. --attention flex
 (compiled steps only) runs flex_attention instead, which Inductor lowers to a
 split-KV flash-decoding kernel, with a block mask that stops at the current
-position: it reads only the filled part of the cache.
+position: it reads only the filled part of the cache. (Checked on CUDA only:
+CPU Inductor cannot lower its mask, which captures a position computed in
+the graph.)
 """
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ class DecodeStep:
     @torch.no_grad()
     def eager(self) -> torch.Tensor:
         """One step without a CUDA graph (the compiled code when compiling)."""
-        if self.compile_s is None and self.fn is not self.forward:
+        if self.compile_s is None and self.compile != "none":
             t0 = time.perf_counter()
             out = self.fn(self.tok)
             if self.tok.is_cuda:

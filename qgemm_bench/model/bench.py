@@ -174,8 +174,7 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
 def step_fields(t: decode.Timing, copy_gbps: float | None) -> dict:
     """The row's compile, effective-bandwidth and step-split fields from a decode Timing."""
     x = t.extra
-    out = {"compile_s": x.get("compile_s") if x.get("compile", "none") != "none" else None,
-           "attention": x.get("attention", "sdpa")}
+    out = {"compile_s": x.get("compile_s") if x.get("compile", "none") != "none" else None}
     if "step_bytes" in x:
         gbps = x["step_bytes"] / (t.p50 / 1e3) / 1e9
         out.update(step_read_gib=x["step_bytes"] / GiB, kv_read_gib=x["kv_bytes"] / GiB, effective_gbps=gbps,
@@ -188,7 +187,7 @@ def step_fields(t: decode.Timing, copy_gbps: float | None) -> dict:
 def _base(plan: Plan, backend: str, spec: QuantSpec | None) -> dict:
     return dict(model=plan.source.name, backend=backend, quant=spec.name if spec else "none",
                 dtype=str(plan.dtype).removeprefix("torch."), device=str(plan.device), timing=plan.timing,
-                compile=plan.compile)
+                compile=plan.compile, attention=plan.attention)
 
 
 def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict, folder: RunFolder,

@@ -278,6 +278,12 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
         # int4 + fp32 scales per 64 rows vs fp32: 1/8 + 1/64 of the linear bytes.
         assert q["linear_weight_ratio"] == pytest.approx(1 / 8 + 1 / 64, rel=1e-6)
         assert q["weight_ratio"] < 0.5 and q["prefill_tokens_per_s"] > 0
+        for r in (ref, q):  # issue 54's columns: bytes per step x steps/s, the step split, no compile
+            assert r["effective_gbps"] == pytest.approx(r["step_read_gib"] * 2**30 / r["step_ms_p50"] / 1e6)
+            assert r["compile"] == "none" and r["compile_s"] is None and r["attention"] == "sdpa"
+            parts = [r[f"split_{c}_ms"] for c in ("quant_gemm", "dense_gemm", "attention", "other")]
+            assert sum(parts) == pytest.approx(r["split_total_ms"]) and r["split_attention_ms"] > 0
+        assert q["split_quant_gemm_ms"] > 0 and ref["split_quant_gemm_ms"] == 0
         assert rows[("torch", "nvfp4", n)]["status"] == "unavailable"
         assert rows[("torch", "nvfp4", n)]["reason"] == "no NVFP4 kernel here"
         assert rows[("torch", "int4-channel", n)]["status"] == "error"
@@ -290,11 +296,13 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
     report = (out / "report.md").read_text()
     assert "torch int4-g64" in report and "tokens_per_s.png" in report and "kernel exploded" in report
     assert "int4-channel" in report and "unavailable" in report
+    assert "Effective bandwidth" in report and "numerical fidelity only" in report
 
 
 @pytest.mark.parametrize("bad", [["--model", "llama-9z"], ["--batch", "1,x"], ["--batch", "0"],
                                  ["--backends", "bf16,nope"], ["--quant", "int4-g96"], ["--quant", "fp8"],
-                                 ["--eval-text", "x.txt"], ["--quality-tokens", "2"]])
+                                 ["--eval-text", "x.txt"], ["--quality-tokens", "2"],
+                                 ["--attention", "flex", "--compile", "default"]])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, bad):
     rc, out = run_cli(tmp_path, *bad)
     err = capsys.readouterr().err.strip().splitlines()
@@ -462,3 +470,32 @@ def test_without_transformers_the_model_bench_is_one_line(monkeypatch, capsys, t
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == ['error: --model/--checkpoint need transformers: pip install -e ".[model]"']
     assert not (tmp_path / "run").exists()
+
+
+def test_eval_text_reads_a_bz2_wikipedia_dump(tmp_path, monkeypatch):
+    """A .bz2 --eval-text is a MediaWiki XML dump (gensim's test data, MODELS.md):
+    its articles' text without markup; without gensim, one clear line."""
+    import bz2
+    import sys
+
+    xml = ("<mediawiki xmlns='http://www.mediawiki.org/xml/export-0.10/'>"
+           "<siteinfo><namespaces><namespace key='0' /></namespaces></siteinfo>"
+           "<page><title>Alpha</title><ns>0</ns><id>1</id><revision><text>'''Alpha''' is a "
+           "[[Greek alphabet|letter]].</text></revision></page>"
+           "<page><title>Beta</title><ns>0</ns><id>2</id><revision><text>Beta follows {{cite|x}} alpha.</text>"
+           "</revision></page></mediawiki>")
+    dump = tmp_path / "wiki.xml.bz2"
+    dump.write_bytes(bz2.compress(xml.encode()))
+
+    class Chars:  # a tokenizer that returns code points, so the text itself is checked
+        def __call__(self, text, return_tensors=None):
+            return type("Enc", (), {"input_ids": torch.tensor([[ord(c) for c in text]])})()
+
+    if __import__("importlib").util.find_spec("gensim") is not None:
+        text = "".join(map(chr, quality.text_tokens(Chars(), dump).tolist()))
+        assert "Alpha is a letter." in text and "Beta follows" in text
+        assert "[[" not in text and "'''" not in text and "{{" not in text
+    monkeypatch.setitem(sys.modules, "gensim", None)
+    monkeypatch.setitem(sys.modules, "gensim.corpora.wikicorpus", None)
+    with pytest.raises(InputError, match="needs gensim"):
+        quality.text_tokens(Chars(), dump)

@@ -52,6 +52,10 @@ class Plan:
     seed: int = 0
     shard: object = None  # tensor_parallel.Shard under torchrun
     stall_s: float = 0.0  # --stall-timeout (0: off): the longest one step (see Step) may take
+    compile: str = "none"  # --compile: decode.COMPILE_MODES key
+    copy_gbps: float | None = None  # the device's measured copy bandwidth (CUDA), for copy_pct
+    split: bool = True  # profile one graph-free step per row (profile.step_split)
+    attention: str = "sdpa"  # --attention: decode.ATTENTIONS key (flex: compiled steps only)
 
     @property
     def timing(self) -> str:
@@ -144,15 +148,17 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
     if cuda:
         torch.cuda.reset_peak_memory_stats(plan.device)
     t = decode.time_decode(model, batch, plan.prompt_len, plan.decode_steps, plan.device, plan.decode_mode,
-                           seed=plan.seed)
+                           seed=plan.seed, compile=plan.compile, split=plan.split,
+                           attention=plan.attention)
     p50 = t.p50
     bad = t.check_rel_err is not None and not t.check_rel_err <= GRAPH_CHECK_TOL
+    what = "graph replay" if t.mode == "graph" else "the compiled step"
     row = ModelRow(**base, batch=batch, status=INCORRECT if bad else OK,
-                   reason=f"graph replay differs from an eager step: rel err {t.check_rel_err:.3g}" if bad else "",
+                   reason=f"{what} differs from the model's eager step: rel err {t.check_rel_err:.3g}" if bad else "",
                    step_ms_p50=p50, step_ms_p20=t.quantile(0.2), step_ms_p80=t.quantile(0.8),
                    tokens_per_s=batch * 1e3 / p50, graph_check_rel_err=t.check_rel_err,
                    peak_gib=torch.cuda.max_memory_allocated(plan.device) / GiB if cuda else None,
-                   samples_ms=t.samples_ms, **common)
+                   samples_ms=t.samples_ms, **common, **step_fields(t, plan.copy_gbps))
     if plan.shard is not None:
         n = model.config.hidden_size * batch
         row.allreduce_ms = tensor_parallel.time_all_reduces(tensor_parallel.all_reduces_per_step(model), n,
@@ -165,9 +171,23 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
     return row
 
 
+def step_fields(t: decode.Timing, copy_gbps: float | None) -> dict:
+    """The row's compile, effective-bandwidth and step-split fields from a decode Timing."""
+    x = t.extra
+    out = {"compile_s": x.get("compile_s") if x.get("compile", "none") != "none" else None}
+    if "step_bytes" in x:
+        gbps = x["step_bytes"] / (t.p50 / 1e3) / 1e9
+        out.update(step_read_gib=x["step_bytes"] / GiB, kv_read_gib=x["kv_bytes"] / GiB, effective_gbps=gbps,
+                   copy_pct=100 * gbps / copy_gbps if copy_gbps else None)
+    for k, v in x.get("split", {}).items():
+        out[f"split_{k}_ms"] = v
+    return out
+
+
 def _base(plan: Plan, backend: str, spec: QuantSpec | None) -> dict:
     return dict(model=plan.source.name, backend=backend, quant=spec.name if spec else "none",
-                dtype=str(plan.dtype).removeprefix("torch."), device=str(plan.device), timing=plan.timing)
+                dtype=str(plan.dtype).removeprefix("torch."), device=str(plan.device), timing=plan.timing,
+                compile=plan.compile, attention=plan.attention)
 
 
 def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict, folder: RunFolder,

@@ -57,6 +57,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "on CUDA, 8 on CPU)")
     _add(g, "--decode-mode", choices=["graph", "eager"], default="graph", help="CUDA: graph (default) "
          "replays one decode step captured in a CUDA graph; eager runs it op by op (launch-bound)")
+    _add(g, "--compile", choices=["none", "default", "max-autotune"], default="none", help="trace the whole "
+         "decode step with torch.compile (fullgraph, static shapes; the quantized GEMMs as custom ops) before "
+         "the CUDA graph capture: default or max-autotune (Inductor's, without its own CUDA graphs); none "
+         "(default) runs the model's forward as it is. The compile time is in each row")
+    _add(g, "--attention", choices=["sdpa", "flex"], default="sdpa", help="decode attention: sdpa (default; "
+         "one SDPA over the whole static cache, masked) or flex (with --compile: flex_attention's split-KV "
+         "decoding kernel, reading the cache only up to each token)")
+    _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
+         "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
     _add(g, "--quality-tokens", metavar="BxT", help="token batch for the logit comparison against the "
          "unquantized model (default 2x256 on CUDA, 2x32 on CPU)")
@@ -301,6 +310,9 @@ def build_plan(args, world=None):
     if prompt_len < 1 or steps < 1:
         raise InputError("--prompt-len and --decode-steps must be >= 1")
     qb, qt = parse_bxt(_default(args, "quality_tokens", cuda))
+    if getattr(args, "attention", "sdpa") == "flex" and (not cuda or getattr(args, "compile", "none") == "none"):
+        raise InputError("--attention flex runs in compiled steps on CUDA: add --compile default (CPU Inductor "
+                         "cannot lower its block mask)")
     if args.checkpoint:
         if args.layers:
             raise InputError("--layers applies to the presets, not to --checkpoint")
@@ -343,7 +355,9 @@ def build_plan(args, world=None):
                       batches=batches, prompt_len=prompt_len, decode_steps=steps, decode_mode=args.decode_mode,
                       prefill_reps=DEFAULTS["prefill_reps"][0 if cuda else 1], quality_ids=quality_ids,
                       eval_ids=eval_ids, eval_window=window, eval_stride=args.eval_stride, lm_head=args.lm_head,
-                      seed=args.seed, shard=shard, stall_s=stall_s)
+                      seed=args.seed, shard=shard, stall_s=stall_s, compile=getattr(args, "compile", "none"),
+                      split=not getattr(args, "no_step_split", False),
+                      attention=getattr(args, "attention", "sdpa"))
 
 
 def default_folder(plan) -> Path:
@@ -368,8 +382,10 @@ def metadata(plan, args) -> dict:
         "quality_tokens": "x".join(map(str, plan.quality_ids.shape)), "eval_text": args.eval_text,
         "eval_tokens": None if plan.eval_ids is None else int(plan.eval_ids.numel()),
         "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
-        "stall_timeout_s": plan.stall_s, "argv": sys.argv[1:],
+        "stall_timeout_s": plan.stall_s, "compile": plan.compile, "attention": plan.attention,
+        "step_split": plan.split, "argv": sys.argv[1:],
     }
+    meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct
     return meta
 
 
@@ -401,6 +417,7 @@ def _run(args, world) -> int:
     elif main:
         print("note: CPU run: timings are wall-clock CPU timings, not comparable with GPU numbers", file=sys.stderr)
     meta = metadata(plan, args)
+    plan.copy_gbps = meta["ceilings"].get("copy_GBps")
     if world is not None:
         meta["tensor_parallel"] = world.size  # weights and memory columns are per GPU
     if main:

@@ -7,6 +7,26 @@ derived from it, so the step needs no host-side position and replays correctly
 as a CUDA graph. (Those versions take no cache_position argument.) Each CUDA
 graph replay is what a serving stack pays per token; eager steps on an H100 are
 launch-bound (GPU.md: 46 ms vs a ~5 ms weight-read floor for the 8B model).
+
+--compile default|max-autotune traces the whole step with torch.compile
+(fullgraph=True, dynamic=False: no graph break, one static graph; the
+quantized GEMMs are the custom op qgemm::linear, model/ops.py) and the
+compiled step is captured in our own CUDA graph, as the eager one is.
+mode="reduce-overhead" is not used: its CUDA graph trees overwrite outputs
+that transformers' cache still holds (GPU.md); "max-autotune" here means
+Inductor's max-autotune without its own CUDA graphs.
+
+Decode attention (DECODE_ATTENTION): transformers' sdpa path copies the
+whole K/V cache num_heads/num_kv_heads times (repeat_kv) whenever it is
+traced by torch.compile; ours folds a KV head's query heads into the query
+rows (one query token per step), so every step reads each cache entry once.
+The static cache is sized to the prompt plus the tokens decoded, so the
+masked tail it also reads is at most the decoded tokens. --attention flex
+(compiled steps only) runs flex_attention instead, which Inductor lowers to a
+split-KV flash-decoding kernel, with a block mask that stops at the current
+position: it reads only the filled part of the cache. (Checked on CUDA only:
+CPU Inductor cannot lower its mask, which captures a position computed in
+the graph.)
 """
 
 from __future__ import annotations
@@ -18,6 +38,12 @@ from dataclasses import dataclass, field
 import torch
 
 WARMUP_STEPS = 3
+# --compile: the torch.compile mode of each choice (None: the eager step).
+COMPILE_MODES = {"none": None, "default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+DECODE_ATTENTION = "qgemm_decode_sdpa"  # the transformers attention implementation we register
+# --attention: the implementation each choice registers. flex only changes compiled steps.
+ATTENTIONS = {"sdpa": DECODE_ATTENTION, "flex": "qgemm_decode_flex"}
+FLEX_BLOCK = 128  # KV block of the flex block mask; a flex cache is a multiple of it
 
 
 @dataclass
@@ -40,6 +66,72 @@ def static_cache(model, max_len: int):
     from transformers import StaticCache
 
     return StaticCache(config=model.config, max_cache_len=max_len)
+
+
+def decode_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    """Attention of one query token per sequence against the static cache, the
+    G = num_heads / num_kv_heads query heads of a KV head stacked as G query
+    rows: one SDPA over [B, H_kv, G, D] x [B, H_kv, L, D] with the [B, 1, 1, L]
+    mask broadcast, no K/V copy. Anything else (prefill) is transformers' sdpa."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    b, h, q_len, d = query.shape
+    if q_len != 1 or groups == 1 or dropout:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, **kwargs)
+    mask = attention_mask
+    if mask is not None and mask.shape[1] != 1:
+        raise RuntimeError(f"decode attention: a per-head mask {tuple(mask.shape)} is not supported")
+    q = query.reshape(b, h // groups, groups, d)
+    out = torch.nn.functional.scaled_dot_product_attention(q, key, value, attn_mask=mask, scale=scaling)
+    return out.reshape(b, h, 1, d).transpose(1, 2).contiguous(), None
+
+
+def flex_decode_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
+                          **kwargs):
+    """Inside a compiled step, one query token per sequence: flex_attention
+    over the cache blocks up to this token's position (position_ids, the same
+    for every sequence of a decode batch), GQA in the kernel. Elsewhere (the
+    uncompiled reference step, prefill) decode_attention."""
+    position_ids = kwargs.get("position_ids")
+    if not torch.compiler.is_compiling() or query.shape[2] != 1 or dropout or position_ids is None:
+        return decode_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                **kwargs)
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+    b, length = key.shape[0], key.shape[2]
+    pos = position_ids.reshape(-1)[-1]  # keys 0..pos are this token's context
+    blocks = -(-length // FLEX_BLOCK)
+    num = (pos // FLEX_BLOCK + 1).to(torch.int32).reshape(1, 1, 1).expand(b, 1, 1)
+    idx = torch.arange(blocks, dtype=torch.int32, device=key.device).reshape(1, 1, 1, blocks).expand(b, 1, 1, blocks)
+
+    def upto(b, h, q_idx, kv_idx):
+        return kv_idx <= pos
+
+    mask = BlockMask.from_kv_blocks(num, idx, BLOCK_SIZE=FLEX_BLOCK, mask_mod=upto, seq_lengths=(1, length))
+    out = flex_attention(query, key, value, block_mask=mask, scale=scaling, enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def use_decode_attention(model, attention: str = "sdpa") -> None:
+    """Switch `model` to decode_attention or flex_decode_attention (registered
+    with transformers once; their masks are sdpa's)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+    for name, fn in ((ATTENTIONS["sdpa"], decode_attention), (ATTENTIONS["flex"], flex_decode_attention)):
+        if name not in AttentionInterface._global_mapping:
+            AttentionInterface.register(name, fn)
+            ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
+    model.set_attn_implementation(ATTENTIONS[attention])
+
+
+def cache_len(prompt_len: int, steps: int, attention: str = "sdpa") -> int:
+    """Static cache slots of a timed decode: prompt, timed steps, warm-up, one
+    spare (for flex, up to a whole KV block)."""
+    n = prompt_len + steps + WARMUP_STEPS + 1
+    return -(-n // FLEX_BLOCK) * FLEX_BLOCK if attention == "flex" else n
 
 
 def rewind(cache, length: int) -> None:
@@ -66,22 +158,53 @@ def prefill(model, cache, ids: torch.Tensor) -> torch.Tensor:
     return model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
 
 
-class DecodeStep:
-    """One decode step at a fixed batch against a static cache, eager or
-    replayed from a CUDA graph. Inputs go through the static buffer `tok`."""
+def compile_mode(name: str) -> str | None:
+    if name not in COMPILE_MODES:
+        raise ValueError(f"compile mode {name!r}: choose one of {', '.join(COMPILE_MODES)}")
+    return COMPILE_MODES[name]
 
-    def __init__(self, model, cache, batch: int, device: torch.device):
+
+class DecodeStep:
+    """One decode step at a fixed batch against a static cache: the model's
+    forward as it is, or traced whole by torch.compile (`compile` != "none");
+    either run directly or replayed from a CUDA graph. Inputs go through the
+    static buffer `tok`."""
+
+    def __init__(self, model, cache, batch: int, device: torch.device, compile: str = "none"):
         self.model, self.cache = model, cache
         self.tok = torch.zeros(batch, 1, dtype=torch.long, device=device)
         self.graph, self.logits = None, None
+        self.compile = compile
+        mode = compile_mode(compile)
+        if mode is not None:  # past dynamo's recompile limit it would run eager code under a compiled label
+            torch._dynamo.config.fail_on_recompile_limit_hit = True
+        self.fn = self.forward if mode is None else torch.compile(self.forward, fullgraph=True, dynamic=False,
+                                                                   mode=mode)
+        self.compile_s = None  # seconds of the first compiled call (trace, Inductor, Triton builds, autotuning)
+
+    def forward(self, tok: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=tok, past_key_values=self.cache, use_cache=True).logits
 
     @torch.no_grad()
     def eager(self) -> torch.Tensor:
-        return self.model(input_ids=self.tok, past_key_values=self.cache, use_cache=True).logits
+        """One step without a CUDA graph (the compiled code when compiling)."""
+        if self.compile_s is None and self.compile != "none":
+            t0 = time.perf_counter()
+            out = self.fn(self.tok)
+            if self.tok.is_cuda:
+                torch.cuda.synchronize(self.tok.device)
+            self.compile_s = time.perf_counter() - t0
+            return out
+        return self.fn(self.tok)
+
+    @torch.no_grad()
+    def reference(self) -> torch.Tensor:
+        """One step of the model's own forward, never compiled nor graphed."""
+        return self.forward(self.tok)
 
     def capture(self, warmup: int = WARMUP_STEPS) -> None:
-        """Warm up on a side stream (Triton autotuning and lazy allocations happen
-        there, never in the graph), then capture one step."""
+        """Warm up on a side stream (compilation, Triton autotuning and lazy
+        allocations happen there, never in the graph), then capture one step."""
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
@@ -111,28 +234,36 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.device, mode: str = "graph",
-                seed: int = 0) -> Timing:
+                seed: int = 0, compile: str = "none", split: bool = True, attention: str = "sdpa") -> Timing:
     """Per-step milliseconds of `steps` greedy decode steps at `batch` after a
     `prompt_len` prompt (static cache of prompt_len + steps + warm-up slots).
-    mode: "graph" (CUDA graph per step) or "eager"; on CPU always a wall clock."""
+    mode: "graph" (CUDA graph per step) or "eager"; on CPU always a wall clock.
+    compile: a COMPILE_MODES key. extra: compile_s, the bytes one step reads
+    (profile.step_bytes) and, with `split`, one graph-free step's time by
+    category (profile.step_split)."""
+    from qgemm_bench.model import profile
+
     cuda = device.type == "cuda"
     if not cuda:
         mode = "cpu-wall"
-    cache = static_cache(model, prompt_len + steps + WARMUP_STEPS + 1)
+    flex = attention == "flex" and compile != "none"  # flex runs in compiled steps only
+    use_decode_attention(model, attention)
+    cache = static_cache(model, cache_len(prompt_len, steps, attention))
     ids = random_tokens(model.config.vocab_size, batch, prompt_len, seed, device)
-    step = DecodeStep(model, cache, batch, device)
+    step = DecodeStep(model, cache, batch, device, compile)
     step.feed_greedy(prefill(model, cache, ids))
     first_tok = step.tok.clone()
     check = None
     if mode == "graph":
         step.capture()
-        rewind(cache, prompt_len)
-        graphed = step().clone()
-        rewind(cache, prompt_len)
-        check = _rel(graphed, step.eager())
     else:
         for _ in range(WARMUP_STEPS):
             step()
+    if mode == "graph" or compile != "none":  # what is timed against the model's own forward
+        rewind(cache, prompt_len)
+        timed = step().clone()
+        rewind(cache, prompt_len)
+        check = _rel(timed, step.reference())
     rewind(cache, prompt_len)
     step.tok.copy_(first_tok)
 
@@ -150,8 +281,17 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
             t0 = time.perf_counter()
             step.feed_greedy(step())
             samples.append((time.perf_counter() - t0) * 1e3)
+    # flex reads the cache up to each token: on average the prompt and half the steps, in whole blocks
+    attended = -(-(prompt_len + (steps + 1) // 2) // FLEX_BLOCK) * FLEX_BLOCK if flex else None
+    extra = {"compile": compile, "compile_s": step.compile_s, "attention": "flex" if flex else "sdpa",
+             **profile.step_bytes(model, cache, batch, attended)}
+    if split:
+        rewind(cache, prompt_len)
+        extra["split"] = profile.step_split(step.eager, device)
     del step, cache
-    return Timing(samples, mode, check)
+    if compile != "none":
+        torch._dynamo.reset()  # the compiled step holds this variant's graphs; the next one compiles anew
+    return Timing(samples, mode, check, extra)
 
 
 @torch.no_grad()

@@ -54,6 +54,19 @@ class ModelRow:
     quantize_s: float | None = None
     allreduce_ms: float | None = None  # tensor parallel: one step's all-reduces alone, captured the same way
     allreduce_share: float | None = None  # allreduce_ms / step_ms_p50
+    compile: str = "none"  # --compile: the decode step traced by torch.compile (none: the model's forward)
+    compile_s: float | None = None  # the compiled step's first call: trace, Inductor, Triton builds, autotuning
+    attention: str = "sdpa"  # sdpa (GQA-packed, whole static cache) | flex (compiled steps, cache up to the token)
+    step_read_gib: float | None = None  # bytes one step reads (model/profile.py step_bytes), per GPU
+    kv_read_gib: float | None = None  # the static K/V cache's share of it
+    effective_gbps: float | None = None  # step_read bytes x steps/s
+    copy_pct: float | None = None  # effective_gbps / the run's measured device copy GB/s
+    # One graph-free step under torch.profiler (profile.step_split), ms: kernel time on CUDA.
+    split_quant_gemm_ms: float | None = None
+    split_dense_gemm_ms: float | None = None
+    split_attention_ms: float | None = None
+    split_other_ms: float | None = None
+    split_total_ms: float | None = None
     samples_ms: list = field(default_factory=list)
 
     @property
@@ -178,6 +191,27 @@ def decode_table(rows: list[ModelRow]) -> str:
     return tabulate(body, ["variant", *[f"batch {b} tok/s" for b in batches]], tablefmt="github")
 
 
+def _share(v: float | None, total: float | None) -> str:
+    return "" if v is None or not total else f"{v:.3f} ({100 * v / total:.0f}%)"
+
+
+def bandwidth_table(rows: list[ModelRow]) -> str:
+    """Per decode row: what a step reads, the effective bandwidth it reaches, and
+    one graph-free step's time split by category (profile.step_split)."""
+    body = []
+    for r in rows:
+        if r.status != OK or r.effective_gbps is None:
+            continue
+        t = r.split_total_ms
+        body.append([r.variant, r.batch, _f(r.step_ms_p50, ".3f"), _f(r.step_read_gib, ".3f"),
+                     _f(r.kv_read_gib, ".3f"), _f(r.effective_gbps, ".0f"), _f(r.copy_pct, ".1f"),
+                     *(_share(v, t) for v in (r.split_quant_gemm_ms, r.split_dense_gemm_ms, r.split_attention_ms,
+                                              r.split_other_ms)), _f(t, ".3f"), _f(r.compile_s, ".1f")])
+    headers = ["variant", "batch", "step ms", "read GiB/step", "of it K/V GiB", "effective GB/s", "% of copy",
+               "quant GEMM ms", "dense GEMM ms", "attention ms", "rest ms", "profiled step ms", "compile s"]
+    return tabulate(body, headers, tablefmt="github") if body else ""
+
+
 def summary_table(rows: list[ModelRow]) -> str:
     body = []
     for name, rs in _variants(rows).items():
@@ -224,7 +258,9 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
              f"triton {meta.get('triton')}, transformers {meta.get('transformers')}; commit {meta.get('git_commit')}; "
              f"{meta.get('date')}.", "",
              f"Decode: {s.get('timing')} timing, median of {s.get('decode_steps')} greedy steps after a "
-             f"{s.get('prompt_len')}-token prompt (static KV cache); tokens/s = batch / step time. Prefill: "
+             f"{s.get('prompt_len')}-token prompt (static KV cache); tokens/s = batch / step time; the step "
+             + (f"traced whole by torch.compile ({s['compile']}), compile time per row. " if s.get("compile", "none")
+                != "none" else "is the model's forward, not compiled. ") + "Prefill: "
              f"{s.get('prompt_len')} tokens, batch 1, eager. Quality: logits on {s.get('quality_tokens')} tokens "
              f"against the unquantized model; lm_head quantized: {s.get('lm_head')}. `bf16` is the "
              f"unquantized model in the run's dtype ({s.get('dtype')}).", ""]
@@ -241,9 +277,22 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
         lines += [f"Tensor parallel over {tp} GPUs (torchrun): column-parallel q/k/v/gate/up, row-parallel "
                   "o/down with one all-reduce each, captured in the step's graph; weights and memory are per "
                   "GPU; 'all-reduce N%' = one step's all-reduces timed alone / the step.", ""]
-    lines += ["## Decode tokens/s (speedup vs unquantized)", "", decode_table(rows), "",
-              "## Memory, prefill and quality per variant", "", summary_table(rows), "",
-              "## Quality by weight format", "", format_quality_table(rows), ""]
+    lines += ["## Decode tokens/s (speedup vs unquantized)", "", decode_table(rows), ""]
+    if bw := bandwidth_table(rows):
+        copy = (meta.get("ceilings") or {}).get("copy_GBps")
+        lines += ["## Effective bandwidth and where a step's time goes", "",
+                  "read/step: every weight the step runs (decoder linears with their scales, norms, lm_head; "
+                  "of the embedding only the gathered rows) plus the whole static K/V cache, which the masked "
+                  "attention reads each step; effective GB/s = read/step x steps/s"
+                  + (f"; % of the device's measured copy bandwidth ({copy:.0f} GB/s)" if copy else "") + ". "
+                  "Split: one step without a CUDA graph under torch.profiler, by the operator that ran each "
+                  "kernel: quantized GEMM (the qgemm::linear op), dense GEMM (aten mm/addmm: cuBLAS), attention "
+                  "(SDPA), rest (norms, rotary, cache writes, residual adds, fused Inductor kernels); "
+                  + ("kernel time, so launch gaps the graph removes are not in it." if s.get("timing") != "cpu-wall"
+                     else "CPU operator time."), "", bw, ""]
+    fidelity = "" if m.get("trained") else " (random weights: numerical fidelity only)"
+    lines += ["## Memory, prefill and quality per variant", "", summary_table(rows), "",
+              f"## Quality by weight format{fidelity}", "", format_quality_table(rows), ""]
     lines += [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
     if probs := problems(rows):
         lines += ["", "## Not measured", "", *[f"- {p}" for p in probs]]

@@ -5,6 +5,7 @@ over a text."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import torch
@@ -78,12 +79,31 @@ def perplexity(model, ids: torch.Tensor, window: int, stride: int | None = None)
     return {"perplexity": math.exp(nll_sum / count), "nll_sum": nll_sum, "tokens": count}
 
 
+_QUOTES = re.compile("'{2,3}")
+
+
+def wiki_dump_text(path: Path) -> str:
+    """The articles of a bz2 MediaWiki XML dump (e.g. the one in gensim's test
+    data, MODELS.md) as plain text: markup removed by gensim's filter_wiki,
+    then the bold and italic quote marks it leaves (3 or 2 apostrophes)."""
+    import bz2
+
+    try:
+        from gensim.corpora.wikicorpus import extract_pages, filter_wiki
+    except ImportError:
+        raise InputError(f"--eval-text {path}: a .bz2 Wikipedia dump needs gensim (pip install gensim)") from None
+    with bz2.open(path, "rb") as f:
+        texts = [_QUOTES.sub("", filter_wiki(text)).strip() for _, text, _ in extract_pages(f)]
+    return "\n\n".join(t for t in texts if t)
+
+
 def text_tokens(tokenizer, path: str | Path, max_tokens: int | None = None) -> torch.Tensor:
     """The file's text as one token sequence (the tokenizer's usual special
-    tokens, e.g. a leading BOS), cut to max_tokens."""
+    tokens, e.g. a leading BOS), cut to max_tokens. A .bz2 file is read as a
+    MediaWiki XML dump (wiki_dump_text)."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"--eval-text {path}: no such file")
-    text = p.read_text(encoding="utf-8", errors="replace")
+    text = wiki_dump_text(p) if p.suffix == ".bz2" else p.read_text(encoding="utf-8", errors="replace")
     ids = tokenizer(text, return_tensors="pt").input_ids[0]
     return ids[:max_tokens] if max_tokens else ids

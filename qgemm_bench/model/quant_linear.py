@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from qgemm_bench.model import ops
 from qgemm_bench.model.errors import BackendUnavailable, InputError
 from qgemm_bench.operators import formats
 
@@ -146,6 +147,8 @@ class QuantLinear(nn.Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.kernel, self.backend, self.spec = kernel, backend, spec
+        # The GEMM is the custom op qgemm::linear (model/ops.py): torch.compile traces through it.
+        self.register_buffer("handle", ops.register(self, kernel.apply, out_features), persistent=False)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
 
     @classmethod
@@ -163,9 +166,16 @@ class QuantLinear(nn.Module):
         if x2.shape[0] == 0:
             y = x2.new_empty(0, self.out_features)
         else:
-            y = self.kernel.apply(x2)
+            y = ops.linear(x2, self.handle, self.out_features)
         y = y.reshape(*lead, self.out_features)
         return y if self.bias is None else y + self.bias
+
+    def _apply(self, fn, recurse=True):
+        """.to(device) moves the bias; the kernel handle stays on the host (ops.py)."""
+        handle = self.handle
+        super()._apply(fn, recurse)
+        self.handle = handle
+        return self
 
     def weight_nbytes(self) -> int:
         return unique_nbytes([*self.kernel.resident, self.bias])
@@ -211,9 +221,15 @@ def linear_nbytes(model: nn.Module, lm_head: bool = False) -> int:
     return unique_nbytes(tensors)
 
 
+def device_tensors(model: nn.Module) -> list[torch.Tensor]:
+    """Parameters and buffers, less the QuantLinear kernel handles (host scalars)."""
+    handles = {id(m.handle) for m in model.modules() if isinstance(m, QuantLinear)}
+    return [t for t in (*model.parameters(), *model.buffers()) if id(t) not in handles]
+
+
 def model_nbytes(model: nn.Module) -> int:
     """Every parameter and buffer, plus QuantLinear kernels' resident tensors;
     shared storage (tied embeddings) counted once."""
-    tensors = [*model.parameters(), *model.buffers()]
+    tensors = device_tensors(model)
     tensors += [t for m in model.modules() if isinstance(m, QuantLinear) for t in m.kernel.resident]
     return unique_nbytes(tensors)

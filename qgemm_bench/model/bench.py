@@ -31,6 +31,11 @@ from qgemm_bench.model.quant_linear import UNQUANTIZED, QuantSpec, linear_nbytes
 # model amplifies that (Llama-3-8B on the H100: up to 0.033). Stale or uncaptured
 # buffers give unrelated logits, rel err ~1.4.
 GRAPH_CHECK_TOL = 0.25
+# A compiled step runs other kernels than the eager one (Inductor fuses norms,
+# rotary and residual adds, keeping fp32 intermediates the eager ops round to
+# bf16): more rounding differences for 32 random layers to amplify, not
+# measured on the H200 yet. Still well below the ~1.4 of unrelated logits.
+COMPILED_CHECK_TOL = 0.5
 
 
 @dataclass
@@ -151,7 +156,8 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
                            seed=plan.seed, compile=plan.compile, split=plan.split,
                            attention=plan.attention)
     p50 = t.p50
-    bad = t.check_rel_err is not None and not t.check_rel_err <= GRAPH_CHECK_TOL
+    tol = GRAPH_CHECK_TOL if plan.compile == "none" else COMPILED_CHECK_TOL
+    bad = t.check_rel_err is not None and not t.check_rel_err <= tol
     what = "graph replay" if t.mode == "graph" else "the compiled step"
     row = ModelRow(**base, batch=batch, status=INCORRECT if bad else OK,
                    reason=f"{what} differs from the model's eager step: rel err {t.check_rel_err:.3g}" if bad else "",

@@ -595,7 +595,7 @@ def test_helion_runs_the_triton_table_config_where_no_helion_config_is_checked_i
     # Triton table's config for the mode, translated, and it runs.
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import kernels, tuning
-    from qgemm_bench.backends.triton_kernels.split_k import choose_config
+    from qgemm_bench.backends.triton_dispatch import choose_split_k as choose_config
     from qgemm_bench.target import Target
 
     calls = []

@@ -89,7 +89,7 @@ def test_the_table_sends_a_small_m_to_the_fused_path_in_both_backends(tmp_path):
     Triton backend runs it with the table's config, right against fp64, and
     the Helion backend takes the same path; elsewhere the M bounds decide."""
     from qgemm_bench.backends import helion_ops
-    from qgemm_bench.backends.triton_kernels.weight_only import path_for
+    from qgemm_bench.backends.triton_dispatch import path_for
 
     fused = triton_config(32, 32, 64, 3)
     split = {"config": triton_config(16, 32, 64, 2), "us": 9.0}

@@ -12,6 +12,9 @@ from pathlib import Path
 import torch
 
 from qgemm_bench.backends.checks import check_split_k, check_weight_only, missing, triton_why_not
+from qgemm_bench.backends.helion_dispatch import HELION_PDL as HELION_PDL  # re-exported: tests, scripts
+from qgemm_bench.backends.helion_dispatch import default_config, split_k_default, table_config, weight_only_path
+from qgemm_bench.backends.helion_dispatch import helion_config as helion_config  # re-exported: tests, scripts
 from qgemm_bench.backends.registry import Prepared, backend
 from qgemm_bench.errors import InputError
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
@@ -99,7 +102,7 @@ def merge_rank_states(states: list) -> list[str]:
 def split_config(cfg: dict) -> dict:
     """A split-path (weight_only kernel) config in today's form: block_sizes
     [BLOCK_N, BLOCK_M] and block_k. Entries from before block_k (block_sizes
-    [K step in packed rows, M, N]: configs/h100.json's split buckets, the
+    [K step in packed rows, M, N]: the H100 entry's first split buckets, the
     tests' interpreter configs) are translated, so they keep their tiles."""
     cfg = dict(cfg)
     bs = list(cfg.get("block_sizes", ()))
@@ -107,51 +110,6 @@ def split_config(cfg: dict) -> dict:
         cfg["block_sizes"] = [bs[2], bs[1]]
         cfg.setdefault("block_k", 2 * bs[0])
     return cfg
-
-
-def helion_config(c: dict, path: str) -> dict:
-    """A Triton weight-only config of a path as the Helion kernel's
-    (configs.from_triton): the split path's with its split_k; the fused
-    path's with split_k only where it splits K (SPLIT_K > 1: kernels.fused
-    takes it as an argument; without it, the fused configs as before)."""
-    from qgemm_bench.backends.helion_kernels.configs import from_triton
-
-    return from_triton(c, split=path == "split" or c.get("SPLIT_K", 1) > 1)
-
-
-def table_config(fmt: int, path: str, m: int, k: int, n: int, target, store=None) -> tuple[dict, str] | None:
-    """The Triton table's config for this path and shape on this Target (the
-    store's weight_only entry for it, weight_only_configs.entry; its
-    pointer-load config where the entry's has TMA loads, which the Helion
-    kernels lack), as a Helion config (helion_config), or None."""
-    from qgemm_bench.backends.triton_kernels import weight_only_configs
-
-    e = weight_only_configs.entry(target, store)
-    found = weight_only_configs.lookup(fmt, path, m, k, n, e.gpu, e.table, tma=False)
-    if found is None:
-        return None
-    note = "; ".join(filter(None, (e.note, found[1])))
-    where = f" ({note})" if note else ""
-    return helion_config(found[0], path), f"the Triton table's {path} config{where}, untimed in Helion"
-
-
-def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | None = None,
-                   target=None, store=None) -> tuple[dict, str]:
-    """The Triton backend's config for this path and shape, as a Helion config
-    (helion_config), for a shape, GPU or kernel without a checked-in
-    Helion one: the Triton table's (table_config), else
-    fused_gemm.POINTER_CONFIGS (nearest M bucket) or the first of weight_only's
-    curated split configs of M's bucket (its best at K = N = 8192 on the
-    H100)."""
-    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
-
-    if target is not None and k is not None and (found := table_config(fmt, path, m, k, n, target, store)):
-        return found
-    if path == "fused":
-        return helion_config(fused_gemm.tuned_config(fmt, m, tma=False), path), \
-            "Triton's fused config for this M (untimed in Helion)"
-    c = weight_only.config_dict(weight_only.split_pool(m)[0])
-    return helion_config(c, path), "Triton's first split config for this M range (untimed in Helion)"
 
 
 def split_scale_mode(fmt: int, group: int | None, block_k: int) -> str:
@@ -170,7 +128,7 @@ def split_scale_mode(fmt: int, group: int | None, block_k: int) -> str:
 class WeightOnly:
     """y = x @ dequant(w) through the Helion kernels (kernels.py) for any x
     [M, K], on the Triton backend's path where that has no TMA loads
-    (weight_only.path_for: by M, and the Triton table's faster path where it
+    (triton_dispatch.path_for: by M, and the Triton table's faster path where it
     timed both; above FUSED_MAX_M always dequant): split (weight_only kernel,
     one launch), fused (on K-major weights made on first use), dequant
     (Helion dequantize, then torch's matmul). Same arguments as the Triton
@@ -197,11 +155,7 @@ class WeightOnly:
         self._dequant: dict[torch.dtype, object] = {}
 
     def path(self, m: int) -> str:
-        from qgemm_bench.backends.triton_kernels import weight_only_configs
-        from qgemm_bench.backends.triton_kernels.weight_only import path_for
-
-        e = weight_only_configs.entry(self.target, self.store)
-        return path_for(m, self.fmt, self.k, self.n, e.gpu, doc=e.table)
+        return weight_only_path(m, self.fmt, self.k, self.n, self.target, self.store)
 
     def kmajor(self):
         """The fused path's K-major weights (kmajor_layout.py), made on first use."""
@@ -401,33 +355,6 @@ def nvfp4(case, inputs):
     if bs.dtype != torch.float8_e4m3fn:
         raise ValueError(f"NVFP4 block scales must be float8_e4m3fn, not {bs.dtype}")
     return _weight_only(case, case.op, inputs, bs, inputs.tensor_scale, NVFP4, None)
-
-
-def split_k_default(deterministic: bool, m: int, k: int, n: int, target, store=None) -> tuple[dict, str]:
-    """The Triton backend's config for this mode and shape (split_k.choose_config:
-    its checked-in table), as a Helion config (configs.from_triton): the split-K
-    kernel's config where configs/<gpu>.json has none."""
-    from qgemm_bench.backends.helion_kernels.configs import from_triton
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, choose_config
-    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
-
-    c, source = choose_config(DETERMINISTIC if deterministic else ATOMIC, m, k, n, target, store)
-    pdl = HELION_PDL[c.get("PDL", 0)]
-    cfg = {**from_triton(c, split=True, decode=False), "pdl": pdl, "reduce": c.get("REDUCE", "last")}
-    helion_pdl = f", run with PDL {pdl}" if pdl != c.get("PDL", 0) else ""
-    return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion{helion_pdl})"
-
-
-# The Helion split kernel's PDL mode for the Triton config's: where Triton
-# launches the next kernel early (1, 2), Helion launches it after the K loop,
-# with the prefetch of b's first rows (3; there is no late mode without it).
-# H100, same process, the Triton table's configs (exp/pdl3.py), Helion
-# with PDL 1 / 3 against Triton's own: 128x4096x128 8.5 / 5.3 (Triton 4.9),
-# 64x16384x64 7.3 / 5.7 (5.3), 256x4096x16 5.2 / 4.2 (4.2), 16x65536x16
-# 8.2 / 4.8; PDL 3 faster at all 8 shapes timed (Helion's early-launched
-# programs stall the kernel before, for a reason not found: the PTX of both
-# kernels has the same loads, MMAs and griddepcontrol order).
-HELION_PDL = {0: 0, 1: 3, 2: 3, 3: 3}
 
 
 # The split-K kernel's config keys that are kernel arguments (tuning.ready's

@@ -6,9 +6,9 @@ split order (DETERMINISTIC), and the tile's last program finishes it
 (split_k_parts.py). Deterministic configs may sum the planes in a second
 small launch instead (REDUCE "kernel": reduce_planes; split_k_configs.py).
 
-Configs: an explicit one, else the checked-in table (split_k_configs.py:
-exact shape, nearest bucket, or a heuristic; per mode), so a default run
-never autotunes. QGEMM_SPLIT_K_AUTOTUNE=1 in the environment (or AUTOTUNE =
+Configs: an explicit one, else the dispatch's (triton_dispatch.choose_split_k:
+the store's table, split_k_configs.py: exact shape, nearest bucket, or a
+heuristic; per mode), so a default run never autotunes. QGEMM_SPLIT_K_AUTOTUNE=1 in the environment (or AUTOTUNE =
 True before a SplitKGemm is built) autotunes over CONFIGS instead, for GPUs
 the table was not tuned on; scripts/tune_split_k.py re-tunes the table.
 """
@@ -114,13 +114,7 @@ def sm_count(device: torch.device) -> int:
     return target_of(device).sms
 
 
-def choose_config(mode: int, m: int, k: int, n: int, target: Target, store=None) -> tuple[dict, str]:
-    """(config, where it came from): the store's choice for this mode and
-    shape on this Target (split_k_configs.entry, then .lookup); a GPU using
-    another's entry says which."""
-    e = split_k_configs.entry(target, store)
-    c, source = split_k_configs.lookup(MODE_NAMES[mode], m, k, n, target.sms, e.gpu, e.table)
-    return c, (f"{e.note}; {source}" if e.note and not target.is_cpu else source)
+
 
 
 def launch_args(a, b, bias, out, ws, count) -> tuple:
@@ -147,8 +141,9 @@ class SplitKGemm:
     "kernel" (the split kernel, then reduce_planes: no host sync, no memory
     but the output allocated per call, so a CUDA graph captures both).
 
-    config: explicit, else the table's (choose_config), else with AUTOTUNE
-    (or autotune=True) Triton's autotuner over CONFIGS. `source` says which.
+    config: explicit, else the dispatch's (triton_dispatch.choose_split_k:
+    the store's table for the Target), else with AUTOTUNE (or autotune=True)
+    Triton's autotuner over CONFIGS. `source` says which.
     target: the GPU (default: a's device's); store: the config store."""
 
     def __init__(self, a, b, bias, mode: int, config: dict | None = None, autotune: bool | None = None,
@@ -166,7 +161,9 @@ class SplitKGemm:
             split_k_configs.check_config({"num_warps": 4, "num_stages": 3, **config}, MODE_NAMES[mode])
             self.source = "explicit config"
         elif not self.autotune:
-            config, self.source = choose_config(mode, m, k, n, target, store)
+            from qgemm_bench.backends.triton_dispatch import choose_split_k
+
+            config, self.source = choose_split_k(mode, m, k, n, target, store)
         else:
             self.source = "autotuned (QGEMM_SPLIT_K_AUTOTUNE)"
         self.a, self.b, self.bias, self.mode, self.config = a, b, bias, mode, config

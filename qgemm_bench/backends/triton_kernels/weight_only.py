@@ -16,7 +16,7 @@ One kernel for both formats (FMT), streaming each packed weight byte once:
   Loading each packed row's scale instead cost 27% (H100, K = N = 8192,
   best config each, same run: M=1 33.2 -> 26.2 us, M=16 34.6 -> 26.6).
 
-Three paths, picked by M (WeightOnlyGemm.path, path_for):
+Three paths, picked by M (triton_dispatch.py decides: WeightOnlyDispatch.path, path_for):
 - split (M <= SPLIT_PATH_MAX_M, memory-bound, unless the table timed the
   fused kernel with split-K faster at the shape): this module's kernel, split-K
   over enough CTAs to stream the weights; splits meet in an fp32 workspace by
@@ -43,9 +43,8 @@ import triton
 import triton.language as tl
 
 from qgemm_bench.backends.checks import check_weight_only
-from qgemm_bench.backends.triton_kernels import decode, split_k_parts, weight_only_configs
+from qgemm_bench.backends.triton_kernels import decode, split_k_parts
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
-from qgemm_bench.operators.formats import INT4
 from qgemm_bench.target import of as target_of
 from qgemm_bench.types import m_bucket
 
@@ -72,24 +71,19 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 #   kernel always right after cuBLAS: its rounds rose 361 -> 442 at 2048
 #   and 708 -> 838 at 4096 while dequantize + cuBLAS held 408 and 764).
 # Up to M = 64 the table picks the split path or the fused one with split-K
-# per shape (path_for).
+# per shape (triton_dispatch.path_for).
 FUSED_MAX_M = 1024
+# Fused-kernel config keys: refused in split entries, dropped where the split kernel runs.
+FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "WS")
 
 
-def path_for(m: int, fmt: int | None = None, k: int | None = None, n: int | None = None,
-             gpu: str | None = None, fused_above: bool = False, doc: dict | None = None) -> str:
-    """The path a weight-only GEMM takes at M (the Helion backend's too): by
-    the M bounds above (fused_above: the fused kernel runs above FUSED_MAX_M
-    too, as WeightOnlyGemm.path decides: it takes TMA loads at this shape and
-    the table did not time dequantize + cuBLAS faster), except that up to SPLIT_PATH_MAX_M
-    the fused kernel (with split-K) runs where GPU `gpu`'s table timed it
-    faster at the shape's bucket (weight_only_configs.faster_path; doc: the
-    store entry's table, weight_only_configs.entry)."""
-    if m <= SPLIT_PATH_MAX_M:
-        if fmt is not None and weight_only_configs.faster_path(fmt, m, k, n, gpu, doc) == "fused":
-            return "fused"
-        return "split"
-    return "fused" if m <= FUSED_MAX_M or fused_above else "dequant"
+def __getattr__(name: str):
+    """path_for lives in triton_dispatch (the scripts' old name, until they move)."""
+    if name == "path_for":
+        from qgemm_bench.backends.triton_dispatch import path_for
+
+        return path_for
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @triton.jit
@@ -303,10 +297,13 @@ class WeightOnlyGemm:
     fused_gemm.FUSED_CONFIGS).
     path: auto (by M), split, fused or dequant.
     target: the GPU (qgemm_bench.target; default: the weights' device's);
-    store: the config store (default: the package's)."""
+    dispatch: which path and config run at each M
+    (triton_dispatch.WeightOnlyDispatch; default: one made from the
+    config, path, target and store, the package's config store unless
+    given)."""
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
-                 path: str = "auto", target=None, store=None):
+                 path: str = "auto", target=None, store=None, dispatch=None):
         if path not in ("auto", "split", "fused", "dequant"):
             raise ValueError(f"path {path!r}: expected auto, split, fused or dequant")
         if config is not None and (config["BLOCK_M"] < split_k_parts.MIN_BLOCK_M
@@ -315,28 +312,18 @@ class WeightOnlyGemm:
         self.w, self.scales, self.ts, self.fmt, self.group = w, scales, tensor_scale, fmt, group
         self.config, self.forced_path = config, path
         self.target = target if target is not None else target_of(w.device)
-        self.entry = weight_only_configs.entry(self.target, store)  # the store entry the table lookups use
+        if dispatch is None:
+            from qgemm_bench.backends.triton_dispatch import WeightOnlyDispatch
+
+            dispatch = WeightOnlyDispatch(fmt, self._fused_group(), 2 * w.shape[0], w.shape[1], self.target, store,
+                                          config, path)
+        self.dispatch = dispatch
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._configs: dict[tuple[int, str], tuple[dict | None, str]] = {}
         self._fused = None
 
     def path(self, m: int) -> str:
-        if self.forced_path != "auto":
-            return self.forced_path
-        k, n, gpu, doc = 2 * self.w.shape[0], self.w.shape[1], self.entry.gpu, self.entry.table
-        fused_above = False
-        if m > FUSED_MAX_M:
-            from qgemm_bench.backends.triton_kernels.fused_gemm import tma_usable
-
-            # The config's TMA loads where they run (tuned gives way to the
-            # entry's pointer config where they do not; an explicit config is
-            # checked here), and not where the table timed dequantize + cuBLAS
-            # faster at the bucket (an explicit config decides alone).
-            c = self.tuned(m, "fused")[0]
-            fused_above = bool(c.get("TMA")) and \
-                tma_usable(self.fmt, self._fused_group(), k, c["BLOCK_K"], self.target, c["BLOCK_M"]) and \
-                (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu, doc))
-        return path_for(m, self.fmt, k, n, gpu, fused_above, doc)
+        """The path at M: the dispatch's (triton_dispatch.WeightOnlyDispatch.path)."""
+        return self.dispatch.path(m)
 
     def _fused_group(self) -> int | None:
         """The group FusedGemm runs: K for unscaled int4 (scales of one per channel)."""
@@ -358,39 +345,9 @@ class WeightOnlyGemm:
         return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
 
     def tuned(self, m: int, path: str | None = None) -> tuple[dict | None, str]:
-        """(config, note) of the split or fused path (default: M's) at M: the
-        explicit one, else the checked-in table's for this GPU and shape
-        (weight_only_configs; int4: the entry's config for this group size
-        where it has one), else (None, note) for the split path (the
-        kernel autotunes at run time) and fused_gemm.FUSED_CONFIGS for the
-        fused one. A fused config with TMA loads where they do not run
-        (fused_gemm.tma_usable: int4 GATHER groups, more than two groups to a
-        K block in tiles under 256 rows, a GPU before Hopper) gives way to
-        the pointer-load config of the same entry or bucket, tuned without
-        TMA, keeping the entry's WS tiles (where ws_gemm.usable says no,
-        the pointer-load config runs)."""
-        if self.config is not None:
-            return self.config, ""
-        path = path or self.path(m)
-        if (m, path) not in self._configs:
-            from qgemm_bench.backends.triton_kernels.fused_gemm import tma_refused, tuned_config
-
-            k, n, gpu, doc = 2 * self.w.shape[0], self.w.shape[1], self.entry.gpu, self.entry.table
-            group = weight_only_configs.group_key(self._fused_group(), k) if self.fmt == INT4 else None
-            found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, doc, group=group)
-            if found is None:
-                found = (tuned_config(self.fmt, m), "") if path == "fused" else \
-                    (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
-            c = found[0]
-            if c is not None and tma_refused(c, self.fmt, self._fused_group(), k, self.target):
-                found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, doc, tma=False) or \
-                    (tuned_config(self.fmt, m, tma=False), "")
-                if c.get("WS"):  # the WS kernel's own loads (ws_gemm.usable decides per x; int4 group 32)
-                    found = ({**found[0], "WS": c["WS"]}, found[1])
-            if self.entry.note and self.target.capability is not None:  # another GPU's entry, or none: say so
-                found = (found[0], "; ".join(filter(None, (self.entry.note, found[1]))))
-            self._configs[(m, path)] = found
-        return self._configs[(m, path)]
+        """(config, note) of the split or fused path (default: M's) at M:
+        the dispatch's (triton_dispatch.WeightOnlyDispatch.tuned)."""
+        return self.dispatch.tuned(m, path)
 
     def note(self, m: int, x: torch.Tensor | None = None) -> str:
         """For the row: the path that is not all-Triton says so, and so does a
@@ -439,7 +396,7 @@ class WeightOnlyGemm:
         if c is None:
             tuned_kernel()[lambda c: split_k_parts.grid(m, n, c)](*args, **meta)
         else:
-            c = {key: v for key, v in c.items() if key not in weight_only_configs.FUSED_ONLY}  # a fused config's
+            c = {key: v for key, v in c.items() if key not in FUSED_ONLY}  # a fused config's
             launch = {**c, **split_k_parts.pdl_launch(c, x.device), "EVEN_KN": even_kn({"K": k, "N": n, **c})}
             weight_only_kernel[split_k_parts.grid(m, n, c)](*args, **meta, **launch)
         return out

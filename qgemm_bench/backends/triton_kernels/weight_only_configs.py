@@ -58,6 +58,7 @@ from pathlib import Path
 from qgemm_bench.backends import config_buckets
 from qgemm_bench.backends.config_buckets import bucket, nearest, read_json
 from qgemm_bench.backends.triton_kernels.split_k_configs import PDL_MODES
+from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, FUSED_ONLY  # the kernel's
 from qgemm_bench.configs import store as config_store
 from qgemm_bench.operators.formats import INT4
 from qgemm_bench.target import Target
@@ -67,8 +68,6 @@ FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
 PATHS = ("split", "fused")
 KERNELS = FORMATS + tuple(f"{f}_fused" for f in FORMATS)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
-# Fused-kernel keys: refused in split entries, dropped where the split kernel runs.
-FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "WS")
 MIN_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}  # split_k_parts' counters; tl.dot's 16
 GROUP_KEYS = ("32", "64", "channel")  # an int4 fused entry's "groups" (group_key)
 
@@ -149,8 +148,6 @@ def check_table(doc, where: str) -> dict:
                 if opt in config and not name.endswith("_fused"):
                     raise ValueError(f"{where}: {name} {key}: {opt} is the fused kernel's only")
             if "versus_dequant_us" in entry:
-                from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
-
                 v = entry["versus_dequant_us"]
                 if not name.endswith("_fused") or int(found.group(1)) <= FUSED_MAX_M or not isinstance(v, list) \
                         or len(v) != 2 or not all(isinstance(u, (int, float)) and not isinstance(u, bool) and u > 0

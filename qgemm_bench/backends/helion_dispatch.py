@@ -1,0 +1,100 @@
+"""Which path and config the Helion kernels run at a shape, from the config
+store and the Target: the Triton backend's paths (triton_dispatch.path_for,
+through weight_only_path) and, for a shape, GPU or kernel without a Helion
+config of its own, the Triton backend's configs translated
+(table_config, default_config, split_k_default). helion_kernels/tuning.py
+then takes the store's Helion config of the shape's bucket where it has one
+(helion_ops says when another bucket's may run)."""
+
+from __future__ import annotations
+
+import torch
+
+from qgemm_bench.target import of as target_of
+
+
+def weight_only_path(m: int, fmt: int, k: int, n: int, target, store=None) -> str:
+    """The weight-only path at M on Target `target`: the Triton backend's by
+    M and its table's faster path (triton_dispatch.path_for; above
+    FUSED_MAX_M always dequant: the Helion fused kernel has no TMA loads)."""
+    from qgemm_bench.backends.triton_dispatch import path_for
+    from qgemm_bench.backends.triton_kernels import weight_only_configs
+
+    e = weight_only_configs.entry(target, store)
+    return path_for(m, fmt, k, n, e.gpu, doc=e.table)
+
+
+def helion_config(c: dict, path: str) -> dict:
+    """A Triton weight-only config of a path as the Helion kernel's
+    (configs.from_triton): the split path's with its split_k; the fused
+    path's with split_k only where it splits K (SPLIT_K > 1: kernels.fused
+    takes it as an argument; without it, the fused configs as before)."""
+    from qgemm_bench.backends.helion_kernels.configs import from_triton
+
+    return from_triton(c, split=path == "split" or c.get("SPLIT_K", 1) > 1)
+
+
+def table_config(fmt: int, path: str, m: int, k: int, n: int, target, store=None) -> tuple[dict, str] | None:
+    """The Triton table's config for this path and shape on this Target (the
+    store's weight_only entry for it, weight_only_configs.entry; its
+    pointer-load config where the entry's has TMA loads, which the Helion
+    kernels lack), as a Helion config (helion_config), or None."""
+    from qgemm_bench.backends.triton_kernels import weight_only_configs
+
+    e = weight_only_configs.entry(target, store)
+    found = weight_only_configs.lookup(fmt, path, m, k, n, e.gpu, e.table, tma=False)
+    if found is None:
+        return None
+    note = "; ".join(filter(None, (e.note, found[1])))
+    where = f" ({note})" if note else ""
+    return helion_config(found[0], path), f"the Triton table's {path} config{where}, untimed in Helion"
+
+
+def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | None = None,
+                   target=None, store=None) -> tuple[dict, str]:
+    """The Triton backend's config for this path and shape, as a Helion config
+    (helion_config), for a shape, GPU or kernel without a checked-in
+    Helion one: the Triton table's (table_config), else
+    fused_gemm.POINTER_CONFIGS (nearest M bucket) or the first of weight_only's
+    curated split configs of M's bucket (its best at K = N = 8192 where it
+    was measured)."""
+    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
+
+    if target is not None and k is not None and (found := table_config(fmt, path, m, k, n, target, store)):
+        return found
+    if path == "fused":
+        return helion_config(fused_gemm.tuned_config(fmt, m, tma=False), path), \
+            "Triton's fused config for this M (untimed in Helion)"
+    c = weight_only.config_dict(weight_only.split_pool(m)[0])
+    return helion_config(c, path), "Triton's first split config for this M range (untimed in Helion)"
+
+
+def split_k_default(deterministic: bool, m: int, k: int, n: int, target, store=None) -> tuple[dict, str]:
+    """The Triton backend's config for this mode and shape
+    (triton_dispatch.choose_split_k: the store's table), as a Helion config
+    (configs.from_triton): the split-K kernel's config where the store has
+    no Helion one. target: a Target (a torch.device is taken as its
+    target.of: scripts/tune_helion.py's, until it moves)."""
+    from qgemm_bench.backends.helion_kernels.configs import from_triton
+    from qgemm_bench.backends.triton_dispatch import choose_split_k
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
+
+    target = target_of(target) if isinstance(target, torch.device) else target
+    c, source = choose_split_k(DETERMINISTIC if deterministic else ATOMIC, m, k, n, target, store)
+    pdl = HELION_PDL[c.get("PDL", 0)]
+    cfg = {**from_triton(c, split=True, decode=False), "pdl": pdl, "reduce": c.get("REDUCE", "last")}
+    helion_pdl = f", run with PDL {pdl}" if pdl != c.get("PDL", 0) else ""
+    return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion{helion_pdl})"
+
+
+# The Helion split kernel's PDL mode for the Triton config's: where Triton
+# launches the next kernel early (1, 2), Helion launches it after the K loop,
+# with the prefetch of b's first rows (3; there is no late mode without it).
+# H100, same process, the Triton table's configs (exp/pdl3.py), Helion
+# with PDL 1 / 3 against Triton's own: 128x4096x128 8.5 / 5.3 (Triton 4.9),
+# 64x16384x64 7.3 / 5.7 (5.3), 256x4096x16 5.2 / 4.2 (4.2), 16x65536x16
+# 8.2 / 4.8; PDL 3 faster at all 8 shapes timed (Helion's early-launched
+# programs stall the kernel before, for a reason not found: the PTX of both
+# kernels has the same loads, MMAs and griddepcontrol order).
+HELION_PDL = {0: 0, 1: 3, 2: 3, 3: 3}

@@ -31,7 +31,7 @@ def tiny(monkeypatch):
     """The tune's plan shrunk to interpreter size: one layer, one M per
     path, two or three candidates per family (the pools' contents are the
     kernels' own business; the tuner's is to pick right among them)."""
-    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends import helion_dispatch
     from qgemm_bench.operators import common, split_k_gemm
     from qgemm_bench.tuning import candidates as cands
     from qgemm_bench.tuning import split_k
@@ -52,7 +52,7 @@ def tiny(monkeypatch):
     monkeypatch.setattr(cands, "HELION_WEIGHT_ONLY_M", ())
     monkeypatch.setattr(cands, "HELION_SPLIT_K_SHAPES", [tuple(SPLIT_K_SHAPE)])
     monkeypatch.setattr(cands, "HELION_SPLIT_K", [dict(c) for c in HELION_SK])
-    monkeypatch.setattr(helion_ops, "split_k_default", lambda *a, **k: (dict(HELION_SK[0]), "test"))
+    monkeypatch.setattr(helion_dispatch, "split_k_default", lambda *a, **k: (dict(HELION_SK[0]), "test"))
     return cands
 
 

@@ -244,19 +244,18 @@ HELION_SPLIT_K_SHAPES = [(16, 16384, 16), (64, 32768, 64), (256, 65536, 256)]
 
 def helion_path(op: str, m: int, shape=None, device=None) -> str:
     """The path the Helion backend takes at M (with shape and device, a
-    torch device or a Target: the faster path where the weight_only store
-    entry it uses timed both, as helion_ops.WeightOnly.path decides)."""
-    from qgemm_bench.backends.triton_kernels import weight_only_configs
-    from qgemm_bench.backends.triton_kernels.weight_only import path_for
+    torch device or a Target: helion_dispatch.weight_only_path, the
+    faster path where the weight_only store entry it uses timed both)."""
+    from qgemm_bench.backends import helion_dispatch, triton_dispatch
 
     if op == "split_k_gemm":
         return "split_k"
     if shape is None or device is None:
-        return path_for(m)
+        return triton_dispatch.path_for(m)
     from qgemm_bench.operators.formats import INT4, NVFP4
 
-    e = weight_only_configs.entry(target_of(device))
-    return path_for(m, NVFP4 if op == "nvfp4_gemm" else INT4, shape[1], shape[2], e.gpu, doc=e.table)
+    return helion_dispatch.weight_only_path(m, NVFP4 if op == "nvfp4_gemm" else INT4, shape[1], shape[2],
+                                            target_of(device))
 
 
 def target_of(device):
@@ -281,7 +280,7 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None) 
 
     p = helion_path(op, m, shape, device)
     if p == "split_k":  # first the Triton table's config (helion_ops' fallback: a saved entry must beat it)
-        from qgemm_bench.backends.helion_ops import split_k_default
+        from qgemm_bench.backends.helion_dispatch import split_k_default
 
         table = [split_k_default(False, *shape, target_of(device))[0]] if shape and device is not None else []
         return table + [c for c in HELION_SPLIT_K if c not in table and max(c["block_sizes"]) <= max(16, m)]
@@ -289,7 +288,7 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None) 
         pool = list(map(weight_only.config_dict, weight_only.split_pool(m)))
         return [from_triton(c, split=True) for c in pruned(pool, prior, m)]
     if p == "fused":
-        from qgemm_bench.backends.helion_ops import helion_config
+        from qgemm_bench.backends.helion_dispatch import helion_config
         from qgemm_bench.operators.formats import INT4, NVFP4
 
         out = []  # Helion has no TMA switch: a pool's TMA and pointer-load twins are one Helion config

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Print the README's result tables (markdown) from a GPU's committed baselines.
+
+    python scripts/readme_tables.py results/h200
+
+Reads <dir>/{int4_gemm,int4_gemm_msweep,nvfp4_gemm_msweep,split_k_gemm,
+int4_gemm_decode}/results.json where present; p50 us of `ok` rows only (an
+incorrect or failed row is shown by its status, never as a time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+PEERS = ("cublas", "tinygemm", "fbgemm", "gemlite", "humming")
+OURS = ("triton", "helion")
+
+
+def rows(path: Path) -> dict:
+    by: dict = {}
+    for r in json.loads(path.read_text())["rows"]:
+        by.setdefault((r["M"], r["K"], r["N"]), {})[r["backend"]] = r["p50_us"] if r["status"] == "ok" else r["status"]
+    return by
+
+
+def num(v) -> str:
+    return f"{v:.1f}" if isinstance(v, float) else (v or "")
+
+
+def geomean(xs) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs))
+
+
+def versus_peers(by: dict, peers, title: str, shapes=None) -> str:
+    cols = [p for p in peers if any(p in b for b in by.values())]
+    out = [title, "", "| M x K x N | " + " | ".join(cols) + " | triton | helion | fastest peer | triton / fastest peer"
+           " | helion / triton |", "|---" * (len(cols) + 6) + "|"]
+    for s, b in sorted(by.items()):
+        if shapes and s not in shapes:
+            continue
+        timed = {p: b[p] for p in cols if isinstance(b.get(p), float)}
+        tr, he = b.get("triton"), b.get("helion")
+        best = min(timed, key=timed.get) if timed else None
+        cells = [num(b.get(p)) for p in cols]
+        ratio = f"{tr / timed[best]:.2f}" if best and isinstance(tr, float) else ""
+        hel = f"{he / tr:.2f}" if isinstance(he, float) and isinstance(tr, float) else ""
+        out.append(f"| {s[0]}x{s[1]}x{s[2]} | " + " | ".join(cells) + f" | {num(tr)} | {num(he)} | {best or ''} | "
+                   f"{ratio} | {hel} |")
+    return "\n".join(out) + "\n"
+
+
+def split_k(by: dict) -> str:
+    n = fast = det = 0
+    worst = []
+    for s, b in sorted(by.items()):
+        tb, tr, de = b.get("torch"), b.get("triton"), b.get("triton_deterministic")
+        if not all(isinstance(v, float) for v in (tb, tr, de)):
+            continue
+        n += 1
+        fast += tr <= 0.8 * tb
+        det += de <= 1.15 * tr
+        if de > 1.15 * tr:
+            worst.append(f"{s[0]}x{s[1]}x{s[2]} {de:.1f} / {tr:.1f}")
+    return (f"split-K, skinny preset: triton <= 0.8x cuBLAS at {fast} of {n} shapes; triton_deterministic within"
+            f" 1.15x of triton at {det} of {n} (outside: {', '.join(worst) or 'none'})\n")
+
+
+def decode(path: Path) -> str:
+    pct: dict = {}
+    for r in json.loads(path.read_text())["rows"]:
+        if r["status"] == "ok" and r.get("pct_of_floor"):
+            pct.setdefault(r["backend"], []).append((r["M"], r["pct_of_floor"]))
+    out = ["decode preset, % of the weight-read floor (geometric mean):", "",
+           "| backend | all rows | M <= 16 |", "|---|---|---|"]
+    for b, v in sorted(pct.items(), key=lambda kv: -geomean([p for _, p in kv[1]])):
+        small = [p for m, p in v if m <= 16]
+        out.append(f"| {b} | {geomean([p for _, p in v]):.1f} | {geomean(small):.1f} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or not Path(argv[0]).is_dir():
+        print("usage: readme_tables.py results/<gpu>", file=sys.stderr)
+        return 2
+    d = Path(argv[0])
+    parts = []
+    if (f := d / "int4_gemm_msweep/results.json").is_file():
+        parts.append(versus_peers(rows(f), PEERS, "int4 group 128 at K = N = 8192 (the m-sweep, 3 rounds):"))
+    if (f := d / "nvfp4_gemm_msweep/results.json").is_file():
+        parts.append(versus_peers(rows(f), PEERS, "NVFP4 at K = N = 8192 (the m-sweep, 3 rounds):"))
+    if (f := d / "int4_gemm/results.json").is_file():
+        by = rows(f)
+        layers = {(m, k, n) for (m, k, n) in by if (k, n) in {(4096, 28672), (14336, 4096)}}
+        parts.append(versus_peers(by, PEERS, "int4 group 128, the default `llama` preset (two of its layers):", layers))
+    if (f := d / "split_k_gemm/results.json").is_file():
+        parts.append(split_k(rows(f)))
+    if (f := d / "int4_gemm_decode/results.json").is_file():
+        parts.append(decode(f))
+    print("\n".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -148,13 +148,22 @@ def test_a_row_unavailable_in_base_may_disappear(tmp_path):
 
 
 def test_every_row_removed_against_the_committed_baseline_fails(tmp_path, capsys):
-    """A CPU run against results/h100 with --allow-mismatch used to say "ok: 240 removed", exit 0."""
-    base = REPO / "results" / "h100" / "int4_gemm"
+    """A CPU run against results/h200 with --allow-mismatch used to say "ok: 240 removed", exit 0."""
+    base = REPO / "results" / "h200" / "int4_gemm"
     n = len((base / "results.csv").read_text().strip().splitlines()) - 1  # the baseline's rows
     new = write(tmp_path / "new", [row("torch", M=1, K=128, N=64)], gpu=None)
     code = runner.main(["compare", str(base), new, "--allow-mismatch", "--format", "text"])
     out = capsys.readouterr().out
     assert n > 200 and code == 1 and out.startswith(f"FAIL: {n + 1} rows: {n} removed, 1 added"), out[:200]
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_a_committed_baseline_compares_clean_against_itself(gpu, capsys):
+    """CI's gate reads the committed baselines: each must load and match itself, row for row."""
+    base = REPO / "results" / gpu / "int4_gemm_msweep"
+    code = runner.main(["compare", str(base), str(base), "--format", "text"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("ok"), out[:200]
 
 
 def test_fingerprint_mismatch_is_incomparable(tmp_path, capsys):

@@ -398,9 +398,10 @@ def test_fused_kernel_acc_scale_vs_fp64(shape, bm, bn, split, tma, group, bk):
     check(out, ref)
     check(gemm(inputs.x), ref)
     plain = fused(inputs, cfg(bm=bm, bn=bn, bk=bk, split=split, TMA=tma))(inputs.x)
-    # BLOCK: the scales went elsewhere, so other roundings (not for scales of one); else ignored.
-    assert torch.equal(out, plain) == (scale_mode(INT4, g, shape[1], bk, True, channel_block(c)) != BLOCK
-                                       or group is None)
+    # Other scale modes ignore ACC_SCALE: bit for bit the same. BLOCK rounds elsewhere, but after the
+    # fp16 store the two can still agree on some draws, so only its accuracy (above) is asserted.
+    if scale_mode(INT4, g, shape[1], bk, True, channel_block(c)) != BLOCK or group is None:
+        assert torch.equal(out, plain)
 
 
 @pytest.mark.parametrize("shape,group,bk", [((17, 768, 40), 48, 128), ((9, 512, 72), 16, 64), ((33, 640, 100), 32, 64)])

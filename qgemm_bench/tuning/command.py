@@ -29,8 +29,8 @@ configs per format, Llama layer and M, with PDL and the warp-specialized tiles),
 split_k.json (the Triton split-K GEMM's atomic and deterministic configs per skinny
 shape), helion.json (the Helion kernels' per bucket) and target.json (what the GPU
 is: SMs, shared memory, L2, measured copy bandwidth and bf16 rate). Each family file
-carries a "provenance" object (commit, date, command, rounds, versions, budget,
-whether the tune completed). Every entry is written the moment it is tuned (and
+carries a "provenance" object (commit, date, the commands of every piece, rounds,
+versions, budget, whether every unit was timed, how many were cut short). Every entry is written the moment it is tuned (and
 journalled in <gpu>/.tune/), so an interrupted tune loses nothing: --resume skips
 what the unfinished tune wrote; a finished tune deletes the journal. Commit the
 folder to make the entry everyone's.

@@ -379,7 +379,7 @@ def fake_tune(t, monkeypatch, script: dict, calls: list):
         def cublas(self):
             return 10.0
 
-        def tune_mode(self, mode, compiler, until, deadline, atomic_best=None, timed=None):
+        def tune_mode(self, mode, compiler, until, deadline, atomic_best=None, timed=None, lead=None):
             n = sum(1 for c in calls if c[:2] == (self.shape, mode))
             calls.append((self.shape, mode, n, sorted(timed)))
             timed[f"pass {n}"] = None

@@ -187,8 +187,8 @@ def test_dry_run_lists_the_plan_and_its_time(tiny, tmp_path, capsys):
 
 
 def test_dry_run_like_a_stored_gpu_prunes_to_its_winners(capsys):
-    # The package's store: a GPU of the H100's compute capability times what won there.
-    assert cli.main(["tune", "--dry-run", "--like", "h100"]) == 0
+    # The package's store: a GPU of the H100's compute capability (the H200) times what won there.
+    assert cli.main(["tune", "--dry-run", "--like", "h200"]) == 0
     out = capsys.readouterr().out
     assert "those that won at each M on h100" in out and "on 1 GPU : expected" in out
 
@@ -289,3 +289,127 @@ def test_default_candidates_are_what_won_at_each_m_on_the_prior_gpu():
     assert cands.ws_pruned(tiles, None, 64) == tiles
     assert cands.pdl_won_at(prior, 64, "M64_K8192_N8192") and not cands.pdl_won_at(prior, 64, "M64_K4096_N4096")
     assert cands.pdl_won_at(prior, 16, "M16_K2_N2") and cands.pdl_won_at(None, 128)
+
+
+# ------------------------------------------------------------------ the prior GPU's configs first
+
+PRIOR = "prior"  # a made-up tuned GPU of the CPU's "compute capability" (none), in the test's store
+PRIOR_SK = {"atomic": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 2, "num_warps": 2, "num_stages": 1},
+            "deterministic": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 64, "SPLIT_K": 2, "num_warps": 2,
+                              "num_stages": 1, "REDUCE": "kernel"}}  # neither among SK: only the prior times it
+
+
+def prior_store(root: Path) -> None:
+    """A store holding the prior GPU's split-K entry for SPLIT_K_SHAPE."""
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+    from qgemm_bench.target import Target
+
+    cpu = Target.cpu()
+    like = Target(PRIOR, "the prior", None, cpu.sms, cpu.smem_per_block, cpu.l2_bytes)
+    (root / PRIOR).mkdir(parents=True)
+    (root / PRIOR / "target.json").write_text(json.dumps(like.to_json()))
+    entries = {mode: {skc.key(*SPLIT_K_SHAPE): {"config": c, "us": 1.0, "tuned": "made up"}}
+               for mode, c in PRIOR_SK.items()}
+    (root / PRIOR / "split_k.json").write_text(json.dumps({"gpu": PRIOR, "entries": entries}))
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """Every split-K config the tuner checks and times, in order: (mode, config)."""
+    from qgemm_bench.tuning import split_k
+
+    calls, measure = [], split_k.ShapeTuner.measure
+
+    def spy(self, mode, c):
+        calls.append((mode, dict(c)))
+        return measure(self, mode, c)
+
+    monkeypatch.setattr(split_k.ShapeTuner, "measure", spy)
+    return calls
+
+
+SK_ARGS = ["--op", "split_k_gemm", "--backends", "triton"]
+
+
+def test_split_k_times_the_prior_gpus_config_first(tiny, tmp_path, measured, capsys):
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+
+    prior_store(tmp_path)
+    assert tune(["--store", str(tmp_path), *SK_ARGS, "--budget-s", "600", "--shape-budget-s", "8"]) == 0, \
+        capsys.readouterr().err
+    for mode_id, mode in enumerate(skc.MODES):
+        first = next(c for m, c in measured if m == mode_id)
+        assert first == PRIOR_SK[mode], (mode, measured)
+    doc = read_back(tmp_path, "split_k")
+    assert doc["provenance"]["priors"]["split_k"] == PRIOR and doc["provenance"]["cut_short"] == 0
+    for mode in skc.MODES:  # timed here: the prior's (timed) or a candidate
+        e = doc["entries"][mode][skc.key(*SPLIT_K_SHAPE)]
+        assert e["us"] > 0 and (e["config"] == PRIOR_SK[mode] or
+                                {x: v for x, v in e["config"].items() if x != "REDUCE"} in SK)
+
+
+def test_a_shape_cut_short_still_times_the_prior_config():
+    """ShapeTuner.tune_mode with its share already spent (until in the
+    past) times the lead (the prior's config) and nothing else."""
+    from qgemm_bench.backends.triton_kernels import split_k as sk
+    from qgemm_bench.tuning import split_k
+
+    tuner = split_k.ShapeTuner(SPLIT_K_SHAPE, DEV, 132, 0.0, 1.0, [], torch.float16)
+    import time
+
+    now = time.monotonic()
+    r = tuner.tune_mode(sk.ATOMIC, split_k.Compiler(0), now - 1, now + 120, lead=[PRIOR_SK["atomic"]])
+    assert r["config"] == PRIOR_SK["atomic"] and r["timed"] == 1 and r["candidates"] > 1
+
+
+def test_a_split_k_unit_not_timed_keeps_the_prior_config_and_resume_tunes_it(tiny, tmp_path, measured, capsys):
+    """A budget of ~0: the shape is not reached (or times nothing); its entries are
+    the prior's configs marked untimed, the tune is not complete; --resume tunes it,
+    and the provenance lists both commands."""
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+    from qgemm_bench.target import Target
+    from qgemm_bench.tuning.journal import Journal
+
+    prior_store(tmp_path)
+    first = ["--store", str(tmp_path), *SK_ARGS, "--budget-s", "600", "--shape-budget-s", "0.001"]
+    assert tune(first) == 0, capsys.readouterr().err
+    assert "the tune is unfinished" in capsys.readouterr().err
+    doc = json.loads((tmp_path / "cpu" / "split_k.json").read_text())
+    prov = doc["provenance"]
+    assert prov["complete"] is False and prov["not_timed"] == 1 and prov["units_planned"] == 1
+    for mode in skc.MODES:
+        e = doc["entries"][mode][skc.key(*SPLIT_K_SHAPE)]
+        assert e["config"] == PRIOR_SK[mode] and "us" not in e
+        assert e["tuned"] == f"the {PRIOR} entry's config, not timed on cpu"
+    assert Journal(tmp_path, Target.cpu().name).exists()
+    again = ["--store", str(tmp_path), *SK_ARGS, "--budget-s", "600", "--shape-budget-s", "8", "--resume"]
+    assert tune(again) == 0, capsys.readouterr().err
+    doc = read_back(tmp_path, "split_k")
+    assert doc["provenance"]["not_timed"] == 0
+    assert doc["provenance"]["commands"] == [" ".join(["qgemm-bench tune --device cpu", *a]) for a in (first, again)]
+    assert all(doc["entries"][mode][skc.key(*SPLIT_K_SHAPE)]["us"] > 0 for mode in skc.MODES)
+
+
+def test_units_cut_short_are_counted(tiny, tmp_path, capsys):
+    # A unit budget of ~0: each weight-only unit checks its two candidates (two at least) and times one
+    # round of them, not two: both units timed (complete), both cut short.
+    args = ["--store", str(tmp_path), "--op", "int4_gemm", "--backends", "triton", "--budget-s", "600"]
+    assert tune([*args, "--shape-budget-s", "0.001"]) == 0, capsys.readouterr().err
+    prov = read_back(tmp_path, "weight_only")["provenance"]
+    assert prov["cut_short"] == 2 and prov["not_timed"] == 0 and prov["commands"] == [prov["command"]]
+
+
+def test_weight_only_times_the_prior_buckets_winner_first(monkeypatch):
+    """tune_unit's pool starts with the bucket's winner on the prior GPU as
+    stored, its PDL twin rather than the config without PDL."""
+    from qgemm_bench.backends.config_buckets import bucket
+    from qgemm_bench.tuning import candidates as cands
+    from qgemm_bench.tuning import weight_only
+
+    m, (k, n) = 16, LAYER
+    pool = cands.weight_only_pool(0, "split", m)
+    winner = {**pool[-1], "PDL": 2}
+    seen = []
+    monkeypatch.setattr(weight_only, "tune_entry", lambda *a, **kw: seen.append(a[5]))
+    weight_only.tune_unit("int4", "split", m, k, n, {bucket(m, k, n): {"config": winner}}, stop=0.0)
+    assert seen[0][0] == winner and pool[-1] in seen[0]

@@ -29,8 +29,8 @@ configs per format, Llama layer and M, with PDL and the warp-specialized tiles),
 split_k.json (the Triton split-K GEMM's atomic and deterministic configs per skinny
 shape), helion.json (the Helion kernels' per bucket) and target.json (what the GPU
 is: SMs, shared memory, L2, measured copy bandwidth and bf16 rate). Each family file
-carries a "provenance" object (commit, date, command, rounds, versions, budget,
-whether the tune completed). Every entry is written the moment it is tuned (and
+carries a "provenance" object (commit, date, the commands of every piece, rounds,
+versions, budget, whether every unit was timed, how many were cut short). Every entry is written the moment it is tuned (and
 journalled in <gpu>/.tune/), so an interrupted tune loses nothing: --resume skips
 what the unfinished tune wrote; a finished tune deletes the journal. Commit the
 folder to make the entry everyone's.
@@ -207,15 +207,16 @@ class Tune:
         package's where --store has none), else this GPU's own where no tune
         of it is unfinished (a partly written entry would prune untuned M to
         nothing: a resumed tune must plan as its first run did); None with
-        --full or without one. Plus the GPU it came from."""
+        --full or without one. Plus the GPUs they came from ("from", and
+        per family "gpus"). The split_k family's prior is timed first in
+        every shape, not a pruning: --full keeps it."""
         from qgemm_bench.configs.store import DEFAULT, distance
         from qgemm_bench.tuning.journal import Journal
 
-        out, used = {"weight_only": None, "helion": None}, set()
-        if self.args.full:
-            return {**out, "from": None}
+        out, used, gpus = {"weight_only": None, "helion": None, "split_k": None}, set(), {}
+        families = ["split_k"] if self.args.full else list(out)
         t = self.target
-        for family in out:
+        for family in families:
             for store in dict.fromkeys([self.store.root, DEFAULT.root]):
                 store = self.store if store == self.store.root else DEFAULT
                 near = {g: e for g, e in store.entries().items() if g != t.name and e.capability == t.capability
@@ -227,9 +228,11 @@ class Tune:
                 else:
                     continue
                 out[family] = store.read(gpu, family)
-                used.add(gpu)
+                gpus[family] = gpu
+                if not self.args.full:
+                    used.add(gpu)
                 break
-        return {**out, "from": ",".join(sorted(used)) or None}
+        return {**out, "from": ",".join(sorted(used)) or None, "gpus": gpus}
 
     def units(self, priors: dict) -> list:
         from qgemm_bench.tuning import plan
@@ -299,6 +302,8 @@ class Tune:
             done, spent = distributed.broadcast((done, spent), self.world)
         if self.args.dry_run:
             return self.dry_run(units, done, priors) if self.main else 0
+        if self.main:  # each piece of a tune made in pieces (first run, every --resume) in the provenance
+            journal.add_command(" ".join(["qgemm-bench tune", *self.argv]))
         todo = [u for u in units if u.id not in done]
         mine = plan.shares(todo, self.size)[self.rank]
         # The whole tune's budget, of which a resumed one has the rest: its units' shares are what they
@@ -312,29 +317,41 @@ class Tune:
                   + f", budget {budget:.0f} s" + (f" ({spent:.0f} spent)" if spent else "")
                   + (f", this run at most {end - t0:.0f} s" if end < deadline else "") + "; candidates: "
                   + (f"those that won on {priors['from']}" if priors["from"] else "the whole pools"), flush=True)
-        writer = self.writer(priors, len(units), budget) if self.main else None
+        writer = self.writer(priors, units, budget, journal) if self.main else None
         if writer is not None and done:  # what the unfinished tune journalled is in the store, even where a
             for rec in journal.records():  # rank died before rank 0 wrote its entries
                 writer.add(rec, write=False)
         records, failed, stopped = self.tune_units(mine, deadline, end, priors, journal, writer)
         return self.finish(units, done, records, failed, stopped, journal, writer, time.monotonic() - t0)
 
-    def writer(self, priors, planned: int, budget: float):
+    def writer(self, priors, units, budget: float, journal):
         from qgemm_bench.backends.triton_kernels import split_k_configs as skc
         from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
         from qgemm_bench.harness.environment import collect, git_commit
-        from qgemm_bench.tuning import plan
+        from qgemm_bench.tuning import plan, split_k
         from qgemm_bench.tuning.journal import Writer
         from qgemm_bench.tuning.timing import ROUNDS
 
         meta = collect(self.device)
         versions = {k: meta.get(k) for k in ("torch", "triton", "helion", "cuda", "gpu", "driver") if meta.get(k)}
         provenance = {"commit": git_commit(), "date": None, "command": " ".join(["qgemm-bench tune", *self.argv]),
-                      "rounds": ROUNDS, "versions": versions, "budget_s": round(budget),
-                      "world_size": self.size, "pruned_by": priors["from"], "units_planned": planned,
-                      "complete": False}
+                      "commands": journal.commands(), "rounds": ROUNDS, "versions": versions,
+                      "budget_s": round(budget), "world_size": self.size, "pruned_by": priors["from"],
+                      "priors": priors["gpus"], "units_planned": len(units), "complete": False,
+                      "cut_short": None, "not_timed": None}  # known when the tune ends (finish)
         checks = {"weight_only": woc.check_table, "split_k": skc.check_table}
-        return Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, checks)
+        writer = Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, checks)
+        # Every planned split-K shape has an entry from the first write on: one not reached (or not
+        # timed) keeps the prior GPU's config, not this GPU's nearest entry or the heuristic.
+        entries = writer.tables["split_k"].setdefault("entries", {})
+        for u in units:
+            if u.family == "split_k":
+                writer.touched.add("split_k")
+                for mode in skc.MODES:
+                    if not split_k.is_timed(entries.setdefault(mode, {}).get(skc.key(*u.shape), {})):
+                        entries[mode][skc.key(*u.shape)] = split_k.untimed_entry(
+                            u.shape, mode, self.target.sms, self.gpu, priors["split_k"], priors["gpus"].get("split_k"))
+        return writer
 
     def tune_units(self, mine, deadline, end, priors, journal, writer):
         """Run this rank's units: split-K as one batch with its share of the
@@ -347,7 +364,7 @@ class Tune:
         from tqdm import tqdm
 
         from qgemm_bench.harness import faults
-        from qgemm_bench.tuning import plan
+        from qgemm_bench.tuning import plan, split_k
 
         self.prepare()
         records, failed, late, stopped = [], [], [], ""
@@ -370,9 +387,10 @@ class Tune:
             batch = [u for u in order if u.family == "split_k"]
             singles = [u for u in order if u.family != "split_k"]
             if batch:  # first: its tuner spends the share it is given, which the others' overruns cannot eat
-                total = sum(u.cost for u in order)
-                stop = time.monotonic() + (deadline - time.monotonic()) * sum(u.cost for u in batch) / total
-                failed += self.tune_split_k(batch, min(stop, end), keep, bar)
+                total, now = sum(u.cost for u in order), time.monotonic()
+                share = max((deadline - now) * sum(u.cost for u in batch) / total,
+                            split_k.SHAPE_FLOOR_S * len(batch))  # the tuner's floor per shape
+                failed += self.tune_split_k(batch, priors, min(now + share, deadline, end), keep, bar)
             for i, unit in enumerate(singles):
                 last[0] = time.monotonic()
                 if i and last[0] > end:  # the rest waits for --resume: past the budget a unit would still
@@ -391,7 +409,8 @@ class Tune:
                     record = None
                 if record is None:
                     failed.append(unit.id)
-                else:
+                else:  # past its share before it finished: some candidates or the second round skipped
+                    record["cut_short"] = time.monotonic() > stop
                     keep(record)
                 bar.update()
         except Exception as e:  # noqa: BLE001 - a lost context: what was tuned is written, --resume goes on
@@ -446,10 +465,11 @@ class Tune:
             return None
         return {"unit": unit.id, "family": "helion", "kernel": r["op"], "key": r["key"], "entry": r["entry"]}
 
-    def tune_split_k(self, batch, deadline, keep, bar) -> list[str]:
+    def tune_split_k(self, batch, priors, deadline, keep, bar) -> list[str]:
         """The split-K shapes in one tuner call (it compiles ahead in worker
         processes and shares its time over the shapes itself): until the
-        deadline, at most --shape-budget-s a shape."""
+        deadline, at most --shape-budget-s a shape; the prior GPU's entry
+        of each shape timed first (and kept where nothing is timed)."""
         from qgemm_bench.backends.triton_kernels import split_k_configs as skc
         from qgemm_bench.tuning import split_k
         from qgemm_bench.types import Shape
@@ -458,20 +478,22 @@ class Tune:
         now = time.monotonic()
         stop = deadline if self.args.shape_budget_s is None else \
             min(deadline, now + self.args.shape_budget_s * len(batch))
-        tuned = set()
+        tried = {}  # shape -> its last record
 
-        def on_shape(shape, entries, doc):
-            tuned.add(tuple(shape))
-            keep({"unit": ids[tuple(shape)], "family": "split_k", "key": skc.key(*shape), "entries": entries,
-                  "sms": doc.get("sms")})
+        def on_shape(shape, entries, doc, cut_short):
+            tried[tuple(shape)] = {"unit": ids[tuple(shape)], "family": "split_k", "key": skc.key(*shape),
+                                   "entries": entries, "sms": doc.get("sms"),
+                                   "timed": all(map(split_k.is_timed, entries.values())), "cut_short": bool(cut_short)}
+            keep(tried[tuple(shape)])
             bar.update()
 
         jobs = 0 if self.device.type == "cpu" else max(0, min(16, (os.cpu_count() or 2) // self.size - 2))
         opts = argparse.Namespace(base={"entries": {}}, out=None, retune=True, keep_faster=False, jobs=jobs,
                                   warmup_ms=5.0, rep_ms=20.0, limit_s=max(1.0, stop - now))
         split_k.tune(opts, [Shape(*u.shape) for u in batch], self.device, deadline=stop, on_shape=on_shape,
-                     dtype=self.dtype, gpu=self.gpu)
-        return [u.id for u in batch if tuple(u.shape) not in tuned]
+                     dtype=self.dtype, gpu=self.gpu, prior=priors["split_k"], prior_gpu=priors["gpus"].get("split_k"))
+        # no config ran right: every candidate tried, none timed (one not reached waits for --resume)
+        return [r["unit"] for r in tried.values() if not r["timed"] and not r["cut_short"]]
 
     def finish(self, units, done, records, failed, stopped, journal, writer, wall_s: float) -> int:
         """Rank 0: every rank's records folded into the store; the journal
@@ -491,11 +513,15 @@ class Tune:
             stopped = "; ".join(p[2] for p in gathered or [] if p[2]) or stopped
             mine = {r["unit"] for r in records}
             for rec in [r for part in gathered or [] for r in part[0]] + journal.records():
-                if rec["unit"] not in mine:
-                    mine.add(rec["unit"])
+                if rec["unit"] not in mine:  # in order: a unit's later record (a second pass) wins
                     writer.add(rec, write=False)
-        written = {r["unit"] for r in journal.records()}
-        complete = {u.id for u in units} <= written | done
+        from qgemm_bench.tuning.journal import cut_short_units, timed_units
+
+        records = journal.records()
+        written, timed = {r["unit"] for r in records}, timed_units(records)
+        planned = {u.id for u in units}
+        complete = planned <= timed  # every unit written with a timed entry, not merely written
+        writer.provenance.update(cut_short=len(cut_short_units(records) & planned), not_timed=len(planned - timed))
         paths = writer.write_all(complete) if writer.touched else []
         if complete:
             journal.clear()

@@ -8,8 +8,10 @@ line, flushed and fsynced). Rank 0 alone writes the family files
 every unit; under torchrun after each of its own and, at the end, with
 every rank's (gathered, and read from the other ranks' journals on one
 host, so a rank that died still counts). A journal that exists means this
-GPU's tune has not finished: `tune --resume` skips its units; a tune that
-finishes deletes it.
+GPU's tune has not finished: `tune --resume` skips its timed units (a
+record with "timed": false, an entry written untimed, is tuned again); a
+tune that finishes deletes it. Rank 0 also journals each run's command
+line, so the provenance lists every piece of a tune made in pieces.
 """
 
 from __future__ import annotations
@@ -56,9 +58,29 @@ class Journal:
         return out
 
     def done(self) -> set[str]:
-        return {r["unit"] for r in self.records()}
+        """The units written with a timed entry (what --resume skips)."""
+        return timed_units(self.records())
+
+    def commands(self) -> list[str]:
+        """The command lines journalled (add_command), in order."""
+        lines = self.path(0).read_text(encoding="utf-8").splitlines() if self.path(0).exists() else []
+        out = []
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and "command" in rec:
+                out.append(rec["command"])
+        return out
+
+    def add_command(self, command: str) -> None:
+        self._write({"command": command})
 
     def append(self, record: dict) -> None:
+        self._write(record)
+
+    def _write(self, record: dict) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.path(), "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
@@ -67,6 +89,18 @@ class Journal:
 
     def clear(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def timed_units(records) -> set[str]:
+    """Units with a record whose entry was timed (records without "timed"
+    are: the weight-only and Helion tuners write only timed entries)."""
+    return {r["unit"] for r in records if r.get("timed", True)}
+
+
+def cut_short_units(records) -> set[str]:
+    """Units whose last record says it timed only some of its candidates."""
+    last = {r["unit"]: r for r in records}
+    return {u for u, r in last.items() if r.get("cut_short")}
 
 
 def fold(tables: dict, record: dict) -> str:

@@ -8,9 +8,11 @@ time: each one checked and timed in two rounds of the runner's windows
 (2 x (25 + 100 ms) of GPU time, with the graph captures, the check and
 its share of the compiles ~0.45 s; an estimate, not yet measured on the
 H200), a Helion config ~2.5 s (its compile dominates: the H100's 124
-configs took 4-5 minutes), a split-K shape ~8 s (its tuner spends the share
+configs took 4-5 minutes), a split-K shape 15 s (its tuner spends the share
 it is given: 540 s for 37 shapes on the H100 timed every candidate of
-most). The dry run prints these; the budget hands each unit its share of
+most; 8 s, the guess before, left the H200's small shapes 1-9 of their
+20-60 candidates), and never less than the tuner's floor per shape
+(split_k.SHAPE_FLOOR_S). The dry run prints these; the budget hands each unit its share of
 the time left by cost, so the command ends on time whatever the model gets
 wrong.
 """
@@ -30,7 +32,7 @@ GROUPS = ("32", "64", "channel")  # int4 groups with their own WS config (--grou
 CANDIDATE_S = 0.45  # a weight-only candidate: checked, then two rounds of the runner's windows
 UNIT_S = 0.5  # a unit's inputs and rotating copies
 HELION_CANDIDATE_S = 2.5
-SPLIT_K_SHAPE_S = 8.0
+SPLIT_K_SHAPE_S = 15.0  # the H100's 540 s / 37 shapes (see the module doc)
 
 # The default budget: 22 minutes on one GPU, 13 on two or more (the issue's
 # 25 and 15, less start-up: imports, the ceilings, the first compiles).

@@ -11,6 +11,11 @@ without bias: times cuBLAS (a @ b) and, per mode (atomic, deterministic),
 the candidate configs (candidates.split_k), the way the runner times (a CUDA graph over rotating
 copies of a and b that together exceed 2x L2); every config's result is
 checked against a.float() @ b.float() first (inaccurate ones are skipped).
+First of all, the prior GPU's config for the shape and mode (the nearest
+tuned GPU's entry, e.g. the H100's on an H200, with its PDL and REDUCE as
+stored), whatever the shape's share: a shape cut short ends no worse than
+it, and an entry not timed keeps it (marked "the <prior> entry's config,
+not timed on <gpu>"; the heuristic's only without a prior).
 Candidates: BLOCK_M 16/32/64/128 x BLOCK_N 16/32/64/128 from 1/8 of M and N
 (rounded up to powers of two) to all of them, BLOCK_K 64/128/256, SPLIT_K
 1..128 with tiles x splits in [SMs/4, 4 SMs] and >= 2 K blocks per split, at
@@ -22,8 +27,8 @@ best three with PDL 1, 2 and 3 (split_k_parts.pdl_prologue; the second
 launch then waits in its prologue too); the best three re-timed. Where the
 deterministic winner is faster than the atomic one, the atomic entry takes it
 (split_k_configs: any config suits both modes). Each shape gets a share of the
-time left by its number of candidates (those nearest the heuristic are timed
-first), so --limit-s (default 540: one 10-minute GPU call) ends the run with
+time left by its number of candidates, at least SHAPE_FLOOR_S (those nearest
+the heuristic are timed first), so --limit-s (default 540: one 10-minute GPU call) ends the run with
 every shape tried; configs compile ahead in worker processes (--jobs) while
 the GPU times.
 
@@ -76,6 +81,13 @@ TOP = 3
 # --keep-faster and the second pass: a new entry must time this much below the
 # old one (the run-to-run spread of small-kernel medians is 0.1-1.6%, GPU.md).
 KEEP_MARGIN = 0.97
+# No shape's share is below this (or, where the time left is shorter, an
+# equal share of it): about 24 candidates at ~0.5 s each (check, graph,
+# windows; an estimate), enough for the prior GPU's config, its PDL and
+# REDUCE twins, the heuristic and a few neighbours per mode. Shares by the
+# number of candidates alone gave the H200's small shapes 1-9 of 20-60
+# (4 GPUs, 2026-11-28), while the large ones timed all of theirs.
+SHAPE_FLOOR_S = 12.0
 
 
 def parse_shape(text: str) -> Shape:
@@ -283,12 +295,15 @@ class ShapeTuner:
         return us, err, status
 
     def tune_mode(self, mode: int, compiler: Compiler, until: float, deadline: float,
-                  atomic_best: dict | None = None, timed: dict | None = None) -> dict | None:
+                  atomic_best: dict | None = None, timed: dict | None = None, lead: list | None = None) -> dict | None:
         """Best accurate config of this mode, timing until `until`: {config, us, err, timed, candidates}.
         Deterministic: also the best and `atomic_best` summed in a second launch (second_launch).
         timed: an earlier pass's timings of this shape and mode ({json(config): (us, err, config)}),
-        kept and added to: only configs not in it are timed."""
+        kept and added to: only configs not in it are timed. lead: configs timed before the rest
+        (the prior GPU's winner, as stored), until `deadline` whatever `until`: a shape cut short
+        still ends no worse than it."""
         shape = tuple(self.shape)
+        lead = list(lead or [])
         first = candidates(*shape, self.sms)
         timed = {} if timed is None else timed
 
@@ -305,6 +320,7 @@ class ShapeTuner:
         def best(n):
             return sorted((v for v in timed.values() if v[0] is not None), key=lambda v: v[0])[:n]
 
+        run(lead, deadline)
         # The first pass gets ~70% of the time; the variants and re-timing the rest.
         run(first, time.monotonic() + 0.7 * max(0.0, until - time.monotonic()))
         compiler.drop(shape, mode, [c for c in first if json.dumps(c, sort_keys=True) not in timed])
@@ -327,7 +343,7 @@ class ShapeTuner:
             final.append(((us + again) / 2 if again is not None else us, err, c))
         us, err, c = min(final, key=lambda v: v[0])
         return {"config": c, "us": round(us, 3), "err": err, "timed": len(timed),
-                "candidates": len(first) + len(more)}
+                "candidates": len({json.dumps(c, sort_keys=True) for c in lead + first + more})}
 
 
 # ------------------------------------------------------------------ the run
@@ -341,23 +357,39 @@ def versions(dev) -> dict:
             "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev)}
 
 
+def is_timed(entry: dict) -> bool:
+    """Whether an entry was timed on its GPU (a heuristic seed or another
+    GPU's config kept untimed has no "us")."""
+    return entry.get("us") is not None
+
+
+def untimed_entry(shape, mode: str, sms: int, gpu: str, prior: dict | None = None,
+                  prior_gpu: str | None = None) -> dict:
+    """A shape's entry before (or without) timing: the prior GPU's config
+    for it, as the dispatch would run it here (fit), else the heuristic's."""
+    c = (prior or {}).get("entries", {}).get(mode, {}).get(skc.key(*shape), {}).get("config")
+    if c is None:
+        return {"config": skc.heuristic(*shape, sms), "tuned": skc.SEED_NOTE}
+    return {"config": skc.fit(*shape, c, sms), "tuned": f"the {prior_gpu} entry's config, not timed on {gpu}"}
+
+
 def is_tuned(doc: dict, shape: Shape, gpu: str) -> bool:
     if doc.get("gpu") != gpu:
         return False
-    return all(not str(doc["entries"].get(mode, {}).get(skc.key(*shape), {}).get("tuned", skc.SEED_NOTE))
-               .startswith(skc.SEED_NOTE) for mode in skc.MODES)
+    return all(is_timed(doc["entries"].get(mode, {}).get(skc.key(*shape), {})) for mode in skc.MODES)
 
 
 def describe(doc: dict, gpu: str, dev_name: str, before: str | None = None) -> str:
     """The table's "source" line; before: the --base table's, with --keep-faster
     (its entries stay where this run timed no faster)."""
     entries = [e for es in doc["entries"].values() for e in es.values()]
-    tuned = sum(not str(e.get("tuned", "")).startswith(skc.SEED_NOTE) for e in entries)
+    tuned = sum(map(is_timed, entries))
     text = (f"qgemm_bench.tuning.split_k on {dev_name} ({gpu}), {time.strftime('%Y-%m-%d')}: {tuned} of {len(entries)} "
             f"entries tuned (CUDA-graph timing over rotating copies > 2x L2, {DTYPE}, no bias; the best timed "
             "candidate per mode)")
     if tuned < len(entries):
-        text += f"; entries marked '{skc.SEED_NOTE}' keep the heuristic's choice"
+        text += (f"; entries without \"us\" were not timed: those marked '{skc.SEED_NOTE}' keep the heuristic's "
+                 "choice, the others the prior GPU's config")
     if before:
         text += (f"; --keep-faster: an entry changed only where this run timed >3% faster than the table before "
                  f"({before})")
@@ -377,13 +409,16 @@ def write(out: Path | None, doc: dict, log: list) -> None:
 
 
 def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, on_shape=None, dtype=None,
-         gpu: str | None = None) -> int:
+         gpu: str | None = None, prior: dict | None = None, prior_gpu: str | None = None) -> int:
     """Tune `shapes` (args: the options of main: base (a path, or the table
     as a dict), out (None: not written), retune, keep_faster, jobs,
     warmup_ms, rep_ms, limit_s). deadline (time.monotonic()): when to stop,
-    else --limit-s from now. on_shape(shape, {mode: entry}, table): each
-    shape's entries as soon as it is tuned (the tune command's store
-    writes). dtype: the GPU's bfloat16 unless given (the CPU test's float16)."""
+    else --limit-s from now. on_shape(shape, {mode: entry}, table, cut_short):
+    each shape's entries as soon as it is tried (the tune command's store
+    writes; cut_short: some candidates went untimed). dtype: the GPU's
+    bfloat16 unless given (the CPU test's float16). prior: the table of
+    GPU prior_gpu (the nearest tuned one): each shape's entry there is
+    timed first in its mode, and an entry not timed keeps it."""
     import torch
 
     t0 = time.monotonic()
@@ -396,13 +431,15 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev)
     base = args.base if isinstance(args.base, dict) else skc.read_table(args.base)
     doc = base if base.get("gpu") in (None, gpu) else skc.seed_table(shapes, sms)
+    if prior is None and base.get("gpu") not in (None, gpu):  # run alone: --base is the nearest GPU's table
+        prior, prior_gpu = base, base["gpu"]
     doc = {**doc, "format": skc.FORMAT, "gpu": gpu, "sms": sms, "versions": versions(dev)}
     doc["entries"] = {mode: dict(doc["entries"].get(mode, {})) for mode in skc.MODES}
-    for s in shapes:  # every shape has an entry: untuned ones the heuristic's for this GPU's SMs
+    for s in shapes:  # every shape has an entry: untimed ones the prior's config, else the heuristic's
         for mode in skc.MODES:
             entry = doc["entries"][mode].get(skc.key(*s))
-            if entry is None or str(entry.get("tuned", skc.SEED_NOTE)).startswith(skc.SEED_NOTE):
-                doc["entries"][mode][skc.key(*s)] = {"config": skc.heuristic(*s, sms), "tuned": skc.SEED_NOTE}
+            if entry is None or not is_timed(entry):
+                doc["entries"][mode][skc.key(*s)] = untimed_entry(s, mode, sms, gpu, prior, prior_gpu)
     todo = [s for s in shapes if args.retune or not is_tuned(base, s, gpu)]
     skipped = len(shapes) - len(todo)
     print(f"{name} ({gpu}, {sms} SMs), torch {torch.__version__}: {len(todo)} shapes to tune"
@@ -417,6 +454,12 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
     deadline = t0 + args.limit_s - MARGIN_S if deadline is None else deadline
     compiler = Compiler(args.jobs)
     modes = (ATOMIC, DETERMINISTIC)
+
+    def lead(s, mode) -> list:
+        """The prior GPU's config for the shape and mode, as stored (PDL, REDUCE), timed first."""
+        c = (prior or {}).get("entries", {}).get(skc.MODES[mode], {}).get(skc.key(*s), {}).get("config")
+        return [] if c is None else [skc.fit(*s, c, sms)]
+
     timings = {}  # (shape, mode) -> the timings of every pass (ShapeTuner.tune_mode's `timed`)
 
     def tune_shape(s, share: float, keep_faster: bool) -> bool:
@@ -430,10 +473,10 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
             start = time.monotonic()
             atomic_best, fresh, untimed = None, {}, False
             for j, mode in enumerate(modes):
+                mname = skc.MODES[mode]
                 until = min(deadline, start + share * (j + 1) / len(modes))
                 r = tuner.tune_mode(mode, compiler, until, deadline, atomic_best,
-                                    timings.setdefault((tuple(s), mode), {}))
-                mname = skc.MODES[mode]
+                                    timings.setdefault((tuple(s), mode), {}), lead=lead(s, mode))
                 if r is None:
                     line.append(f"{mname}: nothing accurate timed (keeps its entry)")
                     untimed = True
@@ -473,15 +516,15 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
             untimed = False  # a shape that failed is not tried again
         doc["source"] = describe(doc, gpu, name, before)
         write(args.out, doc, log)
-        if on_shape is not None and fresh:
-            on_shape(s, {m: doc["entries"][m][skc.key(*s)] for m in skc.MODES}, doc)
+        if on_shape is not None:  # tried: its entries (untimed ones the prior's) go to the store
+            on_shape(s, {m: doc["entries"][m][skc.key(*s)] for m in skc.MODES}, doc, untimed)
         print(head + " | ".join(line), flush=True)
         return untimed
 
     def tune_pass(shapes: list, keep_faster: bool, late: str) -> list:
         """Tune `shapes` in order, each with its share of the time left (by its
-        number of candidates), compiling two shapes ahead; the shapes that
-        timed only some candidates."""
+        number of candidates, at least SHAPE_FLOOR_S or an equal share),
+        compiling two shapes ahead; the shapes that timed only some candidates."""
         partial, weights = [], [len(candidates(*s, sms)) + TOP * len(VARIANTS) for s in shapes]
         for i, s in enumerate(shapes):
             if time.monotonic() >= deadline:
@@ -489,7 +532,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
                 break
             for ahead in shapes[i:i + 3] if i == 0 else shapes[i + 2:i + 3]:
                 for mode in modes:
-                    compiler.submit(tuple(ahead), mode, candidates(*ahead, sms))
+                    compiler.submit(tuple(ahead), mode, lead(ahead, mode) + candidates(*ahead, sms))
             if i == 0:
                 # The first shape's share would pass while every worker compiles
                 # the first shapes' candidates (H100, 2026-11-25, workers up:
@@ -502,7 +545,8 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
                 if compiler.pools:
                     print(f"[{time.monotonic() - t0:4.0f} s] {s}: {n} first-pass compiles done after "
                           f"{time.monotonic() - t:.0f} s", flush=True)
-            share = (deadline - time.monotonic()) * weights[i] / sum(weights[i:])
+            left = max(0.0, deadline - time.monotonic())
+            share = max(left * weights[i] / sum(weights[i:]), min(SHAPE_FLOOR_S, left / (len(shapes) - i)))
             if tune_shape(s, share, keep_faster):
                 partial.append(s)
         return partial
@@ -510,7 +554,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
     try:
         for s in todo[:2]:
             for mode in modes:
-                compiler.submit(tuple(s), mode, candidates(*s, sms))
+                compiler.submit(tuple(s), mode, lead(s, mode) + candidates(*s, sms))
         t = time.monotonic()
         if compiler.started(min(STARTUP_S, max(0.0, deadline - t))):
             print(f"[{t - t0:4.0f} s] compile workers up after {time.monotonic() - t:.0f} s", flush=True)

@@ -365,7 +365,8 @@ def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, s
     (format, path, shape) made as the table, ws and pdl modes make it, in
     that order. prior: the kernel's entries ({bucket: entry}) on the
     nearest tuned GPU of this compute capability, which prune the pools
-    (candidates.pruned, ws_pruned, pdl_won_at); None times them whole
+    (candidates.pruned, ws_pruned, pdl_won_at), the bucket's own winner
+    there first as stored (with its PDL); None times them whole
     (--full). groups (int4 fused): each group size's own WS config too
     (ws --group). stop (time.monotonic()): the unit's budget; past it
     no further candidate is checked (two at least are) and no second
@@ -380,6 +381,9 @@ def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, s
         return None
     if m <= PDL_MAX_M:
         pool = cands.with_pdl(pool, prior, m)
+    if first is not None:  # the prior winner as stored (its PDL twin included) first: checked whatever the budget
+        own = {c: v for c, v in first.items() if c != "WS"}  # its WS tiles: the ws pass times them
+        pool.sort(key=lambda c: c != own)
     entry = tune_entry(fmt, path, m, k, n, pool, stop, pdl=False)
     if entry is None:
         return None

@@ -51,7 +51,7 @@ def test_the_reader_refuses_what_its_int32_offsets_cannot_address():
     (["--op", "nope"], "unknown operator 'nope'"),
     (["--preset", "nope"], "--preset 'nope'"),
     (["--shape", "5,300"], "expected three integers"),
-    (["--baseline", "/nonexistent"], "--baseline /nonexistent: cannot read it"),
+    (["--baseline", "/nonexistent"], "--baseline /nonexistent: no such file"),
     (["--from", "/nonexistent.json"], "--from /nonexistent.json: no such file"),
     (["--from", "x.json", "--shape", "16,4096,16"], "--from re-renders a measured table: --shape do not apply"),
 ])
@@ -150,4 +150,4 @@ def test_script_refuses_a_baseline_that_is_no_run_in_one_line(tmp_path, monkeypa
     bad.write_text("a,b\n1,2\n")
     code, stderr = script_usage([tmp_path / "o.md", "--baseline", bad], False, monkeypatch, capsys)
     assert code == 2 and stderr.strip().count("\n") == 0
-    assert stderr.startswith(f"error: --baseline {bad}: not a qgemm-bench results file"), stderr
+    assert stderr.startswith(f"error: --baseline {bad}: not JSON"), stderr

@@ -471,6 +471,7 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
     from qgemm_bench.harness import environment
 
     script = load_tune_script()
+    monkeypatch.setattr(script, "results", [])  # the module's log of every tune run in this process
     out = tmp_path / "h100.json"
     good, racy, nan = triton_config(16, 64, 128, 8), triton_config(128, 64, 128, 2), triton_config(64, 64, 128, 2)
     out.write_text(woc.dumps({"gpu": "h100", "kernels": {"int4_gemm_fused": {
@@ -586,7 +587,7 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     script.table(("fused",), None, ("nvfp4",))
     doc = woc.read_table(out)
     assert doc["kernels"]["int4_gemm_fused"] == before["int4_gemm_fused"]
-    assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {f"M{m}_K8192_N8192" for m in script.TABLE_M["fused"]}
+    assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {f"M{m}_K8192_N8192" for m in script.cands.TABLE_M["fused"]}
     assert doc["source"].endswith("; then fused M 1,16,32,64,128,256,512,1024,2048,4096 of nvfp4 re-tuned "
                                   "(table --formats, commit abc1234)")
     out.write_text(woc.dumps({**doc, "kernels": {**doc["kernels"], "nvfp4_gemm_fused": before["nvfp4_gemm_fused"]},

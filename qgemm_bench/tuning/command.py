@@ -419,6 +419,7 @@ class Tune:
             stopped = f"the CUDA context was lost ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
         finally:
             bar.close()
+            self.restore()
         if late:
             print(f"rank {self.rank}: {'this run' if end < deadline else 'the budget'} ended before {len(late)} "
                   "units (their buckets take the nearest tuned entry until `tune --resume` tunes them)",
@@ -431,6 +432,9 @@ class Tune:
         from qgemm_bench.harness.watchdog import stall_reason
         from qgemm_bench.tuning import weight_only
 
+        # Put back by restore(): a tune run in-process (tests, notebooks) leaves the tuner as it found it.
+        self._saved = (weight_only.DEV, weight_only.DTYPE, weight_only.TARGET, weight_only.SETTINGS,
+                       weight_only.WATCH.seconds, weight_only.WATCH.on_stall)
         weight_only.DEV, weight_only.DTYPE, weight_only.TARGET = self.device, self.dtype, self.target
         if self.device.type == "cpu":  # a test run: interpreter times say nothing; a few samples will do
             weight_only.SETTINGS = Settings(warmup_ms=0.0, rep_ms=1.0)
@@ -442,6 +446,13 @@ class Tune:
             return 1
 
         weight_only.WATCH.on_stall = stalled
+
+    def restore(self) -> None:
+        from qgemm_bench.tuning import weight_only
+
+        if saved := getattr(self, "_saved", None):
+            (weight_only.DEV, weight_only.DTYPE, weight_only.TARGET, weight_only.SETTINGS,
+             weight_only.WATCH.seconds, weight_only.WATCH.on_stall) = saved
 
     def tune_one(self, unit, priors, stop) -> dict | None:
         from qgemm_bench.backends.config_buckets import bucket

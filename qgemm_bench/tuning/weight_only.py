@@ -62,7 +62,7 @@ from qgemm_bench.harness.watchdog import Watchdog, stall_reason
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.tuning import candidates as cands
-from qgemm_bench.tuning.candidates import FORMATS, PDL_MAX_M, TABLE_M, pdl_variants
+from qgemm_bench.tuning.candidates import FORMATS, PDL_MAX_M, pdl_variants
 from qgemm_bench.tuning.timing import n_copies, p50_us, time_rounds
 from qgemm_bench.types import Case, Shape
 
@@ -246,7 +246,7 @@ def variants():
 
 def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
     """Time each path's candidates (weight_only.split_pool(m), fused_gemm.pool())
-    at every (format in `fmts`, Llama (K, N), M in TABLE_M[path], or only
+    at every (format in `fmts`, Llama (K, N), M in cands.TABLE_M[path], or only
     those in `ms`); write the winners to this GPU's
     weight_only_configs/<gpu>.json (see that module), keeping the other
     paths' and formats' entries (with `ms`, the path's entries at other M
@@ -263,8 +263,8 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
     if partial and doc.get("source"):  # a partial re-tune: the other entries keep their provenance
         from qgemm_bench.harness.environment import git_commit
 
-        done = [f"{p} M {','.join(str(m) for m in TABLE_M[p] if ms is None or m in ms)}" for p in paths
-                if ms is None or set(TABLE_M[p]) & ms]
+        done = [f"{p} M {','.join(str(m) for m in cands.TABLE_M[p] if ms is None or m in ms)}" for p in paths
+                if ms is None or set(cands.TABLE_M[p]) & ms]
         what = " and ".join(done) + ("" if tuple(fmts) == FORMATS else f" of {','.join(fmts)}")
         opts = " ".join(o for o, on in (("--ms", ms is not None), ("--formats", tuple(fmts) != FORMATS)) if on)
         source = f"{doc['source']}; then {what} re-tuned (table {opts}, commit {git_commit() or 'unknown'})"
@@ -278,7 +278,7 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
                 doc["kernels"][woc.kernel(fmt_id, path)] = {}
             entries = doc["kernels"].setdefault(woc.kernel(fmt_id, path), {})
             for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
-                for m in [m for m in TABLE_M[path] if ms is None or m in ms]:
+                for m in [m for m in cands.TABLE_M[path] if ms is None or m in ms]:
                     pool = cands.weight_only_pool(fmt_id, path, m)
                     if not pool:  # the path does not run here (NVFP4's fused path above FUSED_MAX_M)
                         continue
@@ -753,7 +753,7 @@ if __name__ == "__main__":
     p.add_argument("--ms", default=None,
                    help="table, pdl, ws, check: re-tune or check only these M (comma-separated, each in the "
                         "path's table M: split "
-                        f"{','.join(map(str, TABLE_M['split']))}, fused {','.join(map(str, TABLE_M['fused']))}), "
+                        f"{','.join(map(str, cands.TABLE_M['split']))}, fused {','.join(map(str, cands.TABLE_M['fused']))}), "
                         "keeping the path's other entries")
     p.add_argument("--layers", default=None, metavar="KxN,...",
                    help="pdl, ws, check: only the entries of these layers (e.g. 8192x57344,4096x28672), keeping "
@@ -786,11 +786,11 @@ if __name__ == "__main__":
                 args.ms = {int(v) for v in args.ms.split(",")}
             except ValueError:
                 raise InputError(f"--ms {args.ms!r}: expected comma-separated integers") from None
-            known = set().union(*(TABLE_M[p] for p in args.paths.split(",")))
+            known = set().union(*(cands.TABLE_M[p] for p in args.paths.split(",")))
             if args.variants == "ws":  # the M the warp-specialized kernel has tiles for
                 from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
 
-                known = {m for m in TABLE_M["fused"] if ws_pool(m)}
+                known = {m for m in cands.TABLE_M["fused"] if ws_pool(m)}
             if not args.ms <= known:
                 raise InputError(f"--ms: {sorted(args.ms - known)} not in the table's M ({sorted(known)})")
         if args.layers is not None:

@@ -34,8 +34,7 @@ from pathlib import Path
 
 from qgemm_bench.backends.config_buckets import bucket, nearest, parse, read_json
 from qgemm_bench.configs import store as config_store
-from qgemm_bench.target import Target
-from qgemm_bench.target import gpu_slug  # noqa: F401 (tuning/helion.py's name for a GPU)
+from qgemm_bench.target import Target, gpu_slug  # noqa: F401 (gpu_slug: tuning/helion.py's name for a GPU)
 
 FAMILY = "helion"  # the store's
 

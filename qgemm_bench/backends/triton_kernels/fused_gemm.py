@@ -609,8 +609,7 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
 def tma_usable(fmt: int, group: int | None, k: int, block_k: int, target, block_m: int = 256) -> bool:
     """Whether a config with TMA loads (or x's alone, TMA_W False) takes them
     on Target `target` (FusedGemm.descriptors adds the per-call conditions on
-    x), a Hopper or newer GPU (the interpreter runs them too; a torch.device,
-    from callers before Targets, is asked its capability): NVFP4 (its SUB
+    x), a Hopper or newer GPU (the interpreter runs them too): NVFP4 (its SUB
     scales), int4 BLOCK scales (groups of whole K blocks, as 128) and int4
     SUB scales (groups tiling a K block, as 32 and 64), the latter with more
     than two groups per K block only in 256-row x tiles. H100, K = N = 8192,
@@ -630,8 +629,6 @@ def tma_usable(fmt: int, group: int | None, k: int, block_k: int, target, block_
     mode = scale_mode(fmt, group, k, block_k, True)
     if fmt != NVFP4 and not (mode == BLOCK or mode == SUB and (block_k // group <= 2 or block_m >= 256)):
         return False
-    if isinstance(target, torch.device):  # scripts/tune_weight_only.py's until it moves into tuning/
-        return target.type != "cuda" or torch.cuda.get_device_capability(target)[0] >= 9
     return target.is_cpu or target.capability[0] >= 9
 
 

@@ -79,15 +79,6 @@ FUSED_MAX_M = 1024
 FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "WS")
 
 
-def __getattr__(name: str):
-    """path_for lives in triton_dispatch (the scripts' old name, until they move)."""
-    if name == "path_for":
-        from qgemm_bench.backends.triton_dispatch import path_for
-
-        return path_for
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 @triton.jit
 def _load_w(w_ptr, kb, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K: tl.constexpr, EVEN_KN: tl.constexpr):
     """Packed rows of K block kb (nothing from k_end on: K, or the split's end)."""

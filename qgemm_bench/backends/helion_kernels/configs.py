@@ -28,7 +28,6 @@ kernel runs those configs as the Triton kernel does).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -46,12 +45,6 @@ class ConfigMissing(LookupError):
 def path_for(slug: str, store: config_store.Store | None = None) -> Path:
     """GPU `slug`'s file in the store (whether or not it exists)."""
     return (store or config_store.DEFAULT).path(slug, FAMILY)
-
-
-def read(path: Path) -> dict:
-    if not path.exists():
-        return {}
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def check_file(path: Path) -> None:
@@ -80,7 +73,7 @@ def lookup(kernel: str, m: int, k: int, n: int, target: Target, path: Path | Non
     if path is not None:
         if not Path(path).exists():
             raise ConfigMissing(f"--helion-configs {path}: no such file")
-        doc, name = read(Path(path)), Path(path).name
+        doc, name = read_json(path), Path(path).name
     else:
         e = config_store.load(target, FAMILY, store)
         if e.gpu is None:

@@ -37,7 +37,7 @@ planes and the second launch instead: the tuner puts the deterministic winner
 there where it timed faster than every atomic config (with PDL the second
 launch costs little, and the planes avoid atomic traffic).
 Helion's split-K kernel runs these configs too, PDL and REDUCE included
-(helion_ops.split_k_default).
+(helion_dispatch.split_k_default).
 """
 
 from __future__ import annotations

@@ -105,7 +105,6 @@ def parse_args(argv=None):
 
 def compile_kernel(args):
     """The compiled kernel (triton.compile's result) for sm_90."""
-    import torch
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -114,6 +113,7 @@ def compile_kernel(args):
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels.weight_only_configs import check_config
     from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
+    from qgemm_bench.target import Target
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
     tma = "x" if args.tma_x else args.tma
@@ -128,7 +128,7 @@ def compile_kernel(args):
                          "(fused_gemm.wrong_on_sm90)")
     # As FusedGemm launches it: unscaled int4 as scales of one per channel.
     group = NVFP4_BLOCK if fmt == NVFP4 else args.k if args.group in ("none", "channel") else int(args.group)
-    if (args.tma or args.tma_x) and not fused_gemm.tma_usable(fmt, group, args.k, args.bk, torch.device("cpu"),
+    if (args.tma or args.tma_x) and not fused_gemm.tma_usable(fmt, group, args.k, args.bk, Target.cpu(),
                                                                args.bm):
         raise InputError(f"--group {args.group} at {args.tile}: FusedGemm loads these tiles by pointer "
                          "(fused_gemm.tma_usable)")

@@ -19,20 +19,13 @@ from torch.autograd import DeviceType  # noqa: E402
 from qgemm_bench.model import bench, decode, ops, profile  # noqa: E402
 from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import QuantLinear, parse_quant  # noqa: E402
+from tests.support import one_thread  # noqa: E402, F401 (autouse: the tiny model on one thread)
 
 CPU = torch.device("cpu")
 SEED = 54
 # The brief's tiny config: hidden 64, 2 layers; 4 query heads over 2 KV heads (GQA), K = 64 or 128.
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, vocab_size=256)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def mixed_model(seed: int = SEED):

@@ -95,7 +95,8 @@ def test_nvfp4_operands_decode_to_our_weights(shape, unscaled):
     # code x block scale, what it dequantizes before the tensor scale: exactly ours with a tensor scale of 1.
     ones = torch.ones((), dtype=torch.float32)
     assert torch.equal(v_bs, formats.dequantize_nvfp4(inputs.w, inputs.block_scales, ones)), f"seed {s}"
-    # Its dequantize_weight then multiplies by the tensor scale: (v * bs) * ts, ours v * (bs * ts): one fp32 rounding apart.
+    # Its dequantize_weight then multiplies by the tensor scale: (v * bs) * ts, ours v * (bs * ts):
+    # one fp32 rounding apart.
     theirs = v_bs * t["weight_scale_2"]
     torch.testing.assert_close(theirs, nvfp4_gemm.dequantize(inputs), rtol=2.0**-23, atol=0)
 

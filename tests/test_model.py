@@ -22,19 +22,10 @@ from qgemm_bench.model.errors import BackendUnavailable, InputError  # noqa: E40
 from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import QuantLinear, parse_quant, quantize_model  # noqa: E402
 from qgemm_bench.operators import formats  # noqa: E402
+from tests.support import one_thread  # noqa: E402, F401 (autouse: the tiny model on one thread)
 
 CPU = torch.device("cpu")
 LEADING = [(5,), (2, 3), (1, 1, 7), (0,)]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The tiny model needs no intra-op threads; on a shared 2-core machine their
-    spin-waits stalled steps by 100x (400 ms instead of 2 ms)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def tiny(layers: int = 2, seed: int = 0):

@@ -8,10 +8,6 @@ then takes the store's Helion config of the shape's bucket where it has one
 
 from __future__ import annotations
 
-import torch
-
-from qgemm_bench.target import of as target_of
-
 
 def weight_only_path(m: int, fmt: int, k: int, n: int, target, store=None) -> str:
     """The weight-only path at M on Target `target`: the Triton backend's by
@@ -73,14 +69,12 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, target, store=N
     """The Triton backend's config for this mode and shape
     (triton_dispatch.choose_split_k: the store's table), as a Helion config
     (configs.from_triton): the split-K kernel's config where the store has
-    no Helion one. target: a Target (a torch.device is taken as its
-    target.of: scripts/tune_helion.py's, until it moves)."""
+    no Helion one, on Target `target`."""
     from qgemm_bench.backends.helion_kernels.configs import from_triton
     from qgemm_bench.backends.triton_dispatch import choose_split_k
     from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
-    target = target_of(target) if isinstance(target, torch.device) else target
     c, source = choose_split_k(DETERMINISTIC if deterministic else ATOMIC, m, k, n, target, store)
     pdl = HELION_PDL[c.get("PDL", 0)]
     cfg = {**from_triton(c, split=True, decode=False), "pdl": pdl, "reduce": c.get("REDUCE", "last")}
@@ -91,7 +85,7 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, target, store=N
 # The Helion split kernel's PDL mode for the Triton config's: where Triton
 # launches the next kernel early (1, 2), Helion launches it after the K loop,
 # with the prefetch of b's first rows (3; there is no late mode without it).
-# H100, same process, the Triton table's configs (exp/pdl3.py), Helion
+# H100, same process, the Triton table's configs (exp/pdl3.py, not kept), Helion
 # with PDL 1 / 3 against Triton's own: 128x4096x128 8.5 / 5.3 (Triton 4.9),
 # 64x16384x64 7.3 / 5.7 (5.3), 256x4096x16 5.2 / 4.2 (4.2), 16x65536x16
 # 8.2 / 4.8; PDL 3 faster at all 8 shapes timed (Helion's early-launched

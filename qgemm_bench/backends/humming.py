@@ -118,8 +118,8 @@ def _prepare(case, x: torch.Tensor, schema: dict, tensors: dict) -> Prepared:
     return Prepared(lambda: apply(x), resident=resident, apply=apply, compile_s=compile_s)
 
 
-@backend("int4_gemm", "humming", "humming-kernels 0.1.19 (vLLM's Marlin successor; JIT-compiled tensor-core kernels) on "
-         "our codes and scales; groups of K or powers of two >= 16; K % 8, N % 8", int4_why_not)
+@backend("int4_gemm", "humming", "humming-kernels 0.1.19 (vLLM's Marlin successor; JIT-compiled tensor-core "
+         "kernels) on our codes and scales; groups of K or powers of two >= 16; K % 8, N % 8", int4_why_not)
 def prepare_int4(case, inputs):
     return _prepare(case, inputs.x, *int4_operands(inputs.w, inputs.scales, case.dtype))
 

@@ -25,7 +25,7 @@ decoded register pairs two bytes' low nibbles, so Triton read the tile from
 shared memory a byte at a time and re-paired halves with PRMT: 436 SASS
 instructions per 64x64x128 loop step on sm_90 against 312 in fragment order
 (ldmatrix, no byte loads), and int4 g128 K = N = 8192 (H100, p50, same
-process, exp/frag_ab.py) M=32 28.9 -> 23.3 us, M=64 37.7 -> 31.5 (same
+process, exp/frag_ab.py, not kept) M=32 28.9 -> 23.3 us, M=64 37.7 -> 31.5 (same
 config). Any BLOCK_K that is a multiple of 32 reads it.
 
 Tiled (tile=(TN, TK), the fused Triton kernel's default TILE): the same
@@ -36,7 +36,7 @@ contiguous TN * TK // 2 bytes, K-major within, tiles K-major per TN rows:
 
 so a program's K block is a few contiguous 4 KB runs instead of TN rows of
 64 bytes 4 KB apart: int4 g128 K = N = 8192 (H100, same process,
-exp/tiled_sweep.py) M=1 20.2 -> 18.4 us (tinygemm 20.5), M=16 21.6 -> 19.2
+exp/tiled_sweep.py, not kept) M=1 20.2 -> 18.4 us (tinygemm 20.5), M=16 21.6 -> 19.2
 (fbgemm 27.8), M=64 31.3 -> 30.2 (fbgemm 31.0), best configs each. The 2-D
 tensor keeps its [Np, Kp // 2] shape and row stride Kp // 2.
 

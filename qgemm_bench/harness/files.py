@@ -20,7 +20,8 @@ MAX_BYTES = 256 * 2**20
 MAX_DEPTH = 32
 
 
-def _why(e: OSError) -> str:
+def why(e: OSError) -> str:
+    """What an OSError says went wrong, in a few words (its strerror, else its type)."""
     return e.strerror or type(e).__name__
 
 
@@ -35,7 +36,7 @@ def read_bytes(path: str | Path, what: str = "", limit: int = MAX_BYTES) -> byte
     except IsADirectoryError:
         raise InputError(f"{name}: is a folder; expected a file") from None
     except OSError as e:
-        raise InputError(f"{name}: cannot open it ({_why(e)})") from None
+        raise InputError(f"{name}: cannot open it ({why(e)})") from None
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
@@ -51,7 +52,7 @@ def read_bytes(path: str | Path, what: str = "", limit: int = MAX_BYTES) -> byte
             raise InputError(f"{name}: more than the {limit / 2**20:.0f} MiB this reads")
         return data
     except OSError as e:
-        raise InputError(f"{name}: cannot read it ({_why(e)})") from None
+        raise InputError(f"{name}: cannot read it ({why(e)})") from None
     finally:
         os.close(fd)
 

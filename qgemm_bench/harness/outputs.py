@@ -19,6 +19,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from qgemm_bench.errors import InputError
+from qgemm_bench.harness.files import why as _why
 from qgemm_bench.harness.results import Row, frame
 
 ROWS = "rows.jsonl"  # one record per measurement: a row plus its "round"
@@ -52,10 +53,6 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         with suppress(OSError):
             tmp.unlink()
         raise WriteError(f"could not write {path}: {e.strerror or e}") from None
-
-
-def _why(e: OSError) -> str:
-    return e.strerror or type(e).__name__
 
 
 class RunFolder:

@@ -196,8 +196,8 @@ def floor_section(rows: list[Row]) -> list[str]:
         table.append([b, str(len(by[b])), sig(means[b], 3), str(len(small)),
                       sig(geometric_mean(small), 3) if small else ""])
     return ["## % of the weight-read floor", "",
-            tabulate(table, headers=["backend", "rows", "geomean %", f"rows M <= {SMALL_M}", f"geomean % M <= {SMALL_M}"],
-                     tablefmt="github", disable_numparse=True), "",
+            tabulate(table, headers=["backend", "rows", "geomean %", f"rows M <= {SMALL_M}",
+                                     f"geomean % M <= {SMALL_M}"], tablefmt="github", disable_numparse=True), "",
             "floor = the operator's bytes (weights + scales + x + y) at the run's copy bandwidth; % = 100 x floor / "
             "p50 per row, geometric mean over the backend's correct rows (a backend that skipped shapes is averaged "
             "over fewer rows: compare the counts)."]

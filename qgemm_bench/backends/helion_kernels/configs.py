@@ -14,7 +14,7 @@ untimed, e.g. a Triton winner mirrored before the Helion kernel was timed).
 
 Kernels: "int4_gemm" / "nvfp4_gemm" (the split path's weight_only kernel;
 without the shape's own bucket, the Triton table's config for the shape
-where this GPU has one, helion_ops.table_config, else the nearest bucket;
+where this GPU has one, helion_dispatch.table_config, else the nearest bucket;
 its K step is the config's "block_k", entries written before that key held
 block_sizes [K step in packed rows, M, N] and still read: helion_ops
 translates them), "int4_gemm_fused" / "nvfp4_gemm_fused" (the fused path,
@@ -22,20 +22,18 @@ likewise),
 "split_k_gemm" / "split_k_gemm_deterministic" (the split-K GEMM's two modes;
 block_sizes [BLOCK_N, BLOCK_M], block_k, split_k, optionally pdl and reduce:
 without an entry it takes the Triton table's config with its PDL mode and
-plane sum, helion_ops.split_k_default; none are checked in, as the Helion
+plane sum, helion_dispatch.split_k_default; none are checked in, as the Helion
 kernel runs those configs as the Triton kernel does).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from qgemm_bench.backends.config_buckets import bucket, nearest, parse, read_json
 from qgemm_bench.configs import store as config_store
-from qgemm_bench.target import Target
-from qgemm_bench.target import gpu_slug  # noqa: F401 (scripts/tune_helion.py's name for a GPU)
+from qgemm_bench.target import Target, gpu_slug  # noqa: F401 (gpu_slug: tuning/helion.py's name for a GPU)
 
 FAMILY = "helion"  # the store's
 
@@ -47,12 +45,6 @@ class ConfigMissing(LookupError):
 def path_for(slug: str, store: config_store.Store | None = None) -> Path:
     """GPU `slug`'s file in the store (whether or not it exists)."""
     return (store or config_store.DEFAULT).path(slug, FAMILY)
-
-
-def read(path: Path) -> dict:
-    if not path.exists():
-        return {}
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def check_file(path: Path) -> None:
@@ -81,7 +73,7 @@ def lookup(kernel: str, m: int, k: int, n: int, target: Target, path: Path | Non
     if path is not None:
         if not Path(path).exists():
             raise ConfigMissing(f"--helion-configs {path}: no such file")
-        doc, name = read(Path(path)), Path(path).name
+        doc, name = read_json(path), Path(path).name
     else:
         e = config_store.load(target, FAMILY, store)
         if e.gpu is None:
@@ -110,7 +102,7 @@ def from_triton(c: dict, split: bool, decode: bool = True) -> dict:
     kernels' config, the same tiles, K step, decode, warps and stages:
     block_sizes [BLOCK_N, BLOCK_M] (N outer, as the kernels tile), block_k,
     split_k for the split kernels (split=True; the fused kernel takes one
-    only where it splits K, helion_ops.helion_config) and decode_asm for
+    only where it splits K, helion_dispatch.helion_config) and decode_asm for
     the weight-only ones (decode=False: the split-K GEMM decodes nothing)."""
     out = {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"]}
     if split:

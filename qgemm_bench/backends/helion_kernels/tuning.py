@@ -1,6 +1,6 @@
 """Giving a Helion kernel bound to its arguments a config, and compiling it:
 the store's config of this GPU and shape bucket (configs.py), one
-explicit config (scripts/tune_helion.py), or a fresh autotune
+explicit config (qgemm_bench.tuning.helion), or a fresh autotune
 (--autotune quick|full, optionally saved with --save-configs)."""
 
 from __future__ import annotations

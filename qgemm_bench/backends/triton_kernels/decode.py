@@ -73,7 +73,7 @@ NVFP4_BF16X2_PTX = """{
 # 137; split-K 16x128x128: 574 -> 542). H100, K = N = 8192, the table's
 # configs: M=1 18.2 us against 18.9; but the TMA loop's unit-scale decode
 # (SCALE_AFTER, 256x64x128 w4) slowed, 68.0 against 60.8 at M = 256
-# (exp/nvws_ab.py, one process each), so that one keeps the text above.
+# (exp/nvws_ab.py, not kept, one process each), so that one keeps the text above.
 NVFP4_DIRECT_BF16X2_PTX = (
     NVFP4_BF16X2_PTX.replace("shr.u32 h0, t0, 4;\n        shr.u32 h1, t1, 4;\n        ", "")
     .replace("a, h0, 6", "a, t0, 2").replace("b, h0, 12", "b, t0, 8")

@@ -73,6 +73,8 @@ this small; loaded in the block they are used, their latency showed).
 
 Small M splits K over SPLIT_K programs per tile (split_k_parts.py: atomics
 in an fp32 workspace, the tile's last program stores; one launch).
+
+`exp/...` names below are one-off scripts that were never committed (not kept).
 """
 
 from __future__ import annotations
@@ -140,7 +142,7 @@ def channel_block(c: dict) -> bool:
     table's 10 such tiles, BLOCK's ACC path 0 at each, in as many or fewer
     instructions: 64x64x128 split 4 s3 256 with 34 writes against 256 with
     none), and returned wrong sums at 64 x 8192 x 10240 in the H100 ws
-    pass (relative error 7.3e-2, 3 calls; tune_weight_only.py ws --group
+    pass (relative error 7.3e-2, 3 calls; tuning/weight_only.py ws --group
     channel, b9fc134). Without ACC_SCALE the table's small tiles have such
     writes in both loops (CHANNEL / BLOCK: 64x128x128 s4 31 / 2, 64x64x128
     s4 34 / 41, 16x128x128 s4 2 / 3), and CHANNEL's stays there (right in
@@ -430,7 +432,7 @@ FUSED_CONFIGS = {
 
 # The warp-specialized Gluon kernel's candidate tiles by M bucket (ws_gemm.py;
 # the table times them against each entry at these M and keeps the fastest:
-# scripts/tune_weight_only.py ws; the entry's own config runs where the
+# tuning/weight_only.py ws; the entry's own config runs where the
 # kernel does not). H100, int4 g128 K = N = 8192, same process, 3 rounds
 # (exp/pp_ab.py): M=64 64x64x128 s4 27.72 us (s3 28.72, 64x64x64 s4
 # 33.72; the table's 64x128x128 split 4 30.08, fbgemm 31.18); M=512
@@ -495,7 +497,7 @@ def ws_pool(m: int) -> list[dict]:
 # SPLIT_K, warps, stages, TMA; those with BLOCK_M above M's bucket left
 # out): the TMA winners above and their runners-up in exp/tma_sweep.py, and
 # the pointer-load pool before TMA (NVFP4's, and the configs kernels without
-# TMA mirror: tune_weight_only.py records each entry's best of them).
+# TMA mirror: tuning/weight_only.py records each entry's best of them).
 # Measured and left out (int4 K = N = 8192): BLOCK_N 256 at 16 warps, 1.1-2.0x
 # the winners at M = 64..4096 (and at 32); 8 warps on a 64-row weight tile
 # (both warpgroups hold the whole register operand: each decodes it); TMA
@@ -585,7 +587,7 @@ def wrong_on_sm90(fmt: int, c: dict) -> bool:
 
 def pool(m: int, fmt: int = INT4) -> list[dict]:
     """The fused path's tuning candidates at M for a format
-    (scripts/tune_weight_only.py table, scripts/tune_helion.py); NVFP4 from
+    (`qgemm-bench tune`: tuning/weight_only.py, tuning/helion.py); NVFP4 from
     M = 256 also 256x64x128 w4 with x's loads alone by TMA; above
     weight_only.FUSED_MAX_M, where the path runs only with TMA loads, the
     256-row TMA ones."""
@@ -607,8 +609,7 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
 def tma_usable(fmt: int, group: int | None, k: int, block_k: int, target, block_m: int = 256) -> bool:
     """Whether a config with TMA loads (or x's alone, TMA_W False) takes them
     on Target `target` (FusedGemm.descriptors adds the per-call conditions on
-    x), a Hopper or newer GPU (the interpreter runs them too; a torch.device,
-    from callers before Targets, is asked its capability): NVFP4 (its SUB
+    x), a Hopper or newer GPU (the interpreter runs them too): NVFP4 (its SUB
     scales), int4 BLOCK scales (groups of whole K blocks, as 128) and int4
     SUB scales (groups tiling a K block, as 32 and 64), the latter with more
     than two groups per K block only in 256-row x tiles. H100, K = N = 8192,
@@ -628,8 +629,6 @@ def tma_usable(fmt: int, group: int | None, k: int, block_k: int, target, block_
     mode = scale_mode(fmt, group, k, block_k, True)
     if fmt != NVFP4 and not (mode == BLOCK or mode == SUB and (block_k // group <= 2 or block_m >= 256)):
         return False
-    if isinstance(target, torch.device):  # scripts/tune_weight_only.py's until it moves into tuning/
-        return target.type != "cuda" or torch.cuda.get_device_capability(target)[0] >= 9
     return target.is_cpu or target.capability[0] >= 9
 
 

@@ -10,7 +10,7 @@ Configs: an explicit one, else the dispatch's (triton_dispatch.choose_split_k:
 the store's table, split_k_configs.py: exact shape, nearest bucket, or a
 heuristic; per mode), so a default run never autotunes. QGEMM_SPLIT_K_AUTOTUNE=1 in the environment (or AUTOTUNE =
 True before a SplitKGemm is built) autotunes over CONFIGS instead, for GPUs
-the table was not tuned on; scripts/tune_split_k.py re-tunes the table.
+the table was not tuned on; `qgemm-bench tune` re-tunes the table.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def sm_count(device: torch.device) -> int:
 
 
 def launch_args(a, b, bias, out, ws, count) -> tuple:
-    """The kernel's positional arguments (scripts/tune_split_k.py compiles
+    """The kernel's positional arguments (tuning/split_k.py compiles
     ahead with exactly these)."""
     m, k = a.shape
     n = b.shape[1]

@@ -15,8 +15,9 @@ capability, entry()), so a default run never autotunes:
                                                 optional "REDUCE", "PDL"},
                                      "tuned": "how it was found", "us": ..., "cublas_us": ...}}}}
 
-scripts/tune_split_k.py writes this file (on a GPU: the timed winners; with
---seed-only: the heuristic's choices, no GPU). A shape is looked up:
+`qgemm-bench tune` writes this file (on a GPU: the timed winners;
+`python -m qgemm_bench.tuning.split_k --seed-only`: the heuristic's choices,
+no GPU). A shape is looked up:
 1. exact (mode, M, K, N) entry;
 2. else the nearest entry of the same bucket (M and N rounded up to a power
    of two >= 16, K to the nearest power of two; nearest by log2 distance),
@@ -36,7 +37,7 @@ planes and the second launch instead: the tuner puts the deterministic winner
 there where it timed faster than every atomic config (with PDL the second
 launch costs little, and the planes avoid atomic traffic).
 Helion's split-K kernel runs these configs too, PDL and REDUCE included
-(helion_ops.split_k_default).
+(helion_dispatch.split_k_default).
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ def seed_table(shapes, sms: int = DEFAULT_SMS) -> dict:
     return {
         "format": FORMAT,
         "source": f"{SEED_NOTE}: split_k_configs.heuristic for {sms} SMs; replace with the output of "
-                  "scripts/tune_split_k.py on the GPU (python3 scripts/tune_split_k.py --seed-only FILE "
+                  "qgemm-bench tune on the GPU (python3 -m qgemm_bench.tuning.split_k --seed-only FILE "
                   "regenerates this seed)",
         "gpu": None,
         "sms": sms,

@@ -22,6 +22,8 @@ order, the same bits:
   Two other sums in the last program were measured and dropped: CHUNK planes
   per load summed by tl.sum (1.13-3.97x atomic, slower everywhere) and the
   loop unrolled (no faster than REDUCE_LAST).
+
+`exp/...` names below are one-off scripts that were never committed (not kept).
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ Three paths, picked by M (triton_dispatch.py decides: WeightOnlyDispatch.path, p
   weights into a bf16/fp16 scratch and cuBLAS multiplies (as vLLM's AWQ path
   does for large batches); the dequant costs one pass over the weights (peak
   memory: the K x N scratch, reported in the row).
+
+`exp/...` names below are one-off scripts that were never committed (not kept).
 """
 
 from __future__ import annotations
@@ -75,15 +77,6 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 FUSED_MAX_M = 1024
 # Fused-kernel config keys: refused in split entries, dropped where the split kernel runs.
 FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "WS")
-
-
-def __getattr__(name: str):
-    """path_for lives in triton_dispatch (the scripts' old name, until they move)."""
-    if name == "path_for":
-        from qgemm_bench.backends.triton_dispatch import path_for
-
-        return path_for
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @triton.jit
@@ -227,7 +220,7 @@ def _cfg(bm, bn, bk, split, warps=4, stages=4, asm=True):
 
 
 # Curated configs (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K[, warps, stages, asm]),
-# from scripts/tune_weight_only.py on the H100 (K = N = 8192, graph timing):
+# from scripts/tune_weight_only.py (now tuning/weight_only.py) on the H100 (K = N = 8192, graph timing):
 # the best of 36 split-path candidates per format at M = 1 and 16 and of 24
 # at M = 64, with the packed-PTX decodes (int4 M=1: 25.1 -> 22.5 us, M=16:
 # 27.1 -> 24.6 us), plus two without them. Deep K blocks lost: BLOCK_K 64-128
@@ -247,7 +240,7 @@ MID_M_CONFIGS = [_cfg(bm, bn, bk, sk) for bm, bn, bk, sk in [
 
 def split_pool(m: int) -> list[triton.Config]:
     """The curated split-path configs of M's bucket: the candidates of
-    `scripts/tune_weight_only.py OUT table` (and of Helion's tuning), and of the
+    `qgemm-bench tune` (tuning/weight_only.py, and of Helion's), and of the
     run-time autotune on a GPU without a checked-in table."""
     return SMALL_M_CONFIGS if m_bucket(m) <= 16 else MID_M_CONFIGS
 

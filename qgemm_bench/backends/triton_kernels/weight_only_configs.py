@@ -29,7 +29,7 @@ configs.store), so a default run never autotunes:
                                      "64" | "channel": {"config", "us", "ws_us",
                                      "tuned"}}: the config that runs at that group
                                      size instead (group_key; tuned by
-                                     `tune_weight_only.py ws --group`)}}}}
+                                     `tuning/weight_only.py ws --group`)}}}}
 
 Buckets as Helion's files (config_buckets): the shape's own, else the
 nearest, and the row names it. Up to M = 64 the path that timed faster at
@@ -46,7 +46,7 @@ capability the split kernel autotunes over weight_only's curated lists at
 run time (the row says so), the fused one takes fused_gemm.FUSED_CONFIGS. The Helion backend runs these
 configs (pointer_config where the config has TMA loads, which it lacks) where
 it has none of its own for the shape's bucket.
-`scripts/tune_weight_only.py OUT table` writes this GPU's file.
+`qgemm-bench tune` writes this GPU's file (tuning/weight_only.py).
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
 def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> str | None:
     """"split" or "fused", whichever timed faster at the nearest bucket (the
     shape's own where it has them) where GPU `gpu`'s table has both paths'
-    timings (scripts/tune_weight_only.py times both at M = 1, 16, 32, 64:
+    timings (tuning/weight_only.py times both at M = 1, 16, 32, 64:
     M = 2..8 take M = 1's choice), else None."""
     timed = {p: {key: e["us"] for key, e in entries_of(fmt, p, gpu, doc).items()
                  if isinstance(e.get("us"), (int, float))} for p in PATHS}
@@ -231,7 +231,7 @@ def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | N
 
 def dequant_faster(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> bool:
     """Whether dequantize + cuBLAS timed faster than the fused config at the
-    nearest fused bucket, the one whose config runs (scripts/tune_weight_only.py
+    nearest fused bucket, the one whose config runs (tuning/weight_only.py
     table times both above weight_only.FUSED_MAX_M: versus_dequant_us);
     False where that entry has no such timing."""
     entries = entries_of(fmt, "fused", gpu, doc)

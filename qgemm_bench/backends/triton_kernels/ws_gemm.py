@@ -206,7 +206,7 @@ def block_scale_layout(BLOCK_K, PER_RUN):
     and high nibbles' scales (chunk_layout's rows and runs). Loaded
     through the shared view permuted instead, Triton 3.6 read it with a
     transposing ldmatrix that gave the wrong blocks' scales (H100,
-    exp/nvws_dbg.py)."""
+    exp/nvws_dbg.py, not kept)."""
     c = chunk_layout(BLOCK_K)
     per = gl._unwrap_if_constexpr(PER_RUN)
     t = lambda b: [per * b[1], b[0]]  # noqa: E731  (row, run) -> (the run's first block, row)
@@ -636,7 +636,7 @@ def _pdl_wait():
     an SM as one of this call's frees it and waits there, so its launch and
     set-up overlap this call's tail. H100, int4 g128 K = N = 8192, the
     table's WS tiles without / with, same process, 3 rounds
-    (exp/pdl_ab.py): M=128 34.42 / 34.29 us, 512 92.88 / 91.97, 1024
+    (exp/pdl_ab.py, not kept): M=128 34.42 / 34.29 us, 512 92.88 / 91.97, 1024
     199.70 / 191.63 (rounds 186.9-206.7), 4096 745.38 / 739.31."""
     gl.inline_asm_elementwise("griddepcontrol.launch_dependents; griddepcontrol.wait; // $0", "=r", [],
                               dtype=gl.int32, is_pure=False, pack=1)

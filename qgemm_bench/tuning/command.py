@@ -30,10 +30,10 @@ split_k.json (the Triton split-K GEMM's atomic and deterministic configs per ski
 shape), helion.json (the Helion kernels' per bucket) and target.json (what the GPU
 is: SMs, shared memory, L2, measured copy bandwidth and bf16 rate). Each family file
 carries a "provenance" object (commit, date, the commands of every piece, rounds,
-versions, budget, whether every unit was timed, how many were cut short). Every entry is written the moment it is tuned (and
-journalled in <gpu>/.tune/), so an interrupted tune loses nothing: --resume skips
-what the unfinished tune wrote; a finished tune deletes the journal. Commit the
-folder to make the entry everyone's.
+versions, budget, whether every unit was timed, how many were cut short). Every
+entry is written the moment it is tuned (and journalled in <gpu>/.tune/), so an
+interrupted tune loses nothing: --resume skips what the unfinished tune wrote; a
+finished tune deletes the journal. Commit the folder to make the entry everyone's.
 
 how long: on four H200s under torchrun a bring-up took 9.6 minutes of wall time
 (8.2 + 0.8 minutes of tuning, in two commands; results/h200/README.md); one and

@@ -753,7 +753,8 @@ if __name__ == "__main__":
     p.add_argument("--ms", default=None,
                    help="table, pdl, ws, check: re-tune or check only these M (comma-separated, each in the "
                         "path's table M: split "
-                        f"{','.join(map(str, cands.TABLE_M['split']))}, fused {','.join(map(str, cands.TABLE_M['fused']))}), "
+                        f"{','.join(map(str, cands.TABLE_M['split']))}, "
+                        f"fused {','.join(map(str, cands.TABLE_M['fused']))}), "
                         "keeping the path's other entries")
     p.add_argument("--layers", default=None, metavar="KxN,...",
                    help="pdl, ws, check: only the entries of these layers (e.g. 8192x57344,4096x28672), keeping "

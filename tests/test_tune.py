@@ -342,10 +342,10 @@ def test_split_k_times_the_prior_gpus_config_first(tiny, tmp_path, measured, cap
         assert first == PRIOR_SK[mode], (mode, measured)
     doc = read_back(tmp_path, "split_k")
     assert doc["provenance"]["priors"]["split_k"] == PRIOR and doc["provenance"]["cut_short"] == 0
-    for mode in skc.MODES:  # timed here: the prior's (timed) or a candidate
-        e = doc["entries"][mode][skc.key(*SPLIT_K_SHAPE)]
-        assert e["us"] > 0 and (e["config"] == PRIOR_SK[mode] or
-                                {x: v for x, v in e["config"].items() if x != "REDUCE"} in SK)
+    tiles = lambda c: tuple(c[x] for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K"))  # noqa: E731
+    for mode in skc.MODES:  # timed here: the prior's or a candidate's tiles (the second pass varies warps,
+        e = doc["entries"][mode][skc.key(*SPLIT_K_SHAPE)]  # stages, PDL and the plane sum: CPU timing picks any)
+        assert e["us"] > 0 and tiles(e["config"]) in {tiles(c) for c in (*SK, PRIOR_SK[mode])}, e
 
 
 def test_a_shape_cut_short_still_times_the_prior_config():

@@ -24,6 +24,7 @@ def test_write_then_load_round_trip(tmp_path):
     assert e.table["kernels"] == TABLE["kernels"] and e.table["provenance"] == PROV and e.table["gpu"] == "gpu_a"
     assert store.entries() == {"gpu_a": gpu}  # target.json round trip
     assert not list(tmp_path.rglob("*.tmp"))  # the atomic write left nothing behind
+    assert path.stat().st_mode & 0o777 == 0o644  # readable by everyone, as a checked-out file is
     with pytest.raises(ValueError, match="provenance lacks rounds"):
         store.write(gpu.name, "split_k", {}, {k: v for k, v in PROV.items() if k != "rounds"})
     with pytest.raises(ValueError, match="family 'tiles'"):

@@ -104,6 +104,10 @@ def parser() -> argparse.ArgumentParser:
                    "signal can stop: that row is an error, the rest `skipped`, the tables are written and the "
                    f"exit status is 1 (default {types.STALL_S:g} on CUDA; off on CPU, with --autotune "
                    "quick|full and under torchrun; 0: off)")
+    p.add_argument("--compile-jobs", type=types.compile_jobs, metavar="N",
+                   help="before timing, compile the backends that JIT-compile (Triton, Helion, torch.compile, "
+                   "humming, gemlite) at every shape in N worker processes, whose caches the sweep then reads "
+                   "(default: half the CPUs, at most 8, for CUDA runs of 4+ shapes; 0: off)")
     ops = p.add_argument_group("operator settings (each applies to its operator only)")
     for op in operators.all_ops():
         op.add_arguments(ops)

@@ -168,7 +168,7 @@ def operands(w: torch.Tensor, scales: torch.Tensor | None, k: int, n: int):
 
 @backend("int4_gemm", "gemlite", "gemlite 0.6's Triton GemLiteLinear (bf16; groups of K or powers of two "
          ">= 32) on our codes and scales, split-K partials in fp32 (its bf16 atomics fail the accuracy check "
-         "at small M)", why_not)
+         "at small M)", why_not, compiles=True)
 def prepare(case, inputs):
     import gemlite
     from gemlite import DType, GemLiteLinear

@@ -341,7 +341,7 @@ def _weight_only(case, name: str, inputs, scales, tensor_scale, fmt: int, group:
 @backend("int4_gemm", "helion", "Helion weight-only GEMM, the Triton backend's paths in Helion: one-launch "
          "split-K for M <= 64; the fused swapped-operand kernel on K-major weights up to M = 1024 (and where the "
          "Triton table picks it at M <= 64); above, a Helion dequantize, then cuBLAS (the Triton backend's fused "
-         "kernel there needs TMA loads); checked-in configs per GPU and shape bucket", why_not)
+         "kernel there needs TMA loads); checked-in configs per GPU and shape bucket", why_not, compiles=True)
 def int4(case, inputs):
     return _weight_only(case, case.op, inputs, inputs.scales, None, INT4, inputs.group_size)
 
@@ -349,7 +349,7 @@ def int4(case, inputs):
 @backend("nvfp4_gemm", "helion", "Helion weight-only GEMM with in-register E2M1 decode and E4M3 block "
          "scales, the Triton backend's paths (split-K, fused up to M = 1024, then dequantize + cuBLAS; by M and "
          "the Triton table); "
-         "checked-in configs per GPU and shape bucket", why_not)
+         "checked-in configs per GPU and shape bucket", why_not, compiles=True)
 def nvfp4(case, inputs):
     bs = inputs.block_scales.contiguous()
     if bs.dtype != torch.float8_e4m3fn:
@@ -502,12 +502,14 @@ def _split_k(case, inputs, deterministic: bool) -> Prepared:
 
 @backend("split_k_gemm", "helion", "Helion split-K, the Triton backend's kernel: fp32 atomics finished by the "
          "tile's last program, or per-split planes summed by a second launch where the Triton table's config "
-         "says so; its PDL too; checked-in configs per GPU and shape bucket, else the Triton table's", why_not)
+         "says so; its PDL too; checked-in configs per GPU and shape bucket, else the Triton table's", why_not,
+         compiles=True)
 def split_k(case, inputs):
     return _split_k(case, inputs, deterministic=False)
 
 
 @backend("split_k_gemm", "helion_deterministic", "Helion split-K, per-split partials summed in split order by "
-         "the tile's last program or a second launch: bit-identical run to run; configs as helion's", why_not)
+         "the tile's last program or a second launch: bit-identical run to run; configs as helion's", why_not,
+         compiles=True)
 def split_k_deterministic(case, inputs):
     return _split_k(case, inputs, deterministic=True)

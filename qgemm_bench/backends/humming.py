@@ -119,12 +119,14 @@ def _prepare(case, x: torch.Tensor, schema: dict, tensors: dict) -> Prepared:
 
 
 @backend("int4_gemm", "humming", "humming-kernels 0.1.19 (vLLM's Marlin successor; JIT-compiled tensor-core "
-         "kernels) on our codes and scales; groups of K or powers of two >= 16; K % 8, N % 8", int4_why_not)
+         "kernels) on our codes and scales; groups of K or powers of two >= 16; K % 8, N % 8", int4_why_not,
+         compiles=True)
 def prepare_int4(case, inputs):
     return _prepare(case, inputs.x, *int4_operands(inputs.w, inputs.scales, case.dtype))
 
 
 @backend("nvfp4_gemm", "humming", "humming-kernels 0.1.19 on our E2M1 codes, E4M3 block-16 scales and FP32 tensor "
-         "scale (its modelopt nvfp4 form, dequantized in software on sm_90); K % 8, N % 8", nvfp4_why_not)
+         "scale (its modelopt nvfp4 form, dequantized in software on sm_90); K % 8, N % 8", nvfp4_why_not,
+         compiles=True)
 def prepare_nvfp4(case, inputs):
     return _prepare(case, inputs.x, *nvfp4_operands(inputs.w, inputs.block_scales, inputs.tensor_scale))

@@ -69,18 +69,24 @@ class Backend:
     summary: str
     prepare: Callable[[Case, object], Prepared]
     why_not: Callable[[Case], str | None] = field(default=_can_run)
+    # JIT-compiles into a cache that other processes read (Triton's or
+    # torch.compile's on-disk caches, nvcc cubins): the harness may compile it
+    # ahead in worker processes (harness/warm.py).
+    compiles: bool = False
 
 
 _registered: dict[str, dict[str, Backend]] = {}
 
 
-def backend(op: str, name: str, summary: str, why_not: Callable[[Case], str | None] | None = None):
-    """Register the decorated `prepare(case, inputs) -> Prepared` as backend `name` of `op`."""
+def backend(op: str, name: str, summary: str, why_not: Callable[[Case], str | None] | None = None,
+            compiles: bool = False):
+    """Register the decorated `prepare(case, inputs) -> Prepared` as backend `name` of `op`
+    (compiles: see Backend.compiles)."""
     def register(prepare):
         by_name = _registered.setdefault(op, {})
         if name in by_name:
             raise RuntimeError(f"backend {name!r} of {op} registered twice")
-        by_name[name] = Backend(op, name, summary, prepare, why_not or _can_run)
+        by_name[name] = Backend(op, name, summary, prepare, why_not or _can_run, compiles)
         return prepare
     return register
 

@@ -56,7 +56,7 @@ def int4_dense(case, inputs):
     return _weight_only(inputs, lambda x: x @ wd, (wd,))
 
 
-@backend("int4_gemm", "torch_compile", "torch.compile of the eager dequant + matmul")
+@backend("int4_gemm", "torch_compile", "torch.compile of the eager dequant + matmul", compiles=True)
 def int4_compile(case, inputs):
     w, s, g = inputs.w, inputs.scales, inputs.group_size
     f = compiled(int4_dequant_matmul)
@@ -82,7 +82,7 @@ def nvfp4_dense(case, inputs):
     return _weight_only(inputs, lambda x: x @ wd, (wd,))
 
 
-@backend("nvfp4_gemm", "torch_compile", "torch.compile of the eager decode + matmul")
+@backend("nvfp4_gemm", "torch_compile", "torch.compile of the eager decode + matmul", compiles=True)
 def nvfp4_compile(case, inputs):
     w, bs, ts = inputs.w, inputs.block_scales, inputs.tensor_scale
     f = compiled(nvfp4_dequant_matmul)
@@ -105,7 +105,7 @@ def split_k_eager(case, inputs):
     return Prepared(lambda: matmul(a, b, bias), resident=_resident(inputs))
 
 
-@backend("split_k_gemm", "torch_compile", "torch.compile of the matmul (+ bias)")
+@backend("split_k_gemm", "torch_compile", "torch.compile of the matmul (+ bias)", compiles=True)
 def split_k_compile(case, inputs):
     a, b, bias = inputs.a, inputs.b, inputs.bias
     f = compiled(matmul)

@@ -54,7 +54,7 @@ _PATHS = ("one-launch split-K streaming for M <= 64; a fused swapped-operand ker
          "(groups of whole 128-k blocks, Hopper) unless the table timed dequantize + cuBLAS faster; otherwise a "
          "Triton dequantize, then cuBLAS; on the H100 a warp-specialized Gluon kernel where the table timed it "
          "faster (ws_gemm.py); configs per GPU and shape from the store (configs/<gpu>/weight_only.json)",
-         triton_why_not)
+         triton_why_not, compiles=True)
 def int4(case, inputs):
     return _weight_only(case, inputs)
 
@@ -63,7 +63,7 @@ def int4(case, inputs):
          f"scales: {_PATHS}, and above where its config takes TMA loads (Hopper) unless the table timed "
          "dequantize + cuBLAS faster; otherwise a Triton dequantize, then cuBLAS; on the H100 a warp-specialized "
          "Gluon kernel where the table timed it faster (ws_gemm.py); checked-in configs per GPU and shape "
-         "(configs/<gpu>/weight_only.json)", triton_why_not)
+         "(configs/<gpu>/weight_only.json)", triton_why_not, compiles=True)
 def nvfp4(case, inputs):
     return _weight_only(case, inputs)
 
@@ -80,13 +80,14 @@ def _split_k(case, inputs, deterministic: bool) -> Prepared:
 
 @backend("split_k_gemm", "triton", "Triton split-K, fp32 atomics finished by the tile's last program (one "
          "launch), or where the table timed it faster the deterministic per-split planes summed in a second "
-         "launch; configs per GPU and shape from the config store (configs/<gpu>/split_k.json)", triton_why_not)
+         "launch; configs per GPU and shape from the config store (configs/<gpu>/split_k.json)", triton_why_not,
+         compiles=True)
 def split_k_atomic(case, inputs):
     return _split_k(case, inputs, deterministic=False)
 
 
 @backend("split_k_gemm", "triton_deterministic", "Triton split-K, per-split partials summed in split "
          "order by the tile's last program or a second launch (the table's choice): bit-identical run to run",
-         triton_why_not)
+         triton_why_not, compiles=True)
 def split_k_deterministic(case, inputs):
     return _split_k(case, inputs, deterministic=True)

@@ -14,7 +14,7 @@ import torch
 from qgemm_bench import operators
 from qgemm_bench.backends import checks, registry
 from qgemm_bench.errors import InputError
-from qgemm_bench.harness import distributed, environment, outputs, plan, report, shards, signals
+from qgemm_bench.harness import distributed, environment, outputs, plan, report, shards, signals, warm
 from qgemm_bench.harness.assemble import assemble
 from qgemm_bench.harness.outputs import WriteError
 from qgemm_bench.harness.sweep import run
@@ -96,7 +96,12 @@ def _execute(args, world, start: float) -> int:
             p.phase_s["ceilings"] = time.perf_counter() - t0
             p.l2_bytes = torch.cuda.get_device_properties(p.device).L2_cache_size
         p.target = Target.from_device(p.device, p.ceilings)
+        jobs = getattr(args, "compile_jobs", None)  # Python callers' args may lack it
+        if jobs is None:
+            jobs = warm.default_jobs(p.device, len(p.shapes), getattr(args, "autotune", "none"),
+                                     ranks=world.size if world is not None else 1)
         meta = metadata(p, args, all_shapes)
+        meta["settings"]["compile_jobs"] = jobs
         if world is None or world.main:
             try:
                 folder.write_metadata(meta)  # what `runner.py report DIR` rebuilds a killed run with
@@ -108,6 +113,9 @@ def _execute(args, world, start: float) -> int:
             _times(p, meta, start)
             return _conclude(p, args, meta, folder, outcome, start)
 
+        if summary := warm.warm_up(p, args, jobs, folder.log_error):
+            if world is None or world.main:
+                print(summary, file=sys.stderr)
         with _quiet_interpreter(p.device):
             outcome = run(p, folder, conclude)
     finally:

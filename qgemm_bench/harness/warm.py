@@ -1,0 +1,134 @@
+"""Compile before timing, in parallel: worker processes run every compiling
+backend's prepare and first call at their share of the shapes, filling the
+caches a later process reads (Triton's and torch.compile's on-disk caches,
+humming's cubins), so the sweep itself only loads what was compiled.
+
+Compiling dominates a cold GPU run (H200, default int4 preset, every peer:
+humming 124 s, helion 68, torch.compile 46, triton 44 of 472 s), and one
+process compiles one kernel at a time. A worker's failure costs nothing but
+its time: the sweep prepares every backend again and records what fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MAX_JOBS = 8
+MIN_SHAPES = 4  # fewer shapes compile in less time than workers take to start (~10 s of imports)
+SECONDS_PER_STEP = 60.0  # a worker's time limit per (shape, backend) it compiles; a hung kernel ends there
+
+
+def default_jobs(device, n_shapes: int, autotune: str = "none", cpus: int | None = None, ranks: int = 1) -> int:
+    """Workers for one process's warm-up: half the CPUs (a compile also runs
+    ptxas or nvcc) shared by the torchrun ranks, at most MAX_JOBS and one per
+    shape; none on CPU, for a few shapes, or when Helion autotunes (each
+    worker would search alone)."""
+    if device.type != "cuda" or n_shapes < MIN_SHAPES or autotune != "none":
+        return 0
+    cpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
+    jobs = min(MAX_JOBS, cpus // 2 // max(1, ranks), n_shapes)
+    return jobs if jobs >= 2 else 0
+
+
+def warm_up(p, args, jobs: int, log_error) -> str:
+    """Run the compiling backends of plan p at its shapes in `jobs` worker
+    processes; returns a one-line summary ("" when nothing ran). log_error:
+    where a worker's failure is written (the run folder's error log)."""
+    from qgemm_bench.harness import distributed
+
+    backends = [b.name for b in p.backends if b.compiles]
+    if jobs < 2 or not backends:
+        return ""
+    costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in p.shapes]
+    shares = [s for s in distributed.shard(p.shapes, costs, jobs) if s]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="qgemm-warm-") as tmp:
+        procs = []
+        try:
+            for i, share in enumerate(shares):
+                spec = Path(tmp) / f"spec{i}.pkl"
+                spec.write_bytes(pickle.dumps({
+                    "args": vars(args), "device": str(p.device), "target": p.target.to_json(),
+                    "shapes": [tuple(p.shapes[j]) for j in share], "backends": backends}))
+                err = open(Path(tmp) / f"err{i}.txt", "w+")  # noqa: SIM115 - closed below
+                procs.append((subprocess.Popen([sys.executable, "-m", "qgemm_bench.harness.warm", str(spec)],
+                                               stdout=subprocess.DEVNULL, stderr=err, env=_worker_env()),
+                              err, len(share)))
+            failed = 0
+            for proc, err, n in procs:
+                limit = SECONDS_PER_STEP * n * len(backends)
+                try:
+                    code = proc.wait(timeout=max(1.0, limit - (time.perf_counter() - t0)))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                    code = f"stopped after {limit:.0f} s"
+                if code != 0:
+                    failed += 1
+                    err.seek(0)
+                    tail = err.read()[-4000:]
+                    log_error(f"compile warm-up worker (exit {code}):\n{tail}")
+        finally:
+            for proc, err, _ in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                err.close()
+    s = time.perf_counter() - t0
+    p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0) + s
+    note = f" ({failed} failed: see errors.log)" if failed else ""
+    return f"compiled {', '.join(backends)} at {len(p.shapes)} shapes in {len(shares)} processes: {s:.0f} s{note}"
+
+
+def _worker_env() -> dict:
+    """The parent's environment without torchrun's: a worker is one process."""
+    drop = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
+            "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def work(spec: dict) -> int:
+    """A worker: prepare and call each backend once at each shape of its share."""
+    import torch
+
+    from qgemm_bench.harness import plan
+    from qgemm_bench.target import Target
+    from qgemm_bench.types import Case, Shape
+
+    args = argparse.Namespace(**spec["args"])
+    args.device = spec["device"]
+    p = plan.build(args)
+    target = Target.from_json(spec["target"])
+    if p.device.type == "cuda":
+        torch.cuda.set_device(p.device)
+    backends = [b for b in p.backends if b.name in spec["backends"]]
+    for shape in spec["shapes"]:
+        case = Case(p.op.NAME, Shape(*shape), p.dtype, p.device, p.op_settings, target)
+        inputs = p.op.make_inputs(case, p.seed)
+        for b in backends:
+            if b.why_not(case):
+                continue
+            try:
+                b.prepare(case, inputs).fn()
+                if p.device.type == "cuda":
+                    torch.cuda.synchronize(p.device)
+            except Exception as e:  # noqa: BLE001 - the sweep prepares it again and records the error
+                print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+        del inputs
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    spec = pickle.loads(Path(argv[0]).read_bytes())
+    return work(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,58 @@
+"""The compile warm-up (harness/warm.py): how many workers a run gets, workers
+that compile a share of the shapes each, and a failing worker that costs the
+run nothing but a line in errors.log."""
+
+import torch
+
+from qgemm_bench import cli
+from qgemm_bench.harness import plan, warm
+from qgemm_bench.target import Target
+
+CUDA = torch.device("cuda", 0)
+
+
+def test_default_jobs_half_the_cpus_for_gpu_runs_of_several_shapes():
+    assert warm.default_jobs(CUDA, 48, cpus=16) == 8
+    assert warm.default_jobs(CUDA, 48, cpus=64) == warm.MAX_JOBS
+    assert warm.default_jobs(CUDA, 5, cpus=64) == 5  # one worker per shape at most
+    assert warm.default_jobs(CUDA, 48, cpus=32, ranks=2) == 8
+    assert warm.default_jobs(CUDA, 48, cpus=16, ranks=4) == 2
+    assert warm.default_jobs(CUDA, 48, cpus=16, ranks=8) == 0  # one worker would only add its start-up
+    assert warm.default_jobs(CUDA, 48, cpus=2) == 0
+    assert warm.default_jobs(CUDA, warm.MIN_SHAPES - 1, cpus=16) == 0
+    assert warm.default_jobs(CUDA, 48, autotune="quick", cpus=16) == 0  # each worker would search alone
+    assert warm.default_jobs(torch.device("cpu"), 48, cpus=16) == 0
+
+
+def _plan(*extra):
+    args = cli.parser().parse_args(["--op", "int4_gemm", "--device", "cpu", "--backends", "torch,triton",
+                                    "--shape", "1,128,64", "--shape", "3,128,64", *extra])
+    p = plan.build(args)
+    p.target = Target.cpu()
+    return p, args
+
+
+def test_workers_compile_their_shares_and_the_phase_is_recorded():
+    p, args = _plan()
+    errors = []
+    summary = warm.warm_up(p, args, 2, errors.append)
+    assert errors == []
+    assert summary.startswith("compiled triton at 2 shapes in 2 processes")  # torch compiles nothing
+    assert p.phase_s["compile warm-up"] > 0
+
+
+def test_a_failing_worker_is_logged_and_the_run_goes_on():
+    p, args = _plan()
+    p.device = torch.device("cuda", 0)  # the workers' plan refuses it on this CPU-only machine
+    errors = []
+    summary = warm.warm_up(p, args, 2, errors.append)
+    assert "2 failed: see errors.log" in summary
+    assert len(errors) == 2 and all("compile warm-up worker (exit 1)" in e for e in errors)
+    assert all("CUDA" in e for e in errors)
+
+
+def test_no_workers_for_one_job_or_no_compiling_backend():
+    p, args = _plan()
+    assert warm.warm_up(p, args, 1, None) == ""
+    p.backends = [b for b in p.backends if not b.compiles]
+    assert warm.warm_up(p, args, 4, None) == ""

@@ -12,6 +12,7 @@ its time: the sweep prepares every backend again and records what fails.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pickle
 import subprocess
@@ -23,6 +24,7 @@ from pathlib import Path
 MAX_JOBS = 8
 MIN_SHAPES = 4  # fewer shapes compile in less time than workers take to start (~10 s of imports)
 SECONDS_PER_STEP = 60.0  # a worker's time limit per (shape, backend) it compiles; a hung kernel ends there
+MAX_WARM_S = 600.0  # and the warm-up's, whatever the sweep's size
 
 
 def default_jobs(device, n_shapes: int, autotune: str = "none", cpus: int | None = None, ranks: int = 1) -> int:
@@ -63,23 +65,24 @@ def warm_up(p, args, jobs: int, log_error) -> str:
                               err, len(share)))
             failed = 0
             for proc, err, n in procs:
-                limit = SECONDS_PER_STEP * n * len(backends)
+                limit = min(SECONDS_PER_STEP * n * len(backends), MAX_WARM_S)
                 try:
                     code = proc.wait(timeout=max(1.0, limit - (time.perf_counter() - t0)))
                 except subprocess.TimeoutExpired:
                     proc.kill()
-                    proc.wait()
                     code = f"stopped after {limit:.0f} s"
                 if code != 0:
                     failed += 1
                     err.seek(0)
                     tail = err.read()[-4000:]
                     log_error(f"compile warm-up worker (exit {code}):\n{tail}")
-        finally:
-            for proc, err, _ in procs:
+        finally:  # also on Ctrl-C / SIGTERM: no worker outlives the warm-up
+            for proc, _, _ in procs:
                 if proc.poll() is None:
                     proc.kill()
-                    proc.wait()
+            for proc, err, _ in procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
                 err.close()
     s = time.perf_counter() - t0
     p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0) + s
@@ -88,10 +91,14 @@ def warm_up(p, args, jobs: int, log_error) -> str:
 
 
 def _worker_env() -> dict:
-    """The parent's environment without torchrun's: a worker is one process."""
+    """The parent's environment without torchrun's (a worker is one process),
+    and one inductor compile thread: inductor's default pool is a process per
+    CPU, which in every worker would fill the host's memory."""
     drop = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
             "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
-    return {k: v for k, v in os.environ.items() if k not in drop}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    return env
 
 
 def work(spec: dict) -> int:
@@ -115,12 +122,14 @@ def work(spec: dict) -> int:
         for b in backends:
             if b.why_not(case):
                 continue
+            t0 = time.perf_counter()
             try:
                 b.prepare(case, inputs).fn()
                 if p.device.type == "cuda":
                     torch.cuda.synchronize(p.device)
+                print(f"{b.name} at {case.shape}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
             except Exception as e:  # noqa: BLE001 - the sweep prepares it again and records the error
-                print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+                print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
         del inputs
     return 0
 

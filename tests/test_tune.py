@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from qgemm_bench import cli
+from qgemm_bench.target import Target
 from qgemm_bench.types import Shape
-from tests.support import DEV, fp64, rel_np, triton_config
+from tests.support import DEV, fp64, rel_np, target_for, triton_config
 
 pytestmark = pytest.mark.skipif(DEV.type == "cuda", reason="the CPU test mode (the interpreter)")
 
@@ -109,7 +110,8 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
         assert e["config"] in WO[path] and e["us"] > 0
         inp = int4_gemm.make_inputs(Case(int4_gemm.NAME, Shape(m - 1, k, n), torch.float16, DEV,
                                          int4_gemm.Settings(128)), seed)
-        got = WeightOnlyGemm(*weight_args(int4_gemm.NAME, inp), config=e["config"], path=path)(inp.x)
+        got = WeightOnlyGemm(*weight_args(int4_gemm.NAME, inp), config=e["config"], path=path,
+                             target=target_for(weight_args(int4_gemm.NAME, inp)[0]))(inp.x)
         assert rel_np(got, fp64(inp.x, int4_gemm.dequantize(inp))) < 1e-2
     table = skc.check_table(read_back(tmp_path, "split_k"))
     for mode_id, mode in enumerate(skc.MODES):
@@ -118,7 +120,7 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
         assert {x: v for x, v in e["config"].items() if x != "REDUCE"} in SK and e["us"] > 0
         inp = split_k_gemm.make_inputs(Case(split_k_gemm.NAME, SPLIT_K_SHAPE, torch.float16, DEV,
                                             split_k_gemm.Settings(False)), seed)
-        got = SplitKGemm(inp.a, inp.b, None, mode_id, e["config"])()
+        got = SplitKGemm(inp.a, inp.b, None, mode_id, e["config"], target=target_for(inp.a))()
         assert rel_np(got, inp.a.double() @ inp.b.double()) < 1e-2
 
 
@@ -354,7 +356,7 @@ def test_a_shape_cut_short_still_times_the_prior_config():
     from qgemm_bench.backends.triton_kernels import split_k as sk
     from qgemm_bench.tuning import split_k
 
-    tuner = split_k.ShapeTuner(SPLIT_K_SHAPE, DEV, 132, 0.0, 1.0, [], torch.float16)
+    tuner = split_k.ShapeTuner(SPLIT_K_SHAPE, DEV, Target.cpu(), 0.0, 1.0, [], torch.float16)
     import time
 
     now = time.monotonic()

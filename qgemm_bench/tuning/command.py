@@ -502,7 +502,8 @@ class Tune:
         opts = argparse.Namespace(base={"entries": {}}, out=None, retune=True, keep_faster=False, jobs=jobs,
                                   warmup_ms=5.0, rep_ms=20.0, limit_s=max(1.0, stop - now))
         split_k.tune(opts, [Shape(*u.shape) for u in batch], self.device, deadline=stop, on_shape=on_shape,
-                     dtype=self.dtype, gpu=self.gpu, prior=priors["split_k"], prior_gpu=priors["gpus"].get("split_k"))
+                     dtype=self.dtype, gpu=self.gpu, prior=priors["split_k"], prior_gpu=priors["gpus"].get("split_k"),
+                     target=self.target)
         # no config ran right: every candidate tried, none timed (one not reached waits for --resume)
         return [r["unit"] for r in tried.values() if not r["timed"] and not r["cut_short"]]
 

@@ -235,13 +235,21 @@ class Fatal(RuntimeError):
     """The CUDA context is unusable (e.g. an illegal access): stop, keep what was tuned."""
 
 
+def device_target(dev):
+    """The Target of the device tuned (target.of: no ceilings measured)."""
+    from qgemm_bench.target import of
+
+    return of(dev)
+
+
 class ShapeTuner:
-    def __init__(self, shape: Shape, dev, sms: int, warmup_ms: float, rep_ms: float, log: list, dtype=None):
+    def __init__(self, shape: Shape, dev, target, warmup_ms: float, rep_ms: float, log: list, dtype=None):
         import torch
 
         from qgemm_bench.types import Case
 
-        self.torch, self.shape, self.dev, self.sms, self.log = torch, shape, dev, sms, log
+        self.torch, self.shape, self.dev, self.target, self.log = torch, shape, dev, target, log
+        self.sms = target.sms
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         dtype = dtype or getattr(torch, DTYPE)
         c = Case(split_k_gemm.NAME, shape, dtype, dev, split_k_gemm.Settings(False))
@@ -274,13 +282,13 @@ class ShapeTuner:
         torch = self.torch
         us, err, status = None, None, "ok"
         try:
-            g = SplitKGemm(self.a, self.b, None, mode, c)
+            g = SplitKGemm(self.a, self.b, None, mode, c, target=self.target)
             first = g()
             err = max(rel_error(first, self.ref), rel_error(g(), self.ref))  # the second call starts from zero again
             if not math.isfinite(err) or err > self.tol:
                 status = f"inaccurate: {err:.2e} > {self.tol:g}"
             else:
-                fns = [g] + [SplitKGemm(a, b, None, mode, c) for a, b in self.copies[1:]]
+                fns = [g] + [SplitKGemm(a, b, None, mode, c, target=self.target) for a, b in self.copies[1:]]
                 us = self.time_us(fns)
                 del fns
         except Exception as e:
@@ -409,7 +417,7 @@ def write(out: Path | None, doc: dict, log: list) -> None:
 
 
 def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, on_shape=None, dtype=None,
-         gpu: str | None = None, prior: dict | None = None, prior_gpu: str | None = None) -> int:
+         gpu: str | None = None, prior: dict | None = None, prior_gpu: str | None = None, target=None) -> int:
     """Tune `shapes` (args: the options of main: base (a path, or the table
     as a dict), out (None: not written), retune, keep_faster, jobs,
     warmup_ms, rep_ms, limit_s). deadline (time.monotonic()): when to stop,
@@ -418,16 +426,18 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
     writes; cut_short: some candidates went untimed). dtype: the GPU's
     bfloat16 unless given (the CPU test's float16). prior: the table of
     GPU prior_gpu (the nearest tuned one): each shape's entry there is
-    timed first in its mode, and an entry not timed keeps it."""
+    timed first in its mode, and an entry not timed keeps it. target: the
+    GPU's Target (default: the device's, device_target)."""
     import torch
 
     t0 = time.monotonic()
     dev = torch.device("cuda", torch.cuda.current_device()) if dev is None else dev
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, sm_count
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC
     from qgemm_bench.harness.environment import gpu_slug
 
     gpu = gpu or gpu_slug(dev)
-    sms = sm_count(dev)
+    target = target if target is not None else device_target(dev)
+    sms = target.sms
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev)
     base = args.base if isinstance(args.base, dict) else skc.read_table(args.base)
     doc = base if base.get("gpu") in (None, gpu) else skc.seed_table(shapes, sms)
@@ -467,7 +477,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
         keep_faster: an entry changes only where this pass timed faster (by KEEP_MARGIN)."""
         head, line = f"[{time.monotonic() - t0:4.0f} s] {s}: ", []
         try:
-            tuner = ShapeTuner(s, dev, sms, args.warmup_ms, args.rep_ms, log, dtype)
+            tuner = ShapeTuner(s, dev, target, args.warmup_ms, args.rep_ms, log, dtype)
             cub = tuner.cublas()
             line.append(f"cuBLAS {cub:7.2f} us")
             start = time.monotonic()
@@ -633,9 +643,10 @@ def main() -> int:
               file=sys.stderr)
         return 2
     if args.base is None:
+        from qgemm_bench.backends.triton_dispatch import split_k_entry
         from qgemm_bench.target import of
 
-        entry = skc.entry(of(torch.device("cuda", torch.cuda.current_device())))
+        entry = split_k_entry(of(torch.device("cuda", torch.cuda.current_device())))
         args.base = entry.table or {"entries": {}}
     return tune(args, shapes)
 

@@ -195,6 +195,70 @@ def test_dry_run_like_a_stored_gpu_prunes_to_its_winners(capsys):
     assert "those that won at each M on h100" in out and "on 1 GPU : expected" in out
 
 
+def test_the_second_round_retimes_only_the_fastest_of_the_first():
+    """timing.time_rounds with keep (the weight-only passes' TABLE_KEEP): the
+    reverse round times the `keep` fastest of the first, the others keep
+    their first time; a candidate that failed is no contender."""
+    from qgemm_bench.tuning.timing import time_rounds
+
+    first = {"a": 5.0, "b": 1.0, "c": 3.0, "d": 2.0, "e": 9.0, "f": 0.5}
+    seen = []
+
+    def time_one(name):
+        seen.append(name)
+        if name == "f":
+            raise RuntimeError("a config the GPU refuses")
+        return first[name] + (seen.count(name) - 1)  # the second round 1 us slower
+
+    got = time_rounds(list("abcdef"), time_one, rounds=2, keep=3)
+    assert seen == list("abcdef") + ["d", "c", "b"]  # b, c and d, reversed
+    assert got[:5] == [5.0, 1.5, 3.5, 2.5, 9.0] and isinstance(got[5], RuntimeError)
+    seen.clear()
+    assert time_rounds(list("abcde"), time_one, rounds=2) == [5.5, 1.5, 3.5, 2.5, 9.5] and len(seen) == 10
+
+
+def test_split_k_shares_keep_every_shapes_floor():
+    """split_k.first_share over the skinny preset: every shape at least
+    SHAPE_FLOOR_S where the batch has that much, heavier shapes (more
+    candidates) never less than lighter ones, the whole batch spent; with
+    less than the floors, equal shares."""
+    from qgemm_bench.operators import split_k_gemm
+    from qgemm_bench.tuning import split_k as t
+
+    w = [len(t.candidates(*s, 132)) + t.TOP * len(t.VARIANTS) for s in split_k_gemm.PRESETS["skinny"]]
+    for total in (37 * 12.5, 555.0):
+        left, shares = total, []
+        for i in range(len(w)):
+            shares.append(t.first_share(left, w[i:]))
+            left -= shares[-1]
+        assert min(shares) >= t.SHAPE_FLOOR_S - 1e-6 and sum(shares) == pytest.approx(total)
+        assert all(a >= b - 1e-6 for wa, a in zip(w, shares, strict=True) for wb, b in zip(w, shares, strict=True)
+                   if wa > wb)
+        assert max(shares) > 1.3 * t.SHAPE_FLOOR_S  # the heavy shapes get more than the floor
+    assert t.first_share(30.0, [1, 50, 9]) == pytest.approx(10.0)
+
+
+def test_a_split_path_the_fused_path_outran_times_the_prior_winner_alone():
+    """candidates.unit_pool: where the prior's fused path was faster at every
+    bucket of M it timed both at, the split unit times the bucket's prior
+    winner (as stored, then its PDL twin) alone; where the split path won
+    one bucket, or without the fused entries, the pruned pool."""
+    from qgemm_bench.tuning import candidates as cands
+
+    a, b = cands.weight_only_pool(0, "split", 16)[:2]
+    split = {"M16_K4096_N4096": {"config": {**a, "PDL": 2}, "us": 10.0}, "M16_K8192_N8192": {"config": b, "us": 20.0},
+             "M1_K4096_N4096": {"config": b, "us": 5.0}}
+    fused = {"M16_K4096_N4096": {"config": a, "us": 9.0}, "M16_K8192_N8192": {"config": a, "us": 19.0},
+             "M1_K4096_N4096": {"config": a, "us": 6.0}}
+    first = split["M16_K4096_N4096"]["config"]
+    assert cands.split_outrun(split, fused, 16) and not cands.split_outrun(split, fused, 1)
+    assert not cands.split_outrun(split, fused, 32)  # nothing timed at M = 32
+    assert cands.unit_pool(0, "split", 16, split, first, fused) == [first, a]
+    whole = cands.unit_pool(0, "split", 16, split, first)
+    assert whole[0] == first and a in whole and b in whole
+    assert cands.unit_pool(0, "split", 16, split, first, {**fused, "M16_K8192_N8192": {"us": 21.0}}) == whole
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--op", "fp8_gemm"], "--op 'fp8_gemm': expected int4_gemm, nvfp4_gemm, split_k_gemm or all"),
     (["--backends", "triton,cuda"], "--backends 'triton,cuda': expected a comma-separated subset of triton, helion"),

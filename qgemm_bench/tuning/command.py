@@ -47,7 +47,8 @@ reached last are tuned from fewer candidates.
 
 every candidate is checked against the reference before it is timed; a wrong or
 failing config is never chosen. Timing is the runner's: a CUDA graph over
-rotating input copies larger than 2x L2, p50, two rounds (the second reversed).
+rotating input copies larger than 2x L2, p50, two rounds (the second reversed, of
+the fastest three).
 
 exit status: 0 every planned unit tuned, 1 some unit had no config that ran right,
 or the tune stopped (a stalled kernel, a lost CUDA context: the entries so far are
@@ -465,7 +466,10 @@ class Tune:
             kernel = woc.kernel(fmt_id, unit.path)
             prior = priors["weight_only"]
             entries = None if prior is None else prior.get("kernels", {}).get(kernel, {})
-            entry = weight_only.tune_unit(unit.fmt, unit.path, *unit.shape, entries, stop, self.args.group_list)
+            other = woc.kernel(fmt_id, "fused" if unit.path == "split" else "split")
+            rival = None if prior is None else prior.get("kernels", {}).get(other, {})
+            entry = weight_only.tune_unit(unit.fmt, unit.path, *unit.shape, entries, stop, self.args.group_list,
+                                          rival)
             if entry is None:
                 return None
             return {"unit": unit.id, "family": "weight_only", "kernel": kernel, "key": bucket(*unit.shape),

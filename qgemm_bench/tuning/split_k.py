@@ -27,7 +27,7 @@ best three with PDL 1, 2 and 3 (split_k_parts.pdl_prologue; the second
 launch then waits in its prologue too); the best three re-timed. Where the
 deterministic winner is faster than the atomic one, the atomic entry takes it
 (split_k_configs: any config suits both modes). Each shape gets a share of the
-time left by its number of candidates, at least SHAPE_FLOOR_S (those nearest
+time left by its number of candidates, at least SHAPE_FLOOR_S (first_share; those nearest
 the heuristic are timed first), so --limit-s (default 540: one 10-minute GPU call) ends the run with
 every shape tried; configs compile ahead in worker processes (--jobs) while
 the GPU times.
@@ -88,6 +88,25 @@ KEEP_MARGIN = 0.97
 # number of candidates alone gave the H200's small shapes 1-9 of 20-60
 # (4 GPUs, 2026-11-28), while the large ones timed all of theirs.
 SHAPE_FLOOR_S = 12.0
+
+
+def first_share(left: float, weights: list, floor: float = SHAPE_FLOOR_S) -> float:
+    """The first of `weights`' shapes' share of `left` seconds: by weight
+    (its candidates), at least `floor` (every shape's, where left allows:
+    else an equal share), the floors of the lighter shapes taken from the
+    heavier ones' shares (max(floor, a x weight) summing to left). A share
+    by weight alone, raised to the floor shape by shape, left the last
+    shapes below it (8 s of 12 for the preset's last small shapes at 15 s a
+    shape)."""
+    n = len(weights)
+    if left <= floor * n:
+        return left / n
+    ws = sorted(weights)
+    for j in range(n):  # the j lightest at their floor, the rest by weight
+        a = (left - floor * j) / sum(ws[j:])
+        if a * ws[j] >= floor:
+            break
+    return max(floor, a * weights[0])
 
 
 def parse_shape(text: str) -> Shape:
@@ -556,7 +575,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
                     print(f"[{time.monotonic() - t0:4.0f} s] {s}: {n} first-pass compiles done after "
                           f"{time.monotonic() - t:.0f} s", flush=True)
             left = max(0.0, deadline - time.monotonic())
-            share = max(left * weights[i] / sum(weights[i:]), min(SHAPE_FLOOR_S, left / (len(shapes) - i)))
+            share = first_share(left, weights[i:])
             if tune_shape(s, share, keep_faster):
                 partial.append(s)
         return partial

@@ -9,8 +9,8 @@ the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
 Llama layer (K, N) x M in TABLE_M, the best of the path's curated configs
 (weight_only.split_pool, fused_gemm.pool; up to M = 64 each with PDL 0
-and 2; all checked first, then timed in a forward and a reverse round,
-TABLE_ROUNDS; above weight_only.FUSED_MAX_M
+and 2; all checked first, then timed in a forward round and a reverse
+round of the TABLE_KEEP fastest, TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
 ws (--formats, --ms; H100, both formats: 142 s from M = 512, 112 s at 64,
@@ -169,15 +169,19 @@ def gpu_table(needed_for: str | None = None):
 # The table's candidates are timed after all of them compiled and passed the
 # check, in TABLE_ROUNDS rounds, the second in reverse order (timing.py):
 # timed one by one right after its compile, each had the GPU cool from the
-# compile.
+# compile. The second round re-times the TABLE_KEEP fastest of the first
+# (as the split-K tuner re-times its best three): a round of every candidate
+# was a quarter of the weight-only family's expected time (tuning/plan.py).
 TABLE_ROUNDS = 2
+TABLE_KEEP = 3
 
 
 def time_interleaved(cands: list, stop: float | None = None) -> list:
     """cands: each candidate's call list (rotating copies). Each one's mean
-    p50 over TABLE_ROUNDS rounds (timing.time_rounds; stop: no round
-    after the first starts later), or the exception that stopped it."""
-    return time_rounds(cands, lambda fns: time_fns(fns), TABLE_ROUNDS, WATCH, stop)
+    p50 over TABLE_ROUNDS rounds, the rounds after the first of the
+    TABLE_KEEP fastest only (timing.time_rounds; stop: no round after the
+    first starts later), or the exception that stopped it."""
+    return time_rounds(cands, lambda fns: time_fns(fns), TABLE_ROUNDS, WATCH, stop, keep=TABLE_KEEP)
 
 
 def versus_dequant(entry: dict, calls: list, reps, what: str) -> str:
@@ -359,7 +363,8 @@ def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], st
     us, c = rows[0][:2]
     entry = {"config": c, "us": round(us, 2),
              "tuned": f"best of {len(rows)} curated configs, {'graph' if DEV.type == 'cuda' else 'cpu-wall'} "
-                      f"timing, mean of {TABLE_ROUNDS} rounds (the second reversed)",
+                      f"timing, mean of {TABLE_ROUNDS} rounds (the second reversed, of the "
+                      f"{TABLE_KEEP} fastest of the first)",
              "runner_up": [round(rows[1][0], 2), describe(rows[1][1])] if len(rows) > 1 else None}
     pointer = [r for r in rows if not r[1].get("TMA")]
     if c.get("TMA") and pointer:  # what kernels without TMA loads (Helion's) mirror
@@ -373,7 +378,7 @@ def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], st
 
 
 def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, stop: float | None = None,
-              groups: tuple = ()) -> dict | None:
+              groups: tuple = (), rival: dict | None = None) -> dict | None:
     """The `qgemm-bench tune` unit of this family: the table entry of one
     (format, path, shape) made as the table, ws and pdl modes make it, in
     that order. prior: the kernel's entries ({bucket: entry}) on the
@@ -381,22 +386,21 @@ def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, s
     (candidates.pruned, ws_pruned, pdl_won_at), the bucket's own winner
     there first as stored (with its PDL); None times them whole
     (--full). groups (int4 fused): each group size's own WS config too
-    (ws --group). stop (time.monotonic()): the unit's budget; past it
-    no further candidate is checked (two at least are) and no second
-    round starts. None where nothing ran right."""
+    (ws --group). rival: the prior's entries of the other path (the
+    split path's unit times the prior winner alone where its fused path
+    was faster at every bucket of M: candidates.unit_pool). stop
+    (time.monotonic()): the unit's budget; past it no further candidate is
+    checked (two at least are) and no second round starts. None where
+    nothing ran right."""
     from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
 
     fmt_id, key = FORMATS.index(fmt), bucket(m, k, n)
     first = (prior or {}).get(key, {}).get("config")
-    pool = cands.pruned(cands.weight_only_pool(fmt_id, path, m), prior, m, first)
+    # the prior winner as stored (its PDL twin included) first: checked whatever the budget
+    pool = cands.unit_pool(fmt_id, path, m, prior, first, rival)
     if not pool:  # the path does not run here
         return None
-    if m <= PDL_MAX_M:
-        pool = cands.with_pdl(pool, prior, m)
-    if first is not None:  # the prior winner as stored (its PDL twin included) first: checked whatever the budget
-        own = {c: v for c, v in first.items() if c != "WS"}  # its WS tiles: the ws pass times them
-        pool.sort(key=lambda c: c != own)
     entry = tune_entry(fmt, path, m, k, n, pool, stop, pdl=False)
     if entry is None:
         return None

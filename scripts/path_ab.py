@@ -77,6 +77,7 @@ def compare(args, shape, dev, dtype, timer, state=gpu_state, l2_bytes: int = 0) 
     from qgemm_bench.harness.measure import copies_for
     from qgemm_bench.harness.sweep import time_rounds
     from qgemm_bench.operators.common import rel_error
+    from qgemm_bench.target import of
     from qgemm_bench.types import Case
 
     op = operators.get(args.op)
@@ -89,7 +90,7 @@ def compare(args, shape, dev, dtype, timer, state=gpu_state, l2_bytes: int = 0) 
     ref, tol = op.reference(first), op.tolerance(dtype)
     fns, notes = {}, []
     for path in args.paths:
-        gemms = [WeightOnlyGemm(*weight_args(args.op, i), path=path) for i in inputs]
+        gemms = [WeightOnlyGemm(*weight_args(args.op, i), path=path, target=of(dev)) for i in inputs]
         try:
             err = rel_error(gemms[0](first.x), ref)
         except Exception as e:  # a path that cannot run this shape: say so, compare the rest

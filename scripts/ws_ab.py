@@ -187,6 +187,7 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
     from qgemm_bench.backends.triton_ops import weight_args
     from qgemm_bench.harness.measure import copies_for
     from qgemm_bench.operators.common import rel_error
+    from qgemm_bench.target import of
     from qgemm_bench.types import Case
 
     op = operators.get(args.op)
@@ -196,7 +197,7 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
     per = sum(t.numel() * t.element_size() for t in (first.x, *weight_args(args.op, first)[:3]) if t is not None)
     copies = args.copies or (copies_for(per, per, args.l2_bytes, dev) if dev.type == "cuda" else 2)  # CPU: two
     inputs = [first] + [op.make_inputs(case, i) for i in range(1, copies)]
-    gemms = [FusedGemm(*weight_args(args.op, i), config=lambda m: {}) for i in inputs]
+    gemms = [FusedGemm(*weight_args(args.op, i), config=lambda m: {}, target=of(dev)) for i in inputs]
     refs, tol = [op.reference(i) for i in inputs], op.tolerance(torch.bfloat16)
     fns, notes = {}, []
     args.stamp_bufs = {}

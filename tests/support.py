@@ -41,6 +41,14 @@ def fake_target(name: str = "gpu_a", capability=(9, 0), sms: int = 132, l2_bytes
     return Target(name, f"Fake {name.upper()}", capability, sms, smem_per_block, l2_bytes, copy_GBps)
 
 
+def target_for(tensor) -> Target:
+    """The Target of the device a tensor lives on (target.of): what the tests
+    hand the kernels, which never look one up themselves."""
+    from qgemm_bench.target import of
+
+    return of(tensor.device)
+
+
 def table_store(root, family: str, doc: dict, target: Target | None = None):
     """(target, store): a store under root holding doc as the family's table
     of a made-up GPU (fake_target()), for tests to hand to the dispatch."""

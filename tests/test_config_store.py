@@ -98,3 +98,54 @@ def test_a_row_names_the_store_entry_it_used(tmp_path):
     assert gemm.config == cfg
     assert gemm.note().startswith("configs of gpu_a (same compute capability 9.0; no entry for gpu_b); "
                                   "table (gpu_a): 5x1000x7")
+
+
+def kernel_package_violations(path, text: str) -> list[str]:
+    """What a module of a kernel package (backends/*_kernels/) must not do:
+    import the config store or the harness, or look its GPU up (target.of);
+    the dispatch and ops modules hand it tables, configs and a Target."""
+    import ast
+
+    package = "qgemm_bench.backends." + path.parent.name
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # relative: from the module's own package
+                module = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [module])
+            names = [f"{module}.{a.name}" for a in node.names] + [module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.Attribute) and node.attr == "of" and isinstance(node.value, ast.Name) \
+                and node.value.id == "target":
+            out.append(f"{path.name}:{node.lineno}: target.of")
+            continue
+        else:
+            continue
+        for name in names:
+            if name.startswith(("qgemm_bench.configs.store", "qgemm_bench.harness")) or name == "qgemm_bench.target.of":
+                out.append(f"{path.name}:{node.lineno}: imports {name}")
+    return out
+
+
+def test_kernel_packages_read_no_store_harness_or_gpu():
+    """Issue 52: kernels and launchers take a config and a Target; the store
+    is read in the dispatch modules (triton_dispatch, helion_dispatch), the
+    Target made by the harness (or the ops layer for a caller without one)."""
+    from pathlib import Path
+
+    import qgemm_bench.backends as backends
+
+    files = sorted(Path(backends.__file__).parent.glob("*_kernels/*.py"))
+    assert len(files) >= 10  # triton_kernels/ and helion_kernels/
+    found = [v for f in files for v in kernel_package_violations(f, f.read_text(encoding="utf-8"))]
+    assert found == []
+    # The scan finds each kind of violation (it can fail).
+    here = Path(backends.__file__).parent / "triton_kernels" / "x.py"
+    bad = ("from qgemm_bench.configs import store\nfrom ...harness import environment\n"
+           "from qgemm_bench.target import of as target_of\nimport qgemm_bench.configs.store\n"
+           "from qgemm_bench import target\nt = target.of(d)\n")
+    assert [v.split(": ", 1)[1] for v in kernel_package_violations(here, bad)] == [
+        "imports qgemm_bench.configs.store", "imports qgemm_bench.harness.environment",
+        "imports qgemm_bench.harness", "imports qgemm_bench.target.of", "imports qgemm_bench.configs.store",
+        "target.of"]

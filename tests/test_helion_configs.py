@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from qgemm_bench.backends.helion_dispatch import HelionConfigs, save
 from qgemm_bench.backends.helion_kernels import configs, tuning
 from qgemm_bench.configs.store import DEFAULT, Store
 from qgemm_bench.operators import split_k_gemm
@@ -24,30 +25,30 @@ def store(tmp_path):
 
 def test_config_lookup_exact_nearest_and_missing(store):
     with pytest.raises(configs.ConfigMissing, match=r"no checked-in Helion configs for GPU 'gpu_a'.*--autotune"):
-        configs.lookup("int4_gemm", 16, 8192, 8192, GPU, store=store)
+        HelionConfigs(GPU, store).lookup("int4_gemm", 16, 8192, 8192)
     small = {"block_sizes": [64, 16, 64], "split_k": 4}
     large = {"block_sizes": [32, 128, 128], "split_k": 1}
-    configs.save("int4_gemm", 16, 8192, 8192, GPU.name, small, {"us": 27.0}, store)
-    configs.save("int4_gemm", 4096, 8192, 8192, GPU.name, large, {"us": 900.0}, store)
-    assert configs.lookup("int4_gemm", 13, 8192, 8192, GPU, store=store) == (small, "")  # M 13 is in bucket 16
-    cfg, note = configs.lookup("int4_gemm", 1, 4096, 14336, GPU, store=store)
+    save("int4_gemm", 16, 8192, 8192, GPU.name, small, {"us": 27.0}, store)
+    save("int4_gemm", 4096, 8192, 8192, GPU.name, large, {"us": 900.0}, store)
+    assert HelionConfigs(GPU, store).lookup("int4_gemm", 13, 8192, 8192) == (small, "")  # M 13 is in bucket 16
+    cfg, note = HelionConfigs(GPU, store).lookup("int4_gemm", 1, 4096, 14336)
     assert cfg == small and note == "helion config of nearest bucket M16_K8192_N8192"
-    cfg, note = configs.lookup("int4_gemm", 2048, 8192, 8192, GPU, store=store)
+    cfg, note = HelionConfigs(GPU, store).lookup("int4_gemm", 2048, 8192, 8192)
     assert cfg == large and "M4096_K8192_N8192" in note
     with pytest.raises(configs.ConfigMissing, match="no configs for kernel 'nvfp4_gemm'"):
-        configs.lookup("nvfp4_gemm", 16, 8192, 8192, GPU, store=store)
+        HelionConfigs(GPU, store).lookup("nvfp4_gemm", 16, 8192, 8192)
     # The weight-only kernels take only their own bucket (else the Triton table's config).
-    assert configs.lookup("int4_gemm", 9, 8192, 8192, GPU, nearest_ok=False, store=store) == (small, "")
+    assert HelionConfigs(GPU, store).lookup("int4_gemm", 9, 8192, 8192, nearest_ok=False) == (small, "")
     with pytest.raises(configs.ConfigMissing, match="no helion int4_gemm config of bucket M1_K4096_N14336"):
-        configs.lookup("int4_gemm", 1, 4096, 14336, GPU, nearest_ok=False, store=store)
+        HelionConfigs(GPU, store).lookup("int4_gemm", 1, 4096, 14336, nearest_ok=False)
     doc = json.loads(store.path(GPU.name, "helion").read_text())
     assert list(doc["kernels"]["int4_gemm"]) == ["M16_K8192_N8192", "M4096_K8192_N8192"]
     assert doc["kernels"]["int4_gemm"]["M16_K8192_N8192"]["us"] == 27.0
     # Another GPU of the same compute capability takes GPU's entry, and says so.
-    cfg, note = configs.lookup("int4_gemm", 16, 8192, 8192, fake_target("gpu_b"), store=store)
+    cfg, note = HelionConfigs(fake_target("gpu_b"), store).lookup("int4_gemm", 16, 8192, 8192)
     assert cfg == small and note == "configs of gpu_a (same compute capability 9.0; no entry for gpu_b)"
     with pytest.raises(configs.ConfigMissing, match="compute capability 8.0"):
-        configs.lookup("int4_gemm", 16, 8192, 8192, fake_target("gpu_c", (8, 0)), store=store)
+        HelionConfigs(fake_target("gpu_c", (8, 0)), store).lookup("int4_gemm", 16, 8192, 8192)
 
 
 @pytest.mark.parametrize("name,slug", [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"),
@@ -132,11 +133,11 @@ def test_helion_fused_buckets_are_checked_in_and_untimed_ones_say_so(store):
                 assert entry["config"] == mirrored
             assert helion_ops.default_config(fmt, "fused", m)[0] == mirrored
     untimed = {"tuned": "untimed: mirrored"}
-    configs.save("int4_gemm_fused", 256, 8192, 8192, GPU.name, {"block_sizes": [64, 128], "block_k": 128}, untimed,
+    save("int4_gemm_fused", 256, 8192, 8192, GPU.name, {"block_sizes": [64, 128], "block_k": 128}, untimed,
                  store)
-    cfg, note = configs.lookup("int4_gemm_fused", 200, 8192, 8192, GPU, store=store)
+    cfg, note = HelionConfigs(GPU, store).lookup("int4_gemm_fused", 200, 8192, 8192)
     assert cfg["block_k"] == 128 and note == "untimed helion config (untimed: mirrored)"
-    cfg, note = configs.lookup("int4_gemm_fused", 100, 8192, 8192, GPU, store=store)
+    cfg, note = HelionConfigs(GPU, store).lookup("int4_gemm_fused", 100, 8192, 8192)
     assert note == "helion config of nearest bucket M256_K8192_N8192; untimed helion config (untimed: mirrored)"
 
 
@@ -161,12 +162,12 @@ def test_a_gpu_without_configs_falls_back_to_the_triton_config_and_says_so(store
                 "block", 128, c["block_k"], False)
 
     r = tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {},
-                     default=cfg, target=other, store=store)
+                     default=cfg, source=HelionConfigs(other, store))
     assert r.config == cfg[0] and calls[-1]["block_k"] == cfg[0]["block_k"]
     assert "no checked-in Helion configs for GPU 'gpu_c'" in r.notes and "used Triton's fused config" in r.notes
     with pytest.raises(configs.ConfigMissing):
         tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {},
-                     target=other, store=store)
+                     source=HelionConfigs(other, store))
 
 
 def test_ready_takes_another_bucket_only_where_allowed(store):
@@ -178,7 +179,7 @@ def test_ready_takes_another_bucket_only_where_allowed(store):
     from qgemm_bench.operators.formats import INT4
 
     own = {"block_sizes": [64, 256], "block_k": 64, "num_warps": 8, "num_stages": 3}
-    path = configs.save("int4_gemm_fused", 256, 8192, 8192, GPU.name, own, {"us": 70.0}, store)
+    path = save("int4_gemm_fused", 256, 8192, 8192, GPU.name, own, {"us": 70.0}, store)
     default = helion_ops.default_config(INT4, "fused", 256)
 
     def args(c):
@@ -189,7 +190,7 @@ def test_ready_takes_another_bucket_only_where_allowed(store):
 
     def ready(nearest_ok):
         return tuning.ready("int4_gemm_fused", kernels.fused, args, torch.device("cuda"), (256, 1024, 256), {},
-                            default=default, nearest_ok=nearest_ok, target=GPU, store=store)
+                            default=default, nearest_ok=nearest_ok, source=HelionConfigs(GPU, store))
 
     r = ready(False)
     assert r.config == default[0] and "no helion int4_gemm_fused config of bucket M256_K1024_N256" in r.notes
@@ -255,9 +256,9 @@ def test_autotune_runs_once_per_case_and_saves(monkeypatch, store):
     default = (helion_ops.SPLIT_K_INTERPRETER_CONFIG, "its K step")  # the argument keys an autotune keeps
     with tuning.options(autotune="quick", save_configs=True):
         first = tuning.ready("split_k_gemm", kernels.split_k, args, torch.device("cuda"), (5, 1000, 7), {},
-                             default=default, target=GPU, store=store)
+                             default=default, source=HelionConfigs(GPU, store))
         again = tuning.ready("split_k_gemm", kernels.split_k, args, torch.device("cuda"), (5, 1000, 7), {},
-                             default=default, target=GPU, store=store)
+                             default=default, source=HelionConfigs(GPU, store))
     assert tuning.OPTIONS.autotune == "none"  # restored
     assert len(calls) == 1 and first.config == again.config and again.autotune_s == first.autotune_s
     assert "autotuned (quick)" in again.notes

@@ -36,6 +36,7 @@ from tests.support import (
     run_backend,
     seed,
     stored_target,
+    target_for,
     triton_config,
 )
 
@@ -222,7 +223,8 @@ SHAPES = [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 128, 96)]  # M=80 take
 def weight_only(inputs, config=None, path="auto"):
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
-    return WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, inputs.group_size or 2, config, path)
+    return WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, inputs.group_size or 2, config, path,
+                          target=target_for(inputs.w))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -322,7 +324,7 @@ def test_triton_dequantize_matches_the_formats_module():
 def fused(inputs, config):
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
-    return FusedGemm(inputs.w, inputs.scales, None, INT4, inputs.group_size, config)
+    return FusedGemm(inputs.w, inputs.scales, None, INT4, inputs.group_size, config, target=target_for(inputs.w))
 
 
 @pytest.mark.parametrize("group,bk", [(32, 128), (64, 128), (128, 128), (128, 64), (256, 128), (96, 128),
@@ -423,7 +425,8 @@ def test_fused_kernel_reads_k_order_bytes_too(group):
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, (17, 768, 40), group_size=group), seed())
-    gemm = FusedGemm(inputs.w, inputs.scales, None, INT4, group, cfg(bm=16, bn=64, bk=128, split=2), frag=False)
+    gemm = FusedGemm(inputs.w, inputs.scales, None, INT4, group, cfg(bm=16, bn=64, bk=128, split=2), frag=False,
+                     target=target_for(inputs.w))
     assert not gemm.kmajor.frag
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
@@ -495,7 +498,8 @@ def test_fused_kernel_refuses_tma_tiles_the_layout_cannot_give(bn, bk, tile):
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, (9, 768, 64), group_size=64), seed())
-    gemm = FusedGemm(inputs.w, inputs.scales, None, INT4, 64, cfg(bm=16, bn=bn, bk=bk, TMA=True), tile=tile)
+    gemm = FusedGemm(inputs.w, inputs.scales, None, INT4, 64, cfg(bm=16, bn=bn, bk=bk, TMA=True), tile=tile,
+                     target=target_for(inputs.w))
     with pytest.raises(ValueError, match="TMA loads need tiled weights"):
         gemm(inputs.x)
 
@@ -607,7 +611,8 @@ def test_ws_runs_only_where_usable_and_on_its_layout():
     c = cfg(bm=16, bn=64, bk=64, WS=ws_tiles(64, 64, 128, 4))
     bf16 = inputs.scales.to(torch.bfloat16)
     assert FusedGemm(inputs.w, bf16, None, INT4, 128, c, target=sm90).runs_ws(x, c)
-    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c).runs_ws(x, c)  # the CPU's Target: not sm_90
+    assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c,
+                         target=target_for(inputs.w)).runs_ws(x, c)  # the CPU's Target: not sm_90
     assert not FusedGemm(inputs.w, inputs.scales, None, INT4, 128, c, target=sm90).runs_ws(x, c)  # fp32 scales
     assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, frag=False, target=sm90).runs_ws(x, c)  # K-order bytes
     assert not FusedGemm(inputs.w, bf16, None, INT4, 128, c, tile=None, target=sm90).runs_ws(x, c)
@@ -690,7 +695,8 @@ def test_fused_kernel_reads_untiled_k_major_weights_too():
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, (17, 768, 100), group_size=128), seed())
-    gemm = FusedGemm(inputs.w, inputs.scales, None, INT4, 128, cfg(bm=16, bn=128, bk=64, split=2), tile=None)
+    gemm = FusedGemm(inputs.w, inputs.scales, None, INT4, 128, cfg(bm=16, bn=128, bk=64, split=2), tile=None,
+                     target=target_for(inputs.w))
     assert gemm.kmajor.tile is None
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
@@ -770,7 +776,7 @@ def test_triton_refuses_bad_inputs(bad, message):
     inputs = int4_gemm.make_inputs(case(int4_gemm, (16, 256, 32), group_size=64), 0)
     x, w, s = bad(inputs.x, inputs.w, inputs.scales)
     with pytest.raises(ValueError, match=message):
-        weight_only_gemm(x, w, s, None, INT4, 64, cfg())
+        weight_only_gemm(x, w, s, None, INT4, 64, cfg(), target=target_for(x))
 
 
 @pytest.mark.parametrize("k,n,group,wdt", [(256, 40, 128, torch.float16), (384, 37, 32, torch.float16),
@@ -1059,13 +1065,14 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
     # fused_gemm.tma_usable: groups 32 and 64 take the table's TMA entries
     # (group 32 only in 256-row x tiles; at M = 128 its pointer config), in
     # bf16 and, by pointer, float16; above FUSED_MAX_M the fused kernel.
+    from qgemm_bench.backends.triton_dispatch import weight_only_entry
     from qgemm_bench.backends.triton_kernels import weight_only_configs
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), 0)
     target = stored_target()  # the store entry this GPU's runs use, named
     gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, group, target=target)
-    e = weight_only_configs.entry(target)
+    e = weight_only_entry(target)
     raw = weight_only_configs.lookup(INT4, "fused", *shape, e.gpu, e.table)[0]  # these shapes' entries take TMA
     c = gemm.tuned(shape[0])[0]
     assert gemm.path(shape[0]) == "fused" and raw.get("TMA")

@@ -35,6 +35,7 @@ from tests.support import (
     rel_np,
     run_backend,
     seed,
+    target_for,
     triton_config,
 )
 
@@ -109,7 +110,7 @@ def weight_only(inputs, config=None, path="auto"):
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
     return WeightOnlyGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, config,
-                          path)
+                          path, target=target_for(inputs.w))
 
 
 @pytest.mark.parametrize("shape", [(1, 64, 40), (3, 160, 96), (17, 384, 37), (80, 128, 48)])
@@ -144,7 +145,7 @@ def test_fused_kernel_vs_fp64(shape, bk, split):
 
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape), seed())
     gemm = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16,
-                     cfg(bm=16, bn=64, bk=bk, split=split))
+                     cfg(bm=16, bn=64, bk=bk, split=split), target=target_for(inputs.w))
     check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
 
 
@@ -155,7 +156,8 @@ def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools()
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (3, 256, 64)), seed())
     for c in (config(64, 128, 128, 2, 8, 3), config(256, 64, 128, 1, 4, 3, tma=True),
               config(256, 128, 64, 1, 8, 3, tma=True), config(256, 64, 128, 1, 4, 3, tma="x")):
-        FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c).config_for(3)
+        FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c,
+                  target=target_for(inputs.w)).config_for(3)
     assert wrong_on_sm90(INT4, config(64, 128, 128, 2, 8, 3))  # int4 with 8 warps and split-K
     assert not wrong_on_sm90(INT4, config(64, 128, 128, 1, 8, 3)) and not wrong_on_sm90(INT4, config(64, 128, 128, 2))
     # NVFP4 with TMA (scales after a unit-scale decode): the int4 TMA tiles and x alone in 256x64x128.
@@ -179,7 +181,7 @@ def test_fused_kernel_tma_loads_of_x_only_vs_fp64(shape, bm, bk, split):
 
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape), seed())
     gemm = fused_gemm.FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16,
-                                fused_gemm.config(bm, 64, bk, split, 4, 3, tma="x"))
+                                fused_gemm.config(bm, 64, bk, split, 4, 3, tma="x"), target=target_for(inputs.w))
     assert set(gemm.descriptors(inputs.x, gemm.config)) == {"x_desc"}
     ref = fp64(inputs.x, nvfp4_gemm.dequantize(inputs))
     check(gemm(inputs.x), ref)
@@ -193,7 +195,7 @@ def test_fused_kernel_decodes_every_code_and_subnormal_scales():
     inputs = every_code_inputs()
     for flags in [{}] + [{"DECODE_ASM": a} for a in ASM]:
         gemm = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16,
-                         cfg(bm=16, bn=64, bk=64, **flags))
+                         cfg(bm=16, bn=64, bk=64, **flags), target=target_for(inputs.w))
         assert torch.equal(gemm(inputs.x).float(), nvfp4_gemm.dequantize(inputs).to(DT).float()), flags
 
 
@@ -215,7 +217,8 @@ def test_the_direct_shift_ptx_is_the_shift_first_one_without_its_shifts_right():
 def fused_nv(inputs, config):
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
-    return FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, config)
+    return FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, config,
+                     target=target_for(inputs.w))
 
 
 def test_ws_config_runs_nvfp4_on_its_layout_else_its_fused_kernel_tiles(monkeypatch):

@@ -28,11 +28,13 @@ from tests.support import (
     case,
     check,
     check_on_gpu,
+    fake_target,
     fp64,
     interpreter,
     needs_gpu,
     run_backend,
     seed,
+    target_for,
     triton_config,
 )
 
@@ -111,7 +113,7 @@ def test_triton_kernel_vs_fp64(deterministic, shape, bias, split, bn):
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
     gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC if deterministic else ATOMIC,
-                      cfg(bn=bn, bk=64, split=split))
+                      cfg(bn=bn, bk=64, split=split), target=target_for(inputs.a))
     ref = reference64(inputs)
     check(gemm(), ref)
     check(gemm(), ref)  # the workspace and counters were left ready for the next call
@@ -124,7 +126,8 @@ def test_triton_deterministic_is_bit_identical_over_runs():
     from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC, SplitKGemm
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (17, 4096, 40), bias=True), 3)
-    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, cfg(bn=32, bk=64, split=16))
+    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, cfg(bn=32, bk=64, split=16),
+                      target=target_for(inputs.a))
     first = gemm()
     for _ in range(4):
         assert torch.equal(gemm(), first)
@@ -157,7 +160,8 @@ def test_triton_kernel_with_pdl_vs_fp64(mode, reduce, pdl):
     from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (33, 1000, 40), bias=True), seed())
-    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, cfg(bn=32, bk=64, split=8, PDL=pdl, REDUCE=reduce))
+    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, cfg(bn=32, bk=64, split=8, PDL=pdl, REDUCE=reduce),
+                      target=target_for(inputs.a))
     ref = reference64(inputs)
     check(gemm(), ref)
     check(gemm(), ref)
@@ -291,7 +295,7 @@ def test_opt_in_autotune_is_ignored_on_cpu():
     from qgemm_bench.backends.triton_kernels import split_k
 
     a, b = torch.randn(1, 4096).to(DT), torch.randn(4096, 16).to(DT)
-    gemm = split_k.SplitKGemm(a, b, None, split_k.DETERMINISTIC, autotune=True)
+    gemm = split_k.SplitKGemm(a, b, None, split_k.DETERMINISTIC, autotune=True, target=target_for(a))
     assert not gemm.autotune and gemm.config is not None
     assert rel_error(gemm(), a.double() @ b.double()) <= TOL[DT]
 
@@ -368,7 +372,6 @@ def fake_tune(t, monkeypatch, script: dict, calls: list):
     (us, timed, candidates) or None (nothing accurate); pass n times config
     split 4 * 2**n (deterministic: planes summed by the second launch); each
     call records (shape, mode, pass, the earlier timings it was handed)."""
-    from qgemm_bench.backends.triton_kernels import split_k as sk
     from qgemm_bench.harness import environment
     from qgemm_bench.tuning.candidates import split_k_cfg
 
@@ -393,7 +396,7 @@ def fake_tune(t, monkeypatch, script: dict, calls: list):
             return {"config": c, "us": us, "err": 1e-3, "timed": count, "candidates": cands}
 
     monkeypatch.setattr(t, "ShapeTuner", FakeTuner)
-    monkeypatch.setattr(sk, "sm_count", lambda dev: 132)
+    monkeypatch.setattr(t, "device_target", lambda dev: fake_target("h100"))
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev=None: "fake H100")
 
@@ -496,9 +499,10 @@ def test_triton_refuses_bad_inputs():
 
     a = torch.randn(4, 64, device=DEV).to(DT)
     with pytest.raises(ValueError, match="do not match"):
-        SplitKGemm(a, torch.randn(32, 8, device=DEV).to(DT), None, ATOMIC, cfg())
+        SplitKGemm(a, torch.randn(32, 8, device=DEV).to(DT), None, ATOMIC, cfg(), target=target_for(a))
     with pytest.raises(ValueError, match="bias"):
-        SplitKGemm(a, torch.randn(64, 8, device=DEV).to(DT), torch.zeros(7, device=DEV, dtype=DT), ATOMIC, cfg())
+        SplitKGemm(a, torch.randn(64, 8, device=DEV).to(DT), torch.zeros(7, device=DEV, dtype=DT), ATOMIC, cfg(),
+                   target=target_for(a))
 
 
 # ------------------------------------------------------------------ our Helion kernel (interpreter configs)
@@ -705,7 +709,7 @@ def test_atomic_finish_has_no_race(config):
     b = torch.randn(8192, 256, device=CUDA, dtype=torch.bfloat16)
     bm, bn, bk, sk = config
     gemm = SplitKGemm(a, b, None, ATOMIC, {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk,
-                                           "num_warps": 4, "num_stages": 3})
+                                           "num_warps": 4, "num_stages": 3}, target=target_for(a))
     ref = a.double() @ b.double()
     assert all(rel_error(gemm(), ref) <= 1e-2 for _ in range(20))
 
@@ -742,7 +746,7 @@ def test_every_table_config_on_gpu(mode):
 
     for shape in split_k_gemm.PRESETS["skinny"]:
         inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, torch.bfloat16, CUDA, bias=True), 2)
-        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, autotune=False)
+        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, autotune=False, target=target_for(inputs.a))
         assert gemm.config is not None and not gemm.autotune
         ref = split_k_gemm.reference(inputs)
         for _ in range(2):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from qgemm_bench.operators import split_k_gemm
-from tests.support import a_store_file, case, check, seed, triton_config
+from tests.support import a_store_file, case, check, seed, target_for, triton_config
 
 
 def reference64(inputs):
@@ -32,10 +32,12 @@ def test_reduce_variants_vs_fp64_and_last(shape, bias, split):
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
     ref = reference64(inputs)
     base = triton_config(bn=32, bk=64, split=split)
-    last = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, base)()  # no REDUCE: today's path
+    last = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, base,
+                      target=target_for(inputs.a))()  # no REDUCE: today's path
     check(last, ref)
     for extra in VARIANTS:
-        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, {**base, **extra})
+        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, {**base, **extra},
+                          target=target_for(inputs.a))
         gemm.ws.fill_(float("nan"))  # no variant needs its planes zeroed: every call writes each
         first = gemm().clone()
         check(first, ref)
@@ -48,7 +50,8 @@ def test_reduce_kernel_with_one_split_is_one_launch():
     from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC, SplitKGemm
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (5, 300, 20), bias=True), seed())
-    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, triton_config(split=1, REDUCE="kernel"))
+    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, triton_config(split=1, REDUCE="kernel"),
+                      target=target_for(inputs.a))
     assert gemm.reduce is None  # split 1 stores the output itself
     check(gemm(), reference64(inputs))
 
@@ -85,7 +88,7 @@ def test_an_atomic_entry_may_name_the_plane_sum_kernel(tmp_path):
         path.write_text(json.dumps({"entries": {mode: {"M1_K2_N3": {"config": c}}}}))
         skc.read_table(path)
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (4, 1000, 40), bias=True), seed())
-    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, ATOMIC, c)
+    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, ATOMIC, c, target=target_for(inputs.a))
     assert gemm.mode == DETERMINISTIC and gemm.reduce is not None and gemm.ws.numel() == 8 * 4 * 40
     first = gemm().clone()
     check(first, reference64(inputs))
@@ -127,7 +130,7 @@ def test_checked_in_reductions_are_the_split_order_ones_and_run_right():
     kernel = sorted((c for c in det if c.get("REDUCE") == "kernel"), key=lambda c: c["SPLIT_K"] * c["BLOCK_K"])
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (20, 3000, 40), bias=True), seed())
     for c, mode in ((kernel[0], DETERMINISTIC), (kernel[-1], DETERMINISTIC), (kernel[0], ATOMIC)):
-        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, {**c, "num_stages": 1})
+        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, {**c, "num_stages": 1}, target=target_for(inputs.a))
         assert gemm.mode == DETERMINISTIC  # "kernel" is the plane sum in either mode
         first = gemm().clone()
         check(first, reference64(inputs))

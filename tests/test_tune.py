@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from qgemm_bench import cli
+from qgemm_bench.target import Target
 from qgemm_bench.types import Shape
-from tests.support import DEV, fp64, rel_np, triton_config
+from tests.support import DEV, fp64, rel_np, target_for, triton_config
 
 pytestmark = pytest.mark.skipif(DEV.type == "cuda", reason="the CPU test mode (the interpreter)")
 
@@ -109,7 +110,8 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
         assert e["config"] in WO[path] and e["us"] > 0
         inp = int4_gemm.make_inputs(Case(int4_gemm.NAME, Shape(m - 1, k, n), torch.float16, DEV,
                                          int4_gemm.Settings(128)), seed)
-        got = WeightOnlyGemm(*weight_args(int4_gemm.NAME, inp), config=e["config"], path=path)(inp.x)
+        got = WeightOnlyGemm(*weight_args(int4_gemm.NAME, inp), config=e["config"], path=path,
+                             target=target_for(weight_args(int4_gemm.NAME, inp)[0]))(inp.x)
         assert rel_np(got, fp64(inp.x, int4_gemm.dequantize(inp))) < 1e-2
     table = skc.check_table(read_back(tmp_path, "split_k"))
     for mode_id, mode in enumerate(skc.MODES):
@@ -118,7 +120,7 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
         assert {x: v for x, v in e["config"].items() if x != "REDUCE"} in SK and e["us"] > 0
         inp = split_k_gemm.make_inputs(Case(split_k_gemm.NAME, SPLIT_K_SHAPE, torch.float16, DEV,
                                             split_k_gemm.Settings(False)), seed)
-        got = SplitKGemm(inp.a, inp.b, None, mode_id, e["config"])()
+        got = SplitKGemm(inp.a, inp.b, None, mode_id, e["config"], target=target_for(inp.a))()
         assert rel_np(got, inp.a.double() @ inp.b.double()) < 1e-2
 
 
@@ -191,6 +193,76 @@ def test_dry_run_like_a_stored_gpu_prunes_to_its_winners(capsys):
     assert cli.main(["tune", "--dry-run", "--like", "h200"]) == 0
     out = capsys.readouterr().out
     assert "those that won at each M on h100" in out and "on 1 GPU : expected" in out
+    # Issue 52: a bring-up in 25 minutes on one H200 and 15 on two, start-up included: the plan fits the
+    # default budgets (24 and 14 minutes of tuning), which then shorten no unit's candidate list.
+    for size, budget in ((1, 24.0), (2, 14.0)):
+        line = next(v for v in out.splitlines() if v.startswith(f"on {size} GPU"))
+        expected = float(line.split("expected")[1].split("min")[0])
+        assert expected <= budget and f"budget {budget:5.1f} min" in line and "shortens" not in line, line
+
+
+def test_the_second_round_retimes_only_the_fastest_of_the_first():
+    """timing.time_rounds with keep (the weight-only passes' TABLE_KEEP): the
+    reverse round times the `keep` fastest of the first, the others keep
+    their first time; a candidate that failed is no contender."""
+    from qgemm_bench.tuning.timing import time_rounds
+
+    first = {"a": 5.0, "b": 1.0, "c": 3.0, "d": 2.0, "e": 9.0, "f": 0.5}
+    seen = []
+
+    def time_one(name):
+        seen.append(name)
+        if name == "f":
+            raise RuntimeError("a config the GPU refuses")
+        return first[name] + (seen.count(name) - 1)  # the second round 1 us slower
+
+    got = time_rounds(list("abcdef"), time_one, rounds=2, keep=3)
+    assert seen == list("abcdef") + ["d", "c", "b"]  # b, c and d, reversed
+    assert got[:5] == [5.0, 1.5, 3.5, 2.5, 9.0] and isinstance(got[5], RuntimeError)
+    seen.clear()
+    assert time_rounds(list("abcde"), time_one, rounds=2) == [5.5, 1.5, 3.5, 2.5, 9.5] and len(seen) == 10
+
+
+def test_split_k_shares_keep_every_shapes_floor():
+    """split_k.first_share over the skinny preset: every shape at least
+    SHAPE_FLOOR_S where the batch has that much, heavier shapes (more
+    candidates) never less than lighter ones, the whole batch spent; with
+    less than the floors, equal shares."""
+    from qgemm_bench.operators import split_k_gemm
+    from qgemm_bench.tuning import split_k as t
+
+    w = [len(t.candidates(*s, 132)) + t.TOP * len(t.VARIANTS) for s in split_k_gemm.PRESETS["skinny"]]
+    for total in (37 * 12.5, 555.0):
+        left, shares = total, []
+        for i in range(len(w)):
+            shares.append(t.first_share(left, w[i:]))
+            left -= shares[-1]
+        assert min(shares) >= t.SHAPE_FLOOR_S - 1e-6 and sum(shares) == pytest.approx(total)
+        assert all(a >= b - 1e-6 for wa, a in zip(w, shares, strict=True) for wb, b in zip(w, shares, strict=True)
+                   if wa > wb)
+        assert max(shares) > 1.3 * t.SHAPE_FLOOR_S  # the heavy shapes get more than the floor
+    assert t.first_share(30.0, [1, 50, 9]) == pytest.approx(10.0)
+
+
+def test_a_split_path_the_fused_path_outran_times_the_prior_winner_alone():
+    """candidates.unit_pool: where the prior's fused path was faster at every
+    bucket of M it timed both at, the split unit times the bucket's prior
+    winner (as stored, then its PDL twin) alone; where the split path won
+    one bucket, or without the fused entries, the pruned pool."""
+    from qgemm_bench.tuning import candidates as cands
+
+    a, b = cands.weight_only_pool(0, "split", 16)[:2]
+    split = {"M16_K4096_N4096": {"config": {**a, "PDL": 2}, "us": 10.0}, "M16_K8192_N8192": {"config": b, "us": 20.0},
+             "M1_K4096_N4096": {"config": b, "us": 5.0}}
+    fused = {"M16_K4096_N4096": {"config": a, "us": 9.0}, "M16_K8192_N8192": {"config": a, "us": 19.0},
+             "M1_K4096_N4096": {"config": a, "us": 6.0}}
+    first = split["M16_K4096_N4096"]["config"]
+    assert cands.split_outrun(split, fused, 16) and not cands.split_outrun(split, fused, 1)
+    assert not cands.split_outrun(split, fused, 32)  # nothing timed at M = 32
+    assert cands.unit_pool(0, "split", 16, split, first, fused) == [first, a]
+    whole = cands.unit_pool(0, "split", 16, split, first)
+    assert whole[0] == first and a in whole and b in whole
+    assert cands.unit_pool(0, "split", 16, split, first, {**fused, "M16_K8192_N8192": {"us": 21.0}}) == whole
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -354,7 +426,7 @@ def test_a_shape_cut_short_still_times_the_prior_config():
     from qgemm_bench.backends.triton_kernels import split_k as sk
     from qgemm_bench.tuning import split_k
 
-    tuner = split_k.ShapeTuner(SPLIT_K_SHAPE, DEV, 132, 0.0, 1.0, [], torch.float16)
+    tuner = split_k.ShapeTuner(SPLIT_K_SHAPE, DEV, Target.cpu(), 0.0, 1.0, [], torch.float16)
     import time
 
     now = time.monotonic()

@@ -12,7 +12,20 @@ from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 from qgemm_bench.configs import store as config_store
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.formats import INT4, NVFP4
-from tests.support import DEV, DT, case, check, fake_target, fp64, interpreter, seed, table_store, triton_config
+from qgemm_bench.target import Target
+from tests.support import (
+    DEV,
+    DT,
+    case,
+    check,
+    fake_target,
+    fp64,
+    interpreter,
+    seed,
+    table_store,
+    target_for,
+    triton_config,
+)
 
 A, B, C = triton_config(16, 32, 64, 2), triton_config(16, 64, 64, 4), triton_config(64, 32, 64, 1)
 DOC = {"gpu": "h100", "kernels": {"int4_gemm": {"M1_K4096_N4096": {"config": A}, "M16_K8192_N8192": {"config": B}},
@@ -89,7 +102,7 @@ def test_the_table_sends_a_small_m_to_the_fused_path_in_both_backends(tmp_path):
     Triton backend runs it with the table's config, right against fp64, and
     the Helion backend takes the same path; elsewhere the M bounds decide."""
     from qgemm_bench.backends import helion_ops
-    from qgemm_bench.backends.triton_dispatch import path_for
+    from qgemm_bench.backends.triton_dispatch import path_for, weight_only_entry
 
     fused = triton_config(32, 32, 64, 3)
     split = {"config": triton_config(16, 32, 64, 2), "us": 9.0}
@@ -97,7 +110,7 @@ def test_the_table_sends_a_small_m_to_the_fused_path_in_both_backends(tmp_path):
         "int4_gemm": {"M1_K256_N40": {**split, "us": 5.0}, "M32_K256_N40": split, "M64_K256_N40": split},
         "int4_gemm_fused": {"M1_K256_N40": {"config": fused, "us": 6.0}, "M32_K256_N40": {"config": fused, "us": 8.0},
                             "M64_K256_N40": {"config": fused, "us": 10.0}}}})
-    e = woc.entry(gpu, store)
+    e = weight_only_entry(gpu, store)
     # Buckets without both timings (4, 16) take the nearest one's choice.
     assert [path_for(m, INT4, 256, 40, e.gpu, doc=e.table) for m in (1, 4, 16, 17, 32, 33, 65)] == \
         ["split", "split", "fused", "fused", "fused", "split", "fused"]
@@ -269,7 +282,7 @@ def test_every_checked_in_config_is_right(path, m, k, n, fmt):
     assert configs, kernel
     ran = set()
     for c in configs:
-        gemm = WeightOnlyGemm(*wargs, config=c, path=path)
+        gemm = WeightOnlyGemm(*wargs, config=c, path=path, target=target_for(wargs[0]))
         if path == "fused":
             gemm.fused().config_for(m)  # every config passes the call's checks (wrong_on_sm90 reads num_warps)
         if interpreted(c) in ran:
@@ -296,7 +309,7 @@ def test_every_checked_in_group_config_is_right(group):
         if interpreted(c) in ran:
             continue
         ran.add(interpreted(c))
-        check(WeightOnlyGemm(*wargs, config=c, path="fused")(inputs.x),
+        check(WeightOnlyGemm(*wargs, config=c, path="fused", target=target_for(wargs[0]))(inputs.x),
               fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
@@ -369,11 +382,12 @@ def test_tma_runs_with_the_groups_measured_on_hopper_only():
 
 def test_without_a_table_entry_the_split_path_says_it_autotunes():
     inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 40), DT, torch.device("cpu")), 0)
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128)
+    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, target=target_for(inputs.w))
     assert gemm.tuned(3) == (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
     assert gemm.note(100) == gemm.note(2000) == ""  # the fused path: FUSED_CONFIGS, nothing to say
     g96 = int4_gemm.make_inputs(case(int4_gemm, (3, 192, 40), DT, torch.device("cpu"), group_size=96), 0)
-    gemm = WeightOnlyGemm(g96.w, g96.scales, None, INT4, 96)  # GATHER, no TMA: dequantize + cuBLAS above 1024
+    gemm = WeightOnlyGemm(g96.w, g96.scales, None, INT4, 96,
+                          target=target_for(g96.w))  # GATHER, no TMA: dequantize + cuBLAS above 1024
     assert gemm.note(2000) == "dequantize + cuBLAS path (a K x N scratch)"
 
 
@@ -385,7 +399,7 @@ def test_helion_takes_the_triton_table_config_of_the_shape(gpu):
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels.configs import from_triton
 
-    real = woc.read_table(woc.path_for(gpu))["kernels"]
+    real = woc.read_table(config_store.DEFAULT.path(gpu, woc.FAMILY))["kernels"]
     cuda = config_store.entries()[gpu]  # the Target whose entry this is
     cfg, note = helion_ops.default_config(INT4, "split", 1, 4096, 6144, cuda)
     assert cfg == from_triton(real["int4_gemm"]["M1_K4096_N6144"]["config"], split=True)
@@ -436,7 +450,8 @@ def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(fmt, group, k, n, eve
     inputs = op.make_inputs(case(op, (5, k, n), **({"group_size": group} if fmt == INT4 else {})), seed())
     wargs = (inputs.w, inputs.scales, None, INT4, group) if fmt == INT4 else \
         (inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16)
-    check(WeightOnlyGemm(*wargs, config=c, path="split")(inputs.x), fp64(inputs.x, op.dequantize(inputs)))
+    check(WeightOnlyGemm(*wargs, config=c, path="split",
+                         target=target_for(wargs[0]))(inputs.x), fp64(inputs.x, op.dequantize(inputs)))
 
 
 def test_a_fused_config_runs_the_split_kernel_without_its_fused_only_keys():
@@ -444,7 +459,8 @@ def test_a_fused_config_runs_the_split_kernel_without_its_fused_only_keys():
     # it takes neither (weight_only_configs.FUSED_ONLY), the tiles the same.
     inputs = int4_gemm.make_inputs(case(int4_gemm, (5, 512, 100), group_size=128), seed())
     c = {**triton_config(16, 32, 64, 3), "TMA": True, "ACC_SCALE": True}
-    out = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, config=c, path="split")(inputs.x)
+    out = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, config=c, path="split",
+                         target=target_for(inputs.w))(inputs.x)
     check(out, fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
@@ -481,7 +497,7 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
     calls, seen = {}, {}
 
     class Gemm:
-        def __init__(self, *args, config, path):
+        def __init__(self, *args, config, path, target=None):
             if config["BLOCK_M"] == 32:
                 raise ValueError("refused")
             self.c = config
@@ -492,7 +508,8 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
             nan_at_5 = float("nan") if calls[64] == 5 else 1e-3
             return {16: 1e-3, 128: 0.1 if calls[128] == 7 else 1e-3, 64: nan_at_5}[self.c["BLOCK_M"]]
 
-    monkeypatch.setattr(woc, "path_for", lambda gpu: out)
+    monkeypatch.setattr(script, "TABLE_OUT", out)
+    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(script, "operands",
                         lambda fmt, m, k, n, dequantized, group=128: (torch.ones(2, 4), (), torch.ones(4, 3)))
@@ -551,7 +568,7 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     us = {describe(tma_best): 37.0, describe(ptr_best): 44.5}
 
     class Gemm:
-        def __init__(self, *args, config=None, path):
+        def __init__(self, *args, config=None, path, target=None):
             self.c = config if config is not None else {"path": path}
 
         def __call__(self, x):
@@ -560,7 +577,8 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     def name(c):
         return c["path"] if "path" in c else describe(c)
 
-    monkeypatch.setattr(woc, "path_for", lambda gpu: out)
+    monkeypatch.setattr(script, "TABLE_OUT", out)
+    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev=None: "NVIDIA H100 80GB HBM3")
@@ -751,7 +769,7 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
     groups = []
 
     class Gemm:
-        def __init__(self, *args, config, path):
+        def __init__(self, *args, config, path, target=None):
             self.c = config
 
         def fused(self):
@@ -765,7 +783,8 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
 
         return [us[ws_label(c["WS"]) if "WS" in (c := calls[0]()) else None] for calls in cands]
 
-    monkeypatch.setattr(woc, "path_for", lambda gpu: out)
+    monkeypatch.setattr(script, "TABLE_OUT", out)
+    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(script, "TARGET", Target("h100", "an sm_90 GPU", (9, 0), 132, 227 * 1024, 50 * 2**20))
@@ -804,7 +823,7 @@ def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, caps
     ran, groups = [], []
 
     class Gemm:
-        def __init__(self, *args, config=None, path=None):
+        def __init__(self, *args, config=None, path=None, target=None):
             self.c = config
 
         def tuned(self, m, path):
@@ -814,7 +833,8 @@ def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, caps
             ran.append(self.c["BLOCK_N"])
             return 0.1 if self.c == own and len(ran) == 2 else 1e-3
 
-    monkeypatch.setattr(woc, "path_for", lambda gpu: out)
+    monkeypatch.setattr(script, "TABLE_OUT", out)
+    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(script, "operands", lambda fmt, m, k, n, dequantized, group=128: groups.append(group) or (
         torch.ones(2, 4), (), torch.ones(4, 3)))
@@ -855,7 +875,7 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     shape = []
 
     class Gemm:
-        def __init__(self, *args, config, path):
+        def __init__(self, *args, config, path, target=None):
             pass
 
         def fused(self):
@@ -864,7 +884,8 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
         def runs_ws(self, x, c):
             return True
 
-    monkeypatch.setattr(woc, "path_for", lambda gpu: out)
+    monkeypatch.setattr(script, "TABLE_OUT", out)
+    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(fused_gemm, "ws_pool", lambda m: [sk])

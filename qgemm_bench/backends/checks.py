@@ -47,6 +47,15 @@ def interpreter_note(case: Case) -> str:
     return INTERPRETER if case.device.type == "cpu" else ""
 
 
+def case_target(case: Case):
+    """The run's Target (case.target), else the case's device's (target.of:
+    a Python caller without one): what the ops hand the kernels, which never
+    look a GPU up themselves."""
+    from qgemm_bench.target import of
+
+    return case.target if case.target is not None else of(case.device)
+
+
 def on_cpu(case: Case, config: dict) -> dict | None:
     """An explicit config for the interpreter (where autotuning times
     nothing), None on a GPU (the tuned configs decide)."""

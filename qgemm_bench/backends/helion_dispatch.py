@@ -4,19 +4,80 @@ through weight_only_path) and, for a shape, GPU or kernel without a Helion
 config of its own, the Triton backend's configs translated
 (table_config, default_config, split_k_default). helion_kernels/tuning.py
 then takes the store's Helion config of the shape's bucket where it has one
-(helion_ops says when another bucket's may run)."""
+(helion_ops says when another bucket's may run), through HelionConfigs:
+the store is read and written here (HelionConfigs, save), never in
+helion_kernels/."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+from qgemm_bench.configs import store as config_store
+
+FAMILY = "helion"  # the store's (helion_kernels.configs.FAMILY)
+
+
+class HelionConfigs:
+    """The Helion configs of Target `target` in the store (default: the
+    package's): what helion_kernels.tuning.ready looks configs up in and
+    saves autotuned ones to."""
+
+    def __init__(self, target, store: config_store.Store | None = None):
+        self.target, self.store = target, store
+
+    def lookup(self, kernel: str, m: int, k: int, n: int, path: Path | None = None,
+               nearest_ok: bool = True) -> tuple[dict, str]:
+        """(config, note) of the kernel at this shape (helion_kernels.configs
+        .lookup) in the store's entry for the Target: its own, else the nearest
+        of its compute capability (the note names it); `path` replaces the
+        store (--helion-configs). ConfigMissing where none serves."""
+        from qgemm_bench.backends.config_buckets import read_json
+        from qgemm_bench.backends.helion_kernels.configs import ConfigMissing, lookup
+
+        if path is not None:
+            if not Path(path).exists():
+                raise ConfigMissing(f"--helion-configs {path}: no such file")
+            return lookup(kernel, m, k, n, read_json(path), Path(path).name, nearest_ok=nearest_ok)
+        e = config_store.load(self.target, FAMILY, self.store)
+        if e.gpu is None:
+            raise ConfigMissing(f"no checked-in Helion configs for GPU {self.target.name!r} ({e.note}); "
+                                "run with --autotune quick (add --save-configs to keep them)")
+        return lookup(kernel, m, k, n, e.table, f"{e.gpu}/{FAMILY}.json", e.note, nearest_ok)
+
+    def save_args(self, kernel: str, m: int, k: int, n: int, config: dict, info: dict) -> tuple:
+        """save()'s arguments for this Target's entry (held back under
+        torchrun: rank 0 saves every rank's)."""
+        return (kernel, m, k, n, self.target.name, config, info, self.store)
+
+    def save(self, args: tuple) -> Path:
+        """save(*args): the file written."""
+        return save(*args)
+
+
+def save(kernel: str, m: int, k: int, n: int, slug: str, config: dict, info: dict,
+         store: config_store.Store | None = None) -> Path:
+    """Write (or replace) one bucket's entry of GPU `slug`'s helion file in
+    the store, keeping the rest of it (its provenance says it was changed by
+    hand or by an autotune: info's "tuned")."""
+    from qgemm_bench.backends.config_buckets import bucket, parse
+
+    store = store or config_store.DEFAULT
+    doc = store.read(slug, FAMILY) or {"gpu": slug, "kernels": {}}
+    doc["kernels"].setdefault(kernel, {})[bucket(m, k, n)] = {"config": config, **info}
+    doc["kernels"] = {kn: dict(sorted(v.items(), key=lambda kv: parse(kv[0]))) for kn, v in
+                      sorted(doc["kernels"].items())}
+    provenance = {key: None for key in config_store.PROVENANCE_KEYS} | doc.get("provenance", {})
+    provenance["changed"] = [*provenance.get("changed", []), f"{kernel} {bucket(m, k, n)}: {info.get('tuned')}"]
+    return store.write(slug, FAMILY, doc, provenance)
 
 
 def weight_only_path(m: int, fmt: int, k: int, n: int, target, store=None) -> str:
     """The weight-only path at M on Target `target`: the Triton backend's by
     M and its table's faster path (triton_dispatch.path_for; above
     FUSED_MAX_M always dequant: the Helion fused kernel has no TMA loads)."""
-    from qgemm_bench.backends.triton_dispatch import path_for
-    from qgemm_bench.backends.triton_kernels import weight_only_configs
+    from qgemm_bench.backends.triton_dispatch import path_for, weight_only_entry
 
-    e = weight_only_configs.entry(target, store)
+    e = weight_only_entry(target, store)
     return path_for(m, fmt, k, n, e.gpu, doc=e.table)
 
 
@@ -32,12 +93,13 @@ def helion_config(c: dict, path: str) -> dict:
 
 def table_config(fmt: int, path: str, m: int, k: int, n: int, target, store=None) -> tuple[dict, str] | None:
     """The Triton table's config for this path and shape on this Target (the
-    store's weight_only entry for it, weight_only_configs.entry; its
+    store's weight_only entry for it, triton_dispatch.weight_only_entry; its
     pointer-load config where the entry's has TMA loads, which the Helion
     kernels lack), as a Helion config (helion_config), or None."""
+    from qgemm_bench.backends.triton_dispatch import weight_only_entry
     from qgemm_bench.backends.triton_kernels import weight_only_configs
 
-    e = weight_only_configs.entry(target, store)
+    e = weight_only_entry(target, store)
     found = weight_only_configs.lookup(fmt, path, m, k, n, e.gpu, e.table, tma=False)
     if found is None:
         return None

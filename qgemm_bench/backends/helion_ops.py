@@ -13,7 +13,13 @@ import torch
 
 from qgemm_bench.backends.checks import check_split_k, check_weight_only, missing, triton_why_not
 from qgemm_bench.backends.helion_dispatch import HELION_PDL as HELION_PDL  # re-exported: tests, scripts
-from qgemm_bench.backends.helion_dispatch import default_config, split_k_default, table_config, weight_only_path
+from qgemm_bench.backends.helion_dispatch import (
+    HelionConfigs,
+    default_config,
+    split_k_default,
+    table_config,
+    weight_only_path,
+)
 from qgemm_bench.backends.helion_dispatch import helion_config as helion_config  # re-exported: tests, scripts
 from qgemm_bench.backends.registry import Prepared, backend
 from qgemm_bench.errors import InputError
@@ -92,9 +98,9 @@ def rank_state():
 
 def merge_rank_states(states: list) -> list[str]:
     """Rank 0: write every rank's autotuned configs into the config files."""
-    from qgemm_bench.backends.helion_kernels import configs
+    from qgemm_bench.backends.helion_dispatch import save as save_config
 
-    saved = [configs.save(*save) for state in states for save in state or []]
+    saved = [save_config(*save) for state in states for save in state or []]
     return [f"helion configs from {len(saved)} autotune(s) saved to "
             f"{', '.join(sorted({f'{p.parent.name}/{p.name}' for p in saved}))}"] if saved else []
 
@@ -252,7 +258,7 @@ class WeightOnly:
 
             r = ready(self.name, kernels.weight_only, lambda cfg: self._split_args(x, cfg), x.device,
                       (m, self.k, self.n), WEIGHT_ONLY_INTERPRETER_CONFIG, fix, default, nearest_ok,
-                      target=self.target, store=self.store)
+                      source=HelionConfigs(self.target, self.store))
             if translated and x.device.type == "cuda":
                 r.notes = "; ".join(filter(None, (r.notes, "config of the earlier split kernel, translated "
                                                   "(its timing predates this kernel)")))
@@ -275,7 +281,7 @@ class WeightOnly:
 
             r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
                       (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok,
-                      (*ARGUMENT_KEYS, "split_k"), target=self.target, store=self.store)
+                      (*ARGUMENT_KEYS, "split_k"), source=HelionConfigs(self.target, self.store))
         else:
             r = self._dequant_ready(x.dtype, x.device)
         self._ready[m] = r
@@ -460,6 +466,7 @@ class SplitK:
         "<op>_deterministic"), else the Triton table's config (split_k_default)."""
         from qgemm_bench.backends.helion_kernels import kernels
         from qgemm_bench.backends.helion_kernels.tuning import ready
+        from qgemm_bench.backends.triton_dispatch import split_k_entry
         from qgemm_bench.backends.triton_kernels import split_k_configs
 
         default = split_k_default(self.deterministic, self.m, self.k, self.n, self.target, self.store)
@@ -482,12 +489,12 @@ class SplitK:
         # Helion's own config of another bucket only where the Triton table
         # has no entry of the shape's own (as for the weight-only kernels): a
         # neighbour's det config ran 1.4x the table's at 256x4096x256 (H100).
-        e = split_k_configs.entry(self.target, self.store)
+        e = split_k_entry(self.target, self.store)
         exact = split_k_configs.has_entry(split_k_configs.MODES[int(self.deterministic)], self.m, self.k, self.n,
                                           e.gpu, e.table)
         return ready(name, kernels.split_k, self.args, self.a.device, (self.m, self.k, self.n),
                      SPLIT_K_INTERPRETER_CONFIG, fix, default, nearest_ok=not exact, arguments=SPLIT_K_ARGUMENTS,
-                     target=self.target, store=self.store)
+                     source=HelionConfigs(self.target, self.store))
 
 
 def _split_k(case, inputs, deterministic: bool) -> Prepared:

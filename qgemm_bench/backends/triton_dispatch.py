@@ -11,18 +11,33 @@ triton_kernels/ take a config and a Target and decide nothing).
 - Split-K GEMM: choose_split_k (the store's split_k table, else the
   heuristic).
 
-A Target without its own store entry takes the nearest entry of its
-compute capability (configs.store), and the notes say which.
+The store is read here (weight_only_entry, split_k_entry), never in
+triton_kernels/: a Target without its own store entry takes the nearest
+entry of its compute capability (configs.store), and the notes say which.
 """
 
 from __future__ import annotations
 
 from qgemm_bench.backends.triton_kernels import split_k_configs, weight_only_configs
 from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, SPLIT_PATH_MAX_M
+from qgemm_bench.configs import store as config_store
 from qgemm_bench.operators.formats import INT4
 from qgemm_bench.target import Target
 
 PATHS = ("auto", "split", "fused", "dequant")
+
+
+def weight_only_entry(target: Target, store: config_store.Store | None = None) -> config_store.Entry:
+    """The store's weight_only Entry for `target` (its own, the nearest of its
+    compute capability, or none), checked (weight_only_configs.check_table):
+    pass entry.gpu and entry.table as weight_only_configs.lookup's gpu and doc."""
+    return config_store.load(target, weight_only_configs.FAMILY, store, weight_only_configs.check_table)
+
+
+def split_k_entry(target: Target, store: config_store.Store | None = None) -> config_store.Entry:
+    """The store's split_k Entry for `target`, checked (split_k_configs
+    .check_table): pass entry.gpu and entry.table as split_k_configs.lookup's."""
+    return config_store.load(target, split_k_configs.FAMILY, store, split_k_configs.check_table)
 
 
 def path_for(m: int, fmt: int | None = None, k: int | None = None, n: int | None = None,
@@ -34,7 +49,7 @@ def path_for(m: int, fmt: int | None = None, k: int | None = None, n: int | None
     dequantize + cuBLAS faster), except that up to SPLIT_PATH_MAX_M the fused
     kernel (with split-K) runs where GPU `gpu`'s table timed it faster at the
     shape's bucket (weight_only_configs.faster_path; doc: the store entry's
-    table, weight_only_configs.entry)."""
+    table, weight_only_entry)."""
     if m <= SPLIT_PATH_MAX_M:
         if fmt is not None and weight_only_configs.faster_path(fmt, m, k, n, gpu, doc) == "fused":
             return "fused"
@@ -55,7 +70,7 @@ class WeightOnlyDispatch:
             raise ValueError(f"path {path!r}: expected auto, split, fused or dequant")
         self.fmt, self.fused_group, self.k, self.n = fmt, fused_group, k, n
         self.target, self.config, self.forced_path = target, config, path
-        self.entry = weight_only_configs.entry(target, store)  # the store entry the table lookups use
+        self.entry = weight_only_entry(target, store)  # the store entry the table lookups use
         self._configs: dict[tuple[int, str], tuple[dict | None, str]] = {}
 
     def path(self, m: int) -> str:
@@ -116,9 +131,9 @@ class WeightOnlyDispatch:
 def choose_split_k(mode: int, m: int, k: int, n: int, target: Target, store=None) -> tuple[dict, str]:
     """(config, where it came from) of the split-K GEMM in mode (split_k
     .ATOMIC / DETERMINISTIC) at this shape on this Target: the store's
-    split_k entry (split_k_configs.entry, then .lookup: exact, nearest of
+    split_k entry (split_k_entry, then split_k_configs.lookup: exact, nearest of
     the bucket, else the heuristic for target.sms); a GPU using another's
     entry says which."""
-    e = split_k_configs.entry(target, store)
+    e = split_k_entry(target, store)
     c, source = split_k_configs.lookup(split_k_configs.MODES[mode], m, k, n, target.sms, e.gpu, e.table)
     return c, (f"{e.note}; {source}" if e.note and not target.is_cpu else source)

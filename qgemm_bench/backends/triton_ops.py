@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from qgemm_bench.backends.checks import interpreter_note, on_cpu, triton_why_not
+from qgemm_bench.backends.checks import case_target, interpreter_note, on_cpu, triton_why_not
 from qgemm_bench.backends.registry import Prepared, backend
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
 
@@ -33,7 +33,7 @@ def _weight_only(case, inputs) -> Prepared:
     from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
     gemm = WeightOnlyGemm(*weight_args(case.op, inputs), on_cpu(case, WEIGHT_ONLY_INTERPRETER_CONFIG),
-                          target=case.target)
+                          target=case_target(case))
 
     def apply(x):
         return gemm(x.contiguous())
@@ -73,7 +73,7 @@ def _split_k(case, inputs, deterministic: bool) -> Prepared:
 
     a, b, bias = inputs.a.contiguous(), inputs.b.contiguous(), inputs.bias
     gemm = SplitKGemm(a, b, bias, DETERMINISTIC if deterministic else ATOMIC, on_cpu(case, SPLIT_K_INTERPRETER_CONFIG),
-                      target=case.target)
+                      target=case_target(case))
     notes = "; ".join(filter(None, (interpreter_note(case), gemm.note())))  # the config and where it came from
     return Prepared(gemm, resident=(b,) if bias is None else (b, bias), notes=notes)
 

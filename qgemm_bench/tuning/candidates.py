@@ -226,6 +226,39 @@ def pdl_won_at(prior: dict | None, m: int, key: str | None = None) -> bool:
     return any(parse(name)[0] == m and won(e) for name, e in prior.items())
 
 
+def split_outrun(split: dict | None, fused: dict | None, m: int) -> bool:
+    """Whether the prior table's fused path timed faster than its split path
+    at every bucket of M where it timed both (at least one): there the split
+    path only serves where the fused one cannot run, and its unit times the
+    bucket's own prior winner alone (unit_pool). The H100 entry: fused
+    faster at 63 of the 64 buckets of M <= 64; the H200 tune (pruned by it,
+    every split candidate timed) agreed at 62, the other two by 1.7 and
+    2.2% (nvfp4 4096x4096 at M = 1 and 16)."""
+    timed = lambda e: isinstance((e or {}).get("us"), (int, float))  # noqa: E731
+    both = [(e, fused[key]) for key, e in (split or {}).items()
+            if parse(key)[0] == m and timed(e) and timed((fused or {}).get(key))]
+    return bool(both) and all(f["us"] < e["us"] for e, f in both)
+
+
+def unit_pool(fmt: int, path: str, m: int, prior: dict | None, first: dict | None = None,
+              rival: dict | None = None) -> list[dict]:
+    """The table candidates of one weight-only unit (tuning/weight_only.py
+    tune_unit; tuning/plan.py counts them): the path's pool pruned by the
+    prior table's winners at M (pruned), with PDL twins up to PDL_MAX_M
+    (with_pdl); a split path the prior's fused path outran at M (rival: its
+    fused entries, split_outrun) the bucket's own prior winner alone; the
+    prior winner `first` (as stored, with its PDL) ahead."""
+    pool = pruned(weight_only_pool(fmt, path, m), prior, m, first)
+    if path == "split" and first is not None and split_outrun(prior, rival, m):
+        pool = [c for c in pool if base_of(c) == base_of(first)] or pool
+    if m <= PDL_MAX_M:
+        pool = with_pdl(pool, prior, m)
+    if first is not None:
+        own = {c: v for c, v in first.items() if c != "WS"}  # its WS tiles: the ws pass times them
+        pool.sort(key=lambda c: c != own)
+    return pool
+
+
 # ------------------------------------------------------------------ Helion
 
 def helion_sk(bm, bn, bk, split, warps=4, stages=4):

@@ -17,8 +17,8 @@ HELP = """\
 bring up a GPU from nothing (every operator, both kernel families):
 
   qgemm-bench tune --dry-run                 # what would be tuned, and how long it should take
-  qgemm-bench tune                           # one GPU: at most --budget-s (default 22 min)
-  NCCL_NVLS_ENABLE=0 torchrun --nproc-per-node 2 runner.py tune   # two GPUs (default 13 min)
+  qgemm-bench tune                           # one GPU: at most --budget-s (default 24 min)
+  NCCL_NVLS_ENABLE=0 torchrun --nproc-per-node 2 runner.py tune   # two GPUs (default 14 min)
   qgemm-bench tune --resume                  # after an interruption: only what is not written yet
   qgemm-bench tune --stop-after-s 500; qgemm-bench tune --resume --stop-after-s 500; ...
                                              # where a command may run 10 minutes at most
@@ -37,7 +37,7 @@ finished tune deletes the journal. Commit the folder to make the entry everyone'
 
 how long: on four H200s under torchrun a bring-up took 9.6 minutes of wall time
 (8.2 + 0.8 minutes of tuning, in two commands; results/h200/README.md); one and
-two GPUs are not measured yet (the default budget is 22 and 13 minutes of
+two GPUs are not measured yet (the default budget is 24 and 14 minutes of
 tuning, plus start-up). A GPU with a tuned
 entry of its compute capability in the store (the H100's for an H200) times only
 the candidates that won there, at each M (--full times every candidate of the
@@ -47,7 +47,8 @@ reached last are tuned from fewer candidates.
 
 every candidate is checked against the reference before it is timed; a wrong or
 failing config is never chosen. Timing is the runner's: a CUDA graph over
-rotating input copies larger than 2x L2, p50, two rounds (the second reversed).
+rotating input copies larger than 2x L2, p50, two rounds (the second reversed, of
+the fastest three).
 
 exit status: 0 every planned unit tuned, 1 some unit had no config that ran right,
 or the tune stopped (a stalled kernel, a lost CUDA context: the entries so far are
@@ -465,7 +466,10 @@ class Tune:
             kernel = woc.kernel(fmt_id, unit.path)
             prior = priors["weight_only"]
             entries = None if prior is None else prior.get("kernels", {}).get(kernel, {})
-            entry = weight_only.tune_unit(unit.fmt, unit.path, *unit.shape, entries, stop, self.args.group_list)
+            other = woc.kernel(fmt_id, "fused" if unit.path == "split" else "split")
+            rival = None if prior is None else prior.get("kernels", {}).get(other, {})
+            entry = weight_only.tune_unit(unit.fmt, unit.path, *unit.shape, entries, stop, self.args.group_list,
+                                          rival)
             if entry is None:
                 return None
             return {"unit": unit.id, "family": "weight_only", "kernel": kernel, "key": bucket(*unit.shape),
@@ -502,7 +506,8 @@ class Tune:
         opts = argparse.Namespace(base={"entries": {}}, out=None, retune=True, keep_faster=False, jobs=jobs,
                                   warmup_ms=5.0, rep_ms=20.0, limit_s=max(1.0, stop - now))
         split_k.tune(opts, [Shape(*u.shape) for u in batch], self.device, deadline=stop, on_shape=on_shape,
-                     dtype=self.dtype, gpu=self.gpu, prior=priors["split_k"], prior_gpu=priors["gpus"].get("split_k"))
+                     dtype=self.dtype, gpu=self.gpu, prior=priors["split_k"], prior_gpu=priors["gpus"].get("split_k"),
+                     target=self.target)
         # no config ran right: every candidate tried, none timed (one not reached waits for --resume)
         return [r["unit"] for r in tried.values() if not r["timed"] and not r["cut_short"]]
 

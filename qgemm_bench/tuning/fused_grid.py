@@ -28,6 +28,7 @@ from qgemm_bench.harness.outputs import write_atomic
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.operators.formats import INT4, NVFP4
+from qgemm_bench.target import of
 from qgemm_bench.tuning.timing import p50_us
 from qgemm_bench.types import Case, Shape
 
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
                         rows.append((p50(fns), err, name))
                     except Exception as e:
                         print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
-                gemms = [FusedGemm(*weight_args(fmt, c), config=None) for c in copies]
+                gemms = [FusedGemm(*weight_args(fmt, c), config=None, target=of(case.device)) for c in copies]
                 for c in candidates(m):
                     for g in gemms:
                         g.config = c

@@ -2,11 +2,11 @@
 """Tune the Helion kernels' checked-in configs on this GPU: for each shape
 bucket, time a curated list of configs the way the runner times (CUDA graph
 over rotating copies larger than 2x L2), drop any that fail the accuracy
-check, and write the fastest into backends/helion_kernels/configs/<gpu>.json
-with its latency, the number of configs tried and the tuning time.
+check, and write the fastest into the config store (configs/<gpu>/helion.json,
+helion_dispatch.save) with its latency, the number of configs tried and the tuning time.
 
     qgemm-bench tune --backends helion                 # the store entry (the tune command: every op)
-    python -m qgemm_bench.tuning.helion                # every bucket below into helion_kernels/configs/
+    python -m qgemm_bench.tuning.helion                # every bucket below into configs/<gpu>/helion.json
                                                        # (~4-5 min on an H100: 124 configs)
     python -m qgemm_bench.tuning.helion --op int4_gemm --m 1 --kn 4096,28672   # another layer's bucket
     torchrun --nproc-per-node N -m qgemm_bench.tuning.helion   # buckets split over N GPUs, saved by rank 0
@@ -44,7 +44,7 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
          gpu: str | None = None, stop: float | None = None, target=None) -> dict | None:
     """The fastest accurate of `cands` (default: candidates() at the shape)
     timed by the runner's measure(), or None: {"op" (the kernel's name in
-    the config file), "shape", "us", "tune_s", "save" (configs.save's
+    the config file), "shape", "us", "tune_s", "save" (helion_dispatch.save's
     arguments), "key" (the bucket), "entry"}. stop (time.monotonic()): no
     candidate starts after it (the first always runs). target: the run's
     Target (default: the device's)."""
@@ -59,8 +59,9 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
     from qgemm_bench import operators
     from qgemm_bench.backends import registry
     from qgemm_bench.backends.config_buckets import bucket
-    from qgemm_bench.backends.helion_kernels import configs, tuning
+    from qgemm_bench.backends.helion_kernels import tuning
     from qgemm_bench.harness.measure import Settings, measure
+    from qgemm_bench.target import gpu_slug
     from qgemm_bench.types import Case, Shape
 
     op = operators.get(op_name)
@@ -91,11 +92,11 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
     us, cfg, compile_s = min(results, key=lambda t: t[0])
     took = time.perf_counter() - t0
     print(f"{op_name} {shape}: {us:.1f} us with {cfg} ({len(results)} tried, {took:.0f} s)", flush=True)
-    # configs.save's arguments: the caller saves (rank 0 alone under torchrun).
+    # helion_dispatch.save's arguments: the caller saves (rank 0 alone under torchrun).
     info = {"us": round(us, 2), "tuned": f"best of {len(results)} curated configs, "
                                          f"{'graph' if device.type == 'cuda' else 'cpu-wall'} timing",
             "tune_s": round(took, 1), "compile_s": round(compile_s, 2)}
-    save = (kernel_name(op_name, shape[0], shape, device), *shape, gpu or configs.gpu_slug(device), cfg, info)
+    save = (kernel_name(op_name, shape[0], shape, device), *shape, gpu or gpu_slug(device), cfg, info)
     return {"op": save[0], "shape": shape, "us": us, "tune_s": took, "save": save,
             "key": bucket(*shape), "entry": {"config": cfg, **info}}
 
@@ -149,7 +150,7 @@ def main() -> int:
 
     import torch
 
-    from qgemm_bench.backends.helion_kernels import configs
+    from qgemm_bench.backends.helion_dispatch import save
     from qgemm_bench.harness import distributed
 
     if not torch.cuda.is_available():
@@ -173,7 +174,7 @@ def main() -> int:
             return 0
         done = [r for part in gathered for r in part]
     for r in done:
-        path = configs.save(*r["save"])
+        path = save(*r["save"])
         print(f"{r['op']:<17} {str(r['shape']):<20} {r['us']:9.1f} us  tuned in {r['tune_s']:5.1f} s -> {path.name}")
     return 0
 

@@ -4,17 +4,19 @@ how they spread over ranks and the time budget.
 A unit is one store entry: a weight-only table entry (format, path, Llama
 layer, M), a split-K shape (both modes), a Helion bucket. Its cost is the
 expected seconds on an H100/H200-class GPU, from the candidates it will
-time: each one checked and timed in two rounds of the runner's windows
-(2 x (25 + 100 ms) of GPU time, with the graph captures, the check and
-its share of the compiles ~0.45 s; an estimate, not yet measured on the
-H200), a Helion config ~2.5 s (its compile dominates: the H100's 124
-configs took 4-5 minutes), a split-K shape 15 s (its tuner spends the share
-it is given: 540 s for 37 shapes on the H100 timed every candidate of
-most; 8 s, the guess before, left the H200's small shapes 1-9 of their
-20-60 candidates), and never less than the tuner's floor per shape
-(split_k.SHAPE_FLOOR_S). The dry run prints these; the budget hands each unit its share of
-the time left by cost, so the command ends on time whatever the model gets
-wrong.
+time: a weight-only candidate checked (with its graph captures and its
+share of the compiles ~0.2 s) and timed in a round of the runner's windows
+(25 + 100 ms), the TABLE_KEEP fastest of each pass in a second, reversed
+round (an estimate, not yet measured on the H200); a Helion config 1.75 s
+(the H200 bring-up's helion.json: 143.8 s of tune_s over its 82
+candidates, first compiles included); a split-K shape 12.5 s (its tuner
+spends the share it is given, by candidates and never less than its floor,
+split_k.SHAPE_FLOOR_S = 12 s, with the prior GPU's winner timed first: the
+preset's 37 shapes 12-17 s each; 540 s for them on the H100 timed every
+candidate of most; 8 s a shape, the guess before the floor, left the H200's
+small shapes 1-9 of their 20-60 candidates). The dry run prints these; the budget hands
+each unit its share of the time left by cost, so the command ends on time
+whatever the model gets wrong.
 """
 
 from __future__ import annotations
@@ -30,13 +32,23 @@ BACKENDS = ("triton", "helion")
 GROUPS = ("32", "64", "channel")  # int4 groups with their own WS config (--groups)
 
 CANDIDATE_S = 0.45  # a weight-only candidate: checked, then two rounds of the runner's windows
+ROUND_S = 0.125  # one of those rounds: the runner's 25 + 100 ms windows
 UNIT_S = 0.5  # a unit's inputs and rotating copies
-HELION_CANDIDATE_S = 2.5
-SPLIT_K_SHAPE_S = 15.0  # the H100's 540 s / 37 shapes (see the module doc)
+HELION_CANDIDATE_S = 1.75  # measured: the H200 bring-up (see the module doc)
+SPLIT_K_SHAPE_S = 12.5  # the floor and a little (see the module doc)
 
-# The default budget: 22 minutes on one GPU, 13 on two or more (the issue's
-# 25 and 15, less start-up: imports, the ceilings, the first compiles).
-BUDGET_S = {1: 1320.0, 2: 780.0}
+# The default budget: 24 minutes on one GPU, 14 on two or more (the issue's
+# 25 and 15, less start-up: imports, the ceilings, the first compiles; the
+# H200 bring-up's took 13 s, and 21 s for its --resume: results/h200/README.md).
+BUDGET_S = {1: 1440.0, 2: 840.0}
+
+
+def pass_s(n: int) -> float:
+    """Expected seconds of one weight-only pass over n candidates: each
+    checked and timed once, the TABLE_KEEP fastest once more."""
+    from qgemm_bench.tuning.weight_only import TABLE_KEEP
+
+    return (CANDIDATE_S - ROUND_S) * n + ROUND_S * min(n, TABLE_KEEP)
 
 
 @dataclass(frozen=True)
@@ -69,32 +81,32 @@ def weight_only_units(formats, ms, prior: dict | None, groups=()) -> list[Unit]:
     from qgemm_bench.operators.common import LLAMA3_8B_KN, LLAMA3_70B_KN
 
     out = []
+    kernels = (prior or {}).get("kernels", {})
     for fmt_id, fmt in enumerate(cands.FORMATS):
         if fmt not in formats:
             continue
         op = woc.FORMATS[fmt_id]
         for path in ("split", "fused"):
-            entries = None if prior is None else prior.get("kernels", {}).get(woc.kernel(fmt_id, path), {})
+            entries = None if prior is None else kernels.get(woc.kernel(fmt_id, path), {})
+            rival = None if prior is None else kernels.get(woc.kernel(fmt_id, "fused" if path == "split" else "split"))
             for m in cands.TABLE_M[path]:
                 if ms is not None and m not in ms:
                     continue
-                pool = cands.weight_only_pool(fmt_id, path, m)
-                if not pool:
+                if not cands.weight_only_pool(fmt_id, path, m):
                     continue
                 for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
                     first = (entries or {}).get(bucket(m, k, n), {}).get("config")
-                    timed = len(cands.pruned(pool, entries, m, first))
-                    if m <= cands.PDL_MAX_M:
-                        timed = len(cands.with_pdl(cands.pruned(pool, entries, m, first), entries, m))
+                    passes = [len(cands.unit_pool(fmt_id, path, m, entries, first, rival))]  # tune_unit's
                     if path == "fused" and ws_pool(m):
                         tiles = len(cands.ws_pruned(ws_pool(m), entries, m, bucket(m, k, n)))
-                        timed += (tiles + 1 if tiles else 0) + (len(groups) * (len(ws_pool(m)) + 1)
-                                                                 if fmt == "int4" else 0)
+                        passes += ([tiles + 1] if tiles else []) + ([len(ws_pool(m)) + 1] * len(groups)
+                                                                    if fmt == "int4" else [])
                     if m > cands.PDL_MAX_M and cands.pdl_won_at(entries, m, bucket(m, k, n)):
-                        timed += 2
+                        passes.append(2)
                     if path == "fused" and m > FUSED_MAX_M:
-                        timed += 2  # against dequantize + cuBLAS
-                    out.append(Unit("weight_only", op, path, (m, k, n), timed, UNIT_S + CANDIDATE_S * timed))
+                        passes.append(2)  # against dequantize + cuBLAS
+                    out.append(Unit("weight_only", op, path, (m, k, n), sum(passes),
+                                    UNIT_S + sum(map(pass_s, passes))))
     return out
 
 

@@ -27,7 +27,7 @@ best three with PDL 1, 2 and 3 (split_k_parts.pdl_prologue; the second
 launch then waits in its prologue too); the best three re-timed. Where the
 deterministic winner is faster than the atomic one, the atomic entry takes it
 (split_k_configs: any config suits both modes). Each shape gets a share of the
-time left by its number of candidates, at least SHAPE_FLOOR_S (those nearest
+time left by its number of candidates, at least SHAPE_FLOOR_S (first_share; those nearest
 the heuristic are timed first), so --limit-s (default 540: one 10-minute GPU call) ends the run with
 every shape tried; configs compile ahead in worker processes (--jobs) while
 the GPU times.
@@ -88,6 +88,25 @@ KEEP_MARGIN = 0.97
 # number of candidates alone gave the H200's small shapes 1-9 of 20-60
 # (4 GPUs, 2026-11-28), while the large ones timed all of theirs.
 SHAPE_FLOOR_S = 12.0
+
+
+def first_share(left: float, weights: list, floor: float = SHAPE_FLOOR_S) -> float:
+    """The first of `weights`' shapes' share of `left` seconds: by weight
+    (its candidates), at least `floor` (every shape's, where left allows:
+    else an equal share), the floors of the lighter shapes taken from the
+    heavier ones' shares (max(floor, a x weight) summing to left). A share
+    by weight alone, raised to the floor shape by shape, left the last
+    shapes below it (8 s of 12 for the preset's last small shapes at 15 s a
+    shape)."""
+    n = len(weights)
+    if left <= floor * n:
+        return left / n
+    ws = sorted(weights)
+    for j in range(n):  # the j lightest at their floor, the rest by weight
+        a = (left - floor * j) / sum(ws[j:])
+        if a * ws[j] >= floor:
+            break
+    return max(floor, a * weights[0])
 
 
 def parse_shape(text: str) -> Shape:
@@ -235,13 +254,21 @@ class Fatal(RuntimeError):
     """The CUDA context is unusable (e.g. an illegal access): stop, keep what was tuned."""
 
 
+def device_target(dev):
+    """The Target of the device tuned (target.of: no ceilings measured)."""
+    from qgemm_bench.target import of
+
+    return of(dev)
+
+
 class ShapeTuner:
-    def __init__(self, shape: Shape, dev, sms: int, warmup_ms: float, rep_ms: float, log: list, dtype=None):
+    def __init__(self, shape: Shape, dev, target, warmup_ms: float, rep_ms: float, log: list, dtype=None):
         import torch
 
         from qgemm_bench.types import Case
 
-        self.torch, self.shape, self.dev, self.sms, self.log = torch, shape, dev, sms, log
+        self.torch, self.shape, self.dev, self.target, self.log = torch, shape, dev, target, log
+        self.sms = target.sms
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         dtype = dtype or getattr(torch, DTYPE)
         c = Case(split_k_gemm.NAME, shape, dtype, dev, split_k_gemm.Settings(False))
@@ -274,13 +301,13 @@ class ShapeTuner:
         torch = self.torch
         us, err, status = None, None, "ok"
         try:
-            g = SplitKGemm(self.a, self.b, None, mode, c)
+            g = SplitKGemm(self.a, self.b, None, mode, c, target=self.target)
             first = g()
             err = max(rel_error(first, self.ref), rel_error(g(), self.ref))  # the second call starts from zero again
             if not math.isfinite(err) or err > self.tol:
                 status = f"inaccurate: {err:.2e} > {self.tol:g}"
             else:
-                fns = [g] + [SplitKGemm(a, b, None, mode, c) for a, b in self.copies[1:]]
+                fns = [g] + [SplitKGemm(a, b, None, mode, c, target=self.target) for a, b in self.copies[1:]]
                 us = self.time_us(fns)
                 del fns
         except Exception as e:
@@ -409,7 +436,7 @@ def write(out: Path | None, doc: dict, log: list) -> None:
 
 
 def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, on_shape=None, dtype=None,
-         gpu: str | None = None, prior: dict | None = None, prior_gpu: str | None = None) -> int:
+         gpu: str | None = None, prior: dict | None = None, prior_gpu: str | None = None, target=None) -> int:
     """Tune `shapes` (args: the options of main: base (a path, or the table
     as a dict), out (None: not written), retune, keep_faster, jobs,
     warmup_ms, rep_ms, limit_s). deadline (time.monotonic()): when to stop,
@@ -418,16 +445,18 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
     writes; cut_short: some candidates went untimed). dtype: the GPU's
     bfloat16 unless given (the CPU test's float16). prior: the table of
     GPU prior_gpu (the nearest tuned one): each shape's entry there is
-    timed first in its mode, and an entry not timed keeps it."""
+    timed first in its mode, and an entry not timed keeps it. target: the
+    GPU's Target (default: the device's, device_target)."""
     import torch
 
     t0 = time.monotonic()
     dev = torch.device("cuda", torch.cuda.current_device()) if dev is None else dev
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, sm_count
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC
     from qgemm_bench.harness.environment import gpu_slug
 
     gpu = gpu or gpu_slug(dev)
-    sms = sm_count(dev)
+    target = target if target is not None else device_target(dev)
+    sms = target.sms
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev)
     base = args.base if isinstance(args.base, dict) else skc.read_table(args.base)
     doc = base if base.get("gpu") in (None, gpu) else skc.seed_table(shapes, sms)
@@ -467,7 +496,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
         keep_faster: an entry changes only where this pass timed faster (by KEEP_MARGIN)."""
         head, line = f"[{time.monotonic() - t0:4.0f} s] {s}: ", []
         try:
-            tuner = ShapeTuner(s, dev, sms, args.warmup_ms, args.rep_ms, log, dtype)
+            tuner = ShapeTuner(s, dev, target, args.warmup_ms, args.rep_ms, log, dtype)
             cub = tuner.cublas()
             line.append(f"cuBLAS {cub:7.2f} us")
             start = time.monotonic()
@@ -546,7 +575,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
                     print(f"[{time.monotonic() - t0:4.0f} s] {s}: {n} first-pass compiles done after "
                           f"{time.monotonic() - t:.0f} s", flush=True)
             left = max(0.0, deadline - time.monotonic())
-            share = max(left * weights[i] / sum(weights[i:]), min(SHAPE_FLOOR_S, left / (len(shapes) - i)))
+            share = first_share(left, weights[i:])
             if tune_shape(s, share, keep_faster):
                 partial.append(s)
         return partial
@@ -633,9 +662,10 @@ def main() -> int:
               file=sys.stderr)
         return 2
     if args.base is None:
+        from qgemm_bench.backends.triton_dispatch import split_k_entry
         from qgemm_bench.target import of
 
-        entry = skc.entry(of(torch.device("cuda", torch.cuda.current_device())))
+        entry = split_k_entry(of(torch.device("cuda", torch.cuda.current_device())))
         args.base = entry.table or {"entries": {}}
     return tune(args, shapes)
 

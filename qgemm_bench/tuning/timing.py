@@ -43,19 +43,26 @@ def n_copies(touched: int, per_copy: int, device: torch.device) -> int:
     return copies_for(touched, per_copy, l2, device)
 
 
-def time_rounds(cands: list, time_one, rounds: int = ROUNDS, watch=None, stop: float | None = None) -> list:
+def time_rounds(cands: list, time_one, rounds: int = ROUNDS, watch=None, stop: float | None = None,
+                keep: int | None = None) -> list:
     """cands: each candidate's call list. Each one's mean p50 over `rounds`
     rounds (round_order), or the exception that stopped it. time_one(calls)
     times one candidate once; watch (a Watchdog) guards each timing; stop
     (time.monotonic()): no round starts after it (the first always runs
     whole, so every candidate has a time: a shape's budget shortens the
-    rounds, never the comparison). A lost CUDA context raises: every later
+    rounds, never the comparison); keep: the rounds after the first time
+    only the `keep` fastest of the first (the contenders; the others keep
+    their first round's time). A lost CUDA context raises: every later
     timing would fail too."""
     times: list = [[] for _ in cands]
+    contenders = list(range(len(cands)))
     for r in range(rounds):
         if r and stop is not None and time.monotonic() > stop:
             break
-        for i in round_order(list(range(len(cands))), r):
+        if r == 1 and keep is not None:
+            ok = [i for i in contenders if not isinstance(times[i], Exception)]
+            contenders = sorted(sorted(ok, key=lambda i: times[i][0])[:keep])
+        for i in round_order(contenders, r):
             if isinstance(times[i], Exception):
                 continue
             try:

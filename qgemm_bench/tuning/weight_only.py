@@ -9,8 +9,8 @@ the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
 Llama layer (K, N) x M in TABLE_M, the best of the path's curated configs
 (weight_only.split_pool, fused_gemm.pool; up to M = 64 each with PDL 0
-and 2; all checked first, then timed in a forward and a reverse round,
-TABLE_ROUNDS; above weight_only.FUSED_MAX_M
+and 2; all checked first, then timed in a forward round and a reverse
+round of the TABLE_KEEP fastest, TABLE_ROUNDS; above weight_only.FUSED_MAX_M
 the winner and dequantize + cuBLAS in two more rounds, as the entry's
 versus_dequant_us), replacing that path's entries.
 ws (--formats, --ms; H100, both formats: 142 s from M = 512, 112 s at 64,
@@ -114,9 +114,21 @@ def time_fns(fns):
     return p50_us(fns, SETTINGS, DEV)
 
 
+def target():
+    """The run's Target (TARGET), else the device's (target.of)."""
+    from qgemm_bench.target import of
+
+    return TARGET if TARGET is not None else of(DEV)
+
+
+def gemm_of(*wargs, **kw):
+    """WeightOnlyGemm(*wargs, **kw) on the run's Target."""
+    return wo.WeightOnlyGemm(*wargs, target=target(), **kw)
+
+
 def copy_calls(reps, **kw) -> list:
     """One call per rotating copy of a WeightOnlyGemm(weights, **kw) on its x."""
-    return [functools.partial(wo.WeightOnlyGemm(*w, **kw), xc) for xc, w in reps]
+    return [functools.partial(gemm_of(*w, **kw), xc) for xc, w in reps]
 
 
 def checked_calls(what: str, wargs, x, ref, reps, config, path: str) -> list | None:
@@ -124,7 +136,7 @@ def checked_calls(what: str, wargs, x, ref, reps, config, path: str) -> list | N
     against ref, else None (the failure printed with `what`)."""
     try:
         with WATCH.step(f"{what}'s check"):
-            errs = [rel_error(wo.WeightOnlyGemm(*wargs, config=config, path=path)(x), ref) for _ in range(3)]
+            errs = [rel_error(gemm_of(*wargs, config=config, path=path)(x), ref) for _ in range(3)]
         if max(errs) < 1e-2:
             return copy_calls(reps, config=config, path=path)
         print(f"  {what}: wrong, error {max(errs):.2e}", flush=True)
@@ -140,9 +152,10 @@ def gpu_table(needed_for: str | None = None):
     `needed_for` an absent one, ends in one InputError line (an absent one
     otherwise reads as empty)."""
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.configs.store import DEFAULT
     from qgemm_bench.harness.environment import gpu_slug
 
-    out = TABLE_OUT or woc.path_for(gpu_slug(DEV))  # this GPU's file; other GPUs' are left alone
+    out = TABLE_OUT or DEFAULT.path(gpu_slug(DEV), woc.FAMILY)  # this GPU's file; other GPUs' are left alone
     if not out.exists():
         if needed_for:
             raise InputError(f"{out}: no table to {needed_for} (run the table mode first)")
@@ -156,15 +169,19 @@ def gpu_table(needed_for: str | None = None):
 # The table's candidates are timed after all of them compiled and passed the
 # check, in TABLE_ROUNDS rounds, the second in reverse order (timing.py):
 # timed one by one right after its compile, each had the GPU cool from the
-# compile.
+# compile. The second round re-times the TABLE_KEEP fastest of the first
+# (as the split-K tuner re-times its best three): a round of every candidate
+# was a quarter of the weight-only family's expected time (tuning/plan.py).
 TABLE_ROUNDS = 2
+TABLE_KEEP = 3
 
 
 def time_interleaved(cands: list, stop: float | None = None) -> list:
     """cands: each candidate's call list (rotating copies). Each one's mean
-    p50 over TABLE_ROUNDS rounds (timing.time_rounds; stop: no round
-    after the first starts later), or the exception that stopped it."""
-    return time_rounds(cands, lambda fns: time_fns(fns), TABLE_ROUNDS, WATCH, stop)
+    p50 over TABLE_ROUNDS rounds, the rounds after the first of the
+    TABLE_KEEP fastest only (timing.time_rounds; stop: no round after the
+    first starts later), or the exception that stopped it."""
+    return time_rounds(cands, lambda fns: time_fns(fns), TABLE_ROUNDS, WATCH, stop, keep=TABLE_KEEP)
 
 
 def versus_dequant(entry: dict, calls: list, reps, what: str) -> str:
@@ -226,7 +243,7 @@ def variants():
                     for st in (3, 4):
                         c = {**cfg(bm, bn, bk, sk, 4, st), "DECODE_ASM": asm}
                         us, err = timed(fmt, (m, 8192, 8192), json.dumps(c),
-                                        lambda a, c=c: wo.WeightOnlyGemm(*a, config=c, path="split"))
+                                        lambda a, c=c: gemm_of(*a, config=c, path="split"))
                         rows.append((us or 1e9, err, c))
             rows.sort(key=lambda r: r[0])
             print(f"\n{fmt} M={m} 8192x8192 ({time.time() - t0:.0f} s)", flush=True)
@@ -321,7 +338,7 @@ def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], st
         label = f"{fmt} {path} {m}x{k}x{n} {describe(c)} asm {c.get('DECODE_ASM', True)}"
         try:
             with WATCH.step(f"{label}'s check"):
-                err = rel_error(wo.WeightOnlyGemm(*wargs, config=c, path=path)(x), ref)
+                err = rel_error(gemm_of(*wargs, config=c, path=path)(x), ref)
             if err < 1e-2:
                 ready.append((c, label, err, copy_calls(reps, config=c, path=path)))
                 continue
@@ -346,7 +363,8 @@ def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], st
     us, c = rows[0][:2]
     entry = {"config": c, "us": round(us, 2),
              "tuned": f"best of {len(rows)} curated configs, {'graph' if DEV.type == 'cuda' else 'cpu-wall'} "
-                      f"timing, mean of {TABLE_ROUNDS} rounds (the second reversed)",
+                      f"timing, mean of {TABLE_ROUNDS} rounds (the second reversed, of the "
+                      f"{TABLE_KEEP} fastest of the first)",
              "runner_up": [round(rows[1][0], 2), describe(rows[1][1])] if len(rows) > 1 else None}
     pointer = [r for r in rows if not r[1].get("TMA")]
     if c.get("TMA") and pointer:  # what kernels without TMA loads (Helion's) mirror
@@ -360,7 +378,7 @@ def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], st
 
 
 def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, stop: float | None = None,
-              groups: tuple = ()) -> dict | None:
+              groups: tuple = (), rival: dict | None = None) -> dict | None:
     """The `qgemm-bench tune` unit of this family: the table entry of one
     (format, path, shape) made as the table, ws and pdl modes make it, in
     that order. prior: the kernel's entries ({bucket: entry}) on the
@@ -368,22 +386,21 @@ def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, s
     (candidates.pruned, ws_pruned, pdl_won_at), the bucket's own winner
     there first as stored (with its PDL); None times them whole
     (--full). groups (int4 fused): each group size's own WS config too
-    (ws --group). stop (time.monotonic()): the unit's budget; past it
-    no further candidate is checked (two at least are) and no second
-    round starts. None where nothing ran right."""
+    (ws --group). rival: the prior's entries of the other path (the
+    split path's unit times the prior winner alone where its fused path
+    was faster at every bucket of M: candidates.unit_pool). stop
+    (time.monotonic()): the unit's budget; past it no further candidate is
+    checked (two at least are) and no second round starts. None where
+    nothing ran right."""
     from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
 
     fmt_id, key = FORMATS.index(fmt), bucket(m, k, n)
     first = (prior or {}).get(key, {}).get("config")
-    pool = cands.pruned(cands.weight_only_pool(fmt_id, path, m), prior, m, first)
+    # the prior winner as stored (its PDL twin included) first: checked whatever the budget
+    pool = cands.unit_pool(fmt_id, path, m, prior, first, rival)
     if not pool:  # the path does not run here
         return None
-    if m <= PDL_MAX_M:
-        pool = cands.with_pdl(pool, prior, m)
-    if first is not None:  # the prior winner as stored (its PDL twin included) first: checked whatever the budget
-        own = {c: v for c, v in first.items() if c != "WS"}  # its WS tiles: the ws pass times them
-        pool.sort(key=lambda c: c != own)
     entry = tune_entry(fmt, path, m, k, n, pool, stop, pdl=False)
     if entry is None:
         return None
@@ -429,7 +446,7 @@ def pdl_entry(fmt: str, path: str, key: str, entry: dict, stop: float | None = N
     x, wargs, ref = operands(fmt, m, k, n)
     reps = copies(x, wargs)
     runs_ws = path == "fused" and "WS" in entry["config"] and \
-        wo.WeightOnlyGemm(*wargs, config=entry["config"], path="fused").fused().runs_ws(x, entry["config"])
+        gemm_of(*wargs, config=entry["config"], path="fused").fused().runs_ws(x, entry["config"])
     ready = []  # (label, config, calls) of the variants that ran right
     for label, c in pdl_variants(entry["config"], m, runs_ws):
         calls = checked_calls(f"{fmt} {path} {key} {label}", wargs, x, ref, reps, c, path)
@@ -499,18 +516,17 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.fused_gemm import tma_refused
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe, ws_label
-    from qgemm_bench.target import of as target_of
 
     t0 = time.time() if t0 is None else t0
     m, k, n = parse(key)
     x, wargs, ref = operands(fmt, m, k, n, group=group or 128)
     config = entry["config"]
     if group is not None and "pointer_config" in entry and \
-            tma_refused(config, FORMATS.index(fmt), k if group == "channel" else group, k, TARGET or target_of(DEV)):
+            tma_refused(config, FORMATS.index(fmt), k if group == "channel" else group, k, target()):
         config = entry["pointer_config"]  # as WeightOnlyGemm.tuned runs it at this group
     base = {c: v for c, v in config.items() if c != "WS"}
     # Only tiles the kernel runs here: elsewhere a "WS" config runs its base tiles.
-    gemm = wo.WeightOnlyGemm(*wargs, config=base, path="fused").fused()
+    gemm = gemm_of(*wargs, config=base, path="fused").fused()
     # The pool's tiles, and the entry's own (with its PDL, which the pool's lack).
     own = [config["WS"]] if "WS" in config else []
     cands = {"base": base} | {ws_label(w): {**base, "WS": dict(w)}
@@ -640,13 +656,13 @@ def check(paths=("split", "fused"), ms=None, calls=30, fmts=FORMATS, group=None,
                 xs = [x] + [torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype)
                             for _ in range(calls - 1)]
                 if group is not None:  # what runs at this group (weight_only_configs.lookup, WeightOnlyGemm.tuned)
-                    configs = [wo.WeightOnlyGemm(*wargs).tuned(m, path)[0]]
+                    configs = [gemm_of(*wargs).tuned(m, path)[0]]
                 else:
                     configs = [entry["config"]] + ([entry["pointer_config"]] if "pointer_config" in entry else [])
                 for c in configs:
                     checked += 1
                     try:
-                        gemm = wo.WeightOnlyGemm(*wargs, config=c, path=path)
+                        gemm = gemm_of(*wargs, config=c, path=path)
                         with WATCH.step(f"{fmt} {path} {key} {describe(c)}'s {calls} checked calls"):
                             errs = [rel_error(gemm(xi), xi.float() @ wd) for xi in xs]
                         wrong = sum(not e <= 1e-2 for e in errs)  # NaN counts as wrong
@@ -685,7 +701,7 @@ def main(args):
             rows = []
             for c in candidates(m):
                 us, err = timed(fmt, (m, 8192, 8192), json.dumps(c),
-                                lambda a, c=c: wo.WeightOnlyGemm(*a, config=c, path="split"))
+                                lambda a, c=c: gemm_of(*a, config=c, path="split"))
                 if us is not None and err < 1e-2:
                     rows.append((us, c))
             rows.sort(key=lambda r: r[0])
@@ -697,7 +713,7 @@ def main(args):
         for k, n in ((4096, 4096), (8192, 57344), (28672, 8192), (14336, 4096)):
             line = []
             for c in cs:
-                us, _ = timed(fmt, (m, k, n), json.dumps(c), lambda a, c=c: wo.WeightOnlyGemm(*a, config=c,
+                us, _ = timed(fmt, (m, k, n), json.dumps(c), lambda a, c=c: gemm_of(*a, config=c,
                                                                                              path="split"))
                 line.append(f"{us:7.1f}" if us else "   fail")
             print(f"{fmt} M={m} {k}x{n}: " + " ".join(line), flush=True)
@@ -707,7 +723,7 @@ def main(args):
             for k, n in ((8192, 8192), (4096, 28672)):
                 row = []
                 for path in ("dequant",):
-                    us, err = timed(fmt, (m, k, n), path, lambda a, p=path: wo.WeightOnlyGemm(*a, path=p))
+                    us, err = timed(fmt, (m, k, n), path, lambda a, p=path: gemm_of(*a, path=p))
                     row.append(f"{path} {us:8.1f} (err {err:.1e})" if us else f"{path} failed")
                 a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
                 ws = [torch.randn(k, n, device=DEV, dtype=torch.bfloat16) for _ in range(2)]
@@ -718,7 +734,7 @@ def main(args):
     for c in ({"BLOCK_R": 16, "BLOCK_N": 256, "num_warps": 4}, {"BLOCK_R": 32, "BLOCK_N": 128, "num_warps": 4},
               {"BLOCK_R": 8, "BLOCK_N": 512, "num_warps": 4}, {"BLOCK_R": 32, "BLOCK_N": 256, "num_warps": 8}):
         wo.DEQUANT_CONFIG = c
-        us = time_fns([functools.partial(wo.WeightOnlyGemm(*w, path="dequant").dequantize, torch.bfloat16)
+        us = time_fns([functools.partial(gemm_of(*w, path="dequant").dequantize, torch.bfloat16)
                        for _, w in copies(x, wargs)])
         print(f"dequant int4 8192x8192 {c}: {us:.1f} us ({(32 + 128 + 1) * 2**20 / us / 1e3:.0f} GB/s)")
         results.append({"fmt": "int4", "shape": (1, 8192, 8192), "label": f"dequant {c}", "us": us})

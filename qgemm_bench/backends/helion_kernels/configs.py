@@ -1,7 +1,9 @@
 """Checked-in Helion configs: the config store's helion family, one file per
-GPU (configs/<gpu>/helion.json, read through configs.store: a GPU without
-its own takes the nearest entry of its compute capability, and its rows say
-so), one entry per kernel and shape bucket, so a default run never autotunes.
+GPU (configs/<gpu>/helion.json, which helion_dispatch.HelionConfigs reads
+and writes: a GPU without its own takes the nearest entry of its compute
+capability, and its rows say so), one entry per kernel and shape bucket, so
+a default run never autotunes. This module reads no store: lookup takes
+the table.
 
 File: {"gpu": ..., "provenance": {...}, "kernels": {KERNEL: {BUCKET: ENTRY}}}, where
 BUCKET is "M<m>_K<k>_N<n>" (m: M rounded up to a power of two, capped at 4096)
@@ -31,20 +33,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from qgemm_bench.backends.config_buckets import bucket, nearest, parse, read_json
-from qgemm_bench.configs import store as config_store
-from qgemm_bench.target import Target, gpu_slug  # noqa: F401 (gpu_slug: tuning/helion.py's name for a GPU)
+from qgemm_bench.backends.config_buckets import bucket, nearest, read_json
 
 FAMILY = "helion"  # the store's
 
 
 class ConfigMissing(LookupError):
     """No config file for this GPU, or no entry for this kernel."""
-
-
-def path_for(slug: str, store: config_store.Store | None = None) -> Path:
-    """GPU `slug`'s file in the store (whether or not it exists)."""
-    return (store or config_store.DEFAULT).path(slug, FAMILY)
 
 
 def check_file(path: Path) -> None:
@@ -62,24 +57,13 @@ def check_file(path: Path) -> None:
                                  f'{{"config": {{...}}}}, found {key!r}')
 
 
-def lookup(kernel: str, m: int, k: int, n: int, target: Target, path: Path | None = None,
-           nearest_ok: bool = True, store: config_store.Store | None = None) -> tuple[dict, str]:
-    """(config dict, note). The note names the store entry used when it is
-    not the Target's own, and the bucket when it is not the shape's own.
-    ConfigMissing when no entry serves the Target or the kernel has none, or
-    (with nearest_ok False) no entry of the shape's own bucket. `path`
-    replaces the store (--helion-configs)."""
-    where = ""
-    if path is not None:
-        if not Path(path).exists():
-            raise ConfigMissing(f"--helion-configs {path}: no such file")
-        doc, name = read_json(path), Path(path).name
-    else:
-        e = config_store.load(target, FAMILY, store)
-        if e.gpu is None:
-            raise ConfigMissing(f"no checked-in Helion configs for GPU {target.name!r} ({e.note}); "
-                                "run with --autotune quick (add --save-configs to keep them)")
-        doc, name, where = e.table, f"{e.gpu}/{FAMILY}.json", e.note
+def lookup(kernel: str, m: int, k: int, n: int, doc: dict, name: str, where: str = "",
+           nearest_ok: bool = True) -> tuple[dict, str]:
+    """(config dict, note) from table doc (the file `name`; where: the note
+    saying which store entry it is when not the Target's own, ""). The note
+    names `where` and the bucket when it is not the shape's own.
+    ConfigMissing when the kernel has no entries, or (with nearest_ok False)
+    none of the shape's own bucket."""
     entries = doc.get("kernels", {}).get(kernel)
     if not entries:
         raise ConfigMissing(f"{name} has no configs for kernel {kernel!r}; run with --autotune quick")
@@ -111,18 +95,3 @@ def from_triton(c: dict, split: bool, decode: bool = True) -> dict:
         out["decode_asm"] = bool(c.get("DECODE_ASM", True))
     out.update(num_warps=c["num_warps"], num_stages=c["num_stages"])
     return out
-
-
-def save(kernel: str, m: int, k: int, n: int, slug: str, config: dict, info: dict,
-         store: config_store.Store | None = None) -> Path:
-    """Write (or replace) one bucket's entry of GPU `slug`'s store file,
-    keeping the rest of it (its provenance says it was changed by hand or
-    by an autotune: info's "tuned")."""
-    store = store or config_store.DEFAULT
-    doc = store.read(slug, FAMILY) or {"gpu": slug, "kernels": {}}
-    doc["kernels"].setdefault(kernel, {})[bucket(m, k, n)] = {"config": config, **info}
-    doc["kernels"] = {kn: dict(sorted(v.items(), key=lambda kv: parse(kv[0]))) for kn, v in
-                      sorted(doc["kernels"].items())}
-    provenance = {key: None for key in config_store.PROVENANCE_KEYS} | doc.get("provenance", {})
-    provenance["changed"] = [*provenance.get("changed", []), f"{kernel} {bucket(m, k, n)}: {info.get('tuned')}"]
-    return store.write(slug, FAMILY, doc, provenance)

@@ -1,7 +1,8 @@
 """Giving a Helion kernel bound to its arguments a config, and compiling it:
-the store's config of this GPU and shape bucket (configs.py), one
-explicit config (qgemm_bench.tuning.helion), or a fresh autotune
-(--autotune quick|full, optionally saved with --save-configs)."""
+the store's config of this GPU and shape bucket (looked up by the caller's
+`source`, helion_dispatch.HelionConfigs), one explicit config
+(qgemm_bench.tuning.helion), or a fresh autotune (--autotune quick|full,
+optionally saved through `source` with --save-configs)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-
-from qgemm_bench.target import Target
-from qgemm_bench.target import of as target_of
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,7 @@ class Options:
 OPTIONS = Options()  # set once per run by helion_ops.configure
 _current: dict[int, str] = {}  # id(bound kernel) -> the config it was last compiled with
 _tuned: dict[tuple, tuple[dict, float]] = {}  # (kernel, bucket, arguments' kinds) -> (config, autotune s)
-PENDING: list[tuple] = []  # configs.save arguments held back by defer_saves
+PENDING: list[tuple] = []  # helion_dispatch.save's arguments held back by defer_saves
 
 
 def set_options(options: Options) -> None:
@@ -75,7 +73,7 @@ def helion_settings(cfg: dict, arguments: tuple = ARGUMENT_KEYS) -> dict:
 
 def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, int, int],
           interpreter: dict, fix=None, default: tuple[dict, str] | None = None, nearest_ok: bool = True,
-          arguments: tuple = ARGUMENT_KEYS, target: Target | None = None, store=None) -> Ready:
+          arguments: tuple = ARGUMENT_KEYS, *, source) -> Ready:
     """Bind `kernel` to `args` and give it a config: `interpreter` on CPU, the
     explicit one of OPTIONS, a fresh autotune when OPTIONS asks for one (saved
     under `name` with save_configs), else the checked-in config of `name` for
@@ -87,12 +85,10 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
     the kernel's arguments, or a function config -> arguments for kernels
     whose hl.constexpr arguments come from the config (the keys in
     `arguments`, kept in the Ready's config and never given to Helion;
-    Helion's autotuner then tunes the rest, at `default`'s). target: the
-    GPU whose store entry is read and written (default: the device's);
-    store: the config store (default: the package's)."""
-    from qgemm_bench.backends.helion_kernels import configs
-
-    target = target if target is not None else target_of(device)
+    Helion's autotuner then tunes the rest, at `default`'s). source: where
+    checked-in configs are looked up and autotuned ones saved, for the
+    run's GPU (helion_dispatch.HelionConfigs: lookup, save_args, save)."""
+    from qgemm_bench.backends.helion_kernels.configs import ConfigMissing
 
     opts = OPTIONS
     effort = opts.autotune
@@ -123,20 +119,19 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
         _tuned[_tune_key(name, bucket_mnk, tune_args)] = (cfg, autotune_s)
         notes.append(f"autotuned ({effort}) in {autotune_s:.0f} s")
         if opts.save_configs:
-            save = (name, *bucket_mnk, target.name, cfg,
-                    {"tuned": f"helion autotune, effort {effort}", "autotune_s": round(autotune_s, 1)}, store)
+            save = source.save_args(name, *bucket_mnk, cfg, {"tuned": f"helion autotune, effort {effort}",
+                                                             "autotune_s": round(autotune_s, 1)})
             if opts.defer_saves:
                 PENDING.append(save)
                 notes.append("to be saved by rank 0")
             else:
-                saved = configs.save(*save)
+                saved = source.save(save)
                 notes.append(f"saved to {saved.parent.name}/{saved.name}")
     else:
         try:
-            cfg, note = configs.lookup(name, *bucket_mnk, target, opts.config_file,
-                                       nearest_ok=nearest_ok or default is None or opts.config_file is not None,
-                                       store=store)
-        except configs.ConfigMissing as e:
+            cfg, note = source.lookup(name, *bucket_mnk, opts.config_file,
+                                      nearest_ok=nearest_ok or default is None or opts.config_file is not None)
+        except ConfigMissing as e:
             if default is None:
                 raise
             cfg, note = dict(default[0]), f"{e}; used {default[1]}"

@@ -88,7 +88,7 @@ import triton.language as tl
 from qgemm_bench.backends.kmajor_layout import K_ALIGN, N_ALIGN, TILE, to_kmajor
 from qgemm_bench.backends.triton_kernels import decode, split_k_parts
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
-from qgemm_bench.target import of as target_of
+from qgemm_bench.target import Target
 from qgemm_bench.types import m_bucket
 
 NONE, CHANNEL, BLOCK, SUB, GATHER = range(5)
@@ -655,13 +655,14 @@ class FusedGemm:
     tensor scale). Owns the split workspace and counters per M (zeroed once,
     left zeroed by every call: call once at an M before capturing a graph).
     config: see config(); or a function M -> config. target: the GPU
-    (qgemm_bench.target; default: the weights' device's): its shared memory
-    and SMs bound the warp-specialized kernel's tiles and stream-K launch."""
+    (qgemm_bench.target; the caller's, never looked up here): its shared
+    memory and SMs bound the warp-specialized kernel's tiles and stream-K
+    launch."""
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int | None, config, frag: bool = True,
-                 tile: tuple[int, int] | None = TILE, target=None):
+                 tile: tuple[int, int] | None = TILE, *, target: Target):
         self.k, self.n = 2 * w.shape[0], w.shape[1]
-        self.target = target if target is not None else target_of(w.device)
+        self.target = target
         if fmt == NVFP4:
             group = NVFP4_BLOCK
         elif scales is None:  # unscaled: scales of one per channel (exact; scale_mode says why)

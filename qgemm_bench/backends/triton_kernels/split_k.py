@@ -25,7 +25,6 @@ from qgemm_bench.backends.checks import check_split_k
 from qgemm_bench.backends.triton_kernels import split_k_configs, split_k_parts
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
 from qgemm_bench.target import Target
-from qgemm_bench.target import of as target_of
 
 ATOMIC, DETERMINISTIC = 0, 1
 MODE_NAMES = split_k_configs.MODES  # indexed by ATOMIC / DETERMINISTIC
@@ -110,13 +109,6 @@ def tuned_kernel():
     return _tuned
 
 
-def sm_count(device: torch.device) -> int:
-    return target_of(device).sms
-
-
-
-
-
 def launch_args(a, b, bias, out, ws, count) -> tuple:
     """The kernel's positional arguments (tuning/split_k.py compiles
     ahead with exactly these)."""
@@ -144,16 +136,18 @@ class SplitKGemm:
     config: explicit, else the dispatch's (triton_dispatch.choose_split_k:
     the store's table for the Target), else with AUTOTUNE (or autotune=True)
     Triton's autotuner over CONFIGS. `source` says which.
-    target: the GPU (default: a's device's); store: the config store."""
+    target: the GPU (qgemm_bench.target: its SMs size the second launch;
+    the caller's, never looked up here); store: the config store the
+    dispatch reads (default: the package's)."""
 
-    def __init__(self, a, b, bias, mode: int, config: dict | None = None, autotune: bool | None = None,
-                 target: Target | None = None, store=None):
+    def __init__(self, a, b, bias, mode: int, config: dict | None = None, autotune: bool | None = None, *,
+                 target: Target, store=None):
         check_split_k(a, b, bias)
         if mode not in (ATOMIC, DETERMINISTIC):
             raise ValueError(f"mode must be ATOMIC ({ATOMIC}) or DETERMINISTIC ({DETERMINISTIC}), not {mode!r}")
         m, k = a.shape
         n = b.shape[1]
-        target = self.target = target if target is not None else target_of(a.device)
+        self.target = target
         # The interpreter cannot time configs: on CPU the table decides.
         self.autotune = (AUTOTUNE if autotune is None else autotune) and config is None and a.device.type == "cuda"
         if config is not None:

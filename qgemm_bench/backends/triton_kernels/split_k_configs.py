@@ -1,7 +1,8 @@
-"""Which config the Triton split-K GEMM (split_k.py) runs at a shape: the
-config store's split_k family (configs/<gpu>/split_k.json, read through
-configs.store: a GPU without its own takes the nearest entry of its compute
-capability, entry()), so a default run never autotunes:
+"""Which config the Triton split-K GEMM (split_k.py) runs at a shape, in a
+table the caller hands in: the config store's split_k family
+(configs/<gpu>/split_k.json, which triton_dispatch.split_k_entry reads: a
+GPU without its own takes the nearest entry of its compute capability), so
+a default run never autotunes. This module reads no store, only the table:
 
     {"format": "qgemm-bench split_k configs v1",
      "provenance": {"commit", "date", "command", "rounds", "versions"},
@@ -48,8 +49,7 @@ from pathlib import Path
 
 from qgemm_bench.backends import config_buckets
 from qgemm_bench.backends.config_buckets import read_json
-from qgemm_bench.configs import store as config_store
-from qgemm_bench.target import CPU_SMS, Target
+from qgemm_bench.target import CPU_SMS
 
 FAMILY = "split_k"  # the store's
 FORMAT = "qgemm-bench split_k configs v1"
@@ -205,17 +205,6 @@ def check_table(doc, where: str = "split_k table") -> dict:
 
 def read_table(path: Path) -> dict:
     return check_table(read_json(path), str(path))
-
-
-def path_for(gpu: str, store: config_store.Store | None = None) -> Path:
-    """GPU `gpu`'s file in the store (whether or not it exists)."""
-    return (store or config_store.DEFAULT).path(gpu, FAMILY)
-
-
-def entry(target: Target, store: config_store.Store | None = None) -> config_store.Entry:
-    """The store's split_k Entry for `target`, checked (pass entry.gpu and
-    entry.table as lookup's gpu and doc)."""
-    return config_store.load(target, FAMILY, store, check_table)
 
 
 def seed_table(shapes, sms: int = DEFAULT_SMS) -> dict:

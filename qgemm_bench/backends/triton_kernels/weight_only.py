@@ -47,7 +47,7 @@ import triton.language as tl
 from qgemm_bench.backends.checks import check_weight_only
 from qgemm_bench.backends.triton_kernels import decode, split_k_parts
 from qgemm_bench.backends.triton_kernels.autotune import autotune_bench
-from qgemm_bench.target import of as target_of
+from qgemm_bench.target import Target
 from qgemm_bench.types import m_bucket
 
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
@@ -289,14 +289,14 @@ class WeightOnlyGemm:
     autotunes per M bucket, N, K, the fused path takes
     fused_gemm.FUSED_CONFIGS).
     path: auto (by M), split, fused or dequant.
-    target: the GPU (qgemm_bench.target; default: the weights' device's);
-    dispatch: which path and config run at each M
+    target: the GPU (qgemm_bench.target; the caller's, never looked up
+    here); dispatch: which path and config run at each M
     (triton_dispatch.WeightOnlyDispatch; default: one made from the
     config, path, target and store, the package's config store unless
     given)."""
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
-                 path: str = "auto", target=None, store=None, dispatch=None):
+                 path: str = "auto", *, target: Target, store=None, dispatch=None):
         if path not in ("auto", "split", "fused", "dequant"):
             raise ValueError(f"path {path!r}: expected auto, split, fused or dequant")
         if config is not None and (config["BLOCK_M"] < split_k_parts.MIN_BLOCK_M
@@ -304,7 +304,7 @@ class WeightOnlyGemm:
             raise ValueError(f"config tiles must be at least {split_k_parts.MIN_BLOCK_M} x {split_k_parts.MIN_BLOCK_N}")
         self.w, self.scales, self.ts, self.fmt, self.group = w, scales, tensor_scale, fmt, group
         self.config, self.forced_path = config, path
-        self.target = target if target is not None else target_of(w.device)
+        self.target = target
         if dispatch is None:
             from qgemm_bench.backends.triton_dispatch import WeightOnlyDispatch
 
@@ -396,6 +396,6 @@ class WeightOnlyGemm:
 
 
 def weight_only_gemm(x, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
-                     path: str = "auto") -> torch.Tensor:
+                     path: str = "auto", *, target: Target) -> torch.Tensor:
     """One call of WeightOnlyGemm (allocates its workspace each time)."""
-    return WeightOnlyGemm(w, scales, tensor_scale, fmt, group, config, path)(x)
+    return WeightOnlyGemm(w, scales, tensor_scale, fmt, group, config, path, target=target)(x)

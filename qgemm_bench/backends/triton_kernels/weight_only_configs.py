@@ -1,7 +1,8 @@
 """Which config the Triton weight-only GEMM's split and fused paths
-(weight_only.py, fused_gemm.py) run at a shape: the config store's
-weight_only family (configs/<gpu>/weight_only.json, read through
-configs.store), so a default run never autotunes:
+(weight_only.py, fused_gemm.py) run at a shape, in a table the caller
+hands in: the config store's weight_only family (configs/<gpu>/
+weight_only.json, which triton_dispatch.weight_only_entry reads), so a
+default run never autotunes. This module reads no store, only the table:
 
     {"gpu": "h100", "provenance": {"commit", "date", "command", "rounds", "versions"},
      "source": "how the entries were found", "versions": {...},
@@ -41,7 +42,7 @@ serve every group size (the kernel picks its scale handling from the group
 and BLOCK_K) but where an entry has its own config for the group ("groups",
 looked up in the bucket the shape takes: the group-128 entries decide the
 bucket). A GPU without its own entry takes the nearest store entry of its
-compute capability (entry(); the rows say which); with none of that
+compute capability (triton_dispatch.weight_only_entry; the rows say which); with none of that
 capability the split kernel autotunes over weight_only's curated lists at
 run time (the row says so), the fused one takes fused_gemm.FUSED_CONFIGS. The Helion backend runs these
 configs (pointer_config where the config has TMA loads, which it lacks) where
@@ -52,16 +53,13 @@ it has none of its own for the shape's bucket.
 from __future__ import annotations
 
 import re
-from functools import cache
 from pathlib import Path
 
 from qgemm_bench.backends import config_buckets
 from qgemm_bench.backends.config_buckets import bucket, nearest, read_json
 from qgemm_bench.backends.triton_kernels.split_k_configs import PDL_MODES
 from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, FUSED_ONLY  # the kernel's
-from qgemm_bench.configs import store as config_store
 from qgemm_bench.operators.formats import INT4
-from qgemm_bench.target import Target
 
 FAMILY = "weight_only"  # the store's
 FORMATS = ("int4_gemm", "nvfp4_gemm")  # by FMT: formats.INT4 = 0, NVFP4 = 1
@@ -84,18 +82,6 @@ def kernel(fmt: int, path: str) -> str:
     if path not in PATHS:
         raise ValueError(f"path {path!r}: the table holds {' and '.join(PATHS)} configs")
     return FORMATS[fmt] + ("_fused" if path == "fused" else "")
-
-
-def path_for(gpu: str, store: config_store.Store | None = None) -> Path:
-    """GPU `gpu`'s file in the store (whether or not it exists)."""
-    return (store or config_store.DEFAULT).path(gpu, FAMILY)
-
-
-def entry(target: Target, store: config_store.Store | None = None) -> config_store.Entry:
-    """The store's weight_only Entry for `target` (its own, the nearest of its
-    compute capability, or none), checked: what the dispatch looks up in
-    (pass entry.gpu and entry.table as lookup's gpu and doc)."""
-    return config_store.load(target, FAMILY, store, check_table)
 
 
 def check_config(config, where: str, fmt: int = INT4) -> None:
@@ -179,18 +165,10 @@ def read_table(path: Path) -> dict:
     return check_table(read_json(path), str(path))
 
 
-@cache
-def table(gpu: str | None) -> dict:
-    """GPU `gpu`'s own table in the store, by name (read once; none for None,
-    the CPU). The dispatch uses entry(target), which falls back."""
-    path = path_for(gpu) if gpu else None
-    return read_table(path) if path is not None and path.exists() else {"gpu": gpu, "kernels": {}}
-
-
 def entries_of(fmt: int, path: str, gpu: str | None, doc: dict | None = None) -> dict:
-    """GPU `gpu`'s table entries (doc, or the checked-in file) for a format
-    and path: {bucket: entry}, empty where the table is another GPU's."""
-    doc = table(gpu) if doc is None else doc
+    """GPU `gpu`'s entries in table doc (None: no table) for a format and
+    path: {bucket: entry}, empty where the table is another GPU's."""
+    doc = {} if doc is None else doc
     return doc.get("kernels", {}).get(kernel(fmt, path), {}) if doc.get("gpu") == gpu else {}
 
 

@@ -5,7 +5,7 @@ fused split-K kernel's work timed alone, as the runner times (a CUDA graph
 over rotating copies > 2x L2, harness/timing.time_graph with the runner's
 windows), against the weight-read floor (op bytes / measured copy GB/s).
 
-  python scripts/decode_probe.py [--out PATH] [--budget-s 140] [--no-sweep] [--formats int4,nvfp4]
+  python scripts/decode_probe.py [--out PATH] [--budget-s 140] [--no-sweep] [--formats int4,nvfp4] [--k K --n N]
   python scripts/decode_probe.py --cpu-smoke      (no GPU: every kernel once in the interpreter, checked)
 
 Rows, per format and M (docs/fused_gemm.md, "Where the time goes at decode
@@ -31,7 +31,7 @@ sizes", says how to read them):
              of the K-major weights, decodes, FMAs with x in fp32; split-K by
              fp32 atomics finished by the tile's last program (split_k_parts);
              checked.
-Then (unless --no-sweep) S1 alone over deeper pipelines and other grids at
+Last (unless --no-sweep) S1 alone over deeper pipelines and other grids at
 M = 1, int4: what a Triton loop of this shape can stream at best.
 Columns: p50 us; % of floor (floor / p50); GB/s of weight + scale bytes.
 A variant whose result is wrong prints WRONG and is not timed; one that
@@ -66,6 +66,7 @@ import triton.language as tl  # noqa: E402
 from qgemm_bench.backends.kmajor_layout import TILE  # noqa: E402
 from qgemm_bench.backends.triton_kernels import decode, fused_gemm, split_k_parts  # noqa: E402
 from qgemm_bench.errors import InputError  # noqa: E402
+from qgemm_bench.harness import faults  # noqa: E402
 from qgemm_bench.harness.args import Parser  # noqa: E402
 
 READ, DECODE, DOT = 1, 2, 3  # stage_kernel's STAGE (literals there: a jit function reads no plain globals)
@@ -256,6 +257,10 @@ SMEM_LIMIT = 220 * 1024  # a sweep tile's weight ring (stages x tile bytes) abov
 GEMV = {1: [(128, 8, 4, 4), (64, 16, 4, 4)], 16: [(64, 8, 4, 3), (32, 16, 4, 3)]}
 
 
+def one_line(e: BaseException) -> str:
+    return str(e).splitlines()[0][:120] if str(e) else ""
+
+
 def describe(c: dict) -> str:
     s = f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} w{c['num_warps']} s{c['num_stages']}"
     if c.get("LOOP_STAGES"):
@@ -311,17 +316,15 @@ class Probe:
                 return
             us = got if isinstance(got, float) else time_calls(got)
         except Exception as e:  # noqa: BLE001 - one variant's failure is its row's
-            from qgemm_bench.harness import faults
-
             if faults.context_lost(e):
                 raise
-            self.say(f"{label} failed: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
+            self.say(f"{label} failed: {type(e).__name__}: {one_line(e)}")
             self.rows.append({"fmt": fmt, "M": m, "variant": name, "config": config, "error": type(e).__name__})
             return
         pct = 100 * floor_us / us if floor_us else float("nan")
         self.say(f"{label} {us:8.2f} us {pct:6.1f}% {nbytes / us / 1e3:7.0f} GB/s   t={self.elapsed():5.1f}s")
         self.rows.append({"fmt": fmt, "M": m, "variant": name, "config": config, "p50_us": round(us, 3),
-                          "pct_of_floor": round(pct, 1), "GBps": round(nbytes / us / 1e3)})
+                          "floor_us": floor_us, "pct_of_floor": round(pct, 1), "GBps": round(nbytes / us / 1e3)})
 
 
 def time_calls(fns: list) -> float:
@@ -398,9 +401,10 @@ class Layout:
 
     def config(self, m: int) -> dict:
         """The production fused config at M (the H200 table's on the CPU), without WS."""
+        from qgemm_bench.operators.formats import INT4, NVFP4
+
         if self.probe.smoke:
             from qgemm_bench.backends.triton_kernels.weight_only_configs import lookup
-            from qgemm_bench.operators.formats import INT4, NVFP4
 
             found = lookup(INT4 if self.fmt == "int4" else NVFP4, "fused", m, 8192, 8192, "h200")
             c = dict(found[0]) if found else fused_gemm.config(16, 128, 128, 8, 4, 3)
@@ -410,8 +414,8 @@ class Layout:
         else:
             c = dict(self.gemm.fused().config_for(m))
             c.pop("WS", None)
-            if c.get("TMA"):
-                raise ValueError(f"the fused config at M={m} has TMA loads; the stage kernel mirrors pointer loads")
+            if c.get("TMA"):  # (none at M <= 64 in the tables) the stage kernel has pointer loads only
+                c = dict(fused_gemm.tuned_config(INT4 if self.fmt == "int4" else NVFP4, m, tma=False))
         return c
 
     def fused(self):
@@ -425,6 +429,12 @@ class Layout:
             self.copies = [(km.wt, km.scales, ts)] + [(km.wt.clone(), km.scales.clone(), ts.clone())
                                                       for _ in range(n - 1)]
         return self.fg
+
+    def weight_xor(self) -> int:
+        """word_xor of the K-major weights (every rotating copy holds the same bytes)."""
+        if not hasattr(self, "_xor"):
+            self._xor = word_xor(self.fused().kmajor.wt)
+        return self._xor
 
     def weight_bytes(self) -> int:
         km = self.fused().kmajor
@@ -469,7 +479,9 @@ def run_copy_and_read(probe: Probe, lay: Layout) -> None:
     try:
         read_row()
     except Exception as e:  # noqa: BLE001
-        probe.say(f"{lay.fmt:>5} read failed: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
+        if faults.context_lost(e):
+            raise
+        probe.say(f"{lay.fmt:>5} read failed: {type(e).__name__}: {one_line(e)}")
 
 
 def stage_row(probe: Probe, lay: Layout, m: int, stage: int, c: dict, name: str | None = None,
@@ -485,7 +497,7 @@ def stage_row(probe: Probe, lay: Layout, m: int, stage: int, c: dict, name: str 
         stage_launch(stage, x, wt, sc, ts, outs[0], fg, c, loop_stages)
         if stage == READ:
             got = word_xor(outs[0][0::2])
-            want = word_xor(wt)
+            want = lay.weight_xor()
             return None if got == want else f"the weight words' xor {got:#x}, torch {want:#x}"
         if stage == DOT:
             from qgemm_bench.operators.common import rel_error
@@ -504,6 +516,21 @@ def stage_row(probe: Probe, lay: Layout, m: int, stage: int, c: dict, name: str 
     probe.row(lay.fmt, m, name or STAGE_NAMES[stage], describe(c), lay.floor_us(m), lay.weight_bytes(), run, check)
 
 
+def prod_label(lay: Layout, m: int) -> str:
+    """The path and config the backend runs at M (its dispatch's)."""
+    try:
+        path = lay.gemm.path(m)
+        c = lay.gemm.tuned(m)[0] if path != "dequant" else None
+    except Exception as e:  # noqa: BLE001 - the row itself will say what fails
+        return f"? ({type(e).__name__})"
+    if c and c.get("WS"):
+        w = c["WS"]
+        return "fused WS " + "x".join(str(w[key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K")) + \
+            f" s{w['num_stages']}" + (f" splits {w['SPLITS']}" if w.get("SPLITS") else "") + \
+            (f" skew {w['SKEW']}" if w.get("SKEW") else "")
+    return f"{path} " + (describe(c) if c else "")
+
+
 def production_row(probe: Probe, lay: Layout, m: int) -> None:
     from qgemm_bench.backends.registry import get
     from qgemm_bench.harness import measure
@@ -514,14 +541,7 @@ def production_row(probe: Probe, lay: Layout, m: int) -> None:
     inputs = dataclasses.replace(lay.inputs, x=lay.x(m))
     backend = get(lay.op.NAME, "triton")
     state = {}
-    path = lay.gemm.path(m)
-    c = lay.gemm.tuned(m)[0] if path != "dequant" else None
-    label = f"{path} " + (describe(c) if c else "")
-    if probe.smoke:
-        label = "the backend's interpreter config"
-    elif c and c.get("WS"):
-        label = "fused WS " + "x".join(str(c["WS"][key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K")) + \
-            f" s{c['WS']['num_stages']}" + (f" splits{c['WS']['SPLITS']}" if c["WS"].get("SPLITS") else "")
+    label = "the backend's interpreter config" if probe.smoke else prod_label(lay, m)
 
     def check():
         state["prepared"] = backend.prepare(case, inputs)
@@ -596,6 +616,36 @@ def sweep(probe: Probe, lay: Layout) -> None:
         stage_row(probe, lay, 1, READ, c, "S1 sweep", loop)
 
 
+def summary(probe: Probe, ms) -> None:
+    """Per format and M, the p50s in order of the work added, each with its
+    difference to the row before (docs/fused_gemm.md says how to read them)."""
+    timed = [r for r in probe.rows if "p50_us" in r]
+    if not timed:
+        return
+    probe.say("summary: p50 us (+ over the row before); floor = op bytes / copy GB/s")
+    for fmt in dict.fromkeys(r["fmt"] for r in timed):
+        mine = [r for r in timed if r["fmt"] == fmt]
+        read = [r["p50_us"] for r in mine if r["variant"] == "read"]
+        for m in ms:
+            parts, before = [], read[0] if read else None
+            floor = next((r["floor_us"] for r in mine if r["M"] == m and r.get("floor_us")), None)
+            if floor:
+                parts.append(f"floor {floor:.2f}")
+            if read:
+                parts.append(f"read {read[0]:.2f}")
+            for name in ("S1 read", "S2 decode", "S3 dot", "S4 prod"):
+                got = [r["p50_us"] for r in mine if r["M"] == m and r["variant"] == name]
+                if got:
+                    parts.append(f"{name.split()[0]} {got[0]:.2f}" + (f" ({got[0] - before:+.2f})" if before else ""))
+                    before = got[0]
+            for name, label in (("gemv", "best gemv"), ("S1 sweep", "best S1 sweep")):
+                got = sorted((r["p50_us"], r["config"]) for r in mine if r["M"] == m and r["variant"] == name)
+                if got:
+                    parts.append(f"{label} {got[0][0]:.2f} ({got[0][1].strip()})")
+            if len(parts) > 1:
+                probe.say(f"  {fmt} M={m}: " + " | ".join(parts))
+
+
 def parse_args(argv=None):
     p = Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, help="also write the table here (and its rows as PATH.json)")
@@ -605,8 +655,12 @@ def parse_args(argv=None):
     p.add_argument("--no-sweep", action="store_true", help="leave out the S1 sweep")
     p.add_argument("--copy-gbps", type=float, default=None,
                    help="the floor's copy GB/s (read + written; default: measured, environment.measure_ceilings)")
+    p.add_argument("--k", type=int, default=8192, help="K, a multiple of 256 (default 8192)")
+    p.add_argument("--n", type=int, default=8192, help="N, a multiple of 256 (default 8192)")
     p.add_argument("--cpu-smoke", action="store_true", help="no GPU: every kernel once in the interpreter, checked")
     args = p.parse_args(argv)
+    if args.k < 256 or args.k % 256 or args.n < 256 or args.n % 256:
+        raise InputError(f"--k {args.k} --n {args.n}: multiples of 256 (the layout's padding: S1 checks every word)")
     args.fmts = [f.strip() for f in args.formats.split(",") if f.strip()]
     bad = [f for f in args.fmts if f not in ("int4", "nvfp4")]
     if bad or not args.fmts:
@@ -625,12 +679,11 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     probe = Probe(args)
-    if args.cpu_smoke:
-        np.seterr(over="ignore", invalid="ignore")  # the interpreter's float16 NVFP4 scale products
     if args.cpu_smoke:  # K: every split of the H200 configs gets K blocks (an empty split reads past the scales)
+        np.seterr(over="ignore", invalid="ignore")  # the interpreter's float16 NVFP4 scale products
         k, n, ms = 2048, 256, (1, 3)
     else:
-        k, n, ms = 8192, 8192, (1, 16, 64)
+        k, n, ms = args.k, args.n, (1, 16, 64)
         from qgemm_bench.harness import environment
 
         probe.l2 = torch.cuda.get_device_properties(probe.dev).L2_cache_size
@@ -639,31 +692,43 @@ def main(argv=None) -> int:
         probe.say(f"{torch.cuda.get_device_name(probe.dev)}, torch {torch.__version__}, triton {triton.__version__}, "
                   f"copy {probe.copy_GBps:.0f} GB/s, {probe.dtype}, K = {k}, N = {n}")
     probe.say("fmt   M     variant    config                                         p50 us  % floor  weight GB/s")
+    int4 = None
     try:
         for fmt in args.fmts:
-            lay = Layout(probe, fmt, k, n, max(ms))
-            lay.fused()
+            try:
+                lay = Layout(probe, fmt, k, n, max(ms))
+                lay.fused()
+            except Exception as e:  # noqa: BLE001 - one format's setup failing leaves the other
+                if faults.context_lost(e):
+                    raise
+                probe.say(f"{fmt}: setup failed: {type(e).__name__}: {one_line(e)}")
+                continue
             probe.say(f"{fmt}: floor (op bytes / copy GB/s) " + ", ".join(
                 f"M={m} {lay.floor_us(m):.2f} us" for m in ms if lay.floor_us(m)) +
                 f"; {len(lay.copies)} rotating copies of {lay.weight_bytes() / 2**20:.1f} MiB")
             run_copy_and_read(probe, lay)
             for m in ms:
-                c = lay.config(m)
-                for stage in (READ, DECODE, DOT):
+                try:
+                    c = lay.config(m)
+                except Exception as e:  # noqa: BLE001
+                    probe.say(f"{fmt} M={m}: no stage config: {type(e).__name__}: {one_line(e)}")
+                    c = None
+                for stage in (READ, DECODE, DOT) if c else ():
                     stage_row(probe, lay, m, stage, c)
                 production_row(probe, lay, m)
                 if fmt == "int4" and m <= 16:
                     for g in GEMV[1 if m == 1 else 16]:
                         gemv_row(probe, lay, m, *g)
-            if fmt == "int4" and not args.no_sweep:
-                sweep(probe, lay)
+            if fmt == "int4":
+                int4 = lay  # for the sweep, last: past the budget it is what gets skipped
             del lay
-            if not args.cpu_smoke:
-                torch.cuda.empty_cache()
+        if int4 is not None and not args.no_sweep:
+            sweep(probe, int4)
     except Exception as e:  # a lost CUDA context: nothing more can run
-        probe.say(f"stopped: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+        probe.say(f"stopped: {type(e).__name__}: {one_line(e)}")
         return 1
     finally:
+        summary(probe, ms)
         probe.say(f"elapsed {probe.elapsed():.1f} s")
         if args.out is not None:
             args.out.write_text("\n".join(probe.lines) + "\n")

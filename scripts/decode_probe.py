@@ -33,14 +33,15 @@ sizes", says how to read them):
              checked.
 Last (unless --no-sweep) S1 alone over deeper pipelines and other grids at
 M = 1, int4: what a Triton loop of this shape can stream at best.
-Columns: p50 us; % of floor (floor / p50); GB/s of weight + scale bytes.
+Columns: p50 us; % of floor (floor / p50; copy and read: M = 1's); GB/s of
+the kernel's weight + scale bytes (NVFP4's scales as the bf16 it reads).
 A variant whose result is wrong prints WRONG and is not timed; one that
 fails prints one line and the rest go on; past --budget-s the rest print
 "skipped". The H200 run takes about 2 minutes (compiles included).
 
 CPU smoke (every kernel once, K = 2048, N = 256, M = 1 and 3, float16, the
 interpreter's non-PTX decode, results checked, nothing timed):
-  PYTHONPATH=$PWD python scripts/decode_probe.py --cpu-smoke   (about a minute on 2 cores)
+  PYTHONPATH=$PWD python scripts/decode_probe.py --cpu-smoke   (70-90 s on 2 cores)
 """
 
 from __future__ import annotations

@@ -1,0 +1,79 @@
+"""scripts/decode_probe.py's kernels, under the interpreter: the read stage
+reads every weight word once (its xor checked, and a launch that skips rows
+caught), the dot stage's splits and the GEMV sum to the reference, on ragged
+N. (The whole probe on the CPU: `python scripts/decode_probe.py
+--cpu-smoke`, about 90 s.)"""
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from qgemm_bench.backends.triton_kernels import fused_gemm
+from qgemm_bench.backends.triton_ops import weight_args
+from qgemm_bench.operators import int4_gemm, nvfp4_gemm
+from qgemm_bench.operators.common import rel_error
+from qgemm_bench.types import Case, Shape
+from tests.support import seed
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "decode_probe.py"
+DT = torch.float16  # the interpreter has no bfloat16
+
+
+@pytest.fixture(scope="module")
+def probe():
+    spec = importlib.util.spec_from_file_location("decode_probe", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def operands(fmt: str, m: int, k: int, n: int, config: dict):
+    """(x, FusedGemm with the K-major weights, fp32 reference) of a fresh random case."""
+    op = int4_gemm if fmt == "int4" else nvfp4_gemm
+    settings = int4_gemm.Settings(128) if fmt == "int4" else nvfp4_gemm.Settings()
+    s = seed()
+    print(f"seed {s}")
+    inputs = op.make_inputs(Case(op.NAME, Shape(m, k, n), DT, torch.device("cpu"), settings), s)
+    fg = fused_gemm.FusedGemm(*weight_args(op.NAME, inputs), config=config)
+    return inputs.x, fg, op.reference(inputs)
+
+
+def ts_of(fg):
+    return fg.ts if fg.ts is not None else torch.ones(())
+
+
+@pytest.mark.parametrize("fmt", ["int4", "nvfp4"])
+def test_the_stages_read_every_word_and_the_dot_sums_to_the_reference(probe, fmt):
+    c = fused_gemm.config(16, 64, 128, 2, 4, 2, acc=fmt == "int4")
+    x, fg, ref = operands(fmt, 3, 512, 192, c)  # N = 192: three 64-row tiles of the layout's 256 padded rows
+    km = fg.kmajor
+    out = probe.stage_out(probe.READ, 3, fg.n, c, x.device)
+    probe.stage_launch(probe.READ, x, km.wt, km.scales, ts_of(fg), out, fg, c)
+    assert probe.word_xor(out[0::2]) == probe.word_xor(km.wt)  # the padding is zeros: xor of the whole tensor
+    short = SimpleNamespace(n=128, fmt=fg.fmt, group=fg.group)  # a launch over two of the three tiles misses words
+    out = probe.stage_out(probe.READ, 3, 128, c, x.device)
+    probe.stage_launch(probe.READ, x, km.wt, km.scales, ts_of(fg), out, short, c)
+    assert probe.word_xor(out[0::2]) != probe.word_xor(km.wt)
+
+    plane = probe.stage_out(probe.DOT, 3, fg.n, c, x.device)
+    probe.stage_launch(probe.DOT, x, km.wt, km.scales, ts_of(fg), plane, fg, c)
+    tol = int4_gemm.tolerance(DT)
+    assert rel_error(plane, ref) <= tol
+    probe.stage_launch(probe.DOT, x, km.wt, km.scales, ts_of(fg), plane, fg, c)  # adds, never stores
+    assert rel_error(plane, 2 * ref) <= tol
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_the_gemv_matches_the_reference(probe, m):
+    x, fg, ref = operands("int4", m, 512, 192, fused_gemm.config(16, 64, 128, 2))
+    km = fg.kmajor
+    out = torch.empty(m, fg.n, dtype=DT)
+    ws, count = torch.zeros(m * fg.n), torch.zeros(3, dtype=torch.int32)
+    for _ in range(2):  # the workspace and counters are left zeroed for the next call
+        out.zero_()
+        probe.gemv_launch(x, km.wt, km.scales, out, ws, count, fg, 64, 2, 4, 2)
+        assert rel_error(out, ref) <= int4_gemm.tolerance(DT)
+    assert not ws.any() and not count.any()

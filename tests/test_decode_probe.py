@@ -15,6 +15,7 @@ from qgemm_bench.backends.triton_kernels import fused_gemm
 from qgemm_bench.backends.triton_ops import weight_args
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
+from qgemm_bench.target import Target
 from qgemm_bench.types import Case, Shape
 from tests.support import seed
 
@@ -37,7 +38,7 @@ def operands(fmt: str, m: int, k: int, n: int, config: dict):
     s = seed()
     print(f"seed {s}")
     inputs = op.make_inputs(Case(op.NAME, Shape(m, k, n), DT, torch.device("cpu"), settings), s)
-    fg = fused_gemm.FusedGemm(*weight_args(op.NAME, inputs), config=config)
+    fg = fused_gemm.FusedGemm(*weight_args(op.NAME, inputs), config=config, target=Target.cpu())
     return inputs.x, fg, op.reference(inputs)
 
 

@@ -31,6 +31,7 @@ the graph.)
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -202,9 +203,14 @@ class DecodeStep:
         """One step of the model's own forward, never compiled nor graphed."""
         return self.forward(self.tok)
 
-    def capture(self, warmup: int = WARMUP_STEPS) -> None:
+    def capture(self, warmup: int = WARMUP_STEPS, profiled: bool = False) -> None:
         """Warm up on a side stream (compilation, Triton autotuning and lazy
-        allocations happen there, never in the graph), then capture one step."""
+        allocations happen there, never in the graph), then capture one step.
+        profiled: the replays will be profiled (profile.graph_profiling_ready)."""
+        if profiled:
+            from qgemm_bench.model import profile
+
+            profile.graph_profiling_ready()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
@@ -239,8 +245,8 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     `prompt_len` prompt (static cache of prompt_len + steps + warm-up slots).
     mode: "graph" (CUDA graph per step) or "eager"; on CPU always a wall clock.
     compile: a COMPILE_MODES key. extra: compile_s, the bytes one step reads
-    (profile.step_bytes) and, with `split`, one graph-free step's time by
-    category (profile.step_split)."""
+    (profile.step_bytes) and, with `split`, one step's time by category, the
+    step as timed (profile.step_split)."""
     from qgemm_bench.model import profile
 
     cuda = device.type == "cuda"
@@ -255,7 +261,7 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     first_tok = step.tok.clone()
     check = None
     if mode == "graph":
-        step.capture()
+        step.capture(profiled=split)
     else:
         for _ in range(WARMUP_STEPS):
             step()
@@ -285,9 +291,9 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     attended = -(-(prompt_len + (steps + 1) // 2) // FLEX_BLOCK) * FLEX_BLOCK if flex else None
     extra = {"compile": compile, "compile_s": step.compile_s, "attention": "flex" if flex else "sdpa",
              **profile.step_bytes(model, cache, batch, attended)}
-    if split:
-        rewind(cache, prompt_len)
-        extra["split"] = profile.step_split(step.eager, device)
+    if split:  # the step as timed: its graph's replay, or the step itself
+        s = profile.step_split(step, device, reset=functools.partial(rewind, cache, prompt_len))
+        extra.update(split=s.ms, split_source=s.source, split_kernels=s.kernels)
     del step, cache
     if compile != "none":
         torch._dynamo.reset()  # the compiled step holds this variant's graphs; the next one compiles anew

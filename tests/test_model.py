@@ -466,7 +466,7 @@ def test_without_transformers_the_model_bench_is_one_line(monkeypatch, capsys, t
 
 
 def test_eval_text_reads_a_bz2_wikipedia_dump(tmp_path, monkeypatch):
-    """A .bz2 --eval-text is a MediaWiki XML dump (gensim's test data, MODELS.md):
+    """A .bz2 --eval-text is a MediaWiki XML dump (as in gensim's test data):
     its articles' text without markup; without gensim, one clear line."""
     import bz2
     import sys

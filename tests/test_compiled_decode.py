@@ -282,6 +282,21 @@ def test_report_says_which_step_the_split_profiled():
     assert FALLBACK not in table[2] and f"3.500{FALLBACK}" in table[3]
     assert "no kernels in the replay" in split_note(mixed, "graph")
     assert "(no CUDA graph)" in split_note([row(1, profile.SOURCES["plain"])], "eager")
+    assert "the profiler failed" in split_note([*graphed, row(4, "not profiled: RuntimeError: x")], "graph")
+    assert "the profiler failed" not in split_note(graphed, "graph")
+
+
+def test_a_failing_profiler_costs_the_split_not_the_timing(monkeypatch):
+    def broken(*a, **kw):
+        raise RuntimeError("CUPTI said no")
+
+    monkeypatch.setattr(profile, "step_split", broken)
+    model = build_model(config_for("tiny", **TINY), CPU, torch.float32, SEED)
+    t = decode.time_decode(model, 2, 5, 3, CPU)
+    assert len(t.samples_ms) == 3 and "split" not in t.extra
+    assert t.extra["split_source"] == "not profiled: RuntimeError: CUPTI said no"
+    fields = bench.step_fields(t, None)
+    assert fields["split_source"] == t.extra["split_source"] and "split_total_ms" not in fields
 
 
 # ------------------------------------------------- slow (CPU, opt-in) and GPU

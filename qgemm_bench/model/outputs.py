@@ -221,7 +221,7 @@ def bandwidth_table(rows: list[ModelRow]) -> str:
 
 def split_note(rows: list[ModelRow], timing: str | None) -> str:
     """The report's sentence on what the split columns profiled."""
-    sources = {r.split_source for r in rows if r.status == OK and r.split_source}
+    sources = {r.split_source for r in rows if r.status == OK and r.split_source} & set(SOURCES.values())
     if timing == "cpu-wall":
         what = "one step as timed under torch.profiler, CPU operator time, "
     elif sources <= {SOURCES["plain"]}:
@@ -233,9 +233,11 @@ def split_note(rows: list[ModelRow], timing: str | None) -> str:
         if SOURCES["fallback"] in sources:
             what += (f"{FALLBACK.strip()}: the profiler saw no kernels in the replay, so the split is of the same "
                      "step run without its graph, launch gaps excluded; ")
+    failed = any(r.split_source and r.split_source not in SOURCES.values() for r in rows)
     return ("Split: " + what + "by category: quantized GEMM (the qgemm::linear op, whatever kernel it launches), "
             "dense GEMM (aten mm/addmm: cuBLAS; Inductor mm templates), attention (SDPA, flex), rest (norms, "
-            "rotary, cache writes, residual adds, Inductor's fused kernels).")
+            "rotary, cache writes, residual adds, Inductor's fused kernels)."
+            + (" Rows without a split: the profiler failed (results.csv's split_source says why)." if failed else ""))
 
 
 def summary_table(rows: list[ModelRow]) -> str:

@@ -122,14 +122,25 @@ def device_work(events) -> list:
 def attributed(events) -> list[tuple[str, str, float]]:
     """(name, category, us) of each device activity of un-graphed steps, in
     start order: the category of the outermost operator around the one that
-    launched it that names one, else its name's (kernel_category)."""
+    launched it that names one, else its name's (kernel_category). An
+    operator's kernels are its FunctionEvent.kernels (name, duration), matched
+    to the device's activities by both, in order (torch 2.11's events carry no
+    other link between the two)."""
     from torch.autograd import DeviceType
 
-    # Operators as the kernels link to them: frontend events (no linked id of their own).
-    ops = {e.id: e for e in events if e.device_type == DeviceType.CPU and not e.is_async
-           and not getattr(e, "linked_correlation_id", 0)}
-    return [(k.name, _outermost(ops.get(getattr(k, "linked_correlation_id", None))) or kernel_category(k.name),
-             k.device_time_total) for k in device_work(events)]
+    launched: dict[tuple[str, float], list[str | None]] = {}
+    ops = sorted((e for e in events if e.device_type == DeviceType.CPU and not e.is_async),
+                 key=lambda e: e.time_range.start)
+    for op in ops:
+        c = _outermost(op)
+        for k in op.kernels:
+            launched.setdefault((k.name, k.duration), []).append(c)
+    out = []
+    for k in device_work(events):
+        cats = launched.get((k.name, k.device_time_total))
+        c = cats.pop(0) if cats else None
+        out.append((k.name, c or kernel_category(k.name), k.device_time_total))
+    return out
 
 
 def matched(replay: list, reference: list[tuple[str, str, float]]) -> list[tuple[str, str, float]]:

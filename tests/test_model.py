@@ -274,6 +274,7 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
             assert r["compile"] == "none" and r["compile_s"] is None and r["attention"] == "sdpa"
             parts = [r[f"split_{c}_ms"] for c in ("quant_gemm", "dense_gemm", "attention", "other")]
             assert sum(parts) == pytest.approx(r["split_total_ms"]) and r["split_attention_ms"] > 0
+            assert r["split_source"] == "un-graphed step" and r["split_kernels"] is None  # CPU: no graph, no kernels
         assert q["split_quant_gemm_ms"] > 0 and ref["split_quant_gemm_ms"] == 0
         assert rows[("torch", "nvfp4", n)]["status"] == "unavailable"
         assert rows[("torch", "nvfp4", n)]["reason"] == "no NVFP4 kernel here"
@@ -288,6 +289,7 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
     assert "torch int4-g64" in report and "tokens_per_s.png" in report and "kernel exploded" in report
     assert "int4-channel" in report and "unavailable" in report
     assert "Effective bandwidth" in report and "numerical fidelity only" in report
+    assert "Split: one step as timed under torch.profiler, CPU operator time" in report
 
 
 @pytest.mark.parametrize("bad", [["--model", "llama-9z"], ["--batch", "1,x"], ["--batch", "0"],
@@ -464,7 +466,7 @@ def test_without_transformers_the_model_bench_is_one_line(monkeypatch, capsys, t
 
 
 def test_eval_text_reads_a_bz2_wikipedia_dump(tmp_path, monkeypatch):
-    """A .bz2 --eval-text is a MediaWiki XML dump (gensim's test data, MODELS.md):
+    """A .bz2 --eval-text is a MediaWiki XML dump (as in gensim's test data):
     its articles' text without markup; without gensim, one clear line."""
     import bz2
     import sys

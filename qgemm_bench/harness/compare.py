@@ -39,7 +39,7 @@ STATUS_ORDER = [INCORRECT, REGRESSED, INCOMPARABLE, NOISY, IMPROVED, REMOVED, AD
 
 # Defaults. THRESHOLD is the 10%. Kernels under SMALL_US get the looser
 # SMALL_THRESHOLD: graph-timed medians of ~10 us kernels move a few percent
-# between processes (GPU.md: 0.1-1.6% within a process).
+# between processes (0.1-1.6% between runs in one process on the H100).
 THRESHOLD = 0.10
 SMALL_THRESHOLD = 0.15
 SMALL_US = 20.0

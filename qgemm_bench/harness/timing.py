@@ -48,7 +48,7 @@ def time_cpu(fn, warmup_ms: float, rep_ms: float) -> Timing:
 
 def time_events(fn, warmup_ms: float, rep_ms: float) -> Timing:
     """triton.testing.do_bench: L2 flushed between calls, CUDA events around
-    each call. Adds ~8-12 us per call on the H100 (GPU.md)."""
+    each call. Adds ~8-12 us per call on the H100 (docs/measuring.md)."""
     from triton.testing import do_bench
 
     ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")

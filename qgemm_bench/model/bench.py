@@ -59,7 +59,7 @@ class Plan:
     stall_s: float = 0.0  # --stall-timeout (0: off): the longest one step (see Step) may take
     compile: str = "none"  # --compile: decode.COMPILE_MODES key
     copy_gbps: float | None = None  # the device's measured copy bandwidth (CUDA), for copy_pct
-    split: bool = True  # profile one graph-free step per row (profile.step_split)
+    split: bool = True  # profile one step per row, as timed (profile.step_split)
     attention: str = "sdpa"  # --attention: decode.ATTENTIONS key (flex: compiled steps only)
 
     @property
@@ -187,6 +187,8 @@ def step_fields(t: decode.Timing, copy_gbps: float | None) -> dict:
                    copy_pct=100 * gbps / copy_gbps if copy_gbps else None)
     for k, v in x.get("split", {}).items():
         out[f"split_{k}_ms"] = v
+    if "split_source" in x:
+        out.update(split_source=x["split_source"], split_kernels=x.get("split_kernels"))
     return out
 
 

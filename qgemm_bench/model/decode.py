@@ -5,15 +5,17 @@ transformers >= 5.17 the StaticCache keeps its fill position in an on-device
 tensor that the step itself advances, and positions and the attention mask are
 derived from it, so the step needs no host-side position and replays correctly
 as a CUDA graph. (Those versions take no cache_position argument.) Each CUDA
-graph replay is what a serving stack pays per token; eager steps on an H100 are
-launch-bound (GPU.md: 46 ms vs a ~5 ms weight-read floor for the 8B model).
+graph replay is what a serving stack pays per token; eager steps are
+launch-bound (Llama-3-8B on an H100, transformers' eager generate: 46 ms a
+step, where reading its 15 GiB of weights takes about 5 ms).
 
 --compile default|max-autotune traces the whole step with torch.compile
 (fullgraph=True, dynamic=False: no graph break, one static graph; the
 quantized GEMMs are the custom op qgemm::linear, model/ops.py) and the
 compiled step is captured in our own CUDA graph, as the eager one is.
 mode="reduce-overhead" is not used: its CUDA graph trees overwrite outputs
-that transformers' cache still holds (GPU.md); "max-autotune" here means
+that transformers' cache still holds ("accessing tensor output of CUDAGraphs
+that has been overwritten by a subsequent run"); "max-autotune" here means
 Inductor's max-autotune without its own CUDA graphs.
 
 Decode attention (DECODE_ATTENTION): transformers' sdpa path copies the
@@ -31,6 +33,8 @@ the graph.)
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -202,9 +206,15 @@ class DecodeStep:
         """One step of the model's own forward, never compiled nor graphed."""
         return self.forward(self.tok)
 
-    def capture(self, warmup: int = WARMUP_STEPS) -> None:
+    def capture(self, warmup: int = WARMUP_STEPS, profiled: bool = False) -> None:
         """Warm up on a side stream (compilation, Triton autotuning and lazy
-        allocations happen there, never in the graph), then capture one step."""
+        allocations happen there, never in the graph), then capture one step.
+        profiled: the replays will be profiled (profile.graph_profiling_ready)."""
+        if profiled:
+            from qgemm_bench.model import profile
+
+            with contextlib.suppress(Exception):  # then the split says the replay showed no kernels
+                profile.graph_profiling_ready()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
@@ -239,8 +249,8 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     `prompt_len` prompt (static cache of prompt_len + steps + warm-up slots).
     mode: "graph" (CUDA graph per step) or "eager"; on CPU always a wall clock.
     compile: a COMPILE_MODES key. extra: compile_s, the bytes one step reads
-    (profile.step_bytes) and, with `split`, one graph-free step's time by
-    category (profile.step_split)."""
+    (profile.step_bytes) and, with `split`, one step's time by category, the
+    step as timed (profile.step_split)."""
     from qgemm_bench.model import profile
 
     cuda = device.type == "cuda"
@@ -255,7 +265,7 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     first_tok = step.tok.clone()
     check = None
     if mode == "graph":
-        step.capture()
+        step.capture(profiled=split)
     else:
         for _ in range(WARMUP_STEPS):
             step()
@@ -285,9 +295,12 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     attended = -(-(prompt_len + (steps + 1) // 2) // FLEX_BLOCK) * FLEX_BLOCK if flex else None
     extra = {"compile": compile, "compile_s": step.compile_s, "attention": "flex" if flex else "sdpa",
              **profile.step_bytes(model, cache, batch, attended)}
-    if split:
-        rewind(cache, prompt_len)
-        extra["split"] = profile.step_split(step.eager, device)
+    if split:  # the step as timed: its graph's replay, or the step itself
+        try:
+            s = profile.step_split(step, device, reset=functools.partial(rewind, cache, prompt_len))
+            extra.update(split=s.ms, split_source=s.source, split_kernels=s.kernels)
+        except Exception as e:  # the profiler failing costs the split, never the row's timing
+            extra["split_source"] = f"not profiled: {type(e).__name__}: {str(e).strip()[:200]}"
     del step, cache
     if compile != "none":
         torch._dynamo.reset()  # the compiled step holds this variant's graphs; the next one compiles anew

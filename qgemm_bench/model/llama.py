@@ -15,7 +15,7 @@ _LLAMA3 = dict(vocab_size=128256, rms_norm_eps=1e-5, bos_token_id=128000, eos_to
                attention_bias=False, mlp_bias=False, hidden_act="silu")
 _LLAMA3_ROPE = {"rope_type": "default", "rope_theta": 500000.0}
 
-# Architectures of MODELS.md / the published configs. `tiny` is for CPU and CI:
+# Architectures of the published configs. `tiny` is for CPU and CI:
 # every K is a multiple of 128 so all int4 group sizes and NVFP4 apply.
 PRESETS = {
     "tiny": dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,

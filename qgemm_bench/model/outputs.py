@@ -14,10 +14,12 @@ from tabulate import tabulate
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import outputs as harness_outputs
 from qgemm_bench.harness.outputs import write_atomic
+from qgemm_bench.model.profile import SOURCES
 
 OK, ERROR, OOM, UNAVAILABLE, INCORRECT = "ok", "error", "oom", "unavailable", "incorrect"
 SKIPPED = "skipped"  # not run: an earlier step outlived --stall-timeout and stopped the run
 GiB = 2**30
+FALLBACK = " \u2020"  # marks a split profiled without the CUDA graph the row timed
 
 
 @dataclass
@@ -61,12 +63,14 @@ class ModelRow:
     kv_read_gib: float | None = None  # the static K/V cache's share of it
     effective_gbps: float | None = None  # step_read bytes x steps/s
     copy_pct: float | None = None  # effective_gbps / the run's measured device copy GB/s
-    # One graph-free step under torch.profiler (profile.step_split), ms: kernel time on CUDA.
+    # One step as timed under torch.profiler (profile.step_split), ms: kernel time on CUDA, operator time on CPU.
     split_quant_gemm_ms: float | None = None
     split_dense_gemm_ms: float | None = None
     split_attention_ms: float | None = None
     split_other_ms: float | None = None
     split_total_ms: float | None = None
+    split_source: str | None = None  # profile.SOURCES: a graph replay, or the step without a graph
+    split_kernels: int | None = None  # device activities (kernels, copies, sets) in the profiled step
     samples_ms: list = field(default_factory=list)
 
     @property
@@ -197,7 +201,8 @@ def _share(v: float | None, total: float | None) -> str:
 
 def bandwidth_table(rows: list[ModelRow]) -> str:
     """Per decode row: what a step reads, the effective bandwidth it reaches, and
-    one graph-free step's time split by category (profile.step_split)."""
+    one step's time as timed split by category (profile.step_split); FALLBACK
+    marks a split of the step without its graph (no kernels seen in the replay)."""
     body = []
     for r in rows:
         if r.status != OK or r.effective_gbps is None:
@@ -206,10 +211,33 @@ def bandwidth_table(rows: list[ModelRow]) -> str:
         body.append([r.variant, r.batch, _f(r.step_ms_p50, ".3f"), _f(r.step_read_gib, ".3f"),
                      _f(r.kv_read_gib, ".3f"), _f(r.effective_gbps, ".0f"), _f(r.copy_pct, ".1f"),
                      *(_share(v, t) for v in (r.split_quant_gemm_ms, r.split_dense_gemm_ms, r.split_attention_ms,
-                                              r.split_other_ms)), _f(t, ".3f"), _f(r.compile_s, ".1f")])
+                                              r.split_other_ms)),
+                     _f(t, ".3f") + (FALLBACK if r.split_source == SOURCES["fallback"] else ""),
+                     _f(r.compile_s, ".1f")])
     headers = ["variant", "batch", "step ms", "read GiB/step", "of it K/V GiB", "effective GB/s", "% of copy",
                "quant GEMM ms", "dense GEMM ms", "attention ms", "rest ms", "profiled step ms", "compile s"]
     return tabulate(body, headers, tablefmt="github") if body else ""
+
+
+def split_note(rows: list[ModelRow], timing: str | None) -> str:
+    """The report's sentence on what the split columns profiled."""
+    sources = {r.split_source for r in rows if r.status == OK and r.split_source} & set(SOURCES.values())
+    if timing == "cpu-wall":
+        what = "one step as timed under torch.profiler, CPU operator time, "
+    elif sources <= {SOURCES["plain"]}:
+        what = "one step as timed (no CUDA graph) under torch.profiler, kernel time, "
+    else:
+        what = ("one replay of the timed step's CUDA graph under torch.profiler, kernel time (the gaps between "
+                "kernels are not in it), each kernel in the category of the operator that launched it when the "
+                "same step ran without the graph; ")
+        if SOURCES["fallback"] in sources:
+            what += (f"{FALLBACK.strip()}: the profiler saw no kernels in the replay, so the split is of the same "
+                     "step run without its graph, launch gaps excluded; ")
+    failed = any(r.split_source and r.split_source not in SOURCES.values() for r in rows)
+    return ("Split: " + what + "by category: quantized GEMM (the qgemm::linear op, whatever kernel it launches), "
+            "dense GEMM (aten mm/addmm: cuBLAS; Inductor mm templates), attention (SDPA, flex), rest (norms, "
+            "rotary, cache writes, residual adds, Inductor's fused kernels)."
+            + (" Rows without a split: the profiler failed (results.csv's split_source says why)." if failed else ""))
 
 
 def summary_table(rows: list[ModelRow]) -> str:
@@ -285,11 +313,7 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
                   "of the embedding only the gathered rows) plus the whole static K/V cache, which the masked "
                   "attention reads each step; effective GB/s = read/step x steps/s"
                   + (f"; % of the device's measured copy bandwidth ({copy:.0f} GB/s)" if copy else "") + ". "
-                  "Split: one step without a CUDA graph under torch.profiler, by the operator that ran each "
-                  "kernel: quantized GEMM (the qgemm::linear op), dense GEMM (aten mm/addmm: cuBLAS), attention "
-                  "(SDPA), rest (norms, rotary, cache writes, residual adds, fused Inductor kernels); "
-                  + ("kernel time, so launch gaps the graph removes are not in it." if s.get("timing") != "cpu-wall"
-                     else "CPU operator time."), "", bw, ""]
+                  + split_note(rows, s.get("timing")), "", bw, ""]
     fidelity = "" if m.get("trained") else " (random weights: numerical fidelity only)"
     lines += ["## Memory, prefill and quality per variant", "", summary_table(rows), "",
               f"## Quality by weight format{fidelity}", "", format_quality_table(rows), ""]

@@ -84,7 +84,7 @@ _QUOTES = re.compile("'{2,3}")
 
 def wiki_dump_text(path: Path) -> str:
     """The articles of a bz2 MediaWiki XML dump (e.g. the one in gensim's test
-    data, MODELS.md) as plain text: markup removed by gensim's filter_wiki,
+    data) as plain text: markup removed by gensim's filter_wiki,
     then the bold and italic quote marks it leaves (3 or 2 apostrophes)."""
     import bz2
 

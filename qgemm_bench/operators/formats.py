@@ -3,7 +3,7 @@
 One copy of each routine, vectorized torch, device-agnostic (CPU and CUDA).
 Every backend and the references use these; kernels must match them bit for bit.
 
-Layouts (DESIGN.md):
+Layouts:
 - Two 4-bit codes per byte along K: even k in the low nibble, odd k in the high
   nibble; packed weights are [K//2, N].
 - int4: signed values in [-8, 7], stored int8; symmetric scales per group of

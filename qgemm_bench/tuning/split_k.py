@@ -79,7 +79,7 @@ STARTUP_S = 60.0
 WARM_UP = "import torch, triton  # noqa"
 TOP = 3
 # --keep-faster and the second pass: a new entry must time this much below the
-# old one (the run-to-run spread of small-kernel medians is 0.1-1.6%, GPU.md).
+# old one (the run-to-run spread of small-kernel medians is 0.1-1.6% on the H100).
 KEEP_MARGIN = 0.97
 # No shape's share is below this (or, where the time left is shorter, an
 # equal share of it): about 24 candidates at ~0.5 s each (check, graph,

@@ -382,7 +382,7 @@ class Layout:
     rotating copies of the K-major tensors."""
 
     def __init__(self, probe: Probe, fmt: str, k: int, n: int, max_m: int):
-        from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+        from qgemm_bench.backends.triton_dispatch import make_weight_only
         from qgemm_bench.backends.triton_ops import weight_args
         from qgemm_bench.operators import int4_gemm, nvfp4_gemm
         from qgemm_bench.target import Target
@@ -396,7 +396,7 @@ class Layout:
         self.inputs = self.op.make_inputs(self.case0, 0)
         self.wargs = weight_args(self.op.NAME, self.inputs)
         self.deq = self.op.dequantize(self.inputs)  # fp32 [K, N]
-        self.gemm = WeightOnlyGemm(*self.wargs, target=self.target)
+        self.gemm = make_weight_only(*self.wargs, target=self.target)
         self.fg = None
         self.copies = None
 

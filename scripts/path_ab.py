@@ -72,7 +72,7 @@ def compare(args, shape, dev, dtype, timer, state=gpu_state, l2_bytes: int = 0) 
     import torch
 
     from qgemm_bench import operators
-    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
     from qgemm_bench.backends.triton_ops import weight_args
     from qgemm_bench.harness.measure import copies_for
     from qgemm_bench.harness.sweep import time_rounds
@@ -90,7 +90,7 @@ def compare(args, shape, dev, dtype, timer, state=gpu_state, l2_bytes: int = 0) 
     ref, tol = op.reference(first), op.tolerance(dtype)
     fns, notes = {}, []
     for path in args.paths:
-        gemms = [WeightOnlyGemm(*weight_args(args.op, i), path=path, target=of(dev)) for i in inputs]
+        gemms = [make_weight_only(*weight_args(args.op, i), path=path, target=of(dev)) for i in inputs]
         try:
             err = rel_error(gemms[0](first.x), ref)
         except Exception as e:  # a path that cannot run this shape: say so, compare the rest

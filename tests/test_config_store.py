@@ -87,23 +87,29 @@ def test_a_row_names_the_store_entry_it_used(tmp_path):
     row's note names the entry of the same capability that served it."""
     import torch
 
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, SplitKGemm
+    from qgemm_bench.backends.triton_dispatch import make_split_k
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC
 
     store = Store(tmp_path)
     gpu = fake_target("gpu_a")
     cfg = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 4, "num_warps": 4, "num_stages": 1}
     store.write(gpu.name, "split_k", {"entries": {"atomic": {"M5_K1000_N7": {"config": cfg}}}}, PROV, target=gpu)
     a, b = torch.randn(5, 1000, dtype=torch.float16), torch.randn(1000, 7, dtype=torch.float16)
-    gemm = SplitKGemm(a, b, None, ATOMIC, target=fake_target("gpu_b"), store=store)
+    gemm = make_split_k(a, b, None, ATOMIC, target=fake_target("gpu_b"), store=store)
     assert gemm.config == cfg
     assert gemm.note().startswith("configs of gpu_a (same compute capability 9.0; no entry for gpu_b); "
                                   "table (gpu_a): 5x1000x7")
 
 
+FORBIDDEN = ("qgemm_bench.configs.store", "qgemm_bench.harness", "qgemm_bench.backends.triton_dispatch",
+             "qgemm_bench.backends.helion_dispatch")
+
+
 def kernel_package_violations(path, text: str) -> list[str]:
     """What a module of a kernel package (backends/*_kernels/) must not do:
-    import the config store or the harness, or look its GPU up (target.of);
-    the dispatch and ops modules hand it tables, configs and a Target."""
+    import the config store, the harness or a dispatch module (the policy of
+    which path and config run), or look its GPU up (target.of); the dispatch
+    and ops modules hand it tables, configs and a Target."""
     import ast
 
     package = "qgemm_bench.backends." + path.parent.name
@@ -123,7 +129,7 @@ def kernel_package_violations(path, text: str) -> list[str]:
         else:
             continue
         for name in names:
-            if name.startswith(("qgemm_bench.configs.store", "qgemm_bench.harness")) or name == "qgemm_bench.target.of":
+            if name.startswith(FORBIDDEN) or name == "qgemm_bench.target.of":
                 out.append(f"{path.name}:{node.lineno}: imports {name}")
     return out
 
@@ -144,8 +150,10 @@ def test_kernel_packages_read_no_store_harness_or_gpu():
     here = Path(backends.__file__).parent / "triton_kernels" / "x.py"
     bad = ("from qgemm_bench.configs import store\nfrom ...harness import environment\n"
            "from qgemm_bench.target import of as target_of\nimport qgemm_bench.configs.store\n"
-           "from qgemm_bench import target\nt = target.of(d)\n")
+           "from qgemm_bench import target\nt = target.of(d)\n"
+           "from qgemm_bench.backends.triton_dispatch import choose_split_k\n")
     assert [v.split(": ", 1)[1] for v in kernel_package_violations(here, bad)] == [
         "imports qgemm_bench.configs.store", "imports qgemm_bench.harness.environment",
         "imports qgemm_bench.harness", "imports qgemm_bench.target.of", "imports qgemm_bench.configs.store",
+        "imports qgemm_bench.backends.triton_dispatch.choose_split_k", "imports qgemm_bench.backends.triton_dispatch",
         "target.of"]

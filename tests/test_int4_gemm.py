@@ -221,9 +221,9 @@ SHAPES = [(1, 128, 40), (3, 384, 96), (17, 384, 37), (80, 128, 96)]  # M=80 take
 
 
 def weight_only(inputs, config=None, path="auto"):
-    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
 
-    return WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, inputs.group_size or 2, config, path,
+    return make_weight_only(inputs.w, inputs.scales, None, INT4, inputs.group_size or 2, config, path,
                           target=target_for(inputs.w))
 
 
@@ -771,12 +771,12 @@ def test_triton_refuses_bad_options(kw, message):
     (lambda x, w, s: (x.t().contiguous().t(), w, s), "contiguous"),
 ])
 def test_triton_refuses_bad_inputs(bad, message):
-    from qgemm_bench.backends.triton_kernels.weight_only import weight_only_gemm
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, (16, 256, 32), group_size=64), 0)
     x, w, s = bad(inputs.x, inputs.w, inputs.scales)
     with pytest.raises(ValueError, match=message):
-        weight_only_gemm(x, w, s, None, INT4, 64, cfg(), target=target_for(x))
+        make_weight_only(w, s, None, INT4, 64, cfg(), target=target_for(x))(x)
 
 
 @pytest.mark.parametrize("k,n,group,wdt", [(256, 40, 128, torch.float16), (384, 37, 32, torch.float16),
@@ -1039,10 +1039,10 @@ def test_ws_kernel_stream_k_vs_fp64(shape, group, tiles, programs, monkeypatch):
 def test_triton_group_32_through_the_table_ws_tiles(shape):
     # Groups of 32 (four to fused_kernel's 128-k blocks: its TMA config gives
     # way to pointer loads, WeightOnlyGemm.tuned) keep the entry's WS tiles.
-    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=32), 0)
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 32, target=stored_target())
+    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 32, target=stored_target())
     assert gemm.path(shape[0]) == "fused" and gemm.fused().runs_ws(inputs.x, gemm.fused().config_for(shape[0]))
     check_gpu("triton", shape, group_size=32)
 
@@ -1065,13 +1065,12 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
     # fused_gemm.tma_usable: groups 32 and 64 take the table's TMA entries
     # (group 32 only in 256-row x tiles; at M = 128 its pointer config), in
     # bf16 and, by pointer, float16; above FUSED_MAX_M the fused kernel.
-    from qgemm_bench.backends.triton_dispatch import weight_only_entry
+    from qgemm_bench.backends.triton_dispatch import make_weight_only, weight_only_entry
     from qgemm_bench.backends.triton_kernels import weight_only_configs
-    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), 0)
     target = stored_target()  # the store entry this GPU's runs use, named
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, group, target=target)
+    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, group, target=target)
     e = weight_only_entry(target)
     raw = weight_only_configs.lookup(INT4, "fused", *shape, e.gpu, e.table)[0]  # these shapes' entries take TMA
     c = gemm.tuned(shape[0])[0]

@@ -107,9 +107,9 @@ cfg = triton_config
 
 
 def weight_only(inputs, config=None, path="auto"):
-    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
 
-    return WeightOnlyGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, config,
+    return make_weight_only(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, config,
                           path, target=target_for(inputs.w))
 
 

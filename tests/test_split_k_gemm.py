@@ -109,10 +109,11 @@ cfg = triton_config
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("split, bn", [(1, 32), (3, 32), (8, 32), (3, 16)])
 def test_triton_kernel_vs_fp64(deterministic, shape, bias, split, bn):
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
+    from qgemm_bench.backends.triton_dispatch import make_split_k
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
-    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC if deterministic else ATOMIC,
+    gemm = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC if deterministic else ATOMIC,
                       cfg(bn=bn, bk=64, split=split), target=target_for(inputs.a))
     ref = reference64(inputs)
     check(gemm(), ref)
@@ -123,10 +124,11 @@ def test_triton_kernel_vs_fp64(deterministic, shape, bias, split, bn):
 
 
 def test_triton_deterministic_is_bit_identical_over_runs():
-    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC, SplitKGemm
+    from qgemm_bench.backends.triton_dispatch import make_split_k
+    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (17, 4096, 40), bias=True), 3)
-    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, cfg(bn=32, bk=64, split=16),
+    gemm = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, cfg(bn=32, bk=64, split=16),
                       target=target_for(inputs.a))
     first = gemm()
     for _ in range(4):
@@ -157,10 +159,10 @@ def test_triton_kernel_with_pdl_vs_fp64(mode, reduce, pdl):
     """A PDL config (on the GPU the prologue waits, and with 2 prefetches b's
     first rows, clamped into b at this K; REDUCE "kernel": the second launch
     waits too): the same sums, twice."""
-    from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm
+    from qgemm_bench.backends.triton_dispatch import make_split_k
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (33, 1000, 40), bias=True), seed())
-    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, cfg(bn=32, bk=64, split=8, PDL=pdl, REDUCE=reduce),
+    gemm = make_split_k(inputs.a, inputs.b, inputs.bias, mode, cfg(bn=32, bk=64, split=8, PDL=pdl, REDUCE=reduce),
                       target=target_for(inputs.a))
     ref = reference64(inputs)
     check(gemm(), ref)
@@ -292,10 +294,11 @@ def test_backends_with_table_configs_vs_fp64(name, shape, bias, monkeypatch):
 
 @interpreter
 def test_opt_in_autotune_is_ignored_on_cpu():
+    from qgemm_bench.backends.triton_dispatch import make_split_k
     from qgemm_bench.backends.triton_kernels import split_k
 
     a, b = torch.randn(1, 4096).to(DT), torch.randn(4096, 16).to(DT)
-    gemm = split_k.SplitKGemm(a, b, None, split_k.DETERMINISTIC, autotune=True, target=target_for(a))
+    gemm = make_split_k(a, b, None, split_k.DETERMINISTIC, autotune=True, target=target_for(a))
     assert not gemm.autotune and gemm.config is not None
     assert rel_error(gemm(), a.double() @ b.double()) <= TOL[DT]
 
@@ -495,13 +498,14 @@ def test_tune_script_writes_the_seed_table(tmp_path):
 
 
 def test_triton_refuses_bad_inputs():
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, SplitKGemm
+    from qgemm_bench.backends.triton_dispatch import make_split_k
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC
 
     a = torch.randn(4, 64, device=DEV).to(DT)
     with pytest.raises(ValueError, match="do not match"):
-        SplitKGemm(a, torch.randn(32, 8, device=DEV).to(DT), None, ATOMIC, cfg(), target=target_for(a))
+        make_split_k(a, torch.randn(32, 8, device=DEV).to(DT), None, ATOMIC, cfg(), target=target_for(a))
     with pytest.raises(ValueError, match="bias"):
-        SplitKGemm(a, torch.randn(64, 8, device=DEV).to(DT), torch.zeros(7, device=DEV, dtype=DT), ATOMIC, cfg(),
+        make_split_k(a, torch.randn(64, 8, device=DEV).to(DT), torch.zeros(7, device=DEV, dtype=DT), ATOMIC, cfg(),
                    target=target_for(a))
 
 
@@ -703,12 +707,13 @@ def test_deterministic_is_bit_identical_on_gpu(name):
 def test_atomic_finish_has_no_race(config):
     # These configs read incomplete sums in up to 20 of 20 runs when the last
     # program read the workspace with a plain (.cg) load.
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, SplitKGemm
+    from qgemm_bench.backends.triton_dispatch import make_split_k
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC
 
     a = torch.randn(256, 8192, device=CUDA, dtype=torch.bfloat16)
     b = torch.randn(8192, 256, device=CUDA, dtype=torch.bfloat16)
     bm, bn, bk, sk = config
-    gemm = SplitKGemm(a, b, None, ATOMIC, {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk,
+    gemm = make_split_k(a, b, None, ATOMIC, {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk,
                                            "num_warps": 4, "num_stages": 3}, target=target_for(a))
     ref = a.double() @ b.double()
     assert all(rel_error(gemm(), ref) <= 1e-2 for _ in range(20))
@@ -742,11 +747,11 @@ def test_helion_finish_has_no_race(config, deterministic):
 @pytest.mark.parametrize("mode", [0, 1])
 def test_every_table_config_on_gpu(mode):
     # Every skinny preset shape with the table's config of this mode, in bf16 with bias.
-    from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm
+    from qgemm_bench.backends.triton_dispatch import make_split_k
 
     for shape in split_k_gemm.PRESETS["skinny"]:
         inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, torch.bfloat16, CUDA, bias=True), 2)
-        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, autotune=False, target=target_for(inputs.a))
+        gemm = make_split_k(inputs.a, inputs.b, inputs.bias, mode, autotune=False, target=target_for(inputs.a))
         assert gemm.config is not None and not gemm.autotune
         ref = split_k_gemm.reference(inputs)
         for _ in range(2):

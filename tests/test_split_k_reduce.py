@@ -27,16 +27,17 @@ VARIANTS = [{"REDUCE": "last"}, {"REDUCE": "kernel"}]
     ((7, 1000, 33), False, 3), ((7, 1000, 33), True, 3), ((7, 1000, 33), False, 7), ((7, 1000, 33), True, 7),
     ((7, 1000, 33), False, 8), ((7, 1000, 33), True, 8), ((33, 1984, 17), True, 7), ((33, 1984, 17), False, 8)])
 def test_reduce_variants_vs_fp64_and_last(shape, bias, split):
-    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC, SplitKGemm
+    from qgemm_bench.backends.triton_dispatch import make_split_k
+    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
     ref = reference64(inputs)
     base = triton_config(bn=32, bk=64, split=split)
-    last = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, base,
+    last = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, base,
                       target=target_for(inputs.a))()  # no REDUCE: today's path
     check(last, ref)
     for extra in VARIANTS:
-        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, {**base, **extra},
+        gemm = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, {**base, **extra},
                           target=target_for(inputs.a))
         gemm.ws.fill_(float("nan"))  # no variant needs its planes zeroed: every call writes each
         first = gemm().clone()
@@ -47,10 +48,11 @@ def test_reduce_variants_vs_fp64_and_last(shape, bias, split):
 
 
 def test_reduce_kernel_with_one_split_is_one_launch():
-    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC, SplitKGemm
+    from qgemm_bench.backends.triton_dispatch import make_split_k
+    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (5, 300, 20), bias=True), seed())
-    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, triton_config(split=1, REDUCE="kernel"),
+    gemm = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, triton_config(split=1, REDUCE="kernel"),
                       target=target_for(inputs.a))
     assert gemm.reduce is None  # split 1 stores the output itself
     check(gemm(), reference64(inputs))
@@ -79,8 +81,9 @@ def test_an_atomic_entry_may_name_the_plane_sum_kernel(tmp_path):
     """The tuner gives an atomic entry the deterministic REDUCE "kernel" winner
     where it timed faster: tables take it in either mode, and an ATOMIC gemm
     with it runs the plane sum (right, and bit-stable as a bonus)."""
+    from qgemm_bench.backends.triton_dispatch import make_split_k
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC
 
     c = {**triton_config(split=8), "REDUCE": "kernel"}
     path = tmp_path / "t.json"
@@ -88,7 +91,7 @@ def test_an_atomic_entry_may_name_the_plane_sum_kernel(tmp_path):
         path.write_text(json.dumps({"entries": {mode: {"M1_K2_N3": {"config": c}}}}))
         skc.read_table(path)
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (4, 1000, 40), bias=True), seed())
-    gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, ATOMIC, c, target=target_for(inputs.a))
+    gemm = make_split_k(inputs.a, inputs.b, inputs.bias, ATOMIC, c, target=target_for(inputs.a))
     assert gemm.mode == DETERMINISTIC and gemm.reduce is not None and gemm.ws.numel() == 8 * 4 * 40
     first = gemm().clone()
     check(first, reference64(inputs))
@@ -117,8 +120,9 @@ def test_checked_in_reductions_are_the_split_order_ones_and_run_right():
     faster), its atomic ones by atomics or, where the deterministic "kernel"
     winner timed faster, by that very config; two of its "kernel" configs,
     run at a ragged shape in either mode, against fp64 and bit-stable."""
+    from qgemm_bench.backends.triton_dispatch import make_split_k
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC
 
     doc = skc.read_table(a_store_file("split_k"))
     for key, e in doc["entries"]["atomic"].items():
@@ -130,7 +134,7 @@ def test_checked_in_reductions_are_the_split_order_ones_and_run_right():
     kernel = sorted((c for c in det if c.get("REDUCE") == "kernel"), key=lambda c: c["SPLIT_K"] * c["BLOCK_K"])
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (20, 3000, 40), bias=True), seed())
     for c, mode in ((kernel[0], DETERMINISTIC), (kernel[-1], DETERMINISTIC), (kernel[0], ATOMIC)):
-        gemm = SplitKGemm(inputs.a, inputs.b, inputs.bias, mode, {**c, "num_stages": 1}, target=target_for(inputs.a))
+        gemm = make_split_k(inputs.a, inputs.b, inputs.bias, mode, {**c, "num_stages": 1}, target=target_for(inputs.a))
         assert gemm.mode == DETERMINISTIC  # "kernel" is the plane sum in either mode
         first = gemm().clone()
         check(first, reference64(inputs))

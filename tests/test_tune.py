@@ -90,10 +90,9 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
     """int4 weight-only (both paths) and split-K (both modes) tuned into a
     fresh store; each entry's config one of the candidates and right on
     new inputs at another M of its bucket."""
+    from qgemm_bench.backends.triton_dispatch import make_split_k, make_weight_only
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-    from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm
-    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
     from qgemm_bench.backends.triton_ops import weight_args
     from qgemm_bench.operators import int4_gemm, split_k_gemm
     from qgemm_bench.types import Case
@@ -110,7 +109,7 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
         assert e["config"] in WO[path] and e["us"] > 0
         inp = int4_gemm.make_inputs(Case(int4_gemm.NAME, Shape(m - 1, k, n), torch.float16, DEV,
                                          int4_gemm.Settings(128)), seed)
-        got = WeightOnlyGemm(*weight_args(int4_gemm.NAME, inp), config=e["config"], path=path,
+        got = make_weight_only(*weight_args(int4_gemm.NAME, inp), config=e["config"], path=path,
                              target=target_for(weight_args(int4_gemm.NAME, inp)[0]))(inp.x)
         assert rel_np(got, fp64(inp.x, int4_gemm.dequantize(inp))) < 1e-2
     table = skc.check_table(read_back(tmp_path, "split_k"))
@@ -120,7 +119,7 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
         assert {x: v for x, v in e["config"].items() if x != "REDUCE"} in SK and e["us"] > 0
         inp = split_k_gemm.make_inputs(Case(split_k_gemm.NAME, SPLIT_K_SHAPE, torch.float16, DEV,
                                             split_k_gemm.Settings(False)), seed)
-        got = SplitKGemm(inp.a, inp.b, None, mode_id, e["config"], target=target_for(inp.a))()
+        got = make_split_k(inp.a, inp.b, None, mode_id, e["config"], target=target_for(inp.a))()
         assert rel_np(got, inp.a.double() @ inp.b.double()) < 1e-2
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
+from qgemm_bench.backends.triton_dispatch import make_weight_only
 from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
 from qgemm_bench.configs import store as config_store
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.formats import INT4, NVFP4
@@ -70,13 +70,13 @@ def test_the_triton_backend_runs_its_group_s_config(tmp_path):
         "nvfp4_gemm_fused": {"M256_K512_N72": {"config": C}}}})
     for group, want in ((32, g32), (64, C), (128, C), ("channel", chan), (None, chan)):
         inputs = int4_gemm.make_inputs(case(int4_gemm, (200, 512, 72), group_size=group), seed())
-        gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, {None: 2, "channel": 512}.get(group, group),
+        gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, {None: 2, "channel": 512}.get(group, group),
                               target=gpu, store=store)
         assert gemm.tuned(200, "fused") == (want, ""), group
     from qgemm_bench.backends.triton_ops import weight_args
 
     nv = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (200, 512, 72)), seed())
-    assert WeightOnlyGemm(*weight_args(nvfp4_gemm.NAME, nv), target=gpu, store=store).tuned(200, "fused") == (C, "")
+    assert make_weight_only(*weight_args(nvfp4_gemm.NAME, nv), target=gpu, store=store).tuned(200, "fused") == (C, "")
 
 
 def test_faster_path_is_the_one_timed_faster_at_the_nearest_bucket_with_both_timings():
@@ -116,7 +116,7 @@ def test_the_table_sends_a_small_m_to_the_fused_path_in_both_backends(tmp_path):
         ["split", "split", "fused", "fused", "fused", "split", "fused"]
     assert path_for(32, NVFP4, 256, 40, e.gpu, doc=e.table) == "split"
     inputs = int4_gemm.make_inputs(case(int4_gemm, (27, 256, 40), group_size=64), seed())
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64, target=gpu, store=store)
+    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 64, target=gpu, store=store)
     assert gemm.path(27) == "fused" and gemm.tuned(27) == (fused, "")
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
     assert gemm.fused()._workspace[27][0].numel() >= 27 * 40  # it split K: the workspace exists
@@ -282,7 +282,7 @@ def test_every_checked_in_config_is_right(path, m, k, n, fmt):
     assert configs, kernel
     ran = set()
     for c in configs:
-        gemm = WeightOnlyGemm(*wargs, config=c, path=path, target=target_for(wargs[0]))
+        gemm = make_weight_only(*wargs, config=c, path=path, target=target_for(wargs[0]))
         if path == "fused":
             gemm.fused().config_for(m)  # every config passes the call's checks (wrong_on_sm90 reads num_warps)
         if interpreted(c) in ran:
@@ -309,7 +309,7 @@ def test_every_checked_in_group_config_is_right(group):
         if interpreted(c) in ran:
             continue
         ran.add(interpreted(c))
-        check(WeightOnlyGemm(*wargs, config=c, path="fused", target=target_for(wargs[0]))(inputs.x),
+        check(make_weight_only(*wargs, config=c, path="fused", target=target_for(wargs[0]))(inputs.x),
               fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 
@@ -322,10 +322,10 @@ def test_triton_backend_runs_the_table_config_and_names_its_bucket(tmp_path):
     gpu, store = table_store(tmp_path, "weight_only", {"kernels": {"int4_gemm": {
         "M16_K8192_N8192": {"config": cfg}}}})
     inputs = int4_gemm.make_inputs(case(int4_gemm, (5, 256, 40), group_size=64), seed())
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64, target=gpu, store=store)
+    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 64, target=gpu, store=store)
     assert gemm.tuned(5) == (cfg, "triton split config of nearest bucket M16_K8192_N8192")
     assert gemm.note(5) == "triton split config of nearest bucket M16_K8192_N8192"
-    other = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 64, target=fake_target("gpu_b", sms=140),
+    other = make_weight_only(inputs.w, inputs.scales, None, INT4, 64, target=fake_target("gpu_b", sms=140),
                            store=store)
     assert other.tuned(5) == (cfg, "configs of gpu_a (same compute capability 9.0; no entry for gpu_b); "
                                    "triton split config of nearest bucket M16_K8192_N8192")
@@ -348,7 +348,7 @@ def test_a_tma_entry_runs_only_for_groups_tma_usable_takes_else_its_pointer_conf
     for i, (doc, want) in enumerate((({"kernels": {"int4_gemm_fused": {"M128_K512_N72": {
             "config": tma, "pointer_config": ptr}}}}, ptr), ({"kernels": {}}, fused_gemm.POINTER_CONFIGS[INT4][128]))):
         gpu, store = table_store(tmp_path / str(i), "weight_only", doc)
-        gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, g, target=gpu, store=store)
+        gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, g, target=gpu, store=store)
         table_tma = fused_gemm.FUSED_CONFIGS[INT4][128]  # 128x64x128: group 64 two to a K block
         expected = (tma if doc["kernels"] else table_tma) if group != 32 else want
         assert gemm.path(80) == "fused" and gemm.tuned(80)[0] == expected
@@ -356,7 +356,7 @@ def test_a_tma_entry_runs_only_for_groups_tma_usable_takes_else_its_pointer_conf
     # Another bucket's entry: the fallback keeps the note naming it.
     gpu, store = table_store(tmp_path / "near", "weight_only", {"kernels": {"int4_gemm_fused": {
         "M256_K512_N72": {"config": tma, "pointer_config": ptr}}}})
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, g, target=gpu, store=store)
+    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, g, target=gpu, store=store)
     assert gemm.tuned(80) == (tma if group != 32 else ptr, "triton fused config of nearest bucket M256_K512_N72")
 
 
@@ -382,11 +382,11 @@ def test_tma_runs_with_the_groups_measured_on_hopper_only():
 
 def test_without_a_table_entry_the_split_path_says_it_autotunes():
     inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 40), DT, torch.device("cpu")), 0)
-    gemm = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, target=target_for(inputs.w))
+    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, target=target_for(inputs.w))
     assert gemm.tuned(3) == (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
     assert gemm.note(100) == gemm.note(2000) == ""  # the fused path: FUSED_CONFIGS, nothing to say
     g96 = int4_gemm.make_inputs(case(int4_gemm, (3, 192, 40), DT, torch.device("cpu"), group_size=96), 0)
-    gemm = WeightOnlyGemm(g96.w, g96.scales, None, INT4, 96,
+    gemm = make_weight_only(g96.w, g96.scales, None, INT4, 96,
                           target=target_for(g96.w))  # GATHER, no TMA: dequantize + cuBLAS above 1024
     assert gemm.note(2000) == "dequantize + cuBLAS path (a K x N scratch)"
 
@@ -450,7 +450,7 @@ def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(fmt, group, k, n, eve
     inputs = op.make_inputs(case(op, (5, k, n), **({"group_size": group} if fmt == INT4 else {})), seed())
     wargs = (inputs.w, inputs.scales, None, INT4, group) if fmt == INT4 else \
         (inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16)
-    check(WeightOnlyGemm(*wargs, config=c, path="split",
+    check(make_weight_only(*wargs, config=c, path="split",
                          target=target_for(wargs[0]))(inputs.x), fp64(inputs.x, op.dequantize(inputs)))
 
 
@@ -459,7 +459,7 @@ def test_a_fused_config_runs_the_split_kernel_without_its_fused_only_keys():
     # it takes neither (weight_only_configs.FUSED_ONLY), the tiles the same.
     inputs = int4_gemm.make_inputs(case(int4_gemm, (5, 512, 100), group_size=128), seed())
     c = {**triton_config(16, 32, 64, 3), "TMA": True, "ACC_SCALE": True}
-    out = WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, config=c, path="split",
+    out = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, config=c, path="split",
                          target=target_for(inputs.w))(inputs.x)
     check(out, fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
@@ -513,7 +513,7 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(script, "operands",
                         lambda fmt, m, k, n, dequantized, group=128: (torch.ones(2, 4), (), torch.ones(4, 3)))
-    monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
+    monkeypatch.setattr(script, "make_weight_only", Gemm)
     monkeypatch.setattr(script, "rel_error", lambda err, ref: err)
     calls[64] = 0
     assert script.check(("fused",), None, 10) == 3
@@ -586,7 +586,7 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     monkeypatch.setattr(common, "LLAMA3_70B_KN", [])
     monkeypatch.setattr(script, "operands", lambda fmt, m, k, n: (None, (), None))
     monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
-    monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
+    monkeypatch.setattr(script, "make_weight_only", Gemm)
     monkeypatch.setattr(script, "rel_error", lambda c, ref: 0.0)
     monkeypatch.setattr(script, "time_fns", lambda fns: us.get(name(fns[0]()), 90.0))
     real_pool = fused_gemm.pool
@@ -736,8 +736,8 @@ def test_above_fused_max_m_dequantize_runs_where_the_table_timed_it_faster(tmp_p
         gpu, store = table_store(tmp_path / str(i), "weight_only", {"kernels": {"int4_gemm_fused": {
             "M2048_K8192_N8192": entry, "M4096_K4096_N4096": other}}})
         run = {"target": gpu, "store": store}
-        assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, **run).path(2000) == want  # M2048's decides
-        assert WeightOnlyGemm(inputs.w, inputs.scales, None, INT4, 128, tma, **run).path(2000) == "fused"
+        assert make_weight_only(inputs.w, inputs.scales, None, INT4, 128, **run).path(2000) == want  # M2048's decides
+        assert make_weight_only(inputs.w, inputs.scales, None, INT4, 128, tma, **run).path(2000) == "fused"
     for kernel, key, bad in (("int4_gemm_fused", "M4096_K8192_N8192", [70.0]),
                              ("int4_gemm_fused", "M4096_K8192_N8192", [70.0, True]),
                              ("int4_gemm_fused", "M4096_K8192_N8192", "fast"),
@@ -791,7 +791,7 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
     monkeypatch.setattr(fused_gemm, "ws_pool", lambda m: [plain, split2])
     monkeypatch.setattr(script, "operands", lambda fmt, m, k, n, group=128: groups.append(group) or (None, (), None))
     monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
-    monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
+    monkeypatch.setattr(script, "make_weight_only", Gemm)
     monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
     monkeypatch.setattr(script, "time_interleaved", timings)
     script.ws_pass(("int4",), {256}, 32)
@@ -838,7 +838,7 @@ def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, caps
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
     monkeypatch.setattr(script, "operands", lambda fmt, m, k, n, dequantized, group=128: groups.append(group) or (
         torch.ones(2, 4), (), torch.ones(4, 3)))
-    monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
+    monkeypatch.setattr(script, "make_weight_only", Gemm)
     monkeypatch.setattr(script, "rel_error", lambda err, ref: err)
     assert script.check(("fused",), None, 3, ("int4",), 32) == 1
     text = capsys.readouterr().out
@@ -892,7 +892,7 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     monkeypatch.setattr(script, "operands",
                         lambda fmt, m, k, n, group=128: shape.append(f"M{m}_K{k}_N{n}") or (None, (), None))
     monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
-    monkeypatch.setattr(script.wo, "WeightOnlyGemm", Gemm)
+    monkeypatch.setattr(script, "make_weight_only", Gemm)
     monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
     monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
         us[(shape[-1], ws_label(c["WS"]) if "WS" in (c := calls[0]()) else None)] for calls in cands])

@@ -10,6 +10,9 @@ triton_kernels/ take a config and a Target and decide nothing).
   weight); the Helion backend takes the same paths.
 - Split-K GEMM: choose_split_k (the store's split_k table, else the
   heuristic).
+- make_weight_only and make_split_k: the launchers (WeightOnlyGemm,
+  SplitKGemm) with those decisions handed in; the kernel modules never
+  import this one.
 
 The store is read here (weight_only_entry, split_k_entry), never in
 triton_kernels/: a Target without its own store entry takes the nearest
@@ -137,3 +140,27 @@ def choose_split_k(mode: int, m: int, k: int, n: int, target: Target, store=None
     e = split_k_entry(target, store)
     c, source = split_k_configs.lookup(split_k_configs.MODES[mode], m, k, n, target.sms, e.gpu, e.table)
     return c, (f"{e.note}; {source}" if e.note and not target.is_cpu else source)
+
+
+def make_weight_only(w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None, path: str = "auto",
+                     *, target: Target, store=None):
+    """A WeightOnlyGemm of these weights whose path and config at each M this
+    module decides (WeightOnlyDispatch over the store's entry for target;
+    store: default the package's)."""
+    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm, fused_group
+
+    dispatch = WeightOnlyDispatch(fmt, fused_group(w, scales, group), 2 * w.shape[0], w.shape[1], target, store,
+                                  config, path)
+    return WeightOnlyGemm(w, scales, tensor_scale, fmt, group, config, path, target=target, dispatch=dispatch)
+
+
+def make_split_k(a, b, bias, mode: int, config: dict | None = None, autotune: bool | None = None, *,
+                 target: Target, store=None):
+    """A SplitKGemm (split_k.ATOMIC / DETERMINISTIC) running config, else the
+    store's (choose_split_k), unless it autotunes (split_k.autotunes)."""
+    from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm, autotunes
+
+    source = "explicit config"
+    if config is None and not autotunes(a, config, autotune):
+        config, source = choose_split_k(mode, a.shape[0], a.shape[1], b.shape[1], target, store)
+    return SplitKGemm(a, b, bias, mode, config, autotune, target=target, source=source)

@@ -30,9 +30,9 @@ def weight_args(op: str, inputs) -> tuple:
 
 
 def _weight_only(case, inputs) -> Prepared:
-    from qgemm_bench.backends.triton_kernels.weight_only import WeightOnlyGemm
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
 
-    gemm = WeightOnlyGemm(*weight_args(case.op, inputs), on_cpu(case, WEIGHT_ONLY_INTERPRETER_CONFIG),
+    gemm = make_weight_only(*weight_args(case.op, inputs), on_cpu(case, WEIGHT_ONLY_INTERPRETER_CONFIG),
                           target=case_target(case))
 
     def apply(x):
@@ -69,11 +69,12 @@ def nvfp4(case, inputs):
 
 
 def _split_k(case, inputs, deterministic: bool) -> Prepared:
-    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC, SplitKGemm
+    from qgemm_bench.backends.triton_dispatch import make_split_k
+    from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC
 
     a, b, bias = inputs.a.contiguous(), inputs.b.contiguous(), inputs.bias
-    gemm = SplitKGemm(a, b, bias, DETERMINISTIC if deterministic else ATOMIC, on_cpu(case, SPLIT_K_INTERPRETER_CONFIG),
-                      target=case_target(case))
+    gemm = make_split_k(a, b, bias, DETERMINISTIC if deterministic else ATOMIC,
+                        on_cpu(case, SPLIT_K_INTERPRETER_CONFIG), target=case_target(case))
     notes = "; ".join(filter(None, (interpreter_note(case), gemm.note())))  # the config and where it came from
     return Prepared(gemm, resident=(b,) if bias is None else (b, bias), notes=notes)
 

@@ -295,19 +295,19 @@ class ShapeTuner:
 
     def measure(self, mode: int, c: dict) -> tuple[float | None, float | None, str]:
         """(p50 us or None, relative error, status) of config c."""
-        from qgemm_bench.backends.triton_kernels.split_k import SplitKGemm
+        from qgemm_bench.backends.triton_dispatch import make_split_k
         from qgemm_bench.operators.common import rel_error
 
         torch = self.torch
         us, err, status = None, None, "ok"
         try:
-            g = SplitKGemm(self.a, self.b, None, mode, c, target=self.target)
+            g = make_split_k(self.a, self.b, None, mode, c, target=self.target)
             first = g()
             err = max(rel_error(first, self.ref), rel_error(g(), self.ref))  # the second call starts from zero again
             if not math.isfinite(err) or err > self.tol:
                 status = f"inaccurate: {err:.2e} > {self.tol:g}"
             else:
-                fns = [g] + [SplitKGemm(a, b, None, mode, c, target=self.target) for a, b in self.copies[1:]]
+                fns = [g] + [make_split_k(a, b, None, mode, c, target=self.target) for a, b in self.copies[1:]]
                 us = self.time_us(fns)
                 del fns
         except Exception as e:

@@ -51,6 +51,7 @@ from pathlib import Path
 
 import torch
 
+from qgemm_bench.backends.triton_dispatch import make_weight_only
 from qgemm_bench.backends.triton_kernels import weight_only as wo
 from qgemm_bench.backends.triton_ops import weight_args
 from qgemm_bench.errors import InputError
@@ -122,17 +123,17 @@ def target():
 
 
 def gemm_of(*wargs, **kw):
-    """WeightOnlyGemm(*wargs, **kw) on the run's Target."""
-    return wo.WeightOnlyGemm(*wargs, target=target(), **kw)
+    """make_weight_only(*wargs, **kw) on the run's Target."""
+    return make_weight_only(*wargs, target=target(), **kw)
 
 
 def copy_calls(reps, **kw) -> list:
-    """One call per rotating copy of a WeightOnlyGemm(weights, **kw) on its x."""
+    """One call per rotating copy of a make_weight_only(weights, **kw) on its x."""
     return [functools.partial(gemm_of(*w, **kw), xc) for xc, w in reps]
 
 
 def checked_calls(what: str, wargs, x, ref, reps, config, path: str) -> list | None:
-    """copy_calls of WeightOnlyGemm(config, path) if 3 calls at x are right
+    """copy_calls of make_weight_only(config, path) if 3 calls at x are right
     against ref, else None (the failure printed with `what`)."""
     try:
         with WATCH.step(f"{what}'s check"):

@@ -127,39 +127,42 @@ def kernel_meta(c: dict) -> dict:
     return {**c, "REDUCE": split_k_configs.REDUCES.index(c.get("REDUCE", "last"))}
 
 
+def autotunes(a, config: dict | None, autotune: bool | None) -> bool:
+    """Whether a SplitKGemm autotunes: asked for (or AUTOTUNE), no config
+    given, on a GPU (the interpreter cannot time configs)."""
+    return bool((AUTOTUNE if autotune is None else autotune) and config is None and a.device.type == "cuda")
+
+
 class SplitKGemm:
     """A prepared split-K GEMM: owns its workspace and counters (zeroed once,
     left zeroed by every call), so calls are single launches; two with REDUCE
     "kernel" (the split kernel, then reduce_planes: no host sync, no memory
     but the output allocated per call, so a CUDA graph captures both).
 
-    config: explicit, else the dispatch's (triton_dispatch.choose_split_k:
-    the store's table for the Target), else with AUTOTUNE (or autotune=True)
-    Triton's autotuner over CONFIGS. `source` says which.
-    target: the GPU (qgemm_bench.target: its SMs size the second launch;
-    the caller's, never looked up here); store: the config store the
-    dispatch reads (default: the package's)."""
+    config: the config to run (triton_dispatch.make_split_k picks the
+    store's for the Target and names it in `source`), or None with
+    autotune (or QGEMM_SPLIT_K_AUTOTUNE, AUTOTUNE) for Triton's autotuner
+    over CONFIGS. target: the GPU (qgemm_bench.target: its SMs size the
+    second launch; the caller's, never looked up here)."""
 
     def __init__(self, a, b, bias, mode: int, config: dict | None = None, autotune: bool | None = None, *,
-                 target: Target, store=None):
+                 target: Target, source: str = "explicit config"):
         check_split_k(a, b, bias)
         if mode not in (ATOMIC, DETERMINISTIC):
             raise ValueError(f"mode must be ATOMIC ({ATOMIC}) or DETERMINISTIC ({DETERMINISTIC}), not {mode!r}")
         m, k = a.shape
         n = b.shape[1]
         self.target = target
-        # The interpreter cannot time configs: on CPU the table decides.
-        self.autotune = (AUTOTUNE if autotune is None else autotune) and config is None and a.device.type == "cuda"
+        self.autotune = autotunes(a, config, autotune)
         if config is not None:
             config = dict(config)
             split_k_configs.check_config({"num_warps": 4, "num_stages": 3, **config}, MODE_NAMES[mode])
-            self.source = "explicit config"
-        elif not self.autotune:
-            from qgemm_bench.backends.triton_dispatch import choose_split_k
-
-            config, self.source = choose_split_k(mode, m, k, n, target, store)
-        else:
+            self.source = source
+        elif self.autotune:
             self.source = "autotuned (QGEMM_SPLIT_K_AUTOTUNE)"
+        else:
+            raise ValueError("no split-K config: pass one (triton_dispatch.make_split_k takes the store's), "
+                             "or autotune=True on a GPU")
         self.a, self.b, self.bias, self.mode, self.config = a, b, bias, mode, config
         # REDUCE "kernel" is the plane-sum kernel whichever mode asked for it
         # (split_k_configs: an atomic entry may take the deterministic winner).

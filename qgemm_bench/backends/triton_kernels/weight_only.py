@@ -290,13 +290,12 @@ class WeightOnlyGemm:
     fused_gemm.FUSED_CONFIGS).
     path: auto (by M), split, fused or dequant.
     target: the GPU (qgemm_bench.target; the caller's, never looked up
-    here); dispatch: which path and config run at each M
-    (triton_dispatch.WeightOnlyDispatch; default: one made from the
-    config, path, target and store, the package's config store unless
-    given)."""
+    here); dispatch: which path and config run at each M (an object with
+    path(m) and tuned(m, path): triton_dispatch.WeightOnlyDispatch, which
+    triton_dispatch.make_weight_only makes from the config store)."""
 
     def __init__(self, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
-                 path: str = "auto", *, target: Target, store=None, dispatch=None):
+                 path: str = "auto", *, target: Target, dispatch):
         if path not in ("auto", "split", "fused", "dequant"):
             raise ValueError(f"path {path!r}: expected auto, split, fused or dequant")
         if config is not None and (config["BLOCK_M"] < split_k_parts.MIN_BLOCK_M
@@ -305,11 +304,6 @@ class WeightOnlyGemm:
         self.w, self.scales, self.ts, self.fmt, self.group = w, scales, tensor_scale, fmt, group
         self.config, self.forced_path = config, path
         self.target = target
-        if dispatch is None:
-            from qgemm_bench.backends.triton_dispatch import WeightOnlyDispatch
-
-            dispatch = WeightOnlyDispatch(fmt, self._fused_group(), 2 * w.shape[0], w.shape[1], self.target, store,
-                                          config, path)
         self.dispatch = dispatch
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._fused = None
@@ -319,8 +313,7 @@ class WeightOnlyGemm:
         return self.dispatch.path(m)
 
     def _fused_group(self) -> int | None:
-        """The group FusedGemm runs: K for unscaled int4 (scales of one per channel)."""
-        return 2 * self.w.shape[0] if self.scales is None else self.group
+        return fused_group(self.w, self.scales, self.group)
 
     def fused(self):
         """The fused path's kernel and its K-major weights (made on first use)."""
@@ -395,7 +388,7 @@ class WeightOnlyGemm:
         return out
 
 
-def weight_only_gemm(x, w, scales, tensor_scale, fmt: int, group: int, config: dict | None = None,
-                     path: str = "auto", *, target: Target) -> torch.Tensor:
-    """One call of WeightOnlyGemm (allocates its workspace each time)."""
-    return WeightOnlyGemm(w, scales, tensor_scale, fmt, group, config, path, target=target)(x)
+def fused_group(w, scales, group: int) -> int:
+    """The group FusedGemm runs for packed weights w [K//2, N]: K for
+    unscaled int4 (scales of one per channel), else the group."""
+    return 2 * w.shape[0] if scales is None else group

@@ -245,6 +245,18 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
 
 
 @triton.jit
+def _block_product(w, x, FOLD: tl.constexpr):
+    """One K block's fp32 product of the decoded weights [BLOCK_N, BLOCK_K]
+    and the x tile [BLOCK_K, BLOCK_M] (ACC_SCALE's); FOLD: the weights are
+    int4_biased's, whose offset times the tile's sums over k comes off."""
+    d = tl.dot(w, x)
+    if FOLD:
+        OFF: tl.constexpr = decode.INT4_OFF_BF16 if x.dtype == tl.bfloat16 else decode.INT4_OFF_FP16
+        d -= OFF * tl.sum(x.to(tl.float32), axis=0)[None, :]
+    return d
+
+
+@triton.jit
 def _in_k_order(lo, hi, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, FRAG: tl.constexpr):
     """Decoded (low-nibble, high-nibble) tiles [BLOCK_N, BLOCK_K // 2] -> the
     weight tile [BLOCK_N, BLOCK_K] in K order (kmajor_layout.py's byte
@@ -324,7 +336,6 @@ def fused_kernel(
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE  # the decoded weights' (2: BLOCK)
     FOLDED: tl.constexpr = FOLD and FMT == 0 and W_SCALE != SCALE_MODE
-    OFF: tl.constexpr = decode.INT4_OFF_BF16 if DT == tl.bfloat16 else decode.INT4_OFF_FP16  # FOLDED's
     sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     BLOCKS: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
@@ -357,10 +368,8 @@ def fused_kernel(
         else:
             x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], other=0.0)
         w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
-        if FOLDED:  # the block's sum of (q + OFF) x, less OFF x the sum of x over the block's k
-            acc += (tl.dot(w, x) - OFF * tl.sum(x.to(tl.float32), axis=0)[None, :]) * s_row
-        elif W_SCALE != SCALE_MODE:
-            acc += tl.dot(w, x) * s_row
+        if W_SCALE != SCALE_MODE:
+            acc += _block_product(w, x, FOLDED) * s_row
         else:
             acc = tl.dot(w, x, acc)
         sc = sc_next

@@ -27,10 +27,20 @@ sizes", says how to read them):
              measure.time_on_gpu; at M = 64 the H200 table runs the
              warp-specialized Gluon kernel, S1-S3 then mirror its fused_kernel
              config without WS);
+  S4 kernel  (int4 with ACC_SCALE) fused_kernel itself at the S1-S3 config
+             (FusedGemm over the rotating copies), timed as S1-S3 are;
+  S4 fold    the same with FOLD (the decode's offset off each K block's
+             product, fused_gemm's module docstring); checked over 3 calls;
+  S2 fold,   S2 and S3 with FOLD (S2: the decode without the offset's
+  S3 fold    subtraction; S3: also the sums' correction);
   gemv       (int4, M <= 16) no tensor cores: each thread reads 16-byte runs
              of the K-major weights, decodes, FMAs with x in fp32; split-K by
              fp32 atomics finished by the tile's last program (split_k_parts);
              checked.
+Then, int4 at M = 1, S2 and S3 of the production tile at 4 and 8 warps, with
+and without the 128-register cap, without and with FOLD ("S2 sweep", "S3
+sweep": 16 variants, every one checked over 3 calls first: int4 8-warp
+split-K configs returned wrong sums on the H100, fused_gemm.wrong_on_sm90).
 Last (unless --no-sweep) S1 alone over deeper pipelines and other grids at
 M = 1, int4: what a Triton loop of this shape can stream at best.
 Columns: p50 us; % of floor (floor / p50; copy and read: M = 1's); GB/s of
@@ -46,6 +56,7 @@ interpreter's non-PTX decode, results checked, nothing timed):
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import json
@@ -79,13 +90,15 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
                  stride_sg, STAGE: tl.constexpr, FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
                  LOOP_STAGES: tl.constexpr, DECODE_ASM: tl.constexpr, TILE_N: tl.constexpr, TILE_K: tl.constexpr,
-                 ACC_SCALE: tl.constexpr, PDL: tl.constexpr, PF_LINES: tl.constexpr = 32):
+                 ACC_SCALE: tl.constexpr, PDL: tl.constexpr, PF_LINES: tl.constexpr = 32, FOLD: tl.constexpr = False):
     """fused_gemm.fused_kernel's pointer-load split-K loop (tiled fragment-order
     weights, BLOCK_N >= TILE_N, K a multiple of BLOCK_K) cut after a stage:
     READ: out (int32, 2 per program) = the xor of the weight words read and
     the bits of the scale sum; DECODE: out (fp32, 1 per program) = a sum of
     the decoded tiles; DOT: out (fp32 [M, N]) += the split's partial product
-    (atomics; no counter, no cast: the caller zeroes out)."""
+    (atomics; no counter, no cast: the caller zeroes out). FOLD as
+    fused_kernel's (int4 with ACC_SCALE): S2 decodes without the offset's
+    subtraction, S3 also takes it off each block's product."""
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16
     pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
@@ -120,6 +133,7 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
         split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE
+    FOLDED: tl.constexpr = FOLD and FMT == 0 and W_SCALE != SCALE_MODE
     sc = fused_gemm._scales(s_ptr, first, offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     accw = tl.zeros((BLOCK_N, BLOCK_K // 8), dtype=tl.int32)
@@ -153,14 +167,14 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
             else:
                 wp = tl.load(w_rows + b * (BLOCK_K // TILE_K) * TILE_BYTES)
             lo, hi = fused_gemm._weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT,
-                                         BLOCK_N, BLOCK_K, True, False)
+                                         BLOCK_N, BLOCK_K, True, False, FOLDED)
             if STAGE == 2:
                 accd += lo * hi
             else:
                 x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
                 w = fused_gemm._in_k_order(lo, hi, BLOCK_N, BLOCK_K, True)
                 if W_SCALE != SCALE_MODE:
-                    acc += tl.dot(w, x) * s_row
+                    acc += fused_gemm._block_product(w, x, FOLDED) * s_row
                 else:
                     acc = tl.dot(w, x, acc)
         sc = sc_next
@@ -253,6 +267,11 @@ SWEEP += [(256, 256, 4, 4, 3, 2, 0), (256, 256, 8, 4, 3, 2, 0), (256, 256, 8, 4,
 SWEEP += [(128, 128, 8, 8, 4, 2, 0), (256, 128, 8, 8, 4, 2, 0), (256, 256, 8, 8, 3, 2, 0), (128, 256, 8, 8, 4, 2, 0),
           (256, 128, 16, 8, 6, 2, 0)]
 SWEEP += [(128, 128, 8, 4, 3, 0, 0), (128, 128, 8, 4, 3, 2, 1), (256, 256, 16, 4, 3, 2, 1)]
+# FOLD (fused_gemm's module docstring) at M = 1, int4: S2 and S3 of the production tile over warps and
+# the register cap, without and with it (num_warps, maxnreg or 0), each checked over CHECK_CALLS calls
+# (int4 8-warp split-K configs returned wrong sums on the H100 in some calls: fused_gemm.wrong_on_sm90).
+FOLD_SWEEP = [(4, 128), (4, 0), (8, 128), (8, 0)]
+CHECK_CALLS = 3
 SMEM_LIMIT = 220 * 1024  # a sweep tile's weight ring (stages x tile bytes) above this is left out
 # GEMV configs by M: (BLOCK_N, SPLIT_K, warps, loop stages).
 GEMV = {1: [(128, 8, 4, 4), (64, 16, 4, 4)], 16: [(64, 8, 4, 3), (32, 16, 4, 3)]}
@@ -267,6 +286,7 @@ def describe(c: dict) -> str:
     if c.get("LOOP_STAGES"):
         s += f" loop s{c['LOOP_STAGES']}"
     s += " acc" if c.get("ACC_SCALE") else ""
+    s += " fold" if c.get("FOLD") else ""
     s += f" nreg{c['maxnreg']}" if c.get("maxnreg") else ""
     return s + (f" pdl{c['PDL']}" if c.get("PDL") else "")
 
@@ -358,7 +378,8 @@ def stage_launch(stage: int, x, wt, scales, ts, out, fg, c: dict, loop_stages: i
         STAGE=stage, FMT=fg.fmt, GROUP=fg.group, SCALE_MODE=mode, BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"],
         BLOCK_K=c["BLOCK_K"], SPLIT_K=c["SPLIT_K"], LOOP_STAGES=loop_stages or c["num_stages"],
         DECODE_ASM=c.get("DECODE_ASM", True), TILE_N=TILE[0], TILE_K=TILE[1], ACC_SCALE=bool(c.get("ACC_SCALE")),
-        num_warps=c["num_warps"], num_stages=c["num_stages"], **extra, **split_k_parts.pdl_launch(c, x.device))
+        FOLD=bool(c.get("FOLD")), num_warps=c["num_warps"], num_stages=c["num_stages"], **extra,
+        **split_k_parts.pdl_launch(c, x.device))
 
 
 def stage_out(stage: int, m: int, n: int, c: dict, device) -> torch.Tensor:
@@ -408,7 +429,8 @@ class Layout:
             from qgemm_bench.backends.triton_kernels.weight_only_configs import lookup
 
             found = lookup(INT4 if self.fmt == "int4" else NVFP4, "fused", m, 8192, 8192, "h200")
-            c = dict(found[0]) if found else fused_gemm.config(16, 128, 128, 8, 4, 3)
+            # (lookup without a table finds nothing: the H200's M = 1 and 16 tile, ACC_SCALE for int4)
+            c = dict(found[0]) if found else fused_gemm.config(16, 128, 128, 8, 4, 3, acc=self.fmt == "int4")
             for key in ("WS", "maxnreg", "TMA", "TMA_W"):
                 c.pop(key, None)
             c["BLOCK_M"] = max(16, c["BLOCK_M"])
@@ -494,21 +516,34 @@ def stage_row(probe: Probe, lay: Layout, m: int, stage: int, c: dict, name: str 
     xs = [x] + [x.clone() for _ in lay.copies[1:]]
 
     def check():
+        """CHECK_CALLS launches (one in the interpreter), each checked (an
+        int4 8-warp split-K race, fused_gemm.wrong_on_sm90, showed in some
+        calls only); S2's sums are per program: each call repeats the first."""
         wt, sc, ts = lay.copies[0]
-        stage_launch(stage, x, wt, sc, ts, outs[0], fg, c, loop_stages)
-        if stage == READ:
-            got = word_xor(outs[0][0::2])
-            want = lay.weight_xor()
-            return None if got == want else f"the weight words' xor {got:#x}, torch {want:#x}"
-        if stage == DOT:
-            from qgemm_bench.operators.common import rel_error
+        first = None
+        for _ in range(1 if probe.smoke else CHECK_CALLS):
+            outs[0].zero_()
+            stage_launch(stage, x, wt, sc, ts, outs[0], fg, c, loop_stages)
+            if stage == READ:
+                got = word_xor(outs[0][0::2])
+                want = lay.weight_xor()
+                if got != want:
+                    return f"the weight words' xor {got:#x}, torch {want:#x}"
+            elif stage == DOT:
+                from qgemm_bench.operators.common import rel_error
 
-            err = rel_error(outs[0], lay.reference(m))  # outs[0] zeroed: one launch's sum
-            tol = lay.op.tolerance(probe.dtype)
-            return None if err <= tol else f"relative error {err:.3g} > {tol:g}"
-        if probe.smoke:  # float16 products of NVFP4 values overflow (bf16 on the GPU does not)
-            return None
-        return None if torch.isfinite(outs[0]).all() else "non-finite decode sums"
+                err = rel_error(outs[0], lay.reference(m))  # outs[0] zeroed: one launch's sum
+                tol = lay.op.tolerance(probe.dtype)
+                if not err <= tol:
+                    return f"relative error {err:.3g} > {tol:g}"
+            elif first is None:
+                # (on the CPU float16 products of NVFP4 values overflow; bf16 on the GPU does not)
+                if not probe.smoke and not torch.isfinite(outs[0]).all():
+                    return "non-finite decode sums"
+                first = outs[0].clone()
+            elif not torch.allclose(outs[0], first, rtol=0, atol=0, equal_nan=True):
+                return "decode sums differ between calls"
+        return None
 
     def run():
         return [lambda xc=xc, cp=cp, o=o: stage_launch(stage, xc, *cp, o, fg, c, loop_stages)
@@ -604,6 +639,55 @@ def gemv_row(probe: Probe, lay: Layout, m: int, bn: int, split: int, warps: int,
     probe.row(lay.fmt, m, "gemv", label, lay.floor_us(m), lay.weight_bytes(), run, check)
 
 
+def kernel_row(probe: Probe, lay: Layout, m: int, c: dict, name: str) -> None:
+    """fused_kernel itself (FusedGemm.__call__: the tile counter, the last
+    program's cast and store) at config c over the rotating copies, timed as
+    the stage rows are (S4 prod times through the runner's measure)."""
+    fg = lay.fused()
+    x = lay.x(m)
+    gemms = []
+    for wt, sc, _ in lay.copies:
+        g = copy.copy(fg)
+        g.kmajor, g.config, g._workspace, g._w_desc = dataclasses.replace(fg.kmajor, wt=wt, scales=sc), c, {}, {}
+        gemms.append(g)
+    xs = [x] + [x.clone() for _ in lay.copies[1:]]
+
+    def check():
+        from qgemm_bench.operators.common import rel_error
+
+        tol = lay.op.tolerance(probe.dtype)
+        errs = [rel_error(gemms[0](x), lay.reference(m)) for _ in range(1 if probe.smoke else CHECK_CALLS)]
+        return None if max(errs) <= tol else f"relative error {max(errs):.3g} > {tol:g}"
+
+    def run():
+        return [lambda g=g, xc=xc: g(xc) for g, xc in zip(gemms, xs, strict=True)]
+
+    probe.row(lay.fmt, m, name, "fused " + describe(c), lay.floor_us(m), lay.weight_bytes(), run, check)
+
+
+def fold_rows(probe: Probe, lay: Layout, m: int, c: dict) -> None:
+    """int4 with ACC_SCALE: the kernel as configured and with FOLD (S4 kernel,
+    S4 fold), then S2 and S3 with FOLD."""
+    if lay.fmt != "int4" or not c.get("ACC_SCALE"):
+        return
+    kernel_row(probe, lay, m, c, "S4 kernel")
+    kernel_row(probe, lay, m, {**c, "FOLD": True}, "S4 fold")
+    stage_row(probe, lay, m, DECODE, {**c, "FOLD": True}, "S2 fold")
+    stage_row(probe, lay, m, DOT, {**c, "FOLD": True}, "S3 fold")
+
+
+def fold_sweep(probe: Probe, lay: Layout) -> None:
+    """FOLD_SWEEP: S2 and S3 at M = 1 (the production tile, its PDL)."""
+    base = {k: v for k, v in lay.config(1).items() if k not in ("maxnreg", "FOLD")}
+    for warps, reg in FOLD_SWEEP:
+        if probe.smoke and (warps == 8 or reg):
+            continue  # the interpreter ignores both
+        for fold in (False, True):
+            c = {**base, "num_warps": warps, **({"maxnreg": reg} if reg else {}), **({"FOLD": True} if fold else {})}
+            stage_row(probe, lay, 1, DECODE, c, "S2 sweep")
+            stage_row(probe, lay, 1, DOT, c, "S3 sweep")
+
+
 def sweep(probe: Probe, lay: Layout) -> None:
     base = lay.config(1)
     for bn, bk, split, warps, stages, pdl, loop in SWEEP:
@@ -639,7 +723,12 @@ def summary(probe: Probe, ms) -> None:
                 if got:
                     parts.append(f"{name.split()[0]} {got[0]:.2f}" + (f" ({got[0] - before:+.2f})" if before else ""))
                     before = got[0]
-            for name, label in (("gemv", "best gemv"), ("S1 sweep", "best S1 sweep")):
+            for name in ("S4 kernel", "S4 fold", "S2 fold", "S3 fold"):
+                got = [r["p50_us"] for r in mine if r["M"] == m and r["variant"] == name]
+                if got:
+                    parts.append(f"{name} {got[0]:.2f}")
+            for name, label in (("gemv", "best gemv"), ("S1 sweep", "best S1 sweep"), ("S2 sweep", "best S2 sweep"),
+                                ("S3 sweep", "best S3 sweep")):
                 got = sorted((r["p50_us"], r["config"]) for r in mine if r["M"] == m and r["variant"] == name)
                 if got:
                     parts.append(f"{label} {got[0][0]:.2f} ({got[0][1].strip()})")
@@ -717,10 +806,13 @@ def main(argv=None) -> int:
                 for stage in (READ, DECODE, DOT) if c else ():
                     stage_row(probe, lay, m, stage, c)
                 production_row(probe, lay, m)
+                if c:
+                    fold_rows(probe, lay, m, c)
                 if fmt == "int4" and m <= 16:
                     for g in GEMV[1 if m == 1 else 16]:
                         gemv_row(probe, lay, m, *g)
             if fmt == "int4":
+                fold_sweep(probe, lay)
                 int4 = lay  # for the sweep, last: past the budget it is what gets skipped
             del lay
         if int4 is not None and not args.no_sweep:

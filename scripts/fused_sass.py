@@ -48,6 +48,8 @@ def parse_args(argv=None):
     p.add_argument("--tma", action="store_true", help="TMA loads of x and the weights")
     p.add_argument("--tma-x", action="store_true", help="TMA loads of x alone (TMA_W false)")
     p.add_argument("--acc", action="store_true", help="ACC_SCALE: int4 scales on each K block's fp32 product")
+    p.add_argument("--fold", action="store_true",
+                   help="FOLD (with --acc, int4): the decode's offset subtracted from each K block's fp32 product")
     p.add_argument("--maxnreg", type=int_in(24, 255), default=None, help="cap the registers per thread (maxnreg)")
     p.add_argument("--group", default="128", metavar="G",
                    help="int4 scale groups: an even integer dividing K, 'channel' or 'none' (run, as FusedGemm "
@@ -89,7 +91,8 @@ def parse_args(argv=None):
         raise InputError("--group: int4 only (NVFP4 scales blocks of 16)")
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
-    if args.ws and (args.tma or args.tma_x or args.acc or args.split != 1 or args.maxnreg or args.warps != 4):
+    if args.ws and (args.tma or args.tma_x or args.acc or args.fold or args.split != 1 or args.maxnreg or
+                    args.warps != 4):
         raise InputError("--ws: with --fmt, --tile, --stages, --group, --k and the --ws-* options only (its own "
                          "TMA loads and warps, no split)")
     if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k or args.ws_pdl or args.ws_m_group != 1 or
@@ -118,7 +121,7 @@ def compile_kernel(args):
     fmt = INT4 if args.fmt == "int4" else NVFP4
     tma = "x" if args.tma_x else args.tma
     c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=tma, acc=args.acc,
-                          maxnreg=args.maxnreg)
+                          maxnreg=args.maxnreg, fold=args.fold)
     try:
         check_config(c, "the config")
     except ValueError as e:
@@ -140,7 +143,7 @@ def compile_kernel(args):
              "EVEN_K": True, "FRAG": True,
              "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
              **{x: c.get(x, False) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "TMA",
-                                             "ACC_SCALE")}, "TMA_W": c.get("TMA_W", True)}
+                                             "ACC_SCALE", "FOLD")}, "TMA_W": c.get("TMA_W", True)}
     sig.update({x: "constexpr" for x in const})
     if args.tma or args.tma_x:
         sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"
@@ -310,7 +313,7 @@ def main(argv=None) -> int:
     ops = [m.group(1) for b in body if (m := OPCODE.match(b))]
     opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("stamps", args.ws_stamps),
                                          ("tma", args.tma),
-                                         ("tma-x", args.tma_x), ("acc", args.acc),
+                                         ("tma-x", args.tma_x), ("acc", args.acc), ("fold", args.fold),
                                          (f"r{args.maxnreg}", args.maxnreg),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
     launch = "" if args.ws else f" split {args.split} w{args.warps}"  # ws: its own partitions, no split

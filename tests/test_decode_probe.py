@@ -67,6 +67,21 @@ def test_the_stages_read_every_word_and_the_dot_sums_to_the_reference(probe, fmt
     assert rel_error(plane, 2 * ref) <= tol
 
 
+def test_the_fold_stages_sum_to_the_reference(probe):
+    # FOLD (int4, ACC_SCALE): S3 takes the offset off each block's product, as fused_kernel does; S2
+    # decodes with the offset on (its sums then differ from the unfolded decode's).
+    c = {**fused_gemm.config(16, 64, 128, 2, 4, 2, acc=True), "FOLD": True}
+    x, fg, ref = operands("int4", 3, 512, 192, c)
+    km = fg.kmajor
+    plane = probe.stage_out(probe.DOT, 3, fg.n, c, x.device)
+    probe.stage_launch(probe.DOT, x, km.wt, km.scales, ts_of(fg), plane, fg, c)
+    assert rel_error(plane, ref) <= int4_gemm.tolerance(DT)
+    sums = [probe.stage_out(probe.DECODE, 3, fg.n, c, x.device) for _ in range(2)]
+    for out, cc in zip(sums, (c, {**c, "FOLD": False}), strict=True):
+        probe.stage_launch(probe.DECODE, x, km.wt, km.scales, ts_of(fg), out, fg, cc)
+    assert torch.isfinite(sums[0]).all() and not torch.equal(sums[0], sums[1])
+
+
 @pytest.mark.parametrize("m", [1, 3])
 def test_the_gemv_matches_the_reference(probe, m):
     x, fg, ref = operands("int4", m, 512, 192, fused_gemm.config(16, 64, 128, 2))

@@ -8,7 +8,8 @@ decode returns (even-k values, odd-k values), each [K//2-rows, N].
 
 Decoding avoids int->float conversions (I2F/F2F issue at 1/8 of the FMA rate
 on Hopper): an int4 nibble u = q + 8 ORed into the exponent of a magic
-constant is exactly 128 + u in bf16 (1024 + u in fp16), minus 136 (1032); an
+constant is exactly 128 + u in bf16 (1024 + u in fp16), minus 136 (1032;
+int4_biased leaves an offset on, for callers that subtract it from sums); an
 E2M1 code's 3 magnitude bits shifted into an fp16's exponent/mantissa are
 exactly value * 2^-14, subnormal 0.5 included. The packed-PTX variants
 (bf16 only, GPU only: the interpreter cannot run inline PTX) do the same
@@ -22,10 +23,11 @@ import triton.language as tl
 
 # The packed-PTX decodes, as text: Triton's @triton.jit helpers below and the
 # Helion kernels (helion_kernels/kernels.py, which cannot call them) share them.
-INT4_BF16X2_PTX = """{
-        .reg .b32 t0, t1, one, off;
-        mov.b32 one, 0x3F803F80;
-        mov.b32 off, 0xC308C308;
+# The int4 decode without its subtraction: each value q + 136 (128 + u), exact
+# in bf16 (8 significant bits); FOLD's, which subtracts 136 x the x tile's sum
+# once per K block on the fp32 product (fused_gemm's module docstring).
+INT4_BIASED_BF16X2_PTX = """{
+        .reg .b32 t0, t1;
         prmt.b32 t0, $4, 0, 0x4140;
         prmt.b32 t1, $4, 0, 0x4342;
         lop3.b32 $0, t0, 0x000F000F, 0x43084308, 0x6a;
@@ -34,11 +36,14 @@ INT4_BF16X2_PTX = """{
         shr.u32 t1, t1, 4;
         lop3.b32 $2, t0, 0x000F000F, 0x43084308, 0x6a;
         lop3.b32 $3, t1, 0x000F000F, 0x43084308, 0x6a;
-        fma.rn.bf16x2 $0, $0, one, off;
+        }"""
+INT4_BF16X2_PTX = INT4_BIASED_BF16X2_PTX.replace(".reg .b32 t0, t1;", """.reg .b32 t0, t1, one, off;
+        mov.b32 one, 0x3F803F80;
+        mov.b32 off, 0xC308C308;""").replace("        }", """        fma.rn.bf16x2 $0, $0, one, off;
         fma.rn.bf16x2 $1, $1, one, off;
         fma.rn.bf16x2 $2, $2, one, off;
         fma.rn.bf16x2 $3, $3, one, off;
-        }"""
+        }""")
 NVFP4_BF16X2_PTX = """{
         .reg .b32 t0, t1, h0, h1, a, b, z;
         mov.b32 z, 0x80008000;
@@ -86,6 +91,10 @@ NVFP4_SPLIT_BF16X2_PTX = NVFP4_DIRECT_BF16X2_PTX.replace("$2, $2, $5", "$2, $2, 
 # bf16 for E4M3 scales <= 448) and multiply the result by 2^8.
 EXP2_118 = 2.0**118
 _INT4_PTX = tl.constexpr(INT4_BF16X2_PTX)  # a @triton.jit function reads globals only as constexpr
+_INT4_BIASED_PTX = tl.constexpr(INT4_BIASED_BF16X2_PTX)
+# int4_biased's offsets (a jit helper returning one gave an fp32 tensor in Triton 3.6, not a constant).
+INT4_OFF_BF16 = tl.constexpr(136.0)
+INT4_OFF_FP16 = tl.constexpr(24.0)
 _NVFP4_PTX = tl.constexpr(NVFP4_BF16X2_PTX)
 _NVFP4_SPLIT_PTX = tl.constexpr(NVFP4_SPLIT_BF16X2_PTX)
 _EXP2_118 = tl.constexpr(EXP2_118)
@@ -105,6 +114,22 @@ def int4_nibbles(w, DT: tl.constexpr):
 
 
 @triton.jit
+def int4_biased(w, DT: tl.constexpr):
+    """int8 bytes -> (even-k, odd-k) q + INT4_OFF_BF16 (136) in bf16, 128 + u
+    for u = q + 8, as int4_biased_bf16x2; in fp16 q + INT4_OFF_FP16 (24),
+    16 + u (u in mantissa bits 6-9: with 1032 the offset's products lost the
+    fp16 tolerance on cancelling x, tests/test_fused_fold.py). Exact."""
+    b = w.to(tl.int32) & 0xFF
+    if DT == tl.bfloat16:
+        lo = (((b & 0xF) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True)
+        hi = (((b >> 4) ^ 0x8) | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        lo = ((((b & 0xF) ^ 0x8) << 6) | 0x4C00).to(tl.int16).to(tl.float16, bitcast=True)
+        hi = ((((b >> 4) ^ 0x8) << 6) | 0x4C00).to(tl.int16).to(tl.float16, bitcast=True)
+    return lo.to(DT), hi.to(DT)
+
+
+@triton.jit
 def int4_nibbles_bf16x2(w):
     """int4_nibbles for bf16 in packed PTX, 4 bytes per instance: prmt spreads
     bytes into 16-bit halves, one lop3 masks a nibble, flips its sign bit and
@@ -112,6 +137,15 @@ def int4_nibbles_bf16x2(w):
     per 8 values). GPU only: the interpreter cannot run inline PTX."""
     return tl.inline_asm_elementwise(
         asm=_INT4_PTX,
+        constraints="=r,=r,=r,=r,r", args=[w], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
+def int4_biased_bf16x2(w):
+    """int4_biased for bf16 in packed PTX: int4_nibbles_bf16x2 without its
+    4 fmas (4 of its 13 instructions per 8 values). GPU only."""
+    return tl.inline_asm_elementwise(
+        asm=_INT4_BIASED_PTX,
         constraints="=r,=r,=r,=r,r", args=[w], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
 
 

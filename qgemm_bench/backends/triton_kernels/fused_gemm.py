@@ -58,6 +58,14 @@ scale row, but a second accumulator and a wait on each block's wgmma. It
 pays on split-K tiles at M <= 64 (the 128-row one with its registers
 capped, maxnreg), not with TMA (FUSED_SPLIT_POOL's numbers); the exact
 products are also the more accurate.
+FOLD (a config key; int4 with ACC_SCALE's path, elsewhere ignored): the
+decode leaves its offset on (q + 136 in bf16, decode.int4_biased: 4 fewer
+PTX instructions per 8 values) and each block's fp32 product loses 136 x
+the x tile's sum over the block's k (tl.sum) before its scale. Offline,
+sm_90, Triton 3.6 (scripts/fused_sass.py), 16x128x128 split 8 w4 s3
+ACC_SCALE maxnreg 128: 332 SASS instructions per K block without, 372
+with (the 64 HFMA2 go; the sum's shuffles, adds and cross-warp round trip
+cost more); docs/fused_gemm.md has the rest.
 NVFP4: its E4M3 block scales as SUB (16 k each), the FP32 tensor scale at the
 end. FusedGemm stores the block scales as bf16 E4M3 x 2^118 (exact), the PTX
 decode's operand: converted in the loop, each thread converted its 32
@@ -168,16 +176,22 @@ def _scales(s_ptr, b, offs_n, stride_sg, GROUP: tl.constexpr, SCALE_MODE: tl.con
 def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
              FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr,
              USE_ASM: tl.constexpr, DT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-             FRAG: tl.constexpr = False, SCALE_AFTER: tl.constexpr = False):
+             FRAG: tl.constexpr = False, SCALE_AFTER: tl.constexpr = False, FOLD: tl.constexpr = False):
     """A [BLOCK_N, BLOCK_K // 2] byte tile (scale tile sc) -> its even-k and
     odd-k weights, [BLOCK_N, BLOCK_K // 2] each in DT, scaled unless the
     scale comes at the end (CHANNEL). SCALE_AFTER (NVFP4 with the PTX
     decode): the codes decoded at a unit scale, then multiplied by the block
     scales in bf16, exact either way (a code x 2^-8 times an E4M3 value
-    has at most 6 significant bits; wrong_on_sm90 says why it exists)."""
+    has at most 6 significant bits; wrong_on_sm90 says why it exists).
+    FOLD (int4, unscaled in the loop): q + 136 (fp16: q + 1032), the caller
+    subtracts the offset from the fp32 product (fused_kernel's FOLD)."""
     HALF: tl.constexpr = BLOCK_K // 2
     if FMT == 0:
-        if USE_ASM:
+        if FOLD and USE_ASM:
+            lo, hi = decode.int4_biased_bf16x2(wp)
+        elif FOLD:
+            lo, hi = decode.int4_biased(wp, DT)
+        elif USE_ASM:
             lo, hi = decode.int4_nibbles_bf16x2(wp)
         else:
             lo, hi = decode.int4_nibbles(wp, DT)
@@ -231,6 +245,18 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
 
 
 @triton.jit
+def _block_product(w, x, FOLD: tl.constexpr):
+    """One K block's fp32 product of the decoded weights [BLOCK_N, BLOCK_K]
+    and the x tile [BLOCK_K, BLOCK_M] (ACC_SCALE's); FOLD: the weights are
+    int4_biased's, whose offset times the tile's sums over k comes off."""
+    d = tl.dot(w, x)
+    if FOLD:
+        OFF: tl.constexpr = decode.INT4_OFF_BF16 if x.dtype == tl.bfloat16 else decode.INT4_OFF_FP16
+        d -= OFF * tl.sum(x.to(tl.float32), axis=0)[None, :]
+    return d
+
+
+@triton.jit
 def _in_k_order(lo, hi, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, FRAG: tl.constexpr):
     """Decoded (low-nibble, high-nibble) tiles [BLOCK_N, BLOCK_K // 2] -> the
     weight tile [BLOCK_N, BLOCK_K] in K order (kmajor_layout.py's byte
@@ -254,6 +280,7 @@ def fused_kernel(
     TMA: tl.constexpr = False, x_desc=None, w_desc=None,  # tile loads by TMA (FusedGemm.descriptors)
     ACC_SCALE: tl.constexpr = False,  # BLOCK scales on each K block's fp32 product (module docstring)
     TMA_W: tl.constexpr = True,  # with TMA: False, only x by TMA, the weights by pointer loads
+    FOLD: tl.constexpr = False,  # with ACC_SCALE, int4: the decode's offset off the fp32 product (module docstring)
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -308,6 +335,7 @@ def fused_kernel(
         tile_row = (pid_mn % tl.cdiv(N, BLOCK_N)) * (BLOCK_N // TILE_N)
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE  # the decoded weights' (2: BLOCK)
+    FOLDED: tl.constexpr = FOLD and FMT == 0 and W_SCALE != SCALE_MODE
     sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     BLOCKS: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
@@ -332,7 +360,7 @@ def fused_kernel(
         else:
             wp = tl.load(w_rows + b * (BLOCK_K // 2))
         lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT, BLOCK_N, BLOCK_K,
-                          FRAG, TMA)
+                          FRAG, TMA, FOLDED)
         if TMA:  # rows past M and columns past K read as zeros
             x = tl.trans(x_desc.load([m0, b * BLOCK_K]))
         elif EVEN_K:
@@ -341,7 +369,7 @@ def fused_kernel(
             x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], other=0.0)
         w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
         if W_SCALE != SCALE_MODE:
-            acc += tl.dot(w, x) * s_row
+            acc += _block_product(w, x, FOLDED) * s_row
         else:
             acc = tl.dot(w, x, acc)
         sc = sc_next
@@ -356,17 +384,18 @@ def fused_kernel(
 
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
            tma: bool | str = False, acc: bool = False, maxnreg: int | None = None,
-           ws: tuple[int, ...] | None = None) -> dict:
+           ws: tuple[int, ...] | None = None, fold: bool = False) -> dict:
     """A launch config; tma True: x and weight tiles by TMA, "x": only x's
     (TMA_W False); maxnreg caps the registers per thread (Triton's compile
     option: ptxas may spill to fit); ws (BLOCK_M, BLOCK_N, BLOCK_K, stages[, K_SPLIT]):
     the warp-specialized Gluon kernel's tiles (ws_gemm.py), which run where
     it runs (ws_gemm.usable), the rest of the config in fused_kernel
-    elsewhere."""
+    elsewhere; fold: FOLD (with acc, int4: fused_kernel's FOLD)."""
     c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
          "num_warps": warps, "num_stages": stages}
     return {**c, **({"TMA": True} if tma else {}), **({"TMA_W": False} if tma == "x" else {}),
-            **({"ACC_SCALE": True} if acc else {}), **({"maxnreg": maxnreg} if maxnreg else {}),
+            **({"ACC_SCALE": True} if acc else {}), **({"FOLD": True} if fold else {}),
+            **({"maxnreg": maxnreg} if maxnreg else {}),
             **({"WS": ws_tiles(*ws)} if ws else {})}
 
 
@@ -597,6 +626,7 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
     if b <= SPLIT_POOL_MAX_M:
         cands = [config(max(16, b), *t[:5], acc=len(t) > 5, maxnreg=t[6] if len(t) > 6 else None)
                  for t in FUSED_SPLIT_POOL if len(t) == 5 or fmt == INT4]  # NVFP4: SUB scales, ACC_SCALE a no-op
+        cands = fold_twins(cands, fmt)
     elif b > FUSED_MAX_M:  # the path runs only with TMA here; 128-row x tiles 1.2-1.3x at 2048 and 4096
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm == 256 and t]
     else:
@@ -604,6 +634,20 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
         if fmt == NVFP4:  # also x alone by TMA in the tile where it won (e01e460's table)
             cands += [config(256, 64, 128, 1, 4, 3, tma="x")] if b >= 256 else []
     return [c for c in cands if not wrong_on_sm90(fmt, c)]
+
+
+def fold_twins(cands: list[dict], fmt: int) -> list[dict]:
+    """cands, each int4 pointer-load ACC_SCALE config followed by its FOLD
+    twin where the list lacks it (pool up to SPLIT_POOL_MAX_M: the tuner
+    times them with the whole pools, and where they won on the prior table
+    when it prunes by one)."""
+    out = []
+    for c in cands:
+        out.append(c)
+        twin = {**c, "FOLD": True}
+        if fmt == INT4 and c.get("ACC_SCALE") and not c.get("TMA") and not c.get("FOLD") and twin not in cands:
+            out.append(twin)
+    return out
 
 
 def tma_usable(fmt: int, group: int | None, k: int, block_k: int, target, block_m: int = 256) -> bool:

@@ -10,8 +10,8 @@ default run never autotunes. This module reads no store, only the table:
                  | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
-                                                "maxnreg", "TMA", "TMA_W", "ACC_SCALE" and
-                                                "WS" (the last four fused only; WS the
+                                                "maxnreg", "TMA", "TMA_W", "ACC_SCALE", "FOLD" and
+                                                "WS" (the last five fused only; WS the
                                                 warp-specialized kernel's tiles, which run
                                                 where it runs, the rest elsewhere)},
                                      "us": p50 when tuned (the table mode: the mean of two
@@ -96,7 +96,7 @@ def check_config(config, where: str, fmt: int = INT4) -> None:
             kind = f"a power of two >= {low}" if x in MIN_TILE else "a positive integer"
             raise ValueError(f"{where}: {x}={v!r} must be {kind}")
     for key, what in (("TMA", "fused_gemm.FusedGemm.descriptors"), ("TMA_W", "fused_gemm.fused_kernel"),
-                      ("ACC_SCALE", "fused_gemm.fused_kernel")):
+                      ("ACC_SCALE", "fused_gemm.fused_kernel"), ("FOLD", "fused_gemm.fused_kernel")):
         if not isinstance(config.get(key, False), bool):
             raise ValueError(f"{where}: {key}={config[key]!r} must be true or false ({what})")
     if "WS" in config:

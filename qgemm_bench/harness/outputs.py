@@ -19,6 +19,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from qgemm_bench.errors import InputError
+from qgemm_bench.fileio import replace_atomically
 from qgemm_bench.harness.files import why as _why
 from qgemm_bench.harness.results import Row, frame
 
@@ -41,17 +42,9 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         raise WriteError(f"could not write {path}: {_why(e)}") from None
     if special:
         raise WriteError(f"could not write {path}: not a regular file")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        with open(tmp, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())  # a full disk may only say so here
-        os.replace(tmp, path)
+        replace_atomically(path, data.encode("utf-8") if isinstance(data, str) else data)
     except OSError as e:
-        with suppress(OSError):
-            tmp.unlink()
         raise WriteError(f"could not write {path}: {e.strerror or e}") from None
 
 

@@ -1,0 +1,29 @@
+"""Writing a file so that a reader sees the old one or the new one, never
+half of one: a temporary file in the same folder, flushed to disk, renamed
+over the target. The run folder (harness/outputs.py) and the config store
+(configs/store.py) both write this way; it sits below both."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import suppress
+from pathlib import Path
+
+
+def replace_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write `data` to `path` by rename; OSError (the temporary file removed)
+    if any step fails. mode: the file's permissions (mkstemp's 0600 would hide
+    a shared install's files from other users)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # a full disk may only say so here
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            Path(tmp).unlink()
+        raise

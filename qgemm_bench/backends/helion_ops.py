@@ -222,9 +222,11 @@ class WeightOnly:
                                       channel_block=False)]
         args = (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
         split = cfg.get("split_k", 1)
-        if split == 1:  # the kernel's defaults: no split, no workspace
+        tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)
+        if split == 1 and not tma:  # the kernel's defaults: no split, no workspace
             return args
-        return (*args, split, *self.workspace(x.shape[0], x.shape[0], x.device))
+        ws = self.workspace(x.shape[0], x.shape[0], x.device) if split > 1 else (None, None)
+        return (*args, split, *ws, *((True,) if tma else ()))
 
     def bound(self, x):
         """The tuning.Ready of x's M (bound and compiled on first use of the M)."""
@@ -281,7 +283,7 @@ class WeightOnly:
 
             r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
                       (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok,
-                      (*ARGUMENT_KEYS, "split_k"), source=HelionConfigs(self.target, self.store))
+                      (*ARGUMENT_KEYS, "split_k", "tma"), source=HelionConfigs(self.target, self.store))
         else:
             r = self._dequant_ready(x.dtype, x.device)
         self._ready[m] = r

@@ -12,13 +12,12 @@ import re
 import pytest
 import torch
 
+from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.tuning import candidates as cands
 from tests.support import check, interpreter
 from tests.test_helion_configs import bound_for
 from tests.test_helion_fused_split import fused_config, weight_only
-
-FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma")  # helion_ops.WeightOnly.bound's, for the fused kernel
 
 
 @pytest.fixture

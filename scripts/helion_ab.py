@@ -4,7 +4,7 @@ store entry and the Triton backend, in one process: per op and M (K, N from
 --kn), the Helion config the store gives the shape ("entry"), each of
 candidates.helion_fused_variants of it (tma: x and weights by tensor
 descriptors; persistent_blocked; tma on persistent_interleaved; tma one
-K-loop stage deeper; with L2 groups where M has 2+ tiles) and the `triton`
+pipeline stage deeper; with L2 groups where M has 2+ tiles) and the `triton`
 backend as a run would take it. Each is checked against the reference first
 (a wrong one is reported and not timed), then timed in --rounds rounds
 (graph timing over rotating copies > 2x L2, as the runner), in reverse
@@ -72,7 +72,7 @@ def label(cfg: dict, entry: dict) -> str:
     parts = ["tma"] if cfg.get("tma") else []
     parts += [cfg["pid_type"]] if "pid_type" in cfg else []
     parts += [f"l2 {cfg['l2_groupings'][0]}"] if "l2_groupings" in cfg else []
-    parts += [f"K-loop stages {cfg['range_num_stages'][1]}"] if "range_num_stages" in cfg else []
+    parts += [f"stages {cfg['num_stages']}"] if cfg["num_stages"] != entry["num_stages"] else []
     return "helion " + ("+".join(parts) if cfg != entry else "entry")
 
 

@@ -31,7 +31,7 @@ def test_cpu_smoke_checks_and_times_every_candidate(monkeypatch, capsys):
     assert "int4_gemm 80x256x72 g128: 1 rounds" in out
     rows = [line for line in out.splitlines() if line.startswith("  ") and line.strip()[0].isdigit()]
     names = {"helion entry", "helion tma", "helion persistent_blocked+l2 8",
-             "helion tma+persistent_interleaved+l2 8", "helion tma+K-loop stages 2", "triton"}
+             "helion tma+persistent_interleaved+l2 8", "helion tma+stages 2", "triton"}
     assert {n for n in names if any(f" {n} " in r for r in rows)} == names, out
     assert "WRONG" not in out and "Error" not in out and "failed" not in out, out
     assert "geometric mean over 1 shapes" in out

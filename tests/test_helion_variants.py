@@ -64,11 +64,11 @@ def test_variants_follow_the_pool_by_rule(op, m):
     for v in pids["persistent_blocked"], pids["persistent_interleaved"]:
         assert ("l2_groupings" in v) == (-(-m // bm) > 1)
         assert {k: x for k, x in v.items() if k not in ("tma", "indexing", "pid_type", "l2_groupings")} == first
-    deeper = [v for v in added if "range_num_stages" in v]
+    deeper = [v for v in added if v["num_stages"] != first["num_stages"]]
     fits = (first["num_stages"] + 1) * (first["block_k"] * bm * 2 + bn * first["block_k"] // 2) <= cands.HELION_SMEM
     assert len(deeper) == fits
     if fits:
-        assert deeper[0]["range_num_stages"] == [0, first["num_stages"] + 1]
+        assert deeper[0] == {**first, "tma": True, "indexing": "tensor_descriptor", "num_stages": first["num_stages"] + 1}
 
 
 def test_the_plan_counts_the_variants_where_they_are_on(monkeypatch):
@@ -93,28 +93,43 @@ def test_the_plan_counts_the_variants_where_they_are_on(monkeypatch):
         assert u.cost - off[key].cost == pytest.approx(plan.HELION_CANDIDATE_S * added)
 
 
-def kernel_code(name: str, cfg: dict) -> str:
-    """kernels.fused's Triton for cfg (bf16, the PTX decodes: the GPU's)."""
+def kernel_code(fmt: int, m: int, cfg: dict, k: int = 1024, n: int = 512) -> str:
+    """kernels.fused's Triton for cfg at M (bf16, the PTX decodes: the
+    GPU's; x [M, K] transposed as helion_ops passes it; int4 groups of 128)."""
     import helion
 
+    from qgemm_bench.backends.helion_kernels import kernels
     from qgemm_bench.backends.helion_kernels.tuning import helion_settings
 
-    bound, _ = bound_for(name, cfg, torch.bfloat16)
-    return bound.to_triton_code(helion.Config(**helion_settings(cfg, FUSED_ARGUMENTS)))
+    group = 16 if fmt else 128
+    s = torch.ones(k // group, n, dtype=torch.float8_e4m3fn if fmt else torch.bfloat16)
+    split = cfg.get("split_k", 1)
+    args = (torch.zeros(m, k, dtype=torch.bfloat16).t(), torch.zeros(n, k // 2, dtype=torch.uint8), s.t(),
+            torch.ones(1), n, fmt, "sub" if fmt else "block", group, cfg["block_k"], True, split,
+            torch.zeros(m, n) if split > 1 else None,
+            torch.zeros(-(-m // 16), n // 16, dtype=torch.int32) if split > 1 else None, bool(cfg.get("tma")))
+    return kernels.fused.bind(args).to_triton_code(helion.Config(**helion_settings(cfg, FUSED_ARGUMENTS)))
 
 
-@pytest.mark.parametrize("op,m", [("int4_gemm", 512), ("nvfp4_gemm", 128)])
-def test_variant_code_has_what_was_asked(op, m, tensor_descriptors):
-    """The code the GPU would compile: x and weight tiles by
-    tl.make_tensor_descriptor (a K-step view each), a persistent loop over
-    the SMs (blocked: a contiguous range each), the L2 groups, the K loop's
-    stages; the pool's first without `tma` keeps its pointer loads."""
-    pool_first = cands.helion(op, m, variants=False)[0]
-    plain = kernel_code(f"{op}_fused", pool_first)
+@pytest.mark.parametrize("op,m,l2,deeper", [("int4_gemm", 512, True, False), ("nvfp4_gemm", 64, False, True)])
+def test_variant_code_has_what_was_asked(op, m, l2, deeper, tensor_descriptors):
+    """The code the GPU would compile, for the H200 units' variants: x and
+    weight tiles by tl.make_tensor_descriptor (a K-step view each), a
+    persistent loop over the SMs (blocked: a contiguous range each), the L2
+    groups, one stage more at launch; the unit's first candidate keeps its
+    pointer loads."""
+    from qgemm_bench.configs.store import DEFAULT
+
+    fmt = int(op == "nvfp4_gemm")
+    first = cands.helion(op, m, (m, 8192, 8192), DEFAULT.entries()["h200"], variants=False)[0]
+    plain = kernel_code(fmt, m, first)
     assert "make_tensor_descriptor" not in plain and "virtual_pid" not in plain
-    for v in cands.helion_fused_variants(pool_first, m):
-        code = kernel_code(f"{op}_fused", v)
-        device = code[:code.index("\ndef fused(")]
+    variants = cands.helion_fused_variants(first, m)
+    assert any("l2_groupings" in v for v in variants) == l2
+    assert any(v["num_stages"] > first["num_stages"] for v in variants) == deeper
+    for v in variants:
+        code = kernel_code(fmt, m, v)
+        device, host = code[:code.index("\ndef fused(")], code[code.index("\ndef fused("):]
         if v.get("tma"):
             assert re.search(r"x3_desc = tl\.make_tensor_descriptor\(x3, ", device), v
             assert re.search(r"w3_desc = tl\.make_tensor_descriptor\(w3, ", device), v
@@ -125,10 +140,10 @@ def test_variant_code_has_what_was_asked(op, m, tensor_descriptors):
         if pid:
             assert "for virtual_pid in tl.range(" in device and "_NUM_SM" in device
             assert ("start_pid" in device) == (pid == "persistent_blocked")
+        else:
+            assert "virtual_pid" not in device
         assert ("num_pid_in_group" in device) == ("l2_groupings" in v)
-        if "range_num_stages" in v:
-            stages = v["range_num_stages"][1]
-            assert re.search(rf"for offset_\d+ in tl\.range\(0, \d+, _BLOCK_SIZE_\d+, num_stages={stages}\)", device)
+        assert f"num_stages={v['num_stages']})" in host
 
 
 # Ragged M and N; int4 groups of 128 (one group a step) and 32 (four), a

@@ -361,9 +361,10 @@ def helion_fused_variants(c: dict, m: int) -> list[dict]:
       on a persistent grid);
     each persistent one grouping L2_GROUP N tiles (l2_groupings) where M
     has more than one tile (consecutive programs then share weight tiles);
-    - "deeper": tma with the K loop one stage deeper (range_num_stages;
-      index 0 is the tile loop, 1 the K loop) where the stages' x and
-      weight tiles fit HELION_SMEM.
+    - "deeper": tma one pipeline stage deeper (num_stages + 1: Helion 1.4
+      drops range_num_stages under tensor_descriptor indexing,
+      tile_strategy.get_tl_range_kwargs) where the stages' x and weight
+      tiles fit HELION_SMEM.
     Not range_warp_specializes: Helion 1.4 offers it from compute capability
     10.0 only (language/loops._supports_warp_specialize), not on sm_90."""
     bn, bm = c["block_sizes"]
@@ -374,5 +375,5 @@ def helion_fused_variants(c: dict, m: int) -> list[dict]:
            {**tma, "pid_type": "persistent_interleaved", **group}]
     stage_bytes = bk * bm * 2 + bn * bk // 2  # x in 16 bits, the weights' packed bytes
     if (stages + 1) * stage_bytes <= HELION_SMEM:
-        out.append({**tma, "range_num_stages": [0, stages + 1]})
+        out.append({**tma, "num_stages": stages + 1})
     return out

@@ -118,7 +118,10 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
     helion = []
     if ready is not None:
         entry = dict(ready.config)
-        helion = [entry] + (helion_fused_variants(entry, m) if path == "fused" else [])
+        helion = [entry]  # an entry that is a variant already (tma, persistent): its twins once
+        for v in helion_fused_variants(entry, m) if path == "fused" else []:
+            if label(v, entry) not in [label(c, entry) for c in helion]:
+                helion.append(v)
         if path != "fused":
             notes.append(f"helion takes the {path} path at M = {m}: no variants")
         notes.append(f"helion entry: {entry} ({ready.notes or 'the store entry'})")

@@ -78,12 +78,15 @@ def bound_for(name: str, cfg: dict, dtype=DT):
     asm = bool(cfg.get("decode_asm", True)) and dtype == torch.bfloat16
     if name.endswith("_fused"):
         mode = "sub" if fmt else "block"
-        split = cfg.get("split_k", 1)  # an argument of the kernel, not a Helion setting
-        cfg = {key: v for key, v in cfg.items() if key != "split_k"}
+        split = cfg.get("split_k", 1)  # arguments of the kernel, not Helion settings
+        tma = bool(cfg.get("tma", False))
+        cfg = {key: v for key, v in cfg.items() if key not in ("split_k", "tma")}
         args = (torch.zeros(k, 128, dtype=dtype), torch.zeros(n, k // 2, dtype=torch.uint8), s.t(), torch.ones(1),
                 n, fmt, mode, group, cfg["block_k"], asm)
         if split > 1:
             args += (split, torch.zeros(128, n), torch.zeros(8, n // 16, dtype=torch.int32))
+        if tma:
+            args += ((1, None, None) if split == 1 else ()) + (True,)
         return kernels.fused.bind(args), cfg
     cfg = helion_ops.split_config(cfg)
     mode = helion_ops.split_scale_mode(fmt, group, cfg["block_k"])

@@ -38,6 +38,9 @@ WEIGHT_ONLY_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split
 FUSED_INTERPRETER_CONFIG = {"block_sizes": [64, 32], "block_k": 128, "num_warps": 4, "num_stages": 1}
 SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k": 4, "num_warps": 4, "num_stages": 1}
 MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
+# kernels.fused's config keys that are its arguments (tuning.ready's
+# `arguments`): the weight-only ones, its split and the K-step views (tma).
+FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma")
 MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
 
 
@@ -222,9 +225,11 @@ class WeightOnly:
                                       channel_block=False)]
         args = (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
         split = cfg.get("split_k", 1)
-        if split == 1:  # the kernel's defaults: no split, no workspace
+        tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)
+        if split == 1 and not tma:  # the kernel's defaults: no split, no workspace
             return args
-        return (*args, split, *self.workspace(x.shape[0], x.shape[0], x.device))
+        ws = self.workspace(x.shape[0], x.shape[0], x.device) if split > 1 else (None, None)
+        return (*args, split, *ws, *((True,) if tma else ()))
 
     def bound(self, x):
         """The tuning.Ready of x's M (bound and compiled on first use of the M)."""
@@ -281,7 +286,7 @@ class WeightOnly:
 
             r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
                       (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok,
-                      (*ARGUMENT_KEYS, "split_k"), source=HelionConfigs(self.target, self.store))
+                      FUSED_ARGUMENTS, source=HelionConfigs(self.target, self.store))
         else:
             r = self._dequant_ready(x.dtype, x.device)
         self._ready[m] = r

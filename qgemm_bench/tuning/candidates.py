@@ -303,11 +303,22 @@ def helion_kernel(op: str, m: int, shape=None, device=None) -> str:
     return f"{op}_fused" if helion_path(op, m, shape, device) == "fused" else op
 
 
-def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None) -> list[dict]:
+# The fused kernel's TMA / persistent variants (helion_fused_variants) in
+# every fused unit of `qgemm-bench tune`: off, as the one-GPU plan has no
+# room (issue 52: 24 min; the variants add 46 candidates, 80 s, at the H200's
+# units). `python -m qgemm_bench.tuning.helion --variants` and
+# scripts/helion_ab.py time them.
+HELION_VARIANTS = False
+
+
+def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
+           variants: bool | None = None) -> list[dict]:
     """The Helion kernel's candidates at M: the Triton kernels' own pools as
     Helion configs (configs.from_triton); prior (the Triton table's entries
     of the kernel, {bucket: entry}): only those that won at M there
-    (pruned), as the Triton default does."""
+    (pruned), as the Triton default does. variants (default
+    HELION_VARIANTS): the fused path's then followed by
+    helion_fused_variants of its first."""
     from qgemm_bench.backends.helion_kernels.configs import from_triton
     from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
 
@@ -324,9 +335,45 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None) 
         from qgemm_bench.backends.helion_dispatch import helion_config
         from qgemm_bench.operators.formats import INT4, NVFP4
 
-        out = []  # Helion has no TMA switch: a pool's TMA and pointer-load twins are one Helion config
+        out = []  # the pool's TMA and pointer-load twins are one Helion config (the pointer loads' form)
         for c in pruned(fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4), prior, m):
             if (h := helion_config(c, "fused")) not in out:
                 out.append(h)
+        if out and (HELION_VARIANTS if variants is None else variants):
+            out += [v for v in helion_fused_variants(out[0], m) if v not in out]
         return out
     return []
+
+
+HELION_SMEM = 200 * 1024  # bytes of staged x and weight tiles a deeper pipeline may take (H100/H200: 227 KiB)
+L2_GROUP = 8  # N tiles a persistent program's group spans (Helion's l2_groupings), where M has 2+ tiles
+
+
+def helion_fused_variants(c: dict, m: int) -> list[dict]:
+    """What Helion can express of the Triton path's TMA and persistent
+    kernels, as variants of the fused kernel's config c (the unit's first
+    candidate) at M, at most 4, by rule:
+    - "tma": x and weight tiles by tensor descriptors (kernels.fused's
+      K-step views, the `tma` argument, with Helion's indexing
+      tensor_descriptor; the output store too);
+    - persistent programs, pointer loads: persistent_blocked;
+    - both: tma and persistent_interleaved (the Triton TMA kernel's loads
+      on a persistent grid);
+    each persistent one grouping L2_GROUP N tiles (l2_groupings) where M
+    has more than one tile (consecutive programs then share weight tiles);
+    - "deeper": tma one pipeline stage deeper (num_stages + 1: Helion 1.4
+      drops range_num_stages under tensor_descriptor indexing,
+      tile_strategy.get_tl_range_kwargs) where the stages' x and weight
+      tiles fit HELION_SMEM.
+    Not range_warp_specializes: Helion 1.4 offers it from compute capability
+    10.0 only (language/loops._supports_warp_specialize), not on sm_90."""
+    bn, bm = c["block_sizes"]
+    bk, stages = c["block_k"], c["num_stages"]
+    tma = {**c, "tma": True, "indexing": "tensor_descriptor"}
+    group = {"l2_groupings": [L2_GROUP]} if -(-m // bm) > 1 else {}
+    out = [tma, {**c, "pid_type": "persistent_blocked", **group},
+           {**tma, "pid_type": "persistent_interleaved", **group}]
+    stage_bytes = bk * bm * 2 + bn * bk // 2  # x in 16 bits, the weights' packed bytes
+    if (stages + 1) * stage_bytes <= HELION_SMEM:
+        out.append({**tma, "num_stages": stages + 1})
+    return out

@@ -9,6 +9,8 @@ helion_dispatch.save) with its latency, the number of configs tried and the tuni
     python -m qgemm_bench.tuning.helion                # every bucket below into configs/<gpu>/helion.json
                                                        # (~4-5 min on an H100: 124 configs)
     python -m qgemm_bench.tuning.helion --op int4_gemm --m 1 --kn 4096,28672   # another layer's bucket
+    python -m qgemm_bench.tuning.helion --op int4_gemm --m 256 --variants   # and the fused kernel's TMA /
+                                                       # persistent variants (candidates.helion_fused_variants)
     torchrun --nproc-per-node N -m qgemm_bench.tuning.helion   # buckets split over N GPUs, saved by rank 0
 
 The weight-only backends take the Triton backend's path without TMA loads
@@ -41,17 +43,18 @@ from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
 
 def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands: list | None = None,
-         gpu: str | None = None, stop: float | None = None, target=None) -> dict | None:
+         gpu: str | None = None, stop: float | None = None, target=None, variants: bool | None = None) -> dict | None:
     """The fastest accurate of `cands` (default: candidates() at the shape)
     timed by the runner's measure(), or None: {"op" (the kernel's name in
     the config file), "shape", "us", "tune_s", "save" (helion_dispatch.save's
     arguments), "key" (the bucket), "entry"}. stop (time.monotonic()): no
     candidate starts after it (the first always runs). target: the run's
-    Target (default: the device's)."""
+    Target (default: the device's). variants: candidates.helion's (the
+    fused kernel's TMA / persistent variants; default HELION_VARIANTS)."""
     import torch
 
     dtype = dtype or torch.bfloat16
-    cands = candidates(op_name, shape[0], shape, device) if cands is None else cands
+    cands = candidates(op_name, shape[0], shape, device, variants=variants) if cands is None else cands
     if not cands:
         print(f"{op_name} {shape}: the dequantize + cuBLAS path (fixed config): nothing to tune", flush=True)
         return None
@@ -142,6 +145,8 @@ def main() -> int:
     p.add_argument("--kn", type=kn_pair, action="append", metavar="K,N",
                    help="weight-only layer shape (repeatable; default 8192,8192)")
     p.add_argument("--rep", type=rep_ms, default=REP_MS, help="timed ms per config (default 30; 1 to 1000)")
+    p.add_argument("--variants", action="store_true", help="also the fused kernel's TMA and persistent variants "
+                   "(candidates.helion_fused_variants; off in `qgemm-bench tune`: HELION_VARIANTS)")
     try:
         args = p.parse_args()
     except InputError as e:
@@ -166,7 +171,7 @@ def main() -> int:
                           [(m, k, n) for k, n in args.kn or [(8192, 8192)] for m in ms])]
     if world:  # every rank its share; buckets cost about the same
         work = work[world.rank::world.size]
-    done = [r for op, shape in work if (r := tune(op, shape, dev, l2, args.rep))]
+    done = [r for op, shape in work if (r := tune(op, shape, dev, l2, args.rep, variants=args.variants or None))]
     if world:
         gathered = distributed.gather(done, world)
         distributed.stop()

@@ -317,6 +317,7 @@ def fused(
     split_k: hl.constexpr = 1,  # fused_gemm's SPLIT_K (1: no workspace, ws and count unused)
     ws: torch.Tensor | None = None,  # split_k > 1: fp32 [M, N] workspace, zero (left zero)
     count: torch.Tensor | None = None,  # split_k > 1: int32 [cdiv(M, 16), cdiv(N, 16)] counters, zero (left zero)
+    tma: hl.constexpr = False,  # x and weight tiles through K-step views, so indexing tensor_descriptor makes them TMA
 ) -> torch.Tensor:
     """The fused path: fused_gemm.py's fused_kernel, its split-K included."""
     k, m = xt.size()
@@ -339,6 +340,15 @@ def fused(
     # Every split the same number of K steps: the loop's trip count a constant
     # (fused_kernel's; over a runtime count ptxas serialized the wgmmas).
     whole = helion.cdiv(k, block_k) % (chunk // half) == 0
+    # tma (K a multiple of block_k): x and the weights viewed with the K step
+    # as a dimension, [steps, block_k, M] and [Np, steps, half], each tile
+    # then indexed by a scalar step and whole slices: Helion's tensor
+    # descriptors take such subscripts (not the hl.arange ones below, which
+    # always lower to pointer loads), and a slice keeps its literal size.
+    by_step = tma and k % block_k == 0
+    if by_step:
+        x3 = xt.view(k // block_k, block_k, m)
+        w3 = wt.view(wt.size(0), wt.size(1) // half, half)
     for tiles in hl.tile([n, m] if splits == 1 else [n, m, kh],
                          block_size=[None, None] if splits == 1 else [None, None, chunk]):
         tile_n, tile_m = tiles[0], tiles[1]
@@ -365,7 +375,10 @@ def fused(
                 # The next step's scales now (loaded in the step that uses them, their latency showed).
                 sc_next = st[tile_n, (2 * min(row + half, last)) // group + hl.arange(ng) * step]
             # The padded layout: weight tiles need no K mask.
-            wp = wt[tile_n, row + hl.arange(half)]
+            if by_step:
+                wp = w3[tile_n, row // half, :]
+            else:
+                wp = wt[tile_n, row + hl.arange(half)]
             if fmt == 0:
                 lo, hi = _int4_nibbles(wp, xt.dtype, use_asm)
                 if scale_mode == "block" or scale_mode == "sub":
@@ -382,7 +395,9 @@ def fused(
                 s_hi = s_hi[:, :, None].expand(tile_n, block_k // 32, 16).reshape(tile_n, half)
                 lo, hi = _nvfp4_split_values(wp, s_lo, s_hi, xt.dtype, use_asm)
             kx = 2 * row + hl.arange(block_k)
-            if k % block_k == 0:  # fused_gemm's EVEN_K
+            if by_step:
+                xs = x3[row // half, :, tile_m]
+            elif k % block_k == 0:  # fused_gemm's EVEN_K
                 xs = xt[kx, tile_m]
             else:
                 xs = hl.load(xt, [kx, tile_m], extra_mask=(kx < k)[:, None])

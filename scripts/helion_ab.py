@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""GPU: the Helion fused kernel's TMA and persistent variants against its
+store entry and the Triton backend, in one process: per op and M (K, N from
+--kn), the Helion config the store gives the shape ("entry"), each of
+candidates.helion_fused_variants of it (tma: x and weights by tensor
+descriptors; persistent_blocked; tma on persistent_interleaved; tma one
+pipeline stage deeper; with L2 groups where M has 2+ tiles) and the `triton`
+backend as a run would take it. Each is checked against the reference first
+(a wrong one is reported and not timed), then timed in --rounds rounds
+(graph timing over rotating copies > 2x L2, as the runner), in reverse
+order every other round. Prints each one's median p50 (us), its rounds and
+helion / triton, then per variant the geometric mean of helion / triton.
+
+  python3 scripts/helion_ab.py [--op int4_gemm,nvfp4_gemm] [--m 64,256,1024] [--kn 8192,8192]
+                               [--rounds 2] [--warmup 5] [--rep 25]
+  python3 scripts/helion_ab.py --cpu-smoke   # tiny shapes on the Triton interpreter (fp16): the script runs
+
+--cpu-smoke patches in what the interpreter lacks (tensor descriptors, an
+SM count: Helion's own test hooks); its times mean nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+from unittest import mock
+
+if "--cpu-smoke" in sys.argv[1:]:  # before triton is imported
+    os.environ["TRITON_INTERPRET"] = "1"
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
+
+from qgemm_bench.errors import InputError  # noqa: E402
+from qgemm_bench.harness.args import Parser, float_in, int_in, positive_milliseconds  # noqa: E402
+
+OPS = ("int4_gemm", "nvfp4_gemm")
+GROUP = 128  # int4's
+SMOKE = {"m": [65, 100], "kn": (256, 72)}  # --cpu-smoke: fused path (M > 64 on a GPU-less target), ragged N
+
+
+def parse_args(argv=None):
+    p = Parser(description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("--op", default=",".join(OPS), help="comma-separated, of int4_gemm, nvfp4_gemm (default both)")
+    p.add_argument("--m", default="64,256,1024", help="comma-separated M values (default 64,256,1024)")
+    p.add_argument("--kn", default="8192,8192", metavar="K,N", help="the layer (default 8192,8192)")
+    p.add_argument("--rounds", type=int_in(1, 20), default=2, help="rounds (default 2)")
+    p.add_argument("--warmup", type=float_in(0.0, 10_000.0, unit=" ms"), default=5.0, help="ms per timing (default 5)")
+    p.add_argument("--rep", type=positive_milliseconds, default=25.0, help="timed ms per round (default 25)")
+    p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on the Triton interpreter (fp16)")
+    args = p.parse_args(argv)
+    args.ops = [o.strip() for o in args.op.split(",")]
+    if not args.ops or not set(args.ops) <= set(OPS):
+        raise InputError(f"--op {args.op!r}: expected a comma-separated subset of {', '.join(OPS)}")
+    try:
+        args.ms = [int(v) for v in args.m.split(",")]
+        k, n = (int(v) for v in args.kn.split(","))
+    except ValueError:
+        raise InputError(f"--m {args.m!r} / --kn {args.kn!r}: expected integers separated by commas") from None
+    if min(args.ms) < 1 or k < 1 or n < 1 or k % GROUP:
+        raise InputError(f"--m {args.m!r} / --kn {args.kn!r}: positive, K a multiple of {GROUP} (int4's group)")
+    args.k, args.n = k, n
+    if args.cpu_smoke:
+        args.ms, (args.k, args.n) = SMOKE["m"], SMOKE["kn"]
+    return args
+
+
+def label(cfg: dict, entry: dict) -> str:
+    """A variant's name: what it adds to the entry's config."""
+    parts = ["tma"] if cfg.get("tma") else []
+    parts += [cfg["pid_type"]] if "pid_type" in cfg else []
+    parts += [f"l2 {cfg['l2_groupings'][0]}"] if "l2_groupings" in cfg else []
+    parts += [f"stages {cfg['num_stages']}"] if cfg["num_stages"] != entry["num_stages"] else []
+    return "helion " + ("+".join(parts) if cfg != entry else "entry")
+
+
+def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str], dict]:
+    """({label: [a call per input copy]}, notes, {label: config}): the
+    entry, its variants, triton; each checked on the first copy first."""
+    from qgemm_bench.backends import registry
+    from qgemm_bench.backends.helion_kernels import tuning
+    from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS, WeightOnly
+    from qgemm_bench.operators.common import rel_error
+    from qgemm_bench.operators.formats import INT4, NVFP4
+    from qgemm_bench.tuning.candidates import helion_fused_variants
+
+    m = case.shape.M
+
+    def gemm(i):
+        if op.NAME == "int4_gemm":
+            return WeightOnly(op.NAME, i.w, i.scales, None, INT4, i.group_size, target)
+        return WeightOnly(op.NAME, i.w, i.block_scales.contiguous(), i.tensor_scale, NVFP4, None, target)
+
+    fns, notes, configs = {}, [], {}
+
+    def add(name: str, calls: list, note: str = "") -> None:
+        try:
+            err = rel_error(calls[0](), ref)
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot run here: say so, compare the rest
+            notes.append(f"{name}: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}")
+            return
+        if not err <= tol:  # nan included
+            notes.append(f"{name}: WRONG (relative error {err:.2e} > {tol:g}), not timed")
+            return
+        fns[name] = calls
+        if note:
+            notes.append(f"{name}: {note}")
+
+    entry_gemm = gemm(inputs[0])
+    try:
+        ready = entry_gemm.bound(inputs[0].x)
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"helion entry: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+        ready = None
+    path = entry_gemm.path(m)
+    helion = []
+    if ready is not None:
+        entry = dict(ready.config)
+        helion = [entry]  # an entry that is a variant already (tma, persistent): its twins once
+        for v in helion_fused_variants(entry, m) if path == "fused" else []:
+            if label(v, entry) not in [label(c, entry) for c in helion]:
+                helion.append(v)
+        if path != "fused":
+            notes.append(f"helion takes the {path} path at M = {m}: no variants")
+        notes.append(f"helion entry: {entry} ({ready.notes or 'the store entry'})")
+    for cfg in helion:
+        name = label(cfg, helion[0])
+        try:
+            with tuning.options(explicit=cfg):
+                gemms = [gemm(i) for i in inputs]
+                readies = [g.bound(i.x) for g, i in zip(gemms, inputs, strict=True)]
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"{name}: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}")
+            continue
+        if path == "fused":
+            # Configs of one shape share Helion's bound kernel (its last
+            # set_config wins): each calls its own compiled config.
+            calls = []
+            for g, i, r in zip(gemms, inputs, readies, strict=True):
+                run = r.run.compile_config(tuning.helion_settings(r.config, FUSED_ARGUMENTS))
+                calls.append(lambda run=run, g=g, x=i.x, c=r.config: run(*g._fused_args(x, c)))
+        else:
+            calls = [lambda g=g, x=i.x: g(x) for g, i in zip(gemms, inputs, strict=True)]
+        configs[name] = cfg
+        add(name, calls)
+    triton = registry.get(op.NAME, "triton")
+    if (why := triton.why_not(case)) is not None:
+        notes.append(f"triton: {why}")
+    else:
+        prepared = [triton.prepare(case, i) for i in inputs]
+        add("triton", [p.fn for p in prepared], prepared[0].notes)
+    return fns, notes, configs
+
+
+def compare(args, op_name: str, m: int, dev, dtype, timer, l2_bytes: int, target) -> dict:
+    """Print one shape's rounds; returns {label: median us}."""
+    from qgemm_bench import operators
+    from qgemm_bench.harness.measure import copies_for
+    from qgemm_bench.harness.sweep import time_rounds
+    from qgemm_bench.types import Case, Shape
+
+    op = operators.get(op_name)
+    settings = op.Settings(GROUP) if op_name == "int4_gemm" else op.Settings()
+    case = Case(op_name, Shape(m, args.k, args.n), dtype, dev, settings, target)
+    first = op.make_inputs(case, 0)
+    per = sum(t.numel() * t.element_size() for t in first.tensors()) + m * args.n * 2
+    copies = copies_for(per, per, l2_bytes, dev) if dev.type == "cuda" else 1
+    inputs = [first] + [op.make_inputs(case, i) for i in range(1, copies)]
+    fns, notes, configs = candidates(op, case, inputs, op.reference(first), op.tolerance(dtype), target)
+    times, failed = time_rounds(list(fns), args.rounds, lambda k: statistics.median(
+        timer(fns[k], args.warmup, args.rep).samples_us))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    base = med.get("triton")
+    print(f"{op_name} {m}x{args.k}x{args.n}{f' g{GROUP}' if op_name == 'int4_gemm' else ''}: {args.rounds} rounds, "
+          f"{len(inputs)} rotating copies; median p50 us, each round's, helion / triton")
+    for k, v in sorted(times.items(), key=lambda kv: med[kv[0]]):
+        ratio = f"{med[k] / base:5.2f}" if base else "    ?"
+        print(f"  {med[k]:9.2f}  {ratio}  {k:<48} " + " ".join(f"{u:.1f}" for u in v))
+    for k, cfg in configs.items():
+        if k in times and k != "helion entry":
+            print(f"  {k}: {cfg}")
+    for note in notes + failed:
+        print(f"  {note}")
+    sys.stdout.flush()
+    return med
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    import torch
+
+    from qgemm_bench.harness.timing import time_cpu, time_graph
+    from qgemm_bench.target import of
+
+    hooks = contextlib.ExitStack()
+    if args.cpu_smoke:
+        import helion._compat
+        import helion.runtime
+
+        # What the interpreter lacks, through Helion's own test hooks (undone on return).
+        hooks.enter_context(mock.patch.object(helion._compat, "_supports_tensor_descriptor", lambda: True))
+        hooks.enter_context(mock.patch.object(helion.runtime, "get_num_sm", lambda *a, **k: 4))
+        dev, dtype, l2 = torch.device("cpu"), torch.float16, 0
+        args.warmup, args.rep = 0.0, 1.0
+
+        def timer(fns, warmup, rep):
+            return time_cpu(fns[0], warmup, rep)
+    elif not torch.cuda.is_available():
+        print("error: helion_ab.py needs a CUDA device (--cpu-smoke: the interpreter)", file=sys.stderr)
+        return 2
+    else:
+        dev, dtype, timer = torch.device("cuda"), torch.bfloat16, time_graph
+        l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+    target = of(dev)
+    ratios: dict[str, list[float]] = {}
+    with hooks:
+        for op_name in args.ops:
+            for m in args.ms:
+                med = compare(args, op_name, m, dev, dtype, timer, l2, target)
+                for k, us in med.items():
+                    if k != "triton" and "triton" in med:
+                        ratios.setdefault(k, []).append(us / med["triton"])
+    print(f"helion / triton, geometric mean over {len(args.ops) * len(args.ms)} shapes (shapes timed)")
+    for k, r in sorted(ratios.items(), key=lambda kv: math.prod(kv[1]) ** (1 / len(kv[1]))):
+        print(f"  {math.prod(r) ** (1 / len(r)):5.2f}  {k} ({len(r)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

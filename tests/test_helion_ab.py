@@ -1,0 +1,45 @@
+"""scripts/helion_ab.py: --cpu-smoke runs every candidate (the Helion
+entry, its TMA / persistent variants, triton) checked and timed on the
+interpreter; bad input ends in one line."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tests.support import run_script_in_process
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "helion_ab.py"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("helion_ab", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cpu_smoke_checks_and_times_every_candidate(monkeypatch, capsys):
+    import helion._compat
+    import helion.runtime
+
+    hooks = helion._compat._supports_tensor_descriptor, helion.runtime.get_num_sm
+    ab = load()
+    monkeypatch.setitem(ab.SMOKE, "m", [80])  # one shape: M 80 (two 32-row tiles and a part: L2 groups)
+    assert ab.main(["--cpu-smoke", "--op", "int4_gemm", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "int4_gemm 80x256x72 g128: 1 rounds" in out
+    rows = [line for line in out.splitlines() if line.startswith("  ") and line.strip()[0].isdigit()]
+    names = {"helion entry", "helion tma", "helion persistent_blocked+l2 8",
+             "helion tma+persistent_interleaved+l2 8", "helion tma+stages 2", "triton"}
+    assert {n for n in names if any(f" {n} " in r for r in rows)} == names, out
+    assert "WRONG" not in out and "Error" not in out and "failed" not in out, out
+    assert "geometric mean over 1 shapes" in out
+    assert (helion._compat._supports_tensor_descriptor, helion.runtime.get_num_sm) == hooks  # undone
+
+
+@pytest.mark.parametrize("argv,says", [(["--op", "fp8_gemm"], "--op"), (["--kn", "100,72"], "K a multiple"),
+                                       (["--m", "0"], "positive"), (["--m", "a"], "integers")])
+def test_bad_input_ends_in_one_line(argv, says, monkeypatch, capsys):
+    code, out, err = run_script_in_process(SCRIPT, argv, monkeypatch, capsys)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and not out

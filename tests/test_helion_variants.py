@@ -1,0 +1,177 @@
+"""The Helion fused kernel's TMA and persistent variants (candidates.
+helion_fused_variants, kernels.fused's `tma`): chosen by rule, their
+generated Triton has what each asks for (tensor descriptors for x and the
+weights, a persistent loop, L2 grouping, a deeper K loop), and they run
+right on the interpreter (fp16, fresh random inputs, ragged shapes) against
+fp64. The CPU has no tensor descriptors or SM count: both are patched in
+(Helion's own test hooks: _compat._supports_tensor_descriptor,
+runtime.get_num_sm)."""
+
+import re
+
+import pytest
+import torch
+
+from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS
+from qgemm_bench.operators import int4_gemm, nvfp4_gemm
+from qgemm_bench.tuning import candidates as cands
+from tests.support import check, interpreter
+from tests.test_helion_configs import bound_for
+from tests.test_helion_fused_split import fused_config, weight_only
+
+
+@pytest.fixture
+def tensor_descriptors(monkeypatch):
+    import helion._compat
+
+    monkeypatch.setattr(helion._compat, "_supports_tensor_descriptor", lambda: True)
+
+
+@pytest.fixture
+def sms(monkeypatch):
+    import helion.runtime
+
+    monkeypatch.setattr(helion.runtime, "get_num_sm", lambda *a, **k: 3)
+
+
+@pytest.mark.parametrize("op", ["int4_gemm", "nvfp4_gemm"])
+@pytest.mark.parametrize("m", [1, 64, 128, 256, 512, 1024])
+def test_variants_follow_the_pool_by_rule(op, m):
+    """Every pool candidate kept, in order; then at most 4 variants of the
+    first, none a duplicate: tma, persistent (blocked with pointer loads,
+    interleaved with tma), L2 grouping where M has 2+ tiles, one stage
+    deeper where the stages fit. At the H200's entry (its table takes the
+    fused kernel with split-K at M <= 64 too); the split path has none."""
+    from qgemm_bench.configs.store import DEFAULT
+
+    h200, shape = DEFAULT.entries()["h200"], (m, 8192, 8192)
+    if cands.helion_path(op, m, shape, h200) != "fused":
+        assert m <= 64
+        assert not any(c.get("tma") or c.get("pid_type") for c in cands.helion(op, m, shape, h200, variants=True))
+        pytest.skip("the split path at this M: no variants")
+    full = cands.helion(op, m, shape, h200, variants=True)
+    pool = cands.helion(op, m, shape, h200)  # the default (HELION_VARIANTS): the plan's
+    assert pool == cands.helion(op, m, shape, h200, variants=False)
+    assert full[:len(pool)] == pool and pool
+    added = full[len(pool):]
+    assert 3 <= len(added) <= 4 and all(v not in pool for v in added)
+    first = pool[0]
+    bn, bm = first["block_sizes"]
+    tma = [v for v in added if v.get("tma")]
+    assert all(v["indexing"] == "tensor_descriptor" for v in tma) and len(tma) == len(added) - 1
+    pids = {v.get("pid_type"): v for v in added}
+    assert pids["persistent_blocked"].get("tma") is None and pids["persistent_interleaved"]["tma"]
+    for v in pids["persistent_blocked"], pids["persistent_interleaved"]:
+        assert ("l2_groupings" in v) == (-(-m // bm) > 1)
+        assert {k: x for k, x in v.items() if k not in ("tma", "indexing", "pid_type", "l2_groupings")} == first
+    deeper = [v for v in added if v["num_stages"] != first["num_stages"]]
+    fits = (first["num_stages"] + 1) * (first["block_k"] * bm * 2 + bn * first["block_k"] // 2) <= cands.HELION_SMEM
+    assert len(deeper) == fits
+    if fits:
+        assert deeper[0] == {**first, "tma": True, "indexing": "tensor_descriptor", "num_stages": first["num_stages"] + 1}
+
+
+def test_the_plan_counts_the_variants_where_they_are_on(monkeypatch):
+    """HELION_VARIANTS off: the plan as before; on: every fused unit's
+    variants counted at 1.75 s each (tune_unit times what the plan counts)."""
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import plan
+
+    h200 = DEFAULT.entries()["h200"]
+    prior = DEFAULT.read("h100", "weight_only")
+
+    def units():
+        return {u.id: u for u in plan.helion_units(plan.OPS, ("int4", "nvfp4"), None, prior, h200)}
+
+    off = units()
+    monkeypatch.setattr(cands, "HELION_VARIANTS", True)
+    on = units()
+    assert off.keys() == on.keys()
+    for key, u in on.items():
+        added = u.candidates - off[key].candidates
+        assert (3 <= added <= 4) if u.path.endswith("_fused") else added == 0, key
+        assert u.cost - off[key].cost == pytest.approx(plan.HELION_CANDIDATE_S * added)
+
+
+def kernel_code(fmt: int, m: int, cfg: dict, k: int = 1024, n: int = 512) -> str:
+    """kernels.fused's Triton for cfg at M (bf16, the PTX decodes: the
+    GPU's; x [M, K] transposed as helion_ops passes it; int4 groups of 128)."""
+    import helion
+
+    from qgemm_bench.backends.helion_kernels import kernels
+    from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+
+    group = 16 if fmt else 128
+    s = torch.ones(k // group, n, dtype=torch.float8_e4m3fn if fmt else torch.bfloat16)
+    split = cfg.get("split_k", 1)
+    args = (torch.zeros(m, k, dtype=torch.bfloat16).t(), torch.zeros(n, k // 2, dtype=torch.uint8), s.t(),
+            torch.ones(1), n, fmt, "sub" if fmt else "block", group, cfg["block_k"], True, split,
+            torch.zeros(m, n) if split > 1 else None,
+            torch.zeros(-(-m // 16), n // 16, dtype=torch.int32) if split > 1 else None, bool(cfg.get("tma")))
+    return kernels.fused.bind(args).to_triton_code(helion.Config(**helion_settings(cfg, FUSED_ARGUMENTS)))
+
+
+@pytest.mark.parametrize("op,m,l2,deeper", [("int4_gemm", 512, True, False), ("nvfp4_gemm", 64, False, True)])
+def test_variant_code_has_what_was_asked(op, m, l2, deeper, tensor_descriptors):
+    """The code the GPU would compile, for the H200 units' variants: x and
+    weight tiles by tl.make_tensor_descriptor (a K-step view each), a
+    persistent loop over the SMs (blocked: a contiguous range each), the L2
+    groups, one stage more at launch; the unit's first candidate keeps its
+    pointer loads."""
+    from qgemm_bench.configs.store import DEFAULT
+
+    fmt = int(op == "nvfp4_gemm")
+    first = cands.helion(op, m, (m, 8192, 8192), DEFAULT.entries()["h200"], variants=False)[0]
+    plain = kernel_code(fmt, m, first)
+    assert "make_tensor_descriptor" not in plain and "virtual_pid" not in plain
+    variants = cands.helion_fused_variants(first, m)
+    assert any("l2_groupings" in v for v in variants) == l2
+    assert any(v["num_stages"] > first["num_stages"] for v in variants) == deeper
+    for v in variants:
+        code = kernel_code(fmt, m, v)
+        device, host = code[:code.index("\ndef fused(")], code[code.index("\ndef fused("):]
+        if v.get("tma"):
+            assert re.search(r"x3_desc = tl\.make_tensor_descriptor\(x3, ", device), v
+            assert re.search(r"w3_desc = tl\.make_tensor_descriptor\(w3, ", device), v
+            assert "x3_desc.load(" in device and "w3_desc.load(" in device
+        else:
+            assert "make_tensor_descriptor" not in device
+        pid = v.get("pid_type")
+        if pid:
+            assert "for virtual_pid in tl.range(" in device and "_NUM_SM" in device
+            assert ("start_pid" in device) == (pid == "persistent_blocked")
+        else:
+            assert "virtual_pid" not in device
+        assert ("num_pid_in_group" in device) == ("l2_groupings" in v)
+        assert f"num_stages={v['num_stages']})" in host
+
+
+# Ragged M and N; int4 groups of 128 (one group a step) and 32 (four), a
+# split of 3; NVFP4 and its K of 1040, not a multiple of the step: the tma
+# argument's views need whole steps, so that kernel keeps pointer loads.
+SHAPES = [(int4_gemm, (100, 1152, 72), 128, 128, 1), (int4_gemm, (65, 1152, 72), 32, 128, 3),
+          (nvfp4_gemm, (100, 1152, 72), None, 128, 1), (nvfp4_gemm, (70, 1040, 40), None, 64, 2)]
+
+
+@interpreter
+@pytest.mark.parametrize("which", range(4))
+@pytest.mark.parametrize("op,shape,group,bk,split", SHAPES)
+def test_variants_run_right_on_the_interpreter(op, shape, group, bk, split, which, monkeypatch,
+                                              tensor_descriptors, sms):
+    import helion
+
+    from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+
+    base = fused_config(split, bn=32, bm=32, bk=bk)
+    variants = cands.helion_fused_variants(base, shape[0])
+    if which >= len(variants):
+        pytest.skip("no deeper variant for these tiles")
+    cfg = variants[which]
+    settings = {"group_size": group} if group else {}
+    gemm, x, ref = weight_only(op, shape, monkeypatch, cfg, **settings)
+    check(gemm(x), ref)
+    r = gemm.bound(x)
+    assert bool(r.config.get("tma")) == bool(cfg.get("tma"))
+    code = r.run.to_triton_code(helion.Config(**helion_settings(r.config, FUSED_ARGUMENTS)))
+    assert ("x3_desc" in code) == (bool(cfg.get("tma")) and shape[1] % bk == 0)
+    check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed

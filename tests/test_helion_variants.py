@@ -16,7 +16,6 @@ from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.tuning import candidates as cands
 from tests.support import check, interpreter
-from tests.test_helion_configs import bound_for
 from tests.test_helion_fused_split import fused_config, weight_only
 
 
@@ -68,7 +67,8 @@ def test_variants_follow_the_pool_by_rule(op, m):
     fits = (first["num_stages"] + 1) * (first["block_k"] * bm * 2 + bn * first["block_k"] // 2) <= cands.HELION_SMEM
     assert len(deeper) == fits
     if fits:
-        assert deeper[0] == {**first, "tma": True, "indexing": "tensor_descriptor", "num_stages": first["num_stages"] + 1}
+        assert deeper[0] == {**first, "tma": True, "indexing": "tensor_descriptor",
+                             "num_stages": first["num_stages"] + 1}
 
 
 def test_the_plan_counts_the_variants_where_they_are_on(monkeypatch):

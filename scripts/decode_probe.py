@@ -15,7 +15,8 @@ sizes", says how to read them):
   read       harness/read_floor.py's best plain reader of those bytes;
   S1 read    the production config's grid, tiles, split, pipeline and PDL
              prologue, reading only the weight (as int32 words, xor-ed;
-             checked: the xor of every word) and scale tiles;
+             checked: the xor of every word) and scale tiles (NVFP4's block
+             scales one K block ahead as production, xor-ed; checked);
   S2 decode  S1 + the production decode (fused_gemm._weights) of every tile,
              kept live by one bf16 FMA per decoded pair (not a GEMM: run, not
              checked);
@@ -94,8 +95,10 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
     """fused_gemm.fused_kernel's pointer-load split-K loop (tiled fragment-order
     weights, BLOCK_N >= TILE_N, K a multiple of BLOCK_K) cut after a stage:
     READ: out (int32, 2 per program) = the xor of the weight words read and
-    the bits of the scale sum; DECODE: out (fp32, 1 per program) = a sum of
-    the decoded tiles; DOT: out (fp32 [M, N]) += the split's partial product
+    (int4) the bits of the scale sum or (NVFP4) the xor of its 16-bit block
+    scales, xor-ed in their load layout (a reduction across warps in the
+    loop cost 2 barriers per K block); DECODE: out (fp32, 1 per program) =
+    a sum of the decoded tiles; DOT: out (fp32 [M, N]) += the split's partial product
     (atomics; no counter, no cast: the caller zeroes out). FOLD as
     fused_kernel's (int4 with ACC_SCALE): S2 decodes without the offset's
     subtraction, S3 also takes it off each block's product."""
@@ -139,6 +142,7 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
     accw = tl.zeros((BLOCK_N, BLOCK_K // 8), dtype=tl.int32)
     accd = tl.zeros((BLOCK_N, BLOCK_K // 2), dtype=DT)
     accs = tl.zeros((BLOCK_N, 1), dtype=tl.float32)
+    accx = tl.zeros((BLOCK_N, max(BLOCK_K // GROUP, 2)), dtype=tl.int16)  # _scales' tile shape
     BLOCKS: tl.constexpr = K // BLOCK_K
     if BLOCKS % SPLIT_K == 0:
         steps = BLOCKS // SPLIT_K
@@ -152,8 +156,10 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
             if STAGE != 3:
                 accs += s_row
         if STAGE == 1:
-            if W_SCALE == 2 or W_SCALE == 3:  # (in S2 and S3 the decode reads them)
-                accs = tl.maximum(accs, tl.max(sc.to(tl.float32), axis=1, keep_dims=True))  # NVFP4's x 2^118
+            if FMT == 1:  # NVFP4: the block scales' bits xor-ed in the load's layout, no reduction in the loop
+                accx = accx ^ sc.to(tl.int16, bitcast=True)
+            elif W_SCALE == 2 or W_SCALE == 3:  # (in S2 and S3 the decode reads them)
+                accs = tl.maximum(accs, tl.max(sc.to(tl.float32), axis=1, keep_dims=True))
             if BLOCK_K < TILE_K:
                 PER: tl.constexpr = TILE_K // BLOCK_K
                 wq = tl.load(w32_rows + (b // PER) * (TILE_BYTES // 4) + (b % PER) * (BLOCK_K // 8))
@@ -182,7 +188,10 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
     pid = pid_mn * SPLIT_K + tl.program_id(1)
     if STAGE == 1:
         tl.store(out_ptr + 2 * pid, tl.xor_sum(tl.xor_sum(accw, axis=1), axis=0))
-        tl.store(out_ptr + 2 * pid + 1, tl.max(accs).to(tl.int32, bitcast=True))
+        if FMT == 1:
+            tl.store(out_ptr + 2 * pid + 1, tl.xor_sum(tl.xor_sum(accx, axis=1), axis=0).to(tl.int32) & 0xFFFF)
+        else:
+            tl.store(out_ptr + 2 * pid + 1, tl.max(accs).to(tl.int32, bitcast=True))
     elif STAGE == 2:
         tl.store(out_ptr + pid, tl.sum(accd.to(tl.float32)) + tl.sum(accs))
     else:
@@ -397,6 +406,15 @@ def word_xor(t: torch.Tensor) -> int:
     return int(np.bitwise_xor.reduce(t.contiguous().view(torch.int32).flatten().cpu().numpy()))
 
 
+def scale_xor(scales: torch.Tensor, k: int, group: int, n: int, block_n: int) -> int:
+    """The xor of the 16-bit block scales an NVFP4 S1 launch reads (its
+    second int32 per program, xor-ed over programs): every group row below
+    K, the columns of the grid's BLOCK_N tiles."""
+    cols = triton.cdiv(n, block_n) * block_n
+    words = scales[:k // group, :cols].contiguous().view(torch.int16).flatten().cpu().numpy()
+    return int(np.bitwise_xor.reduce(words)) & 0xFFFF
+
+
 class Layout:
     """One format's weights at K x N: the operator's inputs, the production
     FusedGemm (its K-major weights), the dequantized reference weights, and
@@ -529,6 +547,11 @@ def stage_row(probe: Probe, lay: Layout, m: int, stage: int, c: dict, name: str 
                 want = lay.weight_xor()
                 if got != want:
                     return f"the weight words' xor {got:#x}, torch {want:#x}"
+                if lay.fmt == "nvfp4":
+                    got = word_xor(outs[0][1::2])
+                    want = scale_xor(sc, lay.k, fg.group, fg.n, c["BLOCK_N"])
+                    if got != want:
+                        return f"the block scales' xor {got:#x}, torch {want:#x}"
             elif stage == DOT:
                 from qgemm_bench.operators.common import rel_error
 

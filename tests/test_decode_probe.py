@@ -1,6 +1,6 @@
 """scripts/decode_probe.py's kernels, under the interpreter: the read stage
-reads every weight word once (its xor checked, and a launch that skips rows
-caught), the dot stage's splits and the GEMV sum to the reference, on ragged
+reads every weight word and NVFP4 block scale once (their xors checked, and
+a launch that skips rows caught), the dot stage's splits and the GEMV sum to the reference, on ragged
 N. (The whole probe on the CPU: `python scripts/decode_probe.py
 --cpu-smoke`, about 90 s.)"""
 
@@ -54,10 +54,15 @@ def test_the_stages_read_every_word_and_the_dot_sums_to_the_reference(probe, fmt
     out = probe.stage_out(probe.READ, 3, fg.n, c, x.device)
     probe.stage_launch(probe.READ, x, km.wt, km.scales, ts_of(fg), out, fg, c)
     assert probe.word_xor(out[0::2]) == probe.word_xor(km.wt)  # the padding is zeros: xor of the whole tensor
+    scales = probe.scale_xor(km.scales, 512, fg.group, fg.n, 64)
+    if fmt == "nvfp4":  # its block scales, xor-ed as loaded
+        assert probe.word_xor(out[1::2]) == scales
     short = SimpleNamespace(n=128, fmt=fg.fmt, group=fg.group)  # a launch over two of the three tiles misses words
     out = probe.stage_out(probe.READ, 3, 128, c, x.device)
     probe.stage_launch(probe.READ, x, km.wt, km.scales, ts_of(fg), out, short, c)
     assert probe.word_xor(out[0::2]) != probe.word_xor(km.wt)
+    if fmt == "nvfp4":
+        assert probe.word_xor(out[1::2]) != scales
 
     plane = probe.stage_out(probe.DOT, 3, fg.n, c, x.device)
     probe.stage_launch(probe.DOT, x, km.wt, km.scales, ts_of(fg), plane, fg, c)

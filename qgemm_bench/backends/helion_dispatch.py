@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from qgemm_bench.backends.helion_kernels.configs import FAMILY
 from qgemm_bench.configs import store as config_store
-
-FAMILY = "helion"  # the store's (helion_kernels.configs.FAMILY)
 
 
 class HelionConfigs:

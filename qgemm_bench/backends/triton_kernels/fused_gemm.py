@@ -61,11 +61,8 @@ products are also the more accurate.
 FOLD (a config key; int4 with ACC_SCALE's path, elsewhere ignored): the
 decode leaves its offset on (q + 136 in bf16, decode.int4_biased: 4 fewer
 PTX instructions per 8 values) and each block's fp32 product loses 136 x
-the x tile's sum over the block's k (tl.sum) before its scale. Offline,
-sm_90, Triton 3.6 (scripts/fused_sass.py), 16x128x128 split 8 w4 s3
-ACC_SCALE maxnreg 128: 332 SASS instructions per K block without, 372
-with (the 64 HFMA2 go; the sum's shuffles, adds and cross-warp round trip
-cost more); docs/fused_gemm.md has the rest.
+the x tile's sum over the block's k (tl.sum) before its scale. No stored
+config has it yet; its instruction counts are in docs/fused_gemm.md.
 NVFP4: its E4M3 block scales as SUB (16 k each), the FP32 tensor scale at the
 end. FusedGemm stores the block scales as bf16 E4M3 x 2^118 (exact), the PTX
 decode's operand: converted in the loop, each thread converted its 32
@@ -183,8 +180,9 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
     decode): the codes decoded at a unit scale, then multiplied by the block
     scales in bf16, exact either way (a code x 2^-8 times an E4M3 value
     has at most 6 significant bits; wrong_on_sm90 says why it exists).
-    FOLD (int4, unscaled in the loop): q + 136 (fp16: q + 1032), the caller
-    subtracts the offset from the fp32 product (fused_kernel's FOLD)."""
+    FOLD (int4, unscaled in the loop): q + decode.INT4_OFF_BF16 (fp16:
+    INT4_OFF_FP16), the caller subtracts the offset from the fp32 product
+    (fused_kernel's FOLD)."""
     HALF: tl.constexpr = BLOCK_K // 2
     if FMT == 0:
         if FOLD and USE_ASM:

@@ -224,7 +224,7 @@ def weight_only(inputs, config=None, path="auto"):
     from qgemm_bench.backends.triton_dispatch import make_weight_only
 
     return make_weight_only(inputs.w, inputs.scales, None, INT4, inputs.group_size or 2, config, path,
-                          target=target_for(inputs.w))
+                            target=target_for(inputs.w))
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -110,7 +110,7 @@ def weight_only(inputs, config=None, path="auto"):
     from qgemm_bench.backends.triton_dispatch import make_weight_only
 
     return make_weight_only(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, config,
-                          path, target=target_for(inputs.w))
+                            path, target=target_for(inputs.w))
 
 
 @pytest.mark.parametrize("shape", [(1, 64, 40), (3, 160, 96), (17, 384, 37), (80, 128, 48)])

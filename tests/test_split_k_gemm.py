@@ -114,7 +114,7 @@ def test_triton_kernel_vs_fp64(deterministic, shape, bias, split, bn):
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
     gemm = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC if deterministic else ATOMIC,
-                      cfg(bn=bn, bk=64, split=split), target=target_for(inputs.a))
+                        cfg(bn=bn, bk=64, split=split), target=target_for(inputs.a))
     ref = reference64(inputs)
     check(gemm(), ref)
     check(gemm(), ref)  # the workspace and counters were left ready for the next call
@@ -129,7 +129,7 @@ def test_triton_deterministic_is_bit_identical_over_runs():
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (17, 4096, 40), bias=True), 3)
     gemm = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, cfg(bn=32, bk=64, split=16),
-                      target=target_for(inputs.a))
+                        target=target_for(inputs.a))
     first = gemm()
     for _ in range(4):
         assert torch.equal(gemm(), first)
@@ -163,7 +163,7 @@ def test_triton_kernel_with_pdl_vs_fp64(mode, reduce, pdl):
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (33, 1000, 40), bias=True), seed())
     gemm = make_split_k(inputs.a, inputs.b, inputs.bias, mode, cfg(bn=32, bk=64, split=8, PDL=pdl, REDUCE=reduce),
-                      target=target_for(inputs.a))
+                        target=target_for(inputs.a))
     ref = reference64(inputs)
     check(gemm(), ref)
     check(gemm(), ref)
@@ -506,7 +506,7 @@ def test_triton_refuses_bad_inputs():
         make_split_k(a, torch.randn(32, 8, device=DEV).to(DT), None, ATOMIC, cfg(), target=target_for(a))
     with pytest.raises(ValueError, match="bias"):
         make_split_k(a, torch.randn(64, 8, device=DEV).to(DT), torch.zeros(7, device=DEV, dtype=DT), ATOMIC, cfg(),
-                   target=target_for(a))
+                     target=target_for(a))
 
 
 # ------------------------------------------------------------------ our Helion kernel (interpreter configs)

@@ -34,11 +34,11 @@ def test_reduce_variants_vs_fp64_and_last(shape, bias, split):
     ref = reference64(inputs)
     base = triton_config(bn=32, bk=64, split=split)
     last = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, base,
-                      target=target_for(inputs.a))()  # no REDUCE: today's path
+                        target=target_for(inputs.a))()  # no REDUCE: today's path
     check(last, ref)
     for extra in VARIANTS:
         gemm = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, {**base, **extra},
-                          target=target_for(inputs.a))
+                            target=target_for(inputs.a))
         gemm.ws.fill_(float("nan"))  # no variant needs its planes zeroed: every call writes each
         first = gemm().clone()
         check(first, ref)
@@ -53,7 +53,7 @@ def test_reduce_kernel_with_one_split_is_one_launch():
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (5, 300, 20), bias=True), seed())
     gemm = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, triton_config(split=1, REDUCE="kernel"),
-                      target=target_for(inputs.a))
+                        target=target_for(inputs.a))
     assert gemm.reduce is None  # split 1 stores the output itself
     check(gemm(), reference64(inputs))
 

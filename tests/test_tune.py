@@ -110,7 +110,7 @@ def test_tune_triton_writes_its_entries_end_to_end(tiny, tmp_path, capsys):
         inp = int4_gemm.make_inputs(Case(int4_gemm.NAME, Shape(m - 1, k, n), torch.float16, DEV,
                                          int4_gemm.Settings(128)), seed)
         got = make_weight_only(*weight_args(int4_gemm.NAME, inp), config=e["config"], path=path,
-                             target=target_for(weight_args(int4_gemm.NAME, inp)[0]))(inp.x)
+                               target=target_for(weight_args(int4_gemm.NAME, inp)[0]))(inp.x)
         assert rel_np(got, fp64(inp.x, int4_gemm.dequantize(inp))) < 1e-2
     table = skc.check_table(read_back(tmp_path, "split_k"))
     for mode_id, mode in enumerate(skc.MODES):

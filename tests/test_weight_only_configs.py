@@ -71,7 +71,7 @@ def test_the_triton_backend_runs_its_group_s_config(tmp_path):
     for group, want in ((32, g32), (64, C), (128, C), ("channel", chan), (None, chan)):
         inputs = int4_gemm.make_inputs(case(int4_gemm, (200, 512, 72), group_size=group), seed())
         gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, {None: 2, "channel": 512}.get(group, group),
-                              target=gpu, store=store)
+                                target=gpu, store=store)
         assert gemm.tuned(200, "fused") == (want, ""), group
     from qgemm_bench.backends.triton_ops import weight_args
 
@@ -326,7 +326,7 @@ def test_triton_backend_runs_the_table_config_and_names_its_bucket(tmp_path):
     assert gemm.tuned(5) == (cfg, "triton split config of nearest bucket M16_K8192_N8192")
     assert gemm.note(5) == "triton split config of nearest bucket M16_K8192_N8192"
     other = make_weight_only(inputs.w, inputs.scales, None, INT4, 64, target=fake_target("gpu_b", sms=140),
-                           store=store)
+                             store=store)
     assert other.tuned(5) == (cfg, "configs of gpu_a (same compute capability 9.0; no entry for gpu_b); "
                                    "triton split config of nearest bucket M16_K8192_N8192")
     check(gemm(inputs.x), fp64(inputs.x, int4_gemm.dequantize(inputs)))
@@ -387,7 +387,7 @@ def test_without_a_table_entry_the_split_path_says_it_autotunes():
     assert gemm.note(100) == gemm.note(2000) == ""  # the fused path: FUSED_CONFIGS, nothing to say
     g96 = int4_gemm.make_inputs(case(int4_gemm, (3, 192, 40), DT, torch.device("cpu"), group_size=96), 0)
     gemm = make_weight_only(g96.w, g96.scales, None, INT4, 96,
-                          target=target_for(g96.w))  # GATHER, no TMA: dequantize + cuBLAS above 1024
+                            target=target_for(g96.w))  # GATHER, no TMA: dequantize + cuBLAS above 1024
     assert gemm.note(2000) == "dequantize + cuBLAS path (a K x N scratch)"
 
 
@@ -451,7 +451,7 @@ def test_whole_tiles_drop_the_k_and_n_masks_and_stay_right(fmt, group, k, n, eve
     wargs = (inputs.w, inputs.scales, None, INT4, group) if fmt == INT4 else \
         (inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16)
     check(make_weight_only(*wargs, config=c, path="split",
-                         target=target_for(wargs[0]))(inputs.x), fp64(inputs.x, op.dequantize(inputs)))
+                           target=target_for(wargs[0]))(inputs.x), fp64(inputs.x, op.dequantize(inputs)))
 
 
 def test_a_fused_config_runs_the_split_kernel_without_its_fused_only_keys():
@@ -460,7 +460,7 @@ def test_a_fused_config_runs_the_split_kernel_without_its_fused_only_keys():
     inputs = int4_gemm.make_inputs(case(int4_gemm, (5, 512, 100), group_size=128), seed())
     c = {**triton_config(16, 32, 64, 3), "TMA": True, "ACC_SCALE": True}
     out = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, config=c, path="split",
-                         target=target_for(inputs.w))(inputs.x)
+                           target=target_for(inputs.w))(inputs.x)
     check(out, fp64(inputs.x, int4_gemm.dequantize(inputs)))
 
 

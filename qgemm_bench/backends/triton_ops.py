@@ -33,7 +33,7 @@ def _weight_only(case, inputs) -> Prepared:
     from qgemm_bench.backends.triton_dispatch import make_weight_only
 
     gemm = make_weight_only(*weight_args(case.op, inputs), on_cpu(case, WEIGHT_ONLY_INTERPRETER_CONFIG),
-                          target=case_target(case))
+                            target=case_target(case))
 
     def apply(x):
         return gemm(x.contiguous())

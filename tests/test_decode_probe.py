@@ -61,8 +61,8 @@ def test_the_stages_read_every_word_and_the_dot_sums_to_the_reference(probe, fmt
     out = probe.stage_out(probe.READ, 3, 128, c, x.device)
     probe.stage_launch(probe.READ, x, km.wt, km.scales, ts_of(fg), out, short, c)
     assert probe.word_xor(out[0::2]) != probe.word_xor(km.wt)
-    if fmt == "nvfp4":
-        assert probe.word_xor(out[1::2]) != scales
+    if fmt == "nvfp4":  # exactly the two tiles' scales (16-bit xors of few distinct E4M3 values can collide)
+        assert probe.word_xor(out[1::2]) == probe.scale_xor(km.scales, 512, fg.group, 128, 64)
 
     plane = probe.stage_out(probe.DOT, 3, fg.n, c, x.device)
     probe.stage_launch(probe.DOT, x, km.wt, km.scales, ts_of(fg), plane, fg, c)

@@ -291,13 +291,11 @@ def one_line(e: BaseException) -> str:
 
 
 def describe(c: dict) -> str:
-    s = f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} w{c['num_warps']} s{c['num_stages']}"
-    if c.get("LOOP_STAGES"):
-        s += f" loop s{c['LOOP_STAGES']}"
-    s += " acc" if c.get("ACC_SCALE") else ""
-    s += " fold" if c.get("FOLD") else ""
-    s += f" nreg{c['maxnreg']}" if c.get("maxnreg") else ""
-    return s + (f" pdl{c['PDL']}" if c.get("PDL") else "")
+    """split_k_configs.describe's label, and a stage kernel's loop stages."""
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe as label
+
+    s = label({k: v for k, v in c.items() if k != "LOOP_STAGES"})
+    return f"{s} loop s{c['LOOP_STAGES']}" if c.get("LOOP_STAGES") else s
 
 
 class Probe:

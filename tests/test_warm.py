@@ -2,6 +2,8 @@
 that compile a share of the shapes each, and a failing worker that costs the
 run nothing but a line in errors.log."""
 
+import os
+
 import torch
 
 from qgemm_bench import cli
@@ -56,3 +58,24 @@ def test_no_workers_for_one_job_or_no_compiling_backend():
     assert warm.warm_up(p, args, 1, None) == ""
     p.backends = [b for b in p.backends if not b.compiles]
     assert warm.warm_up(p, args, 4, None) == ""
+
+
+def test_workers_and_the_sweep_share_one_triton_cache(monkeypatch, tmp_path):
+    """Inductor points Triton at its own directory when TRITON_CACHE_DIR is
+    unset: a worker that compiled torch.compile first cached our kernels where
+    the sweep never looked. The warm-up fixes the directory for both."""
+    from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
+    from triton import knobs
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", "unset below; restored after the test")
+    monkeypatch.delenv("TRITON_CACHE_DIR")
+    default = str(knobs.cache.dir)
+    assert triton_cache_dir(0) != default  # what inductor would have set in a worker
+    p, args = _plan()
+    assert warm.warm_up(p, args, 2, [].append)
+    assert os.environ["TRITON_CACHE_DIR"] == default == warm._worker_env()["TRITON_CACHE_DIR"]
+    assert triton_cache_dir(0) == default
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # a user's own directory is kept
+    warm.pin_triton_cache()
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path) == warm._worker_env()["TRITON_CACHE_DIR"]

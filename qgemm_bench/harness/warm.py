@@ -48,6 +48,7 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     backends = [b.name for b in p.backends if b.compiles]
     if jobs < 2 or not backends:
         return ""
+    pin_triton_cache()
     costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in p.shapes]
     shares = [s for s in distributed.shard(p.shapes, costs, jobs) if s]
     t0 = time.perf_counter()
@@ -88,6 +89,20 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0) + s
     note = f" ({failed} failed: see errors.log)" if failed else ""
     return f"compiled {', '.join(backends)} at {len(p.shapes)} shapes in {len(shares)} processes: {s:.0f} s{note}"
+
+
+def pin_triton_cache() -> None:
+    """Fix Triton's cache directory for this process and its workers. Left
+    unset, inductor sets it to its own directory the first time it compiles
+    a kernel (triton_heuristics.CachingAutotuner): in the workers, before
+    they compile ours, but not in a sweep that loads torch.compile from its
+    cache, which then missed every Triton kernel the workers had compiled
+    (H200: 64 s of the default run's 304 compiled again)."""
+    if os.environ.get("TRITON_CACHE_DIR"):
+        return
+    from triton import knobs
+
+    os.environ["TRITON_CACHE_DIR"] = str(knobs.cache.dir)
 
 
 def _worker_env() -> dict:

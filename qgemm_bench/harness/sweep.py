@@ -78,6 +78,7 @@ def run(plan: Plan, folder: RunFolder, conclude: Callable[[Outcome], int] | None
         out.stopped, out.exit_code = str(e), 1
     finally:
         bar.close()
+        gc.unfreeze()  # _free's frozen survivors are collectable again after the sweep
     return out
 
 
@@ -235,7 +236,12 @@ def _release(device: torch.device) -> None:
 
 
 def _free(device: torch.device) -> None:
+    """After a shape or a failure: every cycle, then the survivors frozen
+    (what is left is modules, compiled kernels and caches), so the next full
+    collection scans only what came after. Unfrozen it took 0.33 s a shape
+    on the H200 with the peers imported (16 s of a default run)."""
     gc.collect()
+    gc.freeze()
     if device.type == "cuda":
         try:
             torch.cuda.empty_cache()

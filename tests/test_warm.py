@@ -1,9 +1,12 @@
 """The compile warm-up (harness/warm.py): how many workers a run gets, workers
-that compile a share of the shapes each, and a failing worker that costs the
-run nothing but a line in errors.log."""
+that compile a share of the shapes each, a failing worker that costs the
+run nothing but a line in errors.log, and the stamp that skips a warm-up an
+earlier run already did."""
 
 import os
+import subprocess
 
+import pytest
 import torch
 
 from qgemm_bench import cli
@@ -11,6 +14,15 @@ from qgemm_bench.harness import plan, warm
 from qgemm_bench.target import Target
 
 CUDA = torch.device("cuda", 0)
+
+
+@pytest.fixture(autouse=True)
+def caches(monkeypatch, tmp_path):
+    """Triton's and inductor's caches (where the stamps go) of this test alone."""
+    monkeypatch.setenv("TRITON_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    return tmp_path
 
 
 def test_default_jobs_half_the_cpus_for_gpu_runs_of_several_shapes():
@@ -60,22 +72,67 @@ def test_no_workers_for_one_job_or_no_compiling_backend():
     assert warm.warm_up(p, args, 4, None) == ""
 
 
-def test_workers_and_the_sweep_share_one_triton_cache(monkeypatch, tmp_path):
+def test_workers_and_the_sweep_share_one_triton_cache(monkeypatch, caches):
     """Inductor points Triton at its own directory when TRITON_CACHE_DIR is
     unset: a worker that compiled torch.compile first cached our kernels where
     the sweep never looked. The warm-up fixes the directory for both."""
     from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
     from triton import knobs
 
-    monkeypatch.setenv("TRITON_CACHE_DIR", "unset below; restored after the test")
     monkeypatch.delenv("TRITON_CACHE_DIR")
     default = str(knobs.cache.dir)
+    assert default.startswith(str(caches / "home"))
     assert triton_cache_dir(0) != default  # what inductor would have set in a worker
     p, args = _plan()
     assert warm.warm_up(p, args, 2, [].append)
     assert os.environ["TRITON_CACHE_DIR"] == default == warm._worker_env()["TRITON_CACHE_DIR"]
     assert triton_cache_dir(0) == default
 
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # a user's own directory is kept
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(caches / "mine"))  # a user's own directory is kept
     warm.pin_triton_cache()
-    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path) == warm._worker_env()["TRITON_CACHE_DIR"]
+    assert os.environ["TRITON_CACHE_DIR"] == str(caches / "mine") == warm._worker_env()["TRITON_CACHE_DIR"]
+
+
+def _no_workers(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+def test_a_finished_warm_up_is_not_done_again(monkeypatch, caches):
+    p, args = _plan()
+    assert warm.warm_up(p, args, 2, [].append).startswith("compiled triton at 2 shapes")
+    stamps = sorted(caches.rglob("qgemm-bench-warm/*.json"))
+    assert [s.parts[len(caches.parts)] for s in stamps] == ["inductor", "triton"]
+    with monkeypatch.context() as m:
+        _no_workers(m)
+        p2, args2 = _plan()
+        summary = warm.warm_up(p2, args2, 2, [].append)
+    assert summary.startswith("compile warm-up skipped: an earlier run compiled triton at these 2 shapes")
+    assert p2.phase_s["compile warm-up"] == 0
+
+    # Another shape, or either cache wiped: compiled again.
+    p3, args3 = _plan("--shape", "5,128,64")
+    assert warm.warm_up(p3, args3, 2, [].append).startswith("compiled triton at 3 shapes")
+    stamps[0].unlink()  # inductor's
+    assert warm.warm_up(p, args, 2, [].append).startswith("compiled triton at 2 shapes")
+
+
+def test_our_source_is_part_of_the_stamp(monkeypatch):
+    p, args = _plan()
+    before = warm._stamps(p, ["triton"])
+    real = warm.Path.read_bytes
+
+    def edited(path):
+        return real(path) + (b"# edited" if path.name == "fused_gemm.py" else b"")
+
+    monkeypatch.setattr(warm.Path, "read_bytes", edited)
+    assert warm._stamps(p, ["triton"]) != before
+
+
+def test_a_failed_warm_up_leaves_no_stamp(caches):
+    p, args = _plan()
+    p.device = torch.device("cuda", 0)  # the workers fail (no CUDA here)
+    assert "2 failed" in warm.warm_up(p, args, 2, [].append)
+    assert not list(caches.rglob("qgemm-bench-warm/*.json"))

@@ -51,7 +51,7 @@ def table_gpu(device: torch.device) -> str | None:
     return gpu_slug(device) if device.type == "cuda" else None
 
 
-def _version(pkg: str) -> str | None:
+def package_version(pkg: str) -> str | None:
     try:
         return importlib.metadata.version(pkg)
     except importlib.metadata.PackageNotFoundError:
@@ -85,8 +85,8 @@ def collect(device: torch.device) -> dict:
         "host": platform.node(),
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "triton": _version("triton"),
-        "helion": _version("helion"),
+        "triton": package_version("triton"),
+        "helion": package_version("helion"),
         "cuda": torch.version.cuda,
         "git_commit": git_commit(),
         "device": str(device),

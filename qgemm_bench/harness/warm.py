@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import json
 import os
 import pickle
 import subprocess
@@ -25,6 +27,9 @@ MAX_JOBS = 8
 MIN_SHAPES = 4  # fewer shapes compile in less time than workers take to start (~10 s of imports)
 SECONDS_PER_STEP = 60.0  # a worker's time limit per (shape, backend) it compiles; a hung kernel ends there
 MAX_WARM_S = 600.0  # and the warm-up's, whatever the sweep's size
+# What a stamp's key covers besides the plan: a new version of any of these
+# compiles different kernels.
+STAMP_PACKAGES = ("torch", "triton", "helion", "gemlite", "humming-kernels", "fbgemm-gpu-genai")
 
 
 def default_jobs(device, n_shapes: int, autotune: str = "none", cpus: int | None = None, ranks: int = 1) -> int:
@@ -49,6 +54,11 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     if jobs < 2 or not backends:
         return ""
     pin_triton_cache()
+    stamps = _stamps(p, backends)
+    if all(stamp.is_file() for stamp in stamps):
+        p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0)
+        return (f"compile warm-up skipped: an earlier run compiled {', '.join(backends)} at these "
+                f"{len(p.shapes)} shapes with this code and these packages (caches: {stamps[0].parent.parent})")
     costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in p.shapes]
     shares = [s for s in distributed.shard(p.shapes, costs, jobs) if s]
     t0 = time.perf_counter()
@@ -87,8 +97,38 @@ def warm_up(p, args, jobs: int, log_error) -> str:
                 err.close()
     s = time.perf_counter() - t0
     p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0) + s
+    if not failed:
+        _write_stamps(stamps, {"warm_up_s": round(s, 1), "workers": len(shares), "date": time.strftime("%F %T")})
     note = f" ({failed} failed: see errors.log)" if failed else ""
     return f"compiled {', '.join(backends)} at {len(p.shapes)} shapes in {len(shares)} processes: {s:.0f} s{note}"
+
+
+def _stamps(p, backends: list[str]) -> list[Path]:
+    """Where a finished warm-up leaves its mark, one in Triton's cache and one
+    in inductor's (wiping either forgets it): named by what decides the
+    kernels compiled, i.e. the plan's shapes, operator settings, dtype and
+    backends, the GPU, the package versions and our source and configs."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    from qgemm_bench.harness.environment import package_version
+
+    root = Path(__file__).resolve().parents[1]
+    source = hashlib.sha256()
+    for f in sorted([*root.rglob("*.py"), *root.rglob("*.json")]):
+        source.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    what = {"op": p.op.NAME, "settings": p.op_settings.label(), "dtype": str(p.dtype), "device": str(p.device),
+            "gpu": (p.target.device_name, p.target.capability, p.target.sms),
+            "shapes": [tuple(s) for s in p.shapes], "backends": backends, "source": source.hexdigest(),
+            "packages": {name: package_version(name) for name in STAMP_PACKAGES}}
+    key = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return [Path(d) / "qgemm-bench-warm" / f"{key}.json" for d in (os.environ["TRITON_CACHE_DIR"], cache_dir())]
+
+
+def _write_stamps(stamps: list[Path], info: dict) -> None:
+    for stamp in stamps:
+        with contextlib.suppress(OSError):  # no stamp: the next run compiles again, nothing worse
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.write_text(json.dumps(info) + "\n")
 
 
 def pin_triton_cache() -> None:

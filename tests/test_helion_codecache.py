@@ -67,3 +67,16 @@ def test_a_cached_run_refuses_another_config():
     assert run(1, 2) == 3 and run.to_triton_code({"num_warps": 4}) == "code"
     with pytest.raises(ValueError, match="generated for config"):
         run.compile_config({"num_warps": 8})
+
+
+def test_a_stored_module_that_does_not_load_is_bound_again(cache):
+    s = seed()
+    helion = registry.get("int4_gemm", "helion")
+    c = case(int4_gemm, (3, 256, 64), DT, DEV)
+    inputs = int4_gemm.make_inputs(c, s)
+    first = helion.prepare(c, inputs).fn()
+    for f in cache.glob("*.py"):
+        f.write_text("raise ImportError('a broken module')\n")
+    tuning._loaded.clear()
+    second = helion.prepare(c, inputs).fn()
+    assert torch.equal(first, second), f"seed {s}"

@@ -77,8 +77,11 @@ def load(name: str, kernel, settings: dict) -> CachedRun | None:
         return None
     from torch._inductor.codecache import PyCodeCache
 
-    module = PyCodeCache.load(code)
-    return CachedRun(getattr(module, kernel.name), code, settings)
+    try:
+        module = PyCodeCache.load(code)
+        return CachedRun(getattr(module, kernel.name), code, settings)
+    except Exception:  # noqa: BLE001 - a stored module that no longer loads: bind as if it were absent
+        return None
 
 
 def save(name: str, bound, settings: dict) -> None:

@@ -38,8 +38,8 @@ def test_default_jobs_half_the_cpus_for_gpu_runs_of_several_shapes():
     assert warm.default_jobs(torch.device("cpu"), 48, cpus=16) == 0
 
 
-def _plan(*extra):
-    args = cli.parser().parse_args(["--op", "int4_gemm", "--device", "cpu", "--backends", "torch,triton",
+def _plan(*extra, backends="torch,triton"):
+    args = cli.parser().parse_args(["--op", "int4_gemm", "--device", "cpu", "--backends", backends,
                                     "--shape", "1,128,64", "--shape", "3,128,64", *extra])
     p = plan.build(args)
     p.target = Target.cpu()
@@ -136,3 +136,44 @@ def test_a_failed_warm_up_leaves_no_stamp(caches):
     p.device = torch.device("cuda", 0)  # the workers fail (no CUDA here)
     assert "2 failed" in warm.warm_up(p, args, 2, [].append)
     assert not list(caches.rglob("qgemm-bench-warm/*.json"))
+
+
+def _spec(p, args, backends=("triton",)):
+    return {"args": vars(args), "device": "cpu", "target": p.target.to_json(),
+            "shapes": [tuple(s) for s in p.shapes], "backends": list(backends)}
+
+
+def test_a_worker_waits_for_memory_then_leaves_the_shape_to_the_sweep(monkeypatch, capsys):
+    p, args = _plan()
+    monkeypatch.setattr(warm, "OOM_WAIT_S", 0.0)
+    from qgemm_bench.operators import int4_gemm
+
+    real, calls = int4_gemm.make_inputs, []
+
+    def short_of_memory(case, seed):
+        calls.append(case.shape.M)
+        if case.shape.M == 1 and calls.count(1) < warm.OOM_TRIES:  # free again at the last try
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.50 GiB")
+        if case.shape.M == 3:  # never
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
+        return real(case, seed)
+
+    monkeypatch.setattr(int4_gemm, "make_inputs", short_of_memory)
+    assert warm.work(_spec(p, args)) == warm.PARTIAL
+    assert calls == [1] * warm.OOM_TRIES + [3] * warm.OOM_TRIES
+    err = capsys.readouterr().err
+    assert "triton at 1x128x64:" in err and "triton at 3x128x64" not in err
+    assert f"inputs at 3x128x64 (try {warm.OOM_TRIES} of {warm.OOM_TRIES}): CUDA out of memory" in err
+
+
+def test_a_backend_that_fails_in_a_worker_makes_it_partial(monkeypatch):
+    from qgemm_bench.backends.registry import Backend
+    from tests.support import extra_backends
+
+    def broken(case, inputs):
+        raise RuntimeError("does not compile")
+
+    extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "broken", "fails", broken, compiles=True)])
+    p, args = _plan(backends="torch,triton,broken")
+    assert warm.work(_spec(p, args)) == 0
+    assert warm.work(_spec(p, args, ("triton", "broken"))) == warm.PARTIAL

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -27,6 +28,11 @@ MAX_JOBS = 8
 MIN_SHAPES = 4  # fewer shapes compile in less time than workers take to start (~10 s of imports)
 SECONDS_PER_STEP = 60.0  # a worker's time limit per (shape, backend) it compiles; a hung kernel ends there
 MAX_WARM_S = 600.0  # and the warm-up's, whatever the sweep's size
+PARTIAL = 3  # a worker's exit status when some (shape, backend) did not compile: logged, no stamp
+# Eight workers' inputs at once filled an H200's 140 GB on the NVFP4 preset
+# (its quantization's fp32 temporaries): a worker waits for the others.
+OOM_TRIES = 4
+OOM_WAIT_S = 2.0
 # What a stamp's key covers besides the plan: a new version of any of these
 # compiles different kernels.
 STAMP_PACKAGES = ("torch", "triton", "helion", "gemlite", "humming-kernels", "fbgemm-gpu-genai")
@@ -86,7 +92,9 @@ def warm_up(p, args, jobs: int, log_error) -> str:
                     failed += 1
                     err.seek(0)
                     tail = err.read()[-4000:]
-                    log_error(f"compile warm-up worker (exit {code}):\n{tail}")
+                    what = "some shapes or backends did not compile; the sweep compiles them" \
+                        if code == PARTIAL else f"exit {code}"
+                    log_error(f"compile warm-up worker ({what}):\n{tail}")
         finally:  # also on Ctrl-C / SIGTERM: no worker outlives the warm-up
             for proc, _, _ in procs:
                 if proc.poll() is None:
@@ -158,7 +166,9 @@ def _worker_env() -> dict:
 
 
 def work(spec: dict) -> int:
-    """A worker: prepare and call each backend once at each shape of its share."""
+    """A worker: prepare and call each backend once at each shape of its share.
+    Exit 0 when all compiled, PARTIAL when some did not (the sweep compiles
+    those itself; no stamp is written)."""
     import torch
 
     from qgemm_bench.harness import plan
@@ -169,25 +179,52 @@ def work(spec: dict) -> int:
     args.device = spec["device"]
     p = plan.build(args)
     target = Target.from_json(spec["target"])
-    if p.device.type == "cuda":
+    cuda = p.device.type == "cuda"
+    if cuda:
         torch.cuda.set_device(p.device)
     backends = [b for b in p.backends if b.name in spec["backends"]]
+    missed = 0
     for shape in spec["shapes"]:
         case = Case(p.op.NAME, Shape(*shape), p.dtype, p.device, p.op_settings, target)
-        inputs = p.op.make_inputs(case, p.seed)
+        inputs = _inputs(p, case, cuda)
+        if inputs is None:
+            missed += 1
+            continue
         for b in backends:
             if b.why_not(case):
                 continue
             t0 = time.perf_counter()
             try:
                 b.prepare(case, inputs).fn()
-                if p.device.type == "cuda":
+                if cuda:
                     torch.cuda.synchronize(p.device)
                 print(f"{b.name} at {case.shape}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
             except Exception as e:  # noqa: BLE001 - the sweep prepares it again and records the error
+                missed += 1
                 print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
         del inputs
-    return 0
+        if cuda:  # what this shape cached goes back: the other workers' large shapes need it
+            gc.collect()
+            torch.cuda.empty_cache()
+    return PARTIAL if missed else 0
+
+
+def _inputs(p, case, cuda: bool):
+    """The shape's inputs; when the GPU's memory is taken by the other
+    workers' shapes, tried again as they free theirs (None: not this time)."""
+    import torch
+
+    for attempt in range(OOM_TRIES):
+        try:
+            return p.op.make_inputs(case, p.seed)
+        except torch.OutOfMemoryError as e:
+            print(f"inputs at {case.shape} (try {attempt + 1} of {OOM_TRIES}): {str(e)[:120]}", file=sys.stderr,
+                  flush=True)
+            gc.collect()
+            if cuda:
+                torch.cuda.empty_cache()
+            time.sleep(OOM_WAIT_S)
+    return None
 
 
 def main(argv: list[str]) -> int:

@@ -67,6 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
+    _add(g, "--unfused", action="store_true", help="run q, k, v, gate and up as the checkpoint has them, five "
+         "GEMMs; by default q/k/v and gate/up are one GEMM each (weights concatenated), in every variant")
     _add(g, "--quality-tokens", metavar="BxT", help="token batch for the logit comparison against the "
          "unquantized model (default 2x256 on CUDA, 2x32 on CPU)")
     _add(g, "--eval-text", metavar="FILE", help="perplexity over this text file (needs --checkpoint with a "
@@ -326,6 +328,7 @@ def build_plan(args, world=None):
         source = ModelSource.preset(args.model, dtype, args.seed, **overrides)
     else:
         raise InputError("give --model NAME or --checkpoint PATH")
+    source.fused = not getattr(args, "unfused", False)
     cfg = source.config
     shard = None
     if world is not None:

@@ -101,6 +101,7 @@ class ModelSource:
     tokenizer: object = None
     meta: dict = field(default_factory=dict)
     shard: object = None  # tensor_parallel.Shard under torchrun: this rank's part of every model
+    fused: bool = True  # q/k/v and gate/up as one GEMM each (model/fuse.py), in every variant
 
     @classmethod
     def preset(cls, name: str, dtype: torch.dtype, seed: int = 0, **overrides) -> ModelSource:
@@ -116,6 +117,14 @@ class ModelSource:
         return self.cpu_model is not None
 
     def fresh(self, device: torch.device):
+        model = self._unfused(device)
+        if self.fused:
+            from qgemm_bench.model.fuse import fuse_projections
+
+            fuse_projections(model)
+        return model
+
+    def _unfused(self, device: torch.device):
         if self.shard is not None:
             from qgemm_bench.model import tensor_parallel
 
@@ -131,4 +140,4 @@ class ModelSource:
         return {"model": self.name, "trained": self.trained, "layers": c.num_hidden_layers,
                 "hidden": c.hidden_size, "intermediate": c.intermediate_size, "heads": c.num_attention_heads,
                 "kv_heads": c.num_key_value_heads, "vocab": c.vocab_size,
-                "tied_embeddings": bool(getattr(c, "tie_word_embeddings", False))}
+                "tied_embeddings": bool(getattr(c, "tie_word_embeddings", False)), "fused_projections": self.fused}

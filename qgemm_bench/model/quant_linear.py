@@ -17,6 +17,7 @@ from torch import nn
 
 from qgemm_bench.model import ops
 from qgemm_bench.model.errors import BackendUnavailable, InputError
+from qgemm_bench.model.fuse import FUSED_LINEARS
 from qgemm_bench.operators import formats
 
 # The decoder's linear layers, by attribute name (LlamaAttention / LlamaMLP).
@@ -187,13 +188,14 @@ class QuantLinear(nn.Module):
 
 def target_names(model: nn.Module, lm_head: bool = False) -> list[str]:
     """Qualified names of the linear layers quantize_model swaps: the decoder
-    layers' q/k/v/o and gate/up/down projections, and lm_head when asked."""
+    layers' q/k/v/o and gate/up/down projections (qkv and gate_up where they
+    are fused: model/fuse.py), and lm_head when asked."""
     names = []
     for name, mod in model.named_modules():
         if not isinstance(mod, nn.Linear):
             continue
         leaf = name.rsplit(".", 1)[-1]
-        if (leaf in DECODER_LINEARS and ".layers." in f".{name}") or (lm_head and name == "lm_head"):
+        if (leaf in DECODER_LINEARS + FUSED_LINEARS and ".layers." in f".{name}") or (lm_head and name == "lm_head"):
             names.append(name)
     return names
 

@@ -4,7 +4,8 @@ store entry and the Triton backend, in one process: per op and M (K, N from
 --kn), the Helion config the store gives the shape ("entry"), each of
 candidates.helion_fused_variants of it (tma: x and weights by tensor
 descriptors; persistent_blocked; tma on persistent_interleaved; tma one
-pipeline stage deeper; with L2 groups where M has 2+ tiles) and the `triton`
+pipeline stage deeper; with L2 groups where M has 2+ tiles; int4: the entry
+with acc_scale switched) and the `triton`
 backend as a run would take it. Each is checked against the reference first
 (a wrong one is reported and not timed), then timed in --rounds rounds
 (graph timing over rotating copies > 2x L2, as the runner), in reverse
@@ -73,6 +74,8 @@ def label(cfg: dict, entry: dict) -> str:
     parts += [cfg["pid_type"]] if "pid_type" in cfg else []
     parts += [f"l2 {cfg['l2_groupings'][0]}"] if "l2_groupings" in cfg else []
     parts += [f"stages {cfg['num_stages']}"] if cfg["num_stages"] != entry["num_stages"] else []
+    parts += [f"acc_scale {bool(cfg.get('acc_scale'))}"] if bool(cfg.get("acc_scale")) != bool(entry.get("acc_scale")) \
+        else []
     return "helion " + ("+".join(parts) if cfg != entry else "entry")
 
 
@@ -119,7 +122,10 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
     if ready is not None:
         entry = dict(ready.config)
         helion = [entry]  # an entry that is a variant already (tma, persistent): its twins once
-        for v in helion_fused_variants(entry, m) if path == "fused" else []:
+        # int4: the entry with the other acc_scale too (kernels.fused's, on
+        # each K step's product where one group spans the step).
+        twin = [{**entry, "acc_scale": not entry.get("acc_scale")}] if op.NAME == "int4_gemm" else []
+        for v in [*helion_fused_variants(entry, m), *twin] if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:
                 helion.append(v)
         if path != "fused":

@@ -175,3 +175,50 @@ def test_variants_run_right_on_the_interpreter(op, shape, group, bk, split, whic
     code = r.run.to_triton_code(helion.Config(**helion_settings(r.config, FUSED_ARGUMENTS)))
     assert ("x3_desc" in code) == (bool(cfg.get("tma")) and shape[1] % bk == 0)
     check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed
+
+
+# acc_scale: one group a step (group 128, steps of 64 and 128; a split of
+# 2 and none) applies; groups of 32 (four a step) and per channel ignore it.
+@interpreter
+@pytest.mark.parametrize("shape,group,bk,split", [((70, 1024, 72), 128, 128, 1), ((65, 1152, 40), 128, 64, 2),
+                                                  ((100, 1152, 72), 32, 128, 1), ((80, 512, 72), "channel", 128, 2)])
+def test_acc_scale_scales_each_steps_product_and_computes_the_same(shape, group, bk, split, monkeypatch):
+    import helion
+
+    from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+
+    cfg = {**fused_config(split, bn=32, bm=32, bk=bk), "acc_scale": True}
+    gemm, x, ref = weight_only(int4_gemm, shape, monkeypatch, cfg, group_size=group)
+    check(gemm(x), ref)
+    r = gemm.bound(x)
+    code = r.run.to_triton_code(helion.Config(**helion_settings(r.config, FUSED_ARGUMENTS)))
+    applies = group == 128
+    # Its own product (a dot without the accumulator), scaled and added; else the dot accumulates.
+    dots = [line for line in code.splitlines() if "tl.dot(" in line]
+    assert len(dots) == 1 and ("acc=" in dots[0]) != applies, dots
+    plain = {k: v for k, v in cfg.items() if k != "acc_scale"}
+    gemm2, x2, ref2 = weight_only(int4_gemm, shape, monkeypatch, plain, group_size=group)
+    code2 = gemm2.bound(x2).run.to_triton_code(helion.Config(**helion_settings(plain, FUSED_ARGUMENTS)))
+    assert (code != code2) == applies
+    check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed
+
+
+@pytest.mark.parametrize("m", [1, 16, 64, 256, 1024])
+def test_the_pool_keeps_one_of_each_acc_scale_twin_by_m(m):
+    """The Triton pool's ACC_SCALE configs become acc_scale ones; where a
+    config and its twin without both come, one stays: the acc one up to
+    HELION_ACC_MAX_M, the plain one above (NVFP4 has none: SUB scales)."""
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.operators.formats import INT4
+
+    h200, shape = DEFAULT.entries()["h200"], (m, 8192, 8192)
+    if cands.helion_path("int4_gemm", m, shape, h200) != "fused":
+        pytest.skip("the split path at this M")
+    pool = cands.helion("int4_gemm", m, shape, h200)
+    plain = [{k: v for k, v in c.items() if k != "acc_scale"} for c in pool]
+    assert len(plain) == len({repr(sorted(c.items())) for c in plain})  # no twins left
+    triton = cands.pruned(fused_gemm.pool(m, INT4), None, m)
+    if any(c.get("ACC_SCALE") for c in triton):
+        assert any(c.get("acc_scale") for c in pool) == (m <= cands.HELION_ACC_MAX_M)
+    assert not any(c.get("acc_scale") for c in cands.helion("nvfp4_gemm", m, shape, h200))

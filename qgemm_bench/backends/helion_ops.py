@@ -40,7 +40,7 @@ SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k":
 MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 # kernels.fused's config keys that are its arguments (tuning.ready's
 # `arguments`): the weight-only ones, its split and the K-step views (tma).
-FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma")
+FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale")
 MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
 
 
@@ -226,10 +226,11 @@ class WeightOnly:
         args = (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
         split = cfg.get("split_k", 1)
         tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)
-        if split == 1 and not tma:  # the kernel's defaults: no split, no workspace
+        acc = bool(cfg.get("acc_scale", False)) and self.fmt == INT4 and mode == "block"
+        if split == 1 and not tma and not acc:  # the kernel's defaults: no split, no workspace
             return args
         ws = self.workspace(x.shape[0], x.shape[0], x.device) if split > 1 else (None, None)
-        return (*args, split, *ws, *((True,) if tma else ()))
+        return (*args, split, *ws, *((tma, True) if acc else (True,) if tma else ()))
 
     def bound(self, x):
         """The tuning.Ready of x's M (bound and compiled on first use of the M)."""

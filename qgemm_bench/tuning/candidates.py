@@ -309,6 +309,9 @@ def helion_kernel(op: str, m: int, shape=None, device=None) -> str:
 # units). `python -m qgemm_bench.tuning.helion --variants` and
 # scripts/helion_ab.py time them.
 HELION_VARIANTS = False
+# Where the fused kernel scales each K step's product (acc_scale) rather
+# than its weights: fused_gemm's ACC_SCALE paid on split-K tiles at M <= 64.
+HELION_ACC_MAX_M = 64
 
 
 def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
@@ -337,7 +340,16 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
 
         out = []  # the pool's TMA and pointer-load twins are one Helion config (the pointer loads' form)
         for c in pruned(fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4), prior, m):
-            if (h := helion_config(c, "fused")) not in out:
+            h = helion_config(c, "fused")
+            # An ACC_SCALE config and its twin without: one of them, the one
+            # Triton's own measurements favour at this M (fused_gemm's ACC_SCALE).
+            twin = {key: v for key, v in h.items() if key != "acc_scale"} if h.get("acc_scale") else \
+                {**h, "acc_scale": True}
+            if twin in out:
+                if (m <= HELION_ACC_MAX_M) == bool(h.get("acc_scale")):
+                    out[out.index(twin)] = h
+                continue
+            if h not in out:
                 out.append(h)
         if out and (HELION_VARIANTS if variants is None else variants):
             out += [v for v in helion_fused_variants(out[0], m) if v not in out]

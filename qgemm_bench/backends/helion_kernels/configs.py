@@ -80,18 +80,21 @@ def _untimed(entry: dict) -> str:
     return "" if entry.get("us") else f"untimed helion config ({entry.get('tuned', 'never timed')})"
 
 
-def from_triton(c: dict, split: bool, decode: bool = True) -> dict:
+def from_triton(c: dict, split: bool, decode: bool = True, fused: bool = False) -> dict:
     """A Triton weight-only, fused or split-K GEMM config ({BLOCK_M, BLOCK_N,
     BLOCK_K, SPLIT_K, DECODE_ASM, num_warps, num_stages}) as the Helion
     kernels' config, the same tiles, K step, decode, warps and stages:
     block_sizes [BLOCK_N, BLOCK_M] (N outer, as the kernels tile), block_k,
     split_k for the split kernels (split=True; the fused kernel takes one
     only where it splits K, helion_dispatch.helion_config) and decode_asm for
-    the weight-only ones (decode=False: the split-K GEMM decodes nothing)."""
+    the weight-only ones (decode=False: the split-K GEMM decodes nothing);
+    with fused=True, ACC_SCALE as acc_scale (kernels.fused's argument)."""
     out = {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"]}
     if split:
         out["split_k"] = c["SPLIT_K"]
     if decode:
         out["decode_asm"] = bool(c.get("DECODE_ASM", True))
+    if c.get("ACC_SCALE") and fused:  # the fused kernel's, as its argument acc_scale
+        out["acc_scale"] = True
     out.update(num_warps=c["num_warps"], num_stages=c["num_stages"])
     return out

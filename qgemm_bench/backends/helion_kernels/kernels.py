@@ -318,8 +318,14 @@ def fused(
     ws: torch.Tensor | None = None,  # split_k > 1: fp32 [M, N] workspace, zero (left zero)
     count: torch.Tensor | None = None,  # split_k > 1: int32 [cdiv(M, 16), cdiv(N, 16)] counters, zero (left zero)
     tma: hl.constexpr = False,  # x and weight tiles through K-step views, so indexing tensor_descriptor makes them TMA
+    acc_scale: hl.constexpr = False,  # int4 BLOCK scales on each K step's fp32 product (fused_gemm's ACC_SCALE)
 ) -> torch.Tensor:
-    """The fused path: fused_gemm.py's fused_kernel, its split-K included."""
+    """The fused path: fused_gemm.py's fused_kernel, its split-K included.
+    acc_scale (int4 with one group over each K step, scale_mode "block";
+    elsewhere ignored): the decoded weights go unscaled into a dot of their
+    own, whose fp32 product is scaled by the step's scale row and added: no
+    multiply per weight, which at decode sizes is what the kernel spends its
+    time on (docs/fused_gemm.md)."""
     k, m = xt.size()
     kh = k // 2  # packed rows
     half = block_k // 2
@@ -381,7 +387,9 @@ def fused(
                 wp = wt[tile_n, row + hl.arange(half)]
             if fmt == 0:
                 lo, hi = _int4_nibbles(wp, xt.dtype, use_asm)
-                if scale_mode == "block" or scale_mode == "sub":
+                if acc_scale and scale_mode == "block":
+                    pass  # on the step's product, below
+                elif scale_mode == "block" or scale_mode == "sub":
                     s = sc.to(xt.dtype)[:, :, None].expand(tile_n, ng, half // ng).reshape(tile_n, half)
                     lo = lo * s
                     hi = hi * s
@@ -406,7 +414,12 @@ def fused(
             else:  # fragment order: a register permutation (fused_gemm._in_k_order)
                 w_tile = hl.join(lo, hi).reshape(tile_n, block_k // 32, 4, 2, 2, 2).permute(0, 1, 5, 3, 2, 4)
                 w_tile = w_tile.reshape(tile_n, block_k)
-            acc = hl.dot(w_tile, xs, acc=acc)
+            if fmt == 0 and acc_scale and scale_mode == "block":
+                # The step's one group: both columns of sc are its scale row (step 0).
+                s_row, _ = hl.split(sc.to(torch.float32))
+                acc = acc + hl.dot(w_tile, xs) * s_row[:, None]
+            else:
+                acc = hl.dot(w_tile, xs, acc=acc)
             if scale_mode == "block" or scale_mode == "sub":
                 sc = sc_next
         if fmt == 1:

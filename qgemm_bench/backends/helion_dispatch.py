@@ -80,15 +80,16 @@ def weight_only_path(m: int, fmt: int, k: int, n: int, target, store=None) -> st
     return path_for(m, fmt, k, n, e.gpu, doc=e.table)
 
 
-def helion_config(c: dict, path: str) -> dict:
+def helion_config(c: dict, path: str, acc_scale: bool = False) -> dict:
     """A Triton weight-only config of a path as the Helion kernel's
     (configs.from_triton): the split path's with its split_k; the fused
     path's with split_k only where it splits K (SPLIT_K > 1: kernels.fused
-    takes it as an argument; without it, the fused configs as before) and
+    takes it as an argument; without it, the fused configs as before) and,
+    with acc_scale (the tuner's candidates: timed before a run uses them),
     its ACC_SCALE as acc_scale."""
     from qgemm_bench.backends.helion_kernels.configs import from_triton
 
-    return from_triton(c, split=path == "split" or c.get("SPLIT_K", 1) > 1, fused=path == "fused")
+    return from_triton(c, split=path == "split" or c.get("SPLIT_K", 1) > 1, fused=acc_scale and path == "fused")
 
 
 def table_config(fmt: int, path: str, m: int, k: int, n: int, target, store=None) -> tuple[dict, str] | None:

@@ -340,7 +340,7 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
 
         out = []  # the pool's TMA and pointer-load twins are one Helion config (the pointer loads' form)
         for c in pruned(fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4), prior, m):
-            h = helion_config(c, "fused")
+            h = helion_config(c, "fused", acc_scale=True)
             # An ACC_SCALE config and its twin without: one of them, the one
             # Triton's own measurements favour at this M (fused_gemm's ACC_SCALE).
             twin = {key: v for key, v in h.items() if key != "acc_scale"} if h.get("acc_scale") else \

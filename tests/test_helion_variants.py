@@ -216,7 +216,7 @@ def test_the_pool_keeps_one_of_each_acc_scale_twin_by_m(m):
     if cands.helion_path("int4_gemm", m, shape, h200) != "fused":
         pytest.skip("the split path at this M")
     pool = cands.helion("int4_gemm", m, shape, h200)
-    plain = [{k: v for k, v in c.items() if k != "acc_scale"} for c in pool]
+    plain = [{k: v for k, v in c.items() if k not in ("acc_scale", "maxnreg")} for c in pool]
     assert len(plain) == len({repr(sorted(c.items())) for c in plain})  # no twins left
     triton = cands.pruned(fused_gemm.pool(m, INT4), None, m)
     if any(c.get("ACC_SCALE") for c in triton):

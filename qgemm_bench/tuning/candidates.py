@@ -341,16 +341,14 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
         out = []  # the pool's TMA and pointer-load twins are one Helion config (the pointer loads' form)
         for c in pruned(fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4), prior, m):
             h = helion_config(c, "fused", acc_scale=True)
-            # An ACC_SCALE config and its twin without: one of them, the one
-            # Triton's own measurements favour at this M (fused_gemm's ACC_SCALE).
-            twin = {key: v for key, v in h.items() if key != "acc_scale"} if h.get("acc_scale") else \
-                {**h, "acc_scale": True}
-            if twin in out:
-                if (m <= HELION_ACC_MAX_M) == bool(h.get("acc_scale")):
-                    out[out.index(twin)] = h
-                continue
-            if h not in out:
+            # An ACC_SCALE config (with its register cap) and its twin
+            # without: one of them, the one Triton's own measurements favour
+            # at this M (fused_gemm's ACC_SCALE).
+            twin = next((o for o in out if _plain(o) == _plain(h)), None)
+            if twin is None:
                 out.append(h)
+            elif twin != h and (m <= HELION_ACC_MAX_M) == bool(h.get("acc_scale")) != bool(twin.get("acc_scale")):
+                out[out.index(twin)] = h
         if out and (HELION_VARIANTS if variants is None else variants):
             out += [v for v in helion_fused_variants(out[0], m) if v not in out]
         return out
@@ -359,6 +357,11 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
 
 HELION_SMEM = 200 * 1024  # bytes of staged x and weight tiles a deeper pipeline may take (H100/H200: 227 KiB)
 L2_GROUP = 8  # N tiles a persistent program's group spans (Helion's l2_groupings), where M has 2+ tiles
+
+
+def _plain(h: dict) -> dict:
+    """A Helion fused config without acc_scale and the register cap that goes with it."""
+    return {k: v for k, v in h.items() if k not in ("acc_scale", "maxnreg")}
 
 
 def helion_fused_variants(c: dict, m: int) -> list[dict]:

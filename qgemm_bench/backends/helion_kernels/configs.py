@@ -96,5 +96,7 @@ def from_triton(c: dict, split: bool, decode: bool = True, fused: bool = False) 
         out["decode_asm"] = bool(c.get("DECODE_ASM", True))
     if c.get("ACC_SCALE") and fused:  # the fused kernel's, as its argument acc_scale
         out["acc_scale"] = True
+    if c.get("maxnreg") and fused:
+        out["maxnreg"] = c["maxnreg"]
     out.update(num_warps=c["num_warps"], num_stages=c["num_stages"])
     return out

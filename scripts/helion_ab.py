@@ -5,7 +5,7 @@ store entry and the Triton backend, in one process: per op and M (K, N from
 candidates.helion_fused_variants of it (tma: x and weights by tensor
 descriptors; persistent_blocked; tma on persistent_interleaved; tma one
 pipeline stage deeper; with L2 groups where M has 2+ tiles; int4: the entry
-with acc_scale switched) and the `triton`
+with acc_scale switched; M <= 64: with acc_scale (int4) and PDL 2) and the `triton`
 backend as a run would take it. Each is checked against the reference first
 (a wrong one is reported and not timed), then timed in --rounds rounds
 (graph timing over rotating copies > 2x L2, as the runner), in reverse
@@ -76,6 +76,7 @@ def label(cfg: dict, entry: dict) -> str:
     parts += [f"stages {cfg['num_stages']}"] if cfg["num_stages"] != entry["num_stages"] else []
     parts += [f"acc_scale {bool(cfg.get('acc_scale'))}"] if bool(cfg.get("acc_scale")) != bool(entry.get("acc_scale")) \
         else []
+    parts += [f"pdl {cfg.get('pdl', 0)}"] if cfg.get("pdl", 0) != entry.get("pdl", 0) else []
     return "helion " + ("+".join(parts) if cfg != entry else "entry")
 
 
@@ -84,7 +85,7 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
     entry, its variants, triton; each checked on the first copy first."""
     from qgemm_bench.backends import registry
     from qgemm_bench.backends.helion_kernels import tuning
-    from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS, WeightOnly
+    from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS, WeightOnly, pdl_launcher
     from qgemm_bench.operators.common import rel_error
     from qgemm_bench.operators.formats import INT4, NVFP4
     from qgemm_bench.tuning.candidates import helion_fused_variants
@@ -125,6 +126,8 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
         # int4: the entry with the other acc_scale too (kernels.fused's, on
         # each K step's product where one group spans the step).
         twin = [{**entry, "acc_scale": not entry.get("acc_scale")}] if op.NAME == "int4_gemm" else []
+        # At decode sizes, also launched early (PDL 2), as the Triton table's configs there.
+        twin += [{**entry, "acc_scale": op.NAME == "int4_gemm", "pdl": 2}] if m <= 64 and not entry.get("pdl") else []
         for v in [*helion_fused_variants(entry, m), *twin] if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:
                 helion.append(v)
@@ -146,7 +149,8 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
             calls = []
             for g, i, r in zip(gemms, inputs, readies, strict=True):
                 run = r.run.compile_config(tuning.helion_settings(r.config, FUSED_ARGUMENTS))
-                calls.append(lambda run=run, g=g, x=i.x, c=r.config: run(*g._fused_args(x, c)))
+                launch = {"_launcher": pdl_launcher} if g.pdl_mode(i.x, r.config) else {}  # as WeightOnly.__call__
+                calls.append(lambda run=run, g=g, x=i.x, c=r.config, kw=launch: run(*g._fused_args(x, c), **kw))
         else:
             calls = [lambda g=g, x=i.x: g(x) for g, i in zip(gemms, inputs, strict=True)]
         configs[name] = cfg

@@ -216,9 +216,49 @@ def test_the_pool_keeps_one_of_each_acc_scale_twin_by_m(m):
     if cands.helion_path("int4_gemm", m, shape, h200) != "fused":
         pytest.skip("the split path at this M")
     pool = cands.helion("int4_gemm", m, shape, h200)
-    plain = [{k: v for k, v in c.items() if k not in ("acc_scale", "maxnreg")} for c in pool]
+    plain = [{k: v for k, v in c.items() if k not in ("acc_scale", "maxnreg", "pdl")} for c in pool]
     assert len(plain) == len({repr(sorted(c.items())) for c in plain})  # no twins left
     triton = cands.pruned(fused_gemm.pool(m, INT4), None, m)
     if any(c.get("ACC_SCALE") for c in triton):
         assert any(c.get("acc_scale") for c in pool) == (m <= cands.HELION_ACC_MAX_M)
     assert not any(c.get("acc_scale") for c in cands.helion("nvfp4_gemm", m, shape, h200))
+
+
+@pytest.mark.parametrize("pdl", [1, 2, 3])
+@pytest.mark.parametrize("split", [1, 2])
+def test_the_fused_kernel_with_pdl_waits_before_it_reads_what_a_kernel_before_writes(pdl, split, monkeypatch):
+    """The Triton code Helion emits for kernels.fused with PDL: only the
+    weights' side (scales, the L2 prefetch of the program's first weight
+    bytes at PDL 2 and 3) before griddepcontrol.wait; x, the workspace and
+    the counters after; the next kernel let in before the wait (1, 2) or
+    after the K loop's last dot (3). The interpreter has no griddepcontrol:
+    on a GPU it is timed (scripts/helion_ab.py)."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import kernels
+    from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+
+    cfg = {**fused_config(split, bn=32, bm=32, bk=128), "acc_scale": True, "pdl": pdl}
+    gemm, x, _ = weight_only(int4_gemm, (70, 1024, 72), monkeypatch, cfg)
+    monkeypatch.setattr(helion_ops.WeightOnly, "pdl_mode", staticmethod(lambda x, cfg: cfg.get("pdl", 0)))
+    args = gemm._fused_args(x, cfg)
+    assert args[-1] == pdl
+    code = kernels.fused.bind(args).to_triton_code(helion_settings(cfg, FUSED_ARGUMENTS))
+    body = code[code.index("def _helion_fused"):code.index("def fused(")]
+    wait, launch = body.index("gdc_wait()"), body.index("gdc_launch_dependents()")
+    assert body.count("gdc_wait()") == 1 and body.count("gdc_launch_dependents()") == 1
+    assert wait < body.index("tl.load(xt") and ("tl.atomic" not in body or wait < body.index("tl.atomic"))
+    assert ("tl.atomic" in body) == (split > 1)
+    assert all(line.lstrip().startswith("sc = tl.load(st") for line in body[:wait].splitlines() if "tl.load(" in line)
+    assert ("prefetch.global.L2" in body) == (pdl >= 2)
+    if pdl >= 2:
+        assert body.index("prefetch.global.L2") < wait and "wt + tl.minimum(" in body
+    assert (launch > body.rindex("tl.dot(")) if pdl == 3 else (launch < wait)
+
+
+def test_the_fused_kernel_runs_without_pdl_on_the_interpreter(monkeypatch):
+    """A config's pdl is dropped where there is no griddepcontrol (the CPU),
+    as split_k_parts.pdl_launch does for the Triton kernels."""
+    cfg = {**fused_config(2, bn=32, bm=32, bk=128), "pdl": 2}
+    gemm, x, ref = weight_only(int4_gemm, (70, 1024, 72), monkeypatch, cfg)
+    assert len(gemm._fused_args(x, cfg)) == 13  # no pdl argument: the kernel's default 0
+    check(gemm(x), ref)

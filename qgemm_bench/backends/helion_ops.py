@@ -40,7 +40,7 @@ SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k":
 MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 # kernels.fused's config keys that are its arguments (tuning.ready's
 # `arguments`): the weight-only ones, its split and the K-step views (tma).
-FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale")
+FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl")
 MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
 
 
@@ -227,10 +227,20 @@ class WeightOnly:
         split = cfg.get("split_k", 1)
         tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)
         acc = bool(cfg.get("acc_scale", False)) and self.fmt == INT4 and mode == "block"
-        if split == 1 and not tma and not acc:  # the kernel's defaults: no split, no workspace
+        pdl = self.pdl_mode(x, cfg)
+        if split == 1 and not tma and not acc and not pdl:  # the kernel's defaults: no split, no workspace
             return args
         ws = self.workspace(x.shape[0], x.shape[0], x.device) if split > 1 else (None, None)
+        if pdl:
+            return (*args, split, *ws, tma, acc, pdl)
         return (*args, split, *ws, *((tma, True) if acc else (True,) if tma else ()))
+
+    @staticmethod
+    def pdl_mode(x, cfg: dict) -> int:
+        """The fused config's PDL mode where it can run (a GPU: split_k_parts.pdl_launch)."""
+        from qgemm_bench.backends.triton_kernels.split_k_parts import pdl_launch
+
+        return pdl_launch({"PDL": cfg.get("pdl", 0)}, x.device)["PDL"]
 
     def bound(self, x):
         """The tuning.Ready of x's M (bound and compiled on first use of the M)."""
@@ -329,6 +339,11 @@ class WeightOnly:
         if path == "dequant":
             return x @ self.dequantize(x.dtype)
         if path == "fused":
+            if self.pdl_mode(x, r.config):  # launched so the kernel may start before the one before it ends
+                from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+
+                compiled = r.run.compile_config(helion_settings(r.config, FUSED_ARGUMENTS))
+                return compiled(*self._fused_args(x, r.config), _launcher=pdl_launcher)
             return r.run(*self._fused_args(x, r.config))
         return r.run(*self._split_args(x, r.config))[: x.shape[0]]  # small M: the first M of the 16 rows
 
@@ -376,7 +391,7 @@ def nvfp4(case, inputs):
 SPLIT_K_ARGUMENTS = ("block_k", "pdl", "reduce")
 
 
-def _pdl_launcher(kernel, grid, *args, **kwargs):
+def pdl_launcher(kernel, grid, *args, **kwargs):
     """Helion's launcher with programmatic dependent launch (the kernels then
     wait in their prologue: kernels._pdl_prologue)."""
     from helion.runtime import default_launcher
@@ -447,7 +462,7 @@ class SplitK:
         split = r.run
         if pdl:
             compiled = r.run.compile_config(helion_settings(r.config, SPLIT_K_ARGUMENTS))
-            split = lambda *a: compiled(*a, _launcher=_pdl_launcher)  # noqa: E731
+            split = lambda *a: compiled(*a, _launcher=pdl_launcher)  # noqa: E731
         if not planes_only:
             return lambda: split(*args)[:m]
         ws, bias, splits = self.ws, args[2], self.splits(r.config)  # the planes args() launches, to sum
@@ -457,7 +472,7 @@ class SplitK:
         planes = ws.view(ws.shape[0], -1)[:, :size]
         reduce_args = (planes, bias, out, self.bias is not None, splits, block, pdl)
         reduce = kernels.reduce_planes.bind(reduce_args).compile_config({"num_warps": warps, "num_stages": 1})
-        launcher = {"_launcher": _pdl_launcher} if pdl else {}
+        launcher = {"_launcher": pdl_launcher} if pdl else {}
 
         def run():
             y = split(*args)

@@ -342,8 +342,8 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
         for c in pruned(fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4), prior, m):
             h = helion_config(c, "fused", acc_scale=True)
             # An ACC_SCALE config (with its register cap) and its twin
-            # without: one of them, the one Triton's own measurements favour
-            # at this M (fused_gemm's ACC_SCALE).
+            # without, PDL aside: one of them, the one Triton's own
+            # measurements favour at this M (fused_gemm's ACC_SCALE).
             twin = next((o for o in out if _plain(o) == _plain(h)), None)
             if twin is None:
                 out.append(h)
@@ -360,8 +360,9 @@ L2_GROUP = 8  # N tiles a persistent program's group spans (Helion's l2_grouping
 
 
 def _plain(h: dict) -> dict:
-    """A Helion fused config without acc_scale and the register cap that goes with it."""
-    return {k: v for k, v in h.items() if k not in ("acc_scale", "maxnreg")}
+    """A Helion fused config without acc_scale, the register cap that goes
+    with it, and its PDL mode."""
+    return {k: v for k, v in h.items() if k not in ("acc_scale", "maxnreg", "pdl")}
 
 
 def helion_fused_variants(c: dict, m: int) -> list[dict]:

@@ -88,7 +88,8 @@ def from_triton(c: dict, split: bool, decode: bool = True, fused: bool = False) 
     split_k for the split kernels (split=True; the fused kernel takes one
     only where it splits K, helion_dispatch.helion_config) and decode_asm for
     the weight-only ones (decode=False: the split-K GEMM decodes nothing);
-    with fused=True, ACC_SCALE as acc_scale (kernels.fused's argument)."""
+    with fused=True, ACC_SCALE, maxnreg and PDL as acc_scale, maxnreg and
+    pdl (kernels.fused's arguments but maxnreg, a Helion setting)."""
     out = {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"]}
     if split:
         out["split_k"] = c["SPLIT_K"]
@@ -98,5 +99,7 @@ def from_triton(c: dict, split: bool, decode: bool = True, fused: bool = False) 
         out["acc_scale"] = True
     if c.get("maxnreg") and fused:
         out["maxnreg"] = c["maxnreg"]
+    if c.get("PDL") and fused:  # kernels.fused's pdl argument, the same modes as split_k_parts.pdl_prologue's
+        out["pdl"] = c["PDL"]
     out.update(num_warps=c["num_warps"], num_stages=c["num_stages"])
     return out

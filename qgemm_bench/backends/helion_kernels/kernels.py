@@ -319,13 +319,17 @@ def fused(
     count: torch.Tensor | None = None,  # split_k > 1: int32 [cdiv(M, 16), cdiv(N, 16)] counters, zero (left zero)
     tma: hl.constexpr = False,  # x and weight tiles through K-step views, so indexing tensor_descriptor makes them TMA
     acc_scale: hl.constexpr = False,  # int4 BLOCK scales on each K step's fp32 product (fused_gemm's ACC_SCALE)
+    pdl: hl.constexpr = 0,  # split_k_parts.pdl_prologue's mode (launched with launch_pdl: helion_ops)
 ) -> torch.Tensor:
     """The fused path: fused_gemm.py's fused_kernel, its split-K included.
     acc_scale (int4 with one group over each K step, scale_mode "block";
     elsewhere ignored): the decoded weights go unscaled into a dot of their
     own, whose fp32 product is scaled by the step's scale row and added: no
     multiply per weight, which at decode sizes is what the kernel spends its
-    time on (docs/fused_gemm.md)."""
+    time on (docs/fused_gemm.md). pdl (1-3, launched with launch_pdl):
+    split_k_parts.pdl_prologue before the K loop, the prefetch of this
+    program's first weight bytes; nothing a kernel before may write (x,
+    workspace, counters, out) is touched before its wait."""
     k, m = xt.size()
     kh = k // 2  # packed rows
     half = block_k // 2
@@ -375,6 +379,13 @@ def fused(
         # the split's first row, a multiple of the constant chunk), whose
         # alignment Triton knows (tk.begin // 2 is a floor-division helper that
         # hides it: no vector loads, no cp.async).
+        if pdl:  # the weights (wt: rows of N, bytes of K) are no kernel's output: prefetched before the wait
+            if pdl != 3:
+                hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
+            if pdl >= 2:
+                hl.inline_triton(PDL_PREFETCH, args=[wt, tile_n.begin, wt.size(0), wt.size(1), base + first],
+                                 output_like=None)
+            hl.inline_triton(PDL_WAIT, args=[], output_like=None)
         for tb in hl.tile(first, end, block_size=half):
             row = base + tb.begin
             if scale_mode == "block" or scale_mode == "sub":
@@ -422,6 +433,8 @@ def fused(
                 acc = hl.dot(w_tile, xs, acc=acc)
             if scale_mode == "block" or scale_mode == "sub":
                 sc = sc_next
+        if pdl == 3:  # split_k_parts.pdl_release: the next kernel's programs take SMs as these finish
+            hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
         if fmt == 1:
             if use_asm:
                 acc = acc * (tensor_scale[0] * 256.0)  # the PTX decode's 2^-8

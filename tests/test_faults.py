@@ -252,3 +252,17 @@ def test_each_shape_frees_its_cycles_and_the_sweep_unfreezes_what_it_froze(tmp_p
     assert gc.get_freeze_count() == 0
     gc.collect()
     assert seen["kept"]() is None
+
+
+def test_a_callers_frozen_objects_stay_frozen(tmp_path):
+    """The sweep unfreezes what it froze only where nothing was frozen before it."""
+    import gc
+
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        assert runner.main(["--op", "int4_gemm", "--backends", "torch", "--shape", "1,128,64", "--rep", "1",
+                            "--warmup", "0", "--no-plots", "--output-dir", str(tmp_path / "run")]) == 0
+        assert gc.get_freeze_count() >= before > 0
+    finally:
+        gc.unfreeze()

@@ -177,3 +177,28 @@ def test_a_backend_that_fails_in_a_worker_makes_it_partial(monkeypatch):
     p, args = _plan(backends="torch,triton,broken")
     assert warm.work(_spec(p, args)) == 0
     assert warm.work(_spec(p, args, ("triton", "broken"))) == warm.PARTIAL
+
+
+def test_a_failed_try_has_let_go_of_its_tensors_before_the_worker_waits(monkeypatch):
+    """The OOM's traceback holds the failed call's frame: the wait (and the
+    cache emptied before it) comes after the except block, so that memory is
+    free for the others meanwhile."""
+    import weakref
+
+    p, args = _plan()
+    from qgemm_bench.operators import int4_gemm
+
+    made, seen = [], []
+
+    def short_of_memory(case, seed):
+        partial = torch.zeros(1000)  # what the failed call had allocated
+        made.append(weakref.ref(partial))
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(int4_gemm, "make_inputs", short_of_memory)
+    monkeypatch.setattr(warm.time, "sleep", lambda s: seen.append(made[-1]() is None))
+    from qgemm_bench.types import Case, Shape
+
+    case = Case(p.op.NAME, Shape(1, 128, 64), p.dtype, p.device, p.op_settings, p.target)
+    assert warm._inputs(p, case, cuda=False) is None
+    assert seen == [True] * (warm.OOM_TRIES - 1)  # no wait after the last try

@@ -65,6 +65,7 @@ def run(plan: Plan, folder: RunFolder, conclude: Callable[[Outcome], int] | None
         return conclude(out) if conclude else out.exit_code
 
     watch = Watchdog(plan.stall_s, stalled)
+    frozen_before = gc.get_freeze_count()  # a caller's own frozen objects stay frozen
     try:
         for shape in plan.shapes:
             case = Case(plan.op.NAME, shape, plan.dtype, plan.device, plan.op_settings, plan.target)
@@ -78,7 +79,8 @@ def run(plan: Plan, folder: RunFolder, conclude: Callable[[Outcome], int] | None
         out.stopped, out.exit_code = str(e), 1
     finally:
         bar.close()
-        gc.unfreeze()  # _free's frozen survivors are collectable again after the sweep
+        if not frozen_before:
+            gc.unfreeze()  # _free's frozen survivors are collectable again after the sweep
     return out
 
 
@@ -128,21 +130,24 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, records: list, wa
         bar.update(len(plan.backends) * plan.repeats)
         return
     t0 = time.perf_counter()
+    failed = False
     try:
         inputs = plan.op.make_inputs(case, plan.seed)
         ref = plan.op.reference(inputs)
         tol = plan.op.tolerance(plan.dtype)
     except Exception as e:  # the whole shape fails (e.g. OOM making inputs)
+        failed = True
         status = _failure(folder, f"{case.shape} inputs/reference", e)
         for b in plan.backends:
             _emit(folder, records, 0, _row(plan, case, b, status=status, reason=f"inputs: {_short(e)}"))
         bar.update(len(plan.backends) * plan.repeats)
         if faults.context_lost(e):
             raise ContextLost(f"the CUDA context was lost making the inputs of {case.shape} ({_short(e)})") from None
-        _free(plan.device)
-        return
     finally:
         _add(plan, "inputs", time.perf_counter() - t0)
+    if failed:  # out of the except block: its traceback no longer holds what the failed call allocated
+        _free(plan.device)
+        return
 
     # Round-robin over the backends `plan.repeats` times, so a slow drift of
     # clocks or temperature is shared by all of them, each round in

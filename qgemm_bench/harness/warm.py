@@ -218,11 +218,13 @@ def _inputs(p, case, cuda: bool):
         try:
             return p.op.make_inputs(case, p.seed)
         except torch.OutOfMemoryError as e:
-            print(f"inputs at {case.shape} (try {attempt + 1} of {OOM_TRIES}): {str(e)[:120]}", file=sys.stderr,
-                  flush=True)
-            gc.collect()
-            if cuda:
-                torch.cuda.empty_cache()
+            message = str(e)[:120]
+        # Out of the except block: its traceback no longer holds the failed call's tensors.
+        print(f"inputs at {case.shape} (try {attempt + 1} of {OOM_TRIES}): {message}", file=sys.stderr, flush=True)
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+        if attempt + 1 < OOM_TRIES:
             time.sleep(OOM_WAIT_S)
     return None
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from qgemm_bench import cli
-from qgemm_bench.harness import plan, warm
+from qgemm_bench.harness import environment, plan, warm
 from qgemm_bench.target import Target
 
 CUDA = torch.device("cuda", 0)
@@ -89,7 +89,7 @@ def test_workers_and_the_sweep_share_one_triton_cache(monkeypatch, caches):
     assert triton_cache_dir(0) == default
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(caches / "mine"))  # a user's own directory is kept
-    warm.pin_triton_cache()
+    environment.pin_triton_cache()
     assert os.environ["TRITON_CACHE_DIR"] == str(caches / "mine") == warm._worker_env()["TRITON_CACHE_DIR"]
 
 
@@ -117,6 +117,21 @@ def test_a_finished_warm_up_is_not_done_again(monkeypatch, caches):
     assert warm.warm_up(p3, args3, 2, [].append).startswith("compiled triton at 3 shapes")
     stamps[0].unlink()  # inductor's
     assert warm.warm_up(p, args, 2, [].append).startswith("compiled triton at 2 shapes")
+
+
+def test_variables_and_a_config_file_are_part_of_the_stamp(monkeypatch, tmp_path):
+    p, args = _plan()
+    before = warm._stamps(p, ["triton"])
+    monkeypatch.setenv("QGEMM_PDL", "0")
+    assert warm._stamps(p, ["triton"]) != before
+    monkeypatch.delenv("QGEMM_PDL")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "elsewhere"))  # the stamp's place, not its name
+    assert [s.name for s in warm._stamps(p, ["triton"])] == [s.name for s in before]
+    f = tmp_path / "helion.json"
+    f.write_text("{}")
+    one = warm._stamps(p, ["triton"], str(f))
+    f.write_text('{"kernels": {}}')
+    assert len({s.name for s in (before[0], one[0], warm._stamps(p, ["triton"], str(f))[0])}) == 3
 
 
 def test_our_source_is_part_of_the_stamp(monkeypatch):

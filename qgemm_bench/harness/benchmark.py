@@ -91,6 +91,7 @@ def _execute(args, world, start: float) -> int:
                       file=sys.stderr)
         else:
             torch.cuda.set_device(p.device)
+            environment.pin_triton_cache()
             t0 = time.perf_counter()
             p.ceilings = environment.measure_ceilings(p.device)
             p.phase_s["ceilings"] = time.perf_counter() - t0

@@ -145,3 +145,19 @@ def _median_ms(fn, reps: int = 10) -> float:
         e.synchronize()
         times.append(s.elapsed_time(e))
     return sorted(times)[reps // 2]
+
+
+def pin_triton_cache() -> None:
+    """Fix Triton's cache directory (Triton's default unless set) for this
+    process and any it starts, at the start of every GPU run. Left unset,
+    inductor and Helion each point it at their own directory the first
+    time they compile: the compile warm-up's workers did so before they
+    compiled our kernels, a sweep loading torch.compile from its cache did
+    not, and missed every Triton kernel the workers had compiled (H200: 64 s
+    of the default run's 304 compiled again); Helion's stored code
+    (helion_kernels/codecache.py) lives there too."""
+    if os.environ.get("TRITON_CACHE_DIR"):
+        return
+    from triton import knobs
+
+    os.environ["TRITON_CACHE_DIR"] = str(knobs.cache.dir)

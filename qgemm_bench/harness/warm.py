@@ -36,6 +36,7 @@ OOM_WAIT_S = 2.0
 # What a stamp's key covers besides the plan: a new version of any of these
 # compiles different kernels.
 STAMP_PACKAGES = ("torch", "triton", "helion", "gemlite", "humming-kernels", "fbgemm-gpu-genai")
+STAMP_ENV = ("QGEMM_", "HELION_", "TORCHINDUCTOR_", "TRITON_")
 
 
 def default_jobs(device, n_shapes: int, autotune: str = "none", cpus: int | None = None, ranks: int = 1) -> int:
@@ -54,13 +55,13 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     """Run the compiling backends of plan p at its shapes in `jobs` worker
     processes; returns a one-line summary ("" when nothing ran). log_error:
     where a worker's failure is written (the run folder's error log)."""
-    from qgemm_bench.harness import distributed
+    from qgemm_bench.harness import distributed, environment
 
     backends = [b.name for b in p.backends if b.compiles]
     if jobs < 2 or not backends:
         return ""
-    pin_triton_cache()
-    stamps = _stamps(p, backends)
+    environment.pin_triton_cache()
+    stamps = _stamps(p, backends, getattr(args, "helion_configs", None))
     if all(stamp.is_file() for stamp in stamps):
         p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0)
         return (f"compile warm-up skipped: an earlier run compiled {', '.join(backends)} at these "
@@ -111,11 +112,14 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     return f"compiled {', '.join(backends)} at {len(p.shapes)} shapes in {len(shares)} processes: {s:.0f} s{note}"
 
 
-def _stamps(p, backends: list[str]) -> list[Path]:
+def _stamps(p, backends: list[str], config_file: str | None = None) -> list[Path]:
     """Where a finished warm-up leaves its mark, one in Triton's cache and one
     in inductor's (wiping either forgets it): named by what decides the
     kernels compiled, i.e. the plan's shapes, operator settings, dtype and
-    backends, the GPU, the package versions and our source and configs."""
+    backends, the GPU, the package versions, our source and configs, a
+    --helion-configs file's contents and the variables our code, Helion,
+    inductor and Triton read (QGEMM_*, HELION_*, TORCHINDUCTOR_*, TRITON_*
+    but the cache's own place)."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     from qgemm_bench.harness.environment import package_version
@@ -127,7 +131,10 @@ def _stamps(p, backends: list[str]) -> list[Path]:
     what = {"op": p.op.NAME, "settings": p.op_settings.label(), "dtype": str(p.dtype), "device": str(p.device),
             "gpu": (p.target.device_name, p.target.capability, p.target.sms),
             "shapes": [tuple(s) for s in p.shapes], "backends": backends, "source": source.hexdigest(),
-            "packages": {name: package_version(name) for name in STAMP_PACKAGES}}
+            "packages": {name: package_version(name) for name in STAMP_PACKAGES},
+            "config_file": hashlib.sha256(Path(config_file).read_bytes()).hexdigest() if config_file else None,
+            "env": sorted((k, v) for k, v in os.environ.items() if k.startswith(STAMP_ENV)
+                          and k not in ("TRITON_CACHE_DIR", "TRITON_HOME", "TORCHINDUCTOR_CACHE_DIR"))}
     key = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:32]
     return [Path(d) / "qgemm-bench-warm" / f"{key}.json" for d in (os.environ["TRITON_CACHE_DIR"], cache_dir())]
 
@@ -137,20 +144,6 @@ def _write_stamps(stamps: list[Path], info: dict) -> None:
         with contextlib.suppress(OSError):  # no stamp: the next run compiles again, nothing worse
             stamp.parent.mkdir(parents=True, exist_ok=True)
             stamp.write_text(json.dumps(info) + "\n")
-
-
-def pin_triton_cache() -> None:
-    """Fix Triton's cache directory for this process and its workers. Left
-    unset, inductor sets it to its own directory the first time it compiles
-    a kernel (triton_heuristics.CachingAutotuner): in the workers, before
-    they compile ours, but not in a sweep that loads torch.compile from its
-    cache, which then missed every Triton kernel the workers had compiled
-    (H200: 64 s of the default run's 304 compiled again)."""
-    if os.environ.get("TRITON_CACHE_DIR"):
-        return
-    from triton import knobs
-
-    os.environ["TRITON_CACHE_DIR"] = str(knobs.cache.dir)
 
 
 def _worker_env() -> dict:

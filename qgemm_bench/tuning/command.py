@@ -164,6 +164,10 @@ def main(argv: list[str]) -> int:
 
     world = distributed.from_env()
     device = device_for(args, world)
+    if device.type == "cuda":
+        from qgemm_bench.harness.environment import pin_triton_cache
+
+        pin_triton_cache()
     try:
         return Tune(args, argv, device, world).run()
     finally:

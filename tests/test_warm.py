@@ -217,3 +217,15 @@ def test_a_failed_try_has_let_go_of_its_tensors_before_the_worker_waits(monkeypa
     case = Case(p.op.NAME, Shape(1, 128, 64), p.dtype, p.device, p.op_settings, p.target)
     assert warm._inputs(p, case, cuda=False) is None
     assert seen == [True] * (warm.OOM_TRIES - 1)  # no wait after the last try
+
+
+def test_autotuners_cache_their_timings_unless_told_otherwise(monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_AUTOTUNING", "unset below; restored after the test")
+    monkeypatch.delenv("TRITON_CACHE_AUTOTUNING")
+    environment.cache_autotuning()
+    from triton import knobs
+
+    assert os.environ["TRITON_CACHE_AUTOTUNING"] == "1" and knobs.autotuning.cache
+    monkeypatch.setenv("TRITON_CACHE_AUTOTUNING", "0")  # a user's choice is kept
+    environment.cache_autotuning()
+    assert os.environ["TRITON_CACHE_AUTOTUNING"] == "0" and not knobs.autotuning.cache

@@ -161,3 +161,13 @@ def pin_triton_cache() -> None:
     from triton import knobs
 
     os.environ["TRITON_CACHE_DIR"] = str(knobs.cache.dir)
+
+
+def cache_autotuning() -> None:
+    """Keep Triton autotuners' timings on disk (TRITON_CACHE_AUTOTUNING, unless
+    set), for sweeps and model runs: a peer's autotuner (gemlite's, on the one
+    config its cache leaves it) then times a key once per machine, not in
+    every run and every warm-up worker. Set before the peer is imported (an
+    autotuner reads it when its kernel is defined); never for `tune`, which
+    must time again."""
+    os.environ.setdefault("TRITON_CACHE_AUTOTUNING", "1")

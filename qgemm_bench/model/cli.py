@@ -416,10 +416,11 @@ def _run(args, world) -> int:
     plan = build_plan(args, world)
     folder = claim_run_folder(args.output_dir, lambda: default_folder(plan), world, outputs.RunFolder)
     if plan.device.type == "cuda":
-        from qgemm_bench.harness.environment import pin_triton_cache
+        from qgemm_bench.harness.environment import cache_autotuning, pin_triton_cache
 
         torch.cuda.set_device(plan.device)
         pin_triton_cache()
+        cache_autotuning()
     elif main:
         print("note: CPU run: timings are wall-clock CPU timings, not comparable with GPU numbers", file=sys.stderr)
     meta = metadata(plan, args)

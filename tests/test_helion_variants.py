@@ -187,16 +187,18 @@ def test_acc_scale_scales_each_steps_product_and_computes_the_same(shape, group,
 
     from qgemm_bench.backends.helion_kernels.tuning import helion_settings
 
-    cfg = {**fused_config(split, bn=32, bm=32, bk=bk), "acc_scale": True}
+    cfg = {**fused_config(split, bn=32, bm=32, bk=bk), "acc_scale": True, "maxnreg": 128}
     gemm, x, ref = weight_only(int4_gemm, shape, monkeypatch, cfg, group_size=group)
     check(gemm(x), ref)
     r = gemm.bound(x)
-    code = r.run.to_triton_code(helion.Config(**helion_settings(r.config, FUSED_ARGUMENTS)))
     applies = group == 128
+    # Where it cannot apply it is dropped, and the register cap tuned with it too.
+    assert (r.config.get("acc_scale"), r.config.get("maxnreg")) == ((True, 128) if applies else (None, None))
+    code = r.run.to_triton_code(helion.Config(**helion_settings(r.config, FUSED_ARGUMENTS)))
     # Its own product (a dot without the accumulator), scaled and added; else the dot accumulates.
     dots = [line for line in code.splitlines() if "tl.dot(" in line]
     assert len(dots) == 1 and ("acc=" in dots[0]) != applies, dots
-    plain = {k: v for k, v in cfg.items() if k != "acc_scale"}
+    plain = {k: v for k, v in cfg.items() if k not in ("acc_scale", "maxnreg")}
     gemm2, x2, ref2 = weight_only(int4_gemm, shape, monkeypatch, plain, group_size=group)
     code2 = gemm2.bound(x2).run.to_triton_code(helion.Config(**helion_settings(plain, FUSED_ARGUMENTS)))
     assert (code != code2) == applies

@@ -227,7 +227,7 @@ class WeightOnly:
         args = (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
         split = cfg.get("split_k", 1)
         tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)
-        acc = bool(cfg.get("acc_scale", False)) and self.fmt == INT4 and mode == "block"
+        acc = bool(cfg.get("acc_scale", False)) and self._acc_applies(block_k)
         pdl = self.pdl_mode(x, cfg)
         if split == 1 and not tma and not acc and not pdl:  # the kernel's defaults: no split, no workspace
             return args
@@ -235,6 +235,14 @@ class WeightOnly:
         if pdl:
             return (*args, split, *ws, tma, acc, pdl)
         return (*args, split, *ws, *((tma, True) if acc else (True,) if tma else ()))
+
+    def _acc_applies(self, block_k: int) -> bool:
+        """kernels.fused's acc_scale does something: int4 with one group a K step (scale mode block)."""
+        from qgemm_bench.backends.helion_kernels.kernels import SCALE_MODES
+        from qgemm_bench.backends.triton_kernels.fused_gemm import scale_mode
+
+        return self.fmt == INT4 and SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k,
+                                                           channel_block=False)] == "block"
 
     @staticmethod
     def pdl_mode(x, cfg: dict) -> int:
@@ -294,6 +302,9 @@ class WeightOnly:
                                      "padding)")
                 if type(cfg["split_k"]) is not int or cfg["split_k"] < 1:
                     raise ValueError(f"config {cfg}: split_k must be an integer >= 1, got {cfg['split_k']!r}")
+                if cfg.get("acc_scale") and not self._acc_applies(cfg["block_k"]):
+                    # Tuned where it applied (int4, one group a step): its register cap goes with it.
+                    cfg = {k: v for k, v in cfg.items() if k not in ("acc_scale", "maxnreg")}
                 return cfg
 
             r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,

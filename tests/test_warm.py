@@ -53,6 +53,9 @@ def test_workers_compile_their_shares_and_the_phase_is_recorded():
     assert errors == []
     assert summary.startswith("compiled triton at 2 shapes in 2 processes")  # torch compiles nothing
     assert p.phase_s["compile warm-up"] > 0
+    w = p.warm_up  # the metadata's compile_warm_up: the workers' own seconds, per backend
+    assert w["workers"] == 2 and w["failed"] == 0 and not w["skipped"] and w["wall_s"] > 0
+    assert list(w["worker_s"]) == ["triton"] and w["worker_s"]["triton"] >= 0
 
 
 def test_a_failing_worker_is_logged_and_the_run_goes_on():
@@ -110,7 +113,7 @@ def test_a_finished_warm_up_is_not_done_again(monkeypatch, caches):
         p2, args2 = _plan()
         summary = warm.warm_up(p2, args2, 2, [].append)
     assert summary.startswith("compile warm-up skipped: an earlier run compiled triton at these 2 shapes")
-    assert p2.phase_s["compile warm-up"] == 0
+    assert p2.phase_s["compile warm-up"] == 0 and p2.warm_up["skipped"]
 
     # Another shape, or either cache wiped: compiled again.
     p3, args3 = _plan("--shape", "5,128,64")

@@ -133,6 +133,8 @@ def _execute(args, world, start: float) -> int:
 def _times(p: plan.Plan, meta: dict, start: float) -> None:
     meta["wall_s"] = round(time.perf_counter() - start, 2)  # to the last row; writing the outputs follows
     meta["phase_s"] = {k: round(v, 2) for k, v in sorted(p.phase_s.items(), key=lambda kv: -kv[1])}
+    if p.warm_up:
+        meta["compile_warm_up"] = p.warm_up
 
 
 def _conclude(p: plan.Plan, args, meta: dict, folder, outcome, start: float) -> int:

@@ -42,6 +42,9 @@ class Plan:
     # and autotuning, accuracy and memory checks), "measure <backend>"
     # (rotating copies, graph capture, replays).
     phase_s: dict = field(default_factory=dict)
+    # The compile warm-up (warm.py), for the metadata: its workers, wall
+    # seconds, whether a stamp skipped it, and its workers' seconds by backend.
+    warm_up: dict = field(default_factory=dict)
 
 
 def stall_timeout_s(args, device: torch.device, world=None) -> float:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,7 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     stamps = _stamps(p, backends, getattr(args, "helion_configs", None))
     if all(stamp.is_file() for stamp in stamps):
         p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0)
+        p.warm_up = {"skipped": True, "stamp": stamps[0].name}
         return (f"compile warm-up skipped: an earlier run compiled {', '.join(backends)} at these "
                 f"{len(p.shapes)} shapes with this code and these packages (caches: {stamps[0].parent.parent})")
     costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in p.shapes]
@@ -81,7 +83,7 @@ def warm_up(p, args, jobs: int, log_error) -> str:
                 procs.append((subprocess.Popen([sys.executable, "-m", "qgemm_bench.harness.warm", str(spec)],
                                                stdout=subprocess.DEVNULL, stderr=err, env=_worker_env()),
                               err, len(share)))
-            failed = 0
+            failed, worker_s = 0, {}
             for proc, err, n in procs:
                 limit = min(SECONDS_PER_STEP * n * len(backends), MAX_WARM_S)
                 try:
@@ -89,10 +91,13 @@ def warm_up(p, args, jobs: int, log_error) -> str:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     code = f"stopped after {limit:.0f} s"
+                err.seek(0)
+                text = err.read()
+                for name, secs in re.findall(r"^(\S+) at \S+: ([\d.]+) s$", text, flags=re.M):
+                    worker_s[name] = worker_s.get(name, 0.0) + float(secs)
                 if code != 0:
                     failed += 1
-                    err.seek(0)
-                    tail = err.read()[-4000:]
+                    tail = text[-4000:]
                     what = "some shapes or backends did not compile; the sweep compiles them" \
                         if code == PARTIAL else f"exit {code}"
                     log_error(f"compile warm-up worker ({what}):\n{tail}")
@@ -106,6 +111,8 @@ def warm_up(p, args, jobs: int, log_error) -> str:
                 err.close()
     s = time.perf_counter() - t0
     p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0) + s
+    p.warm_up = {"skipped": False, "workers": len(shares), "wall_s": round(s, 2), "failed": failed,
+                 "worker_s": {k: round(v, 1) for k, v in sorted(worker_s.items(), key=lambda kv: -kv[1])}}
     if not failed:
         _write_stamps(stamps, {"warm_up_s": round(s, 1), "workers": len(shares), "date": time.strftime("%F %T")})
     note = f" ({failed} failed: see errors.log)" if failed else ""

@@ -200,6 +200,19 @@ def test_dry_run_like_a_stored_gpu_prunes_to_its_winners(capsys):
         assert expected <= budget and f"budget {budget:5.1f} min" in line and "shortens" not in line, line
 
 
+def test_helion_layers_adds_a_bucket_per_default_run_layer():
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.operators.common import LLAMA3_8B_KN, LLAMA3_70B_KN
+    from qgemm_bench.tuning import plan
+
+    h200 = DEFAULT.entries()["h200"]
+    base = plan.helion_units(["int4_gemm"], ["int4"], {1, 16}, None, h200)
+    assert {u.shape[1:] for u in base} == {(8192, 8192)}
+    layers = plan.helion_units(["int4_gemm"], ["int4"], {1, 16}, None, h200, plan.helion_kns(True))
+    assert {u.shape[1:] for u in layers} == set(LLAMA3_8B_KN + LLAMA3_70B_KN)  # 8192 x 8192 among them, once
+    assert len(layers) == 2 * len(set(LLAMA3_8B_KN + LLAMA3_70B_KN)) and all(u.family == "helion" for u in layers)
+
+
 def test_the_second_round_retimes_only_the_fastest_of_the_first():
     """timing.time_rounds with keep (the weight-only passes' TABLE_KEEP): the
     reverse round times the `keep` fastest of the first, the others keep
@@ -275,6 +288,7 @@ def test_a_split_path_the_fused_path_outran_times_the_prior_winner_alone():
     (["--budget-s", "0"], "argument --budget-s"),
     (["--like", "h100"], "--like plans a --dry-run"),
     (["--dry-run", "--like", "z900"], "--like z900: no store entry"),
+    (["--backends", "triton", "--helion-layers"], "--helion-layers: Helion's buckets"),
     ([], "tune needs a CUDA GPU"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(argv, message, capsys):

@@ -86,6 +86,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--groups", default="", metavar="G,G",
                    help="also give int4 fused entries their own warp-specialized config at these group sizes: "
                         "32, 64, channel (default none: group 128's configs serve every group)")
+    p.add_argument("--helion-layers", action="store_true",
+                   help="tune Helion's weight-only buckets at every layer of the llama preset (Llama-3-8B and 70B; "
+                        "K x N as the default run's), not only at K = N = 8192: a bucket of its own then serves "
+                        "each default-run shape instead of the Triton table's config, untimed in Helion (not in "
+                        "the bring-up's default plan: about 10 s a bucket)")
     p.add_argument("--full", action="store_true",
                    help="time every candidate of the pools, not only those that won on the nearest tuned GPU")
     p.add_argument("--dry-run", action="store_true", help="list what would be tuned and the expected time; "
@@ -123,6 +128,8 @@ def options(args) -> argparse.Namespace:
         known = set(cands.TABLE_M["split"]) | set(cands.TABLE_M["fused"]) | set(cands.HELION_WEIGHT_ONLY_M)
         if not args.m_set <= known:
             raise InputError(f"--ms: {sorted(args.m_set - known)} not among the tables' M ({sorted(known)})")
+    if args.helion_layers and "helion" not in args.backend_list:
+        raise InputError("--helion-layers: Helion's buckets, for a tune with --backends helion")
     if args.like and not args.dry_run:
         raise InputError("--like plans a --dry-run without a GPU: give --dry-run too")
     if args.store is not None and Path(args.store).exists() and not Path(args.store).is_dir():
@@ -248,7 +255,8 @@ class Tune:
             fmts = [f for f in a.format_list if f"{f}_gemm" in weight_ops]
             out += plan.weight_only_units(fmts, a.m_set, priors["weight_only"], a.group_list)
         if "helion" in a.backend_list:
-            out += plan.helion_units(a.ops, a.format_list, a.m_set, priors["weight_only"], self.target)
+            out += plan.helion_units(a.ops, a.format_list, a.m_set, priors["weight_only"], self.target,
+                                     plan.helion_kns(a.helion_layers))
         if "triton" in a.backend_list and "split_k_gemm" in a.ops:
             out += plan.split_k_units(self.target.sms)
         if not out:

@@ -117,16 +117,26 @@ def split_k_units(sms: int = 132) -> list[Unit]:
             for s in split_k_gemm.PRESETS["skinny"]]
 
 
-def helion_units(ops, formats, ms, prior: dict | None, target) -> list[Unit]:
-    """Helion's buckets: the weight-only ops at HELION_KN (K = N = 8192) and
-    HELION_WEIGHT_ONLY_M (above, dequantize + cuBLAS: nothing to tune),
-    split-K at HELION_SPLIT_K_SHAPES."""
+def helion_kns(layers: bool = False) -> list[tuple[int, int]]:
+    """The (K, N) of Helion's weight-only buckets: HELION_KN (K = N = 8192),
+    and with layers every layer of the llama preset (the default run's)."""
+    from qgemm_bench.operators.common import LLAMA3_8B_KN, LLAMA3_70B_KN
+
+    kns = [cands.HELION_KN]
+    return kns + [kn for kn in LLAMA3_8B_KN + LLAMA3_70B_KN if kn not in kns] if layers else kns
+
+
+def helion_units(ops, formats, ms, prior: dict | None, target, kns=None) -> list[Unit]:
+    """Helion's buckets: the weight-only ops at each (K, N) of kns (default
+    HELION_KN, K = N = 8192) and HELION_WEIGHT_ONLY_M (above, dequantize +
+    cuBLAS: nothing to tune), split-K at HELION_SPLIT_K_SHAPES."""
     out = []
     for op in ops:
         if op == "split_k_gemm":
             shapes = cands.HELION_SPLIT_K_SHAPES
         elif ("nvfp4" if op == "nvfp4_gemm" else "int4") in formats:
-            shapes = [(m, *cands.HELION_KN) for m in cands.HELION_WEIGHT_ONLY_M if ms is None or m in ms]
+            shapes = [(m, k, n) for k, n in kns or [cands.HELION_KN] for m in cands.HELION_WEIGHT_ONLY_M
+                      if ms is None or m in ms]
         else:
             continue
         for shape in shapes:

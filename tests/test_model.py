@@ -282,6 +282,7 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
         assert "kernel exploded" in rows[("torch", "int4-channel", n)]["reason"]
     assert "kernel exploded" in (out / "errors.log").read_text()
     assert doc["metadata"]["model"]["layers"] == 2 and doc["metadata"]["settings"]["batches"] == [1, 3]
+    assert doc["metadata"]["model"]["fused_projections"] is True  # model/fuse.py: every variant, by default
     assert doc["metadata"]["torch"] == torch.__version__ and "transformers" in doc["metadata"]
     assert doc["metadata"]["settings"]["stall_timeout_s"] == 0.0  # the sweep's default: off on CPU
     assert doc["metadata"]["interrupted"] is False and doc["metadata"]["stopped"] == ""
@@ -492,3 +493,18 @@ def test_eval_text_reads_a_bz2_wikipedia_dump(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "gensim.corpora.wikicorpus", None)
     with pytest.raises(InputError, match="needs gensim"):
         quality.text_tokens(Chars(), dump)
+
+
+def test_unfused_runs_the_checkpoints_projections_and_measures_the_same_model(tmp_path):
+    """--unfused: q, k, v, gate and up as five GEMMs; int4 quantizes them to the
+    same codes as the fused ones, so the quality columns agree."""
+    runs = {}
+    for name, extra in (("fused", []), ("unfused", ["--unfused"])):
+        rc, out = run_cli(tmp_path, "--backends", "bf16,torch", "--quant", "int4-g64", *extra, name=name)
+        assert rc == 0
+        runs[name] = json.loads((out / "results.json").read_text())
+    assert runs["fused"]["metadata"]["model"]["fused_projections"] is True
+    assert runs["unfused"]["metadata"]["model"]["fused_projections"] is False
+    q = {k: next(r for r in d["rows"] if r["backend"] == "torch" and r["batch"] == 1) for k, d in runs.items()}
+    assert q["fused"]["logits_rel_err"] == pytest.approx(q["unfused"]["logits_rel_err"], rel=1e-4)
+    assert q["fused"]["linear_weight_ratio"] == pytest.approx(q["unfused"]["linear_weight_ratio"])

@@ -184,17 +184,26 @@ def test_a_worker_waits_for_memory_then_leaves_the_shape_to_the_sweep(monkeypatc
     assert f"inputs at 3x128x64 (try {warm.OOM_TRIES} of {warm.OOM_TRIES}): CUDA out of memory" in err
 
 
-def test_a_backend_that_fails_in_a_worker_makes_it_partial(monkeypatch):
+def test_a_backend_out_of_memory_in_a_worker_makes_it_partial(monkeypatch):
+    """Out of memory may pass (the other workers' shapes): that worker is
+    PARTIAL and no stamp is written. Any other error recurs in the sweep,
+    which records it; a stamp then spares later runs a warm-up that would
+    fail the same way."""
     from qgemm_bench.backends.registry import Backend
     from tests.support import extra_backends
 
     def broken(case, inputs):
         raise RuntimeError("does not compile")
 
-    extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "broken", "fails", broken, compiles=True)])
-    p, args = _plan(backends="torch,triton,broken")
+    def short(case, inputs):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "broken", "fails", broken, compiles=True),
+                                             Backend("int4_gemm", "short", "no memory", short, compiles=True)])
+    p, args = _plan(backends="torch,triton,broken,short")
     assert warm.work(_spec(p, args)) == 0
-    assert warm.work(_spec(p, args, ("triton", "broken"))) == warm.PARTIAL
+    assert warm.work(_spec(p, args, ("triton", "broken"))) == 0
+    assert warm.work(_spec(p, args, ("triton", "short"))) == warm.PARTIAL
 
 
 def test_a_failed_try_has_let_go_of_its_tensors_before_the_worker_waits(monkeypatch):

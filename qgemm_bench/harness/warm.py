@@ -29,7 +29,7 @@ MAX_JOBS = 8
 MIN_SHAPES = 4  # fewer shapes compile in less time than workers take to start (~10 s of imports)
 SECONDS_PER_STEP = 60.0  # a worker's time limit per (shape, backend) it compiles; a hung kernel ends there
 MAX_WARM_S = 600.0  # and the warm-up's, whatever the sweep's size
-PARTIAL = 3  # a worker's exit status when some (shape, backend) did not compile: logged, no stamp
+PARTIAL = 3  # a worker's exit status when some (shape, backend) ran out of memory: logged, no stamp
 # Eight workers' inputs at once filled an H200's 140 GB on the NVFP4 preset
 # (its quantization's fp32 temporaries): a worker waits for the others.
 OOM_TRIES = 4
@@ -167,8 +167,9 @@ def _worker_env() -> dict:
 
 def work(spec: dict) -> int:
     """A worker: prepare and call each backend once at each shape of its share.
-    Exit 0 when all compiled, PARTIAL when some did not (the sweep compiles
-    those itself; no stamp is written)."""
+    Exit 0 when all compiled or failed as they will in the sweep, PARTIAL
+    when some ran out of memory (the sweep compiles those itself; no stamp
+    is written)."""
     import torch
 
     from qgemm_bench.harness import plan
@@ -200,7 +201,9 @@ def work(spec: dict) -> int:
                     torch.cuda.synchronize(p.device)
                 print(f"{b.name} at {case.shape}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
             except Exception as e:  # noqa: BLE001 - the sweep prepares it again and records the error
-                missed += 1
+                # Out of memory (the other workers' shapes) may pass: not compiled this time. Any other
+                # error recurs in the sweep, which records it: the warm-up did all it could.
+                missed += isinstance(e, torch.OutOfMemoryError)
                 print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
         del inputs
         if cuda:  # what this shape cached goes back: the other workers' large shapes need it

@@ -41,7 +41,9 @@ sizes", says how to read them):
 Then, int4 at M = 1, S2 and S3 of the production tile at 4 and 8 warps, with
 and without the 128-register cap, without and with FOLD ("S2 sweep", "S3
 sweep": 16 variants, every one checked over 3 calls first: int4 8-warp
-split-K configs returned wrong sums on the H100, fused_gemm.wrong_on_sm90).
+split-K configs returned wrong sums on the H100, fused_gemm.wrong_on_sm90),
+and of the production tile with a deeper ring, 4 and 5 stages ("S2 stages",
+"S3 stages": whether more bytes in flight hide the decode).
 Last (unless --no-sweep) S1 alone over deeper pipelines and other grids at
 M = 1, int4: what a Triton loop of this shape can stream at best.
 Columns: p50 us; % of floor (floor / p50; copy and read: M = 1's); GB/s of
@@ -280,6 +282,9 @@ SWEEP += [(128, 128, 8, 4, 3, 0, 0), (128, 128, 8, 4, 3, 2, 1), (256, 256, 16, 4
 # the register cap, without and with it (num_warps, maxnreg or 0), each checked over CHECK_CALLS calls
 # (int4 8-warp split-K configs returned wrong sums on the H100 in some calls: fused_gemm.wrong_on_sm90).
 FOLD_SWEEP = [(4, 128), (4, 0), (8, 128), (8, 0)]
+# Deeper rings of the production tile at M = 1 (4 warps, its register cap): whether more weight bytes in
+# flight let the loads stream while the warps decode (docs/fused_gemm.md: they add, 5.6 us).
+STAGE_SWEEP = (4, 5)
 CHECK_CALLS = 3
 SMEM_LIMIT = 220 * 1024  # a sweep tile's weight ring (stages x tile bytes) above this is left out
 # GEMV configs by M: (BLOCK_N, SPLIT_K, warps, loop stages).
@@ -698,7 +703,7 @@ def fold_rows(probe: Probe, lay: Layout, m: int, c: dict) -> None:
 
 
 def fold_sweep(probe: Probe, lay: Layout) -> None:
-    """FOLD_SWEEP: S2 and S3 at M = 1 (the production tile, its PDL)."""
+    """FOLD_SWEEP, then STAGE_SWEEP: S2 and S3 at M = 1 (the production tile, its PDL)."""
     base = {k: v for k, v in lay.config(1).items() if k not in ("maxnreg", "FOLD")}
     for warps, reg in FOLD_SWEEP:
         if probe.smoke and (warps == 8 or reg):
@@ -707,6 +712,10 @@ def fold_sweep(probe: Probe, lay: Layout) -> None:
             c = {**base, "num_warps": warps, **({"maxnreg": reg} if reg else {}), **({"FOLD": True} if fold else {})}
             stage_row(probe, lay, 1, DECODE, c, "S2 sweep")
             stage_row(probe, lay, 1, DOT, c, "S3 sweep")
+    for stages in STAGE_SWEEP:
+        c = {**base, "num_warps": 4, "num_stages": stages, **({} if probe.smoke else {"maxnreg": 128})}
+        stage_row(probe, lay, 1, DECODE, c, "S2 stages")
+        stage_row(probe, lay, 1, DOT, c, "S3 stages")
 
 
 def sweep(probe: Probe, lay: Layout) -> None:
@@ -749,7 +758,8 @@ def summary(probe: Probe, ms) -> None:
                 if got:
                     parts.append(f"{name} {got[0]:.2f}")
             for name, label in (("gemv", "best gemv"), ("S1 sweep", "best S1 sweep"), ("S2 sweep", "best S2 sweep"),
-                                ("S3 sweep", "best S3 sweep")):
+                                ("S3 sweep", "best S3 sweep"), ("S2 stages", "best S2 stages"),
+                                ("S3 stages", "best S3 stages")):
                 got = sorted((r["p50_us"], r["config"]) for r in mine if r["M"] == m and r["variant"] == name)
                 if got:
                     parts.append(f"{label} {got[0][0]:.2f} ({got[0][1].strip()})")

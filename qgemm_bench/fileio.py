@@ -1,7 +1,8 @@
 """Writing a file so that a reader sees the old one or the new one, never
 half of one: a temporary file in the same folder, flushed to disk, renamed
 over the target. The run folder (harness/outputs.py) and the config store
-(configs/store.py) both write this way; it sits below both."""
+(configs/store.py) both write this way, and so does Helion's stored code
+(backends/helion_kernels/codecache.py); it sits below all three."""
 
 from __future__ import annotations
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from qgemm_bench.fileio import replace_atomically
+
 SUBDIR = "qgemm-bench-helion"
 FORMAT = 1  # bump when what is stored changes
 
@@ -95,9 +97,7 @@ def save(name: str, bound, settings: dict) -> None:
     path = _dir() / f"{name}.py"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(Path(generated).read_text())
-        tmp.replace(path)  # whole or absent, for a process reading it meanwhile
+        replace_atomically(path, Path(generated).read_bytes())  # whole or absent, for a process reading it
     except OSError:
         pass
 

@@ -99,7 +99,3 @@ def fuse_projections(model: nn.Module) -> int:
         layer.mlp = FusedMLP(concat_linears([gate, up]), mlp.down_proj, mlp.act_fn, gate.out_features)
         del gate, up, mlp
     return len(layers)
-
-
-def is_fused(model: nn.Module) -> bool:
-    return any(isinstance(m, FusedMLP) for m in model.modules())

@@ -228,13 +228,14 @@ class WeightOnly:
         split = cfg.get("split_k", 1)
         tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)
         acc = bool(cfg.get("acc_scale", False)) and self._acc_applies(block_k)
-        pdl = self.pdl_mode(x, cfg)
-        if split == 1 and not tma and not acc and not pdl:  # the kernel's defaults: no split, no workspace
+        # kernels.fused's trailing arguments, those at their defaults (off) left out from the end.
+        tail = [tma, acc, self.pdl_mode(x, cfg)]
+        while tail and not tail[-1]:
+            tail.pop()
+        if split == 1 and not tail:  # the kernel's defaults: no split, no workspace
             return args
         ws = self.workspace(x.shape[0], x.shape[0], x.device) if split > 1 else (None, None)
-        if pdl:
-            return (*args, split, *ws, tma, acc, pdl)
-        return (*args, split, *ws, *((tma, True) if acc else (True,) if tma else ()))
+        return (*args, split, *ws, *tail)
 
     def _acc_applies(self, block_k: int) -> bool:
         """kernels.fused's acc_scale does something: int4 with one group a K step (scale mode block)."""

@@ -206,10 +206,17 @@ def work(spec: dict) -> int:
                 missed += isinstance(e, torch.OutOfMemoryError)
                 print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
         del inputs
-        if cuda:  # what this shape cached goes back: the other workers' large shapes need it
-            gc.collect()
-            torch.cuda.empty_cache()
+        _give_back(cuda)  # what this shape cached: the other workers' large shapes need it
     return PARTIAL if missed else 0
+
+
+def _give_back(cuda: bool) -> None:
+    """Collect, and hand the CUDA caching allocator's free blocks back to the driver."""
+    import torch
+
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
 
 
 def _inputs(p, case, cuda: bool):
@@ -224,9 +231,7 @@ def _inputs(p, case, cuda: bool):
             message = str(e)[:120]
         # Out of the except block: its traceback no longer holds the failed call's tensors.
         print(f"inputs at {case.shape} (try {attempt + 1} of {OOM_TRIES}): {message}", file=sys.stderr, flush=True)
-        gc.collect()
-        if cuda:
-            torch.cuda.empty_cache()
+        _give_back(cuda)
         if attempt + 1 < OOM_TRIES:
             time.sleep(OOM_WAIT_S)
     return None

@@ -85,7 +85,7 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
     entry, its variants, triton; each checked on the first copy first."""
     from qgemm_bench.backends import registry
     from qgemm_bench.backends.helion_kernels import tuning
-    from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS, WeightOnly, pdl_launcher
+    from qgemm_bench.backends.helion_ops import WeightOnly
     from qgemm_bench.operators.common import rel_error
     from qgemm_bench.operators.formats import INT4, NVFP4
     from qgemm_bench.tuning.candidates import helion_fused_variants
@@ -139,20 +139,14 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
         try:
             with tuning.options(explicit=cfg):
                 gemms = [gemm(i) for i in inputs]
-                readies = [g.bound(i.x) for g, i in zip(gemms, inputs, strict=True)]
+                for g, i in zip(gemms, inputs, strict=True):  # bound and compiled under this config
+                    g.bound(i.x)
         except Exception as e:  # noqa: BLE001
             notes.append(f"{name}: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}")
             continue
-        if path == "fused":
-            # Configs of one shape share Helion's bound kernel (its last
-            # set_config wins): each calls its own compiled config.
-            calls = []
-            for g, i, r in zip(gemms, inputs, readies, strict=True):
-                run = r.run.compile_config(tuning.helion_settings(r.config, FUSED_ARGUMENTS))
-                launch = {"_launcher": pdl_launcher} if g.pdl_mode(i.x, r.config) else {}  # as WeightOnly.__call__
-                calls.append(lambda run=run, g=g, x=i.x, c=r.config, kw=launch: run(*g._fused_args(x, c), **kw))
-        else:
-            calls = [lambda g=g, x=i.x: g(x) for g, i in zip(gemms, inputs, strict=True)]
+        # Each WeightOnly runs its own compiled config (WeightOnly.__call__: configs of one shape share
+        # Helion's bound kernel), launched as a run launches it (PDL included).
+        calls = [lambda g=g, x=i.x: g(x) for g, i in zip(gemms, inputs, strict=True)]
         configs[name] = cfg
         add(name, calls)
     triton = registry.get(op.NAME, "triton")

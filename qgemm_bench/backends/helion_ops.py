@@ -160,7 +160,7 @@ class WeightOnly:
         self.ts = tensor_scale.reshape(1).float() if fmt == NVFP4 else None
         self._kmajor = None
         self._ready: dict[int, object] = {}  # M -> tuning.Ready of its path
-        self._pdl_runs: dict[int, object] = {}  # M -> the fused config compiled for a PDL launch
+        self._fused_runs: dict[int, object] = {}  # M -> its fused config, compiled
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._dequant: dict[torch.dtype, object] = {}
 
@@ -352,14 +352,16 @@ class WeightOnly:
         if path == "dequant":
             return x @ self.dequantize(x.dtype)
         if path == "fused":
-            if self.pdl_mode(x, r.config):  # launched so the kernel may start before the one before it ends
-                m = x.shape[0]
-                if m not in self._pdl_runs:  # compile_config normalizes the config: once, not every call
-                    from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+            m = x.shape[0]
+            if m not in self._fused_runs:
+                # This M's own compiled config (one bound kernel serves every config of a shape, the last
+                # set_config's), taken once: compile_config normalizes the config on every call.
+                from qgemm_bench.backends.helion_kernels.tuning import helion_settings
 
-                    self._pdl_runs[m] = r.run.compile_config(helion_settings(r.config, FUSED_ARGUMENTS))
-                return self._pdl_runs[m](*self._fused_args(x, r.config), _launcher=pdl_launcher)
-            return r.run(*self._fused_args(x, r.config))
+                self._fused_runs[m] = r.run.compile_config(helion_settings(r.config, FUSED_ARGUMENTS))
+            # With PDL, launched so the kernel may start before the one before it ends.
+            launch = {"_launcher": pdl_launcher} if self.pdl_mode(x, r.config) else {}
+            return self._fused_runs[m](*self._fused_args(x, r.config), **launch)
         return r.run(*self._split_args(x, r.config))[: x.shape[0]]  # small M: the first M of the 16 rows
 
 

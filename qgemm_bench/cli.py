@@ -199,6 +199,14 @@ def sweep_only(p: argparse.ArgumentParser, args) -> list[str]:
             if a.dest not in MODEL_READS and a not in model and getattr(args, a.dest, None) != a.default]
 
 
+def model_only(p: argparse.ArgumentParser, args) -> list[str]:
+    """--model's own options given with --op, which the GEMM sweep would
+    ignore without a word (sweep_only's other side)."""
+    model = next(g for g in p._action_groups if g.title == "model benchmark (--model)")._group_actions
+    return [a.option_strings[0] for a in model
+            if a.dest not in MODEL_READS and getattr(args, a.dest, None) != a.default]
+
+
 def check_environment(env=os.environ) -> None:
     """torchrun's variables, read as integers before anything runs (WORLD_SIZE=abc
     raised ValueError; WORLD_SIZE=2 alone failed in torch's rendezvous)."""
@@ -243,6 +251,8 @@ def _run(argv: list[str]) -> int:
         return model_cli.run(args)
     if not args.op:
         raise InputError("--op (a GEMM benchmark) or --model (the end-to-end one) is required (see --list-ops)")
+    if ignored := model_only(p, args):
+        raise InputError(f"{', '.join(ignored)}: --model's, not the GEMM benchmarks' (--op)")
     return benchmark.execute(args)
 
 

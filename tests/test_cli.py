@@ -79,6 +79,9 @@ def cli(*args):
      "--shapes, --autotune: the GEMM benchmarks' (--op), not --model's"),
     (["--model", "tiny", "--repeats", "3"], "--repeats: the GEMM benchmarks' (--op)"),
     (["--model", "tiny", "--group-size", "64"], "--group-size: the GEMM benchmarks' (--op)"),
+    # And --model's own options with --op.
+    (["--op", "int4_gemm", "--unfused", "--lm-head"], "--lm-head, --unfused: --model's, not the GEMM benchmarks'"),
+    (["--op", "int4_gemm", "--batch", "1,16"], "--batch: --model's, not the GEMM benchmarks' (--op)"),
     (["--op", "int4_gemm", "--autotune-budget", "-inf"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--autotune-budget", "nan"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--group-size", "-2"], "positive even integer"),

@@ -93,6 +93,41 @@ def test_compiled_step_fullgraph_equals_eager_transformers_step():
 
 
 @torch.no_grad()
+def test_compiled_flex_step_equals_eager_step_across_a_kv_block():
+    """--attention flex: the compiled step's flex_attention (block mask up to
+    the position, mask_mod for the rest) against transformers' eager attention,
+    4 steps from position 126 (FLEX_BLOCK 128: the 3rd step opens a second KV
+    block). The cache still holds the reference run's keys past each position,
+    so a mask that lets them in changes the output."""
+    torch.manual_seed(SEED)
+    model = build_model(config_for("tiny", **TINY), CPU, torch.float32, SEED + 2)
+    batch, prompt, steps = 2, 126, 4
+    cache = decode.static_cache(model, decode.cache_len(prompt, steps, "flex"))
+    assert decode.cache_len(prompt, steps, "flex") == 2 * decode.FLEX_BLOCK
+    ids = decode.random_tokens(TINY["vocab_size"], batch, prompt, SEED + 2, CPU)
+    model.set_attn_implementation("eager")
+    first = decode.prefill(model, cache, ids)[:, -1:].argmax(-1)
+    ref_step = decode.DecodeStep(model, cache, batch, CPU)
+    ref_step.tok.copy_(first)
+    ref = []
+    for _ in range(steps):
+        ref.append(ref_step().clone())
+        ref_step.feed_greedy(ref[-1])
+
+    decode.use_decode_attention(model, "flex")
+    decode.rewind(cache, prompt)
+    step = decode.DecodeStep(model, cache, batch, CPU, compile="default")
+    step.tok.copy_(first)
+    try:
+        for i in range(steps):
+            out = step()
+            assert rel(out, ref[i]) < 1e-5, (i, rel(out, ref[i]))
+            step.feed_greedy(out)
+    finally:
+        torch._dynamo.reset()
+
+
+@torch.no_grad()
 def test_decode_attention_equals_transformers_eager_attention():
     """The GQA packing alone, eager, against transformers' eager attention on a
     half-filled static cache (the mask hides the stale tail)."""
@@ -361,9 +396,7 @@ def test_tensor_parallel_step_compiles_whole_with_its_all_reduces(tmp_path):
 def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention):
     """The whole path of a --compile default row on a small Llama: compile,
     capture in our CUDA graph, replay vs the model's own eager step, the bytes
-    and the kernel split (our GEMM kernels are attributed to qgemm::linear).
-    flex is checked here only: CPU Inductor cannot lower its block mask (the
-    position it captures is computed in the graph)."""
+    and the kernel split (our GEMM kernels are attributed to qgemm::linear)."""
     from qgemm_bench.model.quant_linear import quantize_model
 
     dev = torch.device("cuda")

@@ -26,9 +26,8 @@ The static cache is sized to the prompt plus the tokens decoded, so the
 masked tail it also reads is at most the decoded tokens. --attention flex
 (compiled steps only) runs flex_attention instead, which Inductor lowers to a
 split-KV flash-decoding kernel, with a block mask that stops at the current
-position: it reads only the filled part of the cache. (Checked on CUDA only:
-CPU Inductor cannot lower its mask, which captures a position computed in
-the graph.)
+position: it reads only the filled part of the cache. The position reaches
+the mask through qgemm::last_position (model/ops.py), which Inductor can lower.
 """
 
 from __future__ import annotations
@@ -40,6 +39,8 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+
+from qgemm_bench.model import ops
 
 WARMUP_STEPS = 3
 # --compile: the torch.compile mode of each choice (None: the eager step).
@@ -105,13 +106,13 @@ def flex_decode_attention(module, query, key, value, attention_mask, dropout: fl
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
     b, length = key.shape[0], key.shape[2]
-    pos = position_ids.reshape(-1)[-1]  # keys 0..pos are this token's context
+    pos = ops.last_position(position_ids)  # keys 0..pos[0] are this token's context
     blocks = -(-length // FLEX_BLOCK)
     num = (pos // FLEX_BLOCK + 1).to(torch.int32).reshape(1, 1, 1).expand(b, 1, 1)
     idx = torch.arange(blocks, dtype=torch.int32, device=key.device).reshape(1, 1, 1, blocks).expand(b, 1, 1, blocks)
 
     def upto(b, h, q_idx, kv_idx):
-        return kv_idx <= pos
+        return kv_idx <= pos[0]
 
     mask = BlockMask.from_kv_blocks(num, idx, BLOCK_SIZE=FLEX_BLOCK, mask_mod=upto, seq_lengths=(1, length))
     out = flex_attention(query, key, value, block_mask=mask, scale=scaling, enable_gqa=True)

@@ -6,7 +6,10 @@ the elementwise work around it, and calls our kernel as it is.
 The op takes the activation and the handle of a prepared kernel (a
 backend's Kernel.apply with its resident weights). Every backend (Triton,
 Helion, tinygemm, fbgemm, the torch baseline) goes through the same op, so
-the compiled variants differ only in the GEMM they call. The handle is a CPU
+the compiled variants differ only in the GEMM they call.
+
+`qgemm::last_position` hands flex decode attention its position as a buffer
+of its own (see its docstring). The handle is a CPU
 int64 scalar tensor (a module buffer), not a Python int: as a graph input
 it leaves every backend's step the same graph, so Inductor's FX graph cache
 serves the second backend at a batch size (tiny 4-layer Llama on CPU: 7-15 s
@@ -55,3 +58,18 @@ def linear(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Te
 @linear.register_fake
 def _(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Tensor:
     return x.new_empty(x.shape[0], out_features)
+
+
+@torch.library.custom_op("qgemm::last_position", mutates_args=())
+def last_position(position_ids: torch.Tensor) -> torch.Tensor:
+    """position_ids' last entry as a fresh 1-element tensor. Captured by a
+    flex mask_mod, a position computed in the graph is inlined into the
+    attention template, which cannot lower it (CPU: "All the buffers in the
+    score and mask subgraph should be in ... input_buffers"; CUDA, torch 2.11:
+    "XBLOCK is not defined"); an opaque op's output is a buffer it loads."""
+    return position_ids.reshape(-1)[-1:].clone()
+
+
+@last_position.register_fake
+def _(position_ids: torch.Tensor) -> torch.Tensor:
+    return position_ids.new_empty(1)

@@ -15,6 +15,7 @@ import torch
 
 import runner
 from qgemm_bench.backends.registry import Backend, Prepared
+from qgemm_bench.errors import one_line
 from qgemm_bench.harness import capacity, faults
 from qgemm_bench.operators import int4_gemm
 from tests.support import extra_backends
@@ -92,6 +93,22 @@ def test_an_ordinary_error_does_not_stop_the_sweep():
     wrapped = RuntimeError("triton launch failed")
     wrapped.__cause__ = RuntimeError("CUDA error: misaligned address")
     assert faults.context_lost(wrapped)
+
+
+@pytest.mark.parametrize("error,line", [
+    (RuntimeError("kernel exploded\nat line 3"), "RuntimeError: kernel exploded"),
+    (KeyError("BLOCK_M"), "KeyError: 'BLOCK_M'"),
+    (ValueError(""), "ValueError"),
+    # Inductor's wrapper announces its cause; the row says the cause (torch 2.11, flex decode on an H200).
+    (RuntimeError("SubprocException: An exception occurred in a subprocess:\n\nName=triton_tem_fused_8\n"
+                  "triton.compiler.errors.CompilationError: at 78:24:\n    tmp3 = tl.full([XBLOCK], 0)\n"
+                  "NameError('XBLOCK is not defined')\n\nThe above exception was the direct cause:"),
+     "RuntimeError: SubprocException: An exception occurred in a subprocess: NameError('XBLOCK is not defined')"),
+    (RuntimeError("failed:\n  no error line here"), "RuntimeError: failed: no error line here"),
+    (RuntimeError("x" * 500), "RuntimeError: " + "x" * 283 + "..."),
+])
+def test_a_failure_is_one_line_that_names_its_cause(error, line):
+    assert one_line(error) == line and len(one_line(error)) <= 300
 
 
 @pytest.mark.parametrize("error,status", [

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from qgemm_bench.backends.registry import Backend, Prepared
+from qgemm_bench.errors import one_line
 from qgemm_bench.harness import timing
 from qgemm_bench.harness.results import INCORRECT, OK
 from qgemm_bench.operators.common import Inputs, rel_error
@@ -134,7 +135,7 @@ def time_on_gpu(case, backend, inputs, prepared, out, settings, l2_bytes) -> tim
     except Exception as e:  # capture can fail for code that syncs or allocates oddly
         torch.cuda.synchronize(case.device)
         t = timing.time_events(prepared.fn, settings.warmup_ms, settings.rep_ms)
-        t.note = f"CUDA graph capture failed ({type(e).__name__}: {str(e).splitlines()[0][:120]}); timed with events"
+        t.note = f"CUDA graph capture failed ({one_line(e, 160)}); timed with events"
         return t
     finally:
         del fns

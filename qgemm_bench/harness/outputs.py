@@ -18,7 +18,7 @@ import stat
 from contextlib import suppress
 from pathlib import Path
 
-from qgemm_bench.errors import InputError
+from qgemm_bench.errors import InputError, one_line
 from qgemm_bench.fileio import replace_atomically
 from qgemm_bench.harness.files import why as _why
 from qgemm_bench.harness.results import Row, frame
@@ -212,7 +212,7 @@ def write_all(folder: Path, rows: list[Row], meta: dict, x: str, plots: bool) ->
         except WriteError as e:
             failures.append(str(e))
         except Exception as e:  # a plotting library failure must not cost the tables
-            failures.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            failures.append(one_line(e))
         return None
 
     attempt(write_atomic, folder / RESULTS, results_json(rows, meta))

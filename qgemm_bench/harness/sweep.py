@@ -20,6 +20,7 @@ import torch
 from tqdm import tqdm
 
 from qgemm_bench.backends.registry import Backend
+from qgemm_bench.errors import one_line
 from qgemm_bench.harness import capacity, faults, signals
 from qgemm_bench.harness.faults import ContextLost
 from qgemm_bench.harness.measure import measure
@@ -36,11 +37,6 @@ class Outcome:
     stopped: str = ""  # why the sweep ended before its last record ("" when it did not)
     exit_code: int = 0  # 130 Ctrl-C, 143 SIGTERM, 1 lost CUDA context, a stall or rows.jsonl unwritable
     skipped: int = 0  # (shape, backend) pairs recorded as not run
-
-
-def _short(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def run(plan: Plan, folder: RunFolder, conclude: Callable[[Outcome], int] | None = None) -> Outcome:
@@ -139,10 +135,10 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, records: list, wa
         failed = True
         status = _failure(folder, f"{case.shape} inputs/reference", e)
         for b in plan.backends:
-            _emit(folder, records, 0, _row(plan, case, b, status=status, reason=f"inputs: {_short(e)}"))
+            _emit(folder, records, 0, _row(plan, case, b, status=status, reason=f"inputs: {one_line(e)}"))
         bar.update(len(plan.backends) * plan.repeats)
         if faults.context_lost(e):
-            raise ContextLost(f"the CUDA context was lost making the inputs of {case.shape} ({_short(e)})") from None
+            raise ContextLost(f"the CUDA context was lost making the inputs of {case.shape} ({one_line(e)})") from None
     finally:
         _add(plan, "inputs", time.perf_counter() - t0)
     if failed:  # out of the except block: its traceback no longer holds what the failed call allocated
@@ -181,9 +177,9 @@ def _measure_one(plan, case, backend, inputs, ref, tol, folder) -> Row:
     except Exception as e:
         failed = True
         status = _failure(folder, f"{case.shape} {backend.name}", e)
-        row = _row(plan, case, backend, status=status, reason=_short(e))
+        row = _row(plan, case, backend, status=status, reason=one_line(e))
         if lost := faults.context_lost(e):
-            raise ContextLost(f"the CUDA context was lost after {backend.name} at {case.shape} ({_short(e)})",
+            raise ContextLost(f"the CUDA context was lost after {backend.name} at {case.shape} ({one_line(e)})",
                               row) from None
         return row
     finally:

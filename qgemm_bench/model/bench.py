@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from qgemm_bench.errors import one_line
 from qgemm_bench.harness.outputs import WriteError
 from qgemm_bench.harness.watchdog import Watchdog, stall_reason
 from qgemm_bench.model import decode, quality, tensor_parallel
@@ -100,7 +101,7 @@ def _reason(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     if isinstance(e, BackendUnavailable) and text:
         return text[0]
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+    return one_line(e)
 
 
 def _sync(device: torch.device) -> None:

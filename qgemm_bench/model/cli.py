@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from qgemm_bench.errors import one_line
 from qgemm_bench.model.errors import InputError
 from qgemm_bench.model.quant_linear import UNQUANTIZED, check_backend, parse_quants
 
@@ -278,9 +279,7 @@ def load_source(path: str, dtype, tokenizer: bool = False):
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - transformers' many load errors: one line, not a traceback
-        lines = str(e).strip().splitlines()
-        raise InputError(f"--checkpoint {path}: cannot load it ({type(e).__name__}: "
-                         f"{lines[0][:300] if lines else ''})") from None
+        raise InputError(f"--checkpoint {path}: cannot load it ({one_line(e)})") from None
     layers = source.config.num_hidden_layers
     found = len(target_names(source.cpu_model))
     if found != len(DECODER_LINEARS) * layers:

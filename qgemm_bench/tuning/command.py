@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from qgemm_bench.errors import InputError
+from qgemm_bench.errors import InputError, one_line
 from qgemm_bench.harness import args as types
 
 HELP = """\
@@ -417,7 +417,7 @@ class Tune:
                 except Exception as e:  # noqa: BLE001 - one unit's failure is its own, unless the GPU is gone
                     if faults.context_lost(e):
                         raise
-                    print(f"{unit.id}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}",
+                    print(f"{unit.id}: {one_line(e, 200)}",
                           file=sys.stderr, flush=True)
                     record = None
                 if record is None:
@@ -429,7 +429,7 @@ class Tune:
         except Exception as e:  # noqa: BLE001 - a lost context: what was tuned is written, --resume goes on
             if not faults.context_lost(e):
                 raise
-            stopped = f"the CUDA context was lost ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+            stopped = f"the CUDA context was lost ({one_line(e, 160)})"
         finally:
             bar.close()
             self.restore()

@@ -21,7 +21,7 @@ import torch
 
 from qgemm_bench.backends import registry
 from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, config
-from qgemm_bench.errors import InputError
+from qgemm_bench.errors import InputError, one_line
 from qgemm_bench.harness.args import Parser
 from qgemm_bench.harness.measure import Settings, copies_for
 from qgemm_bench.harness.outputs import write_atomic
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
                         err = rel_error(fns[0](), ref)
                         rows.append((p50(fns), err, name))
                     except Exception as e:
-                        print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
+                        print(f"  {name}: {one_line(e, 160)}")
                 gemms = [FusedGemm(*weight_args(fmt, c), config=None, target=of(case.device)) for c in copies]
                 for c in candidates(m):
                     for g in gemms:

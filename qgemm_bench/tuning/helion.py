@@ -35,6 +35,7 @@ import argparse
 import sys
 import time
 
+from qgemm_bench.errors import one_line
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
 from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
@@ -84,7 +85,7 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
             with tuning.options(explicit=cfg):
                 r = measure(case, backend, inputs, ref, tol, Settings(warmup_ms=10, rep_ms=rep_ms), l2)
         except Exception as e:  # a config the kernel or GPU cannot take
-            print(f"  {cfg}: {type(e).__name__}: {str(e).splitlines()[0][:100]}", flush=True)
+            print(f"  {cfg}: {one_line(e, 160)}", flush=True)
             continue
         print(f"  {cfg}: {r['status']} {r['p50_us']:.1f} us (compile {r['compile_s']:.1f} s)", flush=True)
         if r["status"] == "ok":

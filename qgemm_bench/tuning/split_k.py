@@ -57,7 +57,7 @@ from concurrent.futures import wait as wait_futures
 from pathlib import Path
 
 from qgemm_bench.backends.triton_kernels import split_k_configs as skc
-from qgemm_bench.errors import InputError
+from qgemm_bench.errors import InputError, one_line
 from qgemm_bench.harness.args import Parser, int_in, positive_float
 from qgemm_bench.operators import split_k_gemm
 from qgemm_bench.tuning.candidates import SPLIT_VARIANTS as VARIANTS
@@ -149,7 +149,7 @@ def _compile(m, k, n, mode, c) -> str | None:
                                  HAS_BIAS=False, MODE=mode, **{**sk.kernel_meta(c), **split_k_parts.pdl_launch(c, dev)})
         return None
     except Exception as e:  # the timing process compiles it again and reports
-        return f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+        return one_line(e, 160)
 
 
 class Compiler:
@@ -311,7 +311,7 @@ class ShapeTuner:
                 us = self.time_us(fns)
                 del fns
         except Exception as e:
-            status = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+            status = f"failed: {one_line(e, 160)}"
             try:
                 if self.dev.type == "cuda":
                     torch.cuda.synchronize(self.dev)
@@ -535,7 +535,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
         except Fatal:
             raise
         except Exception as e:  # e.g. out of memory: this shape keeps its entries
-            line.append(f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+            line.append(f"failed: {one_line(e, 200)}")
             try:
                 if dev.type == "cuda":
                     torch.cuda.synchronize(dev)

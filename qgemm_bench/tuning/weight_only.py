@@ -54,7 +54,7 @@ import torch
 from qgemm_bench.backends.triton_dispatch import make_weight_only
 from qgemm_bench.backends.triton_kernels import weight_only as wo
 from qgemm_bench.backends.triton_ops import weight_args
-from qgemm_bench.errors import InputError
+from qgemm_bench.errors import InputError, one_line
 from qgemm_bench.harness import faults
 from qgemm_bench.harness.args import Parser, stall_seconds
 from qgemm_bench.harness.measure import Settings
@@ -209,7 +209,7 @@ def timed(fmt, shape, label, make):
             us = time_fns([functools.partial(make(w), xc) for xc, w in copies(x, wargs)])
     except Exception as e:  # a config that does not compile or fit
         err, us = None, None
-        label = f"{label} FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+        label = f"{label} FAILED {one_line(e, 120)}"
     results.append({"fmt": fmt, "shape": shape, "label": label, "us": us, "err": err})
     return us, err
 
@@ -347,7 +347,7 @@ def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], st
             if faults.context_lost(e):
                 raise
             err = None
-            label += f" FAILED {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+            label += f" FAILED {one_line(e, 120)}"
         results.append({"fmt": fmt, "shape": (m, k, n), "label": label, "us": None, "err": err})
     rows = []  # (us, config, calls)
     for (c, label, err, fns), us in zip(ready, time_interleaved([r[3] for r in ready], stop), strict=True):

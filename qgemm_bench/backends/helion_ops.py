@@ -306,6 +306,9 @@ class WeightOnly:
                 if cfg.get("acc_scale") and not self._acc_applies(cfg["block_k"]):
                     # Tuned where it applied (int4, one group a step): its register cap goes with it.
                     cfg = {k: v for k, v in cfg.items() if k not in ("acc_scale", "maxnreg")}
+                if cfg.get("maxnreg") and not str(cfg.get("pid_type", "flat")).startswith("persistent"):
+                    # Helion 1.4 refuses a register cap on flat programs (InvalidConfig on CUDA).
+                    cfg = {k: v for k, v in cfg.items() if k != "maxnreg"}
                 return cfg
 
             r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,

@@ -88,8 +88,10 @@ def from_triton(c: dict, split: bool, decode: bool = True, fused: bool = False) 
     split_k for the split kernels (split=True; the fused kernel takes one
     only where it splits K, helion_dispatch.helion_config) and decode_asm for
     the weight-only ones (decode=False: the split-K GEMM decodes nothing);
-    with fused=True, ACC_SCALE, maxnreg and PDL as acc_scale, maxnreg and
-    pdl (kernels.fused's arguments but maxnreg, a Helion setting)."""
+    with fused=True, ACC_SCALE and PDL as acc_scale and pdl (kernels.fused's
+    arguments). Not maxnreg: Helion 1.4 takes a register cap only on
+    persistent programs (on CUDA; its check is off on the interpreter), and
+    these are flat ones (on the H200 such a candidate failed, InvalidConfig)."""
     out = {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"]}
     if split:
         out["split_k"] = c["SPLIT_K"]
@@ -97,8 +99,6 @@ def from_triton(c: dict, split: bool, decode: bool = True, fused: bool = False) 
         out["decode_asm"] = bool(c.get("DECODE_ASM", True))
     if c.get("ACC_SCALE") and fused:  # the fused kernel's, as its argument acc_scale
         out["acc_scale"] = True
-    if c.get("maxnreg") and fused:
-        out["maxnreg"] = c["maxnreg"]
     if c.get("PDL") and fused:  # kernels.fused's pdl argument, the same modes as split_k_parts.pdl_prologue's
         out["pdl"] = c["PDL"]
     out.update(num_warps=c["num_warps"], num_stages=c["num_stages"])

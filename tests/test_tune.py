@@ -133,6 +133,13 @@ def test_tune_helion_writes_its_entry_end_to_end(tiny, tmp_path, capsys):
     kernels = read_back(tmp_path, "helion")["kernels"]
     (entry,) = kernels["split_k_gemm"].values()
     assert entry["config"] in HELION_SK and entry["us"] > 0
+    first = read_back(tmp_path, "helion")["provenance"]
+    assert "earlier" not in first
+    # A later tune of part of a store (another operator, family or M) keeps the other entries, and the
+    # provenance of the tunes that made them.
+    assert tune(["--store", str(tmp_path), "--backends", "helion", "--op", "split_k_gemm", "--budget-s", "500"]) == 0
+    again = read_back(tmp_path, "helion")["provenance"]
+    assert again["command"].endswith("--budget-s 500") and again["earlier"] == [first]
 
 
 def test_resume_skips_what_the_unfinished_tune_wrote(tiny, tmp_path, capsys):
@@ -178,6 +185,8 @@ def test_stop_after_ends_the_run_and_resume_finishes_it(tiny, tmp_path, capsys):
     assert "tuned 1 entries" in capsys.readouterr().out
     doc = json.loads((tmp_path / "cpu" / "weight_only.json").read_text())
     assert set(doc["kernels"]) == {"int4_gemm", "int4_gemm_fused"} and doc["provenance"]["complete"] is True
+    assert "earlier" not in doc["provenance"]  # the two pieces are one tune: both in its "commands"
+    assert len(doc["provenance"]["commands"]) == 2
 
 
 def test_dry_run_lists_the_plan_and_its_time(tiny, tmp_path, capsys):

@@ -353,7 +353,8 @@ class Tune:
                       "priors": priors["gpus"], "units_planned": len(units), "complete": False,
                       "cut_short": None, "not_timed": None}  # known when the tune ends (finish)
         checks = {"weight_only": woc.check_table, "split_k": skc.check_table}
-        writer = Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, checks)
+        writer = Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, checks,
+                        resumed=len(journal.commands()) > 1)
         # Every planned split-K shape has an entry from the first write on: one not reached (or not
         # timed) keeps the prior GPU's config, not this GPU's nearest entry or the heuristic.
         entries = writer.tables["split_k"].setdefault("entries", {})

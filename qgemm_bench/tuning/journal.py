@@ -122,10 +122,12 @@ class Writer:
     re-tune keeps the entries it does not reach), the journal's records
     folded in, each family written whole after every change."""
 
-    def __init__(self, store, gpu: str, families: list[str], provenance: dict, target=None, check=None):
+    def __init__(self, store, gpu: str, families: list[str], provenance: dict, target=None, check=None,
+                 resumed: bool = False):
         self.store, self.gpu, self.provenance, self.target = store, gpu, provenance, target
         self.check = check or {}  # family -> check_table(doc, where), run before a write
         self.tables = {f: store.read(gpu, f) or SKELETONS[f]() for f in families}
+        self.earlier = {f: _earlier(self.tables[f].get("provenance"), resumed) for f in families}
         self.touched: set[str] = set()
 
     def add(self, record: dict, write: bool = True) -> None:
@@ -141,6 +143,8 @@ class Writer:
         if family in self.check:
             self.check[family](doc, f"the tuned {family} table")
         prov = {**self.provenance, "date": now()}
+        if self.earlier[family]:
+            prov["earlier"] = self.earlier[family]
         path = self.store.write(self.gpu, family, doc, prov, target=self.target)
         self.target = None  # target.json once
         return path
@@ -148,6 +152,18 @@ class Writer:
     def write_all(self, complete: bool) -> list[Path]:
         self.provenance["complete"] = complete
         return [self.write(f) for f in sorted(self.touched)]
+
+
+def _earlier(old: dict | None, resumed: bool) -> list[dict]:
+    """The provenance of the tunes before this one whose entries a family
+    file keeps (a tune of some operators, kernel families or M writes over
+    its own entries only), newest first. Resumed, the file's own provenance
+    is this tune's (its earlier pieces are in "commands")."""
+    if not old:
+        return []
+    if resumed:
+        return list(old.get("earlier", []))
+    return [{k: v for k, v in old.items() if k != "earlier"}, *old.get("earlier", [])]
 
 
 def now() -> str:

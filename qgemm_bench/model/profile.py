@@ -77,6 +77,10 @@ def category(name: str) -> str | None:
     if name.startswith(_FUSED):
         return None
     if name.startswith("triton_tem_"):  # Inductor's templates: mm (max-autotune) or flex attention
+        # A flex kernel's name also lists what it absorbed ("..._bmm_cat_cos_..._flex_attention_...":
+        # the rotary's inv_freq @ positions): flex first.
+        if "flex_attention" in name or "flex_decoding" in name:
+            return "attention"
         return "dense_gemm" if set(name.split("_")) & {"mm", "addmm", "bmm"} else "attention"
     if name in _DENSE:
         return "dense_gemm"

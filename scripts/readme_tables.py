@@ -5,7 +5,9 @@
 
 Reads <dir>/{int4_gemm,int4_gemm_msweep,nvfp4_gemm_msweep,split_k_gemm,
 int4_gemm_decode}/results.json where present; p50 us of `ok` rows only (an
-incorrect or failed row is shown by its status, never as a time).
+incorrect or failed row is shown by its status, never as a time). Then each
+<dir>/model_*/results.json (runner.py --model): tokens/s per variant and
+batch, and where the batch-1 step's time goes.
 """
 
 from __future__ import annotations
@@ -81,6 +83,39 @@ def decode(path: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+def model(path: Path) -> str:
+    """One --model run: tokens/s (x the unquantized variant) per batch, the
+    batch-1 step's split (ms) and its effective bandwidth (% of copy)."""
+    doc = json.loads(path.read_text())
+    rs = doc["rows"]
+    meta = doc["metadata"].get("model", {})
+    batches = sorted({r["batch"] for r in rs})
+    variants = list(dict.fromkeys(f"{r['backend']} {r['quant']}".replace(" none", "") for r in rs))
+    first = rs[0]
+    head = "lm_head quantized" if doc["metadata"].get("settings", {}).get("lm_head") else ""
+    title = (f"{meta.get('model', path.parent.name)} decode (`{path.parent.name}/`; attention {first.get('attention')},"
+             f" compile {first.get('compile')}{', ' + head if head else ''}; random weights), tokens/s (x bf16):")
+    out = [title, "", "| variant | " + " | ".join(f"batch {b}" for b in batches)
+           + " | batch 1 step ms: quant GEMM / dense GEMM / attention / rest | batch 1 % of copy |",
+           "|---" * (len(batches) + 3) + "|"]
+    for v in variants:
+        by = {r["batch"]: r for r in rs if f"{r['backend']} {r['quant']}".replace(" none", "") == v}
+        cells = []
+        for b in batches:
+            r = by.get(b)
+            if r is None or r["status"] != "ok":
+                cells.append(r["status"] if r else "")
+                continue
+            cells.append(f"{r['tokens_per_s']:.1f}" + (f" ({r['speedup']:.2f}x)" if r.get("speedup") not in (None, 1.0)
+                                                         else ""))
+        one = by.get(1, {})
+        split = " / ".join(f"{one.get(f'split_{c}_ms'):.2f}" for c in ("quant_gemm", "dense_gemm", "attention",
+                                                                    "other")) if one.get("split_total_ms") else ""
+        pct = f"{one['copy_pct']:.1f}" if one.get("copy_pct") else ""
+        out.append(f"| {v} | " + " | ".join(cells) + f" | {split} | {pct} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_dir():
         print("usage: readme_tables.py results/<gpu>", file=sys.stderr)
@@ -99,6 +134,8 @@ def main(argv: list[str]) -> int:
         parts.append(split_k(rows(f)))
     if (f := d / "int4_gemm_decode/results.json").is_file():
         parts.append(decode(f))
+    for f in sorted(d.glob("model_*/results.json")):
+        parts.append(model(f))
     print("\n".join(parts))
     return 0
 

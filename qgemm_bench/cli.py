@@ -107,7 +107,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--compile-jobs", type=types.compile_jobs, metavar="N",
                    help="before timing, compile the backends that JIT-compile (Triton, Helion, torch.compile, "
                    "humming, gemlite) at every shape in N worker processes, whose caches the sweep then reads "
-                   "(default: half the CPUs, at most 8, for CUDA runs of 4+ shapes; 0: off); skipped when an "
+                   "(default: the CPUs but two, at most 14, for CUDA runs of 4+ shapes; 0: off); skipped when an "
                    "earlier run compiled the same shapes and backends with the same code and packages")
     ops = p.add_argument_group("operator settings (each applies to its operator only)")
     for op in operators.all_ops():

@@ -26,14 +26,14 @@ def caches(monkeypatch, tmp_path):
     return tmp_path
 
 
-def test_default_jobs_half_the_cpus_for_gpu_runs_of_several_shapes():
-    assert warm.default_jobs(CUDA, 48, cpus=16) == 8
+def test_default_jobs_all_cpus_but_two_for_gpu_runs_of_several_shapes():
+    assert warm.default_jobs(CUDA, 48, cpus=16) == 14
     assert warm.default_jobs(CUDA, 48, cpus=64) == warm.MAX_JOBS
     assert warm.default_jobs(CUDA, 5, cpus=64) == 5  # one worker per shape at most
-    assert warm.default_jobs(CUDA, 48, cpus=32, ranks=2) == 8
-    assert warm.default_jobs(CUDA, 48, cpus=16, ranks=4) == 2
+    assert warm.default_jobs(CUDA, 48, cpus=32, ranks=2) == 14
+    assert warm.default_jobs(CUDA, 48, cpus=16, ranks=4) == 3
     assert warm.default_jobs(CUDA, 48, cpus=16, ranks=8) == 0  # one worker would only add its start-up
-    assert warm.default_jobs(CUDA, 48, cpus=2) == 0
+    assert warm.default_jobs(CUDA, 48, cpus=3) == 0
     assert warm.default_jobs(CUDA, warm.MIN_SHAPES - 1, cpus=16) == 0
     assert warm.default_jobs(CUDA, 48, autotune="quick", cpus=16) == 0  # each worker would search alone
     assert warm.default_jobs(torch.device("cpu"), 48, cpus=16) == 0

@@ -43,7 +43,10 @@ and without the 128-register cap, without and with FOLD ("S2 sweep", "S3
 sweep": 16 variants, every one checked over 3 calls first: int4 8-warp
 split-K configs returned wrong sums on the H100, fused_gemm.wrong_on_sm90),
 and of the production tile with a deeper ring, 4 and 5 stages ("S2 stages",
-"S3 stages": whether more bytes in flight hide the decode).
+"S3 stages": whether more bytes in flight hide the decode), and S3 with
+HALVES ("S3 halves": each K block decoded and multiplied in two half-K
+tiles, 63 registers at 8 warps, so the 8-warp grid runs in one wave; at
+8 warps capped at 64 registers and not, and at 4 warps r128).
 Last (unless --no-sweep) S1 alone over deeper pipelines and other grids at
 M = 1, int4: what a Triton loop of this shape can stream at best.
 Columns: p50 us; % of floor (floor / p50; copy and read: M = 1's); GB/s of
@@ -93,7 +96,8 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
                  stride_sg, STAGE: tl.constexpr, FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
                  LOOP_STAGES: tl.constexpr, DECODE_ASM: tl.constexpr, TILE_N: tl.constexpr, TILE_K: tl.constexpr,
-                 ACC_SCALE: tl.constexpr, PDL: tl.constexpr, PF_LINES: tl.constexpr = 32, FOLD: tl.constexpr = False):
+                 ACC_SCALE: tl.constexpr, PDL: tl.constexpr, PF_LINES: tl.constexpr = 32, FOLD: tl.constexpr = False,
+                 HALVES: tl.constexpr = False):
     """fused_gemm.fused_kernel's pointer-load split-K loop (tiled fragment-order
     weights, BLOCK_N >= TILE_N, K a multiple of BLOCK_K) cut after a stage:
     READ: out (int32, 2 per program) = the xor of the weight words read and
@@ -103,7 +107,11 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
     a sum of the decoded tiles; DOT: out (fp32 [M, N]) += the split's partial product
     (atomics; no counter, no cast: the caller zeroes out). FOLD as
     fused_kernel's (int4 with ACC_SCALE): S2 decodes without the offset's
-    subtraction, S3 also takes it off each block's product."""
+    subtraction, S3 also takes it off each block's product. HALVES (S3,
+    int4 with ACC_SCALE, BLOCK_K <= TILE_K): each K block's weights and x
+    come as two half-K tiles, each decoded and multiplied in turn (one
+    product, scaled once): half the decoded operand live at a time (docs/fused_gemm.md: at 8 warps
+    the dot's registers, not its instructions, cost the grid its one wave)."""
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16
     pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
@@ -137,6 +145,9 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
     else:
         split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
+    if HALVES:  # a tile row's half-K runs: bytes [0, BLOCK_K // 4) and [BLOCK_K // 4, BLOCK_K // 2) of its block
+        w_half = w_ptr + tile_n * BLOCK_N * stride_wn + rows[:, None] + tl.arange(0, BLOCK_K // 4)[None, :]
+        x_half = x_ptr + offs_m[None, :] * stride_xm + tl.arange(0, BLOCK_K // 2)[:, None]
     W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE
     FOLDED: tl.constexpr = FOLD and FMT == 0 and W_SCALE != SCALE_MODE
     sc = fused_gemm._scales(s_ptr, first, offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K)
@@ -168,6 +179,20 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
             else:
                 wq = tl.load(w32_rows + b * (BLOCK_K // TILE_K) * (TILE_BYTES // 4))
             accw = accw ^ wq
+        elif STAGE == 3 and HALVES:
+            tl.static_assert(W_SCALE != SCALE_MODE and not FOLDED, "HALVES: int4 with ACC_SCALE, without FOLD")
+            HK: tl.constexpr = BLOCK_K // 2
+            PER3: tl.constexpr = TILE_K // BLOCK_K
+            w_b = w_half + (b // PER3) * TILE_BYTES + (b % PER3) * (BLOCK_K // 2)
+            d = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            for h in tl.static_range(2):
+                wh = tl.load(w_b + h * (HK // 2))
+                lo, hi = fused_gemm._weights(wh, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT,
+                                             BLOCK_N, HK, True, False, FOLDED)
+                xh = tl.load(x_half + b * BLOCK_K + h * HK, mask=mask_m[None, :], other=0.0)
+                w = fused_gemm._in_k_order(lo, hi, BLOCK_N, HK, True)
+                d = tl.dot(w, xh, d)
+            acc += d * s_row
         else:
             if BLOCK_K < TILE_K:
                 PER2: tl.constexpr = TILE_K // BLOCK_K
@@ -285,6 +310,10 @@ FOLD_SWEEP = [(4, 128), (4, 0), (8, 128), (8, 0)]
 # Deeper rings of the production tile at M = 1 (4 warps, its register cap): whether more weight bytes in
 # flight let the loads stream while the warps decode (docs/fused_gemm.md: they add, 5.6 us).
 STAGE_SWEEP = (4, 5)
+# S3 with HALVES (stage_kernel) at M = 1, the production tile: (num_warps, maxnreg or 0). The 8-warp dot
+# compiled for sm_90 needs 80-96 registers, so at most 3 of its 8-warp programs fit an SM and the grid's 512
+# do not run in one wave; HALVES needs 63 (4 fit; docs/fused_gemm.md). w4 r128: the same loop at 4 warps.
+HALVES_SWEEP = [(8, 64), (8, 0), (4, 128)]
 CHECK_CALLS = 3
 SMEM_LIMIT = 220 * 1024  # a sweep tile's weight ring (stages x tile bytes) above this is left out
 # GEMV configs by M: (BLOCK_N, SPLIT_K, warps, loop stages).
@@ -299,7 +328,8 @@ def describe(c: dict) -> str:
     """split_k_configs.describe's label, and a stage kernel's loop stages."""
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe as label
 
-    s = label({k: v for k, v in c.items() if k != "LOOP_STAGES"})
+    s = label({k: v for k, v in c.items() if k not in ("LOOP_STAGES", "HALVES")})
+    s = f"{s} halves" if c.get("HALVES") else s
     return f"{s} loop s{c['LOOP_STAGES']}" if c.get("LOOP_STAGES") else s
 
 
@@ -390,7 +420,7 @@ def stage_launch(stage: int, x, wt, scales, ts, out, fg, c: dict, loop_stages: i
         STAGE=stage, FMT=fg.fmt, GROUP=fg.group, SCALE_MODE=mode, BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"],
         BLOCK_K=c["BLOCK_K"], SPLIT_K=c["SPLIT_K"], LOOP_STAGES=loop_stages or c["num_stages"],
         DECODE_ASM=c.get("DECODE_ASM", True), TILE_N=TILE[0], TILE_K=TILE[1], ACC_SCALE=bool(c.get("ACC_SCALE")),
-        FOLD=bool(c.get("FOLD")), num_warps=c["num_warps"], num_stages=c["num_stages"], **extra,
+        FOLD=bool(c.get("FOLD")), HALVES=bool(c.get("HALVES")), num_warps=c["num_warps"], num_stages=c["num_stages"], **extra,
         **split_k_parts.pdl_launch(c, x.device))
 
 
@@ -703,7 +733,7 @@ def fold_rows(probe: Probe, lay: Layout, m: int, c: dict) -> None:
 
 
 def fold_sweep(probe: Probe, lay: Layout) -> None:
-    """FOLD_SWEEP, then STAGE_SWEEP: S2 and S3 at M = 1 (the production tile, its PDL)."""
+    """FOLD_SWEEP, then STAGE_SWEEP, then HALVES_SWEEP: S2 and S3 at M = 1 (the production tile, its PDL)."""
     base = {k: v for k, v in lay.config(1).items() if k not in ("maxnreg", "FOLD")}
     for warps, reg in FOLD_SWEEP:
         if probe.smoke and (warps == 8 or reg):
@@ -716,6 +746,9 @@ def fold_sweep(probe: Probe, lay: Layout) -> None:
         c = {**base, "num_warps": 4, "num_stages": stages, **({} if probe.smoke else {"maxnreg": 128})}
         stage_row(probe, lay, 1, DECODE, c, "S2 stages")
         stage_row(probe, lay, 1, DOT, c, "S3 stages")
+    for warps, reg in [(4, 0)] if probe.smoke else HALVES_SWEEP:  # (the interpreter ignores both)
+        c = {**base, "num_warps": warps, "HALVES": True, **({"maxnreg": reg} if reg else {})}
+        stage_row(probe, lay, 1, DOT, c, "S3 halves")
 
 
 def sweep(probe: Probe, lay: Layout) -> None:
@@ -759,7 +792,7 @@ def summary(probe: Probe, ms) -> None:
                     parts.append(f"{name} {got[0]:.2f}")
             for name, label in (("gemv", "best gemv"), ("S1 sweep", "best S1 sweep"), ("S2 sweep", "best S2 sweep"),
                                 ("S3 sweep", "best S3 sweep"), ("S2 stages", "best S2 stages"),
-                                ("S3 stages", "best S3 stages")):
+                                ("S3 stages", "best S3 stages"), ("S3 halves", "best S3 halves")):
                 got = sorted((r["p50_us"], r["config"]) for r in mine if r["M"] == m and r["variant"] == name)
                 if got:
                     parts.append(f"{label} {got[0][0]:.2f} ({got[0][1].strip()})")

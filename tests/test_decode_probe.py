@@ -98,3 +98,15 @@ def test_the_gemv_matches_the_reference(probe, m):
         probe.gemv_launch(x, km.wt, km.scales, out, ws, count, fg, 64, 2, 4, 2)
         assert rel_error(out, ref) <= int4_gemm.tolerance(DT)
     assert not ws.any() and not count.any()
+
+
+@pytest.mark.parametrize("block_k", [128, 64])
+def test_the_halves_dot_sums_to_the_reference(probe, block_k):
+    # HALVES (S3 w8's candidate): each K block's weights and x as two half-K tiles; BLOCK_K 64 takes the
+    # second half of each 128-k tile row's block too (its offsets within the row).
+    c = {**fused_gemm.config(16, 64, block_k, 2, 8, 2, acc=True), "HALVES": True}
+    x, fg, ref = operands("int4", 3, 512, 192, c)
+    km = fg.kmajor
+    plane = probe.stage_out(probe.DOT, 3, fg.n, c, x.device)
+    probe.stage_launch(probe.DOT, x, km.wt, km.scales, ts_of(fg), plane, fg, c)
+    assert rel_error(plane, ref) <= int4_gemm.tolerance(DT)

@@ -277,3 +277,59 @@ def test_the_fused_kernel_runs_without_pdl_on_the_interpreter(monkeypatch):
     gemm, x, ref = weight_only(int4_gemm, (70, 1024, 72), monkeypatch, cfg)
     assert len(gemm._fused_args(x, cfg)) == 13  # no pdl argument: the kernel's default 0
     check(gemm(x), ref)
+
+
+# frag (int4 weights in fragment order, as NVFP4's and the Triton kernel's):
+# groups of 128 (acc_scale and not, split 3) and of 32 (SUB: four a step),
+# per channel, unscaled; groups of 48 are not whole runs of 32 k: dropped,
+# K order read.
+@interpreter
+@pytest.mark.parametrize("shape,group,bk,split,acc", [((65, 1152, 72), 128, 128, 3, True),
+                                                      ((100, 1024, 40), 128, 64, 1, False),
+                                                      ((70, 1152, 72), 32, 128, 2, False),
+                                                      ((65, 512, 40), "channel", 128, 1, False),
+                                                      ((65, 512, 72), None, 128, 2, False),
+                                                      ((65, 1152, 72), 48, 64, 1, False)])
+def test_frag_reads_fragment_order_weights_and_computes_the_same(shape, group, bk, split, acc, monkeypatch):
+    import helion
+
+    from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+
+    cfg = {**fused_config(split, bn=32, bm=32, bk=bk), "frag": True, **({"acc_scale": True} if acc else {})}
+    settings = {"group_size": group} if group is not None else {}
+    gemm, x, ref = weight_only(int4_gemm, shape, monkeypatch, cfg, **settings)
+    check(gemm(x), ref)
+    r = gemm.bound(x)
+    applies = group != 48
+    assert bool(r.config.get("frag")) == applies
+    assert gemm.kmajor(applies).frag == applies and gemm.resident(shape[0])[0] is gemm.kmajor(applies).wt
+    assert gemm._fused_args(x, r.config)[1] is gemm.kmajor(applies).wt
+    code = r.run.to_triton_code(helion.Config(**helion_settings(r.config, FUSED_ARGUMENTS)))
+    # The decoded halves permuted into K order (fused_gemm._in_k_order's FRAG) only with frag.
+    assert ("[0, 1, 5, 3, 2, 4]" in code) == applies
+    check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed
+
+
+@pytest.mark.parametrize("frag", [False, True])
+def test_frag_makes_the_sm90_main_loop_read_whole_words(tmp_path, frag):
+    """scripts/helion_sass.py (offline sm_90, M = 16, 128x16 tiles, split 2):
+    on K-order bytes the weight tile is copied in 4-byte cp.async and read
+    back a byte at a time (LDS.U8); in fragment order by 16-byte cp.async and
+    ldmatrix, as the Triton kernel (docs/helion.md)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, str(repo / "scripts" / "helion_sass.py"), "--m", "16", "--split", "2",
+                        "--k", "1024", "--n", "256", *(["--frag"] if frag else []), "--out", str(tmp_path / "k")],
+                       capture_output=True, text=True, cwd=repo, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines[1].startswith("main loop (one K block): "), lines
+    memory = dict(item.rsplit(" ", 1) for item in lines[3].split("memory: ")[1].split(", "))
+    assert int(memory.get("LDS.U8", 0)) == (0 if frag else 64), memory
+    assert int(memory.get("LDGSTS.E", 0)) == (0 if frag else 16), memory
+    assert int(memory.get("LDGSTS.E.BYPASS.128", 0)) == (6 if frag else 2), memory
+    assert int(memory.get("LDSM.16.M88.4", 0)) == (4 if frag else 0), memory
+    assert ("[0, 1, 5, 3, 2, 4]" in (tmp_path / "k.py").read_text()) == frag

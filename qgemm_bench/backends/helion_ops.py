@@ -40,7 +40,7 @@ SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k":
 MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 # kernels.fused's config keys that are its arguments (tuning.ready's
 # `arguments`): the weight-only ones, its split and the K-step views (tma).
-FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl")
+FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag")
 MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
 
 
@@ -158,7 +158,7 @@ class WeightOnly:
         self.k, self.n = 2 * w.shape[0], w.shape[1]
         self.target, self.store = target if target is not None else target_of(w.device), store
         self.ts = tensor_scale.reshape(1).float() if fmt == NVFP4 else None
-        self._kmajor = None
+        self._kmajor: dict[bool, object] = {}  # fragment order? -> the K-major weights
         self._ready: dict[int, object] = {}  # M -> tuning.Ready of its path
         self._fused_runs: dict[int, object] = {}  # M -> its fused config, compiled
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -167,19 +167,26 @@ class WeightOnly:
     def path(self, m: int) -> str:
         return weight_only_path(m, self.fmt, self.k, self.n, self.target, self.store)
 
-    def kmajor(self):
-        """The fused path's K-major weights (kmajor_layout.py), made on first use."""
-        if self._kmajor is None:
+    def kmajor(self, frag: bool = False):
+        """The fused path's K-major weights (kmajor_layout.py), made on first use:
+        NVFP4 in fragment order; int4 in K order unless frag (kernels.fused says why)."""
+        frag = frag or self.fmt == NVFP4
+        if frag not in self._kmajor:
             from qgemm_bench.backends.kmajor_layout import to_kmajor
 
-            # NVFP4 in fragment order; int4 in K order (kernels.fused says why).
-            self._kmajor = to_kmajor(self.w, self.scales, self.group, frag=self.fmt == NVFP4)
-        return self._kmajor
+            self._kmajor[frag] = to_kmajor(self.w, self.scales, self.group, frag=frag)
+        return self._kmajor[frag]
+
+    def _frag_applies(self) -> bool:
+        """kernels.fused's frag does something: int4 whose groups are whole runs
+        of 32 k (fragment order permutes within them), or unscaled."""
+        return self.fmt == INT4 and (self.group is None or self.group % 32 == 0)
 
     def resident(self, m: int) -> tuple:
         """The weight tensors the path for M reads."""
         if self.path(m) == "fused":
-            p = self.kmajor()
+            r = self._ready.get(m)
+            p = self.kmajor(bool(r is not None and r.config.get("frag")))
             return tuple(t for t in (p.wt, p.scales, self.ts) if t is not None)
         return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
 
@@ -218,7 +225,8 @@ class WeightOnly:
         from qgemm_bench.backends.helion_kernels.kernels import SCALE_MODES
         from qgemm_bench.backends.triton_kernels.fused_gemm import scale_mode
 
-        p = self.kmajor()
+        frag = bool(cfg.get("frag", False)) and self._frag_applies()
+        p = self.kmajor(frag)
         block_k = cfg["block_k"]
         st = p.scales.t() if p.scales is not None else p.wt  # [Np, Gp] view; never read unscaled
         ts = self.ts if self.ts is not None else p.wt  # never read for int4
@@ -229,7 +237,7 @@ class WeightOnly:
         tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)
         acc = bool(cfg.get("acc_scale", False)) and self._acc_applies(block_k)
         # kernels.fused's trailing arguments, those at their defaults (off) left out from the end.
-        tail = [tma, acc, self.pdl_mode(x, cfg)]
+        tail = [tma, acc, self.pdl_mode(x, cfg), frag]
         while tail and not tail[-1]:
             tail.pop()
         if split == 1 and not tail:  # the kernel's defaults: no split, no workspace
@@ -303,6 +311,8 @@ class WeightOnly:
                                      "padding)")
                 if type(cfg["split_k"]) is not int or cfg["split_k"] < 1:
                     raise ValueError(f"config {cfg}: split_k must be an integer >= 1, got {cfg['split_k']!r}")
+                if cfg.get("frag") and not self._frag_applies():
+                    cfg = {k: v for k, v in cfg.items() if k != "frag"}  # NVFP4's always; int4 groups of 32n
                 if cfg.get("acc_scale") and not self._acc_applies(cfg["block_k"]):
                     # Tuned where it applied (int4, one group a step): its register cap goes with it.
                     cfg = {k: v for k, v in cfg.items() if k not in ("acc_scale", "maxnreg")}

@@ -19,7 +19,9 @@ so that the Triton Helion emits has the Triton kernels' structure:
   back into K order in registers. int4 stays in K order: on fragment order
   its Helion form returned wrong sums on the H100 at 11 of the 16 Llama
   shapes at M = 256 and 1024 (relative error 0.01-12, Triton's configs;
-  the Triton kernel and NVFP4 were right). Scale tiles
+  the Triton kernel and NVFP4 were right); fragment order only where a
+  config asks (`frag`: at M <= 64 K order costs Helion 1.5x the main
+  loop's instructions, docs/helion.md). Scale tiles
   loaded one K step ahead, out = acc^T; optionally split-K as fused_gemm's
   SPLIT_K: each split a contiguous run of whole K steps, a third grid
   dimension, finished as weight_only's (_split_partial, _split_last);
@@ -320,6 +322,7 @@ def fused(
     tma: hl.constexpr = False,  # x and weight tiles through K-step views, so indexing tensor_descriptor makes them TMA
     acc_scale: hl.constexpr = False,  # int4 BLOCK scales on each K step's fp32 product (fused_gemm's ACC_SCALE)
     pdl: hl.constexpr = 0,  # split_k_parts.pdl_prologue's mode (launched with launch_pdl: helion_ops)
+    frag: hl.constexpr = False,  # int4: wt in fragment order, as NVFP4's (int4 groups: whole runs of 32 k)
 ) -> torch.Tensor:
     """The fused path: fused_gemm.py's fused_kernel, its split-K included.
     acc_scale (int4 with one group over each K step, scale_mode "block";
@@ -329,7 +332,12 @@ def fused(
     time on (docs/fused_gemm.md). pdl (1-3, launched with launch_pdl):
     split_k_parts.pdl_prologue before the K loop, the prefetch of this
     program's first weight bytes; nothing a kernel before may write (x,
-    workspace, counters, out) is touched before its wait."""
+    workspace, counters, out) is touched before its wait. frag (int4):
+    the weights in fragment order, each thread's decoded pairs where the
+    MMA operand wants them; on K-order bytes Triton reads the tile from
+    shared memory a byte at a time (LDS.U8) and copies it in 4-byte
+    cp.async, 1.5x the main loop's instructions at 16x128x128 (docs/helion.md,
+    "Same tile, different kernel")."""
     k, m = xt.size()
     kh = k // 2  # packed rows
     half = block_k // 2
@@ -420,7 +428,7 @@ def fused(
                 xs = xt[kx, tile_m]
             else:
                 xs = hl.load(xt, [kx, tile_m], extra_mask=(kx < k)[:, None])
-            if fmt == 0:  # K order: the halves interleave back (kmajor_layout.py)
+            if fmt == 0 and not frag:  # K order: the halves interleave back (kmajor_layout.py)
                 w_tile = hl.join(lo, hi).reshape(tile_n, block_k)
             else:  # fragment order: a register permutation (fused_gemm._in_k_order)
                 w_tile = hl.join(lo, hi).reshape(tile_n, block_k // 32, 4, 2, 2, 2).permute(0, 1, 5, 3, 2, 4)

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""No GPU needed: the Triton source Helion emits for kernels.fused (int4,
+bf16, the PTX decodes: what the H200 runs) at a config, compiled for sm_90
+with this machine's Triton as scripts/fused_sass.py compiles fused_kernel,
+and its main loop (the loop with the wgmmas) counted by opcode; the memory
+instructions also by width (LDGSTS.E: 4-byte cp.async, LDS.U8: byte loads).
+
+  python3 scripts/helion_sass.py [--m 16] [--block-sizes 128,16] [--block-k 128] [--split 8]
+                                 [--warps 4] [--stages 3] [--acc] [--frag] [--k 8192] [--n 8192] [--out PREFIX]
+
+--block-sizes is Helion's [BLOCK_N, BLOCK_M]; --acc the config's acc_scale,
+--frag its frag (int4 weights in fragment order). The x, weight and scale
+tensors are zeros on the CPU: only their shapes and strides reach the code
+(static shapes), as helion_ops passes them (x transposed, K-major weights,
+groups of 128). --out PREFIX writes PREFIX.py (Helion's Triton), .ttgir,
+.ptx and .sass."""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # fused_sass: one copy of the SASS readers
+
+from qgemm_bench.errors import InputError  # noqa: E402
+from qgemm_bench.harness.args import Parser, int_in  # noqa: E402
+
+GROUP = 128
+MEMORY = ("LDGSTS", "LDS", "LDSM", "LDG", "STS", "STSM")  # counted with their width modifiers too
+# kernels.fused's tensors' element types (the rest are constexprs Helion folds in).
+TYPES = {"st": "*bf16", "wt": "*u8", "xt": "*bf16", "ws": "*fp32", "count": "*i32", "out": "*bf16",
+         "tensor_scale": "*fp32"}
+
+
+def parse_args(argv=None):
+    p = Parser(description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("--m", type=int_in(1, 4096), default=16, help="M (default 16)")
+    p.add_argument("--block-sizes", default="128,16", metavar="BN,BM", help="Helion's block_sizes (default 128,16)")
+    p.add_argument("--block-k", type=int, choices=(32, 64, 128, 256), default=128, help="block_k (default 128)")
+    p.add_argument("--split", type=int_in(1, 64), default=1, help="split_k (default 1)")
+    p.add_argument("--warps", type=int, choices=(4, 8), default=4, help="num_warps (default 4)")
+    p.add_argument("--stages", type=int_in(1, 8), default=3, help="num_stages (default 3)")
+    p.add_argument("--acc", action="store_true", help="acc_scale")
+    p.add_argument("--frag", action="store_true", help="frag: int4 weights in fragment order")
+    p.add_argument("--k", type=int_in(256, 1 << 16), default=8192, help="K, a multiple of 256 (default 8192)")
+    p.add_argument("--n", type=int_in(16, 1 << 16), default=8192, help="N, a multiple of 256 (default 8192)")
+    p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.py, .ttgir, .ptx, .sass")
+    args = p.parse_args(argv)
+    found = re.fullmatch(r"(\d+),(\d+)", args.block_sizes)
+    if not found:
+        raise InputError(f"--block-sizes {args.block_sizes!r}: expected BLOCK_N,BLOCK_M, e.g. 128,16")
+    args.bn, args.bm = map(int, found.groups())
+    if args.k % 256 or args.n % 256:
+        raise InputError(f"--k {args.k} / --n {args.n}: multiples of 256 (the K-major layout's padding)")
+    if args.out is not None and not Path(args.out).resolve().parent.is_dir():
+        raise InputError(f"--out {args.out}: its folder does not exist")
+    return args
+
+
+def config(args) -> dict:
+    cfg = {"block_sizes": [args.bn, args.bm], "block_k": args.block_k, "split_k": args.split, "decode_asm": True,
+           "num_warps": args.warps, "num_stages": args.stages}
+    return {**cfg, **({"acc_scale": True} if args.acc else {}), **({"frag": True} if args.frag else {})}
+
+
+def helion_source(args) -> str:
+    """kernels.fused's Triton for the config, bound as helion_ops binds it."""
+    import helion
+    import torch
+
+    from qgemm_bench.backends.helion_kernels import kernels
+    from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+    from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS
+
+    m, k, n = args.m, args.k, args.n
+    split = args.split
+    xt = torch.zeros(m, k, dtype=torch.bfloat16).t()
+    st = torch.zeros(k // GROUP, n, dtype=torch.bfloat16).t()
+    ws = torch.zeros(m, n) if split > 1 else None
+    count = torch.zeros(-(-m // 16), n // 16, dtype=torch.int32) if split > 1 else None
+    bound = kernels.fused.bind((xt, torch.zeros(n, k // 2, dtype=torch.uint8), st, torch.ones(1), n, 0, "block",
+                                GROUP, args.block_k, True, split, ws, count, False, args.acc, 0, args.frag))
+    return bound.to_triton_code(helion.Config(**helion_settings(config(args), FUSED_ARGUMENTS)))
+
+
+def compile_source(code: str, args, workdir: Path):
+    """The emitted module's @triton.jit kernel compiled for sm_90 (16-byte
+    aligned pointers, as a launch specializes them)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    path = workdir / "helion_fused.py"
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location("helion_fused_sm90", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = module._helion_fused
+    sig = {a: TYPES[a] for a in fn.arg_names}
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(sig))}
+    return triton.compile(ASTSource(fn, sig, constexprs={}, attrs=attrs), target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": args.warps, "num_stages": args.stages})
+
+
+def full_opcode(line: str) -> str | None:
+    found = re.match(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
+    return found.group(1) if found else None
+
+
+def main(argv=None) -> int:
+    import os
+
+    os.environ.pop("TRITON_INTERPRET", None)  # compiled, not interpreted (read when triton.jit first runs)
+    try:
+        args = parse_args(argv)
+        import fused_sass
+
+        try:
+            code = helion_source(args)
+            with tempfile.TemporaryDirectory() as tmp:
+                k = compile_source(code, args, Path(tmp))
+                sass, regs = fused_sass.sass_and_registers(k.asm["cubin"], Path(tmp))
+        except Exception as e:  # a config Helion or Triton refuses, or a Triton without its CUDA tools
+            raise InputError(f"binding or compiling for sm_90 failed: {type(e).__name__}: "
+                             f"{(str(e).strip().splitlines() or [''])[-1][:200]}") from None
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.out:
+        for ext, text in (("py", code), ("ttgir", k.asm["ttgir"]), ("ptx", k.asm["ptx"]), ("sass", sass)):
+            Path(f"{args.out}.{ext}").write_text(text)
+    body = fused_sass.main_loop(sass)
+    ops = [m.group(1) for b in body if (m := fused_sass.OPCODE.match(b))]
+    spills = sum(1 for line in sass.splitlines()
+                 if (m := fused_sass.OPCODE.match(line)) and m.group(1) in ("STL", "LDL"))
+    print(f"helion int4 M={args.m} {config(args)} K={args.k} N={args.n}, sm_90: {regs} registers, "
+          f"{k.metadata.shared} bytes of shared memory, {spills} local-memory (spill) loads and stores")
+    if not ops:
+        print("main loop: not found (no loop with HGMMA)")
+        return 1
+    print(f"main loop (one K block): {len(ops)} instructions")
+    print("  " + ", ".join(f"{op} {n}" for op, n in collections.Counter(ops).most_common()))
+    widths = collections.Counter(op for b in body if (op := full_opcode(b)) and op.split(".")[0] in MEMORY)
+    print("  memory: " + ", ".join(f"{op} {n}" for op, n in sorted(widths.items())))
+    print(f"writes to a pending wgmma's A-operand registers: {fused_sass.operand_overwrites(body)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

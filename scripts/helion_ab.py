@@ -5,7 +5,8 @@ store entry and the Triton backend, in one process: per op and M (K, N from
 candidates.helion_fused_variants of it (tma: x and weights by tensor
 descriptors; persistent_blocked; tma on persistent_interleaved; tma one
 pipeline stage deeper; with L2 groups where M has 2+ tiles; int4: the entry
-with acc_scale switched; M <= 64: with acc_scale (int4) and PDL 2) and the `triton`
+with acc_scale switched; M <= 64: with acc_scale (int4) and PDL 2; int4: each
+of these with frag switched, fragment-order weights) and the `triton`
 backend as a run would take it. Each is checked against the reference first
 (a wrong one is reported and not timed), then timed in --rounds rounds
 (graph timing over rotating copies > 2x L2, as the runner), in reverse
@@ -77,6 +78,7 @@ def label(cfg: dict, entry: dict) -> str:
     parts += [f"acc_scale {bool(cfg.get('acc_scale'))}"] if bool(cfg.get("acc_scale")) != bool(entry.get("acc_scale")) \
         else []
     parts += [f"pdl {cfg.get('pdl', 0)}"] if cfg.get("pdl", 0) != entry.get("pdl", 0) else []
+    parts += [f"frag {bool(cfg.get('frag'))}"] if bool(cfg.get("frag")) != bool(entry.get("frag")) else []
     return "helion " + ("+".join(parts) if cfg != entry else "entry")
 
 
@@ -128,6 +130,8 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
         twin = [{**entry, "acc_scale": not entry.get("acc_scale")}] if op.NAME == "int4_gemm" else []
         # At decode sizes, also launched early (PDL 2), as the Triton table's configs there.
         twin += [{**entry, "acc_scale": op.NAME == "int4_gemm", "pdl": 2}] if m <= 64 and not entry.get("pdl") else []
+        # int4: both of those on fragment-order weights (kernels.fused's frag; NVFP4's always are).
+        twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *twin)] if op.NAME == "int4_gemm" else []
         for v in [*helion_fused_variants(entry, m), *twin] if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:
                 helion.append(v)

@@ -420,7 +420,8 @@ def stage_launch(stage: int, x, wt, scales, ts, out, fg, c: dict, loop_stages: i
         STAGE=stage, FMT=fg.fmt, GROUP=fg.group, SCALE_MODE=mode, BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"],
         BLOCK_K=c["BLOCK_K"], SPLIT_K=c["SPLIT_K"], LOOP_STAGES=loop_stages or c["num_stages"],
         DECODE_ASM=c.get("DECODE_ASM", True), TILE_N=TILE[0], TILE_K=TILE[1], ACC_SCALE=bool(c.get("ACC_SCALE")),
-        FOLD=bool(c.get("FOLD")), HALVES=bool(c.get("HALVES")), num_warps=c["num_warps"], num_stages=c["num_stages"], **extra,
+        FOLD=bool(c.get("FOLD")), HALVES=bool(c.get("HALVES")), num_warps=c["num_warps"],
+        num_stages=c["num_stages"], **extra,
         **split_k_parts.pdl_launch(c, x.device))
 
 

@@ -12,9 +12,24 @@ per K block with bf16 scales); other Triton versions schedule differently.
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
                                 [--stages 3] [--tma | --tma-x] [--acc] [--maxnreg N] [--group 128] [--k 8192]
                                 [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl]] [--out PREFIX]
+                                [--probe-stage 1|2|3 [--halves]]
+  python3 scripts/fused_sass.py --probe-table
 
 --ws compiles the warp-specialized Gluon kernel (ws_gemm.py) instead, with
 --tile and --stages as its WS tiles (its first consumer warpgroup's loop).
+
+--probe-stage 1|2|3 compiles scripts/decode_probe.py's stage_kernel (S1
+read, S2 decode, S3 dot) instead, at --tile/--split/--warps/--stages/--acc/
+--fold/--maxnreg/--halves, PDL 0; its loop is the longest (S2 has no HGMMA),
+or "unrolled" where none is left. --probe-table prints docs/fused_gemm.md's
+table ("What the 8-warp dot adds"): S2 and S3 of the M = 1 tile,
+16x128x128 split 8 s3 acc, int4 g128, K = 8192, over warps, FOLD, the
+128-register cap, HALVES and BLOCK_K 64, per K block and warp by kind
+(about 15 s; the doc's numbers are Triton 3.6's: `pip install --target
+/tmp/t36 triton==3.6.0`, then PYTHONPATH=/tmp/t36:$PWD):
+
+  python3 scripts/fused_sass.py --probe-stage 3 --tile 16x128x128 --split 8 --warps 8 --acc --halves
+  python3 scripts/fused_sass.py --probe-table
 
 --out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary. The
 weights are tiled fragment-order bytes (kmajor_layout.TILE), int4 in groups
@@ -24,6 +39,7 @@ FusedGemm launches them on an H100."""
 from __future__ import annotations
 
 import collections
+import functools
 import inspect
 import re
 import subprocess
@@ -72,8 +88,17 @@ def parse_args(argv=None):
     p.add_argument("--ws-stamps", action="store_true",
                    help="--ws: with each consumer's timeline stamped (WS STAMPS 1: ws_gemm.stamp_slots; not with "
                         "--ws-stream-k)")
+    p.add_argument("--probe-stage", type=int, choices=(1, 2, 3), default=None,
+                   help="scripts/decode_probe.py's stage_kernel cut after stage 1 (read), 2 (decode) or 3 (dot), "
+                        "PDL 0, instead of fused_kernel")
+    p.add_argument("--halves", action="store_true",
+                   help="--probe-stage 3: HALVES (each K block's weights and x as two half-K tiles; int4, --acc)")
+    p.add_argument("--probe-table", action="store_true",
+                   help="docs/fused_gemm.md's table of stage_kernel variants (no other options)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
+    if args.probe_table and (argv if argv is not None else sys.argv[1:]) != ["--probe-table"]:
+        raise InputError("--probe-table: the doc's variants, with no other options")
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.tile)
     if not found:
         raise InputError(f"--tile {args.tile!r}: expected BLOCK_MxBLOCK_NxBLOCK_K, e.g. 16x128x128")
@@ -101,6 +126,10 @@ def parse_args(argv=None):
                          "warp-specialized kernel's (--ws)")
     if args.ws_stamps and args.ws_stream_k:
         raise InputError("--ws-stamps: not with --ws-stream-k (its consumers are not stamped)")
+    if args.halves and (args.probe_stage != 3 or args.fmt != "int4" or not args.acc or args.fold):
+        raise InputError("--halves: --probe-stage 3, int4 with --acc, without --fold (stage_kernel's HALVES)")
+    if args.probe_stage and (args.ws or args.tma or args.tma_x):
+        raise InputError("--probe-stage: stage_kernel's pointer loads (not with --ws, --tma or --tma-x)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: its folder does not exist")
     return args
@@ -108,14 +137,10 @@ def parse_args(argv=None):
 
 def compile_kernel(args):
     """The compiled kernel (triton.compile's result) for sm_90."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from qgemm_bench.backends.kmajor_layout import TILE
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels.weight_only_configs import check_config
-    from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
+    from qgemm_bench.operators.formats import INT4, NVFP4
     from qgemm_bench.target import Target
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
@@ -129,8 +154,7 @@ def compile_kernel(args):
     if fused_gemm.wrong_on_sm90(fmt, c):
         raise InputError(f"{args.tile} split {args.split} w{args.warps}: refused on the H100 "
                          "(fused_gemm.wrong_on_sm90)")
-    # As FusedGemm launches it: unscaled int4 as scales of one per channel.
-    group = NVFP4_BLOCK if fmt == NVFP4 else args.k if args.group in ("none", "channel") else int(args.group)
+    group = launch_group(args)
     if (args.tma or args.tma_x) and not fused_gemm.tma_usable(fmt, group, args.k, args.bk, Target.cpu(),
                                                                args.bm):
         raise InputError(f"--group {args.group} at {args.tile}: FusedGemm loads these tiles by pointer "
@@ -153,21 +177,78 @@ def compile_kernel(args):
         sig["w_desc"] = f"tensordesc<i8[{args.bn // TILE[0]}, {TILE[0]}, {args.bk // 2}]>"
     else:
         sig["w_desc"], const["w_desc"] = "constexpr", None
-    # Every parameter, in the kernel's order (ASTSource reads positions); the
-    # rest take their defaults.
-    params = inspect.signature(fused_gemm.fused_kernel.fn).parameters
+    return compile_jit(fused_gemm.fused_kernel, sig, const,
+                       (*POINTERS, "N", "stride_xm", "stride_wn", "stride_sg", "stride_om"), c)
+
+
+def launch_group(args) -> int:
+    """The kernel's GROUP as FusedGemm launches it: NVFP4's blocks of 16,
+    unscaled int4 as scales of one per channel."""
+    from qgemm_bench.operators.formats import NVFP4_BLOCK
+
+    if args.fmt == "nvfp4":
+        return NVFP4_BLOCK
+    return args.k if args.group in ("none", "channel") else int(args.group)
+
+
+def compile_jit(kernel, sig: dict, const: dict, aligned, c: dict):
+    """A triton.jit kernel compiled for sm_90: sig and const by parameter
+    name, every other parameter at its default; aligned: the parameters a
+    launch would specialize as 16-byte aligned; c: the launch config
+    (num_warps, num_stages, maxnreg)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sig, const = dict(sig), dict(const)
+    # Every parameter, in the kernel's order (ASTSource reads positions).
+    params = inspect.signature(kernel.fn).parameters
     for x, prm in params.items():
         if x not in sig:
             sig[x], const[x] = "constexpr", prm.default
     names = list(params)
     sig = {x: sig[x] for x in names}
-    # What the launcher's specialization would see: 16-byte aligned pointers and strides.
-    attrs = {(names.index(x),): [["tt.divisibility", 16]]
-             for x in (*POINTERS, "N", "stride_xm", "stride_wn", "stride_sg", "stride_om")}
-    src = ASTSource(fused_gemm.fused_kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()},
-                    attrs=attrs)
+    attrs = {(names.index(x),): [["tt.divisibility", 16]] for x in aligned}
+    src = ASTSource(kernel, sig, constexprs={(names.index(x),): v for x, v in const.items()}, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options={x: c[x] for x in ("num_warps", "num_stages", "maxnreg") if x in c})
+
+
+@functools.cache
+def load_probe():
+    """scripts/decode_probe.py as a module (a script beside this one, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("decode_probe", Path(__file__).resolve().parent / "decode_probe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compile_probe(args):
+    """decode_probe.stage_kernel cut after --probe-stage, compiled for sm_90
+    as decode_probe.stage_launch launches it (PDL 0)."""
+    from qgemm_bench.backends.kmajor_layout import TILE
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.operators.formats import INT4, NVFP4
+
+    probe = load_probe()
+    fmt = INT4 if args.fmt == "int4" else NVFP4
+    c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, acc=args.acc,
+                          maxnreg=args.maxnreg, fold=args.fold)
+    group = launch_group(args)
+    sig = {"x_ptr": "*bf16", "w_ptr": "*i8", "w32_ptr": "*i32", "s_ptr": "*bf16", "ts_ptr": "*fp32",
+           "out_ptr": "*i32" if args.probe_stage == probe.READ else "*fp32", "M": "i32", "N": "i32",
+           "stride_xm": "i32", "stride_wn": "i32", "stride_ww": "i32", "stride_sg": "i32"}
+    const = {"K": args.k, "STAGE": args.probe_stage, "FMT": fmt, "GROUP": group,
+             "SCALE_MODE": fused_gemm.scale_mode(fmt, group, args.k, args.bk, True, fused_gemm.channel_block(c)),
+             "BLOCK_M": args.bm, "BLOCK_N": args.bn, "BLOCK_K": args.bk, "SPLIT_K": args.split,
+             "LOOP_STAGES": args.stages, "DECODE_ASM": True, "TILE_N": TILE[0], "TILE_K": TILE[1],
+             "ACC_SCALE": args.acc, "PDL": 0, "FOLD": args.fold, "HALVES": args.halves}
+    sig.update({x: "constexpr" for x in const})
+    aligned = ("x_ptr", "w_ptr", "w32_ptr", "s_ptr", "ts_ptr", "out_ptr", "N", "stride_xm", "stride_wn",
+               "stride_ww", "stride_sg")
+    return compile_jit(probe.stage_kernel, sig, const, aligned, c)
 
 
 def compile_ws(args):
@@ -237,18 +318,37 @@ def sass_and_registers(cubin: bytes, workdir: Path) -> tuple[str, str]:
 OPCODE = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")  # an instruction line's opcode
 
 
-def main_loop(sass: str) -> list[str]:
-    """The lines of the loop that holds the wgmmas: from a label to the
-    conditional branch back to it."""
+def loops(sass: str) -> list[list[str]]:
+    """The lines of each loop, in order: from a label to a conditional
+    branch back to it."""
     lines = sass.splitlines()
     labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^\.(L_x_\d+):", line))}
+    found = []
     for i, line in enumerate(lines):
         back = re.search(r"@!?P\d+\s+BRA\s+`?\(\.(L_x_\d+)\)", line)
         if back and back.group(1) in labels and labels[back.group(1)] < i:
-            body = lines[labels[back.group(1)]:i + 1]
-            if any((m := OPCODE.match(b)) and m.group(1) == "HGMMA" for b in body):
-                return body
-    return []
+            found.append(lines[labels[back.group(1)]:i + 1])
+    return found
+
+
+def opcodes(lines) -> list[str]:
+    return [m.group(1) for line in lines if (m := OPCODE.match(line))]
+
+
+def main_loop(sass: str) -> list[str]:
+    """The lines of the loop that holds the wgmmas."""
+    return next((body for body in loops(sass) if "HGMMA" in opcodes(body)), [])
+
+
+def probe_loop(sass: str) -> list[str]:
+    """stage_kernel's K loop: its longest (S1 and S2 have no wgmma); [] where
+    ptxas unrolled it."""
+    return max(loops(sass), key=len, default=[])
+
+
+def spill_count(sass: str) -> int:
+    """Local-memory loads and stores (STL, LDL) in the kernel."""
+    return sum(op in ("STL", "LDL") for op in opcodes(sass.splitlines()))
 
 
 HGMMA_A = re.compile(r"HGMMA\.\S+\s+R\d+,\s+R(\d+),")  # A from registers: 4 of them (64x16 bf16 per warpgroup)
@@ -284,43 +384,121 @@ def operand_overwrites(body: list[str]) -> int:
     return hits
 
 
+def compiled(args):
+    """(triton.compile's result, its SASS, registers per thread) for args'
+    kernel; InputError where it does not compile."""
+    import tempfile
+
+    try:
+        k = compile_probe(args) if args.probe_stage else compile_ws(args) if args.ws else compile_kernel(args)
+        with tempfile.TemporaryDirectory() as tmp:
+            sass, regs = sass_and_registers(k.asm["cubin"], Path(tmp))
+    except InputError:
+        raise
+    except Exception as e:  # a config Triton cannot compile, or a Triton without its CUDA tools
+        raise InputError(f"compiling for sm_90 failed: {type(e).__name__}: "
+                         f"{(str(e).strip().splitlines() or [''])[-1][:200]}") from None
+    return k, sass, regs
+
+
+# docs/fused_gemm.md's table ("What the 8-warp dot adds"): stage_kernel at the M = 1 tile as the
+# probe runs it on the H200, PDL 0.
+PROBE_BASE = ["--split", "8", "--stages", "3", "--acc"]
+
+
+def probe_row(stage: int, warps: int, reg: int = 0, fold: bool = False, halves: bool = False, bk: int = 128):
+    """(label, options) of one variant."""
+    label = f"S{stage} w{warps} {'fold' if fold else 'acc'} {f'r{reg}' if reg else 'no cap'}"
+    return (label + (" halves" if halves else "") + (f" BLOCK_K {bk}" if bk != 128 else ""),
+            ["--probe-stage", str(stage), "--tile", f"16x128x{bk}", "--warps", str(warps),
+             *(["--maxnreg", str(reg)] if reg else []), *(["--fold"] if fold else []),
+             *(["--halves"] if halves else [])])
+
+
+def probe_rows(probe) -> list:
+    """The table's variants: decode_probe's (its module) FOLD_SWEEP of S2 and S3 and its HALVES_SWEEP,
+    then a 64-register cap without HALVES and BLOCK_K 64."""
+    rows = [probe_row(stage, warps, reg, fold) for stage in (2, 3)
+            for warps in dict.fromkeys(w for w, _ in probe.FOLD_SWEEP) for fold in (False, True)
+            for w, reg in probe.FOLD_SWEEP if w == warps]
+    rows += [probe_row(3, warps, reg, halves=True) for warps, reg in probe.HALVES_SWEEP]
+    return rows + [probe_row(3, 8, 64), probe_row(2, 8, bk=64), probe_row(3, 8, bk=64), probe_row(3, 8, 64, bk=64)]
+# Columns after the loop's total: instruction kinds by opcode (uniform: the U* ops, the ring indices).
+KINDS = {"decode": ("LOP3", "HFMA2", "PRMT", "SHF"), "HGMMA": ("HGMMA",), "FFMA": ("FFMA",),
+         "WARPGROUP": ("WARPGROUP",), "smem": ("LDS", "LDSM", "STS"), "BAR": ("BAR",), "SHFL": ("SHFL",)}
+SM_REGISTERS, SM_THREADS, SM_SHARED, CTA_RESERVED = 65536, 2048, 233472, 1024  # sm_90, an SM's
+
+
+def ctas_per_sm(regs: int, warps: int, shared: int) -> int:
+    """CTAs an SM holds: registers in 8-a-thread granules, threads, shared memory."""
+    per_warp = -(-regs // 8) * 8 * 32
+    return min(SM_REGISTERS // per_warp // warps, SM_THREADS // (32 * warps), SM_SHARED // (shared + CTA_RESERVED))
+
+
+def probe_table() -> int:
+    """Print docs/fused_gemm.md's table of stage_kernel variants."""
+    import triton
+
+    print(f"stage_kernel for sm_90, Triton {triton.__version__}: 16x128x128 split 8 s3 acc PDL 0, int4 g128, "
+          "K = 8192; SASS per K block and warp over the loop (label to back branch)")
+    print()
+    print("| variant | regs | spills | CTAs/SM | SASS / K block / warp | " + " | ".join(
+        "smem (STS)" if x == "smem" else x for x in KINDS) + " | uniform |")
+    print("|---" * (6 + len(KINDS)) + "|")
+    failed = 0
+    for label, opts in probe_rows(load_probe()):
+        args = parse_args(PROBE_BASE + opts)
+        try:
+            k, sass, regs = compiled(args)
+        except InputError as e:
+            print(f"| {label} | {e} |")
+            failed += 1
+            continue
+        ctas = ctas_per_sm(int(regs), args.warps, k.metadata.shared) if regs.isdigit() else "?"
+        cells = [label, regs, spill_count(sass), ctas]
+        ops = collections.Counter(opcodes(probe_loop(sass)))
+        if ops:
+            kinds = {x: sum(ops[op] for op in group) for x, group in KINDS.items()}
+            kinds["smem"] = f"{kinds['smem']} ({ops['STS']})"
+            cells += [sum(ops.values()), *kinds.values(), sum(n for op, n in ops.items() if op.startswith("U"))]
+        else:
+            cells += [f"loop unrolled: {len(opcodes(sass.splitlines()))} in the kernel"] + [""] * (len(KINDS) + 1)
+        print("| " + " | ".join(map(str, cells)) + " |", flush=True)
+    return 1 if failed else 0
+
+
 def main(argv=None) -> int:
+    import os
+
+    # Compiled, not interpreted: triton.jit reads this when the kernel module
+    # is first imported (in compile_kernel and the others).
+    os.environ.pop("TRITON_INTERPRET", None)
     try:
         args = parse_args(argv)
-        import os
-        import tempfile
-
-        # Compiled, not interpreted: triton.jit reads this when the kernel
-        # module is first imported (below, in compile_kernel).
-        os.environ.pop("TRITON_INTERPRET", None)
-
-        try:
-            k = compile_ws(args) if args.ws else compile_kernel(args)
-            with tempfile.TemporaryDirectory() as tmp:
-                sass, regs = sass_and_registers(k.asm["cubin"], Path(tmp))
-        except InputError:
-            raise
-        except Exception as e:  # a config Triton cannot compile, or a Triton without its CUDA tools
-            raise InputError(f"compiling for sm_90 failed: {type(e).__name__}: "
-                             f"{(str(e).strip().splitlines() or [''])[-1][:200]}") from None
+        if args.probe_table:
+            return probe_table()
+        k, sass, regs = compiled(args)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.out:
         for ext, text in (("ttgir", k.asm["ttgir"]), ("ptx", k.asm["ptx"]), ("sass", sass)):
             Path(f"{args.out}.{ext}").write_text(text)
-    body = main_loop(sass)
-    ops = [m.group(1) for b in body if (m := OPCODE.match(b))]
+    body = probe_loop(sass) if args.probe_stage else main_loop(sass)
+    ops = opcodes(body)
     opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("stamps", args.ws_stamps),
                                          ("tma", args.tma),
                                          ("tma-x", args.tma_x), ("acc", args.acc), ("fold", args.fold),
-                                         (f"r{args.maxnreg}", args.maxnreg),
+                                         ("halves", args.halves), (f"r{args.maxnreg}", args.maxnreg),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
     launch = "" if args.ws else f" split {args.split} w{args.warps}"  # ws: its own partitions, no split
-    spills = sum(1 for line in sass.splitlines() if (m := OPCODE.match(line)) and m.group(1) in ("STL", "LDL"))
-    print(f"{args.fmt} {args.tile}{launch} s{args.stages}{opts} "
+    kernel = f"stage_kernel S{args.probe_stage} " if args.probe_stage else ""
+    print(f"{kernel}{args.fmt} {args.tile}{launch} s{args.stages}{opts} "
           f"K={args.k}, sm_90: {regs} registers, {k.metadata.shared} bytes of shared memory, "
-          f"{spills} local-memory (spill) loads and stores")
+          f"{spill_count(sass)} local-memory (spill) loads and stores")
+    if not ops and args.probe_stage:
+        print(f"main loop: unrolled ({len(opcodes(sass.splitlines()))} instructions in the kernel)")
+        return 0
     if not ops:
         print("main loop: not found (no loop with HGMMA)")
         return 1

@@ -115,3 +115,43 @@ def test_acc_scale_and_a_register_cap_show_in_the_sass():
     _, plain = run()
     regs, acc = run("--acc", "--maxnreg", "128")
     assert "HMUL2" in plain and "HMUL2" not in acc and "FFMA" in acc and regs <= 128
+
+
+def bundled_cuda_tools() -> bool:
+    """Triton's wheel carries ptxas, nvdisasm and cuobjdump (compiling for sm_90 offline needs them)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")
+    bin_dir = Path(spec.origin).parent / "backends" / "nvidia" / "bin" if spec and spec.origin else None
+    return bool(bin_dir) and all((bin_dir / t).exists() for t in ("ptxas", "nvdisasm", "cuobjdump"))
+
+
+@pytest.mark.parametrize("args,wgmmas", [(["--probe-stage", "2", "--warps", "4"], 0),
+                                         (["--probe-stage", "3", "--warps", "8", "--halves"], 8)])
+def test_the_probe_stage_kernel_loop_is_counted(args, wgmmas):
+    # decode_probe.stage_kernel at 16x128x128 split 8 acc, K = 8192 (fewer K blocks a split and ptxas
+    # unrolls the loop): S2 (decode, no wgmma) and S3 HALVES at 8 warps
+    # (two half-K groups of 4 k-steps: 8 HGMMA a warp, docs/fused_gemm.md's table).
+    if not bundled_cuda_tools():
+        pytest.skip("this Triton has no bundled CUDA tools: no offline sm_90 compile")
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), "--tile", "16x128x128", "--split",
+                        "8", "--acc", *args], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    found = re.match(rf"stage_kernel S{args[1]} int4 16x128x128 split 8 w{args[3]} s3 acc(?: halves)? K=8192, "
+                     r"sm_90: (\d+) registers, \d+ bytes of shared memory, \d+ local-memory", lines[0])
+    assert found and 0 < int(found.group(1)) <= 255, lines
+    assert lines[1].startswith("main loop (one K block): ") and lines[1].endswith(" instructions"), lines
+    counts = dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", "))
+    assert int(counts.get("HGMMA", 0)) == wgmmas and sum(map(int, counts.values())) == int(lines[1].split()[-2])
+    assert int(counts["LOP3"]) > 0 and "BRA" in counts  # the decode, and the back branch
+
+
+@pytest.mark.parametrize("args,named", [(["--probe-stage", "2", "--halves", "--acc"], "--halves"),
+                                        (["--probe-table", "--k", "1024"], "--probe-table"),
+                                        (["--probe-stage", "3", "--tma"], "--probe-stage")])
+def test_probe_options_out_of_range_end_in_one_line(args, named):
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), *args], capture_output=True,
+                       text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.strip().startswith(f"error: {named}"), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -114,3 +114,51 @@ def test_fold_twins_in_the_pool_and_the_tuner():
     assert unit[0] == {**won, "PDL": 2} and {**won, "FOLD": True} in unit
     unfolded = {"M1_K8192_N8192": prior["M1_K8192_N8192"]}
     assert not any(c.get("FOLD") for c in cands.unit_pool(INT4, "fused", 1, unfolded))
+
+
+# HALVES (fused_kernel: each K block's weights and x as two half-K tiles, decoded and multiplied in turn):
+# (shape, bm, bn, bk, split, group, frag, tile): K off the K block (1000, per channel), unequal splits,
+# split 1, a K block of two layout tiles (256), K-order and untiled bytes.
+HALVES_CASES = [((7, 1000, 100), 16, 64, 128, 3, "channel", True, True),
+                ((5, 1536, 72), 16, 64, 128, 1, 128, True, True), ((3, 768, 130), 16, 128, 64, 2, 128, True, True),
+                ((9, 1024, 64), 16, 64, 256, 2, 256, True, True), ((17, 1000, 40), 32, 64, 128, 2, "channel", False, False)]
+
+
+@pytest.mark.parametrize("shape,bm,bn,bk,split,group,frag,tile", HALVES_CASES)
+def test_halves_vs_fp64(shape, bm, bn, bk, split, group, frag, tile):
+    from qgemm_bench.backends.kmajor_layout import TILE
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+
+    s = seed()
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), s)
+    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
+    c = cfg(bm=bm, bn=bn, bk=bk, split=split, ACC_SCALE=True)
+    for fold in (False, True):
+        g = FusedGemm(inputs.w, inputs.scales, None, INT4, inputs.group_size, {**c, "HALVES": True, "FOLD": fold},
+                      frag, TILE if tile else None, target=target_for(inputs.w))
+        out = g(inputs.x)
+        print(f"seed {s}: fold {fold} error {rel_error(out, ref):.3g}")
+        check(out, ref)
+        check(g(inputs.x), ref)  # the split workspace left ready
+
+
+def test_halves_only_where_asked():
+    # HALVES runs its loop only in int4 ACC_SCALE BLOCK pointer-load configs; only there does FusedGemm take
+    # an int4 8-warp split-K config (wrong_on_sm90's family, otherwise refused). No pool proposes it.
+    from qgemm_bench.backends.triton_kernels import fused_gemm
+    from qgemm_bench.operators.formats import NVFP4
+
+    w8 = fused_gemm.config(16, 128, 128, 8, 8, 3, acc=True, maxnreg=64)
+    assert fused_gemm.halved(INT4, 128, 8192, {**w8, "HALVES": True})
+    assert not fused_gemm.halved(INT4, 128, 8192, w8)
+    assert not fused_gemm.halved(INT4, 128, 8192, {**w8, "HALVES": True, "ACC_SCALE": False})
+    assert not fused_gemm.halved(INT4, 64, 8192, {**w8, "HALVES": True})  # SUB scales
+    assert not fused_gemm.halved(INT4, 128, 8192, {**w8, "HALVES": True, "TMA": True})
+    assert not fused_gemm.halved(NVFP4, 16, 8192, {**w8, "HALVES": True})
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 1024, 64), group_size=128), seed())
+    assert fused(inputs, {**w8, "HALVES": True}).config_for(3)["HALVES"]
+    with pytest.raises(ValueError, match="wrong sums on sm_90"):
+        fused(inputs, w8).config_for(3)
+    for fmt in (INT4, NVFP4):
+        for m in (1, 16, 64, 128, 1024):
+            assert not any(c.get("HALVES") for c in fused_gemm.pool(m, fmt))

@@ -255,6 +255,35 @@ def _block_product(w, x, FOLD: tl.constexpr):
 
 
 @triton.jit
+def _halves_product(w_blk, w_off, x_blk, mask_m, k_left, USE_ASM: tl.constexpr, DT: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, FRAG: tl.constexpr,
+                    EVEN_K: tl.constexpr, FOLD: tl.constexpr = False):
+    """HALVES (int4, ACC_SCALE's unscaled decode): K block's fp32 product as
+    _block_product's, from two half-K tiles decoded and multiplied in turn
+    (half the decoded operand live at a time). w_blk: the block's first-half
+    bytes [BLOCK_N, BLOCK_K // 4], the second w_off bytes on; x_blk: x's
+    first-half [BLOCK_K // 2, BLOCK_M] pointers; k_left: K less the block's
+    first k (masks x unless EVEN_K)."""
+    HK: tl.constexpr = BLOCK_K // 2
+    d = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for h in tl.static_range(2):
+        # unscaled int4 (SCALE_MODE 0): _weights reads no scale argument
+        lo, hi = _weights(tl.load(w_blk + h * w_off), 0, w_blk, 0, 0, 0, 0, 2, 0, USE_ASM, DT, BLOCK_N, HK, FRAG,
+                          False, FOLD)
+        if EVEN_K:
+            xh = tl.load(x_blk + h * HK, mask=mask_m[None, :], other=0.0)
+        else:
+            xh = tl.load(x_blk + h * HK, mask=mask_m[None, :] & (h * HK + tl.arange(0, HK) < k_left)[:, None],
+                         other=0.0)
+        w = _in_k_order(lo, hi, BLOCK_N, HK, FRAG)
+        if FOLD:
+            d += _block_product(w, xh, FOLD)
+        else:
+            d = tl.dot(w, xh, d)
+    return d
+
+
+@triton.jit
 def _in_k_order(lo, hi, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, FRAG: tl.constexpr):
     """Decoded (low-nibble, high-nibble) tiles [BLOCK_N, BLOCK_K // 2] -> the
     weight tile [BLOCK_N, BLOCK_K] in K order (kmajor_layout.py's byte
@@ -279,11 +308,15 @@ def fused_kernel(
     ACC_SCALE: tl.constexpr = False,  # BLOCK scales on each K block's fp32 product (module docstring)
     TMA_W: tl.constexpr = True,  # with TMA: False, only x by TMA, the weights by pointer loads
     FOLD: tl.constexpr = False,  # with ACC_SCALE, int4: the decode's offset off the fp32 product (module docstring)
+    HALVES: tl.constexpr = False,  # with ACC_SCALE, int4 BLOCK, pointer loads: each K block in two half-K tiles
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
     pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
-    offs_k = tl.arange(0, BLOCK_K)
+    # HALVES' loop (_halves_product; elsewhere ignored): the pointer tiles below span half a K block
+    HALVED: tl.constexpr = HALVES and ACC_SCALE and FMT == 0 and SCALE_MODE == 2 and not TMA
+    KW: tl.constexpr = BLOCK_K // 2 if HALVED else BLOCK_K  # the k of one weight and x load
+    offs_k = tl.arange(0, KW)
     mask_m = offs_m < M
     # Weights and scales are padded (kmajor_layout.py): only x needs masks.
     if TILE_N:
@@ -307,12 +340,15 @@ def fused_kernel(
             rows = (offs_n // TILE_N) * TILE_N * stride_wn + (offs_n % TILE_N) * TB
             w_rows = w_ptr + rows[:, None]
         if BLOCK_K <= TILE_K:
-            w_rows += tl.arange(0, BLOCK_K // 2)[None, :]
+            w_rows += tl.arange(0, KW // 2)[None, :]
+            H_OFF: tl.constexpr = BLOCK_K // 4  # HALVES: the second half's byte offset
         else:
-            j = tl.arange(0, BLOCK_K // 2)
+            j = tl.arange(0, KW // 2)
             w_rows += ((j // TB) * TILE_BYTES + j % TB)[None, :]
+            H_OFF: tl.constexpr = BLOCK_K // 4 // TB * TILE_BYTES
     else:
-        w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, BLOCK_K // 2)[None, :]
+        w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, KW // 2)[None, :]
+        H_OFF: tl.constexpr = BLOCK_K // 4
     # PDL 2, 3: prefetch the start of each tile row's K range, PF_LINES lines of
     # it. H100, int4 K = N = 8192, 16x128x128 split 8 w4 s3 PDL 2, same process,
     # 4 rounds (exp/cand_sweep.py): 16 / 32 / 64 / 128 / 256 lines: M=1 16.67 /
@@ -352,24 +388,31 @@ def fused_kernel(
             wp = tl.reshape(wp, (BLOCK_N, BLOCK_K // 2))
         elif TILE_N and BLOCK_K < TILE_K:
             PER: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
-            wp = tl.load(w_rows + (b // PER) * TILE_BYTES + (b % PER) * (BLOCK_K // 2))
+            w_blk = w_rows + (b // PER) * TILE_BYTES + (b % PER) * (BLOCK_K // 2)
         elif TILE_N:
-            wp = tl.load(w_rows + b * (BLOCK_K // TILE_K) * TILE_BYTES)
+            w_blk = w_rows + b * (BLOCK_K // TILE_K) * TILE_BYTES
         else:
-            wp = tl.load(w_rows + b * (BLOCK_K // 2))
-        lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT, BLOCK_N, BLOCK_K,
-                          FRAG, TMA, FOLDED)
-        if TMA:  # rows past M and columns past K read as zeros
-            x = tl.trans(x_desc.load([m0, b * BLOCK_K]))
-        elif EVEN_K:
-            x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
+            w_blk = w_rows + b * (BLOCK_K // 2)
+        if HALVED:
+            acc += _halves_product(w_blk, H_OFF, x_cols + b * BLOCK_K, mask_m, K - b * BLOCK_K, USE_ASM, DT, BLOCK_N,
+                                   BLOCK_M, BLOCK_K, FRAG, EVEN_K, FOLDED) * s_row
         else:
-            x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], other=0.0)
-        w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
-        if W_SCALE != SCALE_MODE:
-            acc += _block_product(w, x, FOLDED) * s_row
-        else:
-            acc = tl.dot(w, x, acc)
+            if not (TMA and TMA_W):
+                wp = tl.load(w_blk)
+            lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT, BLOCK_N,
+                              BLOCK_K, FRAG, TMA, FOLDED)
+            if TMA:  # rows past M and columns past K read as zeros
+                x = tl.trans(x_desc.load([m0, b * BLOCK_K]))
+            elif EVEN_K:
+                x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
+            else:
+                x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None],
+                            other=0.0)
+            w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
+            if W_SCALE != SCALE_MODE:
+                acc += _block_product(w, x, FOLDED) * s_row
+            else:
+                acc = tl.dot(w, x, acc)
         sc = sc_next
     split_k_parts.pdl_release(PDL)
     if FMT == 1:
@@ -648,6 +691,18 @@ def fold_twins(cands: list[dict], fmt: int) -> list[dict]:
     return out
 
 
+def halved(fmt: int, group: int | None, k: int, c: dict, frag: bool = True) -> bool:
+    """Whether config c runs fused_kernel's HALVES loop: asked for, int4
+    with ACC_SCALE, BLOCK scales, pointer loads (elsewhere HALVES is
+    ignored). No pool or stored config has it: an explicit request only.
+    FusedGemm runs such configs at 8 warps with split-K too, a family
+    wrong_on_sm90 refuses otherwise: unchecked on the GPU until the H200's
+    correctness checks pass (decode_probe.py's S3 halves and S4 halves
+    rows, 3 calls each)."""
+    return bool(c.get("HALVES")) and bool(c.get("ACC_SCALE")) and fmt == INT4 and not c.get("TMA") and \
+        scale_mode(fmt, group, k, c["BLOCK_K"], frag, channel_block(c)) == BLOCK
+
+
 def tma_usable(fmt: int, group: int | None, k: int, block_k: int, target, block_m: int = 256) -> bool:
     """Whether a config with TMA loads (or x's alone, TMA_W False) takes them
     on Target `target` (FusedGemm.descriptors adds the per-call conditions on
@@ -732,7 +787,7 @@ class FusedGemm:
                 (tile is None or c["BLOCK_N"] % tile[0] or tile[1] % c["BLOCK_K"]):
             raise ValueError(f"config {c}: TMA loads need tiled weights, BLOCK_N a multiple of the tile's "
                              f"{tile and tile[0]} rows and BLOCK_K dividing its {tile and tile[1]} k")
-        if wrong_on_sm90(self.fmt, c):
+        if wrong_on_sm90(self.fmt, c) and not halved(self.fmt, self.group, self.k, c, self.kmajor.frag):
             raise ValueError(f"config {c} returns wrong sums on sm_90 (fused_gemm.wrong_on_sm90: int4 with "
                              "8 warps and split-K)")
         if c.get("WS"):

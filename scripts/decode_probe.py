@@ -32,6 +32,10 @@ sizes", says how to read them):
              (FusedGemm over the rotating copies), timed as S1-S3 are;
   S4 fold    the same with FOLD (the decode's offset off each K block's
              product, fused_gemm's module docstring); checked over 3 calls;
+  S4 halves  (int4 with ACC_SCALE, M <= 16) the same with HALVES (fused_gemm.halved:
+             each K block as two half-K tiles) at 8 warps capped at 64 registers
+             and at 4 warps r128; checked over 3 calls (the 8-warp split-K
+             family wrong_on_sm90 refuses; runs only as asked for);
   S2 fold,   S2 and S3 with FOLD (S2: the decode without the offset's
   S3 fold    subtraction; S3: also the sums' correction);
   gemv       (int4, M <= 16) no tensor cores: each thread reads 16-byte runs
@@ -184,15 +188,8 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
             HK: tl.constexpr = BLOCK_K // 2
             PER3: tl.constexpr = TILE_K // BLOCK_K
             w_b = w_half + (b // PER3) * TILE_BYTES + (b % PER3) * (BLOCK_K // 2)
-            d = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-            for h in tl.static_range(2):
-                wh = tl.load(w_b + h * (HK // 2))
-                lo, hi = fused_gemm._weights(wh, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT,
-                                             BLOCK_N, HK, True, False, FOLDED)
-                xh = tl.load(x_half + b * BLOCK_K + h * HK, mask=mask_m[None, :], other=0.0)
-                w = fused_gemm._in_k_order(lo, hi, BLOCK_N, HK, True)
-                d = tl.dot(w, xh, d)
-            acc += d * s_row
+            acc += fused_gemm._halves_product(w_b, HK // 2, x_half + b * BLOCK_K, mask_m, K - b * BLOCK_K, USE_ASM,
+                                              DT, BLOCK_N, BLOCK_M, BLOCK_K, True, True) * s_row
         else:
             if BLOCK_K < TILE_K:
                 PER2: tl.constexpr = TILE_K // BLOCK_K
@@ -729,6 +726,11 @@ def fold_rows(probe: Probe, lay: Layout, m: int, c: dict) -> None:
         return
     kernel_row(probe, lay, m, c, "S4 kernel")
     kernel_row(probe, lay, m, {**c, "FOLD": True}, "S4 fold")
+    if m <= 16:  # HALVES_SWEEP's capped variants, fused_kernel itself (the interpreter ignores warps and caps)
+        for warps, reg in [(4, 0)] if probe.smoke else [(w, r) for w, r in HALVES_SWEEP if r]:
+            base = {k: v for k, v in c.items() if k not in ("maxnreg", "FOLD")}
+            kernel_row(probe, lay, m, {**base, "num_warps": warps, "HALVES": True, **({"maxnreg": reg} if reg else {})},
+                       "S4 halves")
     stage_row(probe, lay, m, DECODE, {**c, "FOLD": True}, "S2 fold")
     stage_row(probe, lay, m, DOT, {**c, "FOLD": True}, "S3 fold")
 
@@ -793,7 +795,8 @@ def summary(probe: Probe, ms) -> None:
                     parts.append(f"{name} {got[0]:.2f}")
             for name, label in (("gemv", "best gemv"), ("S1 sweep", "best S1 sweep"), ("S2 sweep", "best S2 sweep"),
                                 ("S3 sweep", "best S3 sweep"), ("S2 stages", "best S2 stages"),
-                                ("S3 stages", "best S3 stages"), ("S3 halves", "best S3 halves")):
+                                ("S3 stages", "best S3 stages"), ("S3 halves", "best S3 halves"),
+                                ("S4 halves", "best S4 halves")):
                 got = sorted((r["p50_us"], r["config"]) for r in mine if r["M"] == m and r["variant"] == name)
                 if got:
                     parts.append(f"{label} {got[0][0]:.2f} ({got[0][1].strip()})")

@@ -92,7 +92,8 @@ def parse_args(argv=None):
                    help="scripts/decode_probe.py's stage_kernel cut after stage 1 (read), 2 (decode) or 3 (dot), "
                         "PDL 0, instead of fused_kernel")
     p.add_argument("--halves", action="store_true",
-                   help="--probe-stage 3: HALVES (each K block's weights and x as two half-K tiles; int4, --acc)")
+                   help="HALVES (each K block's weights and x as two half-K tiles; int4 with --acc, pointer loads): "
+                        "fused_kernel's (fused_gemm.halved), or with --probe-stage 3 stage_kernel's (not --fold)")
     p.add_argument("--probe-table", action="store_true",
                    help="docs/fused_gemm.md's table of stage_kernel variants (no other options)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
@@ -126,8 +127,11 @@ def parse_args(argv=None):
                          "warp-specialized kernel's (--ws)")
     if args.ws_stamps and args.ws_stream_k:
         raise InputError("--ws-stamps: not with --ws-stream-k (its consumers are not stamped)")
-    if args.halves and (args.probe_stage != 3 or args.fmt != "int4" or not args.acc or args.fold):
-        raise InputError("--halves: --probe-stage 3, int4 with --acc, without --fold (stage_kernel's HALVES)")
+    if args.halves and (args.probe_stage not in (None, 3) or args.fmt != "int4" or not args.acc or args.ws or
+                        args.tma or args.tma_x or args.group not in ("128", "channel", "none") and int(args.group) %
+                        args.bk or args.probe_stage and args.fold):
+        raise InputError("--halves: int4 with --acc, groups of whole K blocks, pointer loads; with --probe-stage: "
+                         "3, without --fold (stage_kernel's HALVES)")
     if args.probe_stage and (args.ws or args.tma or args.tma_x):
         raise InputError("--probe-stage: stage_kernel's pointer loads (not with --ws, --tma or --tma-x)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
@@ -146,15 +150,15 @@ def compile_kernel(args):
     fmt = INT4 if args.fmt == "int4" else NVFP4
     tma = "x" if args.tma_x else args.tma
     c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=tma, acc=args.acc,
-                          maxnreg=args.maxnreg, fold=args.fold)
+                          maxnreg=args.maxnreg, fold=args.fold) | ({"HALVES": True} if args.halves else {})
     try:
         check_config(c, "the config")
     except ValueError as e:
         raise InputError(str(e)) from None
-    if fused_gemm.wrong_on_sm90(fmt, c):
+    group = launch_group(args)
+    if fused_gemm.wrong_on_sm90(fmt, c) and not fused_gemm.halved(fmt, group, args.k, c):  # as FusedGemm takes them
         raise InputError(f"{args.tile} split {args.split} w{args.warps}: refused on the H100 "
                          "(fused_gemm.wrong_on_sm90)")
-    group = launch_group(args)
     if (args.tma or args.tma_x) and not fused_gemm.tma_usable(fmt, group, args.k, args.bk, Target.cpu(),
                                                                args.bm):
         raise InputError(f"--group {args.group} at {args.tile}: FusedGemm loads these tiles by pointer "
@@ -167,7 +171,7 @@ def compile_kernel(args):
              "EVEN_K": True, "FRAG": True,
              "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
              **{x: c.get(x, False) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "TMA",
-                                             "ACC_SCALE", "FOLD")}, "TMA_W": c.get("TMA_W", True)}
+                                             "ACC_SCALE", "FOLD", "HALVES")}, "TMA_W": c.get("TMA_W", True)}
     sig.update({x: "constexpr" for x in const})
     if args.tma or args.tma_x:
         sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"

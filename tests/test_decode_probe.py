@@ -110,3 +110,27 @@ def test_the_halves_dot_sums_to_the_reference(probe, block_k):
     plane = probe.stage_out(probe.DOT, 3, fg.n, c, x.device)
     probe.stage_launch(probe.DOT, x, km.wt, km.scales, ts_of(fg), plane, fg, c)
     assert rel_error(plane, ref) <= int4_gemm.tolerance(DT)
+
+
+def test_the_halves_kernel_rows(probe, monkeypatch):
+    # S4 halves: fused_kernel itself with HALVES at M <= 16 beside S4 kernel and S4 fold, at 8 warps capped at 64
+    # registers and at 4 warps r128 (the interpreter: 4 warps, no cap), each a config FusedGemm takes (config_for:
+    # the 8-warp split-K one only with HALVES) that runs HALVES' loop (halved).
+    rows = []
+    monkeypatch.setattr(probe, "kernel_row", lambda probe_, lay, m, c, name: rows.append((m, name, c)))
+    monkeypatch.setattr(probe, "stage_row", lambda *a, **k: None)
+    c = fused_gemm.config(16, 128, 128, 8, 4, 3, acc=True, maxnreg=128)
+    for smoke in (False, True):
+        rows.clear()
+        for m in (1, 16, 64):
+            probe.fold_rows(SimpleNamespace(smoke=smoke), SimpleNamespace(fmt="int4"), m, c)
+        halves = [(m, r["num_warps"], r.get("maxnreg")) for m, name, r in rows if name == "S4 halves"]
+        want = [(4, None)] if smoke else [(8, 64), (4, 128)]
+        assert halves == [(m, w, r) for m in (1, 16) for w, r in want]
+        assert [name for m, name, _ in rows if m == 64] == ["S4 kernel", "S4 fold"]
+    x, fg, _ = operands("int4", 1, 1024, 128, c)
+    for _, name, r in rows:
+        if name == "S4 halves":
+            assert r["HALVES"] and not r.get("FOLD") and fused_gemm.halved(fg.fmt, fg.group, fg.k, r)
+    fg.config = {**c, "num_warps": 8, "maxnreg": 64, "HALVES": True}
+    assert fg.config_for(1)["num_warps"] == 8

@@ -121,7 +121,8 @@ def test_fold_twins_in_the_pool_and_the_tuner():
 # split 1, a K block of two layout tiles (256), K-order and untiled bytes.
 HALVES_CASES = [((7, 1000, 100), 16, 64, 128, 3, "channel", True, True),
                 ((5, 1536, 72), 16, 64, 128, 1, 128, True, True), ((3, 768, 130), 16, 128, 64, 2, 128, True, True),
-                ((9, 1024, 64), 16, 64, 256, 2, 256, True, True), ((17, 1000, 40), 32, 64, 128, 2, "channel", False, False)]
+                ((9, 1024, 64), 16, 64, 256, 2, 256, True, True),
+                ((17, 1000, 40), 32, 64, 128, 2, "channel", False, False)]
 
 
 @pytest.mark.parametrize("shape,bm,bn,bk,split,group,frag,tile", HALVES_CASES)

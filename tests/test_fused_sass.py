@@ -147,7 +147,26 @@ def test_the_probe_stage_kernel_loop_is_counted(args, wgmmas):
     assert int(counts["LOP3"]) > 0 and "BRA" in counts  # the decode, and the back branch
 
 
+def test_fused_kernel_halves_at_8_warps_compiles_capped_without_spills():
+    # fused_kernel with HALVES (fused_gemm.halved: FusedGemm takes this 8-warp split-K config only with it):
+    # the M = 1 tile at 8 warps capped at 64 registers, no spills, two half-K groups of 4 wgmma k-steps.
+    if not bundled_cuda_tools():
+        pytest.skip("this Triton has no bundled CUDA tools: no offline sm_90 compile")
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), "--tile", "16x128x128", "--split",
+                        "8", "--warps", "8", "--acc", "--halves", "--maxnreg", "64"], capture_output=True, text=True,
+                       cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    found = re.match(r"int4 16x128x128 split 8 w8 s3 acc halves r64 K=8192, sm_90: (\d+) registers, \d+ bytes of "
+                     r"shared memory, 0 local-memory", lines[0])
+    assert found and int(found.group(1)) <= 64, lines
+    counts = dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", "))
+    assert int(counts["HGMMA"]) == 8 and lines[3].endswith(": 0"), lines
+
+
 @pytest.mark.parametrize("args,named", [(["--probe-stage", "2", "--halves", "--acc"], "--halves"),
+                                        (["--halves", "--acc", "--tma"], "--halves"),
+                                        (["--halves", "--acc", "--group", "64"], "--halves"),
                                         (["--probe-table", "--k", "1024"], "--probe-table"),
                                         (["--probe-stage", "3", "--tma"], "--probe-stage")])
 def test_probe_options_out_of_range_end_in_one_line(args, named):

@@ -205,8 +205,7 @@ def block_scale_layout(BLOCK_K, PER_RUN):
     registers to [64, BLOCK_K // GROUP], then (NVFP4) split into the low
     and high nibbles' scales (chunk_layout's rows and runs). Loaded
     through the shared view permuted instead, Triton 3.6 read it with a
-    transposing ldmatrix that gave the wrong blocks' scales (H100,
-    exp/nvws_dbg.py, not kept)."""
+    transposing ldmatrix that gave the wrong blocks' scales (H100)."""
     c = chunk_layout(BLOCK_K)
     per = gl._unwrap_if_constexpr(PER_RUN)
     t = lambda b: [per * b[1], b[0]]  # noqa: E731  (row, run) -> (the run's first block, row)
@@ -634,10 +633,8 @@ def _pdl_wait():
     producer's first load and every store come after it (fused_kernel's
     PDL 1: split_k_parts.pdl_prologue). A program of the next call takes
     an SM as one of this call's frees it and waits there, so its launch and
-    set-up overlap this call's tail. H100, int4 g128 K = N = 8192, the
-    table's WS tiles without / with, same process, 3 rounds
-    (exp/pdl_ab.py, not kept): M=128 34.42 / 34.29 us, 512 92.88 / 91.97, 1024
-    199.70 / 191.63 (rounds 186.9-206.7), 4096 745.38 / 739.31."""
+    set-up overlap this call's tail (a few percent at most on the H100:
+    docs/ws_gemm.md, docs/pdl.md)."""
     gl.inline_asm_elementwise("griddepcontrol.launch_dependents; griddepcontrol.wait; // $0", "=r", [],
                               dtype=gl.int32, is_pure=False, pack=1)
 

@@ -4,8 +4,7 @@ hot GPU: per shape, --soak seconds of cuBLAS first, then --rounds rounds over
 the candidates (each path in --paths with its checked-in config, cuBLAS on
 bf16 weights), in reverse order every other round (as runner --repeats); each
 round's p50 us with the SM clock (MHz), power (W) and temperature (C) read
-right after it. What weight_only.FUSED_MAX_M's path choice was measured with
-(as exp/hot_ab.py).
+right after it. What weight_only.FUSED_MAX_M's path choice was measured with.
 
   python3 scripts/path_ab.py [--op int4_gemm] [--shape 2048,8192,8192 ...] [--paths fused,dequant]
                              [--group-size 128] [--rounds 6] [--soak 2] [--warmup 5] [--rep 40]"""

@@ -116,8 +116,8 @@ def test_describe_and_kernel_meta():
 
 def test_checked_in_reductions_are_the_split_order_ones_and_run_right():
     """The table's deterministic entries reduce in split order ("last" or
-    "kernel": the same bits; exp/det_ab.py, not kept, picked "kernel" where it timed
-    faster), its atomic ones by atomics or, where the deterministic "kernel"
+    "kernel": the same bits; "kernel" where it timed faster, docs/split_k.md),
+    its atomic ones by atomics or, where the deterministic "kernel"
     winner timed faster, by that very config; two of its "kernel" configs,
     run at a ragged shape in either mode, against fp64 and bit-stable."""
     from qgemm_bench.backends.triton_dispatch import make_split_k

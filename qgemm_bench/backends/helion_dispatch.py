@@ -147,11 +147,6 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, target, store=N
 
 # The Helion split kernel's PDL mode for the Triton config's: where Triton
 # launches the next kernel early (1, 2), Helion launches it after the K loop,
-# with the prefetch of b's first rows (3; there is no late mode without it).
-# H100, same process, the Triton table's configs (exp/pdl3.py, not kept), Helion
-# with PDL 1 / 3 against Triton's own: 128x4096x128 8.5 / 5.3 (Triton 4.9),
-# 64x16384x64 7.3 / 5.7 (5.3), 256x4096x16 5.2 / 4.2 (4.2), 16x65536x16
-# 8.2 / 4.8; PDL 3 faster at all 8 shapes timed (Helion's early-launched
-# programs stall the kernel before, for a reason not found: the PTX of both
-# kernels has the same loads, MMAs and griddepcontrol order).
+# with the prefetch of b's first rows (3; there is no late mode without it):
+# on the H100 PDL 3 was faster at every shape timed (docs/pdl.md).
 HELION_PDL = {0: 0, 1: 3, 2: 3, 3: 3}

@@ -22,11 +22,9 @@ contiguous and each decoded 32-bit register is one of its k pairs:
 (c = lane % 4 of the MMA operand layout, which holds k = 2c, 2c + 1, 2c + 8,
 2c + 9 of every 16). In K order a thread's bytes are 1 of every 4 and each
 decoded register pairs two bytes' low nibbles, so Triton read the tile from
-shared memory a byte at a time and re-paired halves with PRMT: 436 SASS
-instructions per 64x64x128 loop step on sm_90 against 312 in fragment order
-(ldmatrix, no byte loads), and int4 g128 K = N = 8192 (H100, p50, same
-process, exp/frag_ab.py, not kept) M=32 28.9 -> 23.3 us, M=64 37.7 -> 31.5 (same
-config). Any BLOCK_K that is a multiple of 32 reads it.
+shared memory a byte at a time and re-paired halves with PRMT; in fragment
+order it uses ldmatrix and no byte loads, fewer instructions and faster on
+the H100 (docs/fused_gemm.md). Any BLOCK_K that is a multiple of 32 reads it.
 
 Tiled (tile=(TN, TK), the fused Triton kernel's default TILE): the same
 bytes (fragment order or not) stored tile by tile, each TN rows x TK k a
@@ -35,10 +33,8 @@ contiguous TN * TK // 2 bytes, K-major within, tiles K-major per TN rows:
     byte (n, j) at (n // TN) * TN * Kp/2 + (j // (TK/2)) * TN * TK/2 + (n % TN) * TK/2 + j % (TK/2)
 
 so a program's K block is a few contiguous 4 KB runs instead of TN rows of
-64 bytes 4 KB apart: int4 g128 K = N = 8192 (H100, same process,
-exp/tiled_sweep.py, not kept) M=1 20.2 -> 18.4 us (tinygemm 20.5), M=16 21.6 -> 19.2
-(fbgemm 27.8), M=64 31.3 -> 30.2 (fbgemm 31.0), best configs each. The 2-D
-tensor keeps its [Np, Kp // 2] shape and row stride Kp // 2.
+64 bytes 4 KB apart (faster at M = 1..64 on the H100: docs/fused_gemm.md).
+The 2-D tensor keeps its [Np, Kp // 2] shape and row stride Kp // 2.
 
 K is zero-padded to a multiple of K_ALIGN (code 0 is the value 0 in int4 and
 E2M1) and N to a multiple of N_ALIGN, so weight tiles load unmasked.

@@ -84,11 +84,9 @@ def round_order(backends: list, r: int) -> list:
     """Round r's backend order: the run's order, reversed in odd rounds
     (A B C, C B A, A B C, ...), so that over a pair of rounds every backend
     sits at the same mean position (a linear drift of clocks or temperature
-    cancels) and follows different backends. What runs before a kernel moves
-    its time: on the H100 the fused int4 kernel at 4096x8192x8192 took 867
-    us first after 2 s of cuBLAS and 716-744 in the rounds after
-    (exp/hot_ab.py, not kept; 2048: 419 against 364-383). A rotation would not do:
-    it keeps each backend's cyclic predecessor."""
+    cancels) and follows different backends: what runs before a kernel moves
+    its time (docs/measuring.md). A rotation would not do: it keeps each
+    backend's cyclic predecessor."""
     return list(backends) if r % 2 == 0 else list(backends)[::-1]
 
 

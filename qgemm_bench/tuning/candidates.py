@@ -84,9 +84,9 @@ def split_k_pdl(configs) -> list[dict]:
 def second_launch(configs, atomic_best: dict | None = None) -> list[dict]:
     """Deterministic candidates that sum their planes in a second launch
     (REDUCE "kernel": the same bits as the in-kernel sum): the given configs
-    and the shape's atomic winner, where they split. exp/det_ab.py found it
-    the faster deterministic form at 17 of 19 long-K shapes (H100), often
-    with the atomic winner's tiles."""
+    and the shape's atomic winner, where they split: the faster
+    deterministic form at most long-K shapes on the H100, often with the
+    atomic winner's tiles (docs/split_k.md)."""
     out = []
     for c in [*configs, *([atomic_best] if atomic_best else [])]:
         v = {**c, "REDUCE": "kernel"}
@@ -106,14 +106,10 @@ TABLE_M = {"split": (1, 16, 32, 64), "fused": (1, 16, 32, 64, 128, 256, 512, 102
 FORMATS = ("int4", "nvfp4")  # by FMT (formats.INT4 = 0, NVFP4 = 1)
 
 
-# exp/pdl_ab.py (H100, int4 K = N = 8192): PDL 2 saved 1.5 us at M = 1 and
-# 16, cost 5 at 64 and changed nothing at 256; PDL 1 was between 0 and 2.
-# What it saves depends on the config, so the table times every candidate
-# up to here with PDL 0 and 2: tuned without and given PDL after (the pdl
-# pass), the int4 ACC_SCALE re-tune's 16x64x128 split 4 acc won M = 1 at
-# K = N = 8192 (17.52 us against 18.22 for 16x128x128 split 8) but took no
-# PDL, while 16x128x128 split 8 with PDL 2 takes 16.40 (H100, same process,
-# exp/table_ab.py: 16.40 / 17.53; M=16 17.60 / 18.56).
+# PDL 2 pays at small M and costs at 64 (H100), and what it saves depends on
+# the config, so the table times every candidate up to here with PDL 0 and 2:
+# tuned without it and given PDL after, the table missed a config that won
+# only with PDL (docs/pdl.md).
 PDL_MAX_M = 64
 
 
@@ -121,10 +117,9 @@ def pdl_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     """The PDL variants pdl_pass times of a config, (label, config): where its
     warp-specialized tiles run, without and with their PDL 1 (the rest of the
     config, which runs where they do not, as it is); elsewhere fused_kernel's
-    (or the split path's) PDL 0 and 2 up to M = PDL_MAX_M, 0 and 1 above.
-    H100, int4 g128 K = N = 8192, the table's config, same process, 3
-    rounds (exp/pdl_ab.py): M = 256 256x64x128 w4 s3 TMA PDL 0 / 1 / 2 / 3
-    52.96 / 51.39 / 52.76 / 53.02 us; the WS tiles: ws_gemm._pdl_wait."""
+    (or the split path's) PDL 0 and 2 up to M = PDL_MAX_M, 0 and 1 above
+    (PDL 1 the fastest mode at M = 256 on the H100: docs/pdl.md); the WS
+    tiles: ws_gemm._pdl_wait."""
     if runs_ws:
         ws = {c: v for c, v in config["WS"].items() if c != "PDL"}
         return [("ws pdl 0", {**config, "WS": ws}), ("ws pdl 1", {**config, "WS": {**ws, "PDL": 1}})]

@@ -74,11 +74,9 @@ NVFP4_BF16X2_PTX = """{
         }"""
 # The same decode with the high nibble shifted straight from the spread bytes
 # (by 2 and 8; the masks drop the rest), no shift right first: 8 fewer SASS
-# instructions per 64-row x 64-k block (ws_gemm.py, offline sm_90: 145 ->
-# 137; split-K 16x128x128: 574 -> 542). H100, K = N = 8192, the table's
-# configs: M=1 18.2 us against 18.9; but the TMA loop's unit-scale decode
-# (SCALE_AFTER, 256x64x128 w4) slowed, 68.0 against 60.8 at M = 256
-# (exp/nvws_ab.py, not kept, one process each), so that one keeps the text above.
+# instructions per 64-row x 64-k block, and faster at M = 1 on the H100; but
+# the TMA loop's unit-scale decode (SCALE_AFTER) slowed with it, so that one
+# keeps the text above (docs/ws_gemm.md).
 NVFP4_DIRECT_BF16X2_PTX = (
     NVFP4_BF16X2_PTX.replace("shr.u32 h0, t0, 4;\n        shr.u32 h1, t1, 4;\n        ", "")
     .replace("a, h0, 6", "a, t0, 2").replace("b, h0, 12", "b, t0, 8")

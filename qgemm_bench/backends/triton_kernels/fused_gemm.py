@@ -11,13 +11,12 @@ K-major layout in fragment order, stored in 64 x 128 tiles
 as one vector and each decoded register is one of its k pairs; _in_k_order
 puts them back in K order, in registers; TILE_N/TILE_K: a K block is a few
 contiguous runs). An evict-first hint on the weight loads changed nothing
-(H100, M = 1..256, exp/tiled_ab.py). Compiled for sm_90 (Triton 3.6), the
+on the H100. Compiled for sm_90 (Triton 3.6), the
 weight tile goes global -> shared (cp.async or TMA, pipelined) -> registers,
 is decoded there and feeds every wgmma of the block asynchronously: no
 shared memory round trip of the decoded values. K is a constexpr (one compile per
 K): with the loop's trip count a constant, ptxas pipelines the wgmmas; with
-a runtime count it warned C7515 (wgmma serialized) and int4 M=128 took
-66.8 us against 56.6 (H100, K = N = 8192, same config and process).
+a runtime count it warned C7515 (wgmma serialized) and was slower.
 
 TMA (config "TMA", FusedGemm.descriptors): the x and weight tiles come by
 TMA copies instead of per-thread cp.async: the weights through a 3-D view of
@@ -26,20 +25,14 @@ BLOCK_K // 2 byte tile is one box; x rows past M and columns past K come back
 as zeros. Same tiles and math; no address arithmetic per thread. Only with
 the scale modes tma_usable names (int4 groups of whole K blocks, as 128, or
 tiling one, as 32 and 64; NVFP4) on Hopper or newer (elsewhere
-WeightOnlyGemm takes a pointer-load config). H100, int4
-g128 K = N = 8192, same config and process (exp/tma_ab.py): M=128
-128x64x128 w4 s4 46.7 -> 37.6 us, M=256 256x64x128 w4 s3 64.4 -> 50.2,
-M=1024 256x128x64 w8 s4 197.7 -> 185.1. Below M = 128 it did not pay
-(M=16 19.6 -> 23.5; M=64 30.5 -> 29.7-29.9 in one run, 29.8 -> 30.1 in
-another, exp/tma_sweep.py), so the split-K configs keep pointer loads.
+WeightOnlyGemm takes a pointer-load config). TMA paid from M = 128 on the
+H100 and not below, so the split-K configs keep pointer loads.
 NVFP4 with TMA multiplies its block scales after a unit-scale decode
 (with them inside the PTX decode it returned NaN, wrong_on_sm90). A config
 may also take x's tiles alone by TMA ("TMA_W" False; the weights and scales
-by pointer): H100, K = N = 8192, same process, 2 rounds (exp/diag1.py),
-NVFP4 M=256 256x64x128 w4 s3 52.9 us against the table's pointer-load
-128x64x128 w4 s3 73.5 (cuBLAS on bf16 weights 51.3). Triton 3.6's automatic warp
-specialization (tl.range(warp_specialize=True)) left this loop as it was at
-8 warps and failed to compile at 4.
+by pointer), which won NVFP4's M = 256 tile. Triton 3.6's automatic warp
+specialization (tl.range(warp_specialize=True)) did not help this loop.
+Measurements: docs/fused_gemm.md, "Measurements behind the code's choices".
 
 Scales (SCALE_MODE, chosen on the host from the group and K):
 - NONE: unscaled int4 (not from FusedGemm, which passes scales of one);
@@ -66,20 +59,14 @@ config has it yet; its instruction counts are in docs/fused_gemm.md.
 NVFP4: its E4M3 block scales as SUB (16 k each), the FP32 tensor scale at the
 end. FusedGemm stores the block scales as bf16 E4M3 x 2^118 (exact), the PTX
 decode's operand: converted in the loop, each thread converted its 32
-broadcast scales per K block (16x128x128 split 8: 742 -> 561 SASS
-instructions per iteration, scripts/fused_sass.py with Triton 3.6). H100,
-K = N = 8192, same configs and process (exp/nv_ab.py): M=1 22.55 -> 19.36
-us, M=16 23.48 -> 20.35, M=64 32.77 -> 31.02, M=128 128x64x128 split 1 w4 s3
-56.3 -> 49.6; 8-warp tiles at M >= 512 unchanged within noise; 256x64x128
-w4 s3 (253 registers) 74.4 -> 93.2, so the table is re-tuned per bucket.
-The scales take 2 bytes instead of 1 (+4 MiB at K = N = 8192).
+broadcast scales per K block (fewer SASS instructions and faster at
+M <= 128, slower in one 253-register tile, so the table is re-tuned per
+bucket). The scales take 2 bytes instead of 1 (+4 MiB at K = N = 8192).
 Scale tiles are loaded one K block ahead (Triton does not pipeline loads
 this small; loaded in the block they are used, their latency showed).
 
 Small M splits K over SPLIT_K programs per tile (split_k_parts.py: atomics
 in an fp32 workspace, the tile's last program stores; one launch).
-
-`exp/...` names below are one-off scripts that were never committed (not kept).
 """
 
 from __future__ import annotations
@@ -106,14 +93,10 @@ def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = F
     the decoded weights as group 128's (with K off the K block too: the
     row index stays 0 below K, the padded rows past it meet zero weights
     and masked x). CHANNEL's own loop (unscaled decoded weights into the
-    wgmma, the scale on the sum) returned garbage on the H100 with
-    256x128x64 w8 s4 pointer loads, per channel and unscaled alike: 30 of
-    30 calls at 1024x8192x8192, 1024x8192x28672, 1024x4096x28672,
-    1024x28672x8192, relative errors 5-14, the table's config for those
-    shapes at M = 1024 since it was tuned (exp/chan_check.py; 256x128x128
-    w8 s3 right); its loop wrote registers that pending wgmmas read
-    (scripts/fused_sass.py before this mode changed: 6), the hazard
-    wrong_on_sm90 describes. FusedGemm runs unscaled int4 as scales of one
+    wgmma, the scale on the sum) returned garbage on the H100 in a table
+    tile: it wrote registers that pending wgmmas read, the hazard
+    wrong_on_sm90 describes (docs/fused_gemm.md, "Measurements behind the
+    code's choices"). FusedGemm runs unscaled int4 as scales of one
     per channel. channel_block False: CHANNEL (Helion's fused kernel,
     compiled its own way; and channel_block(config)'s small tiles)."""
     if fmt == NVFP4:
@@ -132,26 +115,13 @@ def scale_mode(fmt: int, group: int | None, k: int, block_k: int, frag: bool = F
 def channel_block(c: dict) -> bool:
     """scale_mode's channel_block for launch config c: per-channel (and
     unscaled) int4 keeps CHANNEL's loop in pointer-load tiles of at most
-    SPLIT_POOL_MAX_M x rows, the small-M split-K ones. H100, the table's
-    configs at M = 1..64 (16x128x128 split 8 w4 s3 ACC maxnreg 128,
-    64x128x128 split 4 and 2 w4 s4, 32x64x128 split 4, 16x64x128 split 4 and
-    8; 1x / 16x / 32x / 64x8192x8192, 1x4096x14336, 16x14336x4096,
-    64x4096x28672), same process, 3 rounds (exp/chan_small.py): CHANNEL's
-    loop right in 20 of 20 calls at each, and faster than BLOCK's: 14.4 /
-    15.2 us at M = 1, 26.5 / 29.6 at 64, 13.35 / 16.64 at 1x4096x14336,
-    48.4 / 54.6 at 64x4096x28672. Not with ACC_SCALE: BLOCK's ACC path
-    then scales each K block's fp32 product (a group of all K: the same
-    row every block). CHANNEL's loop with the table's ACC_SCALE tiles
-    wrote registers pending wgmmas read (sm_90 SASS, Triton 3.6,
-    scripts/fused_sass.py --group channel: 2-34 such writes at 9 of the
-    table's 10 such tiles, BLOCK's ACC path 0 at each, in as many or fewer
-    instructions: 64x64x128 split 4 s3 256 with 34 writes against 256 with
-    none), and returned wrong sums at 64 x 8192 x 10240 in the H100 ws
-    pass (relative error 7.3e-2, 3 calls; tuning/weight_only.py ws --group
-    channel, b9fc134). Without ACC_SCALE the table's small tiles have such
-    writes in both loops (CHANNEL / BLOCK: 64x128x128 s4 31 / 2, 64x64x128
-    s4 34 / 41, 16x128x128 s4 2 / 3), and CHANNEL's stays there (right in
-    every call measured, above)."""
+    SPLIT_POOL_MAX_M x rows, the small-M split-K ones: there it was right
+    in every call measured on the H100 and faster than BLOCK's. Not with
+    ACC_SCALE: BLOCK's ACC path then scales each K block's fp32 product (a
+    group of all K: the same row every block); CHANNEL's loop in those
+    tiles wrote registers pending wgmmas read and returned wrong sums.
+    Measurements: docs/fused_gemm.md, "Measurements behind the code's
+    choices"."""
     return c["BLOCK_M"] > SPLIT_POOL_MAX_M or bool(c.get("TMA")) or bool(c.get("ACC_SCALE"))
 
 
@@ -325,13 +295,12 @@ def fused_kernel(
         # TILE_N tile rows (or part of one), its K block part of a tile or
         # several. The block's byte offset is a multiple of its run length by
         # construction: computed as kb // TB * TILE_BYTES + kb % TB, Triton lost
-        # its alignment and the weight loads left the cp.async pipeline (35.3
-        # against 18.4 us at 1x8192x8192, H100; exp/ptx.py counted the loads).
+        # its alignment and the weight loads left the cp.async pipeline.
         TB: tl.constexpr = TILE_K // 2  # a tile row's bytes
         TILE_BYTES: tl.constexpr = TILE_N * TB
         if BLOCK_N >= TILE_N:
-            # From the program's tile index: the offs_n form below took 23.8
-            # against 18.4 us at 1x8192x8192 with 128-row tiles (H100).
+            # From the program's tile index: the offs_n form below was slower
+            # with 128-row tiles (H100).
             r = tl.arange(0, BLOCK_N)
             tile_n = (pid_mn % tl.cdiv(N, BLOCK_N)).to(tl.int64)
             rows = (r // TILE_N) * TILE_N * stride_wn + (r % TILE_N) * TB
@@ -350,10 +319,7 @@ def fused_kernel(
         w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, KW // 2)[None, :]
         H_OFF: tl.constexpr = BLOCK_K // 4
     # PDL 2, 3: prefetch the start of each tile row's K range, PF_LINES lines of
-    # it. H100, int4 K = N = 8192, 16x128x128 split 8 w4 s3 PDL 2, same process,
-    # 4 rounds (exp/cand_sweep.py): 16 / 32 / 64 / 128 / 256 lines: M=1 16.67 /
-    # 16.36 / 16.61 / 17.12 / 18.52 us, M=16 17.76 / 17.49 / 17.75 / 18.25 /
-    # 19.74 (256: the whole range; PDL 3 no better).
+    # it (32 timed fastest of 16..256 on the H100: docs/fused_gemm.md).
     if PDL >= 2 and TILE_N and BLOCK_N >= TILE_N:
         RT: tl.constexpr = BLOCK_N // TILE_N
         span = (last - first) * (BLOCK_K // 2) * TILE_N  # this program's bytes per tile row
@@ -455,43 +421,21 @@ def ws_tiles(bm: int, bn: int, bk: int, stages: int, k_split: int = 1, splits: i
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;
-# the table, weight_only_configs, has the Llama layers' own): H100, K = N =
-# 8192, fragment-order tiled weights, p50 us, same process as the peers.
-# Pointer loads (exp/frag_ab.py, 2-3 runs): int4 M=128 44.2-44.4 (128x64x128
-# split 2 w4 s3; fbgemm 35.7-38.4), M=256 63.1-63.8 (128x128x128 w8 s3;
-# 256x64x128 w4 s3 63.8-63.9; cuBLAS on bf16 weights 51.3-51.7), M=512
-# 94.6-97.4 (256x128x64 w8 s4; cuBLAS 86.8-89.9), M=1024 193.5-194.4
-# (256x128x128 w8 s3; cuBLAS 184.1-184.8; the dequantize + cuBLAS path
-# 225-230); NVFP4 M=256 73.8-74.2 (256x64x128 w4 s3), M=1024 206.6-217.4
-# (256x128x128 w8 s3). NVFP4 M=128 and 512 take int4's (not timed). Kernels
-# without TMA loads (Helion's fused kernel) mirror these.
+# the table, weight_only_configs, has the Llama layers' own): the fastest of
+# the pointer-load pool on the H100 at K = N = 8192 (docs/fused_gemm.md,
+# "Measurements behind the code's choices"). Kernels without TMA loads
+# (Helion's fused kernel) mirror these.
 POINTER_CONFIGS = {
     INT4: {128: config(128, 64, 128, 2, 4, 3), 256: config(128, 128, 128, 1, 8, 3), 512: config(256, 128, 64, 1, 8, 4),
            1024: config(256, 128, 128, 1, 8, 3)},
     NVFP4: {128: config(128, 64, 128, 2, 4, 3), 256: config(256, 64, 128, 1, 4, 3), 512: config(256, 128, 64, 1, 8, 4),
             1024: config(256, 128, 128, 1, 8, 3)},
 }
-# int4 with TMA loads (exp/tma_sweep.py, same process): M=128 36.8
-# (128x64x128 w4 s5; pointer loads' best 44.4; fbgemm 36.0), M=256 47.9
-# (256x64x128 w4 s3; pointer 62.0; fbgemm 51.0), M=512 89.1 (256x128x64 w8
-# s3; pointer 99.8; fbgemm 85.4), M=1024 189.1 (256x128x128 w8 s3; pointer
-# 206.9; fbgemm 188.1). NVFP4: its own table entries (wrong_on_sm90). Above
-# M = 1024 the 256-row TMA tiles are within 1-10% of each other and their
-# order changes between machines: the table's tune (f315a82) M=2048
-# 256x128x128 w8 s3 361.1 (256x128x64 w8 s3 377.2, 256x64x64 w4 s3 397.5),
-# M=4096 256x128x64 w8 s3 723.9 (256x64x64 w4 s3 761.6, 256x128x128 788.4);
-# exp/big_sweep.py on another H100, same process: M=2048 366.6 / 370.7 /
-# 369.5 (256x64x64 first; fbgemm 334.7), M=4096 762.5 / 765.6 / 820.6
-# (fbgemm 681.7). 256x64x64 w4 s3 (103 KB of shared memory, 181 registers:
-# two programs per SM, one decoding while the other's wgmmas run) won two of
-# the table's three K = 4096 layers at M = 4096 (N = 4096, 6144); the
-# 128-row x tiles were 1.2-1.3x. It wins short timing windows and loses
-# the runner's (exp/window_ab.py, H100, same process, 3 rounds: M=512 93.3
-# us against 256x128x64 w8 s5's 101.0 in 10 / 40 ms windows, 103.1 against
-# 100.1 in 25 / 100 ms); the M 512 / 1024 re-tune in the runner's windows
-# (cc292b2) took it at none of the 16 buckets, 8-warp tiles at K = N = 8192
-# (M=512 256x128x128 w8 s3 100.94 us, M=1024 256x128x64 w8 s3 203.20).
-# 128x256 tiles (8 warps, TMA) were 1.25-1.35x at 1024 and 4096.
+# int4 with TMA loads: the fastest on the H100 at K = N = 8192 in the
+# runner's timing windows (256x64x64 w4 s3 won short windows only; above
+# M = 1024 the 256-row tiles are within 1-10% and swap places between
+# machines); NVFP4: its own table entries (wrong_on_sm90). Measurements:
+# docs/fused_gemm.md.
 FUSED_CONFIGS = {
     INT4: {128: config(128, 64, 128, 1, 4, 5, tma=True), 256: config(256, 64, 128, 1, 4, 3, tma=True),
            512: config(256, 128, 128, 1, 8, 3, tma=True), 1024: config(256, 128, 64, 1, 8, 3, tma=True),
@@ -503,47 +447,12 @@ FUSED_CONFIGS = {
 # The warp-specialized Gluon kernel's candidate tiles by M bucket (ws_gemm.py;
 # the table times them against each entry at these M and keeps the fastest:
 # tuning/weight_only.py ws; the entry's own config runs where the
-# kernel does not). H100, int4 g128 K = N = 8192, same process, 3 rounds
-# (exp/pp_ab.py): M=64 64x64x128 s4 27.72 us (s3 28.72, 64x64x64 s4
-# 33.72; the table's 64x128x128 split 4 30.08, fbgemm 31.18); M=512
-# 256x128x64 s3 94.10 (fbgemm 93.41). At M = 128 and 256 every one-consumer tile lost:
-# 128x64x128 s3 39.61 against 38.31, 128x64x64 s4 59.78 against 51.89.
-# From 512 also 4 stages: NVFP4 (its scales wait longer) 193.96 / 389.01 /
-# 769.03 against s3's 200.78 / 409.83 / 784.37 at M = 1024 / 2048 / 4096,
-# int4 level (193.44 / 382.47 / 766.14 against 192.36 / 380.72 / 776.33);
-# 256x128x128 s2 no better (exp/nvws_ab.py, one process, 3 rounds). Two
-# consumers splitting a 64-row tile's K blocks (K_SPLIT 2, ws_gemm.py): M=64
-# 64x64x64 s6 25.95 / NVFP4 27.01 against 64x64x128 s4's 28.10 / 28.72;
-# M=128 128x64x64 s4 NVFP4 42.02 against the table's 45.40 (int4 40.25 /
-# 39.85); at M = 256 they lost (256x64x64 s4 58.6 against int4's 53.0).
-# From 512 (since 3c86a54 from 128) also stream-K (ws_gemm._sk_consumer), for tile counts that leave
-# a wave part-empty: int4 1024 x 8192 x 10240 (320 tiles of 256x128 on 132
-# SMs) 252.65 us against the table's 272.93 and cuBLAS 257.16, 1024 x 4096 x
-# 14336 184.68 / 188.53; it loses where the waves fill (1024 x 8192 x 8192
-# 203.03 / 187.96; H100, one process, 3 rounds, exp/sk_ab.py).
-# Two programs per tile (SPLITS 2, the last SKEW K blocks more): M=64
-# 64x64x128 s4 skew 2, M=128 128x128x64 s4 skew 4 (1.05-1.16x faster than the
-# table's tiles, int4 and NVFP4), M=256 256x128x64 s4 skew 4 (NVFP4 ahead,
-# int4 behind); more splits and M = 512 lost (docs/ws_gemm.md has the numbers).
-# At M = 256 also 128x128x64 split 2 and 256x128x64 split 4, for N = 4096,
-# where 256x128 tiles fill 32 of the 132 SMs (the Llama layers' M = 256
-# rows were 1.11-1.37x the fastest peer there).
-# At M = 128 also stream-K with 128-row x tiles, at 256 with 256- and
-# 128-row ones, for shapes whose tiles and splits both leave SMs idle:
-# 256 x 8192 x 10240 (80 tiles of 256x128), 256x128x64 s4 stream-K int4
-# 78.14 us, NVFP4 85.16; 128x128x64 s4 stream-K int4 81.03, NVFP4 81.77;
-# cuBLAS on bf16 weights 75.79 (int4's run), 77.74 (NVFP4's) (H100, one
-# process, 3 rounds, exp/ab.py as scripts/ws_ab.py times, the counters
-# counted in once per warpgroup: ws_gemm._count_in; the table's
-# fused_kernel entries had timed int4 84.29, NVFP4 92.58 in their tune).
-# The ws pass at 6a3b27f took stream-K at 6 int4 and 7 NVFP4 entries of M
-# = 128 and 256.
-# At M = 64 also split tiles of 64-k blocks, the only ones int4 group 64 runs
-# (ws_gemm.usable). H100, group 64, the ws pass (same rounds, 7512a99):
-# 64x8192x8192 64x128x64 s6 split 2 skew 4 24.65 us, 64x64x64 s6 split 2
-# skew 2 25.32, K_SPLIT 2 (64x64x64 s6) 26.41; 64x8192x57344 168.50 / 175.37
-# / 190.54. At group 128 (64x8192x8192, one process per config, not side by
-# side) 64x128x64 s6 24.03 against the table's 64x128x128 s4 22.59.
+# kernel does not). Per bucket the one-consumer tiles that timed fastest on
+# the H100 (none won at 128 and 256), two consumers on a 64-row tile
+# (K_SPLIT 2), two or four programs per tile (SPLITS, SKEW), stream-K for
+# tile counts that leave a wave part-empty, and at 64 the 64-k split tiles,
+# the only ones int4 group 64 runs (ws_gemm.usable). Measurements:
+# docs/fused_gemm.md and docs/ws_gemm.md.
 WS_POOL = {64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(64, 64, 128, 4, splits=2, skew=2),
                 ws_tiles(64, 128, 128, 4, splits=2, skew=2), ws_tiles(64, 128, 64, 6, splits=2, skew=4),
                 ws_tiles(64, 64, 64, 6, splits=2, skew=2)],
@@ -565,15 +474,10 @@ def ws_pool(m: int) -> list[dict]:
 
 # The fused path's tuning candidates from M = 128 (BLOCK_M, BLOCK_N, BLOCK_K,
 # SPLIT_K, warps, stages, TMA; those with BLOCK_M above M's bucket left
-# out): the TMA winners above and their runners-up in exp/tma_sweep.py, and
+# out): the TMA winners above and their runners-up, and
 # the pointer-load pool before TMA (NVFP4's, and the configs kernels without
 # TMA mirror: tuning/weight_only.py records each entry's best of them).
-# Measured and left out (int4 K = N = 8192): BLOCK_N 256 at 16 warps, 1.1-2.0x
-# the winners at M = 64..4096 (and at 32); 8 warps on a 64-row weight tile
-# (both warpgroups hold the whole register operand: each decodes it); TMA
-# with 128-row x tiles and BLOCK_K 64 at 4 warps (M=128 51.1, M=256
-# 57.1-60.0); 256x64x64 w4 with 2 or 4 stages at M = 512..4096 (1.2-1.6x the
-# 3-stage one, exp/big_sweep.py).
+# Tiles measured slower and left out are listed in docs/fused_gemm.md.
 FUSED_POOL = [(128, 64, 128, 1, 4, 5, True), (128, 64, 128, 1, 4, 4, True), (128, 64, 128, 2, 4, 3, True),
               (128, 64, 128, 1, 4, 3, True), (128, 128, 128, 1, 8, 4, True), (256, 64, 128, 1, 4, 3, True),
               (256, 128, 64, 1, 8, 3, True), (256, 128, 64, 1, 8, 5, True), (256, 128, 128, 1, 8, 3, True),
@@ -582,76 +486,45 @@ FUSED_POOL += [(*t, False) for t in ((128, 64, 128, 2, 4, 3), (128, 64, 128, 1, 
                                      (128, 128, 128, 1, 8, 3), (128, 128, 128, 2, 8, 3), (256, 64, 128, 1, 4, 3),
                                      (256, 128, 64, 1, 8, 4), (256, 128, 128, 1, 8, 3))]  # the pre-TMA pool
 # Below M = 128 the fused kernel splits K to fill the SMs (BLOCK_N, BLOCK_K,
-# SPLIT_K, warps, stages[, ACC_SCALE[, maxnreg]]; BLOCK_M = M's bucket). H100, int4 g128 K = N =
-# 8192, tiled weights, same process as the peers (exp/tiled_ab.py): M=1
-# 128x128 split 8 w4 s3 18.4 us (the split path 20.1, tinygemm 20.3); M=16
-# the same 19.3 (fbgemm 27.7); M=64 64x128 split 2 w4 s3 30.3 (fbgemm 31.0;
-# 64x128x128 split 4 w8 s4 was 28.8 on K-major bytes, but int4
-# wrong_on_sm90). 3 stages beat 4-8 at M <= 64 (exp/tiled_sweep.py).
-# 1x4096x4096 stays tinygemm's (7.0 us): our best 8.4 (64x128 split 8 w4
-# s3); fewer splits leave SMs idle (split 2: 11.5, 1: 16.0; the split path
-# without split-K: 11.0-23.7; exp/small_ab.py).
-# Measured and left out: 128x256 tiles at 8 warps, 1.1-1.3x the winners at
-# M = 128..4096 (exp/frag_ab.py); TMA loads here (M=16 23.5 against 19.6,
-# M=64 29.7-30.1 against 29.8, exp/tma_sweep.py); splits that do not divide
-# the K blocks (a runtime trip count: M=1 split 6 17.4-17.7 against 16.5-16.9
-# for split 8, M=64 split 3 34.5-34.8 against 29.6-29.9; exp/sweep2.py).
+# SPLIT_K, warps, stages[, ACC_SCALE[, maxnreg]]; BLOCK_M = M's bucket):
+# 3 stages and splits that divide the K blocks (a constant trip count) timed
+# fastest on the H100; 1x4096x4096 stays tinygemm's. Measurements and the
+# tiles left out: docs/fused_gemm.md.
 FUSED_SPLIT_POOL = [(128, 128, 8, 4, 3), (64, 128, 4, 4, 3), (64, 128, 2, 4, 3), (64, 128, 4, 4, 4),
                     (64, 128, 2, 4, 4), (64, 128, 8, 4, 4), (128, 128, 4, 8, 4), (128, 128, 2, 8, 4),
                     (128, 128, 8, 8, 4), (64, 256, 4, 4, 3), (128, 128, 4, 4, 4), (128, 128, 2, 4, 4)]
-# With ACC_SCALE (int4 BLOCK scales on each K block's fp32 product): H100,
-# int4 g128 K = N = 8192, same process, 3 rounds (exp/acc_ab.py), scales on
-# the weights / on the product: M=1 16x64x128 split 4 w4 s3 18.79 / 17.53 us,
-# M=16 19.52 / 18.60, M=32 32x64x128 split 4 22.72 / 20.85, 32x128x128 split 4
-# 23.69 / 22.77, M=64 64x64x128 split 2 30.71 / 30.68, 64x128x128 split 4
-# 30.58 / 30.52; but 16x128x128 split 8 (PDL 2) 16.37 / 20.68 and every TMA
-# tile 1.2-3x (a second accumulator: 255 registers and spills at 256 rows).
+# With ACC_SCALE (int4 BLOCK scales on each K block's fp32 product): the
+# tiles where it was faster on the H100 (64-row split-K tiles; not 128-row or
+# TMA ones: docs/fused_gemm.md).
 FUSED_SPLIT_POOL += [(*t, True) for t in ((64, 128, 4, 4, 3), (64, 128, 2, 4, 3), (64, 128, 8, 4, 3),
                                           (128, 128, 4, 4, 4))]
 # 16x128x128 split 8 with ACC_SCALE took 167 registers (sm_90, Triton 3.6),
 # so 3 programs per SM, and its 512 programs at K = N = 8192 two waves;
-# capped at 128 (maxnreg, no spills: scripts/fused_sass.py) 4 fit, one wave.
-# H100, same process, 4 rounds, PDL 2 (exp/mx_ab.py): scales on the weights
-# / ACC_SCALE / ACC_SCALE at 128 registers: 1x8192x8192 16.27 / 20.56 /
-# 15.50 us, 16x8192x8192 17.57 / 22.46 / 17.06, 1x28672x8192 47.41 / 60.06
-# / 46.84, 16x28672x8192 50.93 / 65.73 / 49.10 (the cap alone: 16.11, 17.43).
+# capped at 128 (maxnreg, no spills: scripts/fused_sass.py) 4 fit, one wave,
+# and it was the fastest (H100: docs/fused_gemm.md).
 FUSED_SPLIT_POOL += [(128, 128, 8, 4, 3, True, 128)]
 SPLIT_POOL_MAX_M = 64  # M buckets up to this take FUSED_SPLIT_POOL
 
 
 def wrong_on_sm90(fmt: int, c: dict) -> bool:
     """Configs that return wrong sums on sm_90 (measured on the H100, Triton 3.6):
-    - int4 with 8 warps and split-K. 128x256x64 split 2 and 4 (s4) were wrong
-      in 30 of 30 calls (error 0.1), 64x128x128 split 2..8 (s3, s4) in 1-10%
-      of calls (5e-2..1.4e-1; int4 g128, exp/race_check.py and
-      exp/frag_ab.py at 64x8192x8192, 128x8192x8192, 256x4096x28672); later
-      (exp/wo_ab.py) 64x128x128 split 4 w8 s4 in 22 of 30, split 2 s3 and
-      128x256x64 split 2 in none. Others of the family passed every call, so
-      it is not rounding; NVFP4, the K-order layout, 4 warps and SPLIT_K 1 had
-      no wrong call. A per-thread fence.acq_rel.gpu before the tile's counter
-      changed nothing (22 and 23 of 30 wrong): not the partials' memory
-      order. The whole family is left out of the pools and refused.
+    - int4 with 8 warps and split-K: wrong in 1-100% of calls across the
+      family, not rounding (others of the family passed every call) and not
+      the partials' memory order (a fence changed nothing); NVFP4, the K-order
+      layout, 4 warps and SPLIT_K 1 had no wrong call. The whole family is
+      left out of the pools and refused.
     - (No longer refused) NVFP4 with TMA loads, its block scales applied
-      inside the PTX decode: NaN or wrong sums, in every call with 256-row x
-      tiles and in some calls of 128-row ones at shapes of many tiles (the
-      weights by TMA, or with 128-row tiles x alone), right under
-      compute-sanitizer (which slows it) and with the scales multiplied after
-      a unit-scale decode (exp/san_nv.py, H100: 256x8192x512 and
-      256x28672x8192, 0 of 7 calls wrong, against 7 of 7). The SASS (ptxas
-      12.8 and 13.5 alike) writes registers that wgmmas still pending read as
-      their A operand, which the PTX ISA leaves undefined
-      (scripts/fused_sass.py counts such writes in the main loop: 27-67 in
-      those kernels, 0 in the scale-after ones and in every int4 TMA config
-      of the table; 69-185 in the Triton decode's TMA loops, which
-      FusedGemm.descriptors therefore refuses). Pointer-load configs have
-      them too (1-41 in 27 of the tables' 54 fused configs, int4 and NVFP4)
-      and have not returned a wrong call in the tables' checks (30 calls
-      each; 100 each for the 191 configs up to M = 256 at c2058fa) or in
-      any run: the cp.async waits ahead of them in each K block
-      are the likely margin. So with TMA, NVFP4 decodes at a unit scale and
-      multiplies after (_weights' SCALE_AFTER). The margin ran out for
-      int4 without scales in the loop (per channel, unscaled): scale_mode
-      now gives them group 128's loop."""
+      inside the PTX decode: NaN or wrong sums. The SASS writes registers
+      that wgmmas still pending read as their A operand, which the PTX ISA
+      leaves undefined (scripts/fused_sass.py counts such writes; none in the
+      scale-after loops and in every int4 TMA config of the table). So with
+      TMA, NVFP4 decodes at a unit scale and multiplies after (_weights'
+      SCALE_AFTER). Pointer-load configs have such writes too and have not
+      returned a wrong call (the cp.async waits ahead of them in each K block
+      are the likely margin); the margin ran out for int4 without scales in
+      the loop (per channel, unscaled): scale_mode now gives them group
+      128's loop. Measurements: docs/fused_gemm.md, "Measurements behind the
+      code's choices"."""
     return fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1
 
 
@@ -709,20 +582,14 @@ def tma_usable(fmt: int, group: int | None, k: int, block_k: int, target, block_
     x), a Hopper or newer GPU (the interpreter runs them too): NVFP4 (its SUB
     scales), int4 BLOCK scales (groups of whole K blocks, as 128) and int4
     SUB scales (groups tiling a K block, as 32 and 64), the latter with more
-    than two groups per K block only in 256-row x tiles. H100, K = N = 8192,
-    the table's TMA config against its entry's pointer-load one (what ran
-    before; above M = 1024 dequantize + cuBLAS), same process, 2 runs of 2
-    rounds (exp/grp_ab.py), every call right: group 64 M=128 39.4-39.8 /
-    45.3-46.7 us, 256 52.2-54.0 / 65.3-65.8, 1024 195.8-197.6 /
-    206.5-213.4; group 32 M=256 60.6-61.3 / 64.5-66.5, 1024 192.2-196.8 /
-    199.9-204.6, 4096 803-804 / 814-822, but M=128 (128-row tiles, four
-    groups per K block) 49.0-49.3 / 45.2-46.9. Per channel is BLOCK here
-    (scale_mode; FusedGemm runs unscaled int4 as scales of one per channel,
-    so callers pass group K for it): CHANNEL's and NONE's TMA loops wrote
-    registers of pending wgmmas (scripts/fused_sass.py: 5-29 writes in the
-    table's TMA tiles), and a multiply by a runtime 1.0 that removed the
-    writes put the decoded tile through shared memory (1024x8192x8192:
-    236.4 us). GATHER loads a scale per weight by pointer."""
+    than two groups per K block only in 256-row x tiles (with 128-row ones
+    four groups per K block were slower than pointer loads on the H100).
+    Per channel is BLOCK here (scale_mode; FusedGemm runs unscaled int4 as
+    scales of one per channel, so callers pass group K for it): CHANNEL's
+    and NONE's TMA loops wrote registers of pending wgmmas, and a multiply
+    by a runtime 1.0 that removed the writes put the decoded tile through
+    shared memory. GATHER loads a scale per weight by pointer. Measurements:
+    docs/fused_gemm.md, "Measurements behind the code's choices"."""
     mode = scale_mode(fmt, group, k, block_k, True)
     if fmt != NVFP4 and not (mode == BLOCK or mode == SUB and (block_k // group <= 2 or block_m >= 256)):
         return False
@@ -828,11 +695,9 @@ class FusedGemm:
         without the PTX decode (float16 x, or DECODE_ASM off), x's rows are
         not 16-byte aligned, as TMA needs, or x has no rows (a descriptor
         needs a positive shape). Without the PTX decode TMA configs returned
-        wrong sums on the H100: float16 x, int4 g128 and NVFP4, 10 of 10
-        calls at each of 5 table shapes (errors 0.18-0.36, NVFP4 NaN), right
-        by pointer loads (exp/fp16_check.py); their SASS writes registers
-        that pending wgmmas read (fused_sass.py counts 69-185 such writes,
-        see wrong_on_sm90)."""
+        wrong sums on the H100 (float16 x, int4 and NVFP4), right by pointer
+        loads; their SASS writes registers that pending wgmmas read (see
+        wrong_on_sm90; docs/fused_gemm.md)."""
         if not c.get("TMA"):
             return {}
         weights = c.get("TMA_W", True)

@@ -17,13 +17,10 @@ order, the same bits:
 - REDUCE_LAST (default): the tile's last program, plane after plane;
 - REDUCE_KERNEL: every program only stores its plane (no counter) and a
   second, small launch (reduce_planes) sums them per output element, over
-  many programs. H100, 19 long-K shapes (exp/det_ab.py, 2 rounds): faster at
-  17, e.g. 256x65536x256 33.1 against 39.9 us, 16x8192x16 4.26 against 4.97.
-  Two other sums in the last program were measured and dropped: CHUNK planes
-  per load summed by tl.sum (1.13-3.97x atomic, slower everywhere) and the
-  loop unrolled (no faster than REDUCE_LAST).
-
-`exp/...` names below are one-off scripts that were never committed (not kept).
+  many programs: faster at most long-K shapes on the H100. Two other sums in
+  the last program were measured and dropped (CHUNK planes per load summed
+  by tl.sum: slower; the loop unrolled: no faster). Measurements:
+  docs/split_k.md, "Measurements behind the code's choices".
 """
 
 from __future__ import annotations
@@ -88,13 +85,9 @@ def pdl_prologue(prefetch_ptrs, PDL: tl.constexpr):
     before has finished. So a call's launch and first weight reads overlap
     the previous kernel's tail; everything a kernel before may write
     (activations, workspace, counters, outputs) is touched only after the
-    wait. H100, the same config with and without (exp/pdl_ab.py, 2 rounds):
-    int4 1x8192x8192 18.3 -> 16.7 us, 16x: 19.2 -> 17.8, but 64x: 30.1 ->
-    35.5 and split-K 16x65536x16 5.5 -> 8.1 (the next kernel's programs take
-    SMs as they free, unevenly): the tables choose it per shape. PDL 3
-    (exp/pdl3.py, H100, same process, split-K, PDL 0 / 1 / 3): 16x65536x16
-    5.5 / 8.1 / 4.8 us, 16x8192x16 3.8 / 3.1 / 2.95, but 128x4096x128 6.0 /
-    4.9 / 5.3 and int4 64x8192x8192 30.1 / 35.4 / 35.5."""
+    wait. It pays at some shapes and not others (the next kernel's programs
+    take SMs as they free, unevenly), so the tables choose it and its mode
+    per shape (H100 measurements: docs/pdl.md)."""
     if PDL:
         if PDL != 3:  # 3: pdl_release launches the next kernel, after the main loop
             tl_cuda.gdc_launch_dependents()
@@ -177,10 +170,8 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
                      mask=mask)
             # Relaxed: nothing else touches the counter in this launch, and
             # the next launch is ordered after it anyway. The default acq_rel
-            # fenced (MEMBAR.GPU) before the tile's last program could exit:
-            # 3.99 -> 3.57 us at 16x8192x16, 9.44 -> 9.09 at 256x8192x256,
-            # int4 M=1 K=N=8192 21.26 -> 20.98 (H100, same process;
-            # exp/wo_variant_ab.py).
+            # fenced (MEMBAR.GPU) before the tile's last program could exit,
+            # slower (H100: docs/split_k.md).
             tl.atomic_xchg(count_ptr + pid_mn, 0, sem="relaxed")
 
 

@@ -13,8 +13,7 @@ One kernel for both formats (FMT), streaming each packed weight byte once:
   and broadcast over the packed rows each covers; NVFP4's are decoded once
   and applied per element (exact: E2M1 x E4M3 has at most 5 significant
   bits), its FP32 tensor scale once at the end.
-  Loading each packed row's scale instead cost 27% (H100, K = N = 8192,
-  best config each, same run: M=1 33.2 -> 26.2 us, M=16 34.6 -> 26.6).
+  Loading each packed row's scale instead cost 27% on the H100.
 
 Three paths, picked by M (triton_dispatch.py decides: WeightOnlyDispatch.path, path_for):
 - split (M <= SPLIT_PATH_MAX_M, memory-bound, unless the table timed the
@@ -35,7 +34,8 @@ Three paths, picked by M (triton_dispatch.py decides: WeightOnlyDispatch.path, p
   does for large batches); the dequant costs one pass over the weights (peak
   memory: the K x N scratch, reported in the row).
 
-`exp/...` names below are one-off scripts that were never committed (not kept).
+Measurements behind these choices: docs/weight_only.md, "Measurements behind
+the code's choices".
 """
 
 from __future__ import annotations
@@ -55,23 +55,9 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # on Hopper, the scale modes fused_gemm.tma_usable takes) and where the table did
 # not time dequantize + cuBLAS faster (weight_only_configs.dequant_faster);
 # elsewhere dequantize + cuBLAS.
-# H100, K = N = 8192, bf16, p50 us, same process:
-# - pointer loads (exp/frag_ab.py, fragment-order weights): int4 fused M=1024
-#   193.5-194.4 against dequantize + cuBLAS's 225-230 (cuBLAS on bf16
-#   weights 184.1-184.8, fbgemm 186-190); M=4096 826.6 (its best config)
-#   against 775.7-816.5;
-# - NVFP4 (exp/big_sweep.py): fused M=2048 406.9 against 410.5, M=4096 854.1
-#   against 758.8, so it keeps dequantize + cuBLAS above 1024;
-# - int4 g128 with TMA loads (exp/big_sweep.py): fused M=2048 366.6 against
-#   404.8 (fbgemm 334.7, cuBLAS bf16 365.0), M=4096 762.5 against 785.2
-#   (fbgemm 681.7, cuBLAS 752.1); 4096x4096x28672 1345.2 against 1350.0,
-#   4096x14336x4096 613.8 against 654.0, 2048x8192x57344 2732.7 against
-#   3001.1; hot (exp/hot_ab.py, now scripts/path_ab.py: 2 s of cuBLAS, 6
-#   rounds in alternating order, two other H100s) M=2048 371.5 and 371.4
-#   against 400.1 and 402.8, M=4096 723.9 and 771.7 against 764.3 and
-#   778.2. One run disagreed (exp/mid_sweep.py, the fused
-#   kernel always right after cuBLAS: its rounds rose 361 -> 442 at 2048
-#   and 708 -> 838 at 4096 while dequantize + cuBLAS held 408 and 764).
+# On the H100 the fused kernel with pointer loads beat dequantize + cuBLAS
+# at M = 1024 and lost at 4096; with TMA loads (int4) it won at 2048 and
+# 4096, NVFP4's (pointer loads) lost above 1024 (docs/weight_only.md).
 # Up to M = 64 the table picks the split path or the fused one with split-K
 # per shape (triton_dispatch.path_for).
 FUSED_MAX_M = 1024
@@ -99,10 +85,8 @@ def _load_x(x_ptr, kb, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K: tl.con
 
 def even_kn(args: dict) -> bool:
     """Whether every K block and N tile of a launch is whole, so the loads
-    need no K or N masks (EVEN_KN; the x rows keep theirs). Dropping them cut
-    the loop body's SASS by ~11% and int4 g128 at K = N = 8192 from 21.26 to
-    20.15 us at M=1 and 23.66 to 22.64 at M=16 (H100, 16x256x128 split 8,
-    same process, 5 rounds; exp/wo_variant_ab.py)."""
+    need no K or N masks (EVEN_KN; the x rows keep theirs): dropping them cut
+    the loop body's SASS by ~11% and the time by ~5% (H100, docs/weight_only.md)."""
     return args["K"] % args["BLOCK_K"] == 0 and args["N"] % args["BLOCK_N"] == 0
 
 
@@ -140,9 +124,7 @@ def weight_only_kernel(
         mask_k = k_even < K
         w = _load_w(w_ptr, kb, k_end, offs_h, offs_n, mask_n, stride_wk, BLOCK_K, EVEN_KN)
         # One contiguous (vectorizable) x tile, split into even and odd k in
-        # registers. Two stride-2 loads instead measured 4x slower at M=4096
-        # and 1.8x at M=16 (H100, 8192x8192, int4 g128: 7318 -> 1825 us,
-        # 50.0 -> 27.2 us).
+        # registers: two stride-2 loads instead were 1.8-4x slower (H100).
         x = _load_x(x_ptr, kb, k_end, offs_m, offs_k, mask_m, stride_xm, BLOCK_K, EVEN_KN)
         xe, xo = tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
         if FMT == 0:
@@ -157,9 +139,8 @@ def weight_only_kernel(
                 acc += part * s.to(tl.float32)[None, :]
             else:
                 if HAS_SCALES:
-                    # The block's groups once, as NVFP4's scales below (H100,
-                    # 8192x8192 group 32, best of 4 configs: M=1 27.4 -> 21.9
-                    # us, M=16 28.0 -> 23.6); per element when neither divides.
+                    # The block's groups once, as NVFP4's scales below (faster
+                    # on the H100); per element when neither divides.
                     if BLOCK_K % GROUP == 0:
                         s = decode.load_group_rows(s_ptr, kb, K, offs_n, mask_n, stride_sk, BLOCK_K, GROUP, EVEN_KN)
                         s = decode.per_packed_row(s.to(DT), GROUP, BLOCK_K, BLOCK_N)
@@ -220,15 +201,9 @@ def _cfg(bm, bn, bk, split, warps=4, stages=4, asm=True):
 
 
 # Curated configs (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K[, warps, stages, asm]),
-# from scripts/tune_weight_only.py (now tuning/weight_only.py) on the H100 (K = N = 8192, graph timing):
-# the best of 36 split-path candidates per format at M = 1 and 16 and of 24
-# at M = 64, with the packed-PTX decodes (int4 M=1: 25.1 -> 22.5 us, M=16:
-# 27.1 -> 24.6 us), plus two without them. Deep K blocks lost: BLOCK_K 64-128
-# with 4-16 splits keeps 256-1024 CTAs streaming. After the NVFP4 scale
-# change, a 66-config grid (BLOCK_N 128/256, BLOCK_K 32-128, 4-16 splits,
-# 4/8 warps, 3/4 stages) put first: int4 (256, 128, 8, 3 stages) at M=1 21.6
-# us, M=16 24.5; NVFP4 (128, 128, 4, 4 stages) at 26.2 / 26.6. 8 warps never
-# won (NVFP4 M=16: 29.2 at best).
+# the fastest split-path candidates of tuning/weight_only.py's grids on the
+# H100, with the packed-PTX decodes, plus two without them; deep K blocks and
+# 8 warps never won (docs/weight_only.md).
 SMALL_M_CONFIGS = [_cfg(16, bn, bk, sk, 4, st) for bn, bk, sk, st in [
     (256, 128, 8, 3), (256, 64, 8, 3), (128, 128, 4, 4), (128, 64, 8, 3), (128, 128, 4, 3), (128, 64, 16, 4),
     (128, 64, 4, 4), (64, 64, 8, 4), (64, 64, 4, 4)]] + \

@@ -111,12 +111,8 @@ TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
 OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP")  # K_SPLIT 1 or 2, SPLITS 1-4: `check`
 MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
 MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (docs/ws_gemm.md)
-# H100, 64 x 8192 x 8192, int4 group 64 and 128, one process per config (scripts/ws_ab.py, killed
-# after 30-40 s): 64x64x64 SPLITS 2 with 7 or 8 stages and SKEW 2, 4, 8 or 16 never returned from its
-# first checked call (8 stages, SKEW 16: 56 and 72 K blocks, both whole laps of the ring); the same
-# without SKEW ran (25.58 us), as did 6 stages with SKEW 2 or 4 (24.91, 24.81), 64x128x64 s8 SKEW 4
-# (23.69) and 64x64x128 s8 SKEW 2 (31.97). Cause not found; `check` refuses SKEW above this many
-# stages (no table entry or WS_POOL tiles have more).
+# SKEW with more stages than this hung some tiles on the H100 (cause not found;
+# docs/ws_gemm.md): `check` refuses it (no table entry or WS_POOL tiles have more).
 MAX_SKEW_STAGES = 6
 # Registers per thread: the kernel starts at MAXNREG over its 12 warps, the
 # producer gives back to PRODUCER_REGS and the second consumer takes
@@ -155,13 +151,7 @@ def packed_layout(BLOCK_K):
     is one ldmatrix register, 4 bytes of one row, whose decoded pairs are
     wgmma fragment registers. In fused_kernel's order (row + 8 before
     byte + 2) an instance took half of two rows' registers, gathered by a
-    PRMT per 4 bytes: sm_90 SASS (Triton 3.6, scripts/fused_sass.py --ws)
-    118 -> 114 instructions per K block at int4 256x128x64 s3, NVFP4 140 ->
-    136. H100, one process, 3 rounds (scripts/ws_ab.py, against that
-    order): int4 g128 1024x8192x8192 s4 183.82 / 184.11 us, 4096 s3 PDL
-    735.34 / 735.25 (cuBLAS 750.22), 256 split 2 skew 4 54.86 / 55.53;
-    NVFP4 1024 s3 184.30 / 189.78; int4 64x128x128 split 2 (M = 64, 2
-    rounds) 22.66 / 23.18."""
+    PRMT per 4 bytes: more SASS instructions, level or slower (docs/ws_gemm.md)."""
     half = gl._unwrap_if_constexpr(BLOCK_K) // 2
     reg = [[0, 1], [0, 2], [8, 0], [0, 16]]
     b = 32
@@ -205,8 +195,7 @@ def block_scale_layout(BLOCK_K, PER_RUN):
     registers to [64, BLOCK_K // GROUP], then (NVFP4) split into the low
     and high nibbles' scales (chunk_layout's rows and runs). Loaded
     through the shared view permuted instead, Triton 3.6 read it with a
-    transposing ldmatrix that gave the wrong blocks' scales (H100,
-    exp/nvws_dbg.py, not kept)."""
+    transposing ldmatrix that gave the wrong blocks' scales (H100)."""
     c = chunk_layout(BLOCK_K)
     per = gl._unwrap_if_constexpr(PER_RUN)
     t = lambda b: [per * b[1], b[0]]  # noqa: E731  (row, run) -> (the run's first block, row)
@@ -306,14 +295,8 @@ def _plane_view(acc, BLOCK_M: gl.constexpr):
     row + 8 x two columns), so the plane offsets 4 i + e (_plane_offsets)
     give each thread 16 bytes and a warp 512 contiguous ones per access.
     In the accumulator's own order a warp's access was 8 rows' 32 bytes, 8
-    cache lines for 256 bytes: sm_90 SASS (Triton 3.6) 64 STG.E.128 and 64
-    LDG.E.128 per program at 256x128x64 split 2 against 128 of each .64,
-    and stream-K's 10 spilled registers gone. H100, one process, 3 rounds
-    (scripts/ws_ab.py against the build before), int4 g128, p50 us: M=256
-    K = N = 8192 split 2 skew 4 52.28 / 53.78 (NVFP4 53.55 / 55.02, cuBLAS
-    55.59), 128 32.61 / 33.67, 64 (64x128x128) 22.38 / 22.91; stream-K 256
-    x 8192 x 10240 70.50 / 79.02, 1024 x 8192 x 10240 235.11 / 246.36, 256
-    x 14336 x 4096 53.44 / 70.10 (split 2 skew 4 70.53 / 72.79)."""
+    cache lines for 256 bytes: half the wide stores and loads, stream-K's
+    spills gone, and faster on the H100 (docs/ws_gemm.md)."""
     v = gl.reshape(acc, (4, 2, 8, BLOCK_M // 8, 4, 2))  # warp, row + 8, row, chunk, column pair, column
     v = gl.permute(v, (3, 0, 2, 4, 1, 5))
     return gl.reshape(v, (16 * BLOCK_M, 4))
@@ -634,10 +617,8 @@ def _pdl_wait():
     producer's first load and every store come after it (fused_kernel's
     PDL 1: split_k_parts.pdl_prologue). A program of the next call takes
     an SM as one of this call's frees it and waits there, so its launch and
-    set-up overlap this call's tail. H100, int4 g128 K = N = 8192, the
-    table's WS tiles without / with, same process, 3 rounds
-    (exp/pdl_ab.py, not kept): M=128 34.42 / 34.29 us, 512 92.88 / 91.97, 1024
-    199.70 / 191.63 (rounds 186.9-206.7), 4096 745.38 / 739.31."""
+    set-up overlap this call's tail (a few percent at most on the H100:
+    docs/ws_gemm.md, docs/pdl.md)."""
     gl.inline_asm_elementwise("griddepcontrol.launch_dependents; griddepcontrol.wait; // $0", "=r", [],
                               dtype=gl.int32, is_pure=False, pack=1)
 

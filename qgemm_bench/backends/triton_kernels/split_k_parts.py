@@ -157,10 +157,8 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
                     total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
             else:
                 # Read the sum with an atomic (performed at L2, where the other
-                # programs' atomics land). A .cg load here read incomplete sums:
-                # up to 20 of 20 runs wrong per config at 256x8192x256 and
-                # 256x32768x256 on the H100 (scripts/split_k_race_check.py);
-                # the atomic read: 0 of 1240.
+                # programs' atomics land): a .cg load read incomplete sums on
+                # the H100 (docs/split_k.md).
                 zero = tl.zeros(acc.shape, dtype=tl.float32)
                 total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
                 tl.store(ws_ptr + tile, zero, mask=mask)

@@ -133,4 +133,7 @@ def test_the_halves_kernel_rows(probe, monkeypatch):
         if name == "S4 halves":
             assert r["HALVES"] and not r.get("FOLD") and fused_gemm.halved(fg.fmt, fg.group, fg.k, r)
     fg.config = {**c, "num_warps": 8, "maxnreg": 64, "HALVES": True}
-    assert fg.config_for(1)["num_warps"] == 8
+    with pytest.raises(ValueError, match="wrong sums on sm_90"):
+        fg.config_for(1)  # refused unless the caller checks every call, as kernel_row does
+    fg.unchecked = True
+    assert fg.config_for(1)["num_warps"] == 8 and probe.HALVES_CHECK_CALLS >= 30

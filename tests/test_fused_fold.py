@@ -128,7 +128,7 @@ HALVES_CASES = [((7, 1000, 100), 16, 64, 128, 3, "channel", True, True),
 @pytest.mark.parametrize("shape,bm,bn,bk,split,group,frag,tile", HALVES_CASES)
 def test_halves_vs_fp64(shape, bm, bn, bk, split, group, frag, tile):
     from qgemm_bench.backends.kmajor_layout import TILE
-    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, halved
 
     s = seed()
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), s)
@@ -137,6 +137,8 @@ def test_halves_vs_fp64(shape, bm, bn, bk, split, group, frag, tile):
     for fold in (False, True):
         g = FusedGemm(inputs.w, inputs.scales, None, INT4, inputs.group_size, {**c, "HALVES": True, "FOLD": fold},
                       frag, TILE if tile else None, target=target_for(inputs.w))
+        # the case runs HALVES' loop (else the plain loop would give the same sums and the test nothing)
+        assert halved(INT4, g.group, g.k, g.config_for(shape[0]), g.kmajor.frag)
         out = g(inputs.x)
         print(f"seed {s}: fold {fold} error {rel_error(out, ref):.3g}")
         check(out, ref)
@@ -144,8 +146,9 @@ def test_halves_vs_fp64(shape, bm, bn, bk, split, group, frag, tile):
 
 
 def test_halves_only_where_asked():
-    # HALVES runs its loop only in int4 ACC_SCALE BLOCK pointer-load configs; only there does FusedGemm take
-    # an int4 8-warp split-K config (wrong_on_sm90's family, otherwise refused). No pool proposes it.
+    # HALVES runs its loop only in int4 ACC_SCALE BLOCK pointer-load configs; only there, and only when told
+    # its calls are checked, does FusedGemm take an int4 8-warp split-K config (wrong_on_sm90's family). No
+    # pool proposes it.
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.operators.formats import NVFP4
 
@@ -157,7 +160,11 @@ def test_halves_only_where_asked():
     assert not fused_gemm.halved(INT4, 128, 8192, {**w8, "HALVES": True, "TMA": True})
     assert not fused_gemm.halved(NVFP4, 16, 8192, {**w8, "HALVES": True})
     inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 1024, 64), group_size=128), seed())
-    assert fused(inputs, {**w8, "HALVES": True}).config_for(3)["HALVES"]
+    g = fused(inputs, {**w8, "HALVES": True})
+    with pytest.raises(ValueError, match="wrong sums on sm_90"):  # unchecked on a GPU: refused by default
+        g.config_for(3)
+    g.unchecked = True  # a caller that checks every call (decode_probe's S4 halves rows)
+    assert g.config_for(3)["HALVES"]
     with pytest.raises(ValueError, match="wrong sums on sm_90"):
         fused(inputs, w8).config_for(3)
     for fmt in (INT4, NVFP4):

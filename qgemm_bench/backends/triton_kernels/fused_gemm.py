@@ -568,10 +568,10 @@ def halved(fmt: int, group: int | None, k: int, c: dict, frag: bool = True) -> b
     """Whether config c runs fused_kernel's HALVES loop: asked for, int4
     with ACC_SCALE, BLOCK scales, pointer loads (elsewhere HALVES is
     ignored). No pool or stored config has it: an explicit request only.
-    FusedGemm runs such configs at 8 warps with split-K too, a family
-    wrong_on_sm90 refuses otherwise: unchecked on the GPU until the H200's
-    correctness checks pass (decode_probe.py's S3 halves and S4 halves
-    rows, 3 calls each)."""
+    At 8 warps with split-K (wrong_on_sm90's family) FusedGemm takes it
+    only when told its calls are checked (FusedGemm.unchecked:
+    decode_probe's S4 halves rows, HALVES_CHECK_CALLS each), until the
+    H200 shows it right."""
     return bool(c.get("HALVES")) and bool(c.get("ACC_SCALE")) and fmt == INT4 and not c.get("TMA") and \
         scale_mode(fmt, group, k, c["BLOCK_K"], frag, channel_block(c)) == BLOCK
 
@@ -637,6 +637,9 @@ class FusedGemm:
             self.kmajor = dataclasses.replace(self.kmajor, scales=bs.to(torch.bfloat16))
         self.ts, self.fmt, self.group = tensor_scale, fmt, group
         self.config = config
+        # True: take int4 8-warp split-K configs that run HALVES (halved), the family wrong_on_sm90 refuses:
+        # only where every call is checked (decode_probe's S4 halves rows), never a table's or a pool's.
+        self.unchecked = False
         self._workspace: dict = {}  # split-K workspaces by M (split_k_parts.workspace, ws_gemm.workspace)
         self._w_desc: dict[tuple, object] = {}
 
@@ -654,7 +657,8 @@ class FusedGemm:
                 (tile is None or c["BLOCK_N"] % tile[0] or tile[1] % c["BLOCK_K"]):
             raise ValueError(f"config {c}: TMA loads need tiled weights, BLOCK_N a multiple of the tile's "
                              f"{tile and tile[0]} rows and BLOCK_K dividing its {tile and tile[1]} k")
-        if wrong_on_sm90(self.fmt, c) and not halved(self.fmt, self.group, self.k, c, self.kmajor.frag):
+        if wrong_on_sm90(self.fmt, c) and not (self.unchecked and halved(self.fmt, self.group, self.k, c,
+                                                                         self.kmajor.frag)):
             raise ValueError(f"config {c} returns wrong sums on sm_90 (fused_gemm.wrong_on_sm90: int4 with "
                              "8 warps and split-K)")
         if c.get("WS"):

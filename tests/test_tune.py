@@ -134,12 +134,51 @@ def test_tune_helion_writes_its_entry_end_to_end(tiny, tmp_path, capsys):
     (entry,) = kernels["split_k_gemm"].values()
     assert entry["config"] in HELION_SK and entry["us"] > 0
     first = read_back(tmp_path, "helion")["provenance"]
-    assert "earlier" not in first
-    # A later tune of part of a store (another operator, family or M) keeps the other entries, and the
-    # provenance of the tunes that made them.
+    assert "earlier" not in first and first["tune"]
+    # A later tune that rewrites every entry leaves no earlier tune's provenance behind.
     assert tune(["--store", str(tmp_path), "--backends", "helion", "--op", "split_k_gemm", "--budget-s", "500"]) == 0
     again = read_back(tmp_path, "helion")["provenance"]
-    assert again["command"].endswith("--budget-s 500") and again["earlier"] == [first]
+    assert again["command"].endswith("--budget-s 500") and "earlier" not in again and again["tune"] != first["tune"]
+
+
+def test_earlier_tunes_provenance_stays_while_their_entries_do(tmp_path):
+    """A tune of part of a store (another operator, family or M) keeps the
+    other entries and the provenance of the tunes that made them, newest
+    first; a --resume piece (the same tune) adds none, even when its first
+    piece ended before it wrote the file; a tune that rewrites every entry
+    drops them."""
+    from qgemm_bench.configs.store import Store
+    from qgemm_bench.tuning.journal import Writer
+
+    store = Store(tmp_path)
+
+    def prov(tune_id):
+        return {"commit": "c", "date": None, "command": f"tune {tune_id}", "rounds": 2, "versions": {}, "tune": tune_id}
+
+    def rec(kernel):
+        return {"family": "helion", "kernel": kernel, "key": "M1_K256_N64", "entry": {"config": {}, "us": 1.0}}
+
+    def written():
+        return store.read("cpu", "helion")["provenance"]
+
+    a = Writer(store, "cpu", ["helion"], prov("A"))
+    a.add(rec("k1"))
+    a.add(rec("k2"))
+    first = written()
+    assert "earlier" not in first
+    # B's first piece stopped before it wrote anything; its --resume then rewrites k1 alone: k2 is A's
+    b = Writer(store, "cpu", ["helion"], prov("B"))
+    b.add(rec("k1"))
+    second = written()
+    assert second["earlier"] == [first]
+    b_resumed = Writer(store, "cpu", ["helion"], prov("B"))
+    b_resumed.add(rec("k1"))
+    assert written()["earlier"] == [first]  # not B's own provenance as well
+    c = Writer(store, "cpu", ["helion"], prov("C"))
+    c.add(rec("k1"))
+    assert [p["tune"] for p in written()["earlier"]] == ["B", "A"]
+    c.add(rec("k2"))
+    assert "earlier" not in written()
 
 
 def test_resume_skips_what_the_unfinished_tune_wrote(tiny, tmp_path, capsys):

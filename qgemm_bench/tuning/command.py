@@ -348,13 +348,13 @@ class Tune:
         meta = collect(self.device)
         versions = {k: meta.get(k) for k in ("torch", "triton", "helion", "cuda", "gpu", "driver") if meta.get(k)}
         provenance = {"commit": git_commit(), "date": None, "command": " ".join(["qgemm-bench tune", *self.argv]),
-                      "commands": journal.commands(), "rounds": ROUNDS, "versions": versions,
+                      "commands": journal.commands(), "tune": journal.tune_id(), "rounds": ROUNDS,
+                      "versions": versions,
                       "budget_s": round(budget), "world_size": self.size, "pruned_by": priors["from"],
                       "priors": priors["gpus"], "units_planned": len(units), "complete": False,
                       "cut_short": None, "not_timed": None}  # known when the tune ends (finish)
         checks = {"weight_only": woc.check_table, "split_k": skc.check_table}
-        writer = Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, checks,
-                        resumed=len(journal.commands()) > 1)
+        writer = Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, checks)
         # Every planned split-K shape has an entry from the first write on: one not reached (or not
         # timed) keeps the prior GPU's config, not this GPU's nearest entry or the heuristic.
         entries = writer.tables["split_k"].setdefault("entries", {})

@@ -75,7 +75,20 @@ class Journal:
         return out
 
     def add_command(self, command: str) -> None:
-        self._write({"command": command})
+        self._write({"command": command, "date": now()})
+
+    def tune_id(self) -> str:
+        """What names this tune in its provenance ("tune"): the date of its
+        first journalled command ("" before one)."""
+        lines = self.path(0).read_text(encoding="utf-8").splitlines() if self.path(0).exists() else []
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and "command" in rec:
+                return str(rec.get("date", ""))
+        return ""
 
     def append(self, record: dict) -> None:
         self._write(record)
@@ -122,16 +135,17 @@ class Writer:
     re-tune keeps the entries it does not reach), the journal's records
     folded in, each family written whole after every change."""
 
-    def __init__(self, store, gpu: str, families: list[str], provenance: dict, target=None, check=None,
-                 resumed: bool = False):
+    def __init__(self, store, gpu: str, families: list[str], provenance: dict, target=None, check=None):
         self.store, self.gpu, self.provenance, self.target = store, gpu, provenance, target
         self.check = check or {}  # family -> check_table(doc, where), run before a write
         self.tables = {f: store.read(gpu, f) or SKELETONS[f]() for f in families}
-        self.earlier = {f: _earlier(self.tables[f].get("provenance"), resumed) for f in families}
+        self.earlier = {f: _earlier(self.tables[f].get("provenance"), provenance.get("tune")) for f in families}
+        self.kept = {f: _entries(self.tables[f]) for f in families}  # entries no unit of this tune has rewritten
         self.touched: set[str] = set()
 
     def add(self, record: dict, write: bool = True) -> None:
         family = fold(self.tables, record)
+        self.kept[family] = self.kept.get(family, set()) - _entries(_record_doc(record))
         self.touched.add(family)
         if write:
             self.write(family)
@@ -143,7 +157,7 @@ class Writer:
         if family in self.check:
             self.check[family](doc, f"the tuned {family} table")
         prov = {**self.provenance, "date": now()}
-        if self.earlier[family]:
+        if self.earlier.get(family) and self.kept.get(family):  # some entry is an earlier tune's
             prov["earlier"] = self.earlier[family]
         path = self.store.write(self.gpu, family, doc, prov, target=self.target)
         self.target = None  # target.json once
@@ -154,16 +168,29 @@ class Writer:
         return [self.write(f) for f in sorted(self.touched)]
 
 
-def _earlier(old: dict | None, resumed: bool) -> list[dict]:
+def _earlier(old: dict | None, tune: str | None) -> list[dict]:
     """The provenance of the tunes before this one whose entries a family
-    file keeps (a tune of some operators, kernel families or M writes over
-    its own entries only), newest first. Resumed, the file's own provenance
-    is this tune's (its earlier pieces are in "commands")."""
+    file may keep (a tune of some operators, kernel families or M writes
+    over its own entries only), newest first. The file's own provenance is
+    this tune's when it names the same tune (a --resume piece)."""
     if not old:
         return []
-    if resumed:
+    if tune and old.get("tune") == tune:
         return list(old.get("earlier", []))
     return [{k: v for k, v in old.items() if k != "earlier"}, *old.get("earlier", [])]
+
+
+def _entries(doc: dict) -> set[tuple]:
+    """A family file's entries as (kernel or split-K mode, bucket) pairs."""
+    groups = doc.get("entries") or doc.get("kernels") or {}
+    return {(g, key) for g, entries in groups.items() if isinstance(entries, dict) for key in entries}
+
+
+def _record_doc(record: dict) -> dict:
+    """A journal record's entries laid out as its family file lays them."""
+    if record["family"] == "split_k":
+        return {"entries": {mode: {record["key"]: e} for mode, e in record["entries"].items()}}
+    return {"kernels": {record["kernel"]: {record["key"]: record["entry"]}}}
 
 
 def now() -> str:

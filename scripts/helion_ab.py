@@ -87,7 +87,7 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
     entry, its variants, triton; each checked on the first copy first."""
     from qgemm_bench.backends import registry
     from qgemm_bench.backends.helion_kernels import tuning
-    from qgemm_bench.backends.helion_ops import WeightOnly
+    from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly
     from qgemm_bench.operators.common import rel_error
     from qgemm_bench.operators.formats import INT4, NVFP4
     from qgemm_bench.tuning.candidates import helion_fused_variants
@@ -131,7 +131,9 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
         # At decode sizes, also launched early (PDL 2), as the Triton table's configs there.
         twin += [{**entry, "acc_scale": op.NAME == "int4_gemm", "pdl": 2}] if m <= 64 and not entry.get("pdl") else []
         # int4: both of those on fragment-order weights (kernels.fused's frag; NVFP4's always are).
-        twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *twin)] if op.NAME == "int4_gemm" else []
+        # (helion_ops takes frag in tiles of at most FRAG_MAX_BLOCK_M rows: the twins only of such tiles.)
+        twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *twin)] \
+            if op.NAME == "int4_gemm" and entry["block_sizes"][1] <= FRAG_MAX_BLOCK_M else []
         for v in [*helion_fused_variants(entry, m), *twin] if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:
                 helion.append(v)

@@ -6,16 +6,16 @@ the elementwise work around it, and calls our kernel as it is.
 The op takes the activation and the handle of a prepared kernel (a
 backend's Kernel.apply with its resident weights). Every backend (Triton,
 Helion, tinygemm, fbgemm, the torch baseline) goes through the same op, so
-the compiled variants differ only in the GEMM they call.
-
-`qgemm::last_position` hands flex decode attention its position as a buffer
-of its own (see its docstring). The handle is a CPU
+the compiled variants differ only in the GEMM they call. The handle is a CPU
 int64 scalar tensor (a module buffer), not a Python int: as a graph input
 it leaves every backend's step the same graph, so Inductor's FX graph cache
 serves the second backend at a batch size (tiny 4-layer Llama on CPU: 7-15 s
 against 33-38 s with the handles as constants). Read on the host, it costs
 no device sync, and a CUDA graph replays the kernels without reading it.
 The op's CPU path is the same call: a kernel prepared on CPU runs there.
+
+`qgemm::last_position` hands flex decode attention its position as a buffer
+of its own (see its docstring).
 """
 
 from __future__ import annotations

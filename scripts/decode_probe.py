@@ -87,7 +87,7 @@ import triton.language as tl  # noqa: E402
 
 from qgemm_bench.backends.kmajor_layout import TILE  # noqa: E402
 from qgemm_bench.backends.triton_kernels import decode, fused_gemm, split_k_parts  # noqa: E402
-from qgemm_bench.errors import InputError  # noqa: E402
+from qgemm_bench.errors import InputError, one_line  # noqa: E402
 from qgemm_bench.harness import faults  # noqa: E402
 from qgemm_bench.harness.args import Parser  # noqa: E402
 
@@ -320,10 +320,6 @@ SMEM_LIMIT = 220 * 1024  # a sweep tile's weight ring (stages x tile bytes) abov
 GEMV = {1: [(128, 8, 4, 4), (64, 16, 4, 4)], 16: [(64, 8, 4, 3), (32, 16, 4, 3)]}
 
 
-def one_line(e: BaseException) -> str:
-    return str(e).splitlines()[0][:120] if str(e) else ""
-
-
 def describe(c: dict) -> str:
     """split_k_configs.describe's label, and a stage kernel's loop stages."""
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe as label
@@ -381,7 +377,7 @@ class Probe:
         except Exception as e:  # noqa: BLE001 - one variant's failure is its row's
             if faults.context_lost(e):
                 raise
-            self.say(f"{label} failed: {type(e).__name__}: {one_line(e)}")
+            self.say(f"{label} failed: {one_line(e, 160)}")
             self.rows.append({"fmt": fmt, "M": m, "variant": name, "config": config, "error": type(e).__name__})
             return
         pct = 100 * floor_us / us if floor_us else float("nan")
@@ -556,7 +552,7 @@ def run_copy_and_read(probe: Probe, lay: Layout) -> None:
     except Exception as e:  # noqa: BLE001
         if faults.context_lost(e):
             raise
-        probe.say(f"{lay.fmt:>5} read failed: {type(e).__name__}: {one_line(e)}")
+        probe.say(f"{lay.fmt:>5} read failed: {one_line(e, 160)}")
 
 
 def stage_row(probe: Probe, lay: Layout, m: int, stage: int, c: dict, name: str | None = None,
@@ -864,7 +860,7 @@ def main(argv=None) -> int:
             except Exception as e:  # noqa: BLE001 - one format's setup failing leaves the other
                 if faults.context_lost(e):
                     raise
-                probe.say(f"{fmt}: setup failed: {type(e).__name__}: {one_line(e)}")
+                probe.say(f"{fmt}: setup failed: {one_line(e, 160)}")
                 continue
             probe.say(f"{fmt}: floor (op bytes / copy GB/s) " + ", ".join(
                 f"M={m} {lay.floor_us(m):.2f} us" for m in ms if lay.floor_us(m)) +
@@ -874,7 +870,7 @@ def main(argv=None) -> int:
                 try:
                     c = lay.config(m)
                 except Exception as e:  # noqa: BLE001
-                    probe.say(f"{fmt} M={m}: no stage config: {type(e).__name__}: {one_line(e)}")
+                    probe.say(f"{fmt} M={m}: no stage config: {one_line(e, 160)}")
                     c = None
                 for stage in (READ, DECODE, DOT) if c else ():
                     stage_row(probe, lay, m, stage, c)
@@ -891,7 +887,7 @@ def main(argv=None) -> int:
         if int4 is not None and not args.no_sweep:
             sweep(probe, int4)
     except Exception as e:  # a lost CUDA context: nothing more can run
-        probe.say(f"stopped: {type(e).__name__}: {one_line(e)}")
+        probe.say(f"stopped: {one_line(e, 160)}")
         return 1
     finally:
         summary(probe, ms)

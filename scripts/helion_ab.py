@@ -35,7 +35,7 @@ if "--cpu-smoke" in sys.argv[1:]:  # before triton is imported
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
 
-from qgemm_bench.errors import InputError  # noqa: E402
+from qgemm_bench.errors import InputError, one_line  # noqa: E402
 from qgemm_bench.harness.args import Parser, float_in, int_in, positive_milliseconds  # noqa: E402
 
 OPS = ("int4_gemm", "nvfp4_gemm")
@@ -105,7 +105,7 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
         try:
             err = rel_error(calls[0](), ref)
         except Exception as e:  # noqa: BLE001 - a candidate that cannot run here: say so, compare the rest
-            notes.append(f"{name}: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}")
+            notes.append(f"{name}: {one_line(e, 160)}")
             return
         if not err <= tol:  # nan included
             notes.append(f"{name}: WRONG (relative error {err:.2e} > {tol:g}), not timed")
@@ -118,7 +118,7 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
     try:
         ready = entry_gemm.bound(inputs[0].x)
     except Exception as e:  # noqa: BLE001
-        notes.append(f"helion entry: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+        notes.append(f"helion entry: {one_line(e, 160)}")
         ready = None
     path = entry_gemm.path(m)
     helion = []
@@ -148,7 +148,7 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
                 for g, i in zip(gemms, inputs, strict=True):  # bound and compiled under this config
                     g.bound(i.x)
         except Exception as e:  # noqa: BLE001
-            notes.append(f"{name}: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}")
+            notes.append(f"{name}: {one_line(e, 160)}")
             continue
         # Each WeightOnly runs its own compiled config (WeightOnly.__call__: configs of one shape share
         # Helion's bound kernel), launched as a run launches it (PDL included).

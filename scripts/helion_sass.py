@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fused_sass: one copy of the SASS readers
 
-from qgemm_bench.errors import InputError  # noqa: E402
+from qgemm_bench.errors import InputError, one_line  # noqa: E402
 from qgemm_bench.harness.args import Parser, int_in  # noqa: E402
 
 GROUP = 128
@@ -126,8 +126,7 @@ def main(argv=None) -> int:
                 k = compile_source(code, args, Path(tmp))
                 sass, regs = fused_sass.sass_and_registers(k.asm["cubin"], Path(tmp))
         except Exception as e:  # a config Helion or Triton refuses, or a Triton without its CUDA tools
-            raise InputError(f"binding or compiling for sm_90 failed: {type(e).__name__}: "
-                             f"{(str(e).strip().splitlines() or [''])[-1][:200]}") from None
+            raise InputError(f"binding or compiling for sm_90 failed: {one_line(e, 240)}") from None
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

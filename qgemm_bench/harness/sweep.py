@@ -105,8 +105,7 @@ def time_rounds(labels: list, rounds: int, time_one) -> tuple[dict, list]:
             try:
                 times[k].append(time_one(k))
             except Exception as e:  # noqa: BLE001 - this candidate's failure: say so, time the rest
-                notes.append(f"{k}: timing failed in round {r + 1}: {type(e).__name__}: "
-                             f"{str(e).splitlines()[0][:100] if str(e) else ''}")
+                notes.append(f"{k}: timing failed in round {r + 1}: {one_line(e, 160)}")
                 del times[k]
     return times, notes
 

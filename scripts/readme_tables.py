@@ -89,12 +89,15 @@ def model(path: Path) -> str:
     doc = json.loads(path.read_text())
     rs = doc["rows"]
     meta = doc["metadata"].get("model", {})
+    if not rs:
+        return f"{path.parent.name}/: no rows\n"
     batches = sorted({r["batch"] for r in rs})
     variants = list(dict.fromkeys(f"{r['backend']} {r['quant']}".replace(" none", "") for r in rs))
     first = rs[0]
     head = "lm_head quantized" if doc["metadata"].get("settings", {}).get("lm_head") else ""
     title = (f"{meta.get('model', path.parent.name)} decode (`{path.parent.name}/`; attention {first.get('attention')},"
-             f" compile {first.get('compile')}{', ' + head if head else ''}; random weights), tokens/s (x bf16):")
+             f" compile {first.get('compile')}{', ' + head if head else ''}; "
+             f"{'trained' if meta.get('trained') else 'random'} weights), tokens/s (x bf16):")
     out = [title, "", "| variant | " + " | ".join(f"batch {b}" for b in batches)
            + " | batch 1 step ms: quant GEMM / dense GEMM / attention / rest | batch 1 % of copy |",
            "|---" * (len(batches) + 3) + "|"]
@@ -109,8 +112,8 @@ def model(path: Path) -> str:
             cells.append(f"{r['tokens_per_s']:.1f}" + (f" ({r['speedup']:.2f}x)" if r.get("speedup") not in (None, 1.0)
                                                          else ""))
         one = by.get(1, {})
-        split = " / ".join(f"{one.get(f'split_{c}_ms'):.2f}" for c in ("quant_gemm", "dense_gemm", "attention",
-                                                                    "other")) if one.get("split_total_ms") else ""
+        parts = [one.get(f"split_{c}_ms") for c in ("quant_gemm", "dense_gemm", "attention", "other")]
+        split = " / ".join(f"{p:.2f}" for p in parts) if None not in parts else ""
         pct = f"{one['copy_pct']:.1f}" if one.get("copy_pct") else ""
         out.append(f"| {v} | " + " | ".join(cells) + f" | {split} | {pct} |")
     return "\n".join(out) + "\n"

@@ -134,9 +134,8 @@ def main(argv=None) -> int:
         for ext, text in (("py", code), ("ttgir", k.asm["ttgir"]), ("ptx", k.asm["ptx"]), ("sass", sass)):
             Path(f"{args.out}.{ext}").write_text(text)
     body = fused_sass.main_loop(sass)
-    ops = [m.group(1) for b in body if (m := fused_sass.OPCODE.match(b))]
-    spills = sum(1 for line in sass.splitlines()
-                 if (m := fused_sass.OPCODE.match(line)) and m.group(1) in ("STL", "LDL"))
+    ops = fused_sass.opcodes(body)
+    spills = fused_sass.spill_count(sass)
     print(f"helion int4 M={args.m} {config(args)} K={args.k} N={args.n}, sm_90: {regs} registers, "
           f"{k.metadata.shared} bytes of shared memory, {spills} local-memory (spill) loads and stores")
     if not ops:

@@ -47,6 +47,21 @@ def rel(a, b) -> float:
     return (torch.linalg.vector_norm(a.double() - b.double()) / torch.linalg.vector_norm(b.double())).item()
 
 
+def eager_steps(model, cache, ids, steps: int):
+    """The reference: transformers' eager attention, uncompiled, prefill of
+    `ids` then `steps` greedy steps; (the first decoded token, each step's
+    logits)."""
+    model.set_attn_implementation("eager")
+    first = decode.prefill(model, cache, ids)[:, -1:].argmax(-1)
+    step = decode.DecodeStep(model, cache, ids.shape[0], CPU)
+    step.tok.copy_(first)
+    ref = []
+    for _ in range(steps):
+        ref.append(step().clone())
+        step.feed_greedy(ref[-1])
+    return first, ref
+
+
 @torch.no_grad()
 def test_compiled_step_fullgraph_equals_eager_transformers_step():
     """Reference: transformers' eager attention (repeat_kv), uncompiled. Under
@@ -57,14 +72,7 @@ def test_compiled_step_fullgraph_equals_eager_transformers_step():
     batch, prompt, steps = 3, 7, 4
     cache = decode.static_cache(model, prompt + steps + 1)
     ids = decode.random_tokens(TINY["vocab_size"], batch, prompt, SEED, CPU)
-    model.set_attn_implementation("eager")
-    first = decode.prefill(model, cache, ids)[:, -1:].argmax(-1)
-    ref_step = decode.DecodeStep(model, cache, batch, CPU)
-    ref_step.tok.copy_(first)
-    ref = []
-    for _ in range(steps):
-        ref.append(ref_step().clone())
-        ref_step.feed_greedy(ref[-1])
+    first, ref = eager_steps(model, cache, ids, steps)
 
     decode.use_decode_attention(model)
     decode.rewind(cache, prompt)
@@ -105,14 +113,7 @@ def test_compiled_flex_step_equals_eager_step_across_a_kv_block():
     cache = decode.static_cache(model, decode.cache_len(prompt, steps, "flex"))
     assert decode.cache_len(prompt, steps, "flex") == 2 * decode.FLEX_BLOCK
     ids = decode.random_tokens(TINY["vocab_size"], batch, prompt, SEED + 2, CPU)
-    model.set_attn_implementation("eager")
-    first = decode.prefill(model, cache, ids)[:, -1:].argmax(-1)
-    ref_step = decode.DecodeStep(model, cache, batch, CPU)
-    ref_step.tok.copy_(first)
-    ref = []
-    for _ in range(steps):
-        ref.append(ref_step().clone())
-        ref_step.feed_greedy(ref[-1])
+    first, ref = eager_steps(model, cache, ids, steps)
 
     decode.use_decode_attention(model, "flex")
     decode.rewind(cache, prompt)

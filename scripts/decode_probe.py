@@ -15,8 +15,9 @@ sizes", says how to read them):
   read       harness/read_floor.py's best plain reader of those bytes;
   S1 read    the production config's grid, tiles, split, pipeline and PDL
              prologue, reading only the weight (as int32 words, xor-ed;
-             checked: the xor of every word) and scale tiles (NVFP4's block
-             scales one K block ahead as production, xor-ed; checked);
+             checked: the xor of every word) and scale tiles (BLOCK, SUB
+             and NVFP4's one K block ahead as production, ACC_SCALE's
+             row; xor-ed in their load layout; checked);
   S2 decode  S1 + the production decode (fused_gemm._weights) of every tile,
              kept live by one bf16 FMA per decoded pair (not a GEMM: run, not
              checked);
@@ -105,11 +106,11 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
     """fused_gemm.fused_kernel's pointer-load split-K loop (tiled fragment-order
     weights, BLOCK_N >= TILE_N, K a multiple of BLOCK_K) cut after a stage:
     READ: out (int32, 2 per program) = the xor of the weight words read and
-    (int4) the bits of the scale sum or (NVFP4) the xor of its 16-bit block
-    scales, xor-ed in their load layout (a reduction across warps in the
-    loop cost 2 barriers per K block); DECODE: out (fp32, 1 per program) =
-    a sum of the decoded tiles; DOT: out (fp32 [M, N]) += the split's partial product
-    (atomics; no counter, no cast: the caller zeroes out). FOLD as
+    of the 16-bit scales each K block reads (scale_xor), xor-ed in their
+    load layout (a reduction across warps in the loop cost 2 barriers per K
+    block); DECODE: out (fp32, 1 per program) = a sum of the decoded tiles;
+    DOT: out (fp32 [M, N]) += the split's partial product (atomics; no
+    counter, no cast: the caller zeroes out). FOLD as
     fused_kernel's (int4 with ACC_SCALE): S2 decodes without the offset's
     subtraction, S3 also takes it off each block's product. HALVES (S3,
     int4 with ACC_SCALE, BLOCK_K <= TILE_K): each K block's weights and x
@@ -160,6 +161,7 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
     accd = tl.zeros((BLOCK_N, BLOCK_K // 2), dtype=DT)
     accs = tl.zeros((BLOCK_N, 1), dtype=tl.float32)
     accx = tl.zeros((BLOCK_N, max(BLOCK_K // GROUP, 2)), dtype=tl.int16)  # _scales' tile shape
+    accr = tl.zeros((BLOCK_N, 1), dtype=tl.int16)  # ACC_SCALE's row
     BLOCKS: tl.constexpr = K // BLOCK_K
     if BLOCKS % SPLIT_K == 0:
         steps = BLOCKS // SPLIT_K
@@ -169,14 +171,17 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
         b = first + i
         sc_next = fused_gemm._scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K)
         if W_SCALE != SCALE_MODE:
-            s_row = tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None]).to(tl.float32)
-            if STAGE != 3:
+            s_raw = tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None])
+            s_row = s_raw.to(tl.float32)
+            if STAGE == 1:
+                accr = accr ^ s_raw.to(tl.int16, bitcast=True)
+            elif STAGE == 2:
                 accs += s_row
         if STAGE == 1:
-            if FMT == 1:  # NVFP4: the block scales' bits xor-ed in the load's layout, no reduction in the loop
+            # The scale tiles' bits xor-ed in the load's layout, no reduction in the loop (in S2 and S3 the
+            # decode reads them)
+            if W_SCALE == 2 or W_SCALE == 3:
                 accx = accx ^ sc.to(tl.int16, bitcast=True)
-            elif W_SCALE == 2 or W_SCALE == 3:  # (in S2 and S3 the decode reads them)
-                accs = tl.maximum(accs, tl.max(sc.to(tl.float32), axis=1, keep_dims=True))
             if BLOCK_K < TILE_K:
                 PER: tl.constexpr = TILE_K // BLOCK_K
                 wq = tl.load(w32_rows + (b // PER) * (TILE_BYTES // 4) + (b % PER) * (BLOCK_K // 8))
@@ -212,10 +217,10 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
     pid = pid_mn * SPLIT_K + tl.program_id(1)
     if STAGE == 1:
         tl.store(out_ptr + 2 * pid, tl.xor_sum(tl.xor_sum(accw, axis=1), axis=0))
-        if FMT == 1:
-            tl.store(out_ptr + 2 * pid + 1, tl.xor_sum(tl.xor_sum(accx, axis=1), axis=0).to(tl.int32) & 0xFFFF)
-        else:
-            tl.store(out_ptr + 2 * pid + 1, tl.max(accs).to(tl.int32, bitcast=True))
+        if BLOCK_K // GROUP < 2:  # _scales' two columns hold the same group row: one counts
+            accx = tl.where(tl.arange(0, 2)[None, :] == 0, accx, 0)
+        sx = tl.xor_sum(tl.xor_sum(accx, axis=1), axis=0) ^ tl.xor_sum(tl.xor_sum(accr, axis=1), axis=0)
+        tl.store(out_ptr + 2 * pid + 1, sx.to(tl.int32) & 0xFFFF)
     elif STAGE == 2:
         tl.store(out_ptr + pid, tl.sum(accd.to(tl.float32)) + tl.sum(accs))
     else:
@@ -436,12 +441,16 @@ def word_xor(t: torch.Tensor) -> int:
     return int(np.bitwise_xor.reduce(t.contiguous().view(torch.int32).flatten().cpu().numpy()))
 
 
-def scale_xor(scales: torch.Tensor, k: int, group: int, n: int, block_n: int) -> int:
-    """The xor of the 16-bit block scales an NVFP4 S1 launch reads (its
-    second int32 per program, xor-ed over programs): every group row below
-    K, the columns of the grid's BLOCK_N tiles."""
+def scale_xor(scales: torch.Tensor, k: int, group: int, n: int, block_n: int, block_k: int) -> int:
+    """The xor of the 16-bit scales an S1 launch reads (its second int32 per
+    program, xor-ed over programs), BLOCK or SUB scales (int4 with or
+    without ACC_SCALE, NVFP4): each K block's group rows (one where a group
+    spans the block, counted once per block that reads it), the columns of
+    the grid's BLOCK_N tiles."""
     cols = triton.cdiv(n, block_n) * block_n
-    words = scales[:k // group, :cols].contiguous().view(torch.int16).flatten().cpu().numpy()
+    starts = np.arange(k // block_k) * block_k
+    rows = ((starts[:, None] + np.arange(0, block_k, min(group, block_k))[None, :]) // group).flatten()
+    words = scales[torch.from_numpy(rows), :cols].contiguous().view(torch.int16).flatten().cpu().numpy()
     return int(np.bitwise_xor.reduce(words)) & 0xFFFF
 
 
@@ -577,11 +586,10 @@ def stage_row(probe: Probe, lay: Layout, m: int, stage: int, c: dict, name: str 
                 want = lay.weight_xor()
                 if got != want:
                     return f"the weight words' xor {got:#x}, torch {want:#x}"
-                if lay.fmt == "nvfp4":
-                    got = word_xor(outs[0][1::2])
-                    want = scale_xor(sc, lay.k, fg.group, fg.n, c["BLOCK_N"])
-                    if got != want:
-                        return f"the block scales' xor {got:#x}, torch {want:#x}"
+                got = word_xor(outs[0][1::2])
+                want = scale_xor(sc, lay.k, fg.group, fg.n, c["BLOCK_N"], c["BLOCK_K"])
+                if got != want:
+                    return f"the scales' xor {got:#x}, torch {want:#x}"
             elif stage == DOT:
                 from qgemm_bench.operators.common import rel_error
 

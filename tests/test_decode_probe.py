@@ -1,6 +1,7 @@
 """scripts/decode_probe.py's kernels, under the interpreter: the read stage
-reads every weight word and NVFP4 block scale once (their xors checked, and
-a launch that skips rows caught), the dot stage's splits and the GEMV sum to the reference, on ragged
+reads every weight word and each K block's scales once (their xors checked,
+int4 BLOCK with and without ACC_SCALE, SUB, NVFP4; a launch that skips rows
+caught), the dot stage's splits and the GEMV sum to the reference, on ragged
 N. (The whole probe on the CPU: `python scripts/decode_probe.py
 --cpu-smoke`, about 90 s.)"""
 
@@ -46,23 +47,28 @@ def ts_of(fg):
     return fg.ts if fg.ts is not None else torch.ones(())
 
 
-@pytest.mark.parametrize("fmt", ["int4", "nvfp4"])
-def test_the_stages_read_every_word_and_the_dot_sums_to_the_reference(probe, fmt):
-    c = fused_gemm.config(16, 64, 128, 2, 4, 2, acc=fmt == "int4")
+# (format, BLOCK_K, ACC_SCALE): int4 g128's BLOCK scales without ACC_SCALE (S1 xors _scales' [BLOCK_N, 2] tile,
+# whose two columns hold the same row: xor-ed whole it is 0) and with (the per-block row), SUB (BLOCK_K 256: two
+# group rows a block), NVFP4's block scales.
+READ_CASES = [("int4", 128, True), ("int4", 128, False), ("int4", 256, False), ("nvfp4", 128, False)]
+
+
+@pytest.mark.parametrize(("fmt", "block_k", "acc"), READ_CASES)
+def test_the_stages_read_every_word_and_the_dot_sums_to_the_reference(probe, fmt, block_k, acc):
+    c = fused_gemm.config(16, 64, block_k, 2, 4, 2, acc=acc)
     x, fg, ref = operands(fmt, 3, 512, 192, c)  # N = 192: three 64-row tiles of the layout's 256 padded rows
     km = fg.kmajor
     out = probe.stage_out(probe.READ, 3, fg.n, c, x.device)
     probe.stage_launch(probe.READ, x, km.wt, km.scales, ts_of(fg), out, fg, c)
     assert probe.word_xor(out[0::2]) == probe.word_xor(km.wt)  # the padding is zeros: xor of the whole tensor
-    scales = probe.scale_xor(km.scales, 512, fg.group, fg.n, 64)
-    if fmt == "nvfp4":  # its block scales, xor-ed as loaded
-        assert probe.word_xor(out[1::2]) == scales
+    # the scales each K block reads, xor-ed as loaded
+    assert probe.word_xor(out[1::2]) == probe.scale_xor(km.scales, 512, fg.group, fg.n, 64, block_k)
     short = SimpleNamespace(n=128, fmt=fg.fmt, group=fg.group)  # a launch over two of the three tiles misses words
     out = probe.stage_out(probe.READ, 3, 128, c, x.device)
     probe.stage_launch(probe.READ, x, km.wt, km.scales, ts_of(fg), out, short, c)
     assert probe.word_xor(out[0::2]) != probe.word_xor(km.wt)
-    if fmt == "nvfp4":  # exactly the two tiles' scales (16-bit xors of few distinct E4M3 values can collide)
-        assert probe.word_xor(out[1::2]) == probe.scale_xor(km.scales, 512, fg.group, 128, 64)
+    # exactly the two tiles' scales (16-bit xors of few distinct E4M3 values can collide: no != check)
+    assert probe.word_xor(out[1::2]) == probe.scale_xor(km.scales, 512, fg.group, 128, 64, block_k)
 
     plane = probe.stage_out(probe.DOT, 3, fg.n, c, x.device)
     probe.stage_launch(probe.DOT, x, km.wt, km.scales, ts_of(fg), plane, fg, c)

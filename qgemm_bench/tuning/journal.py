@@ -63,16 +63,7 @@ class Journal:
 
     def commands(self) -> list[str]:
         """The command lines journalled (add_command), in order."""
-        lines = self.path(0).read_text(encoding="utf-8").splitlines() if self.path(0).exists() else []
-        out = []
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict) and "command" in rec:
-                out.append(rec["command"])
-        return out
+        return [rec["command"] for rec in self._command_records()]
 
     def add_command(self, command: str) -> None:
         self._write({"command": command, "date": now()})
@@ -80,6 +71,10 @@ class Journal:
     def tune_id(self) -> str:
         """What names this tune in its provenance ("tune"): the date of its
         first journalled command ("" before one)."""
+        return next((str(rec.get("date", "")) for rec in self._command_records()), "")
+
+    def _command_records(self):
+        """Rank 0's journalled command records, in order (a torn line skipped)."""
         lines = self.path(0).read_text(encoding="utf-8").splitlines() if self.path(0).exists() else []
         for line in lines:
             try:
@@ -87,8 +82,7 @@ class Journal:
             except json.JSONDecodeError:
                 continue
             if isinstance(rec, dict) and "command" in rec:
-                return str(rec.get("date", ""))
-        return ""
+                yield rec
 
     def append(self, record: dict) -> None:
         self._write(record)

@@ -62,6 +62,22 @@ def eager_steps(model, cache, ids, steps: int):
     return first, ref
 
 
+def compiled_steps_match(model, cache, prompt: int, first, ref, attention: str = "sdpa"):
+    """Under test: our decode attention and the whole step compiled with
+    fullgraph=True (a graph break would raise), from the reference's cache
+    state after the prompt: each step's logits the reference's shape and
+    within 1e-5 of them. The compiled step, for more checks."""
+    decode.use_decode_attention(model, attention)
+    decode.rewind(cache, prompt)
+    step = decode.DecodeStep(model, cache, first.shape[0], CPU, compile="default")
+    step.tok.copy_(first)
+    for i, want in enumerate(ref):
+        out = step()
+        assert out.shape == want.shape and rel(out, want) < 1e-5, (i, rel(out, want))
+        step.feed_greedy(out)
+    return step
+
+
 @torch.no_grad()
 def test_compiled_step_fullgraph_equals_eager_transformers_step():
     """Reference: transformers' eager attention (repeat_kv), uncompiled. Under
@@ -73,17 +89,9 @@ def test_compiled_step_fullgraph_equals_eager_transformers_step():
     cache = decode.static_cache(model, prompt + steps + 1)
     ids = decode.random_tokens(TINY["vocab_size"], batch, prompt, SEED, CPU)
     first, ref = eager_steps(model, cache, ids, steps)
-
-    decode.use_decode_attention(model)
-    decode.rewind(cache, prompt)
-    step = decode.DecodeStep(model, cache, batch, CPU, compile="default")
-    step.tok.copy_(first)
+    assert all(r.shape == (batch, 1, TINY["vocab_size"]) for r in ref)
     try:
-        for i in range(steps):
-            out = step()
-            assert out.shape == ref[i].shape == (batch, 1, TINY["vocab_size"])
-            assert rel(out, ref[i]) < 1e-5, i
-            step.feed_greedy(out)
+        step = compiled_steps_match(model, cache, prompt, first, ref)
         assert step.compile_s > 0 and hasattr(step.fn, "_torchdynamo_orig_callable")  # a compiled callable
         assert int(cache.layers[0].cumulative_length) == prompt + steps  # the compiled step advanced the cache
         # The same compiled step under the profiler: quantized GEMMs, dense GEMMs (layer 0, lm_head) and
@@ -114,16 +122,8 @@ def test_compiled_flex_step_equals_eager_step_across_a_kv_block():
     assert decode.cache_len(prompt, steps, "flex") == 2 * decode.FLEX_BLOCK
     ids = decode.random_tokens(TINY["vocab_size"], batch, prompt, SEED + 2, CPU)
     first, ref = eager_steps(model, cache, ids, steps)
-
-    decode.use_decode_attention(model, "flex")
-    decode.rewind(cache, prompt)
-    step = decode.DecodeStep(model, cache, batch, CPU, compile="default")
-    step.tok.copy_(first)
     try:
-        for i in range(steps):
-            out = step()
-            assert rel(out, ref[i]) < 1e-5, (i, rel(out, ref[i]))
-            step.feed_greedy(out)
+        compiled_steps_match(model, cache, prompt, first, ref, "flex")
     finally:
         torch._dynamo.reset()
 

@@ -131,15 +131,13 @@ def _stamps(p, backends: list[str], config_file: str | None = None) -> list[Path
     but the cache's own place)."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
+    from qgemm_bench.fileio import files_digest
     from qgemm_bench.harness.environment import package_version
 
-    root = Path(__file__).resolve().parents[1]
-    source = hashlib.sha256()
-    for f in sorted([*root.rglob("*.py"), *root.rglob("*.json")]):
-        source.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    source = files_digest(Path(__file__).resolve().parents[1], ("**/*.py", "**/*.json"))
     what = {"op": p.op.NAME, "settings": p.op_settings.label(), "dtype": str(p.dtype), "device": str(p.device),
             "gpu": (p.target.device_name, p.target.capability, p.target.sms),
-            "shapes": [tuple(s) for s in p.shapes], "backends": backends, "source": source.hexdigest(),
+            "shapes": [tuple(s) for s in p.shapes], "backends": backends, "source": source,
             "packages": {name: package_version(name) for name in STAMP_PACKAGES},
             "config_file": hashlib.sha256(Path(config_file).read_bytes()).hexdigest() if config_file else None,
             "env": sorted((k, v) for k, v in os.environ.items() if k.startswith(STAMP_ENV)

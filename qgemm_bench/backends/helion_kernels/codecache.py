@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from qgemm_bench.fileio import replace_atomically
+from qgemm_bench.fileio import files_digest, replace_atomically
 
 SUBDIR = "qgemm-bench-helion"
 FORMAT = 1  # bump when what is stored changes
@@ -121,11 +121,7 @@ def _dir() -> Path:
 @functools.cache
 def _our_source() -> str:
     """Our kernels' source (Helion's and the Triton helpers they call)."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for f in sorted([*root.glob("helion_kernels/*.py"), *root.glob("triton_kernels/*.py")]):
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
+    return files_digest(Path(__file__).resolve().parents[1], ("helion_kernels/*.py", "triton_kernels/*.py"))
 
 
 @functools.cache

@@ -153,8 +153,8 @@ def pin_triton_cache() -> None:
     inductor and Helion each point it at their own directory the first
     time they compile: the compile warm-up's workers did so before they
     compiled our kernels, a sweep loading torch.compile from its cache did
-    not, and missed every Triton kernel the workers had compiled (H200: 64 s
-    of the default run's 304 compiled again); Helion's stored code
+    not, and missed every Triton kernel the workers had compiled
+    (results/h200/README.md); Helion's stored code
     (helion_kernels/codecache.py) lives there too."""
     if os.environ.get("TRITON_CACHE_DIR"):
         return

@@ -45,8 +45,7 @@ def default_jobs(device, n_shapes: int, autotune: str = "none", cpus: int | None
     """Workers for one process's warm-up: the CPUs but SPARE_CPUS, shared by
     the torchrun ranks, at most MAX_JOBS and one per shape; none on CPU, for
     a few shapes, or when Helion autotunes (each worker would search alone).
-    On an H200 host (16 CPUs) 14 workers took the cold int4 default run from
-    155 to 138 s against 8 (results/h200/README.md)."""
+    A worker mostly keeps one CPU busy (results/h200/README.md: 14 against 8)."""
     if device.type != "cuda" or n_shapes < MIN_SHAPES or autotune != "none":
         return 0
     cpus = cpus if cpus is not None else len(os.sched_getaffinity(0))

@@ -1,10 +1,10 @@
 """The code Helion generates for a kernel, kept on disk so that a later process
 calls it without binding the kernel again.
 
-A bind (type propagation over fake tensors, device IR, code generation) costs
-about 0.6 s a shape on the H200 host, and Helion keeps it in memory only: the
-default int4 run spent 28 s binding its 48 shapes, in every run and again
-after its warm-up workers had done the same. What a bind and a config
+A bind (type propagation over fake tensors, device IR, code generation) is
+the costliest part of preparing a Helion kernel, and Helion keeps it in memory
+only: every run, and each warm-up worker, bound every shape again
+(results/h200/README.md has the seconds). What a bind and a config
 produce is one plain module (the Triton kernel and its host launcher); its
 source is kept here under Triton's cache directory (wiping that cache wipes
 this too), named by the hash of everything that decides it, and a later

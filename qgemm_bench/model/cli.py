@@ -311,9 +311,8 @@ def build_plan(args, world=None):
     if prompt_len < 1 or steps < 1:
         raise InputError("--prompt-len and --decode-steps must be >= 1")
     qb, qt = parse_bxt(_default(args, "quality_tokens", cuda))
-    if getattr(args, "attention", "sdpa") == "flex" and (not cuda or getattr(args, "compile", "none") == "none"):
-        raise InputError("--attention flex runs in compiled steps on CUDA: add --compile default (CPU Inductor "
-                         "cannot lower its block mask)")
+    if getattr(args, "attention", "sdpa") == "flex" and getattr(args, "compile", "none") == "none":
+        raise InputError("--attention flex runs in compiled steps: add --compile default")
     if args.checkpoint:
         if args.layers:
             raise InputError("--layers applies to the presets, not to --checkpoint")

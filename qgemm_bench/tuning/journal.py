@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 JOURNAL_DIR = ".tune"
@@ -66,12 +67,14 @@ class Journal:
         return [rec["command"] for rec in self._command_records()]
 
     def add_command(self, command: str) -> None:
-        self._write({"command": command, "date": now()})
+        self._write({"command": command, "date": now(), "nonce": uuid.uuid4().hex[:8]})
 
     def tune_id(self) -> str:
         """What names this tune in its provenance ("tune"): the date of its
-        first journalled command ("" before one)."""
-        return next((str(rec.get("date", "")) for rec in self._command_records()), "")
+        first journalled command and that command's nonce (two tunes can
+        start within a second); "" before one."""
+        return next(("/".join(filter(None, (str(rec.get("date", "")), rec.get("nonce"))))
+                     for rec in self._command_records()), "")
 
     def _command_records(self):
         """Rank 0's journalled command records, in order (a torn line skipped)."""

@@ -226,6 +226,26 @@ def test_the_pool_keeps_one_of_each_acc_scale_twin_by_m(m):
     assert not any(c.get("acc_scale") for c in cands.helion("nvfp4_gemm", m, shape, h200))
 
 
+@pytest.mark.parametrize("m", [1, 16, 64, 256])
+def test_int4_small_tiles_get_one_frag_twin(m):
+    """int4 up to HELION_FRAG_MAX_M, at a first candidate of at most
+    FRAG_MAX_BLOCK_M rows: its twin on fragment-order weights, once, after the
+    pool; NVFP4 (always in fragment order), larger M and tiles none."""
+    from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M
+    from qgemm_bench.configs.store import DEFAULT
+
+    h200, shape = DEFAULT.entries()["h200"], (m, 8192, 8192)
+    if cands.helion_path("int4_gemm", m, shape, h200) != "fused":
+        pytest.skip("the split path at this M")
+    pool = cands.helion("int4_gemm", m, shape, h200)
+    frag = [c for c in pool if c.get("frag")]
+    if m <= cands.HELION_FRAG_MAX_M and pool[0]["block_sizes"][1] <= FRAG_MAX_BLOCK_M:
+        assert frag == [{**pool[0], "frag": True}] and pool[-1] == frag[0]
+    else:
+        assert frag == []
+    assert not any(c.get("frag") for c in cands.helion("nvfp4_gemm", m, shape, h200))
+
+
 @pytest.mark.parametrize("op", ["int4_gemm", "nvfp4_gemm"])
 def test_no_candidate_caps_registers_on_a_flat_program(op):
     """Helion 1.4 refuses maxnreg unless pid_type is persistent (on CUDA; its

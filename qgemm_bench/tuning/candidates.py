@@ -304,6 +304,9 @@ def helion_kernel(op: str, m: int, shape=None, device=None) -> str:
 # units). `python -m qgemm_bench.tuning.helion --variants` and
 # scripts/helion_ab.py time them.
 HELION_VARIANTS = False
+# Where the int4 fused unit also times its first candidate on fragment-order
+# weights (frag): decode sizes, where the weight path is most of a K block.
+HELION_FRAG_MAX_M = 16
 # Where the fused kernel scales each K step's product (acc_scale) rather
 # than its weights: fused_gemm's ACC_SCALE paid on split-K tiles at M <= 64.
 HELION_ACC_MAX_M = 64
@@ -331,6 +334,7 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
         return [from_triton(c, split=True) for c in pruned(pool, prior, m)]
     if p == "fused":
         from qgemm_bench.backends.helion_dispatch import helion_config
+        from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M
         from qgemm_bench.operators.formats import INT4, NVFP4
 
         out = []  # the pool's TMA and pointer-load twins are one Helion config (the pointer loads' form)
@@ -344,6 +348,9 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
                 out.append(h)
             elif twin != h and (m <= HELION_ACC_MAX_M) == bool(h.get("acc_scale")) != bool(twin.get("acc_scale")):
                 out[out.index(twin)] = h
+        if out and op == "int4_gemm" and m <= HELION_FRAG_MAX_M and out[0]["block_sizes"][1] <= FRAG_MAX_BLOCK_M:
+            # The first's twin on fragment-order weights (helion_ops' frag: fewer instructions a K block).
+            out.append({**out[0], "frag": True})
         if out and (HELION_VARIANTS if variants is None else variants):
             out += [v for v in helion_fused_variants(out[0], m) if v not in out]
         return out

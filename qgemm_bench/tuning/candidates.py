@@ -306,7 +306,7 @@ def helion_kernel(op: str, m: int, shape=None, device=None) -> str:
 HELION_VARIANTS = False
 # Where the int4 fused unit also times its first candidate on fragment-order
 # weights (frag): decode sizes, where the weight path is most of a K block.
-HELION_FRAG_MAX_M = 16
+HELION_FRAG_MAX_M = 64
 # Where the fused kernel scales each K step's product (acc_scale) rather
 # than its weights: fused_gemm's ACC_SCALE paid on split-K tiles at M <= 64.
 HELION_ACC_MAX_M = 64

@@ -80,20 +80,22 @@ def bound_for(name: str, cfg: dict, dtype=DT):
         mode = "sub" if fmt else "block"
         # arguments of the kernel, not Helion settings (helion_ops.FUSED_ARGUMENTS), in its order
         split, tma = cfg.get("split_k", 1), bool(cfg.get("tma", False))
-        acc, pdl = bool(cfg.get("acc_scale", False)), cfg.get("pdl", 0)
-        cfg = {key: v for key, v in cfg.items() if key not in ("split_k", "tma", "acc_scale", "pdl")}
+        acc, pdl, frag = bool(cfg.get("acc_scale", False)), cfg.get("pdl", 0), bool(cfg.get("frag", False))
+        cfg = {key: v for key, v in cfg.items() if key not in ("split_k", "tma", "acc_scale", "pdl", "frag")}
         args = (torch.zeros(k, 128, dtype=dtype), torch.zeros(n, k // 2, dtype=torch.uint8), s.t(), torch.ones(1),
                 n, fmt, mode, group, cfg["block_k"], asm)
         if split > 1:
             args += (split, torch.zeros(128, n), torch.zeros(8, n // 16, dtype=torch.int32))
-        elif tma or acc or pdl:
+        elif tma or acc or pdl or frag:
             args += (1, None, None)
-        if tma or acc or pdl:
+        if tma or acc or pdl or frag:
             args += (tma,)
-        if acc or pdl:
+        if acc or pdl or frag:
             args += (acc,)
-        if pdl:
+        if pdl or frag:
             args += (pdl,)
+        if frag:
+            args += (frag,)
         return kernels.fused.bind(args), cfg
     cfg = helion_ops.split_config(cfg)
     mode = helion_ops.split_scale_mode(fmt, group, cfg["block_k"])

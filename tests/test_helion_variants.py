@@ -246,6 +246,32 @@ def test_int4_small_tiles_get_one_frag_twin(m):
     assert not any(c.get("frag") for c in cands.helion("nvfp4_gemm", m, shape, h200))
 
 
+def test_the_stored_entry_is_timed_first_then_its_frag_twin(monkeypatch):
+    """tune_unit times the GPU's stored config first and, where frag applies
+    and the entry has none, its frag twin second (the twin of the pool's
+    first need not be the entry's: the H200's 64x8192x8192 entry, split 2,
+    ran 34.0 us, its frag twin 30.0, and the tune never timed that twin)."""
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import helion as tuning_helion
+
+    h200, m, shape = DEFAULT.entries()["h200"], 64, (64, 8192, 8192)
+    if cands.helion_path("int4_gemm", m, shape, h200) != "fused":
+        pytest.skip("the split path at this M")
+    pool = cands.helion("int4_gemm", m, shape, h200)
+    mine = {**pool[0], "split_k": 2, "num_stages": 5}
+    assert mine not in pool
+    seen = []
+    monkeypatch.setattr(tuning_helion, "tune", lambda *a, **kw: seen.append(a[6]))
+    kernel = cands.helion_kernel("int4_gemm", m, shape, h200)
+    from qgemm_bench.backends.config_buckets import bucket
+
+    tuning_helion.tune_unit("int4_gemm", shape, torch.device("cpu"), None,
+                            {"kernels": {kernel: {bucket(*shape): {"config": mine}}}}, target=h200)
+    got = seen[0]
+    assert got[:2] == [mine, {**mine, "frag": True}] and all(c in got for c in pool)
+    assert len(got) == len({repr(sorted(c.items())) for c in got})  # no config twice
+
+
 @pytest.mark.parametrize("op", ["int4_gemm", "nvfp4_gemm"])
 def test_no_candidate_caps_registers_on_a_flat_program(op):
     """Helion 1.4 refuses maxnreg unless pid_type is persistent (on CUDA; its

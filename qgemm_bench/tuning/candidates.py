@@ -334,7 +334,6 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
         return [from_triton(c, split=True) for c in pruned(pool, prior, m)]
     if p == "fused":
         from qgemm_bench.backends.helion_dispatch import helion_config
-        from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M
         from qgemm_bench.operators.formats import INT4, NVFP4
 
         out = []  # the pool's TMA and pointer-load twins are one Helion config (the pointer loads' form)
@@ -348,13 +347,24 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
                 out.append(h)
             elif twin != h and (m <= HELION_ACC_MAX_M) == bool(h.get("acc_scale")) != bool(twin.get("acc_scale")):
                 out[out.index(twin)] = h
-        if out and op == "int4_gemm" and m <= HELION_FRAG_MAX_M and out[0]["block_sizes"][1] <= FRAG_MAX_BLOCK_M:
-            # The first's twin on fragment-order weights (helion_ops' frag: fewer instructions a K block).
-            out.append({**out[0], "frag": True})
+        twin = frag_twin(op, m, out[0]) if out else None
+        if twin is not None:
+            out.append(twin)
         if out and (HELION_VARIANTS if variants is None else variants):
             out += [v for v in helion_fused_variants(out[0], m) if v not in out]
         return out
     return []
+
+
+def frag_twin(op: str, m: int, c: dict) -> dict | None:
+    """int4 fused config c's twin on fragment-order weights (helion_ops'
+    frag: fewer instructions a K block) where it applies and c is not one:
+    M <= HELION_FRAG_MAX_M, tiles of at most FRAG_MAX_BLOCK_M rows."""
+    from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M
+
+    if op != "int4_gemm" or m > HELION_FRAG_MAX_M or c.get("frag") or c["block_sizes"][1] > FRAG_MAX_BLOCK_M:
+        return None
+    return {**c, "frag": True}
 
 
 HELION_SMEM = 200 * 1024  # bytes of staged x and weight tiles a deeper pipeline may take (H100/H200: 227 KiB)

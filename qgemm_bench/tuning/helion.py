@@ -39,6 +39,7 @@ from qgemm_bench.errors import one_line
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
 from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
+from qgemm_bench.tuning.candidates import frag_twin
 from qgemm_bench.tuning.candidates import helion as candidates
 from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
@@ -127,7 +128,8 @@ def tune_unit(op_name: str, shape, device, prior: dict | None, own: dict | None 
     cands = candidates(op_name, m, shape, where, prior=pruning)
     mine = ((own or {}).get("kernels", {}).get(kernel, {}).get(bucket(*shape)) or {}).get("config")
     if mine is not None and cands:
-        cands = [mine] + [c for c in cands if c != mine]
+        twin = frag_twin(op_name, m, mine) if "block_sizes" in mine else None
+        cands = [mine, *([twin] if twin else [])] + [c for c in cands if c not in (mine, twin)]
     if not cands:
         return None
     l2 = torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 0

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Print the README's result tables (markdown) from a GPU's committed baselines.
 
-    python scripts/readme_tables.py results/h200
+    python scripts/readme_tables.py results/h200 results/h200x2
 
 Reads <dir>/{int4_gemm,int4_gemm_msweep,nvfp4_gemm_msweep,split_k_gemm,
 int4_gemm_decode}/results.json where present; p50 us of `ok` rows only (an
 incorrect or failed row is shown by its status, never as a time). Then each
 <dir>/model_*/results.json (runner.py --model): tokens/s per variant and
-batch, and where the batch-1 step's time goes.
+batch, and where the batch-1 step's time goes; then those of each further
+directory (the multi-GPU runs).
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ def model(path: Path) -> str:
     variants = list(dict.fromkeys(f"{r['backend']} {r['quant']}".replace(" none", "") for r in rs))
     first = rs[0]
     head = "lm_head quantized" if doc["metadata"].get("settings", {}).get("lm_head") else ""
-    title = (f"{meta.get('model', path.parent.name)} decode (`{path.parent.name}/`; attention {first.get('attention')},"
+    tp = doc["metadata"].get("tensor_parallel") or 1
+    where = f"`{path.parent.parent.name}/{path.parent.name}/`" + (f", tensor parallel over {tp} GPUs" if tp > 1 else "")
+    title = (f"{meta.get('model', path.parent.name)} decode ({where}; attention {first.get('attention')},"
              f" compile {first.get('compile')}{', ' + head if head else ''}; "
              f"{'trained' if meta.get('trained') else 'random'} weights), tokens/s (x bf16):")
     out = [title, "", "| variant | " + " | ".join(f"batch {b}" for b in batches)
@@ -120,8 +123,9 @@ def model(path: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or not Path(argv[0]).is_dir():
-        print("usage: readme_tables.py results/<gpu>", file=sys.stderr)
+    if not argv or not all(Path(a).is_dir() for a in argv):
+        print("usage: readme_tables.py results/<gpu> [results/<gpu>xN ...]  (the others: their --model runs)",
+              file=sys.stderr)
         return 2
     d = Path(argv[0])
     parts = []
@@ -137,7 +141,7 @@ def main(argv: list[str]) -> int:
         parts.append(split_k(rows(f)))
     if (f := d / "int4_gemm_decode/results.json").is_file():
         parts.append(decode(f))
-    for f in sorted(d.glob("model_*/results.json")):
+    for f in (f for other in map(Path, argv) for f in sorted(other.glob("model_*/results.json"))):
         parts.append(model(f))
     print("\n".join(parts))
     return 0

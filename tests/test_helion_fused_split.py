@@ -225,3 +225,35 @@ def test_a_config_without_split_k_takes_the_default_s(monkeypatch):
     check(gemm(x), ref)
     assert gemm.bound(x).config["split_k"] == 2
     assert_left_zero(gemm, 65, 2)
+
+
+@interpreter
+@pytest.mark.parametrize("op", [int4_gemm, nvfp4_gemm])
+@pytest.mark.parametrize("split", [1, 3])
+def test_m1_runs_on_two_rows_of_x_without_padding_joins(op, split, monkeypatch):
+    """At M = 1 Helion made the M tile one row wide and padded it to the
+    dot's 16 by joins on x and the accumulator at every K step (NVFP4 M = 1
+    ran twice its M = 16 on the H200). The fused path binds x as 2 rows
+    (stride 0) and returns the first: right against fp64, and the code has
+    no more joins than at M = 2."""
+    import helion
+
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import kernels, tuning
+
+    monkeypatch.setattr(helion_ops.WeightOnly, "path", lambda self, m: "fused")
+    cfg = fused_config(split, bm=16)
+    gemm, x, ref = weight_only(op, (1, 640, 72), monkeypatch, cfg)
+    out = gemm(x)
+    assert out.shape == (1, 72)
+    check(out, ref)
+    check(gemm(x), ref)  # the workspace and counters were left ready
+
+    def code(m):
+        args = gemm._fused_args(torch.zeros(m, 640, dtype=x.dtype), gemm.bound(x).config)
+        settings = {k: v for k, v in tuning.helion_settings(cfg).items() if k != "split_k"}
+        return kernels.fused.bind(args).to_triton_code(helion.Config(**settings))
+
+    one, two = code(1), code(2)
+    assert "_BLOCK_SIZE_1 = tl.constexpr(1)" not in one
+    assert one.count("tl.join") == two.count("tl.join")

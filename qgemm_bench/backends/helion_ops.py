@@ -233,6 +233,11 @@ class WeightOnly:
         frag = bool(cfg.get("frag", False)) and self._frag_applies()
         p = self.kmajor(frag)
         block_k = cfg["block_k"]
+        if x.shape[0] == 1:
+            # Helion makes a tile of a dimension of 1 one row wide and pads it to the dot's 16 by joins
+            # on x and the accumulator at every K step (NVFP4 M = 1 ran 2x its M = 16): 2 rows, both
+            # x's (stride 0, no copy), the output's first taken (__call__).
+            x = x.expand(2, x.shape[1])
         st = p.scales.t() if p.scales is not None else p.wt  # [Np, Gp] view; never read unscaled
         ts = self.ts if self.ts is not None else p.wt  # never read for int4
         mode = SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k, frag=self.fmt == NVFP4,
@@ -379,7 +384,7 @@ class WeightOnly:
                 self._fused_runs[m] = r.run.compile_config(helion_settings(r.config, FUSED_ARGUMENTS))
             # With PDL, launched so the kernel may start before the one before it ends.
             launch = {"_launcher": pdl_launcher} if self.pdl_mode(x, r.config) else {}
-            return self._fused_runs[m](*self._fused_args(x, r.config), **launch)
+            return self._fused_runs[m](*self._fused_args(x, r.config), **launch)[:m]
         return r.run(*self._split_args(x, r.config))[: x.shape[0]]  # small M: the first M of the 16 rows
 
 

@@ -113,3 +113,118 @@ def test_torchrun_model_run_writes_its_outputs(tmp_path):
     assert all(x["allreduce_ms"] > 0 and 0 < x["allreduce_share"] for x in rows)
     assert rows[1]["logits_rel_err"] < 0.5 and "Tensor parallel over 2 GPUs" in (out / "report.md").read_text()
     assert r.stdout.count("results:") == 1
+
+
+def _symm_worker(rank: int, world: int, port: int, out: str) -> None:
+    """--all-reduce symm's routing with a stand-in reducer (symmetric memory
+    is CUDA's): gloo sums what the real one would, and records its calls."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    calls = []
+
+    class Standin:
+        def __init__(self, s, device, dtype):
+            pass
+
+        def __call__(self, x, slot):
+            calls.append((slot, x.numel()))
+            y = x.clone()
+            dist.all_reduce(y)
+            return y
+
+    tensor_parallel.SymmReducer = Standin
+    hidden = tiny().config.hidden_size
+    tensor_parallel.SYMM_MAX_BYTES = 2 * hidden * 4  # fp32: up to 2 tokens a call
+    shard = tensor_parallel.Shard(rank, world, all_reduce="symm")
+    model = tensor_parallel.shard_model(tiny(), shard)
+    tensor_parallel.add_all_reduce(model, shard)
+    ids = torch.randint(0, model.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(SEED))
+    np.save(f"{out}.long.{rank}.npy", logits(model, ids))  # 24 tokens a call: NCCL's (gloo's) path
+    long_calls = len(calls)
+    np.save(f"{out}.short.{rank}.npy", logits(model, ids[:, :1]))  # 2 tokens: the reducer's
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")  # the custom op traces whole
+    with torch.no_grad():
+        np.save(f"{out}.compiled.{rank}.npy", compiled(input_ids=ids[:, :1]).logits.double().numpy())
+    torch.save({"calls": calls, "long": long_calls, "hidden": hidden}, f"{out}.calls.{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_symm_all_reduce_takes_decode_sized_partials_in_alternate_buffers(tmp_path):
+    """--all-reduce symm: partials up to SYMM_MAX_BYTES go through
+    qgemm::symm_all_reduce (here a gloo stand-in for the CUDA reducer),
+    consecutive sites alternating buffers 0 and 1, larger ones through
+    dist.all_reduce; the logits match the whole model's, eager and under a
+    fullgraph torch.compile (the custom op and its fake traced whole)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.spawn(_symm_worker, args=(2, port, str(tmp_path / "s")), nprocs=2, join=True)
+    torch.manual_seed(0)
+    whole = tiny()
+    ids = torch.randint(0, whole.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(SEED))
+    want_long, want_short = logits(whole, ids), logits(whole, ids[:, :1])
+    layers = whole.config.num_hidden_layers
+    for rank in (0, 1):
+        got = torch.load(tmp_path / f"s.calls.{rank}.pt")
+        assert got["long"] == 0  # 24 tokens: over the limit, every site took dist.all_reduce
+        eager = got["calls"][:2 * layers]
+        assert [slot for slot, _ in eager] == [0, 1] * layers and all(n == 2 * got["hidden"] for _, n in eager)
+        assert len(got["calls"]) >= 4 * layers  # and the compiled step's sites too
+        for name, want in (("long", want_long), ("short", want_short), ("compiled", want_short)):
+            np.testing.assert_allclose(np.load(tmp_path / f"s.{name}.{rank}.npy"), want, rtol=1e-5, atol=1e-5)
+
+
+def _symm_gpu_worker(rank: int, world: int, port: int, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
+    dev = torch.device("cuda", rank)
+    shard = tensor_parallel.Shard(rank, world, all_reduce="symm")
+    tensor_parallel.reducer(shard, dev, torch.bfloat16)
+    hooks = [tensor_parallel._hook(shard, i) for i in range(4)]
+    g = torch.Generator(device=dev).manual_seed(SEED + rank)
+    errs = []
+    for rows in (1, 16):
+        x = torch.randn(rows, 8192, device=dev, dtype=torch.bfloat16, generator=g)
+        want = x.float().clone()
+        dist.all_reduce(want)
+        errs.append(float((hooks[0](None, None, x.clone()).float() - want).abs().max()))
+        # In a CUDA graph, replayed on new partials: alternate buffers, site after site.
+        static = x.clone()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = static
+            for h in hooks:
+                y = h(None, None, y)
+        for _ in range(2):
+            static.copy_(torch.randn(rows, 8192, device=dev, dtype=torch.bfloat16, generator=g))
+            want = static.float().clone()
+            for _ in hooks:
+                dist.all_reduce(want)
+            graph.replay()
+            torch.cuda.synchronize(dev)
+            errs.append(float(((y.float() - want).abs() / want.abs().clamp_min(1.0)).max()))
+    torch.save(errs, f"{out}.{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+def test_symm_all_reduce_sums_like_nccl_in_a_cuda_graph_on_two_gpus(tmp_path):
+    """The real reducer (torch's one-shot symmetric-memory all-reduce, no
+    multicast) at 1 and 16 rows of 8192 bf16: equal to NCCL's sum eagerly
+    (bf16 rounding) and, four sites chained in a CUDA graph replayed on new
+    partials, within bf16's relative rounding of four sums in fp32."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.spawn(_symm_gpu_worker, args=(2, port, str(tmp_path / "g")), nprocs=2, join=True)
+    for rank in (0, 1):
+        errs = torch.load(tmp_path / f"g.{rank}.pt")
+        assert len(errs) == 6 and max(errs) < 0.05, errs

@@ -7,7 +7,9 @@ descriptors; persistent_blocked; tma on persistent_interleaved; tma one
 pipeline stage deeper; with L2 groups where M has 2+ tiles; int4: the entry
 with acc_scale switched; M <= 64: with acc_scale (int4) and PDL 2; int4: each
 of these with frag switched, fragment-order weights) and the `triton`
-backend as a run would take it. Each is checked against the reference first
+backend as a run would take it; where that runs the warp-specialized Gluon
+kernel, also its entry's config on the non-specialized fused_kernel ("triton
+no WS"). Each is checked against the reference first
 (a wrong one is reported and not timed), then timed in --rounds rounds
 (graph timing over rotating copies > 2x L2, as the runner), in reverse
 order every other round. Prints each one's median p50 (us), its rounds and
@@ -161,7 +163,29 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
     else:
         prepared = [triton.prepare(case, i) for i in inputs]
         add("triton", [p.fn for p in prepared], prepared[0].notes)
+        add_without_ws(op, case, inputs, target, add, notes)
     return fns, notes, configs
+
+
+def add_without_ws(op, case, inputs: list, target, add, notes: list) -> None:
+    """Where the Triton backend runs the warp-specialized Gluon kernel at M:
+    the same entry's config on fused_kernel, the non-specialized Triton loop
+    ("triton no WS"): what separates Helion (no warp specialization on sm_90)
+    from our fastest kernel there, feature by feature (issue 55)."""
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
+    from qgemm_bench.backends.triton_ops import weight_args
+
+    m = case.shape.M
+    gemms = [make_weight_only(*weight_args(op.NAME, i), target=target) for i in inputs]
+    if gemms[0].path(m) != "fused":
+        return
+    cfg, _ = gemms[0].tuned(m, "fused")
+    if not (cfg or {}).get("WS"):
+        return
+    plain = {k: v for k, v in cfg.items() if k != "WS"}
+    notes.append(f"triton no WS: {plain} (the entry's WS tiles were {cfg['WS']})")
+    gemms = [make_weight_only(*weight_args(op.NAME, i), config=plain, path="fused", target=target) for i in inputs]
+    add("triton no WS", [lambda g=g, x=i.x: g(x.contiguous()) for g, i in zip(gemms, inputs, strict=True)])
 
 
 def compare(args, op_name: str, m: int, dev, dtype, timer, l2_bytes: int, target) -> dict:

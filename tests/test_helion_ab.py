@@ -43,3 +43,28 @@ def test_cpu_smoke_checks_and_times_every_candidate(monkeypatch, capsys):
 def test_bad_input_ends_in_one_line(argv, says, monkeypatch, capsys):
     code, out, err = run_script_in_process(SCRIPT, argv, monkeypatch, capsys)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and not out
+
+
+@pytest.mark.parametrize("op_name", ["int4_gemm", "nvfp4_gemm"])
+def test_a_ws_entry_adds_its_config_on_fused_kernel(op_name):
+    """Where the Triton backend's entry runs the warp-specialized kernel
+    (H200, 256x4096x4096), a "triton no WS" row: the same config without
+    its WS tiles, on the fused_kernel path; the note names both. None where
+    the entry has no WS tiles (the CPU's interpreter config)."""
+    import torch
+
+    from qgemm_bench import operators
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.target import Target
+    from qgemm_bench.types import Case, Shape
+
+    ab, op = load(), operators.get(op_name)
+    settings = op.Settings(128) if op_name == "int4_gemm" else op.Settings()
+    for target, rows in ((DEFAULT.entries()["h200"], ["triton no WS"]), (Target.cpu(), [])):
+        case = Case(op_name, Shape(256, 4096, 4096), torch.float16, torch.device("cpu"), settings, target)
+        added, notes = [], []
+        record = added.append
+        ab.add_without_ws(op, case, [op.make_inputs(case, 0)], target, lambda name, calls, r=record: r(name), notes)
+        assert added == rows
+        if rows:
+            assert len(notes) == 1 and "'WS'" not in notes[0].split(" (the entry")[0] and "BLOCK_M" in notes[0]

@@ -314,8 +314,11 @@ def build_plan(args, world=None):
     if prompt_len < 1 or steps < 1:
         raise InputError("--prompt-len and --decode-steps must be >= 1")
     qb, qt = parse_bxt(_default(args, "quality_tokens", cuda))
-    if getattr(args, "all_reduce", "nccl") == "symm" and (not cuda or world is None):
-        raise InputError("--all-reduce symm sums tensor-parallel partials: it needs CUDA GPUs under torchrun")
+    if getattr(args, "all_reduce", "nccl") == "symm":
+        if not cuda or world is None:
+            raise InputError("--all-reduce symm sums tensor-parallel partials: it needs CUDA GPUs under torchrun")
+        if dtype not in (torch.bfloat16, torch.float32):
+            raise InputError(f"--all-reduce symm sums bfloat16 or float32, not --dtype {dtype_name}")
     if getattr(args, "attention", "sdpa") == "flex" and getattr(args, "compile", "none") == "none":
         raise InputError("--attention flex runs in compiled steps: add --compile default")
     if args.checkpoint:

@@ -46,6 +46,7 @@ ALL_REDUCES = ("nccl", "symm")
 # One-shot reads every rank's whole partial: for decode's small messages (torch's
 # Inductor lowering and vLLM's custom all-reduce draw the line near 128 KiB-1 MiB).
 SYMM_MAX_BYTES = 1 << 20
+SYMM_DTYPES = (torch.bfloat16, torch.float32)  # what torch's one-shot all-reduce sums
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,8 @@ def add_all_reduce(model, s: Shard) -> list:
 
 def _hook(s: Shard, site: int):
     def hook(module, inputs, out):
-        if s.all_reduce == "symm" and out.numel() * out.element_size() <= SYMM_MAX_BYTES:
+        size = out.numel() * out.element_size()
+        if s.all_reduce == "symm" and out.dtype in SYMM_DTYPES and size <= SYMM_MAX_BYTES and size % 4 == 0:
             # Consecutive sites alternate between two buffers: one-shot's barrier is at its start,
             # so a rank may write the next partial while a slower one still reads this one.
             return torch.ops.qgemm.symm_all_reduce(out, site % 2, _group_name(s))

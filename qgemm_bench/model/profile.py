@@ -72,8 +72,10 @@ def step_bytes(model, cache, batch: int, attended: int | None = None) -> dict:
 def category(name: str) -> str | None:
     """The category an operator's name (or an Inductor kernel's, which it
     launches under a record function of the same name) states, if any."""
-    if name.startswith("qgemm::"):
+    if name.startswith("qgemm::linear"):  # not qgemm's other ops (an all-reduce, a position copy)
         return "quant_gemm"
+    if name.startswith("qgemm::"):
+        return "other"
     if name.startswith(_FUSED):
         return None
     if name.startswith("triton_tem_"):  # Inductor's templates: mm (max-autotune) or flex attention

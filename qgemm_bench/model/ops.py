@@ -97,4 +97,4 @@ def symm_all_reduce(x: torch.Tensor, slot: int, group_name: str) -> torch.Tensor
 
 @symm_all_reduce.register_fake
 def _(x, slot, group_name):
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)  # contiguous, as the real op's

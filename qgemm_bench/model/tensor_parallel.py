@@ -18,11 +18,11 @@ are divided so the static KV cache is allocated for the local heads.
 The all-reduce is an in-place `dist.all_reduce` in a forward hook of the
 row-parallel layers (whatever module quantize_model put there): NCCL
 collectives on the current stream are captured in the decode step's CUDA
-graph, which is how the step is timed. `--all-reduce symm` sends the
-decode-sized ones (up to SYMM_MAX_BYTES) through symmetric memory instead:
-torch's one-shot all-reduce, each rank reading the others' partials over
-NVLink (no multicast), as the custom op qgemm::symm_all_reduce so the
-compiled step keeps it whole; the rest (prefill, quality) stay NCCL.
+graph, which is how the step is timed. `--all-reduce symm` sends partials
+of up to SYMM_MAX_BYTES (decode's; a short prefill's too) through symmetric
+memory instead: torch's one-shot all-reduce, each rank reading the others'
+partials over NVLink (no multicast), as the custom op qgemm::symm_all_reduce
+so the compiled step keeps it whole; larger ones stay on NCCL.
 """
 
 from __future__ import annotations
@@ -156,16 +156,25 @@ def add_all_reduce(model, s: Shard) -> list:
 
 
 def _hook(s: Shard, site: int):
+    name = _group_name(s) if s.all_reduce == "symm" else ""
+
     def hook(module, inputs, out):
-        size = out.numel() * out.element_size()
-        if s.all_reduce == "symm" and out.dtype in SYMM_DTYPES and size <= SYMM_MAX_BYTES and size % 4 == 0:
-            # Consecutive sites alternate between two buffers: one-shot's barrier is at its start,
-            # so a rank may write the next partial while a slower one still reads this one.
-            return torch.ops.qgemm.symm_all_reduce(out, site % 2, _group_name(s))
+        if name and symm_fits(out, name):
+            # Consecutive sites alternate between two buffers (defensive: a slow rank may still read
+            # one partial while a fast one writes the next, unless the op's closing barrier holds it).
+            return torch.ops.qgemm.symm_all_reduce(out, site % 2, name)
         dist.all_reduce(out, group=s.group)
         return out
 
     return hook
+
+
+def symm_fits(out: torch.Tensor, group_name: str) -> bool:
+    """What the one-shot op sums: a dtype with a reducer made for it (bf16,
+    fp32), at most SYMM_MAX_BYTES, whole 4-byte words (SymmReducer aligns)."""
+    size = out.numel() * out.element_size()
+    return (out.dtype in SYMM_DTYPES and size <= SYMM_MAX_BYTES and size % 4 == 0
+            and ops.has_reducer(group_name, out.device, out.dtype))
 
 
 def _group_name(s: Shard) -> str:
@@ -187,6 +196,8 @@ class SymmReducer:
             self(torch.zeros(8, dtype=dtype, device=device), slot)
 
     def __call__(self, x: torch.Tensor, slot: int) -> torch.Tensor:
+        if not x.is_contiguous() or x.storage_offset() * x.element_size() % 16:
+            x = x.clone(memory_format=torch.contiguous_format)  # the op wants its buffers' 16-byte alignment
         out = torch.ops.symm_mem.one_shot_all_reduce_copy(self.buf[slot, :x.numel()], x.reshape(-1), "sum",
                                                           self.group_name)
         return out.view(x.shape)

@@ -233,7 +233,8 @@ class WeightOnly:
         frag = bool(cfg.get("frag", False)) and self._frag_applies()
         p = self.kmajor(frag)
         block_k = cfg["block_k"]
-        if x.shape[0] == 1:
+        m = x.shape[0]  # the workspace's key: M's own, not the rows bound
+        if m == 1:
             # Helion makes a tile of a dimension of 1 one row wide and pads it to the dot's 16 by joins
             # on x and the accumulator at every K step (NVFP4 M = 1 ran 2x its M = 16): 2 rows, both
             # x's (stride 0, no copy), the output's first taken (__call__).
@@ -252,7 +253,7 @@ class WeightOnly:
             tail.pop()
         if split == 1 and not tail:  # the kernel's defaults: no split, no workspace
             return args
-        ws = self.workspace(x.shape[0], x.shape[0], x.device) if split > 1 else (None, None)
+        ws = self.workspace(m, x.shape[0], x.device) if split > 1 else (None, None)
         return (*args, split, *ws, *tail)
 
     def _acc_applies(self, block_k: int) -> bool:

@@ -128,7 +128,7 @@ def tune_unit(op_name: str, shape, device, prior: dict | None, own: dict | None 
     cands = candidates(op_name, m, shape, where, prior=pruning)
     mine = ((own or {}).get("kernels", {}).get(kernel, {}).get(bucket(*shape)) or {}).get("config")
     if mine is not None and cands:
-        twin = frag_twin(op_name, m, mine) if "block_sizes" in mine else None
+        twin = frag_twin(op_name, m, mine) if kernel.endswith("_fused") else None  # frag: kernels.fused's
         cands = [mine, *([twin] if twin else [])] + [c for c in cands if c not in (mine, twin)]
     if not cands:
         return None

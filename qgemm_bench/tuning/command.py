@@ -17,7 +17,7 @@ HELP = """\
 bring up a GPU from nothing (every operator, both kernel families):
 
   qgemm-bench tune --dry-run                 # what would be tuned, and how long it should take
-  qgemm-bench tune                           # one GPU: at most --budget-s (default 24 min)
+  qgemm-bench tune                           # one GPU: at most --budget-s (default 24.2 min)
   NCCL_NVLS_ENABLE=0 torchrun --nproc-per-node 2 runner.py tune   # two GPUs (default 14 min)
   qgemm-bench tune --resume                  # after an interruption: only what is not written yet
   qgemm-bench tune --stop-after-s 500; qgemm-bench tune --resume --stop-after-s 500; ...
@@ -35,10 +35,10 @@ entry is written the moment it is tuned (and journalled in <gpu>/.tune/), so an
 interrupted tune loses nothing: --resume skips what the unfinished tune wrote; a
 finished tune deletes the journal. Commit the folder to make the entry everyone's.
 
-how long: on four H200s under torchrun a bring-up took 9.6 minutes of wall time
-(8.2 + 0.8 minutes of tuning, in two commands; results/h200/README.md); one and
-two GPUs are not measured yet (the default budget is 24 and 14 minutes of
-tuning, plus start-up). A GPU with a tuned
+how long: under torchrun a bring-up took 10.3 minutes of wall time on two H200s
+(8.3 + 1.6 minutes of tuning, in two commands; results/h200x2/README.md) and 9.6
+on four (results/h200/README.md); one GPU is not measured yet (the default budget
+is 24.2 minutes of tuning, plus start-up). A GPU with a tuned
 entry of its compute capability in the store (the H100's for an H200) times only
 the candidates that won there, at each M (--full times every candidate of the
 kernels' pools: several times longer); each unit (one table entry) gets its share

@@ -261,6 +261,24 @@ def test_helion_layers_adds_a_bucket_per_default_run_layer():
     assert len(layers) == 2 * len(set(LLAMA3_8B_KN + LLAMA3_70B_KN)) and all(u.family == "helion" for u in layers)
 
 
+def test_helion_ms_reach_1024_and_variants_add_candidates(capsys):
+    """--ms names Helion's M too, 1024 included (the fused path's last M,
+    outside the default HELION_WEIGHT_ONLY_M); an M where Helion dequantizes
+    has no unit. --helion-variants adds the fused units' TMA / persistent
+    variants to the plan's count, and needs --backends helion."""
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import candidates as cands
+    from qgemm_bench.tuning import plan
+
+    h200 = DEFAULT.entries()["h200"]
+    units = plan.helion_units(["int4_gemm"], ["int4"], {1024, 2048}, None, h200)
+    assert [u.shape for u in units] == [(1024, 8192, 8192)] and 1024 not in cands.HELION_WEIGHT_ONLY_M
+    more = plan.helion_units(["int4_gemm"], ["int4"], {1024}, None, h200, variants=True)
+    assert more[0].candidates > units[0].candidates
+    assert cli.main(["tune", "--dry-run", "--like", "h200", "--backends", "triton", "--helion-variants"]) == 2
+    assert "--helion-variants: Helion's buckets" in capsys.readouterr().err
+
+
 def test_the_second_round_retimes_only_the_fastest_of_the_first():
     """timing.time_rounds with keep (the weight-only passes' TABLE_KEEP): the
     reverse round times the `keep` fastest of the first, the others keep

@@ -80,7 +80,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="DIR", help="the config store to write (default: the package's "
                    "qgemm_bench/configs/)")
     p.add_argument("--ms", metavar="M,M", help="weight-only M to tune (default: every M of the tables: split "
-                   "1,16,32,64, fused 1..4096, Helion 1..512)")
+                   "1,16,32,64, fused 1..4096, Helion 1..512; given, Helion's buckets at these M up to its "
+                   "fused path's 1024)")
     p.add_argument("--formats", default="int4,nvfp4", metavar="F,F",
                    help="weight-only formats: int4, nvfp4 or both (default both)")
     p.add_argument("--groups", default="", metavar="G,G",
@@ -91,6 +92,10 @@ def parser() -> argparse.ArgumentParser:
                         "K x N as the default run's), not only at K = N = 8192: a bucket of its own then serves "
                         "each default-run shape instead of the Triton table's config, untimed in Helion (not in "
                         "the bring-up's default plan: about 10 s a bucket)")
+    p.add_argument("--helion-variants", action="store_true",
+                   help="Helion's fused units also time the TMA and persistent (L2-grouped) variants of their "
+                        "first candidate (candidates.helion_fused_variants: up to 4 more a unit; not in the "
+                        "bring-up's default plan)")
     p.add_argument("--full", action="store_true",
                    help="time every candidate of the pools, not only those that won on the nearest tuned GPU")
     p.add_argument("--dry-run", action="store_true", help="list what would be tuned and the expected time; "
@@ -128,8 +133,9 @@ def options(args) -> argparse.Namespace:
         known = set(cands.TABLE_M["split"]) | set(cands.TABLE_M["fused"]) | set(cands.HELION_WEIGHT_ONLY_M)
         if not args.m_set <= known:
             raise InputError(f"--ms: {sorted(args.m_set - known)} not among the tables' M ({sorted(known)})")
-    if args.helion_layers and "helion" not in args.backend_list:
-        raise InputError("--helion-layers: Helion's buckets, for a tune with --backends helion")
+    for flag, on in (("--helion-layers", args.helion_layers), ("--helion-variants", args.helion_variants)):
+        if on and "helion" not in args.backend_list:
+            raise InputError(f"{flag}: Helion's buckets, for a tune with --backends helion")
     if args.like and not args.dry_run:
         raise InputError("--like plans a --dry-run without a GPU: give --dry-run too")
     if args.store is not None and Path(args.store).exists() and not Path(args.store).is_dir():
@@ -256,7 +262,7 @@ class Tune:
             out += plan.weight_only_units(fmts, a.m_set, priors["weight_only"], a.group_list)
         if "helion" in a.backend_list:
             out += plan.helion_units(a.ops, a.format_list, a.m_set, priors["weight_only"], self.target,
-                                     plan.helion_kns(a.helion_layers))
+                                     plan.helion_kns(a.helion_layers), variants=a.helion_variants or None)
         if "triton" in a.backend_list and "split_k_gemm" in a.ops:
             out += plan.split_k_units(self.target.sms)
         if not out:
@@ -488,7 +494,7 @@ class Tune:
             return {"unit": unit.id, "family": "weight_only", "kernel": kernel, "key": bucket(*unit.shape),
                     "entry": entry}
         r = helion.tune_unit(unit.op, unit.shape, self.device, priors["weight_only"], priors["helion"], stop,
-                             self.dtype, self.gpu, self.target)
+                             self.dtype, self.gpu, self.target, variants=self.args.helion_variants or None)
         if r is None:
             return None
         return {"unit": unit.id, "family": "helion", "kernel": r["op"], "key": r["key"], "entry": r["entry"]}

@@ -110,13 +110,13 @@ REP_MS = 30.0  # timed ms per config (--rep)
 
 
 def tune_unit(op_name: str, shape, device, prior: dict | None, own: dict | None = None, stop: float | None = None,
-              dtype=None, gpu: str | None = None, target=None) -> dict | None:
+              dtype=None, gpu: str | None = None, target=None, variants: bool | None = None) -> dict | None:
     """The `qgemm-bench tune` unit of this family: one bucket's Helion
     config (tune's result). prior: the Triton table ({"kernels": ...}) of
     the nearest tuned GPU of this compute capability, whose winners at M
     prune the weight-only pools (candidates.helion); None: whole pools
     (--full). own: the Helion table of that GPU, whose config for the
-    bucket is timed first."""
+    bucket is timed first. variants: candidates.helion's (--helion-variants)."""
     import torch
 
     from qgemm_bench.backends.config_buckets import bucket
@@ -125,7 +125,7 @@ def tune_unit(op_name: str, shape, device, prior: dict | None, own: dict | None 
     where = target if target is not None else device  # the Target whose store entry decides the path
     kernel = kernel_name(op_name, m, shape, where)
     pruning = None if prior is None else prior.get("kernels", {}).get(kernel, {})
-    cands = candidates(op_name, m, shape, where, prior=pruning)
+    cands = candidates(op_name, m, shape, where, prior=pruning, variants=variants)
     mine = ((own or {}).get("kernels", {}).get(kernel, {}).get(bucket(*shape)) or {}).get("config")
     if mine is not None and cands:
         twin = frag_twin(op_name, m, mine) if kernel.endswith("_fused") else None  # frag: kernels.fused's

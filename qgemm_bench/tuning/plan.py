@@ -126,23 +126,26 @@ def helion_kns(layers: bool = False) -> list[tuple[int, int]]:
     return kns + [kn for kn in LLAMA3_8B_KN + LLAMA3_70B_KN if kn not in kns] if layers else kns
 
 
-def helion_units(ops, formats, ms, prior: dict | None, target, kns=None) -> list[Unit]:
+def helion_units(ops, formats, ms, prior: dict | None, target, kns=None, variants: bool | None = None) -> list[Unit]:
     """Helion's buckets: the weight-only ops at each (K, N) of kns (default
-    HELION_KN, K = N = 8192) and HELION_WEIGHT_ONLY_M (above, dequantize +
-    cuBLAS: nothing to tune), split-K at HELION_SPLIT_K_SHAPES."""
+    HELION_KN, K = N = 8192) and each M of ms (default HELION_WEIGHT_ONLY_M;
+    an M where Helion dequantizes + cuBLAS has nothing to tune), split-K at
+    HELION_SPLIT_K_SHAPES. variants: candidates.helion's (default
+    HELION_VARIANTS)."""
     out = []
     for op in ops:
         if op == "split_k_gemm":
             shapes = cands.HELION_SPLIT_K_SHAPES
         elif ("nvfp4" if op == "nvfp4_gemm" else "int4") in formats:
-            shapes = [(m, k, n) for k, n in kns or [cands.HELION_KN] for m in cands.HELION_WEIGHT_ONLY_M
-                      if ms is None or m in ms]
+            # --ms names the M to tune (any the fused path takes: 1024's buckets too), else the default M.
+            shapes = [(m, k, n) for k, n in kns or [cands.HELION_KN]
+                      for m in (cands.HELION_WEIGHT_ONLY_M if ms is None else sorted(ms))]
         else:
             continue
         for shape in shapes:
             kernel = cands.helion_kernel(op, shape[0], shape, target)
             pruning = None if prior is None else prior.get("kernels", {}).get(kernel, {})
-            n = len(cands.helion(op, shape[0], shape, target, prior=pruning))
+            n = len(cands.helion(op, shape[0], shape, target, prior=pruning, variants=variants))
             if n:
                 out.append(Unit("helion", op, kernel, tuple(shape), n, UNIT_S + HELION_CANDIDATE_S * n))
     return out

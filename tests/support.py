@@ -212,3 +212,12 @@ def run_script_in_process(path, argv, monkeypatch, capsys) -> tuple[int, str, st
         os.environ.update(environ)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now (for a spawned process group's MASTER_PORT)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

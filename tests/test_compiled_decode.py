@@ -20,7 +20,7 @@ from torch.autograd.profiler_util import Kernel  # noqa: E402
 from qgemm_bench.model import bench, decode, ops, profile  # noqa: E402
 from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import QuantLinear, parse_quant  # noqa: E402
-from tests.support import one_thread  # noqa: E402, F401 (autouse: the tiny model on one thread)
+from tests.support import free_port, one_thread  # noqa: E402, F401 (one_thread autouse: the tiny model on one thread)
 
 CPU = torch.device("cpu")
 SEED = 54
@@ -382,13 +382,9 @@ def test_tensor_parallel_step_compiles_whole_with_its_all_reduces(tmp_path):
     """Two gloo ranks: the hooks' in-place dist.all_reduce is traced into the
     fullgraph step (a graph break would raise) and the compiled step equals the
     uncompiled one."""
-    import socket
-
     import torch.multiprocessing as mp
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     mp.spawn(_tp_worker, args=(2, port, str(tmp_path / "r")), nprocs=2, join=True)
     for rank in (0, 1):
         got = torch.load(tmp_path / f"r.{rank}.pt")

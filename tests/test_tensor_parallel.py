@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 from qgemm_bench.model import tensor_parallel  # noqa: E402
 from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import quantize_model  # noqa: E402
+from tests.support import free_port  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = 3
@@ -57,11 +58,7 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
 
 def test_split_model_reproduces_the_whole_one(tmp_path):
     """Unquantized and int4 (group 64), each rank's logits against the whole model's."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     mp.spawn(_worker, args=(2, port, str(tmp_path / "y")), nprocs=2, join=True)
     for fmt in FORMATS:
         whole = tiny()
@@ -156,11 +153,7 @@ def test_symm_all_reduce_takes_decode_sized_partials_in_alternate_buffers(tmp_pa
     consecutive sites alternating buffers 0 and 1, larger ones through
     dist.all_reduce; the logits match the whole model's, eager and under a
     fullgraph torch.compile (the custom op and its fake traced whole)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     mp.spawn(_symm_worker, args=(2, port, str(tmp_path / "s")), nprocs=2, join=True)
     torch.manual_seed(0)
     whole = tiny()
@@ -219,11 +212,7 @@ def test_symm_all_reduce_sums_like_nccl_in_a_cuda_graph_on_two_gpus(tmp_path):
     multicast) at 1 and 16 rows of 8192 bf16: equal to NCCL's sum eagerly
     (bf16 rounding) and, four sites chained in a CUDA graph replayed on new
     partials, within bf16's relative rounding of four sums in fp32."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     mp.spawn(_symm_gpu_worker, args=(2, port, str(tmp_path / "g")), nprocs=2, join=True)
     for rank in (0, 1):
         errs = torch.load(tmp_path / f"g.{rank}.pt")

@@ -65,7 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(g, "--attention", choices=["sdpa", "flex"], default="sdpa", help="decode attention: sdpa (default; "
          "one SDPA over the whole static cache, masked) or flex (with --compile: flex_attention's split-KV "
          "decoding kernel, reading the cache only up to each token)")
-    _add(g, "--all-reduce", choices=["nccl", "symm"], default="nccl", help="under torchrun, how the "
+    from qgemm_bench.model.tensor_parallel import ALL_REDUCES
+
+    _add(g, "--all-reduce", choices=ALL_REDUCES, default="nccl", help="under torchrun, how the "
          "row-parallel layers' partials are summed: nccl (default; dist.all_reduce) or symm (decode-sized "
          "ones by torch's one-shot symmetric-memory all-reduce over NVLink, no multicast; CUDA only)")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
@@ -315,9 +317,11 @@ def build_plan(args, world=None):
         raise InputError("--prompt-len and --decode-steps must be >= 1")
     qb, qt = parse_bxt(_default(args, "quality_tokens", cuda))
     if getattr(args, "all_reduce", "nccl") == "symm":
+        from qgemm_bench.model.tensor_parallel import SYMM_DTYPES
+
         if not cuda or world is None:
             raise InputError("--all-reduce symm sums tensor-parallel partials: it needs CUDA GPUs under torchrun")
-        if dtype not in (torch.bfloat16, torch.float32):
+        if dtype not in SYMM_DTYPES:
             raise InputError(f"--all-reduce symm sums bfloat16 or float32, not --dtype {dtype_name}")
     if getattr(args, "attention", "sdpa") == "flex" and getattr(args, "compile", "none") == "none":
         raise InputError("--attention flex runs in compiled steps: add --compile default")

@@ -6,15 +6,15 @@ and its main loop (the loop with the wgmmas) counted by opcode; the memory
 instructions also by width (LDGSTS.E: 4-byte cp.async, LDS.U8: byte loads).
 
   python3 scripts/helion_sass.py [--m 16] [--block-sizes 128,16] [--block-k 128] [--split 8]
-                                 [--warps 4] [--stages 3] [--acc] [--frag] [--nvfp4] [--k 8192] [--n 8192]
+                                 [--warps 4] [--stages 3] [--acc] [--frag] [--fmt int4] [--k 8192] [--n 8192]
                                  [--out PREFIX]
 
 --block-sizes is Helion's [BLOCK_N, BLOCK_M]; --acc the config's acc_scale,
 --frag its frag (int4 weights in fragment order). The x, weight and scale
 tensors are zeros on the CPU: only their shapes and strides reach the code
 (static shapes), as helion_ops passes them (x transposed, M = 1 as two rows
-of stride 0, K-major weights, int4 groups of 128; --nvfp4: E4M3 scales of
-16). --out PREFIX writes PREFIX.py (Helion's Triton), .ttgir, .ptx and .sass."""
+of stride 0, K-major weights, int4 groups of 128; --fmt nvfp4: E4M3 scales
+of 16). --out PREFIX writes PREFIX.py (Helion's Triton), .ttgir, .ptx and .sass."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def parse_args(argv=None):
     p.add_argument("--stages", type=int_in(1, 8), default=3, help="num_stages (default 3)")
     p.add_argument("--acc", action="store_true", help="acc_scale")
     p.add_argument("--frag", action="store_true", help="frag: int4 weights in fragment order")
-    p.add_argument("--nvfp4", action="store_true", help="NVFP4 (E2M1 codes, E4M3 scales of 16) instead of int4")
+    p.add_argument("--fmt", choices=["int4", "nvfp4"], default="int4",
+                   help="int4 (groups of 128) or nvfp4 (E2M1 codes, E4M3 scales of 16), as fused_sass.py's")
     p.add_argument("--k", type=int_in(256, 1 << 16), default=8192, help="K, a multiple of 256 (default 8192)")
     p.add_argument("--n", type=int_in(16, 1 << 16), default=8192, help="N, a multiple of 256 (default 8192)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.py, .ttgir, .ptx, .sass")
@@ -82,8 +83,8 @@ def helion_source(args) -> str:
     m, k, n = max(args.m, 2), args.k, args.n  # helion_ops binds M = 1 as two rows (stride 0)
     split = args.split
     xt = torch.zeros(1 if args.m == 1 else m, k, dtype=torch.bfloat16).expand(m, k).t()
-    fmt, mode, group = (1, "sub", 16) if args.nvfp4 else (0, "block", GROUP)
-    st = torch.zeros(k // group, n, dtype=torch.float8_e4m3fn if args.nvfp4 else torch.bfloat16).t()
+    fmt, mode, group = (1, "sub", 16) if args.fmt == "nvfp4" else (0, "block", GROUP)
+    st = torch.zeros(k // group, n, dtype=torch.float8_e4m3fn if args.fmt == "nvfp4" else torch.bfloat16).t()
     ws = torch.zeros(m, n) if split > 1 else None
     count = torch.zeros(-(-m // 16), n // 16, dtype=torch.int32) if split > 1 else None
     bound = kernels.fused.bind((xt, torch.zeros(n, k // 2, dtype=torch.uint8), st, torch.ones(1), n, fmt, mode,
@@ -105,7 +106,7 @@ def compile_source(code: str, args, workdir: Path):
     spec.loader.exec_module(module)
     fn = module._helion_fused
     sig = {a: TYPES[a] for a in fn.arg_names}
-    if args.nvfp4:
+    if args.fmt == "nvfp4":
         sig["st"] = "*fp8e4nv"
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(sig))}
     return triton.compile(ASTSource(fn, sig, constexprs={}, attrs=attrs), target=GPUTarget("cuda", 90, 32),
@@ -141,7 +142,7 @@ def main(argv=None) -> int:
     body = fused_sass.main_loop(sass)
     ops = fused_sass.opcodes(body)
     spills = fused_sass.spill_count(sass)
-    print(f"helion {'nvfp4' if args.nvfp4 else 'int4'} M={args.m} {config(args)} K={args.k} N={args.n}, sm_90: "
+    print(f"helion {args.fmt} M={args.m} {config(args)} K={args.k} N={args.n}, sm_90: "
           f"{regs} registers, "
           f"{k.metadata.shared} bytes of shared memory, {spills} local-memory (spill) loads and stores")
     if not ops:

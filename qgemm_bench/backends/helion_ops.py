@@ -137,6 +137,15 @@ def split_scale_mode(fmt: int, group: int | None, block_k: int) -> str:
     return "sub" if block_k % group == 0 else "gather"
 
 
+def two_rows_for_one(x: torch.Tensor) -> torch.Tensor:
+    """x of one row as two, both x's (stride 0, no copy); others as they are.
+    Helion drops a dimension of 1 from its indexing and makes its tile one
+    row wide, padded to the dot's 16 by joins at every K step (the fused
+    kernel at M = 1 ran 2x its M = 16: docs/helion.md); callers take the
+    first row of the output."""
+    return x.expand(2, x.shape[1]) if x.shape[0] == 1 else x
+
+
 class WeightOnly:
     """y = x @ dequant(w) through the Helion kernels (kernels.py) for any x
     [M, K], on the Triton backend's path where that has no TMA loads
@@ -221,8 +230,7 @@ class WeightOnly:
         s = self.scales if self.scales is not None else self.w  # never read unscaled
         ts = self.ts if self.ts is not None else self.w  # never read for int4
         block_k = cfg["block_k"]
-        if m == 1:  # a dimension of 1 drops out of Helion's indexing: 2 rows, both x's (stride 0, no copy)
-            x = x.expand(2, x.shape[1])
+        x = two_rows_for_one(x)
         return (x, self.w, s, ts, ws, count, self.fmt, split_scale_mode(self.fmt, self.group, block_k),
                 self.group or 2, block_k, self._use_asm(x, cfg), small)
 
@@ -234,11 +242,7 @@ class WeightOnly:
         p = self.kmajor(frag)
         block_k = cfg["block_k"]
         m = x.shape[0]  # the workspace's key: M's own, not the rows bound
-        if m == 1:
-            # Helion makes a tile of a dimension of 1 one row wide and pads it to the dot's 16 by joins
-            # on x and the accumulator at every K step (NVFP4 M = 1 ran 2x its M = 16): 2 rows, both
-            # x's (stride 0, no copy), the output's first taken (__call__).
-            x = x.expand(2, x.shape[1])
+        x = two_rows_for_one(x)  # the output's first row taken (__call__)
         st = p.scales.t() if p.scales is not None else p.wt  # [Np, Gp] view; never read unscaled
         ts = self.ts if self.ts is not None else p.wt  # never read for int4
         mode = SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k, frag=self.fmt == NVFP4,

@@ -310,7 +310,7 @@ SWEEP += [(128, 128, 8, 4, 3, 0, 0), (128, 128, 8, 4, 3, 2, 1), (256, 256, 16, 4
 # (int4 8-warp split-K configs returned wrong sums on the H100 in some calls: fused_gemm.wrong_on_sm90).
 FOLD_SWEEP = [(4, 128), (4, 0), (8, 128), (8, 0)]
 # Deeper rings of the production tile at M = 1 (4 warps, its register cap): whether more weight bytes in
-# flight let the loads stream while the warps decode (docs/fused_gemm.md: they add, 5.6 us).
+# flight let the loads stream while the warps decode (docs/fused_gemm.md).
 STAGE_SWEEP = (4, 5)
 # S3 with HALVES (stage_kernel) at M = 1, the production tile: (num_warps, maxnreg or 0). The 8-warp dot
 # compiled for sm_90 needs 80-96 registers, so at most 3 of its 8-warp programs fit an SM and the grid's 512

@@ -129,10 +129,11 @@ def main(argv: list[str]) -> int:
         return 2
     d = Path(argv[0])
     parts = []
-    if (f := d / "int4_gemm_msweep/results.json").is_file():
-        parts.append(versus_peers(rows(f), PEERS, "int4 group 128 at K = N = 8192 (the m-sweep, 3 rounds):"))
-    if (f := d / "nvfp4_gemm_msweep/results.json").is_file():
-        parts.append(versus_peers(rows(f), PEERS, "NVFP4 at K = N = 8192 (the m-sweep, 3 rounds):"))
+    for fmt, title in (("int4", "int4 group 128"), ("nvfp4", "NVFP4")):
+        if (f := d / f"{fmt}_gemm_msweep/results.json").is_file():
+            n = json.loads(f.read_text())["metadata"]["settings"].get("repeats", 1)
+            head = f"{title} at K = N = 8192 (the m-sweep, {n} round{'s' * (n != 1)}):"
+            parts.append(versus_peers(rows(f), PEERS, head))
     if (f := d / "int4_gemm/results.json").is_file():
         by = rows(f)
         layers = {(m, k, n) for (m, k, n) in by if (k, n) in {(4096, 28672), (14336, 4096)}}

@@ -6,7 +6,9 @@ candidates.helion_fused_variants of it (tma: x and weights by tensor
 descriptors; persistent_blocked; tma on persistent_interleaved; tma one
 pipeline stage deeper; with L2 groups where M has 2+ tiles; int4: the entry
 with acc_scale switched; M <= 64: with acc_scale (int4) and PDL 2; int4: each
-of these with frag switched, fragment-order weights) and the `triton`
+of these with frag switched, fragment-order weights, in tiles of up to
+--frag-rows rows; above helion_ops.FRAG_MAX_BLOCK_M also the entry on 4 warps,
+with and without frag) and the `triton`
 backend as a run would take it; where that runs the warp-specialized Gluon
 kernel, also its entry's config on the non-specialized fused_kernel ("triton
 no WS"). Each is checked against the reference first
@@ -16,7 +18,7 @@ order every other round. Prints each one's median p50 (us), its rounds and
 helion / triton, then per variant the geometric mean of helion / triton.
 
   python3 scripts/helion_ab.py [--op int4_gemm,nvfp4_gemm] [--m 64,256,1024] [--kn 8192,8192]
-                               [--rounds 2] [--warmup 5] [--rep 25]
+                               [--rounds 2] [--warmup 5] [--rep 25] [--frag-rows 64]
   python3 scripts/helion_ab.py --cpu-smoke   # tiny shapes on the Triton interpreter (fp16): the script runs
 
 --cpu-smoke patches in what the interpreter lacks (tensor descriptors, an
@@ -53,6 +55,10 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int_in(1, 20), default=2, help="rounds (default 2)")
     p.add_argument("--warmup", type=float_in(0.0, 10_000.0, unit=" ms"), default=5.0, help="ms per timing (default 5)")
     p.add_argument("--rep", type=positive_milliseconds, default=25.0, help="timed ms per round (default 25)")
+    p.add_argument("--frag-rows", type=int_in(16, 256), default=None,
+                   help="int4's frag twins in tiles of up to this many rows (default helion_ops.FRAG_MAX_BLOCK_M, "
+                   "64: above it fragment order gave wrong sums on the H100 with 8 warps; each twin is checked "
+                   "against the reference before it is timed)")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on the Triton interpreter (fp16)")
     args = p.parse_args(argv)
     args.ops = [o.strip() for o in args.op.split(",")]
@@ -77,6 +83,7 @@ def label(cfg: dict, entry: dict) -> str:
     parts += [cfg["pid_type"]] if "pid_type" in cfg else []
     parts += [f"l2 {cfg['l2_groupings'][0]}"] if "l2_groupings" in cfg else []
     parts += [f"stages {cfg['num_stages']}"] if cfg["num_stages"] != entry["num_stages"] else []
+    parts += [f"warps {cfg['num_warps']}"] if cfg["num_warps"] != entry["num_warps"] else []
     parts += [f"acc_scale {bool(cfg.get('acc_scale'))}"] if bool(cfg.get("acc_scale")) != bool(entry.get("acc_scale")) \
         else []
     parts += [f"pdl {cfg.get('pdl', 0)}"] if cfg.get("pdl", 0) != entry.get("pdl", 0) else []
@@ -84,10 +91,12 @@ def label(cfg: dict, entry: dict) -> str:
     return "helion " + ("+".join(parts) if cfg != entry else "entry")
 
 
-def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str], dict]:
+def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None = None) -> tuple[dict, list[str], dict]:
     """({label: [a call per input copy]}, notes, {label: config}): the
-    entry, its variants, triton; each checked on the first copy first."""
-    from qgemm_bench.backends import registry
+    entry, its variants, triton; each checked on the first copy first.
+    frag_rows: int4's frag twins in tiles of up to this many rows (default
+    helion_ops' guard, FRAG_MAX_BLOCK_M, which is lifted to it meanwhile)."""
+    from qgemm_bench.backends import helion_ops, registry
     from qgemm_bench.backends.helion_kernels import tuning
     from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly
     from qgemm_bench.operators.common import rel_error
@@ -95,6 +104,7 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
     from qgemm_bench.tuning.candidates import helion_fused_variants
 
     m = case.shape.M
+    frag_rows = frag_rows or FRAG_MAX_BLOCK_M
 
     def gemm(i):
         if op.NAME == "int4_gemm":
@@ -133,9 +143,13 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
         # At decode sizes, also launched early (PDL 2), as the Triton table's configs there.
         twin += [{**entry, "acc_scale": op.NAME == "int4_gemm", "pdl": 2}] if m <= 64 and not entry.get("pdl") else []
         # int4: both of those on fragment-order weights (kernels.fused's frag; NVFP4's always are).
-        # (helion_ops takes frag in tiles of at most FRAG_MAX_BLOCK_M rows: the twins only of such tiles.)
+        # (helion_ops takes frag in tiles of at most FRAG_MAX_BLOCK_M rows: the twins only of such tiles,
+        # unless --frag-rows asks for more; then also on 4 warps, as the Triton kernel's tiles there.)
+        wide = entry["block_sizes"][1] > FRAG_MAX_BLOCK_M
+        twin += [{**entry, "num_warps": 4}] if wide and frag_rows >= entry["block_sizes"][1] \
+            and entry["num_warps"] != 4 else []
         twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *twin)] \
-            if op.NAME == "int4_gemm" and entry["block_sizes"][1] <= FRAG_MAX_BLOCK_M else []
+            if op.NAME == "int4_gemm" and entry["block_sizes"][1] <= frag_rows else []
         for v in [*helion_fused_variants(entry, m), *twin] if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:
                 helion.append(v)
@@ -145,7 +159,8 @@ def candidates(op, case, inputs: list, ref, tol, target) -> tuple[dict, list[str
     for cfg in helion:
         name = label(cfg, helion[0])
         try:
-            with tuning.options(explicit=cfg):
+            with tuning.options(explicit=cfg), \
+                    mock.patch.object(helion_ops, "FRAG_MAX_BLOCK_M", max(frag_rows, FRAG_MAX_BLOCK_M)):
                 gemms = [gemm(i) for i in inputs]
                 for g, i in zip(gemms, inputs, strict=True):  # bound and compiled under this config
                     g.bound(i.x)
@@ -202,7 +217,8 @@ def compare(args, op_name: str, m: int, dev, dtype, timer, l2_bytes: int, target
     per = sum(t.numel() * t.element_size() for t in first.tensors()) + m * args.n * 2
     copies = copies_for(per, per, l2_bytes, dev) if dev.type == "cuda" else 1
     inputs = [first] + [op.make_inputs(case, i) for i in range(1, copies)]
-    fns, notes, configs = candidates(op, case, inputs, op.reference(first), op.tolerance(dtype), target)
+    fns, notes, configs = candidates(op, case, inputs, op.reference(first), op.tolerance(dtype), target,
+                                     args.frag_rows)
     times, failed = time_rounds(list(fns), args.rounds, lambda k: statistics.median(
         timer(fns[k], args.warmup, args.rep).samples_us))
     med = {k: statistics.median(v) for k, v in times.items()}

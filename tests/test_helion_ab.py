@@ -68,3 +68,22 @@ def test_a_ws_entry_adds_its_config_on_fused_kernel(op_name):
         assert added == rows
         if rows:
             assert len(notes) == 1 and "'WS'" not in notes[0].split(" (the entry")[0] and "BLOCK_M" in notes[0]
+
+
+def test_frag_rows_adds_fragment_order_and_four_warp_twins_of_a_wide_tile(monkeypatch, capsys):
+    """--frag-rows above helion_ops.FRAG_MAX_BLOCK_M: an 8-warp entry of 128
+    rows also runs on 4 warps and on fragment-order weights (both checked
+    against the reference), and the guard is back after the run."""
+    from qgemm_bench.backends import helion_ops
+
+    ab = load()
+    monkeypatch.setitem(ab.SMOKE, "m", [130])
+    monkeypatch.setattr(helion_ops, "FUSED_INTERPRETER_CONFIG",
+                        {"block_sizes": [32, 128], "block_k": 128, "num_warps": 8, "num_stages": 1})
+    assert ab.main(["--cpu-smoke", "--op", "int4_gemm", "--rounds", "1", "--frag-rows", "128"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("  ") and line.strip()[0].isdigit()]
+    for name in ("helion entry", "helion warps 4", "helion frag True", "helion warps 4+frag True", "triton"):
+        assert any(f" {name} " in r for r in rows), (name, out)
+    assert "WRONG" not in out, out
+    assert helion_ops.FRAG_MAX_BLOCK_M == 64

@@ -2,6 +2,7 @@
 lookup, the checked-in files' configs against fp64 math, and the Triton and
 Helion backends running the configs of the store and Target they are given."""
 
+import inspect
 import json
 
 import pytest
@@ -417,6 +418,26 @@ def test_helion_takes_the_triton_table_config_of_the_shape(gpu):
     cfg, _ = helion_ops.default_config(INT4, "fused", 256, 8192, 57344, cuda)
     ptr = entry["pointer_config"]
     assert cfg == from_triton(ptr, split=ptr["SPLIT_K"] > 1)
+
+
+@pytest.mark.parametrize("gpu", sorted(config_store.entries()))
+@pytest.mark.parametrize("m, own", [(2, False), (5, False), (16, True)])
+def test_helion_takes_its_nearest_bucket_where_the_triton_table_has_only_a_nearest_one(gpu, m, own, monkeypatch):
+    """Between the tuned M (2..8 at a Llama layer), both the Triton table's
+    config and Helion's own are another bucket's: Helion's (timed in Helion)
+    runs; at the table's own bucket (M = 16) the table's config runs."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import tuning
+
+    seen, signature = [], inspect.signature(tuning.ready)
+    monkeypatch.setattr(tuning, "ready", lambda *args, **kwargs: seen.append(
+        signature.bind(*args, **kwargs).arguments["nearest_ok"]))
+    k = n = 8192
+    gemm = helion_ops.WeightOnly("int4_gemm", torch.zeros(k // 2, n, dtype=torch.uint8),
+                                 torch.ones(k // 128, n, dtype=DT), None, INT4, 128, target=config_store.entries()[gpu])
+    assert gemm.path(m) != "dequant"
+    gemm.bound(torch.zeros(m, k, dtype=DT))
+    assert seen == [not own]
 
 
 def test_lookup_gives_kernels_without_tma_the_pointer_config():

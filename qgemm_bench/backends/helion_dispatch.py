@@ -92,17 +92,19 @@ def helion_config(c: dict, path: str, acc_scale: bool = False) -> dict:
     return from_triton(c, split=path == "split" or c.get("SPLIT_K", 1) > 1, fused=acc_scale and path == "fused")
 
 
-def table_config(fmt: int, path: str, m: int, k: int, n: int, target, store=None) -> tuple[dict, str] | None:
+def table_config(fmt: int, path: str, m: int, k: int, n: int, target, store=None,
+                 own_bucket: bool = False) -> tuple[dict, str] | None:
     """The Triton table's config for this path and shape on this Target (the
     store's weight_only entry for it, triton_dispatch.weight_only_entry; its
     pointer-load config where the entry's has TMA loads, which the Helion
-    kernels lack), as a Helion config (helion_config), or None."""
+    kernels lack), as a Helion config (helion_config), or None; own_bucket:
+    None unless it is the shape's own bucket's (not a nearest one's)."""
     from qgemm_bench.backends.triton_dispatch import weight_only_entry
     from qgemm_bench.backends.triton_kernels import weight_only_configs
 
     e = weight_only_entry(target, store)
     found = weight_only_configs.lookup(fmt, path, m, k, n, e.gpu, e.table, tma=False)
-    if found is None:
+    if found is None or (own_bucket and found[1]):  # lookup's note names a bucket only when not the shape's own
         return None
     note = "; ".join(filter(None, (e.note, found[1])))
     where = f" ({note})" if note else ""

@@ -288,10 +288,14 @@ class WeightOnly:
         path = self.path(m)
         if path != "dequant":
             # Helion's own config of another bucket only where the Triton
-            # table has nothing for this shape (it was tuned for the shape).
+            # table has none of this shape's own bucket (one tuned for the
+            # shape beats one timed at another M; of two borrowed configs,
+            # the one timed in Helion: M = 2-8 ran 1.4-1.7x triton on the
+            # Triton table's M = 1 / 16 configs, results/h200/README.md).
             table = table_config(self.fmt, path, m, self.k, self.n, self.target, self.store)
             default = table or default_config(self.fmt, path, m)
-            nearest_ok = table is None
+            nearest_ok = table_config(self.fmt, path, m, self.k, self.n, self.target, self.store,
+                                      own_bucket=True) is None
             # A config without our argument keys (hand-written, or from an
             # older file) takes the default's K step and decode.
             arguments = {key: default[0][key] for key in ARGUMENT_KEYS}

@@ -73,7 +73,7 @@ def test_variants_follow_the_pool_by_rule(op, m):
 
 def test_the_plan_counts_the_variants_where_they_are_on(monkeypatch):
     """HELION_VARIANTS off: the plan as before; on: every fused unit's
-    variants counted at 1.75 s each (tune_unit times what the plan counts)."""
+    variants counted at plan.HELION_CANDIDATE_S each (tune_unit times what the plan counts)."""
     from qgemm_bench.configs.store import DEFAULT
     from qgemm_bench.tuning import plan
 

@@ -7,9 +7,10 @@ expected seconds on an H100/H200-class GPU, from the candidates it will
 time: a weight-only candidate checked (with its graph captures and its
 share of the compiles ~0.2 s) and timed in a round of the runner's windows
 (25 + 100 ms), the TABLE_KEEP fastest of each pass in a second, reversed
-round (an estimate, not yet measured on the H200); a Helion config 1.75 s
-(the H200 bring-up's helion.json: 143.8 s of tune_s over its 82
-candidates, first compiles included); a split-K shape 12.5 s (its tuner
+round (an estimate, not yet measured on the H200); a Helion config 1.25 s
+(the H200 store's helion.json after the layer tunes on one GPU: 709 s of
+tune_s over 581 candidates, first compiles included; 1.02 on two GPUs, 1.75
+on four, where the ranks' compiles shared the host's CPUs); a split-K shape 12.5 s (its tuner
 spends the share it is given, by candidates and never less than its floor,
 split_k.SHAPE_FLOOR_S = 12 s, with the prior GPU's winner timed first: the
 preset's 37 shapes 12-17 s each; 540 s for them on the H100 timed every
@@ -34,7 +35,7 @@ GROUPS = ("32", "64", "channel")  # int4 groups with their own WS config (--grou
 CANDIDATE_S = 0.45  # a weight-only candidate: checked, then two rounds of the runner's windows
 ROUND_S = 0.125  # one of those rounds: the runner's 25 + 100 ms windows
 UNIT_S = 0.5  # a unit's inputs and rotating copies
-HELION_CANDIDATE_S = 1.75  # measured: the H200 bring-up (see the module doc)
+HELION_CANDIDATE_S = 1.25  # measured: the H200 layer tunes (see the module doc)
 SPLIT_K_SHAPE_S = 12.5  # the floor and a little (see the module doc)
 
 # The default budget: 24.2 minutes on one GPU, 14 on two or more (the issue's

@@ -265,10 +265,12 @@ def test_the_stored_entry_is_timed_first_then_its_frag_twin(monkeypatch):
     kernel = cands.helion_kernel("int4_gemm", m, shape, h200)
     from qgemm_bench.backends.config_buckets import bucket
 
+    other = {**pool[0], "split_k": 8}  # the prior GPU's entry, timed after this GPU's
     tuning_helion.tune_unit("int4_gemm", shape, torch.device("cpu"), None,
-                            {"kernels": {kernel: {bucket(*shape): {"config": mine}}}}, target=h200)
+                            [{"kernels": {kernel: {bucket(*shape): {"config": mine}}}}, None,
+                             {"kernels": {kernel: {bucket(*shape): {"config": other}}}}], target=h200)
     got = seen[0]
-    assert got[:2] == [mine, {**mine, "frag": True}] and all(c in got for c in pool)
+    assert got[:4] == [mine, {**mine, "frag": True}, other, {**other, "frag": True}] and all(c in got for c in pool)
     assert len(got) == len({repr(sorted(c.items())) for c in got})  # no config twice
 
 

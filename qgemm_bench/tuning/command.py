@@ -493,7 +493,9 @@ class Tune:
                 return None
             return {"unit": unit.id, "family": "weight_only", "kernel": kernel, "key": bucket(*unit.shape),
                     "entry": entry}
-        r = helion.tune_unit(unit.op, unit.shape, self.device, priors["weight_only"], priors["helion"], stop,
+        # This GPU's own entry first (a re-tune keeps what it had unless something beats it), then the prior's.
+        own = [self.store.read(self.gpu, "helion"), priors["helion"]]
+        r = helion.tune_unit(unit.op, unit.shape, self.device, priors["weight_only"], own, stop,
                              self.dtype, self.gpu, self.target, variants=self.args.helion_variants or None)
         if r is None:
             return None

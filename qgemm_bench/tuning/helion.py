@@ -109,14 +109,15 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
 REP_MS = 30.0  # timed ms per config (--rep)
 
 
-def tune_unit(op_name: str, shape, device, prior: dict | None, own: dict | None = None, stop: float | None = None,
+def tune_unit(op_name: str, shape, device, prior: dict | None, own: list | None = None, stop: float | None = None,
               dtype=None, gpu: str | None = None, target=None, variants: bool | None = None) -> dict | None:
     """The `qgemm-bench tune` unit of this family: one bucket's Helion
     config (tune's result). prior: the Triton table ({"kernels": ...}) of
     the nearest tuned GPU of this compute capability, whose winners at M
     prune the weight-only pools (candidates.helion); None: whole pools
-    (--full). own: the Helion table of that GPU, whose config for the
-    bucket is timed first. variants: candidates.helion's (--helion-variants)."""
+    (--full). own: Helion tables (this GPU's, where it has one, then that
+    GPU's) whose configs for the bucket are timed first, each followed by
+    its frag twin. variants: candidates.helion's (--helion-variants)."""
     import torch
 
     from qgemm_bench.backends.config_buckets import bucket
@@ -126,10 +127,13 @@ def tune_unit(op_name: str, shape, device, prior: dict | None, own: dict | None 
     kernel = kernel_name(op_name, m, shape, where)
     pruning = None if prior is None else prior.get("kernels", {}).get(kernel, {})
     cands = candidates(op_name, m, shape, where, prior=pruning, variants=variants)
-    mine = ((own or {}).get("kernels", {}).get(kernel, {}).get(bucket(*shape)) or {}).get("config")
-    if mine is not None and cands:
-        twin = frag_twin(op_name, m, mine) if kernel.endswith("_fused") else None  # frag: kernels.fused's
-        cands = [mine, *([twin] if twin else [])] + [c for c in cands if c not in (mine, twin)]
+    first = []
+    for table in own or ():
+        mine = ((table or {}).get("kernels", {}).get(kernel, {}).get(bucket(*shape)) or {}).get("config")
+        if mine is not None and cands:
+            twin = frag_twin(op_name, m, mine) if kernel.endswith("_fused") else None  # frag: kernels.fused's
+            first += [c for c in (mine, twin) if c and c not in first]
+    cands = first + [c for c in cands if c not in first]
     if not cands:
         return None
     l2 = torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 0

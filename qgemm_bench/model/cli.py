@@ -65,11 +65,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(g, "--attention", choices=["sdpa", "flex"], default="sdpa", help="decode attention: sdpa (default; "
          "one SDPA over the whole static cache, masked) or flex (with --compile: flex_attention's split-KV "
          "decoding kernel, reading the cache only up to each token)")
-    from qgemm_bench.model.tensor_parallel import ALL_REDUCES
-
-    _add(g, "--all-reduce", choices=ALL_REDUCES, default="nccl", help="under torchrun, how the "
-         "row-parallel layers' partials are summed: nccl (default; dist.all_reduce) or symm (decode-sized "
-         "ones by torch's one-shot symmetric-memory all-reduce over NVLink, no multicast; CUDA only)")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
@@ -316,13 +311,6 @@ def build_plan(args, world=None):
     if prompt_len < 1 or steps < 1:
         raise InputError("--prompt-len and --decode-steps must be >= 1")
     qb, qt = parse_bxt(_default(args, "quality_tokens", cuda))
-    if getattr(args, "all_reduce", "nccl") == "symm":
-        from qgemm_bench.model.tensor_parallel import SYMM_DTYPES
-
-        if not cuda or world is None:
-            raise InputError("--all-reduce symm sums tensor-parallel partials: it needs CUDA GPUs under torchrun")
-        if dtype not in SYMM_DTYPES:
-            raise InputError(f"--all-reduce symm sums bfloat16 or float32, not --dtype {dtype_name}")
     if getattr(args, "attention", "sdpa") == "flex" and getattr(args, "compile", "none") == "none":
         raise InputError("--attention flex runs in compiled steps: add --compile default")
     if args.checkpoint:
@@ -345,8 +333,7 @@ def build_plan(args, world=None):
         from qgemm_bench.model import tensor_parallel
 
         tensor_parallel.check_divisible(cfg, world.size)
-        shard = source.shard = tensor_parallel.Shard(world.rank, world.size,
-                                                     all_reduce=getattr(args, "all_reduce", "nccl"))
+        shard = source.shard = tensor_parallel.Shard(world.rank, world.size)
     check_formats_fit(specs, cfg, world.size if world else 1)
     ctx = cfg.max_position_embeddings
     if prompt_len + steps + decode.WARMUP_STEPS + 1 > ctx or qt > ctx:
@@ -397,8 +384,7 @@ def metadata(plan, args) -> dict:
         "eval_tokens": None if plan.eval_ids is None else int(plan.eval_ids.numel()),
         "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
         "stall_timeout_s": plan.stall_s, "compile": plan.compile, "attention": plan.attention,
-        "step_split": plan.split, "all_reduce": plan.shard.all_reduce if plan.shard else None,
-        "argv": sys.argv[1:],
+        "step_split": plan.split, "argv": sys.argv[1:],
     }
     meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct
     return meta

@@ -15,8 +15,7 @@ no device sync, and a CUDA graph replays the kernels without reading it.
 The op's CPU path is the same call: a kernel prepared on CPU runs there.
 
 `qgemm::last_position` hands flex decode attention its position as a buffer
-of its own (see its docstring); `qgemm::symm_all_reduce` is tensor
-parallelism's symmetric-memory all-reduce (tensor_parallel.py).
+of its own (see its docstring).
 """
 
 from __future__ import annotations
@@ -74,27 +73,3 @@ def last_position(position_ids: torch.Tensor) -> torch.Tensor:
 @last_position.register_fake
 def _(position_ids: torch.Tensor) -> torch.Tensor:
     return position_ids.new_empty(1)
-
-
-_REDUCERS: dict = {}  # (group name, device, dtype) -> reducer(x, slot): tensor_parallel.SymmReducer
-
-
-def add_reducer(group_name: str, device: torch.device, dtype: torch.dtype, fn) -> None:
-    _REDUCERS[(group_name, str(device), dtype)] = fn
-
-
-def has_reducer(group_name: str, device: torch.device, dtype: torch.dtype) -> bool:
-    return (group_name, str(device), dtype) in _REDUCERS
-
-
-@torch.library.custom_op("qgemm::symm_all_reduce", mutates_args=())
-def symm_all_reduce(x: torch.Tensor, slot: int, group_name: str) -> torch.Tensor:
-    """x summed over the ranks of group_name by the reducer made for it
-    (tensor_parallel.reducer), through its buffer `slot`: opaque to the
-    compiler, so a compiled step keeps the call as it is."""
-    return _REDUCERS[(group_name, str(x.device), x.dtype)](x, slot)
-
-
-@symm_all_reduce.register_fake
-def _(x, slot, group_name):
-    return x.new_empty(x.shape)  # contiguous, as the real op's

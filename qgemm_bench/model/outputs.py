@@ -302,10 +302,8 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
         lines += ["Random weights: the quality columns measure numerical fidelity to the unquantized model, "
                   "not language-model quality.", ""]
     if tp := meta.get("tensor_parallel"):
-        how = {"symm": "one-shot symmetric-memory all-reduce"}.get(
-            (meta.get("settings") or {}).get("all_reduce"), "NCCL all-reduce")
         lines += [f"Tensor parallel over {tp} GPUs (torchrun): column-parallel q/k/v/gate/up, row-parallel "
-                  f"o/down with one {how} each, captured in the step's graph; weights and memory are per "
+                  "o/down with one all-reduce each, captured in the step's graph; weights and memory are per "
                   "GPU; 'all-reduce N%' = one step's all-reduces timed alone / the step.", ""]
     lines += ["## Decode tokens/s (speedup vs unquantized)", "", decode_table(rows), ""]
     if bw := bandwidth_table(rows):

@@ -72,7 +72,7 @@ def step_bytes(model, cache, batch: int, attended: int | None = None) -> dict:
 def category(name: str) -> str | None:
     """The category an operator's name (or an Inductor kernel's, which it
     launches under a record function of the same name) states, if any."""
-    if name.startswith("qgemm::linear"):  # not qgemm's other ops (an all-reduce, a position copy)
+    if name.startswith("qgemm::linear"):  # not qgemm's other ops (flex decode's position copy)
         return "quant_gemm"
     if name.startswith("qgemm::"):
         return "other"

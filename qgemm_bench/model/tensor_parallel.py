@@ -18,11 +18,7 @@ are divided so the static KV cache is allocated for the local heads.
 The all-reduce is an in-place `dist.all_reduce` in a forward hook of the
 row-parallel layers (whatever module quantize_model put there): NCCL
 collectives on the current stream are captured in the decode step's CUDA
-graph, which is how the step is timed. `--all-reduce symm` sends partials
-of up to SYMM_MAX_BYTES (decode's; a short prefill's too) through symmetric
-memory instead: torch's one-shot all-reduce, each rank reading the others'
-partials over NVLink (no multicast), as the custom op qgemm::symm_all_reduce
-so the compiled step keeps it whole; larger ones stay on NCCL.
+graph, which is how the step is timed.
 """
 
 from __future__ import annotations
@@ -35,18 +31,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from qgemm_bench.model import ops
 from qgemm_bench.model.errors import InputError
 
 COLUMN = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
 ROW = ("o_proj", "down_proj")
-
-
-ALL_REDUCES = ("nccl", "symm")
-# One-shot reads every rank's whole partial: for decode's small messages (torch's
-# Inductor lowering and vLLM's custom all-reduce draw the line near 128 KiB-1 MiB).
-SYMM_MAX_BYTES = 1 << 20
-SYMM_DTYPES = (torch.bfloat16, torch.float32)  # what torch's one-shot all-reduce sums
 
 
 @dataclass(frozen=True)
@@ -54,7 +42,6 @@ class Shard:
     rank: int
     world: int
     group: object = None  # the process group of the all-reduces (None: the default one)
-    all_reduce: str = "nccl"  # ALL_REDUCES: how the row-parallel partials are summed
 
 
 def check_divisible(config, world: int) -> None:
@@ -147,67 +134,12 @@ def add_all_reduce(model, s: Shard) -> list:
     """Sum the row-parallel layers' partial outputs across ranks (after
     quantize_model: hooks are on whatever module sits there). Returns the
     hook handles."""
-    sites = [(parent, name) for layer in model.model.layers
-             for parent, name in ((layer.self_attn, "o_proj"), (layer.mlp, "down_proj"))]
-    if s.all_reduce == "symm":  # the partials are in the activations' dtype, the embeddings'
-        emb = model.model.embed_tokens.weight
-        reducer(s, emb.device, emb.dtype)
-    return [getattr(parent, name).register_forward_hook(_hook(s, i)) for i, (parent, name) in enumerate(sites)]
-
-
-def _hook(s: Shard, site: int):
-    name = _group_name(s) if s.all_reduce == "symm" else ""
-
     def hook(module, inputs, out):
-        if name and symm_fits(out, name):
-            # Consecutive sites alternate between two buffers (defensive: a slow rank may still read
-            # one partial while a fast one writes the next, unless the op's closing barrier holds it).
-            return torch.ops.qgemm.symm_all_reduce(out, site % 2, name)
         dist.all_reduce(out, group=s.group)
         return out
 
-    return hook
-
-
-def symm_fits(out: torch.Tensor, group_name: str) -> bool:
-    """What the one-shot op sums: a dtype with a reducer made for it (bf16,
-    fp32), at most SYMM_MAX_BYTES, whole 4-byte words (SymmReducer aligns)."""
-    size = out.numel() * out.element_size()
-    return (out.dtype in SYMM_DTYPES and size <= SYMM_MAX_BYTES and size % 4 == 0
-            and ops.has_reducer(group_name, out.device, out.dtype))
-
-
-def _group_name(s: Shard) -> str:
-    return (s.group or dist.group.WORLD).group_name
-
-
-class SymmReducer:
-    """Two symmetric buffers of SYMM_MAX_BYTES on every rank, rendezvoused
-    once (a collective: every rank makes it in the same order, before any
-    capture)."""
-
-    def __init__(self, s: Shard, device: torch.device, dtype: torch.dtype):
-        import torch.distributed._symmetric_memory as symm_mem
-
-        self.buf = symm_mem.empty(2, SYMM_MAX_BYTES // dtype.itemsize, dtype=dtype, device=device)
-        symm_mem.rendezvous(self.buf, _group_name(s))
-        self.group_name = _group_name(s)
-        for slot in (0, 1):  # each buffer's first call, with its host-side setup, outside any capture
-            self(torch.zeros(8, dtype=dtype, device=device), slot)
-
-    def __call__(self, x: torch.Tensor, slot: int) -> torch.Tensor:
-        if not x.is_contiguous() or x.storage_offset() * x.element_size() % 16:
-            x = x.clone(memory_format=torch.contiguous_format)  # the op wants its buffers' 16-byte alignment
-        out = torch.ops.symm_mem.one_shot_all_reduce_copy(self.buf[slot, :x.numel()], x.reshape(-1), "sum",
-                                                          self.group_name)
-        return out.view(x.shape)
-
-
-def reducer(s: Shard, device: torch.device, dtype: torch.dtype) -> None:
-    """Make the group's reducer for this device and dtype (ops.symm_all_reduce
-    calls it), once (CUDA only: the CLI refuses symm elsewhere)."""
-    if not ops.has_reducer(_group_name(s), device, dtype):
-        ops.add_reducer(_group_name(s), device, dtype, SymmReducer(s, device, dtype))
+    return [getattr(parent, name).register_forward_hook(hook) for layer in model.model.layers
+            for parent, name in ((layer.self_attn, "o_proj"), (layer.mlp, "down_proj"))]
 
 
 def all_reduces_per_step(model) -> int:
@@ -217,31 +149,27 @@ def all_reduces_per_step(model) -> int:
 def time_all_reduces(calls: int, numel: int, dtype: torch.dtype, device: torch.device, s: Shard,
                      reps: int = 20) -> float:
     """Milliseconds of `calls` all-reduces of `numel` elements (one decode
-    step's worth, the way its sites run them: Shard.all_reduce), captured in
-    a CUDA graph like the step itself (on CPU, a wall clock around eager
-    calls): the all-reduce share of a step."""
+    step's worth), captured in a CUDA graph like the step itself (on CPU, a
+    wall clock around eager calls): the all-reduce share of a step."""
     import time
 
     buf = torch.zeros(numel, dtype=dtype, device=device)
-    hooks = [_hook(s, i) for i in range(calls)]  # what the step's sites run
     if device.type != "cuda":
         dist.barrier(group=s.group)
         t0 = time.perf_counter()
         for _ in range(reps):
-            for h in hooks:
-                h(None, None, buf)
+            for _ in range(calls):
+                dist.all_reduce(buf, group=s.group)
         return (time.perf_counter() - t0) * 1e3 / reps
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # NCCL's lazy setup happens outside the capture
-        for h in hooks[:2]:
-            h(None, None, buf)
+        dist.all_reduce(buf, group=s.group)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        x = buf
-        for h in hooks:
-            x = h(None, None, x)
+        for _ in range(calls):
+            dist.all_reduce(buf, group=s.group)
     graph.replay()
     torch.cuda.synchronize(device)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -305,6 +305,11 @@ def test_helion_ms_reach_1024_and_variants_add_candidates(capsys):
     assert more[0].candidates > units[0].candidates
     assert cli.main(["tune", "--dry-run", "--like", "h200", "--backends", "triton", "--helion-variants"]) == 2
     assert "--helion-variants: Helion's buckets" in capsys.readouterr().err
+    # Only M where Helion dequantizes: nothing to tune, and the line says why.
+    assert cli.main(["tune", "--dry-run", "--like", "h200", "--backends", "helion", "--op", "int4_gemm",
+                     "--ms", "2048"]) == 2
+    assert capsys.readouterr().err.strip().endswith("above M = 1024 Helion's weight-only kernels dequantize and "
+                                                    "call cuBLAS")
 
 
 def test_the_second_round_retimes_only_the_fastest_of_the_first():

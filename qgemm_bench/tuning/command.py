@@ -266,7 +266,12 @@ class Tune:
         if "triton" in a.backend_list and "split_k_gemm" in a.ops:
             out += plan.split_k_units(self.target.sms)
         if not out:
-            raise InputError("nothing to tune for these options (--op, --backends, --formats, --ms)")
+            from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
+
+            why = ""
+            if a.m_set and min(a.m_set) > FUSED_MAX_M and a.backend_list == ["helion"]:
+                why = f": above M = {FUSED_MAX_M} Helion's weight-only kernels dequantize and call cuBLAS"
+            raise InputError(f"nothing to tune for these options (--op, --backends, --formats, --ms){why}")
         return out
 
     def dry_run(self, units, done: set, priors: dict) -> int:

@@ -112,6 +112,9 @@ def parse_args(argv=None):
                    help="another build of ws_gemm.py to time each --tiles with (repeatable)")
     p.add_argument("--group-size", type=int_in(2, 1 << 20), default=None, help="int4 group (default 128)")
     p.add_argument("--cublas", action="store_true", help="also time x @ w on bf16 weights")
+    p.add_argument("--triton", action="store_true",
+                   help="also time the triton backend as a run takes it (its table's config for the shape), "
+                        "checked as the tiles are")
     p.add_argument("--programs", type=int_in(1, 100_000), default=None,
                    help="stream-K programs per launch, at most the SMs (default: one per SM)")
     p.add_argument("--rounds", type=int_in(1, 100), default=3, help="rounds per shape (default 3)")
@@ -139,8 +142,8 @@ def parse_args(argv=None):
     if twice:
         raise InputError(f"--tiles: the same tiles twice ({', '.join(twice)}; SKEW 0, SPLITS 1 and K_SPLIT 1 "
                          "are the defaults)")
-    if args.stamps and (args.variant or args.cublas or any(c.get("STREAM_K") for c in args.configs)):
-        raise InputError("--stamps: this checkout's kernel alone (no --variant, --cublas or +sk tiles: "
+    if args.stamps and (args.variant or args.cublas or args.triton or any(c.get("STREAM_K") for c in args.configs)):
+        raise InputError("--stamps: this checkout's kernel alone (no --variant, --cublas, --triton or +sk tiles: "
                          "stream-K's consumers are not stamped)")
     args.variants = {}
     for v in args.variant:
@@ -178,7 +181,8 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
     """(label -> calls over rotating copies of the weights and x, notes):
     each config with each build where it runs, checked args.calls times
     against the fp32 reference (a wrong or failing one noted, not timed),
-    and cuBLAS on bf16 weights with --cublas."""
+    cuBLAS on bf16 weights with --cublas and the triton backend with
+    --triton (checked the same way)."""
     import torch
 
     from qgemm_bench import operators
@@ -244,6 +248,24 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
                 notes.append(f"{label}: WRONG ({left} split counters not zeroed after {n} calls), not timed")
                 continue
             fns[label] = calls
+    if args.triton:
+        from qgemm_bench.backends import registry
+
+        triton = registry.get(args.op, "triton")
+        try:
+            if (why := triton.why_not(case)) is not None:
+                raise RuntimeError(why)
+            prepared = [triton.prepare(case, i) for i in inputs]
+            n = max(args.calls, 2 * len(prepared))
+            with _step(args, f"triton's {n} checked calls at {shape.M}x{shape.K}x{shape.N}"):
+                errs = [rel_error(prepared[j % len(prepared)].fn(), refs[j % len(prepared)]) for j in range(n)]
+            if all(e <= tol for e in errs):
+                fns["triton (the run's)"] = [p.fn for p in prepared]
+                notes.append(f"triton (the run's): {prepared[0].notes or 'its table config'}")
+            else:
+                notes.append(f"triton (the run's): WRONG (error {max(errs):.2e} > {tol:g}), not timed")
+        except Exception as e:  # noqa: BLE001 - say so, time the rest
+            notes.append(f"triton (the run's): {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
     if args.cublas:
         dense = [op.dequantize(i).to(torch.bfloat16) for i in inputs]
         fns["cublas (bf16 weights)"] = [lambda x=i.x, w=w: x @ w for i, w in zip(inputs, dense, strict=True)]

@@ -16,6 +16,9 @@ REPO = Path(__file__).resolve().parent.parent
                                          (["--tile", "128x64x64", "--tma", "--k", "512"], 4),
                                          (["--tile", "256x64x64", "--tma", "--group", "32", "--k", "512"], 4),
                                          (["--ws", "--tile", "64x64x128", "--stages", "4", "--k", "512"], 8),
+                                         # a decode-size x tile (wgmma n16), two programs a tile
+                                         (["--ws", "--ws-splits", "2", "--tile", "16x64x128", "--stages", "8",
+                                           "--k", "512"], 8),
                                          (["--ws", "--fmt", "nvfp4", "--tile", "128x128x64", "--k", "512"], 4),
                                          (["--ws", "--tile", "128x128x128", "--group", "32", "--k", "512"], 8),
                                          (["--ws", "--ws-stream-k", "--tile", "256x128x64", "--k", "512"], 4),

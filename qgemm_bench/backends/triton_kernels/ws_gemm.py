@@ -110,6 +110,9 @@ _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
 OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP")  # K_SPLIT 1 or 2, SPLITS 1-4: `check`
 MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
+# x-row tiles: 16 and 32 are decode sizes (wgmma n16 / n32; they compile for sm_90, scripts/fused_sass.py
+# --ws, and are timed by scripts/ws_ab.py, not yet in any table).
+BLOCK_MS = (16, 32, 64, 128, 256)
 MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (docs/ws_gemm.md)
 # SKEW with more stages than this hung some tiles on the H100 (cause not found;
 # docs/ws_gemm.md): `check` refuses it (no table entry or WS_POOL tiles have more).
@@ -790,10 +793,10 @@ def check(c: dict, fmt: int = INT4, smem: int | None = None) -> None:
         raise ValueError(f"WS {c}: K_SPLIT is 1 or 2, and 2 (two consumers sharing a 64-row tile's K blocks) "
                          "takes BLOCK_N 64 and an even number of stages (each stage then has one consumer; "
                          "NVFP4 128x64x128 with 3 stages failed its launch on the H100)")
-    if c["BLOCK_N"] not in (64, 128) or c["BLOCK_M"] not in (64, 128, 256) or c["BLOCK_K"] not in (64, 128) or \
+    if c["BLOCK_N"] not in (64, 128) or c["BLOCK_M"] not in BLOCK_MS or c["BLOCK_K"] not in (64, 128) or \
             not 2 <= c["num_stages"] <= 8 or smem is not None and shared_bytes(c, fmt) > smem:
-        raise ValueError(f"WS {c}: takes BLOCK_N 64 or 128, BLOCK_M 64, 128 or 256, BLOCK_K 64 or 128, 2 to 8 "
-                         f"stages, and at most {smem} bytes of shared memory ({shared_bytes(c, fmt)})")
+        raise ValueError(f"WS {c}: takes BLOCK_N 64 or 128, BLOCK_M {', '.join(map(str, BLOCK_MS))}, BLOCK_K 64 or "
+                         f"128, 2 to 8 stages, and at most {smem} bytes of shared memory ({shared_bytes(c, fmt)})")
 
 
 def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict, target) -> bool:

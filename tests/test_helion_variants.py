@@ -385,3 +385,28 @@ def test_frag_makes_the_sm90_main_loop_read_whole_words(tmp_path, frag):
     assert (int(memory.get("LDGSTS.E", 0)) > 0) != frag, memory  # 4-byte cp.async
     assert (int(memory.get("LDSM.16.M88.4", 0)) > 0) == frag, memory  # ldmatrix of whole words
     assert ("[0, 1, 5, 3, 2, 4]" in (tmp_path / "k.py").read_text()) == frag
+
+
+@pytest.mark.parametrize("fmt,block_k", [(0, 64), (0, 128), (0, 256), (1, 128)])
+def test_helion_sass_binds_the_scale_mode_a_run_binds(fmt, block_k):
+    """scripts/helion_sass.py's scale mode is helion_ops._fused_args' (int4
+    group 128 at block_k 256 is "sub", not "block")."""
+    import importlib.util
+    from pathlib import Path
+
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.operators.formats import INT4, NVFP4
+
+    spec = importlib.util.spec_from_file_location(
+        "helion_sass", Path(__file__).resolve().parent.parent / "scripts" / "helion_sass.py")
+    sass = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sass)
+    k, n = 512, 256
+    w = torch.zeros(k // 2, n, dtype=torch.uint8)
+    if fmt == 0:
+        gemm = helion_ops.WeightOnly("int4_gemm", w, torch.ones(k // 128, n, dtype=torch.float16), None, INT4, 128)
+    else:
+        gemm = helion_ops.WeightOnly("nvfp4_gemm", w, torch.ones(k // 16, n, dtype=torch.uint8), torch.ones(()),
+                                     NVFP4, None)
+    args = gemm._fused_args(torch.zeros(2, k, dtype=torch.float16), {"block_k": block_k, "split_k": 1})
+    assert args[6] == sass.fused_mode(fmt, 128 if fmt == 0 else 16, k, block_k)

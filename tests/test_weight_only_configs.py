@@ -420,12 +420,12 @@ def test_helion_takes_the_triton_table_config_of_the_shape(gpu):
     assert cfg == from_triton(ptr, split=ptr["SPLIT_K"] > 1)
 
 
-@pytest.mark.parametrize("gpu", sorted(config_store.entries()))
+@pytest.mark.parametrize("gpu", ["h200"])  # Helion tuned at M = 1 and 16 (the H100's: the test below)
 @pytest.mark.parametrize("m, own", [(2, False), (5, False), (16, True)])
 def test_helion_takes_its_nearest_bucket_where_the_triton_table_has_only_a_nearest_one(gpu, m, own, monkeypatch):
     """Between the tuned M (2..8 at a Llama layer), both the Triton table's
-    config and Helion's own are another bucket's: Helion's (timed in Helion)
-    runs; at the table's own bucket (M = 16) the table's config runs."""
+    config and Helion's own are another bucket's, as near: Helion's (timed
+    in Helion) runs; at the table's own bucket (M = 16) the table's config runs."""
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import tuning
 
@@ -438,6 +438,40 @@ def test_helion_takes_its_nearest_bucket_where_the_triton_table_has_only_a_neare
     assert gemm.path(m) != "dequant"
     gemm.bound(torch.zeros(m, k, dtype=DT))
     assert seen == [not own]
+
+
+@pytest.mark.parametrize("helion_m, taken", [(1, True), (128, False)])
+def test_helion_borrows_its_bucket_only_where_it_is_no_farther_than_the_tables(tmp_path, helion_m, taken,
+                                                                              monkeypatch):
+    """At M = 2 neither table has the shape's own bucket. Helion's own config
+    of another bucket runs where that bucket is as near as the Triton table's
+    (M = 1 against the table's M = 1), not where it is far (the H100's store:
+    only M >= 128 fused entries, whose [64, 128] 8-warp tiles ran at M = 2
+    with the table's split_k 8 where its M = 1 config is a bucket away)."""
+    import shutil
+
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import tuning
+
+    gpu = "h100"
+    (tmp_path / gpu).mkdir()
+    for family in ("target", "weight_only"):
+        shutil.copy(config_store.DEFAULT.root / gpu / f"{family}.json", tmp_path / gpu)
+    store = config_store.Store(tmp_path)
+    target = store.entries()[gpu]
+    k = n = 8192
+    assert woc.lookup(INT4, "fused", 2, k, n, gpu, store.read(gpu, woc.FAMILY))[1].endswith("bucket M1_K8192_N8192")
+    far = {"block_sizes": [64, helion_m], "block_k": 128, "decode_asm": True, "num_warps": 8, "num_stages": 3}
+    (tmp_path / gpu / "helion.json").write_text(json.dumps({"gpu": gpu, "kernels": {"int4_gemm_fused": {
+        f"M{helion_m}_K{k}_N{n}": {"config": far, "us": 50.0}}}}))
+    seen, signature = [], inspect.signature(tuning.ready)
+    monkeypatch.setattr(tuning, "ready", lambda *args, **kwargs: seen.append(
+        signature.bind(*args, **kwargs).arguments["nearest_ok"]))
+    gemm = helion_ops.WeightOnly("int4_gemm", torch.zeros(k // 2, n, dtype=torch.uint8),
+                                 torch.ones(k // 128, n, dtype=DT), None, INT4, 128, target=target, store=store)
+    assert gemm.path(2) == "fused"
+    gemm.bound(torch.zeros(2, k, dtype=DT))
+    assert seen == [taken]
 
 
 def test_lookup_gives_kernels_without_tma_the_pointer_config():

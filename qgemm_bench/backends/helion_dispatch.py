@@ -92,23 +92,47 @@ def helion_config(c: dict, path: str, acc_scale: bool = False) -> dict:
     return from_triton(c, split=path == "split" or c.get("SPLIT_K", 1) > 1, fused=acc_scale and path == "fused")
 
 
-def table_config(fmt: int, path: str, m: int, k: int, n: int, target, store=None,
-                 own_bucket: bool = False) -> tuple[dict, str] | None:
+def table_config(fmt: int, path: str, m: int, k: int, n: int, target, store=None) -> tuple[dict, str] | None:
     """The Triton table's config for this path and shape on this Target (the
     store's weight_only entry for it, triton_dispatch.weight_only_entry; its
     pointer-load config where the entry's has TMA loads, which the Helion
-    kernels lack), as a Helion config (helion_config), or None; own_bucket:
-    None unless it is the shape's own bucket's (not a nearest one's)."""
+    kernels lack), as a Helion config (helion_config), or None."""
     from qgemm_bench.backends.triton_dispatch import weight_only_entry
     from qgemm_bench.backends.triton_kernels import weight_only_configs
 
     e = weight_only_entry(target, store)
     found = weight_only_configs.lookup(fmt, path, m, k, n, e.gpu, e.table, tma=False)
-    if found is None or (own_bucket and found[1]):  # lookup's note names a bucket only when not the shape's own
+    if found is None:
         return None
     note = "; ".join(filter(None, (e.note, found[1])))
     where = f" ({note})" if note else ""
     return helion_config(found[0], path), f"the Triton table's {path} config{where}, untimed in Helion"
+
+
+def nearest_ok(kernel: str, fmt: int, path: str, m: int, k: int, n: int, target, store=None) -> bool:
+    """Whether Helion's config of another bucket may run at this shape
+    (tuning.ready's nearest_ok) rather than the Triton table's: where the
+    table has no entry of the shape's own bucket and Helion's nearest bucket
+    of `kernel` is no farther from it (config_buckets.distance) than the
+    table's. A far one is no better for having been timed in Helion: the
+    H100's fused entries are all M >= 128, whose 128-row 8-warp tiles would
+    run at M = 2 where the table's nearest is M = 1's."""
+    from qgemm_bench.backends.config_buckets import bucket, distance, nearest
+    from qgemm_bench.backends.triton_dispatch import weight_only_entry
+    from qgemm_bench.backends.triton_kernels import weight_only_configs
+
+    e = weight_only_entry(target, store)
+    table = weight_only_configs.entries_of(fmt, path, e.gpu, e.table)
+    if not table:
+        return True
+    want = bucket(m, k, n)
+    if want in table:
+        return False
+    h = config_store.load(target, FAMILY, store)
+    mine = (h.table.get("kernels") or {}).get(kernel) if h.gpu is not None else None
+    if not mine:
+        return True  # nothing to borrow: tuning.ready takes the table's (its default)
+    return distance(want, nearest(mine, m, k, n)) <= distance(want, nearest(table, m, k, n))
 
 
 def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | None = None,

@@ -21,6 +21,7 @@ from qgemm_bench.backends.helion_dispatch import (
     weight_only_path,
 )
 from qgemm_bench.backends.helion_dispatch import helion_config as helion_config  # re-exported: tests, scripts
+from qgemm_bench.backends.helion_dispatch import nearest_ok as helion_nearest_ok
 from qgemm_bench.backends.registry import Prepared, backend
 from qgemm_bench.errors import InputError
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
@@ -289,13 +290,14 @@ class WeightOnly:
         if path != "dequant":
             # Helion's own config of another bucket only where the Triton
             # table has none of this shape's own bucket (one tuned for the
-            # shape beats one timed at another M; of two borrowed configs,
-            # the one timed in Helion: M = 2-8 ran 1.4-1.7x triton on the
-            # Triton table's M = 1 / 16 configs, results/h200/README.md).
+            # shape beats one timed at another M) and Helion's bucket is as
+            # near as the table's (of two borrowed configs, the one timed in
+            # Helion: M = 2-8 ran 1.4-1.7x triton on the Triton table's
+            # M = 1 / 16 configs, results/h200/README.md; helion_dispatch.nearest_ok).
             table = table_config(self.fmt, path, m, self.k, self.n, self.target, self.store)
             default = table or default_config(self.fmt, path, m)
-            nearest_ok = table_config(self.fmt, path, m, self.k, self.n, self.target, self.store,
-                                      own_bucket=True) is None
+            kernel = self.name + ("_fused" if path == "fused" else "")
+            nearest_ok = helion_nearest_ok(kernel, self.fmt, path, m, self.k, self.n, self.target, self.store)
             # A config without our argument keys (hand-written, or from an
             # older file) takes the default's K step and decode.
             arguments = {key: default[0][key] for key in ARGUMENT_KEYS}

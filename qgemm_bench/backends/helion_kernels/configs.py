@@ -17,7 +17,8 @@ untimed, e.g. a Triton winner mirrored before the Helion kernel was timed).
 Kernels: "int4_gemm" / "nvfp4_gemm" (the split path's weight_only kernel;
 without the shape's own bucket, the Triton table's config of the shape's own
 bucket where this GPU has one, helion_dispatch.table_config, else Helion's
-nearest bucket, else the table's nearest;
+nearest bucket where it is as near as the table's (helion_dispatch.nearest_ok),
+else the table's nearest;
 its K step is the config's "block_k", entries written before that key held
 block_sizes [K step in packed rows, M, N] and still read: helion_ops
 translates them), "int4_gemm_fused" / "nvfp4_gemm_fused" (the fused path,

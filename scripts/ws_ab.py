@@ -177,6 +177,12 @@ def counters(cache: dict) -> list:
     return [count for _, count in _workspaces(cache)]
 
 
+def worst(errs: list[float]) -> float:
+    """The largest of the checked calls' errors, NaN above all (max() keeps
+    the first value where a NaN follows it)."""
+    return max(errs, key=lambda e: e if e == e else math.inf)
+
+
 def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
     """(label -> calls over rotating copies of the weights and x, notes):
     each config with each build where it runs, checked args.calls times
@@ -241,8 +247,7 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
                 notes.append(f"{label}: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
                 continue
             if not all(e <= tol for e in errs):  # NaN too
-                notes.append(f"{label}: WRONG (error {max(errs, key=lambda e: e if e == e else math.inf):.2e} "
-                             f"> {tol:g} in {n} calls), not timed")
+                notes.append(f"{label}: WRONG (error {worst(errs):.2e} > {tol:g} in {n} calls), not timed")
                 continue
             if left:
                 notes.append(f"{label}: WRONG ({left} split counters not zeroed after {n} calls), not timed")
@@ -263,7 +268,7 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
                 fns["triton (the run's)"] = [p.fn for p in prepared]
                 notes.append(f"triton (the run's): {prepared[0].notes or 'its table config'}")
             else:
-                notes.append(f"triton (the run's): WRONG (error {max(errs):.2e} > {tol:g}), not timed")
+                notes.append(f"triton (the run's): WRONG (error {worst(errs):.2e} > {tol:g} in {n} calls), not timed")
         except Exception as e:  # noqa: BLE001 - say so, time the rest
             notes.append(f"triton (the run's): {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
     if args.cublas:

@@ -114,7 +114,8 @@ def parse_args(argv=None):
     p.add_argument("--cublas", action="store_true", help="also time x @ w on bf16 weights")
     p.add_argument("--triton", action="store_true",
                    help="also time the triton backend as a run takes it (its table's config for the shape), "
-                        "checked as the tiles are")
+                        "checked against the reference in as many calls (its workspaces are its own: not "
+                        "NaN-poisoned nor their counters checked, as the tiles' are)")
     p.add_argument("--programs", type=int_in(1, 100_000), default=None,
                    help="stream-K programs per launch, at most the SMs (default: one per SM)")
     p.add_argument("--rounds", type=int_in(1, 100), default=3, help="rounds per shape (default 3)")
@@ -188,7 +189,8 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
     each config with each build where it runs, checked args.calls times
     against the fp32 reference (a wrong or failing one noted, not timed),
     cuBLAS on bf16 weights with --cublas and the triton backend with
-    --triton (checked the same way)."""
+    --triton (checked in as many calls; its workspaces, the backend's own,
+    are neither poisoned nor their counters checked)."""
     import torch
 
     from qgemm_bench import operators

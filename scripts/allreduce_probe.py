@@ -29,10 +29,17 @@ SETTINGS = ("NCCL_PROTO", "NCCL_ALGO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from qgemm_bench.errors import InputError
+    from qgemm_bench.harness.args import Parser, int_in
+
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--reps", type=int, default=20, help="graph replays timed (default 20)")
-    args = p.parse_args(argv)
+    p.add_argument("--reps", type=int_in(1, 100_000), default=20, help="graph replays timed (default 20)")
+    try:
+        args = p.parse_args(argv)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
     import torch
     import torch.distributed as dist

@@ -42,3 +42,12 @@ def test_alone_it_says_to_run_it_under_torchrun(capsys, monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert load().main(["--device", "cpu"]) == 2
     assert capsys.readouterr().err.strip() == "error: run it under torchrun (two or more ranks)"
+
+
+def test_bad_reps_end_in_one_line(capsys, monkeypatch):
+    """--reps 0 divides by zero after the all-reduces (a traceback on every
+    rank): refused first, in one line, exit 2, under torchrun or not."""
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as under torchrun: refused before the process group
+    assert load().main(["--device", "cpu", "--reps", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: argument --reps: '0' is out of range") and "\n" not in err, err

@@ -7,7 +7,7 @@ whatever NCCL settings the environment gives (NCCL_PROTO, NCCL_ALGO, ...:
 they apply when NCCL starts, so run it once per setting). Rank 0 prints one
 line: the settings, then us per all-reduce at each size.
 
-  NCCL_PROTO=LL torchrun --standalone --nproc-per-node 2 scripts/allreduce_probe.py
+  NCCL_NVLS_ENABLE=0 NCCL_PROTO=LL torchrun --standalone --nproc-per-node 2 scripts/allreduce_probe.py
   torchrun --standalone --nproc-per-node 2 scripts/allreduce_probe.py --device cpu   # gloo: the script runs
 
 Keep NVLink multicast off (NCCL_NVLS_ENABLE=0 ...): the lent GPU hosts'

@@ -410,3 +410,18 @@ def test_helion_sass_binds_the_scale_mode_a_run_binds(fmt, block_k):
                                      NVFP4, None)
     args = gemm._fused_args(torch.zeros(2, k, dtype=torch.float16), {"block_k": block_k, "split_k": 1})
     assert args[6] == sass.fused_mode(fmt, 128 if fmt == 0 else 16, k, block_k)
+
+
+@pytest.mark.parametrize("op", ["int4_gemm", "nvfp4_gemm"])
+@pytest.mark.parametrize("m", [1, 64, 256, 1024])
+def test_fused_candidates_carry_their_split(op, m):
+    """Every fused candidate names its split_k, 1 included: without the key a
+    run fills in the Triton table's split for the shape (helion_ops), so a
+    split-1 candidate would be timed and saved as another config."""
+    from qgemm_bench.configs.store import DEFAULT
+
+    h200, shape = DEFAULT.entries()["h200"], (m, 8192, 8192)
+    if cands.helion_path(op, m, shape, h200) != "fused":
+        pytest.skip("not the fused path at this M")
+    pool = cands.helion(op, m, shape, h200, variants=True)
+    assert pool and all(isinstance(c.get("split_k"), int) and c["split_k"] >= 1 for c in pool), pool

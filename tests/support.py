@@ -3,6 +3,8 @@ references, tolerances, and registering extra (fake) backends."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -186,6 +188,17 @@ def np_unpack(packed: np.ndarray) -> np.ndarray:
 
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def load_script(name: str):
+    """scripts/<name>.py as a module of its own (its main() and helpers
+    callable in this process)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_script_in_process(path, argv, monkeypatch, capsys) -> tuple[int, str, str]:

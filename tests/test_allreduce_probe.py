@@ -3,23 +3,17 @@ line with the NCCL settings it ran under and a time per all-reduce at
 each size; alone it ends in one line and exit 2."""
 
 import contextlib
-import importlib.util
 import io
 import os
 from pathlib import Path
 
 import torch.multiprocessing as mp
 
-from tests.support import free_port
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "allreduce_probe.py"
+from tests.support import free_port, load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("allreduce_probe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("allreduce_probe")
 
 
 def _rank(rank: int, port: int, out: str) -> None:

@@ -5,8 +5,6 @@ caught), the dot stage's splits and the GEMV sum to the reference, on ragged
 N. (The whole probe on the CPU: `python scripts/decode_probe.py
 --cpu-smoke`, about 90 s.)"""
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -18,18 +16,14 @@ from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.target import Target
 from qgemm_bench.types import Case, Shape
-from tests.support import seed
+from tests.support import load_script, seed
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "decode_probe.py"
 DT = torch.float16  # the interpreter has no bfloat16
 
 
 @pytest.fixture(scope="module")
 def probe():
-    spec = importlib.util.spec_from_file_location("decode_probe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("decode_probe")
 
 
 def operands(fmt: str, m: int, k: int, n: int, config: dict):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import load_script
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -73,13 +75,8 @@ def test_ws_partial_sums_meet_through_one_release_and_a_fence(tmp_path, mode):
     assert bad.returncode != 0 and mode[0] in bad.stderr.strip().splitlines()[-1]
 
 
-def load_script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fused_sass", REPO / "scripts" / "fused_sass.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def load_fused_sass():
+    return load_script("fused_sass")
 
 
 def test_writes_to_a_pending_wgmma_a_operand_are_counted_across_the_back_edge():
@@ -94,7 +91,7 @@ def test_writes_to_a_pending_wgmma_a_operand_are_counted_across_the_back_edge():
             "        /*0140*/                   HGMMA.64x128x16.F32.BF16 R24, R20, gdesc[UR16], R24, gsb0 ;",
             "        /*0150*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;",
             "        /*0160*/              @P0 BRA `(.L_x_0) ;"]
-    mod = load_script()
+    mod = load_fused_sass()
     assert mod.operand_overwrites(body) == 2
     assert mod.operand_overwrites(body[:-2] + ["        /*0150*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;",
                                                  "        /*0158*/                   MOV R21, R4 ;", body[-1]]) == 0

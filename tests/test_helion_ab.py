@@ -2,21 +2,17 @@
 entry, its TMA / persistent variants, triton) checked and timed on the
 interpreter; bad input ends in one line."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-from tests.support import run_script_in_process
+from tests.support import load_script, run_script_in_process
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "helion_ab.py"
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("helion_ab", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("helion_ab")
 
 
 def test_cpu_smoke_checks_and_times_every_candidate(monkeypatch, capsys):

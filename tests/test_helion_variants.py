@@ -391,16 +391,11 @@ def test_frag_makes_the_sm90_main_loop_read_whole_words(tmp_path, frag):
 def test_helion_sass_binds_the_scale_mode_a_run_binds(fmt, block_k):
     """scripts/helion_sass.py's scale mode is helion_ops._fused_args' (int4
     group 128 at block_k 256 is "sub", not "block")."""
-    import importlib.util
-    from pathlib import Path
-
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.operators.formats import INT4, NVFP4
+    from tests.support import load_script
 
-    spec = importlib.util.spec_from_file_location(
-        "helion_sass", Path(__file__).resolve().parent.parent / "scripts" / "helion_sass.py")
-    sass = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sass)
+    sass = load_script("helion_sass")
     k, n = 512, 256
     w = torch.zeros(k // 2, n, dtype=torch.uint8)
     if fmt == 0:

@@ -166,13 +166,9 @@ def test_humming_nvfp4_on_gpu(shape):
 
 
 def test_check_script_fails_in_one_line(capsys):
-    import importlib.util
-    from pathlib import Path
+    from tests.support import load_script
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "check_humming.py"
-    spec = importlib.util.spec_from_file_location("check_humming", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("check_humming")
     assert script.main(["--groups", "128,96x"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'96x'" in err

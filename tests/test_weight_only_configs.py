@@ -523,15 +523,12 @@ def load_tune_script(name="tune_weight_only"):
     """A tuner of qgemm_bench.tuning (tune_weight_only: its weight_only
     module), or a study script of scripts/ loaded by path."""
     import importlib
-    import importlib.util
-    from pathlib import Path
+
+    from tests.support import load_script
 
     if name == "tune_weight_only":
         return importlib.import_module("qgemm_bench.tuning.weight_only")
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    return load_script(name)
 
 
 def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys):

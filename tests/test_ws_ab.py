@@ -1,21 +1,14 @@
 """scripts/ws_ab.py (GPU only) on CPU: its --tiles parse into the kernel's
 WS configs, decode-size x tiles included; bad input ends in one line."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from qgemm_bench.errors import InputError
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ws_ab.py"
+from tests.support import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("ws_ab", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("ws_ab")
 
 
 def test_tiles_parse_to_ws_configs_decode_sizes_included():

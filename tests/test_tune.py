@@ -310,6 +310,10 @@ def test_helion_ms_reach_1024_and_variants_add_candidates(capsys):
                      "--ms", "2048"]) == 2
     assert capsys.readouterr().err.strip().endswith("above M = 1024 Helion's weight-only kernels dequantize and "
                                                     "call cuBLAS")
+    # Nothing for another reason (the op's format left out): no such reason given.
+    assert cli.main(["tune", "--dry-run", "--like", "h200", "--backends", "helion", "--op", "int4_gemm",
+                     "--formats", "nvfp4", "--ms", "2048"]) == 2
+    assert capsys.readouterr().err.strip().endswith("(--op, --backends, --formats, --ms)")
 
 
 def test_the_second_round_retimes_only_the_fastest_of_the_first():

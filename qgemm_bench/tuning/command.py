@@ -269,7 +269,8 @@ class Tune:
             from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
 
             why = ""
-            if a.m_set and min(a.m_set) > FUSED_MAX_M and a.backend_list == ["helion"]:
+            weight = [op for op in a.ops if op != "split_k_gemm" and op.removesuffix("_gemm") in a.format_list]
+            if weight and a.m_set and min(a.m_set) > FUSED_MAX_M and a.backend_list == ["helion"]:
                 why = f": above M = {FUSED_MAX_M} Helion's weight-only kernels dequantize and call cuBLAS"
             raise InputError(f"nothing to tune for these options (--op, --backends, --formats, --ms){why}")
         return out

@@ -110,3 +110,20 @@ def test_a_cpu_run_prints_no_interpreter_overflow_warnings(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "overflow encountered" not in r.stderr and "Warning" not in r.stderr, r.stderr
     assert "1x128x64       triton     ok" in r.stdout
+
+
+def test_rows_that_slowed_inside_their_window_are_noted_once():
+    """A GPU row whose samples step up halfway (the H200's power state) makes
+    one run-level note naming how many and the worst; steady rows, rows of
+    few samples and CPU rows make none."""
+    _, step = record("fbgemm", 4096, 100.0)
+    step.samples_us = [100.0] * 20 + [117.0] * 20
+    _, steady = record("triton", 4096, 100.0)
+    steady.samples_us = [100.0, 101.0] * 20
+    _, few = record("cublas", 4096, 100.0)  # 3 samples
+    _, cpu = record("torch", 4096, 100.0, device="cpu")
+    cpu.samples_us = [100.0] * 20 + [150.0] * 20
+    notes = [n for n in report.problems([step, steady, few, cpu], "torch") if "timing window" in n]
+    assert len(notes) == 1 and notes[0].startswith("1 of 2 GPU rows ran more than 5% slower") and \
+        "up to 17.0%, fbgemm at 4096x8192x8192" in notes[0], notes
+    assert not [n for n in report.problems([steady, few, cpu], "torch") if "timing window" in n]

@@ -7,7 +7,7 @@ import math
 from tabulate import tabulate
 
 from qgemm_bench.backends.checks import INTERPRETER
-from qgemm_bench.harness import ranking
+from qgemm_bench.harness import drift, ranking
 from qgemm_bench.harness.ranking import sig
 from qgemm_bench.harness.results import OK, Row, frame
 
@@ -87,6 +87,15 @@ def problems(rows: list[Row], baseline: str | None = None) -> list[str]:
     if emulated:
         notes.append(f"Triton interpreter (CPU): {', '.join(emulated)} ran in it; their times are the "
                      "interpreter's, so no speedup is shown for them")
+    gpu = [r for r in rows if r.device.startswith("cuda")]
+    moved, n = drift.drifted(gpu)
+    if moved:
+        d, worst = moved[0]
+        notes.append(f"{len(moved)} of {n} GPU rows ran more than {100 * drift.THRESHOLD:g}% slower in the second "
+                     f"half of their timing window than in the first (up to {100 * d:.1f}%, {worst.backend} at "
+                     f"{worst.shape}; on the H200 the power state steps inside a window, docs/measuring.md): ranks "
+                     "within that spread are ties, rounds in alternating order (--repeats) even it out; "
+                     "scripts/window_drift.py lists the rows")
     for r in rows:
         reason = _without_interpreter(r.reason)
         if r.status != OK or reason:

@@ -262,7 +262,8 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
         try:
             if (why := triton.why_not(case)) is not None:
                 raise RuntimeError(why)
-            prepared = [triton.prepare(case, i) for i in inputs]
+            with _step(args, f"triton's compile at {shape.M}x{shape.K}x{shape.N}"):
+                prepared = [triton.prepare(case, i) for i in inputs]
             n = max(args.calls, 2 * len(prepared))
             with _step(args, f"triton's {n} checked calls at {shape.M}x{shape.K}x{shape.N}"):
                 errs = [rel_error(prepared[j % len(prepared)].fn(), refs[j % len(prepared)]) for j in range(n)]

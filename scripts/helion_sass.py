@@ -78,28 +78,19 @@ def helion_source(args) -> str:
 
     from qgemm_bench.backends.helion_kernels import kernels
     from qgemm_bench.backends.helion_kernels.tuning import helion_settings
-    from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS
+    from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS, fused_scale_mode
 
     m, k, n = max(args.m, 2), args.k, args.n  # helion_ops binds M = 1 as two rows (stride 0)
     split = args.split
     xt = torch.zeros(1 if args.m == 1 else m, k, dtype=torch.bfloat16).expand(m, k).t()
     fmt, group = (1, 16) if args.fmt == "nvfp4" else (0, GROUP)
-    mode = fused_mode(fmt, group, k, args.block_k)
+    mode = fused_scale_mode(fmt, group, k, args.block_k)
     st = torch.zeros(k // group, n, dtype=torch.float8_e4m3fn if args.fmt == "nvfp4" else torch.bfloat16).t()
     ws = torch.zeros(m, n) if split > 1 else None
     count = torch.zeros(-(-m // 16), n // 16, dtype=torch.int32) if split > 1 else None
     bound = kernels.fused.bind((xt, torch.zeros(n, k // 2, dtype=torch.uint8), st, torch.ones(1), n, fmt, mode,
                                 group, args.block_k, True, split, ws, count, False, args.acc, 0, args.frag))
     return bound.to_triton_code(helion.Config(**helion_settings(config(args), FUSED_ARGUMENTS)))
-
-
-def fused_mode(fmt: int, group: int, k: int, block_k: int) -> str:
-    """kernels.fused's scale mode as helion_ops._fused_args picks it (int4
-    group 128: "block" up to block_k 128, "sub" at 256)."""
-    from qgemm_bench.backends.helion_kernels.kernels import SCALE_MODES
-    from qgemm_bench.backends.triton_kernels.fused_gemm import scale_mode
-
-    return SCALE_MODES[scale_mode(fmt, group, k, block_k, frag=fmt == 1, channel_block=False)]
 
 
 def compile_source(code: str, args, workdir: Path):

@@ -387,15 +387,14 @@ def test_frag_makes_the_sm90_main_loop_read_whole_words(tmp_path, frag):
     assert ("[0, 1, 5, 3, 2, 4]" in (tmp_path / "k.py").read_text()) == frag
 
 
-@pytest.mark.parametrize("fmt,block_k", [(0, 64), (0, 128), (0, 256), (1, 128)])
-def test_helion_sass_binds_the_scale_mode_a_run_binds(fmt, block_k):
-    """scripts/helion_sass.py's scale mode is helion_ops._fused_args' (int4
-    group 128 at block_k 256 is "sub", not "block")."""
+@pytest.mark.parametrize("fmt,block_k,mode", [(0, 64, "block"), (0, 128, "block"), (0, 256, "sub"), (1, 128, "sub")])
+def test_the_fused_scale_mode_a_run_binds(fmt, block_k, mode):
+    """helion_ops.fused_scale_mode, which _fused_args binds and
+    scripts/helion_sass.py compiles with: int4 group 128 at block_k 256 is
+    "sub", not "block"."""
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.operators.formats import INT4, NVFP4
-    from tests.support import load_script
 
-    sass = load_script("helion_sass")
     k, n = 512, 256
     w = torch.zeros(k // 2, n, dtype=torch.uint8)
     if fmt == 0:
@@ -404,7 +403,7 @@ def test_helion_sass_binds_the_scale_mode_a_run_binds(fmt, block_k):
         gemm = helion_ops.WeightOnly("nvfp4_gemm", w, torch.ones(k // 16, n, dtype=torch.uint8), torch.ones(()),
                                      NVFP4, None)
     args = gemm._fused_args(torch.zeros(2, k, dtype=torch.float16), {"block_k": block_k, "split_k": 1})
-    assert args[6] == sass.fused_mode(fmt, 128 if fmt == 0 else 16, k, block_k)
+    assert args[6] == mode == helion_ops.fused_scale_mode(fmt, 128 if fmt == 0 else 16, k, block_k)
 
 
 @pytest.mark.parametrize("op", ["int4_gemm", "nvfp4_gemm"])

@@ -138,6 +138,16 @@ def split_scale_mode(fmt: int, group: int | None, block_k: int) -> str:
     return "sub" if block_k % group == 0 else "gather"
 
 
+def fused_scale_mode(fmt: int, group: int | None, k: int, block_k: int) -> str:
+    """kernels.fused's scale mode for a K step (fused_gemm.scale_mode; its
+    per-channel scales CHANNEL, NVFP4's read in fragment order): int4 group
+    128 is "block" up to block_k 128 and "sub" at 256."""
+    from qgemm_bench.backends.helion_kernels.kernels import SCALE_MODES
+    from qgemm_bench.backends.triton_kernels.fused_gemm import scale_mode
+
+    return SCALE_MODES[scale_mode(fmt, group, k, block_k, frag=fmt == NVFP4, channel_block=False)]
+
+
 def two_rows_for_one(x: torch.Tensor) -> torch.Tensor:
     """x of one row as two, both x's (stride 0, no copy); others as they are.
     Helion drops a dimension of 1 from its indexing and makes its tile one
@@ -236,9 +246,6 @@ class WeightOnly:
                 self.group or 2, block_k, self._use_asm(x, cfg), small)
 
     def _fused_args(self, x, cfg: dict) -> tuple:
-        from qgemm_bench.backends.helion_kernels.kernels import SCALE_MODES
-        from qgemm_bench.backends.triton_kernels.fused_gemm import scale_mode
-
         frag = bool(cfg.get("frag", False)) and self._frag_applies()
         p = self.kmajor(frag)
         block_k = cfg["block_k"]
@@ -246,8 +253,7 @@ class WeightOnly:
         x = two_rows_for_one(x)  # the output's first row taken (__call__)
         st = p.scales.t() if p.scales is not None else p.wt  # [Np, Gp] view; never read unscaled
         ts = self.ts if self.ts is not None else p.wt  # never read for int4
-        mode = SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k, frag=self.fmt == NVFP4,
-                                      channel_block=False)]
+        mode = fused_scale_mode(self.fmt, self.group, self.k, block_k)
         args = (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
         split = cfg.get("split_k", 1)
         tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)

@@ -294,15 +294,10 @@ class WeightOnly:
         check_weight_only(x, self.w, self.scales, self.fmt, self.group or 2)
         path = self.path(m)
         if path != "dequant":
-            # Helion's own config of another bucket only where the Triton
-            # table has none of this shape's own bucket (one tuned for the
-            # shape beats one timed at another M) and Helion's bucket is as
-            # near as the table's (of two borrowed configs, the one timed in
-            # Helion: M = 2-8 ran 1.4-1.7x triton on the Triton table's
-            # M = 1 / 16 configs, results/h200/README.md; helion_dispatch.nearest_ok).
+            # Helion's config of another bucket or the Triton table's: helion_dispatch.nearest_ok decides.
             table = table_config(self.fmt, path, m, self.k, self.n, self.target, self.store)
             default = table or default_config(self.fmt, path, m)
-            kernel = self.name + ("_fused" if path == "fused" else "")
+            kernel = self.name + ("_fused" if path == "fused" else "")  # the config files' kernel name
             nearest_ok = helion_nearest_ok(kernel, self.fmt, path, m, self.k, self.n, self.target, self.store)
             # A config without our argument keys (hand-written, or from an
             # older file) takes the default's K step and decode.
@@ -317,7 +312,7 @@ class WeightOnly:
                 cfg["block_k"] = max(cfg["block_k"], MIN_BLOCK_K)
                 return cfg
 
-            r = ready(self.name, kernels.weight_only, lambda cfg: self._split_args(x, cfg), x.device,
+            r = ready(kernel, kernels.weight_only, lambda cfg: self._split_args(x, cfg), x.device,
                       (m, self.k, self.n), WEIGHT_ONLY_INTERPRETER_CONFIG, fix, default, nearest_ok,
                       source=HelionConfigs(self.target, self.store))
             if translated and x.device.type == "cuda":
@@ -348,7 +343,7 @@ class WeightOnly:
                     cfg = {k: v for k, v in cfg.items() if k != "maxnreg"}
                 return cfg
 
-            r = ready(f"{self.name}_fused", kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
+            r = ready(kernel, kernels.fused, lambda cfg: self._fused_args(x, cfg), x.device,
                       (m, self.k, self.n), FUSED_INTERPRETER_CONFIG, fix, default, nearest_ok,
                       FUSED_ARGUMENTS, source=HelionConfigs(self.target, self.store))
         else:

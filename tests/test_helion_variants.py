@@ -226,11 +226,12 @@ def test_the_pool_keeps_one_of_each_acc_scale_twin_by_m(m):
     assert not any(c.get("acc_scale") for c in cands.helion("nvfp4_gemm", m, shape, h200))
 
 
-@pytest.mark.parametrize("m", [1, 16, 64, 256])
+@pytest.mark.parametrize("m", [1, 16, 64, 256, 1024])
 def test_int4_small_tiles_get_one_frag_twin(m):
-    """int4 up to HELION_FRAG_MAX_M, at a first candidate of at most
-    FRAG_MAX_BLOCK_M rows: its twin on fragment-order weights, once, after the
-    pool; NVFP4 (always in fragment order), larger M and tiles none."""
+    """int4 up to HELION_FRAG_MAX_M: the first candidate's twin on
+    fragment-order weights, once, after the pool, on 4 warps where its tile
+    is wider than FRAG_MAX_BLOCK_M rows; NVFP4 (always in fragment order)
+    and larger M none."""
     from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M
     from qgemm_bench.configs.store import DEFAULT
 
@@ -239,8 +240,10 @@ def test_int4_small_tiles_get_one_frag_twin(m):
         pytest.skip("the split path at this M")
     pool = cands.helion("int4_gemm", m, shape, h200)
     frag = [c for c in pool if c.get("frag")]
-    if m <= cands.HELION_FRAG_MAX_M and pool[0]["block_sizes"][1] <= FRAG_MAX_BLOCK_M:
-        assert frag == [{**pool[0], "frag": True}] and pool[-1] == frag[0]
+    if m <= cands.HELION_FRAG_MAX_M:
+        wide = pool[0]["block_sizes"][1] > FRAG_MAX_BLOCK_M
+        twin = {**pool[0], "frag": True, **({"num_warps": 4} if wide else {})}
+        assert frag == [twin] and pool[-1] == twin
     else:
         assert frag == []
     assert not any(c.get("frag") for c in cands.helion("nvfp4_gemm", m, shape, h200))
@@ -356,6 +359,19 @@ def test_frag_reads_fragment_order_weights_and_computes_the_same(shape, group, b
     # The decoded halves permuted into K order (fused_gemm._in_k_order's FRAG) only with frag.
     assert ("[0, 1, 5, 3, 2, 4]" in code) == applies
     check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed
+
+
+@interpreter
+@pytest.mark.parametrize("bm,warps,kept", [(64, 8, True), (128, 8, False), (128, 4, True)])
+def test_frag_in_wide_tiles_only_on_one_warp_group(bm, warps, kept, monkeypatch):
+    """Fragment order is kept in tiles of up to FRAG_MAX_BLOCK_M rows and in
+    wider ones on 4 warps; an 8-warp wide tile reads K order (wrong sums on
+    the H100 and H200 there); the answer right either way."""
+    cfg = {**fused_config(1, bn=32, bm=bm, bk=128), "frag": True, "num_warps": warps}
+    gemm, x, ref = weight_only(int4_gemm, (bm + 2, 512, 40), monkeypatch, cfg)
+    r = gemm.bound(x)
+    assert bool(r.config.get("frag")) == kept and r.config["num_warps"] == warps
+    check(gemm(x), ref)
 
 
 @pytest.mark.parametrize("frag", [False, True])

@@ -42,9 +42,16 @@ MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 # kernels.fused's config keys that are its arguments (tuning.ready's
 # `arguments`): the weight-only ones, its split and the K-step views (tma).
 FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag")
-# int4 in fragment order (frag) returned wrong sums on the H100 in 8-warp tiles at M = 256 and 1024
-# (kernels.fused): taken in tiles of at most this many rows until a GPU shows the others right.
+# int4 in fragment order (frag) returned wrong sums on the H100 in 8-warp tiles at M = 256 and 1024,
+# and on the H200 in an 8-warp 128x256 tile (kernels.fused): wider tiles take it on 4 warps only
+# (right in 64x256 and 128x256 tiles there; docs/helion.md).
 FRAG_MAX_BLOCK_M = 64
+
+
+def frag_tile_ok(cfg: dict) -> bool:
+    """Whether fragment order is taken in cfg's tile: up to FRAG_MAX_BLOCK_M
+    rows, or on one warp group (4 warps)."""
+    return cfg["block_sizes"][1] <= FRAG_MAX_BLOCK_M or cfg.get("num_warps", 4) <= 4
 MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
 
 
@@ -333,7 +340,7 @@ class WeightOnly:
                                      "padding)")
                 if type(cfg["split_k"]) is not int or cfg["split_k"] < 1:
                     raise ValueError(f"config {cfg}: split_k must be an integer >= 1, got {cfg['split_k']!r}")
-                if cfg.get("frag") and (not self._frag_applies() or cfg["block_sizes"][1] > FRAG_MAX_BLOCK_M):
+                if cfg.get("frag") and (not self._frag_applies() or not frag_tile_ok(cfg)):
                     cfg = {k: v for k, v in cfg.items() if k != "frag"}  # NVFP4's always; int4 groups of 32n
                 if cfg.get("acc_scale") and not self._acc_applies(cfg["block_k"]):
                     # Tuned where it applied (int4, one group a step): its register cap goes with it.

@@ -305,8 +305,10 @@ def helion_kernel(op: str, m: int, shape=None, device=None) -> str:
 # scripts/helion_ab.py time them.
 HELION_VARIANTS = False
 # Where the int4 fused unit also times its first candidate on fragment-order
-# weights (frag): decode sizes, where the weight path is most of a K block.
-HELION_FRAG_MAX_M = 64
+# weights (frag): where the weight path is much of a K block (on the H200 the
+# 4-warp frag twin of the M = 256 entry ran 61 us against 75; at M = 1024
+# 4 warps ran 27x slower).
+HELION_FRAG_MAX_M = 256
 # Where the fused kernel scales each K step's product (acc_scale) rather
 # than its weights: fused_gemm's ACC_SCALE paid on split-K tiles at M <= 64.
 HELION_ACC_MAX_M = 64
@@ -361,12 +363,14 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
 def frag_twin(op: str, m: int, c: dict) -> dict | None:
     """int4 fused config c's twin on fragment-order weights (helion_ops'
     frag: fewer instructions a K block) where it applies and c is not one:
-    M <= HELION_FRAG_MAX_M, tiles of at most FRAG_MAX_BLOCK_M rows."""
-    from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M
+    M <= HELION_FRAG_MAX_M; a tile wider than helion_ops.FRAG_MAX_BLOCK_M
+    rows on 4 warps (helion_ops.frag_tile_ok)."""
+    from qgemm_bench.backends.helion_ops import frag_tile_ok
 
-    if op != "int4_gemm" or m > HELION_FRAG_MAX_M or c.get("frag") or c["block_sizes"][1] > FRAG_MAX_BLOCK_M:
+    if op != "int4_gemm" or m > HELION_FRAG_MAX_M or c.get("frag"):
         return None
-    return {**c, "frag": True}
+    twin = {**c, "frag": True}
+    return twin if frag_tile_ok(twin) else {**twin, "num_warps": 4}
 
 
 HELION_SMEM = 200 * 1024  # bytes of staged x and weight tiles a deeper pipeline may take (H100/H200: 227 KiB)

@@ -1154,3 +1154,19 @@ def test_ws_ab_copies_sets_the_rotating_copies(monkeypatch):
         fns, notes = script.candidates(args, Shape(16, 256, 136), torch.device("cpu"), {"main": build})
         assert not notes and len(fns["64x64x128 s4 @main"]) == want and len(set(seen)) == want and len(seen) == 4
 
+
+
+@pytest.mark.parametrize("fmt", [INT4, NVFP4])
+def test_every_ws_pool_tile_fits_the_h200_in_both_formats(fmt):
+    # The ws pass times each bucket's tiles as they are: one that the
+    # kernel refuses on the GPU (shared memory, keys) would only be noise.
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import WS_POOL, ws_pool
+    from qgemm_bench.configs.store import DEFAULT
+
+    smem = DEFAULT.entries()["h200"].smem_per_block
+    for m, tiles in WS_POOL.items():
+        assert ws_pool(m) == tiles and all(t["BLOCK_M"] <= max(m, 64) for t in tiles)
+        for t in tiles:
+            ws_gemm.check(t, fmt, smem)
+    assert ws_pool(1) == [] and [t["BLOCK_M"] for t in ws_pool(16)] == [16, 16, 16]

@@ -6,9 +6,10 @@ candidates.helion_fused_variants of it (tma: x and weights by tensor
 descriptors; persistent_blocked; tma on persistent_interleaved; tma one
 pipeline stage deeper; with L2 groups where M has 2+ tiles; int4: the entry
 with acc_scale switched; M <= 64: with acc_scale (int4) and PDL 2; int4: each
-of these with frag switched, fragment-order weights, in tiles of up to
---frag-rows rows; above helion_ops.FRAG_MAX_BLOCK_M also the entry on 4 warps,
-with and without frag) and the `triton`
+of these with frag switched, fragment-order weights, where helion_ops
+takes frag (helion_ops.frag_tile_ok: tiles of up to FRAG_MAX_BLOCK_M rows,
+wider ones on 4 warps) and in any tile of up to --frag-rows rows; there, a
+wider tile on more warps also on 4, with and without frag) and the `triton`
 backend as a run would take it; where that runs the warp-specialized Gluon
 kernel, also its entry's config on the non-specialized fused_kernel ("triton
 no WS"). Each is checked against the reference first
@@ -56,9 +57,10 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=float_in(0.0, 10_000.0, unit=" ms"), default=5.0, help="ms per timing (default 5)")
     p.add_argument("--rep", type=positive_milliseconds, default=25.0, help="timed ms per round (default 25)")
     p.add_argument("--frag-rows", type=int_in(16, 256), default=None,
-                   help="int4's frag twins in tiles of up to this many rows (default helion_ops.FRAG_MAX_BLOCK_M, "
-                   "64: above it fragment order gave wrong sums on the H100 with 8 warps; each twin is checked "
-                   "against the reference before it is timed)")
+                   help="int4's frag twins also in tiles of up to this many rows on any warps (default "
+                   "helion_ops.FRAG_MAX_BLOCK_M, 64: above it fragment order gave wrong sums on 8 warps, so "
+                   "helion_ops takes it there on 4 only; each twin is checked against the reference before it "
+                   "is timed)")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on the Triton interpreter (fp16)")
     args = p.parse_args(argv)
     args.ops = [o.strip() for o in args.op.split(",")]
@@ -94,11 +96,12 @@ def label(cfg: dict, entry: dict) -> str:
 def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None = None) -> tuple[dict, list[str], dict]:
     """({label: [a call per input copy]}, notes, {label: config}): the
     entry, its variants, triton; each checked on the first copy first.
-    frag_rows: int4's frag twins in tiles of up to this many rows (default
-    helion_ops' guard, FRAG_MAX_BLOCK_M, which is lifted to it meanwhile)."""
+    frag_rows: int4's frag twins also in tiles of up to this many rows on
+    any warps (default helion_ops.FRAG_MAX_BLOCK_M, which is lifted to it
+    meanwhile); elsewhere where helion_ops.frag_tile_ok takes frag."""
     from qgemm_bench.backends import helion_ops, registry
     from qgemm_bench.backends.helion_kernels import tuning
-    from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly
+    from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly, frag_tile_ok
     from qgemm_bench.operators.common import rel_error
     from qgemm_bench.operators.formats import INT4, NVFP4
     from qgemm_bench.tuning.candidates import helion_fused_variants
@@ -142,14 +145,15 @@ def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None =
         twin = [{**entry, "acc_scale": not entry.get("acc_scale")}] if op.NAME == "int4_gemm" else []
         # At decode sizes, also launched early (PDL 2), as the Triton table's configs there.
         twin += [{**entry, "acc_scale": op.NAME == "int4_gemm", "pdl": 2}] if m <= 64 and not entry.get("pdl") else []
-        # int4: both of those on fragment-order weights (kernels.fused's frag; NVFP4's always are).
-        # (helion_ops takes frag in tiles of at most FRAG_MAX_BLOCK_M rows: the twins only of such tiles,
-        # unless --frag-rows asks for more; then also on 4 warps, as the Triton kernel's tiles there.)
+        # int4: both of those with frag switched (kernels.fused's fragment-order weights; NVFP4's always
+        # are), each where helion_ops takes frag in its tile (frag_tile_ok: up to FRAG_MAX_BLOCK_M rows,
+        # wider on 4 warps) or --frag-rows lifts that to the tile's rows; then a wide entry on more warps
+        # also on 4, as the Triton kernel's tiles there.
         wide = entry["block_sizes"][1] > FRAG_MAX_BLOCK_M
-        twin += [{**entry, "num_warps": 4}] if wide and frag_rows >= entry["block_sizes"][1] \
-            and entry["num_warps"] != 4 else []
-        twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *twin)] \
-            if op.NAME == "int4_gemm" and entry["block_sizes"][1] <= frag_rows else []
+        lifted = entry["block_sizes"][1] <= frag_rows
+        twin += [{**entry, "num_warps": 4}] if wide and lifted and entry["num_warps"] != 4 else []
+        twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *twin) if lifted or frag_tile_ok(c)] \
+            if op.NAME == "int4_gemm" else []
         for v in [*helion_fused_variants(entry, m), *twin] if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:
                 helion.append(v)

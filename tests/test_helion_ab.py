@@ -83,3 +83,22 @@ def test_frag_rows_adds_fragment_order_and_four_warp_twins_of_a_wide_tile(monkey
         assert any(f" {name} " in r for r in rows), (name, out)
     assert "WRONG" not in out, out
     assert helion_ops.FRAG_MAX_BLOCK_M == 64
+
+
+def test_a_wide_four_warp_frag_entry_gets_its_k_order_twin_by_default(monkeypatch, capsys):
+    """A stored entry in fragment order on 4 warps in a 128-row tile (what
+    the tuner keeps at M = 256: helion_ops.frag_tile_ok takes it there) is
+    timed against its K-order twin without --frag-rows; no 4-warp twin
+    (it is on 4 already)."""
+    from qgemm_bench.backends import helion_ops
+
+    ab = load()
+    monkeypatch.setitem(ab.SMOKE, "m", [130])
+    monkeypatch.setattr(helion_ops, "FUSED_INTERPRETER_CONFIG",
+                        {"block_sizes": [32, 128], "block_k": 128, "num_warps": 4, "num_stages": 1, "frag": True})
+    assert ab.main(["--cpu-smoke", "--op", "int4_gemm", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("  ") and line.strip()[0].isdigit()]
+    for name in ("helion entry", "helion frag False", "triton"):
+        assert any(f" {name} " in r for r in rows), (name, out)
+    assert not any("warps 4" in r for r in rows) and "WRONG" not in out, out

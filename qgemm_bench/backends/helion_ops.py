@@ -201,7 +201,8 @@ class WeightOnly:
         """The fused path's K-major weights (kmajor_layout.py), made on first use:
         NVFP4 in fragment order; int4 in K order unless frag (kernels.fused says why).
         One copy per byte order: configs that mix frag and K order across M keep
-        both resident (no stored entry has frag; a model's weight bytes count one)."""
+        both resident (e.g. the H200's M = 256 entries in fragment order, M = 1024's in
+        K order; a model's weight bytes count one)."""
         frag = frag or self.fmt == NVFP4
         if frag not in self._kmajor:
             from qgemm_bench.backends.kmajor_layout import to_kmajor

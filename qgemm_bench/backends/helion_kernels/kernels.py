@@ -16,12 +16,13 @@ so that the Triton Helion emits has the Triton kernels' structure:
   (kmajor_layout.py; NVFP4's in fragment order): acc[BLOCK_N, BLOCK_M] +=
   dot(decoded weight tile [BLOCK_N, BLOCK_K], x^T tile [BLOCK_K, BLOCK_M]),
   the decoded halves joined (NVFP4: and permuted, fused_gemm._in_k_order)
-  back into K order in registers. int4 stays in K order: on fragment order
-  its Helion form returned wrong sums on the H100 at 11 of the 16 Llama
-  shapes at M = 256 and 1024 (relative error 0.01-12, Triton's configs;
-  the Triton kernel and NVFP4 were right); fragment order only where a
-  config asks (`frag`: at M <= 64 K order costs Helion 1.5x the main
-  loop's instructions, docs/helion.md). Scale tiles
+  back into K order in registers. int4 is in K order unless a config asks
+  for fragment order (`frag`: K order costs Helion 1.5x the main loop's
+  instructions, docs/helion.md): on fragment order its Helion form returned
+  wrong sums on the H100 at 11 of the 16 Llama shapes at M = 256 and 1024
+  with Triton's 8-warp configs (relative error 0.01-12; the Triton kernel
+  and NVFP4 were right), and on the H200 in an 8-warp 128x256 tile, so
+  helion_ops takes it in wider tiles than 64 rows on 4 warps only. Scale tiles
   loaded one K step ahead, out = acc^T; optionally split-K as fused_gemm's
   SPLIT_K: each split a contiguous run of whole K steps, a third grid
   dimension, finished as weight_only's (_split_partial, _split_last);

@@ -197,7 +197,8 @@ def faster_path(fmt: int, m: int, k: int, n: int, gpu: str | None, doc: dict | N
     """"split" or "fused", whichever timed faster at the nearest bucket (the
     shape's own where it has them) where GPU `gpu`'s table has both paths'
     timings (tuning/weight_only.py times both at M = 1, 16, 32, 64:
-    M = 2..8 take M = 1's choice), else None."""
+    M = 2 takes M = 1's choice, M = 3..16 M = 16's: config_buckets.nearest),
+    else None."""
     timed = {p: {key: e["us"] for key, e in entries_of(fmt, p, gpu, doc).items()
                  if isinstance(e.get("us"), (int, float))} for p in PATHS}
     both = timed["split"].keys() & timed["fused"].keys()

@@ -67,6 +67,22 @@ def test_report_names_the_fastest_backend_and_ours_against_the_fastest_peer():
     assert "Peers: cublas, tinygemm, fbgemm, gemlite, humming, torch_compile; ours: triton" in section
 
 
+def test_report_counts_shapes_at_or_under_the_fastest_peer_and_helion_against_triton():
+    # 1x: tinygemm 20 beats triton 22 and helion 25; 16x: cublas 47 is the fastest correct peer
+    # (fbgemm is incorrect), triton 24.5 and helion 35 beat it. helion / triton 25 / 22 and 35 / 24.5.
+    lines = ranking.markdown(rows_two_shapes())
+    text = "\n".join(lines)
+    assert "triton at or under the fastest peer at 1 of 2 shapes. helion at or under the fastest peer at 1 of 2 " \
+        "shapes." in text
+    section = text.split("## Helion against Triton")[1]
+    assert table_cells(section) == [["1", "1", "1.14", "1.14 (1x8192x8192)", "0"],
+                                    ["16", "1", "1.43", "1.43 (16x8192x8192)", "1"],
+                                    ["all", "2", "1.27", "1.43 (16x8192x8192)", "1"]]
+    # On a CPU (interpreter times) neither the counts nor the ratios.
+    cpu = "\n".join(ranking.markdown(rows_two_shapes(), peers=False))
+    assert "Helion against Triton" not in cpu and "at or under" not in cpu
+
+
 def test_no_peer_and_nothing_correct_are_said():
     recs = [record("torch", 1, 500), record("triton", 1, 20), record("torch", 16, 500, INCORRECT),
             record("triton", 16, 20, INCORRECT)]

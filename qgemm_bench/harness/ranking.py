@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import geometric_mean
 
 from tabulate import tabulate
 
@@ -56,7 +57,9 @@ def standings(rows: list[Row]) -> list[Standing]:
 
 def markdown(rows: list[Row], peers: bool = True) -> list[str]:
     """The report's "Fastest per shape" section (empty when nothing ran
-    correctly); peers=False leaves out ours against the peers (a CPU run)."""
+    correctly), with how often each of ours is at or under the fastest peer,
+    then helion_section; peers=False leaves out ours against the peers and
+    against each other (a CPU run: interpreter times)."""
     table = standings(rows)
     if not any(s.fastest for s in table):
         return []
@@ -82,6 +85,43 @@ def markdown(rows: list[Row], peers: bool = True) -> list[str]:
            + ", ".join(PEERS) + "; ours: " + ", ".join(OURS) + "; the baseline is neither."
            if peers else "No ours-against-peers ratios: CPU and Triton-interpreter times do not compare with "
            "kernels'.")
+    counts = []
+    for b in ours:
+        both = [s for s in table if b in s.ours and s.best_peer is not None]
+        if both:
+            at = sum(s.ours[b].p50_us <= s.best_peer.p50_us for s in both)
+            counts.append(f"{b} at or under the fastest peer at {at} of {len(both)} shapes.")
     return ["## Fastest per shape", "",
             tabulate(lines, headers=headers, tablefmt="github", disable_numparse=True), "",
-            f"lead = the runner-up's p50 / the fastest's p50. {why} Correct rows only."]
+            f"lead = the runner-up's p50 / the fastest's p50. {why} Correct rows only."] + \
+        (["", " ".join(counts)] if counts else []) + (helion_section(table) if peers else [])
+
+
+# Helion's kernels against the Triton/Gluon ones doing the same work (issue
+# 55's measure: at most PARITY at every shape).
+PAIRS = (("helion", "triton"), ("helion_deterministic", "triton_deterministic"))
+PARITY = 1.2
+
+
+def helion_section(table: list[Standing]) -> list[str]:
+    """The report's "Helion against Triton" section: per pair of PAIRS and M,
+    the geometric mean of helion p50 / triton p50 over the shapes where both
+    ran correctly, the worst shape and how many are above PARITY. Empty
+    where no shape has a pair."""
+    out = []
+    for h, t in PAIRS:
+        ratios = [(s.ours[h], s.ours[h].p50_us / s.ours[t].p50_us) for s in table if h in s.ours and t in s.ours]
+        if not ratios:
+            continue
+        by_m: dict[int, list] = {}
+        for r, q in ratios:
+            by_m.setdefault(r.M, []).append((r, q))
+        lines = []
+        for m, rq in [*sorted(by_m.items()), ("all", ratios)]:
+            worst = max(rq, key=lambda x: x[1])
+            lines.append([str(m), str(len(rq)), sig(geometric_mean([q for _, q in rq])),
+                          f"{sig(worst[1])} ({worst[0].shape})", str(sum(q > PARITY for _, q in rq))])
+        out += ["", f"{h} / {t} (p50 ratio, same shape, same run; below 1: {h} faster):", "",
+                tabulate(lines, headers=["M", "shapes", "geomean", "worst", f"above {PARITY}"], tablefmt="github",
+                         disable_numparse=True)]
+    return ["", "## Helion against Triton"] + out if out else []

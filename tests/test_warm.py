@@ -245,3 +245,21 @@ def test_autotuners_cache_their_timings_unless_told_otherwise(monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_AUTOTUNING", "0")  # a user's choice is kept
     environment.cache_autotuning()
     assert os.environ["TRITON_CACHE_AUTOTUNING"] == "0" and not knobs.autotuning.cache
+
+
+def test_workers_take_only_the_tasks_no_other_worker_claimed(caches, capsys):
+    """One list of (shape, backend) tasks for every worker: each takes the
+    next one nobody claimed (its file in the claims folder), so no two
+    compile the same and none idles while tasks are left."""
+    p, args = _plan()
+    claims = caches / "claims"
+    claims.mkdir()
+    tasks = [((1, 128, 64), "torch"), ((3, 128, 64), "torch")]
+    (claims / "0").touch()  # another worker took the first
+    spec = {**_spec(p, args, ("torch",)), "tasks": tasks, "claims": str(claims)}
+    assert warm.work(spec) == 0
+    err = capsys.readouterr().err
+    assert "torch at 3x128x64:" in err and "torch at 1x128x64" not in err
+    assert sorted(os.listdir(claims)) == ["0", "1"]
+    assert warm.work(spec) == 0  # nothing left for a later worker
+    assert "torch at" not in capsys.readouterr().err

@@ -1,7 +1,10 @@
-"""Compile before timing, in parallel: worker processes run every compiling
-backend's prepare and first call at their share of the shapes, filling the
-caches a later process reads (Triton's and torch.compile's on-disk caches,
-humming's cubins), so the sweep itself only loads what was compiled.
+"""Compile before timing, in parallel: worker processes run the compiling
+backends' prepare and first call, one (shape, backend) at a time, each
+taking the next one no worker has claimed yet from one list (so no worker
+idles while another still has shapes: a humming compile is 6.5 s, a
+Triton one under 1), filling the caches a later process reads (Triton's and
+torch.compile's on-disk caches, humming's cubins), so the sweep itself only
+loads what was compiled.
 
 Compiling dominates a cold GPU run (H200, default int4 preset, every peer:
 humming 124 s, helion 68, torch.compile 46, triton 44 of 472 s), and one
@@ -57,7 +60,7 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     """Run the compiling backends of plan p at its shapes in `jobs` worker
     processes; returns a one-line summary ("" when nothing ran). log_error:
     where a worker's failure is written (the run folder's error log)."""
-    from qgemm_bench.harness import distributed, environment
+    from qgemm_bench.harness import environment
 
     backends = [b.name for b in p.backends if b.compiles]
     if jobs < 2 or not backends:
@@ -69,24 +72,25 @@ def warm_up(p, args, jobs: int, log_error) -> str:
         p.warm_up = {"skipped": True, "stamp": stamps[0].name}
         return (f"compile warm-up skipped: an earlier run compiled {', '.join(backends)} at these "
                 f"{len(p.shapes)} shapes with this code and these packages (caches: {stamps[0].parent.parent})")
-    costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in p.shapes]
-    shares = [s for s in distributed.shard(p.shapes, costs, jobs) if s]
+    tasks = [(tuple(s), b) for s in p.shapes for b in backends]  # shape by shape: a worker keeps its inputs
+    workers = min(jobs, len(tasks))
+    # Each worker's share is unknown beforehand: a hung step ends at an even share's limit.
+    limit = min(SECONDS_PER_STEP * -(-len(tasks) // workers), MAX_WARM_S)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="qgemm-warm-") as tmp:
+        spec = Path(tmp) / "spec.pkl"
+        claims = Path(tmp) / "claims"
+        claims.mkdir()
+        spec.write_bytes(pickle.dumps({"args": vars(args), "device": str(p.device), "target": p.target.to_json(),
+                                       "tasks": tasks, "claims": str(claims)}))
         procs = []
         try:
-            for i, share in enumerate(shares):
-                spec = Path(tmp) / f"spec{i}.pkl"
-                spec.write_bytes(pickle.dumps({
-                    "args": vars(args), "device": str(p.device), "target": p.target.to_json(),
-                    "shapes": [tuple(p.shapes[j]) for j in share], "backends": backends}))
+            for i in range(workers):
                 err = open(Path(tmp) / f"err{i}.txt", "w+")  # noqa: SIM115 - closed below
                 procs.append((subprocess.Popen([sys.executable, "-m", "qgemm_bench.harness.warm", str(spec)],
-                                               stdout=subprocess.DEVNULL, stderr=err, env=_worker_env()),
-                              err, len(share)))
+                                               stdout=subprocess.DEVNULL, stderr=err, env=_worker_env()), err))
             failed, worker_s = 0, {}
-            for proc, err, n in procs:
-                limit = min(SECONDS_PER_STEP * n * len(backends), MAX_WARM_S)
+            for proc, err in procs:
                 try:
                     code = proc.wait(timeout=max(1.0, limit - (time.perf_counter() - t0)))
                 except subprocess.TimeoutExpired:
@@ -103,21 +107,21 @@ def warm_up(p, args, jobs: int, log_error) -> str:
                         if code == PARTIAL else f"exit {code}"
                     log_error(f"compile warm-up worker ({what}):\n{tail}")
         finally:  # also on Ctrl-C / SIGTERM: no worker outlives the warm-up
-            for proc, _, _ in procs:
+            for proc, _ in procs:
                 if proc.poll() is None:
                     proc.kill()
-            for proc, err, _ in procs:
+            for proc, err in procs:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=10)
                 err.close()
     s = time.perf_counter() - t0
     p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0) + s
-    p.warm_up = {"skipped": False, "workers": len(shares), "wall_s": round(s, 2), "failed": failed,
+    p.warm_up = {"skipped": False, "workers": workers, "wall_s": round(s, 2), "failed": failed,
                  "worker_s": {k: round(v, 1) for k, v in sorted(worker_s.items(), key=lambda kv: -kv[1])}}
     if not failed:
-        _write_stamps(stamps, {"warm_up_s": round(s, 1), "workers": len(shares), "date": time.strftime("%F %T")})
+        _write_stamps(stamps, {"warm_up_s": round(s, 1), "workers": workers, "date": time.strftime("%F %T")})
     note = f" ({failed} failed: see errors.log)" if failed else ""
-    return f"compiled {', '.join(backends)} at {len(p.shapes)} shapes in {len(shares)} processes: {s:.0f} s{note}"
+    return f"compiled {', '.join(backends)} at {len(p.shapes)} shapes in {workers} processes: {s:.0f} s{note}"
 
 
 def _stamps(p, backends: list[str], config_file: str | None = None) -> list[Path]:
@@ -164,11 +168,24 @@ def _worker_env() -> dict:
     return env
 
 
+def _claim(claims: str | None, i: int) -> bool:
+    """Whether this worker takes task i: the first to create its file in
+    `claims` does (None: every task is this worker's)."""
+    if claims is None:
+        return True
+    try:
+        os.close(os.open(os.path.join(claims, str(i)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def work(spec: dict) -> int:
-    """A worker: prepare and call each backend once at each shape of its share.
-    Exit 0 when all compiled or failed as they will in the sweep, PARTIAL
-    when some ran out of memory (the sweep compiles those itself; no stamp
-    is written)."""
+    """A worker: prepare and call a backend once at a shape, for each task
+    ((shape, backend); or every backend at every shape of spec's "shapes")
+    it claims in spec's "claims" folder (none: all of them). Exit 0 when all
+    compiled or failed as they will in the sweep, PARTIAL when some ran out
+    of memory (the sweep compiles those itself; no stamp is written)."""
     import torch
 
     from qgemm_bench.harness import plan
@@ -182,30 +199,37 @@ def work(spec: dict) -> int:
     cuda = p.device.type == "cuda"
     if cuda:
         torch.cuda.set_device(p.device)
-    backends = [b for b in p.backends if b.name in spec["backends"]]
-    missed = 0
-    for shape in spec["shapes"]:
-        case = Case(p.op.NAME, Shape(*shape), p.dtype, p.device, p.op_settings, target)
-        inputs = _inputs(p, case, cuda)
-        if inputs is None:
-            missed += 1
+    tasks = spec.get("tasks") or [(shape, name) for shape in spec["shapes"] for name in spec["backends"]]
+    backends = {b.name: b for b in p.backends}
+    missed, held, inputs = 0, None, None  # the inputs of shape `held`, kept for its next task
+    for i, (shape, name) in enumerate(tasks):
+        if name not in backends or not _claim(spec.get("claims"), i):
             continue
-        for b in backends:
-            if b.why_not(case):
+        case = Case(p.op.NAME, Shape(*shape), p.dtype, p.device, p.op_settings, target)
+        b = backends[name]
+        if b.why_not(case):
+            continue
+        if held != tuple(shape):
+            inputs = held = None
+            _give_back(cuda)  # what the last shape cached: the other workers' large shapes need it
+            inputs = _inputs(p, case, cuda)
+            if inputs is None:
+                missed += 1
                 continue
-            t0 = time.perf_counter()
-            try:
-                b.prepare(case, inputs).fn()
-                if cuda:
-                    torch.cuda.synchronize(p.device)
-                print(f"{b.name} at {case.shape}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-            except Exception as e:  # noqa: BLE001 - the sweep prepares it again and records the error
-                # Out of memory (the other workers' shapes) may pass: not compiled this time. Any other
-                # error recurs in the sweep, which records it: the warm-up did all it could.
-                missed += isinstance(e, torch.OutOfMemoryError)
-                print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
-        del inputs
-        _give_back(cuda)  # what this shape cached: the other workers' large shapes need it
+            held = tuple(shape)
+        t0 = time.perf_counter()
+        try:
+            b.prepare(case, inputs).fn()
+            if cuda:
+                torch.cuda.synchronize(p.device)
+            print(f"{b.name} at {case.shape}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        except Exception as e:  # noqa: BLE001 - the sweep prepares it again and records the error
+            # Out of memory (the other workers' shapes) may pass: not compiled this time. Any other
+            # error recurs in the sweep, which records it: the warm-up did all it could.
+            missed += isinstance(e, torch.OutOfMemoryError)
+            print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
+    inputs = None
+    _give_back(cuda)
     return PARTIAL if missed else 0
 
 

@@ -234,7 +234,7 @@ def test_stdout_to_dev_full_in_a_real_process():
 
 
 def test_each_shape_frees_its_cycles_and_the_sweep_unfreezes_what_it_froze(tmp_path, monkeypatch):
-    """sweep._free collects, then freezes the survivors (a full collection
+    """capacity.free (after each shape) collects, then freezes the survivors (a full collection
     scanned every module and kernel, 0.33 s a shape): a cycle dropped within
     a shape is freed with it; one kept past its shape is frozen and freed
     after the run."""

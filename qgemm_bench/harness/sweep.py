@@ -76,7 +76,7 @@ def run(plan: Plan, folder: RunFolder, conclude: Callable[[Outcome], int] | None
     finally:
         bar.close()
         if not frozen_before:
-            gc.unfreeze()  # _free's frozen survivors are collectable again after the sweep
+            gc.unfreeze()  # capacity.free's frozen survivors are collectable again after the sweep
     return out
 
 
@@ -139,7 +139,7 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, records: list, wa
     finally:
         _add(plan, "inputs", time.perf_counter() - t0)
     if failed:  # out of the except block: its traceback no longer holds what the failed call allocated
-        _free(plan.device)
+        capacity.free(plan.device)
         return
 
     # Round-robin over the backends `plan.repeats` times, so a slow drift of
@@ -158,7 +158,7 @@ def _run_shape(plan: Plan, case: Case, folder: RunFolder, bar, records: list, wa
             _emit(folder, records, r, row)
             bar.update()
     del inputs, ref
-    _free(plan.device)
+    capacity.free(plan.device)
 
 
 def _measure_one(plan, case, backend, inputs, ref, tol, folder) -> Row:
@@ -183,7 +183,7 @@ def _measure_one(plan, case, backend, inputs, ref, tol, folder) -> Row:
         # A full collection takes 0.1-0.3 s with the peers imported (a third of
         # a default GPU run, after every backend): per shape, and after failures.
         if failed and not lost:  # freeing touches the dead context
-            _free(plan.device)
+            capacity.free(plan.device)
         elif not lost:
             _release(plan.device)
         _add(plan, f"measure {backend.name}", measured)
@@ -231,18 +231,3 @@ def _release(device: torch.device) -> None:
             torch.cuda.empty_cache()
         except Exception:  # noqa: BLE001 - a failing CUDA call here is reported by the next row
             pass
-
-
-def _free(device: torch.device) -> None:
-    """After a shape or a failure: every cycle, then the survivors frozen
-    (what is left is modules, compiled kernels and caches), so the next full
-    collection scans only what came after. Unfrozen it took 0.33 s a shape
-    on the H200 with the peers imported (16 s of a default run)."""
-    gc.collect()
-    gc.freeze()
-    if device.type == "cuda":
-        try:
-            torch.cuda.empty_cache()
-        except Exception:  # noqa: BLE001 - a failing CUDA call here is reported by the next row
-            pass
-

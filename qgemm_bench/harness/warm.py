@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import hashlib
 import json
 import os
@@ -234,12 +233,13 @@ def work(spec: dict) -> int:
 
 
 def _give_back(cuda: bool) -> None:
-    """Collect, and hand the CUDA caching allocator's free blocks back to the driver."""
+    """Collect, and hand the CUDA caching allocator's free blocks back to the
+    driver (capacity.free: a step's leftovers only, once the imports are frozen)."""
     import torch
 
-    gc.collect()
-    if cuda:
-        torch.cuda.empty_cache()
+    from qgemm_bench.harness import capacity
+
+    capacity.free(torch.device("cuda" if cuda else "cpu"))
 
 
 def _inputs(p, case, cuda: bool):

@@ -31,6 +31,29 @@ def test_write_then_load_round_trip(tmp_path):
         store.write(gpu.name, "tiles", {}, PROV)
 
 
+def test_a_tune_keeps_the_target_json_of_the_same_gpu(tmp_path):
+    """Re-tuning a family rewrote target.json with that run's ceilings (the
+    H200's copy bandwidth 4153 -> 4211 GB/s): within the ceilings' spread
+    the file stays; other facts, a ceiling beyond it, or one the file lacks
+    are written."""
+    store = Store(tmp_path)
+    first = fake_target("gpu_a", copy_GBps=4153.3)
+    store.write(first.name, "split_k", {"entries": {}}, PROV, target=first)
+    path = tmp_path / "gpu_a" / "target.json"
+    kept = path.read_text()
+    for same in (fake_target("gpu_a", copy_GBps=4211.1), fake_target("gpu_a")):  # 1.4% off; not measured
+        store.write(same.name, "split_k", {"entries": {}}, PROV, target=same)
+        assert path.read_text() == kept
+    for other in (fake_target("gpu_a", copy_GBps=3000.0), fake_target("gpu_a", sms=66, copy_GBps=3000.0)):
+        store.write(other.name, "split_k", {"entries": {}}, PROV, target=other)
+        assert json.loads(path.read_text()) == other.to_json()
+    bare = fake_target("gpu_b")
+    store.write(bare.name, "split_k", {"entries": {}}, PROV, target=bare)
+    measured = fake_target("gpu_b", copy_GBps=4000.0)
+    store.write(measured.name, "split_k", {"entries": {}}, PROV, target=measured)
+    assert json.loads((tmp_path / "gpu_b" / "target.json").read_text())["copy_GBps"] == 4000.0
+
+
 def test_a_gpu_without_its_own_entry_takes_the_nearest_of_its_compute_capability(tmp_path):
     store = Store(tmp_path)
     near, far, other_cc = (fake_target("gpu_a", sms=132, l2_bytes=50 << 20), fake_target("gpu_b", sms=66),

@@ -121,10 +121,31 @@ class Store:
         key = ENTRY_KEYS[family]
         _write_atomic(path, dumps(doc, key, sort=family != "split_k") if isinstance(doc.get(key), dict)
                       else json.dumps(doc, indent=1) + "\n")
-        if target is not None:
+        if target is not None and not _same_gpu(self.root / gpu / TARGET_FILE, target):
             _write_atomic(self.root / gpu / TARGET_FILE, json.dumps(target.to_json(), indent=1) + "\n")
         self._loaded.clear()
         return path
+
+
+# Run-to-run spread of the measured ceilings on one GPU (the H200's copy
+# bandwidth 4119-4211 GB/s between machines): within it a tune keeps the
+# target.json it finds, so re-tuning one family does not rewrite it.
+CEILING_SPREAD = 0.05
+
+
+def _same_gpu(path: Path, target: Target) -> bool:
+    """Whether target.json at `path` describes `target`: the same facts, and
+    each ceiling within CEILING_SPREAD of the file's, or not measured now
+    (a file without one takes the new measurement)."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    new = target.to_json()
+    ceilings = ("copy_GBps", "bf16_TFLOPs")
+    if any(old.get(k) != v for k, v in new.items() if k not in ceilings):
+        return False
+    return all(not v or old.get(k) and abs(v / old[k] - 1) <= CEILING_SPREAD for k, v in new.items() if k in ceilings)
 
 
 def distance(a: Target, b: Target) -> float:

@@ -328,7 +328,13 @@ class Tune:
         if self.args.dry_run:
             return self.dry_run(units, done, priors) if self.main else 0
         if self.main:  # each piece of a tune made in pieces (first run, every --resume) in the provenance
-            journal.add_command(" ".join(["qgemm-bench tune", *self.argv]))
+            try:
+                journal.add_command(" ".join(["qgemm-bench tune", *self.argv]))
+            except OSError as e:  # before any timing: a store it cannot write would lose the tune's results
+                from qgemm_bench.harness.files import why
+
+                raise InputError(f"--store {self.store.root}: cannot write there ({why(e)}); "
+                                 "give --store a folder you can write") from None
         todo = [u for u in units if u.id not in done]
         mine = plan.shares(todo, self.size)[self.rank]
         # The whole tune's budget, of which a resumed one has the rest: its units' shares are what they

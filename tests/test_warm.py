@@ -263,3 +263,12 @@ def test_workers_take_only_the_tasks_no_other_worker_claimed(caches, capsys):
     assert sorted(os.listdir(claims)) == ["0", "1"]
     assert warm.work(spec) == 0  # nothing left for a later worker
     assert "torch at" not in capsys.readouterr().err
+
+
+def test_no_workers_for_a_rank_without_shapes(caches):
+    """Under torchrun with more ranks than shapes a rank has none; --compile-jobs
+    N still asks for workers there (the task count divided the time limit: a
+    ZeroDivisionError traceback on that rank)."""
+    p, args = _plan()
+    p.shapes = []
+    assert warm.warm_up(p, args, 2, None) == ""

@@ -62,7 +62,7 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     from qgemm_bench.harness import environment
 
     backends = [b.name for b in p.backends if b.compiles]
-    if jobs < 2 or not backends:
+    if jobs < 2 or not backends or not p.shapes:  # no shapes: a torchrun rank of a run with fewer than ranks
         return ""
     environment.pin_triton_cache()
     stamps = _stamps(p, backends, getattr(args, "helion_configs", None))

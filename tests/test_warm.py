@@ -26,6 +26,19 @@ def caches(monkeypatch, tmp_path):
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def unfrozen():
+    """What a test's direct call of a worker's helpers (_inputs, _give_back:
+    capacity.free) froze is unfrozen after it: the other tests of this
+    process (test_faults' sweeps) start with nothing frozen."""
+    import gc
+
+    frozen_before = gc.get_freeze_count()
+    yield
+    if not frozen_before:
+        gc.unfreeze()
+
+
 def test_default_jobs_all_cpus_but_two_for_gpu_runs_of_several_shapes():
     assert warm.default_jobs(CUDA, 48, cpus=16) == 14
     assert warm.default_jobs(CUDA, 48, cpus=64) == warm.MAX_JOBS
@@ -272,3 +285,16 @@ def test_no_workers_for_a_rank_without_shapes(caches):
     p, args = _plan()
     p.shapes = []
     assert warm.warm_up(p, args, 2, None) == ""
+
+
+def test_a_worker_unfreezes_what_it_froze(caches):
+    """capacity.free freezes a worker's survivors after each shape; left
+    frozen at exit, Triton's bindings printed their nanobind leak report
+    (kilobytes, the tail errors.log keeps of a failed worker), and a caller
+    in-process (these tests) stayed frozen for good."""
+    import gc
+
+    p, args = _plan()
+    assert gc.get_freeze_count() == 0
+    assert warm.work(_spec(p, args, ("torch",))) == 0
+    assert gc.get_freeze_count() == 0

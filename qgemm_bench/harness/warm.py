@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -185,6 +186,15 @@ def work(spec: dict) -> int:
     it claims in spec's "claims" folder (none: all of them). Exit 0 when all
     compiled or failed as they will in the sweep, PARTIAL when some ran out
     of memory (the sweep compiles those itself; no stamp is written)."""
+    frozen_before = gc.get_freeze_count()
+    try:
+        return _work(spec)
+    finally:
+        if not frozen_before:  # what capacity.free froze: freed at exit (frozen, Triton's bindings print
+            gc.unfreeze()  # kilobytes of nanobind leak reports into the log's tail) and for a caller in-process
+
+
+def _work(spec: dict) -> int:
     import torch
 
     from qgemm_bench.harness import plan

@@ -409,6 +409,25 @@ def test_a_store_it_cannot_write_is_one_line_before_any_timing(tiny, tmp_path, c
     assert "give --store a folder you can write" in err[0]
 
 
+def test_under_torchrun_every_rank_stops_at_a_store_it_cannot_write(tiny, tmp_path, monkeypatch, capsys):
+    # Rank 1 of 2 (its collectives faked as rank 0's answers): rank 0 stops at its journal write, and
+    # rank 1 went on to time its share, then raised a traceback at its own journal's first line.
+    from qgemm_bench.harness import distributed
+    from qgemm_bench.tuning import command
+
+    monkeypatch.setattr(distributed, "from_env", lambda: distributed.World(1, 2, 1))
+    monkeypatch.setattr(distributed, "start", lambda world, device: device)
+    monkeypatch.setattr(distributed, "stop", lambda: None)
+    priors = {"weight_only": None, "helion": None, "split_k": None, "from": None, "gpus": {}}
+    monkeypatch.setattr(distributed, "broadcast", lambda obj, world: priors if obj is None else obj)
+    timed = []
+    monkeypatch.setattr(command.Tune, "tune_units", lambda self, *a: timed.append(a) or ([], [], ""))
+    (tmp_path / "blocked").write_text("")
+    assert tune(["--op", "split_k_gemm", "--store", str(tmp_path / "blocked" / "store")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot write there (" in err[0] and not timed, err
+
+
 def test_cpu_mode_needs_the_interpreter(monkeypatch, capsys):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     assert tune(["--dry-run"]) == 2

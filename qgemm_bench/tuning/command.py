@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -327,14 +328,17 @@ class Tune:
             done, spent = distributed.broadcast((done, spent), self.world)
         if self.args.dry_run:
             return self.dry_run(units, done, priors) if self.main else 0
-        if self.main:  # each piece of a tune made in pieces (first run, every --resume) in the provenance
-            try:
+        try:  # before any timing, on every rank: a store it cannot write would lose the tune's results
+            if self.main:  # each piece of a tune made in pieces (first run, every --resume) in the provenance
                 journal.add_command(" ".join(["qgemm-bench tune", *self.argv]))
-            except OSError as e:  # before any timing: a store it cannot write would lose the tune's results
-                from qgemm_bench.harness.files import why
+            else:  # the other ranks journal there too, from their first unit on
+                journal.dir.mkdir(parents=True, exist_ok=True)
+                tempfile.TemporaryFile(dir=journal.dir).close()
+        except OSError as e:
+            from qgemm_bench.harness.files import why
 
-                raise InputError(f"--store {self.store.root}: cannot write there ({why(e)}); "
-                                 "give --store a folder you can write") from None
+            raise InputError(f"--store {self.store.root}: cannot write there ({why(e)}); "
+                             "give --store a folder you can write") from None
         todo = [u for u in units if u.id not in done]
         mine = plan.shares(todo, self.size)[self.rank]
         # The whole tune's budget, of which a resumed one has the rest: its units' shares are what they

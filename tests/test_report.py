@@ -83,6 +83,17 @@ def test_report_counts_shapes_at_or_under_the_fastest_peer_and_helion_against_tr
     assert "Helion against Triton" not in cpu and "at or under" not in cpu
 
 
+def test_a_shape_where_ours_is_incorrect_counts_as_not_under_the_fastest_peer():
+    # 64x: triton's answer is wrong (its 10 us would beat cublas 50). Left out of the count, the run read
+    # "at 1 of 2 shapes", as if it had not run there.
+    recs = [rec for rec in (record(b, 64, us, INCORRECT if b == "triton" else OK)
+                            for b, us in (("torch", 540), ("cublas", 50), ("triton", 10)))]
+    rows = rows_two_shapes() + assemble(recs, META)
+    text = "\n".join(ranking.markdown(rows))
+    assert "triton at or under the fastest peer at 1 of 3 shapes (1 not correct)." in text
+    assert "helion at or under the fastest peer at 1 of 2 shapes." in text  # not run at 64: not counted
+
+
 def test_no_peer_and_nothing_correct_are_said():
     recs = [record("torch", 1, 500), record("triton", 1, 20), record("torch", 16, 500, INCORRECT),
             record("triton", 16, 20, INCORRECT)]

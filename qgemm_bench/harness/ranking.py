@@ -16,7 +16,7 @@ from statistics import geometric_mean
 
 from tabulate import tabulate
 
-from qgemm_bench.harness.results import OK, Row
+from qgemm_bench.harness.results import OK, SKIPPED, UNAVAILABLE, Row
 
 OURS = ("triton", "triton_deterministic", "helion", "helion_deterministic")
 PEERS = ("cublas", "tinygemm", "fbgemm", "gemlite", "humming", "torch_compile")
@@ -39,6 +39,7 @@ class Standing:
     runner_up: Row | None
     best_peer: Row | None
     ours: dict[str, Row]  # our backends' correct rows at this shape
+    ran: frozenset = frozenset()  # ours that ran here, correct or not (not skipped, not unavailable)
 
 
 def standings(rows: list[Row]) -> list[Standing]:
@@ -51,7 +52,9 @@ def standings(rows: list[Row]) -> list[Standing]:
         ok = sorted((r for r in rs if r.status == OK and r.p50_us), key=lambda r: r.p50_us)
         peers = [r for r in ok if r.backend in PEERS]
         out.append(Standing(shape, ok[0] if ok else None, ok[1] if len(ok) > 1 else None,
-                            peers[0] if peers else None, {r.backend: r for r in ok if r.backend in OURS}))
+                            peers[0] if peers else None, {r.backend: r for r in ok if r.backend in OURS},
+                            frozenset(r.backend for r in rs if r.backend in OURS
+                                      and r.status not in (SKIPPED, UNAVAILABLE))))
     return out
 
 
@@ -87,10 +90,13 @@ def markdown(rows: list[Row], peers: bool = True) -> list[str]:
            "kernels'.")
     counts = []
     for b in ours:
-        both = [s for s in table if b in s.ours and s.best_peer is not None]
+        # Where it ran: a shape where it was incorrect or failed counts as not under, never drops out.
+        both = [s for s in table if (b in s.ours or b in s.ran) and s.best_peer is not None]
         if both:
-            at = sum(s.ours[b].p50_us <= s.best_peer.p50_us for s in both)
-            counts.append(f"{b} at or under the fastest peer at {at} of {len(both)} shapes.")
+            at = sum(b in s.ours and s.ours[b].p50_us <= s.best_peer.p50_us for s in both)
+            bad = sum(b not in s.ours for s in both)
+            counts.append(f"{b} at or under the fastest peer at {at} of {len(both)} shapes"
+                          + (f" ({bad} not correct)" if bad else "") + ".")
     return ["## Fastest per shape", "",
             tabulate(lines, headers=headers, tablefmt="github", disable_numparse=True), "",
             f"lead = the runner-up's p50 / the fastest's p50. {why} Correct rows only."] + \

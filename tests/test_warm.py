@@ -298,3 +298,31 @@ def test_a_worker_unfreezes_what_it_froze(caches):
     assert gc.get_freeze_count() == 0
     assert warm.work(_spec(p, args, ("torch",))) == 0
     assert gc.get_freeze_count() == 0
+
+
+def test_the_steps_go_backend_by_backend(monkeypatch):
+    """The workers take one list of steps, backend by backend, so the steps
+    running at once are at different shapes (shape by shape, every worker
+    built inputs of one layer at once)."""
+    import pickle
+    from pathlib import Path
+
+    p, args = _plan(backends="torch,triton,helion")
+    specs = []
+
+    class Done:  # a worker that read its spec and finished
+        def __init__(self, argv, **kw):
+            specs.append(pickle.loads(Path(argv[-1]).read_bytes()))
+
+        def wait(self, timeout=None):
+            return 0
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(warm.subprocess, "Popen", Done)
+    assert warm.warm_up(p, args, 3, [].append).startswith("compiled triton, helion at 2 shapes in 3 processes")
+    assert len(specs) == 3 and all(s == specs[0] for s in specs)
+    assert specs[0]["tasks"] == [((1, 128, 64), "triton"), ((3, 128, 64), "triton"),
+                                 ((1, 128, 64), "helion"), ((3, 128, 64), "helion")]
+

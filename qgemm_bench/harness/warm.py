@@ -1,6 +1,7 @@
 """Compile before timing, in parallel: worker processes run the compiling
 backends' prepare and first call, one (shape, backend) at a time, each
-taking the next one no worker has claimed yet from one list (so no worker
+taking the next one no worker has claimed yet from one list, backend by
+backend (so no worker
 idles while another still has shapes: a humming compile is 6.5 s, a
 Triton one under 1), filling the caches a later process reads (Triton's and
 torch.compile's on-disk caches, humming's cubins), so the sweep itself only
@@ -72,7 +73,10 @@ def warm_up(p, args, jobs: int, log_error) -> str:
         p.warm_up = {"skipped": True, "stamp": stamps[0].name}
         return (f"compile warm-up skipped: an earlier run compiled {', '.join(backends)} at these "
                 f"{len(p.shapes)} shapes with this code and these packages (caches: {stamps[0].parent.parent})")
-    tasks = [(tuple(s), b) for s in p.shapes for b in backends]  # shape by shape: a worker keeps its inputs
+    # Backend by backend: the steps running at once are at as many shapes as workers, each a worker's own
+    # inputs, as when each worker had its share of the shapes (shape by shape, all 14 workers built inputs of
+    # one layer at once: NVFP4's took 10-23 GB a worker on the H200). Inputs cost ~12 ms a shape to make.
+    tasks = [(tuple(s), b) for b in backends for s in p.shapes]
     workers = min(jobs, len(tasks))
     # Each worker's share is unknown beforehand: a hung step ends at an even share's limit.
     limit = min(SECONDS_PER_STEP * -(-len(tasks) // workers), MAX_WARM_S)

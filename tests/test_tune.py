@@ -400,13 +400,21 @@ def test_bad_usage_is_one_line_and_exit_2(argv, message, capsys):
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
 
 
-def test_a_store_it_cannot_write_is_one_line_before_any_timing(tiny, tmp_path, capsys):
+def test_a_store_it_cannot_write_is_one_line_before_any_timing(tiny, tmp_path, monkeypatch, capsys):
     # A file where the store's folder would go: nothing can be created under it.
     (tmp_path / "blocked").write_text("")
     assert tune(["--op", "split_k_gemm", "--store", str(tmp_path / "blocked" / "store")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: --store {tmp_path / 'blocked' / 'store'}: cannot write there (")
     assert "give --store a folder you can write" in err[0]
+    # Without --store: the package's own store (read-only in a system install), named as such.
+    from qgemm_bench.configs import store
+
+    monkeypatch.setattr(store, "ROOT", tmp_path / "blocked" / "configs")
+    assert tune(["--op", "split_k_gemm"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: the package's config store {tmp_path / 'blocked' / 'configs'}: "
+                                               "cannot write there (")
 
 
 def test_under_torchrun_every_rank_stops_at_a_store_it_cannot_write(tiny, tmp_path, monkeypatch, capsys):

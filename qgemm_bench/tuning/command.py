@@ -337,8 +337,8 @@ class Tune:
         except OSError as e:
             from qgemm_bench.harness.files import why
 
-            raise InputError(f"--store {self.store.root}: cannot write there ({why(e)}); "
-                             "give --store a folder you can write") from None
+            where = f"--store {self.store.root}" if self.args.store else f"the package's config store {self.store.root}"
+            raise InputError(f"{where}: cannot write there ({why(e)}); give --store a folder you can write") from None
         todo = [u for u in units if u.id not in done]
         mine = plan.shares(todo, self.size)[self.rank]
         # The whole tune's budget, of which a resumed one has the rest: its units' shares are what they

@@ -28,7 +28,7 @@ def caches(monkeypatch, tmp_path):
 
 @pytest.fixture(autouse=True)
 def unfrozen():
-    """What a test's direct call of a worker's helpers (_inputs, _give_back:
+    """What a test's direct call of a worker's helpers (_inputs, which calls
     capacity.free) froze is unfrozen after it: the other tests of this
     process (test_faults' sweeps) start with nothing frozen."""
     import gc
@@ -244,7 +244,7 @@ def test_a_failed_try_has_let_go_of_its_tensors_before_the_worker_waits(monkeypa
     from qgemm_bench.types import Case, Shape
 
     case = Case(p.op.NAME, Shape(1, 128, 64), p.dtype, p.device, p.op_settings, p.target)
-    assert warm._inputs(p, case, cuda=False) is None
+    assert warm._inputs(p, case) is None
     assert seen == [True] * (warm.OOM_TRIES - 1)  # no wait after the last try
 
 

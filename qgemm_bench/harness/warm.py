@@ -1,11 +1,10 @@
 """Compile before timing, in parallel: worker processes run the compiling
 backends' prepare and first call, one (shape, backend) at a time, each
 taking the next one no worker has claimed yet from one list, backend by
-backend (so no worker
-idles while another still has shapes: a humming compile is 6.5 s, a
-Triton one under 1), filling the caches a later process reads (Triton's and
-torch.compile's on-disk caches, humming's cubins), so the sweep itself only
-loads what was compiled.
+backend (so no worker idles while another still has shapes: a humming
+compile is 6.5 s, a Triton one under 1), filling the caches a later process
+reads (Triton's and torch.compile's on-disk caches, humming's cubins), so
+the sweep itself only loads what was compiled.
 
 Compiling dominates a cold GPU run (H200, default int4 preset, every peer:
 humming 124 s, helion 68, torch.compile 46, triton 44 of 472 s), and one
@@ -201,7 +200,7 @@ def work(spec: dict) -> int:
 def _work(spec: dict) -> int:
     import torch
 
-    from qgemm_bench.harness import plan
+    from qgemm_bench.harness import capacity, plan
     from qgemm_bench.target import Target
     from qgemm_bench.types import Case, Shape
 
@@ -224,8 +223,8 @@ def _work(spec: dict) -> int:
             continue
         if held != tuple(shape):
             inputs = held = None
-            _give_back(cuda)  # what the last shape cached: the other workers' large shapes need it
-            inputs = _inputs(p, case, cuda)
+            capacity.free(p.device)  # what the last shape cached: the other workers' large shapes need it
+            inputs = _inputs(p, case)
             if inputs is None:
                 missed += 1
                 continue
@@ -242,24 +241,16 @@ def _work(spec: dict) -> int:
             missed += isinstance(e, torch.OutOfMemoryError)
             print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
     inputs = None
-    _give_back(cuda)
+    capacity.free(p.device)
     return PARTIAL if missed else 0
 
 
-def _give_back(cuda: bool) -> None:
-    """Collect, and hand the CUDA caching allocator's free blocks back to the
-    driver (capacity.free: a step's leftovers only, once the imports are frozen)."""
-    import torch
-
-    from qgemm_bench.harness import capacity
-
-    capacity.free(torch.device("cuda" if cuda else "cpu"))
-
-
-def _inputs(p, case, cuda: bool):
+def _inputs(p, case):
     """The shape's inputs; when the GPU's memory is taken by the other
     workers' shapes, tried again as they free theirs (None: not this time)."""
     import torch
+
+    from qgemm_bench.harness import capacity
 
     for attempt in range(OOM_TRIES):
         try:
@@ -268,7 +259,7 @@ def _inputs(p, case, cuda: bool):
             message = str(e)[:120]
         # Out of the except block: its traceback no longer holds the failed call's tensors.
         print(f"inputs at {case.shape} (try {attempt + 1} of {OOM_TRIES}): {message}", file=sys.stderr, flush=True)
-        _give_back(cuda)
+        capacity.free(p.device)
         if attempt + 1 < OOM_TRIES:
             time.sleep(OOM_WAIT_S)
     return None

@@ -46,13 +46,13 @@ FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl"
 # and on the H200 in an 8-warp 128x256 tile (kernels.fused): wider tiles take it on 4 warps only
 # (right in 64x256 and 128x256 tiles there; docs/helion.md).
 FRAG_MAX_BLOCK_M = 64
+MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
 
 
 def frag_tile_ok(cfg: dict) -> bool:
     """Whether fragment order is taken in cfg's tile: up to FRAG_MAX_BLOCK_M
     rows, or on one warp group (4 warps)."""
     return cfg["block_sizes"][1] <= FRAG_MAX_BLOCK_M or cfg.get("num_warps", 4) <= 4
-MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
 
 
 def why_not(case) -> str | None:

@@ -91,7 +91,7 @@ def markdown(rows: list[Row], peers: bool = True) -> list[str]:
     counts = []
     for b in ours:
         # Where it ran: a shape where it was incorrect or failed counts as not under, never drops out.
-        both = [s for s in table if (b in s.ours or b in s.ran) and s.best_peer is not None]
+        both = [s for s in table if b in s.ran and s.best_peer is not None]
         if both:
             at = sum(b in s.ours and s.ours[b].p50_us <= s.best_peer.p50_us for s in both)
             bad = sum(b not in s.ours for s in both)

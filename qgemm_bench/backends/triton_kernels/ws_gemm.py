@@ -111,7 +111,7 @@ TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
 OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP")  # K_SPLIT 1 or 2, SPLITS 1-4: `check`
 MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
 # x-row tiles: 16 and 32 are decode sizes (wgmma n16 / n32; they compile for sm_90, scripts/fused_sass.py
-# --ws, and are timed by scripts/ws_ab.py, not yet in any table).
+# --ws; the 16-row ones are fused_gemm.WS_POOL[16], not yet in any table).
 BLOCK_MS = (16, 32, 64, 128, 256)
 MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (docs/ws_gemm.md)
 # SKEW with more stages than this hung some tiles on the H100 (cause not found;

@@ -818,12 +818,14 @@ def test_above_fused_max_m_dequantize_runs_where_the_table_timed_it_faster(tmp_p
                 "config": triton_config(256, 64, 64, 1), "us": 70.0, "versus_dequant_us": bad}}}}, "t")
 
 
-def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch, tmp_path):
+@pytest.mark.parametrize("first", ["first", None])
+def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch, tmp_path, first):
     """tuning/weight_only.py ws --group against scripted timings (no
     GPU): the entry's config as it runs at the group (its pointer_config
     where its TMA loads do not: group 32 in 128-row x tiles) and each WS
     tile, the fastest written as the entry's "groups" config; the entry's
-    own config stays."""
+    own config stays. The pass's note follows the table's source, or
+    starts it where the table has none."""
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
     from qgemm_bench.harness import environment
@@ -832,8 +834,8 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
     script = load_tune_script()
     out = tmp_path / "h100.json"
     tma, ptr = {**triton_config(128, 64, 128, 1), "TMA": True}, triton_config(128, 128, 128, 1)
-    out.write_text(woc.dumps({"gpu": "h100", "source": "first", "kernels": {"int4_gemm_fused": {
-        "M256_K8192_N8192": {"config": tma, "pointer_config": ptr, "us": 51.0}}}}))
+    out.write_text(woc.dumps({"gpu": "h100", **({"source": first} if first else {}), "kernels": {
+        "int4_gemm_fused": {"M256_K8192_N8192": {"config": tma, "pointer_config": ptr, "us": 51.0}}}}))
     plain, split2 = ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4, splits=2, skew=4)
     us = {None: 61.3, "256x128x64 s3": 58.0, "256x128x64 s4 split 2 skew 4": 54.5}
     groups = []
@@ -874,7 +876,8 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
                                      "tuned": "ws --group 32: the entry's config and WS tiles, same rounds"}
     assert entry["groups"]["channel"]["config"] == {**tma, "WS": split2}  # per channel: its TMA loads run
     assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc, group="32")[0] == {**ptr, "WS": split2}
-    assert doc["source"].startswith("first; then int4 fused M 256 at group 32: the warp-specialized")
+    assert doc["source"].startswith(("first; then " if first else "")
+                                    + "int4 fused M 256 at group 32: the warp-specialized")
 
 
 def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, capsys):

@@ -616,9 +616,9 @@ def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
         if done:
             kns = {(k, n) for f, _, k, n in timed_ms if f == fmt}
             at = (f" at group {group}" if group is not None else "") + layers_note(layers and kns)
-            doc["source"] = (doc.get("source", "") + f"; then {fmt} fused M {','.join(map(str, done))}{at}: the "
-                             f"warp-specialized kernel's tiles against each entry's config (ws, commit "
-                             f"{git_commit() or 'unknown'})")
+            note = (f"{fmt} fused M {','.join(map(str, done))}{at}: the warp-specialized kernel's tiles against "
+                    f"each entry's config (ws, commit {git_commit() or 'unknown'})")
+            doc["source"] = "; then ".join(filter(None, (doc.get("source"), note)))
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 

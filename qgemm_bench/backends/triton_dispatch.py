@@ -105,7 +105,7 @@ class WeightOnlyDispatch:
         K block in tiles under 256 rows, a GPU before Hopper) gives way to
         the pointer-load config of the same entry or bucket, tuned without
         TMA, keeping the entry's WS tiles (where ws_gemm.usable says no,
-        the pointer-load config runs). WS tiles of at least twice M's rows
+        the pointer-load config runs). WS tiles of more than twice M's rows
         (a bucket's, borrowed by a smaller M) are left out, said in the
         note. A Target using another GPU's entry (or none of its
         capability) says so in the note."""
@@ -128,11 +128,11 @@ class WeightOnlyDispatch:
                 if c.get("WS"):  # the WS kernel's own loads (ws_gemm.usable decides per x; int4 group 32)
                     found = ({**found[0], "WS": c["WS"]}, found[1])
             ws = (found[0] or {}).get("WS")
-            if ws and 2 * m <= ws["BLOCK_M"]:
-                # The ws pass times a bucket's WS tiles at its own M; where x fills half their rows or less
-                # (M = 3..8 on M16's 16-row tiles) they are untimed, and at M = 1 they lost 9% on the H200.
+            if ws and 2 * m < ws["BLOCK_M"]:
+                # The ws pass times a bucket's WS tiles at its own M; on the H200 M16's 16-row tiles lost to
+                # the fused kernel at M = 1 and 4 (9%, 6%) and tied or won at 8 (docs/ws_gemm.md).
                 found = ({key: v for key, v in found[0].items() if key != "WS"}, "; ".join(filter(None, (
-                    found[1], f"the entry's {ws['BLOCK_M']}-row WS tiles not at M = {m} (untimed there)"))))
+                    found[1], f"the entry's {ws['BLOCK_M']}-row WS tiles not at M = {m} (under half their rows)"))))
             if self.entry.note and not self.target.is_cpu:  # another GPU's entry, or none: say so
                 found = (found[0], "; ".join(filter(None, (self.entry.note, found[1]))))
             self._configs[(m, path)] = found

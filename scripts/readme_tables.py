@@ -8,7 +8,8 @@ int4_gemm_decode}/results.json where present; p50 us of `ok` rows only (an
 incorrect or failed row is shown by its status, never as a time). Then each
 <dir>/model_*/results.json (runner.py --model): tokens/s per variant and
 batch, and where the batch-1 step's time goes; then those of each further
-directory (the multi-GPU runs).
+directory (the multi-GPU runs); the runs with perplexity (a trained
+checkpoint with --eval-text) as one quality table.
 """
 
 from __future__ import annotations
@@ -122,6 +123,35 @@ def model(path: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+def quality(paths: list[Path]) -> str:
+    """The --checkpoint --eval-text runs of one trained model, one table:
+    perplexity per format (rows) for the dequantized reference (torch), ours
+    and the peers' range, with ours' KL and top-1 agreement against bf16.
+    (Their tokens/s, an uncompiled step of a small model, stay in the runs.)"""
+    docs = [json.loads(p.read_text()) for p in paths]
+    rs = [r for d in docs for r in d["rows"]]
+    meta, settings = docs[0]["metadata"].get("model", {}), docs[0]["metadata"].get("settings", {})
+    base = next((r for r in rs if r["backend"] == "bf16" and r["status"] == "ok"), None)
+    name = Path(str(meta.get("model", paths[0].parent.name))).name
+    where = ", ".join(f"`{p.parent.parent.name}/{p.parent.name}/`" for p in paths)
+    out = [f"{name} (trained weights; {where}), perplexity over {settings.get('eval_tokens')} tokens of "
+           f"`--eval-text`" + (f" (bf16 {base['perplexity']:.2f})" if base else "") + ":", "",
+           "| format | torch (dequantized) | triton | helion | peers | triton KL / top-1 vs bf16 |",
+           "|---|---|---|---|---|---|"]
+    quants = sorted({r["quant"] for r in rs if r["quant"] != "none"}, key=lambda q: ("nvfp4" in q, "channel" in q, q))
+    for q in quants:
+        by = {r["backend"]: r for r in rs if r["quant"] == q}
+        ok = {b: r for b, r in by.items() if r["status"] == "ok" and r.get("perplexity") is not None}
+        cells = [f"{ok[b]['perplexity']:.2f}" if b in ok else by.get(b, {}).get("status", "")
+                 for b in ("torch", "triton", "helion")]
+        peers = sorted(r["perplexity"] for b, r in ok.items() if b in PEERS)
+        span = f"{peers[0]:.2f}-{peers[-1]:.2f} ({len(peers)})" if peers else ""
+        t = ok.get("triton")
+        kl = f"{t['logits_kl']:.3f} / {t['top1_agree']:.3f}" if t else ""
+        out.append(f"| {q} | " + " | ".join(cells) + f" | {span} | {kl} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if not argv or not all(Path(a).is_dir() for a in argv):
         print("usage: readme_tables.py results/<gpu> [results/<gpu>xN ...]  (the others: their --model runs)",
@@ -142,8 +172,13 @@ def main(argv: list[str]) -> int:
         parts.append(split_k(rows(f)))
     if (f := d / "int4_gemm_decode/results.json").is_file():
         parts.append(decode(f))
-    for f in (f for other in map(Path, argv) for f in sorted(other.glob("model_*/results.json"))):
-        parts.append(model(f))
+    runs = [f for other in map(Path, argv) for f in sorted(other.glob("model_*/results.json"))]
+    graded = [f for f in runs if any(r.get("perplexity") is not None for r in json.loads(f.read_text())["rows"])]
+    for f in runs:
+        if f not in graded:
+            parts.append(model(f))
+    if graded:
+        parts.append(quality(graded))
     print("\n".join(parts))
     return 0
 

@@ -22,3 +22,30 @@ def test_the_readme_tables_are_the_committed_baselines():
     made = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_tables.py"), str(ROOT / "results" / "h200"),
                            str(ROOT / "results" / "h200x2")], capture_output=True, text=True, check=True).stdout
     assert block.rstrip("\n") == made.rstrip("\n")
+
+
+def test_trained_model_runs_make_one_perplexity_table(tmp_path):
+    # Two --checkpoint runs of one model: one table, a row per format in a fixed order, ours and the
+    # peers' span; a failed backend shows its status, never a number; no tokens/s table for them.
+    import json
+
+    def run(name, rows):
+        d = tmp_path / "h200" / name
+        d.mkdir(parents=True)
+        meta = {"model": {"model": "/tmp/x/Tiny.Q4_1.gguf", "trained": True}, "settings": {"eval_tokens": 4096}}
+        (d / "results.json").write_text(json.dumps({"metadata": meta, "rows": [
+            {"backend": b, "quant": q, "batch": 1, "status": st, "perplexity": p, "logits_kl": 0.5,
+             "top1_agree": 0.75, "tokens_per_s": 1.0} for b, q, st, p in rows]}))
+
+    run("model_tiny_b", [("bf16", "none", "ok", 10.0), ("torch", "nvfp4", "ok", 12.5),
+                         ("triton", "nvfp4", "ok", 12.51), ("helion", "nvfp4", "error", None)])
+    run("model_tiny_a", [("bf16", "none", "ok", 10.0), ("torch", "int4-g32", "ok", 11.0),
+                         ("triton", "int4-g32", "ok", 11.01), ("helion", "int4-g32", "ok", 11.02),
+                         ("humming", "int4-g32", "ok", 11.2), ("tinygemm", "int4-g32", "ok", 11.1)])
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_tables.py"), str(tmp_path / "h200")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "tokens/s" not in out and out.count("| format |") == 1
+    assert "Tiny.Q4_1.gguf (trained weights;" in out and "perplexity over 4096 tokens" in out and "(bf16 10.00)" in out
+    rows = [line for line in out.splitlines() if line.startswith(("| int4", "| nvfp4"))]
+    assert rows == ["| int4-g32 | 11.00 | 11.01 | 11.02 | 11.10-11.20 (2) | 0.500 / 0.750 |",
+                    "| nvfp4 | 12.50 | 12.51 | error |  | 0.500 / 0.750 |"]

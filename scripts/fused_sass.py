@@ -66,6 +66,8 @@ def parse_args(argv=None):
     p.add_argument("--acc", action="store_true", help="ACC_SCALE: int4 scales on each K block's fp32 product")
     p.add_argument("--fold", action="store_true",
                    help="FOLD (with --acc, int4): the decode's offset subtracted from each K block's fp32 product")
+    p.add_argument("--scale8", action="store_true",
+                   help="SCALE8 (NVFP4, pointer loads): block scales read as E4M3 bytes, converted on the small tile")
     p.add_argument("--maxnreg", type=int_in(24, 255), default=None, help="cap the registers per thread (maxnreg)")
     p.add_argument("--group", default="128", metavar="G",
                    help="int4 scale groups: an even integer dividing K, 'channel' or 'none' (run, as FusedGemm "
@@ -117,6 +119,8 @@ def parse_args(argv=None):
         raise InputError("--group: int4 only (NVFP4 scales blocks of 16)")
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
+    if args.scale8 and (args.fmt != "nvfp4" or args.tma or args.tma_x or args.ws or args.probe_stage):
+        raise InputError("--scale8: NVFP4's fused_kernel with pointer loads (not --tma, --tma-x, --ws, --probe-stage)")
     if args.ws and (args.tma or args.tma_x or args.acc or args.fold or args.split != 1 or args.maxnreg or
                     args.warps != 4):
         raise InputError("--ws: with --fmt, --tile, --stages, --group, --k and the --ws-* options only (its own "
@@ -150,9 +154,10 @@ def compile_kernel(args):
     fmt = INT4 if args.fmt == "int4" else NVFP4
     tma = "x" if args.tma_x else args.tma
     c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=tma, acc=args.acc,
-                          maxnreg=args.maxnreg, fold=args.fold) | ({"HALVES": True} if args.halves else {})
+                          maxnreg=args.maxnreg, fold=args.fold, scale8=args.scale8) | \
+        ({"HALVES": True} if args.halves else {})
     try:
-        check_config(c, "the config")
+        check_config(c, "the config", fmt)
     except ValueError as e:
         raise InputError(str(e)) from None
     group = launch_group(args)
@@ -163,15 +168,17 @@ def compile_kernel(args):
                                                                args.bm):
         raise InputError(f"--group {args.group} at {args.tile}: FusedGemm loads these tiles by pointer "
                          "(fused_gemm.tma_usable)")
-    sig = {"x_ptr": "*bf16", "w_ptr": "*i8", "s_ptr": "*bf16", "ts_ptr": "*fp32", "out_ptr": "*bf16",
-           "ws_ptr": "*fp32", "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "constexpr", "stride_xm": "i32",
+    sig = {"x_ptr": "*bf16", "w_ptr": "*i8", "s_ptr": "*u8" if args.scale8 else "*bf16", "ts_ptr": "*fp32",
+           "out_ptr": "*bf16", "ws_ptr": "*fp32", "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "constexpr",
+           "stride_xm": "i32",
            "stride_wn": "i32", "stride_sg": "i32", "stride_om": "i32"}
     const = {"K": args.k, "FMT": fmt, "GROUP": group or 2,
              "SCALE_MODE": fused_gemm.scale_mode(fmt, group, args.k, args.bk, True, fused_gemm.channel_block(c)),
              "EVEN_K": True, "FRAG": True,
              "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
              **{x: c.get(x, False) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "TMA",
-                                             "ACC_SCALE", "FOLD", "HALVES")}, "TMA_W": c.get("TMA_W", True)}
+                                             "ACC_SCALE", "FOLD", "HALVES", "SCALE8")},
+             "TMA_W": c.get("TMA_W", True)}
     sig.update({x: "constexpr" for x in const})
     if args.tma or args.tma_x:
         sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"
@@ -493,6 +500,7 @@ def main(argv=None) -> int:
     opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("stamps", args.ws_stamps),
                                          ("tma", args.tma),
                                          ("tma-x", args.tma_x), ("acc", args.acc), ("fold", args.fold),
+                                         ("scale8", args.scale8),
                                          ("halves", args.halves), (f"r{args.maxnreg}", args.maxnreg),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
     launch = "" if args.ws else f" split {args.split} w{args.warps}"  # ws: its own partitions, no split

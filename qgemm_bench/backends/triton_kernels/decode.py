@@ -183,6 +183,17 @@ def e4m3(bs):
 
 
 @triton.jit
+def e4m3_x2_118(bs):
+    """E4M3 bytes (uint8) -> fp32 value x 2^118, exactly: nvfp4_bf16x2's
+    scale operand as FusedGemm makes it on the host (its bf16 rounding is
+    exact too: 4 significant bits, at most 448 x 2^118 < 2^127); zero,
+    subnormals and sign kept, NaN stays NaN. On sm_90 the hardware
+    conversion (cvt.rn.f16x2.e4m3x2), two cvt.f32.f16 and two fmuls per
+    pair (fused_gemm's SCALE8, on the small scale tile)."""
+    return e4m3(bs) * _EXP2_118
+
+
+@triton.jit
 def nvfp4_values(w, scale, DT: tl.constexpr):
     """Packed E2M1 bytes and each byte's fp32 scale -> (even-k, odd-k)
     code * scale in DT, formed in fp32 and rounded once."""

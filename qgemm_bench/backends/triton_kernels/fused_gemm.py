@@ -62,6 +62,12 @@ decode's operand: converted in the loop, each thread converted its 32
 broadcast scales per K block (fewer SASS instructions and faster at
 M <= 128, slower in one 253-register tile, so the table is re-tuned per
 bucket). The scales take 2 bytes instead of 1 (+4 MiB at K = N = 8192).
+SCALE8 (a config key; NVFP4 with pointer loads, refused elsewhere:
+scale8_refused): the kernel reads the E4M3 bytes (FusedGemm.scales8) and
+converts each K block's [BLOCK_N, BLOCK_K // 16] tile as it loads it, before
+the broadcast (_scales; decode.e4m3_x2_118, exact): a few values per
+thread (8 in 16x128x128 w4), not its 32 broadcast ones. The pools' NVFP4
+split-K candidates have SCALE8 twins; no stored config has it yet.
 Scale tiles are loaded one K block ahead (Triton does not pipeline loads
 this small; loaded in the block they are used, their latency showed).
 
@@ -126,15 +132,23 @@ def channel_block(c: dict) -> bool:
 
 
 @triton.jit
-def _scales(s_ptr, b, offs_n, stride_sg, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, BLOCK_K: tl.constexpr):
+def _scales(s_ptr, b, offs_n, stride_sg, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, BLOCK_K: tl.constexpr,
+            SCALE8: tl.constexpr = False, USE_ASM: tl.constexpr = True):
     """K block b's scale tile: [BLOCK_N, 1] (BLOCK), [BLOCK_N, BLOCK_K // GROUP]
     (SUB, NVFP4), else a placeholder. (2-D even for BLOCK: a [BLOCK_N] row
     carried through the loop fixed the decode's layout to the load's, which
-    then cost a shared-memory round trip to reach the MMA operand layout.)"""
+    then cost a shared-memory round trip to reach the MMA operand layout.)
+    SCALE8 (NVFP4): the E4M3 bytes, converted here, on the small tile, to
+    the bf16 x 2^118 the stored scales hold (fp32 without the PTX decode)."""
     if SCALE_MODE == 2 or SCALE_MODE == 3:
         NG: tl.constexpr = max(BLOCK_K // GROUP, 2)
         g = (b * BLOCK_K + tl.arange(0, NG) * (BLOCK_K // NG)) // GROUP
-        return tl.load(s_ptr + g[None, :] * stride_sg + offs_n[:, None])
+        t = tl.load(s_ptr + g[None, :] * stride_sg + offs_n[:, None])
+        if SCALE8:
+            t = decode.e4m3_x2_118(t)
+            if USE_ASM:
+                t = t.to(tl.bfloat16)
+        return t
     else:
         return 0
 
@@ -182,8 +196,8 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
                 lo = lo * s
                 hi = hi * s
     else:
-        # Block scales arrive as bf16 E4M3 x 2^118 (FusedGemm, exact), the
-        # operand the PTX decode takes.
+        # Block scales arrive as bf16 E4M3 x 2^118 (FusedGemm, exact; SCALE8:
+        # _scales' conversion of the bytes), the operand the PTX decode takes.
         if USE_ASM:
             s = sc
         else:
@@ -279,6 +293,7 @@ def fused_kernel(
     TMA_W: tl.constexpr = True,  # with TMA: False, only x by TMA, the weights by pointer loads
     FOLD: tl.constexpr = False,  # with ACC_SCALE, int4: the decode's offset off the fp32 product (module docstring)
     HALVES: tl.constexpr = False,  # with ACC_SCALE, int4 BLOCK, pointer loads: each K block in two half-K tiles
+    SCALE8: tl.constexpr = False,  # NVFP4, pointer loads: block scales read as E4M3 bytes (module docstring)
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -336,7 +351,8 @@ def fused_kernel(
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE  # the decoded weights' (2: BLOCK)
     FOLDED: tl.constexpr = FOLD and FMT == 0 and W_SCALE != SCALE_MODE
-    sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K)
+    S8: tl.constexpr = SCALE8 and FMT == 1 and not TMA  # FusedGemm refuses it elsewhere (scale8_refused)
+    sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8, USE_ASM)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     BLOCKS: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
     if BLOCKS % SPLIT_K == 0:
@@ -345,7 +361,8 @@ def fused_kernel(
         steps = last - first
     for i in range(0, steps):
         b = first + i
-        sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K)
+        sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8,
+                          USE_ASM)
         if W_SCALE != SCALE_MODE:  # needed only after the block's dot: its latency hides behind it
             s_row = tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None]).to(tl.float32)
         if TMA and TMA_W:
@@ -391,17 +408,19 @@ def fused_kernel(
 
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
            tma: bool | str = False, acc: bool = False, maxnreg: int | None = None,
-           ws: tuple[int, ...] | None = None, fold: bool = False) -> dict:
+           ws: tuple[int, ...] | None = None, fold: bool = False, scale8: bool = False) -> dict:
     """A launch config; tma True: x and weight tiles by TMA, "x": only x's
     (TMA_W False); maxnreg caps the registers per thread (Triton's compile
     option: ptxas may spill to fit); ws (BLOCK_M, BLOCK_N, BLOCK_K, stages[, K_SPLIT]):
     the warp-specialized Gluon kernel's tiles (ws_gemm.py), which run where
     it runs (ws_gemm.usable), the rest of the config in fused_kernel
-    elsewhere; fold: FOLD (with acc, int4: fused_kernel's FOLD)."""
+    elsewhere; fold: FOLD (with acc, int4: fused_kernel's FOLD); scale8:
+    SCALE8 (NVFP4, pointer loads: block scales read as E4M3 bytes)."""
     c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
          "num_warps": warps, "num_stages": stages}
     return {**c, **({"TMA": True} if tma else {}), **({"TMA_W": False} if tma == "x" else {}),
             **({"ACC_SCALE": True} if acc else {}), **({"FOLD": True} if fold else {}),
+            **({"SCALE8": True} if scale8 else {}),
             **({"maxnreg": maxnreg} if maxnreg else {}),
             **({"WS": ws_tiles(*ws)} if ws else {})}
 
@@ -531,6 +550,17 @@ def wrong_on_sm90(fmt: int, c: dict) -> bool:
     return fmt == INT4 and c["num_warps"] == 8 and c["SPLIT_K"] > 1
 
 
+def scale8_refused(fmt: int, c: dict) -> str:
+    """Why config c may not have SCALE8 (block scales read as E4M3 bytes:
+    fused_kernel's _scales), "" where it may or has none: NVFP4 with
+    pointer loads only (int4 has no E4M3 scales; the TMA loop decodes at a
+    unit scale and applies its scales after, SCALE_AFTER). FusedGemm and
+    the table files refuse the others."""
+    if c.get("SCALE8") and (fmt != NVFP4 or c.get("TMA")):
+        return "SCALE8 is for NVFP4 with pointer loads only (not int4, not TMA)"
+    return ""
+
+
 def pool(m: int, fmt: int = INT4) -> list[dict]:
     """The fused path's tuning candidates at M for a format
     (`qgemm-bench tune`: tuning/weight_only.py, tuning/helion.py); NVFP4 from
@@ -543,7 +573,7 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
     if b <= SPLIT_POOL_MAX_M:
         cands = [config(max(16, b), *t[:5], acc=len(t) > 5, maxnreg=t[6] if len(t) > 6 else None)
                  for t in FUSED_SPLIT_POOL if len(t) == 5 or fmt == INT4]  # NVFP4: SUB scales, ACC_SCALE a no-op
-        cands = fold_twins(cands, fmt)
+        cands = scale8_twins(fold_twins(cands, fmt), fmt)
     elif b > FUSED_MAX_M:  # the path runs only with TMA here; 128-row x tiles 1.2-1.3x at 2048 and 4096
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm == 256 and t]
     else:
@@ -563,6 +593,19 @@ def fold_twins(cands: list[dict], fmt: int) -> list[dict]:
         out.append(c)
         twin = {**c, "FOLD": True}
         if fmt == INT4 and c.get("ACC_SCALE") and not c.get("TMA") and not c.get("FOLD") and twin not in cands:
+            out.append(twin)
+    return out
+
+
+def scale8_twins(cands: list[dict], fmt: int) -> list[dict]:
+    """cands, each NVFP4 pointer-load config followed by its SCALE8 twin
+    where the list lacks it (pool up to SPLIT_POOL_MAX_M; timed as
+    fold_twins' are: whole pools, or where they won on a prior table)."""
+    out = []
+    for c in cands:
+        out.append(c)
+        twin = {**c, "SCALE8": True}
+        if fmt == NVFP4 and not c.get("TMA") and not c.get("SCALE8") and twin not in cands:
             out.append(twin)
     return out
 
@@ -639,6 +682,7 @@ class FusedGemm:
             bs = self.kmajor.scales.view(torch.float8_e4m3fn).float() * decode.EXP2_118
             self.kmajor = dataclasses.replace(self.kmajor, scales=bs.to(torch.bfloat16))
         self.ts, self.fmt, self.group = tensor_scale, fmt, group
+        self._scales8: torch.Tensor | None = None  # SCALE8's E4M3 bytes (scales8), made on first use
         self.config = config
         # True: take int4 8-warp split-K configs that run HALVES (halved), the family wrong_on_sm90 refuses:
         # only where every call is checked (decode_probe's S4 halves rows), never a table's or a pool's.
@@ -648,7 +692,26 @@ class FusedGemm:
 
     @property
     def resident(self) -> tuple:
-        return tuple(t for t in (self.kmajor.wt, self.kmajor.scales, self.ts) if t is not None)
+        """Every weight tensor held (SCALE8's bytes once made)."""
+        return tuple(t for t in (self.kmajor.wt, self.kmajor.scales, self._scales8, self.ts) if t is not None)
+
+    def resident_at(self, m: int) -> tuple:
+        """The weight tensors the config for M reads (its WS tiles aside):
+        with SCALE8 the block scales' bytes (made here), not the bf16 ones."""
+        c = self.config_for(m)
+        scales = self.scales8() if c.get("SCALE8") else self.kmajor.scales
+        return tuple(t for t in (self.kmajor.wt, scales, self.ts) if t is not None)
+
+    def scales8(self) -> torch.Tensor:
+        """The block scales as E4M3 bytes (uint8, the K-major layout's
+        [K // 16, N] padded rows), what SCALE8 configs read: made on first
+        use from the bf16 x 2^118 ones (exactly: their inverse; NaN stays
+        NaN) and kept, 1 byte per 16 weights on top of the bf16 copy's 2
+        (K = N = 8192: 4 MiB beside 8)."""
+        if self._scales8 is None:
+            e4m3 = (self.kmajor.scales.float() * (1.0 / decode.EXP2_118)).to(torch.float8_e4m3fn)
+            self._scales8 = e4m3.view(torch.uint8)
+        return self._scales8
 
     def config_for(self, m: int) -> dict:
         c = self.config(m) if callable(self.config) else self.config
@@ -664,6 +727,8 @@ class FusedGemm:
                                                                          self.kmajor.frag)):
             raise ValueError(f"config {c} returns wrong sums on sm_90 (fused_gemm.wrong_on_sm90: int4 with "
                              "8 warps and split-K)")
+        if why := scale8_refused(self.fmt, c):
+            raise ValueError(f"config {c}: {why}")
         if c.get("WS"):
             from qgemm_bench.backends.triton_kernels import ws_gemm
 
@@ -743,7 +808,7 @@ class FusedGemm:
         c.pop("WS", None)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
-        s = p.scales if p.scales is not None else p.wt  # never read unscaled
+        s = self.scales8() if c.get("SCALE8") else p.scales if p.scales is not None else p.wt  # wt: never read
         ts = self.ts if self.ts is not None else out
         fused_kernel[split_k_parts.grid(m, n, c)](
             x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0), out.stride(0),

@@ -62,7 +62,7 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # per shape (triton_dispatch.path_for).
 FUSED_MAX_M = 1024
 # Fused-kernel config keys: refused in split entries, dropped where the split kernel runs.
-FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "FOLD", "WS")
+FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "FOLD", "SCALE8", "WS")
 
 
 @triton.jit
@@ -302,7 +302,7 @@ class WeightOnlyGemm:
     def resident(self, m: int) -> tuple:
         """The weight tensors the path for M reads."""
         if self.path(m) == "fused":
-            return self.fused().resident
+            return self.fused().resident_at(m)
         return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
 
     def tuned(self, m: int, path: str | None = None) -> tuple[dict | None, str]:

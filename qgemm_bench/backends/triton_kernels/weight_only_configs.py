@@ -10,8 +10,9 @@ default run never autotunes. This module reads no store, only the table:
                  | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
-                                                "maxnreg", "TMA", "TMA_W", "ACC_SCALE", "FOLD" and
-                                                "WS" (the last five fused only; WS the
+                                                "maxnreg", "TMA", "TMA_W", "ACC_SCALE", "FOLD",
+                                                "SCALE8" and "WS" (the last six fused only,
+                                                SCALE8 NVFP4 pointer loads only; WS the
                                                 warp-specialized kernel's tiles, which run
                                                 where it runs, the rest elsewhere)},
                                      "us": p50 when tuned (the table mode: the mean of two
@@ -96,9 +97,15 @@ def check_config(config, where: str, fmt: int = INT4) -> None:
             kind = f"a power of two >= {low}" if x in MIN_TILE else "a positive integer"
             raise ValueError(f"{where}: {x}={v!r} must be {kind}")
     for key, what in (("TMA", "fused_gemm.FusedGemm.descriptors"), ("TMA_W", "fused_gemm.fused_kernel"),
-                      ("ACC_SCALE", "fused_gemm.fused_kernel"), ("FOLD", "fused_gemm.fused_kernel")):
+                      ("ACC_SCALE", "fused_gemm.fused_kernel"), ("FOLD", "fused_gemm.fused_kernel"),
+                      ("SCALE8", "fused_gemm.fused_kernel")):
         if not isinstance(config.get(key, False), bool):
             raise ValueError(f"{where}: {key}={config[key]!r} must be true or false ({what})")
+    if config.get("SCALE8"):
+        from qgemm_bench.backends.triton_kernels.fused_gemm import scale8_refused
+
+        if why := scale8_refused(fmt, config):
+            raise ValueError(f"{where}: {why}")
     if "WS" in config:
         from qgemm_bench.backends.triton_kernels import ws_gemm
 

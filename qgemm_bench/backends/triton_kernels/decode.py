@@ -187,9 +187,10 @@ def e4m3_x2_118(bs):
     """E4M3 bytes (uint8) -> fp32 value x 2^118, exactly: nvfp4_bf16x2's
     scale operand as FusedGemm makes it on the host (its bf16 rounding is
     exact too: 4 significant bits, at most 448 x 2^118 < 2^127); zero,
-    subnormals and sign kept, NaN stays NaN. On sm_90 the hardware
-    conversion (cvt.rn.f16x2.e4m3x2), two cvt.f32.f16 and two fmuls per
-    pair (fused_gemm's SCALE8, on the small scale tile)."""
+    subnormals and sign kept, NaN stays NaN (on the GPU; the interpreter's
+    E4M3 has no NaN). On sm_90 per pair: the hardware conversion
+    (cvt.rn.f16x2.e4m3x2), two to fp32, two fmuls, one pack to bf16x2
+    (fused_gemm's SCALE8, on the small scale tile; docs/fused_gemm.md)."""
     return e4m3(bs) * _EXP2_118
 
 

@@ -10,7 +10,7 @@ with Triton 3.6, the GPU machine's (NVFP4 16x128x128 split 8: 742 -> 561
 per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
-                                [--stages 3] [--tma | --tma-x] [--acc] [--maxnreg N] [--group 128] [--k 8192]
+                                [--stages 3] [--tma | --tma-x] [--acc] [--scale8] [--maxnreg N] [--group 128] [--k 8192]
                                 [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl]] [--out PREFIX]
                                 [--probe-stage 1|2|3 [--halves]]
   python3 scripts/fused_sass.py --probe-table
@@ -33,8 +33,9 @@ table ("What the 8-warp dot adds"): S2 and S3 of the M = 1 tile,
 
 --out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary. The
 weights are tiled fragment-order bytes (kmajor_layout.TILE), int4 in groups
-of --group (128: BLOCK scales), NVFP4 with bf16 block scales, bf16 activations, as
-FusedGemm launches them on an H100."""
+of --group (128: BLOCK scales), NVFP4 with bf16 block scales (--scale8: their
+E4M3 bytes, fused_gemm's SCALE8), bf16 activations, as FusedGemm launches them
+on an H100."""
 
 from __future__ import annotations
 

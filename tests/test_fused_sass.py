@@ -117,6 +117,25 @@ def test_acc_scale_and_a_register_cap_show_in_the_sass():
     assert "HMUL2" in plain and "HMUL2" not in acc and "FFMA" in acc and regs <= 128
 
 
+def test_scale8_converts_the_scale_bytes_in_the_loop(tmp_path):
+    # SCALE8 (NVFP4): the E4M3 bytes' hardware conversion and pack to bf16 (F2FP) and the x 2^118 (FMUL) in
+    # the loop; without it the bf16 scales need neither; 8 bytes of scales a thread (LDG.E.64) not 16.
+    def run(*extra):
+        out = tmp_path / ("s8" if extra else "plain")
+        r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), "--fmt", "nvfp4", "--tile",
+                            "16x128x128", "--split", "2", "--k", "1024", "--out", str(out), *extra],
+                           capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        lines = r.stdout.splitlines()
+        assert ("scale8" in lines[0]) == bool(extra), lines
+        return dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", ")), Path(f"{out}.sass").read_text()
+
+    plain, plain_sass = run()
+    s8, s8_sass = run("--scale8")
+    assert "F2FP" not in plain and "FMUL" not in plain and int(s8["F2FP"]) >= 2 and "FMUL" in s8
+    assert "F2FP.F16.E4M3.UNPACK_B" in s8_sass and "LDG.E.64" in s8_sass and "LDG.E.128" in plain_sass
+
+
 def bundled_cuda_tools() -> bool:
     """Triton's wheel carries ptxas, nvdisasm and cuobjdump (compiling for sm_90 offline needs them)."""
     import importlib.util
@@ -168,7 +187,9 @@ def test_fused_kernel_halves_at_8_warps_compiles_capped_without_spills():
                                         (["--halves", "--acc", "--tma"], "--halves"),
                                         (["--halves", "--acc", "--group", "64"], "--halves"),
                                         (["--probe-table", "--k", "1024"], "--probe-table"),
-                                        (["--probe-stage", "3", "--tma"], "--probe-stage")])
+                                        (["--probe-stage", "3", "--tma"], "--probe-stage"),
+                                        (["--scale8"], "--scale8"),
+                                        (["--fmt", "nvfp4", "--scale8", "--tma"], "--scale8")])
 def test_probe_options_out_of_range_end_in_one_line(args, named):
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), *args], capture_output=True,
                        text=True, cwd=REPO, timeout=300)

@@ -696,11 +696,13 @@ class FusedGemm:
         return tuple(t for t in (self.kmajor.wt, self.kmajor.scales, self._scales8, self.ts) if t is not None)
 
     def resident_at(self, m: int) -> tuple:
-        """The weight tensors the config for M reads (its WS tiles aside):
-        with SCALE8 the block scales' bytes (made here), not the bf16 ones."""
+        """The weight tensors the config for M reads: with SCALE8 the block
+        scales' bytes (made here), not the bf16 ones; both where it has WS
+        tiles too (the warp-specialized kernel, where it runs, reads bf16)."""
         c = self.config_for(m)
-        scales = self.scales8() if c.get("SCALE8") else self.kmajor.scales
-        return tuple(t for t in (self.kmajor.wt, scales, self.ts) if t is not None)
+        scales = (self.scales8(),) if c.get("SCALE8") else ()
+        scales = (self.kmajor.scales, *scales) if not scales or c.get("WS") else scales
+        return tuple(t for t in (self.kmajor.wt, *scales, self.ts) if t is not None)
 
     def scales8(self) -> torch.Tensor:
         """The block scales as E4M3 bytes (uint8, the K-major layout's

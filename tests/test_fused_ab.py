@@ -1,0 +1,49 @@
+"""scripts/fused_ab.py: --cpu-smoke checks and times each config on the
+Triton interpreter (fp16, NVFP4 3x256x136: the table's config and its
+SCALE8 twins); bad --shape / --config end in one line and exit 2."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "fused_ab.py"
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cpu_smoke_checks_and_times_every_config():
+    r = run("--cpu-smoke")
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("nvfp4 3x256x136: the table's fused config ")
+    timed = [line.split() for line in lines[1:]]  # median, spec:, the config's label..., (round / round)
+    assert sorted(t[1] for t in timed) == ["table+SCALE8-PDL:", "table+SCALE8:", "table:"], r.stdout
+    assert all(float(t[0]) > 0 and ("scale8" in t) == ("SCALE8" in t[1]) for t in timed), r.stdout
+
+
+def test_the_smoke_parses_changes_in_order():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fused_ab
+
+    assert fused_ab.parse_config("table+SCALE8-PDL+num_stages=4") == (
+        "table", [("+", "SCALE8", True), ("-", "PDL", True), ("+", "num_stages", 4)])
+    assert fused_ab.resolve({"PDL": 2, "num_stages": 3}, fused_ab.parse_config("table+SCALE8-PDL+num_stages=4")[1]) \
+        == {"num_stages": 4, "SCALE8": True}
+    assert fused_ab.parse_config('{"BLOCK_M": 16}') == ({"BLOCK_M": 16}, [])
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--shape", "1,2"], "expected three positive integers"),
+    (["--config", "tab", "--shape", "1,256,256"], "expected table[+KEY[=VALUE]]"),
+    (["--config", "table+X=[", "--shape", "1,256,256"], "is not a JSON value"),
+    (["--config", "{1: 2}", "--shape", "1,256,256"], "not a JSON dict"),
+    ([], "--shape M,K,N: at least one"),
+])
+def test_bad_input_ends_in_one_line(args, says):
+    r = run(*args)
+    assert r.returncode == 2 and r.stdout == "" and says in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -1191,3 +1191,61 @@ def test_every_ws_pool_tile_fits_the_h200_in_both_formats(fmt):
         for t in tiles:
             ws_gemm.check(t, fmt, smem)
     assert ws_pool(1) == [] and [t["BLOCK_M"] for t in ws_pool(16)] == [16, 16, 16]
+
+
+def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkeypatch, tmp_path):
+    """tuning/weight_only.py scale8 against scripted timings: each NVFP4
+    fused entry up to M = 64 without and with SCALE8 in the same rounds, the
+    faster kept and both noted (scale8_us); not where its WS tiles run (they
+    read the bf16 scales) nor with TMA loads; int4 and M > 64 untouched; the
+    source starts or follows the table's."""
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+    from qgemm_bench.harness import environment
+
+    script = load_tune_script()
+    out = tmp_path / "h100.json"
+    plain, ws = triton_config(16, 128, 128, 8), ws_tiles(16, 64, 128, 8, splits=2)
+    tma = {**triton_config(256, 64, 128, 1), "TMA": True}
+    doc = {"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {
+        "M1_K8192_N8192": {"config": plain, "us": 18.0}, "M1_K8192_N57344": {"config": plain, "us": 106.0},
+        "M16_K8192_N8192": {"config": {**plain, "WS": ws}, "us": 17.7},
+        "M64_K8192_N8192": {"config": tma, "us": 24.0}, "M256_K8192_N8192": {"config": plain, "us": 50.0}},
+        "int4_gemm_fused": {"M1_K8192_N8192": {"config": plain, "us": 15.7}}}}
+    out.write_text(woc.dumps(doc))
+    us = {("M1_K8192_N8192", False): 18.0, ("M1_K8192_N8192", True): 18.4,
+          ("M1_K8192_N57344", False): 106.0, ("M1_K8192_N57344", True): 97.0}
+    shape, timed = [], []
+
+    class Gemm:
+        def __init__(self, *args, config, path, target=None):
+            pass
+
+        def fused(self):
+            return self
+
+        def runs_ws(self, x, c):
+            return True
+
+    monkeypatch.setattr(script, "TABLE_OUT", out)
+    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
+    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
+    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(script, "operands",
+                        lambda fmt, m, k, n, group=128: shape.append(f"M{m}_K{k}_N{n}") or (None, (), None))
+    monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
+    monkeypatch.setattr(script, "make_weight_only", Gemm)
+    monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
+    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
+        timed.append(shape[-1]) or us[(shape[-1], bool(calls[0]().get("SCALE8")))] for calls in cands])
+    script.scale8_pass()
+    got = woc.read_table(out)
+    entries = got["kernels"]["nvfp4_gemm_fused"]
+    assert sorted(set(timed)) == ["M1_K8192_N57344", "M1_K8192_N8192"]  # not WS (M16), TMA (M64), M 256
+    assert entries["M1_K8192_N8192"]["config"] == plain and entries["M1_K8192_N8192"]["us"] == 18.0
+    assert entries["M1_K8192_N8192"]["scale8_us"] == {"0": 18.0, "1": 18.4}
+    assert entries["M1_K8192_N57344"]["config"] == {**plain, "SCALE8": True}
+    assert entries["M1_K8192_N57344"]["us"] == 97.0 and entries["M1_K8192_N57344"]["scale8_us"]["1"] == 97.0
+    for key in ("M16_K8192_N8192", "M64_K8192_N8192", "M256_K8192_N8192"):
+        assert entries[key] == doc["kernels"]["nvfp4_gemm_fused"][key]
+    assert got["kernels"]["int4_gemm_fused"] == doc["kernels"]["int4_gemm_fused"]
+    assert got["source"].startswith("nvfp4 fused M 1: SCALE8 per entry") and "abc1234" in got["source"]

@@ -3,7 +3,7 @@
 way the runner times (CUDA graph over rotating copies > 2x L2): the
 weight_only family of `qgemm-bench tune` (tune_entry, ws_entry, pdl_entry
 per table entry) and, run alone, its expert modes on this GPU's table:
-  python3 -m qgemm_bench.tuning.weight_only OUT.json [variants|table|pdl|ws|check]    (about 10 minutes)
+  python3 -m qgemm_bench.tuning.weight_only OUT.json [variants|table|pdl|ws|scale8|check]    (about 10 minutes)
 table (--paths split,fused, --formats int4,nvfp4; H100: 311 s, 60 of them the split path, before
 the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
@@ -26,7 +26,11 @@ pdl (--ms; H100: about 4 minutes up to M = 64): each entry of that table
 up to M = 64 (or at --ms) timed with PDL 0 and 2 (split_k_parts.pdl_prologue;
 above M = 64 0 and 1; where the warp-specialized kernel runs, its tiles
 without and with PDL 1) in the same two rounds, the fastest kept (the
-table mode times PDL 0 and 2 itself up to M = 64). check
+table mode times PDL 0 and 2 itself up to M = 64). scale8 (--ms; after
+ws and pdl): each NVFP4 fused entry up to M = 64 (or at --ms) where its
+loads are fused_kernel's pointer loads (not its WS tiles', not TMA), without
+and with SCALE8 (block scales read as E4M3 bytes) in the same two rounds,
+the faster kept (scale8_us). check
 (--calls, --ms, --group): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race; with --group, int4 weights in that group size and the
@@ -36,7 +40,7 @@ config that runs there). Otherwise:
 2. each case's best 6 on four other llama shapes;
 3. large M: dequantize + cuBLAS against cuBLAS bf16, and the dequantize
    kernel's configs. (The fused path's configs: tuning/fused_grid.py.)
-pdl, ws and check take --layers KxN,... to touch only those layers' entries.
+pdl, ws, scale8 and check take --layers KxN,... to touch only those layers' entries.
 Every mode: a config whose check or timing outlives --stall-timeout (default
 300 s; a kernel that hangs) stops the tune with one line naming it, exit 1,
 the table as written so far and OUT.json with the timings so far.
@@ -440,6 +444,26 @@ def pdl_entry(fmt: str, path: str, key: str, entry: dict, stop: float | None = N
     """One table entry's pdl_variants at its bucket's shape, checked, then
     timed in the same rounds; the fastest stays in `entry`, each timing
     noted (pdl_us). Whether any variant was timed."""
+    return variant_entry(fmt, path, key, entry, pdl_variants, "pdl", stop, t0)
+
+
+def scale8_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
+    """The SCALE8 variants scale8_pass times of an NVFP4 fused config (block
+    scales read as E4M3 bytes, fused_gemm.scale8_refused): without and with,
+    none where its WS tiles run (they read the bf16 scales) or its loads are
+    TMA's."""
+    if runs_ws or config.get("TMA"):
+        return []
+    base = {c: v for c, v in config.items() if c != "SCALE8"}
+    return [("scale8 0", base), ("scale8 1", {**base, "SCALE8": True})]
+
+
+def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: str, stop: float | None = None,
+                  t0: float | None = None) -> bool:
+    """One table entry's variants(config, m, runs_ws) ((label, config) pairs
+    whose labels start with `name`) at its bucket's shape, checked, then
+    timed in the same rounds; the fastest stays in `entry`, each timing
+    noted (`name`_us). Whether any variant was timed."""
     from qgemm_bench.backends.config_buckets import parse
 
     t0 = time.time() if t0 is None else t0
@@ -449,7 +473,7 @@ def pdl_entry(fmt: str, path: str, key: str, entry: dict, stop: float | None = N
     runs_ws = path == "fused" and "WS" in entry["config"] and \
         gemm_of(*wargs, config=entry["config"], path="fused").fused().runs_ws(x, entry["config"])
     ready = []  # (label, config, calls) of the variants that ran right
-    for label, c in pdl_variants(entry["config"], m, runs_ws):
+    for label, c in variants(entry["config"], m, runs_ws):
         calls = checked_calls(f"{fmt} {path} {key} {label}", wargs, x, ref, reps, c, path)
         if calls is not None:
             ready.append((label, c, calls))
@@ -468,7 +492,7 @@ def pdl_entry(fmt: str, path: str, key: str, entry: dict, stop: float | None = N
         return False
     us, label, c = min(rows, key=lambda r: r[0])
     entry["config"] = c
-    entry["pdl_us"] = {lab.replace("pdl ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
+    entry[f"{name}_us"] = {lab.replace(f"{name} ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
     entry["us"] = round(us, 2)
     timings = " ".join(f"{lab} {u:6.2f}" for u, lab, _ in rows)
     print(f"{fmt} {path} {key}: {timings} -> {label} ({time.time() - t0:.0f} s)", flush=True)
@@ -501,8 +525,37 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):
             write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     if timed:  # the source names only what this pass timed
         at = (f" at M {','.join(map(str, sorted(ms)))}" if ms else "") + layers_note(layers and timed)
-        doc["source"] = (doc.get("source", "") + f"; PDL per entry{at}: tuning.weight_only pdl (same "
-                         f"process, commit {git_commit() or 'unknown'})")
+        note = f"PDL per entry{at}: tuning.weight_only pdl (same process, commit {git_commit() or 'unknown'})"
+        doc["source"] = "; ".join(filter(None, (doc.get("source"), note)))
+    write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
+    print(f"wrote {out} in {time.time() - t0:.0f} s")
+
+
+def scale8_pass(ms=None, layers=None):
+    """Every NVFP4 fused entry of this GPU's table up to M = PDL_MAX_M (or
+    at `ms`), at its bucket's shape, without and with SCALE8 in the same
+    rounds (scale8_variants: not where its WS tiles or TMA loads run); the
+    faster stays, both timings noted (scale8_us)."""
+    from qgemm_bench.backends.config_buckets import parse
+    from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.harness.environment import git_commit
+
+    t0 = time.time()
+    out, doc = gpu_table("add SCALE8 to")
+    require_layers(doc, layers)
+    timed = set()
+    for key, entry in sorted(doc["kernels"].get(woc.kernel(FORMATS.index("nvfp4"), "fused"), {}).items()):
+        m, k, n = parse(key)
+        if ((m not in ms) if ms else m > PDL_MAX_M) or layers and (k, n) not in layers or entry["config"].get("TMA"):
+            continue  # (TMA: the scales are applied after the decode, SCALE_AFTER; scale8_variants has none)
+        if variant_entry("nvfp4", "fused", key, entry, scale8_variants, "scale8", t0=t0):
+            timed.add((m, k, n))
+        write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
+    if timed:
+        done = sorted({m for m, _, _ in timed})
+        note = (f"nvfp4 fused M {','.join(map(str, done))}{layers_note(layers and {kn[1:] for kn in timed})}: "
+                f"SCALE8 per entry, tuning.weight_only scale8 (same process, commit {git_commit() or 'unknown'})")
+        doc["source"] = "; ".join(filter(None, (doc.get("source"), note)))
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
@@ -556,8 +609,9 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
         entry.setdefault("groups", {})[woc.group_key(None if group == "channel" else group, k)] = own
         entry = own
     else:
-        if cands[best] != entry["config"]:  # its PDL timings were of another config (the pool has no PDL)
+        if cands[best] != entry["config"]:  # its PDL / SCALE8 timings were of another config
             entry.pop("pdl_us", None)
+            entry.pop("scale8_us", None)
         entry["config"] = cands[best]
         entry["us"] = round(us[best], 2)
     if ws_us:
@@ -587,7 +641,7 @@ def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
     versus_dequant_us. The table mode drops WS: run this after it, and
     the pdl pass after this (the pool's tiles have no PDL; the entry's own
     WS tiles, with theirs, are timed beside them; an entry whose config
-    changes loses its pdl_us).
+    changes loses its pdl_us and scale8_us), then the scale8 pass.
     group (int4: 32, 64 or "channel"): the same at that group size, from
     the entry's config as it runs there (its pointer_config where its TMA
     loads do not: fused_gemm.tma_usable), the fastest written as the
@@ -695,6 +749,8 @@ def main(args):
         return pdl_pass(args.paths.split(","), args.formats, args.ms, args.layers)
     if args.variants == "ws":
         return ws_pass(args.formats, args.ms, args.group, args.layers)
+    if args.variants == "scale8":
+        return scale8_pass(args.ms, args.layers)
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -745,13 +801,15 @@ def main(args):
 if __name__ == "__main__":
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", help="where every timing goes")
-    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "ws", "check"],
+    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "ws", "scale8", "check"],
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
                         "each entry of that table up to M = 64 (or at --ms) with and without PDL and keep the "
                         "faster; ws: time "
                         "each fused entry at M 64, 128, 256 and from 512 without and with each of the warp-specialized "
-                        "kernel's candidate tiles (ws_gemm.py) and keep the fastest; check: run "
+                        "kernel's candidate tiles (ws_gemm.py) and keep the fastest; scale8: time each NVFP4 "
+                        "fused entry up to M = 64 (or at --ms) without and with SCALE8 (block scales read as "
+                        "E4M3 bytes) and keep the faster; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--group", default=None, choices=["32", "64", "channel"],

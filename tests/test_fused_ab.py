@@ -47,3 +47,22 @@ def test_the_smoke_parses_changes_in_order():
 def test_bad_input_ends_in_one_line(args, says):
     r = run(*args)
     assert r.returncode == 2 and r.stdout == "" and says in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_config_without_its_tiles_is_a_failed_line_not_a_traceback(monkeypatch, capsys):
+    # --config '{"BLOCK_M": 16}' or table-BLOCK_N: the label (describe) needs the tiles; such a config
+    # is reported FAILED and the other configs still run, as one that does not compile is.
+    from qgemm_bench.harness.measure import Settings
+    from qgemm_bench.tuning import weight_only as t
+    from tests.support import DEV, DT
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fused_ab
+
+    monkeypatch.setattr(t, "DEV", DEV)
+    monkeypatch.setattr(t, "DTYPE", DT)
+    monkeypatch.setattr(t, "SETTINGS", Settings(warmup_ms=1.0, rep_ms=1.0))
+    specs = [(s, fused_ab.parse_config(s)) for s in ("table-BLOCK_N", '{"BLOCK_M": 16}')]
+    fused_ab.run_shape(t, "nvfp4", (3, 256, 136), specs, 1, 1)
+    out = capsys.readouterr().out
+    assert "FAILED table-BLOCK_N: KeyError" in out and 'FAILED {"BLOCK_M": 16}: KeyError' in out, out

@@ -9,7 +9,7 @@ incorrect or failed row is shown by its status, never as a time). Then each
 <dir>/model_*/results.json (runner.py --model): tokens/s per variant and
 batch, and where the batch-1 step's time goes; then those of each further
 directory (the multi-GPU runs); the runs with perplexity (a trained
-checkpoint with --eval-text) as one quality table.
+checkpoint with --eval-text) as a quality table per model.
 """
 
 from __future__ import annotations
@@ -177,8 +177,10 @@ def main(argv: list[str]) -> int:
     for f in runs:
         if f not in graded:
             parts.append(model(f))
-    if graded:
-        parts.append(quality(graded))
+    by_model: dict = {}  # one table per trained model: the same format of two models must not meet in a row
+    for f in graded:
+        by_model.setdefault(json.loads(f.read_text())["metadata"].get("model", {}).get("model"), []).append(f)
+    parts += [quality(fs) for fs in by_model.values()]
     print("\n".join(parts))
     return 0
 

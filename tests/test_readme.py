@@ -49,3 +49,24 @@ def test_trained_model_runs_make_one_perplexity_table(tmp_path):
     rows = [line for line in out.splitlines() if line.startswith(("| int4", "| nvfp4"))]
     assert rows == ["| int4-g32 | 11.00 | 11.01 | 11.02 | 11.10-11.20 (2) | 0.500 / 0.750 |",
                     "| nvfp4 | 12.50 | 12.51 | error |  | 0.500 / 0.750 |"]
+
+
+def test_runs_of_two_trained_models_make_a_table_each(tmp_path):
+    # Each model's perplexities under its own name and its own bf16 figure: one table of both would put
+    # one model's rows (the same format in each) under the other's name.
+    import json
+
+    for name, model, ppl in (("model_a_nvfp4", "/m/Alpha.gguf", 20.0), ("model_b_nvfp4", "/m/Beta.gguf", 40.0)):
+        d = tmp_path / "h200" / name
+        d.mkdir(parents=True)
+        meta = {"model": {"model": model, "trained": True}, "settings": {"eval_tokens": 4096}}
+        (d / "results.json").write_text(json.dumps({"metadata": meta, "rows": [
+            {"backend": b, "quant": q, "batch": 1, "status": "ok", "perplexity": p, "logits_kl": 0.5,
+             "top1_agree": 0.75} for b, q, p in (("bf16", "none", ppl), ("torch", "nvfp4", ppl + 1),
+                                                 ("triton", "nvfp4", ppl + 2))]}))
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_tables.py"), str(tmp_path / "h200")],
+                         capture_output=True, text=True, check=True).stdout
+    tables = out.split("(trained weights;")[1:]
+    assert out.count("| format |") == 2 and len(tables) == 2, out
+    assert "Alpha.gguf" in out.split("(trained weights;")[0] and "(bf16 20.00)" in tables[0], out
+    assert "| nvfp4 | 21.00 | 22.00 |" in tables[0] and "| nvfp4 | 41.00 | 42.00 |" in tables[1], out

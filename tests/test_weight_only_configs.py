@@ -1249,3 +1249,42 @@ def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkey
         assert entries[key] == doc["kernels"]["nvfp4_gemm_fused"][key]
     assert got["kernels"]["int4_gemm_fused"] == doc["kernels"]["int4_gemm_fused"]
     assert got["source"].startswith("nvfp4 fused M 1: SCALE8 per entry") and "abc1234" in got["source"]
+
+
+def test_scale8_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_path):
+    """tuning/weight_only.py scale8 against scripted timings: where SCALE8
+    wins, the entry's pdl_us (timed for the config without it) goes, as
+    the ws pass drops them; where the config stays, they stay."""
+    from qgemm_bench.harness import environment
+
+    script = load_tune_script()
+    out = tmp_path / "h100.json"
+    plain = {**triton_config(16, 128, 128, 8), "PDL": 2}
+    pdl_us = {"0": 19.0, "2": 18.0}
+    out.write_text(woc.dumps({"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {
+        "M1_K8192_N8192": {"config": plain, "us": 18.0, "pdl_us": pdl_us},
+        "M1_K8192_N57344": {"config": plain, "us": 106.0, "pdl_us": pdl_us}}}}))
+    us = {("M1_K8192_N8192", False): 18.0, ("M1_K8192_N8192", True): 18.4,
+          ("M1_K8192_N57344", False): 106.0, ("M1_K8192_N57344", True): 97.0}
+    shape = []
+
+    class Gemm:
+        def __init__(self, *args, config, path, target=None):
+            pass
+
+    monkeypatch.setattr(script, "TABLE_OUT", out)
+    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
+    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
+    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(script, "operands",
+                        lambda fmt, m, k, n, group=128: shape.append(f"M{m}_K{k}_N{n}") or (None, (), None))
+    monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
+    monkeypatch.setattr(script, "make_weight_only", Gemm)
+    monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
+    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
+        us[(shape[-1], bool(calls[0]().get("SCALE8")))] for calls in cands])
+    script.scale8_pass()
+    entries = woc.read_table(out)["kernels"]["nvfp4_gemm_fused"]
+    kept, moved = entries["M1_K8192_N8192"], entries["M1_K8192_N57344"]
+    assert kept["config"] == plain and kept["pdl_us"] == pdl_us
+    assert moved["config"] == {**plain, "SCALE8": True} and "pdl_us" not in moved, moved

@@ -491,6 +491,10 @@ def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: st
     if not rows:
         return False
     us, label, c = min(rows, key=lambda r: r[0])
+    if c != entry["config"]:  # the other pass's timings were of another config (as ws_entry drops them)
+        for other in ("pdl_us", "scale8_us"):
+            if other != f"{name}_us":
+                entry.pop(other, None)
     entry["config"] = c
     entry[f"{name}_us"] = {lab.replace(f"{name} ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
     entry["us"] = round(us, 2)

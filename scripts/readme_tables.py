@@ -147,7 +147,7 @@ def quality(paths: list[Path]) -> str:
         peers = sorted(r["perplexity"] for b, r in ok.items() if b in PEERS)
         span = f"{peers[0]:.2f}-{peers[-1]:.2f} ({len(peers)})" if peers else ""
         t = ok.get("triton")
-        kl = f"{t['logits_kl']:.3f} / {t['top1_agree']:.3f}" if t else ""
+        kl = f"{t['logits_kl']:.3f} / {t['top1_agree']:.3f}" if t and t.get("logits_kl") is not None else ""
         out.append(f"| {q} | " + " | ".join(cells) + f" | {span} | {kl} |")
     return "\n".join(out) + "\n"
 

@@ -70,3 +70,21 @@ def test_runs_of_two_trained_models_make_a_table_each(tmp_path):
     assert out.count("| format |") == 2 and len(tables) == 2, out
     assert "Alpha.gguf" in out.split("(trained weights;")[0] and "(bf16 20.00)" in tables[0], out
     assert "| nvfp4 | 21.00 | 22.00 |" in tables[0] and "| nvfp4 | 41.00 | 42.00 |" in tables[1], out
+
+
+def test_a_run_whose_bf16_model_failed_still_makes_its_table(tmp_path):
+    # Without the bf16 logits the quantized rows have perplexity but no KL / top-1: the table says
+    # nothing there (as it leaves out the bf16 figure), never a traceback.
+    import json
+
+    d = tmp_path / "h200" / "model_a_nvfp4"
+    d.mkdir(parents=True)
+    meta = {"model": {"model": "/m/Alpha.gguf", "trained": True}, "settings": {"eval_tokens": 4096}}
+    (d / "results.json").write_text(json.dumps({"metadata": meta, "rows": [
+        {"backend": b, "quant": q, "batch": 1, "status": st, "perplexity": p, "logits_kl": None, "top1_agree": None}
+        for b, q, st, p in (("bf16", "none", "oom", None), ("torch", "nvfp4", "ok", 21.0),
+                            ("triton", "nvfp4", "ok", 22.0))]}))
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_tables.py"), str(tmp_path / "h200")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-1000:]
+    assert "(bf16" not in r.stdout and "| nvfp4 | 21.00 | 22.00 |  |  |  |" in r.stdout, r.stdout

@@ -108,6 +108,7 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
     import torch
 
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
+    from qgemm_bench.harness import faults
     from qgemm_bench.harness.sweep import round_order
     from qgemm_bench.operators.common import rel_error
 
@@ -116,7 +117,7 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
     base, note = t.gemm_of(*wargs).tuned(m, "fused")
     print(f"{fmt} {m}x{k}x{n}: the table's fused config {describe(base) if base else None}"
           + (f" ({note})" if note else ""), flush=True)
-    ready = []  # (label, call list)
+    reps, ready = t.copies(x, wargs), []  # the rotating copies, shared; (label, call list) of the right configs
     for spec, (what, changes) in specs:
         c = resolve(base or {}, changes) if what == "table" else what
         label = spec
@@ -131,14 +132,23 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
         if wrong:
             print(f"  WRONG {label}: {wrong} of {calls} calls over 1e-2 (max {max(errs):.2e})", flush=True)
             continue
-        ready.append((label, t.copy_calls(t.copies(x, wargs), config=c, path="fused")))
-    times = [[] for _ in ready]
+        ready.append((label, t.copy_calls(reps, config=c, path="fused")))
+    times: list = [[] for _ in ready]
     for r in range(rounds):
         for i in round_order(list(range(len(ready))), r):
-            times[i].append(t.time_fns(ready[i][1]))
-    for us, (label, _) in sorted(zip(times, ready, strict=True), key=lambda p: statistics.median(p[0])):
+            if isinstance(times[i], list):
+                try:
+                    times[i].append(t.time_fns(ready[i][1]))
+                except Exception as e:  # noqa: BLE001 - this config's, not the run's (a lost context is)
+                    if faults.context_lost(e):
+                        raise
+                    times[i] = e
+    for e, (label, _) in ((e, r) for e, r in zip(times, ready, strict=True) if not isinstance(e, list)):
+        print(f"  FAILED timing {label}: {one_line(e, 160)}", flush=True)
+    timed = [(us, r) for us, r in zip(times, ready, strict=True) if isinstance(us, list)]
+    for us, (label, _) in sorted(timed, key=lambda p: statistics.median(p[0])):
         print(f"  {statistics.median(us):9.2f}  {label}  ({' / '.join(f'{v:.2f}' for v in us)})", flush=True)
-    del x, wargs, wd
+    del x, wargs, wd, reps, ready
 
 
 def main(argv=None) -> int:

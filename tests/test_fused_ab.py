@@ -66,3 +66,31 @@ def test_a_config_without_its_tiles_is_a_failed_line_not_a_traceback(monkeypatch
     fused_ab.run_shape(t, "nvfp4", (3, 256, 136), specs, 1, 1)
     out = capsys.readouterr().out
     assert "FAILED table-BLOCK_N: KeyError" in out and 'FAILED {"BLOCK_M": 16}: KeyError' in out, out
+
+
+def test_a_config_whose_timing_fails_is_a_failed_line_and_the_rest_are_timed(monkeypatch, capsys):
+    from qgemm_bench.harness.measure import Settings
+    from qgemm_bench.tuning import weight_only as t
+    from tests.support import DEV, DT
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fused_ab
+
+    monkeypatch.setattr(t, "DEV", DEV)
+    monkeypatch.setattr(t, "DTYPE", DT)
+
+    seen = []  # the configs' call lists in the order first timed: round 1 runs them as given
+
+    def timing(fns):
+        seen.append(id(fns)) if id(fns) not in seen else None
+        if seen.index(id(fns)) == 1:  # table+PDL=2's
+            raise RuntimeError("launch failed")
+        return 5.0
+
+    monkeypatch.setattr(t, "SETTINGS", Settings(warmup_ms=1.0, rep_ms=1.0))
+    monkeypatch.setattr(t, "time_fns", timing)
+    specs = [(s, fused_ab.parse_config(s)) for s in ("table", "table+PDL=2")]
+    fused_ab.run_shape(t, "nvfp4", (3, 256, 136), specs, 1, 2)
+    out = capsys.readouterr().out
+    assert "FAILED timing table+PDL=2" in out and "launch failed" in out, out
+    assert any(line.split()[:2] == ["5.00", "table:"] for line in out.splitlines()), out

@@ -140,10 +140,15 @@ def quality(paths: list[Path]) -> str:
            "|---|---|---|---|---|---|"]
     quants = sorted({r["quant"] for r in rs if r["quant"] != "none"}, key=lambda q: ("nvfp4" in q, "channel" in q, q))
     for q in quants:
-        by = {r["backend"]: r for r in rs if r["quant"] == q}
-        ok = {b: r for b, r in by.items() if r["status"] == "ok" and r.get("perplexity") is not None}
-        cells = [f"{ok[b]['perplexity']:.2f}" if b in ok else by.get(b, {}).get("status", "")
-                 for b in ("torch", "triton", "helion")]
+        by: dict = {}  # backend -> its rows of this format (one a batch size)
+        for r in rs:
+            if r["quant"] == q:
+                by.setdefault(r["backend"], []).append(r)
+        # A backend's perplexity only where every row of it is ok: one incorrect or failed batch shows instead.
+        bad = {b: next((r["status"] for r in v if r["status"] != "ok"), None) for b, v in by.items()}
+        ok = {b: next(r for r in v if r.get("perplexity") is not None) for b, v in by.items()
+              if not bad[b] and any(r.get("perplexity") is not None for r in v)}
+        cells = [f"{ok[b]['perplexity']:.2f}" if b in ok else (bad.get(b) or "") for b in ("torch", "triton", "helion")]
         peers = sorted(r["perplexity"] for b, r in ok.items() if b in PEERS)
         span = f"{peers[0]:.2f}-{peers[-1]:.2f} ({len(peers)})" if peers else ""
         t = ok.get("triton")

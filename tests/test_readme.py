@@ -88,3 +88,23 @@ def test_a_run_whose_bf16_model_failed_still_makes_its_table(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-1000:]
     assert "(bf16" not in r.stdout and "| nvfp4 | 21.00 | 22.00 |  |  |  |" in r.stdout, r.stdout
+
+
+def test_a_backend_with_a_bad_batch_shows_its_status_not_its_perplexity(tmp_path):
+    # Batches 1 and 16 of one run: triton incorrect at 1 shows "incorrect" although its batch-16 row has a
+    # perplexity; helion out of memory at 1 shows "oom"; torch ok at both shows its number.
+    import json
+
+    d = tmp_path / "h200" / "model_tiny"
+    d.mkdir(parents=True)
+    meta = {"model": {"model": "Tiny.gguf", "trained": True}, "settings": {"eval_tokens": 512}}
+    rows = [("bf16", "none", 1, "ok", 10.0), ("bf16", "none", 16, "ok", 10.0),
+            ("torch", "nvfp4", 1, "ok", 12.5), ("torch", "nvfp4", 16, "ok", 12.5),
+            ("triton", "nvfp4", 1, "incorrect", 12.5), ("triton", "nvfp4", 16, "ok", 12.5),
+            ("helion", "nvfp4", 1, "oom", None), ("helion", "nvfp4", 16, "ok", 12.5)]
+    (d / "results.json").write_text(json.dumps({"metadata": meta, "rows": [
+        {"backend": b, "quant": q, "batch": n, "status": st, "perplexity": p, "logits_kl": 0.5, "top1_agree": 0.75}
+        for b, q, n, st, p in rows]}))
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_tables.py"), str(tmp_path / "h200")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "| nvfp4 | 12.50 | incorrect | oom |  |  |" in out, out

@@ -479,7 +479,8 @@ class Layout:
         self.copies = None
 
     def config(self, m: int) -> dict:
-        """The production fused config at M (the H200 table's on the CPU), without WS."""
+        """The production fused config at M (the H200 table's on the CPU), without WS and
+        without SCALE8 (the stage kernels read the bf16 block scales)."""
         from qgemm_bench.operators.formats import INT4, NVFP4
 
         if self.probe.smoke:
@@ -488,12 +489,13 @@ class Layout:
             found = lookup(INT4 if self.fmt == "int4" else NVFP4, "fused", m, 8192, 8192, "h200")
             # (lookup without a table finds nothing: the H200's M = 1 and 16 tile, ACC_SCALE for int4)
             c = dict(found[0]) if found else fused_gemm.config(16, 128, 128, 8, 4, 3, acc=self.fmt == "int4")
-            for key in ("WS", "maxnreg", "TMA", "TMA_W"):
+            for key in ("WS", "maxnreg", "TMA", "TMA_W", "SCALE8"):
                 c.pop(key, None)
             c["BLOCK_M"] = max(16, c["BLOCK_M"])
         else:
             c = dict(self.gemm.fused().config_for(m))
             c.pop("WS", None)
+            c.pop("SCALE8", None)
             if c.get("TMA"):  # (none at M <= 64 in the tables) the stage kernel has pointer loads only
                 c = dict(fused_gemm.tuned_config(INT4 if self.fmt == "int4" else NVFP4, m, tma=False))
         return c

@@ -542,8 +542,12 @@ def scale8_pass(ms=None, layers=None):
     faster stays, both timings noted (scale8_us)."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.backends.triton_kernels.fused_gemm import SPLIT_POOL_MAX_M
     from qgemm_bench.harness.environment import git_commit
 
+    if ms and max(ms) > SPLIT_POOL_MAX_M:  # above it no pool has SCALE8 twins: a prior table's winner matches none
+        raise InputError(f"scale8 --ms {','.join(map(str, sorted(ms)))}: M up to {SPLIT_POOL_MAX_M} only "
+                         "(fused_gemm.pool has SCALE8 twins there)")
     t0 = time.time()
     out, doc = gpu_table("add SCALE8 to")
     require_layers(doc, layers)
@@ -860,8 +864,8 @@ if __name__ == "__main__":
         if args.calls < 1:
             raise InputError(f"--calls {args.calls}: expected a positive number of calls")
         if args.ms is not None:
-            if args.variants not in ("table", "pdl", "ws", "check"):
-                raise InputError("--ms is for the table, pdl, ws and check modes")
+            if args.variants not in ("table", "pdl", "ws", "scale8", "check"):
+                raise InputError("--ms is for the table, pdl, ws, scale8 and check modes")
             try:
                 args.ms = {int(v) for v in args.ms.split(",")}
             except ValueError:
@@ -874,8 +878,8 @@ if __name__ == "__main__":
             if not args.ms <= known:
                 raise InputError(f"--ms: {sorted(args.ms - known)} not in the table's M ({sorted(known)})")
         if args.layers is not None:
-            if args.variants not in ("pdl", "ws", "check"):
-                raise InputError("--layers is for the pdl, ws and check modes")
+            if args.variants not in ("pdl", "ws", "scale8", "check"):
+                raise InputError("--layers is for the pdl, ws, scale8 and check modes")
             try:
                 args.layers = {tuple(int(v) for v in kn.split("x", 1)) for kn in args.layers.split(",")}
             except ValueError:

@@ -280,6 +280,55 @@ def _in_k_order(lo, hi, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, FRAG: tl.c
     return tl.reshape(w, (BLOCK_N, BLOCK_K))
 
 
+@triton.jit
+def _weight_rows(w_ptr, pid_mn, offs_n, N, stride_wn, BLOCK_N: tl.constexpr, KW: tl.constexpr,
+                 TILE_N: tl.constexpr, TILE_K: tl.constexpr):
+    """Pointers to the first KW // 2 bytes of K block 0 of each of the tile's
+    BLOCK_N weight rows (tile pid_mn, its rows offs_n); _block_ptr moves them
+    to a K block. Tiled (kmajor_layout.py): TILE_N x TILE_K tiles of TILE_N *
+    TILE_K // 2 contiguous bytes, K-major within; a program's tile spans
+    BLOCK_N // TILE_N tile rows (or part of one), its K block part of a tile
+    or several."""
+    if TILE_N:
+        TB: tl.constexpr = TILE_K // 2  # a tile row's bytes
+        TILE_BYTES: tl.constexpr = TILE_N * TB
+        if BLOCK_N >= TILE_N:
+            # From the program's tile index: the offs_n form below was slower
+            # with 128-row tiles (H100).
+            r = tl.arange(0, BLOCK_N)
+            tile_n = (pid_mn % tl.cdiv(N, BLOCK_N)).to(tl.int64)
+            rows = (r // TILE_N) * TILE_N * stride_wn + (r % TILE_N) * TB
+            w_rows = w_ptr + tile_n * BLOCK_N * stride_wn + rows[:, None]
+        else:
+            rows = (offs_n // TILE_N) * TILE_N * stride_wn + (offs_n % TILE_N) * TB
+            w_rows = w_ptr + rows[:, None]
+        if KW <= TILE_K:
+            w_rows += tl.arange(0, KW // 2)[None, :]
+        else:
+            j = tl.arange(0, KW // 2)
+            w_rows += ((j // TB) * TILE_BYTES + j % TB)[None, :]
+    else:
+        w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, KW // 2)[None, :]
+    return w_rows
+
+
+@triton.jit
+def _block_ptr(w_rows, b, BLOCK_K: tl.constexpr, TILE_N: tl.constexpr, TILE_K: tl.constexpr):
+    """_weight_rows' pointers moved to K block b. The block's byte offset is a
+    multiple of its run length by construction: computed as kb // TB *
+    TILE_BYTES + kb % TB, Triton lost its alignment and the weight loads
+    left the cp.async pipeline."""
+    if TILE_N:
+        TILE_BYTES: tl.constexpr = TILE_N * (TILE_K // 2)
+        if BLOCK_K < TILE_K:
+            PER: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
+            return w_rows + (b // PER) * TILE_BYTES + (b % PER) * (BLOCK_K // 2)
+        else:
+            return w_rows + b * (BLOCK_K // TILE_K) * TILE_BYTES
+    else:
+        return w_rows + b * (BLOCK_K // 2)
+
+
 @triton.jit(do_not_specialize=["M"])
 def fused_kernel(
     x_ptr, w_ptr, s_ptr, ts_ptr, out_ptr, ws_ptr, count_ptr,
@@ -304,39 +353,19 @@ def fused_kernel(
     offs_k = tl.arange(0, KW)
     mask_m = offs_m < M
     # Weights and scales are padded (kmajor_layout.py): only x needs masks.
+    w_rows = _weight_rows(w_ptr, pid_mn, offs_n, N, stride_wn, BLOCK_N, KW, TILE_N, TILE_K)
     if TILE_N:
-        # Tiled (kmajor_layout.py): TILE_N x TILE_K tiles of TILE_N * TILE_K // 2
-        # contiguous bytes, K-major within; a program's tile spans BLOCK_N //
-        # TILE_N tile rows (or part of one), its K block part of a tile or
-        # several. The block's byte offset is a multiple of its run length by
-        # construction: computed as kb // TB * TILE_BYTES + kb % TB, Triton lost
-        # its alignment and the weight loads left the cp.async pipeline.
         TB: tl.constexpr = TILE_K // 2  # a tile row's bytes
         TILE_BYTES: tl.constexpr = TILE_N * TB
-        if BLOCK_N >= TILE_N:
-            # From the program's tile index: the offs_n form below was slower
-            # with 128-row tiles (H100).
-            r = tl.arange(0, BLOCK_N)
-            tile_n = (pid_mn % tl.cdiv(N, BLOCK_N)).to(tl.int64)
-            rows = (r // TILE_N) * TILE_N * stride_wn + (r % TILE_N) * TB
-            w_rows = w_ptr + tile_n * BLOCK_N * stride_wn + rows[:, None]
-        else:
-            rows = (offs_n // TILE_N) * TILE_N * stride_wn + (offs_n % TILE_N) * TB
-            w_rows = w_ptr + rows[:, None]
-        if BLOCK_K <= TILE_K:
-            w_rows += tl.arange(0, KW // 2)[None, :]
-            H_OFF: tl.constexpr = BLOCK_K // 4  # HALVES: the second half's byte offset
-        else:
-            j = tl.arange(0, KW // 2)
-            w_rows += ((j // TB) * TILE_BYTES + j % TB)[None, :]
-            H_OFF: tl.constexpr = BLOCK_K // 4 // TB * TILE_BYTES
+        # HALVES: the second half's byte offset
+        H_OFF: tl.constexpr = BLOCK_K // 4 if BLOCK_K <= TILE_K else BLOCK_K // 4 // TB * TILE_BYTES
     else:
-        w_rows = w_ptr + offs_n[:, None] * stride_wn + tl.arange(0, KW // 2)[None, :]
         H_OFF: tl.constexpr = BLOCK_K // 4
     # PDL 2, 3: prefetch the start of each tile row's K range, PF_LINES lines of
     # it (32 timed fastest of 16..256 on the H100: docs/fused_gemm.md).
     if PDL >= 2 and TILE_N and BLOCK_N >= TILE_N:
         RT: tl.constexpr = BLOCK_N // TILE_N
+        tile_n = (pid_mn % tl.cdiv(N, BLOCK_N)).to(tl.int64)
         span = (last - first) * (BLOCK_K // 2) * TILE_N  # this program's bytes per tile row
         line = tl.minimum(tl.arange(0, PF_LINES) * 128, span - 128)
         pf = (w_ptr + (tile_n * (BLOCK_N // TILE_N) + tl.arange(0, RT)[:, None]) * TILE_N * stride_wn
@@ -369,13 +398,8 @@ def fused_kernel(
             PER_T: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
             wp = w_desc.load([tile_row, (b // PER_T) * TILE_N, (b % PER_T) * (BLOCK_K // 2)])
             wp = tl.reshape(wp, (BLOCK_N, BLOCK_K // 2))
-        elif TILE_N and BLOCK_K < TILE_K:
-            PER: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
-            w_blk = w_rows + (b // PER) * TILE_BYTES + (b % PER) * (BLOCK_K // 2)
-        elif TILE_N:
-            w_blk = w_rows + b * (BLOCK_K // TILE_K) * TILE_BYTES
         else:
-            w_blk = w_rows + b * (BLOCK_K // 2)
+            w_blk = _block_ptr(w_rows, b, BLOCK_K, TILE_N, TILE_K)
         if HALVED:
             acc += _halves_product(w_blk, H_OFF, x_cols + b * BLOCK_K, mask_m, K - b * BLOCK_K, USE_ASM, DT, BLOCK_N,
                                    BLOCK_M, BLOCK_K, FRAG, EVEN_K, FOLDED) * s_row
@@ -406,21 +430,101 @@ def fused_kernel(
                          SPLIT_K, False, False)
 
 
+
+@triton.jit(do_not_specialize=["M"])
+def fused_persistent_kernel(
+    x_ptr, w_ptr, s_ptr, ts_ptr, out_ptr, ws_ptr, count_ptr,
+    M, N, K: tl.constexpr, stride_xm, stride_wn, stride_sg, stride_om,
+    FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, EVEN_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    DECODE_ASM: tl.constexpr = True, FRAG: tl.constexpr = False, TILE_N: tl.constexpr = 0, TILE_K: tl.constexpr = 0,
+    PDL: tl.constexpr = 0, ACC_SCALE: tl.constexpr = False, FOLD: tl.constexpr = False,
+    SCALE8: tl.constexpr = False, FLATTEN: tl.constexpr = True,
+):
+    """fused_kernel's pointer-load loop (no TMA, HALVES or WS) in a fixed grid
+    of programs (PERSISTENT per SM: FusedGemm) that take the work items (tile,
+    split) in turn, item pid, pid + programs, ...: one loop over items whose
+    body is the K blocks' loop, flattened (tl.range's flatten: Triton fuses
+    the nest into one loop, the inner trip count a constant, and pipelines
+    the loads across item boundaries) so the next item's first loads are in
+    flight while this one decodes its last blocks and adds its partial
+    (split_k_parts.finish, as fused_kernel). Every split runs the same
+    constant PER blocks (the flattening needs bounds the outer loop does not
+    change): a shorter last split reads its last block again with x masked
+    to zero. PDL: the launch overlap and no prefetch of the first rows."""
+    DT: tl.constexpr = x_ptr.dtype.element_ty
+    USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
+    BLOCKS: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
+    PER: tl.constexpr = (BLOCKS + SPLIT_K - 1) // SPLIT_K  # K blocks of a split (tile_and_range_of's)
+    RAGGED: tl.constexpr = BLOCKS % SPLIT_K != 0  # some split has fewer (or none)
+    W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE  # as fused_kernel
+    FOLDED: tl.constexpr = FOLD and FMT == 0 and W_SCALE != SCALE_MODE
+    S8: tl.constexpr = SCALE8 and FMT == 1
+    offs_k = tl.arange(0, BLOCK_K)
+    split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)  # PDL 2, 3: two harmless prefetches
+    items = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * SPLIT_K
+    for item in tl.range(tl.program_id(0), items, tl.num_programs(0), flatten=FLATTEN):
+        # A tile's splits are consecutive items, so they run at about the same time.
+        pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range_of(
+            item // SPLIT_K, item % SPLIT_K, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
+        mask_m = offs_m < M
+        w_rows = _weight_rows(w_ptr, pid_mn, offs_n, N, stride_wn, BLOCK_N, BLOCK_K, TILE_N, TILE_K)
+        x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
+        sc = _scales(s_ptr, tl.minimum(first, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8, USE_ASM)
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        for i in range(0, PER):
+            b = first + i
+            if RAGGED:  # past the split's end: its last block again (weights in bounds), x masked to zero
+                b = tl.minimum(b, last - 1)
+            sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8,
+                              USE_ASM)
+            if W_SCALE != SCALE_MODE:
+                s_row = tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None]).to(tl.float32)
+            wp = tl.load(_block_ptr(w_rows, b, BLOCK_K, TILE_N, TILE_K))
+            lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT, BLOCK_N,
+                              BLOCK_K, FRAG, False, FOLDED)
+            if RAGGED:  # no k of x past the split's end
+                x = tl.load(x_cols + b * BLOCK_K, other=0.0, mask=mask_m[None, :] & (
+                    b * BLOCK_K + offs_k < tl.where(first + i < last, K, 0))[:, None])
+            elif EVEN_K:
+                x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
+            else:
+                x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None],
+                            other=0.0)
+            w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
+            if W_SCALE != SCALE_MODE:
+                acc += _block_product(w, x, FOLDED) * s_row
+            else:
+                acc = tl.dot(w, x, acc)
+            sc = sc_next
+        if FMT == 1:
+            acc = acc * (tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0))  # the PTX decode's 2^-8
+        if SCALE_MODE == 1:
+            acc = acc * tl.load(s_ptr + offs_n).to(tl.float32)[:, None]
+        split_k_parts.finish(tl.trans(acc), out_ptr, stride_om, ws_ptr, count_ptr, out_ptr, pid_mn, offs_m, offs_n,
+                             M, N, SPLIT_K, False, False)
+    split_k_parts.pdl_release(PDL)
+
+
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
            tma: bool | str = False, acc: bool = False, maxnreg: int | None = None,
-           ws: tuple[int, ...] | None = None, fold: bool = False, scale8: bool = False) -> dict:
+           ws: tuple[int, ...] | None = None, fold: bool = False, scale8: bool = False,
+           persistent: int | None = None) -> dict:
     """A launch config; tma True: x and weight tiles by TMA, "x": only x's
     (TMA_W False); maxnreg caps the registers per thread (Triton's compile
     option: ptxas may spill to fit); ws (BLOCK_M, BLOCK_N, BLOCK_K, stages[, K_SPLIT]):
     the warp-specialized Gluon kernel's tiles (ws_gemm.py), which run where
     it runs (ws_gemm.usable), the rest of the config in fused_kernel
     elsewhere; fold: FOLD (with acc, int4: fused_kernel's FOLD); scale8:
-    SCALE8 (NVFP4, pointer loads: block scales read as E4M3 bytes)."""
+    SCALE8 (NVFP4, pointer loads: block scales read as E4M3 bytes);
+    persistent: PERSISTENT, programs per SM of fused_persistent_kernel
+    (pointer loads; not with tma, ws or HALVES: persistent_refused)."""
     c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
          "num_warps": warps, "num_stages": stages}
     return {**c, **({"TMA": True} if tma else {}), **({"TMA_W": False} if tma == "x" else {}),
             **({"ACC_SCALE": True} if acc else {}), **({"FOLD": True} if fold else {}),
             **({"SCALE8": True} if scale8 else {}),
+            **({"PERSISTENT": persistent} if persistent else {}),
             **({"maxnreg": maxnreg} if maxnreg else {}),
             **({"WS": ws_tiles(*ws)} if ws else {})}
 
@@ -558,6 +662,21 @@ def scale8_refused(fmt: int, c: dict) -> str:
     the table files refuse the others."""
     if c.get("SCALE8") and (fmt != NVFP4 or c.get("TMA")):
         return "SCALE8 is for NVFP4 with pointer loads only (not int4, not TMA)"
+    return ""
+
+
+def persistent_refused(c: dict) -> str:
+    """Why config c may not have PERSISTENT (fused_persistent_kernel's
+    programs per SM), "" where it may or has none: a positive integer, with
+    pointer loads, without HALVES and WS tiles (the persistent kernel has
+    neither loop). FusedGemm and the table files refuse the others."""
+    p = c.get("PERSISTENT")
+    if p is None:
+        return ""
+    if not isinstance(p, int) or isinstance(p, bool) or not 1 <= p <= 32:
+        return f"PERSISTENT={p!r} must be an integer from 1 to 32 (programs per SM)"
+    if c.get("TMA") or c.get("HALVES") or c.get("WS"):
+        return "PERSISTENT (fused_persistent_kernel) takes pointer loads only: not with TMA, HALVES or WS"
     return ""
 
 
@@ -729,7 +848,7 @@ class FusedGemm:
                                                                          self.kmajor.frag)):
             raise ValueError(f"config {c} returns wrong sums on sm_90 (fused_gemm.wrong_on_sm90: int4 with "
                              "8 warps and split-K)")
-        if why := scale8_refused(self.fmt, c):
+        if why := scale8_refused(self.fmt, c) or persistent_refused(c):
             raise ValueError(f"config {c}: {why}")
         if c.get("WS"):
             from qgemm_bench.backends.triton_kernels import ws_gemm
@@ -812,11 +931,17 @@ class FusedGemm:
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
         s = self.scales8() if c.get("SCALE8") else p.scales if p.scales is not None else p.wt  # wt: never read
         ts = self.ts if self.ts is not None else out
-        fused_kernel[split_k_parts.grid(m, n, c)](
-            x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0), out.stride(0),
-            FMT=self.fmt, GROUP=self.group or 2,
-            SCALE_MODE=scale_mode(self.fmt, self.group, k, c["BLOCK_K"], p.frag, channel_block(c)),
-            EVEN_K=k % c["BLOCK_K"] == 0, FRAG=p.frag,
-            TILE_N=p.tile[0] if p.tile else 0, TILE_K=p.tile[1] if p.tile else 0,
-            **{**c, **split_k_parts.pdl_launch(c, x.device), **self.descriptors(x, c)})
+        args = (x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0), out.stride(0))
+        meta = {"FMT": self.fmt, "GROUP": self.group or 2,
+                "SCALE_MODE": scale_mode(self.fmt, self.group, k, c["BLOCK_K"], p.frag, channel_block(c)),
+                "EVEN_K": k % c["BLOCK_K"] == 0, "FRAG": p.frag,
+                "TILE_N": p.tile[0] if p.tile else 0, "TILE_K": p.tile[1] if p.tile else 0,
+                **split_k_parts.pdl_launch(c, x.device)}
+        if per_sm := c.pop("PERSISTENT", None):
+            items = split_k_parts.grid(m, n, c)
+            grid = (max(1, min(items[0] * items[1], per_sm * self.target.sms)),)
+            c = {key: v for key, v in c.items() if key not in ("TMA", "TMA_W", "HALVES")}  # off: config_for
+            fused_persistent_kernel[grid](*args, **{**c, **meta})
+        else:
+            fused_kernel[split_k_parts.grid(m, n, c)](*args, **{**c, **meta, **self.descriptors(x, c)})
         return out

@@ -111,8 +111,14 @@ def tile_and_range(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_
                    SPLIT_K: tl.constexpr):
     """This program's output tile (flat index, row and column offsets) and its
     contiguous range [first, last) of K blocks. Grid: (tiles, SPLIT_K)."""
-    pid_mn = tl.program_id(0)
-    pid_k = tl.program_id(1)
+    return tile_and_range_of(tl.program_id(0), tl.program_id(1), M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
+
+
+@triton.jit
+def tile_and_range_of(pid_mn, pid_k, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      SPLIT_K: tl.constexpr):
+    """tile_and_range for split pid_k of tile pid_mn (a persistent kernel's
+    work item, not its program's ids)."""
     n_tiles = tl.cdiv(N, BLOCK_N)
     offs_m = (pid_mn // n_tiles) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = (pid_mn % n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)

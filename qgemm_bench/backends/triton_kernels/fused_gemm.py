@@ -440,6 +440,7 @@ def fused_persistent_kernel(
     DECODE_ASM: tl.constexpr = True, FRAG: tl.constexpr = False, TILE_N: tl.constexpr = 0, TILE_K: tl.constexpr = 0,
     PDL: tl.constexpr = 0, ACC_SCALE: tl.constexpr = False, FOLD: tl.constexpr = False,
     SCALE8: tl.constexpr = False, FLATTEN: tl.constexpr = True,
+    ON_GPU: tl.constexpr = True,  # False: the interpreter (no inline PTX: split_k_parts.finish's BAR_PTX)
 ):
     """fused_kernel's pointer-load loop (no TMA, HALVES or WS) in a fixed grid
     of programs (PERSISTENT per SM: FusedGemm) that take the work items (tile,
@@ -451,7 +452,13 @@ def fused_persistent_kernel(
     (split_k_parts.finish, as fused_kernel). Every split runs the same
     constant PER blocks (the flattening needs bounds the outer loop does not
     change): a shorter last split reads its last block again with x masked
-    to zero. PDL: the launch overlap and no prefetch of the first rows."""
+    to zero. PDL: the launch overlap and no prefetch of the first rows.
+    Compiled for sm_90 with Triton 3.6 the flattened loop is pipelined
+    (cp.async of the block two ahead issued every iteration, item boundary
+    or not) only with finish's MASKED and BAR_PTX: a branch on the counter
+    or a gpu.barrier in the nest stopped the flattening or the pipelining
+    (docs/fused_gemm.md). FLATTEN False: the nest left as written, to
+    compare."""
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
     BLOCKS: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
@@ -502,7 +509,7 @@ def fused_persistent_kernel(
         if SCALE_MODE == 1:
             acc = acc * tl.load(s_ptr + offs_n).to(tl.float32)[:, None]
         split_k_parts.finish(tl.trans(acc), out_ptr, stride_om, ws_ptr, count_ptr, out_ptr, pid_mn, offs_m, offs_n,
-                             M, N, SPLIT_K, False, False)
+                             M, N, SPLIT_K, False, False, MASKED=FLATTEN, BAR_PTX=FLATTEN and ON_GPU)
     split_k_parts.pdl_release(PDL)
 
 
@@ -941,7 +948,7 @@ class FusedGemm:
             items = split_k_parts.grid(m, n, c)
             grid = (max(1, min(items[0] * items[1], per_sm * self.target.sms)),)
             c = {key: v for key, v in c.items() if key not in ("TMA", "TMA_W", "HALVES")}  # off: config_for
-            fused_persistent_kernel[grid](*args, **{**c, **meta})
+            fused_persistent_kernel[grid](*args, **{**c, **meta}, ON_GPU=x.is_cuda)
         else:
             fused_kernel[split_k_parts.grid(m, n, c)](*args, **{**c, **meta, **self.descriptors(x, c)})
         return out

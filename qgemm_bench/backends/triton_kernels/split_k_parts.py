@@ -132,11 +132,18 @@ def tile_and_range_of(pid_mn, pid_k, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl
 @triton.jit
 def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
            SPLIT_K: tl.constexpr, DETERMINISTIC: tl.constexpr, HAS_BIAS: tl.constexpr,
-           REDUCE: tl.constexpr = 0):  # REDUCE 0: REDUCE_LAST
+           REDUCE: tl.constexpr = 0, MASKED: tl.constexpr = False,  # REDUCE 0: REDUCE_LAST
+           BAR_PTX: tl.constexpr = False):
     """Store this program's fp32 partial `acc`; the tile's last program adds
     the bias, stores the cast sum and leaves workspace and counter zeroed.
     DETERMINISTIC only: REDUCE (module doc); with REDUCE_KERNEL reduce_planes
-    finishes."""
+    finishes. MASKED (atomics only): the last program's part predicated on
+    the counter instead of branched on it, the same memory operations (an
+    scf.if here stopped Triton 3.6 from flattening a persistent kernel's
+    loop nest around this: fused_gemm.fused_persistent_kernel). BAR_PTX
+    (GPU only: the interpreter runs no inline PTX): the barrier before the
+    counter as an inline bar.sync (Triton 3.6's pipeliner gave up on a
+    loop with tl.debug_barrier's gpu.barrier in it)."""
     mask_m = offs_m < M
     mask_n = offs_n < N
     tile = offs_m[:, None] * N + offs_n[None, :]  # workspace index within one [M, N] plane
@@ -154,9 +161,23 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
             tl.atomic_add(ws_ptr + tile, acc, mask=mask, sem="relaxed")
         # Every thread's partial is issued before the counter (release); the
         # last program's reads come after it (acquire).
-        tl.debug_barrier()
+        if BAR_PTX:  # the same bar.sync, as inline PTX (docstring)
+            tl.inline_asm_elementwise("bar.sync 0; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+        else:
+            tl.debug_barrier()
         done = tl.atomic_add(count_ptr + pid_mn, 1, sem="acq_rel")
-        if done == SPLIT_K - 1:
+        if MASKED and not DETERMINISTIC:
+            last = done == SPLIT_K - 1
+            mine = mask & (tl.full(acc.shape, SPLIT_K - 1, tl.int32) == done)  # the tile where last, else none
+            zero = tl.zeros(acc.shape, dtype=tl.float32)
+            total = tl.atomic_add(ws_ptr + tile, zero, mask=mine, sem="acquire")  # at L2, as below
+            tl.store(ws_ptr + tile, zero, mask=mine)
+            if HAS_BIAS:
+                total += tl.load(bias_ptr + offs_n[None, :], mask=mine, other=0.0).to(tl.float32)
+            tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], total.to(out_ptr.dtype.element_ty),
+                     mask=mine)
+            tl.atomic_xchg(count_ptr + pid_mn, 0, mask=last, sem="relaxed")
+        elif done == SPLIT_K - 1:
             if DETERMINISTIC:
                 total = tl.zeros(acc.shape, dtype=tl.float32)
                 for s in range(0, SPLIT_K):

@@ -111,7 +111,7 @@ def test_every_item_is_taken_once_whatever_the_grid():
 
 @pytest.mark.parametrize("extra", [{"TMA": True}, {"WS": fused_gemm.ws_tiles(16, 64, 128, 8, splits=2)},
                                    {"ACC_SCALE": True, "HALVES": True}, {"PERSISTENT": 0},
-                                   {"PERSISTENT": True}, {"PERSISTENT": "2"}])
+                                   {"PERSISTENT": True}, {"PERSISTENT": "2"}, {"FLATTEN": 0}])
 def test_refused_configs(extra):
     made = int4_case((3, 256, 72), 128, 1)
     c = {**cfg(bm=16, bn=64, bk=128, split=2), "PERSISTENT": 1, **extra}
@@ -119,6 +119,26 @@ def test_refused_configs(extra):
         gemm(made, c, 2)(made[0].x)
     with pytest.raises(ValueError, match="PERSISTENT"):
         check_config(c, "the config", INT4)
+
+
+def test_flatten_only_with_persistent():
+    c = {**cfg(bm=16, bn=64, bk=128, split=2), "FLATTEN": False}
+    with pytest.raises(ValueError, match="FLATTEN is PERSISTENT's"):
+        check_config(c, "the config", INT4)
+    with pytest.raises(ValueError, match="FLATTEN is PERSISTENT's"):
+        made = int4_case((3, 256, 72), 128, 1)
+        gemm(made, c, 2)(made[0].x)
+
+
+def test_nested_loop_vs_fp64():
+    # FLATTEN false: the plain persistent nest (the item loop around fused_kernel's K loop), finished by
+    # finish's branch as fused_kernel is.
+    s = seed()
+    made = int4_case((16, 384, 136), 128, s)
+    x, ref = made[0].x, fp64(made[0].x, made[-1])
+    c = cfg(bm=16, bn=64, bk=128, split=2, ACC_SCALE=True, PERSISTENT=1, FLATTEN=False)
+    assert describe(c).endswith("acc persistent 1 nested")
+    check_calls(gemm(made, c, 2), x, ref, s)
 
 
 def test_label_and_config_key():

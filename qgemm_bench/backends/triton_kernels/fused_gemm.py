@@ -676,10 +676,14 @@ def persistent_refused(c: dict) -> str:
     """Why config c may not have PERSISTENT (fused_persistent_kernel's
     programs per SM), "" where it may or has none: a positive integer, with
     pointer loads, without HALVES and WS tiles (the persistent kernel has
-    neither loop). FusedGemm and the table files refuse the others."""
+    neither loop); FLATTEN (true or false, the kernel's: its nest flattened,
+    the default, or not) only with it. FusedGemm and the table files refuse
+    the others."""
     p = c.get("PERSISTENT")
     if p is None:
-        return ""
+        return "FLATTEN is PERSISTENT's (fused_persistent_kernel's loop nest)" if "FLATTEN" in c else ""
+    if not isinstance(c.get("FLATTEN", True), bool):
+        return f"FLATTEN={c['FLATTEN']!r} must be true or false (PERSISTENT's loop nest flattened or not)"
     if not isinstance(p, int) or isinstance(p, bool) or not 1 <= p <= 32:
         return f"PERSISTENT={p!r} must be an integer from 1 to 32 (programs per SM)"
     if c.get("TMA") or c.get("HALVES") or c.get("WS"):

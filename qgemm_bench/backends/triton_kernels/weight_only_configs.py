@@ -13,7 +13,8 @@ default run never autotunes. This module reads no store, only the table:
                                                 "maxnreg", "TMA", "TMA_W", "ACC_SCALE", "FOLD",
                                                 "SCALE8", "PERSISTENT" and "WS" (the last seven
                                                 fused only, SCALE8 NVFP4 pointer loads only,
-                                                PERSISTENT pointer loads without WS; WS the
+                                                PERSISTENT pointer loads without WS, and
+                                                its FLATTEN; WS the
                                                 warp-specialized kernel's tiles, which run
                                                 where it runs, the rest elsewhere)},
                                      "us": p50 when tuned (the table mode: the mean of two
@@ -107,7 +108,7 @@ def check_config(config, where: str, fmt: int = INT4) -> None:
 
         if why := scale8_refused(fmt, config):
             raise ValueError(f"{where}: {why}")
-    if "PERSISTENT" in config:
+    if "PERSISTENT" in config or "FLATTEN" in config:
         from qgemm_bench.backends.triton_kernels.fused_gemm import persistent_refused
 
         if why := persistent_refused(config):

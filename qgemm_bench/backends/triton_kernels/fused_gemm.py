@@ -73,6 +73,10 @@ this small; loaded in the block they are used, their latency showed).
 
 Small M splits K over SPLIT_K programs per tile (split_k_parts.py: atomics
 in an fp32 workspace, the tile's last program stores; one launch).
+PERSISTENT (a config key, pointer loads only: persistent_refused; no pool
+or table has it): fused_persistent_kernel instead, PERSISTENT programs per
+SM looping over the (tile, split) items in one flattened, pipelined loop
+(docs/fused_gemm.md, "PERSISTENT"; not yet timed).
 """
 
 from __future__ import annotations

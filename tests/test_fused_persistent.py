@@ -56,13 +56,16 @@ def check_calls(g, x, ref, s):
 
 # (shape, group, bn, bk, split, persistent, sms, flags): M 1, 3 and 16; K 256 and 384 (3 K blocks of 128 in
 # 2 splits of 2 and 1, in 4 of 1, 1, 1 and none; 384 in BLOCK_K 256: x masked past K); N 72 and 136 (ragged
-# tiles); int4 group 128 (BLOCK), 32 (SUB), per channel (CHANNEL) and unscaled, ACC_SCALE and FOLD.
+# tiles); int4 group 128 (BLOCK), 32 and 64 (SUB), 48 (GATHER), per channel (CHANNEL) and unscaled, ACC_SCALE
+# and FOLD.
 INT4_CASES = [((1, 256, 72), 128, 64, 128, 1, 1, 1, {}), ((3, 384, 136), 128, 64, 128, 2, 1, 2, {}),
               ((16, 384, 72), 128, 32, 128, 4, 2, 1, {}), ((1, 384, 136), 32, 64, 64, 4, 2, 2, {}),
               ((3, 256, 72), 32, 64, 128, 2, 1, 1, {}), ((16, 384, 136), "channel", 64, 128, 2, 1, 2, {}),
               ((3, 384, 72), None, 64, 128, 3, 2, 1, {}), ((1, 384, 72), 128, 64, 256, 2, 1, 1, {}),
               ((3, 384, 136), 128, 64, 128, 2, 2, 1, {"ACC_SCALE": True}),
-              ((16, 256, 72), 128, 32, 64, 4, 1, 2, {"ACC_SCALE": True, "FOLD": True})]
+              ((16, 256, 72), 128, 32, 64, 4, 1, 2, {"ACC_SCALE": True, "FOLD": True}),
+              ((3, 384, 72), 48, 64, 128, 2, 1, 1, {}),  # GATHER: a scale per weight
+              ((5, 384, 72), 64, 64, 128, 3, 2, 1, {"ACC_SCALE": True})]  # SUB: ACC_SCALE ignored
 
 
 @pytest.mark.parametrize("shape,group,bn,bk,split,persistent,sms,flags", INT4_CASES)

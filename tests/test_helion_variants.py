@@ -230,8 +230,8 @@ def test_the_pool_keeps_one_of_each_acc_scale_twin_by_m(m):
 def test_int4_small_tiles_get_one_frag_twin(m):
     """int4 up to HELION_FRAG_MAX_M: the first candidate's twin on
     fragment-order weights, once, after the pool, on 4 warps where its tile
-    is wider than FRAG_MAX_BLOCK_M rows; NVFP4 (always in fragment order)
-    and larger M none."""
+    is wider than FRAG_MAX_BLOCK_M rows (from HELION_FRAG_ALL_MIN_M every
+    candidate's); NVFP4 (always in fragment order) and larger M none."""
     from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M
     from qgemm_bench.configs.store import DEFAULT
 
@@ -240,10 +240,21 @@ def test_int4_small_tiles_get_one_frag_twin(m):
         pytest.skip("the split path at this M")
     pool = cands.helion("int4_gemm", m, shape, h200)
     frag = [c for c in pool if c.get("frag")]
-    if m <= cands.HELION_FRAG_MAX_M:
-        wide = pool[0]["block_sizes"][1] > FRAG_MAX_BLOCK_M
-        twin = {**pool[0], "frag": True, **({"num_warps": 4} if wide else {})}
-        assert frag == [twin] and pool[-1] == twin
+    def twin(c):
+        return {**c, "frag": True, **({"num_warps": 4} if c["block_sizes"][1] > FRAG_MAX_BLOCK_M else {})}
+
+    if cands.HELION_FRAG_ALL_MIN_M <= m <= cands.HELION_FRAG_MAX_M:
+        # every candidate's, but none past the first whose accumulator would take over 128 registers a thread
+        plain = [c for c in pool if not c.get("frag")]
+        fits = [c for i, c in enumerate(plain)
+                if i == 0 or twin(c)["block_sizes"][0] * twin(c)["block_sizes"][1] <= 128 * 32 * twin(c)["num_warps"]]
+        want = list(dict.fromkeys(repr(twin(c)) for c in fits))
+        assert len(fits) < len(plain)  # [128, 256] on 4 warps left out
+        assert [repr(c) for c in frag] == want and len(plain) + len(frag) == len(pool) and len(frag) > 1
+        assert {**plain[2], "frag": True} in frag  # the split-2 tile 256x14336x4096 kept, its twin now timed
+        assert pool[len(plain):] == frag  # after the pool
+    elif m <= cands.HELION_FRAG_MAX_M:
+        assert frag == [twin(pool[0])] and pool[-1] == twin(pool[0])
     else:
         assert frag == []
     assert not any(c.get("frag") for c in cands.helion("nvfp4_gemm", m, shape, h200))

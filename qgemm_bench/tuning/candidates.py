@@ -309,6 +309,10 @@ HELION_VARIANTS = False
 # 4-warp frag twin of the M = 256 entry ran 61 us against 75; at M = 1024
 # 4 warps ran 23x slower than the entry, 4596 us against 203).
 HELION_FRAG_MAX_M = 256
+# From this M every candidate's frag twin, not only the first's: at M = 256 the
+# first's twin won at 7 of 8 layers, and 256x14336x4096 kept a split-2 tile
+# (87.7 us, helion / triton 1.81) whose twin no tune timed.
+HELION_FRAG_ALL_MIN_M = 128
 # Where the fused kernel scales each K step's product (acc_scale) rather
 # than its weights: fused_gemm's ACC_SCALE paid on split-K tiles at M <= 64.
 HELION_ACC_MAX_M = 64
@@ -351,9 +355,12 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
                 out.append(h)
             elif twin != h and (m <= HELION_ACC_MAX_M) == bool(h.get("acc_scale")) != bool(twin.get("acc_scale")):
                 out[out.index(twin)] = h
-        twin = frag_twin(op, m, out[0]) if out else None
-        if twin is not None:
-            out.append(twin)
+        for i, c in enumerate(list(out if m >= HELION_FRAG_ALL_MIN_M else out[:1])):
+            twin = frag_twin(op, m, c)
+            # Past the first, none whose fp32 accumulator takes over 128 registers a thread: [128, 256] on
+            # 4 warps (the frag rule's) ran 23x its entry at M = 1024.
+            if twin is not None and twin not in out and (i == 0 or _acc_regs(twin) <= 128):
+                out.append(twin)
         if out and (HELION_VARIANTS if variants is None else variants):
             out += [v for v in helion_fused_variants(out[0], m) if v not in out]
         return out
@@ -375,6 +382,12 @@ def frag_twin(op: str, m: int, c: dict) -> dict | None:
 
 HELION_SMEM = 200 * 1024  # bytes of staged x and weight tiles a deeper pipeline may take (H100/H200: 227 KiB)
 L2_GROUP = 8  # N tiles a persistent program's group spans (Helion's l2_groupings), where M has 2+ tiles
+
+
+def _acc_regs(h: dict) -> float:
+    """A Helion fused config's fp32 accumulator registers per thread."""
+    bn, bm = h["block_sizes"][:2]
+    return bn * bm / (32 * h["num_warps"])
 
 
 def _plain(h: dict) -> dict:

@@ -921,6 +921,34 @@ def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, caps
     assert "1 of 2 configs with a wrong call" in text
 
 
+def script_table_passes(monkeypatch, script, out, shape: list) -> None:
+    """The weight-only tuner's table passes on scripted kernels (no GPU):
+    its table file `out` (GPU "h100", commit abc1234), operands that record
+    each entry's bucket key in `shape`, gemms whose WS tiles run, every
+    candidate right; the test scripts time_interleaved."""
+    from qgemm_bench.harness import environment
+
+    class Gemm:
+        def __init__(self, *args, config, path, target=None):
+            pass
+
+        def fused(self):
+            return self
+
+        def runs_ws(self, x, c):
+            return True
+
+    monkeypatch.setattr(script, "TABLE_OUT", out)
+    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
+    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
+    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(script, "operands",
+                        lambda fmt, m, k, n, group=128: shape.append(f"M{m}_K{k}_N{n}") or (None, (), None))
+    monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
+    monkeypatch.setattr(script, "make_weight_only", Gemm)
+    monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
+
+
 def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_path):
     """tuning/weight_only.py ws (no group) against scripted timings:
     where pool tiles win, they become the entry's config and its pdl_us
@@ -930,7 +958,6 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
     from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
-    from qgemm_bench.harness import environment
 
     script = load_tune_script()
     out = tmp_path / "h100.json"
@@ -947,26 +974,8 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
           ("M256_K8192_N57344", ws_label(sk_pdl)): 341.0}
     shape = []
 
-    class Gemm:
-        def __init__(self, *args, config, path, target=None):
-            pass
-
-        def fused(self):
-            return self
-
-        def runs_ws(self, x, c):
-            return True
-
-    monkeypatch.setattr(script, "TABLE_OUT", out)
-    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
-    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
-    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
+    script_table_passes(monkeypatch, script, out, shape)
     monkeypatch.setattr(fused_gemm, "ws_pool", lambda m: [sk])
-    monkeypatch.setattr(script, "operands",
-                        lambda fmt, m, k, n, group=128: shape.append(f"M{m}_K{k}_N{n}") or (None, (), None))
-    monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
-    monkeypatch.setattr(script, "make_weight_only", Gemm)
-    monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
     monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
         us[(shape[-1], ws_label(c["WS"]) if "WS" in (c := calls[0]()) else None)] for calls in cands])
     script.ws_pass(("int4",), {256})
@@ -1200,7 +1209,6 @@ def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkey
     read the bf16 scales) nor with TMA loads; int4 and M > 64 untouched; the
     source starts or follows the table's."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
-    from qgemm_bench.harness import environment
 
     script = load_tune_script()
     out = tmp_path / "h100.json"
@@ -1216,25 +1224,7 @@ def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkey
           ("M1_K8192_N57344", False): 106.0, ("M1_K8192_N57344", True): 97.0}
     shape, timed = [], []
 
-    class Gemm:
-        def __init__(self, *args, config, path, target=None):
-            pass
-
-        def fused(self):
-            return self
-
-        def runs_ws(self, x, c):
-            return True
-
-    monkeypatch.setattr(script, "TABLE_OUT", out)
-    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
-    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
-    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
-    monkeypatch.setattr(script, "operands",
-                        lambda fmt, m, k, n, group=128: shape.append(f"M{m}_K{k}_N{n}") or (None, (), None))
-    monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
-    monkeypatch.setattr(script, "make_weight_only", Gemm)
-    monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
+    script_table_passes(monkeypatch, script, out, shape)
     monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
         timed.append(shape[-1]) or us[(shape[-1], bool(calls[0]().get("SCALE8")))] for calls in cands])
     script.scale8_pass()
@@ -1255,7 +1245,6 @@ def test_scale8_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, 
     """tuning/weight_only.py scale8 against scripted timings: where SCALE8
     wins, the entry's pdl_us (timed for the config without it) goes, as
     the ws pass drops them; where the config stays, they stay."""
-    from qgemm_bench.harness import environment
 
     script = load_tune_script()
     out = tmp_path / "h100.json"
@@ -1268,19 +1257,7 @@ def test_scale8_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, 
           ("M1_K8192_N57344", False): 106.0, ("M1_K8192_N57344", True): 97.0}
     shape = []
 
-    class Gemm:
-        def __init__(self, *args, config, path, target=None):
-            pass
-
-    monkeypatch.setattr(script, "TABLE_OUT", out)
-    monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
-    monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
-    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
-    monkeypatch.setattr(script, "operands",
-                        lambda fmt, m, k, n, group=128: shape.append(f"M{m}_K{k}_N{n}") or (None, (), None))
-    monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
-    monkeypatch.setattr(script, "make_weight_only", Gemm)
-    monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
+    script_table_passes(monkeypatch, script, out, shape)
     monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
         us[(shape[-1], bool(calls[0]().get("SCALE8")))] for calls in cands])
     script.scale8_pass()

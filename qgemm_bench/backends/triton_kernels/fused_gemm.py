@@ -231,6 +231,17 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
 
 
 @triton.jit
+def _x_block(x_cols, b, mask_m, offs_k, K, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
+    """x's [BLOCK_K, BLOCK_M] tile of K block b by pointer loads: rows past M,
+    and unless EVEN_K columns past K, read as zeros."""
+    if EVEN_K:
+        x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
+    else:
+        x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], other=0.0)
+    return x
+
+
+@triton.jit
 def _block_product(w, x, FOLD: tl.constexpr):
     """One K block's fp32 product of the decoded weights [BLOCK_N, BLOCK_K]
     and the x tile [BLOCK_K, BLOCK_M] (ACC_SCALE's); FOLD: the weights are
@@ -414,11 +425,8 @@ def fused_kernel(
                               BLOCK_K, FRAG, TMA, FOLDED)
             if TMA:  # rows past M and columns past K read as zeros
                 x = tl.trans(x_desc.load([m0, b * BLOCK_K]))
-            elif EVEN_K:
-                x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
             else:
-                x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None],
-                            other=0.0)
+                x = _x_block(x_cols, b, mask_m, offs_k, K, BLOCK_K, EVEN_K)
             w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
             if W_SCALE != SCALE_MODE:
                 acc += _block_product(w, x, FOLDED) * s_row
@@ -497,11 +505,8 @@ def fused_persistent_kernel(
             if RAGGED:  # no k of x past the split's end
                 x = tl.load(x_cols + b * BLOCK_K, other=0.0, mask=mask_m[None, :] & (
                     b * BLOCK_K + offs_k < tl.where(first + i < last, K, 0))[:, None])
-            elif EVEN_K:
-                x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
             else:
-                x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None],
-                            other=0.0)
+                x = _x_block(x_cols, b, mask_m, offs_k, K, BLOCK_K, EVEN_K)
             w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
             if W_SCALE != SCALE_MODE:
                 acc += _block_product(w, x, FOLDED) * s_row

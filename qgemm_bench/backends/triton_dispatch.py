@@ -129,8 +129,8 @@ class WeightOnlyDispatch:
                     found = ({**found[0], "WS": c["WS"]}, found[1])
             ws = (found[0] or {}).get("WS")
             if ws and 2 * m < ws["BLOCK_M"]:
-                # The ws pass times a bucket's WS tiles at its own M; on the H200 M16's 16-row tiles lost to
-                # the fused kernel at M = 1 and 4 (9%, 6%) and tied or won at 8 (docs/ws_gemm.md).
+                # The ws pass times a bucket's WS tiles at its own M; below half their rows they lost to the
+                # fused kernel on the H200 (docs/ws_gemm.md).
                 found = ({key: v for key, v in found[0].items() if key != "WS"}, "; ".join(filter(None, (
                     found[1], f"the entry's {ws['BLOCK_M']}-row WS tiles not at M = {m} (under half their rows)"))))
             if self.entry.note and not self.target.is_cpu:  # another GPU's entry, or none: say so

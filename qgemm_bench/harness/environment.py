@@ -135,8 +135,8 @@ def _bf16_matmul_rate(device: torch.device, n: int = 8192) -> float:
 
 
 def _median_ms(fn, reps: int = 30, warm_s: float = 0.1) -> float:
-    # A run measures first thing, from an idle card: with 3 warm-up calls and 10 reps its copy figure moved
-    # 3.89-4.21 TB/s between H200 runs whose cuBLAS GEMV rows agreed within 1.6% (results/h200/README.md).
+    # A run measures first thing, from an idle card: a few calls left its copy figure moving between runs
+    # whose kernels agreed (results/h200/README.md).
     end = time.perf_counter() + warm_s
     while time.perf_counter() < end:
         fn()

@@ -309,9 +309,9 @@ HELION_VARIANTS = False
 # 4-warp frag twin of the M = 256 entry ran 61 us against 75; at M = 1024
 # 4 warps ran 23x slower than the entry, 4596 us against 203).
 HELION_FRAG_MAX_M = 256
-# From this M every candidate's frag twin, not only the first's: at M = 256 the
-# first's twin won at 7 of 8 layers, and 256x14336x4096 kept a split-2 tile
-# (87.7 us, helion / triton 1.81) whose twin no tune timed.
+# From this M every candidate's frag twin, not only the first's: the first's
+# won at most M = 256 layers, and others kept tiles whose twin was never timed
+# (docs/helion.md).
 HELION_FRAG_ALL_MIN_M = 128
 # Where the fused kernel scales each K step's product (acc_scale) rather
 # than its weights: fused_gemm's ACC_SCALE paid on split-K tiles at M <= 64.
@@ -357,8 +357,8 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
                 out[out.index(twin)] = h
         for i, c in enumerate(list(out if m >= HELION_FRAG_ALL_MIN_M else out[:1])):
             twin = frag_twin(op, m, c)
-            # Past the first, none whose fp32 accumulator takes over 128 registers a thread: [128, 256] on
-            # 4 warps (the frag rule's) ran 23x its entry at M = 1024.
+            # Past the first, none whose fp32 accumulator takes over 128 registers a thread (the 4-warp
+            # [128, 256] twin ran far slower than its entry at M = 1024: docs/helion.md).
             if twin is not None and twin not in out and (i == 0 or _acc_regs(twin) <= 128):
                 out.append(twin)
         if out and (HELION_VARIANTS if variants is None else variants):

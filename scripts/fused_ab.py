@@ -25,8 +25,9 @@ import statistics
 import sys
 from pathlib import Path
 
-if "--cpu-smoke" in sys.argv[1:]:  # before triton is imported
+if "--cpu-smoke" in sys.argv[1:]:  # before torch and triton are imported; a GPU host's smoke runs on the CPU too
     os.environ["TRITON_INTERPRET"] = "1"
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
 

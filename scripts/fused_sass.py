@@ -12,7 +12,7 @@ per K block with bf16 scales); other Triton versions schedule differently.
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
                                 [--stages 3] [--tma | --tma-x] [--acc] [--scale8] [--maxnreg N] [--group 128] [--k 8192]
                                 [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl]] [--out PREFIX]
-                                [--probe-stage 1|2|3 [--halves]] [--persistent N [--no-flatten]]
+                                [--probe-stage 1|2|3 [--halves]]
   python3 scripts/fused_sass.py --probe-table
 
 --ws compiles the warp-specialized Gluon kernel (ws_gemm.py) instead, with
@@ -30,10 +30,6 @@ table ("What the 8-warp dot adds"): S2 and S3 of the M = 1 tile,
 
   python3 scripts/fused_sass.py --probe-stage 3 --tile 16x128x128 --split 8 --warps 8 --acc --halves
   python3 scripts/fused_sass.py --probe-table
-
---persistent N compiles fused_persistent_kernel (fused_gemm's PERSISTENT: N
-programs per SM over the split-K work items, one flattened loop) at the
-same options; --no-flatten leaves its item and K-block loops nested.
 
 --out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary. The
 weights are tiled fragment-order bytes (kmajor_layout.TILE), int4 in groups
@@ -101,11 +97,6 @@ def parse_args(argv=None):
     p.add_argument("--halves", action="store_true",
                    help="HALVES (each K block's weights and x as two half-K tiles; int4 with --acc, pointer loads): "
                         "fused_kernel's (fused_gemm.halved), or with --probe-stage 3 stage_kernel's (not --fold)")
-    p.add_argument("--persistent", type=int_in(1, 32), default=None, metavar="N",
-                   help="fused_persistent_kernel (PERSISTENT N: N programs per SM over the work items; pointer loads, "
-                        "not --tma, --tma-x, --halves, --ws, --probe-stage)")
-    p.add_argument("--no-flatten", action="store_true",
-                   help="--persistent: the item and K-block loops left nested (its FLATTEN off), to compare")
     p.add_argument("--probe-table", action="store_true",
                    help="docs/fused_gemm.md's table of stage_kernel variants (no other options)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
@@ -146,11 +137,6 @@ def parse_args(argv=None):
                         args.bk or args.probe_stage and args.fold):
         raise InputError("--halves: int4 with --acc, groups of whole K blocks, pointer loads; with --probe-stage: "
                          "3, without --fold (stage_kernel's HALVES)")
-    if args.persistent and (args.tma or args.tma_x or args.halves or args.ws or args.probe_stage):
-        raise InputError("--persistent: fused_persistent_kernel's pointer loads (not with --tma, --tma-x, --halves, "
-                         "--ws or --probe-stage)")
-    if args.no_flatten and not args.persistent:
-        raise InputError("--no-flatten: with --persistent only")
     if args.probe_stage and (args.ws or args.tma or args.tma_x):
         raise InputError("--probe-stage: stage_kernel's pointer loads (not with --ws, --tma or --tma-x)")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
@@ -169,7 +155,7 @@ def compile_kernel(args):
     fmt = INT4 if args.fmt == "int4" else NVFP4
     tma = "x" if args.tma_x else args.tma
     c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=tma, acc=args.acc,
-                          maxnreg=args.maxnreg, fold=args.fold, scale8=args.scale8, persistent=args.persistent) | \
+                          maxnreg=args.maxnreg, fold=args.fold, scale8=args.scale8) | \
         ({"HALVES": True} if args.halves else {})
     try:
         check_config(c, "the config", fmt)
@@ -194,12 +180,6 @@ def compile_kernel(args):
              **{x: c.get(x, False) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "TMA",
                                              "ACC_SCALE", "FOLD", "HALVES", "SCALE8")},
              "TMA_W": c.get("TMA_W", True)}
-    if args.persistent:  # its own kernel: no TMA, HALVES or descriptors
-        const = {x: v for x, v in const.items() if x not in ("TMA", "TMA_W", "HALVES")} | \
-            {"FLATTEN": not args.no_flatten}
-        sig.update({x: "constexpr" for x in const})
-        return compile_jit(fused_gemm.fused_persistent_kernel, sig, const,
-                           (*POINTERS, "N", "stride_xm", "stride_wn", "stride_sg", "stride_om"), c)
     sig.update({x: "constexpr" for x in const})
     if args.tma or args.tma_x:
         sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"
@@ -523,8 +503,6 @@ def main(argv=None) -> int:
                                          ("tma-x", args.tma_x), ("acc", args.acc), ("fold", args.fold),
                                          ("scale8", args.scale8),
                                          ("halves", args.halves), (f"r{args.maxnreg}", args.maxnreg),
-                                         (f"persistent {args.persistent}", args.persistent),
-                                         ("not flattened", args.no_flatten),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
     launch = "" if args.ws else f" split {args.split} w{args.warps}"  # ws: its own partitions, no split
     kernel = f"stage_kernel S{args.probe_stage} " if args.probe_stage else ""
@@ -537,9 +515,7 @@ def main(argv=None) -> int:
     if not ops:
         print("main loop: not found (no loop with HGMMA)")
         return 1
-    what = "one flattened iteration: a K block, the item's prologue and epilogue branches in it" \
-        if args.persistent and not args.no_flatten else "one K block"
-    print(f"main loop ({what}): {len(ops)} instructions")
+    print(f"main loop (one K block): {len(ops)} instructions")
     print("  " + ", ".join(f"{op} {n}" for op, n in collections.Counter(ops).most_common()))
     print(f"writes to a pending wgmma's A-operand registers: {operand_overwrites(body)}")
     return 0

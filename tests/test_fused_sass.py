@@ -183,34 +183,13 @@ def test_fused_kernel_halves_at_8_warps_compiles_capped_without_spills():
     assert int(counts["HGMMA"]) == 8 and lines[3].endswith(": 0"), lines
 
 
-@pytest.mark.parametrize("nested", [False, True])
-def test_the_persistent_kernel_flattens_and_pipelines_its_loop_nest(tmp_path, nested):
-    # PERSISTENT (fused_persistent_kernel): flattened, one scf.for holding the cp.async ring and the
-    # item's epilogue (its atomics in the SASS loop); --no-flatten: the item loop around the K loop.
-    args = ["--split", "2", "--k", "512", "--acc", "--persistent", "1", *(["--no-flatten"] if nested else [])]
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), *args, "--out", str(tmp_path / "k")],
-                       capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    lines = r.stdout.splitlines()
-    assert "persistent 1" in lines[0] and ("not flattened" in lines[0]) == nested, lines
-    assert " 0 local-memory (spill)" in lines[0], lines
-    ttgir = (tmp_path / "k.ttgir").read_text()
-    assert ttgir.count("scf.for ") == (2 if nested else 1) and "async_copy_global_to_local" in ttgir
-    counts = dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", "))
-    assert int(counts["HGMMA"]) == 16 and "LDGSTS" in counts
-    assert ("REDG" in counts or "ATOMG" in counts) != nested, counts
-
-
 @pytest.mark.parametrize("args,named", [(["--probe-stage", "2", "--halves", "--acc"], "--halves"),
                                         (["--halves", "--acc", "--tma"], "--halves"),
                                         (["--halves", "--acc", "--group", "64"], "--halves"),
                                         (["--probe-table", "--k", "1024"], "--probe-table"),
                                         (["--probe-stage", "3", "--tma"], "--probe-stage"),
                                         (["--scale8"], "--scale8"),
-                                        (["--fmt", "nvfp4", "--scale8", "--tma"], "--scale8"),
-                                        (["--persistent", "1", "--tma"], "--persistent"),
-                                        (["--persistent", "0"], "argument --persistent"),
-                                        (["--no-flatten"], "--no-flatten")])
+                                        (["--fmt", "nvfp4", "--scale8", "--tma"], "--scale8")])
 def test_probe_options_out_of_range_end_in_one_line(args, named):
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), *args], capture_output=True,
                        text=True, cwd=REPO, timeout=300)

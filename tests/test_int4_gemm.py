@@ -504,6 +504,20 @@ def test_fused_kernel_refuses_tma_tiles_the_layout_cannot_give(bn, bk, tile):
         gemm(inputs.x)
 
 
+@pytest.mark.parametrize("extra", [{"PERSISTENT": 1}, {"FLATTEN": False}, {"PERSISTENT": 2, "FLATTEN": True},
+                                   {"PERSISTENT": 1, "WS": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64,
+                                                           "num_stages": 4}}])
+def test_fused_kernel_refuses_the_removed_persistent_keys(extra):
+    # The persistent fused kernel's keys (removed) end in one line naming them, before any launch (with WS
+    # tiles too, which would otherwise run and ignore them).
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 64), group_size=128), seed())
+    gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, split=2, **extra))
+    names = " and ".join(x for x in ("PERSISTENT", "FLATTEN") if x in extra)
+    with pytest.raises(ValueError, match=f"{names}: the persistent fused kernel's, removed") as e:
+        gemm(inputs.x)
+    assert "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("group", [128, "channel"])
 def test_fused_ws_config_runs_its_fused_kernel_tiles_where_ws_cannot(group):
     # A config with WS tiles (ws_gemm.py, Hopper only; no CPU interpreter

@@ -73,10 +73,6 @@ this small; loaded in the block they are used, their latency showed).
 
 Small M splits K over SPLIT_K programs per tile (split_k_parts.py: atomics
 in an fp32 workspace, the tile's last program stores; one launch).
-PERSISTENT (a config key, pointer loads only: persistent_refused; no pool
-or table has it): fused_persistent_kernel instead, PERSISTENT programs per
-SM looping over the (tile, split) items in one flattened, pipelined loop
-(docs/fused_gemm.md, "PERSISTENT"; not yet timed).
 """
 
 from __future__ import annotations
@@ -442,105 +438,21 @@ def fused_kernel(
                          SPLIT_K, False, False)
 
 
-
-@triton.jit(do_not_specialize=["M"])
-def fused_persistent_kernel(
-    x_ptr, w_ptr, s_ptr, ts_ptr, out_ptr, ws_ptr, count_ptr,
-    M, N, K: tl.constexpr, stride_xm, stride_wn, stride_sg, stride_om,
-    FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, EVEN_K: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    DECODE_ASM: tl.constexpr = True, FRAG: tl.constexpr = False, TILE_N: tl.constexpr = 0, TILE_K: tl.constexpr = 0,
-    PDL: tl.constexpr = 0, ACC_SCALE: tl.constexpr = False, FOLD: tl.constexpr = False,
-    SCALE8: tl.constexpr = False, FLATTEN: tl.constexpr = True,
-    ON_GPU: tl.constexpr = True,  # False: the interpreter (no inline PTX: split_k_parts.finish's BAR_PTX)
-):
-    """fused_kernel's pointer-load loop (no TMA, HALVES or WS) in a fixed grid
-    of programs (PERSISTENT per SM: FusedGemm) that take the work items (tile,
-    split) in turn, item pid, pid + programs, ...: one loop over items whose
-    body is the K blocks' loop, flattened (tl.range's flatten: Triton fuses
-    the nest into one loop, the inner trip count a constant, and pipelines
-    the loads across item boundaries) so the next item's first loads are in
-    flight while this one decodes its last blocks and adds its partial
-    (split_k_parts.finish, as fused_kernel). Every split runs the same
-    constant PER blocks (the flattening needs bounds the outer loop does not
-    change): a shorter last split reads its last block again with x masked
-    to zero. PDL: the launch overlap and no prefetch of the first rows.
-    Compiled for sm_90 with Triton 3.6 the flattened loop is pipelined
-    (cp.async of the block two ahead issued every iteration, item boundary
-    or not) only with finish's MASKED and BAR_PTX: a branch on the counter
-    or a gpu.barrier in the nest stopped the flattening or the pipelining
-    (docs/fused_gemm.md). FLATTEN False: the nest left as written, to
-    compare."""
-    DT: tl.constexpr = x_ptr.dtype.element_ty
-    USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
-    BLOCKS: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
-    PER: tl.constexpr = (BLOCKS + SPLIT_K - 1) // SPLIT_K  # K blocks of a split (tile_and_range_of's)
-    RAGGED: tl.constexpr = BLOCKS % SPLIT_K != 0  # some split has fewer (or none)
-    W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE  # as fused_kernel
-    FOLDED: tl.constexpr = FOLD and FMT == 0 and W_SCALE != SCALE_MODE
-    S8: tl.constexpr = SCALE8 and FMT == 1
-    offs_k = tl.arange(0, BLOCK_K)
-    split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)  # PDL 2, 3: two harmless prefetches
-    items = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * SPLIT_K
-    for item in tl.range(tl.program_id(0), items, tl.num_programs(0), flatten=FLATTEN):
-        # A tile's splits are consecutive items, so they run at about the same time.
-        pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range_of(
-            item // SPLIT_K, item % SPLIT_K, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
-        mask_m = offs_m < M
-        w_rows = _weight_rows(w_ptr, pid_mn, offs_n, N, stride_wn, BLOCK_N, BLOCK_K, TILE_N, TILE_K)
-        x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
-        sc = _scales(s_ptr, tl.minimum(first, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8, USE_ASM)
-        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-        for i in range(0, PER):
-            b = first + i
-            if RAGGED:  # past the split's end: its last block again (weights in bounds), x masked to zero
-                b = tl.minimum(b, last - 1)
-            sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8,
-                              USE_ASM)
-            if W_SCALE != SCALE_MODE:
-                s_row = tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None]).to(tl.float32)
-            wp = tl.load(_block_ptr(w_rows, b, BLOCK_K, TILE_N, TILE_K))
-            lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT, BLOCK_N,
-                              BLOCK_K, FRAG, False, FOLDED)
-            if RAGGED:  # no k of x past the split's end
-                x = tl.load(x_cols + b * BLOCK_K, other=0.0, mask=mask_m[None, :] & (
-                    b * BLOCK_K + offs_k < tl.where(first + i < last, K, 0))[:, None])
-            else:
-                x = _x_block(x_cols, b, mask_m, offs_k, K, BLOCK_K, EVEN_K)
-            w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
-            if W_SCALE != SCALE_MODE:
-                acc += _block_product(w, x, FOLDED) * s_row
-            else:
-                acc = tl.dot(w, x, acc)
-            sc = sc_next
-        if FMT == 1:
-            acc = acc * (tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0))  # the PTX decode's 2^-8
-        if SCALE_MODE == 1:
-            acc = acc * tl.load(s_ptr + offs_n).to(tl.float32)[:, None]
-        split_k_parts.finish(tl.trans(acc), out_ptr, stride_om, ws_ptr, count_ptr, out_ptr, pid_mn, offs_m, offs_n,
-                             M, N, SPLIT_K, False, False, MASKED=FLATTEN, BAR_PTX=FLATTEN and ON_GPU)
-    split_k_parts.pdl_release(PDL)
-
-
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
            tma: bool | str = False, acc: bool = False, maxnreg: int | None = None,
-           ws: tuple[int, ...] | None = None, fold: bool = False, scale8: bool = False,
-           persistent: int | None = None) -> dict:
+           ws: tuple[int, ...] | None = None, fold: bool = False, scale8: bool = False) -> dict:
     """A launch config; tma True: x and weight tiles by TMA, "x": only x's
     (TMA_W False); maxnreg caps the registers per thread (Triton's compile
     option: ptxas may spill to fit); ws (BLOCK_M, BLOCK_N, BLOCK_K, stages[, K_SPLIT]):
     the warp-specialized Gluon kernel's tiles (ws_gemm.py), which run where
     it runs (ws_gemm.usable), the rest of the config in fused_kernel
     elsewhere; fold: FOLD (with acc, int4: fused_kernel's FOLD); scale8:
-    SCALE8 (NVFP4, pointer loads: block scales read as E4M3 bytes);
-    persistent: PERSISTENT, programs per SM of fused_persistent_kernel
-    (pointer loads; not with tma, ws or HALVES: persistent_refused)."""
+    SCALE8 (NVFP4, pointer loads: block scales read as E4M3 bytes)."""
     c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "DECODE_ASM": asm,
          "num_warps": warps, "num_stages": stages}
     return {**c, **({"TMA": True} if tma else {}), **({"TMA_W": False} if tma == "x" else {}),
             **({"ACC_SCALE": True} if acc else {}), **({"FOLD": True} if fold else {}),
             **({"SCALE8": True} if scale8 else {}),
-            **({"PERSISTENT": persistent} if persistent else {}),
             **({"maxnreg": maxnreg} if maxnreg else {}),
             **({"WS": ws_tiles(*ws)} if ws else {})}
 
@@ -681,22 +593,18 @@ def scale8_refused(fmt: int, c: dict) -> str:
     return ""
 
 
-def persistent_refused(c: dict) -> str:
-    """Why config c may not have PERSISTENT (fused_persistent_kernel's
-    programs per SM), "" where it may or has none: a positive integer, with
-    pointer loads, without HALVES and WS tiles (the persistent kernel has
-    neither loop); FLATTEN (true or false, the kernel's: its nest flattened,
-    the default, or not) only with it. FusedGemm and the table files refuse
-    the others."""
-    p = c.get("PERSISTENT")
-    if p is None:
-        return "FLATTEN is PERSISTENT's (fused_persistent_kernel's loop nest)" if "FLATTEN" in c else ""
-    if not isinstance(c.get("FLATTEN", True), bool):
-        return f"FLATTEN={c['FLATTEN']!r} must be true or false (PERSISTENT's loop nest flattened or not)"
-    if not isinstance(p, int) or isinstance(p, bool) or not 1 <= p <= 32:
-        return f"PERSISTENT={p!r} must be an integer from 1 to 32 (programs per SM)"
-    if c.get("TMA") or c.get("HALVES") or c.get("WS"):
-        return "PERSISTENT (fused_persistent_kernel) takes pointer loads only: not with TMA, HALVES or WS"
+# Keys of a kernel since removed: refused by name, not left to Triton's
+# "unrecognised" KeyError at launch (nor ignored where WS tiles run).
+# PERSISTENT and its FLATTEN: the persistent fused kernel, slower than
+# fused_kernel at every config timed on the H200 (docs/fused_gemm.md).
+REMOVED_KEYS = ("PERSISTENT", "FLATTEN")
+
+
+def removed_refused(c: dict) -> str:
+    """Why config c may not run: it names REMOVED_KEYS; "" where it does not
+    (FusedGemm and weight_only_configs.check_config refuse it in one line)."""
+    if gone := [key for key in REMOVED_KEYS if key in c]:
+        return f"{' and '.join(gone)}: the persistent fused kernel's, removed (slower at every config timed)"
     return ""
 
 
@@ -868,7 +776,7 @@ class FusedGemm:
                                                                          self.kmajor.frag)):
             raise ValueError(f"config {c} returns wrong sums on sm_90 (fused_gemm.wrong_on_sm90: int4 with "
                              "8 warps and split-K)")
-        if why := scale8_refused(self.fmt, c) or persistent_refused(c):
+        if why := scale8_refused(self.fmt, c) or removed_refused(c):
             raise ValueError(f"config {c}: {why}")
         if c.get("WS"):
             from qgemm_bench.backends.triton_kernels import ws_gemm
@@ -957,11 +865,5 @@ class FusedGemm:
                 "EVEN_K": k % c["BLOCK_K"] == 0, "FRAG": p.frag,
                 "TILE_N": p.tile[0] if p.tile else 0, "TILE_K": p.tile[1] if p.tile else 0,
                 **split_k_parts.pdl_launch(c, x.device)}
-        if per_sm := c.pop("PERSISTENT", None):
-            items = split_k_parts.grid(m, n, c)
-            grid = (max(1, min(items[0] * items[1], per_sm * self.target.sms)),)
-            c = {key: v for key, v in c.items() if key not in ("TMA", "TMA_W", "HALVES")}  # off: config_for
-            fused_persistent_kernel[grid](*args, **{**c, **meta}, ON_GPU=x.is_cuda)
-        else:
-            fused_kernel[split_k_parts.grid(m, n, c)](*args, **{**c, **meta, **self.descriptors(x, c)})
+        fused_kernel[split_k_parts.grid(m, n, c)](*args, **{**c, **meta, **self.descriptors(x, c)})
         return out

@@ -111,14 +111,8 @@ def tile_and_range(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_
                    SPLIT_K: tl.constexpr):
     """This program's output tile (flat index, row and column offsets) and its
     contiguous range [first, last) of K blocks. Grid: (tiles, SPLIT_K)."""
-    return tile_and_range_of(tl.program_id(0), tl.program_id(1), M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
-
-
-@triton.jit
-def tile_and_range_of(pid_mn, pid_k, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      SPLIT_K: tl.constexpr):
-    """tile_and_range for split pid_k of tile pid_mn (a persistent kernel's
-    work item, not its program's ids)."""
+    pid_mn = tl.program_id(0)
+    pid_k = tl.program_id(1)
     n_tiles = tl.cdiv(N, BLOCK_N)
     offs_m = (pid_mn // n_tiles) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = (pid_mn % n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -132,18 +126,11 @@ def tile_and_range_of(pid_mn, pid_k, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl
 @triton.jit
 def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
            SPLIT_K: tl.constexpr, DETERMINISTIC: tl.constexpr, HAS_BIAS: tl.constexpr,
-           REDUCE: tl.constexpr = 0, MASKED: tl.constexpr = False,  # REDUCE 0: REDUCE_LAST
-           BAR_PTX: tl.constexpr = False):
+           REDUCE: tl.constexpr = 0):  # REDUCE 0: REDUCE_LAST
     """Store this program's fp32 partial `acc`; the tile's last program adds
     the bias, stores the cast sum and leaves workspace and counter zeroed.
     DETERMINISTIC only: REDUCE (module doc); with REDUCE_KERNEL reduce_planes
-    finishes. MASKED (atomics only): the last program's part predicated on
-    the counter instead of branched on it, the same memory operations (an
-    scf.if here stopped Triton 3.6 from flattening a persistent kernel's
-    loop nest around this: fused_gemm.fused_persistent_kernel). BAR_PTX
-    (GPU only: the interpreter runs no inline PTX): the barrier before the
-    counter as an inline bar.sync (Triton 3.6's pipeliner gave up on a
-    loop with tl.debug_barrier's gpu.barrier in it)."""
+    finishes."""
     mask_m = offs_m < M
     mask_n = offs_n < N
     tile = offs_m[:, None] * N + offs_n[None, :]  # workspace index within one [M, N] plane
@@ -161,23 +148,9 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
             tl.atomic_add(ws_ptr + tile, acc, mask=mask, sem="relaxed")
         # Every thread's partial is issued before the counter (release); the
         # last program's reads come after it (acquire).
-        if BAR_PTX:  # the same bar.sync, as inline PTX (docstring)
-            tl.inline_asm_elementwise("bar.sync 0; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
-        else:
-            tl.debug_barrier()
+        tl.debug_barrier()
         done = tl.atomic_add(count_ptr + pid_mn, 1, sem="acq_rel")
-        if MASKED and not DETERMINISTIC:
-            last = done == SPLIT_K - 1
-            mine = mask & (tl.full(acc.shape, SPLIT_K - 1, tl.int32) == done)  # the tile where last, else none
-            zero = tl.zeros(acc.shape, dtype=tl.float32)
-            total = tl.atomic_add(ws_ptr + tile, zero, mask=mine, sem="acquire")  # at L2, as below
-            tl.store(ws_ptr + tile, zero, mask=mine)
-            if HAS_BIAS:
-                total += tl.load(bias_ptr + offs_n[None, :], mask=mine, other=0.0).to(tl.float32)
-            tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], total.to(out_ptr.dtype.element_ty),
-                     mask=mine)
-            tl.atomic_xchg(count_ptr + pid_mn, 0, mask=last, sem="relaxed")
-        elif done == SPLIT_K - 1:
+        if done == SPLIT_K - 1:
             if DETERMINISTIC:
                 total = tl.zeros(acc.shape, dtype=tl.float32)
                 for s in range(0, SPLIT_K):

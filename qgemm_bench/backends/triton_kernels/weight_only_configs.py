@@ -11,10 +11,8 @@ default run never autotunes. This module reads no store, only the table:
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
                                                 "maxnreg", "TMA", "TMA_W", "ACC_SCALE", "FOLD",
-                                                "SCALE8", "PERSISTENT" and "WS" (the last seven
-                                                fused only, SCALE8 NVFP4 pointer loads only,
-                                                PERSISTENT pointer loads without WS, and
-                                                its FLATTEN; WS the
+                                                "SCALE8" and "WS" (the last six fused only,
+                                                SCALE8 NVFP4 pointer loads only; WS the
                                                 warp-specialized kernel's tiles, which run
                                                 where it runs, the rest elsewhere)},
                                      "us": p50 when tuned (the table mode: the mean of two
@@ -103,16 +101,10 @@ def check_config(config, where: str, fmt: int = INT4) -> None:
                       ("SCALE8", "fused_gemm.fused_kernel")):
         if not isinstance(config.get(key, False), bool):
             raise ValueError(f"{where}: {key}={config[key]!r} must be true or false ({what})")
-    if config.get("SCALE8"):
-        from qgemm_bench.backends.triton_kernels.fused_gemm import scale8_refused
+    from qgemm_bench.backends.triton_kernels.fused_gemm import removed_refused, scale8_refused
 
-        if why := scale8_refused(fmt, config):
-            raise ValueError(f"{where}: {why}")
-    if "PERSISTENT" in config or "FLATTEN" in config:
-        from qgemm_bench.backends.triton_kernels.fused_gemm import persistent_refused
-
-        if why := persistent_refused(config):
-            raise ValueError(f"{where}: {why}")
+    if why := scale8_refused(fmt, config) or removed_refused(config):
+        raise ValueError(f"{where}: {why}")
     if "WS" in config:
         from qgemm_bench.backends.triton_kernels import ws_gemm
 

@@ -4,8 +4,7 @@ store entry and the Triton backend, in one process: per op and M (K, N from
 --kn), the Helion config the store gives the shape ("entry"), each of
 candidates.helion_fused_variants of it (tma: x and weights by tensor
 descriptors; persistent_blocked; tma on persistent_interleaved; tma one
-pipeline stage deeper; with L2 groups where M has 2+ tiles; "ws": the K
-loop warp-specialized, 64-row weight tiles, no split; int4: the entry
+pipeline stage deeper; with L2 groups where M has 2+ tiles; int4: the entry
 with acc_scale switched; M <= 64: with acc_scale (int4) and PDL 2; int4: each
 of these with frag switched, fragment-order weights, where helion_ops
 takes frag (helion_ops.frag_tile_ok: tiles of up to FRAG_MAX_BLOCK_M rows,
@@ -82,11 +81,8 @@ def parse_args(argv=None):
 
 def label(cfg: dict, entry: dict) -> str:
     """A variant's name: what it adds to the entry's config."""
-    parts = ["ws"] if any(cfg.get("range_warp_specializes") or ()) else []
-    parts += ["tma"] if cfg.get("tma") else []
+    parts = ["tma"] if cfg.get("tma") else []
     parts += [cfg["pid_type"]] if "pid_type" in cfg else []
-    parts += ["x".join(map(str, cfg["block_sizes"][:2]))] if cfg["block_sizes"] != entry["block_sizes"] else []
-    parts += [f"split {cfg.get('split_k', 1)}"] if cfg.get("split_k", 1) != entry.get("split_k", 1) else []
     parts += [f"l2 {cfg['l2_groupings'][0]}"] if "l2_groupings" in cfg else []
     parts += [f"stages {cfg['num_stages']}"] if cfg["num_stages"] != entry["num_stages"] else []
     parts += [f"warps {cfg['num_warps']}"] if cfg["num_warps"] != entry["num_warps"] else []

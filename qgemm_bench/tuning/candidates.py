@@ -300,8 +300,8 @@ def helion_kernel(op: str, m: int, shape=None, device=None) -> str:
 
 # The fused kernel's TMA / persistent variants (helion_fused_variants) in
 # every fused unit of `qgemm-bench tune`: off, as the one-GPU plan has no
-# room (issue 52: 24 min; with the warp-specialized twins the variants add
-# 64 candidates, 80 s, at the H200's units). `python -m qgemm_bench.tuning.helion --variants` and
+# room (issue 52: 24 min; the variants add 46 candidates, 80 s, at the H200's
+# units). `python -m qgemm_bench.tuning.helion --variants` and
 # scripts/helion_ab.py time them.
 HELION_VARIANTS = False
 # Where the int4 fused unit also times its first candidate on fragment-order
@@ -412,47 +412,15 @@ def helion_fused_variants(c: dict, m: int) -> list[dict]:
       drops range_num_stages under tensor_descriptor indexing,
       tile_strategy.get_tl_range_kwargs) where the stages' x and weight
       tiles fit HELION_SMEM.
-    Then helion_ws_variants (range_warp_specializes)."""
+    Not range_warp_specializes: Helion 1.4 offers it from compute capability
+    10.0 only (language/loops._supports_warp_specialize), not on sm_90."""
     bn, bm = c["block_sizes"]
     bk, stages = c["block_k"], c["num_stages"]
     tma = {**c, "tma": True, "indexing": "tensor_descriptor"}
     group = {"l2_groupings": [L2_GROUP]} if -(-m // bm) > 1 else {}
     out = [tma, {**c, "pid_type": "persistent_blocked", **group},
            {**tma, "pid_type": "persistent_interleaved", **group}]
-    if (stages + 1) * _stage_bytes(bn, bm, bk) <= HELION_SMEM:
+    stage_bytes = bk * bm * 2 + bn * bk // 2  # x in 16 bits, the weights' packed bytes
+    if (stages + 1) * stage_bytes <= HELION_SMEM:
         out.append({**tma, "num_stages": stages + 1})
-    return out + helion_ws_variants(c)
-
-
-def _stage_bytes(bn: int, bm: int, bk: int) -> int:
-    return bk * bm * 2 + bn * bk // 2  # x in 16 bits, the weights' packed bytes
-
-
-# Warp specialization (kernels.fused's K loop, Helion's range_warp_specializes,
-# lifted to sm_90 by helion_kernels.tuning.ws_twin): compiled for sm_90 by
-# Triton 3.6 (offline) with tensor-descriptor loads, weight tiles of 64 rows
-# (its data partition refused wider accumulators) and no split-K (its pass
-# failed on the split epilogue); docs/helion.md.
-HELION_WS_BLOCK_N = 64
-HELION_WS_MAX_BLOCK_M = 128
-
-
-def helion_ws_variants(c: dict) -> list[dict]:
-    """Fused config c's warp-specialized twins: tma, 64-row weight tiles, no
-    split, 4 warps (Triton adds the producer and consumer groups), c's BLOCK_M
-    up to HELION_WS_MAX_BLOCK_M and 64 where that is wider; c's stages, fewer
-    where they do not fit HELION_SMEM; no PDL prologue, persistent grid or
-    register cap."""
-    from qgemm_bench.backends.helion_kernels.tuning import WS_KEY
-
-    bk, bm = c["block_k"], c["block_sizes"][1]
-    out = []
-    for b in dict.fromkeys([min(bm, HELION_WS_MAX_BLOCK_M), min(bm, 64)]):
-        stages = c["num_stages"]
-        # Triton's warp-specialized loop also takes about two x tiles more (offline: [64, 128] s5 250 KB)
-        while stages > 2 and stages * _stage_bytes(HELION_WS_BLOCK_N, b, bk) + 4 * bk * b > HELION_SMEM:
-            stages -= 1
-        v = {k: x for k, x in c.items() if k not in ("pid_type", "l2_groupings", "maxnreg", "pdl")}
-        out.append({**v, "block_sizes": [HELION_WS_BLOCK_N, b], "split_k": 1, "num_warps": 4, "num_stages": stages,
-                    "tma": True, "indexing": "tensor_descriptor", WS_KEY: [None, True]})
     return out

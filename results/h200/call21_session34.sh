@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 34 (2026-11-29): what ran, in order, on one nvidia-h200 kept warm between the calls (commit f6929e6;
-# each step restores the store the step before it left in /tmp/runs/store_h200). Device time: 1518 of 1800 s.
+# each step restores the store the step before it left in /tmp/runs/store_h200; w on a fresh machine at af157af).
+# Device time: 1625 of 1800 s.
 # ---- pre.sh
 # sourced by every call: install, env, bytecode, the store a previous call on this machine left behind
 if [ ! -e /tmp/site.done ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1; touch /tmp/site.done; fi
@@ -134,3 +135,10 @@ git diff --stat -- qgemm_bench/configs/h200/helion.json | tail -1; save; t1=$(da
 timeout -k 10 170 python3 runner.py --op nvfp4_gemm --output-dir $R/nvfp4_gemm_b > $R/nvfp4_gemm_b.log 2>&1
 echo "nvfp4 default rc $? wall $(( $(date +%s)-t1 )) s"; tail -2 $R/nvfp4_gemm_b.log | cut -c1-250
 grep "at or under the fastest peer" $R/nvfp4_gemm_b/report.md | cut -c1-140; save
+# ---- w: a fresh machine, the last of the budget, at af157af (Helion's warp-specialized fused variants, reverted
+#      after this): s34w.sh, run as LIMIT=125 bash s34w.sh
+set -u; source .gpu/pre.sh
+t1=$(date +%s)
+timeout -k 5 ${LIMIT:-150} python3 scripts/helion_ab.py --op int4_gemm --m 64,256 --rounds 2 > $R/helion_ab_ws.txt 2>&1
+echo "helion_ab rc $? wall $(( $(date +%s)-t1 )) s"; grep -v -i "warn\|^  helion [a-z].*: {" $R/helion_ab_ws.txt | cut -c1-150 | tail -40
+NO_STORE_SAVE=1 save

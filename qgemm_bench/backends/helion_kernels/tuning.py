@@ -57,48 +57,6 @@ def options(**changes):
 ARGUMENT_KEYS = ("block_k", "decode_asm")
 
 
-# Helion's per-loop warp specialization (config key range_warp_specializes,
-# one entry a loop: kernels.fused's K loop is the last). Helion 1.4 offers it
-# from compute capability 10.0 only (language/loops._supports_warp_specialize);
-# Triton 3.6 also warp-specializes such a loop on sm_90 when its tiles come by
-# tensor descriptors (docs/helion.md). A config asking for it is bound on a
-# twin of its kernel with that check lifted: the kernel's own bound
-# specializations keep Helion's choices.
-WS_KEY = "range_warp_specializes"
-_ws_twins: dict[int, object] = {}  # id(kernel) -> its twin for configs with WS_KEY
-
-
-def asks_warp_specialize(settings: dict) -> bool:
-    return any(settings.get(WS_KEY) or ())
-
-
-@contextlib.contextmanager
-def warp_specialize_offered():
-    """Helion offers range_warp_specializes while kernels are bound in here,
-    on any device (the Triton interpreter ignores it)."""
-    import helion.language.loops as loops
-
-    gate = getattr(loops, "_supports_warp_specialize", None)
-    if gate is None:
-        raise RuntimeError(f"{WS_KEY} on this GPU: this Helion has no language.loops._supports_warp_specialize "
-                           "to lift (Helion 1.4's check)")
-    loops._supports_warp_specialize = lambda: True
-    try:
-        yield
-    finally:
-        loops._supports_warp_specialize = gate
-
-
-def ws_twin(kernel):
-    """kernel's twin (the same function and settings, its own bound kernels)
-    for the configs that ask for warp specialization."""
-    from helion.runtime.kernel import Kernel
-
-    if id(kernel) not in _ws_twins:
-        _ws_twins[id(kernel)] = Kernel(kernel.fn, settings=kernel.settings)
-    return _ws_twins[id(kernel)]
-
-
 @dataclass
 class Ready:
     """A bound kernel with its config compiled, and how it got there."""
@@ -192,17 +150,14 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
     if stored is not None and (run := _loaded.get(stored) or codecache.load(stored, kernel, settings)):
         _loaded[stored] = run
         return Ready(run, cfg, notes, time.perf_counter() - t0, autotune_s)
-    ws = asks_warp_specialize(settings)
-    with warp_specialize_offered() if ws else contextlib.nullcontext():
-        # Helion caches one bound kernel per specialization (shapes, dtypes)
-        bound = (ws_twin(kernel) if ws else kernel).bind(call_args)
-        t0 = time.perf_counter()
-        key = json.dumps(settings, sort_keys=True)
-        if _current.get(id(bound)) != key:  # the runner prepares many input copies with one config
-            bound.set_config(settings)  # compiles
-            _current[id(bound)] = key
-            if stored is not None:
-                codecache.save(stored, bound, settings)
+    bound = kernel.bind(call_args)  # Helion caches one bound kernel per specialization (shapes, dtypes)
+    t0 = time.perf_counter()
+    key = json.dumps(settings, sort_keys=True)
+    if _current.get(id(bound)) != key:  # the runner prepares many input copies with one config
+        bound.set_config(settings)  # compiles
+        _current[id(bound)] = key
+        if stored is not None:
+            codecache.save(stored, bound, settings)
     compile_s = time.perf_counter() - t0
     return Ready(bound, cfg, notes, compile_s, autotune_s)
 

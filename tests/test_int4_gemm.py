@@ -504,16 +504,18 @@ def test_fused_kernel_refuses_tma_tiles_the_layout_cannot_give(bn, bk, tile):
         gemm(inputs.x)
 
 
+WS64 = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_stages": 4}
+
+
 @pytest.mark.parametrize("extra", [{"PERSISTENT": 1}, {"FLATTEN": False}, {"PERSISTENT": 2, "FLATTEN": True},
-                                   {"PERSISTENT": 1, "WS": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64,
-                                                           "num_stages": 4}}])
-def test_fused_kernel_refuses_the_removed_persistent_keys(extra):
-    # The persistent fused kernel's keys (removed) end in one line naming them, before any launch (with WS
-    # tiles too, which would otherwise run and ignore them).
+                                   {"num_warp": 4}, {"PERSISTENT": 1, "WS": WS64}])
+def test_fused_kernel_refuses_keys_it_does_not_take(extra):
+    # A key no kernel takes (here the removed persistent kernel's) ends in one line naming it, before any
+    # launch (with WS tiles too, which would otherwise run and ignore it).
     inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 64), group_size=128), seed())
     gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, split=2, **extra))
-    names = " and ".join(x for x in ("PERSISTENT", "FLATTEN") if x in extra)
-    with pytest.raises(ValueError, match=f"{names}: the persistent fused kernel's, removed") as e:
+    names = ", ".join(x for x in extra if x != "WS")
+    with pytest.raises(ValueError, match=f"{names}: not a config key of these kernels") as e:
         gemm(inputs.x)
     assert "\n" not in str(e.value)
 

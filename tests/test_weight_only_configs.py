@@ -182,10 +182,10 @@ CFG = '"config": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2, "nu
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "maxnreg": 300') + '}}}}}', "maxnreg=300 must be an integer"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {'
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "PERSISTENT": 1') + '}}}}}',
-     "M1_K64_N64: PERSISTENT: the persistent fused kernel's, removed"),
+     "M1_K64_N64: PERSISTENT: not a config key of these kernels"),
     ('{"gpu": "h100", "kernels": {"nvfp4_gemm": {"M1_K64_N64": {'
      + CFG.replace('"SPLIT_K": 2', '"SPLIT_K": 2, "FLATTEN": false') + '}}}}}',
-     "M1_K64_N64: FLATTEN: the persistent fused kernel's, removed"),
+     "M1_K64_N64: FLATTEN: not a config key of these kernels"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "pointer_config": {"BLOCK_M": 16}'
      + '}}}}', "pointer_config: a config needs"),
     ('{"gpu": "h100", "kernels": {"int4_gemm_fused": {"M1_K64_N64": {' + CFG + '}, "pointer_config": {'

@@ -597,14 +597,19 @@ def scale8_refused(fmt: int, c: dict) -> str:
 # "unrecognised" KeyError at launch (nor ignored where WS tiles run).
 # PERSISTENT and its FLATTEN: the persistent fused kernel, slower than
 # fused_kernel at every config timed on the H200 (docs/fused_gemm.md).
-REMOVED_KEYS = ("PERSISTENT", "FLATTEN")
+# What a weight-only config may name: the tiles and launch options, then
+# fused_kernel's switches (the split path takes the first line's).
+CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "num_warps", "num_stages", "maxnreg", "PDL",
+               "PF_LINES", "TMA", "TMA_W", "ACC_SCALE", "FOLD", "HALVES", "SCALE8", "WS")
 
 
-def removed_refused(c: dict) -> str:
-    """Why config c may not run: it names REMOVED_KEYS; "" where it does not
-    (FusedGemm and weight_only_configs.check_config refuse it in one line)."""
-    if gone := [key for key in REMOVED_KEYS if key in c]:
-        return f"{' and '.join(gone)}: the persistent fused kernel's, removed (slower at every config timed)"
+def unknown_refused(c: dict) -> str:
+    """Why config c may not run: it names keys no kernel here takes (a stale
+    one, e.g. PERSISTENT of the persistent kernel removed in 9395170; a typo);
+    "" where it does not (FusedGemm and weight_only_configs.check_config
+    refuse it in one line, before a launch could fail or ignore it)."""
+    if unknown := [key for key in c if key not in CONFIG_KEYS]:
+        return f"{', '.join(map(str, unknown))}: not a config key of these kernels (they take {', '.join(CONFIG_KEYS)})"
     return ""
 
 
@@ -776,7 +781,7 @@ class FusedGemm:
                                                                          self.kmajor.frag)):
             raise ValueError(f"config {c} returns wrong sums on sm_90 (fused_gemm.wrong_on_sm90: int4 with "
                              "8 warps and split-K)")
-        if why := scale8_refused(self.fmt, c) or removed_refused(c):
+        if why := scale8_refused(self.fmt, c) or unknown_refused(c):
             raise ValueError(f"config {c}: {why}")
         if c.get("WS"):
             from qgemm_bench.backends.triton_kernels import ws_gemm

@@ -101,9 +101,9 @@ def check_config(config, where: str, fmt: int = INT4) -> None:
                       ("SCALE8", "fused_gemm.fused_kernel")):
         if not isinstance(config.get(key, False), bool):
             raise ValueError(f"{where}: {key}={config[key]!r} must be true or false ({what})")
-    from qgemm_bench.backends.triton_kernels.fused_gemm import removed_refused, scale8_refused
+    from qgemm_bench.backends.triton_kernels.fused_gemm import scale8_refused, unknown_refused
 
-    if why := scale8_refused(fmt, config) or removed_refused(config):
+    if why := unknown_refused(config) or scale8_refused(fmt, config):
         raise ValueError(f"{where}: {why}")
     if "WS" in config:
         from qgemm_bench.backends.triton_kernels import ws_gemm

@@ -503,36 +503,46 @@ def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: st
     return True
 
 
-def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):
-    """Every entry of this GPU's table for the paths (M in `ms` if given,
-    else up to M = PDL_MAX_M), at its bucket's shape: its pdl_variants, in
-    the same process; the fastest stays, each timing noted (pdl_us)."""
+def _variant_pass(what: str, kernels, variants, name: str, ms, layers, note, skip=None) -> None:
+    """pdl_pass's and scale8_pass's loop: each entry of this GPU's table in
+    `kernels` ((fmt, path) pairs) at M in `ms` (else up to PDL_MAX_M) and the
+    `layers`, unless skip(its config), through variant_entry with `variants`
+    and `name`; the table written after each; note(timed) (the (m, k, n) of
+    the entries timed) added to its source, with the commit."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.harness.environment import git_commit
 
     t0 = time.time()
-    out, doc = gpu_table("add PDL to")
+    out, doc = gpu_table(what)
     require_layers(doc, layers)
     timed = set()
-    for path in paths:
-        for fmt_id, fmt in enumerate(FORMATS):
-            if fmt not in fmts:
+    for fmt, path in kernels:
+        for key, entry in sorted(doc["kernels"].get(woc.kernel(FORMATS.index(fmt), path), {}).items()):
+            m, k, n = parse(key)
+            if ((m not in ms) if ms else m > PDL_MAX_M) or layers and (k, n) not in layers or \
+                    skip and skip(entry["config"]):
                 continue
-            entries = doc["kernels"].get(woc.kernel(fmt_id, path), {})
-            for key, entry in sorted(entries.items()):
-                m, k, n = parse(key)
-                if ((m not in ms) if ms else m > PDL_MAX_M) or layers and (k, n) not in layers:
-                    continue
-                if pdl_entry(fmt, path, key, entry, t0=t0):
-                    timed.add((k, n))
+            if variant_entry(fmt, path, key, entry, variants, name, t0=t0):
+                timed.add((m, k, n))
             write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     if timed:  # the source names only what this pass timed
-        at = (f" at M {','.join(map(str, sorted(ms)))}" if ms else "") + layers_note(layers and timed)
-        note = f"PDL per entry{at}: tuning.weight_only pdl (same process, commit {git_commit() or 'unknown'})"
-        doc["source"] = "; ".join(filter(None, (doc.get("source"), note)))
+        text = f"{note(timed)} (same process, commit {git_commit() or 'unknown'})"
+        doc["source"] = "; ".join(filter(None, (doc.get("source"), text)))
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
+
+
+def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):
+    """Every entry of this GPU's table for the paths (M in `ms` if given,
+    else up to M = PDL_MAX_M), at its bucket's shape: its pdl_variants, in
+    the same process; the fastest stays, each timing noted (pdl_us)."""
+    def note(timed):
+        at = (f" at M {','.join(map(str, sorted(ms)))}" if ms else "") + layers_note(layers and {t[1:] for t in timed})
+        return f"PDL per entry{at}: tuning.weight_only pdl"
+
+    _variant_pass("add PDL to", [(fmt, path) for path in paths for fmt in FORMATS if fmt in fmts], pdl_variants,
+                  "pdl", ms, layers, note)
 
 
 def scale8_pass(ms=None, layers=None):
@@ -540,32 +550,20 @@ def scale8_pass(ms=None, layers=None):
     at `ms`), at its bucket's shape, without and with SCALE8 in the same
     rounds (scale8_variants: not where its WS tiles or TMA loads run); the
     faster stays, both timings noted (scale8_us)."""
-    from qgemm_bench.backends.config_buckets import parse
-    from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.fused_gemm import SPLIT_POOL_MAX_M
-    from qgemm_bench.harness.environment import git_commit
 
     if ms and max(ms) > SPLIT_POOL_MAX_M:  # above it no pool has SCALE8 twins: a prior table's winner matches none
         raise InputError(f"scale8 --ms {','.join(map(str, sorted(ms)))}: M up to {SPLIT_POOL_MAX_M} only "
                          "(fused_gemm.pool has SCALE8 twins there)")
-    t0 = time.time()
-    out, doc = gpu_table("add SCALE8 to")
-    require_layers(doc, layers)
-    timed = set()
-    for key, entry in sorted(doc["kernels"].get(woc.kernel(FORMATS.index("nvfp4"), "fused"), {}).items()):
-        m, k, n = parse(key)
-        if ((m not in ms) if ms else m > PDL_MAX_M) or layers and (k, n) not in layers or entry["config"].get("TMA"):
-            continue  # (TMA: the scales are applied after the decode, SCALE_AFTER; scale8_variants has none)
-        if variant_entry("nvfp4", "fused", key, entry, scale8_variants, "scale8", t0=t0):
-            timed.add((m, k, n))
-        write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
-    if timed:
-        done = sorted({m for m, _, _ in timed})
-        note = (f"nvfp4 fused M {','.join(map(str, done))}{layers_note(layers and {kn[1:] for kn in timed})}: "
-                f"SCALE8 per entry, tuning.weight_only scale8 (same process, commit {git_commit() or 'unknown'})")
-        doc["source"] = "; ".join(filter(None, (doc.get("source"), note)))
-    write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
-    print(f"wrote {out} in {time.time() - t0:.0f} s")
+
+    def note(timed):
+        done = ",".join(map(str, sorted({m for m, _, _ in timed})))
+        return (f"nvfp4 fused M {done}{layers_note(layers and {t[1:] for t in timed})}: SCALE8 per entry, "
+                "tuning.weight_only scale8")
+
+    # (TMA: the scales are applied after the decode, SCALE_AFTER; scale8_variants has none)
+    _variant_pass("add SCALE8 to", [("nvfp4", "fused")], scale8_variants, "scale8", ms, layers, note,
+                  skip=lambda c: c.get("TMA"))
 
 
 def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, stop: float | None = None,

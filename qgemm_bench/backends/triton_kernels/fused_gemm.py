@@ -67,7 +67,7 @@ scale8_refused): the kernel reads the E4M3 bytes (FusedGemm.scales8) and
 converts each K block's [BLOCK_N, BLOCK_K // 16] tile as it loads it, before
 the broadcast (_scales; decode.e4m3_x2_118, exact): a few values per
 thread (8 in 16x128x128 w4), not its 32 broadcast ones. The pools' NVFP4
-split-K candidates have SCALE8 twins; no stored config has it yet.
+split-K candidates have SCALE8 twins (tuning.weight_only's scale8 pass).
 Scale tiles are loaded one K block ahead (Triton does not pipeline loads
 this small; loaded in the block they are used, their latency showed).
 
@@ -593,10 +593,6 @@ def scale8_refused(fmt: int, c: dict) -> str:
     return ""
 
 
-# Keys of a kernel since removed: refused by name, not left to Triton's
-# "unrecognised" KeyError at launch (nor ignored where WS tiles run).
-# PERSISTENT and its FLATTEN: the persistent fused kernel, slower than
-# fused_kernel at every config timed on the H200 (docs/fused_gemm.md).
 # What a weight-only config may name: the tiles and launch options, then
 # fused_kernel's switches (the split path takes the first line's).
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "num_warps", "num_stages", "maxnreg", "PDL",

@@ -91,7 +91,10 @@ def parse_args(argv=None):
             raise InputError(f"--shape {args.shape}: expected M,K,N integers") from None
         if any(len(s) != 3 or min(s) < 1 for s in args.shapes):
             raise InputError(f"--shape {args.shape}: expected three positive integers M,K,N")
-    args.specs = [(s, parse_config(s)) for s in (args.config or ["table"])]
+    configs = args.config or ["table"]
+    if len(set(configs)) < len(configs):  # each config is timed once a round, by its spec
+        raise InputError(f"--config: given twice: {sorted({c for c in configs if configs.count(c) > 1})}")
+    args.specs = [(s, parse_config(s)) for s in configs]
     return args
 
 
@@ -110,7 +113,7 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
 
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
     from qgemm_bench.harness import faults
-    from qgemm_bench.harness.sweep import round_order
+    from qgemm_bench.harness.sweep import time_rounds
     from qgemm_bench.operators.common import rel_error
 
     m, k, n = shape
@@ -118,7 +121,7 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
     base, note = t.gemm_of(*wargs).tuned(m, "fused")
     print(f"{fmt} {m}x{k}x{n}: the table's fused config {describe(base) if base else None}"
           + (f" ({note})" if note else ""), flush=True)
-    reps, ready = t.copies(x, wargs), []  # the rotating copies, shared; (label, call list) of the right configs
+    reps, ready = t.copies(x, wargs), {}  # the rotating copies, shared; label -> call list of the right configs
     for spec, (what, changes) in specs:
         c = resolve(base or {}, changes) if what == "table" else what
         label = spec
@@ -133,23 +136,14 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
         if wrong:
             print(f"  WRONG {label}: {wrong} of {calls} calls over 1e-2 (max {max(errs):.2e})", flush=True)
             continue
-        ready.append((label, t.copy_calls(reps, config=c, path="fused")))
-    times: list = [[] for _ in ready]
-    for r in range(rounds):
-        for i in round_order(list(range(len(ready))), r):
-            if isinstance(times[i], list):
-                try:
-                    times[i].append(t.time_fns(ready[i][1]))
-                except Exception as e:  # noqa: BLE001 - this config's, not the run's (a lost context is)
-                    if faults.context_lost(e):
-                        raise
-                    times[i] = e
-    for e, (label, _) in ((e, r) for e, r in zip(times, ready, strict=True) if not isinstance(e, list)):
-        print(f"  FAILED timing {label}: {one_line(e, 160)}", flush=True)
-    timed = [(us, r) for us, r in zip(times, ready, strict=True) if isinstance(us, list)]
-    for us, (label, _) in sorted(timed, key=lambda p: statistics.median(p[0])):
+        ready[label] = t.copy_calls(reps, config=c, path="fused")
+    # A lost CUDA context is the run's, not this config's: it ends the script.
+    times, failed = time_rounds(list(ready), rounds, lambda k: t.time_fns(ready[k]), fatal=faults.context_lost)
+    for note in failed:
+        print(f"  FAILED timing {note}", flush=True)
+    for label, us in sorted(times.items(), key=lambda p: statistics.median(p[1])):
         print(f"  {statistics.median(us):9.2f}  {label}  ({' / '.join(f'{v:.2f}' for v in us)})", flush=True)
-    del x, wargs, wd, reps, ready
+    del x, wargs, wd, reps
 
 
 def main(argv=None) -> int:

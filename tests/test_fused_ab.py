@@ -43,6 +43,7 @@ def test_the_smoke_parses_changes_in_order():
     (["--config", "table+X=[", "--shape", "1,256,256"], "is not a JSON value"),
     (["--config", "{1: 2}", "--shape", "1,256,256"], "not a JSON dict"),
     ([], "--shape M,K,N: at least one"),
+    (["--config", "table", "--config", "table", "--shape", "1,256,256"], "given twice: ['table']"),
 ])
 def test_bad_input_ends_in_one_line(args, says):
     r = run(*args)

@@ -91,11 +91,13 @@ def round_order(backends: list, r: int) -> list:
 
 
 
-def time_rounds(labels: list, rounds: int, time_one) -> tuple[dict, list]:
-    """The A/B scripts' rounds (path_ab.py, ws_ab.py): time_one(label) for
-    each label once per round, in round_order; a label whose timing raises
-    is noted ("label: timing failed in round r: ...") and left out of the
-    rounds after. Returns (label -> its rounds' results, notes)."""
+def time_rounds(labels: list, rounds: int, time_one, fatal=None) -> tuple[dict, list]:
+    """The A/B scripts' rounds (path_ab.py, ws_ab.py, helion_ab.py,
+    fused_ab.py): time_one(label) for each label once per round, in
+    round_order; a label whose timing raises is noted ("label: timing failed
+    in round r: ...") and left out of the rounds after, unless fatal(the
+    exception) says it is the run's (raised). Returns (label -> its rounds'
+    results, notes)."""
     times: dict = {k: [] for k in labels}
     notes: list[str] = []
     for r in range(rounds):
@@ -105,6 +107,8 @@ def time_rounds(labels: list, rounds: int, time_one) -> tuple[dict, list]:
             try:
                 times[k].append(time_one(k))
             except Exception as e:  # noqa: BLE001 - this candidate's failure: say so, time the rest
+                if fatal is not None and fatal(e):
+                    raise
                 notes.append(f"{k}: timing failed in round {r + 1}: {one_line(e, 160)}")
                 del times[k]
     return times, notes

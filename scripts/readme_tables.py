@@ -123,12 +123,13 @@ def model(path: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-def quality(paths: list[Path]) -> str:
-    """The --checkpoint --eval-text runs of one trained model, one table:
-    perplexity per format (rows) for the dequantized reference (torch), ours
-    and the peers' range, with ours' KL and top-1 agreement against bf16.
-    (Their tokens/s, an uncompiled step of a small model, stay in the runs.)"""
-    docs = [json.loads(p.read_text()) for p in paths]
+def quality(runs: dict[Path, dict]) -> str:
+    """The --checkpoint --eval-text runs of one trained model ({results.json
+    path: its document}), one table: perplexity per format (rows) for the
+    dequantized reference (torch), ours and the peers' range, with ours' KL
+    and top-1 agreement against bf16. (Their tokens/s, an uncompiled step of
+    a small model, stay in the runs.)"""
+    paths, docs = list(runs), list(runs.values())
     rs = [r for d in docs for r in d["rows"]]
     meta, settings = docs[0]["metadata"].get("model", {}), docs[0]["metadata"].get("settings", {})
     base = next((r for r in rs if r["backend"] == "bf16" and r["status"] == "ok"), None)
@@ -177,15 +178,15 @@ def main(argv: list[str]) -> int:
         parts.append(split_k(rows(f)))
     if (f := d / "int4_gemm_decode/results.json").is_file():
         parts.append(decode(f))
-    runs = [f for other in map(Path, argv) for f in sorted(other.glob("model_*/results.json"))]
-    graded = [f for f in runs if any(r.get("perplexity") is not None for r in json.loads(f.read_text())["rows"])]
-    for f in runs:
-        if f not in graded:
-            parts.append(model(f))
+    runs = {f: json.loads(f.read_text()) for other in map(Path, argv)
+            for f in sorted(other.glob("model_*/results.json"))}
     by_model: dict = {}  # one table per trained model: the same format of two models must not meet in a row
-    for f in graded:
-        by_model.setdefault(json.loads(f.read_text())["metadata"].get("model", {}).get("model"), []).append(f)
-    parts += [quality(fs) for fs in by_model.values()]
+    for f, doc in runs.items():
+        if any(r.get("perplexity") is not None for r in doc["rows"]):
+            by_model.setdefault(doc["metadata"].get("model", {}).get("model"), {})[f] = doc
+        else:
+            parts.append(model(f))
+    parts += [quality(graded) for graded in by_model.values()]
     print("\n".join(parts))
     return 0
 

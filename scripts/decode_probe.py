@@ -58,7 +58,8 @@ Columns: p50 us; % of floor (floor / p50; copy and read: M = 1's); GB/s of
 the kernel's weight + scale bytes (NVFP4's scales as the bf16 it reads).
 A variant whose result is wrong prints WRONG and is not timed; one that
 fails prints one line and the rest go on; past --budget-s the rest print
-"skipped". The H200 run takes about 2 minutes (compiles included).
+"skipped". The H200 run takes about 2 minutes (compiles included). Exits 1
+when a variant is WRONG (or, under --cpu-smoke, when any failed).
 
 CPU smoke (every kernel once, K = 2048, N = 256, M = 1 and 3, float16, the
 interpreter's non-PTX decode, results checked, nothing timed):
@@ -343,6 +344,7 @@ class Probe:
         self.dev = torch.device("cpu" if self.smoke else "cuda")
         self.dtype = torch.float16 if self.smoke else torch.bfloat16
         self.rows, self.lines = [], []
+        self.failed = 0  # variants or setups that raised: the smoke's exit counts them
         self.copy_GBps = args.copy_gbps
         self.l2 = 0
 
@@ -383,6 +385,7 @@ class Probe:
             if faults.context_lost(e):
                 raise
             self.say(f"{label} failed: {one_line(e, 160)}")
+            self.failed += 1
             self.rows.append({"fmt": fmt, "M": m, "variant": name, "config": config, "error": type(e).__name__})
             return
         pct = 100 * floor_us / us if floor_us else float("nan")
@@ -564,6 +567,7 @@ def run_copy_and_read(probe: Probe, lay: Layout) -> None:
         if faults.context_lost(e):
             raise
         probe.say(f"{lay.fmt:>5} read failed: {one_line(e, 160)}")
+        probe.failed += 1
 
 
 def stage_row(probe: Probe, lay: Layout, m: int, stage: int, c: dict, name: str | None = None,
@@ -871,6 +875,7 @@ def main(argv=None) -> int:
                 if faults.context_lost(e):
                     raise
                 probe.say(f"{fmt}: setup failed: {one_line(e, 160)}")
+                probe.failed += 1
                 continue
             probe.say(f"{fmt}: floor (op bytes / copy GB/s) " + ", ".join(
                 f"M={m} {lay.floor_us(m):.2f} us" for m in ms if lay.floor_us(m)) +
@@ -881,6 +886,7 @@ def main(argv=None) -> int:
                     c = lay.config(m)
                 except Exception as e:  # noqa: BLE001
                     probe.say(f"{fmt} M={m}: no stage config: {one_line(e, 160)}")
+                    probe.failed += 1
                     c = None
                 for stage in (READ, DECODE, DOT) if c else ():
                     stage_row(probe, lay, m, stage, c)
@@ -906,7 +912,7 @@ def main(argv=None) -> int:
             args.out.write_text("\n".join(probe.lines) + "\n")
             args.out.with_suffix(args.out.suffix + ".json").write_text(json.dumps(probe.rows, indent=1))
     wrong = [r for r in probe.rows if r.get("wrong")]
-    return 1 if wrong else 0
+    return 1 if wrong or (probe.smoke and probe.failed) else 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Each is checked first on --calls fresh random x against x.float() @ the
 dequantized weights (rel. error 1e-2, the tuner's; any wrong call: WRONG and
 not timed), then timed in --rounds rounds (graph timing over rotating copies
 > 2x L2, the runner's windows), in reverse order every other round. Prints
-each one's median p50 (us) and its rounds, fastest first.
+each one's median p50 (us) and its rounds, fastest first. Exits 1 when a
+config failed or was wrong (after every shape ran), 2 on bad input.
 
   python3 scripts/fused_ab.py --op nvfp4_gemm --shape 1,8192,57344 --shape 16,28672,8192 \\
       --config table --config table+SCALE8 --config table+SCALE8-PDL [--calls 30] [--rounds 3]
@@ -108,7 +109,8 @@ def resolve(base: dict, changes: list) -> dict:
     return c
 
 
-def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -> None:
+def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -> int:
+    """Check and time each config at one shape; returns how many failed or were wrong."""
     import torch
 
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
@@ -121,7 +123,7 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
     base, note = t.gemm_of(*wargs).tuned(m, "fused")
     print(f"{fmt} {m}x{k}x{n}: the table's fused config {describe(base) if base else None}"
           + (f" ({note})" if note else ""), flush=True)
-    reps, ready = t.copies(x, wargs), {}  # the rotating copies, shared; label -> call list of the right configs
+    reps, ready, bad = t.copies(x, wargs), {}, 0  # the rotating copies; label -> call list of the right configs
     for spec, (what, changes) in specs:
         c = resolve(base or {}, changes) if what == "table" else what
         label = spec
@@ -131,10 +133,12 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
             errs = [rel_error(gemm(xi), xi.float() @ wd) for xi in (torch.randn_like(x) for _ in range(calls))]
         except Exception as e:  # noqa: BLE001 - a config that does not compile, fit or pass is reported, not fatal
             print(f"  FAILED {label}: {one_line(e, 160)}", flush=True)
+            bad += 1
             continue
         wrong = sum(not e <= 1e-2 for e in errs)
         if wrong:
             print(f"  WRONG {label}: {wrong} of {calls} calls over 1e-2 (max {max(errs):.2e})", flush=True)
+            bad += 1
             continue
         ready[label] = t.copy_calls(reps, config=c, path="fused")
     # A lost CUDA context is the run's, not this config's: it ends the script.
@@ -144,6 +148,7 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
     for label, us in sorted(times.items(), key=lambda p: statistics.median(p[1])):
         print(f"  {statistics.median(us):9.2f}  {label}  ({' / '.join(f'{v:.2f}' for v in us)})", flush=True)
     del x, wargs, wd, reps
+    return bad + len(failed)
 
 
 def main(argv=None) -> int:
@@ -162,9 +167,10 @@ def main(argv=None) -> int:
     elif not torch.cuda.is_available():
         print("error: fused_ab.py needs a CUDA device (--cpu-smoke: the interpreter)", file=sys.stderr)
         return 2
-    for shape in args.shapes:
-        run_shape(t, OPS[args.op], shape, args.specs, args.calls, args.rounds)
-    return 0
+    bad = sum(run_shape(t, OPS[args.op], shape, args.specs, args.calls, args.rounds) for shape in args.shapes)
+    if bad:  # every shape still ran; the exit says not all of it is usable
+        print(f"error: {bad} config(s) failed or were wrong (the rows above)", file=sys.stderr)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

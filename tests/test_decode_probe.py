@@ -137,3 +137,15 @@ def test_the_halves_kernel_rows(probe, monkeypatch):
         fg.config_for(1)  # refused unless the caller checks every call, as kernel_row does
     fg.unchecked = True
     assert fg.config_for(1)["num_warps"] == 8 and probe.HALVES_CHECK_CALLS >= 30
+
+
+def test_a_failing_variant_is_its_row_and_the_smoke_counts_it(probe):
+    # On the GPU a variant that raises is one line and the rest go on; the smoke, where every kernel must run,
+    # exits 1 on it (main: probe.failed).
+    p = probe.Probe(probe.parse_args(["--cpu-smoke"]))
+
+    def boom():
+        raise RuntimeError("no such tile")
+
+    p.row("int4", 1, "S1 read", "cfg", 1.0, 1, boom)
+    assert p.failed == 1 and p.rows[-1]["error"] == "RuntimeError" and "failed: RuntimeError" in p.lines[-1]

@@ -16,9 +16,16 @@ def run(*args):
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
 
 
+# Triton 3.6's interpreter (a GPU host's) takes a loop bound from a one-element numpy array, which
+# numpy >= 2.4 refuses to make an int; later Tritons squeeze it first.
+OLD_INTERPRETER = "only 0-dimensional arrays can be converted to Python scalars"
+
+
 def test_cpu_smoke_checks_and_times_every_config():
     r = run("--cpu-smoke")
-    assert r.returncode == 0, r.stderr[-2000:]
+    if r.returncode == 1 and OLD_INTERPRETER in r.stdout:
+        pytest.skip(f"this Triton's interpreter cannot run the fused kernel with this numpy: {OLD_INTERPRETER}")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert lines[0].startswith("nvfp4 3x256x136: the table's fused config ")
     timed = [line.split() for line in lines[1:]]  # median, spec:, the config's label..., (round / round)
@@ -64,7 +71,7 @@ def test_a_config_without_its_tiles_is_a_failed_line_not_a_traceback(monkeypatch
     monkeypatch.setattr(t, "DTYPE", DT)
     monkeypatch.setattr(t, "SETTINGS", Settings(warmup_ms=1.0, rep_ms=1.0))
     specs = [(s, fused_ab.parse_config(s)) for s in ("table-BLOCK_N", '{"BLOCK_M": 16}')]
-    fused_ab.run_shape(t, "nvfp4", (3, 256, 136), specs, 1, 1)
+    assert fused_ab.run_shape(t, "nvfp4", (3, 256, 136), specs, 1, 1) == 2  # main exits 1 on it
     out = capsys.readouterr().out
     assert "FAILED table-BLOCK_N: KeyError" in out and 'FAILED {"BLOCK_M": 16}: KeyError' in out, out
 
@@ -91,7 +98,7 @@ def test_a_config_whose_timing_fails_is_a_failed_line_and_the_rest_are_timed(mon
     monkeypatch.setattr(t, "SETTINGS", Settings(warmup_ms=1.0, rep_ms=1.0))
     monkeypatch.setattr(t, "time_fns", timing)
     specs = [(s, fused_ab.parse_config(s)) for s in ("table", "table+PDL=2")]
-    fused_ab.run_shape(t, "nvfp4", (3, 256, 136), specs, 1, 2)
+    assert fused_ab.run_shape(t, "nvfp4", (3, 256, 136), specs, 1, 2) == 1
     out = capsys.readouterr().out
     assert "FAILED timing table+PDL=2" in out and "launch failed" in out, out
     assert any(line.split()[:2] == ["5.00", "table:"] for line in out.splitlines()), out

@@ -36,10 +36,10 @@ entry is written the moment it is tuned (and journalled in <gpu>/.tune/), so an
 interrupted tune loses nothing: --resume skips what the unfinished tune wrote; a
 finished tune deletes the journal. Commit the folder to make the entry everyone's.
 
-how long: under torchrun a bring-up took 10.3 minutes of wall time on two H200s
-(8.3 + 1.6 minutes of tuning, in two commands; results/h200x2/README.md) and 9.6
-on four (results/h200/README.md); one GPU is not measured yet (the default budget
-is 24.2 minutes of tuning, plus start-up). A GPU with a tuned
+how long: a bring-up from nothing took 20.9 minutes of tuning on one H200 (7.9 +
+9.0 + 4.0 in three commands; the default budget is 24.2), 10.3 minutes of wall time
+on two under torchrun (8.3 + 1.6 of tuning, in two commands; results/h200x2/README.md)
+and 9.6 on four (results/h200/README.md), plus start-up. A GPU with a tuned
 entry of its compute capability in the store (the H100's for an H200) times only
 the candidates that won there, at each M (--full times every candidate of the
 kernels' pools: several times longer); each unit (one table entry) gets its share

@@ -557,6 +557,9 @@ FUSED_SPLIT_POOL += [(*t, True) for t in ((64, 128, 4, 4, 3), (64, 128, 2, 4, 3)
 # capped at 128 (maxnreg, no spills: scripts/fused_sass.py) 4 fit, one wave,
 # and it was the fastest (H100: docs/fused_gemm.md).
 FUSED_SPLIT_POOL += [(128, 128, 8, 4, 3, True, 128)]
+# 64-column tiles split 8 without ACC_SCALE: NVFP4's pool had none, where its
+# 16x128 split-8 grid runs 1.2 waves at N = 10240 (docs/fused_gemm.md).
+FUSED_SPLIT_POOL += [(64, 128, 8, 4, 3)]
 SPLIT_POOL_MAX_M = 64  # M buckets up to this take FUSED_SPLIT_POOL
 
 

@@ -209,6 +209,54 @@ def test_earlier_tunes_provenance_stays_while_their_entries_do(tmp_path):
     assert "earlier" not in written()
 
 
+def test_a_pass_run_alone_stays_with_the_tune_it_followed(tmp_path, monkeypatch):
+    """journal.add_pass records a tuner run alone in the provenance's
+    passes; a later tune that keeps some entries keeps the record, in
+    "earlier" with the tune it followed; a --resume piece of that tune
+    keeps it beside its own provenance; a tune rewriting every entry drops
+    it. A file without provenance gets the pass's as its own."""
+    from qgemm_bench.configs.store import PROVENANCE_KEYS, Store
+    from qgemm_bench.harness import environment
+    from qgemm_bench.tuning.journal import Writer, add_pass
+
+    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
+    store = Store(tmp_path)
+
+    def prov(tune_id):
+        return {"commit": "c", "date": None, "command": f"tune {tune_id}", "rounds": 2, "versions": {}, "tune": tune_id}
+
+    def rec(kernel):
+        return {"family": "helion", "kernel": kernel, "key": "M1_K256_N64", "entry": {"config": {}, "us": 1.0}}
+
+    def alone(name):  # a pass of a tuner run alone over k1's entry, written as those tuners write
+        doc = store.read("cpu", "helion")
+        record = add_pass(doc, name, [("k1", "M1_K256_N64")], command=f"python -m tuner {name}", group=None)
+        store.path("cpu", "helion").write_text(json.dumps(doc))
+        return record
+
+    a = Writer(store, "cpu", ["helion"], prov("A"))
+    a.add(rec("k1"))
+    a.add(rec("k2"))
+    ws = alone("ws")
+    assert ws == {"pass": "ws", "command": "python -m tuner ws", "commit": "abc1234", "date": ws["date"],
+                  "entries": {"k1": ["M1_K256_N64"]}}  # group None: not recorded
+    assert store.read("cpu", "helion")["provenance"]["passes"] == [ws]
+    a_resumed = Writer(store, "cpu", ["helion"], prov("A"))  # a --resume piece of A after the pass
+    a_resumed.add(rec("k2"))
+    assert store.read("cpu", "helion")["provenance"]["passes"] == [ws]
+    b = Writer(store, "cpu", ["helion"], prov("B"))  # B rewrites k2: k1 is A's, timed by the pass
+    b.add(rec("k2"))
+    got = store.read("cpu", "helion")["provenance"]
+    assert "passes" not in got and got["earlier"][0]["passes"] == [ws] and got["earlier"][0]["tune"] == "A"
+    b.add(rec("k1"))
+    assert "earlier" not in store.read("cpu", "helion")["provenance"]
+    # A file without provenance: the pass's record is its provenance.
+    doc = {"gpu": "cpu", "kernels": {}}
+    first = add_pass(doc, "table", [], command="python -m tuner table", rounds=2, versions={"triton": "3.6.0"})
+    assert list(doc) == ["gpu", "provenance", "kernels"] and doc["provenance"] is first
+    assert set(PROVENANCE_KEYS) <= set(first) and (first["pass"], first["rounds"]) == ("table", 2)
+
+
 def test_resume_skips_what_the_unfinished_tune_wrote(tiny, tmp_path, capsys):
     from qgemm_bench.target import Target
     from qgemm_bench.tuning.journal import Journal

@@ -12,14 +12,23 @@ GPU's tune has not finished: `tune --resume` skips its timed units (a
 record with "timed": false, an entry written untimed, is tuned again); a
 tune that finishes deletes it. Rank 0 also journals each run's command
 line, so the provenance lists every piece of a tune made in pieces.
+
+A tuner run alone (tuning/weight_only.py's modes, tuning/split_k.py)
+records what it did in the file it writes through add_pass: one record of
+fields per pass in the provenance's "passes" (a later tune that keeps some
+of the file's entries keeps them, in "earlier", with the provenance they
+belong to).
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import os
+import shlex
 import shutil
+import sys
 import uuid
 from pathlib import Path
 
@@ -138,6 +147,9 @@ class Writer:
         self.tables = {f: store.read(gpu, f) or SKELETONS[f]() for f in families}
         self.earlier = {f: _earlier(self.tables[f].get("provenance"), provenance.get("tune")) for f in families}
         self.kept = {f: _entries(self.tables[f]) for f in families}  # entries no unit of this tune has rewritten
+        # A --resume piece's file: the passes run on it since its first piece stay with this tune.
+        self.passes = {f: _same_tune(self.tables[f].get("provenance"), provenance.get("tune")).get("passes", [])
+                       for f in families}
         self.touched: set[str] = set()
 
     def add(self, record: dict, write: bool = True) -> None:
@@ -149,11 +161,14 @@ class Writer:
 
     def write(self, family: str) -> Path:
         doc = self.tables[family]
-        doc.pop("source", None)  # the provenance object says how it was made
+        for prose in ("source", "versions"):  # a file of the tuners' older layout: the provenance says it
+            doc.pop(prose, None)
         doc["gpu"] = self.gpu
         if family in self.check:
             self.check[family](doc, f"the tuned {family} table")
         prov = {**self.provenance, "date": now()}
+        if self.passes.get(family):
+            prov["passes"] = self.passes[family]
         if self.earlier.get(family) and self.kept.get(family):  # some entry is an earlier tune's
             prov["earlier"] = self.earlier[family]
         path = self.store.write(self.gpu, family, doc, prov, target=self.target)
@@ -172,9 +187,14 @@ def _earlier(old: dict | None, tune: str | None) -> list[dict]:
     this tune's when it names the same tune (a --resume piece)."""
     if not old:
         return []
-    if tune and old.get("tune") == tune:
+    if _same_tune(old, tune):
         return list(old.get("earlier", []))
     return [{k: v for k, v in old.items() if k != "earlier"}, *old.get("earlier", [])]
+
+
+def _same_tune(old: dict | None, tune: str | None) -> dict:
+    """The file's provenance where it names this tune (a --resume piece), else {}."""
+    return old if old and tune and old.get("tune") == tune else {}
 
 
 def _entries(doc: dict) -> set[tuple]:
@@ -192,3 +212,71 @@ def _record_doc(record: dict) -> dict:
 
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command line this process runs (sys.orig_argv: the interpreter
+    as typed, by its name, then e.g. -m MODULE and the arguments)."""
+    argv = list(sys.orig_argv if argv is None else argv)
+    if argv:
+        argv[0] = Path(argv[0]).name
+    return shlex.join(argv)
+
+
+def add_pass(doc: dict, name: str, entries=(), command: str | None = None, **fields) -> dict:
+    """Record a pass of a tuner run alone in the family file `doc` (its
+    provenance, as fields): appended to provenance["passes"] as {"pass":
+    name, "command" (default: this process's, command_line), "commit"
+    (git_commit, else "unknown"), "date", "entries": {group (kernel or
+    split-K mode): its keys (re)timed, sorted}, then `fields` (those not
+    None: e.g. formats, group, layers, keep_faster, rounds, versions; a
+    given commit or date overrides)}. A file without a provenance object
+    (written whole by this pass) gets one instead: the store's
+    PROVENANCE_KEYS (rounds and versions from `fields`), "pass" and the
+    other fields, without entries (all are this pass's). `entries`:
+    (group, key) pairs. Returns the record written."""
+    from qgemm_bench.configs.store import PROVENANCE_KEYS, _bucket_order
+
+    fields = {k: v for k, v in fields.items() if v is not None}
+    stamp = {"commit": fields.pop("commit", None) or _commit(), "date": fields.pop("date", None) or now(),
+             "command": command or command_line()}
+    prov = doc.get("provenance")
+    if not prov:
+        record = {**stamp, **{k: fields.pop(k, None) for k in PROVENANCE_KEYS if k not in stamp},
+                  "pass": name, **fields}
+        head = {"gpu": doc["gpu"]} if "gpu" in doc else {}
+        rest = {k: v for k, v in doc.items() if k not in ("gpu", "provenance")}
+        doc.clear()
+        doc.update(head, provenance=record, **rest)  # as the store writes it: gpu, provenance, the rest
+        return record
+    groups: dict[str, set] = {}
+    for group, key in entries:
+        groups.setdefault(group, set()).add(key)
+    record = {"pass": name, "command": stamp["command"], "commit": stamp["commit"], "date": stamp["date"],
+              "entries": {g: sorted(keys, key=_bucket_order) for g, keys in sorted(groups.items())}, **fields}
+    prov.setdefault("passes", []).append(record)
+    return record
+
+
+class Pass:
+    """A pass that writes its file as it goes: stamp(doc, entries) before
+    each write records it (add_pass) on the provenance the file had before
+    the pass, so each write holds one record of it, with the entries so far
+    (none before it timed one)."""
+
+    def __init__(self, doc: dict, name: str, command: str | None = None, **fields):
+        self.before = copy.deepcopy(doc.get("provenance"))
+        self.name, self.command = name, command or command_line()
+        self.fields = {"commit": _commit(), **fields}
+
+    def stamp(self, doc: dict, entries=()) -> dict | None:
+        doc["provenance"] = copy.deepcopy(self.before)
+        if self.before and not entries:  # nothing timed (yet): the file's provenance as it was
+            return None
+        return add_pass(doc, self.name, entries, self.command, **self.fields)
+
+
+def _commit() -> str:
+    from qgemm_bench.harness.environment import git_commit
+
+    return git_commit() or "unknown"

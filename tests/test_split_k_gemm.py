@@ -7,12 +7,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 import torch
 
 from qgemm_bench.backends import registry
+from qgemm_bench.configs.store import PROVENANCE_KEYS
 from qgemm_bench.errors import InputError
 from qgemm_bench.integrations import tritonbench as tb
 from qgemm_bench.operators import split_k_gemm
@@ -195,18 +197,14 @@ def test_table_covers_the_skinny_preset_in_both_modes():
     skc = configs()
     doc = skc.read_table(a_store_file("split_k"))  # the checked-in file
     assert doc["format"] == skc.FORMAT and set(doc["entries"]) == set(skc.MODES)
-    seeds = 0
     for mode in skc.MODES:
         for shape in split_k_gemm.PRESETS["skinny"]:
             entry = doc["entries"][mode][skc.key(*shape)]
             assert_valid(entry["config"], shape, doc["sms"])
             if entry["tuned"].startswith(skc.SEED_NOTE):  # untuned: exactly what --seed-only writes
-                seeds += 1
                 assert entry["config"] == skc.heuristic(*shape, doc["sms"])
             config, source = skc.lookup(mode, *shape, doc=doc)
             assert config == entry["config"] and source.endswith(f": {shape}")
-    if seeds:  # the file says where its numbers come from
-        assert skc.SEED_NOTE in doc["source"]
 
 
 @pytest.mark.parametrize("mode", ["atomic", "deterministic"])
@@ -225,7 +223,7 @@ def test_lookup_takes_the_exact_then_the_nearest_entry_then_the_heuristic():
     skc = configs()
     a = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 64, "SPLIT_K": 128, "num_warps": 8, "num_stages": 5}
     b = {**a, "SPLIT_K": 4, "num_warps": 4}
-    doc = {"gpu": "h100", "source": "tuned", "entries": {"atomic": {"M16_K4096_N16": {"config": a},
+    doc = {"gpu": "h100", "entries": {"atomic": {"M16_K4096_N16": {"config": a},
                                                                     "M1_K4096_N16": {"config": b}}}}
     assert skc.lookup("atomic", 16, 4096, 16, doc=doc, gpu="h100")[0] == {**a, "SPLIT_K": 32}  # cut to fit K
     assert skc.lookup("atomic", 1, 4096, 16, doc=doc, gpu="h100")[0] == b
@@ -453,6 +451,8 @@ def test_tune_script_tunes_partly_timed_shapes_again_keeping_the_faster_entry(tm
 def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, monkeypatch):
     import argparse
 
+    from qgemm_bench.harness import environment
+
     t = tune_script()
     skc = configs()
     P = Shape(16, 4096, 16)
@@ -460,6 +460,9 @@ def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, 
     old = {m: doc["entries"][m][skc.key(*P)] for m in skc.MODES}
     fast, slow = 0.9 * old["atomic"]["us"], 0.99 * old["deterministic"]["us"]  # slow: within the 3% margin
     calls = []
+    command = "python3 -m qgemm_bench.tuning.split_k OUT --shapes 16x4096x16 --no-preset --retune --keep-faster"
+    monkeypatch.setattr(sys, "orig_argv", command.split())
+    monkeypatch.setattr(environment, "git_commit", lambda: "abc1234")
     fake_tune(t, monkeypatch, {(P, 0, 0): (fast, 9, 9), (P, 0, 1): (slow, 9, 9),
                                (P, 1, 0): (fast, 9, 9), (P, 1, 1): (slow, 9, 9)}, calls)
     out = tmp_path / "t.json"
@@ -469,15 +472,16 @@ def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, 
     got = json.loads(out.read_text())
     assert got["entries"]["atomic"][skc.key(*P)]["us"] == fast
     assert got["entries"]["deterministic"][skc.key(*P)] == old["deterministic"]
-    before = doc["source"].split("; --keep-faster:")[0]
-    assert got["source"].endswith(f"than the table before ({before})")
-    # a second --keep-faster run over the first's table: its source names the
-    # first run's, not the first's whole history (not nested run after run)
+    # The run recorded after the table's own provenance, as fields; the older prose gone.
+    assert got["provenance"] == {**doc["provenance"], "passes": got["provenance"]["passes"]}
+    (run,) = got["provenance"]["passes"]
+    assert (run["pass"], run["keep_faster"], run["commit"]) == ("split_k", True, "abc1234")
+    assert run["entries"] == {mode: [skc.key(*P)] for mode in skc.MODES} and run["command"] == command
+    assert "source" not in got and "versions" not in got and got["format"] == skc.FORMAT
+    # a second --keep-faster run over the first's table: one more record, not nested
     again = tmp_path / "again.json"
     assert t.tune(argparse.Namespace(**{**vars(args), "base": out, "out": again}), [P], dev=torch.device("cpu")) == 0
-    source = json.loads(again.read_text())["source"]
-    first_run = got["source"].split("; --keep-faster:")[0]
-    assert source.count("; --keep-faster:") == 1 and source.endswith(f"than the table before ({first_run})")
+    assert json.loads(again.read_text())["provenance"]["passes"] == [run, {**run, "date": mock.ANY}]
 
 
 def test_tune_script_writes_the_seed_table(tmp_path):
@@ -487,11 +491,16 @@ def test_tune_script_writes_the_seed_table(tmp_path):
     assert r.returncode == 0, r.stderr
     skc = configs()
     doc = skc.read_table(out)
+    prov = doc.pop("provenance")
     assert doc == json.loads(skc.dumps(skc.seed_table(split_k_gemm.PRESETS["skinny"])))
-    assert doc["source"].startswith(skc.SEED_NOTE)
+    # Its provenance: the store's fields, the command as run, nothing timed.
+    assert set(PROVENANCE_KEYS) <= set(prov) and prov["pass"] == "seed" and prov["rounds"] == 0
+    assert prov["command"].endswith(f"-m qgemm_bench.tuning.split_k --seed-only {out}") and prov["commit"]
+    shape = split_k_gemm.PRESETS["skinny"][0]
+    assert skc.lookup("atomic", *shape, doc=doc)[1] == f"heuristic seed: {shape}"
     checked_in = skc.read_table(a_store_file("split_k"))
     if all(e["tuned"].startswith(skc.SEED_NOTE) for es in checked_in["entries"].values() for e in es.values()):
-        assert checked_in == doc  # the checked-in seed is what the script regenerates
+        assert {k: v for k, v in checked_in.items() if k != "provenance"} == doc  # what the script regenerates
     bad = subprocess.run([sys.executable, "-m", "qgemm_bench.tuning.split_k", str(out), "--shapes", "3x4"],
                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "MxKxN" in bad.stderr

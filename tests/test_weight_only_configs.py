@@ -4,6 +4,7 @@ Helion backends running the configs of the store and Target they are given."""
 
 import inspect
 import json
+import sys
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ import torch
 from qgemm_bench.backends.triton_dispatch import make_weight_only
 from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
 from qgemm_bench.configs import store as config_store
+from qgemm_bench.configs.store import PROVENANCE_KEYS
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.formats import INT4, NVFP4
 from qgemm_bench.target import Target
@@ -628,7 +630,8 @@ def test_table_check_counts_wrong_calls_per_entry(monkeypatch, tmp_path, capsys)
 def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(monkeypatch, tmp_path):
     """tuning/weight_only.py table --ms against scripted timings (no
     GPU): only the named M are replaced, a TMA winner gets the best
-    pointer-load candidate as pointer_config, the source keeps its history."""
+    pointer-load candidate as pointer_config, the provenance keeps its history
+    (each pass a record of fields)."""
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
     from qgemm_bench.harness import environment
@@ -638,7 +641,9 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     out = tmp_path / "h100.json"
     kept = {"config": triton_config(16, 64, 128, 8), "us": 17.0, "tuned": "earlier"}
     old = {"config": triton_config(128, 64, 128, 2), "us": 44.0, "tuned": "earlier"}
-    out.write_text(woc.dumps({"gpu": "h100", "source": "first tune", "kernels": {
+    first = {"commit": "0123456", "date": "2026-11-28T00:00:00+00:00", "command": "qgemm-bench tune", "rounds": 2,
+             "versions": {}}
+    out.write_text(woc.dumps({"gpu": "h100", "provenance": first, "kernels": {
         "int4_gemm_fused": {"M16_K8192_N8192": kept, "M128_K8192_N8192": old}}}))
     tma_best, ptr_best = fused_gemm.config(128, 64, 128, 1, 4, 5, tma=True), fused_gemm.config(128, 64, 128, 2, 4, 3)
     us = {describe(tma_best): 37.0, describe(ptr_best): 44.5}
@@ -667,6 +672,9 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     monkeypatch.setattr(script, "time_fns", lambda fns: us.get(name(fns[0]()), 90.0))
     real_pool = fused_gemm.pool
     monkeypatch.setattr(fused_gemm, "pool", lambda m, fmt: [ptr_best, tma_best])
+    argv = ["/usr/bin/python3", "-m", "qgemm_bench.tuning.weight_only", "OUT", "table", "--paths", "fused",
+            "--ms", "128"]
+    monkeypatch.setattr(sys, "orig_argv", argv)
     script.table(("fused",), {128})
     doc = woc.read_table(out)
     int4 = doc["kernels"]["int4_gemm_fused"]
@@ -675,17 +683,25 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
     assert entry["config"] == tma_best and entry["us"] == 37.0
     assert entry["pointer_config"] == ptr_best and entry["pointer_us"] == 44.5
     assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {"M128_K8192_N8192"}
-    assert doc["source"] == "first tune; then fused M 128 re-tuned (table --ms, commit abc1234)"
+    # The first tune's provenance stays; the pass follows it, as fields.
+    assert {k: doc["provenance"][k] for k in first} == first
+    (retune,) = doc["provenance"]["passes"]
+    assert retune["pass"] == "table" and retune["commit"] == "abc1234" and retune["date"]
+    assert retune["command"] == "python3 -m qgemm_bench.tuning.weight_only OUT table --paths fused --ms 128"
+    assert retune["entries"] == {"int4_gemm_fused": ["M128_K8192_N8192"], "nvfp4_gemm_fused": ["M128_K8192_N8192"]}
+    assert (retune["paths"], retune["formats"], retune["ms"]) == (["fused"], ["int4", "nvfp4"], [128])
     # --formats: one format re-tuned (every M of the path), the other's entries kept as they were.
     before = woc.read_table(out)["kernels"]
     script.table(("fused",), None, ("nvfp4",))
     doc = woc.read_table(out)
     assert doc["kernels"]["int4_gemm_fused"] == before["int4_gemm_fused"]
     assert set(doc["kernels"]["nvfp4_gemm_fused"]) == {f"M{m}_K8192_N8192" for m in script.cands.TABLE_M["fused"]}
-    assert doc["source"].endswith("; then fused M 1,16,32,64,128,256,512,1024,2048,4096 of nvfp4 re-tuned "
-                                  "(table --formats, commit abc1234)")
+    assert doc["provenance"]["passes"][0] == retune
+    nvfp4 = doc["provenance"]["passes"][1]
+    assert nvfp4["formats"] == ["nvfp4"] and "ms" not in nvfp4
+    assert nvfp4["entries"] == {"nvfp4_gemm_fused": [f"M{m}_K8192_N8192" for m in script.cands.TABLE_M["fused"]]}
     out.write_text(woc.dumps({**doc, "kernels": {**doc["kernels"], "nvfp4_gemm_fused": before["nvfp4_gemm_fused"]},
-                              "source": "first tune; then fused M 128 re-tuned (table --ms, commit abc1234)"}))
+                              "provenance": {**first, "passes": [retune]}}))
     # Above FUSED_MAX_M the real pool: the 256-row TMA configs only (both formats), each entry timed
     # against dequantize + cuBLAS.
     monkeypatch.setattr(fused_gemm, "pool", real_pool)
@@ -830,8 +846,8 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
     GPU): the entry's config as it runs at the group (its pointer_config
     where its TMA loads do not: group 32 in 128-row x tiles) and each WS
     tile, the fastest written as the entry's "groups" config; the entry's
-    own config stays. The pass's note follows the table's source, or
-    starts it where the table has none."""
+    own config stays. The pass's record follows the table's provenance, or
+    is it where the table has none."""
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
     from qgemm_bench.harness import environment
@@ -840,7 +856,9 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
     script = load_tune_script()
     out = tmp_path / "h100.json"
     tma, ptr = {**triton_config(128, 64, 128, 1), "TMA": True}, triton_config(128, 128, 128, 1)
-    out.write_text(woc.dumps({"gpu": "h100", **({"source": first} if first else {}), "kernels": {
+    earlier = {"commit": "0123456", "date": "2026-11-28T00:00:00+00:00", "command": "qgemm-bench tune",
+               "rounds": 2, "versions": {}}
+    out.write_text(woc.dumps({"gpu": "h100", **({"provenance": earlier} if first else {}), "kernels": {
         "int4_gemm_fused": {"M256_K8192_N8192": {"config": tma, "pointer_config": ptr, "us": 51.0}}}}))
     plain, split2 = ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4, splits=2, skew=4)
     us = {None: 61.3, "256x128x64 s3": 58.0, "256x128x64 s4 split 2 skew 4": 54.5}
@@ -882,8 +900,13 @@ def test_ws_pass_at_a_group_writes_the_entry_s_config_for_that_group(monkeypatch
                                      "tuned": "ws --group 32: the entry's config and WS tiles, same rounds"}
     assert entry["groups"]["channel"]["config"] == {**tma, "WS": split2}  # per channel: its TMA loads run
     assert woc.lookup(INT4, "fused", 256, 8192, 8192, "h100", doc, group="32")[0] == {**ptr, "WS": split2}
-    assert doc["source"].startswith(("first; then " if first else "")
-                                    + "int4 fused M 256 at group 32: the warp-specialized")
+    prov = doc["provenance"]
+    # Each pass a record of fields after the tune's provenance, or the first one the file's provenance.
+    passes = prov["passes"] if first else [prov] + prov["passes"]
+    assert [(p["pass"], p["group"], p["commit"]) for p in passes] == [("ws", 32, "abc1234"),
+                                                                      ("ws", "channel", "abc1234")]
+    assert passes[-1]["entries"] == {"int4_gemm_fused": ["M256_K8192_N8192"]} and passes[-1]["formats"] == ["int4"]
+    assert {k: prov[k] for k in earlier} == earlier if first else set(PROVENANCE_KEYS) <= set(prov)
 
 
 def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, capsys):
@@ -970,7 +993,7 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     base = {**triton_config(256, 64, 128, 1), "TMA": True, "PDL": 1}
     sk, sk_pdl = ws_tiles(256, 128, 64, 4, stream_k=True), ws_tiles(256, 128, 64, 4, stream_k=True, pdl=True)
     pdl_us = {"0": 52.0, "1": 51.0}
-    out.write_text(woc.dumps({"gpu": "h100", "source": "first", "kernels": {"int4_gemm_fused": {
+    out.write_text(woc.dumps({"gpu": "h100", "kernels": {"int4_gemm_fused": {
         "M256_K8192_N8192": {"config": base, "us": 51.0, "pdl_us": pdl_us},
         "M256_K8192_N10240": {"config": base, "us": 84.0, "pdl_us": pdl_us},
         "M256_K8192_N57344": {"config": {**base, "WS": sk_pdl}, "us": 340.0, "pdl_us": {"ws 0": 345.0}}}}}))
@@ -1213,7 +1236,7 @@ def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkey
     fused entry up to M = 64 without and with SCALE8 in the same rounds, the
     faster kept and both noted (scale8_us); not where its WS tiles run (they
     read the bf16 scales) nor with TMA loads; int4 and M > 64 untouched; the
-    source starts or follows the table's."""
+    pass's record is the provenance of a table without one."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     script = load_tune_script()
@@ -1233,6 +1256,7 @@ def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkey
     script_table_passes(monkeypatch, script, out, shape)
     monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
         timed.append(shape[-1]) or us[(shape[-1], bool(calls[0]().get("SCALE8")))] for calls in cands])
+    monkeypatch.setattr(sys, "orig_argv", ["python3", "-m", "qgemm_bench.tuning.weight_only", "OUT", "scale8"])
     script.scale8_pass()
     got = woc.read_table(out)
     entries = got["kernels"]["nvfp4_gemm_fused"]
@@ -1244,7 +1268,10 @@ def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkey
     for key in ("M16_K8192_N8192", "M64_K8192_N8192", "M256_K8192_N8192"):
         assert entries[key] == doc["kernels"]["nvfp4_gemm_fused"][key]
     assert got["kernels"]["int4_gemm_fused"] == doc["kernels"]["int4_gemm_fused"]
-    assert got["source"].startswith("nvfp4 fused M 1: SCALE8 per entry") and "abc1234" in got["source"]
+    # The table had no provenance: the pass's record is it (the store's fields, then the pass's).
+    prov = got["provenance"]
+    assert set(PROVENANCE_KEYS) <= set(prov) and (prov["pass"], prov["commit"]) == ("scale8", "abc1234")
+    assert prov["command"] == "python3 -m qgemm_bench.tuning.weight_only OUT scale8" and "entries" not in prov
 
 
 def test_scale8_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_path):

@@ -10,7 +10,13 @@ per kernel family, and the one loader the dispatch reads them through.
     configs/<gpu>/helion.json       the Helion kernels' (helion_kernels/configs.py)
 
 Each family file names its GPU ("gpu") and says how it was made in a
-"provenance" object: commit, date, command, rounds, versions.
+"provenance" object of fields, never prose: commit, date, command, rounds,
+versions (PROVENANCE_KEYS) of the run that wrote it, with `qgemm-bench tune`'s
+own (tune, commands, budget_s, world_size, priors, complete, ...); "passes":
+a record per later run of a tuner alone on the file ({"pass", "command",
+"commit", "date", "entries": {group: [keys]}, options}: tuning/journal.py
+add_pass); "earlier": the provenance of the tunes whose entries the file
+still holds (a tune of part of the store keeps the rest), newest first.
 
 load(target, family) gives the Entry the dispatch uses: the GPU's own file;
 else, for a GPU without one, the nearest entry of the same compute

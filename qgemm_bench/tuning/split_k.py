@@ -64,6 +64,7 @@ from qgemm_bench.tuning.candidates import SPLIT_VARIANTS as VARIANTS
 from qgemm_bench.tuning.candidates import second_launch, split_k_pdl
 from qgemm_bench.tuning.candidates import split_k as candidates
 from qgemm_bench.tuning.candidates import split_k_variants as variants
+from qgemm_bench.tuning.journal import Pass, add_pass
 from qgemm_bench.types import Shape
 
 DTYPE = "bfloat16"  # the GPU dtype (the CPU test's interpreter run uses float16: tune(dtype=))
@@ -406,23 +407,6 @@ def is_tuned(doc: dict, shape: Shape, gpu: str) -> bool:
     return all(is_timed(doc["entries"].get(mode, {}).get(skc.key(*shape), {})) for mode in skc.MODES)
 
 
-def describe(doc: dict, gpu: str, dev_name: str, before: str | None = None) -> str:
-    """The table's "source" line; before: the --base table's, with --keep-faster
-    (its entries stay where this run timed no faster)."""
-    entries = [e for es in doc["entries"].values() for e in es.values()]
-    tuned = sum(map(is_timed, entries))
-    text = (f"qgemm_bench.tuning.split_k on {dev_name} ({gpu}), {time.strftime('%Y-%m-%d')}: {tuned} of {len(entries)} "
-            f"entries tuned (CUDA-graph timing over rotating copies > 2x L2, {DTYPE}, no bias; the best timed "
-            "candidate per mode)")
-    if tuned < len(entries):
-        text += (f"; entries without \"us\" were not timed: those marked '{skc.SEED_NOTE}' keep the heuristic's "
-                 "choice, the others the prior GPU's config")
-    if before:
-        text += (f"; --keep-faster: an entry changed only where this run timed >3% faster than the table before "
-                 f"({before})")
-    return text
-
-
 def write(out: Path | None, doc: dict, log: list) -> None:
     """The table and its timings beside it (out None: neither; the tune
     command writes its store entry per shape through on_shape)."""
@@ -453,6 +437,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
     dev = torch.device("cuda", torch.cuda.current_device()) if dev is None else dev
     from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC
     from qgemm_bench.harness.environment import gpu_slug
+    from qgemm_bench.tuning.timing import ROUNDS
 
     gpu = gpu or gpu_slug(dev)
     target = target if target is not None else device_target(dev)
@@ -462,7 +447,10 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
     doc = base if base.get("gpu") in (None, gpu) else skc.seed_table(shapes, sms)
     if prior is None and base.get("gpu") not in (None, gpu):  # run alone: --base is the nearest GPU's table
         prior, prior_gpu = base, base["gpu"]
-    doc = {**doc, "format": skc.FORMAT, "gpu": gpu, "sms": sms, "versions": versions(dev)}
+    doc = {k: v for k, v in doc.items() if k not in ("source", "versions")}  # the tuners' older prose: provenance
+    if base.get("gpu") != gpu:  # a seed's or another GPU's table: this GPU's file starts here
+        doc.pop("provenance", None)
+    doc = {**doc, "format": skc.FORMAT, "gpu": gpu, "sms": sms}
     doc["entries"] = {mode: dict(doc["entries"].get(mode, {})) for mode in skc.MODES}
     for s in shapes:  # every shape has an entry: untimed ones the prior's config, else the heuristic's
         for mode in skc.MODES:
@@ -475,11 +463,17 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
           + (f", {skipped} already tuned in {args.base} (--retune to redo)" if skipped else "")
           + f", limit {args.limit_s:.0f} s", flush=True)
     log: list = []
-    # --keep-faster: the table before, as its own run described it (not its history)
-    before = (str(base.get("source", "")).split("; --keep-faster:")[0]
-              if args.keep_faster and base.get("gpu") in (None, gpu) else None)
-    doc["source"] = describe(doc, gpu, name, before)
-    write(args.out, doc, log)
+    # Run alone (OUT.json): the run recorded in the table's provenance, with the entries it timed.
+    run = None if args.out is None else Pass(doc, "split_k", keep_faster=args.keep_faster or None, rounds=ROUNDS,
+                                             versions=versions(dev))
+    timed_entries = set()  # (mode, key)
+
+    def save():
+        if run is not None:
+            run.stamp(doc, timed_entries)
+        write(args.out, doc, log)
+
+    save()
     deadline = t0 + args.limit_s - MARGIN_S if deadline is None else deadline
     compiler = Compiler(args.jobs)
     modes = (ATOMIC, DETERMINISTIC)
@@ -510,6 +504,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
                     line.append(f"{mname}: nothing accurate timed (keeps its entry)")
                     untimed = True
                     continue
+                timed_entries.add((mname, skc.key(*s)))
                 if mode == ATOMIC:
                     atomic_best = r["config"]
                 untimed |= r["timed"] < r["candidates"]
@@ -543,8 +538,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
             except Exception as e2:
                 raise Fatal(f"CUDA unusable: {e2}") from None
             untimed = False  # a shape that failed is not tried again
-        doc["source"] = describe(doc, gpu, name, before)
-        write(args.out, doc, log)
+        save()
         if on_shape is not None:  # tried: its entries (untimed ones the prior's) go to the store
             on_shape(s, {m: doc["entries"][m][skc.key(*s)] for m in skc.MODES}, doc, untimed)
         print(head + " | ".join(line), flush=True)
@@ -606,8 +600,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
         return 1
     finally:
         compiler.close()
-        doc["source"] = describe(doc, gpu, name, before)
-        write(args.out, doc, log)
+        save()
         if args.out is not None:
             print(f"wrote {args.out} ({time.monotonic() - t0:.0f} s)", flush=True)
     return 0
@@ -652,7 +645,9 @@ def main() -> int:
     if args.seed_only:
         from qgemm_bench.harness.outputs import write_atomic
 
-        write_atomic(args.out, skc.dumps(skc.seed_table(shapes)))
+        doc = skc.seed_table(shapes)
+        add_pass(doc, "seed", rounds=0, versions={})  # its provenance: nothing timed
+        write_atomic(args.out, skc.dumps(doc))
         print(f"wrote the heuristic seed for {len(shapes)} shapes to {args.out}")
         return 0
     import torch

@@ -68,6 +68,7 @@ from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.tuning import candidates as cands
 from qgemm_bench.tuning.candidates import FORMATS, PDL_MAX_M, pdl_variants
+from qgemm_bench.tuning.journal import Pass
 from qgemm_bench.tuning.timing import n_copies, p50_us, time_rounds
 from qgemm_bench.types import Case, Shape
 
@@ -280,18 +281,13 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
 
     t0 = time.time()
     out, doc = gpu_table()
-    source = "qgemm_bench.tuning.weight_only table: graph-timed p50 over rotating copies > 2x L2, bf16, int4 group 128"
-    partial = ms is not None or tuple(fmts) != FORMATS
-    if partial and doc.get("source"):  # a partial re-tune: the other entries keep their provenance
-        from qgemm_bench.harness.environment import git_commit
-
-        done = [f"{p} M {','.join(str(m) for m in cands.TABLE_M[p] if ms is None or m in ms)}" for p in paths
-                if ms is None or set(cands.TABLE_M[p]) & ms]
-        what = " and ".join(done) + ("" if tuple(fmts) == FORMATS else f" of {','.join(fmts)}")
-        opts = " ".join(o for o, on in (("--ms", ms is not None), ("--formats", tuple(fmts) != FORMATS)) if on)
-        source = f"{doc['source']}; then {what} re-tuned (table {opts}, commit {git_commit() or 'unknown'})"
-    doc.update(gpu=gpu_slug(DEV), source=source,
-               versions=versions())
+    if ms is None and tuple(fmts) == FORMATS and set(paths) == set(woc.PATHS):  # every entry is this run's
+        for old in ("provenance", "source", "versions"):
+            doc.pop(old, None)
+    doc["gpu"] = gpu_slug(DEV)
+    run = Pass(doc, "table", paths=list(paths), formats=list(fmts), ms=sorted(ms) if ms is not None else None,
+               rounds=TABLE_ROUNDS, versions=versions())
+    timed = set()  # (kernel, bucket)
     for path in paths:
         for fmt_id, fmt in enumerate(FORMATS):
             if fmt not in fmts:
@@ -307,6 +303,8 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
                     entry = tune_entry(fmt, path, m, k, n, pool, t0=t0)
                     if entry is not None:
                         entries[bucket(m, k, n)] = entry
+                        timed.add((woc.kernel(fmt_id, path), bucket(m, k, n)))
+                run.stamp(doc, timed)
                 write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
@@ -314,7 +312,8 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
 def versions() -> dict:
     """The software and device a table was timed with."""
     return {"torch": torch.__version__, "triton": __import__("triton").__version__,
-            "device": torch.cuda.get_device_name(DEV) if DEV.type == "cuda" else str(DEV)}
+            "device": torch.cuda.get_device_name(DEV) if DEV.type == "cuda" and torch.cuda.is_available()
+            else str(DEV)}
 
 
 def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], stop: float | None = None,
@@ -427,7 +426,7 @@ def kxn(layers) -> str:
 
 
 def layers_note(layers) -> str:
-    """The table source's words for a --layers pass."""
+    """An error line's words for --layers."""
     return f" of layers {kxn(layers)}" if layers else ""
 
 
@@ -503,32 +502,33 @@ def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: st
     return True
 
 
-def _variant_pass(what: str, kernels, variants, name: str, ms, layers, note, skip=None) -> None:
+def _variant_pass(what: str, kernels, variants, name: str, ms, layers, fields: dict, skip=None) -> None:
     """pdl_pass's and scale8_pass's loop: each entry of this GPU's table in
     `kernels` ((fmt, path) pairs) at M in `ms` (else up to PDL_MAX_M) and the
     `layers`, unless skip(its config), through variant_entry with `variants`
-    and `name`; the table written after each; note(timed) (the (m, k, n) of
-    the entries timed) added to its source, with the commit."""
+    and `name`; the table written after each, the pass recorded in its
+    provenance (journal.add_pass: the entries it timed, `fields`, --ms and
+    --layers) once it timed one."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-    from qgemm_bench.harness.environment import git_commit
 
     t0 = time.time()
     out, doc = gpu_table(what)
     require_layers(doc, layers)
-    timed = set()
+    run = Pass(doc, name, **fields, ms=sorted(ms) if ms else None, layers=kxn(layers) if layers else None,
+               rounds=TABLE_ROUNDS, versions=versions())
+    timed = set()  # (kernel, bucket)
     for fmt, path in kernels:
-        for key, entry in sorted(doc["kernels"].get(woc.kernel(FORMATS.index(fmt), path), {}).items()):
+        group = woc.kernel(FORMATS.index(fmt), path)
+        for key, entry in sorted(doc["kernels"].get(group, {}).items()):
             m, k, n = parse(key)
             if ((m not in ms) if ms else m > PDL_MAX_M) or layers and (k, n) not in layers or \
                     skip and skip(entry["config"]):
                 continue
             if variant_entry(fmt, path, key, entry, variants, name, t0=t0):
-                timed.add((m, k, n))
+                timed.add((group, key))
+                run.stamp(doc, timed)
             write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
-    if timed:  # the source names only what this pass timed
-        text = f"{note(timed)} (same process, commit {git_commit() or 'unknown'})"
-        doc["source"] = "; ".join(filter(None, (doc.get("source"), text)))
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 
@@ -537,12 +537,8 @@ def pdl_pass(paths=("split", "fused"), fmts=FORMATS, ms=None, layers=None):
     """Every entry of this GPU's table for the paths (M in `ms` if given,
     else up to M = PDL_MAX_M), at its bucket's shape: its pdl_variants, in
     the same process; the fastest stays, each timing noted (pdl_us)."""
-    def note(timed):
-        at = (f" at M {','.join(map(str, sorted(ms)))}" if ms else "") + layers_note(layers and {t[1:] for t in timed})
-        return f"PDL per entry{at}: tuning.weight_only pdl"
-
     _variant_pass("add PDL to", [(fmt, path) for path in paths for fmt in FORMATS if fmt in fmts], pdl_variants,
-                  "pdl", ms, layers, note)
+                  "pdl", ms, layers, {"paths": list(paths), "formats": list(fmts)})
 
 
 def scale8_pass(ms=None, layers=None):
@@ -555,14 +551,8 @@ def scale8_pass(ms=None, layers=None):
     if ms and max(ms) > SPLIT_POOL_MAX_M:  # above it no pool has SCALE8 twins: a prior table's winner matches none
         raise InputError(f"scale8 --ms {','.join(map(str, sorted(ms)))}: M up to {SPLIT_POOL_MAX_M} only "
                          "(fused_gemm.pool has SCALE8 twins there)")
-
-    def note(timed):
-        done = ",".join(map(str, sorted({m for m, _, _ in timed})))
-        return (f"nvfp4 fused M {done}{layers_note(layers and {t[1:] for t in timed})}: SCALE8 per entry, "
-                "tuning.weight_only scale8")
-
     # (TMA: the scales are applied after the decode, SCALE_AFTER; scale8_variants has none)
-    _variant_pass("add SCALE8 to", [("nvfp4", "fused")], scale8_variants, "scale8", ms, layers, note,
+    _variant_pass("add SCALE8 to", [("nvfp4", "fused")], scale8_variants, "scale8", ms, layers, {},
                   skip=lambda c: c.get("TMA"))
 
 
@@ -656,12 +646,13 @@ def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
-    from qgemm_bench.harness.environment import git_commit
 
     t0 = time.time()
     out, doc = gpu_table("time the warp-specialized kernel against")
     require_layers(doc, layers)
-    timed_ms = []
+    run = Pass(doc, "ws", formats=list(fmts), ms=sorted(ms) if ms else None, group=group,
+               layers=kxn(layers) if layers else None, rounds=TABLE_ROUNDS, versions=versions())
+    timed = set()  # (kernel, bucket)
     work = [(f, key, entry) for f in fmts for key, entry in
             sorted(doc["kernels"].get(woc.kernel(FORMATS.index(f), "fused"), {}).items(), key=lambda kv: parse(kv[0]))]
     for fmt, key, entry in work:
@@ -669,16 +660,9 @@ def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
         if not ws_pool(m) or ms and m not in ms or layers and (k, n) not in layers:
             continue
         if ws_entry(fmt, key, entry, ws_pool(m), group, t0=t0):
-            timed_ms.append((fmt, m, k, n))
+            timed.add((woc.kernel(FORMATS.index(fmt), "fused"), key))
+            run.stamp(doc, timed)
             write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
-    for fmt in fmts:
-        done = sorted({m for f, m, _, _ in timed_ms if f == fmt})
-        if done:
-            kns = {(k, n) for f, _, k, n in timed_ms if f == fmt}
-            at = (f" at group {group}" if group is not None else "") + layers_note(layers and kns)
-            note = (f"{fmt} fused M {','.join(map(str, done))}{at}: the warp-specialized kernel's tiles against "
-                    f"each entry's config (ws, commit {git_commit() or 'unknown'})")
-            doc["source"] = "; then ".join(filter(None, (doc.get("source"), note)))
     write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
 

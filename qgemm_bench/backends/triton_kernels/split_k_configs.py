@@ -4,12 +4,12 @@ table the caller hands in: the config store's split_k family
 GPU without its own takes the nearest entry of its compute capability), so
 a default run never autotunes. This module reads no store, only the table:
 
-    {"format": "qgemm-bench split_k configs v1",
-     "provenance": {"commit", "date", "command", "rounds", "versions"},
-     "source": "where the numbers come from (heuristic seed, or the tuning run)",
-     "gpu": null | NAME,            # null: any GPU; else only this GPU (and those it serves) uses the entries
+    {"gpu": null | NAME,            # null: any GPU; else only this GPU (and those it serves) uses the entries
+     "provenance": {"commit", "date", "command", "rounds", "versions", ...,
+                    "passes": [{"pass", "command", "commit", "date",
+                                "entries": {MODE: [keys]}, ...}]},
+     "format": "qgemm-bench split_k configs v1",
      "sms": 132,                    # the SM count the entries were chosen for
-     "versions": {...},             # torch / triton / device of the tuning run
      "entries": {"atomic" | "deterministic":
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "num_warps", "num_stages",
@@ -18,7 +18,13 @@ a default run never autotunes. This module reads no store, only the table:
 
 `qgemm-bench tune` writes this file (on a GPU: the timed winners;
 `python -m qgemm_bench.tuning.split_k --seed-only`: the heuristic's choices,
-no GPU). A shape is looked up:
+no GPU, each entry's "tuned" SEED_NOTE). The provenance says how, in fields:
+the tune (or the run alone, or the seed, its "pass") that wrote the file,
+then "passes": one record per later run of the tuner alone
+(tuning/journal.add_pass: its command, commit, date, the entries it timed,
+"keep_faster": true where an entry changed only where it timed faster);
+"earlier": the provenance of tunes whose entries the file still holds. A
+shape is looked up:
 1. exact (mode, M, K, N) entry;
 2. else the nearest entry of the same bucket (M and N rounded up to a power
    of two >= 16, K to the nearest power of two; nearest by log2 distance),
@@ -211,15 +217,12 @@ def read_table(path: Path) -> dict:
 
 
 def seed_table(shapes, sms: int = DEFAULT_SMS) -> dict:
-    """A table holding the heuristic's choice for each shape in both modes."""
+    """A table holding the heuristic's choice for each shape in both modes
+    (its provenance is the writer's: tuning/split_k.py --seed-only)."""
     return {
-        "format": FORMAT,
-        "source": f"{SEED_NOTE}: split_k_configs.heuristic for {sms} SMs; replace with the output of "
-                  "qgemm-bench tune on the GPU (python3 -m qgemm_bench.tuning.split_k --seed-only FILE "
-                  "regenerates this seed)",
         "gpu": None,
+        "format": FORMAT,
         "sms": sms,
-        "versions": {},
         "entries": {mode: {key(*s): {"config": heuristic(*s, sms), "tuned": SEED_NOTE} for s in shapes}
                     for mode in MODES},
     }
@@ -249,15 +252,18 @@ def lookup(mode: str, m: int, k: int, n: int, sms: int = DEFAULT_SMS, gpu: str |
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     doc = {} if doc is None else doc
     entries = doc.get("entries", {}).get(mode, {}) if usable(doc, gpu) else {}
-    source = "heuristic seed" if doc.get("gpu") is None and str(doc.get("source", "")).startswith(SEED_NOTE) \
-        else f"table ({doc.get('gpu') or 'any GPU'})"
+
+    def source(entry: dict) -> str:
+        seed = doc.get("gpu") is None and str(entry.get("tuned", "")).startswith(SEED_NOTE)
+        return "heuristic seed" if seed else f"table ({doc.get('gpu') or 'any GPU'})"
+
     exact = entries.get(key(m, k, n))
     if exact is not None:
-        return fit(m, k, n, exact["config"], sms), f"{source}: {m}x{k}x{n}"
+        return fit(m, k, n, exact["config"], sms), f"{source(exact)}: {m}x{k}x{n}"
     want = bucket(m, k, n)
     near = [(sum(abs(math.log2(a / b)) for a, b in zip((m, k, n), parse_key(name), strict=True)), name)
             for name in entries if bucket(*parse_key(name)) == want]
     if near:
         _, name = min(near)
-        return fit(m, k, n, entries[name]["config"], sms), f"{source}: nearest {name.replace('_', ' ')}"
+        return fit(m, k, n, entries[name]["config"], sms), f"{source(entries[name])}: nearest {name.replace('_', ' ')}"
     return heuristic(m, k, n, sms), f"heuristic ({sms} SMs; no table entry near {m}x{k}x{n})"

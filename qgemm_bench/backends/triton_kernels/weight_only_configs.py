@@ -4,8 +4,11 @@ hands in: the config store's weight_only family (configs/<gpu>/
 weight_only.json, which triton_dispatch.weight_only_entry reads), so a
 default run never autotunes. This module reads no store, only the table:
 
-    {"gpu": "h100", "provenance": {"commit", "date", "command", "rounds", "versions"},
-     "source": "how the entries were found", "versions": {...},
+    {"gpu": "h100",
+     "provenance": {"commit", "date", "command", "rounds", "versions", ...,
+                    "passes": [{"pass": "table" | "ws" | "pdl" | "scale8", "command", "commit",
+                                "date", "entries": {KERNEL: [keys]}, "formats", "paths",
+                                "ms", "group", "layers", "rounds", "versions"}]},
      "kernels": {"int4_gemm" | "nvfp4_gemm"              (the split path)
                  | "int4_gemm_fused" | "nvfp4_gemm_fused":  (the fused path)
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
@@ -48,7 +51,12 @@ capability the split kernel autotunes over weight_only's curated lists at
 run time (the row says so), the fused one takes fused_gemm.FUSED_CONFIGS. The Helion backend runs these
 configs (pointer_config where the config has TMA loads, which it lacks) where
 it has none of its own for the shape's bucket.
-`qgemm-bench tune` writes this GPU's file (tuning/weight_only.py).
+`qgemm-bench tune` writes this GPU's file (tuning/weight_only.py). Its
+provenance says how, in fields: the tune that wrote it (or the table mode
+run alone over every kernel, its "pass"), then "passes": one record per
+later run of a mode of tuning/weight_only.py alone (journal.add_pass: its
+command, commit, date, the entries it timed and its options); "earlier":
+the provenance of tunes whose entries the file still holds.
 """
 
 from __future__ import annotations

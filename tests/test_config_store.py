@@ -98,6 +98,37 @@ def test_the_package_entries_are_complete_and_say_how_they_were_made():
             assert doc["gpu"] == gpu and set(PROVENANCE_KEYS) <= set(doc["provenance"]), (gpu, family)
 
 
+HISTORY = {"h100"}  # GPUs whose files keep the tuners' older prose ("source") as history
+
+
+def test_the_package_entries_record_their_passes_as_fields_not_prose():
+    """Every family file of a GPU tuned since (the H200) says how it was
+    made in provenance fields alone: no top-level "source" (nor split-K's
+    own "versions"), and each pass of a tuner run alone a record with its
+    name, command, commit, date and the entries it timed (keys the file
+    holds)."""
+    from qgemm_bench.configs.store import ENTRY_KEYS
+
+    checked = 0
+    for gpu in config_store.entries():
+        for family in config_store.DEFAULT.families(gpu):
+            doc = config_store.DEFAULT.read(gpu, family)
+            if gpu not in HISTORY:
+                assert "source" not in doc and "versions" not in doc, (gpu, family)
+            for prov in [doc["provenance"], *doc["provenance"].get("earlier", [])]:
+                for rec in prov.get("passes", []):
+                    where = (gpu, family, rec.get("pass"))
+                    assert {"pass", "command", "commit", "date", "entries"} <= set(rec), where
+                    assert all(isinstance(rec[k], str) and rec[k] for k in ("pass", "command", "commit", "date")), where
+                    assert rec["entries"] and all(keys == sorted(keys, key=config_store._bucket_order)
+                                                  for keys in rec["entries"].values()), where
+                    if prov is doc["provenance"]:  # the entries it timed are the file's
+                        held = doc[ENTRY_KEYS[family]]
+                        assert all(set(keys) <= set(held[g]) for g, keys in rec["entries"].items()), where
+                    checked += 1
+    assert checked >= 3  # the H200's weight-only ws and scale8 passes, its split-K run
+
+
 def test_slug_names_gpus_as_the_store_does():
     assert [slug(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB")] == \
         ["h100", "h200", "a100"]

@@ -39,7 +39,10 @@ GPU) are skipped unless --retune; with --keep-faster an entry changes only
 where the new run timed >3% faster. The first shape's clock starts once its
 first-pass candidates are compiled; with time left after the last shape, the
 shapes that timed only some of their candidates are tuned again (from where
-they stopped), keeping the faster.
+they stopped), keeping the faster. OUT.json's provenance records the run
+as fields (journal.add_pass: command, commit, date, the entries timed,
+keep_faster), after the --base table's own; a table new to this GPU starts
+its provenance with it.
 OUT.timings.json beside it holds every timing."""
 
 from __future__ import annotations

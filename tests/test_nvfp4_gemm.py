@@ -149,6 +149,21 @@ def test_fused_kernel_vs_fp64(shape, bk, split):
     check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
 
 
+@pytest.mark.parametrize("shape,bn,bk,split,scale8", [((1, 1408, 100), 64, 128, 3, False), ((7, 1280, 72), 128, 64, 4, True),
+                                                      ((17, 640, 200), 64, 128, 1, False)])
+def test_fused_kernel_acc_scale_vs_fp64(shape, bn, bk, split, scale8):
+    # NVFP4 ACC_SCALE: each K block's dot on its own (the block scales in the decode), its fp32 product times
+    # the tensor scale, added up; ragged M, N and K (split-K uneven at K = 1408: 11 blocks over 3 splits).
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape), seed())
+    c = cfg(bm=16, bn=bn, bk=bk, split=split, ACC_SCALE=True, **({"SCALE8": True} if scale8 else {}))
+    gemm = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c,
+                     target=target_for(inputs.w))
+    assert gemm.config_for(shape[0])["ACC_SCALE"]
+    check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+
+
 def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools():
     from qgemm_bench.backends.triton_kernels.fused_gemm import FUSED_CONFIGS, FusedGemm, config, pool, wrong_on_sm90
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
@@ -166,8 +181,9 @@ def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools()
     assert not [c for c in FUSED_CONFIGS[NVFP4].values() if c.get("TMA")]
     assert [c for c in pool(1024, INT4) if c.get("TMA") and c["BLOCK_M"] > 128]
     assert not [c for c in pool(16, INT4) + pool(256, INT4) if c["num_warps"] == 8 and c["SPLIT_K"] > 1]
-    # ACC_SCALE acts on int4 BLOCK scales only: NVFP4's pools leave it out.
-    assert [c for c in pool(16, INT4) if c.get("ACC_SCALE")] and not [c for c in pool(16, NVFP4) if "ACC_SCALE" in c]
+    # ACC_SCALE in both formats' split-K pools (NVFP4: one dot a K block), with its SCALE8 twins in NVFP4's.
+    assert [c for c in pool(16, INT4) if c.get("ACC_SCALE")] and [c for c in pool(16, NVFP4) if c.get("ACC_SCALE")]
+    assert [c for c in pool(1, NVFP4) if c.get("ACC_SCALE") and c.get("SCALE8") and c.get("maxnreg") == 128]
     assert [c for c in pool(1, INT4) if c.get("maxnreg") == 128 and c["BLOCK_N"] == 128 and c["SPLIT_K"] == 8]
 
 

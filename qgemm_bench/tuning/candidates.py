@@ -346,7 +346,7 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
         for c in pruned(fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4), prior, m):
             # Its split explicit, 1 too: without the key a run fills in the Triton table's split for the
             # shape (helion_ops), so the candidate would be timed, and saved, as another config.
-            h = {**helion_config(c, "fused", acc_scale=True), "split_k": c.get("SPLIT_K", 1)}
+            h = {**helion_config(c, "fused", acc_scale=op == "int4_gemm"), "split_k": c.get("SPLIT_K", 1)}
             # An ACC_SCALE config (with its register cap) and its twin
             # without, PDL aside: one of them, the one Triton's own
             # measurements favour at this M (fused_gemm's ACC_SCALE).

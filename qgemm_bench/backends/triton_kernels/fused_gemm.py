@@ -43,14 +43,20 @@ Scales (SCALE_MODE, chosen on the host from the group and K):
   applied to the decoded weights;
 - SUB: groups tile a K block: [BLOCK_N, BLOCK_K // GROUP] loaded, broadcast;
 - GATHER: anything else, one scale load per weight element.
-ACC_SCALE (a config key; BLOCK only, elsewhere ignored): each K block's
-decoded weights go unscaled into a dot of their own, whose fp32 product is
-scaled by the block's scale row (loaded in that block, in the accumulator's
-layout) and added up: no bf16 multiply and no shared-memory convert of the
-scale row, but a second accumulator and a wait on each block's wgmma. It
-pays on split-K tiles at M <= 64 (the 128-row one with its registers
-capped, maxnreg), not with TMA (FUSED_SPLIT_POOL's numbers); the exact
-products are also the more accurate.
+ACC_SCALE (a config key; int4 BLOCK and NVFP4, elsewhere ignored): each K
+block's decoded weights go into a dot of their own, whose fp32 product is
+scaled and added up. int4: the weights unscaled, the product times the
+block's scale row (loaded in that block, in the accumulator's layout): no
+bf16 multiply and no shared-memory convert of the scale row, but a second
+accumulator and a wait on each block's wgmma. It pays on split-K tiles at
+M <= 64 (the 128-row one with its registers capped, maxnreg), not with TMA
+(FUSED_SPLIT_POOL's numbers); the exact products are also the more
+accurate. NVFP4: the block scales stay in the decode, the product takes the
+FP32 tensor scale. With the accumulator chained instead (tl.dot(w, x,
+acc)), Triton 3.6 splits an NVFP4 block's dot into k-16 wgmma groups, each
+fenced and waited, and the SASS writes registers that pending wgmmas read
+(the hazard wrong_on_sm90 describes); one dot a block has neither
+(scripts/fused_sass.py, docs/fused_gemm.md).
 FOLD (a config key; int4 with ACC_SCALE's path, elsewhere ignored): the
 decode leaves its offset on (q + 136 in bf16, decode.int4_biased: 4 fewer
 PTX instructions per 8 values) and each block's fp32 product loses 136 x
@@ -399,6 +405,8 @@ def fused_kernel(
         steps = BLOCKS // SPLIT_K  # a constant trip count (see the module docstring)
     else:
         steps = last - first
+    if FMT == 1 and ACC_SCALE:
+        t_scale = tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0)  # the PTX decode's 2^-8
     for i in range(0, steps):
         b = first + i
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8,
@@ -426,11 +434,13 @@ def fused_kernel(
             w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
             if W_SCALE != SCALE_MODE:
                 acc += _block_product(w, x, FOLDED) * s_row
+            elif ACC_SCALE and FMT == 1:  # NVFP4: each block's dot on its own (module docstring)
+                acc += tl.dot(w, x) * t_scale
             else:
                 acc = tl.dot(w, x, acc)
         sc = sc_next
     split_k_parts.pdl_release(PDL)
-    if FMT == 1:
+    if FMT == 1 and not ACC_SCALE:
         acc = acc * (tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0))  # the PTX decode's 2^-8
     if SCALE_MODE == 1:
         acc = acc * tl.load(s_ptr + offs_n).to(tl.float32)[:, None]
@@ -623,7 +633,7 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
     b = m_bucket(m)
     if b <= SPLIT_POOL_MAX_M:
         cands = [config(max(16, b), *t[:5], acc=len(t) > 5, maxnreg=t[6] if len(t) > 6 else None)
-                 for t in FUSED_SPLIT_POOL if len(t) == 5 or fmt == INT4]  # NVFP4: SUB scales, ACC_SCALE a no-op
+                 for t in FUSED_SPLIT_POOL]
         cands = scale8_twins(fold_twins(cands, fmt), fmt)
     elif b > FUSED_MAX_M:  # the path runs only with TMA here; 128-row x tiles 1.2-1.3x at 2048 and 4096
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm == 256 and t]

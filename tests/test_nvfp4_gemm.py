@@ -149,7 +149,8 @@ def test_fused_kernel_vs_fp64(shape, bk, split):
     check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
 
 
-@pytest.mark.parametrize("shape,bn,bk,split,scale8", [((1, 1408, 100), 64, 128, 3, False), ((7, 1280, 72), 128, 64, 4, True),
+@pytest.mark.parametrize("shape,bn,bk,split,scale8", [((1, 1408, 100), 64, 128, 3, False),
+                                                      ((7, 1280, 72), 128, 64, 4, True),
                                                       ((17, 640, 200), 64, 128, 1, False)])
 def test_fused_kernel_acc_scale_vs_fp64(shape, bn, bk, split, scale8):
     # NVFP4 ACC_SCALE: each K block's dot on its own (the block scales in the decode), its fp32 product times
@@ -371,16 +372,21 @@ def test_helion_kernel_decodes_every_code_exactly():
 
 
 @interpreter
-@pytest.mark.parametrize("shape,unscaled,bk", [((65, 768, 100), False, 128), ((80, 1408, 100), False, 256),
-                                               ((65, 768, 300), True, 256), ((80, 160, 48), False, 64)])
-def test_helion_fused_kernel_vs_fp64(shape, unscaled, bk, monkeypatch):
+@pytest.mark.parametrize("shape,unscaled,bk,acc", [((65, 768, 100), False, 128, False),
+                                                   ((80, 1408, 100), False, 256, False),
+                                                   ((65, 768, 300), True, 256, False),
+                                                   ((80, 160, 48), False, 64, False),
+                                                   ((65, 768, 100), False, 128, True),
+                                                   ((80, 160, 48), False, 64, True)])
+def test_helion_fused_kernel_vs_fp64(shape, unscaled, bk, acc, monkeypatch):
     """The fused path (M 65..512): E4M3 block scales as SUB tiles loaded a
-    step ahead, ragged M and N, K off the step (1408 = 5.5 x 256, 160)."""
+    step ahead, ragged M and N, K off the step (1408 = 5.5 x 256, 160);
+    acc_scale: each step's dot on its own, times the tensor scale."""
     from qgemm_bench.backends import helion_ops
 
     monkeypatch.setattr(helion_ops, "FUSED_INTERPRETER_CONFIG",
                         {"block_sizes": [128 if shape[2] > 100 else 64, 64], "block_k": bk, "num_warps": 4,
-                         "num_stages": 1})
+                         "num_stages": 1, **({"acc_scale": True} if acc else {})})
     out, inputs, prepared = run_backend(nvfp4_gemm, "helion", case(nvfp4_gemm, shape, unscaled=unscaled))
     check(out, fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
     assert prepared.resident[0].shape[0] % 256 == 0  # the K-major weights

@@ -276,12 +276,12 @@ class WeightOnly:
         return (*args, split, *ws, *tail)
 
     def _acc_applies(self, block_k: int) -> bool:
-        """kernels.fused's acc_scale does something: int4 with one group a K step (scale mode block)."""
+        """kernels.fused's acc_scale does something: NVFP4, or int4 with one group a K step (scale mode block)."""
         from qgemm_bench.backends.helion_kernels.kernels import SCALE_MODES
         from qgemm_bench.backends.triton_kernels.fused_gemm import scale_mode
 
-        return self.fmt == INT4 and SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k,
-                                                           channel_block=False)] == "block"
+        return self.fmt == NVFP4 or self.fmt == INT4 and SCALE_MODES[scale_mode(self.fmt, self.group, self.k, block_k,
+                                                                                channel_block=False)] == "block"
 
     @staticmethod
     def pdl_mode(x, cfg: dict) -> int:
@@ -344,7 +344,7 @@ class WeightOnly:
                 if cfg.get("frag") and (not self._frag_applies() or not frag_tile_ok(cfg)):
                     cfg = {k: v for k, v in cfg.items() if k != "frag"}  # NVFP4's always; int4 groups of 32n
                 if cfg.get("acc_scale") and not self._acc_applies(cfg["block_k"]):
-                    # Tuned where it applied (int4, one group a step): its register cap goes with it.
+                    # Tuned where it applied (NVFP4; int4, one group a step): its register cap goes with it.
                     cfg = {k: v for k, v in cfg.items() if k not in ("acc_scale", "maxnreg")}
                 if cfg.get("maxnreg") and not str(cfg.get("pid_type", "flat")).startswith("persistent"):
                     # Helion 1.4 refuses a register cap on flat programs (InvalidConfig on CUDA).

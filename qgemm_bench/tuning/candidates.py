@@ -346,12 +346,15 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
         for c in pruned(fused_gemm.pool(m, NVFP4 if op == "nvfp4_gemm" else INT4), prior, m):
             # Its split explicit, 1 too: without the key a run fills in the Triton table's split for the
             # shape (helion_ops), so the candidate would be timed, and saved, as another config.
-            h = {**helion_config(c, "fused", acc_scale=op == "int4_gemm"), "split_k": c.get("SPLIT_K", 1)}
-            # An ACC_SCALE config (with its register cap) and its twin
+            h = {**helion_config(c, "fused", acc_scale=True), "split_k": c.get("SPLIT_K", 1)}
+            # An int4 ACC_SCALE config (with its register cap) and its twin
             # without, PDL aside: one of them, the one Triton's own
-            # measurements favour at this M (fused_gemm's ACC_SCALE).
+            # measurements favour at this M (fused_gemm's ACC_SCALE). NVFP4's
+            # (one dot a K step) is not timed against its twin yet: both.
             twin = next((o for o in out if _plain(o) == _plain(h)), None)
-            if twin is None:
+            if op == "nvfp4_gemm":
+                out += [] if h in out else [h]
+            elif twin is None:
                 out.append(h)
             elif twin != h and (m <= HELION_ACC_MAX_M) == bool(h.get("acc_scale")) != bool(twin.get("acc_scale")):
                 out[out.index(twin)] = h

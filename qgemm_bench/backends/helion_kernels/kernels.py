@@ -321,16 +321,19 @@ def fused(
     ws: torch.Tensor | None = None,  # split_k > 1: fp32 [M, N] workspace, zero (left zero)
     count: torch.Tensor | None = None,  # split_k > 1: int32 [cdiv(M, 16), cdiv(N, 16)] counters, zero (left zero)
     tma: hl.constexpr = False,  # x and weight tiles through K-step views, so indexing tensor_descriptor makes them TMA
-    acc_scale: hl.constexpr = False,  # int4 BLOCK scales on each K step's fp32 product (fused_gemm's ACC_SCALE)
+    acc_scale: hl.constexpr = False,  # each K step's dot on its own (int4 BLOCK, NVFP4: fused_gemm's ACC_SCALE)
     pdl: hl.constexpr = 0,  # split_k_parts.pdl_prologue's mode (launched with launch_pdl: helion_ops)
     frag: hl.constexpr = False,  # int4: wt in fragment order, as NVFP4's (int4 groups: whole runs of 32 k)
 ) -> torch.Tensor:
     """The fused path: fused_gemm.py's fused_kernel, its split-K included.
-    acc_scale (int4 with one group over each K step, scale_mode "block";
-    elsewhere ignored): the decoded weights go unscaled into a dot of their
-    own, whose fp32 product is scaled by the step's scale row and added: no
-    multiply per weight, which at decode sizes is what the kernel spends its
-    time on (docs/fused_gemm.md). pdl (1-3, launched with launch_pdl):
+    acc_scale (int4 with one group over each K step, scale_mode "block",
+    and NVFP4; elsewhere ignored): the decoded weights go into a dot of
+    their own, whose fp32 product is scaled and added. int4: unscaled
+    weights, the step's scale row on the product: no multiply per weight,
+    which at decode sizes is what the kernel spends its time on
+    (docs/fused_gemm.md). NVFP4: the block scales in the decode, the tensor
+    scale on the product; a chained accumulator had Triton split the
+    step's dot into k-16 wgmma groups, fenced and waited each. pdl (1-3, launched with launch_pdl):
     split_k_parts.pdl_prologue before the K loop, the prefetch of this
     program's first weight bytes; nothing a kernel before may write (x,
     workspace, counters, out) is touched before its wait. frag (int4):
@@ -372,6 +375,10 @@ def fused(
                          block_size=[None, None] if splits == 1 else [None, None, chunk]):
         tile_n, tile_m = tiles[0], tiles[1]
         acc = hl.zeros([tile_n, tile_m], dtype=torch.float32)
+        if fmt == 1 and acc_scale:
+            t_scale = tensor_scale[0]
+            if use_asm:
+                t_scale = t_scale * 256.0  # the PTX decode's 2^-8
         if splits == 1:
             if scale_mode == "block" or scale_mode == "sub":
                 sc = st[tile_n, hl.arange(ng) * step]
@@ -438,13 +445,15 @@ def fused(
                 # The step's one group: both columns of sc are its scale row (step 0).
                 s_row, _ = hl.split(sc.to(torch.float32))
                 acc = acc + hl.dot(w_tile, xs) * s_row[:, None]
+            elif fmt == 1 and acc_scale:  # one dot a K step, times the tensor scale (fused_gemm's ACC_SCALE)
+                acc = acc + hl.dot(w_tile, xs) * t_scale
             else:
                 acc = hl.dot(w_tile, xs, acc=acc)
             if scale_mode == "block" or scale_mode == "sub":
                 sc = sc_next
         if pdl == 3:  # split_k_parts.pdl_release: the next kernel's programs take SMs as these finish
             hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
-        if fmt == 1:
+        if fmt == 1 and not acc_scale:
             if use_asm:
                 acc = acc * (tensor_scale[0] * 256.0)  # the PTX decode's 2^-8
             else:

@@ -4,8 +4,8 @@ store entry and the Triton backend, in one process: per op and M (K, N from
 --kn), the Helion config the store gives the shape ("entry"), each of
 candidates.helion_fused_variants of it (tma: x and weights by tensor
 descriptors; persistent_blocked; tma on persistent_interleaved; tma one
-pipeline stage deeper; with L2 groups where M has 2+ tiles; int4: the entry
-with acc_scale switched; M <= 64: with acc_scale (int4) and PDL 2; int4: each
+pipeline stage deeper; with L2 groups where M has 2+ tiles; the entry
+with acc_scale switched (int4 and NVFP4); M <= 64: with acc_scale (int4) and PDL 2; int4: each
 of these with frag switched, fragment-order weights, where helion_ops
 takes frag (helion_ops.frag_tile_ok: tiles of up to FRAG_MAX_BLOCK_M rows,
 wider ones on 4 warps) and in any tile of up to --frag-rows rows; there, a
@@ -140,9 +140,9 @@ def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None =
     if ready is not None:
         entry = dict(ready.config)
         helion = [entry]  # an entry that is a variant already (tma, persistent): its twins once
-        # int4: the entry with the other acc_scale too (kernels.fused's, on
-        # each K step's product where one group spans the step).
-        twin = [{**entry, "acc_scale": not entry.get("acc_scale")}] if op.NAME == "int4_gemm" else []
+        # The entry with the other acc_scale too (kernels.fused's: int4, on each K step's product where one
+        # group spans the step; NVFP4, one dot a K step).
+        twin = [{**entry, "acc_scale": not entry.get("acc_scale")}]
         # At decode sizes, also launched early (PDL 2), as the Triton table's configs there.
         twin += [{**entry, "acc_scale": op.NAME == "int4_gemm", "pdl": 2}] if m <= 64 and not entry.get("pdl") else []
         # int4: both of those with frag switched (kernels.fused's fragment-order weights; NVFP4's always

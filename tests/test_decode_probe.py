@@ -43,8 +43,9 @@ def ts_of(fg):
 
 # (format, BLOCK_K, ACC_SCALE): int4 g128's BLOCK scales without ACC_SCALE (S1 xors _scales' [BLOCK_N, 2] tile,
 # whose two columns hold the same row: xor-ed whole it is 0) and with (the per-block row), SUB (BLOCK_K 256: two
-# group rows a block), NVFP4's block scales.
-READ_CASES = [("int4", 128, True), ("int4", 128, False), ("int4", 256, False), ("nvfp4", 128, False)]
+# group rows a block), NVFP4's block scales (with ACC_SCALE: S3 one dot a K block, as fused_kernel).
+READ_CASES = [("int4", 128, True), ("int4", 128, False), ("int4", 256, False), ("nvfp4", 128, False),
+              ("nvfp4", 128, True)]
 
 
 @pytest.mark.parametrize(("fmt", "block_k", "acc"), READ_CASES)

@@ -165,6 +165,24 @@ def test_fused_kernel_acc_scale_vs_fp64(shape, bn, bk, split, scale8):
     check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
 
 
+def test_short_decode_is_a_config_key_and_runs_right():
+    # SHORT_DECODE picks the shorter PTX decode (tests/test_decode_ptx.py: the same bits); on the interpreter
+    # (no PTX) the config runs as without it. A value that is not a bool ends in one ValueError line.
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
+    from qgemm_bench.backends.triton_kernels.weight_only_configs import check_config
+
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (5, 640, 72)), seed())
+    c = cfg(bm=16, bn=64, bk=128, split=2, SHORT_DECODE=True, ACC_SCALE=True)
+    check_config(c, "c", NVFP4)
+    assert describe(c).endswith(" acc short")
+    gemm = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c,
+                     target=target_for(inputs.w))
+    check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+    with pytest.raises(ValueError, match="SHORT_DECODE=1 must be true or false"):
+        check_config({**c, "SHORT_DECODE": 1}, "c", NVFP4)
+
+
 def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools():
     from qgemm_bench.backends.triton_kernels.fused_gemm import FUSED_CONFIGS, FusedGemm, config, pool, wrong_on_sm90
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe

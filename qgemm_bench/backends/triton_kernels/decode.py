@@ -85,6 +85,34 @@ NVFP4_DIRECT_BF16X2_PTX = (
 # $8): the fragment-order layout puts k and k + 16 in one byte
 # (kmajor_layout.py), two NVFP4 blocks of 16 (split-K loops, ws_gemm.py).
 NVFP4_SPLIT_BF16X2_PTX = NVFP4_DIRECT_BF16X2_PTX.replace("$2, $2, $5", "$2, $2, $7").replace("$3, $3, $6", "$3, $3, $8")
+# NVFP4_SPLIT_BF16X2_PTX from the bytes spread into the lanes' high bytes
+# (fused_gemm's SHORT_DECODE): a low nibble's magnitude is then 2 bits right of
+# bf16 bits 6-8 and its sign 4 left of bit 15, a high nibble's sign already at
+# bit 15; with nothing else under the masks one lop3 merges the two shifts
+# (a low nibble) or a shift and an and (a high one): 18 instructions per 8
+# values, not 22, the same bits (tests/test_decode_ptx.py checks every byte).
+NVFP4_SPLIT_SHORT_BF16X2_PTX = """{
+        .reg .b32 t0, t1, a, b, z;
+        mov.b32 z, 0x80008000;
+        prmt.b32 t0, $4, 0, 0x1404;
+        prmt.b32 t1, $4, 0, 0x3424;
+        shr.u32 a, t0, 2;
+        shl.b32 b, t0, 4;
+        lop3.b32 $0, a, b, 0x81C081C0, 0xA8;
+        fma.rn.bf16x2 $0, $0, $5, z;
+        shr.u32 a, t1, 2;
+        shl.b32 b, t1, 4;
+        lop3.b32 $1, a, b, 0x81C081C0, 0xA8;
+        fma.rn.bf16x2 $1, $1, $6, z;
+        shr.u32 a, t0, 6;
+        and.b32 b, t0, z;
+        lop3.b32 $2, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $2, $2, $7, z;
+        shr.u32 a, t1, 6;
+        and.b32 b, t1, z;
+        lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
+        fma.rn.bf16x2 $3, $3, $8, z;
+        }"""
 # nvfp4_bf16x2's scale offset: callers pass each scale times 2^118 (exact in
 # bf16 for E4M3 scales <= 448) and multiply the result by 2^8.
 EXP2_118 = 2.0**118
@@ -95,6 +123,7 @@ INT4_OFF_BF16 = tl.constexpr(136.0)
 INT4_OFF_FP16 = tl.constexpr(24.0)
 _NVFP4_PTX = tl.constexpr(NVFP4_BF16X2_PTX)
 _NVFP4_SPLIT_PTX = tl.constexpr(NVFP4_SPLIT_BF16X2_PTX)
+_NVFP4_SPLIT_SHORT_PTX = tl.constexpr(NVFP4_SPLIT_SHORT_BF16X2_PTX)
 _EXP2_118 = tl.constexpr(EXP2_118)
 
 
@@ -162,10 +191,11 @@ def nvfp4_bf16x2(w, sb):
 
 
 @triton.jit
-def nvfp4_split_bf16x2(w, sb_lo, sb_hi):
-    """nvfp4_bf16x2 with the low and high nibbles' own scales."""
+def nvfp4_split_bf16x2(w, sb_lo, sb_hi, SHORT: tl.constexpr = False):
+    """nvfp4_bf16x2 with the low and high nibbles' own scales (SHORT:
+    NVFP4_SPLIT_SHORT_BF16X2_PTX, the same values)."""
     return tl.inline_asm_elementwise(
-        asm=_NVFP4_SPLIT_PTX,
+        asm=_NVFP4_SPLIT_SHORT_PTX if SHORT else _NVFP4_SPLIT_PTX,
         constraints="=r,=r,=r,=r,r,r,r,r,r", args=[w, sb_lo, sb_hi], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True,
         pack=4)
 

@@ -68,6 +68,9 @@ decode's operand: converted in the loop, each thread converted its 32
 broadcast scales per K block (fewer SASS instructions and faster at
 M <= 128, slower in one 253-register tile, so the table is re-tuned per
 bucket). The scales take 2 bytes instead of 1 (+4 MiB at K = N = 8192).
+SHORT_DECODE (a config key; NVFP4 with pointer loads, elsewhere ignored):
+decode.NVFP4_SPLIT_SHORT_BF16X2_PTX, the same values in 18 PTX
+instructions per 8 codes instead of 22 (docs/fused_gemm.md).
 SCALE8 (a config key; NVFP4 with pointer loads, refused elsewhere:
 scale8_refused): the kernel reads the E4M3 bytes (FusedGemm.scales8) and
 converts each K block's [BLOCK_N, BLOCK_K // 16] tile as it loads it, before
@@ -163,7 +166,8 @@ def _scales(s_ptr, b, offs_n, stride_sg, GROUP: tl.constexpr, SCALE_MODE: tl.con
 def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
              FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr,
              USE_ASM: tl.constexpr, DT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-             FRAG: tl.constexpr = False, SCALE_AFTER: tl.constexpr = False, FOLD: tl.constexpr = False):
+             FRAG: tl.constexpr = False, SCALE_AFTER: tl.constexpr = False, FOLD: tl.constexpr = False,
+             SHORT: tl.constexpr = False):
     """A [BLOCK_N, BLOCK_K // 2] byte tile (scale tile sc) -> its even-k and
     odd-k weights, [BLOCK_N, BLOCK_K // 2] each in DT, scaled unless the
     scale comes at the end (CHANNEL). SCALE_AFTER (NVFP4 with the PTX
@@ -172,7 +176,8 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
     has at most 6 significant bits; wrong_on_sm90 says why it exists).
     FOLD (int4, unscaled in the loop): q + decode.INT4_OFF_BF16 (fp16:
     INT4_OFF_FP16), the caller subtracts the offset from the fp32 product
-    (fused_kernel's FOLD)."""
+    (fused_kernel's FOLD). SHORT (NVFP4 with the PTX decode, fragment order,
+    not SCALE_AFTER): decode.nvfp4_split_bf16x2's shorter PTX."""
     HALF: tl.constexpr = BLOCK_K // 2
     if FMT == 0:
         if FOLD and USE_ASM:
@@ -219,7 +224,7 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
                 lo = lo * s_lo
                 hi = hi * s_hi
             elif USE_ASM:
-                lo, hi = decode.nvfp4_split_bf16x2(wp, s_lo, s_hi)
+                lo, hi = decode.nvfp4_split_bf16x2(wp, s_lo, s_hi, SHORT)
             else:
                 lo, _ = decode.nvfp4_values(wp, s_lo, DT)
                 _, hi = decode.nvfp4_values(wp, s_hi, DT)
@@ -360,6 +365,7 @@ def fused_kernel(
     FOLD: tl.constexpr = False,  # with ACC_SCALE, int4: the decode's offset off the fp32 product (module docstring)
     HALVES: tl.constexpr = False,  # with ACC_SCALE, int4 BLOCK, pointer loads: each K block in two half-K tiles
     SCALE8: tl.constexpr = False,  # NVFP4, pointer loads: block scales read as E4M3 bytes (module docstring)
+    SHORT_DECODE: tl.constexpr = False,  # NVFP4, pointer loads: the shorter PTX decode (module docstring)
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -426,7 +432,7 @@ def fused_kernel(
             if not (TMA and TMA_W):
                 wp = tl.load(w_blk)
             lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT, BLOCK_N,
-                              BLOCK_K, FRAG, TMA, FOLDED)
+                              BLOCK_K, FRAG, TMA, FOLDED, SHORT_DECODE)
             if TMA:  # rows past M and columns past K read as zeros
                 x = tl.trans(x_desc.load([m0, b * BLOCK_K]))
             else:
@@ -609,7 +615,7 @@ def scale8_refused(fmt: int, c: dict) -> str:
 # What a weight-only config may name: the tiles and launch options, then
 # fused_kernel's switches (the split path takes the first line's).
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "num_warps", "num_stages", "maxnreg", "PDL",
-               "PF_LINES", "TMA", "TMA_W", "ACC_SCALE", "FOLD", "HALVES", "SCALE8", "WS")
+               "PF_LINES", "TMA", "TMA_W", "ACC_SCALE", "FOLD", "HALVES", "SCALE8", "SHORT_DECODE", "WS")
 
 
 def unknown_refused(c: dict) -> str:

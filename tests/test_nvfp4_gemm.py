@@ -203,6 +203,8 @@ def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools()
     # ACC_SCALE in both formats' split-K pools (NVFP4: one dot a K block), with its SCALE8 twins in NVFP4's.
     assert [c for c in pool(16, INT4) if c.get("ACC_SCALE")] and [c for c in pool(16, NVFP4) if c.get("ACC_SCALE")]
     assert [c for c in pool(1, NVFP4) if c.get("ACC_SCALE") and c.get("SCALE8") and c.get("maxnreg") == 128]
+    assert all(bool(c.get("SHORT_DECODE")) == bool(c.get("ACC_SCALE")) for c in pool(16, NVFP4))  # short decode too
+    assert not [c for c in pool(16, INT4) if c.get("SHORT_DECODE")]
     assert [c for c in pool(1, INT4) if c.get("maxnreg") == 128 and c["BLOCK_N"] == 128 and c["SPLIT_K"] == 8]
 
 

@@ -640,6 +640,9 @@ def pool(m: int, fmt: int = INT4) -> list[dict]:
     if b <= SPLIT_POOL_MAX_M:
         cands = [config(max(16, b), *t[:5], acc=len(t) > 5, maxnreg=t[6] if len(t) > 6 else None)
                  for t in FUSED_SPLIT_POOL]
+        # NVFP4's ACC_SCALE tiles with the shorter decode too: the two untimed changes in one candidate
+        # beside the chained configs (docs/fused_gemm.md, FUSED_SPLIT_POOL).
+        cands = [{**c, "SHORT_DECODE": True} if fmt == NVFP4 and c.get("ACC_SCALE") else c for c in cands]
         cands = scale8_twins(fold_twins(cands, fmt), fmt)
     elif b > FUSED_MAX_M:  # the path runs only with TMA here; 128-row x tiles 1.2-1.3x at 2048 and 4096
         cands = [config(bm, bn, bk, sk, w, st, tma=t) for bm, bn, bk, sk, w, st, t in FUSED_POOL if bm == 256 and t]

@@ -164,7 +164,7 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
     accx = tl.zeros((BLOCK_N, max(BLOCK_K // GROUP, 2)), dtype=tl.int16)  # _scales' tile shape
     accr = tl.zeros((BLOCK_N, 1), dtype=tl.int16)  # ACC_SCALE's row
     if STAGE == 3 and FMT == 1 and ACC_SCALE:  # fused_kernel's NVFP4 ACC_SCALE: the tensor scale on each product
-        t_scale = tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0)
+        t_scale = fused_gemm._tensor_scale(ts_ptr, USE_ASM)
     BLOCKS: tl.constexpr = K // BLOCK_K
     if BLOCKS % SPLIT_K == 0:
         steps = BLOCKS // SPLIT_K
@@ -230,7 +230,7 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
         tl.store(out_ptr + pid, tl.sum(accd.to(tl.float32)) + tl.sum(accs))
     else:
         if FMT == 1 and not ACC_SCALE:
-            acc = acc * (tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0))  # the PTX decode's 2^-8
+            acc = acc * fused_gemm._tensor_scale(ts_ptr, USE_ASM)
         # split_k_parts.finish's atomics into one fp32 plane, without its counter and last-program store
         mask = mask_m[None, :] & (offs_n < N)[:, None]
         tl.atomic_add(out_ptr + offs_m[None, :] * N + offs_n[:, None], acc, mask=mask, sem="relaxed")

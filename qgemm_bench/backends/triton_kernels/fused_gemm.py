@@ -249,6 +249,13 @@ def _x_block(x_cols, b, mask_m, offs_k, K, BLOCK_K: tl.constexpr, EVEN_K: tl.con
 
 
 @triton.jit
+def _tensor_scale(ts_ptr, USE_ASM: tl.constexpr):
+    """NVFP4's FP32 tensor scale as its products take it: times 2^8 after the
+    PTX decode, which leaves each value times 2^-8 (decode.nvfp4_bf16x2)."""
+    return tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0)
+
+
+@triton.jit
 def _block_product(w, x, FOLD: tl.constexpr):
     """One K block's fp32 product of the decoded weights [BLOCK_N, BLOCK_K]
     and the x tile [BLOCK_K, BLOCK_M] (ACC_SCALE's); FOLD: the weights are
@@ -412,7 +419,7 @@ def fused_kernel(
     else:
         steps = last - first
     if FMT == 1 and ACC_SCALE:
-        t_scale = tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0)  # the PTX decode's 2^-8
+        t_scale = _tensor_scale(ts_ptr, USE_ASM)
     for i in range(0, steps):
         b = first + i
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8,
@@ -447,7 +454,7 @@ def fused_kernel(
         sc = sc_next
     split_k_parts.pdl_release(PDL)
     if FMT == 1 and not ACC_SCALE:
-        acc = acc * (tl.load(ts_ptr) * (256.0 if USE_ASM else 1.0))  # the PTX decode's 2^-8
+        acc = acc * _tensor_scale(ts_ptr, USE_ASM)
     if SCALE_MODE == 1:
         acc = acc * tl.load(s_ptr + offs_n).to(tl.float32)[:, None]
     split_k_parts.finish(tl.trans(acc), out_ptr, stride_om, ws_ptr, count_ptr, out_ptr, pid_mn, offs_m, offs_n, M, N,

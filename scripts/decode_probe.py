@@ -127,18 +127,14 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
     TILE_BYTES: tl.constexpr = TILE_N * TB
     r = tl.arange(0, BLOCK_N)
     tile_n = (pid_mn % tl.cdiv(N, BLOCK_N)).to(tl.int64)
-    rows = (r // TILE_N) * TILE_N * stride_wn + (r % TILE_N) * TB
-    w_rows = w_ptr + tile_n * BLOCK_N * stride_wn + rows[:, None]
+    w_rows = fused_gemm._weight_rows(w_ptr, pid_mn, offs_n, N, stride_wn, BLOCK_N, BLOCK_K, TILE_N, TILE_K)
     # The same bytes as int32 words (w32_ptr: the host's int32 view, stride_ww = stride_wn // 4): S1 xors
     # 16 words, not 64 bytes, per 16-byte load.
     rows_w = (r // TILE_N) * TILE_N * stride_ww + (r % TILE_N) * (TB // 4)
     w32_rows = w32_ptr + tile_n * BLOCK_N * stride_ww + rows_w[:, None]
     if BLOCK_K <= TILE_K:
-        w_rows += tl.arange(0, BLOCK_K // 2)[None, :]
         w32_rows += tl.arange(0, BLOCK_K // 8)[None, :]
     else:
-        j = tl.arange(0, BLOCK_K // 2)
-        w_rows += ((j // TB) * TILE_BYTES + j % TB)[None, :]
         q = tl.arange(0, BLOCK_K // 8)
         w32_rows += ((q // (TB // 4)) * (TILE_BYTES // 4) + q % (TB // 4))[None, :]
     if PDL >= 2:  # fused_kernel's prologue: prefetch each tile row's first PF_LINES lines
@@ -152,7 +148,7 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
         split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)
     x_cols = x_ptr + offs_m[None, :] * stride_xm + offs_k[:, None]
     if HALVES:  # a tile row's half-K runs: bytes [0, BLOCK_K // 4) and [BLOCK_K // 4, BLOCK_K // 2) of its block
-        w_half = w_ptr + tile_n * BLOCK_N * stride_wn + rows[:, None] + tl.arange(0, BLOCK_K // 4)[None, :]
+        w_half = fused_gemm._weight_rows(w_ptr, pid_mn, offs_n, N, stride_wn, BLOCK_N, BLOCK_K // 2, TILE_N, TILE_K)
         x_half = x_ptr + offs_m[None, :] * stride_xm + tl.arange(0, BLOCK_K // 2)[:, None]
     W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE
     FOLDED: tl.constexpr = FOLD and FMT == 0 and W_SCALE != SCALE_MODE
@@ -194,16 +190,11 @@ def stage_kernel(x_ptr, w_ptr, w32_ptr, s_ptr, ts_ptr, out_ptr, M, N, K: tl.cons
         elif STAGE == 3 and HALVES:
             tl.static_assert(W_SCALE != SCALE_MODE and not FOLDED, "HALVES: int4 with ACC_SCALE, without FOLD")
             HK: tl.constexpr = BLOCK_K // 2
-            PER3: tl.constexpr = TILE_K // BLOCK_K
-            w_b = w_half + (b // PER3) * TILE_BYTES + (b % PER3) * (BLOCK_K // 2)
+            w_b = fused_gemm._block_ptr(w_half, b, BLOCK_K, TILE_N, TILE_K)
             acc += fused_gemm._halves_product(w_b, HK // 2, x_half + b * BLOCK_K, mask_m, K - b * BLOCK_K, USE_ASM,
                                               DT, BLOCK_N, BLOCK_M, BLOCK_K, True, True) * s_row
         else:
-            if BLOCK_K < TILE_K:
-                PER2: tl.constexpr = TILE_K // BLOCK_K
-                wp = tl.load(w_rows + (b // PER2) * TILE_BYTES + (b % PER2) * (BLOCK_K // 2))
-            else:
-                wp = tl.load(w_rows + b * (BLOCK_K // TILE_K) * TILE_BYTES)
+            wp = tl.load(fused_gemm._block_ptr(w_rows, b, BLOCK_K, TILE_N, TILE_K))
             lo, hi = fused_gemm._weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT,
                                          BLOCK_N, BLOCK_K, True, False, FOLDED)
             if STAGE == 2:

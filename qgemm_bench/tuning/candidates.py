@@ -353,7 +353,8 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
             # (one dot a K step) is not timed against its twin yet: both.
             twin = next((o for o in out if _plain(o) == _plain(h)), None)
             if op == "nvfp4_gemm":
-                out += [] if h in out else [h]
+                if h not in out:
+                    out.append(h)
             elif twin is None:
                 out.append(h)
             elif twin != h and (m <= HELION_ACC_MAX_M) == bool(h.get("acc_scale")) != bool(twin.get("acc_scale")):

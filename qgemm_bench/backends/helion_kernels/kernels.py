@@ -333,10 +333,11 @@ def fused(
     which at decode sizes is what the kernel spends its time on
     (docs/fused_gemm.md). NVFP4: the block scales in the decode, the tensor
     scale on the product; a chained accumulator had Triton split the
-    step's dot into k-16 wgmma groups, fenced and waited each. pdl (1-3, launched with launch_pdl):
-    split_k_parts.pdl_prologue before the K loop, the prefetch of this
-    program's first weight bytes; nothing a kernel before may write (x,
-    workspace, counters, out) is touched before its wait. frag (int4):
+    step's dot into k-16 wgmma groups, fenced and waited each (docs/helion.md).
+    pdl (1-3, launched with launch_pdl): split_k_parts.pdl_prologue before
+    the K loop, the prefetch of this program's first weight bytes; nothing
+    a kernel before may write (x, workspace, counters, out) is touched
+    before its wait. frag (int4):
     the weights in fragment order, each thread's decoded pairs where the
     MMA operand wants them; on K-order bytes Triton reads the tile from
     shared memory a byte at a time (LDS.U8) and copies it in 4-byte

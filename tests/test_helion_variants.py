@@ -450,3 +450,44 @@ def test_fused_candidates_carry_their_split(op, m):
         pytest.skip("not the fused path at this M")
     pool = cands.helion(op, m, shape, h200, variants=True)
     assert pool and all(isinstance(c.get("split_k"), int) and c["split_k"] >= 1 for c in pool), pool
+
+
+@pytest.mark.parametrize("twin_wins", [True, False])
+def test_a_fused_unit_times_its_winner_against_the_pdl_2_twin(monkeypatch, twin_wins):
+    """Up to PDL_MAX_M the fused unit's winner and its PDL 2 twin are timed
+    again together (the pools carry no PDL); the twin is stored only where
+    it won, with the count of the first round's configs in "tuned"; above
+    PDL_MAX_M, or on the split path, no second round."""
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import helion as tuning_helion
+
+    h200 = DEFAULT.entries()["h200"]
+    rounds = []
+
+    def fake(op, shape, device, l2, rep, dtype, cands, gpu, stop, target):
+        rounds.append(cands)
+        pick = cands[-1] if len(rounds) > 1 and twin_wins else cands[0]
+        info = {"us": 9.0 if pick.get("pdl") else 10.0, "tuned": f"best of {len(cands)} curated configs, graph timing",
+                "tune_s": 1.0, "compile_s": 0.1}
+        return {"op": "k", "shape": shape, "us": info["us"], "tune_s": 1.0, "key": "b",
+                "save": ("k", *shape, "h200", pick, info), "entry": {"config": pick, **info}}
+
+    monkeypatch.setattr(tuning_helion, "tune", fake)
+    for m, fused_rounds in ((16, 2), (cands.PDL_MAX_M * 2, 1)):
+        shape = (m, 8192, 8192)
+        if cands.helion_path("nvfp4_gemm", m, shape, h200) != "fused":
+            pytest.skip("the split path at this M")
+        rounds.clear()
+        got = tuning_helion.tune_unit("nvfp4_gemm", shape, torch.device("cpu"), None, target=h200)
+        assert len(rounds) == fused_rounds
+        first = rounds[0][0]
+        if fused_rounds == 1:
+            assert got["entry"]["config"] == first
+            continue
+        assert rounds[1] == [first, {**first, "pdl": 2}] and not first.get("pdl")
+        want = {**first, "pdl": 2} if twin_wins else first
+        assert got["entry"]["config"] == want and got["save"][-2] == want
+        assert got["save"][-1] == {k: v for k, v in got["entry"].items() if k != "config"}
+        if twin_wins:
+            assert got["entry"]["tuned"].startswith(f"best of {len(rounds[0])} curated configs, then its PDL 2 twin")
+            assert got["entry"]["us"] == 9.0 and got["entry"]["tune_s"] == 2.0

@@ -110,6 +110,17 @@ def collect(device: torch.device) -> dict:
     return meta
 
 
+VERSION_KEYS = ("torch", "triton", "helion", "cuda", "gpu", "driver")
+
+
+def versions(device: torch.device) -> dict:
+    """The software and GPU a tuned entry was timed with (collect's, those
+    known): a store's provenance and each tuner pass record carry it."""
+    gpu = device.type == "cuda" and torch.cuda.is_available()  # not: a tuner's default device in CPU tests
+    meta = collect(device if gpu else torch.device("cpu"))
+    return {k: meta[k] for k in VERSION_KEYS if meta.get(k)}
+
+
 def measure_ceilings(device: torch.device) -> dict:
     """Device-to-device copy GB/s (bytes read + written) and bf16 8192^3 matmul
     TFLOP/s, medians of 30 timed runs after 0.1 s of warm-up, on random data."""

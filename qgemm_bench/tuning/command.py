@@ -362,16 +362,14 @@ class Tune:
     def writer(self, priors, units, budget: float, journal):
         from qgemm_bench.backends.triton_kernels import split_k_configs as skc
         from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-        from qgemm_bench.harness.environment import collect, git_commit
+        from qgemm_bench.harness.environment import git_commit, versions
         from qgemm_bench.tuning import plan, split_k
         from qgemm_bench.tuning.journal import Writer
         from qgemm_bench.tuning.timing import ROUNDS
 
-        meta = collect(self.device)
-        versions = {k: meta.get(k) for k in ("torch", "triton", "helion", "cuda", "gpu", "driver") if meta.get(k)}
         provenance = {"commit": git_commit(), "date": None, "command": " ".join(["qgemm-bench tune", *self.argv]),
                       "commands": journal.commands(), "tune": journal.tune_id(), "rounds": ROUNDS,
-                      "versions": versions,
+                      "versions": versions(self.device),
                       "budget_s": round(budget), "world_size": self.size, "pruned_by": priors["from"],
                       "priors": priors["gpus"], "units_planned": len(units), "complete": False,
                       "cut_short": None, "not_timed": None}  # known when the tune ends (finish)

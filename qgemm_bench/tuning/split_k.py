@@ -61,6 +61,7 @@ from pathlib import Path
 
 from qgemm_bench.backends.triton_kernels import split_k_configs as skc
 from qgemm_bench.errors import InputError, one_line
+from qgemm_bench.harness import environment
 from qgemm_bench.harness.args import Parser, int_in, positive_float
 from qgemm_bench.operators import split_k_gemm
 from qgemm_bench.tuning.candidates import SPLIT_VARIANTS as VARIANTS
@@ -380,14 +381,6 @@ class ShapeTuner:
 # ------------------------------------------------------------------ the run
 
 
-def versions(dev) -> dict:
-    import torch
-    import triton
-
-    return {"torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
-            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev)}
-
-
 def is_timed(entry: dict) -> bool:
     """Whether an entry was timed on its GPU (a heuristic seed or another
     GPU's config kept untimed has no "us")."""
@@ -468,7 +461,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
     log: list = []
     # Run alone (OUT.json): the run recorded in the table's provenance, with the entries it timed.
     run = None if args.out is None else Pass(doc, "split_k", keep_faster=args.keep_faster or None, rounds=ROUNDS,
-                                             versions=versions(dev))
+                                             versions=environment.versions(dev))
     timed_entries = set()  # (mode, key)
 
     def save():

@@ -59,7 +59,7 @@ from qgemm_bench.backends.triton_dispatch import make_weight_only
 from qgemm_bench.backends.triton_kernels import weight_only as wo
 from qgemm_bench.backends.triton_ops import weight_args
 from qgemm_bench.errors import InputError, one_line
-from qgemm_bench.harness import faults
+from qgemm_bench.harness import environment, faults
 from qgemm_bench.harness.args import Parser, stall_seconds
 from qgemm_bench.harness.measure import Settings
 from qgemm_bench.harness.outputs import write_atomic
@@ -286,7 +286,7 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
             doc.pop(old, None)
     doc["gpu"] = gpu_slug(DEV)
     run = Pass(doc, "table", paths=list(paths), formats=list(fmts), ms=sorted(ms) if ms is not None else None,
-               rounds=TABLE_ROUNDS, versions=versions())
+               rounds=TABLE_ROUNDS, versions=environment.versions(DEV))
     timed = set()  # (kernel, bucket)
     for path in paths:
         for fmt_id, fmt in enumerate(FORMATS):
@@ -307,13 +307,6 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
                 run.stamp(doc, timed)
                 write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
     print(f"wrote {out} in {time.time() - t0:.0f} s")
-
-
-def versions() -> dict:
-    """The software and device a table was timed with."""
-    return {"torch": torch.__version__, "triton": __import__("triton").__version__,
-            "device": torch.cuda.get_device_name(DEV) if DEV.type == "cuda" and torch.cuda.is_available()
-            else str(DEV)}
 
 
 def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], stop: float | None = None,
@@ -516,7 +509,7 @@ def _variant_pass(what: str, kernels, variants, name: str, ms, layers, fields: d
     out, doc = gpu_table(what)
     require_layers(doc, layers)
     run = Pass(doc, name, **fields, ms=sorted(ms) if ms else None, layers=kxn(layers) if layers else None,
-               rounds=TABLE_ROUNDS, versions=versions())
+               rounds=TABLE_ROUNDS, versions=environment.versions(DEV))
     timed = set()  # (kernel, bucket)
     for fmt, path in kernels:
         group = woc.kernel(FORMATS.index(fmt), path)
@@ -651,7 +644,7 @@ def ws_pass(fmts=FORMATS, ms=None, group=None, layers=None):
     out, doc = gpu_table("time the warp-specialized kernel against")
     require_layers(doc, layers)
     run = Pass(doc, "ws", formats=list(fmts), ms=sorted(ms) if ms else None, group=group,
-               layers=kxn(layers) if layers else None, rounds=TABLE_ROUNDS, versions=versions())
+               layers=kxn(layers) if layers else None, rounds=TABLE_ROUNDS, versions=environment.versions(DEV))
     timed = set()  # (kernel, bucket)
     work = [(f, key, entry) for f in fmts for key, entry in
             sorted(doc["kernels"].get(woc.kernel(FORMATS.index(f), "fused"), {}).items(), key=lambda kv: parse(kv[0]))]

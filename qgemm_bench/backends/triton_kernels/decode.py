@@ -18,6 +18,7 @@ with prmt/lop3 and one bf16x2 fma per pair.
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -222,6 +223,14 @@ def e4m3_x2_118(bs):
     (cvt.rn.f16x2.e4m3x2), two to fp32, two fmuls, one pack to bf16x2
     (fused_gemm's SCALE8, on the small scale tile; docs/fused_gemm.md)."""
     return e4m3(bs) * _EXP2_118
+
+
+def bf16_x2_118(bs: torch.Tensor) -> torch.Tensor:
+    """E4M3 block scales (float8_e4m3fn, or their bytes as uint8) -> bf16
+    value x 2^118, exactly: nvfp4_bf16x2's scale operand, made once on the
+    host (FusedGemm; Helion's fused kernel with bf16_scales) so the kernels
+    load it as is; e4m3_x2_118 is the in-kernel conversion. 2 bytes a scale."""
+    return (bs.view(torch.float8_e4m3fn).float() * EXP2_118).to(torch.bfloat16)
 
 
 @triton.jit

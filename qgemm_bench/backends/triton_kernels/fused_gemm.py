@@ -756,8 +756,7 @@ class FusedGemm:
             group, scales = self.k, torch.ones(1, self.n, device=w.device, dtype=torch.bfloat16)
         self.kmajor = to_kmajor(w, scales, group, frag, tile)
         if fmt == NVFP4:  # E4M3 block scales -> bf16 x 2^118 (exact; the PTX decode's operand), decoded once here
-            bs = self.kmajor.scales.view(torch.float8_e4m3fn).float() * decode.EXP2_118
-            self.kmajor = dataclasses.replace(self.kmajor, scales=bs.to(torch.bfloat16))
+            self.kmajor = dataclasses.replace(self.kmajor, scales=decode.bf16_x2_118(self.kmajor.scales))
         self.ts, self.fmt, self.group = tensor_scale, fmt, group
         self._scales8: torch.Tensor | None = None  # SCALE8's E4M3 bytes (scales8), made on first use
         self.config = config

@@ -6,11 +6,12 @@ and its main loop (the loop with the wgmmas) counted by opcode; the memory
 instructions also by width (LDGSTS.E: 4-byte cp.async, LDS.U8: byte loads).
 
   python3 scripts/helion_sass.py [--m 16] [--block-sizes 128,16] [--block-k 128] [--split 8]
-                                 [--warps 4] [--stages 3] [--acc] [--frag] [--fmt int4] [--k 8192] [--n 8192]
-                                 [--out PREFIX]
+                                 [--warps 4] [--stages 3] [--acc] [--frag] [--fmt int4] [--bf16-scales]
+                                 [--k 8192] [--n 8192] [--out PREFIX]
 
 --block-sizes is Helion's [BLOCK_N, BLOCK_M]; --acc the config's acc_scale,
---frag its frag (int4 weights in fragment order). The x, weight and scale
+--frag its frag (int4 weights in fragment order), --bf16-scales its
+bf16_scales (NVFP4: block scales as bf16 E4M3 x 2^118, FusedGemm's). The x, weight and scale
 tensors are zeros on the CPU: only their shapes and strides reach the code
 (static shapes), as helion_ops passes them (x transposed, M = 1 as two rows
 of stride 0, K-major weights, int4 groups of 128; --fmt nvfp4: E4M3 scales
@@ -50,10 +51,14 @@ def parse_args(argv=None):
     p.add_argument("--frag", action="store_true", help="frag: int4 weights in fragment order")
     p.add_argument("--fmt", choices=["int4", "nvfp4"], default="int4",
                    help="int4 (groups of 128) or nvfp4 (E2M1 codes, E4M3 scales of 16), as fused_sass.py's")
+    p.add_argument("--bf16-scales", action="store_true",
+                   help="bf16_scales: NVFP4's block scales as bf16 E4M3 x 2^118 (decode.bf16_x2_118), not E4M3")
     p.add_argument("--k", type=int_in(256, 1 << 16), default=8192, help="K, a multiple of 256 (default 8192)")
     p.add_argument("--n", type=int_in(16, 1 << 16), default=8192, help="N, a multiple of 256 (default 8192)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.py, .ttgir, .ptx, .sass")
     args = p.parse_args(argv)
+    if args.bf16_scales and args.fmt != "nvfp4":
+        raise InputError("--bf16-scales needs --fmt nvfp4 (int4's scales are bf16 already)")
     found = re.fullmatch(r"(\d+),(\d+)", args.block_sizes)
     if not found:
         raise InputError(f"--block-sizes {args.block_sizes!r}: expected BLOCK_N,BLOCK_M, e.g. 128,16")
@@ -68,7 +73,8 @@ def parse_args(argv=None):
 def config(args) -> dict:
     cfg = {"block_sizes": [args.bn, args.bm], "block_k": args.block_k, "split_k": args.split, "decode_asm": True,
            "num_warps": args.warps, "num_stages": args.stages}
-    return {**cfg, **({"acc_scale": True} if args.acc else {}), **({"frag": True} if args.frag else {})}
+    return {**cfg, **({"acc_scale": True} if args.acc else {}), **({"frag": True} if args.frag else {}),
+            **({"bf16_scales": True} if args.bf16_scales else {})}
 
 
 def helion_source(args) -> str:
@@ -85,11 +91,13 @@ def helion_source(args) -> str:
     xt = torch.zeros(1 if args.m == 1 else m, k, dtype=torch.bfloat16).expand(m, k).t()
     fmt, group = (1, 16) if args.fmt == "nvfp4" else (0, GROUP)
     mode = fused_scale_mode(fmt, group, k, args.block_k)
-    st = torch.zeros(k // group, n, dtype=torch.float8_e4m3fn if args.fmt == "nvfp4" else torch.bfloat16).t()
+    e4m3 = args.fmt == "nvfp4" and not args.bf16_scales
+    st = torch.zeros(k // group, n, dtype=torch.float8_e4m3fn if e4m3 else torch.bfloat16).t()
     ws = torch.zeros(m, n) if split > 1 else None
     count = torch.zeros(-(-m // 16), n // 16, dtype=torch.int32) if split > 1 else None
     bound = kernels.fused.bind((xt, torch.zeros(n, k // 2, dtype=torch.uint8), st, torch.ones(1), n, fmt, mode,
-                                group, args.block_k, True, split, ws, count, False, args.acc, 0, args.frag))
+                                group, args.block_k, True, split, ws, count, False, args.acc, 0, args.frag,
+                                args.bf16_scales))
     return bound.to_triton_code(helion.Config(**helion_settings(config(args), FUSED_ARGUMENTS)))
 
 
@@ -107,7 +115,7 @@ def compile_source(code: str, args, workdir: Path):
     spec.loader.exec_module(module)
     fn = module._helion_fused
     sig = {a: TYPES[a] for a in fn.arg_names}
-    if args.fmt == "nvfp4":
+    if args.fmt == "nvfp4" and not args.bf16_scales:
         sig["st"] = "*fp8e4nv"
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(sig))}
     return triton.compile(ASTSource(fn, sig, constexprs={}, attrs=attrs), target=GPUTarget("cuda", 90, 32),

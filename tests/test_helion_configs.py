@@ -81,21 +81,27 @@ def bound_for(name: str, cfg: dict, dtype=DT):
         # arguments of the kernel, not Helion settings (helion_ops.FUSED_ARGUMENTS), in its order
         split, tma = cfg.get("split_k", 1), bool(cfg.get("tma", False))
         acc, pdl, frag = bool(cfg.get("acc_scale", False)), cfg.get("pdl", 0), bool(cfg.get("frag", False))
-        cfg = {key: v for key, v in cfg.items() if key not in ("split_k", "tma", "acc_scale", "pdl", "frag")}
+        bf16 = bool(cfg.get("bf16_scales", False)) and fmt == 1
+        tail = ("split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales")
+        cfg = {key: v for key, v in cfg.items() if key not in tail}
+        if bf16:  # decode.bf16_x2_118's block scales
+            s = s.float().to(torch.bfloat16)
         args = (torch.zeros(k, 128, dtype=dtype), torch.zeros(n, k // 2, dtype=torch.uint8), s.t(), torch.ones(1),
                 n, fmt, mode, group, cfg["block_k"], asm)
         if split > 1:
             args += (split, torch.zeros(128, n), torch.zeros(8, n // 16, dtype=torch.int32))
-        elif tma or acc or pdl or frag:
+        elif tma or acc or pdl or frag or bf16:
             args += (1, None, None)
-        if tma or acc or pdl or frag:
+        if tma or acc or pdl or frag or bf16:
             args += (tma,)
-        if acc or pdl or frag:
+        if acc or pdl or frag or bf16:
             args += (acc,)
-        if pdl or frag:
+        if pdl or frag or bf16:
             args += (pdl,)
-        if frag:
+        if frag or bf16:
             args += (frag,)
+        if bf16:
+            args += (bf16,)
         return kernels.fused.bind(args), cfg
     cfg = helion_ops.split_config(cfg)
     mode = helion_ops.split_scale_mode(fmt, group, cfg["block_k"])

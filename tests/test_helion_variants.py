@@ -205,6 +205,44 @@ def test_acc_scale_scales_each_steps_product_and_computes_the_same(shape, group,
     check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed
 
 
+# bf16_scales: NVFP4 only (int4's scales are bf16 already): int4 drops it and
+# runs as without (helion_ops; NVFP4's runs: tests/test_nvfp4_gemm.py).
+@interpreter
+def test_int4_drops_bf16_scales(monkeypatch):
+    cfg = {**fused_config(2, bn=32, bm=32, bk=128), "bf16_scales": True}
+    gemm, x, ref = weight_only(int4_gemm, (70, 1024, 72), monkeypatch, cfg)
+    assert "bf16_scales" not in gemm.bound(x).config
+    check(gemm(x), ref)
+    assert gemm.resident(70)[1].dtype == gemm.scales.dtype and gemm._bf16_scales is None
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_bf16_scales_take_the_scale_conversion_out_of_the_sm90_main_loop(tmp_path, bf16):
+    """scripts/helion_sass.py (offline sm_90, NVFP4, M = 16, 128x16 tiles,
+    split 2, acc_scale): from E4M3 block scales the loop converts each
+    thread's broadcast scales (F2FP) after a byte-wise trip through shared
+    memory (STS.U8); with bf16_scales neither (docs/helion.md)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.test_fused_sass import bundled_cuda_tools
+
+    if not bundled_cuda_tools():
+        pytest.skip("this Triton has no bundled CUDA tools: no offline sm_90 compile")
+    repo = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, str(repo / "scripts" / "helion_sass.py"), "--fmt", "nvfp4", "--m", "16",
+                        "--split", "2", "--acc", "--k", "512", "--n", "256", *(["--bf16-scales"] if bf16 else [])],
+                       capture_output=True, text=True, cwd=repo, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines[1].startswith("main loop (one K block): "), lines
+    ops = dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", "))
+    memory = dict(item.rsplit(" ", 1) for item in lines[3].split("memory: ")[1].split(", "))
+    # Relations, not one Triton version's counts (Triton 3.9 here: 686 -> 508 instructions, F2FP 32 -> 0).
+    assert ("F2FP" in ops) != bf16 and ("STS.U8" in memory) != bf16, (ops, memory)
+
+
 @pytest.mark.parametrize("m", [1, 16, 64, 256, 1024])
 def test_the_pool_keeps_one_of_each_acc_scale_twin_by_m(m):
     """The Triton pool's ACC_SCALE configs become acc_scale ones; where an

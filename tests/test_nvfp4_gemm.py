@@ -414,6 +414,41 @@ def test_helion_fused_kernel_vs_fp64(shape, unscaled, bk, acc, monkeypatch):
 
 
 @interpreter
+@pytest.mark.parametrize("shape,bk,acc,split", [((65, 768, 100), 128, False, 1), ((80, 1408, 37), 256, True, 1),
+                                                ((80, 160, 48), 64, True, 3), ((70, 768, 300), 128, False, 2)])
+def test_helion_fused_bf16_scales_vs_fp64(shape, bk, acc, split, monkeypatch):
+    """bf16_scales: the fused path reads FusedGemm's block scales, bf16 E4M3 x
+    2^118 (decode.bf16_x2_118), held in place of the E4M3 bytes; ragged M
+    and N, K off the step (1408, 160), split-K, acc_scale or not."""
+    from qgemm_bench.backends import helion_ops
+
+    monkeypatch.setattr(helion_ops, "FUSED_INTERPRETER_CONFIG",
+                        {"block_sizes": [64, 32], "block_k": bk, "split_k": split, "num_warps": 4, "num_stages": 1,
+                         "bf16_scales": True, **({"acc_scale": True} if acc else {})})
+    out, inputs, prepared = run_backend(nvfp4_gemm, "helion", case(nvfp4_gemm, shape))
+    check(out, fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+    k, n = shape[1:]
+    scales = prepared.resident[1]  # [K // 16, N] padded, the values times 2^118 exactly
+    assert scales.dtype == torch.bfloat16 and len(prepared.resident) == 3
+    assert torch.equal(scales[: k // 16, :n].float() * 2.0**-118, inputs.block_scales.float())
+
+
+@interpreter
+def test_helion_bf16_scales_decode_every_code_exactly(monkeypatch):
+    """x = I stacked (M = 96, the fused path) with bf16_scales: the
+    dequantized weights exactly, E4M3 subnormal scales included."""
+    from qgemm_bench.backends import helion_ops
+
+    monkeypatch.setattr(helion_ops, "FUSED_INTERPRETER_CONFIG", {**helion_ops.FUSED_INTERPRETER_CONFIG,
+                                                                 "bf16_scales": True})
+    inputs = every_code_inputs()
+    stacked = dataclasses.replace(inputs, x=inputs.x.repeat(3, 1))
+    out, _, prepared = run_backend(nvfp4_gemm, "helion", case(nvfp4_gemm, (96, 32, 16)), stacked)
+    assert prepared.resident[1].dtype == torch.bfloat16
+    assert torch.equal(out.float(), nvfp4_gemm.dequantize(inputs).to(DT).float().repeat(3, 1))
+
+
+@interpreter
 def test_helion_every_path_decodes_every_code_exactly():
     """x = I stacked: every path (split M=32, fused M=96, dequantize M=544)
     returns the dequantized weights exactly."""

@@ -41,7 +41,7 @@ SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k":
 MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 # kernels.fused's config keys that are its arguments (tuning.ready's
 # `arguments`): the weight-only ones, its split and the K-step views (tma).
-FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag")
+FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales")
 # int4 in fragment order (frag) returned wrong sums on the H100 in 8-warp tiles at M = 256 and 1024,
 # and on the H200 in an 8-warp 128x256 tile (kernels.fused): wider tiles take it on 4 warps only
 # (right in 64x256 and 128x256 tiles there; docs/helion.md).
@@ -189,6 +189,7 @@ class WeightOnly:
         self.target, self.store = target if target is not None else target_of(w.device), store
         self.ts = tensor_scale.reshape(1).float() if fmt == NVFP4 else None
         self._kmajor: dict[bool, object] = {}  # fragment order? -> the K-major weights
+        self._bf16_scales: torch.Tensor | None = None  # NVFP4 bf16_scales configs' block scales (bf16_scales())
         self._ready: dict[int, object] = {}  # M -> tuning.Ready of its path
         self._fused_runs: dict[int, object] = {}  # M -> its fused config, compiled
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -210,6 +211,21 @@ class WeightOnly:
             self._kmajor[frag] = to_kmajor(self.w, self.scales, self.group, frag=frag)
         return self._kmajor[frag]
 
+    def bf16_scales(self) -> torch.Tensor:
+        """NVFP4's K-major block scales as FusedGemm stores them, bf16 E4M3 x
+        2^118 (decode.bf16_x2_118: the PTX decode's operand), what fused
+        configs with bf16_scales read; made on first use, 2 bytes a scale
+        (K = N = 8192: 8 MiB, the E4M3 bytes' 4 MiB + 4)."""
+        if self._bf16_scales is None:
+            from qgemm_bench.backends.triton_kernels.decode import bf16_x2_118
+
+            self._bf16_scales = bf16_x2_118(self.kmajor().scales)
+        return self._bf16_scales
+
+    def _bf16_applies(self, cfg: dict) -> bool:
+        """kernels.fused's bf16_scales: asked for, NVFP4 (int4's scales are bf16 already)."""
+        return bool(cfg.get("bf16_scales")) and self.fmt == NVFP4
+
     def _frag_applies(self) -> bool:
         """kernels.fused's frag does something: int4 whose groups are whole runs
         of 32 k (fragment order permutes within them), or unscaled."""
@@ -220,7 +236,8 @@ class WeightOnly:
         if self.path(m) == "fused":
             r = self._ready.get(m)
             p = self.kmajor(bool(r is not None and r.config.get("frag")))
-            return tuple(t for t in (p.wt, p.scales, self.ts) if t is not None)
+            scales = self.bf16_scales() if r is not None and self._bf16_applies(r.config) else p.scales
+            return tuple(t for t in (p.wt, scales, self.ts) if t is not None)
         return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
 
     def note(self, m: int) -> str:
@@ -259,7 +276,9 @@ class WeightOnly:
         block_k = cfg["block_k"]
         m = x.shape[0]  # the workspace's key: M's own, not the rows bound
         x = two_rows_for_one(x)  # the output's first row taken (__call__)
-        st = p.scales.t() if p.scales is not None else p.wt  # [Np, Gp] view; never read unscaled
+        bf16 = self._bf16_applies(cfg)
+        s = self.bf16_scales() if bf16 else p.scales
+        st = s.t() if s is not None else p.wt  # [Np, Gp] view; never read unscaled
         ts = self.ts if self.ts is not None else p.wt  # never read for int4
         mode = fused_scale_mode(self.fmt, self.group, self.k, block_k)
         args = (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
@@ -267,7 +286,7 @@ class WeightOnly:
         tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)
         acc = bool(cfg.get("acc_scale", False)) and self._acc_applies(block_k)
         # kernels.fused's trailing arguments, those at their defaults (off) left out from the end.
-        tail = [tma, acc, self.pdl_mode(x, cfg), frag]
+        tail = [tma, acc, self.pdl_mode(x, cfg), frag, bf16]
         while tail and not tail[-1]:
             tail.pop()
         if split == 1 and not tail:  # the kernel's defaults: no split, no workspace
@@ -343,6 +362,8 @@ class WeightOnly:
                     raise ValueError(f"config {cfg}: split_k must be an integer >= 1, got {cfg['split_k']!r}")
                 if cfg.get("frag") and (not self._frag_applies() or not frag_tile_ok(cfg)):
                     cfg = {k: v for k, v in cfg.items() if k != "frag"}  # NVFP4's always; int4 groups of 32n
+                if cfg.get("bf16_scales") and not self._bf16_applies(cfg):
+                    cfg = {k: v for k, v in cfg.items() if k != "bf16_scales"}  # int4's scales are bf16 already
                 if cfg.get("acc_scale") and not self._acc_applies(cfg["block_k"]):
                     # Tuned where it applied (NVFP4; int4, one group a step): its register cap goes with it.
                     cfg = {k: v for k, v in cfg.items() if k not in ("acc_scale", "maxnreg")}

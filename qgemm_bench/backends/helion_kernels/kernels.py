@@ -132,9 +132,13 @@ def _nvfp4_values(w, scale, dtype, use_asm):
     return (_e2m1(b & 0xF).to(torch.float32) * s).to(dtype), (_e2m1(b >> 4).to(torch.float32) * s).to(dtype)
 
 
-def _nvfp4_split_values(w, s_lo, s_hi, dtype, use_asm):
+def _nvfp4_split_values(w, s_lo, s_hi, dtype, use_asm, x2_118=False):
     """_nvfp4_values with the low and the high nibbles' own scales (fragment
-    order puts k and k + 16 in one byte: two NVFP4 blocks)."""
+    order puts k and k + 16 in one byte: two NVFP4 blocks). x2_118 (with
+    use_asm): the scales are the PTX decode's bf16 x 2^118 operand already."""
+    if use_asm and x2_118:
+        return hl.inline_asm_elementwise(NVFP4_SPLIT_BF16X2_PTX, "=r,=r,=r,=r,r,r,r,r,r", [w, s_lo, s_hi],
+                                         dtype=(torch.bfloat16, torch.bfloat16), is_pure=True, pack=4)
     if use_asm:
         args = [w, (s_lo * EXP2_118).to(torch.bfloat16), (s_hi * EXP2_118).to(torch.bfloat16)]
         return hl.inline_asm_elementwise(NVFP4_SPLIT_BF16X2_PTX, "=r,=r,=r,=r,r,r,r,r,r", args,
@@ -324,6 +328,7 @@ def fused(
     acc_scale: hl.constexpr = False,  # each K step's dot on its own (int4 BLOCK, NVFP4: fused_gemm's ACC_SCALE)
     pdl: hl.constexpr = 0,  # split_k_parts.pdl_prologue's mode (launched with launch_pdl: helion_ops)
     frag: hl.constexpr = False,  # int4: wt in fragment order, as NVFP4's (int4 groups: whole runs of 32 k)
+    bf16_scales: hl.constexpr = False,  # NVFP4: st holds decode.bf16_x2_118's bf16 E4M3 x 2^118, not E4M3
 ) -> torch.Tensor:
     """The fused path: fused_gemm.py's fused_kernel, its split-K included.
     acc_scale (int4 with one group over each K step, scale_mode "block",
@@ -342,7 +347,11 @@ def fused(
     MMA operand wants them; on K-order bytes Triton reads the tile from
     shared memory a byte at a time (LDS.U8) and copies it in 4-byte
     cp.async, 1.5x the main loop's instructions at 16x128x128 (docs/helion.md,
-    "Same tile, different kernel")."""
+    "Same tile, different kernel"). bf16_scales (NVFP4): the block scales as
+    FusedGemm stores them (decode.bf16_x2_118, made on the host), the PTX
+    decode's operand loaded as is; from E4M3, Inductor converts each
+    thread's broadcast scales (32 per K step at 128x16) inside the loop,
+    converted on the small tile or not."""
     k, m = xt.size()
     kh = k // 2  # packed rows
     half = block_k // 2
@@ -426,10 +435,16 @@ def fused(
                     lo = lo * s
                     hi = hi * s
             else:  # in each run of 32 k the low nibbles are one block of 16, the high ones the next
-                s_lo, s_hi = hl.split(sc.to(torch.float32).reshape(tile_n, block_k // 32, 2))
+                if bf16_scales and use_asm:
+                    s = sc
+                elif bf16_scales:  # the values in fp32 (exact: E4M3's smallest, 2^-9, stays normal)
+                    s = sc.to(torch.float32) * (1.0 / EXP2_118)
+                else:
+                    s = sc.to(torch.float32)
+                s_lo, s_hi = hl.split(s.reshape(tile_n, block_k // 32, 2))
                 s_lo = s_lo[:, :, None].expand(tile_n, block_k // 32, 16).reshape(tile_n, half)
                 s_hi = s_hi[:, :, None].expand(tile_n, block_k // 32, 16).reshape(tile_n, half)
-                lo, hi = _nvfp4_split_values(wp, s_lo, s_hi, xt.dtype, use_asm)
+                lo, hi = _nvfp4_split_values(wp, s_lo, s_hi, xt.dtype, use_asm, bf16_scales)
             kx = 2 * row + hl.arange(block_k)
             if by_step:
                 xs = x3[row // half, :, tile_m]

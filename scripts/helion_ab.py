@@ -5,7 +5,9 @@ store entry and the Triton backend, in one process: per op and M (K, N from
 candidates.helion_fused_variants of it (tma: x and weights by tensor
 descriptors; persistent_blocked; tma on persistent_interleaved; tma one
 pipeline stage deeper; with L2 groups where M has 2+ tiles; the entry
-with acc_scale switched (int4 and NVFP4); M <= 64: with acc_scale (int4) and PDL 2; int4: each
+with acc_scale switched (int4 and NVFP4); NVFP4: the entry and that twin
+with bf16_scales switched (FusedGemm's bf16 block scales, no conversion in
+the loop); M <= 64: with acc_scale (int4) and PDL 2; int4: each
 of these with frag switched, fragment-order weights, where helion_ops
 takes frag (helion_ops.frag_tile_ok: tiles of up to FRAG_MAX_BLOCK_M rows,
 wider ones on 4 warps) and in any tile of up to --frag-rows rows; there, a
@@ -90,6 +92,8 @@ def label(cfg: dict, entry: dict) -> str:
         else []
     parts += [f"pdl {cfg.get('pdl', 0)}"] if cfg.get("pdl", 0) != entry.get("pdl", 0) else []
     parts += [f"frag {bool(cfg.get('frag'))}"] if bool(cfg.get("frag")) != bool(entry.get("frag")) else []
+    parts += [f"bf16_scales {bool(cfg.get('bf16_scales'))}"] \
+        if bool(cfg.get("bf16_scales")) != bool(entry.get("bf16_scales")) else []
     return "helion " + ("+".join(parts) if cfg != entry else "entry")
 
 
@@ -143,6 +147,10 @@ def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None =
         # The entry with the other acc_scale too (kernels.fused's: int4, on each K step's product where one
         # group spans the step; NVFP4, one dot a K step).
         twin = [{**entry, "acc_scale": not entry.get("acc_scale")}]
+        # NVFP4: both with bf16_scales switched (kernels.fused's: FusedGemm's bf16 E4M3 x 2^118 block
+        # scales loaded as the PTX decode's operand, not E4M3 converted per weight in the loop).
+        twin += [{**c, "bf16_scales": not entry.get("bf16_scales")} for c in (entry, *twin)] \
+            if op.NAME == "nvfp4_gemm" else []
         # At decode sizes, also launched early (PDL 2), as the Triton table's configs there.
         twin += [{**entry, "acc_scale": op.NAME == "int4_gemm", "pdl": 2}] if m <= 64 and not entry.get("pdl") else []
         # int4: both of those with frag switched (kernels.fused's fragment-order weights; NVFP4's always

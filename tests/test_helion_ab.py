@@ -34,6 +34,26 @@ def test_cpu_smoke_checks_and_times_every_candidate(monkeypatch, capsys):
     assert (helion._compat._supports_tensor_descriptor, helion.runtime.get_num_sm) == hooks  # undone
 
 
+def test_nvfp4_entry_and_acc_twin_get_bf16_scales_twins(monkeypatch, capsys):
+    """NVFP4: the entry and its acc_scale twin, each also with bf16_scales
+    switched (kernels.fused on FusedGemm's bf16 block scales), all checked
+    against the reference and timed (the TMA / persistent variants left out
+    here: the first test runs them)."""
+    from qgemm_bench.tuning import candidates
+
+    ab = load()
+    monkeypatch.setitem(ab.SMOKE, "m", [80])
+    monkeypatch.setattr(candidates, "helion_fused_variants", lambda c, m: [])
+    assert ab.main(["--cpu-smoke", "--op", "nvfp4_gemm", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    timed = out.split("geometric mean")[0].splitlines()
+    rows = [line for line in timed if line.startswith("  ") and line.strip()[0].isdigit()]
+    names = ("helion entry", "helion acc_scale True", "helion bf16_scales True",
+             "helion acc_scale True+bf16_scales True", "triton")
+    assert [n for n in names if any(f" {n} " in r for r in rows)] == list(names) and len(rows) == len(names), out
+    assert "WRONG" not in out and "Error" not in out, out
+
+
 @pytest.mark.parametrize("argv,says", [(["--op", "fp8_gemm"], "--op"), (["--kn", "100,72"], "K a multiple"),
                                        (["--m", "0"], "positive"), (["--m", "a"], "integers")])
 def test_bad_input_ends_in_one_line(argv, says, monkeypatch, capsys):

@@ -529,3 +529,18 @@ def test_a_fused_unit_times_its_winner_against_the_pdl_2_twin(monkeypatch, twin_
         if twin_wins:
             assert got["entry"]["tuned"].startswith(f"best of {len(rounds[0])} curated configs, then its PDL 2 twin")
             assert got["entry"]["us"] == 9.0 and got["entry"]["tune_s"] == 2.0
+
+
+@pytest.mark.parametrize("m", [1, 16, 64, 256, 1024])
+def test_nvfp4_fused_units_time_the_first_candidate_on_bf16_scales(m):
+    """NVFP4's fused candidates end the pool with the first one's twin on
+    FusedGemm's bf16 block scales (kernels.fused's bf16_scales), once;
+    int4 (bf16 scales already) has none."""
+    from qgemm_bench.configs.store import DEFAULT
+
+    h200, shape = DEFAULT.entries()["h200"], (m, 8192, 8192)
+    if cands.helion_path("nvfp4_gemm", m, shape, h200) != "fused":
+        pytest.skip("the split path at this M")
+    pool = cands.helion("nvfp4_gemm", m, shape, h200)
+    assert [c for c in pool if c.get("bf16_scales")] == [{**pool[0], "bf16_scales": True}]
+    assert not any(c.get("bf16_scales") for c in cands.helion("int4_gemm", m, shape, h200))

@@ -359,6 +359,10 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
                 out.append(h)
             elif twin != h and (m <= HELION_ACC_MAX_M) == bool(h.get("acc_scale")) != bool(twin.get("acc_scale")):
                 out[out.index(twin)] = h
+        if op == "nvfp4_gemm" and out and not out[0].get("bf16_scales"):
+            # The first's twin on FusedGemm's bf16 block scales (kernels.fused's bf16_scales: no
+            # conversion in the loop, 678 -> 504 SASS a K step offline; docs/helion.md): not timed yet.
+            out.append({**out[0], "bf16_scales": True})
         for i, c in enumerate(list(out if m >= HELION_FRAG_ALL_MIN_M else out[:1])):
             twin = frag_twin(op, m, c)
             # Past the first, none whose fp32 accumulator takes over 128 registers a thread (the 4-warp

@@ -122,8 +122,10 @@ def _no_workers(monkeypatch):
 def test_a_finished_warm_up_is_not_done_again(monkeypatch, caches):
     p, args = _plan()
     assert warm.warm_up(p, args, 2, [].append).startswith("compiled triton at 2 shapes")
-    stamps = sorted(caches.rglob("qgemm-bench-warm/*.json"))
-    assert [s.parts[len(caches.parts)] for s in stamps] == ["inductor", "triton"]
+    stamps = sorted(caches.rglob("qgemm-bench-warm/*/*.json"))  # a stamp per (shape, backend) in each cache
+    assert [(s.parts[len(caches.parts)], s.name) for s in stamps] == [
+        ("inductor", "triton-1x128x64.json"), ("inductor", "triton-3x128x64.json"),
+        ("triton", "triton-1x128x64.json"), ("triton", "triton-3x128x64.json")]
     with monkeypatch.context() as m:
         _no_workers(m)
         p2, args2 = _plan()
@@ -131,45 +133,67 @@ def test_a_finished_warm_up_is_not_done_again(monkeypatch, caches):
     assert summary.startswith("compile warm-up skipped: an earlier run compiled triton at these 2 shapes")
     assert p2.phase_s["compile warm-up"] == 0 and p2.warm_up["skipped"]
 
-    # Another shape, or either cache wiped: compiled again.
+    # Another shape: only it is compiled; either cache's stamp of a step wiped: that step again.
     p3, args3 = _plan("--shape", "5,128,64")
-    assert warm.warm_up(p3, args3, 2, [].append).startswith("compiled triton at 3 shapes")
-    stamps[0].unlink()  # inductor's
-    assert warm.warm_up(p, args, 2, [].append).startswith("compiled triton at 2 shapes")
+    summary = warm.warm_up(p3, args3, 2, [].append)
+    assert summary.startswith("compiled triton at 1 of 3 shapes (2 of 3 steps compiled by an earlier run) in 1 ")
+    assert p3.warm_up["compiled_before"] == 2 and p3.warm_up["workers"] == 1
+    stamps[0].unlink()  # inductor's of 1x128x64
+    assert warm.warm_up(p, args, 2, [].append).startswith("compiled triton at 1 of 2 shapes")
+    assert len(list(caches.rglob("qgemm-bench-warm/*/*.json"))) == 6
+
+
+def test_a_shard_or_another_gpu_index_finds_what_a_run_compiled(monkeypatch):
+    """The steps' stamps name no shard and no device index: a torchrun
+    rank's share of the shapes, on cuda:1, skips what a one-GPU run on
+    cuda:0 compiled (session 36: such a first two-GPU run compiled again for
+    28.7 s). Another device type does not."""
+    p, args = _plan()
+    p.device = CUDA
+    dirs = warm._stamp_dirs(p)
+    warm._write_stamps(dirs, [((1, 128, 64), "triton"), ((3, 128, 64), "triton")], {})
+    rank1, args1 = _plan()
+    rank1.device, rank1.shapes = torch.device("cuda", 1), rank1.shapes[1:]
+    with monkeypatch.context() as m:
+        _no_workers(m)
+        assert warm.warm_up(rank1, args1, 2, [].append).startswith("compile warm-up skipped")
+    assert warm._stamp_dirs(rank1) == dirs
+    cpu, _ = _plan()
+    assert warm._stamp_dirs(cpu) != dirs
 
 
 def test_variables_and_a_config_file_are_part_of_the_stamp(monkeypatch, tmp_path):
     p, args = _plan()
-    before = warm._stamps(p, ["triton"])
+    before = warm._stamp_dirs(p)
     monkeypatch.setenv("QGEMM_PDL", "0")
-    assert warm._stamps(p, ["triton"]) != before
+    assert warm._stamp_dirs(p) != before
     monkeypatch.delenv("QGEMM_PDL")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "elsewhere"))  # the stamp's place, not its name
-    assert [s.name for s in warm._stamps(p, ["triton"])] == [s.name for s in before]
+    assert [s.name for s in warm._stamp_dirs(p)] == [s.name for s in before]
     f = tmp_path / "helion.json"
     f.write_text("{}")
-    one = warm._stamps(p, ["triton"], str(f))
+    one = warm._stamp_dirs(p, str(f))
     f.write_text('{"kernels": {}}')
-    assert len({s.name for s in (before[0], one[0], warm._stamps(p, ["triton"], str(f))[0])}) == 3
+    assert len({s.name for s in (before[0], one[0], warm._stamp_dirs(p, str(f))[0])}) == 3
 
 
 def test_our_source_is_part_of_the_stamp(monkeypatch):
     p, args = _plan()
-    before = warm._stamps(p, ["triton"])
+    before = warm._stamp_dirs(p)
     real = warm.Path.read_bytes
 
     def edited(path):
         return real(path) + (b"# edited" if path.name == "fused_gemm.py" else b"")
 
     monkeypatch.setattr(warm.Path, "read_bytes", edited)
-    assert warm._stamps(p, ["triton"]) != before
+    assert warm._stamp_dirs(p) != before
 
 
 def test_a_failed_warm_up_leaves_no_stamp(caches):
     p, args = _plan()
     p.device = NO_SUCH_GPU  # the workers fail
     assert "2 failed" in warm.warm_up(p, args, 2, [].append)
-    assert not list(caches.rglob("qgemm-bench-warm/*.json"))
+    assert not list(caches.rglob("qgemm-bench-warm/**/*.json"))
 
 
 def _spec(p, args, backends=("triton",)):
@@ -198,6 +222,7 @@ def test_a_worker_waits_for_memory_then_leaves_the_shape_to_the_sweep(monkeypatc
     assert calls == [1] * warm.OOM_TRIES + [3] * warm.OOM_TRIES
     err = capsys.readouterr().err
     assert "torch at 1x128x64:" in err and "torch at 3x128x64" not in err
+    assert "done 0" in err.splitlines() and "done 1" not in err.splitlines()  # the parent stamps step 0 alone
     assert f"inputs at 3x128x64 (try {warm.OOM_TRIES} of {warm.OOM_TRIES}): CUDA out of memory" in err
 
 

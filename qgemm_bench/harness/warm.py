@@ -33,7 +33,7 @@ SPARE_CPUS = 2  # the sweep's own process and the rest of the machine
 MIN_SHAPES = 4  # fewer shapes compile in less time than workers take to start (~10 s of imports)
 SECONDS_PER_STEP = 60.0  # a worker's time limit per (shape, backend) it compiles; a hung kernel ends there
 MAX_WARM_S = 600.0  # and the warm-up's, whatever the sweep's size
-PARTIAL = 3  # a worker's exit status when some (shape, backend) ran out of memory: logged, no stamp
+PARTIAL = 3  # a worker's exit status when some (shape, backend) ran out of memory: logged, no stamp for it
 # Eight workers' inputs at once filled an H200's 140 GB on the NVFP4 preset
 # (its quantization's fp32 temporaries): a worker waits for the others.
 OOM_TRIES = 4
@@ -66,16 +66,17 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     if jobs < 2 or not backends or not p.shapes:  # no shapes: a torchrun rank of a run with fewer than ranks
         return ""
     environment.pin_triton_cache()
-    stamps = _stamps(p, backends, getattr(args, "helion_configs", None))
-    if all(stamp.is_file() for stamp in stamps):
-        p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0)
-        p.warm_up = {"skipped": True, "stamp": stamps[0].name}
-        return (f"compile warm-up skipped: an earlier run compiled {', '.join(backends)} at these "
-                f"{len(p.shapes)} shapes with this code and these packages (caches: {stamps[0].parent.parent})")
+    dirs = _stamp_dirs(p, getattr(args, "helion_configs", None))
     # Backend by backend: the steps running at once are at as many shapes as workers, each a worker's own
     # inputs, as when each worker had its share of the shapes (shape by shape, all 14 workers built inputs of
     # one layer at once: NVFP4's took 10-23 GB a worker on the H200). Inputs cost ~12 ms a shape to make.
-    tasks = [(tuple(s), b) for b in backends for s in p.shapes]
+    every = [(tuple(s), b) for b in backends for s in p.shapes]
+    tasks = [t for t in every if not _stamped(dirs, t)]  # what an earlier run compiled (any shard, any GPU) is not
+    if not tasks:
+        p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0)
+        p.warm_up = {"skipped": True, "stamps": dirs[0].name}
+        return (f"compile warm-up skipped: an earlier run compiled {', '.join(backends)} at these "
+                f"{len(p.shapes)} shapes with this code and these packages (caches: {dirs[0].parent.parent})")
     workers = min(jobs, len(tasks))
     # Each worker's share is unknown beforehand: a hung step ends at an even share's limit.
     limit = min(SECONDS_PER_STEP * -(-len(tasks) // workers), MAX_WARM_S)
@@ -92,7 +93,7 @@ def warm_up(p, args, jobs: int, log_error) -> str:
                 err = open(Path(tmp) / f"err{i}.txt", "w+")  # noqa: SIM115 - closed below
                 procs.append((subprocess.Popen([sys.executable, "-m", "qgemm_bench.harness.warm", str(spec)],
                                                stdout=subprocess.DEVNULL, stderr=err, env=_worker_env()), err))
-            failed, worker_s = 0, {}
+            failed, worker_s, done = 0, {}, set()
             for proc, err in procs:
                 try:
                     code = proc.wait(timeout=max(1.0, limit - (time.perf_counter() - t0)))
@@ -103,6 +104,7 @@ def warm_up(p, args, jobs: int, log_error) -> str:
                 text = err.read()
                 for name, secs in re.findall(r"^(\S+) at \S+: ([\d.]+) s$", text, flags=re.M):
                     worker_s[name] = worker_s.get(name, 0.0) + float(secs)
+                done.update(int(i) for i in re.findall(r"^done (\d+)$", text, flags=re.M))
                 if code != 0:
                     failed += 1
                     tail = text[-4000:]
@@ -120,43 +122,58 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     s = time.perf_counter() - t0
     p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0) + s
     p.warm_up = {"skipped": False, "workers": workers, "wall_s": round(s, 2), "failed": failed,
-                 "worker_s": {k: round(v, 1) for k, v in sorted(worker_s.items(), key=lambda kv: -kv[1])}}
-    if not failed:
-        _write_stamps(stamps, {"warm_up_s": round(s, 1), "workers": workers, "date": time.strftime("%F %T")})
+                 "worker_s": {k: round(v, 1) for k, v in sorted(worker_s.items(), key=lambda kv: -kv[1])},
+                 **({"compiled_before": len(every) - len(tasks)} if len(tasks) < len(every) else {})}
+    _write_stamps(dirs, [tasks[i] for i in sorted(done) if i < len(tasks)],
+                  {"warm_up_s": round(s, 1), "workers": workers, "date": time.strftime("%F %T")})
     note = f" ({failed} failed: see errors.log)" if failed else ""
-    return f"compiled {', '.join(backends)} at {len(p.shapes)} shapes in {workers} processes: {s:.0f} s{note}"
+    shapes = len({shape for shape, _ in tasks})
+    before = len(every) - len(tasks)
+    where = f"{shapes} shapes" if not before else \
+        f"{shapes} of {len(p.shapes)} shapes ({before} of {len(every)} steps compiled by an earlier run)"
+    return f"compiled {', '.join(backends)} at {where} in {workers} processes: {s:.0f} s{note}"
 
 
-def _stamps(p, backends: list[str], config_file: str | None = None) -> list[Path]:
-    """Where a finished warm-up leaves its mark, one in Triton's cache and one
-    in inductor's (wiping either forgets it): named by what decides the
-    kernels compiled, i.e. the plan's shapes, operator settings, dtype and
-    backends, the GPU, the package versions, our source and configs, a
-    --helion-configs file's contents and the variables our code, Helion,
-    inductor and Triton read (QGEMM_*, HELION_*, TORCHINDUCTOR_*, TRITON_*
-    but the cache's own place)."""
+def _stamp_dirs(p, config_file: str | None = None) -> list[Path]:
+    """Where a warm-up marks each (shape, backend) step it finished, one
+    folder in Triton's cache and one in inductor's (wiping either forgets
+    it): named by what else decides the kernels compiled, i.e. the operator
+    settings, dtype, device type and GPU, the package versions, our source
+    and configs, a --helion-configs file's contents and the variables our
+    code, Helion, inductor and Triton read (QGEMM_*, HELION_*,
+    TORCHINDUCTOR_*, TRITON_* but the cache's own place). Not the device's
+    index: a torchrun rank on cuda:1 loads what a run on cuda:0 compiled."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     from qgemm_bench.fileio import files_digest
     from qgemm_bench.harness.environment import package_version
 
     source = files_digest(Path(__file__).resolve().parents[1], ("**/*.py", "**/*.json"))
-    what = {"op": p.op.NAME, "settings": p.op_settings.label(), "dtype": str(p.dtype), "device": str(p.device),
-            "gpu": (p.target.device_name, p.target.capability, p.target.sms),
-            "shapes": [tuple(s) for s in p.shapes], "backends": backends, "source": source,
+    what = {"op": p.op.NAME, "settings": p.op_settings.label(), "dtype": str(p.dtype), "device": p.device.type,
+            "gpu": (p.target.device_name, p.target.capability, p.target.sms), "source": source,
             "packages": {name: package_version(name) for name in STAMP_PACKAGES},
             "config_file": hashlib.sha256(Path(config_file).read_bytes()).hexdigest() if config_file else None,
             "env": sorted((k, v) for k, v in os.environ.items() if k.startswith(STAMP_ENV)
                           and k not in ("TRITON_CACHE_DIR", "TRITON_HOME", "TORCHINDUCTOR_CACHE_DIR"))}
     key = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:32]
-    return [Path(d) / "qgemm-bench-warm" / f"{key}.json" for d in (os.environ["TRITON_CACHE_DIR"], cache_dir())]
+    return [Path(d) / "qgemm-bench-warm" / key for d in (os.environ["TRITON_CACHE_DIR"], cache_dir())]
 
 
-def _write_stamps(stamps: list[Path], info: dict) -> None:
-    for stamp in stamps:
+def _stamp_name(task) -> str:
+    shape, backend = task
+    return f"{backend}-{'x'.join(map(str, shape))}.json"
+
+
+def _stamped(dirs: list[Path], task) -> bool:
+    return all((d / _stamp_name(task)).is_file() for d in dirs)
+
+
+def _write_stamps(dirs: list[Path], tasks: list, info: dict) -> None:
+    for d in dirs:
         with contextlib.suppress(OSError):  # no stamp: the next run compiles again, nothing worse
-            stamp.parent.mkdir(parents=True, exist_ok=True)
-            stamp.write_text(json.dumps(info) + "\n")
+            d.mkdir(parents=True, exist_ok=True)
+            for task in tasks:
+                (d / _stamp_name(task)).write_text(json.dumps(info) + "\n")
 
 
 def _worker_env() -> dict:
@@ -188,7 +205,9 @@ def work(spec: dict) -> int:
     ((shape, backend); or every backend at every shape of spec's "shapes")
     it claims in spec's "claims" folder (none: all of them). Exit 0 when all
     compiled or failed as they will in the sweep, PARTIAL when some ran out
-    of memory (the sweep compiles those itself; no stamp is written)."""
+    of memory (the sweep compiles those itself). Each step done (compiled,
+    nothing to compile, or failed as it will in the sweep) is a "done i"
+    line on stderr: the parent stamps those."""
     frozen_before = gc.get_freeze_count()
     try:
         return _work(spec)
@@ -220,6 +239,7 @@ def _work(spec: dict) -> int:
         case = Case(p.op.NAME, Shape(*shape), p.dtype, p.device, p.op_settings, target)
         b = backends[name]
         if b.why_not(case):
+            print(f"done {i}", file=sys.stderr, flush=True)  # nothing to compile here, ever
             continue
         if held != tuple(shape):
             inputs = held = None
@@ -235,11 +255,15 @@ def _work(spec: dict) -> int:
             if cuda:
                 torch.cuda.synchronize(p.device)
             print(f"{b.name} at {case.shape}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+            print(f"done {i}", file=sys.stderr, flush=True)
         except Exception as e:  # noqa: BLE001 - the sweep prepares it again and records the error
             # Out of memory (the other workers' shapes) may pass: not compiled this time. Any other
-            # error recurs in the sweep, which records it: the warm-up did all it could.
-            missed += isinstance(e, torch.OutOfMemoryError)
+            # error recurs in the sweep, which records it: the warm-up did all it could (done).
+            oom = isinstance(e, torch.OutOfMemoryError)
+            missed += oom
             print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
+            if not oom:
+                print(f"done {i}", file=sys.stderr, flush=True)
     inputs = None
     capacity.free(p.device)
     return PARTIAL if missed else 0

@@ -685,3 +685,32 @@ def test_weight_only_times_the_prior_buckets_winner_first(monkeypatch):
     monkeypatch.setattr(weight_only, "tune_entry", lambda *a, **kw: seen.append(a[5]))
     weight_only.tune_unit("int4", "split", m, k, n, {bucket(m, k, n): {"config": winner}}, stop=0.0)
     assert seen[0][0] == winner and pool[-1] in seen[0]
+
+
+def test_versions_of_a_cuda_device_without_an_index_name_the_driver(monkeypatch):
+    """environment.versions (the store's and every tuner pass's): the
+    weight-only tuner's device is torch.device("cuda"), no index; its
+    records said no driver (nvidia-smi --id=None fails). The GPU faked:
+    nvidia-smi answers only an index it has."""
+    from types import SimpleNamespace
+
+    from qgemm_bench.harness import environment
+
+    props = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132,
+                            L2_cache_size=60 << 20, total_memory=140 << 30)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    asked = []
+
+    def run(cmd, cwd=None):
+        if cmd[0] != "nvidia-smi":
+            return None  # git: no commit here
+        asked.append(cmd[1])
+        return "570.86.15" if cmd[1] in ("--id=0", "--id=1") else None
+
+    monkeypatch.setattr(environment, "_run", run)
+    for device, want in ((torch.device("cuda"), "--id=1"), (torch.device("cuda", 0), "--id=0")):
+        asked.clear()
+        got = environment.versions(device)
+        assert got["gpu"] == "NVIDIA H200" and got["driver"] == "570.86.15" and asked == [want], (device, got)

@@ -96,13 +96,15 @@ def collect(device: torch.device) -> dict:
     }
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
+        # A device without an index (the tuners' torch.device("cuda")) is the current one: nvidia-smi --id=None fails.
+        index = device.index if device.index is not None else torch.cuda.current_device()
         meta.update({
             "gpu": p.name,
             "capability": f"{p.major}.{p.minor}",
             "sms": p.multi_processor_count,
             "l2_bytes": p.L2_cache_size,
             "gpu_mem_bytes": p.total_memory,
-            "driver": _run(["nvidia-smi", f"--id={device.index}", "--query-gpu=driver_version",
+            "driver": _run(["nvidia-smi", f"--id={index}", "--query-gpu=driver_version",
                             "--format=csv,noheader"]),
         })
     else:

@@ -144,14 +144,15 @@ def test_a_finished_warm_up_is_not_done_again(monkeypatch, caches):
 
 
 def test_a_shard_or_another_gpu_index_finds_what_a_run_compiled(monkeypatch):
-    """The steps' stamps name no shard and no device index: a torchrun
-    rank's share of the shapes, on cuda:1, skips what a one-GPU run on
-    cuda:0 compiled (session 36: such a first two-GPU run compiled again for
-    28.7 s). Another device type does not."""
+    """The steps' stamps name no shard and no device index (but
+    torch_compile's, below): a torchrun rank's share of the shapes, on
+    cuda:1, skips what a one-GPU run on cuda:0 compiled (session 36: such a
+    first two-GPU run compiled again for 28.7 s). Another device type does
+    not."""
     p, args = _plan()
     p.device = CUDA
     dirs = warm._stamp_dirs(p)
-    warm._write_stamps(dirs, [((1, 128, 64), "triton"), ((3, 128, 64), "triton")], {})
+    warm._write_stamps(dirs, [((1, 128, 64), "triton"), ((3, 128, 64), "triton")], {}, p.device)
     rank1, args1 = _plan()
     rank1.device, rank1.shapes = torch.device("cuda", 1), rank1.shapes[1:]
     with monkeypatch.context() as m:
@@ -160,6 +161,45 @@ def test_a_shard_or_another_gpu_index_finds_what_a_run_compiled(monkeypatch):
     assert warm._stamp_dirs(rank1) == dirs
     cpu, _ = _plan()
     assert warm._stamp_dirs(cpu) != dirs
+
+
+def test_torch_compile_steps_are_stamped_per_gpu_index(monkeypatch):
+    """Inductor's FX graph cache key holds the inputs' device (cuda:1 is not
+    cuda:0) and its kernels name it: what torch.compile compiled on cuda:0
+    does not load on cuda:1, so a rank there warms its torch_compile steps
+    and skips the others; on cuda:0 again nothing is left."""
+    import pickle
+    from pathlib import Path
+
+    specs = []
+
+    class Worker:  # reads its spec; the first does every step
+        def __init__(self, argv, stderr=None, **kw):
+            specs.append(pickle.loads(Path(argv[-1]).read_bytes()))
+            if len(specs) == 1:
+                stderr.write("".join(f"done {i}\n" for i in range(len(specs[0]["tasks"]))))
+                stderr.flush()
+
+        def wait(self, timeout=None):
+            return 0
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(warm.subprocess, "Popen", Worker)
+    p, args = _plan(backends="torch_compile,triton")
+    p.device = CUDA
+    assert warm.warm_up(p, args, 2, [].append).startswith("compiled")
+    assert len(specs[0]["tasks"]) == 4, specs[0]["tasks"]
+    specs.clear()
+    rank1, args1 = _plan(backends="torch_compile,triton")
+    rank1.device = torch.device("cuda", 1)
+    assert warm.warm_up(rank1, args1, 2, [].append).startswith("compiled torch_compile")
+    assert specs and specs[0]["tasks"] == [((1, 128, 64), "torch_compile"), ((3, 128, 64), "torch_compile")]
+    specs.clear()
+    again, args2 = _plan(backends="torch_compile,triton")
+    again.device = CUDA
+    assert warm.warm_up(again, args2, 2, [].append).startswith("compile warm-up skipped") and not specs
 
 
 def test_variables_and_a_config_file_are_part_of_the_stamp(monkeypatch, tmp_path):

@@ -42,6 +42,9 @@ OOM_WAIT_S = 2.0
 # compiles different kernels.
 STAMP_PACKAGES = ("torch", "triton", "helion", "gemlite", "humming-kernels", "fbgemm-gpu-genai")
 STAMP_ENV = ("QGEMM_", "HELION_", "TORCHINDUCTOR_", "TRITON_")
+# Backends whose compiled code names the GPU's index: inductor's FX graph cache key holds the inputs' device
+# (cuda:1 is not cuda:0) and its kernels carry it, so their steps are stamped per index.
+STAMP_INDEX = ("torch_compile",)
 
 
 def default_jobs(device, n_shapes: int, autotune: str = "none", cpus: int | None = None, ranks: int = 1) -> int:
@@ -71,7 +74,7 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     # inputs, as when each worker had its share of the shapes (shape by shape, all 14 workers built inputs of
     # one layer at once: NVFP4's took 10-23 GB a worker on the H200). Inputs cost ~12 ms a shape to make.
     every = [(tuple(s), b) for b in backends for s in p.shapes]
-    tasks = [t for t in every if not _stamped(dirs, t)]  # what an earlier run compiled (any shard, any GPU) is not
+    tasks = [t for t in every if not _stamped(dirs, t, p.device)]  # not what an earlier run compiled (any shard)
     if not tasks:
         p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0)
         p.warm_up = {"skipped": True, "stamps": dirs[0].name}
@@ -125,7 +128,7 @@ def warm_up(p, args, jobs: int, log_error) -> str:
                  "worker_s": {k: round(v, 1) for k, v in sorted(worker_s.items(), key=lambda kv: -kv[1])},
                  **({"compiled_before": len(every) - len(tasks)} if len(tasks) < len(every) else {})}
     _write_stamps(dirs, [tasks[i] for i in sorted(done) if i < len(tasks)],
-                  {"warm_up_s": round(s, 1), "workers": workers, "date": time.strftime("%F %T")})
+                  {"warm_up_s": round(s, 1), "workers": workers, "date": time.strftime("%F %T")}, p.device)
     note = f" ({failed} failed: see errors.log)" if failed else ""
     shapes = len({shape for shape, _ in tasks})
     before = len(every) - len(tasks)
@@ -142,7 +145,8 @@ def _stamp_dirs(p, config_file: str | None = None) -> list[Path]:
     and configs, a --helion-configs file's contents and the variables our
     code, Helion, inductor and Triton read (QGEMM_*, HELION_*,
     TORCHINDUCTOR_*, TRITON_* but the cache's own place). Not the device's
-    index: a torchrun rank on cuda:1 loads what a run on cuda:0 compiled."""
+    index: a torchrun rank on cuda:1 loads what a run on cuda:0 compiled
+    (but STAMP_INDEX's steps, _stamp_name)."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     from qgemm_bench.fileio import files_digest
@@ -159,21 +163,22 @@ def _stamp_dirs(p, config_file: str | None = None) -> list[Path]:
     return [Path(d) / "qgemm-bench-warm" / key for d in (os.environ["TRITON_CACHE_DIR"], cache_dir())]
 
 
-def _stamp_name(task) -> str:
+def _stamp_name(task, device) -> str:
     shape, backend = task
-    return f"{backend}-{'x'.join(map(str, shape))}.json"
+    index = f"-{device.type}{device.index}" if backend in STAMP_INDEX and device.index is not None else ""
+    return f"{backend}-{'x'.join(map(str, shape))}{index}.json"
 
 
-def _stamped(dirs: list[Path], task) -> bool:
-    return all((d / _stamp_name(task)).is_file() for d in dirs)
+def _stamped(dirs: list[Path], task, device) -> bool:
+    return all((d / _stamp_name(task, device)).is_file() for d in dirs)
 
 
-def _write_stamps(dirs: list[Path], tasks: list, info: dict) -> None:
+def _write_stamps(dirs: list[Path], tasks: list, info: dict, device) -> None:
     for d in dirs:
         with contextlib.suppress(OSError):  # no stamp: the next run compiles again, nothing worse
             d.mkdir(parents=True, exist_ok=True)
             for task in tasks:
-                (d / _stamp_name(task)).write_text(json.dumps(info) + "\n")
+                (d / _stamp_name(task, device)).write_text(json.dumps(info) + "\n")
 
 
 def _worker_env() -> dict:

@@ -288,6 +288,35 @@ def test_a_backend_out_of_memory_in_a_worker_makes_it_partial(monkeypatch):
     assert warm.work(_spec(p, args, ("triton", "short"))) == warm.PARTIAL
 
 
+def test_a_lost_context_or_a_wrapped_oom_is_no_step_done(monkeypatch, caches, capsys):
+    """A sticky CUDA error fails every later step of that worker, none of
+    them as it would in the sweep: the worker stamps none of them and stops,
+    leaving the steps it did not claim to the others. Out of memory under
+    another exception (a compiler's wrapper) is out of memory: no stamp."""
+    from qgemm_bench.backends.registry import Backend
+    from tests.support import extra_backends
+
+    def lost(case, inputs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    def wrapped(case, inputs):
+        try:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        except torch.OutOfMemoryError as e:
+            raise RuntimeError("backend compiler failed") from e
+
+    extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "lost", "sticky", lost, compiles=True),
+                                             Backend("int4_gemm", "wrapped", "oom", wrapped, compiles=True)])
+    p, args = _plan(backends="torch,lost,wrapped")
+    claims = caches / "claims"
+    claims.mkdir()
+    tasks = [((1, 128, 64), "wrapped"), ((1, 128, 64), "lost"), ((3, 128, 64), "torch"), ((1, 128, 64), "torch")]
+    assert warm.work({**_spec(p, args), "tasks": tasks, "claims": str(claims)}) == warm.PARTIAL
+    err = capsys.readouterr().err.splitlines()
+    assert not [line for line in err if line.startswith("done")], err
+    assert sorted(os.listdir(claims)) == ["0", "1"]  # steps 2 and 3 left to the other workers
+
+
 def test_a_failed_try_has_let_go_of_its_tensors_before_the_worker_waits(monkeypatch):
     """The OOM's traceback holds the failed call's frame: the wait (and the
     cache emptied before it) comes after the except block, so that memory is

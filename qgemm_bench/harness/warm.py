@@ -33,7 +33,7 @@ SPARE_CPUS = 2  # the sweep's own process and the rest of the machine
 MIN_SHAPES = 4  # fewer shapes compile in less time than workers take to start (~10 s of imports)
 SECONDS_PER_STEP = 60.0  # a worker's time limit per (shape, backend) it compiles; a hung kernel ends there
 MAX_WARM_S = 600.0  # and the warm-up's, whatever the sweep's size
-PARTIAL = 3  # a worker's exit status when some (shape, backend) ran out of memory: logged, no stamp for it
+PARTIAL = 3  # a worker's exit status when some step ran out of memory or lost the context: no stamp for it
 # Eight workers' inputs at once filled an H200's 140 GB on the NVFP4 preset
 # (its quantization's fp32 temporaries): a worker waits for the others.
 OOM_TRIES = 4
@@ -210,9 +210,10 @@ def work(spec: dict) -> int:
     ((shape, backend); or every backend at every shape of spec's "shapes")
     it claims in spec's "claims" folder (none: all of them). Exit 0 when all
     compiled or failed as they will in the sweep, PARTIAL when some ran out
-    of memory (the sweep compiles those itself). Each step done (compiled,
-    nothing to compile, or failed as it will in the sweep) is a "done i"
-    line on stderr: the parent stamps those."""
+    of memory or a lost CUDA context stopped it (the sweep compiles those
+    itself). Each step done (compiled, nothing to compile, or failed as it
+    will in the sweep) is a "done i" line on stderr: the parent stamps
+    those."""
     frozen_before = gc.get_freeze_count()
     try:
         return _work(spec)
@@ -224,7 +225,8 @@ def work(spec: dict) -> int:
 def _work(spec: dict) -> int:
     import torch
 
-    from qgemm_bench.harness import capacity, plan
+    from qgemm_bench.harness import capacity, faults, plan
+    from qgemm_bench.harness.results import OOM
     from qgemm_bench.target import Target
     from qgemm_bench.types import Case, Shape
 
@@ -262,11 +264,15 @@ def _work(spec: dict) -> int:
             print(f"{b.name} at {case.shape}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
             print(f"done {i}", file=sys.stderr, flush=True)
         except Exception as e:  # noqa: BLE001 - the sweep prepares it again and records the error
-            # Out of memory (the other workers' shapes) may pass: not compiled this time. Any other
-            # error recurs in the sweep, which records it: the warm-up did all it could (done).
-            oom = isinstance(e, torch.OutOfMemoryError)
-            missed += oom
+            # Out of memory (the other workers' shapes; also under a compiler's wrapper) may pass: not
+            # compiled this time. A lost context fails every later step here, none as in the sweep: this
+            # worker stops, the others take the steps left. Any other error recurs in the sweep, which
+            # records it: the warm-up did all it could (done).
+            oom, lost = faults.status(e) == OOM, faults.context_lost(e)
+            missed += oom or lost
             print(f"{b.name} at {case.shape}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
+            if lost:
+                break
             if not oom:
                 print(f"done {i}", file=sys.stderr, flush=True)
     inputs = None

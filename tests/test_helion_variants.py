@@ -529,6 +529,10 @@ def test_a_fused_unit_times_its_winner_against_the_pdl_2_twin(monkeypatch, twin_
         if twin_wins:
             assert got["entry"]["tuned"].startswith(f"best of {len(rounds[0])} curated configs, then its PDL 2 twin")
             assert got["entry"]["us"] == 9.0 and got["entry"]["tune_s"] == 2.0
+    monkeypatch.setattr(tuning_helion, "kernel_name", lambda op, m, shape, where: op)  # the split kernel's unit
+    rounds.clear()
+    assert tuning_helion.tune_unit("nvfp4_gemm", (16, 8192, 8192), torch.device("cpu"), None, target=h200)
+    assert len(rounds) == 1
 
 
 @pytest.mark.parametrize("m", [1, 16, 64, 256, 1024])

@@ -548,3 +548,28 @@ def test_nvfp4_fused_units_time_the_first_candidate_on_bf16_scales(m):
     pool = cands.helion("nvfp4_gemm", m, shape, h200)
     assert [c for c in pool if c.get("bf16_scales")] == [{**pool[0], "bf16_scales": True}]
     assert not any(c.get("bf16_scales") for c in cands.helion("int4_gemm", m, shape, h200))
+
+
+def test_nvfp4_times_the_stored_entry_then_its_bf16_scales_twin(monkeypatch):
+    """tune_unit's first NVFP4 candidates: this GPU's stored entry, then its
+    bf16_scales twin (the pool's twin is of the pool's first config, which
+    need not be the entry); an entry with bf16_scales has no twin."""
+    from qgemm_bench.backends.config_buckets import bucket
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import helion as tuning_helion
+
+    h200, m, shape = DEFAULT.entries()["h200"], 16, (16, 8192, 8192)
+    if cands.helion_path("nvfp4_gemm", m, shape, h200) != "fused":
+        pytest.skip("the split path at this M")
+    pool = cands.helion("nvfp4_gemm", m, shape, h200)
+    kernel = cands.helion_kernel("nvfp4_gemm", m, shape, h200)
+    seen = []
+    monkeypatch.setattr(tuning_helion, "tune", lambda *a, **kw: seen.append(a[6]))
+    for mine, twin in (({**pool[0], "split_k": 2, "num_stages": 5}, True),
+                       ({**pool[0], "split_k": 2, "bf16_scales": True}, False)):
+        seen.clear()
+        tuning_helion.tune_unit("nvfp4_gemm", shape, torch.device("cpu"), None,
+                                [{"kernels": {kernel: {bucket(*shape): {"config": mine}}}}], target=h200)
+        got = seen[0]
+        assert got[:2] == ([mine, {**mine, "bf16_scales": True}] if twin else [mine, pool[0]])
+        assert len(got) == len({repr(sorted(c.items())) for c in got})

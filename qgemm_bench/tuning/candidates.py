@@ -359,10 +359,8 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
                 out.append(h)
             elif twin != h and (m <= HELION_ACC_MAX_M) == bool(h.get("acc_scale")) != bool(twin.get("acc_scale")):
                 out[out.index(twin)] = h
-        if op == "nvfp4_gemm" and out and not out[0].get("bf16_scales"):
-            # The first's twin on FusedGemm's bf16 block scales (kernels.fused's bf16_scales: no
-            # conversion in the loop, 678 -> 504 SASS a K step offline; docs/helion.md): not timed yet.
-            out.append({**out[0], "bf16_scales": True})
+        if out and (twin := bf16_twin(op, out[0])) is not None and twin not in out:
+            out.append(twin)
         for i, c in enumerate(list(out if m >= HELION_FRAG_ALL_MIN_M else out[:1])):
             twin = frag_twin(op, m, c)
             # Past the first, none whose fp32 accumulator takes over 128 registers a thread (the 4-warp
@@ -373,6 +371,13 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
             out += [v for v in helion_fused_variants(out[0], m) if v not in out]
         return out
     return []
+
+
+def bf16_twin(op: str, c: dict) -> dict | None:
+    """NVFP4 fused config c's twin on FusedGemm's bf16 block scales
+    (kernels.fused's bf16_scales: no conversion in the loop, 678 -> 504 SASS
+    a K step offline; docs/helion.md), where c is not one; None for int4."""
+    return {**c, "bf16_scales": True} if op == "nvfp4_gemm" and not c.get("bf16_scales") else None
 
 
 def frag_twin(op: str, m: int, c: dict) -> dict | None:

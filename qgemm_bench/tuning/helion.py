@@ -39,7 +39,7 @@ from qgemm_bench.errors import one_line
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
 from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
-from qgemm_bench.tuning.candidates import PDL_MAX_M, frag_twin
+from qgemm_bench.tuning.candidates import PDL_MAX_M, bf16_twin, frag_twin
 from qgemm_bench.tuning.candidates import helion as candidates
 from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
@@ -131,8 +131,9 @@ def tune_unit(op_name: str, shape, device, prior: dict | None, own: list | None 
     for table in own or ():
         mine = ((table or {}).get("kernels", {}).get(kernel, {}).get(bucket(*shape)) or {}).get("config")
         if mine is not None and cands:
-            twin = frag_twin(op_name, m, mine) if kernel.endswith("_fused") else None  # frag: kernels.fused's
-            first += [c for c in (mine, twin) if c and c not in first]
+            fused = kernel.endswith("_fused")  # frag, bf16_scales: kernels.fused's
+            twins = (frag_twin(op_name, m, mine), bf16_twin(op_name, mine)) if fused else ()
+            first += [c for c in (mine, *twins) if c and c not in first]
     cands = first + [c for c in cands if c not in first]
     if not cands:
         return None

@@ -143,7 +143,7 @@ def tune_unit(op_name: str, shape, device, prior: dict | None, own: list | None 
 
 
 def pdl_pass(best: dict | None, op_name: str, shape, device, l2: int, dtype=None, gpu: str | None = None,
-             stop: float | None = None, target=None) -> dict | None:
+             stop: float | None = None, target=None, rep_ms: float = REP_MS) -> dict | None:
     """The fused unit's winner against its PDL 2 twin, both timed again in
     one round, up to M = PDL_MAX_M (as the Triton table's pdl pass): the
     pools carry no PDL, and the twin of the H200's NVFP4 entries ran 2.9%
@@ -154,7 +154,7 @@ def pdl_pass(best: dict | None, op_name: str, shape, device, l2: int, dtype=None
     if stop is not None and time.monotonic() > stop:
         return best
     cfg = best["entry"]["config"]
-    again = tune(op_name, shape, device, l2, REP_MS, dtype, [cfg, {**cfg, "pdl": 2}], gpu, stop, target)
+    again = tune(op_name, shape, device, l2, rep_ms, dtype, [cfg, {**cfg, "pdl": 2}], gpu, stop, target)
     if again is None or not again["entry"]["config"].get("pdl"):
         return best
     tried = best["entry"]["tuned"].split(" curated")[0]  # "best of N"
@@ -203,7 +203,11 @@ def main() -> int:
                           [(m, k, n) for k, n in args.kn or [(8192, 8192)] for m in ms])]
     if world:  # every rank its share; buckets cost about the same
         work = work[world.rank::world.size]
-    done = [r for op, shape in work if (r := tune(op, shape, dev, l2, args.rep, variants=args.variants or None))]
+    def one(op, shape):  # a fused unit's winner then against its PDL 2 twin, as in `qgemm-bench tune`
+        r = tune(op, shape, dev, l2, args.rep, variants=args.variants or None)
+        return pdl_pass(r, op, shape, dev, l2, rep_ms=args.rep) if r and r["op"].endswith("_fused") else r
+
+    done = [r for op, shape in work if (r := one(op, shape))]
     if world:
         gathered = distributed.gather(done, world)
         distributed.stop()

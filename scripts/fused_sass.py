@@ -11,7 +11,8 @@ per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
                                 [--stages 3] [--tma | --tma-x] [--acc] [--scale8] [--maxnreg N] [--group 128] [--k 8192]
-                                [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl]] [--out PREFIX]
+                                [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl]] [--stalls]
+                                [--out PREFIX]
                                 [--probe-stage 1|2|3 [--halves]]
   python3 scripts/fused_sass.py --probe-table
 
@@ -31,7 +32,12 @@ table ("What the 8-warp dot adds"): S2 and S3 of the M = 1 tile,
   python3 scripts/fused_sass.py --probe-stage 3 --tile 16x128x128 --split 8 --warps 8 --acc --halves
   python3 scripts/fused_sass.py --probe-table
 
---out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary. The
+--stalls adds the loop's static schedule, read from the scheduling bits
+ptxas puts in each instruction (schedule(): stall cycles, yields, and each
+scoreboard wait with the loads or stores it waits for, per warp).
+
+--out PREFIX writes PREFIX.ttgir, .ptx and .sass beside the summary (and
+with --stalls PREFIX.hex, nvdisasm's listing with the encodings). The
 weights are tiled fragment-order bytes (kmajor_layout.TILE), int4 in groups
 of --group (128: BLOCK scales), NVFP4 with bf16 block scales (--scale8: their
 E4M3 bytes, fused_gemm's SCALE8), bf16 activations, as FusedGemm launches them
@@ -45,6 +51,7 @@ import inspect
 import re
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
@@ -101,6 +108,9 @@ def parse_args(argv=None):
                         "fused_kernel's (fused_gemm.halved), or with --probe-stage 3 stage_kernel's (not --fold)")
     p.add_argument("--probe-table", action="store_true",
                    help="docs/fused_gemm.md's table of stage_kernel variants (no other options)")
+    p.add_argument("--stalls", action="store_true",
+                   help="also the loop's static schedule from ptxas's control bits: stall cycles (by opcode), "
+                        "yields, scoreboard waits and what set them")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.ttgir, .ptx, .sass")
     args = p.parse_args(argv)
     if args.probe_table and (argv if argv is not None else sys.argv[1:]) != ["--probe-table"]:
@@ -320,6 +330,17 @@ def tool(name: str) -> str:
     return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
 
 
+def hex_listing(cubin: bytes) -> str:
+    """nvdisasm's code with each instruction's two 64-bit words (-hex)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        return subprocess.run([tool("nvdisasm"), "-c", "-hex", str(path)], capture_output=True, text=True,
+                              check=True).stdout
+
+
 def sass_and_registers(cubin: bytes, workdir: Path) -> tuple[str, str]:
     """The cubin's SASS (nvdisasm) and registers per thread (cuobjdump's
     resource usage), with the tools bundled in Triton's wheel."""
@@ -398,6 +419,80 @@ def operand_overwrites(body: list[str]) -> int:
                 regs = set(range(int(found.group(2)), int(found.group(2)) + dest_width(found.group(1))))
                 hits += lap and any(regs & p for p in pending)
     return hits
+
+
+# Volta and later: ptxas's scheduling controls fill each 128-bit instruction's
+# bits 105-127 (41-63 of nvdisasm -hex's second word). From the low end: stall
+# cycles before the warp's next issue (4 bits), yield (1), the scoreboard this
+# instruction's result sets (write barrier, 3), the one its source reads set
+# (read barrier, 3), the scoreboards it waits for (mask, 6), operand reuse (4).
+# Barrier 7 is none; the yield bit is clear where the warp yields. (Jia et al.,
+# arXiv:1804.06826 section 2.1; CuAssembler's CuSMVersion and decodeCtrlCodes.)
+Control = collections.namedtuple("Control", "stall yields write read wait reuse")
+
+
+def control(high: int) -> Control:
+    """The controls in an instruction's high 64-bit word."""
+    c = high >> 41
+    return Control(c & 0xF, not c >> 4 & 1, *(None if b == 7 else b for b in (c >> 5 & 7, c >> 8 & 7)),
+                   c >> 11 & 0x3F, c >> 17 & 0xF)
+
+
+ADDRESS = re.compile(r"\s*/\*([0-9a-f]+)\*/")
+HIGH = re.compile(r"\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")  # nvdisasm -hex: the high word's line
+DEPBAR_SB = re.compile(r"\bDEPBAR\.LE\s+SB(\d),\s*0x([0-9a-f]+)")  # wait until at most N on scoreboard SB
+
+
+def controls(listing: str) -> dict[int, Control]:
+    """Each instruction's controls by address, from nvdisasm -c -hex's listing
+    (an instruction's line, then a line with its high word)."""
+    return {int(a.group(1), 16): control(int(h.group(1), 16)) for line, nxt in pairwise(listing.splitlines())
+            if (a := ADDRESS.match(line)) and (h := HIGH.match(nxt))}
+
+
+def schedule(body: list[str], ctl: dict[int, Control]) -> dict:
+    """The loop's static schedule from its controls: stall cycles (the
+    issue cycles a warp spends on one pass, scoreboard and barrier waits
+    left out), by opcode, yields, and each wait on a scoreboard with the
+    instructions it waits for (those that set it since its last wait; a
+    DEPBAR.LE SBn, k all but the last k), each with how many stall cycles
+    before the wait it issued. Gone round three times (a DEPBAR can wait for
+    the pass before last), the last counted."""
+    rows = [(int(a.group(1), 16), op.group(1), line) for line in body
+            if (a := ADDRESS.match(line)) and (op := OPCODE.match(line))]
+    stalls = collections.Counter()
+    for addr, op, _ in rows:
+        stalls[op] += ctl[addr].stall
+    pending, waits, cycle = collections.defaultdict(list), [], 0
+    for lap in (0, 0, 1):
+        for addr, op, line in rows:
+            c = ctl[addr]
+            keeps = {b: 0 for b in range(6) if c.wait >> b & 1}  # the mask: until none is pending
+            if counted := DEPBAR_SB.search(line):  # DEPBAR.LE SBn, k: until at most k are
+                keeps[int(counted.group(1))] = int(counted.group(2), 16)
+            for b, keep in keeps.items():
+                done = max(len(pending[b]) - keep, 0)
+                if lap:
+                    waits.append((addr, op, b, [(o, how, cycle - at) for o, how, at in pending[b][:done]]))
+                pending[b] = pending[b][done:]
+            for b, how in ((c.write, "W"), (c.read, "R")):
+                if b is not None:
+                    pending[b].append((op, how, cycle))
+            cycle += c.stall
+    return {"cycles": sum(stalls.values()), "instructions": len(rows), "by_opcode": stalls,
+            "yields": sum(ctl[addr].yields for addr, _, _ in rows), "waits": waits}
+
+
+def print_schedule(s: dict):
+    print(f"static schedule (ptxas's control bits, one K block, per warp): {s['cycles']} stall cycles over "
+          f"{s['instructions']} instructions (scoreboard and barrier waits not counted), {s['yields']} yield")
+    print("  stall cycles by opcode: " + ", ".join(f"{op} {n}" for op, n in s["by_opcode"].most_common()))
+    kinds = collections.Counter(f"{o} ({how})" for *_, setters in s["waits"] for o, how, _ in setters)
+    print(f"  scoreboard waits: {len(s['waits'])}, for (W: a result, R: sources read): " +
+          (", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "none"))
+    for addr, op, b, setters in s["waits"]:
+        print(f"    {addr:04x} {op} waits SB{b}: " + (", ".join(f"{o} ({how}) {d} cycles before"
+                                                          for o, how, d in setters) or "nothing the loop set"))
 
 
 def compiled(args):
@@ -497,9 +592,11 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    listing = hex_listing(k.asm["cubin"]) if args.stalls else None
     if args.out:
-        for ext, text in (("ttgir", k.asm["ttgir"]), ("ptx", k.asm["ptx"]), ("sass", sass)):
-            Path(f"{args.out}.{ext}").write_text(text)
+        for ext, text in (("ttgir", k.asm["ttgir"]), ("ptx", k.asm["ptx"]), ("sass", sass), ("hex", listing)):
+            if text is not None:
+                Path(f"{args.out}.{ext}").write_text(text)
     body = probe_loop(sass) if args.probe_stage else main_loop(sass)
     ops = opcodes(body)
     opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("stamps", args.ws_stamps),
@@ -522,6 +619,8 @@ def main(argv=None) -> int:
     print(f"main loop (one K block): {len(ops)} instructions")
     print("  " + ", ".join(f"{op} {n}" for op, n in collections.Counter(ops).most_common()))
     print(f"writes to a pending wgmma's A-operand registers: {operand_overwrites(body)}")
+    if args.stalls:
+        print_schedule(schedule(body, controls(listing)))
     return 0
 
 

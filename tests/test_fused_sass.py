@@ -195,3 +195,102 @@ def test_probe_options_out_of_range_end_in_one_line(args, named):
                        text=True, cwd=REPO, timeout=300)
     assert r.returncode == 2 and r.stdout == "" and r.stderr.strip().startswith(f"error: {named}"), r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# High words as nvdisasm -hex prints them in Triton 3.6's NVFP4 16x128x128 split 8 loop (sm_90), decoded by
+# hand from bit 41 up: stall 4 bits, yield 1 (clear: yield), write barrier 3, read barrier 3 (7: none), wait
+# mask 6, reuse 4.
+KNOWN_CONTROLS = [
+    # S2R R11, SR_CTAID.Y: 0x731, its variable-latency result on scoreboard 1
+    (0x000E620000002600, (1, False, 1, None, 0, 0)),
+    # LDGDEPBAR: 0x711, the cp.async groups on scoreboard 0, the one DEPBAR.LE SB0 counts
+    (0x000E220000000000, (1, False, 0, None, 0, 0)),
+    # DEPBAR.LE SB0, 0x2 (the scoreboard and count in its low word): 0x7e4, stall 4 and yield
+    (0x000FC80000000000, (4, True, None, None, 0, 0)),
+    # STS.128 [R113+0x7000], R16: 0x101f1, waits for SB5, holds R16-R19 on SB1 until read
+    (0x0203E20000000C00, (1, False, None, 1, 0b100000, 0)),
+    # PRMT R53, R48.reuse, 0x5410, R49.reuse: 0xa17f2, waits for an LDSM's SB1, reuses slots a and c
+    (0x142FE40000000031, (2, False, None, None, 0b10, 0b101)),
+]
+
+
+@pytest.mark.parametrize("high,fields", KNOWN_CONTROLS)
+def test_control_bits_of_hand_checked_instructions(high, fields):
+    assert tuple(load_fused_sass().control(high)) == fields
+
+
+def test_nvdisasm_puts_reuse_where_the_control_bits_do(tmp_path):
+    # The reuse flags are the one field nvdisasm prints (.reuse on the operand): the PRMT above with its
+    # four flags rewritten, as a raw sm_90 binary, read back by nvdisasm and by controls().
+    if not bundled_cuda_tools():
+        pytest.skip("this Triton has no bundled CUDA tools")
+    mod = load_fused_sass()
+    low, high = 0x0000541030357816, 0x142FE40000000031
+    variants = (0b0000, 0b0001, 0b0100, 0b0101)
+    words = [(low, high & ~(0xF << 58) | flags << 58) for flags in variants]
+    (tmp_path / "raw.bin").write_bytes(b"".join(w.to_bytes(8, "little") for pair in words for w in pair))
+    listing = subprocess.run([mod.tool("nvdisasm"), "-b", "SM90", "-hex", str(tmp_path / "raw.bin")],
+                             capture_output=True, text=True, check=True).stdout
+    ctl = mod.controls(listing)
+    lines = [line for line in listing.splitlines() if mod.ADDRESS.match(line)]
+    assert len(lines) == len(variants) and sorted(ctl) == [0, 16, 32, 48], listing
+    for line, flags, addr in zip(lines, variants, sorted(ctl), strict=True):
+        assert "PRMT R53, R48" in line and ctl[addr].reuse == flags and ctl[addr].wait == 0b10, line
+        assert ("R48.reuse" in line, "R49.reuse" in line) == (bool(flags & 1), bool(flags & 4)), line
+
+
+def test_schedule_of_a_hand_made_loop():
+    # stalls 1 1 1 2 4 2 1 5 (17 a pass); the DEPBAR at the top (at most 1 group pending) waits for the
+    # LDGDEPBAR of the pass before last, 17 + 17 - 3 cycles before; the PRMT for the LDSM issued 8 cycles
+    # before it, the IADD3 for the LDGSTS's address registers (read barrier) 9 before; SB3 has no setter.
+    mod = load_fused_sass()
+    C = mod.Control
+    loop = [("DEPBAR.LE SB0, 0x1", C(1, False, None, None, 0, 0)),
+            ("LDSM.16.M88.4 R4, [R2]", C(1, False, 1, None, 0, 0)),
+            ("LDGSTS.E.BYPASS.128 [R3], desc[UR4][R6.64]", C(1, False, None, 2, 0, 0)),
+            ("LDGDEPBAR", C(2, False, 0, None, 0, 0)),
+            ("IMAD R8, R9, 0x2, RZ", C(4, False, None, None, 0, 0)),
+            ("PRMT R10, R4, 0x5410, R5", C(2, False, None, None, 0b10, 0)),
+            ("IADD3 R6, R6, 0x80, RZ", C(1, False, None, None, 0b1100, 0)),
+            ("@P0 BRA `(.L_x_0)", C(5, True, None, None, 0, 0))]
+    body = [".L_x_0:"] + [f"        /*{0x100 + 16 * i:04x}*/                   {text} ;" for i, (text, _) in
+                          enumerate(loop)]
+    s = mod.schedule(body, {0x100 + 16 * i: c for i, (_, c) in enumerate(loop)})
+    assert (s["cycles"], s["instructions"], s["yields"]) == (17, 8, 1)
+    assert s["by_opcode"]["IMAD"] == 4 and s["by_opcode"]["BRA"] == 5
+    assert s["waits"] == [(0x100, "DEPBAR", 0, [("LDGDEPBAR", "W", 31)]), (0x150, "PRMT", 1, [("LDSM", "W", 8)]),
+                          (0x160, "IADD3", 2, [("LDGSTS", "R", 9)]), (0x160, "IADD3", 3, [])]
+
+
+def test_stalls_reads_the_sm90_loop_controls(tmp_path):
+    # --stalls on a compiled kernel; its -hex listing (--out) agrees with what nvdisasm prints: .reuse exactly
+    # where the reuse flags are set, the scoreboard each DEPBAR.LE SBn counts written by the LDGDEPBARs, no
+    # scoreboard set by a fixed-latency ALU or FMA instruction, every scoreboard waited for set somewhere.
+    if not bundled_cuda_tools():
+        pytest.skip("this Triton has no bundled CUDA tools: no offline sm_90 compile")
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), "--fmt", "nvfp4", "--split", "2",
+                        "--k", "512", "--stalls", "--out", str(tmp_path / "k")], capture_output=True, text=True,
+                       cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    count = int(lines[1].split()[-2])
+    found = re.fullmatch(r"static schedule \(.*\): (\d+) stall cycles over (\d+) instructions \(.*\), \d+ yield",
+                         lines[4])
+    assert found and int(found.group(2)) == count and count <= int(found.group(1)) <= 15 * count, lines[4]
+    waits = int(re.match(r"  scoreboard waits: (\d+),", lines[6]).group(1))
+    assert waits > 0 and len(lines) == 7 + waits, lines
+    assert all(re.fullmatch(r"    [0-9a-f]{4} [A-Z0-9_]+ waits SB[0-5]: (nothing the loop set|[A-Z0-9_]+ \([WR]\) "
+                            r"\d+ cycles before(, [A-Z0-9_]+ \([WR]\) \d+ cycles before)*)", x) for x in lines[7:])
+    mod = load_fused_sass()
+    listing = (tmp_path / "k.hex").read_text()
+    ctl = mod.controls(listing)
+    text = {int(a.group(1), 16): line for line in listing.splitlines() if (a := mod.ADDRESS.match(line))}
+    assert set(ctl) == set(text) and len(ctl) > count
+    assert all(bool(ctl[a].reuse) == (".reuse" in line) for a, line in text.items())
+    ops = {a: mod.OPCODE.match(line).group(1) for a, line in text.items()}
+    fixed = [a for a, op in ops.items() if op in ("IMAD", "LOP3", "PRMT", "IADD3", "SHF", "HMUL2", "FFMA", "SEL")]
+    assert fixed and all(ctl[a].write is None and ctl[a].read is None for a in fixed)
+    counted = {int(m.group(1)) for line in text.values() if (m := mod.DEPBAR_SB.search(line))}
+    assert counted and counted == {ctl[a].write for a, op in ops.items() if op == "LDGDEPBAR"}
+    set_ = {b for c in ctl.values() for b in (c.write, c.read)}
+    assert {b for c in ctl.values() for b in range(6) if c.wait >> b & 1} <= set_

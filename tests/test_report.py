@@ -154,3 +154,14 @@ def test_rows_that_slowed_inside_their_window_are_noted_once():
     assert len(notes) == 1 and notes[0].startswith("1 of 2 GPU rows ran more than 5% slower") and \
         "up to 17.0%, fbgemm at 4096x8192x8192" in notes[0], notes
     assert not [n for n in report.problems([steady, few, cpu], "torch") if "timing window" in n]
+
+
+def test_the_count_says_apart_where_ours_is_behind_within_the_runs_spread():
+    # 1x: tinygemm 20.0, triton 20.5 (2.5% behind: within TIE); 16x: cublas 47, triton 24.5 (ahead);
+    # 64x: cublas 50, triton 52 (4% behind: not within). The strict count stays 1 of 3.
+    recs = [record(b, m, us) for m, pairs in ((1, (("torch", 500), ("tinygemm", 20.0), ("triton", 20.5))),
+                                              (16, (("torch", 500), ("cublas", 47.0), ("triton", 24.5))),
+                                              (64, (("torch", 540), ("cublas", 50.0), ("triton", 52.0))))
+            for b, us in pairs]
+    text = "\n".join(ranking.markdown(assemble(recs, META)))
+    assert "triton at or under the fastest peer at 1 of 3 shapes, within 3% of it at 1 more." in text

@@ -144,11 +144,10 @@ def tune_unit(op_name: str, shape, device, prior: dict | None, own: list | None 
 
 def pdl_pass(best: dict | None, op_name: str, shape, device, l2: int, dtype=None, gpu: str | None = None,
              stop: float | None = None, target=None, rep_ms: float = REP_MS) -> dict | None:
-    """The fused unit's winner against its PDL 2 twin, both timed again in
-    one round, up to M = PDL_MAX_M (as the Triton table's pdl pass): the
-    pools carry no PDL, and the twin of the H200's NVFP4 entries ran 2.9%
-    and 4.8% faster at M = 1 and 16 (results/h200/helion_ab/
-    nvfp4_m1_16_acc_scale.txt). Kept only where the twin wins."""
+    """A fused unit's winner against its PDL 2 twin, both timed again in
+    one round, up to M = PDL_MAX_M (as the Triton table's pdl pass; the
+    pools carry no PDL: docs/helion.md). Kept only where the twin wins; M
+    above PDL_MAX_M or a winner with PDL already as is."""
     if best is None or shape[0] > PDL_MAX_M or best["entry"]["config"].get("pdl"):
         return best
     if stop is not None and time.monotonic() > stop:
@@ -158,10 +157,11 @@ def pdl_pass(best: dict | None, op_name: str, shape, device, l2: int, dtype=None
     if again is None or not again["entry"]["config"].get("pdl"):
         return best
     tried = best["entry"]["tuned"].split(" curated")[0]  # "best of N"
+    took = best["tune_s"] + again["tune_s"]
     info = {**{k: v for k, v in again["entry"].items() if k != "config"},
             "tuned": f"{tried} curated configs, then its PDL 2 twin ({again['entry']['tuned'].split(', ')[-1]})",
-            "tune_s": round(best["tune_s"] + again["tune_s"], 1)}
-    return {**again, "tune_s": best["tune_s"] + again["tune_s"], "entry": {"config": again["entry"]["config"], **info},
+            "tune_s": round(took, 1)}
+    return {**again, "tune_s": took, "entry": {"config": again["entry"]["config"], **info},
             "save": (*again["save"][:-1], info)}
 
 

@@ -58,9 +58,8 @@ def standings(rows: list[Row]) -> list[Standing]:
     return out
 
 
-# Where ours is behind the fastest peer by at most this factor, the count says so apart: one store's
-# runs moved 0.96-1.08x a row between runs at M >= 256 (results/h200/README.md: read ranks within 3%
-# as ties). The count itself stays strict.
+# Where ours is behind the fastest peer by at most this factor, the count says so apart: runs of one
+# store move that much a row (results/h200/README.md). The count itself stays strict.
 TIE = 1.03
 
 

@@ -375,8 +375,8 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
 
 def bf16_twin(op: str, c: dict) -> dict | None:
     """NVFP4 fused config c's twin on FusedGemm's bf16 block scales
-    (kernels.fused's bf16_scales: no conversion in the loop, 678 -> 504 SASS
-    a K step offline; docs/helion.md), where c is not one; None for int4."""
+    (kernels.fused's bf16_scales: no conversion in the loop; docs/helion.md),
+    where c is not one; None for int4."""
     return {**c, "bf16_scales": True} if op == "nvfp4_gemm" and not c.get("bf16_scales") else None
 
 

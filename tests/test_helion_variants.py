@@ -573,3 +573,42 @@ def test_nvfp4_times_the_stored_entry_then_its_bf16_scales_twin(monkeypatch):
         got = seen[0]
         assert got[:2] == ([mine, {**mine, "bf16_scales": True}] if twin else [mine, pool[0]])
         assert len(got) == len({repr(sorted(c.items())) for c in got})
+
+
+@pytest.mark.parametrize("tma_wins", [True, False])
+def test_an_m1_fused_unit_ends_with_its_winner_against_the_tma_twin(monkeypatch, tma_wins):
+    """At M <= HELION_TMA_TWIN_MAX_M the fused unit's winner after the PDL
+    pass is timed again against its TMA twin (tensor-descriptor loads), kept
+    only where it won and said in "tuned"; a winner on TMA already gets no
+    such round."""
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import helion as tuning_helion
+
+    h200, shape = DEFAULT.entries()["h200"], (1, 8192, 8192)
+    if cands.helion_path("nvfp4_gemm", 1, shape, h200) != "fused" or cands.HELION_TMA_TWIN_MAX_M < 1:
+        pytest.skip("no fused M = 1 unit with a TMA pass")
+    rounds = []
+
+    def fake(op, shape, device, l2, rep, dtype, cands_, gpu, stop, target):
+        rounds.append(cands_)
+        pick = cands_[-1] if len(rounds) == 2 or (len(rounds) == 3 and tma_wins) else cands_[0]
+        info = {"us": 10.0 - len(rounds), "tuned": f"best of {len(cands_)} curated configs, graph timing",
+                "tune_s": 1.0, "compile_s": 0.1}
+        return {"op": "k", "shape": shape, "us": info["us"], "tune_s": 1.0, "key": "b",
+                "save": ("k", *shape, "h200", pick, info), "entry": {"config": pick, **info}}
+
+    monkeypatch.setattr(tuning_helion, "tune", fake)
+    got = tuning_helion.tune_unit("nvfp4_gemm", shape, torch.device("cpu"), None, target=h200)
+    first = rounds[0][0]
+    pdl = {**first, "pdl": 2}
+    tma = {**pdl, "tma": True, "indexing": "tensor_descriptor"}
+    assert len(rounds) == 3 and rounds[1] == [first, pdl] and rounds[2] == [pdl, tma]
+    want = tma if tma_wins else pdl
+    assert got["entry"]["config"] == want and got["save"][-2] == want
+    n = len(rounds[0])
+    said = f"best of {n} curated configs, then its PDL 2 twin" + (", then its TMA twin (graph timing)" if tma_wins
+                                                                 else " (graph timing)")
+    assert got["entry"]["tuned"] == said and got["entry"]["tune_s"] == (3.0 if tma_wins else 2.0)
+    rounds.clear()  # a winner on PDL 2 and TMA already: no second round
+    done = {"entry": {"config": tma, "tuned": "best of 3 curated configs, graph timing"}, "tune_s": 1.0}
+    assert tuning_helion.twin_passes(done, "nvfp4_gemm", shape, torch.device("cpu"), 0) is done and not rounds

@@ -316,6 +316,10 @@ HELION_FRAG_ALL_MIN_M = 128
 # Where the fused kernel scales each K step's product (acc_scale) rather
 # than its weights: fused_gemm's ACC_SCALE paid on split-K tiles at M <= 64.
 HELION_ACC_MAX_M = 64
+# Where a fused unit's winner is also timed with TMA loads (tuning.helion's
+# tma pass): on the H200 they won at M = 1 only (NVFP4 by 8%, int4 by 1%;
+# they lost at 16 and 64: docs/helion.md).
+HELION_TMA_TWIN_MAX_M = 1
 
 
 def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
@@ -380,6 +384,13 @@ def bf16_twin(op: str, c: dict) -> dict | None:
     return {**c, "bf16_scales": True} if op == "nvfp4_gemm" and not c.get("bf16_scales") else None
 
 
+def tma_twin(c: dict) -> dict | None:
+    """Helion fused config c with its x and weight tiles by tensor
+    descriptors (kernels.fused's `tma`, Helion's tensor_descriptor
+    indexing), where c is not one already."""
+    return None if c.get("tma") else {**c, "tma": True, "indexing": "tensor_descriptor"}
+
+
 def frag_twin(op: str, m: int, c: dict) -> dict | None:
     """int4 fused config c's twin on fragment-order weights (helion_ops'
     frag: fewer instructions a K block) where it applies and c is not one:
@@ -429,7 +440,7 @@ def helion_fused_variants(c: dict, m: int) -> list[dict]:
     10.0 only (language/loops._supports_warp_specialize), not on sm_90."""
     bn, bm = c["block_sizes"]
     bk, stages = c["block_k"], c["num_stages"]
-    tma = {**c, "tma": True, "indexing": "tensor_descriptor"}
+    tma = tma_twin(c) or c
     group = {"l2_groupings": [L2_GROUP]} if -(-m // bm) > 1 else {}
     out = [tma, {**c, "pid_type": "persistent_blocked", **group},
            {**tma, "pid_type": "persistent_interleaved", **group}]

@@ -38,8 +38,8 @@ import time
 from qgemm_bench.errors import one_line
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
+from qgemm_bench.tuning.candidates import HELION_TMA_TWIN_MAX_M, PDL_MAX_M, bf16_twin, frag_twin, tma_twin
 from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
-from qgemm_bench.tuning.candidates import PDL_MAX_M, bf16_twin, frag_twin
 from qgemm_bench.tuning.candidates import helion as candidates
 from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
@@ -139,27 +139,41 @@ def tune_unit(op_name: str, shape, device, prior: dict | None, own: list | None 
         return None
     l2 = torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 0
     best = tune(op_name, shape, device, l2, REP_MS, dtype, cands, gpu, stop, target)
-    return pdl_pass(best, op_name, shape, device, l2, dtype, gpu, stop, target) if kernel.endswith("_fused") else best
+    return twin_passes(best, op_name, shape, device, l2, dtype, gpu, stop, target) if kernel.endswith("_fused") \
+        else best
 
 
-def pdl_pass(best: dict | None, op_name: str, shape, device, l2: int, dtype=None, gpu: str | None = None,
-             stop: float | None = None, target=None, rep_ms: float = REP_MS) -> dict | None:
-    """A fused unit's winner against its PDL 2 twin, both timed again in
-    one round, up to M = PDL_MAX_M (as the Triton table's pdl pass; the
-    pools carry no PDL: docs/helion.md). Kept only where the twin wins; M
-    above PDL_MAX_M or a winner with PDL already as is."""
-    if best is None or shape[0] > PDL_MAX_M or best["entry"]["config"].get("pdl"):
-        return best
-    if stop is not None and time.monotonic() > stop:
+def twin_passes(best: dict | None, op_name: str, shape, device, l2: int, dtype=None, gpu: str | None = None,
+                stop: float | None = None, target=None, rep_ms: float = REP_MS) -> dict | None:
+    """A fused unit's winner against its PDL 2 twin up to M = PDL_MAX_M (as
+    the Triton table's pdl pass; the pools carry no PDL: docs/helion.md),
+    then what won against its TMA twin up to M = HELION_TMA_TWIN_MAX_M."""
+    m = shape[0]
+    pdl = (lambda c: None if c.get("pdl") else {**c, "pdl": 2}) if m <= PDL_MAX_M else (lambda c: None)
+    best = twin_pass(best, pdl, "PDL 2", op_name, shape, device, l2, dtype, gpu, stop, target, rep_ms)
+    tma = tma_twin if m <= HELION_TMA_TWIN_MAX_M else (lambda c: None)
+    return twin_pass(best, tma, "TMA", op_name, shape, device, l2, dtype, gpu, stop, target, rep_ms)
+
+
+def twin_pass(best: dict | None, twin_of, label: str, op_name: str, shape, device, l2: int, dtype=None,
+              gpu: str | None = None, stop: float | None = None, target=None, rep_ms: float = REP_MS) -> dict | None:
+    """best's config against twin_of(config), both timed again in one
+    round; the twin kept only where it wins ("tuned" says "then its <label>
+    twin"). No twin (None) or no time left: best as is."""
+    if best is None or (stop is not None and time.monotonic() > stop):
         return best
     cfg = best["entry"]["config"]
-    again = tune(op_name, shape, device, l2, rep_ms, dtype, [cfg, {**cfg, "pdl": 2}], gpu, stop, target)
-    if again is None or not again["entry"]["config"].get("pdl"):
+    twin = twin_of(cfg)
+    if twin is None:
         return best
-    tried = best["entry"]["tuned"].split(" curated")[0]  # "best of N"
+    again = tune(op_name, shape, device, l2, rep_ms, dtype, [cfg, twin], gpu, stop, target)
+    if again is None or again["entry"]["config"] != twin:
+        return best
+    base = best["entry"]["tuned"]  # "best of N curated configs, <timing>" or "..., then its <label> twin (<timing>)"
+    tried = base.split(" (")[0] if ", then its " in base else base.split(", ")[0]
     took = best["tune_s"] + again["tune_s"]
     info = {**{k: v for k, v in again["entry"].items() if k != "config"},
-            "tuned": f"{tried} curated configs, then its PDL 2 twin ({again['entry']['tuned'].split(', ')[-1]})",
+            "tuned": f"{tried}, then its {label} twin ({again['entry']['tuned'].split(', ')[-1]})",
             "tune_s": round(took, 1)}
     return {**again, "tune_s": took, "entry": {"config": again["entry"]["config"], **info},
             "save": (*again["save"][:-1], info)}
@@ -203,9 +217,9 @@ def main() -> int:
                           [(m, k, n) for k, n in args.kn or [(8192, 8192)] for m in ms])]
     if world:  # every rank its share; buckets cost about the same
         work = work[world.rank::world.size]
-    def one(op, shape):  # a fused unit's winner then against its PDL 2 twin, as in `qgemm-bench tune`
+    def one(op, shape):  # a fused unit's winner then against its PDL 2 and TMA twins, as in `qgemm-bench tune`
         r = tune(op, shape, dev, l2, args.rep, variants=args.variants or None)
-        return pdl_pass(r, op, shape, dev, l2, rep_ms=args.rep) if r and r["op"].endswith("_fused") else r
+        return twin_passes(r, op, shape, dev, l2, rep_ms=args.rep) if r and r["op"].endswith("_fused") else r
 
     done = [r for op, shape in work if (r := one(op, shape))]
     if world:

@@ -8,6 +8,7 @@ fp64. The CPU has no tensor descriptors or SM count: both are patched in
 runtime.get_num_sm)."""
 
 import re
+import time
 
 import pytest
 import torch
@@ -529,6 +530,10 @@ def test_a_fused_unit_times_its_winner_against_the_pdl_2_twin(monkeypatch, twin_
         if twin_wins:
             assert got["entry"]["tuned"].startswith(f"best of {len(rounds[0])} curated configs, then its PDL 2 twin")
             assert got["entry"]["us"] == 9.0 and got["entry"]["tune_s"] == 2.0
+    rounds.clear()  # a unit whose share is spent still ends with its passes
+    tuning_helion.tune_unit("nvfp4_gemm", (16, 8192, 8192), torch.device("cpu"), None, stop=time.monotonic() - 1,
+                            target=h200)
+    assert len(rounds) == 2
     monkeypatch.setattr(tuning_helion, "kernel_name", lambda op, m, shape, where: op)  # the split kernel's unit
     rounds.clear()
     assert tuning_helion.tune_unit("nvfp4_gemm", (16, 8192, 8192), torch.device("cpu"), None, target=h200)

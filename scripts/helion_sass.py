@@ -6,11 +6,12 @@ and its main loop (the loop with the wgmmas) counted by opcode; the memory
 instructions also by width (LDGSTS.E: 4-byte cp.async, LDS.U8: byte loads).
 
   python3 scripts/helion_sass.py [--m 16] [--block-sizes 128,16] [--block-k 128] [--split 8]
-                                 [--warps 4] [--stages 3] [--acc] [--frag] [--fmt int4] [--bf16-scales]
+                                 [--warps 4] [--stages 3] [--acc] [--frag] [--tma] [--fmt int4] [--bf16-scales]
                                  [--k 8192] [--n 8192] [--out PREFIX]
 
 --block-sizes is Helion's [BLOCK_N, BLOCK_M]; --acc the config's acc_scale,
---frag its frag (int4 weights in fragment order), --bf16-scales its
+--frag its frag (int4 weights in fragment order), --tma its tma (x and
+weight tiles by tensor descriptors, indexing tensor_descriptor), --bf16-scales its
 bf16_scales (NVFP4: block scales as bf16 E4M3 x 2^118, FusedGemm's). The x, weight and scale
 tensors are zeros on the CPU: only their shapes and strides reach the code
 (static shapes), as helion_ops passes them (x transposed, M = 1 as two rows
@@ -36,7 +37,7 @@ GROUP = 128
 MEMORY = ("LDGSTS", "LDS", "LDSM", "LDG", "STS", "STSM")  # counted with their width modifiers too
 # kernels.fused's tensors' element types (the rest are constexprs Helion folds in).
 TYPES = {"st": "*bf16", "wt": "*u8", "xt": "*bf16", "ws": "*fp32", "count": "*i32", "out": "*bf16",
-         "tensor_scale": "*fp32"}
+         "tensor_scale": "*fp32", "x3": "*bf16", "xk": "*bf16", "w3": "*u8"}  # x3, xk, w3: tma's views
 
 
 def parse_args(argv=None):
@@ -49,6 +50,7 @@ def parse_args(argv=None):
     p.add_argument("--stages", type=int_in(1, 8), default=3, help="num_stages (default 3)")
     p.add_argument("--acc", action="store_true", help="acc_scale")
     p.add_argument("--frag", action="store_true", help="frag: int4 weights in fragment order")
+    p.add_argument("--tma", action="store_true", help="tma: x and weight tiles by tensor descriptors")
     p.add_argument("--fmt", choices=["int4", "nvfp4"], default="int4",
                    help="int4 (groups of 128) or nvfp4 (E2M1 codes, E4M3 scales of 16), as fused_sass.py's")
     p.add_argument("--bf16-scales", action="store_true",
@@ -74,7 +76,8 @@ def config(args) -> dict:
     cfg = {"block_sizes": [args.bn, args.bm], "block_k": args.block_k, "split_k": args.split, "decode_asm": True,
            "num_warps": args.warps, "num_stages": args.stages}
     return {**cfg, **({"acc_scale": True} if args.acc else {}), **({"frag": True} if args.frag else {}),
-            **({"bf16_scales": True} if args.bf16_scales else {})}
+            **({"bf16_scales": True} if args.bf16_scales else {}),
+            **({"tma": True, "indexing": "tensor_descriptor"} if args.tma else {})}
 
 
 def helion_source(args) -> str:
@@ -96,7 +99,7 @@ def helion_source(args) -> str:
     ws = torch.zeros(m, n) if split > 1 else None
     count = torch.zeros(-(-m // 16), n // 16, dtype=torch.int32) if split > 1 else None
     bound = kernels.fused.bind((xt, torch.zeros(n, k // 2, dtype=torch.uint8), st, torch.ones(1), n, fmt, mode,
-                                group, args.block_k, True, split, ws, count, False, args.acc, 0, args.frag,
+                                group, args.block_k, True, split, ws, count, args.tma, args.acc, 0, args.frag,
                                 args.bf16_scales))
     return bound.to_triton_code(helion.Config(**helion_settings(config(args), FUSED_ARGUMENTS)))
 
@@ -114,11 +117,15 @@ def compile_source(code: str, args, workdir: Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     fn = module._helion_fused
-    sig = {a: TYPES[a] for a in fn.arg_names}
+    # Sizes Helion passes as constexpr arguments (tma's reshapes: _RDIM_SIZE_n), set in its host code.
+    consts = {a: int(re.search(rf"^\s*{a} = (\d+)$", code, flags=re.M).group(1)) for a in fn.arg_names
+              if a not in TYPES}
+    sig = {a: "constexpr" if a in consts else TYPES[a] for a in fn.arg_names}
     if args.fmt == "nvfp4" and not args.bf16_scales:
         sig["st"] = "*fp8e4nv"
-    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(sig))}
-    return triton.compile(ASTSource(fn, sig, constexprs={}, attrs=attrs), target=GPUTarget("cuda", 90, 32),
+    attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names) if a not in consts}
+    constexprs = {(fn.arg_names.index(a),): v for a, v in consts.items()}
+    return triton.compile(ASTSource(fn, sig, constexprs=constexprs, attrs=attrs), target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": args.warps, "num_stages": args.stages})
 
 

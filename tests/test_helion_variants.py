@@ -132,9 +132,10 @@ def test_variant_code_has_what_was_asked(op, m, l2, deeper, tensor_descriptors):
         code = kernel_code(fmt, m, v)
         device, host = code[:code.index("\ndef fused(")], code[code.index("\ndef fused("):]
         if v.get("tma"):
-            assert re.search(r"x3_desc = tl\.make_tensor_descriptor\(x3, ", device), v
+            x = "xk" if m >= 128 else "x3"  # from M = 128 x's view keeps K innermost: its tile transposed after
+            assert re.search(rf"{x}_desc = tl\.make_tensor_descriptor\({x}, ", device), v
             assert re.search(r"w3_desc = tl\.make_tensor_descriptor\(w3, ", device), v
-            assert "x3_desc.load(" in device and "w3_desc.load(" in device
+            assert f"{x}_desc.load(" in device and "w3_desc.load(" in device
         else:
             assert "make_tensor_descriptor" not in device
         pid = v.get("pid_type")
@@ -176,6 +177,27 @@ def test_variants_run_right_on_the_interpreter(op, shape, group, bk, split, whic
     code = r.run.to_triton_code(helion.Config(**helion_settings(r.config, FUSED_ARGUMENTS)))
     assert ("x3_desc" in code) == (bool(cfg.get("tma")) and shape[1] % bk == 0)
     check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed
+
+
+@interpreter
+@pytest.mark.parametrize("op,group,split", [(int4_gemm, 128, 1), (nvfp4_gemm, None, 2)])
+def test_tma_from_m_128_loads_x_k_innermost_and_computes_the_same(op, group, split, monkeypatch,
+                                                                 tensor_descriptors, sms):
+    """From M = 128 the tma variant reads x through a [steps, M, block_k]
+    view (K innermost) and transposes each tile after the load; ragged M
+    and N, against the fp64 reference."""
+    import helion
+
+    from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+
+    cfg = cands.helion_fused_variants(fused_config(split, bn=32, bm=64, bk=128), 130)[0]
+    assert cfg.get("tma")
+    settings = {"group_size": group} if group else {}
+    gemm, x, ref = weight_only(op, (130, 1152, 72), monkeypatch, cfg, **settings)
+    check(gemm(x), ref)
+    r = gemm.bound(x)
+    code = r.run.to_triton_code(helion.Config(**helion_settings(r.config, FUSED_ARGUMENTS)))
+    assert "xk_desc.load(" in code and "x3_desc" not in code
 
 
 # acc_scale: one group a step (group 128, steps of 64 and 128; a split of

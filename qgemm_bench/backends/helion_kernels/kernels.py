@@ -377,9 +377,19 @@ def fused(
     # then indexed by a scalar step and whole slices: Helion's tensor
     # descriptors take such subscripts (not the hl.arange ones below, which
     # always lower to pointer loads), and a slice keeps its literal size.
+    # From M = 128 x's view keeps K innermost, as x is ([steps, M, block_k]),
+    # and its tile is transposed after the load: Triton hands that to the
+    # wgmma as a transposed view in shared memory, where [steps, block_k, M]
+    # had it permute the tile through registers (255 registers and spills at
+    # M = 256); below, [steps, block_k, M] compiled to fewer instructions
+    # (docs/helion.md).
     by_step = tma and k % block_k == 0
-    if by_step:
+    k_inner = m >= 128
+    if by_step and k_inner:
+        xk = xt.view(k // block_k, block_k, m).permute(0, 2, 1)
+    if by_step and not k_inner:
         x3 = xt.view(k // block_k, block_k, m)
+    if by_step:
         w3 = wt.view(wt.size(0), wt.size(1) // half, half)
     for tiles in hl.tile([n, m] if splits == 1 else [n, m, kh],
                          block_size=[None, None] if splits == 1 else [None, None, chunk]):
@@ -447,7 +457,10 @@ def fused(
                 lo, hi = _nvfp4_split_values(wp, s_lo, s_hi, xt.dtype, use_asm, bf16_scales)
             kx = 2 * row + hl.arange(block_k)
             if by_step:
-                xs = x3[row // half, :, tile_m]
+                if k_inner:
+                    xs = xk[row // half, tile_m, :].T
+                else:
+                    xs = x3[row // half, :, tile_m]
             elif k % block_k == 0:  # fused_gemm's EVEN_K
                 xs = xt[kx, tile_m]
             else:

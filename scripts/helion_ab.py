@@ -108,7 +108,7 @@ def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None =
     from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly, frag_tile_ok
     from qgemm_bench.operators.common import rel_error
     from qgemm_bench.operators.formats import INT4, NVFP4
-    from qgemm_bench.tuning.candidates import helion_fused_variants
+    from qgemm_bench.tuning.candidates import helion_fused_variants, tma_twin
 
     m = case.shape.M
     frag_rows = frag_rows or FRAG_MAX_BLOCK_M
@@ -160,8 +160,11 @@ def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None =
         wide = entry["block_sizes"][1] > FRAG_MAX_BLOCK_M
         lifted = entry["block_sizes"][1] <= frag_rows
         twin += [{**entry, "num_warps": 4}] if wide and lifted and entry["num_warps"] != 4 else []
-        twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *twin) if lifted or frag_tile_ok(c)] \
-            if op.NAME == "int4_gemm" else []
+        # (and the entry's tma variant's: on TMA loads the 8-warp 128x256 frag tile has no write to a pending
+        # wgmma's operand registers offline, where its pointer-load twin, wrong on the H200, has 14)
+        tma = tma_twin(entry) if path == "fused" else None
+        twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *([tma] if tma else []), *twin)
+                 if lifted or frag_tile_ok(c)] if op.NAME == "int4_gemm" else []
         for v in [*helion_fused_variants(entry, m), *twin] if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:
                 helion.append(v)

@@ -17,11 +17,14 @@ kernel, also its entry's config on the non-specialized fused_kernel ("triton
 no WS"). Each is checked against the reference first
 (a wrong one is reported and not timed), then timed in --rounds rounds
 (graph timing over rotating copies > 2x L2, as the runner), in reverse
-order every other round. Prints each one's median p50 (us), its rounds and
+order every other round. --config adds a Helion config of your own (JSON,
+e.g. '{"block_sizes": [128, 256], "block_k": 128, "num_warps": 8,
+"num_stages": 3, "frag": true, "tma": true}'; keys it leaves out are the
+entry's) at every shape. Prints each one's median p50 (us), its rounds and
 helion / triton, then per variant the geometric mean of helion / triton.
 
   python3 scripts/helion_ab.py [--op int4_gemm,nvfp4_gemm] [--m 64,256,1024] [--kn 8192,8192]
-                               [--rounds 2] [--warmup 5] [--rep 25] [--frag-rows 64]
+                               [--rounds 2] [--warmup 5] [--rep 25] [--frag-rows 64] [--config JSON ...]
   python3 scripts/helion_ab.py --cpu-smoke   # tiny shapes on the Triton interpreter (fp16): the script runs
 
 --cpu-smoke patches in what the interpreter lacks (tensor descriptors, an
@@ -30,6 +33,7 @@ SM count: Helion's own test hooks); its times mean nothing."""
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import statistics
@@ -63,8 +67,20 @@ def parse_args(argv=None):
                    "helion_ops.FRAG_MAX_BLOCK_M, 64: above it fragment order gave wrong sums on 8 warps, so "
                    "helion_ops takes it there on 4 only; each twin is checked against the reference before it "
                    "is timed)")
+    p.add_argument("--config", action="append", default=[], metavar="JSON",
+                   help="a Helion config of your own, timed at every shape too (repeatable; keys it leaves out "
+                   "are the entry's; tma: true also sets indexing tensor_descriptor)")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on the Triton interpreter (fp16)")
     args = p.parse_args(argv)
+    args.configs = []
+    for text in args.config:
+        try:
+            cfg = json.loads(text)
+        except ValueError as e:
+            raise InputError(f"--config {text!r}: not JSON ({e})") from None
+        if not isinstance(cfg, dict):
+            raise InputError(f"--config {text!r}: expected a JSON object of config keys")
+        args.configs.append({**cfg, **({"indexing": "tensor_descriptor"} if cfg.get("tma") else {})})
     args.ops = [o.strip() for o in args.op.split(",")]
     if not args.ops or not set(args.ops) <= set(OPS):
         raise InputError(f"--op {args.op!r}: expected a comma-separated subset of {', '.join(OPS)}")
@@ -83,7 +99,8 @@ def parse_args(argv=None):
 
 def label(cfg: dict, entry: dict) -> str:
     """A variant's name: what it adds to the entry's config."""
-    parts = ["tma"] if cfg.get("tma") else []
+    parts = [f"{key} {cfg[key]}" for key in ("block_sizes", "block_k", "split_k") if cfg.get(key) != entry.get(key)]
+    parts += ["tma"] if cfg.get("tma") else []
     parts += [cfg["pid_type"]] if "pid_type" in cfg else []
     parts += [f"l2 {cfg['l2_groupings'][0]}"] if "l2_groupings" in cfg else []
     parts += [f"stages {cfg['num_stages']}"] if cfg["num_stages"] != entry["num_stages"] else []
@@ -97,12 +114,14 @@ def label(cfg: dict, entry: dict) -> str:
     return "helion " + ("+".join(parts) if cfg != entry else "entry")
 
 
-def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None = None) -> tuple[dict, list[str], dict]:
+def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None = None,
+               own: list | None = None) -> tuple[dict, list[str], dict]:
     """({label: [a call per input copy]}, notes, {label: config}): the
     entry, its variants, triton; each checked on the first copy first.
     frag_rows: int4's frag twins also in tiles of up to this many rows on
     any warps (default helion_ops.FRAG_MAX_BLOCK_M, which is lifted to it
-    meanwhile); elsewhere where helion_ops.frag_tile_ok takes frag."""
+    meanwhile); elsewhere where helion_ops.frag_tile_ok takes frag. own:
+    --config's, each over the entry's config."""
     from qgemm_bench.backends import helion_ops, registry
     from qgemm_bench.backends.helion_kernels import tuning
     from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly, frag_tile_ok
@@ -165,7 +184,8 @@ def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None =
         tma = tma_twin(entry) if path == "fused" else None
         twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *([tma] if tma else []), *twin)
                  if lifted or frag_tile_ok(c)] if op.NAME == "int4_gemm" else []
-        for v in [*helion_fused_variants(entry, m), *twin] if path == "fused" else []:
+        for v in [*helion_fused_variants(entry, m), *twin, *({**entry, **c} for c in own or ())] \
+                if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:
                 helion.append(v)
         if path != "fused":
@@ -233,7 +253,7 @@ def compare(args, op_name: str, m: int, dev, dtype, timer, l2_bytes: int, target
     copies = copies_for(per, per, l2_bytes, dev) if dev.type == "cuda" else 1
     inputs = [first] + [op.make_inputs(case, i) for i in range(1, copies)]
     fns, notes, configs = candidates(op, case, inputs, op.reference(first), op.tolerance(dtype), target,
-                                     args.frag_rows)
+                                     args.frag_rows, args.configs)
     times, failed = time_rounds(list(fns), args.rounds, lambda k: statistics.median(
         timer(fns[k], args.warmup, args.rep).samples_us))
     med = {k: statistics.median(v) for k, v in times.items()}

@@ -55,7 +55,8 @@ def test_nvfp4_entry_and_acc_twin_get_bf16_scales_twins(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv,says", [(["--op", "fp8_gemm"], "--op"), (["--kn", "100,72"], "K a multiple"),
-                                       (["--m", "0"], "positive"), (["--m", "a"], "integers")])
+                                       (["--m", "0"], "positive"), (["--m", "a"], "integers"),
+                                       (["--config", "{"], "not JSON"), (["--config", "[1]"], "JSON object")])
 def test_bad_input_ends_in_one_line(argv, says, monkeypatch, capsys):
     code, out, err = run_script_in_process(SCRIPT, argv, monkeypatch, capsys)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and not out
@@ -122,3 +123,23 @@ def test_a_wide_four_warp_frag_entry_gets_its_k_order_twin_by_default(monkeypatc
     for name in ("helion entry", "helion frag False", "triton"):
         assert any(f" {name} " in r for r in rows), (name, out)
     assert not any("warps 4" in r for r in rows) and "WRONG" not in out, out
+
+
+def test_config_adds_a_config_of_ones_own_over_the_entrys(monkeypatch, capsys):
+    """--config: a Helion config of one's own (the keys it leaves out the
+    entry's; tma with its tensor_descriptor indexing), checked against the
+    reference and timed beside the entry, named by what it changes; the
+    interpreter's 130-row shape takes the K-innermost x view (M >= 128)."""
+    from qgemm_bench.tuning import candidates
+
+    ab = load()
+    monkeypatch.setitem(ab.SMOKE, "m", [130])
+    monkeypatch.setattr(candidates, "helion_fused_variants", lambda c, m: [])
+    assert ab.main(["--cpu-smoke", "--op", "int4_gemm", "--rounds", "1",
+                    "--config", '{"block_sizes": [32, 64], "frag": true, "tma": true}']) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("  ") and line.strip()[0].isdigit()]
+    name = "helion block_sizes [32, 64]+tma+frag True"
+    assert any(f" {name} " in r for r in rows), out
+    assert "'indexing': 'tensor_descriptor'" in out.split(f"  {name}: ")[1].splitlines()[0]
+    assert "WRONG" not in out, out

@@ -143,3 +143,27 @@ def test_config_adds_a_config_of_ones_own_over_the_entrys(monkeypatch, capsys):
     assert any(f" {name} " in r for r in rows), out
     assert "'indexing': 'tensor_descriptor'" in out.split(f"  {name}: ")[1].splitlines()[0]
     assert "WRONG" not in out, out
+
+
+def test_check_calls_reports_a_candidate_wrong_in_some_calls(monkeypatch, capsys):
+    """--check-calls N: each candidate checked over N calls before it is
+    timed; one wrong call of N makes it WRONG, with the count, not timed
+    (here every third check in the run reads a large error)."""
+    from qgemm_bench.operators import common
+    from qgemm_bench.tuning import candidates
+
+    ab = load()
+    monkeypatch.setitem(ab.SMOKE, "m", [80])
+    monkeypatch.setattr(candidates, "helion_fused_variants", lambda c, m: [])
+    real, seen = common.rel_error, []
+
+    def every_third_wrong(got, ref):
+        seen.append(1)
+        return 1.0 if len(seen) % 3 == 0 else real(got, ref)
+
+    monkeypatch.setattr(common, "rel_error", every_third_wrong)
+    assert ab.main(["--cpu-smoke", "--op", "int4_gemm", "--rounds", "1", "--check-calls", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "helion entry: WRONG in 1 of 3 calls (relative error up to 1.00e+00" in out, out
+    rows = [line for line in out.splitlines() if line.startswith("  ") and line.strip()[0].isdigit()]
+    assert not rows, out  # every candidate had a wrong third call: none timed

@@ -35,7 +35,7 @@ import torch
 from qgemm_bench.backends.checks import cuda_only, missing
 from qgemm_bench.backends.registry import Prepared, backend
 
-INSTALL = 'pip install -e ".[peers]" (humming-kernels==0.1.19; it JIT-compiles with NVRTC through cuda-bindings, else nvcc)'
+INSTALL = 'pip install -e ".[peers]" (humming-kernels==0.1.19; it JIT-compiles with NVRTC, else nvcc)'
 ALIGN = 8  # whole int32 words of codes along K; its N padding must be a multiple of 8
 PAD_N, PAD_K = 128, 32
 MIN_GROUP = 16  # one MMA K step for 16-bit activations (its schema refuses smaller groups)

@@ -150,11 +150,12 @@ def twin_passes(best: dict | None, op_name: str, shape, device, l2: int, dtype=N
     """A fused unit's winner against its PDL 2 twin up to M = PDL_MAX_M (as
     the Triton table's pdl pass; the pools carry no PDL: docs/helion.md),
     then what won against its TMA twin up to M = HELION_TMA_TWIN_MAX_M."""
-    m = shape[0]
-    pdl = (lambda c: None if c.get("pdl") else {**c, "pdl": 2}) if m <= PDL_MAX_M else (lambda c: None)
-    best = twin_pass(best, pdl, "PDL 2", op_name, shape, device, l2, dtype, gpu, stop, target, rep_ms)
-    tma = tma_twin if m <= HELION_TMA_TWIN_MAX_M else (lambda c: None)
-    return twin_pass(best, tma, "TMA", op_name, shape, device, l2, dtype, gpu, stop, target, rep_ms)
+    if shape[0] <= PDL_MAX_M:
+        best = twin_pass(best, lambda c: None if c.get("pdl") else {**c, "pdl": 2}, "PDL 2", op_name, shape,
+                         device, l2, dtype, gpu, stop, target, rep_ms)
+    if shape[0] <= HELION_TMA_TWIN_MAX_M:
+        best = twin_pass(best, tma_twin, "TMA", op_name, shape, device, l2, dtype, gpu, stop, target, rep_ms)
+    return best
 
 
 def twin_pass(best: dict | None, twin_of, label: str, op_name: str, shape, device, l2: int, dtype=None,

@@ -75,6 +75,7 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     # one layer at once: NVFP4's took 10-23 GB a worker on the H200). Inputs cost ~12 ms a shape to make.
     every = [(tuple(s), b) for b in backends for s in p.shapes]
     tasks = [t for t in every if not _stamped(dirs, t, p.device)]  # not what an earlier run compiled (any shard)
+    before = len(every) - len(tasks)
     if not tasks:
         p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0)
         p.warm_up = {"skipped": True, "stamps": dirs[0].name}
@@ -126,12 +127,11 @@ def warm_up(p, args, jobs: int, log_error) -> str:
     p.phase_s["compile warm-up"] = p.phase_s.get("compile warm-up", 0.0) + s
     p.warm_up = {"skipped": False, "workers": workers, "wall_s": round(s, 2), "failed": failed,
                  "worker_s": {k: round(v, 1) for k, v in sorted(worker_s.items(), key=lambda kv: -kv[1])},
-                 **({"compiled_before": len(every) - len(tasks)} if len(tasks) < len(every) else {})}
+                 **({"compiled_before": before} if before else {})}
     _write_stamps(dirs, [tasks[i] for i in sorted(done) if i < len(tasks)],
                   {"warm_up_s": round(s, 1), "workers": workers, "date": time.strftime("%F %T")}, p.device)
     note = f" ({failed} failed: see errors.log)" if failed else ""
     shapes = len({shape for shape, _ in tasks})
-    before = len(every) - len(tasks)
     where = f"{shapes} shapes" if not before else \
         f"{shapes} of {len(p.shapes)} shapes ({before} of {len(every)} steps compiled by an earlier run)"
     return f"compiled {', '.join(backends)} at {where} in {workers} processes: {s:.0f} s{note}"

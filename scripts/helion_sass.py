@@ -73,11 +73,13 @@ def parse_args(argv=None):
 
 
 def config(args) -> dict:
+    from qgemm_bench.tuning.candidates import tma_twin
+
     cfg = {"block_sizes": [args.bn, args.bm], "block_k": args.block_k, "split_k": args.split, "decode_asm": True,
            "num_warps": args.warps, "num_stages": args.stages}
-    return {**cfg, **({"acc_scale": True} if args.acc else {}), **({"frag": True} if args.frag else {}),
-            **({"bf16_scales": True} if args.bf16_scales else {}),
-            **({"tma": True, "indexing": "tensor_descriptor"} if args.tma else {})}
+    cfg = {**cfg, **({"acc_scale": True} if args.acc else {}), **({"frag": True} if args.frag else {}),
+           **({"bf16_scales": True} if args.bf16_scales else {})}
+    return tma_twin(cfg) if args.tma else cfg
 
 
 def helion_source(args) -> str:

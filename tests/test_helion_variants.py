@@ -450,6 +450,19 @@ def test_frag_in_wide_tiles_only_on_one_warp_group(bm, warps, kept, monkeypatch)
     check(gemm(x), ref)
 
 
+@interpreter
+def test_frag_on_tma_loads_in_an_8_warp_wide_tile(monkeypatch, tensor_descriptors, sms):
+    """On TMA loads an 8-warp tile wider than FRAG_MAX_BLOCK_M keeps
+    fragment order (no pending wgmma operand write there offline; right over
+    30 calls on the H200): ragged M and N, against fp64."""
+    cfg = {**fused_config(1, bn=32, bm=128, bk=128), "frag": True, "num_warps": 8, "tma": True,
+           "indexing": "tensor_descriptor"}
+    gemm, x, ref = weight_only(int4_gemm, (130, 512, 40), monkeypatch, cfg)
+    r = gemm.bound(x)
+    assert r.config.get("frag") and r.config.get("tma") and r.config["num_warps"] == 8
+    check(gemm(x), ref)
+
+
 @pytest.mark.parametrize("frag", [False, True])
 def test_frag_makes_the_sm90_main_loop_read_whole_words(tmp_path, frag):
     """scripts/helion_sass.py (offline sm_90, M = 16, 128x16 tiles, split 2):
@@ -525,7 +538,7 @@ def test_a_fused_unit_times_its_winner_against_the_pdl_2_twin(monkeypatch, twin_
     h200 = DEFAULT.entries()["h200"]
     rounds = []
 
-    def fake(op, shape, device, l2, rep, dtype, cands, gpu, stop, target):
+    def fake(op, shape, device, l2, rep, dtype, cands, gpu, stop, target, check_calls=1):
         rounds.append(cands)
         pick = cands[-1] if len(rounds) > 1 and twin_wins else cands[0]
         info = {"us": 9.0 if pick.get("pdl") else 10.0, "tuned": f"best of {len(cands)} curated configs, graph timing",
@@ -616,7 +629,7 @@ def test_an_m1_fused_unit_ends_with_its_winner_against_the_tma_twin(monkeypatch,
         pytest.skip("no fused M = 1 unit with a TMA pass")
     rounds = []
 
-    def fake(op, shape, device, l2, rep, dtype, cands_, gpu, stop, target):
+    def fake(op, shape, device, l2, rep, dtype, cands_, gpu, stop, target, check_calls=1):
         rounds.append(cands_)
         pick = cands_[-1] if len(rounds) == 2 or (len(rounds) == 3 and tma_wins) else cands_[0]
         info = {"us": 10.0 - len(rounds), "tuned": f"best of {len(cands_)} curated configs, graph timing",
@@ -639,3 +652,64 @@ def test_an_m1_fused_unit_ends_with_its_winner_against_the_tma_twin(monkeypatch,
     rounds.clear()  # a winner on PDL 2 and TMA already: no second round
     done = {"entry": {"config": tma, "tuned": "best of 3 curated configs, graph timing"}, "tune_s": 1.0}
     assert tuning_helion.twin_passes(done, "nvfp4_gemm", shape, torch.device("cpu"), 0) is done and not rounds
+
+
+@pytest.mark.parametrize("op,m,twin", [("int4_gemm", 256, "frag"), ("int4_gemm", 1024, "frag"),
+                                       ("nvfp4_gemm", 256, None), ("int4_gemm", 64, None), ("int4_gemm", 1, "tma")])
+def test_the_tma_pass_twin_by_op_and_m(op, m, twin):
+    """The TMA pass: tma_twin at M = 1; int4 from M = 128 tma_twin in
+    fragment order; none between, nor for NVFP4 from 128 (NaN on the H200)."""
+    c = {"block_sizes": [128, 256], "block_k": 64, "split_k": 1, "num_warps": 8, "num_stages": 4}
+    of = cands.tma_twin_at(op, m)
+    if twin is None:
+        assert of is None
+        return
+    want = {**c, "tma": True, "indexing": "tensor_descriptor", **({"frag": True} if twin == "frag" else {})}
+    assert of(c) == want and of(want) is None
+
+
+def test_an_int4_m256_unit_ends_with_its_tma_frag_twin_checked_over_30_calls(monkeypatch):
+    """From M = 128 an int4 fused unit's winner is timed again against its
+    TMA twin in fragment order, that round checking each over
+    TMA_CHECK_CALLS calls; no PDL pass there."""
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import helion as tuning_helion
+
+    h200, shape = DEFAULT.entries()["h200"], (256, 8192, 8192)
+    if cands.helion_path("int4_gemm", 256, shape, h200) != "fused":
+        pytest.skip("no fused M = 256 unit")
+    rounds = []
+
+    def fake(op, shape, device, l2, rep, dtype, cands_, gpu, stop, target, check_calls=1):
+        rounds.append((cands_, check_calls))
+        pick = cands_[-1] if len(rounds) == 2 else cands_[0]
+        info = {"us": 10.0 - len(rounds), "tuned": f"best of {len(cands_)} curated configs, graph timing",
+                "tune_s": 1.0, "compile_s": 0.1}
+        return {"op": "k", "shape": shape, "us": info["us"], "tune_s": 1.0, "key": "b",
+                "save": ("k", *shape, "h200", pick, info), "entry": {"config": pick, **info}}
+
+    monkeypatch.setattr(tuning_helion, "tune", fake)
+    got = tuning_helion.tune_unit("int4_gemm", shape, torch.device("cpu"), None, target=h200)
+    first = rounds[0][0][0]
+    twin = {**first, "tma": True, "indexing": "tensor_descriptor", "frag": True}
+    assert len(rounds) == 2 and rounds[1] == ([first, twin], tuning_helion.TMA_CHECK_CALLS)
+    assert tuning_helion.TMA_CHECK_CALLS > 1 and rounds[0][1] == 1
+    assert got["entry"]["config"] == twin and got["entry"]["tuned"].endswith(", then its TMA twin (graph timing)")
+
+
+@pytest.mark.parametrize("bad", [set(), {7}, {0, 29}])
+def test_wrong_calls_counts_each_call_that_misses(bad):
+    """tuning.helion.wrong_calls: every call checked against the reference,
+    a NaN counted wrong."""
+    from types import SimpleNamespace
+
+    from qgemm_bench.tuning.helion import wrong_calls
+
+    ref, n = torch.ones(4, 4), iter(range(30))
+
+    def fn():
+        i = next(n)
+        return ref * float("nan") if i == 29 and 29 in bad else ref + (1.0 if i in bad else 0.0)
+
+    backend = SimpleNamespace(prepare=lambda case, inputs: SimpleNamespace(fn=fn))
+    assert wrong_calls(None, backend, None, ref, 1e-2, 30) == len(bad)

@@ -43,16 +43,17 @@ MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 # `arguments`): the weight-only ones, its split and the K-step views (tma).
 FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales")
 # int4 in fragment order (frag) returned wrong sums on the H100 in 8-warp tiles at M = 256 and 1024,
-# and on the H200 in an 8-warp 128x256 tile (kernels.fused): wider tiles take it on 4 warps only
-# (right in 64x256 and 128x256 tiles there; docs/helion.md).
+# and on the H200 in an 8-warp 128x256 tile (kernels.fused): on pointer loads wider tiles take it on 4
+# warps only (right in 64x256 and 128x256 tiles there). On TMA loads the 8-warp tile writes no pending
+# wgmma operand register (offline) and was right over 30 calls on the H200 (docs/helion.md).
 FRAG_MAX_BLOCK_M = 64
 MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
 
 
 def frag_tile_ok(cfg: dict) -> bool:
     """Whether fragment order is taken in cfg's tile: up to FRAG_MAX_BLOCK_M
-    rows, or on one warp group (4 warps)."""
-    return cfg["block_sizes"][1] <= FRAG_MAX_BLOCK_M or cfg.get("num_warps", 4) <= 4
+    rows, on one warp group (4 warps), or on TMA loads."""
+    return cfg["block_sizes"][1] <= FRAG_MAX_BLOCK_M or cfg.get("num_warps", 4) <= 4 or bool(cfg.get("tma"))
 
 
 def why_not(case) -> str | None:

@@ -317,9 +317,12 @@ HELION_FRAG_ALL_MIN_M = 128
 # than its weights: fused_gemm's ACC_SCALE paid on split-K tiles at M <= 64.
 HELION_ACC_MAX_M = 64
 # Where a fused unit's winner is also timed with TMA loads (tuning.helion's
-# tma pass): on the H200 they won at M = 1 only (NVFP4 by 8%, int4 by 1%;
-# they lost at 16 and 64: docs/helion.md).
+# tma pass): on the H200 they won at M = 1 (NVFP4 by 8%, int4 by 1%) and
+# lost at 16 and 64; from int4's M = 128, where x is read K-innermost, TMA
+# loads in fragment order won by 11% at M = 256 and 15% at 1024 (NVFP4's
+# TMA tiles there returned NaN: docs/helion.md).
 HELION_TMA_TWIN_MAX_M = 1
+HELION_TMA_FRAG_MIN_M = 128
 
 
 def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
@@ -389,6 +392,22 @@ def tma_twin(c: dict) -> dict | None:
     descriptors (kernels.fused's `tma`, Helion's tensor_descriptor
     indexing), where c is not one already."""
     return None if c.get("tma") else {**c, "tma": True, "indexing": "tensor_descriptor"}
+
+
+def tma_twin_at(op: str, m: int):
+    """The twin a fused unit's winner at M is timed against in the TMA pass
+    (tuning.helion.twin_passes), or None: tma_twin up to
+    HELION_TMA_TWIN_MAX_M; int4 from HELION_TMA_FRAG_MIN_M, tma_twin in
+    fragment order (helion_ops.frag_tile_ok takes it on any warps there)."""
+    if m <= HELION_TMA_TWIN_MAX_M:
+        return tma_twin
+    return tma_frag_twin if op == "int4_gemm" and m >= HELION_TMA_FRAG_MIN_M else None
+
+
+def tma_frag_twin(c: dict) -> dict | None:
+    """tma_twin(c) on int4's fragment-order weights."""
+    twin = tma_twin(c)
+    return None if twin is None else {**twin, "frag": True}
 
 
 def frag_twin(op: str, m: int, c: dict) -> dict | None:

@@ -38,21 +38,23 @@ import time
 from qgemm_bench.errors import one_line
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
-from qgemm_bench.tuning.candidates import HELION_TMA_TWIN_MAX_M, PDL_MAX_M, bf16_twin, frag_twin, tma_twin
 from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
+from qgemm_bench.tuning.candidates import PDL_MAX_M, bf16_twin, frag_twin, tma_twin_at
 from qgemm_bench.tuning.candidates import helion as candidates
 from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
 
 def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands: list | None = None,
-         gpu: str | None = None, stop: float | None = None, target=None, variants: bool | None = None) -> dict | None:
+         gpu: str | None = None, stop: float | None = None, target=None, variants: bool | None = None,
+         check_calls: int = 1) -> dict | None:
     """The fastest accurate of `cands` (default: candidates() at the shape)
     timed by the runner's measure(), or None: {"op" (the kernel's name in
     the config file), "shape", "us", "tune_s", "save" (helion_dispatch.save's
     arguments), "key" (the bucket), "entry"}. stop (time.monotonic()): no
     candidate starts after it (the first always runs). target: the run's
     Target (default: the device's). variants: candidates.helion's (the
-    fused kernel's TMA / persistent variants; default HELION_VARIANTS)."""
+    fused kernel's TMA / persistent variants; default HELION_VARIANTS).
+    check_calls: calls each candidate is checked over (wrong_calls)."""
     import torch
 
     dtype = dtype or torch.bfloat16
@@ -89,6 +91,12 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
             print(f"  {cfg}: {one_line(e, 160)}", flush=True)
             continue
         print(f"  {cfg}: {r['status']} {r['p50_us']:.1f} us (compile {r['compile_s']:.1f} s)", flush=True)
+        if r["status"] == "ok" and check_calls > 1:
+            with tuning.options(explicit=cfg):
+                wrong = wrong_calls(case, backend, inputs, ref, tol, check_calls)
+            if wrong:
+                print(f"  {cfg}: WRONG in {wrong} of {check_calls} calls, not taken", flush=True)
+                continue
         if r["status"] == "ok":
             results.append((r["p50_us"], cfg, r["compile_s"]))
     if not results:
@@ -106,7 +114,19 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
             "key": bucket(*shape), "entry": {"config": cfg, **info}}
 
 
+def wrong_calls(case, backend, inputs, ref, tol: float, calls: int) -> int:
+    """How many of `calls` calls of the backend miss ref by more than tol
+    (an 8-warp fragment-order tile's wrong sums came in some calls only)."""
+    from qgemm_bench.operators.common import rel_error
+
+    fn = backend.prepare(case, inputs).fn
+    return sum(not rel_error(fn(), ref) <= tol for _ in range(calls))  # nan is wrong
+
+
 REP_MS = 30.0  # timed ms per config (--rep)
+# Calls a TMA pass's twin is checked over: the int4 one from M = 128 is an
+# 8-warp fragment-order tile at M = 1024 (helion_ops.frag_tile_ok).
+TMA_CHECK_CALLS = 30
 
 
 def tune_unit(op_name: str, shape, device, prior: dict | None, own: list | None = None, stop: float | None = None,
@@ -149,27 +169,33 @@ def twin_passes(best: dict | None, op_name: str, shape, device, l2: int, dtype=N
                 stop: float | None = None, target=None, rep_ms: float = REP_MS) -> dict | None:
     """A fused unit's winner against its PDL 2 twin up to M = PDL_MAX_M (as
     the Triton table's pdl pass; the pools carry no PDL: docs/helion.md),
-    then what won against its TMA twin up to M = HELION_TMA_TWIN_MAX_M."""
+    then what won against its TMA twin where there is one
+    (candidates.tma_twin_at)."""
     if shape[0] <= PDL_MAX_M:
         best = twin_pass(best, lambda c: None if c.get("pdl") else {**c, "pdl": 2}, "PDL 2", op_name, shape,
                          device, l2, dtype, gpu, stop, target, rep_ms)
-    if shape[0] <= HELION_TMA_TWIN_MAX_M:
-        best = twin_pass(best, tma_twin, "TMA", op_name, shape, device, l2, dtype, gpu, stop, target, rep_ms)
+    twin_of = tma_twin_at(op_name, shape[0])
+    if twin_of is not None:
+        best = twin_pass(best, twin_of, "TMA", op_name, shape, device, l2, dtype, gpu, stop, target, rep_ms,
+                         TMA_CHECK_CALLS)
     return best
 
 
 def twin_pass(best: dict | None, twin_of, label: str, op_name: str, shape, device, l2: int, dtype=None,
-              gpu: str | None = None, stop: float | None = None, target=None, rep_ms: float = REP_MS) -> dict | None:
+              gpu: str | None = None, stop: float | None = None, target=None, rep_ms: float = REP_MS,
+              check_calls: int = 1) -> dict | None:
     """best's config against twin_of(config), both timed again in one
-    round; the twin kept only where it wins ("tuned" says "then its <label>
-    twin"). No twin (None) or no time left: best as is."""
+    round, each checked over check_calls calls; the twin kept only where it
+    wins ("tuned" says "then its <label> twin"). No twin (None) or no time
+    left: best as is."""
     if best is None or (stop is not None and time.monotonic() > stop):
         return best
     cfg = best["entry"]["config"]
     twin = twin_of(cfg)
     if twin is None:
         return best
-    again = tune(op_name, shape, device, l2, rep_ms, dtype, [cfg, twin], gpu, stop, target)
+    again = tune(op_name, shape, device, l2, rep_ms, dtype, [cfg, twin], gpu, stop, target,
+                 check_calls=check_calls)
     if again is None or again["entry"]["config"] != twin:
         return best
     base = best["entry"]["tuned"]  # "best of N curated configs, <timing>" or "..., then its <label> twin (<timing>)"

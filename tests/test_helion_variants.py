@@ -180,24 +180,30 @@ def test_variants_run_right_on_the_interpreter(op, shape, group, bk, split, whic
 
 
 @interpreter
-@pytest.mark.parametrize("op,group,split", [(int4_gemm, 128, 1), (nvfp4_gemm, None, 2)])
-def test_tma_from_m_128_loads_x_k_innermost_and_computes_the_same(op, group, split, monkeypatch,
+@pytest.mark.parametrize("op,group,split,bf16", [(int4_gemm, 128, 1, False), (nvfp4_gemm, None, 2, False),
+                                                (nvfp4_gemm, None, 1, True)])
+def test_tma_from_m_128_loads_x_k_innermost_and_computes_the_same(op, group, split, bf16, monkeypatch,
                                                                  tensor_descriptors, sms):
     """From M = 128 the tma variant reads x through a [steps, M, block_k]
-    view (K innermost) and transposes each tile after the load; ragged M
-    and N, against the fp64 reference."""
+    view (K innermost) and transposes each tile after the load; NVFP4 there
+    decodes at a unit scale and multiplies its block scales after (its
+    scales inside the PTX decode returned NaN on the H200); ragged M and N,
+    against the fp64 reference."""
     import helion
 
     from qgemm_bench.backends.helion_kernels.tuning import helion_settings
 
     cfg = cands.helion_fused_variants(fused_config(split, bn=32, bm=64, bk=128), 130)[0]
+    cfg = {**cfg, "bf16_scales": True} if bf16 else cfg
     assert cfg.get("tma")
     settings = {"group_size": group} if group else {}
     gemm, x, ref = weight_only(op, (130, 1152, 72), monkeypatch, cfg, **settings)
     check(gemm(x), ref)
     r = gemm.bound(x)
+    assert bool(r.config.get("bf16_scales")) == bf16
     code = r.run.to_triton_code(helion.Config(**helion_settings(r.config, FUSED_ARGUMENTS)))
     assert "xk_desc.load(" in code and "x3_desc" not in code
+    assert ("one = tl.full(" in code) == (op is nvfp4_gemm)
 
 
 # acc_scale: one group a step (group 128, steps of 64 and 128; a split of

@@ -148,6 +148,14 @@ def _nvfp4_split_values(w, s_lo, s_hi, dtype, use_asm, x2_118=False):
             (_e2m1(b >> 4).to(torch.float32) * (s_hi * 16384.0)).to(dtype))
 
 
+def _e4m3_values(s, x2_118):
+    """NVFP4 block scales -> their E4M3 values in fp32; x2_118: s holds them
+    as bf16 x 2^118 (decode.bf16_x2_118)."""
+    if x2_118:
+        return s.to(torch.float32) * (1.0 / EXP2_118)
+    return s.to(torch.float32)
+
+
 def _split_partial(ws, count, acc, tile_m, tile_n, offs=None, valid=None):
     """split_k_parts.finish, every program of a tile (weight_only's and
     fused's): its fp32 partial acc [tile_m, tile_n] added into the workspace
@@ -385,6 +393,11 @@ def fused(
     # (docs/helion.md).
     by_step = tma and k % block_k == 0
     k_inner = m >= 128
+    # NVFP4 there decodes at a unit scale and multiplies the block scales
+    # after (fused_gemm's SCALE_AFTER, exact): with the scales inside the PTX
+    # decode the loop wrote registers that pending wgmmas read as their A
+    # operand (57 writes a K block offline) and returned NaN on the H200.
+    scale_after = fmt == 1 and by_step and k_inner
     if by_step and k_inner:
         xk = xt.view(k // block_k, block_k, m).permute(0, 2, 1)
     if by_step and not k_inner:
@@ -447,14 +460,18 @@ def fused(
             else:  # in each run of 32 k the low nibbles are one block of 16, the high ones the next
                 if bf16_scales and use_asm:
                     s = sc
-                elif bf16_scales:  # the values in fp32 (exact: E4M3's smallest, 2^-9, stays normal)
-                    s = sc.to(torch.float32) * (1.0 / EXP2_118)
-                else:
-                    s = sc.to(torch.float32)
+                else:  # the values in fp32 (exact: E4M3's smallest, 2^-9, stays normal)
+                    s = _e4m3_values(sc, bf16_scales)
                 s_lo, s_hi = hl.split(s.reshape(tile_n, block_k // 32, 2))
                 s_lo = s_lo[:, :, None].expand(tile_n, block_k // 32, 16).reshape(tile_n, half)
                 s_hi = s_hi[:, :, None].expand(tile_n, block_k // 32, 16).reshape(tile_n, half)
-                lo, hi = _nvfp4_split_values(wp, s_lo, s_hi, xt.dtype, use_asm, bf16_scales)
+                if scale_after:
+                    one = hl.full([tile_n, half], 1.0, torch.float32)
+                    lo, hi = _nvfp4_split_values(wp, one, one, xt.dtype, use_asm)
+                    lo = lo * _e4m3_values(s_lo, bf16_scales and use_asm).to(xt.dtype)
+                    hi = hi * _e4m3_values(s_hi, bf16_scales and use_asm).to(xt.dtype)
+                else:
+                    lo, hi = _nvfp4_split_values(wp, s_lo, s_hi, xt.dtype, use_asm, bf16_scales)
             kx = 2 * row + hl.arange(block_k)
             if by_step:
                 if k_inner:

@@ -318,11 +318,11 @@ HELION_FRAG_ALL_MIN_M = 128
 HELION_ACC_MAX_M = 64
 # Where a fused unit's winner is also timed with TMA loads (tuning.helion's
 # tma pass): on the H200 they won at M = 1 (NVFP4 by 8%, int4 by 1%) and
-# lost at 16 and 64; from M = 128, where x is read K-innermost, int4's in
-# fragment order won by 11% at M = 256 and 15% at 1024 (docs/helion.md;
-# NVFP4's returned NaN there before e7c88d9: the pass checks 30 calls).
+# lost at 16 and 64; from int4's M = 128, where x is read K-innermost, TMA
+# loads in fragment order won by 11% at M = 256 and 15% at 1024 (NVFP4's
+# TMA tiles there returned NaN: docs/helion.md).
 HELION_TMA_TWIN_MAX_M = 1
-HELION_TMA_MIN_M = 128
+HELION_TMA_FRAG_MIN_M = 128
 
 
 def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
@@ -397,13 +397,11 @@ def tma_twin(c: dict) -> dict | None:
 def tma_twin_at(op: str, m: int):
     """The twin a fused unit's winner at M is timed against in the TMA pass
     (tuning.helion.twin_passes), or None: tma_twin up to
-    HELION_TMA_TWIN_MAX_M and from HELION_TMA_MIN_M, int4's there in
-    fragment order (helion_ops.frag_tile_ok takes it on any warps)."""
+    HELION_TMA_TWIN_MAX_M; int4 from HELION_TMA_FRAG_MIN_M, tma_twin in
+    fragment order (helion_ops.frag_tile_ok takes it on any warps there)."""
     if m <= HELION_TMA_TWIN_MAX_M:
         return tma_twin
-    if m < HELION_TMA_MIN_M:
-        return None
-    return tma_frag_twin if op == "int4_gemm" else tma_twin
+    return tma_frag_twin if op == "int4_gemm" and m >= HELION_TMA_FRAG_MIN_M else None
 
 
 def tma_frag_twin(c: dict) -> dict | None:

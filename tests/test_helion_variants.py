@@ -457,16 +457,33 @@ def test_frag_in_wide_tiles_only_on_one_warp_group(bm, warps, kept, monkeypatch)
 
 
 @interpreter
-def test_frag_on_tma_loads_in_an_8_warp_wide_tile(monkeypatch, tensor_descriptors, sms):
-    """On TMA loads an 8-warp tile wider than FRAG_MAX_BLOCK_M keeps
-    fragment order (no pending wgmma operand write there offline; right over
-    30 calls on the H200): ragged M and N, against fp64."""
+@pytest.mark.parametrize("m,kept", [(130, True), (100, False)])
+def test_frag_on_tma_loads_in_an_8_warp_wide_tile(m, kept, monkeypatch, tensor_descriptors, sms):
+    """Where the kernel reads by TMA with x K-innermost (M >= 128) an
+    8-warp tile wider than FRAG_MAX_BLOCK_M keeps fragment order (no
+    pending wgmma operand write there offline; right over 30 calls on the
+    H200); below, K order: ragged M and N, against fp64 either way."""
     cfg = {**fused_config(1, bn=32, bm=128, bk=128), "frag": True, "num_warps": 8, "tma": True,
            "indexing": "tensor_descriptor"}
-    gemm, x, ref = weight_only(int4_gemm, (130, 512, 40), monkeypatch, cfg)
+    gemm, x, ref = weight_only(int4_gemm, (m, 512, 40), monkeypatch, cfg)
     r = gemm.bound(x)
-    assert r.config.get("frag") and r.config.get("tma") and r.config["num_warps"] == 8
+    assert bool(r.config.get("frag")) == kept and r.config.get("tma") and r.config["num_warps"] == 8
     check(gemm(x), ref)
+
+
+def test_tma_k_inner_follows_the_kernels_rule():
+    """helion_ops.tma_k_inner: tma with tensor-descriptor indexing, K a
+    whole number of K steps, M from K_INNER_MIN_M; frag_tile_ok takes an
+    8-warp wide tile only there."""
+    from qgemm_bench.backends.helion_ops import K_INNER_MIN_M, frag_tile_ok, tma_k_inner
+
+    c = {"block_sizes": [128, 256], "block_k": 128, "num_warps": 8, "tma": True, "indexing": "tensor_descriptor"}
+    assert tma_k_inner(c, 8192, K_INNER_MIN_M) and not tma_k_inner(c, 8192, K_INNER_MIN_M - 1)
+    assert not tma_k_inner(c, 8192 + 64, 1024)  # K not a whole number of steps: pointer loads
+    assert not tma_k_inner({**c, "indexing": "pointer"}, 8192, 1024)
+    assert not tma_k_inner({**c, "tma": False}, 8192, 1024)
+    assert not frag_tile_ok(c) and frag_tile_ok(c, tma_k_inner(c, 8192, 1024))
+    assert frag_tile_ok({**c, "num_warps": 4})
 
 
 @pytest.mark.parametrize("frag", [False, True])

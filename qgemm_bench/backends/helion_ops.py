@@ -44,16 +44,27 @@ MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales")
 # int4 in fragment order (frag) returned wrong sums on the H100 in 8-warp tiles at M = 256 and 1024,
 # and on the H200 in an 8-warp 128x256 tile (kernels.fused): on pointer loads wider tiles take it on 4
-# warps only (right in 64x256 and 128x256 tiles there). On TMA loads the 8-warp tile writes no pending
-# wgmma operand register (offline) and was right over 30 calls on the H200 (docs/helion.md).
+# warps only (right in 64x256 and 128x256 tiles there). On TMA loads with x K-innermost the 8-warp tile
+# writes no pending wgmma operand register (offline) and was right over 30 calls on the H200
+# (docs/helion.md).
 FRAG_MAX_BLOCK_M = 64
+K_INNER_MIN_M = 128  # kernels.fused's k_inner: from this M its TMA path reads x K-innermost
 MIN_TILE = 16  # hl.dot's smallest M and N tiles: the split kernels' counters are sized for them
 
 
-def frag_tile_ok(cfg: dict) -> bool:
+def frag_tile_ok(cfg: dict, tma_loads: bool = False) -> bool:
     """Whether fragment order is taken in cfg's tile: up to FRAG_MAX_BLOCK_M
-    rows, on one warp group (4 warps), or on TMA loads."""
-    return cfg["block_sizes"][1] <= FRAG_MAX_BLOCK_M or cfg.get("num_warps", 4) <= 4 or bool(cfg.get("tma"))
+    rows, on one warp group (4 warps), or where kernels.fused reads the
+    tiles by TMA with x K-innermost (tma_loads: tma_k_inner)."""
+    return cfg["block_sizes"][1] <= FRAG_MAX_BLOCK_M or cfg.get("num_warps", 4) <= 4 or tma_loads
+
+
+def tma_k_inner(cfg: dict, k: int, m: int) -> bool:
+    """Whether kernels.fused reads cfg's tiles by TMA with x K-innermost at
+    (M, K): tma with tensor-descriptor indexing, K a whole number of K steps
+    (else its pointer loads), M from K_INNER_MIN_M."""
+    return (bool(cfg.get("tma")) and cfg.get("indexing") == "tensor_descriptor" and k % cfg["block_k"] == 0
+            and m >= K_INNER_MIN_M)
 
 
 def why_not(case) -> str | None:
@@ -203,8 +214,8 @@ class WeightOnly:
         """The fused path's K-major weights (kmajor_layout.py), made on first use:
         NVFP4 in fragment order; int4 in K order unless frag (kernels.fused says why).
         One copy per byte order: configs that mix frag and K order across M keep
-        both resident (e.g. the H200's M = 256 entries in fragment order, M = 1024's in
-        K order; a model's weight bytes count one)."""
+        both resident (e.g. the H200's int4 M = 128 and 512 entries in K order, the
+        others in fragment order; a model's weight bytes count one)."""
         frag = frag or self.fmt == NVFP4
         if frag not in self._kmajor:
             from qgemm_bench.backends.kmajor_layout import to_kmajor
@@ -361,7 +372,8 @@ class WeightOnly:
                                      "padding)")
                 if type(cfg["split_k"]) is not int or cfg["split_k"] < 1:
                     raise ValueError(f"config {cfg}: split_k must be an integer >= 1, got {cfg['split_k']!r}")
-                if cfg.get("frag") and (not self._frag_applies() or not frag_tile_ok(cfg)):
+                if cfg.get("frag") and (not self._frag_applies() or
+                                        not frag_tile_ok(cfg, tma_k_inner(cfg, self.k, m))):
                     cfg = {k: v for k, v in cfg.items() if k != "frag"}  # NVFP4's always; int4 groups of 32n
                 if cfg.get("bf16_scales") and not self._bf16_applies(cfg):
                     cfg = {k: v for k, v in cfg.items() if k != "bf16_scales"}  # int4's scales are bf16 already

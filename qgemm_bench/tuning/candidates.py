@@ -398,7 +398,8 @@ def tma_twin_at(op: str, m: int):
     """The twin a fused unit's winner at M is timed against in the TMA pass
     (tuning.helion.twin_passes), or None: tma_twin up to
     HELION_TMA_TWIN_MAX_M; int4 from HELION_TMA_FRAG_MIN_M, tma_twin in
-    fragment order (helion_ops.frag_tile_ok takes it on any warps there)."""
+    fragment order (helion_ops.frag_tile_ok takes it on any warps where the
+    kernel reads by TMA with x K-innermost)."""
     if m <= HELION_TMA_TWIN_MAX_M:
         return tma_twin
     return tma_frag_twin if op == "int4_gemm" and m >= HELION_TMA_FRAG_MIN_M else None

@@ -672,12 +672,14 @@ def test_an_m1_fused_unit_ends_with_its_winner_against_the_tma_twin(monkeypatch,
     said = f"best of {n} curated configs, then its PDL 2 twin" + (", then its TMA twin (graph timing)" if tma_wins
                                                                  else " (graph timing)")
     assert got["entry"]["tuned"] == said and got["entry"]["tune_s"] == (3.0 if tma_wins else 2.0)
-    rounds.clear()  # a winner on PDL 2 and TMA already: no second round
+    rounds.clear()  # a winner on PDL 2 and TMA already: no twin, itself checked again, kept
     done = {"entry": {"config": tma, "tuned": "best of 3 curated configs, graph timing"}, "tune_s": 1.0}
-    assert tuning_helion.twin_passes(done, "nvfp4_gemm", shape, torch.device("cpu"), 0) is done and not rounds
+    assert tuning_helion.twin_passes(done, "nvfp4_gemm", shape, torch.device("cpu"), 0) is done
+    assert rounds == [[tma]]
 
 
 @pytest.mark.parametrize("op,m,twin", [("int4_gemm", 256, "frag"), ("int4_gemm", 1024, "frag"),
+                                       ("int4_gemm", 128, "frag"), ("int4_gemm", 127, None),
                                        ("nvfp4_gemm", 256, None), ("int4_gemm", 64, None), ("int4_gemm", 1, "tma")])
 def test_the_tma_pass_twin_by_op_and_m(op, m, twin):
     """The TMA pass: tma_twin at M = 1; int4 from M = 128 tma_twin in
@@ -720,19 +722,53 @@ def test_an_int4_m256_unit_ends_with_its_tma_frag_twin_checked_over_30_calls(mon
     assert got["entry"]["config"] == twin and got["entry"]["tuned"].endswith(", then its TMA twin (graph timing)")
 
 
-@pytest.mark.parametrize("bad", [set(), {7}, {0, 29}])
+@pytest.mark.parametrize("bad", [set(), {7}, {0, 29}, "stale"])
 def test_wrong_calls_counts_each_call_that_misses(bad):
-    """tuning.helion.wrong_calls: every call checked against the reference,
-    a NaN counted wrong."""
+    """tuning.helion.wrong_calls: the calls take the input sets in turn,
+    each checked against its own reference; a NaN, or the output an earlier
+    call left (stale: every call after the first), counted wrong."""
     from types import SimpleNamespace
 
     from qgemm_bench.tuning.helion import wrong_calls
 
-    ref, n = torch.ones(4, 4), iter(range(30))
+    refs, n, last = [torch.ones(4, 4), 2 * torch.ones(4, 4)], iter(range(30)), []
 
-    def fn():
-        i = next(n)
-        return ref * float("nan") if i == 29 and 29 in bad else ref + (1.0 if i in bad else 0.0)
+    def prepare(case, inputs):
+        def fn():
+            i = next(n)
+            if bad == "stale" and last:
+                return last[0]
+            miss = bad != "stale" and i in bad
+            out = refs[inputs] * (float("nan") if miss and i == 29 else 1.0) + (1.0 if miss and i < 29 else 0.0)
+            last[:] = [out]
+            return out
+        return SimpleNamespace(fn=fn)
 
-    backend = SimpleNamespace(prepare=lambda case, inputs: SimpleNamespace(fn=fn))
-    assert wrong_calls(None, backend, None, ref, 1e-2, 30) == len(bad)
+    got = wrong_calls(None, SimpleNamespace(prepare=prepare), [(0, refs[0]), (1, refs[1])], 1e-2, 30)
+    assert got == (15 if bad == "stale" else len(bad))
+
+
+def test_tune_refuses_a_faster_config_wrong_in_a_checked_call(monkeypatch):
+    """tune(check_calls > 1): a config right in its timed call but wrong in
+    one of its checked calls is not taken, however fast; with one check it
+    would have been. The checks use two input sets of their own reference."""
+    from qgemm_bench.harness import measure as harness_measure
+    from qgemm_bench.tuning import helion as tuning_helion
+
+    timed, checked = [], []
+    monkeypatch.setattr(harness_measure, "measure", lambda *a, **k: timed.append(1) or
+                        {"status": "ok", "p50_us": 10.0 / len(timed), "compile_s": 0.0})
+
+    def wrong_calls(case, backend, checks, tol, calls):
+        checked.append(checks)
+        return 1 if len(checked) == 2 else 0  # the second config: one wrong call of `calls`
+
+    monkeypatch.setattr(tuning_helion, "wrong_calls", wrong_calls)
+    slow, fast = fused_config(1, bn=32, bm=16, bk=64), fused_config(2, bn=32, bm=16, bk=64)
+    args = ("int4_gemm", (16, 256, 64), torch.device("cpu"), 0, 1.0, torch.float16, [slow, fast], "cpu")
+    got = tuning_helion.tune(*args, check_calls=30)
+    assert got["entry"]["config"] == slow and len(checked) == 2
+    (a, ref_a), (b, ref_b) = checked[0]
+    assert not torch.equal(a.x, b.x) and not torch.equal(ref_a, ref_b)
+    timed.clear(), checked.clear()
+    assert tuning_helion.tune(*args)["entry"]["config"] == fast and not checked

@@ -77,6 +77,10 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
     inputs = op.make_inputs(case, 0)
     ref = op.reference(inputs)
     tol = op.tolerance(dtype)
+    checks = [(inputs, ref)]
+    if check_calls > 1:  # and another input set: a call that left the last call's output is then wrong
+        other = op.make_inputs(case, 1)
+        checks.append((other, op.reference(other)))
     t0 = time.perf_counter()
     results = []
     for cfg in cands:
@@ -87,17 +91,16 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
         try:
             with tuning.options(explicit=cfg):
                 r = measure(case, backend, inputs, ref, tol, Settings(warmup_ms=10, rep_ms=rep_ms), l2)
+                ok = r["status"] == "ok"
+                wrong = wrong_calls(case, backend, checks, tol, check_calls) if ok and check_calls > 1 else 0
         except Exception as e:  # a config the kernel or GPU cannot take
             print(f"  {cfg}: {one_line(e, 160)}", flush=True)
             continue
         print(f"  {cfg}: {r['status']} {r['p50_us']:.1f} us (compile {r['compile_s']:.1f} s)", flush=True)
-        if r["status"] == "ok" and check_calls > 1:
-            with tuning.options(explicit=cfg):
-                wrong = wrong_calls(case, backend, inputs, ref, tol, check_calls)
-            if wrong:
-                print(f"  {cfg}: WRONG in {wrong} of {check_calls} calls, not taken", flush=True)
-                continue
-        if r["status"] == "ok":
+        if wrong:
+            print(f"  {cfg}: WRONG in {wrong} of {check_calls} calls, not taken", flush=True)
+            continue
+        if ok:
             results.append((r["p50_us"], cfg, r["compile_s"]))
     if not results:
         print(f"{op_name} {shape}: no config passed", flush=True)
@@ -114,13 +117,19 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
             "key": bucket(*shape), "entry": {"config": cfg, **info}}
 
 
-def wrong_calls(case, backend, inputs, ref, tol: float, calls: int) -> int:
-    """How many of `calls` calls of the backend miss ref by more than tol
-    (an 8-warp fragment-order tile's wrong sums came in some calls only)."""
+def wrong_calls(case, backend, checks: list, tol: float, calls: int) -> int:
+    """How many of `calls` calls of the backend miss their reference by
+    more than tol (an 8-warp fragment-order tile's wrong sums came in some
+    calls only), the calls taking the (inputs, reference) pairs of checks
+    in turn: a call that returned an earlier call's output is wrong."""
     from qgemm_bench.operators.common import rel_error
 
-    fn = backend.prepare(case, inputs).fn
-    return sum(not rel_error(fn(), ref) <= tol for _ in range(calls))  # nan is wrong
+    prepared = [(backend.prepare(case, inputs).fn, ref) for inputs, ref in checks]
+    wrong = 0
+    for c in range(calls):
+        fn, ref = prepared[c % len(prepared)]
+        wrong += not rel_error(fn(), ref) <= tol  # NaN is wrong
+    return wrong
 
 
 REP_MS = 30.0  # timed ms per config (--rep)
@@ -186,17 +195,22 @@ def twin_pass(best: dict | None, twin_of, label: str, op_name: str, shape, devic
               check_calls: int = 1) -> dict | None:
     """best's config against twin_of(config), both timed again in one
     round, each checked over check_calls calls; the twin kept only where it
-    wins ("tuned" says "then its <label> twin"). No twin (None) or no time
+    wins ("tuned" says "then its <label> twin"). No twin (None): best as is,
+    checked over check_calls calls where that is more than one. None where
+    best failed that check (and its twin too: nothing to keep). No time
     left: best as is."""
     if best is None or (stop is not None and time.monotonic() > stop):
         return best
     cfg = best["entry"]["config"]
     twin = twin_of(cfg)
-    if twin is None:
+    if twin is None and check_calls == 1:
         return best
-    again = tune(op_name, shape, device, l2, rep_ms, dtype, [cfg, twin], gpu, stop, target,
-                 check_calls=check_calls)
-    if again is None or again["entry"]["config"] != twin:
+    again = tune(op_name, shape, device, l2, rep_ms, dtype, [cfg] if twin is None else [cfg, twin], gpu, stop,
+                 target, check_calls=check_calls)
+    if again is None and check_calls > 1:
+        print(f"{op_name} {shape}: the winner failed its {check_calls}-call check: no config kept", flush=True)
+        return None
+    if again is None or twin is None or again["entry"]["config"] != twin:
         return best
     base = best["entry"]["tuned"]  # "best of N curated configs, <timing>" or "..., then its <label> twin (<timing>)"
     tried = base.split(" (")[0] if ", then its " in base else base.split(", ")[0]

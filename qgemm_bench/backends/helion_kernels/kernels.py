@@ -397,6 +397,7 @@ def fused(
     # after (fused_gemm's SCALE_AFTER, exact): with the scales inside the PTX
     # decode the loop wrote registers that pending wgmmas read as their A
     # operand (57 writes a K block offline) and returned NaN on the H200.
+    # Without the PTX too, so the interpreter's tests run this arithmetic.
     scale_after = fmt == 1 and by_step and k_inner
     if by_step and k_inner:
         xk = xt.view(k // block_k, block_k, m).permute(0, 2, 1)

@@ -1197,6 +1197,38 @@ def test_helion_every_path_bf16(shape, group):
 
 @pytest.mark.gpu
 @needs_gpu
+def test_helion_stored_wide_frag_tiles_right_over_30_calls():
+    """Each stored Helion int4 fused config whose tile runs fragment order
+    on 8 warps wider than FRAG_MAX_BLOCK_M rows (TMA loads with x
+    K-innermost: helion_ops.tma_k_inner; on pointer loads that tile gave
+    wrong sums in some calls), at a ragged M of its bucket: 30 calls over
+    two input sets, each against the reference."""
+    from qgemm_bench.backends.config_buckets import bucket, parse
+    from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M
+    from qgemm_bench.configs import store
+    from qgemm_bench.types import Case
+
+    target = stored_target()
+    fused = store.load(target, "helion").table.get("kernels", {}).get("int4_gemm_fused", {})
+    wide = {key: e["config"] for key, e in fused.items() if e["config"].get("frag") and
+            e["config"].get("num_warps", 4) > 4 and e["config"]["block_sizes"][1] > FRAG_MAX_BLOCK_M}
+    if not wide:
+        pytest.skip(f"no 8-warp wide fragment-order tile in {target.name}'s Helion entries")
+    helion = registry.get("int4_gemm", "helion")
+    for key in sorted(wide):
+        m, k, n = parse(key)
+        shape = Shape(m - 5, k, n)
+        assert bucket(*shape) == key
+        c = Case("int4_gemm", shape, torch.bfloat16, CUDA, int4_gemm.Settings(group_size=128), target)
+        runs = [(helion.prepare(c, i).fn, int4_gemm.reference(i)) for i in (int4_gemm.make_inputs(c, seed()),
+                                                                           int4_gemm.make_inputs(c, seed()))]
+        for call in range(30):
+            fn, ref = runs[call % 2]
+            check(fn(), ref, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@needs_gpu
 @pytest.mark.parametrize("name", ["fbgemm", "gemlite"])
 @pytest.mark.parametrize("shape", [(7, 5248, 1024), (1, 4096, 4096), (300, 1024, 2048)])
 @pytest.mark.parametrize("group", [32, 64, 128, "channel", None])

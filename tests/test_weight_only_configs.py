@@ -1274,6 +1274,49 @@ def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkey
     assert prov["command"] == "python3 -m qgemm_bench.tuning.weight_only OUT scale8" and "entries" not in prov
 
 
+def test_tma_pass_keeps_the_faster_loads_and_a_pointer_config(monkeypatch, tmp_path):
+    """tuning/weight_only.py tma against scripted timings: each fused entry
+    up to M = 64 whose WS tiles do not run, on pointer and on TMA loads in
+    the same rounds; TMA kept where faster, with the pointer-load config as
+    its pointer_config and without SCALE8 (NVFP4 scales after the decode
+    there), the other passes' timings dropped; not where WS runs, nor
+    M > 64, nor the split path."""
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    script = load_tune_script()
+    out = tmp_path / "h100.json"
+    plain, ws = {**triton_config(16, 128, 128, 8), "PDL": 2}, ws_tiles(16, 64, 128, 8, splits=2)
+    s8 = {**plain, "SCALE8": True}
+    doc = {"gpu": "h100", "kernels": {
+        "nvfp4_gemm_fused": {"M1_K8192_N8192": {"config": s8, "us": 18.0, "scale8_us": {"0": 18.5, "1": 18.0}},
+                             "M1_K4096_N4096": {"config": plain, "us": 8.5, "pdl_us": {"0": 9.0, "2": 8.5}},
+                             "M16_K8192_N8192": {"config": {**plain, "WS": ws}, "us": 17.7},
+                             "M256_K8192_N8192": {"config": plain, "us": 50.0}},
+        "int4_gemm_fused": {"M1_K8192_N8192": {"config": plain, "us": 15.7}},
+        "int4_gemm": {"M1_K8192_N8192": {"config": plain, "us": 16.0}}}}
+    out.write_text(woc.dumps(doc))
+    us = {("M1_K8192_N8192", False): 18.0, ("M1_K8192_N8192", True): 17.4,
+          ("M1_K4096_N4096", False): 8.5, ("M1_K4096_N4096", True): 8.9}
+    shape, timed = [], []
+
+    script_table_passes(monkeypatch, script, out, shape)
+    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
+        timed.append(shape[-1]) or us[(shape[-1], bool(calls[0]().get("TMA")))] for calls in cands])
+    script.tma_pass()
+    got = woc.read_table(out)
+    nv, i4 = got["kernels"]["nvfp4_gemm_fused"], got["kernels"]["int4_gemm_fused"]
+    assert sorted(set(timed)) == ["M1_K4096_N4096", "M1_K8192_N8192"]  # both formats; not WS, M 256, split
+    won = nv["M1_K8192_N8192"]
+    assert won["config"] == {**plain, "TMA": True} and won["us"] == 17.4 and won["tma_us"] == {"0": 18.0, "1": 17.4}
+    assert won["pointer_config"] == s8 and won["pointer_us"] == 18.0 and "scale8_us" not in won
+    kept = nv["M1_K4096_N4096"]
+    assert kept["config"] == plain and kept["pdl_us"] == {"0": 9.0, "2": 8.5} and "pointer_config" not in kept
+    assert i4["M1_K8192_N8192"]["config"]["TMA"] and i4["M1_K8192_N8192"]["pointer_config"] == plain
+    for key in ("M16_K8192_N8192", "M256_K8192_N8192"):
+        assert nv[key] == doc["kernels"]["nvfp4_gemm_fused"][key]
+    assert got["kernels"]["int4_gemm"] == doc["kernels"]["int4_gemm"]
+
+
 def test_scale8_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_path):
     """tuning/weight_only.py scale8 against scripted timings: where SCALE8
     wins, the entry's pdl_us (timed for the config without it) goes, as

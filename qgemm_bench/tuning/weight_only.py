@@ -30,7 +30,11 @@ table mode times PDL 0 and 2 itself up to M = 64). scale8 (--ms; after
 ws and pdl): each NVFP4 fused entry up to M = 64 (or at --ms) where its
 loads are fused_kernel's pointer loads (not its WS tiles', not TMA), without
 and with SCALE8 (block scales read as E4M3 bytes) in the same two rounds,
-the faster kept (scale8_us). check
+the faster kept (scale8_us). tma (--ms; after those): each fused entry
+up to M = 64 (or at --ms) whose WS tiles do not run, on pointer loads and
+on TMA loads (fused_kernel's TMA; NVFP4 then scales after its decode, so
+no SCALE8) in the same two rounds, the faster kept (tma_us; a TMA winner
+keeps the other as its pointer_config). check
 (--calls, --ms, --group): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race; with --group, int4 weights in that group size and the
@@ -40,7 +44,7 @@ config that runs there). Otherwise:
 2. each case's best 6 on four other llama shapes;
 3. large M: dequantize + cuBLAS against cuBLAS bf16, and the dequantize
    kernel's configs. (The fused path's configs: tuning/fused_grid.py.)
-pdl, ws, scale8 and check take --layers KxN,... to touch only those layers' entries.
+pdl, ws, scale8, tma and check take --layers KxN,... to touch only those layers' entries.
 Every mode: a config whose check or timing outlives --stall-timeout (default
 300 s; a kernel that hangs) stops the tune with one line naming it, exit 1,
 the table as written so far and OUT.json with the timings so far.
@@ -450,6 +454,21 @@ def scale8_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict
     return [("scale8 0", base), ("scale8 1", {**base, "SCALE8": True})]
 
 
+def tma_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
+    """The TMA variants tma_pass times of a fused config: on pointer loads
+    and with x and weight tiles by TMA (NVFP4 then applies its scales after
+    the decode, fused_gemm.wrong_on_sm90: no SCALE8); none where its WS
+    tiles run."""
+    if runs_ws:
+        return []
+    pointer = {c: v for c, v in config.items() if c not in ("TMA", "TMA_W")}
+    return [("tma 0", pointer), ("tma 1", {**{c: v for c, v in pointer.items() if c != "SCALE8"}, "TMA": True})]
+
+
+# Each pass's timings in an entry: of its config; one that replaces the config drops the others'.
+PASS_TIMINGS = ("pdl_us", "scale8_us", "tma_us")
+
+
 def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: str, stop: float | None = None,
                   t0: float | None = None) -> bool:
     """One table entry's variants(config, m, runs_ws) ((label, config) pairs
@@ -483,10 +502,14 @@ def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: st
     if not rows:
         return False
     us, label, c = min(rows, key=lambda r: r[0])
-    if c != entry["config"]:  # the other pass's timings were of another config (as ws_entry drops them)
-        for other in ("pdl_us", "scale8_us"):
+    if c != entry["config"]:  # the other passes' timings were of another config (as ws_entry drops them)
+        for other in PASS_TIMINGS:
             if other != f"{name}_us":
                 entry.pop(other, None)
+    if name == "tma" and c.get("TMA"):  # what kernels without TMA loads (Helion's) mirror, as the table keeps
+        pointer = [(u, cc) for u, lab, cc in rows if not cc.get("TMA")]
+        if pointer:
+            entry.update(pointer_config=pointer[0][1], pointer_us=round(pointer[0][0], 2))
     entry["config"] = c
     entry[f"{name}_us"] = {lab.replace(f"{name} ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
     entry["us"] = round(us, 2)
@@ -549,6 +572,16 @@ def scale8_pass(ms=None, layers=None):
                   skip=lambda c: c.get("TMA"))
 
 
+def tma_pass(fmts=FORMATS, ms=None, layers=None):
+    """Every fused entry of this GPU's table up to M = PDL_MAX_M (or at
+    `ms`) whose WS tiles do not run, at its bucket's shape, on pointer and
+    on TMA loads in the same rounds (tma_variants: the split pool has no
+    TMA tiles; Helion's TMA twin won at M = 1 on the H200, docs/helion.md);
+    the faster stays, both timings noted (tma_us)."""
+    _variant_pass("add TMA to", [(fmt, "fused") for fmt in FORMATS if fmt in fmts], tma_variants, "tma", ms,
+                  layers, {"formats": list(fmts)})
+
+
 def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, stop: float | None = None,
              t0: float | None = None) -> bool:
     """One fused entry at its bucket's shape without and with each of the
@@ -598,9 +631,9 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
         entry.setdefault("groups", {})[woc.group_key(None if group == "channel" else group, k)] = own
         entry = own
     else:
-        if cands[best] != entry["config"]:  # its PDL / SCALE8 timings were of another config
-            entry.pop("pdl_us", None)
-            entry.pop("scale8_us", None)
+        if cands[best] != entry["config"]:  # its passes' timings were of another config
+            for other in PASS_TIMINGS:
+                entry.pop(other, None)
         entry["config"] = cands[best]
         entry["us"] = round(us[best], 2)
     if ws_us:
@@ -734,6 +767,8 @@ def main(args):
         return ws_pass(args.formats, args.ms, args.group, args.layers)
     if args.variants == "scale8":
         return scale8_pass(args.ms, args.layers)
+    if args.variants == "tma":
+        return tma_pass(args.formats, args.ms, args.layers)
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -784,7 +819,7 @@ def main(args):
 if __name__ == "__main__":
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", help="where every timing goes")
-    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "ws", "scale8", "check"],
+    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "ws", "scale8", "tma", "check"],
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
                         "each entry of that table up to M = 64 (or at --ms) with and without PDL and keep the "
@@ -792,7 +827,8 @@ if __name__ == "__main__":
                         "each fused entry at M 64, 128, 256 and from 512 without and with each of the warp-specialized "
                         "kernel's candidate tiles (ws_gemm.py) and keep the fastest; scale8: time each NVFP4 "
                         "fused entry up to M = 64 (or at --ms) without and with SCALE8 (block scales read as "
-                        "E4M3 bytes) and keep the faster; check: run "
+                        "E4M3 bytes) and keep the faster; tma: time each fused entry up to M = 64 (or at "
+                        "--ms) on pointer and on TMA loads and keep the faster; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--group", default=None, choices=["32", "64", "channel"],
@@ -826,8 +862,8 @@ if __name__ == "__main__":
         fmts = args.formats.split(",")
         if not fmts or not set(fmts) <= set(FORMATS) or len(set(fmts)) != len(fmts):
             raise InputError(f"--formats {args.formats!r}: expected int4, nvfp4 or int4,nvfp4")
-        if args.variants not in ("table", "pdl", "ws", "check") and args.formats != "int4,nvfp4":
-            raise InputError("--formats is for the table, pdl, ws and check modes")
+        if args.variants not in ("table", "pdl", "ws", "tma", "check") and args.formats != "int4,nvfp4":
+            raise InputError("--formats is for the table, pdl, ws, tma and check modes")
         args.formats = tuple(f for f in FORMATS if f in fmts)
         if args.calls is not None and args.variants != "check":
             raise InputError("--calls is for the check mode")
@@ -839,8 +875,8 @@ if __name__ == "__main__":
         if args.calls < 1:
             raise InputError(f"--calls {args.calls}: expected a positive number of calls")
         if args.ms is not None:
-            if args.variants not in ("table", "pdl", "ws", "scale8", "check"):
-                raise InputError("--ms is for the table, pdl, ws, scale8 and check modes")
+            if args.variants not in ("table", "pdl", "ws", "scale8", "tma", "check"):
+                raise InputError("--ms is for the table, pdl, ws, scale8, tma and check modes")
             try:
                 args.ms = {int(v) for v in args.ms.split(",")}
             except ValueError:
@@ -853,8 +889,8 @@ if __name__ == "__main__":
             if not args.ms <= known:
                 raise InputError(f"--ms: {sorted(args.ms - known)} not in the table's M ({sorted(known)})")
         if args.layers is not None:
-            if args.variants not in ("pdl", "ws", "scale8", "check"):
-                raise InputError("--layers is for the pdl, ws, scale8 and check modes")
+            if args.variants not in ("pdl", "ws", "scale8", "tma", "check"):
+                raise InputError("--layers is for the pdl, ws, scale8, tma and check modes")
             try:
                 args.layers = {tuple(int(v) for v in kn.split("x", 1)) for kn in args.layers.split(",")}
             except ValueError:

@@ -411,6 +411,29 @@ def tma_frag_twin(c: dict) -> dict | None:
     return None if twin is None else {**twin, "frag": True}
 
 
+def pdl2_twin(c: dict) -> dict | None:
+    """Helion fused config c launched early (pdl 2), where it is not."""
+    return None if c.get("pdl") else {**c, "pdl": 2}
+
+
+# Calls the TMA pass checks its configs over: the int4 twin from M = 128 is an
+# 8-warp fragment-order tile at M = 1024 (helion_ops.frag_tile_ok).
+TMA_CHECK_CALLS = 30
+
+
+def helion_twin_passes(op: str, m: int) -> list[tuple]:
+    """The passes a Helion fused unit at M ends with, (label, twin_of,
+    check_calls) in order (tuning.helion.twin_passes; the plan counts two
+    timings each): the PDL 2 twin up to PDL_MAX_M (as the Triton table's
+    pdl pass: the pools carry no PDL), then the TMA twin where tma_twin_at
+    has one."""
+    out = [("PDL 2", pdl2_twin, 1)] if m <= PDL_MAX_M else []
+    tma = tma_twin_at(op, m)
+    if tma is not None:
+        out.append(("TMA", tma, TMA_CHECK_CALLS))
+    return out
+
+
 def frag_twin(op: str, m: int, c: dict) -> dict | None:
     """int4 fused config c's twin on fragment-order weights (helion_ops'
     frag: fewer instructions a K block) where it applies and c is not one:

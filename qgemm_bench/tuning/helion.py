@@ -39,7 +39,7 @@ from qgemm_bench.errors import one_line
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
 from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
-from qgemm_bench.tuning.candidates import PDL_MAX_M, bf16_twin, frag_twin, tma_twin_at
+from qgemm_bench.tuning.candidates import bf16_twin, frag_twin, helion_twin_passes
 from qgemm_bench.tuning.candidates import helion as candidates
 from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
@@ -133,9 +133,6 @@ def wrong_calls(case, backend, checks: list, tol: float, calls: int) -> int:
 
 
 REP_MS = 30.0  # timed ms per config (--rep)
-# Calls a TMA pass's twin is checked over: the int4 one from M = 128 is an
-# 8-warp fragment-order tile at M = 1024 (helion_ops.frag_tile_ok).
-TMA_CHECK_CALLS = 30
 
 
 def tune_unit(op_name: str, shape, device, prior: dict | None, own: list | None = None, stop: float | None = None,
@@ -176,17 +173,12 @@ def tune_unit(op_name: str, shape, device, prior: dict | None, own: list | None 
 
 def twin_passes(best: dict | None, op_name: str, shape, device, l2: int, dtype=None, gpu: str | None = None,
                 stop: float | None = None, target=None, rep_ms: float = REP_MS) -> dict | None:
-    """A fused unit's winner against its PDL 2 twin up to M = PDL_MAX_M (as
-    the Triton table's pdl pass; the pools carry no PDL: docs/helion.md),
-    then what won against its TMA twin where there is one
-    (candidates.tma_twin_at)."""
-    if shape[0] <= PDL_MAX_M:
-        best = twin_pass(best, lambda c: None if c.get("pdl") else {**c, "pdl": 2}, "PDL 2", op_name, shape,
-                         device, l2, dtype, gpu, stop, target, rep_ms)
-    twin_of = tma_twin_at(op_name, shape[0])
-    if twin_of is not None:
-        best = twin_pass(best, twin_of, "TMA", op_name, shape, device, l2, dtype, gpu, stop, target, rep_ms,
-                         TMA_CHECK_CALLS)
+    """A fused unit's winner through candidates.helion_twin_passes in order
+    (its PDL 2 twin up to PDL_MAX_M, then its TMA twin where there is one:
+    docs/helion.md), each a twin_pass."""
+    for label, twin_of, check_calls in helion_twin_passes(op_name, shape[0]):
+        best = twin_pass(best, twin_of, label, op_name, shape, device, l2, dtype, gpu, stop, target, rep_ms,
+                         check_calls)
     return best
 
 

@@ -148,7 +148,7 @@ def helion_units(ops, formats, ms, prior: dict | None, target, kns=None, variant
             pruning = None if prior is None else prior.get("kernels", {}).get(kernel, {})
             n = len(cands.helion(op, shape[0], shape, target, prior=pruning, variants=variants))
             if n and kernel.endswith("_fused"):  # tuning.helion.twin_passes: the winner and a twin, timed again
-                n += 2 * ((shape[0] <= cands.PDL_MAX_M) + (cands.tma_twin_at(op, shape[0]) is not None))
+                n += 2 * len(cands.helion_twin_passes(op, shape[0]))
             if n:
                 out.append(Unit("helion", op, kernel, tuple(shape), n, UNIT_S + HELION_CANDIDATE_S * n))
     return out

@@ -118,7 +118,7 @@ def label(cfg: dict, entry: dict) -> str:
     return "helion " + ("+".join(parts) if cfg != entry else "entry")
 
 
-def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None = None,
+def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int | None = None,
                own: list | None = None, check_calls: int = 1) -> tuple[dict, list[str], dict]:
     """({label: [a call per input copy]}, notes, {label: config}): the
     entry, its variants, triton; each checked on the first copy first.
@@ -126,7 +126,8 @@ def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None =
     any warps (default helion_ops.FRAG_MAX_BLOCK_M, which is lifted to it
     meanwhile); elsewhere where helion_ops.frag_tile_ok takes frag. own:
     --config's, each over the entry's config. check_calls: calls each is
-    checked over (the first copy's input)."""
+    checked over, taking the input copies in turn, each against its own
+    reference (refs): a call that returned the last call's output fails."""
     from qgemm_bench.backends import helion_ops, registry
     from qgemm_bench.backends.helion_kernels import tuning
     from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly, frag_tile_ok
@@ -146,7 +147,7 @@ def candidates(op, case, inputs: list, ref, tol, target, frag_rows: int | None =
 
     def add(name: str, calls: list, note: str = "") -> None:
         try:
-            errs = [rel_error(calls[0](), ref) for _ in range(check_calls)]
+            errs = [rel_error(calls[c % len(calls)](), refs[c % len(calls)]) for c in range(check_calls)]
         except Exception as e:  # noqa: BLE001 - a candidate that cannot run here: say so, compare the rest
             notes.append(f"{name}: {one_line(e, 160)}")
             return
@@ -259,7 +260,7 @@ def compare(args, op_name: str, m: int, dev, dtype, timer, l2_bytes: int, target
     per = sum(t.numel() * t.element_size() for t in first.tensors()) + m * args.n * 2
     copies = copies_for(per, per, l2_bytes, dev) if dev.type == "cuda" else 1
     inputs = [first] + [op.make_inputs(case, i) for i in range(1, copies)]
-    fns, notes, configs = candidates(op, case, inputs, op.reference(first), op.tolerance(dtype), target,
+    fns, notes, configs = candidates(op, case, inputs, [op.reference(i) for i in inputs], op.tolerance(dtype), target,
                                      args.frag_rows, args.configs, args.check_calls)
     times, failed = time_rounds(list(fns), args.rounds, lambda k: statistics.median(
         timer(fns[k], args.warmup, args.rep).samples_us))

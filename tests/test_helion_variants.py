@@ -457,18 +457,25 @@ def test_frag_in_wide_tiles_only_on_one_warp_group(bm, warps, kept, monkeypatch)
 
 
 @interpreter
-@pytest.mark.parametrize("m,kept", [(130, True), (100, False)])
+@pytest.mark.parametrize("m,kept", [(130, True), (127, False)])
 def test_frag_on_tma_loads_in_an_8_warp_wide_tile(m, kept, monkeypatch, tensor_descriptors, sms):
     """Where the kernel reads by TMA with x K-innermost (M >= 128) an
     8-warp tile wider than FRAG_MAX_BLOCK_M keeps fragment order (no
     pending wgmma operand write there offline; right over 30 calls on the
-    H200); below, K order: ragged M and N, against fp64 either way."""
+    H200); below, K order: ragged M and N, against fp64 either way. The
+    generated x view shows helion_ops.K_INNER_MIN_M is the kernel's."""
+    import helion
+
+    from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+
     cfg = {**fused_config(1, bn=32, bm=128, bk=128), "frag": True, "num_warps": 8, "tma": True,
            "indexing": "tensor_descriptor"}
     gemm, x, ref = weight_only(int4_gemm, (m, 512, 40), monkeypatch, cfg)
     r = gemm.bound(x)
     assert bool(r.config.get("frag")) == kept and r.config.get("tma") and r.config["num_warps"] == 8
     check(gemm(x), ref)
+    code = r.run.to_triton_code(helion.Config(**helion_settings(r.config, FUSED_ARGUMENTS)))
+    assert ("xk_desc.load(" in code) == kept and ("x3[" in code or "x3_desc" in code) != kept
 
 
 def test_tma_k_inner_follows_the_kernels_rule():

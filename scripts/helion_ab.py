@@ -121,7 +121,7 @@ def label(cfg: dict, entry: dict) -> str:
 def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int | None = None,
                own: list | None = None, check_calls: int = 1) -> tuple[dict, list[str], dict]:
     """({label: [a call per input copy]}, notes, {label: config}): the
-    entry, its variants, triton; each checked on the first copy first.
+    entry, its variants, triton; each checked before it is timed.
     frag_rows: int4's frag twins also in tiles of up to this many rows on
     any warps (default helion_ops.FRAG_MAX_BLOCK_M, which is lifted to it
     meanwhile); elsewhere where helion_ops.frag_tile_ok takes frag. own:

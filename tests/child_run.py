@@ -10,6 +10,8 @@ SPEC keys (all optional):
   fsize_limit: BYTES  files written from the outputs phase on may not grow past BYTES (RLIMIT_FSIZE)
   interrupt_import: MODULE   send this process SIGINT while MODULE is being imported
   die_on_rank: R      under torchrun, rank R's process exits at the fake backend's first prepare
+  term_rank0_in: M.F  under torchrun, rank 0 sends itself SIGTERM as it enters qgemm_bench.harness.M.F
+                      ("distributed.gather": waiting for the others; "shards.merge": putting the rows together)
   model_stall: B      --model: a quantized variant's decode at batch B waits (as a hung GPU kernel would)
 """
 
@@ -94,6 +96,18 @@ def main() -> None:
         return real_write_all(*a, **k)
 
     outputs.write_all = write_all
+    if "term_rank0_in" in spec and os.environ.get("RANK") == "0":
+        import importlib
+
+        where, name = spec["term_rank0_in"].rsplit(".", 1)
+        module = importlib.import_module(f"qgemm_bench.harness.{where}")
+        real = getattr(module, name)
+
+        def terminated(*a, **k):
+            os.kill(os.getpid(), signal.SIGTERM)  # as torchrun does once a peer died
+            return real(*a, **k)
+
+        setattr(module, name, terminated)
     if "model_stall" in spec:
         from qgemm_bench.model import decode
         from qgemm_bench.model.quant_linear import QuantLinear

@@ -81,6 +81,29 @@ def test_a_rank_that_dies_costs_its_rows_not_the_run(tmp_path):
     assert meta["interrupted"] and "rank 1: not reported" in meta["stopped"]
 
 
+@pytest.mark.parametrize("where", ["benchmark.metadata", "distributed.gather", "shards.merge"])
+def test_a_sigterm_on_rank_0_still_writes_every_rank_s_rows(where, tmp_path):
+    # torchrun sends SIGTERM to the other ranks once one died: it may land while rank 0 sets up (it then
+    # measures nothing), waits at the gather or puts the rows together; the run's outputs are written.
+    out = tmp_path / "run"
+    r = run([*TORCHRUN, "tests/child_run.py", json.dumps({"term_rank0_in": where}), "--op", "int4_gemm",
+             "--backends", "fake", *QUICK, "--output-dir", str(out)])
+    assert r.returncode != 0, r.stderr[-2000:]
+    got = rows(out)
+    meta = json.loads((out / "results.json").read_text())["metadata"]
+    ranks = {rk["rank"]: rk for rk in meta["ranks"]}
+    assert sorted(ranks) == [0, 1] and ranks[1]["n_shapes"] >= 1
+    # Rank 1's rows come from the gather or its stream; those it had not measured yet are marked, not dropped.
+    mine = [d for d in got if d["rank"] == 1]
+    assert len(mine) == 2 * ranks[1]["n_shapes"]  # torch and fake at each of its shapes
+    assert all(d["status"] == "ok" or "not reported: rank 1" in d["reason"] for d in mine)
+    assert all(d["status"] == "ok" for d in got if d["rank"] == 0)
+    if where == "shards.merge":  # past the gather: the signal waits for the outputs
+        assert not meta["interrupted"] and len(got) == 2 * len(int4_gemm.PRESETS[int4_gemm.CPU_PRESET])
+    else:
+        assert meta["interrupted"] and "rank 0: terminated (SIGTERM)" in meta["stopped"]
+
+
 def test_bad_usage_under_torchrun_is_one_error_line(tmp_path):
     (tmp_path / "old.txt").write_text("x")
     r = run([*TORCHRUN, "runner.py", "--op", "split_k_gemm", *QUICK, "--output-dir", str(tmp_path)])

@@ -17,7 +17,7 @@ from qgemm_bench.errors import InputError
 from qgemm_bench.harness import distributed, environment, outputs, plan, report, shards, signals, warm
 from qgemm_bench.harness.assemble import assemble
 from qgemm_bench.harness.outputs import WriteError
-from qgemm_bench.harness.sweep import run
+from qgemm_bench.harness.sweep import Outcome, run
 from qgemm_bench.target import Target
 from qgemm_bench.types import Case, dtype_name
 
@@ -85,49 +85,62 @@ def _execute(args, world, start: float) -> int:
         costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in all_shapes]
         p.shapes = [all_shapes[i] for i in distributed.shard(all_shapes, costs, world.size)[world.rank]]
     try:
-        if p.device.type == "cpu":
+        # The setup is short: a Ctrl-C or SIGTERM there (under torchrun, once a peer died) stops the run
+        # before the warm-up, and rank 0 still gathers and writes what the others measured.
+        with signals.deferred() as early:
+            if p.device.type == "cpu":
+                if world is None or world.main:
+                    print("note: CPU run: latencies are wall-clock CPU timings, not comparable with GPU numbers",
+                          file=sys.stderr)
+            else:
+                torch.cuda.set_device(p.device)
+                environment.pin_triton_cache()
+                environment.cache_autotuning()
+                t0 = time.perf_counter()
+                p.ceilings = environment.measure_ceilings(p.device)
+                p.phase_s["ceilings"] = time.perf_counter() - t0
+                p.l2_bytes = torch.cuda.get_device_properties(p.device).L2_cache_size
+            p.target = Target.from_device(p.device, p.ceilings)
+            jobs = getattr(args, "compile_jobs", None)  # Python callers' args may lack it
+            if jobs is None:
+                jobs = warm.default_jobs(p.device, len(p.shapes), getattr(args, "autotune", "none"),
+                                         ranks=world.size if world is not None else 1)
+            meta = metadata(p, args, all_shapes)
+            meta["settings"]["compile_jobs"] = jobs
             if world is None or world.main:
-                print("note: CPU run: latencies are wall-clock CPU timings, not comparable with GPU numbers",
-                      file=sys.stderr)
-        else:
-            torch.cuda.set_device(p.device)
-            environment.pin_triton_cache()
-            environment.cache_autotuning()
-            t0 = time.perf_counter()
-            p.ceilings = environment.measure_ceilings(p.device)
-            p.phase_s["ceilings"] = time.perf_counter() - t0
-            p.l2_bytes = torch.cuda.get_device_properties(p.device).L2_cache_size
-        p.target = Target.from_device(p.device, p.ceilings)
-        jobs = getattr(args, "compile_jobs", None)  # Python callers' args may lack it
-        if jobs is None:
-            jobs = warm.default_jobs(p.device, len(p.shapes), getattr(args, "autotune", "none"),
-                                     ranks=world.size if world is not None else 1)
-        meta = metadata(p, args, all_shapes)
-        meta["settings"]["compile_jobs"] = jobs
-        if world is None or world.main:
-            try:
-                folder.write_metadata(meta)  # what `runner.py report DIR` rebuilds a killed run with
-            except WriteError as e:
-                raise InputError(str(e)) from None
+                try:
+                    folder.write_metadata(meta)  # what `runner.py report DIR` rebuilds a killed run with
+                except WriteError as e:
+                    raise InputError(str(e)) from None
 
         def conclude(outcome) -> int:  # a stalled run, from the watchdog's thread
             folder.close()
             _times(p, meta, start)
             return _conclude(p, args, meta, folder, outcome, start)
 
-        if summary := warm.warm_up(p, args, jobs, folder.log_error):
-            if world is None or world.main:
+        try:
+            if early:
+                raise signals.as_interrupt(early[0])
+            summary = warm.warm_up(p, args, jobs, folder.log_error)
+        except KeyboardInterrupt as e:  # as above
+            outcome = Outcome(stopped=signals.describe(e), exit_code=signals.exit_code(e))
+        else:
+            if summary and (world is None or world.main):
                 print(summary, file=sys.stderr)
-        with _quiet_interpreter(p.device):
-            outcome = run(p, folder, conclude)
+            with _quiet_interpreter(p.device):
+                outcome = run(p, folder, conclude)
     finally:
         folder.close()
     _times(p, meta, start)
-    if world is not None:
-        outcome = shards.merge(world, p, meta, outcome, all_shapes, folder.path)
-        if outcome is None:  # a rank > 0: rank 0 writes
-            return 0
-    return _conclude(p, args, meta, folder, outcome, start)
+    if world is None:
+        return _conclude(p, args, meta, folder, outcome, start)
+    got = shards.gather(world, p, meta, outcome)
+    if got is None:  # a rank > 0: rank 0 writes
+        return 0
+    # Past the gather the measuring is over: a SIGTERM now (torchrun's, once a peer died) waits for the outputs.
+    with signals.deferred() as late:
+        code = _conclude(p, args, meta, folder, shards.merge(world, p, meta, got, all_shapes, folder.path), start)
+    return code or (128 + late[0] if late else 0)
 
 
 def _times(p: plan.Plan, meta: dict, start: float) -> None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import platform
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from qgemm_bench.backends import registry
-from qgemm_bench.harness import distributed
+from qgemm_bench.harness import distributed, signals
 from qgemm_bench.harness.plan import Plan
 from qgemm_bench.harness.results import ERROR, Row
 from qgemm_bench.harness.sweep import Outcome
@@ -43,7 +44,7 @@ def _lost(rank: int, size: int, p: Plan, all_shapes: list, folder: Path, why: st
     done = {(r.M, r.K, r.N, r.backend) for _, r in records}
     costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in all_shapes]
     share = distributed.shard(all_shapes, costs, size)[rank]
-    reason = f"not reported: rank {rank} did not reach the gather ({why})"
+    reason = f"not reported: rank {rank}'s rows did not reach rank 0 at the gather ({why})"
     for i in share:
         m, k, n = all_shapes[i]
         for b in p.backends:
@@ -55,14 +56,27 @@ def _lost(rank: int, size: int, p: Plan, all_shapes: list, folder: Path, why: st
             "stopped": reason, "exit_code": 1, "skipped": 0, "records": records, "backend_state": {}}
 
 
-def merge(world, p: Plan, meta: dict, outcome: Outcome, all_shapes: list, folder: Path) -> Outcome | None:
-    """Rank 0: the whole run's Outcome (and meta["ranks"], meta["world_size"]).
-    Other ranks: None, after sending their share."""
+@dataclass
+class Gathered:
+    """What rank 0 holds after the gather."""
+    mine: dict  # rank 0's own report
+    reports: list[dict] | None  # every rank's, in rank order; None when the gather failed
+    failure: str  # why it failed ("" when it did not)
+    seconds: float
+
+
+def gather(world, p: Plan, meta: dict, outcome: Outcome) -> Gathered | None:
+    """Send this rank's share to rank 0; there, what arrived (None on other
+    ranks). A Ctrl-C or SIGTERM while waiting (torchrun sends SIGTERM once a
+    peer died) ends the wait: rank 0 still writes the run, other ranks stop."""
     t0 = time.perf_counter()
     mine = _facts(world, p, meta, outcome)
+    stop: KeyboardInterrupt | None = None
     try:
         reports = distributed.gather(mine, world)
         failure = ""
+    except KeyboardInterrupt as e:
+        reports, failure, stop = None, f"rank 0 was {signals.describe(e)} while waiting", e
     except Exception as e:  # noqa: BLE001 - a dead peer: rank 0 still writes what it has
         text = str(e).splitlines()[0] if str(e) else ""
         text = text.split("] ", 1)[-1] if text.startswith("[") else text  # gloo prefixes its source path
@@ -71,9 +85,21 @@ def merge(world, p: Plan, meta: dict, outcome: Outcome, all_shapes: list, folder
         if failure:
             print(f"rank {world.rank}: could not send its rows to rank 0 ({failure}); they are in "
                   f"rows.rank{world.rank}.jsonl", file=sys.stderr)
+        if stop is not None:
+            raise stop
         return None
+    if stop is not None and not mine["stopped"]:  # rank 0's own share was whole; the run still ended here
+        mine = {**mine, "stopped": signals.describe(stop), "exit_code": signals.exit_code(stop)}
+    return Gathered(mine, reports, failure, time.perf_counter() - t0)
+
+
+def merge(world, p: Plan, meta: dict, got: Gathered, all_shapes: list, folder: Path) -> Outcome:
+    """Rank 0: the whole run's Outcome (and meta["ranks"], meta["world_size"])."""
+    t0 = time.perf_counter()
+    reports = got.reports
     if reports is None:
-        reports = [mine] + [_lost(r, world.size, p, all_shapes, folder, failure) for r in range(1, world.size)]
+        reports = [got.mine] + [_lost(r, world.size, p, all_shapes, folder, got.failure)
+                                for r in range(1, world.size)]
     order = {str(s): i for i, s in enumerate(all_shapes)}
     records = [rec for rep in reports for rec in rep["records"]]
     records.sort(key=lambda rec: order.get(f"{rec[1].M}x{rec[1].K}x{rec[1].N}", len(order)))  # stable
@@ -85,7 +111,7 @@ def merge(world, p: Plan, meta: dict, outcome: Outcome, all_shapes: list, folder
     if notes := registry.merge_rank_states([rep["backend_state"] for rep in reports]):
         meta["backend_notes"] = notes
         print("\n".join(notes), file=sys.stderr)
-    meta["phase_s"] = {"gather": round(time.perf_counter() - t0, 2), **(meta.get("phase_s") or {})}
+    meta["phase_s"] = {"gather": round(got.seconds + time.perf_counter() - t0, 2), **(meta.get("phase_s") or {})}
     merged = Outcome(records=records, stopped="; ".join(stops), exit_code=max(codes, default=0),
                      skipped=sum(rep["skipped"] for rep in reports))
     if merged.exit_code and merged.exit_code not in (1, 130, 143):

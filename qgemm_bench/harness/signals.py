@@ -24,6 +24,11 @@ def describe(e: KeyboardInterrupt) -> str:
     return "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted (Ctrl-C)"
 
 
+def as_interrupt(signum: int) -> KeyboardInterrupt:
+    """What a signal `deferred` held stands for."""
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
 def _main_thread() -> bool:
     # Handlers can only be set from the main thread (in-process callers may not be).
     return threading.current_thread() is threading.main_thread()

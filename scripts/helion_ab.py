@@ -130,7 +130,7 @@ def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int |
     reference (refs): a call that returned the last call's output fails."""
     from qgemm_bench.backends import helion_ops, registry
     from qgemm_bench.backends.helion_kernels import tuning
-    from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly, frag_tile_ok
+    from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly, frag_tile_ok, tma_k_inner
     from qgemm_bench.operators.common import rel_error
     from qgemm_bench.operators.formats import INT4, NVFP4
     from qgemm_bench.tuning.candidates import helion_fused_variants, tma_twin
@@ -182,8 +182,8 @@ def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int |
         twin += [{**entry, "acc_scale": op.NAME == "int4_gemm", "pdl": 2}] if m <= 64 and not entry.get("pdl") else []
         # int4: both of those with frag switched (kernels.fused's fragment-order weights; NVFP4's always
         # are), each where helion_ops takes frag in its tile (frag_tile_ok: up to FRAG_MAX_BLOCK_M rows,
-        # wider on 4 warps) or --frag-rows lifts that to the tile's rows; then a wide entry on more warps
-        # also on 4, as the Triton kernel's tiles there.
+        # wider on 4 warps, any tile read by TMA with x K-innermost: tma_k_inner) or --frag-rows lifts that
+        # to the tile's rows; then a wide entry on more warps also on 4, as the Triton kernel's tiles there.
         wide = entry["block_sizes"][1] > FRAG_MAX_BLOCK_M
         lifted = entry["block_sizes"][1] <= frag_rows
         twin += [{**entry, "num_warps": 4}] if wide and lifted and entry["num_warps"] != 4 else []
@@ -191,7 +191,7 @@ def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int |
         # wgmma's operand registers offline, where its pointer-load twin, wrong on the H200, has 14)
         tma = tma_twin(entry) if path == "fused" else None
         twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *([tma] if tma else []), *twin)
-                 if lifted or frag_tile_ok(c)] if op.NAME == "int4_gemm" else []
+                 if lifted or frag_tile_ok(c, tma_k_inner(c, case.shape.K, m))] if op.NAME == "int4_gemm" else []
         for v in [*helion_fused_variants(entry, m), *twin, *({**entry, **c} for c in own or ())] \
                 if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:

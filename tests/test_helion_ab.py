@@ -125,6 +125,27 @@ def test_a_wide_four_warp_frag_entry_gets_its_k_order_twin_by_default(monkeypatc
     assert not any("warps 4" in r for r in rows) and "WRONG" not in out, out
 
 
+def test_a_wide_eight_warp_entry_gets_its_tma_frag_twin_by_default(monkeypatch, capsys):
+    """A 128-row tile on 8 warps (no frag on pointer loads: helion_ops.
+    frag_tile_ok) at M >= 128 is timed against its TMA twin in fragment
+    order without --frag-rows, as the tuner's TMA pass times it
+    (candidates.tma_frag_twin; helion_ops.tma_k_inner)."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.tuning import candidates
+
+    ab = load()
+    monkeypatch.setitem(ab.SMOKE, "m", [130])
+    monkeypatch.setattr(candidates, "helion_fused_variants", lambda c, m: [])
+    monkeypatch.setattr(helion_ops, "FUSED_INTERPRETER_CONFIG",
+                        {"block_sizes": [32, 128], "block_k": 128, "num_warps": 8, "num_stages": 1})
+    assert ab.main(["--cpu-smoke", "--op", "int4_gemm", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("  ") and line.strip()[0].isdigit()]
+    assert any(" helion tma+frag True " in r for r in rows), out
+    assert not any(" helion frag True " in r for r in rows), out  # the pointer-load tile stays in K order
+    assert "WRONG" not in out, out
+
+
 def test_config_adds_a_config_of_ones_own_over_the_entrys(monkeypatch, capsys):
     """--config: a Helion config of one's own (the keys it leaves out the
     entry's; tma with its tensor_descriptor indexing), checked against the

@@ -131,7 +131,7 @@ def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int |
     from qgemm_bench.backends import helion_ops, registry
     from qgemm_bench.backends.helion_kernels import tuning
     from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly, frag_tile_ok, tma_k_inner
-    from qgemm_bench.operators.common import rel_error
+    from qgemm_bench.operators.common import cycled_errors
     from qgemm_bench.operators.formats import INT4, NVFP4
     from qgemm_bench.tuning.candidates import helion_fused_variants, tma_twin
 
@@ -147,7 +147,7 @@ def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int |
 
     def add(name: str, calls: list, note: str = "") -> None:
         try:
-            errs = [rel_error(calls[c % len(calls)](), refs[c % len(calls)]) for c in range(check_calls)]
+            errs = cycled_errors(calls, refs, check_calls)
         except Exception as e:  # noqa: BLE001 - a candidate that cannot run here: say so, compare the rest
             notes.append(f"{name}: {one_line(e, 160)}")
             return

@@ -80,3 +80,10 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     denom = torch.linalg.vector_norm(ref64).item()
     num = torch.linalg.vector_norm(out.double() - ref64).item()
     return num / denom if denom else num
+
+
+def cycled_errors(calls: list, refs: list, n: int) -> list[float]:
+    """rel_error of n calls taking calls[i] (no arguments: each its own
+    inputs) against refs[i] in turn: a call that returns an earlier call's
+    output misses its own reference (some tiles were wrong in some calls only)."""
+    return [rel_error(calls[c % len(calls)](), refs[c % len(calls)]) for c in range(n)]

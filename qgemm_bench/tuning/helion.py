@@ -122,14 +122,10 @@ def wrong_calls(case, backend, checks: list, tol: float, calls: int) -> int:
     more than tol (an 8-warp fragment-order tile's wrong sums came in some
     calls only), the calls taking the (inputs, reference) pairs of checks
     in turn: a call that returned an earlier call's output is wrong."""
-    from qgemm_bench.operators.common import rel_error
+    from qgemm_bench.operators.common import cycled_errors
 
-    prepared = [(backend.prepare(case, inputs).fn, ref) for inputs, ref in checks]
-    wrong = 0
-    for c in range(calls):
-        fn, ref = prepared[c % len(prepared)]
-        wrong += not rel_error(fn(), ref) <= tol  # NaN is wrong
-    return wrong
+    errs = cycled_errors([backend.prepare(case, inputs).fn for inputs, _ in checks], [ref for _, ref in checks], calls)
+    return sum(not e <= tol for e in errs)  # NaN is wrong
 
 
 REP_MS = 30.0  # timed ms per config (--rep)

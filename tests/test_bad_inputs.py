@@ -290,6 +290,17 @@ def test_report_on_a_bad_rows_file_is_one_line(run_copy, capsys, setup, message)
     assert message in line, line
 
 
+@pytest.mark.parametrize("op", ["missing", None])
+def test_report_takes_the_operator_from_the_rows_when_metadata_has_none(run_copy, capsys, op):
+    # settings.op is optional in the metadata (the rows name it): report.md's title read it, a KeyError.
+    (run_copy / "results.json").unlink()
+    _edit(run_copy / "metadata.json", lambda d: d["settings"].pop("op") if op == "missing" else
+          d["settings"].update(op=op))
+    assert runner.main(["report", str(run_copy), "--no-plots"]) == 0
+    assert (run_copy / "report.md").read_text().startswith("# int4_gemm ")
+    assert json.loads((run_copy / "results.json").read_text())["metadata"]["settings"]["op"] == "int4_gemm"
+
+
 def test_a_baseline_that_cannot_run_here_says_why_there_are_no_speedups(tmp_path, capsys):
     out = tmp_path / "run"
     code = runner.main(["--op", "int4_gemm", "--baseline", "tinygemm", "--backends", "cublas", "--shape", "1,128,64",

@@ -149,6 +149,7 @@ def main(args) -> int:
         raise InputError(f"{folder}: the run's settings.op: {e}") from None
     if other := next((r for _, r in records if r.op != op), None):
         raise InputError(f"{folder}: a row of {other.op} ({other.backend} at {other.shape}) in a run of {op}")
+    meta["settings"]["op"] = op  # report.md and the plots name it; metadata without it took it from the rows
     if notes and (lost := _lost(folder, records)):
         raise InputError(f"{notes[0]}, and {lost[1]} holds what it measured ({lost[0]}): a rebuild from {ROWS} "
                          f"would lose it; {lost[1]}, report.md and the rest are left as they are (move {lost[1]} "

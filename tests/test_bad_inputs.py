@@ -261,6 +261,8 @@ def test_report_names_a_cut_last_line_and_never_loses_what_results_json_holds(ru
     ("latin1", "rows.jsonl: not UTF-8 text (byte"),
     ("bad type", 'line 1: samples_us="x": expected a list of positive finite numbers'),
     ("negative round", "line 1: round=-1: expected an integer >= 0"),
+    ("negative p50", "line 1: p50_us=-5.0: expected a positive finite number or null"),
+    ("unknown dtype", 'line 1: dtype="float8": expected bfloat16 or float16'),  # said no file nor line
     ("another op's settings", 'line 1: settings {"group_size": 128} are not split_k_gemm\'s'),
     ("another op", "a row of nvfp4_gemm (torch at 1x128x64) in a run of int4_gemm"),
 ])
@@ -279,7 +281,8 @@ def test_report_on_a_bad_rows_file_is_one_line(run_copy, capsys, setup, message)
         rows.write_bytes(first.encode() + "\nnaïve\n".encode("latin-1"))
     else:
         d = json.loads(first)
-        change = {"bad type": {"samples_us": "x"}, "negative round": {"round": -1},
+        change = {"bad type": {"samples_us": "x"}, "negative round": {"round": -1}, "negative p50": {"p50_us": -5.0},
+                  "unknown dtype": {"dtype": "float8"},
                   "another op's settings": {"op": "split_k_gemm"},
                   "another op": {"op": "nvfp4_gemm", "settings": {}, "settings_label": ""}}[setup]
         rows.write_text(json.dumps({**d, **change}) + "\n")

@@ -16,6 +16,7 @@ from qgemm_bench.harness import files
 # Statuses. Only "ok" rows are ever shown as a speedup.
 # skipped: not run because an earlier failure (a lost CUDA context) made it impossible.
 OK, INCORRECT, ERROR, OOM, UNAVAILABLE, SKIPPED = "ok", "incorrect", "error", "oom", "unavailable", "skipped"
+STATUSES = (OK, INCORRECT, ERROR, OOM, UNAVAILABLE, SKIPPED)
 
 
 @dataclass
@@ -77,6 +78,8 @@ def settings_key(settings: dict) -> str:
 _TEXT = {"op", "backend", "dtype", "device", "timing", "status", "reason", "settings_label"}
 _SIZES = {"M", "K", "N"}
 _LISTS = {"samples_us", "round_p50_us"}
+_LATENCIES = {"p50_us", "p20_us", "p80_us"}
+_DTYPES = ("bfloat16", "float16")  # what a sweep runs in (types.parse_dtype's names)
 _FIELDS = {f.name: f for f in fields(Row)}
 _REQUIRED = {n for n, f in _FIELDS.items() if f.default is MISSING and f.default_factory is MISSING}
 
@@ -86,6 +89,13 @@ def _number(v) -> bool:
 
 
 def _field_problem(name: str, v) -> str | None:
+    # A row the report would show: its status and dtype among the sweep's, its latencies positive.
+    if name == "status" and isinstance(v, str):
+        return None if v in STATUSES else f"expected one of {', '.join(STATUSES)}"
+    if name == "dtype" and isinstance(v, str):
+        return None if v in _DTYPES else f"expected {' or '.join(_DTYPES)}"
+    if name in _LATENCIES:
+        return None if v is None or (_number(v) and v > 0) else "expected a positive finite number or null"
     if name in _TEXT:
         return None if isinstance(v, str) else "expected text"
     if name in _SIZES:

@@ -316,6 +316,15 @@ def test_bad_inputs_are_one_line_exit_2(tmp_path, capsys, setup, message):
         assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
 
 
+def test_an_empty_run_path_is_refused_not_read_as_the_current_folder(tmp_path, capsys, monkeypatch):
+    good = write(tmp_path / "good", [row()])
+    monkeypatch.chdir(good)  # a run folder: "" compared it with itself, exit 0
+    for args in ([good, ""], ["", good]):
+        code = runner.main(["compare", *args])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and err == ["error: compare '': expected a run folder or its results.json"], err
+
+
 @pytest.mark.parametrize("args,message", [
     (["--plot", "out.xyz"], "--plot out.xyz: expected a file ending in .png, .svg, .pdf"),
     (["--plot", "nowhere/ratios.png"], "--plot nowhere/ratios.png: no such folder"),

@@ -94,6 +94,8 @@ def key(r: Row) -> tuple:
 
 
 def load_run(path: str) -> tuple[dict, list[Row]]:
+    if path == "":  # Path("") is the current folder: an unset $BASE would compare whatever run is there
+        raise InputError("compare '': expected a run folder or its results.json")
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such run folder or JSON file")

@@ -439,6 +439,7 @@ def test_a_split_path_the_fused_path_outran_times_the_prior_winner_alone():
     (["--budget-s", "0"], "argument --budget-s"),
     (["--like", "h100"], "--like plans a --dry-run"),
     (["--dry-run", "--like", "z900"], "--like z900: no store entry"),
+    (["--dry-run", "--store", ""], "--store '': expected a folder"),  # was the package's store
     (["--backends", "triton", "--helion-layers"], "--helion-layers: Helion's buckets"),
     ([], "tune needs a CUDA GPU"),
 ])

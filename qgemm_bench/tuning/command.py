@@ -139,6 +139,8 @@ def options(args) -> argparse.Namespace:
             raise InputError(f"{flag}: Helion's buckets, for a tune with --backends helion")
     if args.like and not args.dry_run:
         raise InputError("--like plans a --dry-run without a GPU: give --dry-run too")
+    if args.store == "":  # Tune reads "" as no --store: an unset $STORE would write the package's store
+        raise InputError("--store '': expected a folder")
     if args.store is not None and Path(args.store).exists() and not Path(args.store).is_dir():
         raise InputError(f"--store {args.store}: not a folder")
     return args

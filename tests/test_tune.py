@@ -440,6 +440,10 @@ def test_a_split_path_the_fused_path_outran_times_the_prior_winner_alone():
     (["--like", "h100"], "--like plans a --dry-run"),
     (["--dry-run", "--like", "z900"], "--like z900: no store entry"),
     (["--dry-run", "--store", ""], "--store '': expected a folder"),  # was the package's store
+    # The split-K tune ignored them without a word.
+    (["--dry-run", "--op", "split_k_gemm", "--ms", "1"], "--ms: the weight-only GEMMs' (int4_gemm, nvfp4_gemm)"),
+    (["--dry-run", "--op", "split_k_gemm", "--formats", "nvfp4", "--helion-layers"],
+     "--formats, --helion-layers: the weight-only GEMMs' (int4_gemm, nvfp4_gemm), not split_k_gemm's"),
     (["--backends", "triton", "--helion-layers"], "--helion-layers: Helion's buckets"),
     ([], "tune needs a CUDA GPU"),
 ])

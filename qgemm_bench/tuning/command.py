@@ -137,6 +137,10 @@ def options(args) -> argparse.Namespace:
     for flag, on in (("--helion-layers", args.helion_layers), ("--helion-variants", args.helion_variants)):
         if on and "helion" not in args.backend_list:
             raise InputError(f"{flag}: Helion's buckets, for a tune with --backends helion")
+    weight_only = {"--ms": args.ms is not None, "--formats": args.format_list != list(cands.FORMATS),
+                   "--helion-layers": args.helion_layers, "--helion-variants": args.helion_variants}
+    if args.ops == ["split_k_gemm"] and (given := [flag for flag, on in weight_only.items() if on]):
+        raise InputError(f"{', '.join(given)}: the weight-only GEMMs' (int4_gemm, nvfp4_gemm), not split_k_gemm's")
     if args.like and not args.dry_run:
         raise InputError("--like plans a --dry-run without a GPU: give --dry-run too")
     if args.store == "":  # Tune reads "" as no --store: an unset $STORE would write the package's store

@@ -84,6 +84,8 @@ def cli(*args):
     (["--op", "int4_gemm", "--batch", "1,16"], "--batch: --model's, not the GEMM benchmarks' (--op)"),
     (["--op", "int4_gemm", "--autotune-budget", "-inf"], "--autotune-budget must be a finite number"),
     (["--op", "int4_gemm", "--autotune-budget", "nan"], "--autotune-budget must be a finite number"),
+    # Ignored without --autotune: the run went on with the checked-in configs.
+    (["--op", "int4_gemm", "--autotune-budget", "60"], "--autotune-budget needs --autotune quick or full"),
     (["--op", "int4_gemm", "--group-size", "-2"], "positive even integer"),
     # --backends: ',' used to run everything; repeated names gave duplicate rows.
     (["--op", "int4_gemm", "--backends", ","], "--backends ',': an empty name"),

@@ -100,6 +100,8 @@ def configure(args, device: torch.device) -> dict:
     budget = args.autotune_budget
     if budget is not None and not (0 < budget < float("inf")):
         raise InputError("--autotune-budget must be a finite number of seconds > 0")
+    if budget is not None and args.autotune == "none":  # the checked-in configs: no autotune to budget
+        raise InputError("--autotune-budget needs --autotune quick or full")
     path = None
     if args.helion_configs:
         path = Path(args.helion_configs)

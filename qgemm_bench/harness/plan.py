@@ -83,6 +83,8 @@ def op_settings(args, op: ModuleType):
 
 def choose_shapes(args, op: ModuleType, settings, device: torch.device, dtype: torch.dtype) -> list[Shape]:
     explicit = [parse_shape(s) for s in args.shape or []]
+    if repeated := sorted({str(s) for s in explicit if explicit.count(s) > 1}):  # else measured twice, rows pooled
+        raise InputError(f"--shape names {', '.join(repeated)} more than once")
     for s in explicit:
         op.validate(s, settings)  # an explicit bad shape is a usage error
         if why := capacity.never_fits(op, s, dtype, settings, device):

@@ -453,6 +453,23 @@ def test_bad_usage_is_one_line_and_exit_2(argv, message, capsys):
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
 
 
+@pytest.mark.parametrize("name,text,message", [
+    ("target.json", "{oops", "z100/target.json: not a readable JSON file (Expecting property name"),
+    ("target.json", "[]", "z100/target.json: not a GPU's target.json (AttributeError: "),
+    ("target.json", '{"name": "z100"}', "z100/target.json: not a GPU's target.json (KeyError: 'sms')"),
+    ("weight_only.json", "{oops", "z100/weight_only.json: not a readable JSON file (Expecting property name"),
+])
+def test_a_store_file_that_does_not_parse_is_one_line(tmp_path, capsys, name, text, message):
+    # A traceback (ValueError, KeyError, ...) from the store's reader, before.
+    entry = tmp_path / "store" / "z100"
+    entry.mkdir(parents=True)
+    (entry / "target.json").write_text((Path(cli.__file__).parent / "configs/h100/target.json").read_text())
+    (entry / name).write_text(text)
+    assert cli.main(["tune", "--dry-run", "--store", str(tmp_path / "store"), "--like", "z100"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {entry}/") and message in err[0], err
+
+
 def test_a_store_it_cannot_write_is_one_line_before_any_timing(tiny, tmp_path, monkeypatch, capsys):
     # A file where the store's folder would go: nothing can be created under it.
     (tmp_path / "blocked").write_text("")

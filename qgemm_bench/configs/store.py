@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from qgemm_bench.errors import InputError
 from qgemm_bench.fileio import replace_atomically
 from qgemm_bench.target import Target
 
@@ -74,10 +75,15 @@ class Store:
         return self.root / gpu / f"{family}.json"
 
     def entries(self) -> dict[str, Target]:
-        """Every GPU with a target.json, by name."""
+        """Every GPU with a target.json, by name; InputError naming a file
+        that does not describe a GPU."""
         out = {}
         for f in sorted(self.root.glob(f"*/{TARGET_FILE}")):
-            out[f.parent.name] = Target.from_json(read_json(f))
+            doc = read_json(f)
+            try:
+                out[f.parent.name] = Target.from_json(doc)
+            except (AttributeError, KeyError, TypeError, ValueError) as e:
+                raise InputError(f"{f}: not a GPU's target.json ({type(e).__name__}: {e})") from None
         return out
 
     def families(self, gpu: str) -> list[str]:
@@ -174,11 +180,12 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def read_json(path) -> object:
-    """A store file's JSON, or ValueError in one line."""
+    """A store file's JSON, or InputError (a ValueError) in one line: the
+    command line's error, not a traceback (`tune --store DIR`)."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a readable JSON file ({e})") from None
+        raise InputError(f"{path}: not a readable JSON file ({e})") from None
 
 
 def _bucket_order(name: str):

@@ -458,6 +458,9 @@ def test_bad_usage_is_one_line_and_exit_2(argv, message, capsys):
     ("target.json", "[]", "z100/target.json: not a GPU's target.json (AttributeError: "),
     ("target.json", '{"name": "z100"}', "z100/target.json: not a GPU's target.json (KeyError: 'sms')"),
     ("weight_only.json", "{oops", "z100/weight_only.json: not a readable JSON file (Expecting property name"),
+    # Read as the prior without its table's check: AttributeError in the planner.
+    ("weight_only.json", "[]", 'z100/weight_only.json: expected {"gpu": NAME, "kernels": '),
+    ("split_k.json", '{"entries": 5}', 'z100/split_k.json: expected {"entries": '),
 ])
 def test_a_store_file_that_does_not_parse_is_one_line(tmp_path, capsys, name, text, message):
     # A traceback (ValueError, KeyError, ...) from the store's reader, before.

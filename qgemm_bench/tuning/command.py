@@ -157,6 +157,14 @@ def _subset(text: str, allowed, what: str) -> list[str]:
     return [v for v in allowed if v in got]
 
 
+def table_checks() -> dict:
+    """family -> its table's check (ValueError in one line), for the
+    families that have one: a prior's table, and each table before a write."""
+    from qgemm_bench.backends.triton_kernels import split_k_configs, weight_only_configs
+
+    return {"weight_only": weight_only_configs.check_table, "split_k": split_k_configs.check_table}
+
+
 def device_for(args, world):
     """The device to tune on; InputError without CUDA (unless --device cpu
     with TRITON_INTERPRET=1, or a --dry-run)."""
@@ -253,6 +261,11 @@ class Tune:
                 else:
                     continue
                 out[family] = store.read(gpu, family)
+                if check := table_checks().get(family):
+                    try:  # the tuners read the prior's entries as the table's layout: else a traceback
+                        check(out[family], str(store.path(gpu, family)))
+                    except ValueError as e:
+                        raise InputError(str(e)) from None
                 gpus[family] = gpu
                 if not self.args.full:
                     used.add(gpu)
@@ -367,7 +380,6 @@ class Tune:
 
     def writer(self, priors, units, budget: float, journal):
         from qgemm_bench.backends.triton_kernels import split_k_configs as skc
-        from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
         from qgemm_bench.harness.environment import git_commit, versions
         from qgemm_bench.tuning import plan, split_k
         from qgemm_bench.tuning.journal import Writer
@@ -379,8 +391,7 @@ class Tune:
                       "budget_s": round(budget), "world_size": self.size, "pruned_by": priors["from"],
                       "priors": priors["gpus"], "units_planned": len(units), "complete": False,
                       "cut_short": None, "not_timed": None}  # known when the tune ends (finish)
-        checks = {"weight_only": woc.check_table, "split_k": skc.check_table}
-        writer = Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, checks)
+        writer = Writer(self.store, self.gpu, list(plan.FAMILIES), provenance, self.target, table_checks())
         # Every planned split-K shape has an entry from the first write on: one not reached (or not
         # timed) keeps the prior GPU's config, not this GPU's nearest entry or the heuristic.
         entries = writer.tables["split_k"].setdefault("entries", {})

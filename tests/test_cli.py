@@ -92,6 +92,7 @@ def cli(*args):
     (["--op", "int4_gemm", "--backends", "torch,,cublas"], "an empty name"),
     (["--op", "int4_gemm", "--backends", "torch,torch,cublas"], "names torch more than once"),
     (["--op", "int4_gemm", "--shape", "1,128,64", "--shape", "1x128x64"], "--shape names 1x128x64 more than once"),
+    (["--op", "int4_gemm", "--baseline", ""], "--baseline '': expected a backend name"),  # ran with torch's
     # argparse's own errors: one line too, no usage block.
     (["--op", "int4_gemm", "--timing", "bogus"], "argument --timing: invalid choice: 'bogus'"),
     (["--op", "int4_gemm", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),

@@ -122,6 +122,8 @@ def backend_names(text: str | None) -> list[str] | None:
 
 def choose_backends(args, op: ModuleType, dtype, device, settings, shapes) -> list[Backend]:
     names = backend_names(args.backends)
+    if args.baseline == "":  # else the default baseline, as if none were given
+        raise InputError("--baseline '': expected a backend name, e.g. --baseline cublas")
     chosen = registry.select(op.NAME, names, args.baseline or op.DEFAULT_BASELINE)
     if names is not None:
         return chosen  # asked for by name: an unavailable one shows as a row saying why

@@ -135,6 +135,18 @@ def test_bad_helion_configs_file_is_refused_before_the_run(text, message, capsys
     assert not (tmp_path / "run").exists()
 
 
+def test_a_helion_configs_file_on_cpu_is_said_unused_in_the_row(tmp_path):
+    # On CPU the interpreter runs its own tiles: a row that took the file's config silently would mislead.
+    good = tmp_path / "configs.json"
+    good.write_text('{"kernels": {"int4_gemm_fused": {"M1_K128_N64": {"config": {"block_sizes": [16, 64]}}}}}')
+    out = tmp_path / "run"
+    assert runner.main(["--op", "int4_gemm", "--backends", "helion", "--shape", "1,128,64", "--device", "cpu",
+                        "--rep", "1", "--warmup", "0", "--no-plots", "--helion-configs", str(good),
+                        "--output-dir", str(out)]) == 0
+    rows = [r for r in json.loads((out / "results.json").read_text())["rows"] if r["backend"] == "helion"]
+    assert rows and all(r["status"] == "ok" and "--helion-configs not used on CPU" in r["reason"] for r in rows)
+
+
 def test_output_dir_that_holds_files_is_refused(tmp_path):
     (tmp_path / "old.txt").write_text("x")
     r = cli("--op", "int4_gemm", "--output-dir", str(tmp_path))

@@ -105,6 +105,8 @@ def ready(name: str, kernel, args, device: torch.device, bucket_mnk: tuple[int, 
     if device.type == "cpu":
         cfg = dict(interpreter)
         notes.append("Triton interpreter (CPU)")
+        if opts.config_file is not None:  # read and checked, but the interpreter runs its own small tiles
+            notes.append("--helion-configs not used on CPU (the interpreter's config)")
     elif opts.explicit:
         cfg = dict(opts.explicit)
     elif effort != "none" and (tuned := _tuned.get(_tune_key(name, bucket_mnk, tune_args))):

@@ -27,22 +27,29 @@ def runs_dir() -> Path:
     return Path.cwd() / "results" / "runs"
 
 
-def resolve_device(name: str) -> torch.device:
-    """'auto' picks cuda when present. A CUDA request without a GPU is an InputError."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+def parse_device(name: str) -> torch.device:
+    """A --device name other than auto as a CPU or CUDA device, whether or
+    not this machine has it; InputError for any other name."""
     try:
         dev = torch.device(name)
     except RuntimeError:
         raise InputError(f"--device {name!r}: expected auto, cpu, cuda or cuda:N") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise InputError(f"--device {name}: only cpu and cuda devices are supported")
+    return dev
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' picks cuda when present. A CUDA request without a GPU is an InputError."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = parse_device(name)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise InputError(f"--device {name}: no CUDA device is available here")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise InputError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) present")
         return torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
-    if dev.type != "cpu":
-        raise InputError(f"--device {name}: only cpu and cuda devices are supported")
     return dev
 
 

@@ -171,8 +171,10 @@ def device_for(args, world):
     import torch
 
     from qgemm_bench.harness import distributed
-    from qgemm_bench.harness.environment import resolve_device
+    from qgemm_bench.harness.environment import parse_device, resolve_device
 
+    if args.device != "auto":
+        parse_device(args.device)  # a name that is no device is refused, --dry-run or not
     if args.device == "cpu":
         if os.environ.get("TRITON_INTERPRET") != "1":
             raise InputError("--device cpu tunes on the Triton interpreter: set TRITON_INTERPRET=1 (a test run)")

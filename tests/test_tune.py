@@ -437,6 +437,7 @@ def test_a_split_path_the_fused_path_outran_times_the_prior_winner_alone():
     (["--groups", "48"], "--groups '48'"),
     (["--op", "nvfp4_gemm", "--groups", "32"], "--groups: int4 group sizes"),
     (["--budget-s", "0"], "argument --budget-s"),
+    (["--budget-s", "1e300"], "expected a number in (0, 604800] s"),  # printed as 300 digits, before
     (["--like", "h100"], "--like plans a --dry-run"),
     (["--dry-run", "--like", "z900"], "--like z900: no store entry"),
     (["--dry-run", "--store", ""], "--store '': expected a folder"),  # was the package's store

@@ -119,4 +119,6 @@ positive_milliseconds = float_in(0.0, MAX_MS, lo_open=True, unit=" ms")
 repeats = int_in(1, MAX_REPEATS)
 seed = int_in(0, MAX_SEED)
 stall_seconds = float_in(0.0, MAX_STALL_S, unit=" s")
+# A tune's budgets: positive, at most a week (a bigger number is a typo, and is written into the provenance).
+positive_seconds = float_in(0.0, MAX_STALL_S, lo_open=True, unit=" s")
 compile_jobs = int_in(0, 64)

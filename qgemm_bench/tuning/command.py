@@ -67,13 +67,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--op", default="all", help=f"operator: {', '.join(plan.OPS)} or all (default all)")
     p.add_argument("--backends", default=",".join(plan.BACKENDS), metavar="A,B",
                    help="kernel families to tune: triton, helion or both (default triton,helion)")
-    p.add_argument("--budget-s", type=types.positive_float, metavar="S",
+    p.add_argument("--budget-s", type=types.positive_seconds, metavar="S",
                    help=f"wall-clock budget of the whole tune in seconds (default: 1.5x the plan's expected time, at "
                         f"most {plan.BUDGET_S[1]:g} on one GPU and {plan.BUDGET_S[2]:g} per rank on two or more)")
-    p.add_argument("--shape-budget-s", type=types.positive_float, metavar="S",
+    p.add_argument("--shape-budget-s", type=types.positive_seconds, metavar="S",
                    help="at most this many seconds per unit (one table entry: a shape) (default: its share of the "
                         "budget by expected cost)")
-    p.add_argument("--stop-after-s", type=types.positive_float, metavar="S",
+    p.add_argument("--stop-after-s", type=types.positive_seconds, metavar="S",
                    help="end this run after S seconds, the units' shares unchanged (a machine that limits a "
                         "command's time: `tune --resume` goes on with the rest of the budget)")
     p.add_argument("--resume", action="store_true",

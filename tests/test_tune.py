@@ -743,3 +743,19 @@ def test_versions_of_a_cuda_device_without_an_index_name_the_driver(monkeypatch)
         asked.clear()
         got = environment.versions(device)
         assert got["gpu"] == "NVIDIA H200" and got["driver"] == "570.86.15" and asked == [want], (device, got)
+
+
+@pytest.mark.parametrize("op,family,text", [("split_k_gemm", "split_k", "[]"),
+                                            ("split_k_gemm", "split_k", '{"entries": 5}'),
+                                            ("int4_gemm", "weight_only", '{"kernels": []}')])
+def test_this_gpus_own_family_file_of_another_layout_is_one_line(tiny, tmp_path, capsys, op, family, text):
+    # The tune keeps this GPU's entries it does not reach, so it reads its own files first.
+    from qgemm_bench.target import Target
+
+    own = tmp_path / Target.cpu().name
+    own.mkdir()
+    (own / f"{family}.json").write_text(text)
+    assert tune(["--store", str(tmp_path), "--op", op, "--backends", "triton", "--budget-s", "600"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and f"{family}.json" in err[0], err
+    assert (own / f"{family}.json").read_text() == text  # left as it was

@@ -110,7 +110,7 @@ def test_script_re_renders_a_measured_table_beside_a_newer_baseline(tmp_path):
         row("split_k_gemm", "triton", (16, 4096, 16), "ok", 2.71, no_bias),
         row("split_k_gemm", "torch", (16, 4096, 16), "ok", 5.84, no_bias),
         row("split_k_gemm", "torch", (16, 4096, 16), "ok", 7.77, bias),  # other settings: not these bytes
-        row("split_k_gemm", "triton", (64, 8192, 64), "failed", None, no_bias),
+        row("split_k_gemm", "triton", (64, 8192, 64), "error", None, no_bias),
         row("split_k_gemm", "triton", (256, 65536, 256), "ok", 32.1, no_bias),
         row("int4_gemm", "triton", (16, 4096, 16), "ok", 99.0, {"group_size": 128})]}))
     csv = run / "results.csv"  # named as the run's CSV: its results.json is read
@@ -121,7 +121,7 @@ def test_script_re_renders_a_measured_table_beside_a_newer_baseline(tmp_path):
     assert ("| shape MxKxN | MiB | copy floor us | read us | read GB/s | empty launch us | torch us | triton us |"
             in lines)
     assert "| 16x4096x16 | 0.25 | 0.09 | 1.92 | 137 | 1.10 | 5.84 | 2.71 |" in lines  # the newer p50s, not 9.9
-    assert "| 64x8192x64 | 2.01 | 0.71 | 2.59 | 814 | 1.10 |  |  |" in lines  # a failed row shows no number
+    assert "| 64x8192x64 | 2.01 | 0.71 | 2.59 | 814 | 1.10 |  |  |" in lines  # an error row shows no number
     assert "| 256x65536x256 | 64.12 | failed: OutOfMemoryError: CUDA out of |  |  |  |  | 32.10 |" in lines
     again = json.loads(out.with_suffix(".json").read_text())
     assert again["rows"][0]["backends"] == {"triton": 2.71, "torch": 5.84} and again["meta"]["baseline"] == str(csv)

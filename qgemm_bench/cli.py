@@ -68,9 +68,11 @@ def parser() -> argparse.ArgumentParser:
         "throughput, % of speed-of-light, memory, accuracy and speedup vs a baseline.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", help="operator: int4_gemm, nvfp4_gemm or split_k_gemm")
-    p.add_argument("--list-ops", action="store_true", help="list operators and their shape presets")
-    p.add_argument("--list-backends", action="store_true",
-                   help="list backends (of --op, or all) and whether they can run here")
+    lists = p.add_mutually_exclusive_group()
+    lists.add_argument("--list-ops", action="store_true", help="list operators (--op's, or all) and their shape "
+                       "presets")
+    lists.add_argument("--list-backends", action="store_true",
+                       help="list backends (of --op, or all) and whether they can run here")
     p.add_argument("--backends", metavar="A,B", help="run only these backends (comma-separated); "
                    "the baseline always runs too")
     p.add_argument("--baseline", metavar="NAME", help="backend that speedups are relative to (default: torch)")
@@ -232,7 +234,7 @@ def _run(argv: list[str]) -> int:
     from qgemm_bench.harness import benchmark
 
     if args.list_ops:
-        print(benchmark.list_ops())
+        print(benchmark.list_ops(args.op))
         return 0
     if args.list_backends:
         print(benchmark.list_backends(args.op, args.device))

@@ -165,6 +165,16 @@ def test_help_and_listings(capsys):
     assert runner.main(["--list-backends", "--op", "int4_gemm"]) == 0
     out = capsys.readouterr().out
     assert "tinygemm" in out and "needs a CUDA device" in out
+    # --list-ops with --op lists that operator alone (it ignored --op, a bad one too); the two listings are one
+    # or the other (the second was dropped without a word).
+    assert runner.main(["--list-ops", "--op", "nvfp4_gemm"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("nvfp4_gemm: ") and "int4_gemm" not in out and "split_k_gemm" not in out
+    for argv, message in ((["--list-ops", "--op", "bogus"], "unknown operator 'bogus'"),
+                          (["--list-ops", "--list-backends"], "not allowed with argument --list-ops")):
+        assert runner.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU listing")

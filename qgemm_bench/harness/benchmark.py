@@ -186,9 +186,10 @@ def finish(path: Path, records, meta: dict, x: str, plots: bool, outcome=None) -
     return code
 
 
-def list_ops() -> str:
+def list_ops(op_name: str | None = None) -> str:
+    """The operators (op_name's alone, when given) with their presets and defaults."""
     lines = []
-    for op in operators.all_ops():
+    for op in [operators.get(op_name)] if op_name else operators.all_ops():
         presets = ", ".join(f"{p} ({len(s)})" for p, s in op.PRESETS.items())
         lines.append(f"{op.NAME}: {op.SUMMARY}\n  presets: {presets}; default: {op.CPU_PRESET} on CPU, "
                      f"{op.GPU_PRESET} on CUDA; baseline: {op.DEFAULT_BASELINE}; settings: {op.Settings().label()}")

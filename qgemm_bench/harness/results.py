@@ -12,6 +12,7 @@ import pandas as pd
 
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import files
+from qgemm_bench.types import DTYPES, dtype_name
 
 # Statuses. Only "ok" rows are ever shown as a speedup.
 # skipped: not run because an earlier failure (a lost CUDA context) made it impossible.
@@ -79,7 +80,7 @@ _TEXT = {"op", "backend", "dtype", "device", "timing", "status", "reason", "sett
 _SIZES = {"M", "K", "N"}
 _LISTS = {"samples_us", "round_p50_us"}
 _LATENCIES = {"p50_us", "p20_us", "p80_us"}
-_DTYPES = ("bfloat16", "float16")  # what a sweep runs in (types.parse_dtype's names)
+_DTYPES = tuple(dict.fromkeys(dtype_name(d) for d in DTYPES.values()))  # what a sweep runs in
 _FIELDS = {f.name: f for f in fields(Row)}
 _REQUIRED = {n for n, f in _FIELDS.items() if f.default is MISSING and f.default_factory is MISSING}
 

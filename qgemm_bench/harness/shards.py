@@ -76,7 +76,7 @@ def gather(world, p: Plan, meta: dict, outcome: Outcome) -> Gathered | None:
         reports = distributed.gather(mine, world)
         failure = ""
     except KeyboardInterrupt as e:
-        reports, failure, stop = None, f"rank 0 was {signals.describe(e)} while waiting", e
+        reports, failure, stop = None, f"rank {world.rank} was {signals.describe(e)} while waiting", e
     except Exception as e:  # noqa: BLE001 - a dead peer: rank 0 still writes what it has
         text = str(e).splitlines()[0] if str(e) else ""
         text = text.split("] ", 1)[-1] if text.startswith("[") else text  # gloo prefixes its source path

@@ -1,0 +1,51 @@
+# Sourced by each call record from session 40 on (call26_session40.sh and later), on the GPU machine, in the
+# tree's root: `BUDGET=<s> source results/h200/gpu_common.sh`. The call carries .gpu/ (git-ignored): .gpu/whl the
+# wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers (over the 64 MiB a call carries with the tree),
+# .gpu/commit the commit the tree is at. Calls on the same warm machine share /tmp: the wheels install once, and
+# the store a previous call tuned is restored (journal too) so the next one goes on from it.
+W=$(for w in .gpu/whl/*.whl; do [ -e /tmp/site.$(basename $w).done ] || echo $w; done)  # per wheel: a later call may carry others
+if [ -n "$W" ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $W || exit 1; for w in $W; do touch /tmp/site.$(basename $w).done; done; fi
+export PYTHONPATH=/tmp/site:$PWD
+export PYTHONUNBUFFERED=1 QGEMM_GIT_COMMIT=$(cat .gpu/commit)
+unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pyc
+if [ ! -e /tmp/pyc.done ]; then  # bytecode once a machine: the first import of torch and triton costs seconds a process
+  SP=$(python3 -c 'import torch,os;print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  timeout 60 python3 -m compileall -q -j 16 -x '/tests?/' $SP /tmp/site $PWD/qgemm_bench $PWD/runner.py > /dev/null 2>&1; touch /tmp/pyc.done
+fi
+R=/tmp/runs; mkdir -p $R
+if [ -d $R/store_h200 ]; then cp -r $R/store_h200/. qgemm_bench/configs/h200/; echo "store restored from the last call (journal too)"; fi
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+t0=$(date +%s); B=${BUDGET:-560}; NG=$(nvidia-smi -L | wc -l)
+RUN="python3"; [ "$NG" -ge 2 ] && RUN="torchrun --standalone --nproc-per-node 2"
+nvidia-smi --query-gpu=name --format=csv,noheader | head -1
+
+# what comes back: $R as a tarball; the store too, for the next call on this machine (NO_STORE_SAVE=1: not)
+save() { [ -z "${NO_STORE_SAVE:-}" ] && { rm -rf $R/store_h200; cp -r qgemm_bench/configs/h200 $R/store_h200; }; tar czf $OUT/${SAVE_NAME:-runs}.tgz -C /tmp runs; }
+left() { echo $(( B - ($(date +%s)-t0) )); }
+
+# run1 GPU FOLDER runner-args...: one benchmark run on one GPU, in the background where there are two
+run1() {
+  local g=$1 f=$2; shift 2
+  ( t1=$(date +%s); CUDA_VISIBLE_DEVICES=$g timeout -k 10 $(( $(left) - 5 )) python3 runner.py "$@" --output-dir $R/$f > $R/$f.log 2>&1
+    echo "$f (GPU $g) rc $? wall $(( $(date +%s)-t1 )) s"
+    grep "at or under the fastest peer" $R/$f/report.md 2>/dev/null | cut -c1-160
+    python3 -c "import json;m=json.load(open('$R/$f/metadata.json'));print('$f wall_s', m.get('wall_s'))" 2>/dev/null ) &
+  [ "$NG" -lt 2 ] && wait
+}
+
+# pair NEED_S FOLDER_A args... -- FOLDER_B args...: two runs side by side (one after the other on one GPU)
+pair() {
+  local need=$1; shift; [ $(left) -lt $need ] && { echo "skipped $*: $(left) s left"; return; }
+  local a=() ; while [ "$1" != "--" ]; do a+=("$1"); shift; done; shift
+  run1 0 "${a[@]}"; run1 $(( NG >= 2 ? 1 : 0 )) "$@"; wait; save
+}
+
+# tune NAME STOP_S tune-args...: `runner.py tune` over every GPU, stopped after STOP_S (RESUME=1: --resume)
+tune() {
+  local name=$1 stop=$2; shift 2; local t1=$(date +%s)
+  [ $stop -lt 40 ] && { echo "skipped $name: $stop s"; return; }
+  timeout -k 10 $(( stop + 40 )) $RUN runner.py tune --stop-after-s $stop ${RESUME:+--resume} "$@" > $R/tune_$name.log 2>&1
+  echo "tune $name rc $? wall $(( $(date +%s)-t1 )) s"
+  tr '\r' '\n' < $R/tune_$name.log | grep -E "WRONG|^tuned|unfinished|no config passed|Error|twin|_gemm \(" | tail -20 | cut -c1-220
+  save
+}

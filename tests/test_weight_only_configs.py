@@ -100,6 +100,25 @@ def test_a_smaller_m_does_not_borrow_a_bucket_s_ws_tiles_it_fills_half_of(tmp_pa
         assert c == plain and f"the entry's 16-row WS tiles not at M = {m} (under half their rows)" in note, m
 
 
+def test_a_smaller_m_takes_a_tma_entry_s_pointer_loads_under_half_its_bucket_s_m(tmp_path):
+    # M 3..16 take the M16 entry: its TMA loads (timed at M = 16) run from M = 8, below that
+    # its pointer-load config, said in the note; M = 1's own TMA entry runs at 1 and 2.
+    ptr = triton_config(16, 64, 128, 4)
+    tma = {**ptr, "TMA": True}
+    entry = {"config": tma, "pointer_config": ptr}
+    gpu, store = table_store(tmp_path, "weight_only", {"kernels": {"int4_gemm_fused": {
+        "M1_K512_N72": entry, "M16_K512_N72": entry}}})
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (16, 512, 72), group_size=128), seed())
+    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, target=gpu, store=store)
+    for m in (1, 2, 8, 9, 16):
+        assert gemm.tuned(m, "fused")[0] == tma, m
+    for m in (3, 4, 7):
+        c, note = gemm.tuned(m, "fused")
+        assert c == ptr and f"the entry's TMA loads not at M = {m} (under half its bucket's M)" in note, m
+    no_ptr = {"kernels": {"int4_gemm_fused": {"M16_K512_N72": {"config": tma}}}, "gpu": "h100"}
+    assert woc.lookup(INT4, "fused", 4, 512, 72, "h100", no_ptr)[0] == tma  # nothing else to run
+
+
 def test_faster_path_is_the_one_timed_faster_at_the_nearest_bucket_with_both_timings():
     fast, slow = {"config": A, "us": 28.7}, {"config": B, "us": 37.1}
     doc = {"gpu": "h100", "kernels": {"int4_gemm": {"M32_K8192_N8192": slow, "M64_K8192_N8192": fast,

@@ -230,6 +230,7 @@ def check_environment(env=os.environ) -> None:
 def _run(argv: list[str]) -> int:
     p = parser()
     args = p.parse_args(argv)
+    args.argv = list(argv)  # the metadata's record of the command (a Python caller's, not sys.argv)
     check_environment()
     from qgemm_bench.harness import benchmark
 

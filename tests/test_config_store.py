@@ -211,3 +211,24 @@ def test_kernel_packages_read_no_store_harness_or_gpu():
         "imports qgemm_bench.harness", "imports qgemm_bench.target.of", "imports qgemm_bench.configs.store",
         "imports qgemm_bench.backends.triton_dispatch.choose_split_k", "imports qgemm_bench.backends.triton_dispatch",
         "target.of"]
+
+
+def test_fingerprint_names_the_files_a_run_reads_by_hash_and_provenance(tmp_path):
+    # A run's metadata ties its rows to the exact store they ran on: the entry
+    # each family used (the nearest GPU's where the Target has none), a hash of
+    # the file that changes with any entry, and the file's provenance.
+    import hashlib
+
+    store, a = Store(tmp_path), fake_target("gpu_a", copy_GBps=3000.0)
+    path = store.write(a.name, "weight_only", TABLE, {**PROV, "tune": "t1"}, target=a)
+    fp = store.fingerprint(a)
+    assert fp["weight_only"] == {"gpu": "gpu_a", "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16],
+                                 "commit": "abc1234", "date": PROV["date"], "tune": "t1"}
+    assert set(fp) == set(FAMILIES) and "no split_k configs" in fp["split_k"]["note"]
+    b = fake_target("gpu_b", sms=114)  # same capability, no entry of its own: gpu_a's, named
+    assert store.fingerprint(b)["weight_only"] == fp["weight_only"]
+    other = {"kernels": {"int4_gemm": {"M1_K64_N64": {"config": {"BLOCK_M": 32}}}}}
+    store.write(a.name, "weight_only", other, {**PROV, "tune": "t1"})
+    assert Store(tmp_path).fingerprint(a)["weight_only"]["sha256"] != fp["weight_only"]["sha256"]
+    cpu = Target.from_device(__import__("torch").device("cpu"))
+    assert store.fingerprint(cpu)["helion"] == {"note": "the interpreter: no GPU's configs"}

@@ -286,6 +286,8 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
     assert doc["metadata"]["torch"] == torch.__version__ and "transformers" in doc["metadata"]
     assert doc["metadata"]["settings"]["stall_timeout_s"] == 0.0  # the sweep's default: off on CPU
     assert doc["metadata"]["interrupted"] is False and doc["metadata"]["stopped"] == ""
+    assert doc["metadata"]["store"]["helion"] == {"note": "the interpreter: no GPU's configs"}
+    assert doc["metadata"]["settings"]["argv"][:2] == ["--model", "tiny"]  # main(argv)'s, not pytest's
     report = (out / "report.md").read_text()
     assert "torch int4-g64" in report and "tokens_per_s.png" in report and "kernel exploded" in report
     assert "int4-channel" in report and "unavailable" in report

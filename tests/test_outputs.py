@@ -150,3 +150,16 @@ def test_atomic_write_keeps_the_old_file_on_a_full_disk(tmp_path, monkeypatch):
         outputs.write_atomic(target, '{"new": true}' * 1000)
     assert target.read_text() == '{"old": true}'
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # no temporary file left
+
+
+def test_metadata_records_the_command_it_was_given_and_the_store_it_read(tmp_path, monkeypatch):
+    # In-process, main(argv) ran recorded sys.argv (pytest's own), not argv; and
+    # nothing said which store entry the rows ran on.
+    monkeypatch.setattr(sys, "argv", ["pytest", "-q"])
+    argv = ["--op", "int4_gemm", "--backends", "cublas", "--shape", "1,128,64", "--rep", "1", "--warmup", "0",
+            "--no-plots", "--device", "cpu", "--output-dir", str(tmp_path / "run")]
+    assert runner.main(argv) == 0
+    meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
+    assert meta["settings"]["argv"] == argv
+    assert meta["store"] == {f: {"note": "the interpreter: no GPU's configs"} for f in ("weight_only", "split_k",
+                                                                                       "helion")}

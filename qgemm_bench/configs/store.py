@@ -24,11 +24,13 @@ capability (nearest by SMs, L2 and measured copy bandwidth, in log2; ties by
 name) with a note saying so, which the rows carry; else no table (each
 family's documented fallback: heuristics, curated lists) and a note. The
 CPU (the interpreter) takes no GPU's configs. write() replaces one family
-file atomically (`qgemm-bench tune`). Tests hand a Store(tmp_dir) in.
+file atomically (`qgemm-bench tune`); fingerprint(target) names the files a
+run reads (its metadata's "store"). Tests hand a Store(tmp_dir) in.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable
@@ -102,6 +104,23 @@ class Store:
         if key not in self._loaded:
             self._loaded[key] = self._load(target, family, check)
         return self._loaded[key]
+
+    def fingerprint(self, target: Target) -> dict:
+        """Which store files a run on `target` reads, for its metadata: per
+        family the entry used ({"gpu", "sha256": the file's first 16 hex
+        digits, and its provenance's commit, date and tune}) or {"note"}
+        where none applies. The hash ties a committed baseline to the exact
+        store it ran on, also one tuned on the machine and committed after."""
+        out = {}
+        for family in FAMILIES:
+            entry = self.load(target, family)
+            if entry.path is None:
+                out[family] = {"note": entry.note}
+                continue
+            prov = entry.table.get("provenance", {}) if isinstance(entry.table, dict) else {}
+            out[family] = {"gpu": entry.gpu, "sha256": hashlib.sha256(entry.path.read_bytes()).hexdigest()[:16],
+                           **{k: prov[k] for k in ("commit", "date", "tune") if k in prov}}
+        return out
 
     def _load(self, target, family, check) -> Entry:
         if target.capability is None:

@@ -13,6 +13,7 @@ import torch
 
 from qgemm_bench import operators
 from qgemm_bench.backends import checks, registry
+from qgemm_bench.configs import store as config_store
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import distributed, environment, outputs, plan, report, shards, signals, warm
 from qgemm_bench.harness.assemble import assemble
@@ -46,6 +47,7 @@ def metadata(p: plan.Plan, args, shapes: list) -> dict:
     meta = environment.collect(p.device)
     meta["ceilings"] = p.ceilings
     meta["target"] = p.target.to_json() if p.target is not None else None
+    meta["store"] = config_store.DEFAULT.fingerprint(p.target) if p.target is not None else None
     meta["settings"] = {
         "op": p.op.NAME, "backends": [b.name for b in p.backends], "baseline": p.backends[0].name,
         "shapes": args.shapes, "n_shapes": len(shapes), "shape_list": [str(s) for s in shapes],
@@ -55,7 +57,7 @@ def metadata(p: plan.Plan, args, shapes: list) -> dict:
         "warmup_ms": p.measure.warmup_ms, "rep_ms": p.measure.rep_ms, "repeats": p.repeats, "seed": p.seed,
         "stall_timeout_s": p.stall_s,
         **p.backend_meta,
-        "argv": sys.argv[1:],
+        "argv": getattr(args, "argv", sys.argv[1:]),  # main(argv)'s, where a caller passed its own
     }
     return meta
 

@@ -371,11 +371,14 @@ def default_folder(plan) -> Path:
 
 
 def metadata(plan, args) -> dict:
+    from qgemm_bench import target
+    from qgemm_bench.configs import store as config_store
     from qgemm_bench.harness import environment
 
     meta = environment.collect(plan.device)
     meta["transformers"] = importlib.metadata.version("transformers")
     meta["model"] = plan.source.describe()
+    meta["store"] = config_store.DEFAULT.fingerprint(target.of(plan.device))  # the tuned configs its kernels ran
     meta["settings"] = {
         "variants": [f"{b} {s.name if s else 'none'}" for b, s in plan.variants], "batches": plan.batches,
         "dtype": str(plan.dtype).removeprefix("torch."), "timing": plan.timing, "prompt_len": plan.prompt_len,
@@ -384,7 +387,7 @@ def metadata(plan, args) -> dict:
         "eval_tokens": None if plan.eval_ids is None else int(plan.eval_ids.numel()),
         "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
         "stall_timeout_s": plan.stall_s, "compile": plan.compile, "attention": plan.attention,
-        "step_split": plan.split, "argv": sys.argv[1:],
+        "step_split": plan.split, "argv": getattr(args, "argv", sys.argv[1:]),
     }
     meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct
     return meta
@@ -459,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "GEMM backend and weight format.")
     add_arguments(parser)
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)  # the metadata's record of the command
     from qgemm_bench.harness import signals
     from qgemm_bench.harness import stdout as console
 

@@ -211,6 +211,10 @@ def _edit(path: Path, fn) -> None:
     (lambda d: d["metadata"].update(date=3), "metadata: date=3: expected str"),
     (lambda d: d["metadata"].update(phase_s={"inputs": "x"}), "metadata: phase_s: expected numbers"),
     (lambda d: d.update(metadata=[]), "results.json: metadata: not an object"),
+    (lambda d: d["metadata"]["settings"].update(repeats=0), "metadata: settings.repeats=0: expected 1 or more"),
+    (lambda d: d["metadata"]["settings"].update(baseline="tinygemm"),
+     'metadata: settings.baseline="tinygemm": not one of settings.backends'),
+    (lambda d: d["metadata"]["settings"].update(rep_ms=0), "metadata: settings.warmup_ms=0.0, rep_ms=0: expected"),
 ])
 def test_report_on_a_malformed_results_json_uses_metadata_json_or_says_why(run_copy, capsys, change, message):
     _edit(run_copy / "results.json", change)

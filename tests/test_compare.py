@@ -291,7 +291,10 @@ def _doc(**change):
     (_doc(row__op="gemm9"), "row 1: unknown operator 'gemm9'"),
     (_doc(meta__model={"model": "tiny"}), "bad.json: a model benchmark run (--model); this reads the GEMM"),
     (_doc(row__speed=1.0), "row 1: unknown field 'speed'"),
-    (_doc(row__settings="group=abc"), "row 1: settings 'group=abc'"),
+    (_doc(row__settings="group=abc"), "row 1: settings 'group=abc': expected 'unscaled', 'group=channel' or"),
+    (_doc(row__settings="g128"), "row 1: settings 'g128': expected 'unscaled', 'group=channel' or 'group=<K rows>'"),
+    (_doc(row__settings="bias", row__op="nvfp4_gemm"), "row 1: settings 'bias': expected 'nvfp4' or 'unscaled'"),
+    (_doc(row__settings="nvfp4", row__op="split_k_gemm"), "row 1: settings 'nvfp4': expected 'bias' or 'no-bias'"),
     (_doc(row__samples_us=[1.0, 2.0, 12345.678]).replace("12345.678", "NaN"), "samples_us=[1.0, 2.0, NaN]"),
 ])
 def test_bad_inputs_are_one_line_exit_2(tmp_path, capsys, setup, message):

@@ -78,7 +78,11 @@ class Settings:
         if label == "unscaled":
             return cls(None)
         g = label.removeprefix("group=")
-        return cls(g if g == "channel" else int(g))
+        if g == "channel":
+            return cls(g)
+        if g == label or not (g.isascii() and g.isdigit()):
+            raise ValueError("expected 'unscaled', 'group=channel' or 'group=<K rows>'")
+        return cls(int(g))
 
 
 FLAGS = {"group_size": "--group-size"}

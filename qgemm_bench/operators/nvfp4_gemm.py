@@ -53,6 +53,8 @@ class Settings:
 
     @classmethod
     def from_label(cls, label: str) -> Settings:
+        if label not in ("unscaled", "nvfp4"):
+            raise ValueError("expected 'nvfp4' or 'unscaled'")
         return cls(label == "unscaled")
 
 

@@ -50,6 +50,8 @@ class Settings:
 
     @classmethod
     def from_label(cls, label: str) -> Settings:
+        if label not in ("bias", "no-bias"):
+            raise ValueError("expected 'bias' or 'no-bias'")
         return cls(label == "bias")
 
 

@@ -41,8 +41,8 @@ def write(path, rows, **meta):
     return str(path)
 
 
-def run_compare(tmp_path, base_rows, new_rows, *args, new_meta=None, capsys=None):
-    base = write(tmp_path / "base", base_rows)
+def run_compare(tmp_path, base_rows, new_rows, *args, new_meta=None, base_meta=None, capsys=None):
+    base = write(tmp_path / "base", base_rows, **(base_meta or {}))
     new = write(tmp_path / "new", new_rows, **(new_meta or {}))
     out = tmp_path / "report.json"
     code = runner.main(["compare", base, new, "--format", "json", "--output", str(out), *args])
@@ -174,6 +174,26 @@ def test_fingerprint_mismatch_is_incomparable(tmp_path, capsys):
     code, doc = run_compare(tmp_path / "again", [row()], [row(seed=1)], "--allow-mismatch",
                             new_meta={"timing": "events"})
     assert code == 0 and doc["fingerprint_mismatch"] == [{"key": "timing", "base": "graph", "new": "events"}]
+
+
+def test_a_changed_store_file_is_said_not_refused(tmp_path, capsys):
+    # A re-tune between two runs is what a comparison measures: compared, and
+    # each report names the families whose store file changed (metadata.store).
+    h = {"gpu": "h200", "sha256": "0123456789abcdef", "date": "2026-11-29T20:58:31+00:00"}
+    base = {"weight_only": h, "split_k": h, "helion": h}
+    new = {**base, "helion": {**h, "sha256": "fedcba9876543210", "date": "2026-11-30T00:55:08+00:00"}}
+    code, doc = run_compare(tmp_path, [row()], [row(seed=1)], base_meta={"store": base}, new_meta={"store": new})
+    assert code == 0 and doc["fingerprint_mismatch"] == []
+    assert doc["store_diff"] == [{"family": "helion", "base": "h200 01234567 (2026-11-29)",
+                                  "new": "h200 fedcba98 (2026-11-30)"}]
+    b, n = write(tmp_path / "b", [row()], store=base), write(tmp_path / "n", [row(seed=1)], store=new)
+    assert runner.main(["compare", b, n, "--format", "text"]) == 0
+    assert "config store files differ: helion: h200 01234567 (2026-11-29) -> h200 fedcba98 (2026-11-30)" \
+        in capsys.readouterr().out
+    assert runner.main(["compare", b, n, "--format", "md"]) == 0
+    assert "| helion   | h200 01234567 (2026-11-29) | h200 fedcba98 (2026-11-30) |" in capsys.readouterr().out
+    code, doc = run_compare(tmp_path / "old", [row()], [row(seed=1)], new_meta={"store": new})
+    assert code == 0 and doc["store_diff"] == []  # a run from before metadata.store: nothing to say
 
 
 def test_warn_only_exits_zero(tmp_path):

@@ -126,6 +126,23 @@ def fingerprint_diff(base: dict, new: dict) -> list[tuple[str, object, object]]:
     return [(k, a[k], b[k]) for k in a if a[k] != b[k]]
 
 
+def store_diff(base: dict, new: dict) -> list[tuple[str, str, str]]:
+    """The kernel families whose config store file differs between two runs
+    (metadata.store, recorded since 1eb372c; [] where either run lacks it),
+    each side as "<gpu> <hash> (<date>)" or its note. Not a mismatch: a
+    re-tune is what a comparison measures; the report says it changed."""
+    a, b = base.get("store"), new.get("store")
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return []
+
+    def label(e) -> str:
+        if isinstance(e, dict) and "sha256" in e:
+            return f"{e.get('gpu')} {str(e['sha256'])[:8]} ({str(e.get('date', '?'))[:10]})"
+        return str(e.get("note", "none")) if isinstance(e, dict) else "none"
+
+    return [(f, label(a.get(f)), label(b.get(f))) for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
+
+
 def ratio_ci(base: np.ndarray, new: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
     """Percentile bootstrap of median(new) / median(base)."""
     b = np.median(rng.choice(base, (BOOTSTRAP, base.size)), axis=1)

@@ -23,6 +23,7 @@ from qgemm_bench.harness.compare import (
     counts,
     failed,
     geomeans,
+    store_diff,
 )
 from qgemm_bench.harness.outputs import write_atomic
 
@@ -70,6 +71,10 @@ def markdown(rows, base_meta, new_meta, opt: Options, mismatch, plot: str | None
         lines += ["**The runs' fingerprints differ** (compared anyway, `--allow-mismatch`):", "",
                   tabulate([[k, a, b] for k, a, b in mismatch], headers=["", "base", "new"], tablefmt="github"),
                   ""]
+    if stores := store_diff(base_meta, new_meta):
+        lines += ["The runs read different config store files (tuned configs changed between them):", "",
+                  tabulate([[f, a, b] for f, a, b in stores], headers=["family", "base", "new"], tablefmt="github"),
+                  ""]
     gm = geomeans(rows)
     if gm:
         lines += ["## Geometric mean of new/base latency", "",
@@ -96,6 +101,8 @@ def text(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
     out = [summary_line(rows, opt), f"base: {_run_label(base_meta)}", f"new:  {_run_label(new_meta)}"]
     if mismatch:
         out.append("fingerprints differ: " + "; ".join(f"{k}: {a} -> {b}" for k, a, b in mismatch))
+    if stores := store_diff(base_meta, new_meta):
+        out.append("config store files differ: " + "; ".join(f"{f}: {a} -> {b}" for f, a, b in stores))
     headers = [h for h in TABLE_HEADERS if h != "settings"]
     table = [r[:4] + r[5:] for r in _table_rows(_by_ratio(rows), bold=False)]
     out += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
@@ -107,6 +114,7 @@ def as_json(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
            "options": asdict(opt), "base": {k: base_meta.get(k) for k in ("git_commit", "date")},
            "new": {k: new_meta.get(k) for k in ("git_commit", "date")},
            "fingerprint_mismatch": [{"key": k, "base": a, "new": b} for k, a, b in mismatch],
+           "store_diff": [{"family": f, "base": a, "new": b} for f, a, b in store_diff(base_meta, new_meta)],
            "rows": [asdict(r) for r in _by_ratio(rows)]}
     return json.dumps(doc, indent=1) + "\n"
 

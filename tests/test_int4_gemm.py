@@ -1030,7 +1030,7 @@ def test_tinygemm_per_channel_when_k_is_a_supported_group():
 @pytest.mark.gpu
 @needs_gpu
 @pytest.mark.parametrize("programs", [None, 1, 3, 7])
-@pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2)])
+@pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (64, 128, 128, 4)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), "channel"),
                                          ((65, 5024, 520), 32)])
 def test_ws_kernel_stream_k_vs_fp64(shape, group, tiles, programs, monkeypatch):

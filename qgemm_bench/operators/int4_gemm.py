@@ -78,11 +78,13 @@ class Settings:
         if label == "unscaled":
             return cls(None)
         g = label.removeprefix("group=")
-        if g == "channel":
-            return cls(g)
-        if g == label or not (g.isascii() and g.isdigit()):
-            raise ValueError("expected 'unscaled', 'group=channel' or 'group=<K rows>'")
-        return cls(int(g))
+        try:
+            s = cls(parse_group_size(g))
+        except InputError:
+            s = None
+        if g == label or s is None or s.group_size is None or s.label() != label:  # only what label() writes
+            raise ValueError("expected 'unscaled', 'group=channel' or 'group=<an even number of K rows>'")
+        return s
 
 
 FLAGS = {"group_size": "--group-size"}

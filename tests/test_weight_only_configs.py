@@ -115,8 +115,22 @@ def test_a_smaller_m_takes_a_tma_entry_s_pointer_loads_under_half_its_bucket_s_m
     for m in (3, 4, 7):
         c, note = gemm.tuned(m, "fused")
         assert c == ptr and f"the entry's TMA loads not at M = {m} (under half its bucket's M)" in note, m
-    no_ptr = {"kernels": {"int4_gemm_fused": {"M16_K512_N72": {"config": tma}}}, "gpu": "h100"}
-    assert woc.lookup(INT4, "fused", 4, 512, 72, "h100", no_ptr)[0] == tma  # nothing else to run
+    # The entry's WS tiles stay (the WS rule decides them), a group's own TMA config gives way too,
+    # and above SPLIT_PATH_MAX_M (buckets the table mode tunes from its pool) a smaller M keeps TMA.
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    ws = ws_tiles(16, 64, 128, 8, splits=2)
+    wide = triton_config(128, 64, 128, 1)
+    gpu, store = table_store(tmp_path / "more", "weight_only", {"kernels": {"int4_gemm_fused": {
+        "M32_K512_N72": {"config": {**tma, "WS": ws}, "pointer_config": ptr,
+                         "groups": {"64": {"config": tma}}},
+        "M256_K512_N72": {"config": {**wide, "TMA": True}, "pointer_config": wide}}}})
+    for group, want in ((128, {**ptr, "WS": ws}), (64, ptr)):
+        gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, group, target=gpu, store=store)
+        c, note = gemm.tuned(12, "fused")
+        assert c == want and "TMA loads not at M = 12" in note, group
+        assert gemm.tuned(16, "fused")[0] == ({**tma, "WS": ws} if group == 128 else tma)
+        assert gemm.tuned(100, "fused")[0] == {**wide, "TMA": True}  # bucket 256 > 64: not this rule
 
 
 def test_faster_path_is_the_one_timed_faster_at_the_nearest_bucket_with_both_timings():

@@ -21,6 +21,7 @@ entry of its compute capability (configs.store), and the notes say which.
 
 from __future__ import annotations
 
+from qgemm_bench.backends.config_buckets import parse
 from qgemm_bench.backends.triton_kernels import split_k_configs, weight_only_configs
 from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, SPLIT_PATH_MAX_M
 from qgemm_bench.configs import store as config_store
@@ -94,6 +95,15 @@ class WeightOnlyDispatch:
                 (self.config is not None or not weight_only_configs.dequant_faster(self.fmt, m, k, n, gpu, doc))
         return path_for(m, self.fmt, k, n, gpu, fused_above, doc)
 
+    def _tma_borrowed(self, m: int, path: str) -> bool:
+        """Whether M borrows a fused decode bucket's config (up to
+        SPLIT_PATH_MAX_M) at under half the bucket's M: the tma pass times its
+        TMA loads at the bucket's own M, and on the H200 M = 3..5 ran 10-15%
+        slower on M = 16's TMA entries than on their pointer loads, M = 8..16
+        2-5% faster (results/h200/tma_small_m/)."""
+        near = weight_only_configs.bucket_of(self.fmt, path, m, self.k, self.n, self.entry.gpu, self.entry.table)
+        return path == "fused" and near is not None and 2 * m < parse(near)[0] <= SPLIT_PATH_MAX_M
+
     def tuned(self, m: int, path: str | None = None) -> tuple[dict | None, str]:
         """(config, note) of the split or fused path (default: M's) at M: the
         explicit one, else the store table's for this Target and shape
@@ -102,7 +112,8 @@ class WeightOnlyDispatch:
         kernel autotunes at run time) and fused_gemm.FUSED_CONFIGS for the
         fused one. A fused config with TMA loads where they do not run
         (fused_gemm.tma_usable: int4 GATHER groups, more than two groups to a
-        K block in tiles under 256 rows, a GPU before Hopper) gives way to
+        K block in tiles under 256 rows, a GPU before Hopper), or borrowed by
+        an M under half its decode bucket's (_tma_borrowed), gives way to
         the pointer-load config of the same entry or bucket, tuned without
         TMA, keeping the entry's WS tiles (where ws_gemm.usable says no,
         the pointer-load config runs). WS tiles of more than twice M's rows
@@ -122,11 +133,15 @@ class WeightOnlyDispatch:
                 found = (tuned_config(self.fmt, m), "") if path == "fused" else \
                     (None, "triton split config autotuned at run time (no checked-in config for this GPU)")
             c = found[0]
-            if c is not None and tma_refused(c, self.fmt, self.fused_group, k, self.target):
+            borrowed = c is not None and c.get("TMA") and self._tma_borrowed(m, path)
+            if c is not None and (tma_refused(c, self.fmt, self.fused_group, k, self.target) or borrowed):
                 found = weight_only_configs.lookup(self.fmt, path, m, k, n, gpu, doc, tma=False) or \
                     (tuned_config(self.fmt, m, tma=False), "")
                 if c.get("WS"):  # the WS kernel's own loads (ws_gemm.usable decides per x; int4 group 32)
                     found = ({**found[0], "WS": c["WS"]}, found[1])
+                if borrowed:
+                    found = (found[0], "; ".join(filter(None, (
+                        found[1], f"the entry's TMA loads not at M = {m} (under half its bucket's M)"))))
             ws = (found[0] or {}).get("WS")
             if ws and 2 * m < ws["BLOCK_M"]:
                 # The ws pass times a bucket's WS tiles at its own M; below half their rows they lost to the

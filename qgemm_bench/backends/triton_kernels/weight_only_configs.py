@@ -66,9 +66,9 @@ import re
 from pathlib import Path
 
 from qgemm_bench.backends import config_buckets
-from qgemm_bench.backends.config_buckets import bucket, nearest, parse, read_json
+from qgemm_bench.backends.config_buckets import bucket, nearest, read_json
 from qgemm_bench.backends.triton_kernels.split_k_configs import PDL_MODES
-from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, FUSED_ONLY, SPLIT_PATH_MAX_M  # the kernel's
+from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M, FUSED_ONLY  # the kernel's
 from qgemm_bench.operators.formats import INT4
 
 FAMILY = "weight_only"  # the store's
@@ -187,33 +187,32 @@ def entries_of(fmt: int, path: str, gpu: str | None, doc: dict | None = None) ->
     return doc.get("kernels", {}).get(kernel(fmt, path), {}) if doc.get("gpu") == gpu else {}
 
 
+def bucket_of(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None, doc: dict | None = None) -> str | None:
+    """The bucket whose entry serves this shape on the path (its own, else
+    the nearest: config_buckets.nearest), or None: no entry."""
+    entries = entries_of(fmt, path, gpu, doc)
+    return nearest(entries, m, k, n) if entries else None
+
+
 def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
            doc: dict | None = None, tma: bool = True, group: str | None = None) -> tuple[dict, str] | None:
     """(config, note) for the path ("split" or "fused") at this shape on GPU
     `gpu` (the note names the bucket when it is not the shape's own), or
     None: no entry for this GPU, format and path. tma False: for a kernel
     without TMA loads, the entry's pointer_config where its config has TMA
-    loads, and at an M under half its bucket's up to SPLIT_PATH_MAX_M (the
-    tma pass times a decode entry's TMA loads at the bucket's M). group (group_key): the entry's own config
+    loads. group (group_key): the entry's own config
     for that int4 group size where it has one (as it runs: its TMA loads are
     usable)."""
-    entries = entries_of(fmt, path, gpu, doc)
-    if not entries:
+    near = bucket_of(fmt, path, m, k, n, gpu, doc)
+    if near is None:
         return None
-    near = nearest(entries, m, k, n)
+    entries = entries_of(fmt, path, gpu, doc)
     note = "" if near == bucket(m, k, n) else f"triton {path} config of nearest bucket {near}"
     entry = entries[near]
     if group is not None and group in entry.get("groups", {}):
         return dict(entry["groups"][group]["config"]), note
     if not tma and entry["config"].get("TMA") and "pointer_config" in entry:
         return dict(entry["pointer_config"]), note
-    bucket_m = parse(near)[0]
-    if path == "fused" and entry["config"].get("TMA") and "pointer_config" in entry and \
-            2 * m < bucket_m <= SPLIT_PATH_MAX_M:
-        # The tma pass times a decode bucket's TMA loads at its own M; M = 3..5 on M = 16's TMA entries ran
-        # 10-15% slower than on their pointer loads on the H200, M = 8..16 2-5% faster (results/h200/README.md).
-        return dict(entry["pointer_config"]), "; ".join(filter(None, (
-            note, f"the entry's TMA loads not at M = {m} (under half its bucket's M)")))
     return {c: v for c, v in entry["config"].items() if tma or c not in ("TMA", "TMA_W", "WS")}, note
 
 

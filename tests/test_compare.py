@@ -194,6 +194,10 @@ def test_a_changed_store_file_is_said_not_refused(tmp_path, capsys):
     assert "| helion   | h200 01234567 (2026-11-29) | h200 fedcba98 (2026-11-30) |" in capsys.readouterr().out
     code, doc = run_compare(tmp_path / "old", [row()], [row(seed=1)], new_meta={"store": new})
     assert code == 0 and doc["store_diff"] == []  # a run from before metadata.store: nothing to say
+    more = {f: {**e, "tune": "x"} for f, e in base.items()}  # a field more, the same files
+    code, doc = run_compare(tmp_path / "same", [row()], [row(seed=1)], base_meta={"store": base},
+                            new_meta={"store": more})
+    assert code == 0 and doc["store_diff"] == []
 
 
 def test_warn_only_exits_zero(tmp_path):

@@ -232,3 +232,9 @@ def test_fingerprint_names_the_files_a_run_reads_by_hash_and_provenance(tmp_path
     assert Store(tmp_path).fingerprint(a)["weight_only"]["sha256"] != fp["weight_only"]["sha256"]
     cpu = Target.from_device(__import__("torch").device("cpu"))
     assert store.fingerprint(cpu)["helion"] == {"note": "the interpreter: no GPU's configs"}
+    # A file that does not parse, or a provenance of another type, costs its field, not the run.
+    (tmp_path / "gpu_a" / "helion.json").write_text("{not json")
+    (tmp_path / "gpu_a" / "weight_only.json").write_text(json.dumps({"gpu": "gpu_a", "provenance": "by hand"}))
+    fp = Store(tmp_path).fingerprint(a)
+    assert fp["helion"]["note"].startswith("unreadable: ") and "not a readable JSON file" in fp["helion"]["note"]
+    assert set(fp["weight_only"]) == {"gpu", "sha256"}

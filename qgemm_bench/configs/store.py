@@ -106,19 +106,27 @@ class Store:
         return self._loaded[key]
 
     def fingerprint(self, target: Target) -> dict:
-        """Which store files a run on `target` reads, for its metadata: per
-        family the entry used ({"gpu", "sha256": the file's first 16 hex
-        digits, and its provenance's commit, date and tune}) or {"note"}
-        where none applies. The hash ties a committed baseline to the exact
+        """Which store files a run on `target` would read, for its metadata
+        (every family, whichever its backends use): per family the entry
+        ({"gpu", "sha256": the file's first 16 hex digits, and its
+        provenance's commit, date and tune}) or {"note"} where none applies
+        or the store cannot be read (the run goes on; a kernel that needs the
+        file says so itself). The hash ties a committed baseline to the exact
         store it ran on, also one tuned on the machine and committed after."""
         out = {}
         for family in FAMILIES:
-            entry = self.load(target, family)
-            if entry.path is None:
+            try:
+                entry = self.load(target, family)
+                digest = None if entry.path is None else hashlib.sha256(entry.path.read_bytes()).hexdigest()[:16]
+            except (InputError, OSError) as e:
+                out[family] = {"note": f"unreadable: {e}"}
+                continue
+            if digest is None:
                 out[family] = {"note": entry.note}
                 continue
-            prov = entry.table.get("provenance", {}) if isinstance(entry.table, dict) else {}
-            out[family] = {"gpu": entry.gpu, "sha256": hashlib.sha256(entry.path.read_bytes()).hexdigest()[:16],
+            prov = entry.table.get("provenance") if isinstance(entry.table, dict) else None
+            prov = prov if isinstance(prov, dict) else {}
+            out[family] = {"gpu": entry.gpu, "sha256": digest,
                            **{k: prov[k] for k in ("commit", "date", "tune") if k in prov}}
         return out
 

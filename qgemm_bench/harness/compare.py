@@ -127,10 +127,11 @@ def fingerprint_diff(base: dict, new: dict) -> list[tuple[str, object, object]]:
 
 
 def store_diff(base: dict, new: dict) -> list[tuple[str, str, str]]:
-    """The kernel families whose config store file differs between two runs
-    (metadata.store, recorded since 1eb372c; [] where either run lacks it),
-    each side as "<gpu> <hash> (<date>)" or its note. Not a mismatch: a
-    re-tune is what a comparison measures; the report says it changed."""
+    """The kernel families whose config store file (by hash, else note)
+    differs between two runs (metadata.store, recorded since 1eb372c for
+    every family, whichever the backends read; [] where either run lacks
+    it), each side as "<gpu> <hash> (<date>)" or its note. Not a mismatch:
+    a re-tune is what a comparison measures; the report says it changed."""
     a, b = base.get("store"), new.get("store")
     if not isinstance(a, dict) or not isinstance(b, dict):
         return []
@@ -140,7 +141,11 @@ def store_diff(base: dict, new: dict) -> list[tuple[str, str, str]]:
             return f"{e.get('gpu')} {str(e['sha256'])[:8]} ({str(e.get('date', '?'))[:10]})"
         return str(e.get("note", "none")) if isinstance(e, dict) else "none"
 
-    return [(f, label(a.get(f)), label(b.get(f))) for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
+    def ident(e):
+        return (e.get("sha256") or e.get("note")) if isinstance(e, dict) else e
+
+    return [(f, label(a.get(f)), label(b.get(f))) for f in sorted(set(a) | set(b))
+            if ident(a.get(f)) != ident(b.get(f))]
 
 
 def ratio_ci(base: np.ndarray, new: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:

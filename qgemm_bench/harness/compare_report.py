@@ -72,7 +72,8 @@ def markdown(rows, base_meta, new_meta, opt: Options, mismatch, plot: str | None
                   tabulate([[k, a, b] for k, a, b in mismatch], headers=["", "base", "new"], tablefmt="github"),
                   ""]
     if stores := store_diff(base_meta, new_meta):
-        lines += ["The runs read different config store files (tuned configs changed between them):", "",
+        lines += ["The runs' config store files differ (tuned configs changed between them; a family the "
+                  "compared backends do not read changes nothing):", "",
                   tabulate([[f, a, b] for f, a, b in stores], headers=["family", "base", "new"], tablefmt="github"),
                   ""]
     gm = geomeans(rows)

@@ -215,6 +215,8 @@ def _edit(path: Path, fn) -> None:
     (lambda d: d["metadata"]["settings"].update(baseline="tinygemm"),
      'metadata: settings.baseline="tinygemm": not one of settings.backends'),
     (lambda d: d["metadata"]["settings"].update(rep_ms=0), "metadata: settings.warmup_ms=0.0, rep_ms=0: expected"),
+    (lambda d: d["metadata"]["settings"].update(warmup_ms=-1), "metadata: settings.warmup_ms=-1, rep_ms=1.0: expected"),
+    (lambda d: d["metadata"]["settings"].update(rep_ms=float("inf")), "settings.warmup_ms=0.0, rep_ms=inf: expected"),
 ])
 def test_report_on_a_malformed_results_json_uses_metadata_json_or_says_why(run_copy, capsys, change, message):
     _edit(run_copy / "results.json", change)

@@ -7,6 +7,7 @@ its own outputs (model/outputs.py)."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -86,12 +87,12 @@ def metadata_problem(meta, model: bool = False) -> str:
             elif not isinstance(d[k], types) or isinstance(d[k], bool):
                 return f"{where}{k}={json.dumps(d[k])[:40]}: expected {' or '.join(t.__name__ for t in types)}"
     s = meta["settings"]
-    # Values no run writes, which would read as a run: no rounds, a baseline no row has, a negative window.
+    # Values no run writes, which would read as a run: no rounds, a baseline no row has, no timing window.
     if s.get("repeats", 1) < 1:
         return f"settings.repeats={s['repeats']}: expected 1 or more"
     if "backends" in s and s["baseline"] not in s["backends"]:
         return f"settings.baseline={json.dumps(s['baseline'])[:40]}: not one of settings.backends"
-    if s["warmup_ms"] < 0 or s["rep_ms"] <= 0:
+    if not (math.isfinite(s["warmup_ms"]) and math.isfinite(s["rep_ms"]) and s["warmup_ms"] >= 0 and s["rep_ms"] > 0):
         return f"settings.warmup_ms={s['warmup_ms']}, rep_ms={s['rep_ms']}: expected warmup >= 0 and rep > 0"
     for k in ("phase_s", "ceilings"):
         if any(not isinstance(v, _NUM) or isinstance(v, bool) for v in meta.get(k, {}).values()):

@@ -3,7 +3,7 @@
 # wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers (over the 64 MiB a call carries with the tree),
 # .gpu/commit the commit the tree is at. Calls on the same warm machine share /tmp: the wheels install once, and
 # the store a previous call tuned is restored (journal too) so the next one goes on from it.
-W=$(for w in .gpu/whl/*.whl; do [ -e /tmp/site.$(basename $w).done ] || echo $w; done)  # per wheel: a later call may carry others
+W=$(for w in .gpu/whl/*.whl; do [ -e "$w" ] && [ ! -e /tmp/site.$(basename $w).done ] && echo $w; done)  # per wheel: a later call may carry others
 if [ -n "$W" ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $W || exit 1; for w in $W; do touch /tmp/site.$(basename $w).done; done; fi
 export PYTHONPATH=/tmp/site:$PWD
 export PYTHONUNBUFFERED=1 QGEMM_GIT_COMMIT=$(cat .gpu/commit)
@@ -13,7 +13,15 @@ if [ ! -e /tmp/pyc.done ]; then  # bytecode once a machine: the first import of 
   timeout 60 python3 -m compileall -q -j 16 -x '/tests?/' $SP /tmp/site $PWD/qgemm_bench $PWD/runner.py > /dev/null 2>&1; touch /tmp/pyc.done
 fi
 R=/tmp/runs; mkdir -p $R
-if [ -d $R/store_h200 ]; then cp -r $R/store_h200/. qgemm_bench/configs/h200/; echo "store restored from the last call (journal too)"; fi
+# The store the last call on this machine left, unless the tree's store changed since that call began (a commit
+# between calls, e.g. a merged store, wins over the machine's copy).
+TREE_SHA=$(cat qgemm_bench/configs/h200/*.json | sha256sum | cut -c1-16)
+if [ -d $R/store_h200 ]; then
+  if [ "$(cat $R/store_tree.sha 2>/dev/null)" = "$TREE_SHA" ]; then
+    cp -r $R/store_h200/. qgemm_bench/configs/h200/; echo "store restored from the last call (journal too)"
+  else echo "store NOT restored: the tree's store changed since the last call on this machine"; rm -rf $R/store_h200; fi
+fi
+echo $TREE_SHA > $R/store_tree.sha
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 t0=$(date +%s); B=${BUDGET:-560}; NG=$(nvidia-smi -L | wc -l)
 RUN="python3"; [ "$NG" -ge 2 ] && RUN="torchrun --standalone --nproc-per-node 2"
@@ -25,8 +33,9 @@ left() { echo $(( B - ($(date +%s)-t0) )); }
 
 # run1 GPU FOLDER runner-args...: one benchmark run on one GPU, in the background where there are two
 run1() {
-  local g=$1 f=$2; shift 2
-  ( t1=$(date +%s); CUDA_VISIBLE_DEVICES=$g timeout -k 10 $(( $(left) - 5 )) python3 runner.py "$@" --output-dir $R/$f > $R/$f.log 2>&1
+  local g=$1 f=$2 t=$(( $(left) - 5 )); shift 2
+  [ $t -ge 1 ] || { echo "skipped $f: $(left) s left"; return; }  # timeout 0 would mean no limit
+  ( t1=$(date +%s); CUDA_VISIBLE_DEVICES=$g timeout -k 10 $t python3 runner.py "$@" --output-dir $R/$f > $R/$f.log 2>&1
     echo "$f (GPU $g) rc $? wall $(( $(date +%s)-t1 )) s"
     grep "at or under the fastest peer" $R/$f/report.md 2>/dev/null | cut -c1-160
     python3 -c "import json;m=json.load(open('$R/$f/metadata.json'));print('$f wall_s', m.get('wall_s'))" 2>/dev/null ) &
@@ -36,7 +45,8 @@ run1() {
 # pair NEED_S FOLDER_A args... -- FOLDER_B args...: two runs side by side (one after the other on one GPU)
 pair() {
   local need=$1; shift; [ $(left) -lt $need ] && { echo "skipped $*: $(left) s left"; return; }
-  local a=() ; while [ "$1" != "--" ]; do a+=("$1"); shift; done; shift
+  local a=() ; while [ $# -gt 0 ] && [ "$1" != "--" ]; do a+=("$1"); shift; done
+  [ $# -gt 0 ] || { echo "pair: no -- between the two runs"; return 1; }; shift
   run1 0 "${a[@]}"; run1 $(( NG >= 2 ? 1 : 0 )) "$@"; wait; save
 }
 

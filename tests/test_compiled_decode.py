@@ -293,6 +293,12 @@ def test_kernel_split_of_a_graph_replay_takes_each_kernels_category_from_the_ung
     assert ms == pytest.approx({"quant_gemm": 0.39, "dense_gemm": 0.482, "attention": 0.12, "other": 0.018,
                                 "total": 1.01})
     assert sum(ms[c] for c in profile.CATEGORIES) == pytest.approx(ms["total"])
+    # The rest's kernels by time a step: the Memset and Inductor's SDPA prologue, 1.5 and 7.5 us.
+    assert profile.top_kernels(got, reps=2) == [
+        {"name": "triton_poi_fused__scaled_dot_product_flash_attention_0", "calls": 1.0, "us": 7.5},
+        {"name": "Memset (Device)", "calls": 1.0, "us": 1.5}]
+    assert profile.top_kernels(got, reps=2, n=1)[0]["us"] == 7.5
+    assert profile.top_kernels(got, 2, "dense_gemm")[0] == {"name": "nvjet_tst_gemm", "calls": 1.0, "us": 150.0}
     # A replay the profiler shows as one event (or none): the un-graphed step's split, marked so.
     assert profile.replay_kernels(work[:1], ref) == (ref, profile.SOURCES["fallback"])
     assert profile.replay_kernels([], ref)[1] == profile.SOURCES["fallback"]
@@ -338,6 +344,22 @@ def test_report_says_which_step_the_split_profiled():
     assert "(no CUDA graph)" in split_note([row(1, profile.SOURCES["plain"])], "eager")
     assert "the profiler failed" in split_note([*graphed, row(4, "not profiled: RuntimeError: x")], "graph")
     assert "the profiler failed" not in split_note(graphed, "graph")
+
+
+def test_report_names_the_rest_s_largest_kernels_and_the_csv_leaves_them_out(tmp_path):
+    import json
+
+    from qgemm_bench.model.outputs import CSV_COLUMNS, ModelRow, rest_table, row_from_dict
+
+    top = [{"name": "triton_per_fused_add_mean_mul_pow_rsqrt_0", "calls": 64.0, "us": 180.5},
+           {"name": "triton_poi_fused_index_put_1", "calls": 32, "us": 90.0}, {"name": "bad", "calls": "x", "us": 1}]
+    r = ModelRow("m", "triton", "int4-g128", 1, "bfloat16", "cuda:0", "graph", "ok", split_other_top=top)
+    lines = rest_table([r]).splitlines()
+    assert len(lines) == 4 and "| `triton_per_fused_add_mean_mul_pow_rsqrt_0` |" in lines[2] and "180.5" in lines[2]
+    assert "bad" not in rest_table([r]) and rest_table([ModelRow("m", "bf16", "none", 1, "bfloat16", "cpu",
+                                                                 "cpu-wall", "ok")]) == ""
+    assert "split_other_top" not in CSV_COLUMNS
+    assert row_from_dict(json.loads(json.dumps(r.to_dict())), "row 1") == r  # results.json round trip
 
 
 def test_a_failing_profiler_costs_the_split_not_the_timing(monkeypatch):

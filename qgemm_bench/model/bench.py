@@ -189,7 +189,8 @@ def step_fields(t: decode.Timing, copy_gbps: float | None) -> dict:
     for k, v in x.get("split", {}).items():
         out[f"split_{k}_ms"] = v
     if "split_source" in x:
-        out.update(split_source=x["split_source"], split_kernels=x.get("split_kernels"))
+        out.update(split_source=x["split_source"], split_kernels=x.get("split_kernels"),
+                   split_other_top=x.get("split_other_top"))
     return out
 
 

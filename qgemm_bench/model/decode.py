@@ -299,7 +299,7 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     if split:  # the step as timed: its graph's replay, or the step itself
         try:
             s = profile.step_split(step, device, reset=functools.partial(rewind, cache, prompt_len))
-            extra.update(split=s.ms, split_source=s.source, split_kernels=s.kernels)
+            extra.update(split=s.ms, split_source=s.source, split_kernels=s.kernels, split_other_top=s.other_top)
         except Exception as e:  # the profiler failing costs the split, never the row's timing
             extra["split_source"] = f"not profiled: {type(e).__name__}: {str(e).strip()[:200]}"
     del step, cache

@@ -71,6 +71,7 @@ class ModelRow:
     split_total_ms: float | None = None
     split_source: str | None = None  # profile.SOURCES: a graph replay, or the step without a graph
     split_kernels: int | None = None  # device activities (kernels, copies, sets) in the profiled step
+    split_other_top: list[dict] | None = None  # the rest's largest kernels: [{"name", "calls", "us"}] a step
     samples_ms: list = field(default_factory=list)
 
     @property
@@ -81,7 +82,7 @@ class ModelRow:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
 
 
-CSV_COLUMNS = [f.name for f in fields(ModelRow) if f.name != "samples_ms"]
+CSV_COLUMNS = [f.name for f in fields(ModelRow) if f.name not in ("samples_ms", "split_other_top")]
 
 
 class RunFolder(harness_outputs.RunFolder):
@@ -219,6 +220,19 @@ def bandwidth_table(rows: list[ModelRow]) -> str:
     return tabulate(body, headers, tablefmt="github") if body else ""
 
 
+def rest_table(rows: list[ModelRow], n: int = 5) -> str:
+    """Per profiled CUDA row, the rest's n largest kernels a step (profile.top_kernels):
+    what the step spends outside GEMMs and attention, by kernel."""
+    body = []
+    for r in rows:
+        top = r.split_other_top if r.status == OK and isinstance(r.split_other_top, list) else []
+        num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+        for k in [k for k in top if isinstance(k, dict) and num(k.get("calls")) and num(k.get("us"))][:n]:
+            body.append([r.variant, r.batch, f"`{str(k['name'])[:90]}`", _f(k["calls"], "g"), _f(k["us"], ".1f")])
+    return tabulate(body, ["variant", "batch", "kernel (the rest)", "calls/step", "us/step"],
+                    tablefmt="github") if body else ""
+
+
 def split_note(rows: list[ModelRow], timing: str | None) -> str:
     """The report's sentence on what the split columns profiled."""
     sources = {r.split_source for r in rows if r.status == OK and r.split_source} & set(SOURCES.values())
@@ -314,6 +328,9 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
                   "attention reads each step; effective GB/s = read/step x steps/s"
                   + (f"; % of the device's measured copy bandwidth ({copy:.0f} GB/s)" if copy else "") + ". "
                   + split_note(rows, s.get("timing")), "", bw, ""]
+        if rest := rest_table(rows):
+            lines += ["The rest's largest kernels in the profiled step (Inductor names a fused kernel after "
+                      "the ops it absorbed):", "", rest, ""]
     fidelity = "" if m.get("trained") else " (random weights: numerical fidelity only)"
     lines += ["## Memory, prefill and quality per variant", "", summary_table(rows), "",
               f"## Quality by weight format{fidelity}", "", format_quality_table(rows), ""]

@@ -211,6 +211,26 @@ class Split:
     ms: dict  # milliseconds per category and "total", of one step
     source: str  # SOURCES: what was profiled
     kernels: int | None = None  # device activities per step (CUDA)
+    other_top: list | None = None  # the rest's largest kernels (top_kernels), CUDA
+
+
+TOP_KERNELS = 8  # the rest's kernels a split names: what to fuse next (issue 54's 0.6 ms of 3.0 at batch 1)
+
+
+def top_kernels(kernels: list[tuple[str, str, float]], reps: int, category_: str = "other",
+                n: int = TOP_KERNELS) -> list[dict]:
+    """The n kernels of `category_` with the most time per step among
+    (name, category, us) of `reps` steps: [{"name", "calls", "us"}] per step,
+    largest first (names cut at 160 characters: Inductor's name every op it fused)."""
+    by: dict[str, list[float]] = {}
+    for name, c, us in kernels:
+        if c == category_:
+            slot = by.setdefault(name, [0, 0.0])
+            slot[0] += 1
+            slot[1] += us
+    top = sorted(by.items(), key=lambda kv: -kv[1][1])[:n]
+    return [{"name": name[:160], "calls": round(calls / reps, 2), "us": round(us / reps, 2)}
+            for name, (calls, us) in top]
 
 
 SOURCES = {"graph": "graph replay", "plain": "un-graphed step",
@@ -260,4 +280,4 @@ def step_split(step, device: torch.device, reps: int = 2, reset=None) -> Split:
     if step.graph is not None:
         kernels, source = replay_kernels(device_work(events(step)), kernels)
     ms = kernel_split(kernels)
-    return Split({k: v / reps for k, v in ms.items()}, source, round(len(kernels) / reps))
+    return Split({k: v / reps for k, v in ms.items()}, source, round(len(kernels) / reps), top_kernels(kernels, reps))

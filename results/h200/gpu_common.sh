@@ -27,8 +27,10 @@ t0=$(date +%s); B=${BUDGET:-560}; NG=$(nvidia-smi -L | wc -l)
 RUN="python3"; [ "$NG" -ge 2 ] && RUN="torchrun --standalone --nproc-per-node 2"
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
 
-# what comes back: $R as a tarball; the store too, for the next call on this machine (NO_STORE_SAVE=1: not)
-save() { [ -z "${NO_STORE_SAVE:-}" ] && { rm -rf $R/store_h200; cp -r qgemm_bench/configs/h200 $R/store_h200; }; tar czf $OUT/${SAVE_NAME:-runs}.tgz -C /tmp runs; }
+# what comes back: what this call wrote under $R as a tarball (earlier calls' files came back with them); the
+# store too, kept for the next call on this machine (NO_STORE_SAVE=1: not)
+save() { [ -z "${NO_STORE_SAVE:-}" ] && { rm -rf $R/store_h200; cp -r qgemm_bench/configs/h200 $R/store_h200; }
+  tar czf $OUT/${SAVE_NAME:-runs}.tgz -C /tmp --newer-mtime="@$t0" runs; }
 left() { echo $(( B - ($(date +%s)-t0) )); }
 
 # run1 GPU FOLDER runner-args...: one benchmark run on one GPU, in the background where there are two

@@ -217,6 +217,10 @@ def _edit(path: Path, fn) -> None:
     (lambda d: d["metadata"]["settings"].update(rep_ms=0), "metadata: settings.warmup_ms=0.0, rep_ms=0: expected"),
     (lambda d: d["metadata"]["settings"].update(warmup_ms=-1), "metadata: settings.warmup_ms=-1, rep_ms=1.0: expected"),
     (lambda d: d["metadata"]["settings"].update(rep_ms=float("inf")), "settings.warmup_ms=0.0, rep_ms=inf: expected"),
+    (lambda d: d["metadata"].update(ceilings={"bf16_matmul_TFLOPs": 700.0}), "expected copy_GBps and bf16_matmul"),
+    (lambda d: d["metadata"].update(ceilings={"copy_GBps": 0, "bf16_matmul_TFLOPs": 700.0}), "finite and positive"),
+    (lambda d: d["metadata"].update(ceilings={"copy_GBps": float("nan"), "bf16_matmul_TFLOPs": 1.0}),
+     "finite and positive"),
 ])
 def test_report_on_a_malformed_results_json_uses_metadata_json_or_says_why(run_copy, capsys, change, message):
     _edit(run_copy / "results.json", change)

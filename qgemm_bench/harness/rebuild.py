@@ -71,6 +71,9 @@ SWEEP_SETTINGS = {"baseline": (_TEXT, True), "dtype": (_TEXT, True), "timing": (
                   "shape_list": ((list,), False), "backends": ((list,), False)}
 
 
+CEILING_KEYS = ("copy_GBps", "bf16_matmul_TFLOPs")  # what assemble.derive reads of metadata.ceilings
+
+
 def metadata_problem(meta, model: bool = False) -> str:
     """What is wrong with a run's metadata for a rebuild ("" when nothing)."""
     if not isinstance(meta, dict):
@@ -97,6 +100,11 @@ def metadata_problem(meta, model: bool = False) -> str:
     for k in ("phase_s", "ceilings"):
         if any(not isinstance(v, _NUM) or isinstance(v, bool) for v in meta.get(k, {}).values()):
             return f"{k}: expected numbers"
+    ceilings = meta.get("ceilings") or {}
+    # The rows' %SOL and floor divide by them (assemble.derive): both, measured, positive.
+    if ceilings and (set(CEILING_KEYS) - set(ceilings) or
+                     any(not (math.isfinite(ceilings[c]) and ceilings[c] > 0) for c in CEILING_KEYS)):
+        return f"ceilings={json.dumps(ceilings)[:80]}: expected {' and '.join(CEILING_KEYS)}, finite and positive"
     if any(not isinstance(r, dict) for r in meta.get("ranks", [])):
         return "ranks: expected objects"
     return ""

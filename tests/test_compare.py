@@ -194,10 +194,27 @@ def test_a_changed_store_file_is_said_not_refused(tmp_path, capsys):
     assert "| helion   | h200 01234567 (2026-11-29) | h200 fedcba98 (2026-11-30) |" in capsys.readouterr().out
     code, doc = run_compare(tmp_path / "old", [row()], [row(seed=1)], new_meta={"store": new})
     assert code == 0 and doc["store_diff"] == []  # a run from before metadata.store: nothing to say
+    # Records no run writes: told apart, each one table cell (a note's pipes and newlines, a long note cut).
+    odd = {"weight_only": 6, "split_k": {"sha256": 5}, "helion": {"note": "a | b\nc" + "x" * 300}}
+    code, doc = run_compare(tmp_path / "odd", [row()], [row(seed=1)], base_meta={"store": {**base, "weight_only": 5}},
+                            new_meta={"store": odd})
+    got = {d["family"]: (d["base"], d["new"]) for d in doc["store_diff"]}
+    assert got["weight_only"] == ("unreadable record (int)", "unreadable record (int)")
+    assert got["split_k"] == ("h200 01234567 (2026-11-29)", "no hash")
+    assert got["helion"][1].startswith("a / b c") and len(got["helion"][1]) == 80 and "\n" not in got["helion"][1]
     more = {f: {**e, "tune": "x"} for f, e in base.items()}  # a field more, the same files
     code, doc = run_compare(tmp_path / "same", [row()], [row(seed=1)], base_meta={"store": base},
                             new_meta={"store": more})
     assert code == 0 and doc["store_diff"] == []
+
+
+def test_a_lone_surrogate_in_metadata_is_written_escaped_not_a_traceback(tmp_path):
+    # A name read from a file with bad bytes: --output encoded it to UTF-8 and raised.
+    code, doc = run_compare(tmp_path, [row()], [row(seed=1)], new_meta={"git_commit": "abc\udcff"})
+    assert code == 0 and doc is not None
+    out = tmp_path / "report.md"
+    assert runner.main(["compare", str(tmp_path / "base"), str(tmp_path / "new"), "--output", str(out)]) == 0
+    assert "abc\\udcff" in out.read_text()
 
 
 def test_warn_only_exits_zero(tmp_path):

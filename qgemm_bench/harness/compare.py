@@ -19,6 +19,7 @@ interval on their logarithms.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -136,15 +137,23 @@ def store_diff(base: dict, new: dict) -> list[tuple[str, str, str]]:
     if not isinstance(a, dict) or not isinstance(b, dict):
         return []
 
+    def text(v, width: int) -> str:  # one table cell: no line breaks or pipes, at most `width` characters
+        t = " ".join(str(v).split()).replace("|", "/")
+        return t if len(t) <= width else t[:width - 3] + "..."
+
     def label(e) -> str:
-        if isinstance(e, dict) and "sha256" in e:
-            return f"{e.get('gpu')} {str(e['sha256'])[:8]} ({str(e.get('date', '?'))[:10]})"
-        return str(e.get("note", "none")) if isinstance(e, dict) else "none"
+        if not isinstance(e, dict):
+            return "not recorded" if e is None else f"unreadable record ({type(e).__name__})"
+        if isinstance(e.get("sha256"), str):  # the hash and the date's day, cut as they are
+            return f"{text(e.get('gpu'), 20)} {text(e['sha256'][:8], 8)} ({text(str(e.get('date', '?'))[:10], 10)})"
+        return text(e.get("note", "no hash"), 80)
 
-    def ident(e):
-        return (e.get("sha256") or e.get("note")) if isinstance(e, dict) else e
+    def ident(e) -> str:
+        if isinstance(e, dict):
+            e = e.get("sha256") if isinstance(e.get("sha256"), str) else e.get("note")
+        return json.dumps(e, sort_keys=True, default=str)
 
-    return [(f, label(a.get(f)), label(b.get(f))) for f in sorted(set(a) | set(b))
+    return [(f, label(a.get(f)), label(b.get(f))) for f in sorted(set(a) | set(b), key=str)
             if ident(a.get(f)) != ident(b.get(f))]
 
 

@@ -43,7 +43,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     if special:
         raise WriteError(f"could not write {path}: not a regular file")
     try:
-        replace_atomically(path, data.encode("utf-8") if isinstance(data, str) else data)
+        # backslashreplace: a lone surrogate (a name read from a file with bad bytes) is written escaped
+        replace_atomically(path, data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data)
     except OSError as e:
         raise WriteError(f"could not write {path}: {e.strerror or e}") from None
 

@@ -351,15 +351,18 @@ def test_report_names_the_rest_s_largest_kernels_and_the_csv_leaves_them_out(tmp
 
     from qgemm_bench.model.outputs import CSV_COLUMNS, ModelRow, rest_table, row_from_dict
 
-    top = [{"name": "triton_per_fused_add_mean_mul_pow_rsqrt_0", "calls": 64.0, "us": 180.5},
-           {"name": "triton_poi_fused_index_put_1", "calls": 32, "us": 90.0}, {"name": "bad", "calls": "x", "us": 1}]
+    top = [{"name": "triton_poi_fused_index_put_1", "calls": 32, "us": 90.0},
+           {"name": "triton_per_fused_add_mean_mul_pow_rsqrt_0", "calls": 64.0, "us": 180.5},
+           {"name": "bad", "calls": "x", "us": 1}, {"calls": 1, "us": 500.0}, {"name": "neg", "calls": 1, "us": -5},
+           {"name": "nan", "calls": 1, "us": float("nan")}, {"name": "a|b\n`c`", "calls": 1, "us": 1.0}]
     r = ModelRow("m", "triton", "int4-g128", 1, "bfloat16", "cuda:0", "graph", "ok", split_other_top=top)
-    lines = rest_table([r]).splitlines()
-    assert len(lines) == 4 and "| `triton_per_fused_add_mean_mul_pow_rsqrt_0` |" in lines[2] and "180.5" in lines[2]
-    assert "bad" not in rest_table([r]) and rest_table([ModelRow("m", "bf16", "none", 1, "bfloat16", "cpu",
-                                                                 "cpu-wall", "ok")]) == ""
+    lines = rest_table([r]).splitlines()  # largest first whatever the file's order; odd entries left out
+    assert len(lines) == 5 and "| `triton_per_fused_add_mean_mul_pow_rsqrt_0` |" in lines[2] and "180.5" in lines[2]
+    assert "`a/b 'c'`" in lines[4] and all(w not in rest_table([r]) for w in ("bad", "neg", "nan", "500"))
+    assert rest_table([ModelRow("m", "bf16", "none", 1, "bfloat16", "cpu", "cpu-wall", "ok")]) == ""
     assert "split_other_top" not in CSV_COLUMNS
-    assert row_from_dict(json.loads(json.dumps(r.to_dict())), "row 1") == r  # results.json round trip
+    clean = ModelRow("m", "triton", "int4-g128", 1, "bfloat16", "cuda:0", "graph", "ok", split_other_top=top[:2])
+    assert row_from_dict(json.loads(json.dumps(clean.to_dict())), "row 1") == clean  # results.json round trip
 
 
 def test_a_failing_profiler_costs_the_split_not_the_timing(monkeypatch):

@@ -223,12 +223,17 @@ def bandwidth_table(rows: list[ModelRow]) -> str:
 def rest_table(rows: list[ModelRow], n: int = 5) -> str:
     """Per profiled CUDA row, the rest's n largest kernels a step (profile.top_kernels):
     what the step spends outside GEMMs and attention, by kernel."""
+    def num(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
     body = []
     for r in rows:
         top = r.split_other_top if r.status == OK and isinstance(r.split_other_top, list) else []
-        num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
-        for k in [k for k in top if isinstance(k, dict) and num(k.get("calls")) and num(k.get("us"))][:n]:
-            body.append([r.variant, r.batch, f"`{str(k['name'])[:90]}`", _f(k["calls"], "g"), _f(k["us"], ".1f")])
+        good = [k for k in top if isinstance(k, dict) and isinstance(k.get("name"), str) and num(k.get("calls"))
+                and num(k.get("us"))]
+        for k in sorted(good, key=lambda k: -k["us"])[:n]:  # as written, largest first; a file's order aside
+            name = " ".join(k["name"].split()).replace("|", "/").replace("`", "'")[:90]
+            body.append([r.variant, r.batch, f"`{name}`", _f(k["calls"], "g"), _f(k["us"], ".1f")])
     return tabulate(body, ["variant", "batch", "kernel (the rest)", "calls/step", "us/step"],
                     tablefmt="github") if body else ""
 

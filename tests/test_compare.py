@@ -243,6 +243,15 @@ def test_text_format_and_same_run(tmp_path, capsys):
     code = runner.main(["compare", base, base, "--format", "text"])
     out = capsys.readouterr().out
     assert code == 0 and out.startswith("ok: 2 rows: 2 unchanged") and "**" not in out
+    assert "settings" not in out and "unchanged  int4_gemm" in out  # one settings for every row: no column
+    # Rows that differ only in their settings (a probe: "removed torch 1x128x64" beside "added torch
+    # 1x128x64", nothing to tell them apart): the text table shows the column then.
+    g64 = dict(settings={"group_size": 64}, settings_label="group=64")
+    new = write(tmp_path / "new", [row("triton"), row("cublas", us=40), row("cublas", us=40, **g64)])
+    assert runner.main(["compare", base, new, "--format", "text"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(x.split()[:5] == ["status", "op", "backend", "shape", "MxKxN"] and "settings" in x for x in lines)
+    assert any("added" in x and "group=64" in x for x in lines), lines
 
 
 def test_a_comparison_that_timed_nothing_fails_unless_allowed(tmp_path, capsys):

@@ -104,8 +104,10 @@ def text(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
         out.append("fingerprints differ: " + "; ".join(f"{k}: {a} -> {b}" for k, a, b in mismatch))
     if stores := store_diff(base_meta, new_meta):
         out.append("config store files differ: " + "; ".join(f"{f}: {a} -> {b}" for f, a, b in stores))
-    headers = [h for h in TABLE_HEADERS if h != "settings"]
-    table = [r[:4] + r[5:] for r in _table_rows(_by_ratio(rows), bold=False)]
+    table = _table_rows(_by_ratio(rows), bold=False)
+    headers = TABLE_HEADERS
+    if len({r.settings for r in rows}) <= 1:  # one settings for every row: the column says nothing
+        headers, table = [h for h in TABLE_HEADERS if h != "settings"], [r[:4] + r[5:] for r in table]
     out += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
     return "\n".join(out) + "\n"
 

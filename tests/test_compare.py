@@ -342,6 +342,9 @@ def _doc(**change):
     (_doc(meta__model={"model": "tiny"}), "bad.json: a model benchmark run (--model); this reads the GEMM"),
     (_doc(row__speed=1.0), "row 1: unknown field 'speed'"),
     (_doc(row__settings="group=abc"), "row 1: settings 'group=abc': expected 'unscaled', 'group=channel' or"),
+    (_doc(row__settings_label="unscaled"), "row 1: settings_label 'unscaled' is not the label of settings "
+                                           '{"group_size": 128} (\'group=128\')'),
+    (_doc(row__settings="group=64"), "row 1: settings_label 'group=128' is not the label of settings"),
     (_doc(row__settings="g128"), "row 1: settings 'g128': expected 'unscaled', 'group=channel' or 'group=<an even"),
     (_doc(row__settings="group=007"), "row 1: settings 'group=007': expected 'unscaled', 'group=channel' or"),
     (_doc(row__settings="group=3"), "row 1: settings 'group=3': expected 'unscaled', 'group=channel' or"),

@@ -138,9 +138,13 @@ def row_from_dict(d, where: str = "row") -> Row:
             raise InputError(f"{where}: settings {label!r}: {e}") from None
         d.setdefault("settings_label", label)
     try:  # the operator's own settings, not another's (report builds them: assemble.py)
-        op.Settings(**d["settings"])
+        settings = op.Settings(**d["settings"])
     except TypeError:
         raise InputError(f"{where}: settings {json.dumps(d['settings'])[:60]} are not {op.NAME}'s") from None
+    # The label is what tables show, the settings what rows match on: a row whose two disagree reads as another.
+    if d.get("settings_label") and d["settings_label"] != settings.label():
+        raise InputError(f"{where}: settings_label {d['settings_label']!r} is not the label of settings "
+                         f"{json.dumps(d['settings'])[:60]} ({settings.label()!r})")
     return Row(**d)
 
 

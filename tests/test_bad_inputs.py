@@ -275,6 +275,8 @@ def test_report_names_a_cut_last_line_and_never_loses_what_results_json_holds(ru
     ("unknown dtype", 'line 1: dtype="float8": expected bfloat16 or float16'),  # said no file nor line
     ("another op's settings", 'line 1: settings {"group_size": 128} are not split_k_gemm\'s'),
     ("another op", "a row of nvfp4_gemm (torch at 1x128x64) in a run of int4_gemm"),
+    # A probe: such a row was computed as unscaled under the report's "group=128" header.
+    ("other settings", 'a row with settings {"group_size": null} (torch at 1x128x64) in a run of {"group_size": 128}'),
 ])
 def test_report_on_a_bad_rows_file_is_one_line(run_copy, capsys, setup, message):
     rows = run_copy / "rows.jsonl"
@@ -294,7 +296,8 @@ def test_report_on_a_bad_rows_file_is_one_line(run_copy, capsys, setup, message)
         change = {"bad type": {"samples_us": "x"}, "negative round": {"round": -1}, "negative p50": {"p50_us": -5.0},
                   "unknown dtype": {"dtype": "float8"},
                   "another op's settings": {"op": "split_k_gemm"},
-                  "another op": {"op": "nvfp4_gemm", "settings": {}, "settings_label": ""}}[setup]
+                  "another op": {"op": "nvfp4_gemm", "settings": {}, "settings_label": ""},
+                  "other settings": {"settings": "unscaled", "settings_label": ""}}[setup]
         rows.write_text(json.dumps({**d, **change}) + "\n")
     if setup in ("fifo", "folder"):  # no longer is_file(): refused before reading
         message = "no rows.jsonl to rebuild from"

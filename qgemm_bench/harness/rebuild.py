@@ -166,6 +166,16 @@ def main(args) -> int:
         raise InputError(f"{folder}: the run's settings.op: {e}") from None
     if other := next((r for _, r in records if r.op != op), None):
         raise InputError(f"{folder}: a row of {other.op} ({other.backend} at {other.shape}) in a run of {op}")
+    # A run measures one settings (report.md's header states them): a row of others would be computed as them.
+    run_settings = meta["settings"]["op_settings"]
+    if isinstance(run_settings, str):  # metadata from before settings were structured: its label
+        try:
+            run_settings = operators.get(op).Settings.from_label(run_settings).as_dict()
+        except ValueError:
+            run_settings = None
+    if run_settings is not None and (other := next((r for _, r in records if r.settings != run_settings), None)):
+        raise InputError(f"{folder}: a row with settings {json.dumps(other.settings)} ({other.backend} at "
+                         f"{other.shape}) in a run of {json.dumps(run_settings)}")
     meta["settings"]["op"] = op  # report.md and the plots name it; metadata without it took it from the rows
     if notes and (lost := _lost(folder, records)):
         raise InputError(f"{notes[0]}, and {lost[1]} holds what it measured ({lost[0]}): a rebuild from {ROWS} "

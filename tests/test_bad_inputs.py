@@ -277,6 +277,7 @@ def test_report_names_a_cut_last_line_and_never_loses_what_results_json_holds(ru
     ("another op", "a row of nvfp4_gemm (torch at 1x128x64) in a run of int4_gemm"),
     # A probe: such a row was computed as unscaled under the report's "group=128" header.
     ("other settings", 'a row with settings {"group_size": null} (torch at 1x128x64) in a run of {"group_size": 128}'),
+    ("other backend", "a row of backend 'cublas\\udcff' (1x128x64), not one of the run's (torch, cublas)"),
 ])
 def test_report_on_a_bad_rows_file_is_one_line(run_copy, capsys, setup, message):
     rows = run_copy / "rows.jsonl"
@@ -297,7 +298,8 @@ def test_report_on_a_bad_rows_file_is_one_line(run_copy, capsys, setup, message)
                   "unknown dtype": {"dtype": "float8"},
                   "another op's settings": {"op": "split_k_gemm"},
                   "another op": {"op": "nvfp4_gemm", "settings": {}, "settings_label": ""},
-                  "other settings": {"settings": "unscaled", "settings_label": ""}}[setup]
+                  "other settings": {"settings": "unscaled", "settings_label": ""},
+                  "other backend": {"backend": "cublas\udcff"}}[setup]
         rows.write_text(json.dumps({**d, **change}) + "\n")
     if setup in ("fifo", "folder"):  # no longer is_file(): refused before reading
         message = "no rows.jsonl to rebuild from"

@@ -176,6 +176,10 @@ def main(args) -> int:
     if run_settings is not None and (other := next((r for _, r in records if r.settings != run_settings), None)):
         raise InputError(f"{folder}: a row with settings {json.dumps(other.settings)} ({other.backend} at "
                          f"{other.shape}) in a run of {json.dumps(run_settings)}")
+    backends = meta["settings"].get("backends")
+    if isinstance(backends, list) and (other := next((r for _, r in records if r.backend not in backends), None)):
+        raise InputError(f"{folder}: a row of backend {other.backend!r} ({other.shape}), not one of the run's "
+                         f"({', '.join(map(str, backends))})")
     meta["settings"]["op"] = op  # report.md and the plots name it; metadata without it took it from the rows
     if notes and (lost := _lost(folder, records)):
         raise InputError(f"{notes[0]}, and {lost[1]} holds what it measured ({lost[0]}): a rebuild from {ROWS} "

@@ -82,7 +82,7 @@ class Settings:
             s = cls(parse_group_size(g))
         except InputError:
             s = None
-        if g == label or s is None or s.group_size is None or s.label() != label:  # only what label() writes
+        if s is None or s.label() != label:  # only what label() writes ("128", "group=none" are not)
             raise ValueError("expected 'unscaled', 'group=channel' or 'group=<an even number of K rows>'")
         return s
 

@@ -98,9 +98,8 @@ class WeightOnlyDispatch:
     def _tma_borrowed(self, m: int, path: str) -> bool:
         """Whether M borrows a fused decode bucket's config (up to
         SPLIT_PATH_MAX_M) at under half the bucket's M: the tma pass times its
-        TMA loads at the bucket's own M, and on the H200 M = 3..5 ran 10-15%
-        slower on M = 16's TMA entries than on their pointer loads, M = 8..16
-        2-5% faster (results/h200/tma_small_m/)."""
+        TMA loads at the bucket's own M, and below half of it they lost to the
+        pointer loads on the H200 (docs/fused_gemm.md, the tma pass)."""
         near = weight_only_configs.bucket_of(self.fmt, path, m, self.k, self.n, self.entry.gpu, self.entry.table)
         return path == "fused" and near is not None and 2 * m < parse(near)[0] <= SPLIT_PATH_MAX_M
 

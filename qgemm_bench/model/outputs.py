@@ -231,7 +231,7 @@ def rest_table(rows: list[ModelRow], n: int = 5) -> str:
         top = r.split_other_top if r.status == OK and isinstance(r.split_other_top, list) else []
         good = [k for k in top if isinstance(k, dict) and isinstance(k.get("name"), str) and num(k.get("calls"))
                 and num(k.get("us"))]
-        for k in sorted(good, key=lambda k: -k["us"])[:n]:  # as written, largest first; a file's order aside
+        for k in sorted(good, key=lambda k: -k["us"])[:n]:  # largest first, whatever the file's order
             name = " ".join(k["name"].split()).replace("|", "/").replace("`", "'")[:90]
             body.append([r.variant, r.batch, f"`{name}`", _f(k["calls"], "g"), _f(k["us"], ".1f")])
     return tabulate(body, ["variant", "batch", "kernel (the rest)", "calls/step", "us/step"],

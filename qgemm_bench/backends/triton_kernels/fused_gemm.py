@@ -524,9 +524,7 @@ FUSED_CONFIGS = {
 # kernel does not). Per bucket the one-consumer tiles that timed fastest on
 # the H100 (none won at 128 and 256), two consumers on a 64-row tile
 # (K_SPLIT 2), two or four programs per tile (SPLITS, SKEW), stream-K for
-# tile counts that leave a wave part-empty (at 64 untimed yet: 64x8192x10240's
-# 80 128-wide tiles fill 1.2 waves, 35.7 us on the H200 where 64x8192x8192
-# takes 23.2; a pruned tune times it only once it won), and at 64 the 64-k split tiles,
+# tile counts that leave a wave part-empty (at 64 untimed yet), and at 64 the 64-k split tiles,
 # the only ones int4 group 64 runs (ws_gemm.usable). Measurements:
 # docs/fused_gemm.md and docs/ws_gemm.md. At 16 the decode-size x tiles
 # (16 rows) that beat the fused kernel at 16x8192x8192 on the H200 (int4

@@ -200,9 +200,8 @@ def lookup(fmt: int, path: str, m: int, k: int, n: int, gpu: str | None,
     `gpu` (the note names the bucket when it is not the shape's own), or
     None: no entry for this GPU, format and path. tma False: for a kernel
     without TMA loads, the entry's pointer_config where its config has TMA
-    loads. group (group_key): the entry's own config
-    for that int4 group size where it has one (as it runs: its TMA loads are
-    usable)."""
+    loads. group (group_key): the entry's own config for that int4 group
+    size where it has one (as it runs: its TMA loads are usable)."""
     near = bucket_of(fmt, path, m, k, n, gpu, doc)
     if near is None:
         return None

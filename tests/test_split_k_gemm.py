@@ -144,6 +144,15 @@ def test_pdl_is_a_config_option_off_on_cpu_and_by_environment(monkeypatch):
     assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 2, "launch_pdl": True}
     assert split_k_parts.pdl_launch(cfg(), gpu) == {"PDL": 0}
     assert split_k_parts.pdl_launch(c, torch.device("cpu")) == {"PDL": 0}  # the interpreter has no griddepcontrol
+    with split_k_parts.chained_pdl():  # PDL 1 and 2 become the kernel's chained mode; nested until the outer ends
+        with split_k_parts.chained_pdl():
+            assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 3, "launch_pdl": True}
+        assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 3, "launch_pdl": True}
+        assert split_k_parts.pdl_launch(cfg(PDL=1), gpu) == {"PDL": 3, "launch_pdl": True}
+        assert split_k_parts.pdl_launch(c, gpu, chain=0) == {"PDL": 0}  # a kernel without PDL 3
+        assert split_k_parts.pdl_launch(cfg(), gpu) == {"PDL": 0}  # a config without PDL keeps none
+        assert split_k_parts.pdl_launch(c, torch.device("cpu")) == {"PDL": 0}
+    assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 2, "launch_pdl": True}
     monkeypatch.setenv("QGEMM_PDL", "0")
     assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 0}
     assert configs().describe(c).endswith(" pdl2")

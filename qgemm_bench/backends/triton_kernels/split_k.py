@@ -203,5 +203,5 @@ class SplitKGemm:
             grid, block, warps = self.reduce
             split_k_parts.reduce_planes[grid](self.ws, args[2], out, m, n, self.config["SPLIT_K"],
                                               self.bias is not None, block, num_warps=warps,
-                                              **split_k_parts.pdl_launch(self.config, a.device))
+                                              **split_k_parts.pdl_launch(self.config, a.device, chain=0))
         return out

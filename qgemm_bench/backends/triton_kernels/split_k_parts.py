@@ -25,6 +25,7 @@ order, the same bits:
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -65,11 +66,34 @@ def grid(m: int, n: int, c: dict) -> tuple[int, int]:
     return (triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]), c["SPLIT_K"])
 
 
-def pdl_launch(c: dict, device: torch.device) -> dict:
+_CHAINED = 0  # depth of chained_pdl() contexts
+
+
+@contextlib.contextmanager
+def chained_pdl():
+    """Our kernels' PDL for steps whose other kernels launch with PDL too
+    (Inductor's triton.enable_pdl). An Inductor kernel waits only before
+    reading what the kernel right before it wrote, which holds only if every
+    kernel lets the next one start after its own wait; our PDL 1 and 2 let it
+    start before. Inside, pdl_launch gives a config with PDL the kernel's
+    `chain` mode instead: 3 (the wait first, the next kernel released after
+    the main loop) where the kernel has it, else none (docs/model.md)."""
+    global _CHAINED
+    _CHAINED += 1
+    try:
+        yield
+    finally:
+        _CHAINED -= 1
+
+
+def pdl_launch(c: dict, device: torch.device, chain: int = 3) -> dict:
     """The launch keywords for config c's PDL (programmatic dependent launch):
     {"PDL": 0} where c has none, on CPU (the interpreter has no griddepcontrol)
-    or with QGEMM_PDL=0 in the environment (to time without it)."""
+    or with QGEMM_PDL=0 in the environment (to time without it); inside
+    chained_pdl() the kernel's `chain` mode (0 for kernels without PDL 3)."""
     pdl = c.get("PDL", 0)
+    if _CHAINED:
+        pdl = pdl and chain
     if not pdl or device.type != "cuda" or os.environ.get("QGEMM_PDL", "1") == "0":
         return {"PDL": 0}
     return {"PDL": pdl, "launch_pdl": True}

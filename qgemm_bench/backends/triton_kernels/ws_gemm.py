@@ -994,5 +994,5 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
                     BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
                     SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), M_GROUP=c.get("M_GROUP", 1),
                     STAMPS=int(stamps is not None), num_warps=4,
-                    maxnreg=maxnreg(c), **pdl_launch(c, x.device))
+                    maxnreg=maxnreg(c), **pdl_launch(c, x.device, chain=0))  # PDL 1 only: _pdl_wait
     return out

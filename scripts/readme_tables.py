@@ -100,7 +100,7 @@ def model(path: Path) -> str:
     tp = doc["metadata"].get("tensor_parallel") or 1
     where = f"`{path.parent.parent.name}/{path.parent.name}/`" + (f", tensor parallel over {tp} GPUs" if tp > 1 else "")
     title = (f"{meta.get('model', path.parent.name)} decode ({where}; attention {first.get('attention')},"
-             f" compile {first.get('compile')}{', ' + head if head else ''}; "
+             f" compile {first.get('compile')}{' with PDL' if first.get('pdl') else ''}{', ' + head if head else ''}; "
              f"{'trained' if meta.get('trained') else 'random'} weights), tokens/s (x bf16):")
     out = [title, "", "| variant | " + " | ".join(f"batch {b}" for b in batches)
            + " | batch 1 step ms: quant GEMM / dense GEMM / attention / rest | batch 1 % of copy |",

@@ -418,12 +418,16 @@ def test_tensor_parallel_step_compiles_whole_with_its_all_reduces(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("backend,attention", [("bf16", "sdpa"), ("triton", "sdpa"), ("tinygemm", "sdpa"),
-                                               ("triton", "flex")])
-def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention):
+@pytest.mark.parametrize("backend,attention,pdl", [("bf16", "sdpa", False), ("triton", "sdpa", False),
+                                                   ("tinygemm", "sdpa", False), ("triton", "flex", False),
+                                                   ("triton", "flex", True)])
+def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
     """The whole path of a --compile default row on a small Llama: compile,
     capture in our CUDA graph, replay vs the model's own eager step, the bytes
-    and the kernel split (our GEMM kernels are attributed to qgemm::linear)."""
+    and the kernel split (our GEMM kernels are attributed to qgemm::linear).
+    pdl: Inductor's kernels with PDL (--pdl), on a GPU that has it."""
+    if pdl and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("PDL needs compute capability 9.0+")
     from qgemm_bench.model.quant_linear import quantize_model
 
     dev = torch.device("cuda")
@@ -433,11 +437,12 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention):
     if backend != "bf16":
         quantize_model(model, backend, "int4-g128")
     try:
-        t = decode.time_decode(model, 4, 16, 8, dev, mode="graph", compile="default", attention=attention)
+        t = decode.time_decode(model, 4, 16, 8, dev, mode="graph", compile="default", attention=attention,
+                               pdl=pdl)
     finally:
         torch._dynamo.reset()
     assert t.mode == "graph" and t.check_rel_err < 0.1 and t.extra["compile_s"] > 0
-    assert t.extra["attention"] == attention
+    assert t.extra["attention"] == attention and t.extra["pdl"] == pdl
     split = t.extra["split"]
     assert split["attention"] > 0 and split["total"] > 0
     assert (split["quant_gemm"] > 0) == (backend != "bf16") and split["dense_gemm"] > 0  # lm_head is cuBLAS
@@ -445,6 +450,28 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention):
     # The timed step, a graph replay, profiled kernel by kernel: busy time within the step it timed.
     assert t.extra["split_source"] == profile.SOURCES["graph"] and t.extra["split_kernels"] > 20
     assert split["total"] <= 1.05 * t.p50 and split["other"] < split["total"]
+
+
+def test_pdl_context_sets_inductor_s_pdl_and_chains_ours_until_it_ends():
+    """--pdl's step runs Inductor's kernels with PDL and ours in their chained
+    modes: inside decode.inductor_pdl, Inductor's triton.enable_pdl is set and
+    our PDL 2 launches as 3 (the wait before the next kernel's release; on a
+    CUDA device, none is needed to ask); outside, both as before. Off, the
+    context changes nothing."""
+    import torch._inductor.config as inductor_config
+
+    from qgemm_bench.backends.triton_kernels import split_k_parts
+
+    gpu, c = torch.device("cuda"), {"PDL": 2}
+    before = inductor_config.triton.enable_pdl
+    with decode.inductor_pdl(False):
+        assert inductor_config.triton.enable_pdl == before
+        assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 2, "launch_pdl": True}
+    with decode.inductor_pdl():
+        assert inductor_config.triton.enable_pdl is True
+        assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 3, "launch_pdl": True}
+    assert inductor_config.triton.enable_pdl == before
+    assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 2, "launch_pdl": True}
 
 
 def test_flex_choice_outside_a_compiled_step_is_the_sdpa_path_and_its_bytes():

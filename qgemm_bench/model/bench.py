@@ -62,6 +62,7 @@ class Plan:
     copy_gbps: float | None = None  # the device's measured copy bandwidth (CUDA), for copy_pct
     split: bool = True  # profile one step per row, as timed (profile.step_split)
     attention: str = "sdpa"  # --attention: decode.ATTENTIONS key (flex: compiled steps only)
+    pdl: bool = False  # --pdl: the compiled step's Inductor kernels launch with PDL (decode.inductor_pdl)
 
     @property
     def timing(self) -> str:
@@ -155,7 +156,7 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
         torch.cuda.reset_peak_memory_stats(plan.device)
     t = decode.time_decode(model, batch, plan.prompt_len, plan.decode_steps, plan.device, plan.decode_mode,
                            seed=plan.seed, compile=plan.compile, split=plan.split,
-                           attention=plan.attention)
+                           attention=plan.attention, pdl=plan.pdl)
     p50 = t.p50
     tol = GRAPH_CHECK_TOL if plan.compile == "none" else COMPILED_CHECK_TOL
     bad = t.check_rel_err is not None and not t.check_rel_err <= tol
@@ -197,7 +198,7 @@ def step_fields(t: decode.Timing, copy_gbps: float | None) -> dict:
 def _base(plan: Plan, backend: str, spec: QuantSpec | None) -> dict:
     return dict(model=plan.source.name, backend=backend, quant=spec.name if spec else "none",
                 dtype=str(plan.dtype).removeprefix("torch."), device=str(plan.device), timing=plan.timing,
-                compile=plan.compile, attention=plan.attention)
+                compile=plan.compile, pdl=plan.pdl, attention=plan.attention)
 
 
 def measure_variant(plan: Plan, backend: str, spec: QuantSpec | None, ref: dict, folder: RunFolder,

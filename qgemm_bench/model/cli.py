@@ -65,6 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(g, "--attention", choices=["sdpa", "flex"], default="sdpa", help="decode attention: sdpa (default; "
          "one SDPA over the whole static cache, masked) or flex (with --compile: flex_attention's split-KV "
          "decoding kernel, reading the cache only up to each token)")
+    _add(g, "--pdl", action="store_true", help="with --compile, on a GPU of compute capability 9.0+: "
+         "Inductor's kernels launch with programmatic dependent launch (its triton.enable_pdl, as vLLM's full "
+         "CUDA graphs), each starting while the one before finishes; ours in their chained modes (docs/model.md). "
+         "Every variant of the run alike")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
@@ -313,6 +317,9 @@ def build_plan(args, world=None):
     qb, qt = parse_bxt(_default(args, "quality_tokens", cuda))
     if getattr(args, "attention", "sdpa") == "flex" and getattr(args, "compile", "none") == "none":
         raise InputError("--attention flex runs in compiled steps: add --compile default")
+    pdl = getattr(args, "pdl", False)
+    if pdl:
+        check_pdl(device, getattr(args, "compile", "none"))
     if args.checkpoint:
         if args.layers:
             raise InputError("--layers applies to the presets, not to --checkpoint")
@@ -358,7 +365,20 @@ def build_plan(args, world=None):
                       eval_ids=eval_ids, eval_window=window, eval_stride=args.eval_stride, lm_head=args.lm_head,
                       seed=args.seed, shard=shard, stall_s=stall_s, compile=getattr(args, "compile", "none"),
                       split=not getattr(args, "no_step_split", False),
-                      attention=getattr(args, "attention", "sdpa"))
+                      attention=getattr(args, "attention", "sdpa"), pdl=pdl)
+
+
+def check_pdl(device: torch.device, compile: str) -> None:
+    """--pdl's conditions, as one-line InputErrors."""
+    if compile == "none":
+        raise InputError("--pdl applies to Inductor's kernels: add --compile default")
+    if device.type != "cuda" or torch.cuda.get_device_capability(device)[0] < 9:
+        raise InputError(f"--pdl needs a CUDA GPU of compute capability 9.0 or newer (programmatic dependent "
+                         f"launch); {device} is not")
+    import torch._inductor.config as inductor_config
+
+    if not hasattr(inductor_config.triton, "enable_pdl"):
+        raise InputError(f"--pdl: torch {torch.__version__}'s Inductor has no triton.enable_pdl")
 
 
 def default_folder(plan) -> Path:
@@ -386,7 +406,7 @@ def metadata(plan, args) -> dict:
         "quality_tokens": "x".join(map(str, plan.quality_ids.shape)), "eval_text": args.eval_text,
         "eval_tokens": None if plan.eval_ids is None else int(plan.eval_ids.numel()),
         "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
-        "stall_timeout_s": plan.stall_s, "compile": plan.compile, "attention": plan.attention,
+        "stall_timeout_s": plan.stall_s, "compile": plan.compile, "pdl": plan.pdl, "attention": plan.attention,
         "step_split": plan.split, "argv": getattr(args, "argv", sys.argv[1:]),
     }
     meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct

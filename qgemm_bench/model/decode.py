@@ -163,6 +163,25 @@ def prefill(model, cache, ids: torch.Tensor) -> torch.Tensor:
     return model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
 
 
+@contextlib.contextmanager
+def inductor_pdl(on: bool = True):
+    """--pdl: inside, Inductor compiles its kernels to launch with
+    programmatic dependent launch (triton.enable_pdl, as vLLM runs its full
+    CUDA graphs), each starting while the kernel before it finishes and
+    waiting in its prologue; ours in their chained modes
+    (split_k_parts.chained_pdl: Inductor's waits assume every kernel waits
+    before it lets the next one start, which our PDL 1 and 2 do not)."""
+    if not on:
+        yield
+        return
+    import torch._inductor.config as inductor_config
+
+    from qgemm_bench.backends.triton_kernels import split_k_parts
+
+    with inductor_config.patch({"triton.enable_pdl": True}), split_k_parts.chained_pdl():
+        yield
+
+
 def compile_mode(name: str) -> str | None:
     if name not in COMPILE_MODES:
         raise ValueError(f"compile mode {name!r}: choose one of {', '.join(COMPILE_MODES)}")
@@ -245,13 +264,22 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.device, mode: str = "graph",
-                seed: int = 0, compile: str = "none", split: bool = True, attention: str = "sdpa") -> Timing:
+                seed: int = 0, compile: str = "none", split: bool = True, attention: str = "sdpa",
+                pdl: bool = False) -> Timing:
     """Per-step milliseconds of `steps` greedy decode steps at `batch` after a
     `prompt_len` prompt (static cache of prompt_len + steps + warm-up slots).
     mode: "graph" (CUDA graph per step) or "eager"; on CPU always a wall clock.
-    compile: a COMPILE_MODES key. extra: compile_s, the bytes one step reads
-    (profile.step_bytes) and, with `split`, one step's time by category, the
-    step as timed (profile.step_split)."""
+    compile: a COMPILE_MODES key; pdl: the compiled step under inductor_pdl.
+    extra: compile_s, the bytes one step reads (profile.step_bytes) and, with
+    `split`, one step's time by category, the step as timed
+    (profile.step_split)."""
+    with inductor_pdl(pdl and compile != "none"):
+        t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
+    t.extra["pdl"] = pdl and compile != "none"
+    return t
+
+
+def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention) -> Timing:
     from qgemm_bench.model import profile
 
     cuda = device.type == "cuda"

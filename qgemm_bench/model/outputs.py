@@ -58,6 +58,7 @@ class ModelRow:
     allreduce_share: float | None = None  # allreduce_ms / step_ms_p50
     compile: str = "none"  # --compile: the decode step traced by torch.compile (none: the model's forward)
     compile_s: float | None = None  # the compiled step's first call: trace, Inductor, Triton builds, autotuning
+    pdl: bool = False  # --pdl: Inductor's kernels launched with PDL, ours chained (decode.inductor_pdl)
     attention: str = "sdpa"  # sdpa (GQA-packed, whole static cache) | flex (compiled steps, cache up to the token)
     step_read_gib: float | None = None  # bytes one step reads (model/profile.py step_bytes), per GPU
     kv_read_gib: float | None = None  # the static K/V cache's share of it
@@ -306,8 +307,10 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
              f"{meta.get('date')}.", "",
              f"Decode: {s.get('timing')} timing, median of {s.get('decode_steps')} greedy steps after a "
              f"{s.get('prompt_len')}-token prompt (static KV cache); tokens/s = batch / step time; the step "
-             + (f"traced whole by torch.compile ({s['compile']}), compile time per row. " if s.get("compile", "none")
-                != "none" else "is the model's forward, not compiled. ") + "Prefill: "
+             + (f"traced whole by torch.compile ({s['compile']}"
+                + ("; Inductor's kernels launched with PDL, ours in chained modes" if s.get("pdl") else "")
+                + "), compile time per row. " if s.get("compile", "none") != "none"
+                else "is the model's forward, not compiled. ") + "Prefill: "
              f"{s.get('prompt_len')} tokens, batch 1, eager. Quality: logits on {s.get('quality_tokens')} tokens "
              f"against the unquantized model; lm_head quantized: {s.get('lm_head')}. `bf16` is the "
              f"unquantized model in the run's dtype ({s.get('dtype')}).", ""]

@@ -537,7 +537,7 @@ WS_POOL = {16: [ws_tiles(16, 64, 128, 8, splits=2), ws_tiles(16, 64, 128, 8, 2),
                  ws_tiles(128, 128, 64, 4, stream_k=True)],
            256: [ws_tiles(256, 128, 64, 4, splits=2, skew=4), ws_tiles(128, 128, 64, 4, splits=2, skew=4),
                  ws_tiles(256, 128, 64, 4, splits=4, skew=4), ws_tiles(256, 128, 64, 4, stream_k=True),
-                 ws_tiles(128, 128, 64, 4, stream_k=True), ws_tiles(64, 128, 128, 4)],
+                 ws_tiles(128, 128, 64, 4, stream_k=True)],
            512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4), ws_tiles(256, 128, 64, 4, stream_k=True),
                  ws_tiles(256, 128, 64, 4, m_group=4), ws_tiles(256, 128, 64, 4, m_group=8)]}
 

@@ -3,8 +3,8 @@
 # ../shared/scripts/fetch_gpu_wheels.sh but transformers, .gpu/commit the tree's commit; each call sources
 # gpu_common.sh beside this file), `source .gpu/s41<x>.sh` each:
 # A, B and C each on a fresh machine: A at 624b382 (its M = 64 ws and pdl passes committed as 3d7d991),
-# B at 3d7d991, C at f4a1501; D at f4a1501 on C's machine, still warm.
-# Device time: 1549 of 1800 s.
+# B at 3d7d991, C at f4a1501; D at f4a1501 on C's machine, still warm; E (one H200, BUDGET=150) at 128c11c,
+# its store committed as 64fd015. Device time: 1681 of 1800 s.
 # ---- call A: source .gpu/s41a.sh
 # Session 41 call A (x2, BUDGET s), planned in session 40: GPU 0 the GPU stream-K tests (b24871f's 64-row tile),
 # then the ws pass at M = 64 (both formats; the pool's new 64x128x128 stream-K tile against each entry), the pdl
@@ -86,3 +86,12 @@ runpy.run_path('runner.py', run_name='__main__')" $M8 --output-dir $R/model8b_pd
   echo "8B --pdl combo kernels (GPU 1) rc $? wall $(( $(date +%s)-t1 )) s"
   grep -A4 "^| variant  *|   batch |   step ms" $R/model8b_pdl_combo/report.md | cut -c1-250 ) &
 wait; save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call E: BUDGET=150 source .gpu/s41e.sh (nvidia-h200)
+# Session 41 call E (x2, BUDGET s), at the WS_POOL[256] commit: the ws pass at M = 256 (both formats, the three layers of N <= 6144 with K <= 14336; the pool's new
+# 64x128x128 tile against each entry), then the check of the M = 256 entries.
+BUDGET=${BUDGET:-200} source results/h200/gpu_common.sh
+t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 5 $(( $(left) - 30 )) python3 -m qgemm_bench.tuning.weight_only $R/ws256.json ws --layers 4096x4096,4096x6144,14336x4096 \
+  --ms 256 > $R/ws256.log 2>&1; echo "ws pass M 256 rc $? wall $(( $(date +%s)-t1 )) s"; grep -E "fused M256" $R/ws256.log | cut -c1-330
+t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 5 $(( $(left) - 5 )) python3 -m qgemm_bench.tuning.weight_only $R/ws256_check.json check \
+  --ms 256 --layers 4096x4096,4096x6144,14336x4096 --calls 30 > $R/ws256_check.log 2>&1; echo "check rc $? wall $(( $(date +%s)-t1 )) s"; tail -2 $R/ws256_check.log | cut -c1-200
+save; echo "all wall $(( $(date +%s)-t0 )) s"

@@ -5,6 +5,7 @@ bars, several give lines against M; the legend lists only what is drawn; no
 matplotlib warning (they fail these tests); report.md's numbers fit."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -153,6 +154,28 @@ def test_a_cpu_report_says_triton_interpreter_once_and_shows_no_speedup_for_it(t
     assert speedups == {"torch": "1.00x", "cublas": "3.00x", "triton": "", "helion": ""}
     fig = plots.speedup_figure(frame([r for r in rows if not report.interpreted(r)]), m, "M")
     assert sorted(legend_labels(fig)) == ["cublas", "torch"]
+
+
+def test_a_run_records_the_qgemm_and_inductor_variables_set_and_its_report_shows_them(tmp_path, monkeypatch):
+    """What changes a run without a flag (QGEMM_PDL=0, TORCHINDUCTOR_*) is in
+    its metadata and report.md; other variables and QGEMM_GIT_COMMIT (the
+    commit itself) are not; with none set, no line."""
+    from qgemm_bench.harness import environment
+
+    for k in [k for k in os.environ if k.startswith(environment.RECORDED_ENV_PREFIXES)]:
+        monkeypatch.delenv(k)
+    assert environment.recorded_env() == {}
+    monkeypatch.setenv("QGEMM_PDL", "0")
+    monkeypatch.setenv("TORCHINDUCTOR_ENABLE_PDL", "1")
+    monkeypatch.setenv("QGEMM_GIT_COMMIT", "abc1234")
+    monkeypatch.setenv("SOME_OTHER", "x")
+    env = environment.collect(torch.device("cpu"))["env"]
+    assert env == {"QGEMM_PDL": "0", "TORCHINDUCTOR_ENABLE_PDL": "1"}
+    rows = gpu_rows(int4_gemm.PRESETS["smoke"], meta())
+    _, md = write_and_check(rows, {**meta(), "env": env}, "M", tmp_path / "run")
+    assert re.search(r"\| environment +\| QGEMM_PDL=0 TORCHINDUCTOR_ENABLE_PDL=1 +\|", md), md[:800]
+    _, md = write_and_check(rows, meta(), "M", tmp_path / "run2")
+    assert "environment" not in md
 
 
 def test_report_numbers_have_three_significant_digits_and_fitting_units(tmp_path):

@@ -87,6 +87,18 @@ def git_commit() -> str | None:
     return head
 
 
+# Environment variables that change what runs (our PDL switch, Inductor's
+# settings): a run records those set, so a row's numbers say what made them.
+RECORDED_ENV_PREFIXES = ("QGEMM_", "TORCHINDUCTOR_")
+
+
+def recorded_env() -> dict:
+    """The set variables of RECORDED_ENV_PREFIXES (QGEMM_GIT_COMMIT aside:
+    it is git_commit)."""
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith(RECORDED_ENV_PREFIXES) and k != "QGEMM_GIT_COMMIT"}
+
+
 def collect(device: torch.device) -> dict:
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -100,6 +112,7 @@ def collect(device: torch.device) -> dict:
         "device": str(device),
         "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
         "cpu": platform.processor() or platform.machine(),
+        "env": recorded_env(),
     }
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)

@@ -64,7 +64,7 @@ SWEEP_META = {"date": (_TEXT, True), "device": (_TEXT, True), "gpu": (_OPT, Fals
               "torch": (_OPT, False), "triton": (_OPT, False), "helion": (_OPT, False),
               "git_commit": (_OPT, False), "wall_s": (_NUM + (type(None),), False), "phase_s": ((dict,), False),
               "ceilings": ((dict,), False), "ranks": ((list,), False), "world_size": ((int, type(None)), False),
-              "stopped": (_OPT, False)}
+              "stopped": (_OPT, False), "env": ((dict,), False)}
 SWEEP_SETTINGS = {"baseline": (_TEXT, True), "dtype": (_TEXT, True), "timing": (_TEXT, True),
                   "op_settings": ((dict, str), True), "op_settings_label": (_TEXT, False), "op": (_OPT, False),
                   "warmup_ms": (_NUM, True), "rep_ms": (_NUM, True), "repeats": ((int,), False),

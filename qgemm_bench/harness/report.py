@@ -154,6 +154,7 @@ def markdown(rows: list[Row], meta: dict, plots: list[str]) -> str:
              + ", ".join(f"{k} {v:.0f}" for k, v in phases[:6]) + (", ..." if len(phases) > 6 else "") + ")"
              if meta.get("wall_s") is not None else ""],
             ["ceilings", ", ".join(f"{k} {v:.0f}" for k, v in meta.get("ceilings", {}).items()) or "n/a"],
+            *([["environment", " ".join(f"{k}={v}" for k, v in meta["env"].items())]] if meta.get("env") else []),
         ], headers=["", ""], tablefmt="github"),
         "",
         "## Results",

@@ -314,6 +314,8 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
              f"{s.get('prompt_len')} tokens, batch 1, eager. Quality: logits on {s.get('quality_tokens')} tokens "
              f"against the unquantized model; lm_head quantized: {s.get('lm_head')}. `bf16` is the "
              f"unquantized model in the run's dtype ({s.get('dtype')}).", ""]
+    if meta.get("env"):
+        lines += ["Environment: " + " ".join(f"`{k}={v}`" for k, v in meta["env"].items()) + ".", ""]
     if s.get("timing") == "cpu-wall":
         lines += ["**CPU wall-clock timings: not comparable with GPU numbers.**", ""]
     if meta.get("stopped"):

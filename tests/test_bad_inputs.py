@@ -137,7 +137,7 @@ BASE = ["--device", "cpu", "--batch", "1", "--prompt-len", "4", "--decode-steps"
     (["--batch", "100000"], "--batch '100000': expected integers in [1, 4096]"),
     (["--quality-tokens", "100000x2"], "--quality-tokens '100000x2': expected BxT"),
     (["--pdl"], "--pdl applies to Inductor's kernels: add --compile default"),
-    (["--pdl", "--compile", "default"], "--pdl needs a CUDA GPU of compute capability 9.0 or newer"),
+    (["--pdl", "--compile", "default"], "--pdl needs an NVIDIA GPU of compute capability 9.0 or newer"),
 ])
 def test_bad_model_options_are_one_line_before_anything_runs(tmp_path, capsys, llama, args, message):
     (tmp_path / "blank.txt").write_text("  \n\n")

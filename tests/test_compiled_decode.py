@@ -436,11 +436,24 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
     model = build_model(config_for("tiny", **cfg), dev, torch.bfloat16, SEED)
     if backend != "bf16":
         quantize_model(model, backend, "int4-g128")
+    from qgemm_bench.backends.triton_kernels import split_k_parts
+
+    launched, pdl_launch = [], split_k_parts.pdl_launch  # our kernels' PDL modes as launched
+
+    def recording(*a, **kw):
+        got = pdl_launch(*a, **kw)
+        launched.append(got["PDL"])
+        return got
+
     try:
-        t = decode.time_decode(model, 4, 16, 8, dev, mode="graph", compile="default", attention=attention,
-                               pdl=pdl)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(split_k_parts, "pdl_launch", recording)
+            t = decode.time_decode(model, 4, 16, 8, dev, mode="graph", compile="default", attention=attention,
+                                   pdl=pdl)
     finally:
         torch._dynamo.reset()
+    if pdl and backend == "triton":  # the tiny model's store entries have PDL 1 or 2: in the step, chained as 3
+        assert 3 in launched and not {1, 2} & set(launched), launched
     assert t.mode == "graph" and t.check_rel_err < 0.1 and t.extra["compile_s"] > 0
     assert t.extra["attention"] == attention and t.extra["pdl"] == pdl
     split = t.extra["split"]
@@ -452,26 +465,32 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
     assert split["total"] <= 1.05 * t.p50 and split["other"] < split["total"]
 
 
-def test_pdl_context_sets_inductor_s_pdl_and_chains_ours_until_it_ends():
+def test_pdl_context_sets_inductor_s_pdl_and_chains_ours_until_it_ends(monkeypatch):
     """--pdl's step runs Inductor's kernels with PDL and ours in their chained
     modes: inside decode.inductor_pdl, Inductor's triton.enable_pdl is set and
     our PDL 2 launches as 3 (the wait before the next kernel's release; on a
-    CUDA device, none is needed to ask); outside, both as before. Off, the
-    context changes nothing."""
+    CUDA device, none is needed to ask); outside, both as before. Off, it
+    sets enable_pdl off (as if TORCHINDUCTOR_ENABLE_PDL=1 had turned it on)
+    and leaves ours as they are. On CPU no PDL runs."""
     import torch._inductor.config as inductor_config
 
     from qgemm_bench.backends.triton_kernels import split_k_parts
 
+    monkeypatch.delenv("QGEMM_PDL", raising=False)
+    monkeypatch.setattr(inductor_config.triton, "enable_pdl", True)
     gpu, c = torch.device("cuda"), {"PDL": 2}
-    before = inductor_config.triton.enable_pdl
     with decode.inductor_pdl(False):
-        assert inductor_config.triton.enable_pdl == before
+        assert inductor_config.triton.enable_pdl is False
         assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 2, "launch_pdl": True}
+    assert inductor_config.triton.enable_pdl is True
+    monkeypatch.setattr(inductor_config.triton, "enable_pdl", False)
+    before = False
     with decode.inductor_pdl():
         assert inductor_config.triton.enable_pdl is True
         assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 3, "launch_pdl": True}
     assert inductor_config.triton.enable_pdl == before
     assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 2, "launch_pdl": True}
+    assert not decode.pdl_runs(CPU)
 
 
 def test_flex_choice_outside_a_compiled_step_is_the_sdpa_path_and_its_bytes():

@@ -140,6 +140,7 @@ def test_triton_deterministic_is_bit_identical_over_runs():
 def test_pdl_is_a_config_option_off_on_cpu_and_by_environment(monkeypatch):
     from qgemm_bench.backends.triton_kernels import split_k_parts
 
+    monkeypatch.delenv("QGEMM_PDL", raising=False)
     c, gpu = cfg(PDL=2), torch.device("cuda")
     assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 2, "launch_pdl": True}
     assert split_k_parts.pdl_launch(cfg(), gpu) == {"PDL": 0}
@@ -150,6 +151,7 @@ def test_pdl_is_a_config_option_off_on_cpu_and_by_environment(monkeypatch):
         assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 3, "launch_pdl": True}
         assert split_k_parts.pdl_launch(cfg(PDL=1), gpu) == {"PDL": 3, "launch_pdl": True}
         assert split_k_parts.pdl_launch(c, gpu, chain=0) == {"PDL": 0}  # a kernel without PDL 3
+        assert split_k_parts.pdl_launch(c, gpu, chain=None) == {"PDL": 2, "launch_pdl": True}  # its own mode
         assert split_k_parts.pdl_launch(cfg(), gpu) == {"PDL": 0}  # a config without PDL keeps none
         assert split_k_parts.pdl_launch(c, torch.device("cpu")) == {"PDL": 0}
     assert split_k_parts.pdl_launch(c, gpu) == {"PDL": 2, "launch_pdl": True}

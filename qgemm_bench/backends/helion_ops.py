@@ -321,7 +321,8 @@ class WeightOnly:
         """The fused config's PDL mode where it can run (a GPU: split_k_parts.pdl_launch)."""
         from qgemm_bench.backends.triton_kernels.split_k_parts import pdl_launch
 
-        return pdl_launch({"PDL": cfg.get("pdl", 0)}, x.device, chain=0)["PDL"]  # none in a chain: untimed
+        # Its own mode in a chain too: the kernel of an M is compiled once, with the mode of its first call.
+        return pdl_launch({"PDL": cfg.get("pdl", 0)}, x.device, chain=None)["PDL"]
 
     def bound(self, x):
         """The tuning.Ready of x's M (bound and compiled on first use of the M)."""
@@ -540,7 +541,7 @@ class SplitK:
             # Counters for the smallest tiles (16 x 16): any config's fit.
             self.count = torch.zeros(-(-rows // MIN_TILE), -(-n // MIN_TILE), device=self.a.device, dtype=torch.int32)
         bias = self.bias if self.bias is not None else self.b[0]  # b[0]: a placeholder, never read
-        pdl = pdl_launch({"PDL": cfg.get("pdl", 0)}, self.a.device, chain=0)["PDL"]  # as pdl_mode
+        pdl = pdl_launch({"PDL": cfg.get("pdl", 0)}, self.a.device, chain=None)["PDL"]  # as pdl_mode
         return (self.a, self.b, bias, self.ws, self.count, self.bias is not None, planes, bk, small, pdl,
                 planes_only)
 

@@ -372,8 +372,10 @@ def check_pdl(device: torch.device, compile: str) -> None:
     """--pdl's conditions, as one-line InputErrors."""
     if compile == "none":
         raise InputError("--pdl applies to Inductor's kernels: add --compile default")
-    if device.type != "cuda" or torch.cuda.get_device_capability(device)[0] < 9:
-        raise InputError(f"--pdl needs a CUDA GPU of compute capability 9.0 or newer (programmatic dependent "
+    from qgemm_bench.model import decode
+
+    if not decode.pdl_runs(device):
+        raise InputError(f"--pdl needs an NVIDIA GPU of compute capability 9.0 or newer (programmatic dependent "
                          f"launch); {device} is not")
     import torch._inductor.config as inductor_config
 

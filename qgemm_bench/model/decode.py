@@ -165,21 +165,25 @@ def prefill(model, cache, ids: torch.Tensor) -> torch.Tensor:
 
 @contextlib.contextmanager
 def inductor_pdl(on: bool = True):
-    """--pdl: inside, Inductor compiles its kernels to launch with
-    programmatic dependent launch (triton.enable_pdl, as vLLM runs its full
-    CUDA graphs), each starting while the kernel before it finishes and
-    waiting in its prologue; ours in their chained modes
-    (split_k_parts.chained_pdl: Inductor's waits assume every kernel waits
-    before it lets the next one start, which our PDL 1 and 2 do not)."""
-    if not on:
-        yield
-        return
+    """Inductor's triton.enable_pdl for the steps compiled inside, set either
+    way (so TORCHINDUCTOR_ENABLE_PDL in the environment never decides it
+    unseen). On (--pdl): Inductor compiles its kernels to launch with
+    programmatic dependent launch, as vLLM runs its full CUDA graphs, each
+    starting while the kernel before it finishes and waiting in its
+    prologue; ours in their chained modes (split_k_parts.chained_pdl)."""
     import torch._inductor.config as inductor_config
 
     from qgemm_bench.backends.triton_kernels import split_k_parts
 
-    with inductor_config.patch({"triton.enable_pdl": True}), split_k_parts.chained_pdl():
+    with inductor_config.patch({"triton.enable_pdl": on}), \
+            (split_k_parts.chained_pdl() if on else contextlib.nullcontext()):
         yield
+
+
+def pdl_runs(device: torch.device) -> bool:
+    """Whether Inductor emits PDL on this device (its codegen's own test:
+    CUDA, not ROCm, compute capability 9.0 or newer)."""
+    return device.type == "cuda" and not torch.version.hip and torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def compile_mode(name: str) -> str | None:
@@ -273,9 +277,12 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     extra: compile_s, the bytes one step reads (profile.step_bytes) and, with
     `split`, one step's time by category, the step as timed
     (profile.step_split)."""
-    with inductor_pdl(pdl and compile != "none"):
+    if compile == "none":
         t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
-    t.extra["pdl"] = pdl and compile != "none"
+    else:
+        with inductor_pdl(pdl):
+            t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
+    t.extra["pdl"] = pdl and compile != "none" and pdl_runs(device)
     return t
 
 

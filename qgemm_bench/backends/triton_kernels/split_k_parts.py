@@ -72,12 +72,16 @@ _CHAINED = 0  # depth of chained_pdl() contexts
 @contextlib.contextmanager
 def chained_pdl():
     """Our kernels' PDL for steps whose other kernels launch with PDL too
-    (Inductor's triton.enable_pdl). An Inductor kernel waits only before
-    reading what the kernel right before it wrote, which holds only if every
-    kernel lets the next one start after its own wait; our PDL 1 and 2 let it
-    start before. Inside, pdl_launch gives a config with PDL the kernel's
-    `chain` mode instead: 3 (the wait first, the next kernel released after
-    the main loop) where the kernel has it, else none (docs/model.md)."""
+    (Inductor's triton.enable_pdl). A PDL kernel may read what any earlier
+    kernel wrote only if every kernel between them released its dependents
+    after its own wait; our PDL 1 and 2 release them before. Inductor 2.11
+    and 2.13 make the kernel after an op of ours wait for all of it (after
+    an extern kernel their scheduler has no previous node, so the wait goes
+    before the first load), so PDL 1 and 2 would hold there too; inside,
+    pdl_launch keeps to the rule instead of relying on that: a config with
+    PDL runs the kernel's `chain` mode, 3 (the wait first, the next kernel
+    released after the main loop) where the kernel has it, 0 where it does
+    not, None: its own (docs/model.md)."""
     global _CHAINED
     _CHAINED += 1
     try:
@@ -86,13 +90,13 @@ def chained_pdl():
         _CHAINED -= 1
 
 
-def pdl_launch(c: dict, device: torch.device, chain: int = 3) -> dict:
+def pdl_launch(c: dict, device: torch.device, chain: int | None = 3) -> dict:
     """The launch keywords for config c's PDL (programmatic dependent launch):
     {"PDL": 0} where c has none, on CPU (the interpreter has no griddepcontrol)
     or with QGEMM_PDL=0 in the environment (to time without it); inside
-    chained_pdl() the kernel's `chain` mode (0 for kernels without PDL 3)."""
+    chained_pdl() the kernel's `chain` mode (there)."""
     pdl = c.get("PDL", 0)
-    if _CHAINED:
+    if _CHAINED and chain is not None:
         pdl = pdl and chain
     if not pdl or device.type != "cuda" or os.environ.get("QGEMM_PDL", "1") == "0":
         return {"PDL": 0}

@@ -76,6 +76,8 @@ def parse_args(argv=None):
                    help="FOLD (with --acc, int4): the decode's offset subtracted from each K block's fp32 product")
     p.add_argument("--short-decode", action="store_true",
                    help="SHORT_DECODE (NVFP4, pointer loads): the 18-instruction PTX decode")
+    p.add_argument("--rot-decode", action="store_true",
+                   help="ROT_DECODE (NVFP4, pointer loads): the 13-instruction PTX decode of permuted words")
     p.add_argument("--scale8", action="store_true",
                    help="SCALE8 (NVFP4, pointer loads): block scales read as E4M3 bytes, converted on the small tile")
     p.add_argument("--maxnreg", type=int_in(24, 255), default=None, help="cap the registers per thread (maxnreg)")
@@ -132,8 +134,9 @@ def parse_args(argv=None):
         raise InputError("--group: int4 only (NVFP4 scales blocks of 16)")
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
-    if args.short_decode and (args.fmt != "nvfp4" or args.tma or args.ws or args.probe_stage):
-        raise InputError("--short-decode: NVFP4's fused_kernel with pointer loads (not --tma, --ws, --probe-stage)")
+    for flag, on in (("--short-decode", args.short_decode), ("--rot-decode", args.rot_decode)):
+        if on and (args.fmt != "nvfp4" or args.tma or args.ws or args.probe_stage):
+            raise InputError(f"{flag}: NVFP4's fused_kernel with pointer loads (not --tma, --ws, --probe-stage)")
     if args.scale8 and (args.fmt != "nvfp4" or args.tma or args.tma_x or args.ws or args.probe_stage):
         raise InputError("--scale8: NVFP4's fused_kernel with pointer loads (not --tma, --tma-x, --ws, --probe-stage)")
     if args.ws and (args.tma or args.tma_x or args.acc or args.fold or args.split != 1 or args.maxnreg or
@@ -170,7 +173,8 @@ def compile_kernel(args):
     tma = "x" if args.tma_x else args.tma
     c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=tma, acc=args.acc,
                           maxnreg=args.maxnreg, fold=args.fold, scale8=args.scale8) | \
-        ({"HALVES": True} if args.halves else {}) | ({"SHORT_DECODE": True} if args.short_decode else {})
+        ({"HALVES": True} if args.halves else {}) | ({"SHORT_DECODE": True} if args.short_decode else {}) | \
+        ({"ROT_DECODE": True} if args.rot_decode else {})
     try:
         check_config(c, "the config", fmt)
     except ValueError as e:
@@ -192,7 +196,8 @@ def compile_kernel(args):
              "EVEN_K": True, "FRAG": True,
              "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
              **{x: c.get(x, False) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "TMA",
-                                             "ACC_SCALE", "FOLD", "HALVES", "SCALE8", "SHORT_DECODE")},
+                                             "ACC_SCALE", "FOLD", "HALVES", "SCALE8", "SHORT_DECODE",
+                                             "ROT_DECODE")},
              "TMA_W": c.get("TMA_W", True)}
     sig.update({x: "constexpr" for x in const})
     if args.tma or args.tma_x:

@@ -183,6 +183,35 @@ def test_short_decode_is_a_config_key_and_runs_right():
         check_config({**c, "SHORT_DECODE": 1}, "c", NVFP4)
 
 
+def test_rot_decode_is_a_config_key_runs_right_and_reads_the_permuted_weights_only_where_it_runs():
+    # ROT_DECODE: the PTX decode of words whose bits decode.nvfp4_rot_words permuted (tests/test_decode_ptx.py:
+    # the same bits before each fma). On the interpreter (fp16, no PTX) the config runs as without it, on the
+    # plain weights; rot_runs says where the permuted copy is read (NVFP4 in fragment order, pointer loads, the
+    # PTX decode of bf16 x), and resident_at counts that copy where it is.
+    from qgemm_bench.backends.triton_kernels.decode import nvfp4_rot_words
+    from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
+    from qgemm_bench.backends.triton_kernels.split_k_configs import describe
+    from qgemm_bench.backends.triton_kernels.weight_only_configs import check_config
+
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (5, 640, 72)), seed())
+    c = cfg(bm=16, bn=64, bk=128, split=2, ROT_DECODE=True)
+    check_config(c, "c", NVFP4)
+    assert describe(c).endswith(" rot")
+    gemm = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c,
+                     target=target_for(inputs.w))
+    check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)))
+    assert gemm._wt_rot is None  # never made where it does not run
+    bf16 = torch.zeros(1, 640, dtype=torch.bfloat16)
+    assert gemm.rot_runs(bf16, c) and not gemm.rot_runs(bf16.half(), c)
+    assert not gemm.rot_runs(bf16, {**c, "TMA": True}) and not gemm.rot_runs(bf16, {**c, "DECODE_ASM": False})
+    assert not gemm.rot_runs(bf16, {k: v for k, v in c.items() if k != "ROT_DECODE"})
+    weights = gemm.resident_at(5)[0]
+    assert weights is gemm._wt_rot and torch.equal(weights, nvfp4_rot_words(gemm.kmajor.wt))
+    assert not torch.equal(weights, gemm.kmajor.wt) and gemm.kmajor.wt in gemm.resident
+    with pytest.raises(ValueError, match="ROT_DECODE=1 must be true or false"):
+        check_config({**c, "ROT_DECODE": 1}, "c", NVFP4)
+
+
 def test_fused_configs_wrong_on_the_h100_are_refused_and_left_out_of_the_pools():
     from qgemm_bench.backends.triton_kernels.fused_gemm import FUSED_CONFIGS, FusedGemm, config, pool, wrong_on_sm90
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
@@ -334,6 +363,25 @@ def test_ws_kernel_decodes_every_code_and_subnormal_scales():
     gemm = fused_nv(inputs, cfg(bm=16, bn=64, bk=64, WS=ws_tiles(64, 64, 64, 2)))
     assert gemm.runs_ws(inputs.x, gemm.config)
     assert torch.equal(gemm(inputs.x).float(), nvfp4_gemm.dequantize(inputs).to(torch.bfloat16).float())
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_rot_decode_gives_the_split_decode_s_output_bit_for_bit_on_gpu():
+    # Every code, subnormal block scales, x = I: the fused kernel with ROT_DECODE (the permuted words' PTX
+    # decode) returns the plain decode's output bit for bit (the same products summed in the same order),
+    # and on ragged random inputs with split-K it is right against fp64.
+    inputs = every_code_inputs()
+    inputs = dataclasses.replace(inputs, x=inputs.x.to("cuda", torch.bfloat16), w=inputs.w.cuda(),
+                                 block_scales=inputs.block_scales.cuda(), tensor_scale=inputs.tensor_scale.cuda())
+    c = cfg(bm=16, bn=64, bk=64)
+    plain, rot = fused_nv(inputs, c), fused_nv(inputs, {**c, "ROT_DECODE": True})
+    assert rot.rot_runs(inputs.x, rot.config) and not plain.rot_runs(inputs.x, plain.config)
+    assert torch.equal(rot(inputs.x), plain(inputs.x))
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (7, 1280, 200), torch.bfloat16, torch.device("cuda")), seed())
+    for split in (1, 3):
+        gemm = fused_nv(inputs, cfg(bm=16, bn=128, bk=128, split=split, ROT_DECODE=True))
+        check(gemm(inputs.x), fp64(inputs.x, nvfp4_gemm.dequantize(inputs)), torch.bfloat16)
 
 
 @pytest.mark.parametrize("m,path", [(64, "split"), (65, "fused"), (1025, "dequant")])

@@ -114,6 +114,63 @@ NVFP4_SPLIT_SHORT_BF16X2_PTX = """{
         lop3.b32 $3, a, 0x01C001C0, b, 0xEA;
         fma.rn.bf16x2 $3, $3, $8, z;
         }"""
+# NVFP4_SPLIT_BF16X2_PTX's values from a word whose bits nvfp4_rot_words
+# permuted on the host so that each output register is one rotate and one
+# mask (the fourth a rotate, a second rotate and mask, and a lop3): 13 PTX
+# instructions per 8 codes with the 4 fmas, not 22, the same bits before each
+# fma (tests/test_decode_ptx.py checks every byte pair). fused_gemm's
+# ROT_DECODE.
+NVFP4_ROT_BF16X2_PTX = """{
+        .reg .b32 a, b, z;
+        mov.b32 z, 0x80008000;
+        and.b32 $0, $4, 0x81C081C0;
+        fma.rn.bf16x2 $0, $0, $5, z;
+        shf.r.wrap.b32 a, $4, $4, 4;
+        and.b32 $1, a, 0x81C081C0;
+        fma.rn.bf16x2 $1, $1, $6, z;
+        shf.r.wrap.b32 a, $4, $4, 10;
+        and.b32 $2, a, 0x81C081C0;
+        fma.rn.bf16x2 $2, $2, $7, z;
+        shf.r.wrap.b32 a, $4, $4, 14;
+        shf.r.wrap.b32 b, $4, $4, 6;
+        and.b32 b, b, 0x81808180;
+        lop3.b32 $3, a, 0x00400040, b, 0xEA;
+        fma.rn.bf16x2 $3, $3, $8, z;
+        }"""
+# nvfp4_rot_words' bit map: output register j (0, 1: the low nibbles of bytes
+# 0-1, 2-3; 2, 3: their high nibbles), lane h, code bit b sits at word bit
+# (ROT_POS[b] + 16 h + shift) mod 32, shift ROT_SHIFT[j] (j = 3: 14 for bit 0,
+# 6 for the others), so rotating right by the shift puts it at bf16 bit
+# ROT_POS[b] of lane h (sign at 15, magnitude at 6-8: value x 2^-126).
+ROT_POS = (6, 7, 8, 15)
+ROT_SHIFT = (0, 4, 10)
+
+
+def rot_bit(j: int, h: int, b: int) -> int:
+    """The word bit nvfp4_rot_words puts code bit b of register j, lane h at."""
+    shift = ROT_SHIFT[j] if j < 3 else (14 if b == 0 else 6)
+    return (ROT_POS[b] + 16 * h + shift) % 32
+
+
+def nvfp4_rot_words(wt: torch.Tensor) -> torch.Tensor:
+    """Packed E2M1 bytes (uint8, each 4-byte word the codes one
+    NVFP4_SPLIT_BF16X2_PTX call decodes: byte i's low nibble and then its
+    high one) -> the same shape with each word's 32 bits permuted for
+    NVFP4_ROT_BF16X2_PTX (rot_bit), which decodes it to the same values.
+    The last dimension must hold whole words."""
+    if wt.dtype != torch.uint8 or wt.shape[-1] % 4:
+        raise ValueError(f"nvfp4_rot_words takes uint8 bytes in whole 4-byte words, got {wt.dtype} {tuple(wt.shape)}")
+    w = wt.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    out = torch.zeros_like(w)
+    for j in range(4):
+        for h in range(2):
+            code = w >> (8 * (h + 2 * (j % 2)) + 4 * (j // 2)) & 0xF  # byte h (+2 for j = 1, 3), high nibble j >= 2
+            for b in range(4):
+                out |= (code >> b & 1) << rot_bit(j, h, b)
+    out = torch.where(out >= 1 << 31, out - (1 << 32), out)  # as int32 bits
+    return out.to(torch.int32).view(torch.uint8).view(wt.shape)
+
+
 # nvfp4_bf16x2's scale offset: callers pass each scale times 2^118 (exact in
 # bf16 for E4M3 scales <= 448) and multiply the result by 2^8.
 EXP2_118 = 2.0**118
@@ -125,6 +182,7 @@ INT4_OFF_FP16 = tl.constexpr(24.0)
 _NVFP4_PTX = tl.constexpr(NVFP4_BF16X2_PTX)
 _NVFP4_SPLIT_PTX = tl.constexpr(NVFP4_SPLIT_BF16X2_PTX)
 _NVFP4_SPLIT_SHORT_PTX = tl.constexpr(NVFP4_SPLIT_SHORT_BF16X2_PTX)
+_NVFP4_ROT_PTX = tl.constexpr(NVFP4_ROT_BF16X2_PTX)
 _EXP2_118 = tl.constexpr(EXP2_118)
 
 
@@ -197,6 +255,16 @@ def nvfp4_split_bf16x2(w, sb_lo, sb_hi, SHORT: tl.constexpr = False):
     NVFP4_SPLIT_SHORT_BF16X2_PTX, the same values)."""
     return tl.inline_asm_elementwise(
         asm=_NVFP4_SPLIT_SHORT_PTX if SHORT else _NVFP4_SPLIT_PTX,
+        constraints="=r,=r,=r,=r,r,r,r,r,r", args=[w, sb_lo, sb_hi], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True,
+        pack=4)
+
+
+@triton.jit
+def nvfp4_rot_bf16x2(w, sb_lo, sb_hi):
+    """nvfp4_split_bf16x2 of words nvfp4_rot_words permuted (NVFP4_ROT_BF16X2_PTX,
+    the same values). GPU only: the interpreter cannot run inline PTX."""
+    return tl.inline_asm_elementwise(
+        asm=_NVFP4_ROT_PTX,
         constraints="=r,=r,=r,=r,r,r,r,r,r", args=[w, sb_lo, sb_hi], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True,
         pack=4)
 

@@ -71,6 +71,12 @@ bucket). The scales take 2 bytes instead of 1 (+4 MiB at K = N = 8192).
 SHORT_DECODE (a config key; NVFP4 with pointer loads, elsewhere ignored):
 decode.NVFP4_SPLIT_SHORT_BF16X2_PTX, the same values in 18 PTX
 instructions per 8 codes instead of 22 (docs/fused_gemm.md).
+ROT_DECODE (a config key; NVFP4 with pointer loads, fragment order and the
+PTX decode, elsewhere ignored): the weights as decode.nvfp4_rot_words
+permutes each 4-byte word's bits (FusedGemm.wt_rot, a second copy made on
+first use) and decode.NVFP4_ROT_BF16X2_PTX, the same values in 13 PTX
+instructions per 8 codes instead of 22. Untimed on a GPU so far: opt-in,
+no pool holds it.
 SCALE8 (a config key; NVFP4 with pointer loads, refused elsewhere:
 scale8_refused): the kernel reads the E4M3 bytes (FusedGemm.scales8) and
 converts each K block's [BLOCK_N, BLOCK_K // 16] tile as it loads it, before
@@ -167,7 +173,7 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
              FMT: tl.constexpr, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr,
              USE_ASM: tl.constexpr, DT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
              FRAG: tl.constexpr = False, SCALE_AFTER: tl.constexpr = False, FOLD: tl.constexpr = False,
-             SHORT: tl.constexpr = False):
+             SHORT: tl.constexpr = False, ROT: tl.constexpr = False):
     """A [BLOCK_N, BLOCK_K // 2] byte tile (scale tile sc) -> its even-k and
     odd-k weights, [BLOCK_N, BLOCK_K // 2] each in DT, scaled unless the
     scale comes at the end (CHANNEL). SCALE_AFTER (NVFP4 with the PTX
@@ -177,7 +183,8 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
     FOLD (int4, unscaled in the loop): q + decode.INT4_OFF_BF16 (fp16:
     INT4_OFF_FP16), the caller subtracts the offset from the fp32 product
     (fused_kernel's FOLD). SHORT (NVFP4 with the PTX decode, fragment order,
-    not SCALE_AFTER): decode.nvfp4_split_bf16x2's shorter PTX."""
+    not SCALE_AFTER): decode.nvfp4_split_bf16x2's shorter PTX. ROT (the
+    same, on nvfp4_rot_words' bytes): decode.nvfp4_rot_bf16x2."""
     HALF: tl.constexpr = BLOCK_K // 2
     if FMT == 0:
         if FOLD and USE_ASM:
@@ -223,6 +230,8 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
                 lo, hi = decode.nvfp4_bf16x2(wp, tl.full(s_lo.shape, decode._EXP2_118, tl.bfloat16))
                 lo = lo * s_lo
                 hi = hi * s_hi
+            elif USE_ASM and ROT:
+                lo, hi = decode.nvfp4_rot_bf16x2(wp, s_lo, s_hi)
             elif USE_ASM:
                 lo, hi = decode.nvfp4_split_bf16x2(wp, s_lo, s_hi, SHORT)
             else:
@@ -373,6 +382,7 @@ def fused_kernel(
     HALVES: tl.constexpr = False,  # with ACC_SCALE, int4 BLOCK, pointer loads: each K block in two half-K tiles
     SCALE8: tl.constexpr = False,  # NVFP4, pointer loads: block scales read as E4M3 bytes (module docstring)
     SHORT_DECODE: tl.constexpr = False,  # NVFP4, pointer loads: the shorter PTX decode (module docstring)
+    ROT_DECODE: tl.constexpr = False,  # NVFP4, pointer loads: FusedGemm passes wt_rot's bytes (module docstring)
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -439,7 +449,7 @@ def fused_kernel(
             if not (TMA and TMA_W):
                 wp = tl.load(w_blk)
             lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT, BLOCK_N,
-                              BLOCK_K, FRAG, TMA, FOLDED, SHORT_DECODE)
+                              BLOCK_K, FRAG, TMA, FOLDED, SHORT_DECODE, ROT_DECODE)
             if TMA:  # rows past M and columns past K read as zeros
                 x = tl.trans(x_desc.load([m0, b * BLOCK_K]))
             else:
@@ -622,7 +632,8 @@ def scale8_refused(fmt: int, c: dict) -> str:
 # What a weight-only config may name: the tiles and launch options, then
 # fused_kernel's switches (the split path takes the first line's).
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "num_warps", "num_stages", "maxnreg", "PDL",
-               "PF_LINES", "TMA", "TMA_W", "ACC_SCALE", "FOLD", "HALVES", "SCALE8", "SHORT_DECODE", "WS")
+               "PF_LINES", "TMA", "TMA_W", "ACC_SCALE", "FOLD", "HALVES", "SCALE8", "SHORT_DECODE", "ROT_DECODE",
+               "WS")
 
 
 def unknown_refused(c: dict) -> str:
@@ -759,6 +770,7 @@ class FusedGemm:
             self.kmajor = dataclasses.replace(self.kmajor, scales=decode.bf16_x2_118(self.kmajor.scales))
         self.ts, self.fmt, self.group = tensor_scale, fmt, group
         self._scales8: torch.Tensor | None = None  # SCALE8's E4M3 bytes (scales8), made on first use
+        self._wt_rot: torch.Tensor | None = None  # ROT_DECODE's permuted weights (wt_rot), made on first use
         self.config = config
         # True: take int4 8-warp split-K configs that run HALVES (halved), the family wrong_on_sm90 refuses:
         # only where every call is checked (decode_probe's S4 halves rows), never a table's or a pool's.
@@ -769,16 +781,39 @@ class FusedGemm:
     @property
     def resident(self) -> tuple:
         """Every weight tensor held (SCALE8's bytes once made)."""
-        return tuple(t for t in (self.kmajor.wt, self.kmajor.scales, self._scales8, self.ts) if t is not None)
+        return tuple(t for t in (self.kmajor.wt, self.kmajor.scales, self._scales8, self._wt_rot, self.ts)
+                     if t is not None)
 
     def resident_at(self, m: int) -> tuple:
         """The weight tensors the config for M reads: with SCALE8 the block
-        scales' bytes (made here), not the bf16 ones; both where it has WS
-        tiles too (the warp-specialized kernel, where it runs, reads bf16)."""
+        scales' bytes (made here), not the bf16 ones; with ROT_DECODE (NVFP4
+        by pointer loads) the permuted weights (made here), not the plain
+        ones; both where it has WS tiles too (the warp-specialized kernel,
+        where it runs, reads bf16 scales and plain weights)."""
         c = self.config_for(m)
         scales = (self.scales8(),) if c.get("SCALE8") else ()
         scales = (self.kmajor.scales, *scales) if not scales or c.get("WS") else scales
-        return tuple(t for t in (self.kmajor.wt, *scales, self.ts) if t is not None)
+        rot = c.get("ROT_DECODE") and self.fmt == NVFP4 and self.kmajor.frag and not c.get("TMA")
+        weights = (self.wt_rot(),) if rot else ()
+        weights = (self.kmajor.wt, *weights) if not weights or c.get("WS") else weights
+        return tuple(t for t in (*weights, *scales, self.ts) if t is not None)
+
+    def wt_rot(self) -> torch.Tensor:
+        """The packed weights with each 4-byte word's bits permuted for
+        decode.NVFP4_ROT_BF16X2_PTX (decode.nvfp4_rot_words), what ROT_DECODE
+        configs read where it runs (rot_runs): made on first use and kept, a
+        second copy beside the plain one."""
+        if self._wt_rot is None:
+            self._wt_rot = decode.nvfp4_rot_words(self.kmajor.wt)
+        return self._wt_rot
+
+    def rot_runs(self, x: torch.Tensor, c: dict) -> bool:
+        """Whether config c decodes x's call with NVFP4_ROT_BF16X2_PTX: NVFP4
+        in fragment order by pointer loads (c's TMA as descriptors resolved
+        it) with the PTX decode (bf16 x, DECODE_ASM); elsewhere the key is
+        ignored, as fused_kernel's ROT_DECODE is."""
+        return bool(c.get("ROT_DECODE")) and self.fmt == NVFP4 and self.kmajor.frag and not c.get("TMA") and \
+            x.dtype == torch.bfloat16 and c.get("DECODE_ASM", True)
 
     def scales8(self) -> torch.Tensor:
         """The block scales as E4M3 bytes (uint8, the K-major layout's
@@ -888,11 +923,14 @@ class FusedGemm:
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
         s = self.scales8() if c.get("SCALE8") else p.scales if p.scales is not None else p.wt  # wt: never read
         ts = self.ts if self.ts is not None else out
-        args = (x, p.wt, s, ts, out, ws, count, m, n, k, x.stride(0), p.wt.stride(0), s.stride(0), out.stride(0))
+        desc = self.descriptors(x, c)
+        rot = self.rot_runs(x, {**c, **desc})
+        wt = self.wt_rot() if rot else p.wt
+        args = (x, wt, s, ts, out, ws, count, m, n, k, x.stride(0), wt.stride(0), s.stride(0), out.stride(0))
         meta = {"FMT": self.fmt, "GROUP": self.group or 2,
                 "SCALE_MODE": scale_mode(self.fmt, self.group, k, c["BLOCK_K"], p.frag, channel_block(c)),
                 "EVEN_K": k % c["BLOCK_K"] == 0, "FRAG": p.frag,
                 "TILE_N": p.tile[0] if p.tile else 0, "TILE_K": p.tile[1] if p.tile else 0,
-                **split_k_parts.pdl_launch(c, x.device)}
-        fused_kernel[split_k_parts.grid(m, n, c)](*args, **{**c, **meta, **self.descriptors(x, c)})
+                **split_k_parts.pdl_launch(c, x.device), "ROT_DECODE": rot}
+        fused_kernel[split_k_parts.grid(m, n, c)](*args, **{**c, **meta, **desc})
         return out

@@ -104,7 +104,7 @@ def describe(c: dict) -> str:
     """A config as rows and logs print it: 16x32x128 split 32 w4 s3 (then
     "reduce kernel" where REDUCE is not the default, "tma" for the fused
     kernel's TMA loads, "tma-x" for x's only, "acc" for its ACC_SCALE, "fold" for FOLD, "scale8" for
-    SCALE8, "short" for SHORT_DECODE, "r128" for a maxnreg cap, "ws" and its tiles for the
+    SCALE8, "short" for SHORT_DECODE, "rot" for ROT_DECODE, "r128" for a maxnreg cap, "ws" and its tiles for the
     warp-specialized kernel's, where it runs)."""
     text = (f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} "
             f"w{c.get('num_warps', 4)} s{c.get('num_stages', 3)}")
@@ -115,6 +115,7 @@ def describe(c: dict) -> str:
     text = f"{text} fold" if c.get("FOLD") else text
     text = f"{text} scale8" if c.get("SCALE8") else text
     text = f"{text} short" if c.get("SHORT_DECODE") else text
+    text = f"{text} rot" if c.get("ROT_DECODE") else text
     text = f"{text} r{c['maxnreg']}" if c.get("maxnreg") else text
     text = f"{text} ws {ws_label(c['WS'])}" if c.get("WS") else text
     return f"{text} pdl{c['PDL']}" if c.get("PDL") else text

@@ -188,6 +188,7 @@ def test_rot_decode_is_a_config_key_runs_right_and_reads_the_permuted_weights_on
     # the same bits before each fma). On the interpreter (fp16, no PTX) the config runs as without it, on the
     # plain weights; rot_runs says where the permuted copy is read (NVFP4 in fragment order, pointer loads, the
     # PTX decode of bf16 x), and resident_at counts that copy where it is.
+    from qgemm_bench.backends import kmajor_layout
     from qgemm_bench.backends.triton_kernels.decode import nvfp4_rot_words
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
@@ -206,8 +207,15 @@ def test_rot_decode_is_a_config_key_runs_right_and_reads_the_permuted_weights_on
     assert not gemm.rot_runs(bf16, {**c, "TMA": True}) and not gemm.rot_runs(bf16, {**c, "DECODE_ASM": False})
     assert not gemm.rot_runs(bf16, {k: v for k, v in c.items() if k != "ROT_DECODE"})
     weights = gemm.resident_at(5)[0]
-    assert weights is gemm._wt_rot and torch.equal(weights, nvfp4_rot_words(gemm.kmajor.wt))
-    assert not torch.equal(weights, gemm.kmajor.wt) and gemm.kmajor.wt in gemm.resident
+    assert weights is gemm._wt_rot and not torch.equal(weights, gemm.kmajor.wt) and gemm.kmajor.wt in gemm.resident
+    # The words are a decode call's 4 bytes as the wgmma A-operand registers hold them: row r bytes 2p, 2p + 1,
+    # then row r + 8's, r mod 16 < 8 (a loop over the untiled bytes, against fused_gemm's reshapes).
+    plain, rot = kmajor_layout.untiled(gemm.kmajor), kmajor_layout.untiled(dataclasses.replace(gemm.kmajor,
+                                                                                               wt=weights))
+    for r in (0, 5, 16 + 7, plain.shape[0] - 9):
+        for q in (0, 3, plain.shape[1] // 2 - 1):
+            rows, cols = [r, r, r + 8, r + 8], [2 * q, 2 * q + 1, 2 * q, 2 * q + 1]
+            assert torch.equal(rot[rows, cols], nvfp4_rot_words(plain[rows, cols].reshape(1, 4)).reshape(4)), (r, q)
     with pytest.raises(ValueError, match="ROT_DECODE=1 must be true or false"):
         check_config({**c, "ROT_DECODE": 1}, "c", NVFP4)
 

@@ -119,8 +119,18 @@ def to_kmajor(w: torch.Tensor, scales: torch.Tensor | None, group: int | None, f
     return KMajorWeights(wt, scales, k, n, frag, tile)
 
 
+def untiled(p: KMajorWeights) -> torch.Tensor:
+    """p's [Np, Kp // 2] bytes in p's byte order (fragment order or not), not
+    tiled; retiled puts such bytes back as p stores them."""
+    return _tiled(p.wt, p.tile, inverse=True) if p.tile is not None else p.wt
+
+
+def retiled(p: KMajorWeights, wt: torch.Tensor) -> torch.Tensor:
+    """untiled's inverse for bytes laid out as p's."""
+    return _tiled(wt, p.tile) if p.tile is not None else wt
+
+
 def from_kmajor(p: KMajorWeights) -> torch.Tensor:
     """The canonical [K//2, N] uint8 bytes back (tests)."""
-    wt = _tiled(p.wt, p.tile, inverse=True) if p.tile is not None else p.wt
-    wt = _k_order(wt) if p.frag else wt
+    wt = _k_order(untiled(p)) if p.frag else untiled(p)
     return wt[: p.n, : p.k // 2].t().contiguous()

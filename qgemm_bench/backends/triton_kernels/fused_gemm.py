@@ -98,6 +98,7 @@ import torch
 import triton
 import triton.language as tl
 
+from qgemm_bench.backends import kmajor_layout
 from qgemm_bench.backends.kmajor_layout import K_ALIGN, N_ALIGN, TILE, to_kmajor
 from qgemm_bench.backends.triton_kernels import decode, split_k_parts
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
@@ -746,6 +747,20 @@ def tuned_config(fmt: int, m: int, tma: bool = True) -> dict:
     return table[min(table, key=lambda k: abs(k - b))]
 
 
+def rot_words_in_register_order(p) -> torch.Tensor:
+    """p's bytes (kmajor_layout.KMajorWeights, fragment order) with each
+    decode call's 4 bytes permuted as one word (decode.nvfp4_rot_words). A
+    call does not take 4 bytes of one row: in the wgmma A-operand registers
+    a thread's bytes come as (row r, bytes 2p, 2p + 1), then (row r + 8, the
+    same bytes), for r mod 16 < 8 (the MMA fragment's rows g and g + 8), so
+    those are the words. Untiled, permuted, tiled again."""
+    wt = kmajor_layout.untiled(p)
+    np_, kh = wt.shape
+    words = wt.reshape(np_ // 16, 2, 8, kh // 2, 2).permute(0, 2, 3, 1, 4).reshape(np_ // 16, 8, kh // 2, 4)
+    words = decode.nvfp4_rot_words(words).reshape(np_ // 16, 8, kh // 2, 2, 2)
+    return kmajor_layout.retiled(p, words.permute(0, 3, 1, 2, 4).reshape(np_, kh).contiguous())
+
+
 class FusedGemm:
     """y = x @ dequant(w) for any x [M, K], the weights rearranged once into
     the K-major layout (frag: in fragment order, the default). Same arguments as WeightOnlyGemm: FMT INT4 (scales
@@ -793,18 +808,20 @@ class FusedGemm:
         c = self.config_for(m)
         scales = (self.scales8(),) if c.get("SCALE8") else ()
         scales = (self.kmajor.scales, *scales) if not scales or c.get("WS") else scales
-        rot = c.get("ROT_DECODE") and self.fmt == NVFP4 and self.kmajor.frag and not c.get("TMA")
+        rot = c.get("ROT_DECODE") and self.fmt == NVFP4 and self.kmajor.frag and not c.get("TMA") and \
+            c.get("DECODE_ASM", True)  # rot_runs without x (a bf16 x assumed)
         weights = (self.wt_rot(),) if rot else ()
         weights = (self.kmajor.wt, *weights) if not weights or c.get("WS") else weights
         return tuple(t for t in (*weights, *scales, self.ts) if t is not None)
 
     def wt_rot(self) -> torch.Tensor:
-        """The packed weights with each 4-byte word's bits permuted for
-        decode.NVFP4_ROT_BF16X2_PTX (decode.nvfp4_rot_words), what ROT_DECODE
-        configs read where it runs (rot_runs): made on first use and kept, a
-        second copy beside the plain one."""
+        """The packed weights with the bits of each 4 bytes one decode call
+        takes permuted for decode.NVFP4_ROT_BF16X2_PTX
+        (rot_words_in_register_order), what ROT_DECODE configs read where it
+        runs (rot_runs): made on first use and kept, a second copy beside the
+        plain one."""
         if self._wt_rot is None:
-            self._wt_rot = decode.nvfp4_rot_words(self.kmajor.wt)
+            self._wt_rot = rot_words_in_register_order(self.kmajor)
         return self._wt_rot
 
     def rot_runs(self, x: torch.Tensor, c: dict) -> bool:

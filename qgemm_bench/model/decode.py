@@ -277,11 +277,8 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     extra: compile_s, the bytes one step reads (profile.step_bytes) and, with
     `split`, one step's time by category, the step as timed
     (profile.step_split)."""
-    if compile == "none":
+    with inductor_pdl(pdl) if compile != "none" else contextlib.nullcontext():
         t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
-    else:
-        with inductor_pdl(pdl):
-            t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
     t.extra["pdl"] = pdl and compile != "none" and pdl_runs(device)
     return t
 

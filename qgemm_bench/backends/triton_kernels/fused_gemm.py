@@ -808,8 +808,7 @@ class FusedGemm:
         c = self.config_for(m)
         scales = (self.scales8(),) if c.get("SCALE8") else ()
         scales = (self.kmajor.scales, *scales) if not scales or c.get("WS") else scales
-        rot = c.get("ROT_DECODE") and self.fmt == NVFP4 and self.kmajor.frag and not c.get("TMA") and \
-            c.get("DECODE_ASM", True)  # rot_runs without x (a bf16 x assumed)
+        rot = self._rot_config(c)  # rot_runs without x (a bf16 x assumed)
         weights = (self.wt_rot(),) if rot else ()
         weights = (self.kmajor.wt, *weights) if not weights or c.get("WS") else weights
         return tuple(t for t in (*weights, *scales, self.ts) if t is not None)
@@ -829,8 +828,12 @@ class FusedGemm:
         in fragment order by pointer loads (c's TMA as descriptors resolved
         it) with the PTX decode (bf16 x, DECODE_ASM); elsewhere the key is
         ignored, as fused_kernel's ROT_DECODE is."""
+        return self._rot_config(c) and x.dtype == torch.bfloat16
+
+    def _rot_config(self, c: dict) -> bool:
+        """rot_runs' conditions on the layout and config alone."""
         return bool(c.get("ROT_DECODE")) and self.fmt == NVFP4 and self.kmajor.frag and not c.get("TMA") and \
-            x.dtype == torch.bfloat16 and c.get("DECODE_ASM", True)
+            bool(c.get("DECODE_ASM", True))
 
     def scales8(self) -> torch.Tensor:
         """The block scales as E4M3 bytes (uint8, the K-major layout's

@@ -3,7 +3,7 @@
 way the runner times (CUDA graph over rotating copies > 2x L2): the
 weight_only family of `qgemm-bench tune` (tune_entry, ws_entry, pdl_entry
 per table entry) and, run alone, its expert modes on this GPU's table:
-  python3 -m qgemm_bench.tuning.weight_only OUT.json [variants|table|pdl|ws|scale8|check]    (about 10 minutes)
+  python3 -m qgemm_bench.tuning.weight_only OUT.json [variants|table|pdl|ws|scale8|tma|rot|check]    (about 10 minutes)
 table (--paths split,fused, --formats int4,nvfp4; H100: 311 s, 60 of them the split path, before
 the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
@@ -34,7 +34,10 @@ the faster kept (scale8_us). tma (--ms; after those): each fused entry
 up to M = 64 (or at --ms) whose WS tiles do not run, on pointer loads and
 on TMA loads (fused_kernel's TMA; NVFP4 then scales after its decode, so
 no SCALE8) in the same two rounds, the faster kept (tma_us; a TMA winner
-keeps the other as its pointer_config). check
+keeps the other as its pointer_config). rot (--ms; after those): each
+NVFP4 fused entry up to M = 64 (or at --ms) whose WS tiles do not run, as
+it is and with ROT_DECODE on pointer loads (the permuted weights'
+13-instruction decode) in the same two rounds, the faster kept (rot_us). check
 (--calls, --ms, --group): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race; with --group, int4 weights in that group size and the
@@ -44,7 +47,7 @@ config that runs there). Otherwise:
 2. each case's best 6 on four other llama shapes;
 3. large M: dequantize + cuBLAS against cuBLAS bf16, and the dequantize
    kernel's configs. (The fused path's configs: tuning/fused_grid.py.)
-pdl, ws, scale8, tma and check take --layers KxN,... to touch only those layers' entries.
+pdl, ws, scale8, tma, rot and check take --layers KxN,... to touch only those layers' entries.
 Every mode: a config whose check or timing outlives --stall-timeout (default
 300 s; a kernel that hangs) stops the tune with one line naming it, exit 1,
 the table as written so far and OUT.json with the timings so far.
@@ -465,8 +468,22 @@ def tma_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     return [("tma 0", pointer), ("tma 1", {**{c: v for c, v in pointer.items() if c != "SCALE8"}, "TMA": True})]
 
 
+def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
+    """The ROT_DECODE variants rot_pass times of an NVFP4 fused config (the
+    permuted weights' 13-instruction decode, fused_gemm.FusedGemm.rot_runs):
+    the config as it is and its pointer-load twin with ROT_DECODE (which
+    needs pointer loads: a TMA config's twin drops TMA; and replaces
+    SHORT_DECODE's decode); none where its WS tiles run (they read the
+    plain weights)."""
+    if runs_ws:
+        return []
+    base = {c: v for c, v in config.items() if c != "ROT_DECODE"}
+    rot = {c: v for c, v in base.items() if c not in ("TMA", "TMA_W", "SHORT_DECODE")}  # ROT replaces SHORT's
+    return [("rot 0", base), ("rot 1", {**rot, "ROT_DECODE": True})]
+
+
 # Each pass's timings in an entry: of its config; one that replaces the config drops the others'.
-PASS_TIMINGS = ("pdl_us", "scale8_us", "tma_us")
+PASS_TIMINGS = ("pdl_us", "scale8_us", "tma_us", "rot_us")
 
 
 def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: str, stop: float | None = None,
@@ -510,6 +527,9 @@ def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: st
         pointer = [(u, cc) for u, lab, cc in rows if not cc.get("TMA")]
         if pointer:
             entry.update(pointer_config=pointer[0][1], pointer_us=round(pointer[0][0], 2))
+    elif not c.get("TMA"):  # a pointer-load winner is its own pointer config (rot's twin of a TMA config)
+        entry.pop("pointer_config", None)
+        entry.pop("pointer_us", None)
     entry["config"] = c
     entry[f"{name}_us"] = {lab.replace(f"{name} ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
     entry["us"] = round(us, 2)
@@ -580,6 +600,18 @@ def tma_pass(fmts=FORMATS, ms=None, layers=None):
     the faster stays, both timings noted (tma_us)."""
     _variant_pass("add TMA to", [(fmt, "fused") for fmt in FORMATS if fmt in fmts], tma_variants, "tma", ms,
                   layers, {"formats": list(fmts)})
+
+
+def rot_pass(ms=None, layers=None):
+    """Every NVFP4 fused entry of this GPU's table up to M = PDL_MAX_M (or
+    at `ms`) whose WS tiles do not run, at its bucket's shape, as it is and
+    with ROT_DECODE on pointer loads in the same rounds (rot_variants); the
+    faster stays, both timings noted (rot_us)."""
+    from qgemm_bench.backends.triton_kernels.fused_gemm import SPLIT_POOL_MAX_M
+
+    if ms and max(ms) > SPLIT_POOL_MAX_M:  # the decode's share of a K block is small past the split-K tiles
+        raise InputError(f"rot --ms {','.join(map(str, sorted(ms)))}: M up to {SPLIT_POOL_MAX_M} only")
+    _variant_pass("add ROT_DECODE to", [("nvfp4", "fused")], rot_variants, "rot", ms, layers, {})
 
 
 def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, stop: float | None = None,
@@ -769,6 +801,8 @@ def main(args):
         return scale8_pass(args.ms, args.layers)
     if args.variants == "tma":
         return tma_pass(args.formats, args.ms, args.layers)
+    if args.variants == "rot":
+        return rot_pass(args.ms, args.layers)
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -819,7 +853,7 @@ def main(args):
 if __name__ == "__main__":
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", help="where every timing goes")
-    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "ws", "scale8", "tma", "check"],
+    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "ws", "scale8", "tma", "rot", "check"],
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
                         "each entry of that table up to M = 64 (or at --ms) with and without PDL and keep the "
@@ -828,7 +862,9 @@ if __name__ == "__main__":
                         "kernel's candidate tiles (ws_gemm.py) and keep the fastest; scale8: time each NVFP4 "
                         "fused entry up to M = 64 (or at --ms) without and with SCALE8 (block scales read as "
                         "E4M3 bytes) and keep the faster; tma: time each fused entry up to M = 64 (or at "
-                        "--ms) on pointer and on TMA loads and keep the faster; check: run "
+                        "--ms) on pointer and on TMA loads and keep the faster; rot: time each NVFP4 fused "
+                        "entry up to M = 64 (or at --ms) as it is and with ROT_DECODE (permuted weights, the "
+                        "13-instruction decode) and keep the faster; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--group", default=None, choices=["32", "64", "channel"],
@@ -875,8 +911,8 @@ if __name__ == "__main__":
         if args.calls < 1:
             raise InputError(f"--calls {args.calls}: expected a positive number of calls")
         if args.ms is not None:
-            if args.variants not in ("table", "pdl", "ws", "scale8", "tma", "check"):
-                raise InputError("--ms is for the table, pdl, ws, scale8, tma and check modes")
+            if args.variants not in ("table", "pdl", "ws", "scale8", "tma", "rot", "check"):
+                raise InputError("--ms is for the table, pdl, ws, scale8, tma, rot and check modes")
             try:
                 args.ms = {int(v) for v in args.ms.split(",")}
             except ValueError:
@@ -889,8 +925,8 @@ if __name__ == "__main__":
             if not args.ms <= known:
                 raise InputError(f"--ms: {sorted(args.ms - known)} not in the table's M ({sorted(known)})")
         if args.layers is not None:
-            if args.variants not in ("pdl", "ws", "scale8", "tma", "check"):
-                raise InputError("--layers is for the pdl, ws, scale8, tma and check modes")
+            if args.variants not in ("pdl", "ws", "scale8", "tma", "rot", "check"):
+                raise InputError("--layers is for the pdl, ws, scale8, tma, rot and check modes")
             try:
                 args.layers = {tuple(int(v) for v in kn.split("x", 1)) for kn in args.layers.split(",")}
             except ValueError:

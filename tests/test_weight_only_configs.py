@@ -1352,12 +1352,13 @@ def test_tma_pass_keeps_the_faster_loads_and_a_pointer_config(monkeypatch, tmp_p
 
 def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path):
     """tuning/weight_only.py rot against scripted timings: each NVFP4 fused
-    entry up to M = 64 whose WS tiles do not run, as it is and with
-    ROT_DECODE in the same rounds; the twin of a TMA config is on pointer
-    loads (and a winner there loses the TMA entry's pointer_config), the
-    twin of a SHORT_DECODE config drops it; the faster kept, both noted
-    (rot_us), other passes' timings dropped where the config changed; not
-    int4, WS, M > 64; M > 64 refused in one line."""
+    entry up to M = 64, as it is and with ROT_DECODE in the same rounds; the
+    twin of a TMA config is on pointer loads (and a winner there loses the
+    TMA entry's pointer_config), of a SHORT_DECODE config without it, of a
+    config whose WS tiles run the fused kernel alone (its ws_us dropped
+    where that wins); the faster kept, both noted (rot_us), other passes'
+    timings dropped where the config changed; not int4, M > 64; M > 64
+    refused in one line."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     script = load_tune_script()
@@ -1371,11 +1372,14 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
                              "M1_K14336_N4096": {"config": tma, "us": 15.1, "pointer_config": plain,
                                                  "pointer_us": 15.3, "tma_us": {"0": 15.3, "1": 15.1}},
                              "M1_K4096_N28672": {"config": plain, "us": 30.9},
-                             "M16_K8192_N8192": {"config": {**plain, "WS": ws}, "us": 17.7},
+                             "M16_K8192_N8192": {"config": {**plain, "WS": ws}, "us": 17.7, "ws_us": [19.3, 17.7]},
+                             "M16_K28672_N8192": {"config": {**short, "WS": ws}, "us": 54.7, "ws_us": [56.3, 54.7]},
                              "M256_K8192_N8192": {"config": plain, "us": 50.0}},
         "int4_gemm_fused": {"M1_K8192_N8192": {"config": plain, "us": 15.7}}}}
     out.write_text(woc.dumps(doc))
     us = {("M1_K8192_N8192", False): 18.1, ("M1_K8192_N8192", True): 17.2,
+          ("M16_K8192_N8192", False): 17.7, ("M16_K8192_N8192", True): 18.0,
+          ("M16_K28672_N8192", False): 54.7, ("M16_K28672_N8192", True): 51.0,
           ("M1_K4096_N4096", False): 8.6, ("M1_K4096_N4096", True): 8.2,
           ("M1_K14336_N4096", False): 15.1, ("M1_K14336_N4096", True): 14.0,
           ("M1_K4096_N28672", False): 30.9, ("M1_K4096_N28672", True): 31.6}
@@ -1388,9 +1392,14 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
     script.rot_pass()
     got = woc.read_table(out)
     nv = got["kernels"]["nvfp4_gemm_fused"]
-    assert sorted({s for s, _ in timed}) == ["M1_K14336_N4096", "M1_K4096_N28672", "M1_K4096_N4096",
-                                             "M1_K8192_N8192"]  # not WS (M16), M 256, int4
+    assert sorted({s for s, _ in timed}) == ["M16_K28672_N8192", "M16_K8192_N8192", "M1_K14336_N4096",
+                                             "M1_K4096_N28672", "M1_K4096_N4096", "M1_K8192_N8192"]  # not M 256, int4
     twins = {s: c for s, c in timed if c.get("ROT_DECODE")}
+    assert twins["M16_K8192_N8192"] == {**plain, "ROT_DECODE": True}  # the fused kernel alone
+    assert nv["M16_K8192_N8192"] == {**doc["kernels"]["nvfp4_gemm_fused"]["M16_K8192_N8192"],
+                                     "rot_us": {"0": 17.7, "1": 18.0}}
+    assert nv["M16_K28672_N8192"] == {"config": {**plain, "ACC_SCALE": True, "ROT_DECODE": True}, "us": 51.0,
+                                      "rot_us": {"0": 54.7, "1": 51.0}}
     assert twins["M1_K14336_N4096"] == {**plain, "ROT_DECODE": True}  # pointer loads
     assert twins["M1_K4096_N4096"] == {**plain, "ACC_SCALE": True, "ROT_DECODE": True}  # not SHORT_DECODE
     won = nv["M1_K8192_N8192"]
@@ -1401,8 +1410,7 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
     assert not {"pointer_config", "pointer_us", "tma_us"} & set(moved), moved
     kept = nv["M1_K4096_N28672"]
     assert kept["config"] == plain and kept["us"] == 30.9 and kept["rot_us"] == {"0": 30.9, "1": 31.6}
-    for key in ("M16_K8192_N8192", "M256_K8192_N8192"):
-        assert nv[key] == doc["kernels"]["nvfp4_gemm_fused"][key]
+    assert nv["M256_K8192_N8192"] == doc["kernels"]["nvfp4_gemm_fused"]["M256_K8192_N8192"]
     assert got["kernels"]["int4_gemm_fused"] == doc["kernels"]["int4_gemm_fused"]
     with pytest.raises(script.InputError, match="rot --ms 1,128: M up to 64 only"):
         script.rot_pass(ms={1, 128})

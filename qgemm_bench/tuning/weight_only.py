@@ -35,9 +35,9 @@ up to M = 64 (or at --ms) whose WS tiles do not run, on pointer loads and
 on TMA loads (fused_kernel's TMA; NVFP4 then scales after its decode, so
 no SCALE8) in the same two rounds, the faster kept (tma_us; a TMA winner
 keeps the other as its pointer_config). rot (--ms; after those): each
-NVFP4 fused entry up to M = 64 (or at --ms) whose WS tiles do not run, as
-it is and with ROT_DECODE on pointer loads (the permuted weights'
-13-instruction decode) in the same two rounds, the faster kept (rot_us). check
+NVFP4 fused entry up to M = 64 (or at --ms) as it is and with ROT_DECODE
+on pointer loads in the fused kernel (the permuted weights' 13-instruction
+decode; not its WS tiles) in the same two rounds, the faster kept (rot_us). check
 (--calls, --ms, --group): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race; with --group, int4 weights in that group size and the
@@ -473,13 +473,13 @@ def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     permuted weights' 13-instruction decode, fused_gemm.FusedGemm.rot_runs):
     the config as it is and its pointer-load twin with ROT_DECODE (which
     needs pointer loads: a TMA config's twin drops TMA; and replaces
-    SHORT_DECODE's decode); none where its WS tiles run (they read the
-    plain weights)."""
-    if runs_ws:
-        return []
+    SHORT_DECODE's decode). Where its WS tiles run (they read the plain
+    weights) the twin is the fused kernel alone: ROT_DECODE made it faster
+    than the WS tiles at 1x28672x8192 (49.09 us against M = 16's WS 54.66)."""
     base = {c: v for c, v in config.items() if c != "ROT_DECODE"}
-    rot = {c: v for c, v in base.items() if c not in ("TMA", "TMA_W", "SHORT_DECODE")}  # ROT replaces SHORT's
-    return [("rot 0", base), ("rot 1", {**rot, "ROT_DECODE": True})]
+    # ROT replaces SHORT's decode; where WS tiles run, against them the fused kernel alone
+    rot = {c: v for c, v in base.items() if c not in ("TMA", "TMA_W", "SHORT_DECODE", "WS")}
+    return [("rot 0", config if runs_ws else base), ("rot 1", {**rot, "ROT_DECODE": True})]
 
 
 # Each pass's timings in an entry: of its config; one that replaces the config drops the others'.
@@ -530,6 +530,8 @@ def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: st
     elif not c.get("TMA"):  # a pointer-load winner is its own pointer config (rot's twin of a TMA config)
         entry.pop("pointer_config", None)
         entry.pop("pointer_us", None)
+    if "WS" in entry["config"] and "WS" not in c:  # rot's fused twin won: the ws pass's timings were of WS
+        entry.pop("ws_us", None)
     entry["config"] = c
     entry[f"{name}_us"] = {lab.replace(f"{name} ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
     entry["us"] = round(us, 2)
@@ -604,9 +606,9 @@ def tma_pass(fmts=FORMATS, ms=None, layers=None):
 
 def rot_pass(ms=None, layers=None):
     """Every NVFP4 fused entry of this GPU's table up to M = PDL_MAX_M (or
-    at `ms`) whose WS tiles do not run, at its bucket's shape, as it is and
-    with ROT_DECODE on pointer loads in the same rounds (rot_variants); the
-    faster stays, both timings noted (rot_us)."""
+    at `ms`), at its bucket's shape, as it is and with ROT_DECODE on
+    pointer loads, the fused kernel's alone (rot_variants), in the same
+    rounds; the faster stays, both timings noted (rot_us)."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import SPLIT_POOL_MAX_M
 
     if ms and max(ms) > SPLIT_POOL_MAX_M:  # the decode's share of a K block is small past the split-K tiles

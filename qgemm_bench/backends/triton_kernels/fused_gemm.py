@@ -75,8 +75,8 @@ ROT_DECODE (a config key; NVFP4 with pointer loads, fragment order and the
 PTX decode, elsewhere ignored): the weights as decode.nvfp4_rot_words
 permutes each 4-byte word's bits (FusedGemm.wt_rot, a second copy made on
 first use) and decode.NVFP4_ROT_BF16X2_PTX, the same values in 13 PTX
-instructions per 8 codes instead of 22. Untimed on a GPU so far: opt-in,
-no pool holds it.
+instructions per 8 codes instead of 22. No pool holds it: the rot pass
+(tuning.weight_only) chooses it per entry.
 SCALE8 (a config key; NVFP4 with pointer loads, refused elsewhere:
 scale8_refused): the kernel reads the E4M3 bytes (FusedGemm.scales8) and
 converts each K block's [BLOCK_N, BLOCK_K // 16] tile as it loads it, before

@@ -1356,9 +1356,10 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
     twin of a TMA config is on pointer loads (and a winner there loses the
     TMA entry's pointer_config), of a SHORT_DECODE config without it, of a
     config whose WS tiles run the fused kernel alone (its ws_us dropped
-    where that wins); the faster kept, both noted (rot_us), other passes'
-    timings dropped where the config changed; not int4, M > 64; M > 64
-    refused in one line."""
+    where that wins); each twin also at the other SPLIT_K of 2, 4, 8, 16;
+    the fastest kept, every timing noted (rot_us), other passes' timings
+    dropped where the config changed; not int4, M > 64; M > 64 refused in
+    one line."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     script = load_tune_script()
@@ -1372,6 +1373,7 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
                              "M1_K14336_N4096": {"config": tma, "us": 15.1, "pointer_config": plain,
                                                  "pointer_us": 15.3, "tma_us": {"0": 15.3, "1": 15.1}},
                              "M1_K4096_N28672": {"config": plain, "us": 30.9},
+                             "M1_K8192_N57344": {"config": plain, "us": 100.1},
                              "M16_K8192_N8192": {"config": {**plain, "WS": ws}, "us": 17.7, "ws_us": [19.3, 17.7]},
                              "M16_K28672_N8192": {"config": {**short, "WS": ws}, "us": 54.7, "ws_us": [56.3, 54.7]},
                              "M256_K8192_N8192": {"config": plain, "us": 50.0}},
@@ -1382,34 +1384,48 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
           ("M16_K28672_N8192", False): 54.7, ("M16_K28672_N8192", True): 51.0,
           ("M1_K4096_N4096", False): 8.6, ("M1_K4096_N4096", True): 8.2,
           ("M1_K14336_N4096", False): 15.1, ("M1_K14336_N4096", True): 14.0,
-          ("M1_K4096_N28672", False): 30.9, ("M1_K4096_N28672", True): 31.6}
+          ("M1_K4096_N28672", False): 30.9, ("M1_K4096_N28672", True): 31.6,
+          ("M1_K8192_N57344", False): 100.1, ("M1_K8192_N57344", True): 100.0}
     shape, timed = [], []
+
+    def time(c):  # the other splits slower by 1-1.16 us, but split 2 at 1x8192x57344
+        t = us[(shape[-1], bool(c.get("ROT_DECODE")))]
+        if c.get("ROT_DECODE") and c["SPLIT_K"] != 8:
+            t = 94.2 if (shape[-1], c["SPLIT_K"]) == ("M1_K8192_N57344", 2) else t + 1 + c["SPLIT_K"] / 100
+        return t
 
     script_table_passes(monkeypatch, script, out, shape)
     monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
-        timed.append((shape[-1], calls[0]())) or us[(shape[-1], bool(calls[0]().get("ROT_DECODE")))]
-        for calls in cands])
+        timed.append((shape[-1], calls[0]())) or time(calls[0]()) for calls in cands])
     script.rot_pass()
     got = woc.read_table(out)
     nv = got["kernels"]["nvfp4_gemm_fused"]
     assert sorted({s for s, _ in timed}) == ["M16_K28672_N8192", "M16_K8192_N8192", "M1_K14336_N4096",
-                                             "M1_K4096_N28672", "M1_K4096_N4096", "M1_K8192_N8192"]  # not M 256, int4
-    twins = {s: c for s, c in timed if c.get("ROT_DECODE")}
+                                             "M1_K4096_N28672", "M1_K4096_N4096", "M1_K8192_N57344",
+                                             "M1_K8192_N8192"]  # not M 256, int4
+    for key in {s for s, _ in timed}:  # the config, its twin at split 8, then at 2, 4 and 16
+        assert [c.get("ROT_DECODE", False) for s, c in timed if s == key] == [False] + [True] * 4
+        assert [c["SPLIT_K"] for s, c in timed if s == key] == [8, 8, 2, 4, 16]
+    twins = {s: c for s, c in timed if c.get("ROT_DECODE") and c["SPLIT_K"] == 8}
+    splits = lambda t: {f"1 split {k}": round(t + 1 + k / 100, 2) for k in (2, 4, 16)}  # noqa: E731 (as stored)
     assert twins["M16_K8192_N8192"] == {**plain, "ROT_DECODE": True}  # the fused kernel alone
     assert nv["M16_K8192_N8192"] == {**doc["kernels"]["nvfp4_gemm_fused"]["M16_K8192_N8192"],
-                                     "rot_us": {"0": 17.7, "1": 18.0}}
+                                     "rot_us": {"0": 17.7, "1": 18.0, **splits(18.0)}}
     assert nv["M16_K28672_N8192"] == {"config": {**plain, "ACC_SCALE": True, "ROT_DECODE": True}, "us": 51.0,
-                                      "rot_us": {"0": 54.7, "1": 51.0}}
+                                      "rot_us": {"0": 54.7, "1": 51.0, **splits(51.0)}}
     assert twins["M1_K14336_N4096"] == {**plain, "ROT_DECODE": True}  # pointer loads
     assert twins["M1_K4096_N4096"] == {**plain, "ACC_SCALE": True, "ROT_DECODE": True}  # not SHORT_DECODE
     won = nv["M1_K8192_N8192"]
     assert won["config"] == {**plain, "ROT_DECODE": True} and won["us"] == 17.2
-    assert won["rot_us"] == {"0": 18.1, "1": 17.2} and "pdl_us" not in won
+    assert won["rot_us"] == {"0": 18.1, "1": 17.2, **splits(17.2)} and "pdl_us" not in won
     moved = nv["M1_K14336_N4096"]
     assert moved["config"] == {**plain, "ROT_DECODE": True} and moved["us"] == 14.0
     assert not {"pointer_config", "pointer_us", "tma_us"} & set(moved), moved
     kept = nv["M1_K4096_N28672"]
-    assert kept["config"] == plain and kept["us"] == 30.9 and kept["rot_us"] == {"0": 30.9, "1": 31.6}
+    assert kept["config"] == plain and kept["us"] == 30.9 and kept["rot_us"] == {"0": 30.9, "1": 31.6,
+                                                                                 **splits(31.6)}
+    fewer = nv["M1_K8192_N57344"]
+    assert fewer["config"] == {**plain, "SPLIT_K": 2, "ROT_DECODE": True} and fewer["us"] == 94.2
     assert nv["M256_K8192_N8192"] == doc["kernels"]["nvfp4_gemm_fused"]["M256_K8192_N8192"]
     assert got["kernels"]["int4_gemm_fused"] == doc["kernels"]["int4_gemm_fused"]
     with pytest.raises(script.InputError, match="rot --ms 1,128: M up to 64 only"):

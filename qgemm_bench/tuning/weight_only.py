@@ -37,7 +37,8 @@ no SCALE8) in the same two rounds, the faster kept (tma_us; a TMA winner
 keeps the other as its pointer_config). rot (--ms; after those): each
 NVFP4 fused entry up to M = 64 (or at --ms) as it is and with ROT_DECODE
 on pointer loads in the fused kernel (the permuted weights' 13-instruction
-decode; not its WS tiles) in the same two rounds, the faster kept (rot_us). check
+decode; not its WS tiles), at SPLIT_K 2, 4, 8 and 16 where the config
+splits K, in the same two rounds, the fastest kept (rot_us). check
 (--calls, --ms, --group): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race; with --group, int4 weights in that group size and the
@@ -468,6 +469,9 @@ def tma_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     return [("tma 0", pointer), ("tma 1", {**{c: v for c, v in pointer.items() if c != "SCALE8"}, "TMA": True})]
 
 
+ROT_SPLITS = (2, 4, 8, 16)  # the split pool's, and 16
+
+
 def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     """The ROT_DECODE variants rot_pass times of an NVFP4 fused config (the
     permuted weights' 13-instruction decode, fused_gemm.FusedGemm.rot_runs):
@@ -475,11 +479,18 @@ def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     needs pointer loads: a TMA config's twin drops TMA; and replaces
     SHORT_DECODE's decode). Where its WS tiles run (they read the plain
     weights) the twin is the fused kernel alone: ROT_DECODE made it faster
-    than the WS tiles at 1x28672x8192 (49.09 us against M = 16's WS 54.66)."""
+    than the WS tiles at 1x28672x8192 (49.09 us against M = 16's WS 54.66).
+    A split config's twin also at the other ROT_SPLITS: no pool holds
+    ROT_DECODE, so no tune timed its splits."""
     base = {c: v for c, v in config.items() if c != "ROT_DECODE"}
     # ROT replaces SHORT's decode; where WS tiles run, against them the fused kernel alone
     rot = {c: v for c, v in base.items() if c not in ("TMA", "TMA_W", "SHORT_DECODE", "WS")}
-    return [("rot 0", config if runs_ws else base), ("rot 1", {**rot, "ROT_DECODE": True})]
+    out = [("rot 0", config if runs_ws else base), ("rot 1", {**rot, "ROT_DECODE": True})]
+    # A shorter decode can want fewer splits (1x8192x57344: split 2 94.17 us, the table's 8 100.06)
+    split = rot.get("SPLIT_K", 1)
+    out += [(f"rot 1 split {s}", {**rot, "SPLIT_K": s, "ROT_DECODE": True}) for s in ROT_SPLITS
+            if s != split and split > 1]
+    return out
 
 
 # Each pass's timings in an entry: of its config; one that replaces the config drops the others'.
@@ -607,8 +618,9 @@ def tma_pass(fmts=FORMATS, ms=None, layers=None):
 def rot_pass(ms=None, layers=None):
     """Every NVFP4 fused entry of this GPU's table up to M = PDL_MAX_M (or
     at `ms`), at its bucket's shape, as it is and with ROT_DECODE on
-    pointer loads, the fused kernel's alone (rot_variants), in the same
-    rounds; the faster stays, both timings noted (rot_us)."""
+    pointer loads, the fused kernel's alone, at each of ROT_SPLITS where it
+    splits K (rot_variants), in the same rounds; the fastest stays, every
+    timing noted (rot_us)."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import SPLIT_POOL_MAX_M
 
     if ms and max(ms) > SPLIT_POOL_MAX_M:  # the decode's share of a K block is small past the split-K tiles
@@ -866,7 +878,7 @@ if __name__ == "__main__":
                         "E4M3 bytes) and keep the faster; tma: time each fused entry up to M = 64 (or at "
                         "--ms) on pointer and on TMA loads and keep the faster; rot: time each NVFP4 fused "
                         "entry up to M = 64 (or at --ms) as it is and with ROT_DECODE (permuted weights, the "
-                        "13-instruction decode) and keep the faster; check: run "
+                        "13-instruction decode) at SPLIT_K 2, 4, 8, 16, and keep the fastest; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--group", default=None, choices=["32", "64", "channel"],

@@ -4,8 +4,10 @@
 # gpu_common.sh beside this file), `source .gpu/s42<x>.sh` each:
 # A at 515948b (fresh machine); B at 515948b on A's machine, still warm (inline below; its pdl pass kept
 # 256x14336x4096's entry as it was, so its store was not committed); C at d212337 (fresh; its rot pass committed as
-# 1c45abd); D at 1c45abd (fresh; its rot pass committed as 876db80); E and F at 1c45abd on D's machine, still warm.
-# Device time: about 1281 of 1800 s.
+# 1c45abd); D at 1c45abd (fresh; its rot pass committed as 876db80); E and F at 1c45abd on D's machine, still warm;
+# G at f2fa3f0 (fresh; its rot pass committed as 621e9c5), carrying .gpu/commit, .gpu/s42g.sh and the wheels but
+# fbgemm's (the tree with all of .gpu is over the 64 MiB a call carries; NVFP4 runs have no fbgemm rows).
+# Device time: about 1627 of 1800 s.
 # ---- call A: source .gpu/s42a.sh
 # Session 42 call A (x2, BUDGET s), planned in session 41. GPU 0: the M = 1 fused kernel at BLOCK_K 64 (fewer
 # registers: more programs an SM to hide the decode's latency; never in the pool: FUSED_SPLIT_POOL has BLOCK_K 128
@@ -101,3 +103,16 @@ for g in 0 1; do
       > $R/fused_ab_int4_8b_$g.txt 2>&1; echo "fused_ab int4 (GPU $g) rc $? wall $(( $(date +%s)-t1 )) s"
     grep -v "^\s*$" $R/fused_ab_int4_8b_$g.txt | cut -c1-150 | head -24 ) &
 done; wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call G: source .gpu/s42g.sh
+# Session 42 call G (x2, BUDGET s): GPU 0 the rot pass at M 1, 16, 32 with ROT_DECODE at SPLIT_K 2, 4, 8 and 16
+# (call E: split 2 ran 1x8192x57344 in 94.17 us against the table's split 8's 100.06), its check; then on that
+# store the NVFP4 decode | default presets, then the NVFP4 m-sweep (3 rounds).
+BUDGET=${BUDGET:-440} source results/h200/gpu_common.sh
+t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 5 170 python3 -m qgemm_bench.tuning.weight_only $R/rot3.json rot --ms 1,16,32 \
+  > $R/rot3.log 2>&1; echo "rot pass M 1, 16, 32 rc $? wall $(( $(date +%s)-t1 )) s"; grep -E "^nvfp4|wrote|Error|WRONG" $R/rot3.log | cut -c1-230
+t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 5 60 python3 -m qgemm_bench.tuning.weight_only $R/rot3_check.json check --formats nvfp4 \
+  --paths fused --ms 1,16,32 --calls 30 > $R/rot3_check.log 2>&1; echo "check rc $? wall $(( $(date +%s)-t1 )) s"
+grep -E "[1-9][0-9]*/30 wrong|configs with a wrong" $R/rot3_check.log | cut -c1-200; save
+pair 125 nvfp4_gemm_decode --op nvfp4_gemm --shapes decode -- nvfp4_gemm --op nvfp4_gemm
+run1 0 nvfp4_gemm_msweep --op nvfp4_gemm --shapes m-sweep --repeats 3; wait; save
+echo "all wall $(( $(date +%s)-t0 )) s"

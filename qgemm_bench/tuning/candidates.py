@@ -221,6 +221,29 @@ def pdl_won_at(prior: dict | None, m: int, key: str | None = None) -> bool:
     return any(parse(name)[0] == m and won(e) for name, e in prior.items())
 
 
+ROT_SPLITS = (2, 4, 8, 16)  # the rot pass's SPLIT_K: the split pool's, and 16
+ROT_VARIANTS = 1 + len(ROT_SPLITS)  # rot_variants of a split config: itself, its twin at each split
+
+
+def rot_runs_at(fmt: str, path: str, m: int) -> bool:
+    """Where tune_unit (and the plan's count of it) runs the rot pass:
+    NVFP4's fused path up to the split-K tiles' M."""
+    from qgemm_bench.backends.triton_kernels.fused_gemm import SPLIT_POOL_MAX_M
+
+    return fmt == "nvfp4" and path == "fused" and m <= SPLIT_POOL_MAX_M
+
+
+def rot_won_at(prior: dict | None, m: int, key: str | None = None) -> bool:
+    """Whether ROT_DECODE won on the prior table at the bucket `key` (where
+    the prior has it), else at any bucket of M (True with prior None):
+    tune_unit's rot pass then runs (NVFP4 fused, M up to 64)."""
+    if prior is None:
+        return True
+    if key in prior:
+        return bool(prior[key]["config"].get("ROT_DECODE"))
+    return any(parse(name)[0] == m and e["config"].get("ROT_DECODE") for name, e in prior.items())
+
+
 def split_outrun(split: dict | None, fused: dict | None, m: int) -> bool:
     """Whether the prior table's fused path timed faster than its split path
     at every bucket of M where it timed both (at least one): there the split

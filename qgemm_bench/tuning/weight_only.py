@@ -385,10 +385,10 @@ def tune_entry(fmt: str, path: str, m: int, k: int, n: int, pool: list[dict], st
 def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, stop: float | None = None,
               groups: tuple = (), rival: dict | None = None) -> dict | None:
     """The `qgemm-bench tune` unit of this family: the table entry of one
-    (format, path, shape) made as the table, ws and pdl modes make it, in
-    that order. prior: the kernel's entries ({bucket: entry}) on the
+    (format, path, shape) made as the table, ws, pdl and rot modes make it,
+    in that order. prior: the kernel's entries ({bucket: entry}) on the
     nearest tuned GPU of this compute capability, which prune the pools
-    (candidates.pruned, ws_pruned, pdl_won_at), the bucket's own winner
+    (candidates.pruned, ws_pruned, pdl_won_at, rot_won_at), the bucket's own winner
     there first as stored (with its PDL); None times them whole
     (--full). groups (int4 fused): each group size's own WS config too
     (ws --group). rival: the prior's entries of the other path (the
@@ -418,6 +418,8 @@ def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, s
             ws_entry(fmt, key, entry, tiles or ws_pool(m), group=g, stop=stop)
     if m > PDL_MAX_M and cands.pdl_won_at(prior, m, key):  # up to PDL_MAX_M tune_entry timed PDL itself
         pdl_entry(fmt, path, key, entry, stop=stop)
+    if cands.rot_runs_at(fmt, path, m) and cands.rot_won_at(prior, m, key):  # no pool holds ROT_DECODE
+        variant_entry(fmt, path, key, entry, rot_variants, "rot", stop)
     return entry
 
 
@@ -469,9 +471,6 @@ def tma_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     return [("tma 0", pointer), ("tma 1", {**{c: v for c, v in pointer.items() if c != "SCALE8"}, "TMA": True})]
 
 
-ROT_SPLITS = (2, 4, 8, 16)  # the split pool's, and 16
-
-
 def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     """The ROT_DECODE variants rot_pass times of an NVFP4 fused config (the
     permuted weights' 13-instruction decode, fused_gemm.FusedGemm.rot_runs):
@@ -480,7 +479,7 @@ def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     SHORT_DECODE's decode). Where its WS tiles run (they read the plain
     weights) the twin is the fused kernel alone: ROT_DECODE made it faster
     than the WS tiles at 1x28672x8192 (49.09 us against M = 16's WS 54.66).
-    A split config's twin also at the other ROT_SPLITS: no pool holds
+    A split config's twin also at the other candidates.ROT_SPLITS: no pool holds
     ROT_DECODE, so no tune timed its splits."""
     base = {c: v for c, v in config.items() if c != "ROT_DECODE"}
     # ROT replaces SHORT's decode; where WS tiles run, against them the fused kernel alone
@@ -488,7 +487,7 @@ def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     out = [("rot 0", config if runs_ws else base), ("rot 1", {**rot, "ROT_DECODE": True})]
     # A shorter decode can want fewer splits (1x8192x57344: split 2 94.17 us, the table's 8 100.06)
     split = rot.get("SPLIT_K", 1)
-    out += [(f"rot 1 split {s}", {**rot, "SPLIT_K": s, "ROT_DECODE": True}) for s in ROT_SPLITS
+    out += [(f"rot 1 split {s}", {**rot, "SPLIT_K": s, "ROT_DECODE": True}) for s in cands.ROT_SPLITS
             if s != split and split > 1]
     return out
 

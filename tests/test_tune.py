@@ -719,39 +719,58 @@ def test_weight_only_times_the_prior_buckets_winner_first(monkeypatch):
 def test_weight_only_unit_times_rot_decode_where_it_won_on_the_prior_gpu(monkeypatch):
     """tune_unit's last pass, rot (no pool holds ROT_DECODE): NVFP4 fused
     units up to M = 64 where ROT_DECODE won on the prior GPU at the bucket
-    (else at any bucket of M), or with no prior (--full); not int4, the
-    split path, M > 64 or where the prior's winner has none. The plan
-    counts it as it runs (plan.weight_only_units)."""
+    (else at any bucket of M) or with no prior (--full); not int4, the
+    split path, M > 64, where the prior's pass kept the config or where it
+    never ran (the H100's table: the bring-up's budget). The plan counts it
+    as it runs (plan.weight_only_units)."""
     from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.tuning import candidates as cands
-    from qgemm_bench.tuning import plan
-    from qgemm_bench.tuning import weight_only
+    from qgemm_bench.tuning import plan, weight_only
 
     rot = {**triton_config(16, 128, 128, 8), "ROT_DECODE": True}
     plain = triton_config(16, 128, 128, 8)
-    prior = {"M1_K8192_N8192": {"config": rot}, "M1_K4096_N4096": {"config": plain},
-             "M16_K8192_N8192": {"config": plain}, "M64_K8192_N8192": {"config": plain}}
+    prior = {"M1_K8192_N8192": {"config": rot, "rot_of": plain, "rot_us": {"0": 2.0, "1": 1.0}},
+             "M1_K4096_N4096": {"config": plain, "rot_us": {"0": 1.0, "1": 2.0}},
+             "M16_K8192_N8192": {"config": plain, "rot_us": {"0": 1.0, "1": 2.0}},
+             "M32_K8192_N8192": {"config": plain}}  # M 32: the pass never ran there
     ran = []
     monkeypatch.setattr(weight_only, "tune_entry", lambda *a, **kw: {"config": plain, "us": 1.0, "tuned": ""})
     monkeypatch.setattr(weight_only, "ws_entry", lambda *a, **kw: None)
     monkeypatch.setattr(weight_only, "pdl_entry", lambda *a, **kw: None)
-    monkeypatch.setattr(weight_only, "variant_entry",
-                        lambda fmt, path, key, entry, variants, name, stop=None: ran.append((fmt, path, key, name)))
-    for fmt, path, m, (k, n), p in (("nvfp4", "fused", 1, (8192, 8192), prior),  # won at the bucket
-                                    ("nvfp4", "fused", 1, (4096, 4096), prior),  # not there
-                                    ("nvfp4", "fused", 1, (14336, 4096), prior),  # no bucket: won at M 1
-                                    ("nvfp4", "fused", 16, (8192, 8192), prior),  # not at M 16
-                                    ("nvfp4", "fused", 64, (8192, 8192), None),  # --full
-                                    ("nvfp4", "fused", 128, (8192, 8192), None),  # past the split tiles
-                                    ("nvfp4", "split", 1, (8192, 8192), None), ("int4", "fused", 1, (8192, 8192), None)):
+    monkeypatch.setattr(weight_only, "rot_entry", lambda fmt, path, key, entry, stop=None: ran.append(key))
+    cases = (("nvfp4", "fused", 1, (8192, 8192), prior),  # won at the bucket
+             ("nvfp4", "fused", 1, (4096, 4096), prior),  # kept the config there
+             ("nvfp4", "fused", 1, (14336, 4096), prior),  # no bucket: won at M 1
+             ("nvfp4", "fused", 16, (8192, 8192), prior),  # not at M 16
+             ("nvfp4", "fused", 32, (4096, 4096), prior),  # never ran at M 32: no ROT there
+             ("nvfp4", "fused", 64, (8192, 8192), None),  # --full
+             ("nvfp4", "fused", 128, (8192, 8192), None),  # past the split tiles
+             ("nvfp4", "split", 1, (8192, 8192), None), ("int4", "fused", 1, (8192, 8192), None))
+    for fmt, path, m, (k, n), p in cases:
         weight_only.tune_unit(fmt, path, m, k, n, p, stop=0.0)
-    assert ran == [("nvfp4", "fused", bucket(m, k, n), "rot") for m, k, n in
-                   ((1, 8192, 8192), (1, 14336, 4096), (64, 8192, 8192))]
-    assert cands.rot_won_at(None, 32) and not cands.rot_won_at({}, 1)
+    assert ran == [bucket(*s) for s in ((1, 8192, 8192), (1, 14336, 4096), (64, 8192, 8192))]
     units = {u.id: u for u in plan.weight_only_units(("nvfp4",), {1, 128}, None)}
     pool = len(cands.unit_pool(1, "fused", 1, None))
     assert units["weight_only/nvfp4_gemm/fused/1x8192x8192"].candidates == pool + cands.ROT_VARIANTS
     assert units["weight_only/nvfp4_gemm/split/1x8192x8192"].candidates == len(cands.unit_pool(1, "split", 1, None))
+
+
+def test_a_prior_with_rot_decode_winners_prunes_by_the_configs_they_replaced():
+    """A ROT_DECODE winner is in no pool: the prior's pruning reads the
+    config its rot pass replaced (rot_of), which tune_unit times first as
+    the bucket's winner (prior_first), its PDL twin too; without rot_of the
+    pools would fall back whole and the winner go untimed."""
+    from qgemm_bench.tuning import candidates as cands
+
+    pool = cands.weight_only_pool(1, "fused", 1)
+    a, b = pool[0], pool[1]
+    a_pdl = {**a, "PDL": 2}
+    prior = {"M1_K8192_N8192": {"config": {**a, "SPLIT_K": 2, "ROT_DECODE": True}, "rot_of": a_pdl},
+             "M1_K4096_N4096": {"config": b}}
+    first = cands.prior_first(prior, "M1_K8192_N8192")
+    assert first == a_pdl and cands.prior_first(prior, "M1_K4096_N4096") == b
+    got = cands.unit_pool(1, "fused", 1, prior, first)
+    assert got[0] == a_pdl and a in got and b in got and len(got) < len(pool), got
 
 
 def test_versions_of_a_cuda_device_without_an_index_name_the_driver(monkeypatch):

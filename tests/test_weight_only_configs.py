@@ -1358,8 +1358,9 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
     config whose WS tiles run the fused kernel alone (its ws_us dropped
     where that wins); each twin also at the other SPLIT_K of 2, 4, 8, 16;
     the fastest kept, every timing noted (rot_us), other passes' timings
-    dropped where the config changed; not int4, M > 64; M > 64 refused in
-    one line."""
+    dropped where the config changed; a ROT winner keeps the config it
+    replaced (rot_of), which a later pass starts from again (and drops
+    where it wins); not int4, M > 64; M > 64 refused in one line."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     script = load_tune_script()
@@ -1374,6 +1375,8 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
                                                  "pointer_us": 15.3, "tma_us": {"0": 15.3, "1": 15.1}},
                              "M1_K4096_N28672": {"config": plain, "us": 30.9},
                              "M1_K8192_N57344": {"config": plain, "us": 100.1},
+                             "M32_K8192_N8192": {"config": {**plain, "SPLIT_K": 2, "ROT_DECODE": True},
+                                                 "rot_of": plain, "us": 20.0, "rot_us": {"0": 20.1, "1": 20.0}},
                              "M16_K8192_N8192": {"config": {**plain, "WS": ws}, "us": 17.7, "ws_us": [19.3, 17.7]},
                              "M16_K28672_N8192": {"config": {**short, "WS": ws}, "us": 54.7, "ws_us": [56.3, 54.7]},
                              "M256_K8192_N8192": {"config": plain, "us": 50.0}},
@@ -1385,7 +1388,8 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
           ("M1_K4096_N4096", False): 8.6, ("M1_K4096_N4096", True): 8.2,
           ("M1_K14336_N4096", False): 15.1, ("M1_K14336_N4096", True): 14.0,
           ("M1_K4096_N28672", False): 30.9, ("M1_K4096_N28672", True): 31.6,
-          ("M1_K8192_N57344", False): 100.1, ("M1_K8192_N57344", True): 100.0}
+          ("M1_K8192_N57344", False): 100.1, ("M1_K8192_N57344", True): 100.0,
+          ("M32_K8192_N8192", False): 19.0, ("M32_K8192_N8192", True): 20.5}
     shape, timed = [], []
 
     def time(c):  # the other splits slower by 1-1.16 us, but split 2 at 1x8192x57344
@@ -1402,7 +1406,7 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
     nv = got["kernels"]["nvfp4_gemm_fused"]
     assert sorted({s for s, _ in timed}) == ["M16_K28672_N8192", "M16_K8192_N8192", "M1_K14336_N4096",
                                              "M1_K4096_N28672", "M1_K4096_N4096", "M1_K8192_N57344",
-                                             "M1_K8192_N8192"]  # not M 256, int4
+                                             "M1_K8192_N8192", "M32_K8192_N8192"]  # not M 256, int4
     for key in {s for s, _ in timed}:  # the config, its twin at split 8, then at 2, 4 and 16
         assert [c.get("ROT_DECODE", False) for s, c in timed if s == key] == [False] + [True] * 4
         assert [c["SPLIT_K"] for s, c in timed if s == key] == [8, 8, 2, 4, 16]
@@ -1412,20 +1416,24 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
     assert nv["M16_K8192_N8192"] == {**doc["kernels"]["nvfp4_gemm_fused"]["M16_K8192_N8192"],
                                      "rot_us": {"0": 17.7, "1": 18.0, **splits(18.0)}}
     assert nv["M16_K28672_N8192"] == {"config": {**plain, "ACC_SCALE": True, "ROT_DECODE": True}, "us": 51.0,
-                                      "rot_us": {"0": 54.7, "1": 51.0, **splits(51.0)}}
+                                      "rot_us": {"0": 54.7, "1": 51.0, **splits(51.0)},
+                                      "rot_of": {**short, "WS": ws}}
+    again = nv["M32_K8192_N8192"]  # from its rot_of: the config without ROT won this time
+    assert again == {"config": plain, "us": 19.0, "rot_us": {"0": 19.0, "1": 20.5, **splits(20.5)}}
     assert twins["M1_K14336_N4096"] == {**plain, "ROT_DECODE": True}  # pointer loads
     assert twins["M1_K4096_N4096"] == {**plain, "ACC_SCALE": True, "ROT_DECODE": True}  # not SHORT_DECODE
     won = nv["M1_K8192_N8192"]
     assert won["config"] == {**plain, "ROT_DECODE": True} and won["us"] == 17.2
     assert won["rot_us"] == {"0": 18.1, "1": 17.2, **splits(17.2)} and "pdl_us" not in won
+    assert won["rot_of"] == plain and nv["M1_K4096_N4096"]["rot_of"] == short
     moved = nv["M1_K14336_N4096"]
     assert moved["config"] == {**plain, "ROT_DECODE": True} and moved["us"] == 14.0
-    assert not {"pointer_config", "pointer_us", "tma_us"} & set(moved), moved
+    assert not {"pointer_config", "pointer_us", "tma_us"} & set(moved) and moved["rot_of"] == tma, moved
     kept = nv["M1_K4096_N28672"]
-    assert kept["config"] == plain and kept["us"] == 30.9 and kept["rot_us"] == {"0": 30.9, "1": 31.6,
-                                                                                 **splits(31.6)}
+    assert kept == {"config": plain, "us": 30.9, "rot_us": {"0": 30.9, "1": 31.6, **splits(31.6)}}
     fewer = nv["M1_K8192_N57344"]
     assert fewer["config"] == {**plain, "SPLIT_K": 2, "ROT_DECODE": True} and fewer["us"] == 94.2
+    assert fewer["rot_of"] == plain
     assert nv["M256_K8192_N8192"] == doc["kernels"]["nvfp4_gemm_fused"]["M256_K8192_N8192"]
     assert got["kernels"]["int4_gemm_fused"] == doc["kernels"]["int4_gemm_fused"]
     with pytest.raises(script.InputError, match="rot --ms 1,128: M up to 64 only"):

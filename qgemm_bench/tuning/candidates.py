@@ -147,13 +147,14 @@ def weight_only_pool(fmt: int, path: str, m: int) -> list[dict]:
 
 
 def winners_at(prior: dict | None, m: int) -> list[dict]:
-    """The configs (and pointer_configs) of the prior table's entries at M
-    ({bucket: entry} of one kernel), most frequent first."""
+    """The configs (and pointer_configs, and the pool configs a rot pass
+    replaced: rot_of) of the prior table's entries at M ({bucket: entry} of
+    one kernel), most frequent first."""
     count: dict[str, list] = {}
     for key, entry in (prior or {}).items():
         if parse(key)[0] != m:
             continue
-        for c in (entry.get("config"), entry.get("pointer_config")):
+        for c in (entry.get("config"), entry.get("pointer_config"), entry.get("rot_of")):
             if c:
                 slot = count.setdefault(json.dumps(base_of(c), sort_keys=True), [0, base_of(c)])
                 slot[0] += 1
@@ -205,7 +206,8 @@ def with_pdl(pool: list[dict], prior: dict | None, m: int) -> list[dict]:
     if prior is None:
         twins = pool
     else:
-        won = [base_of(e["config"]) for key, e in prior.items() if parse(key)[0] == m and e["config"].get("PDL")]
+        won = [base_of(c) for key, e in prior.items() if parse(key)[0] == m
+               and (c := e.get("rot_of", e["config"])).get("PDL")]  # rot_of: a ROT winner's pool config
         twins = [c for c in pool if base_of(c) in won]
     return pool + [{**c, "PDL": 2} for c in twins if not c.get("PDL")]
 
@@ -234,14 +236,25 @@ def rot_runs_at(fmt: str, path: str, m: int) -> bool:
 
 
 def rot_won_at(prior: dict | None, m: int, key: str | None = None) -> bool:
-    """Whether ROT_DECODE won on the prior table at the bucket `key` (where
-    the prior has it), else at any bucket of M (True with prior None):
-    tune_unit's rot pass then runs (NVFP4 fused, M up to 64)."""
+    """Whether tune_unit's rot pass runs (NVFP4 fused, M up to 64): with no
+    prior (--full), or where ROT_DECODE won on the prior table at the bucket
+    `key` (where the prior has it), else at any bucket of M. Not where the
+    prior never ran the pass (the H100's table): a bring-up's 25 minutes
+    have no room for it there, so it runs after (docs/tuning.md)."""
     if prior is None:
         return True
     if key in prior:
         return bool(prior[key]["config"].get("ROT_DECODE"))
     return any(parse(name)[0] == m and e["config"].get("ROT_DECODE") for name, e in prior.items())
+
+
+def prior_first(prior: dict | None, key: str) -> dict | None:
+    """The bucket's winner on the prior table as a pool holds it, the
+    first candidate tune_unit times: its config, or where a rot pass gave
+    it ROT_DECODE (which no pool holds) the config that pass replaced
+    (rot_of; the unit's own rot pass times ROT_DECODE again)."""
+    entry = (prior or {}).get(key, {})
+    return entry.get("rot_of", entry.get("config"))
 
 
 def split_outrun(split: dict | None, fused: dict | None, m: int) -> bool:

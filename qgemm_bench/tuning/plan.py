@@ -96,7 +96,7 @@ def weight_only_units(formats, ms, prior: dict | None, groups=()) -> list[Unit]:
                 if not cands.weight_only_pool(fmt_id, path, m):
                     continue
                 for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
-                    first = (entries or {}).get(bucket(m, k, n), {}).get("config")
+                    first = cands.prior_first(entries, bucket(m, k, n))
                     passes = [len(cands.unit_pool(fmt_id, path, m, entries, first, rival))]  # tune_unit's
                     if path == "fused" and ws_pool(m):
                         tiles = len(cands.ws_pruned(ws_pool(m), entries, m, bucket(m, k, n)))

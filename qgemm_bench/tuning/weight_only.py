@@ -401,7 +401,7 @@ def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, s
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
 
     fmt_id, key = FORMATS.index(fmt), bucket(m, k, n)
-    first = (prior or {}).get(key, {}).get("config")
+    first = cands.prior_first(prior, key)
     # the prior winner as stored (its PDL twin included) first: checked whatever the budget
     pool = cands.unit_pool(fmt_id, path, m, prior, first, rival)
     if not pool:  # the path does not run here
@@ -419,7 +419,7 @@ def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, s
     if m > PDL_MAX_M and cands.pdl_won_at(prior, m, key):  # up to PDL_MAX_M tune_entry timed PDL itself
         pdl_entry(fmt, path, key, entry, stop=stop)
     if cands.rot_runs_at(fmt, path, m) and cands.rot_won_at(prior, m, key):  # no pool holds ROT_DECODE
-        variant_entry(fmt, path, key, entry, rot_variants, "rot", stop)
+        rot_entry(fmt, path, key, entry, stop)
     return entry
 
 
@@ -540,7 +540,7 @@ def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: st
     elif not c.get("TMA"):  # a pointer-load winner is its own pointer config (rot's twin of a TMA config)
         entry.pop("pointer_config", None)
         entry.pop("pointer_us", None)
-    if "WS" in entry["config"] and "WS" not in c:  # rot's fused twin won: the ws pass's timings were of WS
+    if name == "rot" and c != entry["config"]:  # the ws pass's timings were of the config rot replaced
         entry.pop("ws_us", None)
     entry["config"] = c
     entry[f"{name}_us"] = {lab.replace(f"{name} ", ""): round(u, 2) for u, lab, _ in rows}  # "0", "ws 1" ...
@@ -550,13 +550,35 @@ def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: st
     return True
 
 
-def _variant_pass(what: str, kernels, variants, name: str, ms, layers, fields: dict, skip=None) -> None:
+def rot_entry(fmt: str, path: str, key: str, entry: dict, stop: float | None = None,
+              t0: float | None = None) -> bool:
+    """variant_entry with rot_variants from the config the entry had before
+    any rot pass (its rot_of, where ROT_DECODE replaced it), so that "rot
+    0" is the pool's config again; a ROT_DECODE winner keeps that config
+    as rot_of (what candidates.winners_at and prior_first read: no pool
+    holds ROT_DECODE). The entry as it was where nothing was timed."""
+    saved = dict(entry)
+    if "rot_of" in entry:
+        entry["config"] = entry.pop("rot_of")
+    before = entry["config"]
+    if not variant_entry(fmt, path, key, entry, rot_variants, "rot", stop, t0):
+        entry.clear()
+        entry.update(saved)
+        return False
+    if entry["config"].get("ROT_DECODE"):
+        entry["rot_of"] = before
+    return True
+
+
+def _variant_pass(what: str, kernels, variants, name: str, ms, layers, fields: dict, skip=None,
+                  entry_fn=None) -> None:
     """pdl_pass's and scale8_pass's loop: each entry of this GPU's table in
     `kernels` ((fmt, path) pairs) at M in `ms` (else up to PDL_MAX_M) and the
     `layers`, unless skip(its config), through variant_entry with `variants`
     and `name`; the table written after each, the pass recorded in its
     provenance (journal.add_pass: the entries it timed, `fields`, --ms and
-    --layers) once it timed one."""
+    --layers) once it timed one. entry_fn(fmt, path, key, entry, t0=):
+    instead of variant_entry (rot_pass: rot_entry)."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
 
@@ -573,7 +595,8 @@ def _variant_pass(what: str, kernels, variants, name: str, ms, layers, fields: d
             if ((m not in ms) if ms else m > PDL_MAX_M) or layers and (k, n) not in layers or \
                     skip and skip(entry["config"]):
                 continue
-            if variant_entry(fmt, path, key, entry, variants, name, t0=t0):
+            if (entry_fn(fmt, path, key, entry, t0=t0) if entry_fn else
+                    variant_entry(fmt, path, key, entry, variants, name, t0=t0)):
                 timed.add((group, key))
                 run.stamp(doc, timed)
             write_atomic(out, woc.dumps(woc.check_table(doc, "tuned table")))
@@ -624,7 +647,8 @@ def rot_pass(ms=None, layers=None):
 
     if ms and max(ms) > SPLIT_POOL_MAX_M:  # the decode's share of a K block is small past the split-K tiles
         raise InputError(f"rot --ms {','.join(map(str, sorted(ms)))}: M up to {SPLIT_POOL_MAX_M} only")
-    _variant_pass("add ROT_DECODE to", [("nvfp4", "fused")], rot_variants, "rot", ms, layers, {})
+    _variant_pass("add ROT_DECODE to", [("nvfp4", "fused")], rot_variants, "rot", ms, layers, {},
+                  entry_fn=rot_entry)
 
 
 def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, stop: float | None = None,

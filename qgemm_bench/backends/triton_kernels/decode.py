@@ -152,23 +152,30 @@ def rot_bit(j: int, h: int, b: int) -> int:
     return (ROT_POS[b] + 16 * h + shift) % 32
 
 
+def _rot_byte_tables() -> torch.Tensor:
+    """[4, 256] int32: for each byte position of a word and byte value, the
+    bits it contributes to nvfp4_rot_words' permuted word (rot_bit; byte p
+    holds lane p % 2 of registers p // 2 (low nibble) and p // 2 + 2)."""
+    table = [[sum(((v >> (4 * n + b)) & 1) << rot_bit(p // 2 + 2 * n, p % 2, b) for n in range(2) for b in range(4))
+              for v in range(256)] for p in range(4)]
+    return torch.tensor([[t - (1 << 32) if t >= 1 << 31 else t for t in row] for row in table], dtype=torch.int32)
+
+
 def nvfp4_rot_words(wt: torch.Tensor) -> torch.Tensor:
     """Packed E2M1 bytes (uint8, each 4-byte word the codes one
     NVFP4_SPLIT_BF16X2_PTX call decodes: byte i's low nibble and then its
     high one) -> the same shape with each word's 32 bits permuted for
     NVFP4_ROT_BF16X2_PTX (rot_bit), which decodes it to the same values.
-    The last dimension must hold whole words."""
+    The last dimension must hold whole words. A table per byte position,
+    in int32: about 3x the bytes of temporaries at the peak."""
     if wt.dtype != torch.uint8 or wt.shape[-1] % 4:
         raise ValueError(f"nvfp4_rot_words takes uint8 bytes in whole 4-byte words, got {wt.dtype} {tuple(wt.shape)}")
-    w = wt.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
-    out = torch.zeros_like(w)
-    for j in range(4):
-        for h in range(2):
-            code = w >> (8 * (h + 2 * (j % 2)) + 4 * (j // 2)) & 0xF  # byte h (+2 for j = 1, 3), high nibble j >= 2
-            for b in range(4):
-                out |= (code >> b & 1) << rot_bit(j, h, b)
-    out = torch.where(out >= 1 << 31, out - (1 << 32), out)  # as int32 bits
-    return out.to(torch.int32).view(torch.uint8).view(wt.shape)
+    tables = _rot_byte_tables().to(wt.device)
+    words = wt.reshape(-1, 4)
+    out = torch.zeros(words.shape[0], dtype=torch.int32, device=wt.device)
+    for p in range(4):
+        out |= tables[p][words[:, p].to(torch.int32)]
+    return out.view(torch.uint8).view(wt.shape)
 
 
 # nvfp4_bf16x2's scale offset: callers pass each scale times 2^118 (exact in

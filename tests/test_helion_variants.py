@@ -16,7 +16,7 @@ import torch
 from qgemm_bench.backends.helion_ops import FUSED_ARGUMENTS
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.tuning import candidates as cands
-from tests.support import check, interpreter
+from tests.support import check, interpreter, needs_gpu
 from tests.test_helion_fused_split import fused_config, weight_only
 
 
@@ -243,6 +243,53 @@ def test_int4_drops_bf16_scales(monkeypatch):
     assert "bf16_scales" not in gemm.bound(x).config
     check(gemm(x), ref)
     assert gemm.resident(70)[1].dtype == gemm.scales.dtype and gemm._bf16_scales is None
+
+
+# rot: NVFP4 on ROT_DECODE's permuted weights (the PTX decode, pointer loads); dropped where it cannot run,
+# as bf16_scales: on the interpreter (fp16, no PTX) the config runs as without it, on the plain weights.
+@interpreter
+def test_rot_is_dropped_where_the_ptx_decode_does_not_run(monkeypatch):
+    from types import SimpleNamespace
+
+    cfg = {**fused_config(2, bn=32, bm=32, bk=128), "rot": True}
+    gemm, x, ref = weight_only(nvfp4_gemm, (70, 1024, 72), monkeypatch, cfg)
+    assert "rot" not in gemm.bound(x).config
+    check(gemm(x), ref)
+    assert gemm._wt_rot is None and gemm.resident(70)[0] is gemm.kmajor().wt
+    gpu_bf16 = SimpleNamespace(dtype=torch.bfloat16, is_cuda=True)  # what _use_asm asks of x
+    assert gemm._rot_applies(gpu_bf16, {**cfg, "decode_asm": True})
+    assert not gemm._rot_applies(gpu_bf16, {**cfg, "decode_asm": True, "tma": True})
+    assert not gemm._rot_applies(gpu_bf16, {**cfg, "decode_asm": False}) and not gemm._rot_applies(x, cfg)
+    int4, _, _ = weight_only(int4_gemm, (70, 1024, 72), monkeypatch, cfg)
+    assert not int4._rot_applies(gpu_bf16, {**cfg, "decode_asm": True})
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("split", [1, 2])
+def test_rot_gives_the_plain_decode_s_output_bit_for_bit_on_gpu(split):
+    """Helion's fused kernel with rot reads fused_gemm.rot_words_in_register_order's
+    bytes, permuted for the Triton kernel's A-operand register order: where
+    Helion's generated Triton hands the PTX the same 4 bytes a call, its
+    output is the plain decode's bit for bit (the same values, products and
+    order), and right against fp64; anything else decodes garbage."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import tuning
+    from qgemm_bench.operators.formats import NVFP4
+    from tests.support import case, fp64, seed
+
+    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (7, 1280, 200), torch.bfloat16, torch.device("cuda")), seed())
+    cfg = {"block_sizes": [64, 16], "block_k": 128, "num_warps": 4, "num_stages": 3, "split_k": split}
+    outs = []
+    for rot in (False, True):
+        with tuning.options(explicit={**cfg, "rot": rot}):
+            gemm = helion_ops.WeightOnly("nvfp4_gemm", inputs.w, inputs.block_scales.contiguous(),
+                                         inputs.tensor_scale, NVFP4, None)
+            assert gemm.path(7) == "fused" and bool(gemm.bound(inputs.x).config.get("rot")) == rot
+            outs.append(gemm(inputs.x))
+            assert (gemm._wt_rot is not None) == rot
+    assert torch.equal(outs[1], outs[0])
+    check(outs[1], fp64(inputs.x, nvfp4_gemm.dequantize(inputs)), torch.bfloat16)
 
 
 @pytest.mark.parametrize("bf16", [False, True])

@@ -41,7 +41,7 @@ SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k":
 MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 # kernels.fused's config keys that are its arguments (tuning.ready's
 # `arguments`): the weight-only ones, its split and the K-step views (tma).
-FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales")
+FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales", "rot")
 # int4 in fragment order (frag) returned wrong sums on the H100 in 8-warp tiles at M = 256 and 1024,
 # and on the H200 in an 8-warp 128x256 tile (kernels.fused): on pointer loads wider tiles take it on 4
 # warps only (right in 64x256 and 128x256 tiles there). On TMA loads with x K-innermost the 8-warp tile
@@ -204,6 +204,7 @@ class WeightOnly:
         self.ts = tensor_scale.reshape(1).float() if fmt == NVFP4 else None
         self._kmajor: dict[bool, object] = {}  # fragment order? -> the K-major weights
         self._bf16_scales: torch.Tensor | None = None  # NVFP4 bf16_scales configs' block scales (bf16_scales())
+        self._wt_rot: torch.Tensor | None = None  # NVFP4 rot configs' permuted weights (wt_rot())
         self._ready: dict[int, object] = {}  # M -> tuning.Ready of its path
         self._fused_runs: dict[int, object] = {}  # M -> its fused config, compiled
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -236,6 +237,23 @@ class WeightOnly:
             self._bf16_scales = bf16_x2_118(self.kmajor().scales)
         return self._bf16_scales
 
+    def wt_rot(self) -> torch.Tensor:
+        """NVFP4's K-major weights with each decode call's 4 bytes permuted
+        for decode.NVFP4_ROT_BF16X2_PTX (fused_gemm.rot_words_in_register_order,
+        the Triton path's ROT_DECODE bytes), what rot configs read; made on
+        first use, a second copy beside the plain one."""
+        if self._wt_rot is None:
+            from qgemm_bench.backends.triton_kernels.fused_gemm import rot_words_in_register_order
+
+            self._wt_rot = rot_words_in_register_order(self.kmajor())
+        return self._wt_rot
+
+    def _rot_applies(self, x, cfg: dict) -> bool:
+        """kernels.fused's rot: asked for, NVFP4, the PTX decode (bf16 on the
+        GPU), pointer loads (not tma: the Triton path's ROT_DECODE takes
+        none either)."""
+        return bool(cfg.get("rot")) and self.fmt == NVFP4 and self._use_asm(x, cfg) and not cfg.get("tma")
+
     def _bf16_applies(self, cfg: dict) -> bool:
         """kernels.fused's bf16_scales: asked for, NVFP4 (int4's scales are bf16 already)."""
         return bool(cfg.get("bf16_scales")) and self.fmt == NVFP4
@@ -251,7 +269,8 @@ class WeightOnly:
             r = self._ready.get(m)
             p = self.kmajor(bool(r is not None and r.config.get("frag")))
             scales = self.bf16_scales() if r is not None and self._bf16_applies(r.config) else p.scales
-            return tuple(t for t in (p.wt, scales, self.ts) if t is not None)
+            wt = self.wt_rot() if r is not None and r.config.get("rot") else p.wt  # kept only where it applies
+            return tuple(t for t in (wt, scales, self.ts) if t is not None)
         return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
 
     def note(self, m: int) -> str:
@@ -295,12 +314,14 @@ class WeightOnly:
         st = s.t() if s is not None else p.wt  # [Np, Gp] view; never read unscaled
         ts = self.ts if self.ts is not None else p.wt  # never read for int4
         mode = fused_scale_mode(self.fmt, self.group, self.k, block_k)
-        args = (x.t(), p.wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
+        rot = self._rot_applies(x, cfg)
+        wt = self.wt_rot() if rot else p.wt
+        args = (x.t(), wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
         split = cfg.get("split_k", 1)
         tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)
         acc = bool(cfg.get("acc_scale", False)) and self._acc_applies(block_k)
         # kernels.fused's trailing arguments, those at their defaults (off) left out from the end.
-        tail = [tma, acc, self.pdl_mode(x, cfg), frag, bf16]
+        tail = [tma, acc, self.pdl_mode(x, cfg), frag, bf16, rot]
         while tail and not tail[-1]:
             tail.pop()
         if split == 1 and not tail:  # the kernel's defaults: no split, no workspace
@@ -380,6 +401,8 @@ class WeightOnly:
                     cfg = {k: v for k, v in cfg.items() if k != "frag"}  # NVFP4's always; int4 groups of 32n
                 if cfg.get("bf16_scales") and not self._bf16_applies(cfg):
                     cfg = {k: v for k, v in cfg.items() if k != "bf16_scales"}  # int4's scales are bf16 already
+                if cfg.get("rot") and not self._rot_applies(x, cfg):
+                    cfg = {k: v for k, v in cfg.items() if k != "rot"}  # int4, the interpreter, fp16, tma
                 if cfg.get("acc_scale") and not self._acc_applies(cfg["block_k"]):
                     # Tuned where it applied (NVFP4; int4, one group a step): its register cap goes with it.
                     cfg = {k: v for k, v in cfg.items() if k not in ("acc_scale", "maxnreg")}

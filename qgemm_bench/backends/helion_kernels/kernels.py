@@ -82,6 +82,7 @@ from qgemm_bench.backends.triton_kernels.decode import (
     EXP2_118,
     INT4_BF16X2_PTX,
     NVFP4_BF16X2_PTX,
+    NVFP4_ROT_BF16X2_PTX,
     NVFP4_SPLIT_BF16X2_PTX,
 )
 
@@ -132,16 +133,19 @@ def _nvfp4_values(w, scale, dtype, use_asm):
     return (_e2m1(b & 0xF).to(torch.float32) * s).to(dtype), (_e2m1(b >> 4).to(torch.float32) * s).to(dtype)
 
 
-def _nvfp4_split_values(w, s_lo, s_hi, dtype, use_asm, x2_118=False):
+def _nvfp4_split_values(w, s_lo, s_hi, dtype, use_asm, x2_118=False, rot=False):
     """_nvfp4_values with the low and the high nibbles' own scales (fragment
     order puts k and k + 16 in one byte: two NVFP4 blocks). x2_118 (with
-    use_asm): the scales are the PTX decode's bf16 x 2^118 operand already."""
+    use_asm): the scales are the PTX decode's bf16 x 2^118 operand already.
+    rot (with use_asm; helion_ops passes it there only): w holds
+    decode.nvfp4_rot_words' permuted words, decoded by its shorter PTX."""
+    ptx = NVFP4_ROT_BF16X2_PTX if rot else NVFP4_SPLIT_BF16X2_PTX
     if use_asm and x2_118:
-        return hl.inline_asm_elementwise(NVFP4_SPLIT_BF16X2_PTX, "=r,=r,=r,=r,r,r,r,r,r", [w, s_lo, s_hi],
+        return hl.inline_asm_elementwise(ptx, "=r,=r,=r,=r,r,r,r,r,r", [w, s_lo, s_hi],
                                          dtype=(torch.bfloat16, torch.bfloat16), is_pure=True, pack=4)
     if use_asm:
         args = [w, (s_lo * EXP2_118).to(torch.bfloat16), (s_hi * EXP2_118).to(torch.bfloat16)]
-        return hl.inline_asm_elementwise(NVFP4_SPLIT_BF16X2_PTX, "=r,=r,=r,=r,r,r,r,r,r", args,
+        return hl.inline_asm_elementwise(ptx, "=r,=r,=r,=r,r,r,r,r,r", args,
                                          dtype=(torch.bfloat16, torch.bfloat16), is_pure=True, pack=4)
     b = w.to(torch.int32) & 0xFF
     return ((_e2m1(b & 0xF).to(torch.float32) * (s_lo * 16384.0)).to(dtype),
@@ -337,6 +341,7 @@ def fused(
     pdl: hl.constexpr = 0,  # split_k_parts.pdl_prologue's mode (launched with launch_pdl: helion_ops)
     frag: hl.constexpr = False,  # int4: wt in fragment order, as NVFP4's (int4 groups: whole runs of 32 k)
     bf16_scales: hl.constexpr = False,  # NVFP4: st holds decode.bf16_x2_118's bf16 E4M3 x 2^118, not E4M3
+    rot: hl.constexpr = False,  # NVFP4, use_asm, not tma: wt's bytes as fused_gemm.rot_words_in_register_order's
 ) -> torch.Tensor:
     """The fused path: fused_gemm.py's fused_kernel, its split-K included.
     acc_scale (int4 with one group over each K step, scale_mode "block",
@@ -359,7 +364,11 @@ def fused(
     FusedGemm stores them (decode.bf16_x2_118, made on the host), the PTX
     decode's operand loaded as is; from E4M3, Inductor converts each
     thread's broadcast scales (32 per K step at 128x16) inside the loop,
-    converted on the small tile or not."""
+    converted on the small tile or not. rot (NVFP4, the PTX decode, not
+    tma; helion_ops decides): fused_gemm's ROT_DECODE, wt's bytes permuted
+    so decode.NVFP4_ROT_BF16X2_PTX decodes each 8 codes in 13 PTX
+    instructions, not 22; the permutation assumes the Triton fused
+    kernel's A-operand register order (checked on the GPU bit for bit)."""
     k, m = xt.size()
     kh = k // 2  # packed rows
     half = block_k // 2
@@ -468,11 +477,11 @@ def fused(
                 s_hi = s_hi[:, :, None].expand(tile_n, block_k // 32, 16).reshape(tile_n, half)
                 if scale_after:
                     one = hl.full([tile_n, half], 1.0, torch.float32)
-                    lo, hi = _nvfp4_split_values(wp, one, one, xt.dtype, use_asm)
+                    lo, hi = _nvfp4_split_values(wp, one, one, xt.dtype, use_asm, rot=rot)
                     lo = lo * _e4m3_values(s_lo, bf16_scales and use_asm).to(xt.dtype)
                     hi = hi * _e4m3_values(s_hi, bf16_scales and use_asm).to(xt.dtype)
                 else:
-                    lo, hi = _nvfp4_split_values(wp, s_lo, s_hi, xt.dtype, use_asm, bf16_scales)
+                    lo, hi = _nvfp4_split_values(wp, s_lo, s_hi, xt.dtype, use_asm, bf16_scales, rot)
             kx = 2 * row + hl.arange(block_k)
             if by_step:
                 if k_inner:

@@ -115,6 +115,7 @@ def label(cfg: dict, entry: dict) -> str:
     parts += [f"frag {bool(cfg.get('frag'))}"] if bool(cfg.get("frag")) != bool(entry.get("frag")) else []
     parts += [f"bf16_scales {bool(cfg.get('bf16_scales'))}"] \
         if bool(cfg.get("bf16_scales")) != bool(entry.get("bf16_scales")) else []
+    parts += [f"rot {bool(cfg.get('rot'))}"] if bool(cfg.get("rot")) != bool(entry.get("rot")) else []
     return "helion " + ("+".join(parts) if cfg != entry else "entry")
 
 

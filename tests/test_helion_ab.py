@@ -188,3 +188,11 @@ def test_check_calls_reports_a_candidate_wrong_in_some_calls(monkeypatch, capsys
     assert "helion entry: WRONG in 1 of 3 calls (relative error up to 1.00e+00" in out, out
     rows = [line for line in out.splitlines() if line.startswith("  ") and line.strip()[0].isdigit()]
     assert not rows, out  # every candidate had a wrong third call: none timed
+
+
+def test_labels_name_what_a_variant_adds_rot_included():
+    ab = load()
+    entry = {"block_sizes": [64, 16], "block_k": 128, "num_warps": 4, "num_stages": 3}
+    assert ab.label(entry, entry) == "helion entry"
+    assert ab.label({**entry, "rot": True}, entry) == "helion rot True"
+    assert ab.label({**entry, "rot": True, "bf16_scales": True}, entry) == "helion bf16_scales True+rot True"

@@ -82,7 +82,8 @@ def bound_for(name: str, cfg: dict, dtype=DT):
         split, tma = cfg.get("split_k", 1), bool(cfg.get("tma", False))
         acc, pdl, frag = bool(cfg.get("acc_scale", False)), cfg.get("pdl", 0), bool(cfg.get("frag", False))
         bf16 = bool(cfg.get("bf16_scales", False)) and fmt == 1
-        tail = ("split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales")
+        rot = bool(cfg.get("rot", False)) and fmt == 1 and asm
+        tail = ("split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales", "rot")
         cfg = {key: v for key, v in cfg.items() if key not in tail}
         if bf16:  # decode.bf16_x2_118's block scales
             s = s.float().to(torch.bfloat16)
@@ -90,18 +91,20 @@ def bound_for(name: str, cfg: dict, dtype=DT):
                 n, fmt, mode, group, cfg["block_k"], asm)
         if split > 1:
             args += (split, torch.zeros(128, n), torch.zeros(8, n // 16, dtype=torch.int32))
-        elif tma or acc or pdl or frag or bf16:
+        elif tma or acc or pdl or frag or bf16 or rot:
             args += (1, None, None)
-        if tma or acc or pdl or frag or bf16:
+        if tma or acc or pdl or frag or bf16 or rot:
             args += (tma,)
-        if acc or pdl or frag or bf16:
+        if acc or pdl or frag or bf16 or rot:
             args += (acc,)
-        if pdl or frag or bf16:
+        if pdl or frag or bf16 or rot:
             args += (pdl,)
-        if frag or bf16:
+        if frag or bf16 or rot:
             args += (frag,)
-        if bf16:
+        if bf16 or rot:
             args += (bf16,)
+        if rot:
+            args += (rot,)
         return kernels.fused.bind(args), cfg
     cfg = helion_ops.split_config(cfg)
     mode = helion_ops.split_scale_mode(fmt, group, cfg["block_k"])

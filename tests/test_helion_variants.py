@@ -266,30 +266,43 @@ def test_rot_is_dropped_where_the_ptx_decode_does_not_run(monkeypatch):
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize("split", [1, 2])
-def test_rot_gives_the_plain_decode_s_output_bit_for_bit_on_gpu(split):
+@pytest.mark.parametrize("tile,split", [(([64, 16], 128, 4), 1), (([64, 16], 128, 4), 2), (([128, 16], 256, 8), 2),
+                                        (([128, 128], 128, 8), 1)])
+def test_rot_gives_the_plain_decode_s_output_bit_for_bit_on_gpu(tile, split):
     """Helion's fused kernel with rot reads fused_gemm.rot_words_in_register_order's
     bytes, permuted for the Triton kernel's A-operand register order: where
     Helion's generated Triton hands the PTX the same 4 bytes a call, its
     output is the plain decode's bit for bit (the same values, products and
-    order), and right against fp64; anything else decodes garbage."""
+    order), and right against fp64; anything else decodes garbage. The
+    register layout may change with the tile: a few tiles, M 7 (the
+    split-K decode path where the store's table takes the fused path
+    there) and 100 (fused everywhere)."""
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import tuning
     from qgemm_bench.operators.formats import NVFP4
     from tests.support import case, fp64, seed
 
-    inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (7, 1280, 200), torch.bfloat16, torch.device("cuda")), seed())
-    cfg = {"block_sizes": [64, 16], "block_k": 128, "num_warps": 4, "num_stages": 3, "split_k": split}
-    outs = []
-    for rot in (False, True):
-        with tuning.options(explicit={**cfg, "rot": rot}):
-            gemm = helion_ops.WeightOnly("nvfp4_gemm", inputs.w, inputs.block_scales.contiguous(),
-                                         inputs.tensor_scale, NVFP4, None)
-            assert gemm.path(7) == "fused" and bool(gemm.bound(inputs.x).config.get("rot")) == rot
-            outs.append(gemm(inputs.x))
-            assert (gemm._wt_rot is not None) == rot
-    assert torch.equal(outs[1], outs[0])
-    check(outs[1], fp64(inputs.x, nvfp4_gemm.dequantize(inputs)), torch.bfloat16)
+    (bn, bm), bk, warps = tile
+    cfg = {"block_sizes": [bn, bm], "block_k": bk, "num_warps": warps, "num_stages": 3, "split_k": split}
+    ran = 0
+    for m in (7, 100):
+        inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (m, 1280, 200), torch.bfloat16, torch.device("cuda")),
+                                        seed())
+        outs = []
+        for rot in (False, True):
+            with tuning.options(explicit={**cfg, "rot": rot}):
+                gemm = helion_ops.WeightOnly("nvfp4_gemm", inputs.w, inputs.block_scales.contiguous(),
+                                             inputs.tensor_scale, NVFP4, None)
+                if gemm.path(m) != "fused":  # this GPU's table sends M to the split path: no rot there
+                    break
+                assert bool(gemm.bound(inputs.x).config.get("rot")) == rot
+                outs.append(gemm(inputs.x))
+                assert (gemm._wt_rot is not None) == rot
+        if len(outs) == 2:
+            assert torch.equal(outs[1], outs[0]), m
+            check(outs[1], fp64(inputs.x, nvfp4_gemm.dequantize(inputs)), torch.bfloat16)
+            ran += 1
+    assert ran, "no M took the fused path"
 
 
 @pytest.mark.parametrize("bf16", [False, True])

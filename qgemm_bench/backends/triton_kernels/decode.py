@@ -18,6 +18,8 @@ with prmt/lop3 and one bf16x2 fma per pair.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -152,6 +154,7 @@ def rot_bit(j: int, h: int, b: int) -> int:
     return (ROT_POS[b] + 16 * h + shift) % 32
 
 
+@functools.cache
 def _rot_byte_tables() -> torch.Tensor:
     """[4, 256] int32: for each byte position of a word and byte value, the
     bits it contributes to nvfp4_rot_words' permuted word (rot_bit; byte p
@@ -170,7 +173,7 @@ def nvfp4_rot_words(wt: torch.Tensor) -> torch.Tensor:
     in int32: about 3x the bytes of temporaries at the peak."""
     if wt.dtype != torch.uint8 or wt.shape[-1] % 4:
         raise ValueError(f"nvfp4_rot_words takes uint8 bytes in whole 4-byte words, got {wt.dtype} {tuple(wt.shape)}")
-    tables = _rot_byte_tables().to(wt.device)
+    tables = _rot_byte_tables().to(wt.device)  # cached on the CPU: a copy per call, 4 KiB
     words = wt.reshape(-1, 4)
     out = torch.zeros(words.shape[0], dtype=torch.int32, device=wt.device)
     for p in range(4):

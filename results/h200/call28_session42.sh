@@ -5,7 +5,7 @@
 # A at 515948b (fresh machine); B at 515948b on A's machine, still warm (inline below; its pdl pass kept
 # 256x14336x4096's entry as it was, so its store was not committed); C at d212337 (fresh; its rot pass committed as
 # 1c45abd); D at 1c45abd (fresh; its rot pass committed as 876db80); E and F at 1c45abd on D's machine, still warm;
-# G at f2fa3f0 (fresh; its rot pass committed as 621e9c5), carrying .gpu/commit, .gpu/s42g.sh and the wheels but
+# G at f2fa3f0 (fresh; its rot pass committed as 7e0ba0f), carrying .gpu/commit, .gpu/s42g.sh and the wheels but
 # fbgemm's (the tree with all of .gpu is over the 64 MiB a call carries; NVFP4 runs have no fbgemm rows).
 # Device time: about 1627 of 1800 s.
 # ---- call A: source .gpu/s42a.sh

@@ -332,6 +332,45 @@ def test_bf16_scales_take_the_scale_conversion_out_of_the_sm90_main_loop(tmp_pat
     assert ("F2FP" in ops) != bf16 and ("STS.U8" in memory) != bf16, (ops, memory)
 
 
+def test_rot_shortens_the_sm90_main_loop_and_takes_the_triton_kernels_byte_order(tmp_path):
+    """scripts/helion_sass.py --rot (offline sm_90, NVFP4, M = 16, 128x16
+    tiles, split 2): fewer main-loop instructions than the plain decode, and
+    the inline asm's byte operand in the layout fused_gemm.rot_words_in_register_order
+    assumes (its first two register bases: k + 1, then row + 8), which
+    Helion's generated Triton need not share; --rot with int4 or --tma is
+    refused in one line."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.test_fused_sass import bundled_cuda_tools
+
+    if not bundled_cuda_tools():
+        pytest.skip("this Triton has no bundled CUDA tools: no offline sm_90 compile")
+    repo = Path(__file__).resolve().parent.parent
+    base = [sys.executable, str(repo / "scripts" / "helion_sass.py"), "--fmt", "nvfp4", "--m", "16", "--split", "2",
+            "--k", "512", "--n", "256", "--bf16-scales"]
+    count = {}
+    for rot in (False, True):
+        out = tmp_path / f"rot{int(rot)}"
+        r = subprocess.run([*base, *(["--rot"] if rot else []), "--out", str(out)], capture_output=True, text=True,
+                           cwd=repo, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        count[rot] = int(r.stdout.splitlines()[1].split(": ")[1].split()[0])
+        ttgir = Path(f"{out}.ttgir").read_text()
+        asm = next(line for line in ttgir.splitlines() if "tt.elementwise_inline_asm" in line and "fma.rn" in line)
+        layout = re.search(r"tensor<\d+x\d+xi8, (#\w+)>", asm).group(1)
+        bases = re.search(rf"^{layout} = .*?register = \[(\[\d+, \d+\]), (\[\d+, \d+\])", ttgir, flags=re.M)
+        assert bases.groups() == ("[0, 1]", "[8, 0]"), bases.group(0)
+        assert ("shf.r.wrap" in asm) == rot
+    assert count[True] < count[False], count
+    for bad in (["--fmt", "int4", "--rot"], ["--fmt", "nvfp4", "--rot", "--tma"]):
+        r = subprocess.run([sys.executable, str(repo / "scripts" / "helion_sass.py"), *bad], capture_output=True,
+                           text=True, cwd=repo, timeout=120)
+        assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--rot needs" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("m", [1, 16, 64, 256, 1024])
 def test_the_pool_keeps_one_of_each_acc_scale_twin_by_m(m):
     """The Triton pool's ACC_SCALE configs become acc_scale ones; where an

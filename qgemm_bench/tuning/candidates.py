@@ -227,20 +227,17 @@ ROT_SPLITS = (2, 4, 8, 16)  # the rot pass's SPLIT_K: the split pool's, and 16
 ROT_VARIANTS = 1 + len(ROT_SPLITS)  # rot_variants of a split config: itself, its twin at each split
 
 
-def rot_runs_at(fmt: str, path: str, m: int) -> bool:
-    """Where tune_unit (and the plan's count of it) runs the rot pass:
-    NVFP4's fused path up to the split-K tiles' M."""
+def rot_pass_at(fmt: str, path: str, m: int, prior: dict | None, key: str | None = None) -> bool:
+    """Whether tune_unit (and the plan's count of it) ends the unit with the
+    rot pass: NVFP4's fused path up to the split-K tiles' M, with no prior
+    (--full), or where ROT_DECODE won on the prior table at the bucket `key`
+    (where the prior has it), else at any bucket of M. Not where the prior
+    never ran the pass (the H100's table): a bring-up's 25 minutes have no
+    room for it there, so it runs after (docs/tuning.md)."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import SPLIT_POOL_MAX_M
 
-    return fmt == "nvfp4" and path == "fused" and m <= SPLIT_POOL_MAX_M
-
-
-def rot_won_at(prior: dict | None, m: int, key: str | None = None) -> bool:
-    """Whether tune_unit's rot pass runs (NVFP4 fused, M up to 64): with no
-    prior (--full), or where ROT_DECODE won on the prior table at the bucket
-    `key` (where the prior has it), else at any bucket of M. Not where the
-    prior never ran the pass (the H100's table): a bring-up's 25 minutes
-    have no room for it there, so it runs after (docs/tuning.md)."""
+    if fmt != "nvfp4" or path != "fused" or m > SPLIT_POOL_MAX_M:
+        return False
     if prior is None:
         return True
     if key in prior:

@@ -104,7 +104,7 @@ def weight_only_units(formats, ms, prior: dict | None, groups=()) -> list[Unit]:
                                                                     if fmt == "int4" else [])
                     if m > cands.PDL_MAX_M and cands.pdl_won_at(entries, m, bucket(m, k, n)):
                         passes.append(2)
-                    if cands.rot_runs_at(fmt, path, m) and cands.rot_won_at(entries, m, bucket(m, k, n)):
+                    if cands.rot_pass_at(fmt, path, m, entries, bucket(m, k, n)):
                         passes.append(cands.ROT_VARIANTS)
                     if path == "fused" and m > FUSED_MAX_M:
                         passes.append(2)  # against dequantize + cuBLAS

@@ -388,7 +388,7 @@ def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, s
     (format, path, shape) made as the table, ws, pdl and rot modes make it,
     in that order. prior: the kernel's entries ({bucket: entry}) on the
     nearest tuned GPU of this compute capability, which prune the pools
-    (candidates.pruned, ws_pruned, pdl_won_at, rot_won_at), the bucket's own winner
+    (candidates.pruned, ws_pruned, pdl_won_at, rot_pass_at), the bucket's own winner
     there first as stored (with its PDL); None times them whole
     (--full). groups (int4 fused): each group size's own WS config too
     (ws --group). rival: the prior's entries of the other path (the
@@ -418,7 +418,7 @@ def tune_unit(fmt: str, path: str, m: int, k: int, n: int, prior: dict | None, s
             ws_entry(fmt, key, entry, tiles or ws_pool(m), group=g, stop=stop)
     if m > PDL_MAX_M and cands.pdl_won_at(prior, m, key):  # up to PDL_MAX_M tune_entry timed PDL itself
         pdl_entry(fmt, path, key, entry, stop=stop)
-    if cands.rot_runs_at(fmt, path, m) and cands.rot_won_at(prior, m, key):  # no pool holds ROT_DECODE
+    if cands.rot_pass_at(fmt, path, m, prior, key):  # no pool holds ROT_DECODE
         rot_entry(fmt, path, key, entry, stop)
     return entry
 

@@ -252,7 +252,7 @@ def test_rot_is_dropped_where_the_ptx_decode_does_not_run(monkeypatch):
     from types import SimpleNamespace
 
     cfg = {**fused_config(2, bn=32, bm=32, bk=128), "rot": True}
-    gemm, x, ref = weight_only(nvfp4_gemm, (70, 1024, 72), monkeypatch, cfg)
+    gemm, x, ref = weight_only(nvfp4_gemm, (70, 1024, 80), monkeypatch, cfg)
     assert "rot" not in gemm.bound(x).config
     check(gemm(x), ref)
     assert gemm._wt_rot is None and gemm.resident(70)[0] is gemm.kmajor().wt
@@ -260,6 +260,9 @@ def test_rot_is_dropped_where_the_ptx_decode_does_not_run(monkeypatch):
     assert gemm._rot_applies(gpu_bf16, {**cfg, "decode_asm": True})
     assert not gemm._rot_applies(gpu_bf16, {**cfg, "decode_asm": True, "tma": True})
     assert not gemm._rot_applies(gpu_bf16, {**cfg, "decode_asm": False}) and not gemm._rot_applies(x, cfg)
+    # N not a multiple of 16: a permuted word holds rows r and r + 8, and Helion masks the rows past N
+    ragged, _, _ = weight_only(nvfp4_gemm, (70, 1024, 72), monkeypatch, cfg)
+    assert not ragged._rot_applies(gpu_bf16, {**cfg, "decode_asm": True})
     int4, _, _ = weight_only(int4_gemm, (70, 1024, 72), monkeypatch, cfg)
     assert not int4._rot_applies(gpu_bf16, {**cfg, "decode_asm": True})
 
@@ -276,7 +279,9 @@ def test_rot_gives_the_plain_decode_s_output_bit_for_bit_on_gpu(tile, split):
     order), and right against fp64; anything else decodes garbage. The
     register layout may change with the tile: a few tiles, M 7 (the
     split-K decode path where the store's table takes the fused path
-    there) and 100 (fused everywhere)."""
+    there) and 100 (fused everywhere). N 208: whole groups of 16 rows (a
+    ragged N drops rot: its last group's words were wrong, H200), in a
+    ragged last tile."""
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import tuning
     from qgemm_bench.operators.formats import NVFP4
@@ -286,7 +291,7 @@ def test_rot_gives_the_plain_decode_s_output_bit_for_bit_on_gpu(tile, split):
     cfg = {"block_sizes": [bn, bm], "block_k": bk, "num_warps": warps, "num_stages": 3, "split_k": split}
     ran = 0
     for m in (7, 100):
-        inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (m, 1280, 200), torch.bfloat16, torch.device("cuda")),
+        inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, (m, 1280, 208), torch.bfloat16, torch.device("cuda")),
                                         seed())
         outs = []
         for rot in (False, True):

@@ -42,6 +42,7 @@ MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 # kernels.fused's config keys that are its arguments (tuning.ready's
 # `arguments`): the weight-only ones, its split and the K-step views (tma).
 FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales", "rot")
+ROT_ROWS = 16  # rot_words_in_register_order pairs rows r and r + 8 of each 16 in one word
 # int4 in fragment order (frag) returned wrong sums on the H100 in 8-warp tiles at M = 256 and 1024,
 # and on the H200 in an 8-warp 128x256 tile (kernels.fused): on pointer loads wider tiles take it on 4
 # warps only (right in 64x256 and 128x256 tiles there). On TMA loads with x K-innermost the 8-warp tile
@@ -251,8 +252,12 @@ class WeightOnly:
     def _rot_applies(self, x, cfg: dict) -> bool:
         """kernels.fused's rot: asked for, NVFP4, the PTX decode (bf16 on the
         GPU), pointer loads (not tma: the Triton path's ROT_DECODE takes
-        none either)."""
-        return bool(cfg.get("rot")) and self.fmt == NVFP4 and self._use_asm(x, cfg) and not cfg.get("tma")
+        none either), N a multiple of ROT_ROWS: a permuted word holds bytes
+        of rows r and r + 8, and Helion masks the rows past N, so a ragged
+        last group's words lost half their bits (H200: wrong in the last 8
+        columns at N = 200)."""
+        return (bool(cfg.get("rot")) and self.fmt == NVFP4 and self._use_asm(x, cfg) and not cfg.get("tma")
+                and self.n % ROT_ROWS == 0)
 
     def _bf16_applies(self, cfg: dict) -> bool:
         """kernels.fused's bf16_scales: asked for, NVFP4 (int4's scales are bf16 already)."""

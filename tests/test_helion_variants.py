@@ -789,6 +789,59 @@ def test_an_m1_fused_unit_ends_with_its_winner_against_the_tma_twin(monkeypatch,
     assert rounds == [[tma]]
 
 
+@pytest.mark.parametrize("twin_wins", [True, False])
+def test_the_rot_pass_times_stored_nvfp4_entries_against_their_rot_twins(tmp_path, monkeypatch, twin_wins):
+    """--rot-pass: the NVFP4 fused entries of the GPU's helion table at the
+    asked M and layers (not int4's, not other M), each timed in one round
+    against helion_rot_twin (pointer loads, rot) over ROT_CHECK_CALLS
+    checked calls; the twin is the result only where it won, "tuned" then
+    says so; an entry on rot already is checked again and stays."""
+    from qgemm_bench.backends.helion_dispatch import save
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import helion as tuning_helion
+    from tests.support import table_store
+
+    h200, shape = DEFAULT.entries()["h200"], (1, 8192, 8192)
+    if cands.helion_path("nvfp4_gemm", 1, shape, h200) != "fused":
+        pytest.skip("the split path at this M")
+    tma = {"block_sizes": [128, 16], "block_k": 128, "split_k": 8, "decode_asm": True, "num_warps": 4,
+           "num_stages": 3, "tma": True, "indexing": "tensor_descriptor"}
+    twin = cands.helion_rot_twin(tma)
+    assert twin == {**{k: v for k, v in tma.items() if k not in ("tma", "indexing")}, "rot": True}
+    assert cands.helion_rot_twin(twin) is None
+    stored = {"config": tma, "us": 20.0, "tuned": "best of 6 curated configs, graph timing", "tune_s": 3.0}
+    doc = {"gpu": "h200", "kernels": {"nvfp4_gemm_fused": {"M1_K8192_N8192": stored, "M64_K8192_N8192": stored,
+                                                           "M16_K4096_N4096": stored},
+                                      "int4_gemm_fused": {"M1_K8192_N8192": stored}}}
+    target, store = table_store(tmp_path, "helion", doc, h200)
+    assert tuning_helion.rot_work(None, (1, 16, 32), None, "h200", store) == [
+        ("nvfp4_gemm", (1, 8192, 8192)), ("nvfp4_gemm", (16, 4096, 4096))]
+    assert tuning_helion.rot_work(None, (1,), [(4096, 4096)], "h200", store) == []
+    assert tuning_helion.rot_work(["int4_gemm"], (1,), None, "h200", store) == []
+    rounds = []
+
+    def fake(op, shape, device, l2, rep, dtype, cands_, gpu, stop, target, check_calls=1):
+        rounds.append((cands_, check_calls))
+        pick = cands_[-1] if twin_wins else cands_[0]
+        info = {"us": 18.0, "tuned": f"best of {len(cands_)} curated configs, graph timing", "tune_s": 1.0}
+        return {"op": "nvfp4_gemm_fused", "shape": shape, "us": 18.0, "tune_s": 1.0, "key": "b",
+                "save": ("nvfp4_gemm_fused", *shape, "h200", pick, info), "entry": {"config": pick, **info}}
+
+    monkeypatch.setattr(tuning_helion, "tune", fake)
+    got = tuning_helion.rot_entry("nvfp4_gemm", shape, torch.device("cpu"), 0, target, store=store)
+    assert rounds == [([tma, twin], tuning_helion.ROT_CHECK_CALLS)]
+    if not twin_wins:
+        assert got is None
+        return
+    assert got["entry"]["config"] == twin and got["entry"]["tuned"] == \
+        "best of 6 curated configs, then its ROT twin (graph timing)"
+    save(*got["save"], store)
+    assert store.read("h200", "helion")["kernels"]["nvfp4_gemm_fused"]["M1_K8192_N8192"]["config"] == twin
+    rounds.clear()  # now on rot: checked again alone, stays
+    assert tuning_helion.rot_entry("nvfp4_gemm", shape, torch.device("cpu"), 0, target, store=store) is None
+    assert rounds == [([twin], tuning_helion.ROT_CHECK_CALLS)]
+
+
 @pytest.mark.parametrize("op,m,twin", [("int4_gemm", 256, "frag"), ("int4_gemm", 1024, "frag"),
                                        ("int4_gemm", 128, "frag"), ("int4_gemm", 127, None),
                                        ("nvfp4_gemm", 256, None), ("int4_gemm", 64, None), ("int4_gemm", 1, "tma")])

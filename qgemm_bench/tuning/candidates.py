@@ -454,6 +454,18 @@ def pdl2_twin(c: dict) -> dict | None:
 TMA_CHECK_CALLS = 30
 
 
+def helion_rot_twin(c: dict) -> dict | None:
+    """NVFP4 Helion fused config c on ROT_DECODE's permuted weights
+    (helion_ops' rot), on pointer loads (rot takes no tma), where it is not
+    one already: what tuning.helion's --rot-pass times each entry against."""
+    if c.get("rot"):
+        return None
+    return {**{k: v for k, v in c.items() if k not in ("tma", "indexing")}, "rot": True}
+
+
+HELION_ROT_M = (1, 16, 32)  # --rot-pass's default M: rot ran 2-10% faster there (H200, docs/helion.md)
+
+
 def helion_twin_passes(op: str, m: int) -> list[tuple]:
     """The passes a Helion fused unit at M ends with, (label, twin_of,
     check_calls) in order (tuning.helion.twin_passes; the plan counts two

@@ -11,6 +11,8 @@ helion_dispatch.save) with its latency, the number of configs tried and the tuni
     python -m qgemm_bench.tuning.helion --op int4_gemm --m 1 --kn 4096,28672   # another layer's bucket
     python -m qgemm_bench.tuning.helion --op int4_gemm --m 256 --variants   # and the fused kernel's TMA /
                                                        # persistent variants (candidates.helion_fused_variants)
+    python -m qgemm_bench.tuning.helion --rot-pass     # NVFP4 fused entries at M 1, 16, 32 against their
+                                                       # rot twins (not in `qgemm-bench tune`: docs/helion.md)
     torchrun --nproc-per-node N -m qgemm_bench.tuning.helion   # buckets split over N GPUs, saved by rank 0
 
 The weight-only backends take the Triton backend's path without TMA loads
@@ -36,10 +38,10 @@ import sys
 import time
 
 from qgemm_bench.errors import one_line
+from qgemm_bench.tuning.candidates import HELION_ROT_M, bf16_twin, frag_twin, helion_rot_twin, helion_twin_passes
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
 from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
-from qgemm_bench.tuning.candidates import bf16_twin, frag_twin, helion_twin_passes
 from qgemm_bench.tuning.candidates import helion as candidates
 from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
@@ -224,6 +226,11 @@ def main() -> int:
     p.add_argument("--rep", type=rep_ms, default=REP_MS, help="timed ms per config (default 30; 1 to 1000)")
     p.add_argument("--variants", action="store_true", help="also the fused kernel's TMA and persistent variants "
                    "(candidates.helion_fused_variants; off in `qgemm-bench tune`: HELION_VARIANTS)")
+    p.add_argument("--rot-pass", action="store_true",
+                   help="instead of tuning: each NVFP4 fused entry of this GPU's helion table at --m (default "
+                   f"{','.join(map(str, HELION_ROT_M))}) and --kn (default: every layer it has) against its rot "
+                   "twin (ROT_DECODE's permuted weights, pointer loads), one round, "
+                   f"{ROT_CHECK_CALLS} checked calls each; the faster stays")
     try:
         args = p.parse_args()
     except InputError as e:
@@ -234,6 +241,7 @@ def main() -> int:
 
     from qgemm_bench.backends.helion_dispatch import save
     from qgemm_bench.harness import distributed
+    from qgemm_bench.target import of
 
     if not torch.cuda.is_available():
         print("error: tuning needs a CUDA device", file=sys.stderr)
@@ -242,13 +250,23 @@ def main() -> int:
     dev = torch.device(distributed.start(world, "cuda") if world else f"cuda:{torch.cuda.current_device()}")
     torch.cuda.set_device(dev)
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
-    ms = args.m or WEIGHT_ONLY_M
-    work = [(op, shape) for op in args.op or ["int4_gemm", "nvfp4_gemm", "split_k_gemm"]
-            for shape in (SPLIT_K_SHAPES if op == "split_k_gemm" else
-                          [(m, k, n) for k, n in args.kn or [(8192, 8192)] for m in ms])]
+    target = of(dev)  # the store entry --rot-pass reads and writes
+    if args.rot_pass:
+        work = rot_work(args.op, args.m or HELION_ROT_M, args.kn, target.name)
+        if not work:
+            print("error: --rot-pass: no NVFP4 fused entries of this GPU's helion table at those --m / --kn",
+                  file=sys.stderr)
+            return 2
+    else:
+        ms = args.m or WEIGHT_ONLY_M
+        work = [(op, shape) for op in args.op or ["int4_gemm", "nvfp4_gemm", "split_k_gemm"]
+                for shape in (SPLIT_K_SHAPES if op == "split_k_gemm" else
+                              [(m, k, n) for k, n in args.kn or [(8192, 8192)] for m in ms])]
     if world:  # every rank its share; buckets cost about the same
         work = work[world.rank::world.size]
     def one(op, shape):  # a fused unit's winner then against its PDL 2 and TMA twins, as in `qgemm-bench tune`
+        if args.rot_pass:
+            return rot_entry(op, shape, dev, l2, target, args.rep)
         r = tune(op, shape, dev, l2, args.rep, variants=args.variants or None)
         return twin_passes(r, op, shape, dev, l2, rep_ms=args.rep) if r and r["op"].endswith("_fused") else r
 
@@ -263,6 +281,45 @@ def main() -> int:
         path = save(*r["save"])
         print(f"{r['op']:<17} {str(r['shape']):<20} {r['us']:9.1f} us  tuned in {r['tune_s']:5.1f} s -> {path.name}")
     return 0
+
+
+ROT_CHECK_CALLS = 30  # --rot-pass's: the twin reads bytes permuted for a register layout Helion must match
+
+
+def rot_work(ops, ms, kns, slug: str, store=None) -> list[tuple]:
+    """--rot-pass's (op, shape): the NVFP4 fused entries of GPU `slug`'s
+    helion table at M in ms and (K, N) in kns (None: any)."""
+    from qgemm_bench.backends.config_buckets import parse
+    from qgemm_bench.backends.helion_dispatch import FAMILY
+    from qgemm_bench.configs import store as config_store
+
+    if ops and "nvfp4_gemm" not in ops:
+        return []
+    doc = (store or config_store.DEFAULT).read(slug, FAMILY) or {}
+    shapes = [parse(key) for key in doc.get("kernels", {}).get("nvfp4_gemm_fused", {})]
+    return [("nvfp4_gemm", s) for s in shapes if s[0] in ms and (not kns or tuple(s[1:]) in map(tuple, kns))]
+
+
+def rot_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_MS, store=None) -> dict | None:
+    """Target's stored NVFP4 fused entry at shape against its rot twin
+    (twin_pass, checked over ROT_CHECK_CALLS calls): the result to save
+    where the twin won, else None (the entry stays)."""
+    from qgemm_bench.backends.config_buckets import bucket
+    from qgemm_bench.backends.helion_dispatch import FAMILY
+    from qgemm_bench.configs import store as config_store
+
+    kernel = kernel_name(op_name, shape[0], shape, target)
+    doc = (store or config_store.DEFAULT).read(target.name, FAMILY) or {}
+    entry = doc.get("kernels", {}).get(kernel, {}).get(bucket(*shape))
+    if kernel != "nvfp4_gemm_fused" or entry is None:  # the path at M moved since: nothing to compare
+        print(f"{op_name} {shape}: no fused entry here ({kernel}), skipped", flush=True)
+        return None
+    info = {k: v for k, v in entry.items() if k != "config"}
+    best = {"op": kernel, "shape": shape, "us": entry.get("us"), "tune_s": entry.get("tune_s", 0.0),
+            "entry": entry, "save": (kernel, *shape, target.name, entry["config"], info)}
+    r = twin_pass(best, helion_rot_twin, "ROT", op_name, shape, device, l2, target=target, rep_ms=rep_ms,
+                  check_calls=ROT_CHECK_CALLS)
+    return None if r is best or r is None else r
 
 
 def m_list(text: str) -> list[int]:

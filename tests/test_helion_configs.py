@@ -252,6 +252,20 @@ def test_tune_script_candidates_fit_their_kernels():
                 bound.set_config(tuning.helion_settings(cfg))
 
 
+def test_tune_script_takes_split_k_shapes_as_m_k_n():
+    """--mkn: the split-K shapes to tune (the preset's shapes without a Helion
+    entry run the Triton table's config, untimed in Helion); bad text is an
+    argparse error, not a traceback."""
+    import argparse
+
+    from qgemm_bench.tuning import helion as script
+
+    assert script.mkn_triple("1,4096,16") == (1, 4096, 16)
+    for bad in ("1,4096", "1,4096,16,2", "a,b,c", "0,4096,16", "1,-4096,16"):
+        with pytest.raises(argparse.ArgumentTypeError, match="M,K,N|positive"):
+            script.mkn_triple(bad)
+
+
 def test_autotune_runs_once_per_case_and_saves(monkeypatch, store):
     """--autotune: the runner prepares several rotating input copies of one
     case; Helion's search must run once, and --save-configs writes it."""

@@ -223,6 +223,9 @@ def main() -> int:
                    "above 512 the dequantize path has nothing to tune)")
     p.add_argument("--kn", type=kn_pair, action="append", metavar="K,N",
                    help="weight-only layer shape (repeatable; default 8192,8192)")
+    p.add_argument("--mkn", type=mkn_triple, action="append", metavar="M,K,N",
+                   help="split-K shape (repeatable; default " + ", ".join(",".join(map(str, s)) for s in SPLIT_K_SHAPES)
+                   + "; a shape without its own entry runs the Triton table's config, untimed in Helion)")
     p.add_argument("--rep", type=rep_ms, default=REP_MS, help="timed ms per config (default 30; 1 to 1000)")
     p.add_argument("--variants", action="store_true", help="also the fused kernel's TMA and persistent variants "
                    "(candidates.helion_fused_variants; off in `qgemm-bench tune`: HELION_VARIANTS)")
@@ -260,7 +263,7 @@ def main() -> int:
     else:
         ms = args.m or WEIGHT_ONLY_M
         work = [(op, shape) for op in args.op or ["int4_gemm", "nvfp4_gemm", "split_k_gemm"]
-                for shape in (SPLIT_K_SHAPES if op == "split_k_gemm" else
+                for shape in ((args.mkn or SPLIT_K_SHAPES) if op == "split_k_gemm" else
                               [(m, k, n) for k, n in args.kn or [(8192, 8192)] for m in ms])]
     if world:  # every rank its share; buckets cost about the same
         work = work[world.rank::world.size]
@@ -340,6 +343,16 @@ def kn_pair(text: str) -> tuple[int, int]:
     if k <= 0 or n <= 0 or k % 128:
         raise argparse.ArgumentTypeError(f"{text!r}: K and N must be positive, K a multiple of 128 (the group)")
     return k, n
+
+
+def mkn_triple(text: str) -> tuple[int, int, int]:
+    try:
+        m, k, n = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected M,K,N (three positive integers)") from None
+    if min(m, k, n) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: M, K and N must be positive")
+    return m, k, n
 
 
 def rep_ms(text: str) -> float:

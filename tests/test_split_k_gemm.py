@@ -353,52 +353,6 @@ def test_tune_script_times_the_second_launch_reduction_for_deterministic_configs
     assert t.second_launch([b]) == [{**b, "REDUCE": "kernel"}]
 
 
-def test_tree_twins_are_the_long_splits_of_the_best_and_the_atomic_winner():
-    from qgemm_bench.tuning import candidates as cands
-    from qgemm_bench.tuning.candidates import split_k_cfg as cfg
-
-    skc = configs()
-    a, b, short, c = cfg(16, 16, 128, 128), cfg(16, 32, 64, 16), cfg(64, 32, 128, 8), cfg(32, 16, 128, 64)
-    got = cands.tree_twins([a, b, short, {**a, "REDUCE": "kernel"}], atomic_best=a)
-    assert got == [{**a, "REDUCE": "tree"}, {**b, "REDUCE": "tree"}]  # split 8: left out; no repeats
-    for v in got:
-        skc.check_config(v, "deterministic")
-    assert cands.tree_twins([short]) == []
-    assert len(cands.tree_twins([a, b, c, {**c, "num_warps": 8}], atomic_best=cfg(16, 16, 64, 32))) == \
-        cands.TREE_TWINS
-
-
-@pytest.mark.parametrize("trees", [False, True])
-def test_tune_mode_times_tree_twins_only_when_asked(trees, monkeypatch):
-    """ShapeTuner.tune_mode (deterministic, a scripted clock-free measure):
-    the second launch's twins always, the tree twins (and their PDL twins)
-    only with trees; the atomic mode never."""
-    from qgemm_bench.target import Target
-    from qgemm_bench.tuning.candidates import split_k_cfg as cfg
-
-    t = tune_script()
-    first = [cfg(16, 16, 64, 16), cfg(16, 16, 64, 4)]
-    monkeypatch.setattr(t, "candidates", lambda m, k, n, sms: [dict(c) for c in first])
-    monkeypatch.setattr(t, "variants", lambda c: [])
-    seen = []
-
-    def measure(self, mode, c):
-        seen.append((mode, dict(c)))
-        return 1.0 + 0.01 * len(seen), 1e-4, "ok"
-
-    monkeypatch.setattr(t.ShapeTuner, "measure", measure)
-    tuner = t.ShapeTuner(Shape(16, 2048, 16), CPU, Target.cpu(), 0.0, 1.0, [], torch.float16)
-    for mode in (0, 1):
-        r = tuner.tune_mode(mode, t.Compiler(0), float("inf"), float("inf"), atomic_best=first[0], trees=trees)
-        assert r is not None
-    reduces = {m: [c.get("REDUCE", "last") for mm, c in seen if mm == m] for m in (0, 1)}
-    assert set(reduces[0]) == {"last"}
-    assert "kernel" in reduces[1] and ("tree" in reduces[1]) == trees
-    trees_timed = [c for m, c in seen if c.get("REDUCE") == "tree"]
-    assert all(c["SPLIT_K"] >= 16 for c in trees_timed)  # split 4: no tree twin
-    assert {c.get("PDL", 0) for c in trees_timed} == ({0, 1, 2, 3} if trees else set())
-
-
 def test_tune_script_waits_for_its_compile_workers_to_start():
     # The first shape's clock starts once every worker of both pools has run
     # its warm-up (imported torch and triton) without an error.
@@ -425,10 +379,10 @@ def test_tune_script_waits_for_its_compile_workers_to_start():
     assert t.Compiler(0).compiled((16, 4096, 16), 0, configs_, 5) == 0
 
 
-def fake_tune(t, monkeypatch, script: dict, calls: list, reduce: str = "kernel"):
+def fake_tune(t, monkeypatch, script: dict, calls: list):
     """tuning.split_k.tune against a scripted GPU: script[(shape, pass, mode)] =
     (us, timed, candidates) or None (nothing accurate); pass n times config
-    split 4 * 2**n (deterministic: planes summed by `reduce`); each
+    split 4 * 2**n (deterministic: planes summed by the second launch); each
     call records (shape, mode, pass, the earlier timings it was handed)."""
     from qgemm_bench.harness import environment
     from qgemm_bench.tuning.candidates import split_k_cfg
@@ -440,7 +394,7 @@ def fake_tune(t, monkeypatch, script: dict, calls: list, reduce: str = "kernel")
         def cublas(self):
             return 10.0
 
-        def tune_mode(self, mode, compiler, until, deadline, atomic_best=None, timed=None, lead=None, trees=False):
+        def tune_mode(self, mode, compiler, until, deadline, atomic_best=None, timed=None, lead=None):
             n = sum(1 for c in calls if c[:2] == (self.shape, mode))
             calls.append((self.shape, mode, n, sorted(timed)))
             timed[f"pass {n}"] = None
@@ -450,7 +404,7 @@ def fake_tune(t, monkeypatch, script: dict, calls: list, reduce: str = "kernel")
             us, count, cands = got
             c = split_k_cfg(16, 16, 64, 4 * 2**n)
             if mode == 1:
-                c = {**c, "REDUCE": reduce}
+                c = {**c, "REDUCE": "kernel"}
             return {"config": c, "us": us, "err": 1e-3, "timed": count, "candidates": cands}
 
     monkeypatch.setattr(t, "ShapeTuner", FakeTuner)
@@ -503,27 +457,6 @@ def test_tune_script_tunes_partly_timed_shapes_again_keeping_the_faster_entry(tm
     assert entry("atomic", R) == entry("deterministic", R) == (4.0, 8, "kernel")
     assert entry("atomic", S) == (99.0, 4, None) and got["deterministic"][skc.key(*S)]["us"] == 1.0
     assert "deterministic winner" not in got["atomic"][skc.key(*S)]["tuned"]
-
-
-@pytest.mark.parametrize("reduce, taken", [("tree", True), ("last", False)])
-def test_tune_script_atomic_entry_takes_a_faster_plane_sum(tmp_path, monkeypatch, reduce, taken):
-    # The deterministic winner faster than the atomic one: the atomic entry
-    # takes it where it sums planes ("kernel", "tree": it then runs them),
-    # not where it is "last" (which an atomic entry runs as atomics).
-    import argparse
-
-    t = tune_script()
-    skc = configs()
-    R = Shape(64, 8192, 64)
-    calls = []
-    fake_tune(t, monkeypatch, {(R, 0, 0): (5.0, 9, 9), (R, 0, 1): (4.0, 9, 9)}, calls, reduce)
-    out = tmp_path / "t.json"
-    args = argparse.Namespace(base=a_store_file("split_k"), retune=True, keep_faster=False, limit_s=1e6, jobs=0,
-                              warmup_ms=1.0, rep_ms=1.0, out=out)
-    assert t.tune(args, [R], dev=torch.device("cpu")) == 0
-    got = json.loads(out.read_text())["entries"]
-    atomic = got["atomic"][skc.key(*R)]
-    assert (atomic["us"], atomic["config"].get("REDUCE")) == ((4.0, reduce) if taken else (5.0, None))
 
 
 def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, monkeypatch):

@@ -324,30 +324,6 @@ def test_dry_run_like_a_stored_gpu_prunes_to_its_winners(capsys):
         assert expected <= budget and f"budget {budget:5.1f} min" in line and "shortens" not in line, line
 
 
-def test_tree_twins_only_in_the_full_plan(capsys):
-    """REDUCE "tree" twins (untimed on a GPU) stay out of the default plan:
-    its split-K units cost SPLIT_K_SHAPE_S; --full's add SPLIT_K_TREE_S."""
-    from qgemm_bench.tuning import plan
-
-    assert {u.cost for u in plan.split_k_units()} == {plan.SPLIT_K_SHAPE_S}
-    assert {u.cost for u in plan.split_k_units(trees=True)} == {plan.SPLIT_K_SHAPE_S + plan.SPLIT_K_TREE_S}
-    for extra, trees in (([], False), (["--full"], True)):
-        assert cli.main(["tune", "--dry-run", "--like", "h200", *extra]) == 0
-        row = next(v for v in capsys.readouterr().out.splitlines() if v.startswith("split_k "))
-        units, expected = int(row.split()[1]), int(row.split()[3])
-        assert expected == round(units * (plan.SPLIT_K_SHAPE_S + plan.SPLIT_K_TREE_S * trees)), row
-
-
-def test_only_full_hands_the_split_k_tuner_tree(tiny, tmp_path, monkeypatch):
-    from qgemm_bench.tuning import split_k
-
-    seen = []
-    monkeypatch.setattr(split_k, "tune", lambda args, *rest, **kwargs: seen.append(args.tree) or 0)
-    for extra in ([], ["--full"]):
-        tune(["--store", str(tmp_path / ("full" if extra else "default")), *SK_ARGS, "--budget-s", "600", *extra])
-    assert seen == [False, True]
-
-
 def test_helion_layers_adds_a_bucket_per_default_run_layer():
     from qgemm_bench.configs.store import DEFAULT
     from qgemm_bench.operators.common import LLAMA3_8B_KN, LLAMA3_70B_KN

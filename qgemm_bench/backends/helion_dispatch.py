@@ -166,13 +166,9 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, target, store=N
 
     c, source = choose_split_k(DETERMINISTIC if deterministic else ATOMIC, m, k, n, target, store)
     pdl = HELION_PDL[c.get("PDL", 0)]
-    # Helion's kernel has no two-level sum: a "tree" config runs as its "last"
-    # (the tile's last program sums in split order: as deterministic, other bits).
-    reduce = "last" if c.get("REDUCE") == "tree" else c.get("REDUCE", "last")
-    cfg = {**from_triton(c, split=True, decode=False), "pdl": pdl, "reduce": reduce}
-    changed = [f"PDL {pdl}"] * (pdl != c.get("PDL", 0)) + [f"reduce {reduce}"] * (reduce != c.get("REDUCE", "last"))
-    helion_runs = f", run with {' and '.join(changed)}" if changed else ""
-    return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion{helion_runs})"
+    cfg = {**from_triton(c, split=True, decode=False), "pdl": pdl, "reduce": c.get("REDUCE", "last")}
+    helion_pdl = f", run with PDL {pdl}" if pdl != c.get("PDL", 0) else ""
+    return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion{helion_pdl})"
 
 
 # The Helion split kernel's PDL mode for the Triton config's: where Triton

@@ -88,8 +88,7 @@ def split_k_atomic(case, inputs):
 
 
 @backend("split_k_gemm", "triton_deterministic", "Triton split-K, per-split partials summed in split "
-         "order by the tile's last program, a second launch or a two-level sum in the launch (the table's "
-         "choice): bit-identical run to run",
+         "order by the tile's last program or a second launch (the table's choice): bit-identical run to run",
          triton_why_not, compiles=True)
 def split_k_deterministic(case, inputs):
     return _split_k(case, inputs, deterministic=True)

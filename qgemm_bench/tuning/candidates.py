@@ -4,8 +4,7 @@ needed to list them).
 - split-K GEMM (Triton): tiles from 1/8 of M and N to all of them, splits
   keeping tiles x splits within [SMs/4, 4 SMs], nearest the heuristic
   first; then warps / stages variants, the deterministic mode's second
-  launch (and, --tree / --full only, its two-level sum: tree_twins) and PDL
-  of the best (split_k.py).
+  launch and PDL of the best (split_k.py).
 - weight-only GEMM (Triton): the kernels' own curated pools
   (weight_only.split_pool, fused_gemm.pool), each with PDL 0 and 2 up to
   M = PDL_MAX_M, and the warp-specialized kernel's tiles (fused_gemm.ws_pool).
@@ -94,31 +93,6 @@ def second_launch(configs, atomic_best: dict | None = None) -> list[dict]:
         if c["SPLIT_K"] > 1 and v not in out:
             out.append(v)
     return out
-
-
-# Below this split the tile's last program sums few planes: little for a
-# two-level sum to save.
-TREE_MIN_SPLIT = 16
-# tree_twins' most a shape: the best three and the atomic winner (the PDL
-# pass then adds their PDL 1-3 twins: 4 x 4 candidates; plan.SPLIT_K_TREE_S).
-TREE_TWINS = 4
-
-
-def tree_twins(configs, atomic_best: dict | None = None) -> list[dict]:
-    """Deterministic candidates that sum their planes in two levels in the
-    launch (REDUCE "tree"): the given configs and the shape's atomic winner
-    (at most TREE_TWINS), where they split >= TREE_MIN_SPLIT ways. For where
-    the second launch or the last program's serial sum is what costs (the
-    H200 table: deterministic 1.17x and 1.21x the atomic winner at
-    16x65536x16 and 32x65536x32), but not yet timed on a GPU: not in the
-    bring-up's default plan (the split-K tuner's --tree, `qgemm-bench tune
-    --full`)."""
-    out = []
-    for c in [*configs, *([atomic_best] if atomic_best else [])]:
-        v = {**c, "REDUCE": "tree"}
-        if c["SPLIT_K"] >= TREE_MIN_SPLIT and v not in out:
-            out.append(v)
-    return out[:TREE_TWINS]
 
 # ------------------------------------------------------------------ weight-only GEMM (Triton)
 

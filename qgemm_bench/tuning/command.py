@@ -98,8 +98,7 @@ def parser() -> argparse.ArgumentParser:
                         "first candidate (candidates.helion_fused_variants: up to 4 more a unit; not in the "
                         "bring-up's default plan)")
     p.add_argument("--full", action="store_true",
-                   help="time every candidate of the pools, not only those that won on the nearest tuned GPU "
-                        '(and split-K\'s REDUCE "tree" twins, not yet timed on a GPU)')
+                   help="time every candidate of the pools, not only those that won on the nearest tuned GPU")
     p.add_argument("--dry-run", action="store_true", help="list what would be tuned and the expected time; "
                    "tune nothing (no GPU needed)")
     p.add_argument("--like", metavar="NAME", help="--dry-run without a GPU: plan as on the GPU of store entry "
@@ -287,7 +286,7 @@ class Tune:
             out += plan.helion_units(a.ops, a.format_list, a.m_set, priors["weight_only"], self.target,
                                      plan.helion_kns(a.helion_layers), variants=a.helion_variants or None)
         if "triton" in a.backend_list and "split_k_gemm" in a.ops:
-            out += plan.split_k_units(self.target.sms, trees=a.full)
+            out += plan.split_k_units(self.target.sms)
         if not out:
             from qgemm_bench.backends.triton_kernels.weight_only import FUSED_MAX_M
 
@@ -559,7 +558,7 @@ class Tune:
 
         jobs = 0 if self.device.type == "cpu" else max(0, min(16, (os.cpu_count() or 2) // self.size - 2))
         opts = argparse.Namespace(base={"entries": {}}, out=None, retune=True, keep_faster=False, jobs=jobs,
-                                  warmup_ms=5.0, rep_ms=20.0, limit_s=max(1.0, stop - now), tree=self.args.full)
+                                  warmup_ms=5.0, rep_ms=20.0, limit_s=max(1.0, stop - now))
         split_k.tune(opts, [Shape(*u.shape) for u in batch], self.device, deadline=stop, on_shape=on_shape,
                      dtype=self.dtype, gpu=self.gpu, prior=priors["split_k"], prior_gpu=priors["gpus"].get("split_k"),
                      target=self.target)

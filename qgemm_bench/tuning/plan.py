@@ -37,11 +37,6 @@ ROUND_S = 0.125  # one of those rounds: the runner's 25 + 100 ms windows
 UNIT_S = 0.5  # a unit's inputs and rotating copies
 HELION_CANDIDATE_S = 1.25  # measured: the H200 layer tunes (see the module doc)
 SPLIT_K_SHAPE_S = 12.5  # the floor and a little (see the module doc)
-# --full's REDUCE "tree" twins a split-K shape (candidates.tree_twins, with
-# their PDL twins: up to 4 x TREE_TWINS) at the tuner's ~0.5 s a candidate
-# (split_k.SHAPE_FLOOR_S's estimate). Not in the default plan: the twins
-# are untimed on a GPU, and the one-GPU plan had 1.5 s of its 1450 to spare.
-SPLIT_K_TREE_S = 0.5 * 4 * cands.TREE_TWINS
 
 # The default budget: 24.2 minutes on one GPU, 14 on two or more (the issue's
 # 25 and 15, less start-up: imports, the ceilings, the first compiles; the
@@ -118,12 +113,10 @@ def weight_only_units(formats, ms, prior: dict | None, groups=()) -> list[Unit]:
     return out
 
 
-def split_k_units(sms: int = 132, trees: bool = False) -> list[Unit]:
-    """The skinny preset's shapes; trees (--full): with the tree twins' time."""
+def split_k_units(sms: int = 132) -> list[Unit]:
     from qgemm_bench.operators import split_k_gemm
 
-    cost = SPLIT_K_SHAPE_S + (SPLIT_K_TREE_S if trees else 0.0)
-    return [Unit("split_k", "split_k_gemm", "both", tuple(s), len(cands.split_k(*s, sms)), cost)
+    return [Unit("split_k", "split_k_gemm", "both", tuple(s), len(cands.split_k(*s, sms)), SPLIT_K_SHAPE_S)
             for s in split_k_gemm.PRESETS["skinny"]]
 
 

@@ -3,7 +3,7 @@
 split_k family of `qgemm-bench tune`, which calls tune() with its share of
 the budget and writes the store; run alone it writes OUT.json):
 
-  python3 -m qgemm_bench.tuning.split_k OUT.json [--limit-s 540] [--shapes MxKxN ...] [--tree]
+  python3 -m qgemm_bench.tuning.split_k OUT.json [--limit-s 540] [--shapes MxKxN ...]
   python3 -m qgemm_bench.tuning.split_k --seed-only OUT.json   (no GPU: the heuristic seed table)
 
 For every shape of split_k_gemm's skinny preset (and --shapes), in bf16
@@ -22,13 +22,10 @@ Candidates: BLOCK_M 16/32/64/128 x BLOCK_N 16/32/64/128 from 1/8 of M and N
 4 warps / 3 stages, the heuristic's choice first and then those nearest it;
 then the best three at 4/8 warps x 3/4/5 stages (shared memory permitting)
 and, deterministic, the best three and the atomic winner with their planes
-summed in a second launch (REDUCE "kernel", second_launch) and, with --tree
-(`qgemm-bench tune --full`), in two levels in the launch where they split
->= 16 ways (REDUCE "tree", tree_twins: not yet timed on a GPU, so not in the
-bring-up's default plan); those and the best three with PDL 1, 2 and 3
-(split_k_parts.pdl_prologue; the second launch then waits in its prologue
-too); the best three re-timed. Where the deterministic winner is faster than
-the atomic one and sums planes ("kernel", "tree"), the atomic entry takes it
+summed in a second launch (REDUCE "kernel", second_launch); those and the
+best three with PDL 1, 2 and 3 (split_k_parts.pdl_prologue; the second
+launch then waits in its prologue too); the best three re-timed. Where the
+deterministic winner is faster than the atomic one, the atomic entry takes it
 (split_k_configs: any config suits both modes). Each shape gets a share of the
 time left by its number of candidates, at least SHAPE_FLOOR_S (first_share; those nearest
 the heuristic are timed first), so --limit-s (default 540: one 10-minute GPU call) ends the run with
@@ -68,7 +65,7 @@ from qgemm_bench.harness import environment
 from qgemm_bench.harness.args import Parser, int_in, positive_float
 from qgemm_bench.operators import split_k_gemm
 from qgemm_bench.tuning.candidates import SPLIT_VARIANTS as VARIANTS
-from qgemm_bench.tuning.candidates import second_launch, split_k_pdl, tree_twins
+from qgemm_bench.tuning.candidates import second_launch, split_k_pdl
 from qgemm_bench.tuning.candidates import split_k as candidates
 from qgemm_bench.tuning.candidates import split_k_variants as variants
 from qgemm_bench.tuning.journal import Pass, add_pass
@@ -330,11 +327,9 @@ class ShapeTuner:
         return us, err, status
 
     def tune_mode(self, mode: int, compiler: Compiler, until: float, deadline: float,
-                  atomic_best: dict | None = None, timed: dict | None = None, lead: list | None = None,
-                  trees: bool = False) -> dict | None:
+                  atomic_best: dict | None = None, timed: dict | None = None, lead: list | None = None) -> dict | None:
         """Best accurate config of this mode, timing until `until`: {config, us, err, timed, candidates}.
-        Deterministic: also the best and `atomic_best` summed in a second launch (second_launch),
-        with trees in two levels (tree_twins).
+        Deterministic: also the best and `atomic_best` summed in a second launch (second_launch).
         timed: an earlier pass's timings of this shape and mode ({json(config): (us, err, config)}),
         kept and added to: only configs not in it are timed. lead: configs timed before the rest
         (the prior GPU's winner, as stored), until `deadline` whatever `until`: a shape cut short
@@ -364,7 +359,7 @@ class ShapeTuner:
         tops = [c for _, _, c in best(TOP)]
         more = [v for c in tops for v in variants(c)]
         if mode == 1:  # split_k.DETERMINISTIC
-            launches = second_launch(tops, atomic_best) + (tree_twins(tops, atomic_best) if trees else [])
+            launches = second_launch(tops, atomic_best)
             more += launches
             tops += launches
         more += split_k_pdl(tops)
@@ -424,8 +419,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
          gpu: str | None = None, prior: dict | None = None, prior_gpu: str | None = None, target=None) -> int:
     """Tune `shapes` (args: the options of main: base (a path, or the table
     as a dict), out (None: not written), retune, keep_faster, jobs,
-    warmup_ms, rep_ms, limit_s; optional tree: the deterministic mode's
-    tree_twins too). deadline (time.monotonic()): when to stop,
+    warmup_ms, rep_ms, limit_s). deadline (time.monotonic()): when to stop,
     else --limit-s from now. on_shape(shape, {mode: entry}, table, cut_short):
     each shape's entries as soon as it is tried (the tune command's store
     writes; cut_short: some candidates went untimed). dtype: the GPU's
@@ -479,7 +473,6 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
     deadline = t0 + args.limit_s - MARGIN_S if deadline is None else deadline
     compiler = Compiler(args.jobs)
     modes = (ATOMIC, DETERMINISTIC)
-    trees = getattr(args, "tree", False)
 
     def lead(s, mode) -> list:
         """The prior GPU's config for the shape and mode, as stored (PDL, REDUCE), timed first."""
@@ -502,7 +495,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
                 mname = skc.MODES[mode]
                 until = min(deadline, start + share * (j + 1) / len(modes))
                 r = tuner.tune_mode(mode, compiler, until, deadline, atomic_best,
-                                    timings.setdefault((tuple(s), mode), {}), lead=lead(s, mode), trees=trees)
+                                    timings.setdefault((tuple(s), mode), {}), lead=lead(s, mode))
                 if r is None:
                     line.append(f"{mname}: nothing accurate timed (keeps its entry)")
                     untimed = True
@@ -523,7 +516,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
                     "tuned": f"best of {r['timed']} timed of {r['candidates']} candidates on {gpu}"}
             a, d = (doc["entries"][m].get(skc.key(*s), {}) for m in skc.MODES)
             if "deterministic" in fresh and a.get("us") is not None and d["us"] < a["us"] \
-                    and d["config"].get("REDUCE") in skc.PLANE_SUMS and d["config"] != a["config"]:
+                    and d["config"].get("REDUCE") == "kernel" and d["config"] != a["config"]:
                 doc["entries"]["atomic"][skc.key(*s)] = {  # any config suits both modes
                     **d, "tuned": f"the deterministic winner, faster than the atomic best ({a['us']} us, "
                                   f"{skc.describe(a['config'])}){' in the same run' if len(fresh) == 2 else ''}: "
@@ -628,9 +621,6 @@ def main() -> int:
                    help="worker processes compiling ahead (default: CPUs - 2, at most 16; 0: none)")
     p.add_argument("--warmup-ms", type=positive_float, default=5.0, help="warm-up per config (default 5 ms)")
     p.add_argument("--rep-ms", type=positive_float, default=20.0, help="timed ms per config (default 20)")
-    p.add_argument("--tree", action="store_true",
-                   help='deterministic: also time the best configs with their planes summed in two levels in the '
-                        'launch (REDUCE "tree", where they split >= 16 ways; not yet timed on a GPU)')
     p.add_argument("--seed-only", action="store_true",
                    help="write the heuristic seed table for the shapes (no GPU, no timing)")
     try:

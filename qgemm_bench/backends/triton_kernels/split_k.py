@@ -4,8 +4,7 @@ Each program computes one output tile over one contiguous slice of K; the
 partials meet in fp32 by atomics (ATOMIC) or per-split planes summed in
 split order (DETERMINISTIC), and the tile's last program finishes it
 (split_k_parts.py). Deterministic configs may sum the planes in a second
-small launch instead (REDUCE "kernel": reduce_planes), or in two levels in
-the launch (REDUCE "tree"; split_k_configs.py).
+small launch instead (REDUCE "kernel": reduce_planes; split_k_configs.py).
 
 Configs: an explicit one, else the dispatch's (triton_dispatch.choose_split_k:
 the store's table, split_k_configs.py: exact shape, nearest bucket, or a
@@ -40,7 +39,7 @@ def split_k_kernel(
     M_BUCKET, N_BUCKET,  # autotuning keys only
     HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    REDUCE: tl.constexpr = 0, GROUP: tl.constexpr = 1,  # split_k_parts.finish's; kernel_meta sets them
+    REDUCE: tl.constexpr = 0,  # split_k_parts.finish's; kernel_meta sets it
     PDL: tl.constexpr = 0, PF_ROWS: tl.constexpr = 16,  # split_k_parts.pdl_prologue; PF_ROWS of b prefetched
 ):
     pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
@@ -63,7 +62,7 @@ def split_k_kernel(
     split_k_parts.pdl_release(PDL)
 
     split_k_parts.finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
-                         SPLIT_K, MODE == 1, HAS_BIAS, REDUCE, GROUP)
+                         SPLIT_K, MODE == 1, HAS_BIAS, REDUCE)
 
 
 def _cfg(bm, bn, bk, split, warps=4, stages=3):
@@ -124,10 +123,8 @@ grid_for = split_k_parts.grid
 
 def kernel_meta(c: dict) -> dict:
     """Config c as split_k_kernel's keyword arguments: REDUCE by its code
-    (split_k_parts.finish's), with "tree" its GROUP (split_k_configs.tree_group)."""
-    reduce = c.get("REDUCE", "last")
-    meta = {**c, "REDUCE": split_k_configs.REDUCES.index(reduce)}
-    return {**meta, "GROUP": split_k_configs.tree_group(c["SPLIT_K"])} if reduce == "tree" else meta
+    (split_k_parts.finish's)."""
+    return {**c, "REDUCE": split_k_configs.REDUCES.index(c.get("REDUCE", "last"))}
 
 
 def autotunes(a, config: dict | None, autotune: bool | None) -> bool:
@@ -140,8 +137,7 @@ class SplitKGemm:
     """A prepared split-K GEMM: owns its workspace and counters (zeroed once,
     left zeroed by every call), so calls are single launches; two with REDUCE
     "kernel" (the split kernel, then reduce_planes: no host sync, no memory
-    but the output allocated per call, so a CUDA graph captures both). REDUCE
-    "tree" needs its group counters too (split_k_configs.counters).
+    but the output allocated per call, so a CUDA graph captures both).
 
     config: the config to run (triton_dispatch.make_split_k picks the
     store's for the Target and names it in `source`), or None with
@@ -168,14 +164,14 @@ class SplitKGemm:
             raise ValueError("no split-K config: pass one (triton_dispatch.make_split_k takes the store's), "
                              "or autotune=True on a GPU")
         self.a, self.b, self.bias, self.mode, self.config = a, b, bias, mode, config
-        # REDUCE "kernel" and "tree" sum the planes whichever mode asked for
-        # them (split_k_configs: an atomic entry may take the deterministic winner).
-        if config is not None and config.get("REDUCE") in split_k_configs.PLANE_SUMS:
+        # REDUCE "kernel" is the plane-sum kernel whichever mode asked for it
+        # (split_k_configs: an atomic entry may take the deterministic winner).
+        if config is not None and config.get("REDUCE") == "kernel":
             mode = self.mode = DETERMINISTIC
         if config is None:  # autotuned: room for any config of CONFIGS
             planes, counters = MAX_SPLIT, split_k_parts.counters(m, n)
         else:
-            planes, counters = config["SPLIT_K"], split_k_configs.counters(m, n, config)
+            planes, counters = config["SPLIT_K"], split_k_configs.tiles(m, n, config)
         planes = 1 if mode == ATOMIC else planes
         self.ws = torch.zeros(planes * m * n, device=a.device, dtype=torch.float32)
         self.count = torch.zeros(counters, device=a.device, dtype=torch.int32)

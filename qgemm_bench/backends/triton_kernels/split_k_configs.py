@@ -37,17 +37,14 @@ Any config may name a PDL mode (split_k_parts.pdl_prologue: 0 off, 1 launch
 overlap, 2 and a prefetch of b's first rows, 3 as 2 with the next kernel
 launched after the main loop).
 Deterministic configs may name who sums the planes (REDUCE, see
-split_k_parts.py), each in a fixed order: "last" (the default: the tile's last
-program, in split order), "kernel" (a second, small launch: the same order and
-bits) or "tree" (in the launch, groups of tree_group(SPLIT_K) splits first,
-then the groups: deterministic too, but other bits than "last"). In an atomic
-entry "last" means atomics (finished by the tile's last program); "kernel"
-and "tree" (PLANE_SUMS) run the per-split planes and their sum instead: the
-tuner puts the deterministic winner there where it timed faster than every
-atomic config (with PDL the second launch costs little, and the planes avoid
-atomic traffic).
+split_k_parts.py), both in split order: "last" (the default: the tile's last
+program) or "kernel" (a second, small launch). In an atomic entry "last" means
+atomics (finished by the tile's last program); "kernel" runs the per-split
+planes and the second launch instead: the tuner puts the deterministic winner
+there where it timed faster than every atomic config (with PDL the second
+launch costs little, and the planes avoid atomic traffic).
 Helion's split-K kernel runs these configs too, PDL and REDUCE included
-(helion_dispatch.split_k_default; "tree" as its "last").
+(helion_dispatch.split_k_default).
 """
 
 from __future__ import annotations
@@ -69,8 +66,7 @@ MIN_BLOCK = 16  # tl.dot needs every tile dimension >= 16
 MAX_TILE = 64  # the heuristic's largest BLOCK_M / BLOCK_N
 MAX_SPLIT = 128
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
-REDUCES = ("last", "kernel", "tree")  # the codes split_k_parts.finish takes: their indices
-PLANE_SUMS = ("kernel", "tree")  # the REDUCEs that sum per-split planes in either mode (an atomic entry's too)
+REDUCES = ("last", "kernel")  # the codes split_k_parts.finish takes: their indices
 PDL_MODES = (0, 1, 2, 3)  # a config's "PDL": split_k_parts.pdl_prologue's modes (both tables check them)
 
 
@@ -106,7 +102,7 @@ def bucket(m: int, k: int, n: int) -> tuple[int, int, int]:
 
 def describe(c: dict) -> str:
     """A config as rows and logs print it: 16x32x128 split 32 w4 s3 (then
-    "reduce kernel" or "reduce tree" where REDUCE is not the default, "tma" for the fused
+    "reduce kernel" where REDUCE is not the default, "tma" for the fused
     kernel's TMA loads, "tma-x" for x's only, "acc" for its ACC_SCALE, "fold" for FOLD, "scale8" for
     SCALE8, "short" for SHORT_DECODE, "rot" for ROT_DECODE, "r128" for a maxnreg cap, "ws" and its tiles for the
     warp-specialized kernel's, where it runs)."""
@@ -141,29 +137,6 @@ def tiles(m: int, n: int, c: dict) -> int:
     return -(-m // c["BLOCK_M"]) * -(-n // c["BLOCK_N"])
 
 
-def tree_group(split: int) -> int:
-    """REDUCE "tree"'s group of consecutive splits: the smallest power of two
-    >= sqrt(split) (the two levels about equally long: 8 x 8 planes at split
-    64, 16 x 8 at 128), halved until there are >= 2 groups. The kernel's
-    GROUP (split_k.kernel_meta) and the counters' size (counters) both
-    take it from here."""
-    g = 1
-    while g * g < split:
-        g *= 2
-    while g > 1 and -(-split // g) < 2:
-        g //= 2
-    return g
-
-
-def counters(m: int, n: int, c: dict) -> int:
-    """How many counters config c's launch uses (split_k_parts' layout): one
-    per tile, and with REDUCE "tree" one per (tile, group) after them."""
-    t = tiles(m, n, c)
-    if c.get("REDUCE") != "tree":
-        return t
-    return t * (1 + -(-c["SPLIT_K"] // tree_group(c["SPLIT_K"])))
-
-
 def k_blocks(k: int, c: dict) -> int:
     return -(-k // c["BLOCK_K"])
 
@@ -175,9 +148,8 @@ def fits(m: int, k: int, n: int, c: dict) -> bool:
 
 def check_config(c: dict, mode: str | None = None) -> None:
     """A config the kernel can run: power-of-two tiles >= 16, SPLIT_K >= 1,
-    REDUCE one of REDUCES (by name: "tree" at any split, a last group shorter
-    than the others included), PDL one of PDL_MODES. (mode: kept for the
-    callers; every config suits both modes.)"""
+    REDUCE one of REDUCES, PDL one of PDL_MODES. (mode: kept for the callers;
+    every config suits both modes.)"""
     missing = [x for x in CONFIG_KEYS if x not in c]
     if missing:
         raise ValueError(f"split_k config {c} lacks {', '.join(missing)}")

@@ -12,26 +12,15 @@ next call. No memset or cast kernels: at 64x32768x64 the kernel floor is a
 few microseconds and every extra launch costs ~1-2 us even in a CUDA graph.
 
 Who sums the deterministic planes (REDUCE, split_k_configs.REDUCES; the
-split-K GEMM's configs choose, other kernels take the default), each in a
-fixed order (bit-identical run to run):
+split-K GEMM's configs choose, other kernels take the default), both in split
+order, the same bits:
 - REDUCE_LAST (default): the tile's last program, plane after plane;
 - REDUCE_KERNEL: every program only stores its plane (no counter) and a
   second, small launch (reduce_planes) sums them per output element, over
-  many programs: faster at most long-K shapes on the H100. The same order
-  and bits as REDUCE_LAST. Two other sums in
+  many programs: faster at most long-K shapes on the H100. Two other sums in
   the last program were measured and dropped (CHUNK planes per load summed
   by tl.sum: slower; the loop unrolled: no faster). Measurements:
   docs/split_k.md, "Measurements behind the code's choices".
-- REDUCE_TREE: two levels in one launch, so no program sums all SPLIT_K
-  planes: the splits in groups of GROUP consecutive ones
-  (split_k_configs.tree_group; the last group may be shorter), the last
-  program of a group sums its planes into the group's first plane, the last
-  group to finish sums those first planes in group order. A fixed order, so
-  deterministic, but not REDUCE_LAST's bits. Not yet timed on a GPU.
-
-The counters of a tile grid of T tiles (split_k_configs.counters sizes them):
-T tile counters (index pid_mn), then for REDUCE_TREE T x groups group
-counters (index T + pid_mn * groups + group). Every counter is left zero.
 """
 
 from __future__ import annotations
@@ -45,7 +34,7 @@ import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
 # finish's REDUCE codes: indices into split_k_configs.REDUCES.
-REDUCE_LAST, REDUCE_KERNEL, REDUCE_TREE = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
+REDUCE_LAST, REDUCE_KERNEL = tl.constexpr(0), tl.constexpr(1)
 
 # PDL 2's prefetch of a weight line to L2, as inline PTX (pdl_prologue; the
 # Helion split-K kernel emits the same, helion_kernels/kernels.py).
@@ -165,11 +154,11 @@ def tile_and_range(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_
 @triton.jit
 def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
            SPLIT_K: tl.constexpr, DETERMINISTIC: tl.constexpr, HAS_BIAS: tl.constexpr,
-           REDUCE: tl.constexpr = 0, GROUP: tl.constexpr = 1):  # REDUCE 0: REDUCE_LAST
+           REDUCE: tl.constexpr = 0):  # REDUCE 0: REDUCE_LAST
     """Store this program's fp32 partial `acc`; the tile's last program adds
     the bias, stores the cast sum and leaves workspace and counter zeroed.
     DETERMINISTIC only: REDUCE (module doc); with REDUCE_KERNEL reduce_planes
-    finishes; REDUCE_TREE sums groups of GROUP splits first."""
+    finishes."""
     mask_m = offs_m < M
     mask_n = offs_n < N
     tile = offs_m[:, None] * N + offs_n[None, :]  # workspace index within one [M, N] plane
@@ -180,37 +169,6 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
         tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
     elif DETERMINISTIC and REDUCE == REDUCE_KERNEL:  # reduce_planes, launched next, sums the planes
         tl.store(ws_ptr + tl.program_id(1) * M * N + tile, acc, mask=mask)
-    elif DETERMINISTIC and REDUCE == REDUCE_TREE:
-        groups: tl.constexpr = (SPLIT_K + GROUP - 1) // GROUP
-        pid_k = tl.program_id(1)
-        lead = (pid_k // GROUP) * GROUP  # the group's first split, whose plane takes the group's sum
-        tl.store(ws_ptr + pid_k * M * N + tile, acc, mask=mask)
-        tl.debug_barrier()  # as below: every thread's partial issued before the counter
-        group_count = count_ptr + tl.num_programs(0) + pid_mn * groups + pid_k // GROUP
-        done = tl.atomic_add(group_count, 1, sem="acq_rel")
-        if done == tl.minimum(GROUP, SPLIT_K - lead) - 1:  # the last group may be shorter
-            total = tl.zeros(acc.shape, dtype=tl.float32)
-            for j in tl.static_range(GROUP):  # unrolled: GROUP is small, the loads independent
-                live = mask
-                if SPLIT_K % GROUP != 0:
-                    # A short last group's missing planes masked (+ 0.0 leaves
-                    # the sum's bits); a block, not a scalar, mask: the
-                    # interpreter refuses a scalar one.
-                    live = mask & (tl.zeros(acc.shape, dtype=tl.int32) + lead + j < SPLIT_K)
-                total += tl.load(ws_ptr + (lead + j) * M * N + tile, mask=live, other=0.0, cache_modifier=".cg")
-            tl.store(ws_ptr + lead * M * N + tile, total, mask=mask)
-            tl.atomic_xchg(group_count, 0, sem="relaxed")  # its group's programs have all counted
-            tl.debug_barrier()
-            done = tl.atomic_add(count_ptr + pid_mn, 1, sem="acq_rel")
-            if done == groups - 1:
-                total = tl.zeros(acc.shape, dtype=tl.float32)
-                for g in tl.static_range(groups):
-                    total += tl.load(ws_ptr + g * GROUP * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
-                if HAS_BIAS:
-                    total += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
-                tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
-                         total.to(out_ptr.dtype.element_ty), mask=mask)
-                tl.atomic_xchg(count_ptr + pid_mn, 0, sem="relaxed")  # relaxed: as below
     else:
         if DETERMINISTIC:
             tl.store(ws_ptr + tl.program_id(1) * M * N + tile, acc, mask=mask)

@@ -11,7 +11,7 @@ helion_dispatch.save) with its latency, the number of configs tried and the tuni
     python -m qgemm_bench.tuning.helion --op int4_gemm --m 1 --kn 4096,28672   # another layer's bucket
     python -m qgemm_bench.tuning.helion --op int4_gemm --m 256 --variants   # and the fused kernel's TMA /
                                                        # persistent variants (candidates.helion_fused_variants)
-    python -m qgemm_bench.tuning.helion --rot-pass     # NVFP4 fused entries at M 1, 16, 32 against their
+    python -m qgemm_bench.tuning.helion --rot-pass     # NVFP4 fused entries at M 1-256 against their
                                                        # rot twins (not in `qgemm-bench tune`: docs/helion.md)
     torchrun --nproc-per-node N -m qgemm_bench.tuning.helion   # buckets split over N GPUs, saved by rank 0
 

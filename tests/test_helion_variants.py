@@ -817,6 +817,7 @@ def test_the_rot_pass_times_stored_nvfp4_entries_against_their_rot_twins(tmp_pat
     assert tuning_helion.rot_work(None, (1, 16, 32), None, "h200", store) == [
         ("nvfp4_gemm", (1, 8192, 8192)), ("nvfp4_gemm", (16, 4096, 4096))]
     assert tuning_helion.rot_work(None, (1,), [(4096, 4096)], "h200", store) == []
+    assert len(tuning_helion.rot_work(None, None, None, "h200", store)) == 3  # every NVFP4 fused entry
     assert tuning_helion.rot_work(["int4_gemm"], (1,), None, "h200", store) == []
     rounds = []
 

@@ -463,8 +463,6 @@ def helion_rot_twin(c: dict) -> dict | None:
     return {**{k: v for k, v in c.items() if k not in ("tma", "indexing")}, "rot": True}
 
 
-HELION_ROT_M = (1, 16, 32, 64, 128, 256)  # --rot-pass's default M: rot won at 38 of 41 entries there (H200)
-
 
 def helion_twin_passes(op: str, m: int) -> list[tuple]:
     """The passes a Helion fused unit at M ends with, (label, twin_of,

@@ -11,8 +11,8 @@ helion_dispatch.save) with its latency, the number of configs tried and the tuni
     python -m qgemm_bench.tuning.helion --op int4_gemm --m 1 --kn 4096,28672   # another layer's bucket
     python -m qgemm_bench.tuning.helion --op int4_gemm --m 256 --variants   # and the fused kernel's TMA /
                                                        # persistent variants (candidates.helion_fused_variants)
-    python -m qgemm_bench.tuning.helion --rot-pass     # NVFP4 fused entries at M 1-256 against their
-                                                       # rot twins (not in `qgemm-bench tune`: docs/helion.md)
+    python -m qgemm_bench.tuning.helion --rot-pass     # every NVFP4 fused entry against its rot twin
+                                                       # (not in `qgemm-bench tune`: docs/helion.md)
     torchrun --nproc-per-node N -m qgemm_bench.tuning.helion   # buckets split over N GPUs, saved by rank 0
 
 The weight-only backends take the Triton backend's path without TMA loads
@@ -38,10 +38,10 @@ import sys
 import time
 
 from qgemm_bench.errors import one_line
-from qgemm_bench.tuning.candidates import HELION_ROT_M, bf16_twin, frag_twin, helion_rot_twin, helion_twin_passes
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
 from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
+from qgemm_bench.tuning.candidates import bf16_twin, frag_twin, helion_rot_twin, helion_twin_passes
 from qgemm_bench.tuning.candidates import helion as candidates
 from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
@@ -230,9 +230,9 @@ def main() -> int:
     p.add_argument("--variants", action="store_true", help="also the fused kernel's TMA and persistent variants "
                    "(candidates.helion_fused_variants; off in `qgemm-bench tune`: HELION_VARIANTS)")
     p.add_argument("--rot-pass", action="store_true",
-                   help="instead of tuning: each NVFP4 fused entry of this GPU's helion table at --m (default "
-                   f"{','.join(map(str, HELION_ROT_M))}) and --kn (default: every layer it has) against its rot "
-                   "twin (ROT_DECODE's permuted weights, pointer loads), one round, "
+                   help="instead of tuning: each NVFP4 fused entry of this GPU's helion table at --m and --kn "
+                   "(default: every one) against its rot twin (ROT_DECODE's permuted weights, pointer loads), "
+                   "one round, "
                    f"{ROT_CHECK_CALLS} checked calls each; the faster stays")
     try:
         args = p.parse_args()
@@ -255,7 +255,7 @@ def main() -> int:
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     target = of(dev)  # the store entry --rot-pass reads and writes
     if args.rot_pass:
-        work = rot_work(args.op, args.m or HELION_ROT_M, args.kn, target.name)
+        work = rot_work(args.op, args.m, args.kn, target.name)
         if not work:
             print("error: --rot-pass: no NVFP4 fused entries of this GPU's helion table at those --m / --kn",
                   file=sys.stderr)
@@ -291,7 +291,7 @@ ROT_CHECK_CALLS = 30  # --rot-pass's: the twin reads bytes permuted for a regist
 
 def rot_work(ops, ms, kns, slug: str, store=None) -> list[tuple]:
     """--rot-pass's (op, shape): the NVFP4 fused entries of GPU `slug`'s
-    helion table at M in ms and (K, N) in kns (None: any)."""
+    helion table at M in ms and (K, N) in kns (either None: any)."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.helion_dispatch import FAMILY
     from qgemm_bench.configs import store as config_store
@@ -300,7 +300,8 @@ def rot_work(ops, ms, kns, slug: str, store=None) -> list[tuple]:
         return []
     doc = (store or config_store.DEFAULT).read(slug, FAMILY) or {}
     shapes = [parse(key) for key in doc.get("kernels", {}).get("nvfp4_gemm_fused", {})]
-    return [("nvfp4_gemm", s) for s in shapes if s[0] in ms and (not kns or tuple(s[1:]) in map(tuple, kns))]
+    return [("nvfp4_gemm", s) for s in shapes
+            if (not ms or s[0] in ms) and (not kns or tuple(s[1:]) in map(tuple, kns))]
 
 
 def rot_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_MS, store=None) -> dict | None:

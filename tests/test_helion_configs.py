@@ -266,6 +266,20 @@ def test_tune_script_takes_split_k_shapes_as_m_k_n():
             script.mkn_triple(bad)
 
 
+def test_tune_script_takes_ms_as_the_tune_command_spells_it(monkeypatch, capsys):
+    """--ms is --m (torchrun's own parser refuses --m as an ambiguous prefix
+    of its options): parsed, the script gets as far as asking for a GPU."""
+    import sys
+
+    from qgemm_bench.tuning import helion as script
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for flag in ("--m", "--ms"):
+        monkeypatch.setattr(sys, "argv", ["helion", "--rot-pass", flag, "64,128"])
+        assert script.main() == 2
+        assert "tuning needs a CUDA device" in capsys.readouterr().err
+
+
 def test_autotune_runs_once_per_case_and_saves(monkeypatch, store):
     """--autotune: the runner prepares several rotating input copies of one
     case; Helion's search must run once, and --save-configs writes it."""

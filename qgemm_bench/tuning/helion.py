@@ -219,8 +219,9 @@ def main() -> int:
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", action="append", choices=["int4_gemm", "nvfp4_gemm", "split_k_gemm"],
                    help="operator(s) to tune (default: all)")
-    p.add_argument("--m", type=m_list, help="weight-only M values (default: 1,16,64,128,256,512 at K=N=8192; "
-                   "above 512 the dequantize path has nothing to tune)")
+    # --ms as `qgemm-bench tune` spells it; under torchrun only --ms works (its parser takes --m for a prefix)
+    p.add_argument("--m", "--ms", dest="m", type=m_list, help="weight-only M values (default: 1,16,64,128,256,512 "
+                   "at K=N=8192; above 512 the dequantize path has nothing to tune)")
     p.add_argument("--kn", type=kn_pair, action="append", metavar="K,N",
                    help="weight-only layer shape (repeatable; default 8192,8192)")
     p.add_argument("--mkn", type=mkn_triple, action="append", metavar="M,K,N",

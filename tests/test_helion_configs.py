@@ -268,16 +268,22 @@ def test_tune_script_takes_split_k_shapes_as_m_k_n():
 
 def test_tune_script_takes_ms_as_the_tune_command_spells_it(monkeypatch, capsys):
     """--ms is --m (torchrun's own parser refuses --m as an ambiguous prefix
-    of its options): parsed, the script gets as far as asking for a GPU."""
+    of its options); --rot-pass refuses the flags it would ignore, in one
+    line, before asking for a GPU."""
     import sys
 
     from qgemm_bench.tuning import helion as script
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     for flag in ("--m", "--ms"):
-        monkeypatch.setattr(sys, "argv", ["helion", "--rot-pass", flag, "64,128"])
+        assert script.parser().parse_args(["--rot-pass", flag, "64,128"]).m == [64, 128]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for extra in (["--mkn", "1,4096,16"], ["--variants"], ["--op", "int4_gemm"]):
+        monkeypatch.setattr(sys, "argv", ["helion", "--rot-pass", *extra])
         assert script.main() == 2
-        assert "tuning needs a CUDA device" in capsys.readouterr().err
+        assert "--rot-pass times NVFP4 fused entries only" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["helion", "--rot-pass", "--ms", "64", "--op", "nvfp4_gemm"])
+    assert script.main() == 2
+    assert "tuning needs a CUDA device" in capsys.readouterr().err
 
 
 def test_autotune_runs_once_per_case_and_saves(monkeypatch, store):

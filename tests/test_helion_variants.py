@@ -809,15 +809,18 @@ def test_the_rot_pass_times_stored_nvfp4_entries_against_their_rot_twins(tmp_pat
     twin = cands.helion_rot_twin(tma)
     assert twin == {**{k: v for k, v in tma.items() if k not in ("tma", "indexing")}, "rot": True}
     assert cands.helion_rot_twin(twin) is None
+    # rot on TMA loads runs without it (helion_ops): such a config gets its twin, and a TMA twin drops rot
+    assert cands.helion_rot_twin({**tma, "rot": True}) == twin
+    assert "rot" not in cands.tma_twin(twin) and cands.tma_twin(twin)["tma"]
     stored = {"config": tma, "us": 20.0, "tuned": "best of 6 curated configs, graph timing", "tune_s": 3.0}
     doc = {"gpu": "h200", "kernels": {"nvfp4_gemm_fused": {"M1_K8192_N8192": stored, "M64_K8192_N8192": stored,
-                                                           "M16_K4096_N4096": stored},
+                                                           "M16_K4096_N4096": stored, "M1_K4096_N200": stored},
                                       "int4_gemm_fused": {"M1_K8192_N8192": stored}}}
     target, store = table_store(tmp_path, "helion", doc, h200)
     assert tuning_helion.rot_work(None, (1, 16, 32), None, "h200", store) == [
         ("nvfp4_gemm", (1, 8192, 8192)), ("nvfp4_gemm", (16, 4096, 4096))]
     assert tuning_helion.rot_work(None, (1,), [(4096, 4096)], "h200", store) == []
-    assert len(tuning_helion.rot_work(None, None, None, "h200", store)) == 3  # every NVFP4 fused entry
+    assert len(tuning_helion.rot_work(None, None, None, "h200", store)) == 3  # every one N % 16 == 0
     assert tuning_helion.rot_work(["int4_gemm"], (1,), None, "h200", store) == []
     rounds = []
 
@@ -841,6 +844,8 @@ def test_the_rot_pass_times_stored_nvfp4_entries_against_their_rot_twins(tmp_pat
     rounds.clear()  # now on rot: checked again alone, stays
     assert tuning_helion.rot_entry("nvfp4_gemm", shape, torch.device("cpu"), 0, target, store=store) is None
     assert rounds == [([twin], tuning_helion.ROT_CHECK_CALLS)]
+    monkeypatch.setattr(tuning_helion, "tune", lambda *a, **kw: None)  # the entry fails its check: said, kept
+    assert tuning_helion.rot_entry("nvfp4_gemm", shape, torch.device("cpu"), 0, target, store=store) is False
 
 
 @pytest.mark.parametrize("op,m,twin", [("int4_gemm", 256, "frag"), ("int4_gemm", 1024, "frag"),

@@ -423,8 +423,11 @@ def bf16_twin(op: str, c: dict) -> dict | None:
 def tma_twin(c: dict) -> dict | None:
     """Helion fused config c with its x and weight tiles by tensor
     descriptors (kernels.fused's `tma`, Helion's tensor_descriptor
-    indexing), where c is not one already."""
-    return None if c.get("tma") else {**c, "tma": True, "indexing": "tensor_descriptor"}
+    indexing), where c is not one already; without rot, which TMA loads
+    drop (helion_ops), so a winner is stored as it runs."""
+    if c.get("tma"):
+        return None
+    return {**{k: v for k, v in c.items() if k != "rot"}, "tma": True, "indexing": "tensor_descriptor"}
 
 
 def tma_twin_at(op: str, m: int):
@@ -457,8 +460,9 @@ TMA_CHECK_CALLS = 30
 def helion_rot_twin(c: dict) -> dict | None:
     """NVFP4 Helion fused config c on ROT_DECODE's permuted weights
     (helion_ops' rot), on pointer loads (rot takes no tma), where it is not
-    one already: what tuning.helion's --rot-pass times each entry against."""
-    if c.get("rot"):
+    one already (a rot config on tma runs without it: it gets its twin):
+    what tuning.helion's --rot-pass times each entry against."""
+    if c.get("rot") and not c.get("tma"):
         return None
     return {**{k: v for k, v in c.items() if k not in ("tma", "indexing")}, "rot": True}
 

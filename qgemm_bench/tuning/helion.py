@@ -212,8 +212,7 @@ def twin_pass(best: dict | None, twin_of, label: str, op_name: str, shape, devic
             "save": (*again["save"][:-1], info)}
 
 
-def main() -> int:
-    from qgemm_bench.errors import InputError
+def parser():
     from qgemm_bench.harness.args import Parser
 
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -234,9 +233,19 @@ def main() -> int:
                    help="instead of tuning: each NVFP4 fused entry of this GPU's helion table at --m and --kn "
                    "(default: every one) against its rot twin (ROT_DECODE's permuted weights, pointer loads), "
                    "one round, "
-                   f"{ROT_CHECK_CALLS} checked calls each; the faster stays")
+                   f"{ROT_CHECK_CALLS} checked calls each; the faster stays (N a multiple of 16: elsewhere "
+                   "rot does not run)")
+    return p
+
+
+def main() -> int:
+    from qgemm_bench.errors import InputError
+
     try:
-        args = p.parse_args()
+        args = parser().parse_args()
+        if args.rot_pass and (args.mkn or args.variants or (args.op and args.op != ["nvfp4_gemm"])):
+            raise InputError("--rot-pass times NVFP4 fused entries only: it takes --m, --kn and --rep, not "
+                             "--mkn, --variants or another --op")
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -260,6 +269,8 @@ def main() -> int:
         if not work:
             print("error: --rot-pass: no NVFP4 fused entries of this GPU's helion table at those --m / --kn",
                   file=sys.stderr)
+            if world:
+                distributed.stop()
             return 2
     else:
         ms = args.m or WEIGHT_ONLY_M
@@ -274,17 +285,22 @@ def main() -> int:
         r = tune(op, shape, dev, l2, args.rep, variants=args.variants or None)
         return twin_passes(r, op, shape, dev, l2, rep_ms=args.rep) if r and r["op"].endswith("_fused") else r
 
-    done = [r for op, shape in work if (r := one(op, shape))]
+    results = [one(op, shape) for op, shape in work]
+    done = [r for r in results if r]
+    failed = sum(r is False for r in results)  # --rot-pass: a stored entry that failed its check
     if world:
         gathered = distributed.gather(done, world)
         distributed.stop()
         if not world.main:
-            return 0
+            return 1 if failed else 0
         done = [r for part in gathered for r in part]
     for r in done:
         path = save(*r["save"])
         print(f"{r['op']:<17} {str(r['shape']):<20} {r['us']:9.1f} us  tuned in {r['tune_s']:5.1f} s -> {path.name}")
-    return 0
+    if failed:
+        print(f"error: {failed} stored entries failed their {ROT_CHECK_CALLS}-call check (left as they are)",
+              file=sys.stderr)
+    return 1 if failed else 0
 
 
 ROT_CHECK_CALLS = 30  # --rot-pass's: the twin reads bytes permuted for a register layout Helion must match
@@ -292,23 +308,26 @@ ROT_CHECK_CALLS = 30  # --rot-pass's: the twin reads bytes permuted for a regist
 
 def rot_work(ops, ms, kns, slug: str, store=None) -> list[tuple]:
     """--rot-pass's (op, shape): the NVFP4 fused entries of GPU `slug`'s
-    helion table at M in ms and (K, N) in kns (either None: any)."""
+    helion table at M in ms and (K, N) in kns (either None: any), N a
+    multiple of ROT_ROWS (elsewhere helion_ops runs rot configs without it)."""
     from qgemm_bench.backends.config_buckets import parse
     from qgemm_bench.backends.helion_dispatch import FAMILY
+    from qgemm_bench.backends.helion_ops import ROT_ROWS
     from qgemm_bench.configs import store as config_store
 
     if ops and "nvfp4_gemm" not in ops:
         return []
     doc = (store or config_store.DEFAULT).read(slug, FAMILY) or {}
     shapes = [parse(key) for key in doc.get("kernels", {}).get("nvfp4_gemm_fused", {})]
-    return [("nvfp4_gemm", s) for s in shapes
-            if (not ms or s[0] in ms) and (not kns or tuple(s[1:]) in map(tuple, kns))]
+    return [("nvfp4_gemm", s) for s in shapes if s[2] % ROT_ROWS == 0
+            and (not ms or s[0] in ms) and (not kns or tuple(s[1:]) in map(tuple, kns))]
 
 
 def rot_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_MS, store=None) -> dict | None:
     """Target's stored NVFP4 fused entry at shape against its rot twin
     (twin_pass, checked over ROT_CHECK_CALLS calls): the result to save
-    where the twin won, else None (the entry stays)."""
+    where the twin won, None where the entry stays, False where the entry
+    failed its check (it stays too: the caller says so)."""
     from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.backends.helion_dispatch import FAMILY
     from qgemm_bench.configs import store as config_store
@@ -324,7 +343,9 @@ def rot_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_
             "entry": entry, "save": (kernel, *shape, target.name, entry["config"], info)}
     r = twin_pass(best, helion_rot_twin, "ROT", op_name, shape, device, l2, target=target, rep_ms=rep_ms,
                   check_calls=ROT_CHECK_CALLS)
-    return None if r is best or r is None else r
+    if r is None:
+        return False
+    return None if r is best else r
 
 
 def m_list(text: str) -> list[int]:

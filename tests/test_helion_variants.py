@@ -234,14 +234,21 @@ def test_acc_scale_scales_each_steps_product_and_computes_the_same(shape, group,
     check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed
 
 
+def dropped(op, shape, key: str, monkeypatch):
+    """(gemm, x, cfg): a fused config with `key` on, where helion_ops drops
+    it: the bound config lacks it and the output is right without it."""
+    cfg = {**fused_config(2, bn=32, bm=32, bk=128), key: True}
+    gemm, x, ref = weight_only(op, shape, monkeypatch, cfg)
+    assert key not in gemm.bound(x).config
+    check(gemm(x), ref)
+    return gemm, x, cfg
+
+
 # bf16_scales: NVFP4 only (int4's scales are bf16 already): int4 drops it and
 # runs as without (helion_ops; NVFP4's runs: tests/test_nvfp4_gemm.py).
 @interpreter
 def test_int4_drops_bf16_scales(monkeypatch):
-    cfg = {**fused_config(2, bn=32, bm=32, bk=128), "bf16_scales": True}
-    gemm, x, ref = weight_only(int4_gemm, (70, 1024, 72), monkeypatch, cfg)
-    assert "bf16_scales" not in gemm.bound(x).config
-    check(gemm(x), ref)
+    gemm, _, _ = dropped(int4_gemm, (70, 1024, 72), "bf16_scales", monkeypatch)
     assert gemm.resident(70)[1].dtype == gemm.scales.dtype and gemm._bf16_scales is None
 
 
@@ -251,10 +258,7 @@ def test_int4_drops_bf16_scales(monkeypatch):
 def test_rot_is_dropped_where_the_ptx_decode_does_not_run(monkeypatch):
     from types import SimpleNamespace
 
-    cfg = {**fused_config(2, bn=32, bm=32, bk=128), "rot": True}
-    gemm, x, ref = weight_only(nvfp4_gemm, (70, 1024, 80), monkeypatch, cfg)
-    assert "rot" not in gemm.bound(x).config
-    check(gemm(x), ref)
+    gemm, x, cfg = dropped(nvfp4_gemm, (70, 1024, 80), "rot", monkeypatch)
     assert gemm._wt_rot is None and gemm.resident(70)[0] is gemm.kmajor().wt
     gpu_bf16 = SimpleNamespace(dtype=torch.bfloat16, is_cuda=True)  # what _use_asm asks of x
     assert gemm._rot_applies(gpu_bf16, {**cfg, "decode_asm": True})

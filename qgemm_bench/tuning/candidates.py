@@ -467,7 +467,6 @@ def helion_rot_twin(c: dict) -> dict | None:
     return {**{k: v for k, v in c.items() if k not in ("tma", "indexing")}, "rot": True}
 
 
-
 def helion_twin_passes(op: str, m: int) -> list[tuple]:
     """The passes a Helion fused unit at M ends with, (label, twin_of,
     check_calls) in order (tuning.helion.twin_passes; the plan counts two

@@ -606,14 +606,22 @@ def test_helion_split_k_waits_before_it_reads(pdl):
     assert body.index("gdc_launch_dependents()") < body.index("gdc_wait()") < body.index("tl.load(")
 
 
-def test_helion_maps_every_pdl_mode():
-    # Every PDL mode a Triton config may name has a Helion mode (off stays
-    # off; on launches the next kernel after the K loop: helion_ops says why).
-    from qgemm_bench.backends import helion_ops
+@pytest.mark.parametrize("pdl", [0, 1, 2, 3])
+def test_helion_split_k_candidates_time_the_table_config_at_its_own_pdl_and_at_3(monkeypatch, pdl):
+    # The table's config runs in Helion at the Triton config's own PDL mode;
+    # where that launches the next kernel early (1, 2), the tuner also times
+    # it launching after the K loop (3: faster on the H100, slower on the H200).
+    from qgemm_bench.backends import helion_dispatch
+    from qgemm_bench.tuning import candidates
 
-    skc = configs()
-    assert set(helion_ops.HELION_PDL) == set(skc.PDL_MODES)
-    assert helion_ops.HELION_PDL[0] == 0 and all(helion_ops.HELION_PDL[p] == 3 for p in skc.PDL_MODES if p)
+    table = {"block_sizes": [16, 16], "block_k": 128, "split_k": 16, "num_warps": 4, "num_stages": 3,
+             "pdl": pdl, "reduce": "kernel"}
+    monkeypatch.setattr(helion_dispatch, "split_k_default", lambda *a, **k: (dict(table), "test"))
+    got = candidates.helion("split_k_gemm", 16, (16, 4096, 16), torch.device("cpu"))
+    assert got[0] == table
+    late = [i for i, c in enumerate(got) if c == {**table, "pdl": 3}]
+    assert late == ([1] if pdl in (1, 2) else [0] if pdl == 3 else [])
+    assert len(got) == len({str(c) for c in got}) > 2  # then the curated list, no repeats
 
 
 @interpreter
@@ -641,7 +649,7 @@ def test_helion_runs_the_triton_table_config_where_no_helion_config_is_checked_i
         config, note = helion_ops.split_k_default(deterministic, m, k, n, Target.cpu())
         assert config == {"block_sizes": [c["BLOCK_N"], c["BLOCK_M"]], "block_k": c["BLOCK_K"],
                           "split_k": c["SPLIT_K"], "num_warps": c["num_warps"], "num_stages": c["num_stages"],
-                          "pdl": helion_ops.HELION_PDL[c.get("PDL", 0)], "reduce": c.get("REDUCE", "last")}
+                          "pdl": c.get("PDL", 0), "reduce": c.get("REDUCE", "last")}
         assert note.startswith("Triton table config") and source in note
         gemm, fn = helion_gemm(inputs, deterministic, config, monkeypatch)  # the interpreter runs it
         assert calls[-1] == ("split_k_gemm_deterministic" if deterministic else "split_k_gemm", (config, note))

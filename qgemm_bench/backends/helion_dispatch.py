@@ -157,22 +157,16 @@ def default_config(fmt: int, path: str, m: int, k: int | None = None, n: int | N
 def split_k_default(deterministic: bool, m: int, k: int, n: int, target, store=None) -> tuple[dict, str]:
     """The Triton backend's config for this mode and shape
     (triton_dispatch.choose_split_k: the store's table), as a Helion config
-    (configs.from_triton): the split-K kernel's config where the store has
-    no Helion one, on Target `target`."""
+    (configs.from_triton) with the same PDL mode and plane sum: the split-K
+    kernel's config where the store has no Helion one, on Target `target`.
+    (Helion's kernel once ran every PDL mode as 3, launching the next kernel
+    after the K loop: faster on the H100, up to 1.28x Triton on the H200
+    where Triton's mode is 1 or 2; docs/pdl.md.)"""
     from qgemm_bench.backends.helion_kernels.configs import from_triton
     from qgemm_bench.backends.triton_dispatch import choose_split_k
     from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
 
     c, source = choose_split_k(DETERMINISTIC if deterministic else ATOMIC, m, k, n, target, store)
-    pdl = HELION_PDL[c.get("PDL", 0)]
-    cfg = {**from_triton(c, split=True, decode=False), "pdl": pdl, "reduce": c.get("REDUCE", "last")}
-    helion_pdl = f", run with PDL {pdl}" if pdl != c.get("PDL", 0) else ""
-    return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion{helion_pdl})"
-
-
-# The Helion split kernel's PDL mode for the Triton config's: where Triton
-# launches the next kernel early (1, 2), Helion launches it after the K loop,
-# with the prefetch of b's first rows (3; there is no late mode without it):
-# on the H100 PDL 3 was faster at every shape timed (docs/pdl.md).
-HELION_PDL = {0: 0, 1: 3, 2: 3, 3: 3}
+    cfg = {**from_triton(c, split=True, decode=False), "pdl": c.get("PDL", 0), "reduce": c.get("REDUCE", "last")}
+    return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion)"

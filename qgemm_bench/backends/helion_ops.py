@@ -12,7 +12,6 @@ from pathlib import Path
 import torch
 
 from qgemm_bench.backends.checks import check_split_k, check_weight_only, missing, triton_why_not
-from qgemm_bench.backends.helion_dispatch import HELION_PDL as HELION_PDL  # re-exported: tests, scripts
 from qgemm_bench.backends.helion_dispatch import (
     HelionConfigs,
     default_config,

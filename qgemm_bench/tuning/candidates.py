@@ -374,6 +374,8 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
         from qgemm_bench.backends.helion_dispatch import split_k_default
 
         table = [split_k_default(False, *shape, target_of(device))[0]] if shape and device is not None else []
+        if table and table[0].get("pdl") in (1, 2):  # and launching the next kernel after the K loop (docs/pdl.md)
+            table.append({**table[0], "pdl": 3})
         return table + [c for c in HELION_SPLIT_K if c not in table and max(c["block_sizes"]) <= max(16, m)]
     if p == "split":
         pool = list(map(weight_only.config_dict, weight_only.split_pool(m)))

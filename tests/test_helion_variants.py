@@ -946,3 +946,87 @@ def test_tune_refuses_a_faster_config_wrong_in_a_checked_call(monkeypatch):
     assert not torch.equal(a.x, b.x) and not torch.equal(ref_a, ref_b)
     timed.clear(), checked.clear()
     assert tuning_helion.tune(*args)["entry"]["config"] == fast and not checked
+
+
+def test_the_table_twin_is_the_triton_entry_as_helions_with_what_triton_cannot_name():
+    """helion_table_twin: the H200 table's fused config for the shape's own
+    bucket (read here from its JSON), as Helion's tile [N, M], K step,
+    split, warps, stages, ACC_SCALE and PDL; int4 in fragment order (a
+    16-row tile), NVFP4 with the entry's bf16_scales and rot; None where
+    the twin is the entry or the bucket is not the table's."""
+    import json
+
+    from qgemm_bench.configs.store import DEFAULT
+
+    h200 = DEFAULT.entries()["h200"]
+    table = json.loads(DEFAULT.path("h200", "weight_only").read_text())["kernels"]
+    entry = {"block_sizes": [128, 16], "block_k": 128, "split_k": 8, "decode_asm": True, "num_warps": 4,
+             "num_stages": 3, "bf16_scales": True, "rot": True}
+    for op, shape in (("int4_gemm", (1, 8192, 57344)), ("nvfp4_gemm", (16, 8192, 57344))):
+        t = table[f"{op}_fused"][f"M{shape[0]}_K{shape[1]}_N{shape[2]}"]["config"]
+        t = table[f"{op}_fused"][f"M{shape[0]}_K{shape[1]}_N{shape[2]}"].get("pointer_config", t) \
+            if t.get("TMA") else t
+        want = {"block_sizes": [t["BLOCK_N"], t["BLOCK_M"]], "block_k": t["BLOCK_K"], "split_k": t["SPLIT_K"],
+                "decode_asm": t["DECODE_ASM"], "num_warps": t["num_warps"], "num_stages": t["num_stages"],
+                **({"acc_scale": True} if t.get("ACC_SCALE") else {}), **({"pdl": t["PDL"]} if t.get("PDL") else {}),
+                **({"frag": True} if op == "int4_gemm" else {"bf16_scales": True, "rot": True})}
+        mine = entry if op == "nvfp4_gemm" else {k: v for k, v in entry.items() if k not in ("bf16_scales", "rot")}
+        twin = cands.helion_table_twin(op, shape, mine, h200)
+        assert twin == want, (op, shape)
+        assert cands.helion_table_twin(op, shape, twin, h200) is None  # the entry is the twin already
+    assert cands.helion_table_twin("int4_gemm", (1, 8192, 57000), entry, h200) is None  # not a table bucket
+
+
+@pytest.mark.parametrize("twin_wins", [True, False])
+def test_the_table_pass_times_stored_fused_entries_against_their_table_twins(tmp_path, monkeypatch, twin_wins):
+    """--table-pass: the fused entries of the asked ops, M and layers, each
+    timed in one round against helion_table_twin over ROT_CHECK_CALLS
+    checked calls; the twin is the result only where it won."""
+    from qgemm_bench.backends.helion_dispatch import save
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import helion as tuning_helion
+    from tests.support import table_store
+
+    h200, shape = DEFAULT.entries()["h200"], (1, 8192, 57344)
+    if cands.helion_path("int4_gemm", 1, shape, h200) != "fused":
+        pytest.skip("the split path at this M")
+    mine = {"block_sizes": [128, 16], "block_k": 128, "split_k": 8, "decode_asm": True, "num_warps": 4,
+            "num_stages": 3, "frag": True}
+    stored = {"config": mine, "us": 105.0, "tuned": "best of 6 curated configs, graph timing", "tune_s": 3.0}
+    doc = {"gpu": "h200", "kernels": {"int4_gemm_fused": {"M1_K8192_N57344": stored, "M64_K8192_N8192": stored},
+                                      "nvfp4_gemm_fused": {"M1_K8192_N57344": {
+                                          **stored, "config": {**mine, "frag": False, "bf16_scales": True}}}}}
+    target, store = table_store(tmp_path, "helion", doc, h200)
+    store.write("h200", "weight_only", DEFAULT.read("h200", "weight_only"),
+                DEFAULT.read("h200", "weight_only")["provenance"])
+    assert tuning_helion.stored_work(["int4_gemm", "nvfp4_gemm"], (1,), None, "h200", store) == [
+        ("int4_gemm", shape), ("nvfp4_gemm", shape)]
+    assert tuning_helion.stored_work(["int4_gemm"], None, [(8192, 8192)], "h200", store) == [
+        ("int4_gemm", (64, 8192, 8192))]
+    # M = 64's entry: the table's 64x8192x8192 tile is another: both have twins
+    assert tuning_helion.table_work(["int4_gemm", "nvfp4_gemm"], None, None, target, store) == [
+        ("int4_gemm", shape), ("int4_gemm", (64, 8192, 8192)), ("nvfp4_gemm", shape)]
+    twin = cands.helion_table_twin("int4_gemm", shape, mine, target, store)
+    assert twin is not None and twin != mine
+    rounds = []
+
+    def fake(op, shape, device, l2, rep, dtype, cands_, gpu, stop, target, check_calls=1):
+        rounds.append((cands_, check_calls))
+        pick = cands_[-1] if twin_wins else cands_[0]
+        info = {"us": 85.0, "tuned": f"best of {len(cands_)} curated configs, graph timing", "tune_s": 1.0}
+        return {"op": "int4_gemm_fused", "shape": shape, "us": 85.0, "tune_s": 1.0, "key": "b",
+                "save": ("int4_gemm_fused", *shape, "h200", pick, info), "entry": {"config": pick, **info}}
+
+    monkeypatch.setattr(tuning_helion, "tune", fake)
+    got = tuning_helion.table_entry("int4_gemm", shape, torch.device("cpu"), 0, target, store=store)
+    assert rounds == [([mine, twin], tuning_helion.ROT_CHECK_CALLS)]
+    if not twin_wins:
+        assert got is None
+        return
+    assert got["entry"]["config"] == twin and got["entry"]["tuned"] == \
+        "best of 6 curated configs, then its table twin (graph timing)"
+    save(*got["save"], store)
+    assert store.read("h200", "helion")["kernels"]["int4_gemm_fused"]["M1_K8192_N57344"]["config"] == twin
+    rounds.clear()  # now the twin: nothing to time, stays
+    assert tuning_helion.table_entry("int4_gemm", shape, torch.device("cpu"), 0, target, store=store) is None
+    assert rounds == []

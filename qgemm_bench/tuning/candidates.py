@@ -469,6 +469,42 @@ def helion_rot_twin(c: dict) -> dict | None:
     return {**{k: v for k, v in c.items() if k not in ("tma", "indexing")}, "rot": True}
 
 
+def helion_table_twin(op: str, shape, c: dict, target, store=None) -> dict | None:
+    """Helion fused config c's twin on the Triton table's config for the
+    shape (its own bucket only; its pointer-load config where it reads by
+    TMA): that tile, K step, split, warps, stages, ACC_SCALE and PDL, with
+    what a Triton config does not name as c has it (NVFP4's bf16_scales and
+    rot) and, for int4, fragment order where helion_ops takes it in that
+    tile (frag_tile_ok; K order reads byte by byte). None where the table
+    has no entry of the bucket or the twin is c: what tuning.helion's
+    --table-pass times each entry against (the tuner's pools time the
+    table's tiles, but int4's frag twin of the first candidate only below
+    HELION_FRAG_ALL_MIN_M)."""
+    from qgemm_bench.backends.helion_dispatch import helion_config
+    from qgemm_bench.backends.helion_ops import frag_tile_ok
+    from qgemm_bench.backends.triton_dispatch import weight_only_entry
+    from qgemm_bench.backends.triton_kernels import weight_only_configs
+    from qgemm_bench.operators.formats import INT4, NVFP4
+
+    fmt = NVFP4 if op == "nvfp4_gemm" else INT4
+    e = weight_only_entry(target, store)
+    found = weight_only_configs.lookup(fmt, "fused", *shape, e.gpu, e.table, tma=False)
+    if found is None or found[1]:  # a note: the nearest bucket's, not the shape's own
+        return None
+    t = found[0]
+    twin = {**helion_config(t, "fused", acc_scale=True), "split_k": t.get("SPLIT_K", 1)}
+    twin.update({k: c[k] for k in ("bf16_scales", "rot") if c.get(k)})
+    if op == "int4_gemm" and shape[0] <= HELION_FRAG_MAX_M and frag_tile_ok({**twin, "frag": True}):
+        twin["frag"] = True
+    if c.get("frag") and not twin.get("frag"):  # K order: byte-wide reads, slower in every tile timed
+        return None
+    # A twin that only leaves out what the entry adds (TMA loads, a persistent grid) is not the table's tile.
+    return None if all(twin.get(k) == c.get(k) for k in TABLE_TWIN_KEYS) else twin
+
+
+TABLE_TWIN_KEYS = ("block_sizes", "block_k", "split_k", "num_warps", "num_stages", "acc_scale", "pdl")
+
+
 def helion_twin_passes(op: str, m: int) -> list[tuple]:
     """The passes a Helion fused unit at M ends with, (label, twin_of,
     check_calls) in order (tuning.helion.twin_passes; the plan counts two

@@ -13,6 +13,8 @@ helion_dispatch.save) with its latency, the number of configs tried and the tuni
                                                        # persistent variants (candidates.helion_fused_variants)
     python -m qgemm_bench.tuning.helion --rot-pass     # every NVFP4 fused entry against its rot twin
                                                        # (not in `qgemm-bench tune`: docs/helion.md)
+    python -m qgemm_bench.tuning.helion --table-pass   # every fused entry against the Triton table's tile
+                                                       # for its shape (not in `qgemm-bench tune` either)
     torchrun --nproc-per-node N -m qgemm_bench.tuning.helion   # buckets split over N GPUs, saved by rank 0
 
 The weight-only backends take the Triton backend's path without TMA loads
@@ -41,7 +43,7 @@ from qgemm_bench.errors import one_line
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
 from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
-from qgemm_bench.tuning.candidates import bf16_twin, frag_twin, helion_rot_twin, helion_twin_passes
+from qgemm_bench.tuning.candidates import bf16_twin, frag_twin, helion_rot_twin, helion_table_twin, helion_twin_passes
 from qgemm_bench.tuning.candidates import helion as candidates
 from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
@@ -235,6 +237,11 @@ def parser():
                    "one round, "
                    f"{ROT_CHECK_CALLS} checked calls each; the faster stays (N a multiple of 16: elsewhere "
                    "rot does not run)")
+    p.add_argument("--table-pass", action="store_true",
+                   help="instead of tuning: each int4 and NVFP4 fused entry of this GPU's helion table at --op, "
+                   "--m and --kn (default: every one) against its table twin (the Triton table's config for the "
+                   "shape as Helion's, int4 in fragment order where Helion takes it, the entry's NVFP4 scales "
+                   f"and rot), one round, {ROT_CHECK_CALLS} checked calls each; the faster stays")
     return p
 
 
@@ -243,9 +250,14 @@ def main() -> int:
 
     try:
         args = parser().parse_args()
+        if args.rot_pass and args.table_pass:
+            raise InputError("--rot-pass and --table-pass are two runs: give one")
         if args.rot_pass and (args.mkn or args.variants or (args.op and args.op != ["nvfp4_gemm"])):
             raise InputError("--rot-pass times NVFP4 fused entries only: it takes --m, --kn and --rep, not "
                              "--mkn, --variants or another --op")
+        if args.table_pass and (args.mkn or args.variants or "split_k_gemm" in (args.op or [])):
+            raise InputError("--table-pass times int4 and NVFP4 fused entries only: it takes --op, --m, --kn "
+                             "and --rep, not --mkn, --variants or split_k_gemm")
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -263,12 +275,14 @@ def main() -> int:
     dev = torch.device(distributed.start(world, "cuda") if world else f"cuda:{torch.cuda.current_device()}")
     torch.cuda.set_device(dev)
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
-    target = of(dev)  # the store entry --rot-pass reads and writes
-    if args.rot_pass:
-        work = rot_work(args.op, args.m, args.kn, target.name)
+    target = of(dev)  # the store entry a pass reads and writes
+    passing = "--rot-pass" if args.rot_pass else "--table-pass" if args.table_pass else None
+    if passing:
+        work = rot_work(args.op, args.m, args.kn, target.name) if args.rot_pass else \
+            table_work(args.op or ["int4_gemm", "nvfp4_gemm"], args.m, args.kn, target)
         if not work:
-            print("error: --rot-pass: no NVFP4 fused entries of this GPU's helion table at those --m / --kn",
-                  file=sys.stderr)
+            print(f"error: {passing}: no {'NVFP4 ' if args.rot_pass else ''}fused entries of this GPU's helion "
+                  "table at those --op / --m / --kn", file=sys.stderr)
             if world:
                 distributed.stop()
             return 2
@@ -282,6 +296,8 @@ def main() -> int:
     def one(op, shape):  # a fused unit's winner then against its PDL 2 and TMA twins, as in `qgemm-bench tune`
         if args.rot_pass:
             return rot_entry(op, shape, dev, l2, target, args.rep)
+        if args.table_pass:
+            return table_entry(op, shape, dev, l2, target, args.rep)
         r = tune(op, shape, dev, l2, args.rep, variants=args.variants or None)
         return twin_passes(r, op, shape, dev, l2, rep_ms=args.rep) if r and r["op"].endswith("_fused") else r
 
@@ -303,28 +319,47 @@ def main() -> int:
     return 1 if failed else 0
 
 
-ROT_CHECK_CALLS = 30  # --rot-pass's: the twin reads bytes permuted for a register layout Helion must match
+ROT_CHECK_CALLS = 30  # the passes': rot and frag twins read bytes permuted for a register layout Helion must match
 
 
 def rot_work(ops, ms, kns, slug: str, store=None) -> list[tuple]:
     """--rot-pass's (op, shape): the NVFP4 fused entries of GPU `slug`'s
     helion table at M in ms and (K, N) in kns (either None: any), N a
     multiple of ROT_ROWS (elsewhere helion_ops runs rot configs without it)."""
-    from qgemm_bench.backends.config_buckets import parse
-    from qgemm_bench.backends.helion_dispatch import FAMILY
     from qgemm_bench.backends.helion_ops import ROT_ROWS
-    from qgemm_bench.configs import store as config_store
 
     if ops and "nvfp4_gemm" not in ops:
         return []
+    return [w for w in stored_work(["nvfp4_gemm"], ms, kns, slug, store) if w[1][2] % ROT_ROWS == 0]
+
+
+def stored_work(ops, ms, kns, slug: str, store=None) -> list[tuple]:
+    """(op, shape) of the fused entries of ops in GPU `slug`'s helion table
+    at M in ms and (K, N) in kns (either None: any)."""
+    from qgemm_bench.backends.config_buckets import parse
+    from qgemm_bench.backends.helion_dispatch import FAMILY
+    from qgemm_bench.configs import store as config_store
+
     doc = (store or config_store.DEFAULT).read(slug, FAMILY) or {}
-    shapes = [parse(key) for key in doc.get("kernels", {}).get("nvfp4_gemm_fused", {})]
-    return [("nvfp4_gemm", s) for s in shapes if s[2] % ROT_ROWS == 0
-            and (not ms or s[0] in ms) and (not kns or tuple(s[1:]) in map(tuple, kns))]
+    return [(op, s) for op in ops for s in map(parse, doc.get("kernels", {}).get(f"{op}_fused", {}))
+            if (not ms or s[0] in ms) and (not kns or tuple(s[1:]) in map(tuple, kns))]
 
 
-def rot_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_MS, store=None) -> dict | None:
-    """Target's stored NVFP4 fused entry at shape against its rot twin
+def table_work(ops, ms, kns, target, store=None) -> list[tuple]:
+    """--table-pass's (op, shape): stored_work's entries with a table twin
+    (helion_table_twin), so that the ranks share only what is timed."""
+    from qgemm_bench.backends.config_buckets import bucket
+    from qgemm_bench.backends.helion_dispatch import FAMILY
+    from qgemm_bench.configs import store as config_store
+
+    kernels = ((store or config_store.DEFAULT).read(target.name, FAMILY) or {}).get("kernels", {})
+    return [(op, s) for op, s in stored_work(ops, ms, kns, target.name, store)
+            if helion_table_twin(op, s, kernels[f"{op}_fused"][bucket(*s)]["config"], target, store) is not None]
+
+
+def stored_entry(op_name: str, shape, device, l2: int, target, twin_of, label: str, rep_ms: float = REP_MS,
+                 store=None) -> dict | None:
+    """Target's stored fused entry at shape against twin_of(its config)
     (twin_pass, checked over ROT_CHECK_CALLS calls): the result to save
     where the twin won, None where the entry stays, False where the entry
     failed its check (it stays too: the caller says so)."""
@@ -335,17 +370,41 @@ def rot_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_
     kernel = kernel_name(op_name, shape[0], shape, target)
     doc = (store or config_store.DEFAULT).read(target.name, FAMILY) or {}
     entry = doc.get("kernels", {}).get(kernel, {}).get(bucket(*shape))
-    if kernel != "nvfp4_gemm_fused" or entry is None:  # the path at M moved since: nothing to compare
+    if kernel != f"{op_name}_fused" or entry is None:  # the path at M moved since: nothing to compare
         print(f"{op_name} {shape}: no fused entry here ({kernel}), skipped", flush=True)
         return None
     info = {k: v for k, v in entry.items() if k != "config"}
     best = {"op": kernel, "shape": shape, "us": entry.get("us"), "tune_s": entry.get("tune_s", 0.0),
             "entry": entry, "save": (kernel, *shape, target.name, entry["config"], info)}
-    r = twin_pass(best, helion_rot_twin, "ROT", op_name, shape, device, l2, target=target, rep_ms=rep_ms,
+    r = twin_pass(best, twin_of, label, op_name, shape, device, l2, target=target, rep_ms=rep_ms,
                   check_calls=ROT_CHECK_CALLS)
     if r is None:
         return False
     return None if r is best else r
+
+
+def rot_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_MS, store=None) -> dict | None:
+    """stored_entry against the NVFP4 entry's rot twin (helion_rot_twin)."""
+    if op_name != "nvfp4_gemm":
+        print(f"{op_name} {shape}: rot is NVFP4's, skipped", flush=True)
+        return None
+    return stored_entry(op_name, shape, device, l2, target, helion_rot_twin, "ROT", rep_ms, store)
+
+
+def table_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_MS, store=None) -> dict | None:
+    """stored_entry against the entry's table twin (helion_table_twin);
+    an entry without one is not timed."""
+    from qgemm_bench.backends.config_buckets import bucket
+    from qgemm_bench.backends.helion_dispatch import FAMILY
+    from qgemm_bench.configs import store as config_store
+
+    doc = (store or config_store.DEFAULT).read(target.name, FAMILY) or {}
+    entry = doc.get("kernels", {}).get(f"{op_name}_fused", {}).get(bucket(*shape))
+    if entry is not None and helion_table_twin(op_name, shape, entry["config"], target, store) is None:
+        print(f"{op_name} {shape}: the entry is the table's config, or the table has none here: skipped", flush=True)
+        return None
+    return stored_entry(op_name, shape, device, l2, target,
+                        lambda c: helion_table_twin(op_name, shape, c, target, store), "table", rep_ms, store)
 
 
 def m_list(text: str) -> list[int]:

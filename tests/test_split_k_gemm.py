@@ -834,3 +834,36 @@ def test_helion_takes_its_nearest_bucket_only_where_the_triton_table_lacks_the_s
         for deterministic in (False, True):
             helion_ops.SplitK(inputs.a, inputs.b, None, deterministic, target=target).ready("split_k_gemm")
     assert targets and seen == [not exact] * 2 * len(targets)
+
+
+@interpreter
+def test_the_helion_tuner_writes_the_deterministic_kernels_entry(tmp_path, monkeypatch):
+    """--op split_k_gemm_deterministic: candidates start from the Triton
+    table's deterministic config, the backend timed is
+    helion_deterministic (checked against fp64 by measure), and the winner
+    is saved under the kernel that backend reads."""
+    from qgemm_bench.backends import helion_dispatch
+    from qgemm_bench.configs.store import Store
+    from qgemm_bench.target import Target
+    from qgemm_bench.tuning import candidates
+    from qgemm_bench.tuning import helion as tuner
+
+    shape, cpu = (3, 512, 24), torch.device("cpu")
+    modes, real = [], helion_dispatch.split_k_default
+    monkeypatch.setattr(helion_dispatch, "split_k_default",
+                        lambda det, *a, **k: (modes.append(det), real(det, *a, **k))[1])
+    for op, det in (("split_k_gemm", False), ("split_k_gemm_deterministic", True)):
+        assert candidates.helion(op, shape[0], shape, cpu)[0]["reduce"] == real(det, *shape, Target.cpu())[0][
+            "reduce"] and modes[-1] is det
+        assert tuner.kernel_name(op, shape[0], shape, cpu) == op
+    backends, get = [], registry.get
+    monkeypatch.setattr(registry, "get", lambda o, b: (backends.append((o, b)), get(o, b))[1])
+    cfgs = [helion_config(bn=16, split=s, reduce="kernel") for s in (2, 4)]
+    r = tuner.tune("split_k_gemm_deterministic", shape, cpu, 0, 1.0, torch.float16, cfgs, "cpu")
+    assert backends == [("split_k_gemm", "helion_deterministic")]
+    assert r["op"] == "split_k_gemm_deterministic" and r["entry"]["config"] in cfgs
+    store = Store(tmp_path)
+    helion_dispatch.save(*r["save"], store)
+    entries = store.read("cpu", "helion")["kernels"]
+    assert list(entries) == ["split_k_gemm_deterministic"]
+    assert entries["split_k_gemm_deterministic"]["M4_K512_N24"]["config"] == r["entry"]["config"]

@@ -301,6 +301,9 @@ HELION_SPLIT_K = [helion_sk(16, 16, 64, 16), helion_sk(16, 32, 64, 16), helion_s
 HELION_WEIGHT_ONLY_M = (1, 16, 64, 128, 256, 512)
 HELION_KN = (8192, 8192)  # the one layer Helion's weight-only buckets are tuned at (others: nearest)
 HELION_SPLIT_K_SHAPES = [(16, 16384, 16), (64, 32768, 64), (256, 65536, 256)]
+# The Helion split-K kernels the tuner writes (helion_ops.SplitK): the
+# operator's two modes, by the backend that runs each.
+SPLIT_K_KERNELS = {"split_k_gemm": "helion", "split_k_gemm_deterministic": "helion_deterministic"}
 
 
 def helion_path(op: str, m: int, shape=None, device=None) -> str:
@@ -309,7 +312,7 @@ def helion_path(op: str, m: int, shape=None, device=None) -> str:
     faster path where the weight_only store entry it uses timed both)."""
     from qgemm_bench.backends import helion_dispatch, triton_dispatch
 
-    if op == "split_k_gemm":
+    if op in SPLIT_K_KERNELS:
         return "split_k"
     if shape is None or device is None:
         return triton_dispatch.path_for(m)
@@ -373,7 +376,8 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
     if p == "split_k":  # first the Triton table's config (helion_ops' fallback: a saved entry must beat it)
         from qgemm_bench.backends.helion_dispatch import split_k_default
 
-        table = [split_k_default(False, *shape, target_of(device))[0]] if shape and device is not None else []
+        table = [split_k_default(op != "split_k_gemm", *shape, target_of(device))[0]] \
+            if shape and device is not None else []
         if table and table[0].get("pdl") in (1, 2):  # and launching the next kernel after the K loop (docs/pdl.md)
             table.append({**table[0], "pdl": 3})
         return table + [c for c in HELION_SPLIT_K if c not in table and max(c["block_sizes"]) <= max(16, m)]

@@ -26,9 +26,10 @@ kernels' own, as Helion configs with the same tiles, K step, decode, warps
 and stages (configs.from_triton): the split path's curated lists
 (weight_only.split_pool) and, for the
 fused path, fused_gemm.pool() (its checked-in winners and their neighbours
-from tuning/fused_grid.py). Split-K (the atomic kernel,
-"split_k_gemm"): the Triton table's config for the shape (the backend's
-fallback without an entry), then SPLIT_K below. `runner.py --autotune quick
+from tuning/fused_grid.py). Split-K (the atomic kernel, "split_k_gemm"; the
+deterministic one, "split_k_gemm_deterministic", with --op only): the Triton
+table's config for the shape (the backend's fallback without an entry) at
+its PDL mode and, where that is 1 or 2, at 3, then SPLIT_K below. `runner.py --autotune quick
 --save-configs` is the alternative: Helion's own search, minutes per shape
 (at the default K step: the K step is a kernel argument, kernels.py).
 """
@@ -43,7 +44,14 @@ from qgemm_bench.errors import one_line
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K as SPLIT_K  # noqa: F401 (the tests' names)
 from qgemm_bench.tuning.candidates import HELION_SPLIT_K_SHAPES as SPLIT_K_SHAPES
 from qgemm_bench.tuning.candidates import HELION_WEIGHT_ONLY_M as WEIGHT_ONLY_M
-from qgemm_bench.tuning.candidates import bf16_twin, frag_twin, helion_rot_twin, helion_table_twin, helion_twin_passes
+from qgemm_bench.tuning.candidates import (
+    SPLIT_K_KERNELS,
+    bf16_twin,
+    frag_twin,
+    helion_rot_twin,
+    helion_table_twin,
+    helion_twin_passes,
+)
 from qgemm_bench.tuning.candidates import helion as candidates
 from qgemm_bench.tuning.candidates import helion_kernel as kernel_name
 
@@ -75,9 +83,10 @@ def tune(op_name: str, shape, device, l2: int, rep_ms: float, dtype=None, cands:
     from qgemm_bench.target import gpu_slug
     from qgemm_bench.types import Case, Shape
 
-    op = operators.get(op_name)
-    backend = registry.get(op_name, "helion")
-    case = Case(op_name, Shape(*shape), dtype, device, op.Settings(), target)
+    base = "split_k_gemm" if op_name in SPLIT_K_KERNELS else op_name  # the operator of a split-K mode
+    op = operators.get(base)
+    backend = registry.get(base, SPLIT_K_KERNELS.get(op_name, "helion"))
+    case = Case(base, Shape(*shape), dtype, device, op.Settings(), target)
     inputs = op.make_inputs(case, 0)
     ref = op.reference(inputs)
     tol = op.tolerance(dtype)
@@ -218,8 +227,10 @@ def parser():
     from qgemm_bench.harness.args import Parser
 
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--op", action="append", choices=["int4_gemm", "nvfp4_gemm", "split_k_gemm"],
-                   help="operator(s) to tune (default: all)")
+    p.add_argument("--op", action="append", choices=["int4_gemm", "nvfp4_gemm", *SPLIT_K_KERNELS],
+                   help="operator(s) to tune (default: int4_gemm, nvfp4_gemm, split_k_gemm; "
+                   "split_k_gemm_deterministic: the split-K kernel summing its planes in split order, "
+                   "helion_deterministic's)")
     # --ms as `qgemm-bench tune` spells it; under torchrun only --ms works (its parser takes --m for a prefix)
     p.add_argument("--m", "--ms", dest="m", type=m_list, help="weight-only M values (default: 1,16,64,128,256,512 "
                    "at K=N=8192; above 512 the dequantize path has nothing to tune)")
@@ -255,7 +266,7 @@ def main() -> int:
         if args.rot_pass and (args.mkn or args.variants or (args.op and args.op != ["nvfp4_gemm"])):
             raise InputError("--rot-pass times NVFP4 fused entries only: it takes --m, --kn and --rep, not "
                              "--mkn, --variants or another --op")
-        if args.table_pass and (args.mkn or args.variants or "split_k_gemm" in (args.op or [])):
+        if args.table_pass and (args.mkn or args.variants or set(args.op or []) & set(SPLIT_K_KERNELS)):
             raise InputError("--table-pass times int4 and NVFP4 fused entries only: it takes --op, --m, --kn "
                              "and --rep, not --mkn, --variants or split_k_gemm")
     except InputError as e:
@@ -289,7 +300,7 @@ def main() -> int:
     else:
         ms = args.m or WEIGHT_ONLY_M
         work = [(op, shape) for op in args.op or ["int4_gemm", "nvfp4_gemm", "split_k_gemm"]
-                for shape in ((args.mkn or SPLIT_K_SHAPES) if op == "split_k_gemm" else
+                for shape in ((args.mkn or SPLIT_K_SHAPES) if op in SPLIT_K_KERNELS else
                               [(m, k, n) for k, n in args.kn or [(8192, 8192)] for m in ms])]
     if world:  # every rank its share; buckets cost about the same
         work = work[world.rank::world.size]

@@ -858,9 +858,16 @@ def test_the_helion_tuner_writes_the_deterministic_kernels_entry(tmp_path, monke
         assert tuner.kernel_name(op, shape[0], shape, cpu) == op
     backends, get = [], registry.get
     monkeypatch.setattr(registry, "get", lambda o, b: (backends.append((o, b)), get(o, b))[1])
+    from qgemm_bench.harness import measure
+
+    timed, real_measure = [], measure.measure
+    monkeypatch.setattr(measure, "measure", lambda *a, **k: (timed.append(1), real_measure(*a, **k))[1])
+    monkeypatch.setattr(tuner, "_MEASURED", set())  # a fresh process: its first timing is discarded
     cfgs = [helion_config(bn=16, split=s, reduce="kernel") for s in (2, 4)]
     r = tuner.tune("split_k_gemm_deterministic", shape, cpu, 0, 1.0, torch.float16, cfgs, "cpu")
-    assert backends == [("split_k_gemm", "helion_deterministic")]
+    assert backends == [("split_k_gemm", "helion_deterministic")] and len(timed) == 3
+    tuner.tune("split_k_gemm_deterministic", shape, cpu, 0, 1.0, torch.float16, cfgs, "cpu")
+    assert len(timed) == 5  # once each from the process's second tune on
     assert r["op"] == "split_k_gemm_deterministic" and r["entry"]["config"] in cfgs
     store = Store(tmp_path)
     helion_dispatch.save(*r["save"], store)

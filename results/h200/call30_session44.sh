@@ -7,8 +7,13 @@
 # B at ccb4162 on nvidia-h200-x2 (fresh; its split-K entries committed as d79efe3, its table pass as 1f11634);
 # C at 1f11634 on nvidia-h200-x2 (fresh; the int4 and NVFP4 default and decode baselines); D at 226dc34 (the
 # deterministic tuner; fresh x2; entries committed as f6f7f89; its split-K preset run not kept); E at f6f7f89
-# (fresh x2; the 64x8192x64 re-tune committed as 6d7da5a, the split-K baseline from its GPU 0).
-# Device time: about 1275 of 1800 s.
+# (fresh x2; the 64x8192x64 re-tune committed as 6d7da5a, the split-K baseline from its GPU 0); F at 162580c on
+# nvidia-h200 (fresh; `pytest -m gpu tests/test_split_k_gemm.py`: 40 passed, 131 s).
+# Device time: about 1505 of 1800 s.
+# .gpu/hcfg was made before call A by:
+#   python3 -c "import json; d = json.load(open('qgemm_bench/configs/h200/helion.json'))
+#   [([d['kernels']['split_k_gemm'][b]['config'].update(pdl=p) for b in ('M1_K4096_N16', 'M16_K4096_N16')],
+#     json.dump(d, open(f'.gpu/hcfg/sk_pdl{p}.json', 'w'), indent=1)) for p in (0, 1, 2)]"
 # ---- call A: source .gpu/s44a.sh
 # Session 44 call A (one H200, BUDGET s), planned in session 43: why Helion's split-K tune timed 1x4096x16 at
 # 2.52 us while the preset runs the same config at 3.01 (triton 2.36, helion / triton 1.28; 16x4096x16 1.21).
@@ -79,3 +84,11 @@ for op in split_k_gemm split_k_gemm_deterministic; do t1=$(date +%s)
   grep -E "ok .* us|us with" $R/helion_${op}_64x8192x64.log | cut -c1-170 | head -24; done
 run1 0 split_k_gemm --op split_k_gemm
 wait; save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call F: source .gpu/s44f.sh
+# Session 44 call F (one H200, BUDGET s): the split-K GPU tests on 162580c (Helion's split-K at the Triton
+# config's PDL mode, both modes' entries; every skinny shape with the store's configs, both kernels, both modes).
+BUDGET=${BUDGET:-260} source results/h200/gpu_common.sh
+t1=$(date +%s); timeout -k 5 220 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_split_k_gemm.py \
+  > $R/pytest_split_k_gpu.log 2>&1; echo "pytest -m gpu split-K rc $? wall $(( $(date +%s)-t1 )) s"
+tail -4 $R/pytest_split_k_gpu.log | cut -c1-200
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

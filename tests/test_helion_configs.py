@@ -284,6 +284,12 @@ def test_tune_script_takes_ms_as_the_tune_command_spells_it(monkeypatch, capsys)
     monkeypatch.setattr(sys, "argv", ["helion", "--rot-pass", "--ms", "64", "--op", "nvfp4_gemm"])
     assert script.main() == 2
     assert "tuning needs a CUDA device" in capsys.readouterr().err
+    for argv, says in ((["--check", "--table-pass"], "separate runs"),
+                       (["--check", "--op", "split_k_gemm"], "--check takes int4 and NVFP4 fused entries only"),
+                       (["--table-pass", "--mkn", "1,4096,16"], "--table-pass takes int4 and NVFP4")):
+        monkeypatch.setattr(sys, "argv", ["helion", *argv])
+        assert script.main() == 2
+        assert says in capsys.readouterr().err
 
 
 def test_autotune_runs_once_per_case_and_saves(monkeypatch, store):

@@ -1030,3 +1030,44 @@ def test_the_table_pass_times_stored_fused_entries_against_their_table_twins(tmp
     rounds.clear()  # now the twin: nothing to time, stays
     assert tuning_helion.table_entry("int4_gemm", shape, torch.device("cpu"), 0, target, store=store) is None
     assert rounds == []
+
+
+def test_the_check_runs_each_stored_entry_explicitly_and_counts_wrong_calls(tmp_path, monkeypatch):
+    """--check: the stored fused entry at a shape, run under its own config
+    (tuning.options explicit) over ROT_CHECK_CALLS calls of two input sets;
+    the wrong calls are returned (main exits 1 on any), a shape without a
+    fused entry is skipped (None)."""
+    import contextlib
+
+    from qgemm_bench.backends.helion_kernels import tuning
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import helion as tuning_helion
+    from tests.support import table_store
+
+    h200, shape = DEFAULT.entries()["h200"], (64, 4096, 4096)
+    if cands.helion_path("int4_gemm", 64, shape, h200) != "fused":
+        pytest.skip("the split path at this M")
+    mine = {"block_sizes": [64, 64], "block_k": 128, "split_k": 4, "decode_asm": True, "num_warps": 4,
+            "num_stages": 3, "frag": True}
+    doc = {"gpu": "h200", "kernels": {"int4_gemm_fused": {"M64_K4096_N4096": {"config": mine, "us": 12.0}}}}
+    target, store = table_store(tmp_path, "helion", doc, h200)
+    explicit, seen = [], []
+
+    @contextlib.contextmanager
+    def options(**kw):
+        explicit.append(kw.get("explicit"))
+        yield
+
+    monkeypatch.setattr(tuning, "options", options)
+
+    def fake(case, backend, checks, tol, calls):
+        seen.append((case.shape, backend.name, len(checks), calls, [c[0] is not checks[0][0] for c in checks]))
+        return 3
+
+    monkeypatch.setattr(tuning_helion, "wrong_calls", fake)
+    cpu = torch.device("cpu")
+    assert tuning_helion.check_entry("int4_gemm", shape, cpu, target, store=store) == 3
+    assert explicit == [mine] and seen[0][1:4] == ("helion", 2, tuning_helion.ROT_CHECK_CALLS)
+    assert tuple(seen[0][0]) == shape and seen[0][4] == [False, True]  # two input sets
+    assert tuning_helion.check_entry("int4_gemm", (64, 4096, 6144), cpu, target, store=store) is None
+    assert len(seen) == 1

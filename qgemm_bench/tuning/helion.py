@@ -15,6 +15,7 @@ helion_dispatch.save) with its latency, the number of configs tried and the tuni
                                                        # (not in `qgemm-bench tune`: docs/helion.md)
     python -m qgemm_bench.tuning.helion --table-pass   # every fused entry against the Triton table's tile
                                                        # for its shape (not in `qgemm-bench tune` either)
+    python -m qgemm_bench.tuning.helion --check --op int4_gemm --m 128,256   # stored entries, 30 calls each
     torchrun --nproc-per-node N -m qgemm_bench.tuning.helion   # buckets split over N GPUs, saved by rank 0
 
 The weight-only backends take the Triton backend's path without TMA loads
@@ -261,6 +262,11 @@ def parser():
                    "--m and --kn (default: every one) against its table twin (the Triton table's config for the "
                    "shape as Helion's, int4 in fragment order where Helion takes it, the entry's NVFP4 scales "
                    f"and rot), one round, {ROT_CHECK_CALLS} checked calls each; the faster stays")
+    p.add_argument("--check", action="store_true",
+                   help=f"instead of tuning: each int4 and NVFP4 fused entry of this GPU's helion table at --op, "
+                   f"--m and --kn (default: every one) run {ROT_CHECK_CALLS} times against the fp64 reference "
+                   "(two input sets in turn), not timed; exit 1 if any call of any entry is wrong (a config "
+                   "right once can still race)")
     return p
 
 
@@ -269,14 +275,17 @@ def main() -> int:
 
     try:
         args = parser().parse_args()
-        if args.rot_pass and args.table_pass:
-            raise InputError("--rot-pass and --table-pass are two runs: give one")
+        if sum((args.rot_pass, args.table_pass, args.check)) > 1:
+            raise InputError("--rot-pass, --table-pass and --check are separate runs: give one")
         if args.rot_pass and (args.mkn or args.variants or (args.op and args.op != ["nvfp4_gemm"])):
             raise InputError("--rot-pass times NVFP4 fused entries only: it takes --m, --kn and --rep, not "
                              "--mkn, --variants or another --op")
-        if args.table_pass and (args.mkn or args.variants or set(args.op or []) & set(SPLIT_K_KERNELS)):
-            raise InputError("--table-pass times int4 and NVFP4 fused entries only: it takes --op, --m, --kn "
-                             "and --rep, not --mkn, --variants or split_k_gemm")
+        if (args.table_pass or args.check) and (args.mkn or args.variants
+                                                 or set(args.op or []) & set(SPLIT_K_KERNELS)):
+            flag, takes = ("--table-pass", "--op, --m, --kn and --rep") if args.table_pass else \
+                ("--check", "--op, --m and --kn")
+            raise InputError(f"{flag} takes int4 and NVFP4 fused entries only: it takes {takes}, not --mkn, "
+                             "--variants or split_k_gemm")
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -295,10 +304,13 @@ def main() -> int:
     torch.cuda.set_device(dev)
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     target = of(dev)  # the store entry a pass reads and writes
-    passing = "--rot-pass" if args.rot_pass else "--table-pass" if args.table_pass else None
+    passing = "--rot-pass" if args.rot_pass else "--table-pass" if args.table_pass else \
+        "--check" if args.check else None
     if passing:
+        ops = args.op or ["int4_gemm", "nvfp4_gemm"]
         work = rot_work(args.op, args.m, args.kn, target.name) if args.rot_pass else \
-            table_work(args.op or ["int4_gemm", "nvfp4_gemm"], args.m, args.kn, target)
+            table_work(ops, args.m, args.kn, target) if args.table_pass else \
+            stored_work(ops, args.m, args.kn, target.name)
         if not work:
             print(f"error: {passing}: no {'NVFP4 ' if args.rot_pass else ''}fused entries of this GPU's helion "
                   "table at those --op / --m / --kn", file=sys.stderr)
@@ -317,6 +329,8 @@ def main() -> int:
             return rot_entry(op, shape, dev, l2, target, args.rep)
         if args.table_pass:
             return table_entry(op, shape, dev, l2, target, args.rep)
+        if args.check:
+            return False if check_entry(op, shape, dev, target) else None
         r = tune(op, shape, dev, l2, args.rep, variants=args.variants or None)
         return twin_passes(r, op, shape, dev, l2, rep_ms=args.rep) if r and r["op"].endswith("_fused") else r
 
@@ -333,8 +347,8 @@ def main() -> int:
         path = save(*r["save"])
         print(f"{r['op']:<17} {str(r['shape']):<20} {r['us']:9.1f} us  tuned in {r['tune_s']:5.1f} s -> {path.name}")
     if failed:
-        print(f"error: {failed} stored entries failed their {ROT_CHECK_CALLS}-call check (left as they are)",
-              file=sys.stderr)
+        print(f"error: {failed} stored entries failed their {ROT_CHECK_CALLS}-call check (left as they are)"
+              + (" on this rank" if world else ""), file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -400,6 +414,36 @@ def stored_entry(op_name: str, shape, device, l2: int, target, twin_of, label: s
     if r is None:
         return False
     return None if r is best else r
+
+
+def check_entry(op_name: str, shape, device, target, calls: int = ROT_CHECK_CALLS, store=None) -> int | None:
+    """How many of `calls` calls of Target's stored fused entry at shape
+    miss the fp64 reference (wrong_calls, two input sets in turn, bf16);
+    None where the shape has no fused entry (its path moved)."""
+    import torch
+
+    from qgemm_bench import operators
+    from qgemm_bench.backends import registry
+    from qgemm_bench.backends.config_buckets import bucket
+    from qgemm_bench.backends.helion_dispatch import FAMILY
+    from qgemm_bench.backends.helion_kernels import tuning
+    from qgemm_bench.configs import store as config_store
+    from qgemm_bench.types import Case, Shape
+
+    kernel = kernel_name(op_name, shape[0], shape, target)
+    doc = (store or config_store.DEFAULT).read(target.name, FAMILY) or {}
+    entry = doc.get("kernels", {}).get(kernel, {}).get(bucket(*shape))
+    if kernel != f"{op_name}_fused" or entry is None:
+        print(f"{op_name} {shape}: no fused entry here ({kernel}), skipped", flush=True)
+        return None
+    op, dtype = operators.get(op_name), torch.bfloat16 if device.type == "cuda" else torch.float16
+    case = Case(op_name, Shape(*shape), dtype, device, op.Settings(), target)
+    checks = [(inputs, op.reference(inputs)) for inputs in (op.make_inputs(case, 0), op.make_inputs(case, 1))]
+    with tuning.options(explicit=entry["config"]):
+        wrong = wrong_calls(case, registry.get(op_name, "helion"), checks, op.tolerance(dtype), calls)
+    print(f"{kernel} {shape}: {'WRONG in ' if wrong else ''}{wrong} of {calls} calls wrong: {entry['config']}",
+          flush=True)
+    return wrong
 
 
 def rot_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_MS, store=None) -> dict | None:

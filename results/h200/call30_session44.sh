@@ -8,8 +8,8 @@
 # C at 1f11634 on nvidia-h200-x2 (fresh; the int4 and NVFP4 default and decode baselines); D at 226dc34 (the
 # deterministic tuner; fresh x2; entries committed as f6f7f89; its split-K preset run not kept); E at f6f7f89
 # (fresh x2; the 64x8192x64 re-tune committed as 6d7da5a, the split-K baseline from its GPU 0); F at 162580c on
-# nvidia-h200 (fresh; `pytest -m gpu tests/test_split_k_gemm.py`: 40 passed, 131 s).
-# Device time: about 1505 of 1800 s.
+# nvidia-h200 (fresh; `pytest -m gpu tests/test_split_k_gemm.py`: 40 passed, 131 s); G at 77a22e9 on
+# nvidia-h200-x2 (fresh; `--check`: 0 wrong calls at 24 entries). Device time: about 1610 of 1800 s.
 # .gpu/hcfg was made before call A by:
 #   python3 -c "import json; d = json.load(open('qgemm_bench/configs/h200/helion.json'))
 #   [([d['kernels']['split_k_gemm'][b]['config'].update(pdl=p) for b in ('M1_K4096_N16', 'M16_K4096_N16')],
@@ -91,4 +91,14 @@ BUDGET=${BUDGET:-260} source results/h200/gpu_common.sh
 t1=$(date +%s); timeout -k 5 220 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_split_k_gemm.py \
   > $R/pytest_split_k_gpu.log 2>&1; echo "pytest -m gpu split-K rc $? wall $(( $(date +%s)-t1 )) s"
 tail -4 $R/pytest_split_k_gpu.log | cut -c1-200
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call G: source .gpu/s44g.sh
+# Session 44 call G (x2, BUDGET s): `python -m qgemm_bench.tuning.helion --check --op int4_gemm --m 128,256,512`
+# (77a22e9) over both GPUs: every int4 fused entry of M 128-512, 30 calls each on two input sets, untimed. Five
+# of them read fragment order on pointer loads in 128- or 256-row tiles on 4 warps, whose SASS writes a pending
+# wgmma's A registers (docs/helion.md); two split-2 twins of that kind were wrong in call B.
+BUDGET=${BUDGET:-200} source results/h200/gpu_common.sh
+t1=$(date +%s); timeout -k 10 $(( $(left) - 15 )) $RUN -m qgemm_bench.tuning.helion --check --op int4_gemm --ms 128,256,512 \
+  > $R/helion_check_int4.log 2>&1; echo "helion --check rc $? wall $(( $(date +%s)-t1 )) s"
+grep -E "calls wrong|skipped|rror" $R/helion_check_int4.log | cut -c1-150
 NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

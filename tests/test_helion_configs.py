@@ -68,9 +68,10 @@ def bound_for(name: str, cfg: dict, dtype=DT):
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import kernels
 
-    if name == "split_k_gemm":
+    if name.startswith("split_k_gemm"):  # either mode's kernel
         a, b = torch.zeros(16, 4096, dtype=dtype), torch.zeros(4096, 64, dtype=dtype)
-        return kernels.split_k.bind(helion_ops.SplitK(a, b, None, False).args(cfg)), cfg
+        gemm = helion_ops.SplitK(a, b, None, name.endswith("_deterministic"))
+        return kernels.split_k.bind(gemm.args(cfg)), cfg
     fmt = 1 if name.startswith("nvfp4") else 0
     k, n = 1024, 256
     s = torch.ones(k // 16, n, dtype=torch.float8_e4m3fn) if fmt else torch.ones(k // 128, n, dtype=dtype)
@@ -127,7 +128,8 @@ def test_checked_in_configs_pass_the_file_check_and_fit_the_kernels():
         for name, entries in json.loads(path.read_text())["kernels"].items():
             for key, entry in entries.items():
                 bound, cfg = bound_for(name, entry["config"], torch.bfloat16)
-                arguments = helion_ops.SPLIT_K_ARGUMENTS if name == "split_k_gemm" else tuning.ARGUMENT_KEYS
+                arguments = helion_ops.SPLIT_K_ARGUMENTS if name.startswith("split_k_gemm") else \
+                    tuning.ARGUMENT_KEYS
                 bound.set_config(tuning.helion_settings(cfg, arguments))  # raises on a config the kernel cannot take
                 assert entry.get("us", 0) > 0 or entry["tuned"].startswith("untimed"), (path.name, name, key)
 
@@ -285,7 +287,7 @@ def test_tune_script_takes_ms_as_the_tune_command_spells_it(monkeypatch, capsys)
     assert script.main() == 2
     assert "tuning needs a CUDA device" in capsys.readouterr().err
     for argv, says in ((["--check", "--table-pass"], "separate runs"),
-                       (["--check", "--op", "split_k_gemm"], "--check takes int4 and NVFP4 fused entries only"),
+                       (["--check", "--op", "split_k_gemm_deterministic"], "--check takes int4 and NVFP4"),
                        (["--table-pass", "--mkn", "1,4096,16"], "--table-pass takes int4 and NVFP4")):
         monkeypatch.setattr(sys, "argv", ["helion", *argv])
         assert script.main() == 2

@@ -874,3 +874,26 @@ def test_the_helion_tuner_writes_the_deterministic_kernels_entry(tmp_path, monke
     entries = store.read("cpu", "helion")["kernels"]
     assert list(entries) == ["split_k_gemm_deterministic"]
     assert entries["split_k_gemm_deterministic"]["M4_K512_N24"]["config"] == r["entry"]["config"]
+
+
+def test_the_helion_tuners_discarded_first_timing_keeps_its_compile_time_and_verdict(monkeypatch):
+    """The first config a process times on a device is timed twice, the
+    second timing kept with the first's compile time (the compile happened
+    there); a first call that is not ok is the verdict (no second call)."""
+    from qgemm_bench.harness import measure
+    from qgemm_bench.tuning import helion as tuner
+
+    shape, cpu = (3, 512, 24), torch.device("cpu")
+    cfgs = [helion_config(bn=16, split=s) for s in (2, 4)]
+    for first_status, calls, taken in (("ok", 3, cfgs[0]), ("incorrect", 2, cfgs[1])):
+        results = iter([{"status": first_status, "p50_us": 5.0, "compile_s": 7.0},
+                        {"status": "ok", "p50_us": 1.0, "compile_s": 0.0},
+                        {"status": "ok", "p50_us": 2.0, "compile_s": 0.5}])
+        timed = []
+        monkeypatch.setattr(measure, "measure", lambda *a, **k: (timed.append(1), next(results))[1])
+        monkeypatch.setattr(tuner, "_MEASURED", set())
+        r = tuner.tune("split_k_gemm", shape, cpu, 0, 1.0, torch.float16, cfgs, "cpu")
+        assert len(timed) == calls and r["entry"]["config"] == taken
+        if first_status == "ok":
+            assert r["us"] == 1.0 and r["entry"]["compile_s"] == 7.0
+

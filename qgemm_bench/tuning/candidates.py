@@ -506,7 +506,7 @@ def helion_table_twin(op: str, shape, c: dict, target, store=None) -> dict | Non
     return None if all(twin.get(k) == c.get(k) for k in TABLE_TWIN_KEYS) else twin
 
 
-TABLE_TWIN_KEYS = ("block_sizes", "block_k", "split_k", "num_warps", "num_stages", "acc_scale", "pdl")
+TABLE_TWIN_KEYS = ("block_sizes", "block_k", "split_k", "num_warps", "num_stages", "acc_scale", "pdl", "frag")
 
 
 def helion_twin_passes(op: str, m: int) -> list[tuple]:

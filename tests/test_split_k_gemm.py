@@ -897,3 +897,28 @@ def test_the_helion_tuners_discarded_first_timing_keeps_its_compile_time_and_ver
         if first_status == "ok":
             assert r["us"] == 1.0 and r["entry"]["compile_s"] == 7.0
 
+
+def test_the_h100_helion_split_k_entries_keep_pdl_3_where_its_table_launches_early():
+    """Helion's split-K fallback runs the Triton config's own PDL mode (the
+    H200's measurements); the H100, where mode 3 was faster at every shape
+    timed, keeps it through untimed entries: at each H100 table bucket of
+    either mode whose config has PDL 1 or 2, the table's config at PDL 3."""
+    from qgemm_bench.backends.config_buckets import parse
+    from qgemm_bench.backends.helion_dispatch import split_k_default
+    from qgemm_bench.backends.helion_kernels import configs as hconfigs
+    from qgemm_bench.configs.store import DEFAULT
+
+    h100 = DEFAULT.entries()["h100"]
+    doc, table = DEFAULT.read("h100", "helion"), DEFAULT.read("h100", "split_k")["entries"]
+    early = 0
+    for mode, kernel in (("atomic", "split_k_gemm"), ("deterministic", "split_k_gemm_deterministic")):
+        for key, e in table[mode].items():
+            shape = parse(key)
+            own, _ = split_k_default(mode == "deterministic", *shape, h100)
+            assert own["pdl"] == e["config"].get("PDL", 0)  # the fallback: the table's own mode
+            if own["pdl"] not in (1, 2):
+                continue
+            early += 1
+            cfg, note = hconfigs.lookup(kernel, *shape, doc, "h100/helion.json", nearest_ok=False)
+            assert cfg == {**own, "pdl": 3} and note.startswith("untimed"), (kernel, key)
+    assert early == 36

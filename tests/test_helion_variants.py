@@ -793,6 +793,20 @@ def test_an_m1_fused_unit_ends_with_its_winner_against_the_tma_twin(monkeypatch,
     assert rounds == [[tma]]
 
 
+def fake_pass_tune(rounds: list, kernel: str, twin_wins: bool):
+    """A stand-in for tuning.helion.tune in a pass: records (candidates,
+    check_calls) in rounds and picks the last candidate (the twin) where
+    twin_wins, else the first (the entry)."""
+    def fake(op, shape, device, l2, rep, dtype, cands_, gpu, stop, target, check_calls=1):
+        rounds.append((cands_, check_calls))
+        pick = cands_[-1] if twin_wins else cands_[0]
+        info = {"us": 18.0, "tuned": f"best of {len(cands_)} curated configs, graph timing", "tune_s": 1.0}
+        return {"op": kernel, "shape": shape, "us": 18.0, "tune_s": 1.0, "key": "b",
+                "save": (kernel, *shape, "h200", pick, info), "entry": {"config": pick, **info}}
+
+    return fake
+
+
 @pytest.mark.parametrize("twin_wins", [True, False])
 def test_the_rot_pass_times_stored_nvfp4_entries_against_their_rot_twins(tmp_path, monkeypatch, twin_wins):
     """--rot-pass: the NVFP4 fused entries of the GPU's helion table at the
@@ -827,15 +841,7 @@ def test_the_rot_pass_times_stored_nvfp4_entries_against_their_rot_twins(tmp_pat
     assert len(tuning_helion.rot_work(None, None, None, "h200", store)) == 3  # every one N % 16 == 0
     assert tuning_helion.rot_work(["int4_gemm"], (1,), None, "h200", store) == []
     rounds = []
-
-    def fake(op, shape, device, l2, rep, dtype, cands_, gpu, stop, target, check_calls=1):
-        rounds.append((cands_, check_calls))
-        pick = cands_[-1] if twin_wins else cands_[0]
-        info = {"us": 18.0, "tuned": f"best of {len(cands_)} curated configs, graph timing", "tune_s": 1.0}
-        return {"op": "nvfp4_gemm_fused", "shape": shape, "us": 18.0, "tune_s": 1.0, "key": "b",
-                "save": ("nvfp4_gemm_fused", *shape, "h200", pick, info), "entry": {"config": pick, **info}}
-
-    monkeypatch.setattr(tuning_helion, "tune", fake)
+    monkeypatch.setattr(tuning_helion, "tune", fake_pass_tune(rounds, "nvfp4_gemm_fused", twin_wins))
     got = tuning_helion.rot_entry("nvfp4_gemm", shape, torch.device("cpu"), 0, target, store=store)
     assert rounds == [([tma, twin], tuning_helion.ROT_CHECK_CALLS)]
     if not twin_wins:
@@ -1009,15 +1015,7 @@ def test_the_table_pass_times_stored_fused_entries_against_their_table_twins(tmp
     twin = cands.helion_table_twin("int4_gemm", shape, mine, target, store)
     assert twin is not None and twin != mine
     rounds = []
-
-    def fake(op, shape, device, l2, rep, dtype, cands_, gpu, stop, target, check_calls=1):
-        rounds.append((cands_, check_calls))
-        pick = cands_[-1] if twin_wins else cands_[0]
-        info = {"us": 85.0, "tuned": f"best of {len(cands_)} curated configs, graph timing", "tune_s": 1.0}
-        return {"op": "int4_gemm_fused", "shape": shape, "us": 85.0, "tune_s": 1.0, "key": "b",
-                "save": ("int4_gemm_fused", *shape, "h200", pick, info), "entry": {"config": pick, **info}}
-
-    monkeypatch.setattr(tuning_helion, "tune", fake)
+    monkeypatch.setattr(tuning_helion, "tune", fake_pass_tune(rounds, "int4_gemm_fused", twin_wins))
     got = tuning_helion.table_entry("int4_gemm", shape, torch.device("cpu"), 0, target, store=store)
     assert rounds == [([mine, twin], tuning_helion.ROT_CHECK_CALLS)]
     if not twin_wins:

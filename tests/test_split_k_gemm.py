@@ -890,7 +890,7 @@ def test_the_helion_tuners_discarded_first_timing_keeps_its_compile_time_and_ver
                         {"status": "ok", "p50_us": 1.0, "compile_s": 0.0},
                         {"status": "ok", "p50_us": 2.0, "compile_s": 0.5}])
         timed = []
-        monkeypatch.setattr(measure, "measure", lambda *a, **k: (timed.append(1), next(results))[1])
+        monkeypatch.setattr(measure, "measure", lambda *a, _t=timed, _r=results, **k: (_t.append(1), next(_r))[1])
         monkeypatch.setattr(tuner, "_MEASURED", set())
         r = tuner.tune("split_k_gemm", shape, cpu, 0, 1.0, torch.float16, cfgs, "cpu")
         assert len(timed) == calls and r["entry"]["config"] == taken

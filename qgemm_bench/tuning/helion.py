@@ -400,22 +400,14 @@ def stored_work(ops, ms, kns, slug: str, store=None) -> list[tuple]:
 def table_work(ops, ms, kns, target, store=None) -> list[tuple]:
     """--table-pass's (op, shape): stored_work's entries with a table twin
     (helion_table_twin), so that the ranks share only what is timed."""
-    from qgemm_bench.backends.config_buckets import bucket
-    from qgemm_bench.backends.helion_dispatch import FAMILY
-    from qgemm_bench.configs import store as config_store
-
-    kernels = ((store or config_store.DEFAULT).read(target.name, FAMILY) or {}).get("kernels", {})
     return [(op, s) for op, s in stored_work(ops, ms, kns, target.name, store)
-            if kernel_name(op, s[0], s, target) == f"{op}_fused"  # else its path moved: stored_entry skips it
-            and helion_table_twin(op, s, kernels[f"{op}_fused"][bucket(*s)]["config"], target, store) is not None]
+            if (entry := stored_fused(op, s, target, store, say=False)) is not None
+            and helion_table_twin(op, s, entry["config"], target, store) is not None]
 
 
-def stored_entry(op_name: str, shape, device, l2: int, target, twin_of, label: str, rep_ms: float = REP_MS,
-                 store=None) -> dict | None:
-    """Target's stored fused entry at shape against twin_of(its config)
-    (twin_pass, checked over ROT_CHECK_CALLS calls): the result to save
-    where the twin won, None where the entry stays, False where the entry
-    failed its check (it stays too: the caller says so)."""
+def stored_fused(op_name: str, shape, target, store=None, say: bool = True) -> dict | None:
+    """Target's stored fused entry at shape, or None (said, with say) where
+    it has none or the path at M is no longer the fused one."""
     from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.backends.helion_dispatch import FAMILY
     from qgemm_bench.configs import store as config_store
@@ -423,9 +415,20 @@ def stored_entry(op_name: str, shape, device, l2: int, target, twin_of, label: s
     kernel = kernel_name(op_name, shape[0], shape, target)
     doc = (store or config_store.DEFAULT).read(target.name, FAMILY) or {}
     entry = doc.get("kernels", {}).get(kernel, {}).get(bucket(*shape))
-    if kernel != f"{op_name}_fused" or entry is None:  # the path at M moved since: nothing to compare
-        print(f"{op_name} {shape}: no fused entry here ({kernel}), skipped", flush=True)
+    if kernel != f"{op_name}_fused" or entry is None:
+        if say:
+            print(f"{op_name} {shape}: no fused entry here ({kernel}), skipped", flush=True)
         return None
+    return entry
+
+
+def stored_entry(op_name: str, shape, entry: dict, device, l2: int, target, twin_of, label: str,
+                 rep_ms: float = REP_MS) -> dict | None:
+    """Target's stored fused entry (stored_fused) at shape against
+    twin_of(its config) (twin_pass, checked over ROT_CHECK_CALLS calls): the
+    result to save where the twin won, None where the entry stays, False
+    where the entry failed its check (it stays too: the caller says so)."""
+    kernel = f"{op_name}_fused"
     info = {k: v for k, v in entry.items() if k != "config"}
     best = {"op": kernel, "shape": shape, "us": entry.get("us"), "tune_s": entry.get("tune_s", 0.0),
             "entry": entry, "save": (kernel, *shape, target.name, entry["config"], info)}
@@ -444,24 +447,17 @@ def check_entry(op_name: str, shape, device, target, calls: int = ROT_CHECK_CALL
 
     from qgemm_bench import operators
     from qgemm_bench.backends import registry
-    from qgemm_bench.backends.config_buckets import bucket
-    from qgemm_bench.backends.helion_dispatch import FAMILY
     from qgemm_bench.backends.helion_kernels import tuning
-    from qgemm_bench.configs import store as config_store
     from qgemm_bench.types import Case, Shape
 
-    kernel = kernel_name(op_name, shape[0], shape, target)
-    doc = (store or config_store.DEFAULT).read(target.name, FAMILY) or {}
-    entry = doc.get("kernels", {}).get(kernel, {}).get(bucket(*shape))
-    if kernel != f"{op_name}_fused" or entry is None:
-        print(f"{op_name} {shape}: no fused entry here ({kernel}), skipped", flush=True)
+    if (entry := stored_fused(op_name, shape, target, store)) is None:
         return None
     op, dtype = operators.get(op_name), torch.bfloat16 if device.type == "cuda" else torch.float16
     case = Case(op_name, Shape(*shape), dtype, device, op.Settings(), target)
     checks = [(inputs, op.reference(inputs)) for inputs in (op.make_inputs(case, 0), op.make_inputs(case, 1))]
     with tuning.options(explicit=entry["config"]):
         wrong = wrong_calls(case, registry.get(op_name, "helion"), checks, op.tolerance(dtype), calls)
-    print(f"{kernel} {shape}: {'WRONG in ' if wrong else ''}{wrong} of {calls} calls wrong: {entry['config']}",
+    print(f"{op_name}_fused {shape}: {'WRONG in ' if wrong else ''}{wrong} of {calls} calls wrong: {entry['config']}",
           flush=True)
     return wrong
 
@@ -471,23 +467,23 @@ def rot_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_
     if op_name != "nvfp4_gemm":
         print(f"{op_name} {shape}: rot is NVFP4's, skipped", flush=True)
         return None
-    return stored_entry(op_name, shape, device, l2, target, helion_rot_twin, "ROT", rep_ms, store)
+    if (entry := stored_fused(op_name, shape, target, store)) is None:
+        return None
+    return stored_entry(op_name, shape, entry, device, l2, target, helion_rot_twin, "ROT", rep_ms)
 
 
 def table_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_MS, store=None) -> dict | None:
     """stored_entry against the entry's table twin (helion_table_twin);
     an entry without one is not timed."""
-    from qgemm_bench.backends.config_buckets import bucket
-    from qgemm_bench.backends.helion_dispatch import FAMILY
-    from qgemm_bench.configs import store as config_store
+    if (entry := stored_fused(op_name, shape, target, store)) is None:
+        return None
+    def twin_of(c):
+        return helion_table_twin(op_name, shape, c, target, store)
 
-    doc = (store or config_store.DEFAULT).read(target.name, FAMILY) or {}
-    entry = doc.get("kernels", {}).get(f"{op_name}_fused", {}).get(bucket(*shape))
-    if entry is not None and helion_table_twin(op_name, shape, entry["config"], target, store) is None:
+    if twin_of(entry["config"]) is None:
         print(f"{op_name} {shape}: the entry is the table's config, or the table has none here: skipped", flush=True)
         return None
-    return stored_entry(op_name, shape, device, l2, target,
-                        lambda c: helion_table_twin(op_name, shape, c, target, store), "table", rep_ms, store)
+    return stored_entry(op_name, shape, entry, device, l2, target, twin_of, "table", rep_ms)
 
 
 def m_list(text: str) -> list[int]:

@@ -807,6 +807,32 @@ def fake_pass_tune(rounds: list, kernel: str, twin_wins: bool):
     return fake
 
 
+def pass_keeps_a_winning_twin(monkeypatch, run, store, kernel, key, entry, twin, label, twin_wins, rerun) -> bool:
+    """A pass (run(): it on one stored entry, tune faked by fake_pass_tune)
+    times the entry and its twin in one round over ROT_CHECK_CALLS checked
+    calls and returns the twin only where it won ("tuned" then says so);
+    saved, the next run times `rerun` and keeps it. False where the entry
+    won (nothing saved)."""
+    from qgemm_bench.backends.helion_dispatch import save
+    from qgemm_bench.tuning import helion as tuning_helion
+
+    rounds = []
+    monkeypatch.setattr(tuning_helion, "tune", fake_pass_tune(rounds, kernel, twin_wins))
+    got = run()
+    assert rounds == [([entry, twin], tuning_helion.ROT_CHECK_CALLS)]
+    if not twin_wins:
+        assert got is None
+        return False
+    assert got["entry"]["config"] == twin and got["entry"]["tuned"] == \
+        f"best of 6 curated configs, then its {label} twin (graph timing)"
+    save(*got["save"], store)
+    assert store.read("h200", "helion")["kernels"][kernel][key]["config"] == twin
+    rounds.clear()
+    assert run() is None
+    assert rounds == rerun
+    return True
+
+
 @pytest.mark.parametrize("twin_wins", [True, False])
 def test_the_rot_pass_times_stored_nvfp4_entries_against_their_rot_twins(tmp_path, monkeypatch, twin_wins):
     """--rot-pass: the NVFP4 fused entries of the GPU's helion table at the
@@ -814,7 +840,6 @@ def test_the_rot_pass_times_stored_nvfp4_entries_against_their_rot_twins(tmp_pat
     against helion_rot_twin (pointer loads, rot) over ROT_CHECK_CALLS
     checked calls; the twin is the result only where it won, "tuned" then
     says so; an entry on rot already is checked again and stays."""
-    from qgemm_bench.backends.helion_dispatch import save
     from qgemm_bench.configs.store import DEFAULT
     from qgemm_bench.tuning import helion as tuning_helion
     from tests.support import table_store
@@ -840,20 +865,13 @@ def test_the_rot_pass_times_stored_nvfp4_entries_against_their_rot_twins(tmp_pat
     assert tuning_helion.rot_work(None, (1,), [(4096, 4096)], "h200", store) == []
     assert len(tuning_helion.rot_work(None, None, None, "h200", store)) == 3  # every one N % 16 == 0
     assert tuning_helion.rot_work(["int4_gemm"], (1,), None, "h200", store) == []
-    rounds = []
-    monkeypatch.setattr(tuning_helion, "tune", fake_pass_tune(rounds, "nvfp4_gemm_fused", twin_wins))
-    got = tuning_helion.rot_entry("nvfp4_gemm", shape, torch.device("cpu"), 0, target, store=store)
-    assert rounds == [([tma, twin], tuning_helion.ROT_CHECK_CALLS)]
-    if not twin_wins:
-        assert got is None
+    def rot():
+        return tuning_helion.rot_entry("nvfp4_gemm", shape, torch.device("cpu"), 0, target, store=store)
+
+    # once on rot: checked again alone, stays
+    if not pass_keeps_a_winning_twin(monkeypatch, rot, store, "nvfp4_gemm_fused", "M1_K8192_N8192", tma, twin,
+                                     "ROT", twin_wins, [([twin], tuning_helion.ROT_CHECK_CALLS)]):
         return
-    assert got["entry"]["config"] == twin and got["entry"]["tuned"] == \
-        "best of 6 curated configs, then its ROT twin (graph timing)"
-    save(*got["save"], store)
-    assert store.read("h200", "helion")["kernels"]["nvfp4_gemm_fused"]["M1_K8192_N8192"]["config"] == twin
-    rounds.clear()  # now on rot: checked again alone, stays
-    assert tuning_helion.rot_entry("nvfp4_gemm", shape, torch.device("cpu"), 0, target, store=store) is None
-    assert rounds == [([twin], tuning_helion.ROT_CHECK_CALLS)]
     monkeypatch.setattr(tuning_helion, "tune", lambda *a, **kw: None)  # the entry fails its check: said, kept
     assert tuning_helion.rot_entry("nvfp4_gemm", shape, torch.device("cpu"), 0, target, store=store) is False
 
@@ -988,7 +1006,6 @@ def test_the_table_pass_times_stored_fused_entries_against_their_table_twins(tmp
     """--table-pass: the fused entries of the asked ops, M and layers, each
     timed in one round against helion_table_twin over ROT_CHECK_CALLS
     checked calls; the twin is the result only where it won."""
-    from qgemm_bench.backends.helion_dispatch import save
     from qgemm_bench.configs.store import DEFAULT
     from qgemm_bench.tuning import helion as tuning_helion
     from tests.support import table_store
@@ -1014,20 +1031,12 @@ def test_the_table_pass_times_stored_fused_entries_against_their_table_twins(tmp
         ("int4_gemm", shape), ("int4_gemm", (64, 8192, 8192)), ("nvfp4_gemm", shape)]
     twin = cands.helion_table_twin("int4_gemm", shape, mine, target, store)
     assert twin is not None and twin != mine
-    rounds = []
-    monkeypatch.setattr(tuning_helion, "tune", fake_pass_tune(rounds, "int4_gemm_fused", twin_wins))
-    got = tuning_helion.table_entry("int4_gemm", shape, torch.device("cpu"), 0, target, store=store)
-    assert rounds == [([mine, twin], tuning_helion.ROT_CHECK_CALLS)]
-    if not twin_wins:
-        assert got is None
-        return
-    assert got["entry"]["config"] == twin and got["entry"]["tuned"] == \
-        "best of 6 curated configs, then its table twin (graph timing)"
-    save(*got["save"], store)
-    assert store.read("h200", "helion")["kernels"]["int4_gemm_fused"]["M1_K8192_N57344"]["config"] == twin
-    rounds.clear()  # now the twin: nothing to time, stays
-    assert tuning_helion.table_entry("int4_gemm", shape, torch.device("cpu"), 0, target, store=store) is None
-    assert rounds == []
+    def table():
+        return tuning_helion.table_entry("int4_gemm", shape, torch.device("cpu"), 0, target, store=store)
+
+    # once the twin: nothing to time, stays
+    pass_keeps_a_winning_twin(monkeypatch, table, store, "int4_gemm_fused", "M1_K8192_N57344", mine, twin, "table",
+                              twin_wins, [])
 
 
 def test_the_check_runs_each_stored_entry_explicitly_and_counts_wrong_calls(tmp_path, monkeypatch):

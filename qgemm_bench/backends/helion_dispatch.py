@@ -159,10 +159,8 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, target, store=N
     (triton_dispatch.choose_split_k: the store's table), as a Helion config
     (configs.from_triton) with the same PDL mode and plane sum: the split-K
     kernel's config where the store has no Helion one, on Target `target`.
-    (Helion's kernel once ran every PDL mode as 3, launching the next kernel
-    after the K loop: faster on the H100, whose store keeps it by untimed
-    entries, up to 1.28x Triton on the H200 where Triton's mode is 1 or 2;
-    docs/pdl.md.)"""
+    Which mode is faster in Helion varies by GPU and shape, so the tuner
+    times mode 3 beside it (docs/pdl.md)."""
     from qgemm_bench.backends.helion_kernels.configs import from_triton
     from qgemm_bench.backends.triton_dispatch import choose_split_k
     from qgemm_bench.backends.triton_kernels.split_k import ATOMIC, DETERMINISTIC

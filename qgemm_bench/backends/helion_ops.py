@@ -253,8 +253,7 @@ class WeightOnly:
         GPU), pointer loads (not tma: the Triton path's ROT_DECODE takes
         none either), N a multiple of ROT_ROWS: a permuted word holds bytes
         of rows r and r + 8, and Helion masks the rows past N, so a ragged
-        last group's words lost half their bits (H200: wrong in the last 8
-        columns at N = 200)."""
+        last group's words would lose half their bits (docs/helion.md)."""
         return (bool(cfg.get("rot")) and self.fmt == NVFP4 and self._use_asm(x, cfg) and not cfg.get("tma")
                 and self.n % ROT_ROWS == 0)
 

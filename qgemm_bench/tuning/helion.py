@@ -151,9 +151,9 @@ def wrong_calls(case, backend, checks: list, tol: float, calls: int) -> int:
 
 
 REP_MS = 30.0  # timed ms per config (--rep)
-# A process's first timing of a split-K config read up to 25% faster than
-# later ones on the H200 and won its shape for it (docs/tuning.md): tune()
-# times its first config on a device twice and keeps the second.
+# A process's first timing reads fast and can win its shape for a slower
+# config (docs/tuning.md): tune() times its first config on a device twice
+# and keeps the second.
 _MEASURED: set[tuple] = set()  # devices this process has timed on (_device_key)
 
 

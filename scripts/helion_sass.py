@@ -7,13 +7,14 @@ instructions also by width (LDGSTS.E: 4-byte cp.async, LDS.U8: byte loads).
 
   python3 scripts/helion_sass.py [--m 16] [--block-sizes 128,16] [--block-k 128] [--split 8]
                                  [--warps 4] [--stages 3] [--acc] [--frag] [--tma] [--fmt int4] [--bf16-scales] [--rot]
-                                 [--k 8192] [--n 8192] [--out PREFIX]
+                                 [--tiled] [--k 8192] [--n 8192] [--out PREFIX]
 
 --block-sizes is Helion's [BLOCK_N, BLOCK_M]; --acc the config's acc_scale,
 --frag its frag (int4 weights in fragment order), --tma its tma (x and
 weight tiles by tensor descriptors, indexing tensor_descriptor), --bf16-scales its
 bf16_scales (NVFP4: block scales as bf16 E4M3 x 2^118, FusedGemm's), --rot its rot (NVFP4
-on ROT_DECODE's permuted weights: the shorter PTX decode). The x, weight and scale
+on ROT_DECODE's permuted weights: the shorter PTX decode), --tiled its tiled (the
+weights in the Triton fused kernel's 64 x 128 tiles). The x, weight and scale
 tensors are zeros on the CPU: only their shapes and strides reach the code
 (static shapes), as helion_ops passes them (x transposed, M = 1 as two rows
 of stride 0, K-major weights, int4 groups of 128; --fmt nvfp4: E4M3 scales
@@ -38,7 +39,8 @@ GROUP = 128
 MEMORY = ("LDGSTS", "LDS", "LDSM", "LDG", "STS", "STSM")  # counted with their width modifiers too
 # kernels.fused's tensors' element types (the rest are constexprs Helion folds in).
 TYPES = {"st": "*bf16", "wt": "*u8", "xt": "*bf16", "ws": "*fp32", "count": "*i32", "out": "*bf16",
-         "tensor_scale": "*fp32", "x3": "*bf16", "xk": "*bf16", "w3": "*u8"}  # x3, xk, w3: tma's views
+         "tensor_scale": "*fp32", "x3": "*bf16", "xk": "*bf16", "w3": "*u8",
+         "w_runs": "*u8"}  # x3, xk, w3: tma's views; w_runs: tiled's
 
 
 def parse_args(argv=None):
@@ -58,6 +60,9 @@ def parse_args(argv=None):
                    help="bf16_scales: NVFP4's block scales as bf16 E4M3 x 2^118 (decode.bf16_x2_118), not E4M3")
     p.add_argument("--rot", action="store_true",
                    help="rot: NVFP4 on ROT_DECODE's permuted weights (decode.NVFP4_ROT_BF16X2_PTX), not with --tma")
+    p.add_argument("--tiled", action="store_true",
+                   help="tiled: the weights in kmajor_layout.TILE tiles, as the Triton fused kernel reads them "
+                   "(pointer loads, --block-k up to 128)")
     p.add_argument("--k", type=int_in(256, 1 << 16), default=8192, help="K, a multiple of 256 (default 8192)")
     p.add_argument("--n", type=int_in(16, 1 << 16), default=8192, help="N, a multiple of 256 (default 8192)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.py, .ttgir, .ptx, .sass")
@@ -66,6 +71,8 @@ def parse_args(argv=None):
         raise InputError("--bf16-scales needs --fmt nvfp4 (int4's scales are bf16 already)")
     if args.rot and (args.fmt != "nvfp4" or args.tma):
         raise InputError("--rot needs --fmt nvfp4 and pointer loads (no --tma), as helion_ops takes it")
+    if args.tiled and (args.tma or args.block_k > 128):
+        raise InputError("--tiled needs pointer loads (no --tma) and --block-k up to 128, as helion_ops takes it")
     found = re.fullmatch(r"(\d+),(\d+)", args.block_sizes)
     if not found:
         raise InputError(f"--block-sizes {args.block_sizes!r}: expected BLOCK_N,BLOCK_M, e.g. 128,16")
@@ -83,7 +90,8 @@ def config(args) -> dict:
     cfg = {"block_sizes": [args.bn, args.bm], "block_k": args.block_k, "split_k": args.split, "decode_asm": True,
            "num_warps": args.warps, "num_stages": args.stages}
     cfg = {**cfg, **({"acc_scale": True} if args.acc else {}), **({"frag": True} if args.frag else {}),
-           **({"bf16_scales": True} if args.bf16_scales else {}), **({"rot": True} if args.rot else {})}
+           **({"bf16_scales": True} if args.bf16_scales else {}), **({"rot": True} if args.rot else {}),
+           **({"tiled": True} if args.tiled else {})}
     return tma_twin(cfg) if args.tma else cfg
 
 
@@ -107,7 +115,7 @@ def helion_source(args) -> str:
     count = torch.zeros(-(-m // 16), n // 16, dtype=torch.int32) if split > 1 else None
     bound = kernels.fused.bind((xt, torch.zeros(n, k // 2, dtype=torch.uint8), st, torch.ones(1), n, fmt, mode,
                                 group, args.block_k, True, split, ws, count, args.tma, args.acc, 0, args.frag,
-                                args.bf16_scales, args.rot))
+                                args.bf16_scales, args.rot, args.tiled))
     return bound.to_triton_code(helion.Config(**helion_settings(config(args), FUSED_ARGUMENTS)))
 
 

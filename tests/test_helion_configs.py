@@ -84,28 +84,21 @@ def bound_for(name: str, cfg: dict, dtype=DT):
         acc, pdl, frag = bool(cfg.get("acc_scale", False)), cfg.get("pdl", 0), bool(cfg.get("frag", False))
         bf16 = bool(cfg.get("bf16_scales", False)) and fmt == 1
         rot = bool(cfg.get("rot", False)) and fmt == 1 and asm
-        tail = ("split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales", "rot")
+        tiled = helion_ops.tiled_ok(cfg)
+        tail = ("split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales", "rot", "tiled")
         cfg = {key: v for key, v in cfg.items() if key not in tail}
         if bf16:  # decode.bf16_x2_118's block scales
             s = s.float().to(torch.bfloat16)
         args = (torch.zeros(k, 128, dtype=dtype), torch.zeros(n, k // 2, dtype=torch.uint8), s.t(), torch.ones(1),
                 n, fmt, mode, group, cfg["block_k"], asm)
+        trailing = [tma, acc, pdl, frag, bf16, rot, tiled]  # those at their defaults (off) left out from the end
+        while trailing and not trailing[-1]:
+            trailing.pop()
         if split > 1:
             args += (split, torch.zeros(128, n), torch.zeros(8, n // 16, dtype=torch.int32))
-        elif tma or acc or pdl or frag or bf16 or rot:
+        elif trailing:
             args += (1, None, None)
-        if tma or acc or pdl or frag or bf16 or rot:
-            args += (tma,)
-        if acc or pdl or frag or bf16 or rot:
-            args += (acc,)
-        if pdl or frag or bf16 or rot:
-            args += (pdl,)
-        if frag or bf16 or rot:
-            args += (frag,)
-        if bf16 or rot:
-            args += (bf16,)
-        if rot:
-            args += (rot,)
+        args += tuple(trailing)
         return kernels.fused.bind(args), cfg
     cfg = helion_ops.split_config(cfg)
     mode = helion_ops.split_scale_mode(fmt, group, cfg["block_k"])
@@ -287,6 +280,8 @@ def test_tune_script_takes_ms_as_the_tune_command_spells_it(monkeypatch, capsys)
     assert script.main() == 2
     assert "tuning needs a CUDA device" in capsys.readouterr().err
     for argv, says in ((["--check", "--table-pass"], "separate runs"),
+                       (["--tiled-pass", "--rot-pass"], "separate runs"),
+                       (["--tiled-pass", "--variants"], "--tiled-pass takes int4 and NVFP4"),
                        (["--check", "--op", "split_k_gemm_deterministic"], "--check takes int4 and NVFP4"),
                        (["--table-pass", "--mkn", "1,4096,16"], "--table-pass takes int4 and NVFP4")):
         monkeypatch.setattr(sys, "argv", ["helion", *argv])

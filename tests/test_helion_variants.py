@@ -259,7 +259,7 @@ def test_rot_is_dropped_where_the_ptx_decode_does_not_run(monkeypatch):
     from types import SimpleNamespace
 
     gemm, x, cfg = dropped(nvfp4_gemm, (70, 1024, 80), "rot", monkeypatch)
-    assert gemm._wt_rot is None and gemm.resident(70)[0] is gemm.kmajor().wt
+    assert not gemm._wt_rot and gemm.resident(70)[0] is gemm.kmajor().wt
     gpu_bf16 = SimpleNamespace(dtype=torch.bfloat16, is_cuda=True)  # what _use_asm asks of x
     assert gemm._rot_applies(gpu_bf16, {**cfg, "decode_asm": True})
     assert not gemm._rot_applies(gpu_bf16, {**cfg, "decode_asm": True, "tma": True})
@@ -306,7 +306,7 @@ def test_rot_gives_the_plain_decode_s_output_bit_for_bit_on_gpu(tile, split):
                     break
                 assert bool(gemm.bound(inputs.x).config.get("rot")) == rot
                 outs.append(gemm(inputs.x))
-                assert (gemm._wt_rot is not None) == rot
+                assert bool(gemm._wt_rot) == rot
         if len(outs) == 2:
             assert torch.equal(outs[1], outs[0]), m
             check(outs[1], fp64(inputs.x, nvfp4_gemm.dequantize(inputs)), torch.bfloat16)
@@ -549,6 +549,90 @@ def test_frag_reads_fragment_order_weights_and_computes_the_same(shape, group, b
     # The decoded halves permuted into K order (fused_gemm._in_k_order's FRAG) only with frag.
     assert ("[0, 1, 5, 3, 2, 4]" in code) == applies
     check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed
+
+
+# tiled (the Triton fused kernel's weight layout, kmajor_layout.TILE): int4
+# in K order and fragment order, acc_scale, splits (3: uneven), NVFP4 with
+# rot (dropped on the interpreter) and bf16 scales; row tiles narrower than,
+# as wide as and wider than a tile's 64 rows; K steps of 32 to 128 (256
+# spans two tiles: dropped, as with tma).
+@interpreter
+@pytest.mark.parametrize("op,shape,bn,bk,split,extra", [
+    (int4_gemm, (65, 1152, 72), 64, 128, 3, {"acc_scale": True, "frag": True}),
+    (int4_gemm, (66, 1024, 200), 128, 64, 1, {}),
+    (int4_gemm, (70, 768, 40), 16, 32, 2, {"frag": True}),
+    (nvfp4_gemm, (65, 1024, 136), 32, 128, 2, {"bf16_scales": True, "rot": True}),
+    (nvfp4_gemm, (67, 768, 72), 64, 64, 4, {}),
+    (int4_gemm, (65, 1024, 72), 64, 256, 1, {}),
+    (int4_gemm, (65, 1024, 72), 64, 128, 1, {"tma": True, "indexing": "tensor_descriptor"}),
+])
+def test_tiled_reads_the_triton_kernels_tiles_and_computes_the_same(op, shape, bn, bk, split, extra, monkeypatch,
+                                                                   tensor_descriptors):
+    from qgemm_bench.backends.kmajor_layout import TILE, untiled
+
+    cfg = {**fused_config(split, bn=bn, bm=32, bk=bk), "tiled": True, **extra}
+    gemm, x, ref = weight_only(op, shape, monkeypatch, cfg)
+    check(gemm(x), ref)
+    r = gemm.bound(x)
+    applies = bk <= TILE[1] and not extra.get("tma")
+    assert bool(r.config.get("tiled")) == applies
+    frag = bool(r.config.get("frag")) or op is nvfp4_gemm
+    p = gemm.kmajor(frag, applies)
+    assert p.tile == (TILE if applies else None)
+    wt = gemm._fused_args(x, r.config)[1]
+    assert wt is p.wt and gemm.resident(shape[0])[0] is wt
+    if applies:  # the same bytes as the untiled copy, in tiles
+        assert torch.equal(untiled(p), gemm.kmajor(frag).wt) and not torch.equal(p.wt, gemm.kmajor(frag).wt)
+    check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("op,cfg", [
+    (int4_gemm, {"block_sizes": [64, 16], "block_k": 128, "split_k": 2, "acc_scale": True, "frag": True, "pdl": 2}),
+    (int4_gemm, {"block_sizes": [128, 64], "block_k": 64, "split_k": 1, "num_warps": 4}),
+    (nvfp4_gemm, {"block_sizes": [128, 16], "block_k": 128, "split_k": 2, "bf16_scales": True, "rot": True}),
+])
+def test_tiled_gives_the_untiled_output_bit_for_bit_on_gpu(op, cfg):
+    """On the GPU (bf16, the PTX decodes) the tiled kernel reads the same
+    bytes into the same registers as the untiled one: the same output bit
+    for bit, and right against fp64; M 1 and 100, N 200 (a ragged last
+    tile, partial 64-row tile)."""
+    from qgemm_bench.backends import registry
+    from qgemm_bench.backends.helion_kernels import tuning
+    from tests.support import case, fp64, seed
+
+    cfg = {"decode_asm": True, "num_warps": 4, "num_stages": 3, **cfg}
+    for m in (1, 100):
+        c = case(op, (m, 2048, 200), torch.bfloat16, torch.device("cuda"))
+        inputs = op.make_inputs(c, seed())
+        outs = []
+        for tiled in (False, True):
+            with tuning.options(explicit={**cfg, "tiled": tiled}):
+                run = registry.get(op.NAME, "helion").prepare(c, inputs).fn
+                outs.append(run())
+        assert torch.equal(outs[1], outs[0]), m
+        check(outs[1], fp64(inputs.x, op.dequantize(inputs)), torch.bfloat16)
+
+
+@pytest.mark.parametrize("pdl", [2, 3])
+def test_tiled_prefetches_the_first_bytes_of_the_programs_tile(pdl, monkeypatch):
+    """With PDL 2 and 3 the tiled kernel prefetches 32 lines of its first
+    tile's K range (fused_kernel's PF_LINES), not 16 rows of the untiled
+    layout, before the wait; the weights read through the tiles' rows."""
+    from qgemm_bench.backends import helion_ops
+    from qgemm_bench.backends.helion_kernels import kernels
+    from qgemm_bench.backends.helion_kernels.tuning import helion_settings
+
+    cfg = {**fused_config(2, bn=64, bm=32, bk=128), "acc_scale": True, "pdl": pdl, "tiled": True}
+    gemm, x, _ = weight_only(int4_gemm, (70, 1024, 200), monkeypatch, cfg)
+    monkeypatch.setattr(helion_ops.WeightOnly, "pdl_mode", staticmethod(lambda x, cfg: cfg.get("pdl", 0)))
+    args = gemm._fused_args(x, cfg)
+    assert args[-1] is True and args[-5] == pdl
+    code = kernels.fused.bind(args).to_triton_code(helion_settings(cfg, FUSED_ARGUMENTS))
+    body = code[code.index("def _helion_fused"):code.index("def fused(")]
+    assert body.index("prefetch.global.L2") < body.index("gdc_wait()")
+    assert "tl.arange(0, 32) * 128" in body and "wt + tl.minimum(" not in body
 
 
 @interpreter
@@ -1027,16 +1111,61 @@ def test_the_table_pass_times_stored_fused_entries_against_their_table_twins(tmp
     assert tuning_helion.stored_work(["int4_gemm"], None, [(8192, 8192)], "h200", store) == [
         ("int4_gemm", (64, 8192, 8192))]
     # M = 64's entry: the table's 64x8192x8192 tile is another: both have twins
-    assert tuning_helion.table_work(["int4_gemm", "nvfp4_gemm"], None, None, target, store) == [
+    assert tuning_helion.twin_work("table", ["int4_gemm", "nvfp4_gemm"], None, None, target, store) == [
         ("int4_gemm", shape), ("int4_gemm", (64, 8192, 8192)), ("nvfp4_gemm", shape)]
     twin = cands.helion_table_twin("int4_gemm", shape, mine, target, store)
     assert twin is not None and twin != mine
     def table():
-        return tuning_helion.table_entry("int4_gemm", shape, torch.device("cpu"), 0, target, store=store)
+        return tuning_helion.twin_entry("table", "int4_gemm", shape, torch.device("cpu"), 0, target, store=store)
 
     # once the twin: nothing to time, stays
     pass_keeps_a_winning_twin(monkeypatch, table, store, "int4_gemm_fused", "M1_K8192_N57344", mine, twin, "table",
                               twin_wins, [])
+
+
+def test_the_tiled_twin_is_the_entry_on_tiled_weights_where_helion_takes_them():
+    """helion_tiled_twin: the config with tiled, on pointer loads and K
+    steps up to a tile's 128 k only; none for a tiled config."""
+    c = {"block_sizes": [64, 16], "block_k": 128, "split_k": 2, "decode_asm": True, "num_warps": 4,
+         "num_stages": 3, "frag": True, "acc_scale": True, "pdl": 2}
+    assert cands.helion_tiled_twin(c) == {**c, "tiled": True}
+    assert cands.helion_tiled_twin({**c, "block_k": 64}) == {**c, "block_k": 64, "tiled": True}
+    assert cands.helion_tiled_twin({**c, "tiled": True}) is None
+    assert cands.helion_tiled_twin({**c, "block_k": 256}) is None
+    assert cands.helion_tiled_twin({**c, "tma": True, "indexing": "tensor_descriptor"}) is None
+
+
+@pytest.mark.parametrize("twin_wins", [True, False])
+def test_the_tiled_pass_times_stored_fused_entries_against_their_tiled_twins(tmp_path, monkeypatch, twin_wins):
+    """--tiled-pass: the fused entries with a tiled twin (not the TMA one,
+    not the 256-k one), each timed in one round against it over
+    ROT_CHECK_CALLS checked calls; the twin is the result only where it won,
+    and once stored it has no twin left to time."""
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import helion as tuning_helion
+    from tests.support import table_store
+
+    h200, shape = DEFAULT.entries()["h200"], (1, 8192, 57344)
+    if cands.helion_path("int4_gemm", 1, shape, h200) != "fused":
+        pytest.skip("the split path at this M")
+    mine = {"block_sizes": [64, 16], "block_k": 128, "split_k": 2, "decode_asm": True, "num_warps": 4,
+            "num_stages": 3, "frag": True}
+    stored = {"config": mine, "us": 105.0, "tuned": "best of 6 curated configs, graph timing", "tune_s": 3.0}
+    tma = {**stored, "config": {**mine, "tma": True, "indexing": "tensor_descriptor"}}
+    doc = {"gpu": "h200", "kernels": {"int4_gemm_fused": {"M1_K8192_N57344": stored, "M64_K8192_N8192": tma},
+                                      "nvfp4_gemm_fused": {"M1_K8192_N57344": {
+                                          **stored, "config": {**mine, "frag": False, "block_k": 256}}}}}
+    target, store = table_store(tmp_path, "helion", doc, h200)
+    assert tuning_helion.twin_work("tiled", ["int4_gemm", "nvfp4_gemm"], None, None, target, store) == [
+        ("int4_gemm", shape)]
+
+    def tiled():
+        return tuning_helion.twin_entry("tiled", "int4_gemm", shape, torch.device("cpu"), 0, target, store=store)
+
+    pass_keeps_a_winning_twin(monkeypatch, tiled, store, "int4_gemm_fused", "M1_K8192_N57344", mine,
+                              {**mine, "tiled": True}, "tiled", twin_wins, [])
+    if twin_wins:
+        assert tuning_helion.twin_work("tiled", ["int4_gemm"], None, None, target, store) == []
 
 
 def test_the_check_runs_each_stored_entry_explicitly_and_counts_wrong_calls(tmp_path, monkeypatch):

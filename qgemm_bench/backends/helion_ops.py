@@ -40,7 +40,8 @@ SPLIT_K_INTERPRETER_CONFIG = {"block_sizes": [32, 16], "block_k": 64, "split_k":
 MIN_BLOCK_K = 32  # hl.dot needs 16 packed rows
 # kernels.fused's config keys that are its arguments (tuning.ready's
 # `arguments`): the weight-only ones, its split and the K-step views (tma).
-FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales", "rot")
+FUSED_ARGUMENTS = ("block_k", "decode_asm", "split_k", "tma", "acc_scale", "pdl", "frag", "bf16_scales", "rot",
+                   "tiled")
 ROT_ROWS = 16  # rot_words_in_register_order pairs rows r and r + 8 of each 16 in one word
 # int4 in fragment order (frag) returned wrong sums on the H100 in 8-warp tiles at M = 256 and 1024,
 # and on the H200 in an 8-warp 128x256 tile (kernels.fused): on pointer loads wider tiles take it on 4
@@ -57,6 +58,15 @@ def frag_tile_ok(cfg: dict, tma_loads: bool = False) -> bool:
     rows, on one warp group (4 warps), or where kernels.fused reads the
     tiles by TMA with x K-innermost (tma_loads: tma_k_inner)."""
     return cfg["block_sizes"][1] <= FRAG_MAX_BLOCK_M or cfg.get("num_warps", 4) <= 4 or tma_loads
+
+
+def tiled_ok(cfg: dict) -> bool:
+    """Whether kernels.fused reads cfg's weights tiled (kmajor_layout.TILE):
+    asked for, pointer loads (not tma: its K-step views are of the untiled
+    rows), a K step within a tile's 128 k."""
+    from qgemm_bench.backends.kmajor_layout import TILE
+
+    return bool(cfg.get("tiled")) and not cfg.get("tma") and cfg["block_k"] <= TILE[1]
 
 
 def tma_k_inner(cfg: dict, k: int, m: int) -> bool:
@@ -202,9 +212,9 @@ class WeightOnly:
         self.k, self.n = 2 * w.shape[0], w.shape[1]
         self.target, self.store = target if target is not None else target_of(w.device), store
         self.ts = tensor_scale.reshape(1).float() if fmt == NVFP4 else None
-        self._kmajor: dict[bool, object] = {}  # fragment order? -> the K-major weights
+        self._kmajor: dict[tuple, object] = {}  # (fragment order?, tiled?) -> the K-major weights
         self._bf16_scales: torch.Tensor | None = None  # NVFP4 bf16_scales configs' block scales (bf16_scales())
-        self._wt_rot: torch.Tensor | None = None  # NVFP4 rot configs' permuted weights (wt_rot())
+        self._wt_rot: dict[bool, torch.Tensor] = {}  # tiled? -> NVFP4 rot configs' permuted weights (wt_rot())
         self._ready: dict[int, object] = {}  # M -> tuning.Ready of its path
         self._fused_runs: dict[int, object] = {}  # M -> its fused config, compiled
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -213,18 +223,18 @@ class WeightOnly:
     def path(self, m: int) -> str:
         return weight_only_path(m, self.fmt, self.k, self.n, self.target, self.store)
 
-    def kmajor(self, frag: bool = False):
+    def kmajor(self, frag: bool = False, tiled: bool = False):
         """The fused path's K-major weights (kmajor_layout.py), made on first use:
-        NVFP4 in fragment order; int4 in K order unless frag (kernels.fused says why).
-        One copy per byte order: configs that mix frag and K order across M keep
-        both resident (e.g. the H200's int4 M = 128 and 512 entries in K order, the
-        others in fragment order; a model's weight bytes count one)."""
-        frag = frag or self.fmt == NVFP4
-        if frag not in self._kmajor:
-            from qgemm_bench.backends.kmajor_layout import to_kmajor
+        NVFP4 in fragment order; int4 in K order unless frag (kernels.fused says why);
+        tiled: in kmajor_layout.TILE tiles. One copy per byte order: configs that mix
+        them across M keep each resident (e.g. the H200's int4 M = 128 and 512 entries
+        in K order, the others in fragment order; a model's weight bytes count one)."""
+        key = (frag or self.fmt == NVFP4, tiled)
+        if key not in self._kmajor:
+            from qgemm_bench.backends.kmajor_layout import TILE, to_kmajor
 
-            self._kmajor[frag] = to_kmajor(self.w, self.scales, self.group, frag=frag)
-        return self._kmajor[frag]
+            self._kmajor[key] = to_kmajor(self.w, self.scales, self.group, frag=key[0], tile=TILE if tiled else None)
+        return self._kmajor[key]
 
     def bf16_scales(self) -> torch.Tensor:
         """NVFP4's K-major block scales as FusedGemm stores them, bf16 E4M3 x
@@ -237,16 +247,17 @@ class WeightOnly:
             self._bf16_scales = bf16_x2_118(self.kmajor().scales)
         return self._bf16_scales
 
-    def wt_rot(self) -> torch.Tensor:
-        """NVFP4's K-major weights with each decode call's 4 bytes permuted
-        for decode.NVFP4_ROT_BF16X2_PTX (fused_gemm.rot_words_in_register_order,
-        the Triton path's ROT_DECODE bytes), what rot configs read; made on
-        first use, a second copy beside the plain one."""
-        if self._wt_rot is None:
+    def wt_rot(self, tiled: bool = False) -> torch.Tensor:
+        """NVFP4's K-major weights (tiled: in tiles) with each decode call's 4
+        bytes permuted for decode.NVFP4_ROT_BF16X2_PTX
+        (fused_gemm.rot_words_in_register_order, the Triton path's ROT_DECODE
+        bytes), what rot configs read; made on first use, a second copy beside
+        the plain one."""
+        if tiled not in self._wt_rot:
             from qgemm_bench.backends.triton_kernels.fused_gemm import rot_words_in_register_order
 
-            self._wt_rot = rot_words_in_register_order(self.kmajor())
-        return self._wt_rot
+            self._wt_rot[tiled] = rot_words_in_register_order(self.kmajor(tiled=tiled))
+        return self._wt_rot[tiled]
 
     def _rot_applies(self, x, cfg: dict) -> bool:
         """kernels.fused's rot: asked for, NVFP4, the PTX decode (bf16 on the
@@ -270,9 +281,10 @@ class WeightOnly:
         """The weight tensors the path for M reads."""
         if self.path(m) == "fused":
             r = self._ready.get(m)
-            p = self.kmajor(bool(r is not None and r.config.get("frag")))
+            tiled = bool(r is not None and r.config.get("tiled"))  # kept only where it applies (fix)
+            p = self.kmajor(bool(r is not None and r.config.get("frag")), tiled)
             scales = self.bf16_scales() if r is not None and self._bf16_applies(r.config) else p.scales
-            wt = self.wt_rot() if r is not None and r.config.get("rot") else p.wt  # kept only where it applies
+            wt = self.wt_rot(tiled) if r is not None and r.config.get("rot") else p.wt  # kept only where it applies
             return tuple(t for t in (wt, scales, self.ts) if t is not None)
         return tuple(t for t in (self.w, self.scales, self.ts) if t is not None)
 
@@ -308,7 +320,8 @@ class WeightOnly:
 
     def _fused_args(self, x, cfg: dict) -> tuple:
         frag = bool(cfg.get("frag", False)) and self._frag_applies()
-        p = self.kmajor(frag)
+        tiled = tiled_ok(cfg)
+        p = self.kmajor(frag, tiled)
         block_k = cfg["block_k"]
         m = x.shape[0]  # the workspace's key: M's own, not the rows bound
         x = two_rows_for_one(x)  # the output's first row taken (__call__)
@@ -318,13 +331,13 @@ class WeightOnly:
         ts = self.ts if self.ts is not None else p.wt  # never read for int4
         mode = fused_scale_mode(self.fmt, self.group, self.k, block_k)
         rot = self._rot_applies(x, cfg)
-        wt = self.wt_rot() if rot else p.wt
+        wt = self.wt_rot(tiled) if rot else p.wt
         args = (x.t(), wt, st, ts, self.n, self.fmt, mode, self.group or 2, block_k, self._use_asm(x, cfg))
         split = cfg.get("split_k", 1)
         tma = bool(cfg.get("tma", False))  # kernels.fused's K-step views (TMA loads with indexing tensor_descriptor)
         acc = bool(cfg.get("acc_scale", False)) and self._acc_applies(block_k)
         # kernels.fused's trailing arguments, those at their defaults (off) left out from the end.
-        tail = [tma, acc, self.pdl_mode(x, cfg), frag, bf16, rot]
+        tail = [tma, acc, self.pdl_mode(x, cfg), frag, bf16, rot, tiled]
         while tail and not tail[-1]:
             tail.pop()
         if split == 1 and not tail:  # the kernel's defaults: no split, no workspace
@@ -404,6 +417,8 @@ class WeightOnly:
                     cfg = {k: v for k, v in cfg.items() if k != "frag"}  # NVFP4's always; int4 groups of 32n
                 if cfg.get("bf16_scales") and not self._bf16_applies(cfg):
                     cfg = {k: v for k, v in cfg.items() if k != "bf16_scales"}  # int4's scales are bf16 already
+                if cfg.get("tiled") and not tiled_ok(cfg):
+                    cfg = {k: v for k, v in cfg.items() if k != "tiled"}  # tma, a K step of 256
                 if cfg.get("rot") and not self._rot_applies(x, cfg):
                     cfg = {k: v for k, v in cfg.items() if k != "rot"}  # int4, the interpreter, fp16, tma
                 if cfg.get("acc_scale") and not self._acc_applies(cfg["block_k"]):

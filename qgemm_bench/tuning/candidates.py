@@ -506,6 +506,17 @@ def helion_table_twin(op: str, shape, c: dict, target, store=None) -> dict | Non
     return None if all(twin.get(k) == c.get(k) for k in TABLE_TWIN_KEYS) else twin
 
 
+def helion_tiled_twin(c: dict) -> dict | None:
+    """Fused config c's twin on the Triton fused kernel's tiled weights
+    (kernels.fused's tiled: a 64-row tile's K step one contiguous 4 KB run),
+    where helion_ops takes tiled (helion_ops.tiled_ok) and c is not tiled:
+    what tuning.helion's --tiled-pass times each entry against."""
+    from qgemm_bench.backends.helion_ops import tiled_ok
+
+    twin = {**c, "tiled": True}
+    return None if c.get("tiled") or not tiled_ok(twin) else twin
+
+
 TABLE_TWIN_KEYS = ("block_sizes", "block_k", "split_k", "num_warps", "num_stages", "acc_scale", "pdl", "frag")
 
 

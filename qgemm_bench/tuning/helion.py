@@ -15,6 +15,8 @@ helion_dispatch.save) with its latency, the number of configs tried and the tuni
                                                        # (not in `qgemm-bench tune`: docs/helion.md)
     python -m qgemm_bench.tuning.helion --table-pass   # every fused entry against the Triton table's tile
                                                        # for its shape (not in `qgemm-bench tune` either)
+    python -m qgemm_bench.tuning.helion --tiled-pass   # every fused entry against its twin on the Triton
+                                                       # kernel's tiled weights (nor this one)
     python -m qgemm_bench.tuning.helion --check --op int4_gemm --m 128,256   # stored entries, 30 calls each
     torchrun --nproc-per-node N -m qgemm_bench.tuning.helion   # buckets split over N GPUs, saved by rank 0
 
@@ -51,6 +53,7 @@ from qgemm_bench.tuning.candidates import (
     frag_twin,
     helion_rot_twin,
     helion_table_twin,
+    helion_tiled_twin,
     helion_twin_passes,
 )
 from qgemm_bench.tuning.candidates import helion as candidates
@@ -276,6 +279,11 @@ def parser():
                    "--m and --kn (default: every one) against its table twin (the Triton table's config for the "
                    "shape as Helion's, int4 in fragment order where Helion takes it, the entry's NVFP4 scales "
                    f"and rot), one round, {ROT_CHECK_CALLS} checked calls each; the faster stays")
+    p.add_argument("--tiled-pass", action="store_true",
+                   help="instead of tuning: each int4 and NVFP4 fused entry of this GPU's helion table at --op, "
+                   "--m and --kn (default: every one) on pointer loads against its tiled twin (the weights in the "
+                   "Triton fused kernel's 64 x 128 tiles, each K step of 64 rows one contiguous run), one round, "
+                   f"{ROT_CHECK_CALLS} checked calls each; the faster stays")
     p.add_argument("--check", action="store_true",
                    help=f"instead of tuning: each int4 and NVFP4 fused entry of this GPU's helion table at --op, "
                    f"--m and --kn (default: every one) run {ROT_CHECK_CALLS} times against the fp64 reference "
@@ -289,14 +297,15 @@ def main() -> int:
 
     try:
         args = parser().parse_args()
-        if sum((args.rot_pass, args.table_pass, args.check)) > 1:
-            raise InputError("--rot-pass, --table-pass and --check are separate runs: give one")
+        twin_pass_flag = "--table-pass" if args.table_pass else "--tiled-pass" if args.tiled_pass else None
+        if sum((args.rot_pass, args.table_pass, args.tiled_pass, args.check)) > 1:
+            raise InputError("--rot-pass, --table-pass, --tiled-pass and --check are separate runs: give one")
         if args.rot_pass and (args.mkn or args.variants or (args.op and args.op != ["nvfp4_gemm"])):
             raise InputError("--rot-pass times NVFP4 fused entries only: it takes --m, --kn and --rep, not "
                              "--mkn, --variants or another --op")
-        if (args.table_pass or args.check) and (args.mkn or args.variants
-                                                 or set(args.op or []) & set(SPLIT_K_KERNELS)):
-            flag, takes = ("--table-pass", "--op, --m, --kn and --rep") if args.table_pass else \
+        if (twin_pass_flag or args.check) and (args.mkn or args.variants
+                                                or set(args.op or []) & set(SPLIT_K_KERNELS)):
+            flag, takes = (twin_pass_flag, "--op, --m, --kn and --rep") if twin_pass_flag else \
                 ("--check", "--op, --m and --kn")
             raise InputError(f"{flag} takes int4 and NVFP4 fused entries only: it takes {takes}, not --mkn, "
                              "--variants or a split-K --op")
@@ -318,15 +327,15 @@ def main() -> int:
     torch.cuda.set_device(dev)
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     target = of(dev)  # the store entry a pass reads and writes
-    passing = "--rot-pass" if args.rot_pass else "--table-pass" if args.table_pass else \
-        "--check" if args.check else None
+    twins = "table" if args.table_pass else "tiled" if args.tiled_pass else None  # a TWIN_PASSES pass
+    passing = "--rot-pass" if args.rot_pass else f"--{twins}-pass" if twins else "--check" if args.check else None
     if passing:
         ops = args.op or ["int4_gemm", "nvfp4_gemm"]
         work = rot_work(args.op, args.m, args.kn, target.name) if args.rot_pass else \
-            table_work(ops, args.m, args.kn, target) if args.table_pass else \
+            twin_work(twins, ops, args.m, args.kn, target) if twins else \
             stored_work(ops, args.m, args.kn, target.name)
-        if not work and args.table_pass and stored_work(ops, args.m, args.kn, target.name):
-            print("--table-pass: every such entry is its table twin already (or the table has none): nothing to time")
+        if not work and twins and stored_work(ops, args.m, args.kn, target.name):
+            print(f"{passing}: no such entry has a {twins} twin ({TWIN_PASSES[twins][1]}): nothing to time")
             if world:
                 distributed.stop()
             return 0
@@ -346,8 +355,8 @@ def main() -> int:
     def one(op, shape):  # a fused unit's winner then against its PDL 2 and TMA twins, as in `qgemm-bench tune`
         if args.rot_pass:
             return rot_entry(op, shape, dev, l2, target, args.rep)
-        if args.table_pass:
-            return table_entry(op, shape, dev, l2, target, args.rep)
+        if twins:
+            return twin_entry(twins, op, shape, dev, l2, target, args.rep)
         if args.check:
             return False if check_entry(op, shape, dev, target) else None
         r = tune(op, shape, dev, l2, args.rep, variants=args.variants or None)
@@ -397,12 +406,22 @@ def stored_work(ops, ms, kns, slug: str, store=None) -> list[tuple]:
             if (not ms or s[0] in ms) and (not kns or tuple(s[1:]) in map(tuple, kns))]
 
 
-def table_work(ops, ms, kns, target, store=None) -> list[tuple]:
-    """--table-pass's (op, shape): stored_work's entries with a table twin
-    (helion_table_twin), so that the ranks share only what is timed."""
+# The passes that time each stored fused entry against a twin: name -> (twin_of(op, shape, config, target,
+# store), what an entry without one is).
+TWIN_PASSES = {
+    "table": (helion_table_twin, "it is the table's config, or the table has none here"),
+    "tiled": (lambda op, shape, c, target, store: helion_tiled_twin(c), "it is tiled, or reads by TMA or K steps "
+              "of 256"),
+}
+
+
+def twin_work(name: str, ops, ms, kns, target, store=None) -> list[tuple]:
+    """--<name>-pass's (op, shape): stored_work's entries with such a twin
+    (TWIN_PASSES), so that the ranks share only what is timed."""
+    twin_of = TWIN_PASSES[name][0]
     return [(op, s) for op, s in stored_work(ops, ms, kns, target.name, store)
             if (entry := stored_fused(op, s, target, store, say=False)) is not None
-            and helion_table_twin(op, s, entry["config"], target, store) is not None]
+            and twin_of(op, s, entry["config"], target, store) is not None]
 
 
 def stored_fused(op_name: str, shape, target, store=None, say: bool = True) -> dict | None:
@@ -472,18 +491,21 @@ def rot_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_
     return stored_entry(op_name, shape, entry, device, l2, target, helion_rot_twin, "ROT", rep_ms)
 
 
-def table_entry(op_name: str, shape, device, l2: int, target, rep_ms: float = REP_MS, store=None) -> dict | None:
-    """stored_entry against the entry's table twin (helion_table_twin);
+def twin_entry(name: str, op_name: str, shape, device, l2: int, target, rep_ms: float = REP_MS,
+               store=None) -> dict | None:
+    """stored_entry against the entry's twin of pass `name` (TWIN_PASSES);
     an entry without one is not timed."""
     if (entry := stored_fused(op_name, shape, target, store)) is None:
         return None
+    found, without = TWIN_PASSES[name]
+
     def twin_of(c):
-        return helion_table_twin(op_name, shape, c, target, store)
+        return found(op_name, shape, c, target, store)
 
     if twin_of(entry["config"]) is None:
-        print(f"{op_name} {shape}: the entry is the table's config, or the table has none here: skipped", flush=True)
+        print(f"{op_name} {shape}: no {name} twin ({without}): skipped", flush=True)
         return None
-    return stored_entry(op_name, shape, entry, device, l2, target, twin_of, "table", rep_ms)
+    return stored_entry(op_name, shape, entry, device, l2, target, twin_of, name, rep_ms)
 
 
 def m_list(text: str) -> list[int]:

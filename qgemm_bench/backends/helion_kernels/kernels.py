@@ -342,6 +342,7 @@ def fused(
     frag: hl.constexpr = False,  # int4: wt in fragment order, as NVFP4's (int4 groups: whole runs of 32 k)
     bf16_scales: hl.constexpr = False,  # NVFP4: st holds decode.bf16_x2_118's bf16 E4M3 x 2^118, not E4M3
     rot: hl.constexpr = False,  # NVFP4, use_asm, not tma: wt's bytes as fused_gemm.rot_words_in_register_order's
+    tiled: hl.constexpr = False,  # pointer loads, block_k <= 128: wt in kmajor_layout.TILE tiles (helion_ops.tiled_ok)
 ) -> torch.Tensor:
     """The fused path: fused_gemm.py's fused_kernel, its split-K included.
     acc_scale (int4 with one group over each K step, scale_mode "block",
@@ -368,7 +369,10 @@ def fused(
     tma; helion_ops decides): fused_gemm's ROT_DECODE, wt's bytes permuted
     so decode.NVFP4_ROT_BF16X2_PTX decodes each 8 codes in 13 PTX
     instructions, not 22; the permutation assumes the Triton fused
-    kernel's A-operand register order (checked on the GPU bit for bit)."""
+    kernel's A-operand register order (checked on the GPU bit for bit).
+    tiled: wt stored as the Triton fused kernel reads it (kmajor_layout's
+    TILE, 64 rows x 128 k a contiguous 4 KB run), so a 64-row tile's K
+    step is one run instead of 64 rows of 64 bytes Kp / 2 apart."""
     k, m = xt.size()
     kh = k // 2  # packed rows
     half = block_k // 2
@@ -414,6 +418,14 @@ def fused(
         x3 = xt.view(k // block_k, block_k, m)
     if by_step:
         w3 = wt.view(wt.size(0), wt.size(1) // half, half)
+    # tiled: kmajor_layout.TILE's rows and a tile row's bytes, as literals (a module constant would reach the
+    # Triton code as a runtime argument; the tiled tests read weights laid out by TILE).
+    tile_rows, row_bytes = 64, 64
+    if tiled and not by_step:
+        # The tiles' rows: row (n // 64) * Kp / 2 + (k // 128) * 64 + n % 64 holds n's bytes of those 128 k,
+        # read as [runs of half bytes] (a scalar run index: its offset stays a multiple of half for Triton's
+        # alignment analysis, as fused_gemm._block_ptr's).
+        w_runs = wt.view(wt.size(0) * (wt.size(1) // row_bytes), row_bytes // half, half)
     for tiles in hl.tile([n, m] if splits == 1 else [n, m, kh],
                          block_size=[None, None] if splits == 1 else [None, None, chunk]):
         tile_n, tile_m = tiles[0], tiles[1]
@@ -441,7 +453,12 @@ def fused(
         if pdl:  # the weights (wt: rows of N, bytes of K) are no kernel's output: prefetched before the wait
             if pdl != 3:
                 hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
-            if pdl >= 2:
+            if pdl >= 2 and tiled and not by_step:  # the first 4 KB of this program's K range in its first tile
+                hl.inline_triton(PDL_PREFETCH_TILED, args=[
+                    wt, (tile_n.begin // tile_rows) * tile_rows * wt.size(1) + ((base + first) // row_bytes)
+                    * tile_rows * row_bytes + (tile_n.begin % tile_rows) * row_bytes,
+                    (end - first) * tile_rows], output_like=None)
+            elif pdl >= 2:
                 hl.inline_triton(PDL_PREFETCH, args=[wt, tile_n.begin, wt.size(0), wt.size(1), base + first],
                                  output_like=None)
             hl.inline_triton(PDL_WAIT, args=[], output_like=None)
@@ -453,6 +470,10 @@ def fused(
             # The padded layout: weight tiles need no K mask.
             if by_step:
                 wp = w3[tile_n, row // half, :]
+            elif tiled:
+                runs = ((tile_n.index // tile_rows) * wt.size(1) + (row // row_bytes) * tile_rows
+                        + tile_n.index % tile_rows)
+                wp = w_runs[runs, (row // half) % (row_bytes // half), hl.arange(half)]
             else:
                 wp = wt[tile_n, row + hl.arange(half)]
             if fmt == 0:
@@ -660,6 +681,11 @@ PDL_PREFETCH = (f"tl.inline_asm_elementwise({split_k_parts.PREFETCH_L2_ASM!r}, "
                 "[{0} + tl.minimum({1} + tl.arange(0, 16), {2} - 1) * {3} + {4}], "
                 "dtype=tl.int32, is_pure=False, pack=1)")
 PDL_WAIT = "tl.extra.cuda.gdc_wait()"
+# tiled: 32 lines of 128 bytes from the program's first byte ({1}), within its span ({2} bytes), as fused_kernel's
+PDL_PREFETCH_TILED = (f"tl.inline_asm_elementwise({split_k_parts.PREFETCH_L2_ASM!r}, "
+                      f"{split_k_parts.PREFETCH_L2_CONSTRAINTS!r}, "
+                      "[{0} + {1} + tl.minimum(tl.arange(0, 32) * 128, {2} - 128)], "
+                      "dtype=tl.int32, is_pure=False, pack=1)")
 
 
 def _pdl_prologue(b, k0, n0, k, n, pdl):

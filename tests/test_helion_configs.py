@@ -281,6 +281,8 @@ def test_tune_script_takes_ms_as_the_tune_command_spells_it(monkeypatch, capsys)
     assert "tuning needs a CUDA device" in capsys.readouterr().err
     for argv, says in ((["--check", "--table-pass"], "separate runs"),
                        (["--tiled-pass", "--rot-pass"], "separate runs"),
+                       (["--tiled-pass", "--split-pass"], "separate runs"),
+                       (["--split-pass", "--mkn", "1,4096,16"], "--split-pass takes int4 and NVFP4"),
                        (["--tiled-pass", "--variants"], "--tiled-pass takes int4 and NVFP4"),
                        (["--check", "--op", "split_k_gemm_deterministic"], "--check takes int4 and NVFP4"),
                        (["--table-pass", "--mkn", "1,4096,16"], "--table-pass takes int4 and NVFP4")):

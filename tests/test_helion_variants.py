@@ -1135,6 +1135,42 @@ def test_the_tiled_twin_is_the_entry_on_tiled_weights_where_helion_takes_them():
     assert cands.helion_tiled_twin({**c, "tma": True, "indexing": "tensor_descriptor"}) is None
 
 
+def test_the_split_twin_doubles_the_split_where_the_programs_leave_sms_idle():
+    """helion_split_twin: twice the K split where tiles x split < SMs (the
+    H200's 132: int4 256x14336x4096's [64, 128] tile, 64 x 2 programs);
+    none where the programs fill the SMs or the grid is persistent."""
+    c = {"block_sizes": [64, 128], "block_k": 128, "split_k": 1, "decode_asm": True, "num_warps": 4,
+         "num_stages": 3, "frag": True, "tma": True, "indexing": "tensor_descriptor"}
+    assert cands.helion_split_twin((256, 14336, 4096), c, 132) == {**c, "split_k": 2}
+    assert cands.helion_split_twin((256, 14336, 4096), {**c, "split_k": 2}, 132) is None  # 256 programs
+    assert cands.helion_split_twin((256, 14336, 4096), {**c, "split_k": 2}, 264) == {**c, "split_k": 4}
+    assert cands.helion_split_twin((257, 14336, 4096), c, 132) is None  # 64 x 3 tiles
+    assert cands.helion_split_twin((256, 14336, 4096), {**c, "pid_type": "persistent_blocked"}, 132) is None
+    nosplit = {k: v for k, v in c.items() if k != "split_k"}  # a config without the key: one split
+    assert cands.helion_split_twin((256, 14336, 4096), nosplit, 132) == {**nosplit, "split_k": 2}
+
+
+def test_the_split_pass_takes_the_entries_whose_programs_leave_sms_idle(tmp_path):
+    """--split-pass's work: the stored fused entries below the Target's SMs only."""
+    from qgemm_bench.configs.store import DEFAULT
+    from qgemm_bench.tuning import helion as tuning_helion
+    from tests.support import table_store
+
+    h200 = DEFAULT.entries()["h200"]
+    c = {"block_sizes": [64, 128], "block_k": 128, "split_k": 1, "decode_asm": True, "num_warps": 4,
+         "num_stages": 3}
+    entry = {"config": c, "us": 78.5, "tuned": "best of 12 curated configs, graph timing", "tune_s": 3.0}
+    doc = {"gpu": "h200", "kernels": {"int4_gemm_fused": {"M256_K14336_N4096": entry, "M256_K8192_N8192": {
+        **entry, "config": {**c, "block_sizes": [64, 256]}}, "M256_K8192_N57344": entry}}}
+    target, store = table_store(tmp_path, "helion", doc, h200)
+    if cands.helion_path("int4_gemm", 256, (256, 14336, 4096), target) != "fused":
+        pytest.skip("another path at M = 256")
+    assert target.sms == 132
+    # 64 x 2 and 128 x 1 programs; 896 x 2 fill the SMs
+    assert tuning_helion.twin_work("split", ["int4_gemm"], None, None, target, store) == [
+        ("int4_gemm", (256, 8192, 8192)), ("int4_gemm", (256, 14336, 4096))]
+
+
 @pytest.mark.parametrize("twin_wins", [True, False])
 def test_the_tiled_pass_times_stored_fused_entries_against_their_tiled_twins(tmp_path, monkeypatch, twin_wins):
     """--tiled-pass: the fused entries with a tiled twin (not the TMA one,

@@ -17,6 +17,8 @@ helion_dispatch.save) with its latency, the number of configs tried and the tuni
                                                        # for its shape (not in `qgemm-bench tune` either)
     python -m qgemm_bench.tuning.helion --tiled-pass   # every fused entry against its twin on the Triton
                                                        # kernel's tiled weights (nor this one)
+    python -m qgemm_bench.tuning.helion --split-pass   # every fused entry with fewer programs than SMs
+                                                       # against its twin with twice the K split (nor this)
     python -m qgemm_bench.tuning.helion --check --op int4_gemm --m 128,256   # stored entries, 30 calls each
     torchrun --nproc-per-node N -m qgemm_bench.tuning.helion   # buckets split over N GPUs, saved by rank 0
 
@@ -52,6 +54,7 @@ from qgemm_bench.tuning.candidates import (
     bf16_twin,
     frag_twin,
     helion_rot_twin,
+    helion_split_twin,
     helion_table_twin,
     helion_tiled_twin,
     helion_twin_passes,
@@ -284,6 +287,11 @@ def parser():
                    "--m and --kn (default: every one) on pointer loads against its tiled twin (the weights in the "
                    "Triton fused kernel's 64 x 128 tiles, each K step of 64 rows one contiguous run), one round, "
                    f"{ROT_CHECK_CALLS} checked calls each; the faster stays")
+    p.add_argument("--split-pass", action="store_true",
+                   help="instead of tuning: each int4 and NVFP4 fused entry of this GPU's helion table at --op, "
+                   "--m and --kn (default: every one) whose programs (tiles x split, not persistent) are fewer than "
+                   f"the GPU's SMs against its twin with twice the K split, one round, {ROT_CHECK_CALLS} checked "
+                   "calls each; the faster stays")
     p.add_argument("--check", action="store_true",
                    help=f"instead of tuning: each int4 and NVFP4 fused entry of this GPU's helion table at --op, "
                    f"--m and --kn (default: every one) run {ROT_CHECK_CALLS} times against the fp64 reference "
@@ -297,9 +305,11 @@ def main() -> int:
 
     try:
         args = parser().parse_args()
-        twin_pass_flag = "--table-pass" if args.table_pass else "--tiled-pass" if args.tiled_pass else None
-        if sum((args.rot_pass, args.table_pass, args.tiled_pass, args.check)) > 1:
-            raise InputError("--rot-pass, --table-pass, --tiled-pass and --check are separate runs: give one")
+        twins = next((name for name in TWIN_PASSES if getattr(args, f"{name}_pass")), None)
+        twin_pass_flag = f"--{twins}-pass" if twins else None
+        if sum((args.rot_pass, args.check, *(getattr(args, f"{name}_pass") for name in TWIN_PASSES))) > 1:
+            raise InputError("--rot-pass, --table-pass, --tiled-pass, --split-pass and --check are separate runs: "
+                             "give one")
         if args.rot_pass and (args.mkn or args.variants or (args.op and args.op != ["nvfp4_gemm"])):
             raise InputError("--rot-pass times NVFP4 fused entries only: it takes --m, --kn and --rep, not "
                              "--mkn, --variants or another --op")
@@ -327,7 +337,6 @@ def main() -> int:
     torch.cuda.set_device(dev)
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     target = of(dev)  # the store entry a pass reads and writes
-    twins = "table" if args.table_pass else "tiled" if args.tiled_pass else None  # a TWIN_PASSES pass
     passing = "--rot-pass" if args.rot_pass else f"--{twins}-pass" if twins else "--check" if args.check else None
     if passing:
         ops = args.op or ["int4_gemm", "nvfp4_gemm"]
@@ -412,6 +421,8 @@ TWIN_PASSES = {
     "table": (helion_table_twin, "it is the table's config, or the table has none here"),
     "tiled": (lambda op, shape, c, target, store: helion_tiled_twin(c), "it is tiled, or reads by TMA or K steps "
               "of 256"),
+    "split": (lambda op, shape, c, target, store: helion_split_twin(shape, c, target.sms),
+              "its programs fill the SMs, or it is persistent"),
 }
 
 

@@ -63,13 +63,15 @@ def test_variants_follow_the_pool_by_rule(op, m):
     assert pids["persistent_blocked"].get("tma") is None and pids["persistent_interleaved"]["tma"]
     for v in pids["persistent_blocked"], pids["persistent_interleaved"]:
         assert ("l2_groupings" in v) == (-(-m // bm) > 1)
-        assert {k: x for k, x in v.items() if k not in ("tma", "indexing", "pid_type", "l2_groupings")} == first
+        # by TMA without tiled (cands.tma_twin: TMA loads read the untiled rows)
+        like = {k: x for k, x in first.items() if not (v.get("tma") and k == "tiled")}
+        assert {k: x for k, x in v.items() if k not in ("tma", "indexing", "pid_type", "l2_groupings")} == like
     deeper = [v for v in added if v["num_stages"] != first["num_stages"]]
     fits = (first["num_stages"] + 1) * (first["block_k"] * bm * 2 + bn * first["block_k"] // 2) <= cands.HELION_SMEM
     assert len(deeper) == fits
     if fits:
-        assert deeper[0] == {**first, "tma": True, "indexing": "tensor_descriptor",
-                             "num_stages": first["num_stages"] + 1}
+        assert deeper[0] == {**{k: x for k, x in first.items() if k != "tiled"}, "tma": True,
+                             "indexing": "tensor_descriptor", "num_stages": first["num_stages"] + 1}
 
 
 def test_the_plan_counts_the_variants_where_they_are_on(monkeypatch):
@@ -738,7 +740,8 @@ def test_the_fused_scale_mode_a_run_binds(fmt, block_k, mode):
 def test_fused_candidates_carry_their_split(op, m):
     """Every fused candidate names its split_k, 1 included: without the key a
     run fills in the Triton table's split for the shape (helion_ops), so a
-    split-1 candidate would be timed and saved as another config."""
+    split-1 candidate would be timed and saved as another config; each is
+    tiled where it can be."""
     from qgemm_bench.configs.store import DEFAULT
 
     h200, shape = DEFAULT.entries()["h200"], (m, 8192, 8192)
@@ -746,6 +749,8 @@ def test_fused_candidates_carry_their_split(op, m):
         pytest.skip("not the fused path at this M")
     pool = cands.helion(op, m, shape, h200, variants=True)
     assert pool and all(isinstance(c.get("split_k"), int) and c["split_k"] >= 1 for c in pool), pool
+    # and reads the Triton kernel's tiled weights wherever helion_ops takes them (pointer loads, K steps <= 128)
+    assert all(bool(c.get("tiled")) == (not c.get("tma") and c["block_k"] <= 128) for c in pool), pool
 
 
 @pytest.mark.parametrize("twin_wins", [True, False])
@@ -863,7 +868,8 @@ def test_an_m1_fused_unit_ends_with_its_winner_against_the_tma_twin(monkeypatch,
     got = tuning_helion.tune_unit("nvfp4_gemm", shape, torch.device("cpu"), None, target=h200)
     first = rounds[0][0]
     pdl = {**first, "pdl": 2}
-    tma = {**pdl, "tma": True, "indexing": "tensor_descriptor"}
+    # by TMA, without the pointer loads' tiled weights (TMA reads the untiled rows)
+    tma = {**{k: v for k, v in pdl.items() if k != "tiled"}, "tma": True, "indexing": "tensor_descriptor"}
     assert len(rounds) == 3 and rounds[1] == [first, pdl] and rounds[2] == [pdl, tma]
     want = tma if tma_wins else pdl
     assert got["entry"]["config"] == want and got["save"][-2] == want
@@ -998,7 +1004,8 @@ def test_an_int4_m256_unit_ends_with_its_tma_frag_twin_checked_over_30_calls(mon
     monkeypatch.setattr(tuning_helion, "tune", fake)
     got = tuning_helion.tune_unit("int4_gemm", shape, torch.device("cpu"), None, target=h200)
     first = rounds[0][0][0]
-    twin = {**first, "tma": True, "indexing": "tensor_descriptor", "frag": True}
+    twin = {**{k: v for k, v in first.items() if k != "tiled"}, "tma": True, "indexing": "tensor_descriptor",
+            "frag": True}
     assert len(rounds) == 2 and rounds[1] == ([first, twin], cands.TMA_CHECK_CALLS)
     assert cands.TMA_CHECK_CALLS > 1 and rounds[0][1] == 1
     assert got["entry"]["config"] == twin and got["entry"]["tuned"].endswith(", then its TMA twin (graph timing)")

@@ -386,6 +386,7 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
         return [from_triton(c, split=True) for c in pruned(pool, prior, m)]
     if p == "fused":
         from qgemm_bench.backends.helion_dispatch import helion_config
+        from qgemm_bench.backends.helion_ops import tiled_ok
         from qgemm_bench.operators.formats import INT4, NVFP4
 
         out = []  # the pool's TMA and pointer-load twins are one Helion config (the pointer loads' form)
@@ -393,6 +394,9 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
             # Its split explicit, 1 too: without the key a run fills in the Triton table's split for the
             # shape (helion_ops), so the candidate would be timed, and saved, as another config.
             h = {**helion_config(c, "fused", acc_scale=True), "split_k": c.get("SPLIT_K", 1)}
+            # On the Triton kernel's tiled weights where they apply: the twin won at 70 of the H200's 84
+            # entries that had one (docs/helion.md).
+            h = {**h, "tiled": True} if tiled_ok({**h, "tiled": True}) else h
             # An int4 ACC_SCALE config (with its register cap) and its twin
             # without, PDL aside: one of them, the one Triton's own
             # measurements favour at this M (fused_gemm's ACC_SCALE). NVFP4's
@@ -429,11 +433,11 @@ def bf16_twin(op: str, c: dict) -> dict | None:
 def tma_twin(c: dict) -> dict | None:
     """Helion fused config c with its x and weight tiles by tensor
     descriptors (kernels.fused's `tma`, Helion's tensor_descriptor
-    indexing), where c is not one already; without rot, which TMA loads
-    drop (helion_ops), so a winner is stored as it runs."""
+    indexing), where c is not one already; without rot and tiled, which
+    TMA loads drop (helion_ops), so a winner is stored as it runs."""
     if c.get("tma"):
         return None
-    return {**{k: v for k, v in c.items() if k != "rot"}, "tma": True, "indexing": "tensor_descriptor"}
+    return {**{k: v for k, v in c.items() if k not in ("rot", "tiled")}, "tma": True, "indexing": "tensor_descriptor"}
 
 
 def tma_twin_at(op: str, m: int):
@@ -478,7 +482,7 @@ def helion_table_twin(op: str, shape, c: dict, target, store=None) -> dict | Non
     shape (its own bucket only; its pointer-load config where it reads by
     TMA): that tile, K step, split, warps, stages, ACC_SCALE and PDL, with
     what a Triton config does not name as c has it (NVFP4's bf16_scales and
-    rot) and, for int4, fragment order where helion_ops takes it in that
+    rot, tiled) and, for int4, fragment order where helion_ops takes it in that
     tile (frag_tile_ok; K order reads byte by byte). None where the table
     has no entry of the bucket or the twin is c: what tuning.helion's
     --table-pass times each entry against (the tuner's pools time the
@@ -497,7 +501,7 @@ def helion_table_twin(op: str, shape, c: dict, target, store=None) -> dict | Non
         return None
     t = found[0]
     twin = {**helion_config(t, "fused", acc_scale=True), "split_k": t.get("SPLIT_K", 1)}
-    twin.update({k: c[k] for k in ("bf16_scales", "rot") if c.get(k)})
+    twin.update({k: c[k] for k in ("bf16_scales", "rot", "tiled") if c.get(k)})
     if op == "int4_gemm" and shape[0] <= HELION_FRAG_MAX_M and frag_tile_ok({**twin, "frag": True}):
         twin["frag"] = True
     if c.get("frag") and not twin.get("frag"):  # K order: byte-wide reads, slower in every tile timed

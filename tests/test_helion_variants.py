@@ -638,6 +638,21 @@ def test_tiled_prefetches_the_first_bytes_of_the_programs_tile(pdl, monkeypatch)
 
 
 @interpreter
+@pytest.mark.parametrize("group,tma,kept", [("channel", True, False), (None, True, False), (128, True, True),
+                                            ("channel", False, True), (None, False, True)])
+def test_frag_on_tma_loads_only_with_group_scales_in_the_loop(group, tma, kept, monkeypatch, tensor_descriptors):
+    """int4 fragment order by TMA is dropped for unscaled and per-channel
+    weights (wrong on the H200 there, right on the interpreter), kept with
+    group scales and on pointer loads; the answer right either way."""
+    cfg = {**fused_config(1, bn=64, bm=128, bk=128), "frag": True}
+    if tma:
+        cfg.update(tma=True, indexing="tensor_descriptor")
+    gemm, x, ref = weight_only(int4_gemm, (130, 1024, 72), monkeypatch, cfg, group_size=group)  # None: unscaled
+    check(gemm(x), ref)
+    assert bool(gemm.bound(x).config.get("frag")) == kept
+
+
+@interpreter
 @pytest.mark.parametrize("bm,warps,kept", [(64, 8, True), (128, 8, False), (128, 4, True)])
 def test_frag_in_wide_tiles_only_on_one_warp_group(bm, warps, kept, monkeypatch):
     """Fragment order is kept in tiles of up to FRAG_MAX_BLOCK_M rows and in

@@ -6,7 +6,9 @@
 # A at 8aed66a (also carrying .gpu/hcfg/tiled_1x57344.json: the store's helion.json with the int4 M1_K8192_N57344
 # fused entry given "tiled": true); its store committed as 5bd4fda; B at 5bd4fda (the baselines); C at c3db9a2
 # (helion_ab at M = 256); D at 7cae0d5 (the split pass; its store committed as 3fa2420); E at 3fa2420 (the
-# baselines holding a shape D changed). Device time: about 1250 of 1800 s.
+# baselines holding a shape D changed); F at 10a601d (x2: --check, the Helion GPU tests); G at e2df9cc on
+# nvidia-h200 (the diagnosis of F's two failures); H at dc14e71 on nvidia-h200 (F's failing tests again: 11
+# passed). Device time: about 1600 of 1800 s.
 # .gpu/hcfg/tiled_1x57344.json was made before call A by:
 #   python3 -c "import json; d = json.load(open('qgemm_bench/configs/h200/helion.json'))
 #   d['kernels']['int4_gemm_fused']['M1_K8192_N57344']['config']['tiled'] = True
@@ -87,3 +89,35 @@ BUDGET=${BUDGET:-300} source results/h200/gpu_common.sh
 run1 0 int4_gemm --op int4_gemm
 run1 1 nvfp4_gemm_msweep --op nvfp4_gemm --shapes m-sweep --repeats 3
 wait; save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call F: source .gpu/s45f.sh
+# Session 45 call F (x2, BUDGET s): the final store checked. 1) `python -m qgemm_bench.tuning.helion --check --op
+# int4_gemm --ms 128,256,512` over both GPUs (every int4 fused entry of M 128-512, 30 calls on two input sets:
+# the fragment-order pointer-load tiles, now tiled, are the ones with pending-wgmma register writes offline).
+# 2) The GPU tests that run the Helion backend: tests/test_helion_variants.py on GPU 0, the int4 and NVFP4
+# files' helion tests on GPU 1 (-k helion), side by side.
+BUDGET=${BUDGET:-330} source results/h200/gpu_common.sh
+t1=$(date +%s); timeout -k 10 120 $RUN -m qgemm_bench.tuning.helion --check --op int4_gemm --ms 128,256,512 \
+  > $R/check_int4_m128_512.log 2>&1; echo "--check rc $? wall $(( $(date +%s)-t1 )) s"
+grep -E "calls wrong|rror" $R/check_int4_m128_512.log | cut -c1-60 | sort | uniq -c | sort -rn | head -5
+( t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 5 $(( $(left) - 10 )) python3 -m pytest -q -p no:cacheprovider -m gpu \
+    tests/test_helion_variants.py > $R/pytest_helion_variants.txt 2>&1; echo "variants rc $? wall $(( $(date +%s)-t1 )) s"
+  tail -2 $R/pytest_helion_variants.txt | cut -c1-200 ) &
+( t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 $(( $(left) - 10 )) python3 -m pytest -q -p no:cacheprovider -m gpu \
+    tests/test_int4_gemm.py tests/test_nvfp4_gemm.py -k helion > $R/pytest_helion_ops.txt 2>&1
+  echo "int4/nvfp4 -k helion rc $? wall $(( $(date +%s)-t1 )) s"; tail -2 $R/pytest_helion_ops.txt | cut -c1-200 ) &
+wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call G: source .gpu/s45g.sh
+# Session 45 call G (one H200, BUDGET s): results/h200/helion_ab/int4_tma_frag_scale_mode_diag.py (which
+# variant of the TMA fragment-order entry is wrong at per-channel and unscaled int4).
+BUDGET=${BUDGET:-200} source results/h200/gpu_common.sh
+t1=$(date +%s); timeout -k 5 120 python3 results/h200/helion_ab/int4_tma_frag_scale_mode_diag.py \
+  > $R/int4_tma_frag_scale_mode_diag.txt 2>&1; echo "diag rc $? wall $(( $(date +%s)-t1 )) s"
+grep -v Warn $R/int4_tma_frag_scale_mode_diag.txt | grep -v "^ " | cut -c1-400 | tail -8
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call H: source .gpu/s45h.sh
+# Session 45 call H (one H200, BUDGET s): call F's failing GPU tests again after dc14e71 (no int4 fragment
+# order by TMA for unscaled or per-channel weights), with the rest of that file's helion tests.
+BUDGET=${BUDGET:-150} source results/h200/gpu_common.sh
+t1=$(date +%s); timeout -k 5 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_int4_gemm.py -k helion \
+  > $R/pytest_int4_helion.txt 2>&1; echo "int4 -k helion rc $? wall $(( $(date +%s)-t1 )) s"
+tail -2 $R/pytest_int4_helion.txt | cut -c1-200; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

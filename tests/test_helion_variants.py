@@ -1107,6 +1107,21 @@ def test_the_table_twin_is_the_triton_entry_as_helions_with_what_triton_cannot_n
     assert cands.helion_table_twin("int4_gemm", (1, 8192, 57000), entry, h200) is None  # not a table bucket
 
 
+def m1_pass_entry(block_sizes: list, split: int) -> tuple:
+    """(the H200 Target, int4 1x8192x57344, a fragment-order fused config of
+    those tiles and split, it as a stored entry) for the pass tests; skips
+    where the H200 store sends M = 1 to the split path."""
+    from qgemm_bench.configs.store import DEFAULT
+
+    h200, shape = DEFAULT.entries()["h200"], (1, 8192, 57344)
+    if cands.helion_path("int4_gemm", 1, shape, h200) != "fused":
+        pytest.skip("the split path at this M")
+    mine = {"block_sizes": block_sizes, "block_k": 128, "split_k": split, "decode_asm": True, "num_warps": 4,
+            "num_stages": 3, "frag": True}
+    return h200, shape, mine, {"config": mine, "us": 105.0, "tuned": "best of 6 curated configs, graph timing",
+                               "tune_s": 3.0}
+
+
 @pytest.mark.parametrize("twin_wins", [True, False])
 def test_the_table_pass_times_stored_fused_entries_against_their_table_twins(tmp_path, monkeypatch, twin_wins):
     """--table-pass: the fused entries of the asked ops, M and layers, each
@@ -1116,12 +1131,7 @@ def test_the_table_pass_times_stored_fused_entries_against_their_table_twins(tmp
     from qgemm_bench.tuning import helion as tuning_helion
     from tests.support import table_store
 
-    h200, shape = DEFAULT.entries()["h200"], (1, 8192, 57344)
-    if cands.helion_path("int4_gemm", 1, shape, h200) != "fused":
-        pytest.skip("the split path at this M")
-    mine = {"block_sizes": [128, 16], "block_k": 128, "split_k": 8, "decode_asm": True, "num_warps": 4,
-            "num_stages": 3, "frag": True}
-    stored = {"config": mine, "us": 105.0, "tuned": "best of 6 curated configs, graph timing", "tune_s": 3.0}
+    h200, shape, mine, stored = m1_pass_entry([128, 16], 8)
     doc = {"gpu": "h200", "kernels": {"int4_gemm_fused": {"M1_K8192_N57344": stored, "M64_K8192_N8192": stored},
                                       "nvfp4_gemm_fused": {"M1_K8192_N57344": {
                                           **stored, "config": {**mine, "frag": False, "bf16_scales": True}}}}}
@@ -1199,16 +1209,10 @@ def test_the_tiled_pass_times_stored_fused_entries_against_their_tiled_twins(tmp
     not the 256-k one), each timed in one round against it over
     ROT_CHECK_CALLS checked calls; the twin is the result only where it won,
     and once stored it has no twin left to time."""
-    from qgemm_bench.configs.store import DEFAULT
     from qgemm_bench.tuning import helion as tuning_helion
     from tests.support import table_store
 
-    h200, shape = DEFAULT.entries()["h200"], (1, 8192, 57344)
-    if cands.helion_path("int4_gemm", 1, shape, h200) != "fused":
-        pytest.skip("the split path at this M")
-    mine = {"block_sizes": [64, 16], "block_k": 128, "split_k": 2, "decode_asm": True, "num_warps": 4,
-            "num_stages": 3, "frag": True}
-    stored = {"config": mine, "us": 105.0, "tuned": "best of 6 curated configs, graph timing", "tune_s": 3.0}
+    h200, shape, mine, stored = m1_pass_entry([64, 16], 2)
     tma = {**stored, "config": {**mine, "tma": True, "indexing": "tensor_descriptor"}}
     doc = {"gpu": "h200", "kernels": {"int4_gemm_fused": {"M1_K8192_N57344": stored, "M64_K8192_N8192": tma},
                                       "nvfp4_gemm_fused": {"M1_K8192_N57344": {

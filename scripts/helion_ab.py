@@ -116,6 +116,7 @@ def label(cfg: dict, entry: dict) -> str:
     parts += [f"bf16_scales {bool(cfg.get('bf16_scales'))}"] \
         if bool(cfg.get("bf16_scales")) != bool(entry.get("bf16_scales")) else []
     parts += [f"rot {bool(cfg.get('rot'))}"] if bool(cfg.get("rot")) != bool(entry.get("rot")) else []
+    parts += [f"tiled {bool(cfg.get('tiled'))}"] if bool(cfg.get("tiled")) != bool(entry.get("tiled")) else []
     return "helion " + ("+".join(parts) if cfg != entry else "entry")
 
 

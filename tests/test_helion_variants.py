@@ -583,6 +583,7 @@ def test_tiled_reads_the_triton_kernels_tiles_and_computes_the_same(op, shape, b
     assert p.tile == (TILE if applies else None)
     wt = gemm._fused_args(x, r.config)[1]
     assert wt is p.wt and gemm.resident(shape[0])[0] is wt
+    assert list(gemm._kmajor) == [(frag, applies)]  # one copy: NVFP4's bf16 scales from it too
     if applies:  # the same bytes as the untiled copy, in tiles
         assert torch.equal(untiled(p), gemm.kmajor(frag).wt) and not torch.equal(p.wt, gemm.kmajor(frag).wt)
     check(gemm(x), ref)  # again: a split's workspace and counters were left zeroed
@@ -617,24 +618,47 @@ def test_tiled_gives_the_untiled_output_bit_for_bit_on_gpu(op, cfg):
         check(outs[1], fp64(inputs.x, op.dequantize(inputs)), torch.bfloat16)
 
 
-@pytest.mark.parametrize("pdl", [2, 3])
-def test_tiled_prefetches_the_first_bytes_of_the_programs_tile(pdl, monkeypatch):
-    """With PDL 2 and 3 the tiled kernel prefetches 32 lines of its first
+@pytest.mark.parametrize("pdl,bn,bk,split", [(2, 64, 128, 2), (3, 64, 128, 2), (2, 16, 128, 8), (2, 32, 64, 3),
+                                            (2, 128, 128, 1)])
+def test_tiled_prefetches_within_the_programs_row_tile(pdl, bn, bk, split, monkeypatch):
+    """With PDL 2 and 3 the tiled kernel prefetches 32 lines of its row
     tile's K range (fused_kernel's PF_LINES), not 16 rows of the untiled
-    layout, before the wait; the weights read through the tiles' rows."""
+    layout, before the wait; every program's lines, computed from the
+    generated code, lie inside the weights (N 240: the last 64-row tile
+    holds 16-row programs that start inside it; such a program's prefetch
+    once started there and ran past the weights in the last split)."""
     from qgemm_bench.backends import helion_ops
     from qgemm_bench.backends.helion_kernels import kernels
     from qgemm_bench.backends.helion_kernels.tuning import helion_settings
 
-    cfg = {**fused_config(2, bn=64, bm=32, bk=128), "acc_scale": True, "pdl": pdl, "tiled": True}
-    gemm, x, _ = weight_only(int4_gemm, (70, 1024, 200), monkeypatch, cfg)
+    cfg = {**fused_config(split, bn=bn, bm=32, bk=bk), "acc_scale": True, "pdl": pdl, "tiled": True}
+    gemm, x, _ = weight_only(int4_gemm, (70, 1024, 240), monkeypatch, cfg)
     monkeypatch.setattr(helion_ops.WeightOnly, "pdl_mode", staticmethod(lambda x, cfg: cfg.get("pdl", 0)))
     args = gemm._fused_args(x, cfg)
     assert args[-1] is True and args[-5] == pdl
     code = kernels.fused.bind(args).to_triton_code(helion_settings(cfg, FUSED_ARGUMENTS))
     body = code[code.index("def _helion_fused"):code.index("def fused(")]
     assert body.index("prefetch.global.L2") < body.index("gdc_wait()")
-    assert "tl.arange(0, 32) * 128" in body and "wt + tl.minimum(" not in body
+    assert "wt + tl.minimum(" not in body
+    found = re.search(r"\[wt \+ (\w+) \+ tl\.minimum\(tl\.arange\(0, 32\) \* 128, (\w+) - 128\)\]", body)
+    chunk = int(re.search(r"_BLOCK_SIZE_2 = tl.constexpr\((\d+)\)", code).group(1)) if split > 1 else 0
+    wt = args[1]
+
+    def value(name: str, names: dict) -> int:  # a generated assignment, evaluated (its names first)
+        if name.isdigit():
+            return int(name)
+        text = re.search(rf"^\s*{name} = (.+)$", body, flags=re.M).group(1)
+        text = text.replace("triton_helpers.div_floor_integer", "floordiv").replace("tl.minimum", "min")
+        for used in set(re.findall(r"\b(tile_end|sub|mul_\d+|add_\d+)\b", text)) - {name}:
+            names = {**names, used: value(used, names)}
+        return eval(text, {"floordiv": lambda a, b: a // b, "min": min, "_BLOCK_SIZE_2": chunk}, names)
+
+    for offset_0 in range(0, gemm.n, bn):  # every program: its N tile's first row, its split's first byte
+        for offset_2 in range(0, wt.shape[1], chunk) if chunk else (0,):
+            names = {"offset_0": offset_0, "offset_2": offset_2}
+            first, span = value(found.group(1), names), value(found.group(2), names)
+            last = first + min(31 * 128, span - 128) + 128
+            assert 0 <= first and last <= wt.numel(), (offset_0, offset_2, first, last, wt.numel())
 
 
 @interpreter
@@ -1180,6 +1204,8 @@ def test_the_split_twin_doubles_the_split_where_the_programs_leave_sms_idle():
     assert cands.helion_split_twin((256, 14336, 4096), {**c, "pid_type": "persistent_blocked"}, 132) is None
     nosplit = {k: v for k, v in c.items() if k != "split_k"}  # a config without the key: one split
     assert cands.helion_split_twin((256, 14336, 4096), nosplit, 132) == {**nosplit, "split_k": 2}
+    assert cands.helion_split_twin((256, 256, 4096), c, 132) == {**c, "split_k": 2}  # two K steps
+    assert cands.helion_split_twin((256, 256, 4096), {**c, "split_k": 2}, 132) is None  # one K step a split
 
 
 def test_the_split_pass_takes_the_entries_whose_programs_leave_sms_idle(tmp_path):

@@ -244,7 +244,9 @@ class WeightOnly:
         if self._bf16_scales is None:
             from qgemm_bench.backends.triton_kernels.decode import bf16_x2_118
 
-            self._bf16_scales = bf16_x2_118(self.kmajor().scales)
+            # Every K-major copy holds the same scales: one made already (tiled or not), not another for them.
+            p = next(iter(self._kmajor.values()), None) or self.kmajor()
+            self._bf16_scales = bf16_x2_118(p.scales)
         return self._bf16_scales
 
     def wt_rot(self, tiled: bool = False) -> torch.Tensor:

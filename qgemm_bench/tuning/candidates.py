@@ -512,7 +512,7 @@ def helion_table_twin(op: str, shape, c: dict, target, store=None) -> dict | Non
 
 def helion_tiled_twin(c: dict) -> dict | None:
     """Fused config c's twin on the Triton fused kernel's tiled weights
-    (kernels.fused's tiled: a 64-row tile's K step one contiguous 4 KB run),
+    (kernels.fused's tiled: a 64-row tile's 128 k one contiguous 4 KB run),
     where helion_ops takes tiled (helion_ops.tiled_ok) and c is not tiled:
     what tuning.helion's --tiled-pass times each entry against."""
     from qgemm_bench.backends.helion_ops import tiled_ok
@@ -527,11 +527,13 @@ def helion_split_twin(shape, c: dict, sms: int) -> dict | None:
     GPU's sms without one: the Triton kernel splits K or runs stream-K
     there (int4 256x14336x4096 on the H200: 64.3 us at split 2 against 78.5
     at 1, docs/helion.md); what tuning.helion's --split-pass times each
-    entry against."""
-    m, _, n = shape
+    entry against; none where each split is one K step already."""
+    m, k, n = shape
     bn, bm = c["block_sizes"][:2]
     split = c.get("split_k", 1)
     if str(c.get("pid_type", "flat")).startswith("persistent") or -(-n // bn) * -(-m // bm) * split >= sms:
+        return None
+    if split >= -(-k // c["block_k"]):  # a K step a split already: a twice split would be the same kernel
         return None
     return {**c, "split_k": 2 * split}
 

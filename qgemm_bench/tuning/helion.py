@@ -285,7 +285,7 @@ def parser():
     p.add_argument("--tiled-pass", action="store_true",
                    help="instead of tuning: each int4 and NVFP4 fused entry of this GPU's helion table at --op, "
                    "--m and --kn (default: every one) on pointer loads against its tiled twin (the weights in the "
-                   "Triton fused kernel's 64 x 128 tiles, each K step of 64 rows one contiguous run), one round, "
+                   "Triton fused kernel's 64 x 128 tiles, each tile's 128 k of 64 rows one contiguous run), one round, "
                    f"{ROT_CHECK_CALLS} checked calls each; the faster stays")
     p.add_argument("--split-pass", action="store_true",
                    help="instead of tuning: each int4 and NVFP4 fused entry of this GPU's helion table at --op, "

@@ -371,8 +371,9 @@ def fused(
     instructions, not 22; the permutation assumes the Triton fused
     kernel's A-operand register order (checked on the GPU bit for bit).
     tiled: wt stored as the Triton fused kernel reads it (kmajor_layout's
-    TILE, 64 rows x 128 k a contiguous 4 KB run), so a 64-row tile's K
-    step is one run instead of 64 rows of 64 bytes Kp / 2 apart."""
+    TILE, 64 rows x 128 k a contiguous 4 KB run), so a 64-row tile's 128 k
+    are one run instead of 64 rows of 64 bytes Kp / 2 apart (a K step of
+    64 or 32: 64 runs of 32 or 16 bytes 64 apart)."""
     k, m = xt.size()
     kh = k // 2  # packed rows
     half = block_k // 2
@@ -453,11 +454,12 @@ def fused(
         if pdl:  # the weights (wt: rows of N, bytes of K) are no kernel's output: prefetched before the wait
             if pdl != 3:
                 hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
-            if pdl >= 2 and tiled and not by_step:  # the first 4 KB of this program's K range in its first tile
+            if pdl >= 2 and tiled and not by_step:  # up to 4 KB of the program's K range in its row tile
+                # From the 64-row tile's start (narrower programs share it), whose 64 rows hold the range's
+                # (end - first) * 64 bytes from there on: never past the tile's rows, nor the tensor.
                 hl.inline_triton(PDL_PREFETCH_TILED, args=[
                     wt, (tile_n.begin // tile_rows) * tile_rows * wt.size(1) + ((base + first) // row_bytes)
-                    * tile_rows * row_bytes + (tile_n.begin % tile_rows) * row_bytes,
-                    (end - first) * tile_rows], output_like=None)
+                    * tile_rows * row_bytes, (end - first) * tile_rows], output_like=None)
             elif pdl >= 2:
                 hl.inline_triton(PDL_PREFETCH, args=[wt, tile_n.begin, wt.size(0), wt.size(1), base + first],
                                  output_like=None)
@@ -681,7 +683,7 @@ PDL_PREFETCH = (f"tl.inline_asm_elementwise({split_k_parts.PREFETCH_L2_ASM!r}, "
                 "[{0} + tl.minimum({1} + tl.arange(0, 16), {2} - 1) * {3} + {4}], "
                 "dtype=tl.int32, is_pure=False, pack=1)")
 PDL_WAIT = "tl.extra.cuda.gdc_wait()"
-# tiled: 32 lines of 128 bytes from the program's first byte ({1}), within its span ({2} bytes), as fused_kernel's
+# tiled: 32 lines of 128 bytes from byte {1} on, within {2} bytes, as fused_kernel's prefetch of its tiles
 PDL_PREFETCH_TILED = (f"tl.inline_asm_elementwise({split_k_parts.PREFETCH_L2_ASM!r}, "
                       f"{split_k_parts.PREFETCH_L2_CONSTRAINTS!r}, "
                       "[{0} + {1} + tl.minimum(tl.arange(0, 32) * 128, {2} - 128)], "

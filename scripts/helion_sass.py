@@ -63,6 +63,9 @@ def parse_args(argv=None):
     p.add_argument("--tiled", action="store_true",
                    help="tiled: the weights in kmajor_layout.TILE tiles, as the Triton fused kernel reads them "
                    "(pointer loads, --block-k up to 128)")
+    p.add_argument("--group", choices=["32", "64", "128", "channel", "none"], default=str(GROUP),
+                   help="int4's scale groups: k per group, channel (one group of K) or none (unscaled; default "
+                   f"{GROUP})")
     p.add_argument("--k", type=int_in(256, 1 << 16), default=8192, help="K, a multiple of 256 (default 8192)")
     p.add_argument("--n", type=int_in(16, 1 << 16), default=8192, help="N, a multiple of 256 (default 8192)")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.py, .ttgir, .ptx, .sass")
@@ -71,6 +74,8 @@ def parse_args(argv=None):
         raise InputError("--bf16-scales needs --fmt nvfp4 (int4's scales are bf16 already)")
     if args.rot and (args.fmt != "nvfp4" or args.tma):
         raise InputError("--rot needs --fmt nvfp4 and pointer loads (no --tma), as helion_ops takes it")
+    if args.group != str(GROUP) and args.fmt != "int4":
+        raise InputError("--group is int4's (NVFP4's blocks are 16)")
     if args.tiled and (args.tma or args.block_k > 128):
         raise InputError("--tiled needs pointer loads (no --tma) and --block-k up to 128, as helion_ops takes it")
     found = re.fullmatch(r"(\d+),(\d+)", args.block_sizes)
@@ -107,14 +112,18 @@ def helion_source(args) -> str:
     m, k, n = max(args.m, 2), args.k, args.n  # helion_ops binds M = 1 as two rows (stride 0)
     split = args.split
     xt = torch.zeros(1 if args.m == 1 else m, k, dtype=torch.bfloat16).expand(m, k).t()
-    fmt, group = (1, 16) if args.fmt == "nvfp4" else (0, GROUP)
+    group = k if args.group == "channel" else None if args.group == "none" else int(args.group)
+    fmt, group = (1, 16) if args.fmt == "nvfp4" else (0, group)
     mode = fused_scale_mode(fmt, group, k, args.block_k)
     e4m3 = args.fmt == "nvfp4" and not args.bf16_scales
-    st = torch.zeros(k // group, n, dtype=torch.float8_e4m3fn if e4m3 else torch.bfloat16).t()
+    if group is None:  # unscaled: helion_ops passes the weights as a placeholder, never read
+        st = torch.zeros(n, k // 2, dtype=torch.uint8)
+    else:
+        st = torch.zeros(k // group, n, dtype=torch.float8_e4m3fn if e4m3 else torch.bfloat16).t()
     ws = torch.zeros(m, n) if split > 1 else None
     count = torch.zeros(-(-m // 16), n // 16, dtype=torch.int32) if split > 1 else None
     bound = kernels.fused.bind((xt, torch.zeros(n, k // 2, dtype=torch.uint8), st, torch.ones(1), n, fmt, mode,
-                                group, args.block_k, True, split, ws, count, args.tma, args.acc, 0, args.frag,
+                                group or 2, args.block_k, True, split, ws, count, args.tma, args.acc, 0, args.frag,
                                 args.bf16_scales, args.rot, args.tiled))
     return bound.to_triton_code(helion.Config(**helion_settings(config(args), FUSED_ARGUMENTS)))
 
@@ -138,6 +147,8 @@ def compile_source(code: str, args, workdir: Path):
     sig = {a: "constexpr" if a in consts else TYPES[a] for a in fn.arg_names}
     if args.fmt == "nvfp4" and not args.bf16_scales:
         sig["st"] = "*fp8e4nv"
+    if args.group == "none" and "st" in sig:
+        sig["st"] = "*u8"
     attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names) if a not in consts}
     constexprs = {(fn.arg_names.index(a),): v for a, v in consts.items()}
     return triton.compile(ASTSource(fn, sig, constexprs=constexprs, attrs=attrs), target=GPUTarget("cuda", 90, 32),

@@ -523,9 +523,9 @@ def test_the_fused_kernel_runs_without_pdl_on_the_interpreter(monkeypatch):
 
 
 # frag (int4 weights in fragment order, as NVFP4's and the Triton kernel's):
-# groups of 128 (acc_scale and not, split 3) and of 32 (SUB: four a step),
-# per channel, unscaled; groups of 48 are not whole runs of 32 k: dropped,
-# K order read.
+# groups of 128 (acc_scale and not, split 3) and of 32 (SUB: four a step);
+# per channel and unscaled dropped (helion_ops._frag_scales_ok), and groups
+# of 48, which are not whole runs of 32 k: K order read.
 @interpreter
 @pytest.mark.parametrize("shape,group,bk,split,acc", [((65, 1152, 72), 128, 128, 3, True),
                                                       ((100, 1024, 40), 128, 64, 1, False),
@@ -539,11 +539,10 @@ def test_frag_reads_fragment_order_weights_and_computes_the_same(shape, group, b
     from qgemm_bench.backends.helion_kernels.tuning import helion_settings
 
     cfg = {**fused_config(split, bn=32, bm=32, bk=bk), "frag": True, **({"acc_scale": True} if acc else {})}
-    settings = {"group_size": group} if group is not None else {}
-    gemm, x, ref = weight_only(int4_gemm, shape, monkeypatch, cfg, **settings)
+    gemm, x, ref = weight_only(int4_gemm, shape, monkeypatch, cfg, group_size=group)  # None: unscaled
     check(gemm(x), ref)
     r = gemm.bound(x)
-    applies = group != 48
+    applies = group not in (48, "channel", None)
     assert bool(r.config.get("frag")) == applies
     assert gemm.kmajor(applies).frag == applies and gemm.resident(shape[0])[0] is gemm.kmajor(applies).wt
     assert gemm._fused_args(x, r.config)[1] is gemm.kmajor(applies).wt
@@ -663,11 +662,12 @@ def test_tiled_prefetches_within_the_programs_row_tile(pdl, bn, bk, split, monke
 
 @interpreter
 @pytest.mark.parametrize("group,tma,kept", [("channel", True, False), (None, True, False), (128, True, True),
-                                            ("channel", False, True), (None, False, True)])
-def test_frag_on_tma_loads_only_with_group_scales_in_the_loop(group, tma, kept, monkeypatch, tensor_descriptors):
-    """int4 fragment order by TMA is dropped for unscaled and per-channel
-    weights (wrong on the H200 there, right on the interpreter), kept with
-    group scales and on pointer loads; the answer right either way."""
+                                            ("channel", False, False), (None, False, False), (128, False, True)])
+def test_frag_only_with_group_scales(group, tma, kept, monkeypatch, tensor_descriptors):
+    """int4 fragment order is dropped for unscaled and per-channel weights
+    (wrong by TMA on the H200, pending-wgmma register writes offline on
+    either load; right on the interpreter), kept with group scales; the
+    answer right either way."""
     cfg = {**fused_config(1, bn=64, bm=128, bk=128), "frag": True}
     if tma:
         cfg.update(tma=True, indexing="tensor_descriptor")

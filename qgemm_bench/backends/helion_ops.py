@@ -274,17 +274,16 @@ class WeightOnly:
         """kernels.fused's bf16_scales: asked for, NVFP4 (int4's scales are bf16 already)."""
         return bool(cfg.get("bf16_scales")) and self.fmt == NVFP4
 
-    def _frag_on_tma_ok(self, cfg: dict) -> bool:
-        """int4 fragment order where kernels.fused reads by TMA (tma, K a whole
-        number of K steps) only with group scales in the loop (block, also
-        with acc_scale; sub; gather): unscaled and
-        per-channel weights there went from the decode straight into the
-        chained dot and came back wrong on the H200 (relative error 2e27 at
-        the stored [64, 256] tile, 0.06-8 on 8 warps, a 64 x 128 tile, the
-        non-PTX decode), right in K order and on pointer loads
-        (results/h200/helion_ab/int4_tma_frag_scale_mode_diag.txt)."""
-        if not (cfg.get("tma") and self.k % cfg["block_k"] == 0):
-            return True
+    def _frag_scales_ok(self, cfg: dict) -> bool:
+        """int4 fragment order only with group scales (block, sub, gather):
+        unscaled and per-channel weights go from the decode straight into
+        the chained dot, and there the TMA [64, 256] entry came back wrong on
+        the H200 (relative error 2e27; 0.06-8 on 8 warps, in a 64 x 128 tile,
+        with the non-PTX decode; results/h200/helion_ab/
+        int4_tma_frag_scale_mode_diag.txt). Offline (Triton 3.6, sm_90,
+        scripts/helion_sass.py --group) those loops write registers a pending
+        wgmma reads as its A operand at every tile tried, 7-27 times a K
+        block on TMA and pointer loads, and K order none (docs/helion.md)."""
         return fused_scale_mode(self.fmt, self.group, self.k, cfg["block_k"]) not in ("none", "channel")
 
     def _frag_applies(self) -> bool:
@@ -429,7 +428,7 @@ class WeightOnly:
                     raise ValueError(f"config {cfg}: split_k must be an integer >= 1, got {cfg['split_k']!r}")
                 if cfg.get("frag") and (not self._frag_applies() or
                                         not frag_tile_ok(cfg, tma_k_inner(cfg, self.k, m)) or
-                                        not self._frag_on_tma_ok(cfg)):
+                                        not self._frag_scales_ok(cfg)):
                     cfg = {k: v for k, v in cfg.items() if k != "frag"}  # NVFP4's always; int4 groups of 32n
                 if cfg.get("bf16_scales") and not self._bf16_applies(cfg):
                     cfg = {k: v for k, v in cfg.items() if k != "bf16_scales"}  # int4's scales are bf16 already

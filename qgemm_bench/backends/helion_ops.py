@@ -277,13 +277,9 @@ class WeightOnly:
     def _frag_scales_ok(self, cfg: dict) -> bool:
         """int4 fragment order only with group scales (block, sub, gather):
         unscaled and per-channel weights go from the decode straight into
-        the chained dot, and there the TMA [64, 256] entry came back wrong on
-        the H200 (relative error 2e27; 0.06-8 on 8 warps, in a 64 x 128 tile,
-        with the non-PTX decode; results/h200/helion_ab/
-        int4_tma_frag_scale_mode_diag.txt). Offline (Triton 3.6, sm_90,
-        scripts/helion_sass.py --group) those loops write registers a pending
-        wgmma reads as its A operand at every tile tried, 7-27 times a K
-        block on TMA and pointer loads, and K order none (docs/helion.md)."""
+        the chained dot, where fragment order came back wrong on the H200
+        and writes registers a pending wgmma still reads (offline, every
+        tile tried; K order none): docs/helion.md."""
         return fused_scale_mode(self.fmt, self.group, self.k, cfg["block_k"]) not in ("none", "channel")
 
     def _frag_applies(self) -> bool:

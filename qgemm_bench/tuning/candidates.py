@@ -386,7 +386,6 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
         return [from_triton(c, split=True) for c in pruned(pool, prior, m)]
     if p == "fused":
         from qgemm_bench.backends.helion_dispatch import helion_config
-        from qgemm_bench.backends.helion_ops import tiled_ok
         from qgemm_bench.operators.formats import INT4, NVFP4
 
         out = []  # the pool's TMA and pointer-load twins are one Helion config (the pointer loads' form)
@@ -394,9 +393,8 @@ def helion(op: str, m: int, shape=None, device=None, prior: dict | None = None,
             # Its split explicit, 1 too: without the key a run fills in the Triton table's split for the
             # shape (helion_ops), so the candidate would be timed, and saved, as another config.
             h = {**helion_config(c, "fused", acc_scale=True), "split_k": c.get("SPLIT_K", 1)}
-            # On the Triton kernel's tiled weights where they apply: the twin won at 70 of the H200's 84
-            # entries that had one (docs/helion.md).
-            h = {**h, "tiled": True} if tiled_ok({**h, "tiled": True}) else h
+            # On the Triton kernel's tiled weights where they apply: the twin won at most entries (docs/helion.md).
+            h = helion_tiled_twin(h) or h
             # An int4 ACC_SCALE config (with its register cap) and its twin
             # without, PDL aside: one of them, the one Triton's own
             # measurements favour at this M (fused_gemm's ACC_SCALE). NVFP4's
@@ -524,9 +522,8 @@ def helion_tiled_twin(c: dict) -> dict | None:
 def helion_split_twin(shape, c: dict, sms: int) -> dict | None:
     """Fused config c's twin with twice its K split, where c's programs
     (its tiles times its split; not a persistent grid) leave some of the
-    GPU's sms without one: the Triton kernel splits K or runs stream-K
-    there (int4 256x14336x4096 on the H200: 64.3 us at split 2 against 78.5
-    at 1, docs/helion.md); what tuning.helion's --split-pass times each
+    GPU's sms without one, where the Triton kernel splits K or runs
+    stream-K (docs/helion.md): what tuning.helion's --split-pass times each
     entry against; none where each split is one K step already."""
     m, k, n = shape
     bn, bm = c["block_sizes"][:2]

@@ -99,6 +99,8 @@ def parse_args(argv=None):
                    help="--ws: launched with programmatic dependent launch (WS PDL 1: ws_gemm._pdl_wait)")
     p.add_argument("--ws-m-group", type=int_in(1, 16), default=1, metavar="G",
                    help="--ws: tiles in groups of G x-row blocks (WS M_GROUP: ws_gemm._grouped; default 1)")
+    p.add_argument("--ws-acc", action="store_true",
+                   help="--ws, int4 groups of whole K blocks: the scales on each block's product (WS ACC 1)")
     p.add_argument("--ws-stamps", action="store_true",
                    help="--ws: with each consumer's timeline stamped (WS STAMPS 1: ws_gemm.stamp_slots; not with "
                         "--ws-stream-k)")
@@ -144,9 +146,9 @@ def parse_args(argv=None):
         raise InputError("--ws: with --fmt, --tile, --stages, --group, --k and the --ws-* options only (its own "
                          "TMA loads and warps, no split)")
     if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k or args.ws_pdl or args.ws_m_group != 1 or
-            args.ws_stamps) and not args.ws:
-        raise InputError("--ws-split, --ws-splits, --ws-stream-k, --ws-pdl, --ws-m-group and --ws-stamps: the "
-                         "warp-specialized kernel's (--ws)")
+            args.ws_stamps or args.ws_acc) and not args.ws:
+        raise InputError("--ws-split, --ws-splits, --ws-stream-k, --ws-pdl, --ws-m-group, --ws-acc and --ws-stamps: "
+                         "the warp-specialized kernel's (--ws)")
     if args.ws_stamps and args.ws_stream_k:
         raise InputError("--ws-stamps: not with --ws-stream-k (its consumers are not stamped)")
     if args.halves and (args.probe_stage not in (None, 3) or args.fmt != "int4" or not args.acc or args.ws or
@@ -296,7 +298,7 @@ def compile_ws(args):
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
     c = ws_tiles(args.bm, args.bn, args.bk, args.stages, args.ws_split, args.ws_splits, stream_k=args.ws_stream_k,
-                 pdl=args.ws_pdl, m_group=args.ws_m_group)
+                 pdl=args.ws_pdl, m_group=args.ws_m_group, acc=args.ws_acc)
     try:
         ws_gemm.check(c, fmt)
     except ValueError as e:
@@ -319,6 +321,7 @@ def compile_ws(args):
     const["PDL"] = c.get("PDL", 0)
     const["M_GROUP"] = c.get("M_GROUP", 1)
     const["STAMPS"] = int(args.ws_stamps)
+    const["ACC"] = c.get("ACC", 0)
     sig.update({x: "constexpr" for x in const})
     names = list(sig)
     # NP: padded to 256; the workspace pointers 16-byte aligned, as a launch specializes them
@@ -604,7 +607,8 @@ def main(argv=None) -> int:
                 Path(f"{args.out}.{ext}").write_text(text)
     body = probe_loop(sass) if args.probe_stage else main_loop(sass)
     ops = opcodes(body)
-    opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("stamps", args.ws_stamps),
+    opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("acc", args.ws_acc),
+                                         ("stamps", args.ws_stamps),
                                          ("tma", args.tma),
                                          ("tma-x", args.tma_x), ("acc", args.acc), ("fold", args.fold),
                                          ("scale8", args.scale8),

@@ -19,7 +19,8 @@ timed this way, by git-ignored scripts (exp/) before this one.
 
 TILES: BMxBNxBKsSTAGES, then any of +splitN (SPLITS), +skewN (SKEW), +k2
 (K_SPLIT 2), +sk (STREAM_K), +pdl (PDL 1), +mgN (M_GROUP: tiles in groups
-of N x-row blocks); checked by ws_gemm.check.
+of N x-row blocks), +acc (ACC 1, int4: the scales on each block's product);
+checked by ws_gemm.check.
 --programs: a stream-K launch's programs (ws_gemm.STREAM_K_PROGRAMS; default
 one per SM). --stall-timeout: a candidate whose checked calls or one timing
 run longer stops the script with one line naming it (exit 1): tiles that
@@ -60,7 +61,9 @@ from qgemm_bench.harness.watchdog import Watchdog, stall_reason  # noqa: E402
 MAIN = "main"  # this checkout's ws_gemm
 STALL_S = 120.0  # --stall-timeout's default: a candidate's compile and checked calls took under 20 s on the H100
 _TILES = re.compile(r"(\d+)x(\d+)x(\d+)s(\d+)((?:\+[a-z]+\d*)*)")
-_OPTIONS = {"split": "SPLITS", "skew": "SKEW", "k": "K_SPLIT", "sk": "STREAM_K", "pdl": "PDL", "mg": "M_GROUP"}
+_OPTIONS = {"split": "SPLITS", "skew": "SKEW", "k": "K_SPLIT", "sk": "STREAM_K", "pdl": "PDL", "mg": "M_GROUP",
+            "acc": "ACC"}
+_FLAGS = ("sk", "pdl", "acc")  # options without a number
 
 
 def parse_tiles(text: str, fmt: int) -> dict:
@@ -70,13 +73,13 @@ def parse_tiles(text: str, fmt: int) -> dict:
 
     m = _TILES.fullmatch(text.strip())
     if not m:
-        raise InputError(f"--tiles {text!r}: expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl][+mgN] "
+        raise InputError(f"--tiles {text!r}: expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl][+mgN][+acc] "
                          "(e.g. 256x128x64s4+split2+skew4)")
     c = dict(zip(ws_gemm.TILE_KEYS, map(int, m.groups()[:4]), strict=True))
     for opt in filter(None, m.group(5).split("+")):
         name, value = re.fullmatch(r"([a-z]+)(\d*)", opt).groups()
-        if name not in _OPTIONS or (name in ("sk", "pdl")) != (value == "") or _OPTIONS[name] in c:
-            raise InputError(f"--tiles {text!r}: {opt!r} is not one of +splitN, +skewN, +k2, +sk, +pdl, +mgN "
+        if name not in _OPTIONS or (name in _FLAGS) != (value == "") or _OPTIONS[name] in c:
+            raise InputError(f"--tiles {text!r}: {opt!r} is not one of +splitN, +skewN, +k2, +sk, +pdl, +mgN, +acc "
                              "(each once)")
         c[_OPTIONS[name]] = int(value) if value else 1
     try:

@@ -595,6 +595,38 @@ def test_ws_pdl_is_one_and_labelled():
             ws_gemm.check({**tiles, "PDL": bad})
 
 
+def test_ws_acc_is_checked_labelled_and_runs_on_whole_block_groups_only():
+    # WS ACC: 1 or absent, int4 only, x tiles of at most MAX_ACC_BLOCK_M rows,
+    # not with STREAM_K; `usable` takes it with groups of whole K blocks only
+    # (not per channel, unscaled or groups of 32: their scales are not one a
+    # row per block).
+    from qgemm_bench.backends.triton_kernels import ws_gemm
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+    from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
+
+    tiles = ws_tiles(16, 64, 128, 8, splits=2, acc=True)
+    ws_gemm.check(tiles)
+    assert ws_label(tiles) == "16x64x128 s8 split 2 acc" and "ACC" not in ws_tiles(16, 64, 128, 8)
+    for bad, fmt in (({**tiles, "ACC": 2}, INT4), (tiles, NVFP4), (ws_tiles(128, 128, 64, 4, acc=True), INT4),
+                     (ws_tiles(64, 128, 64, 4, stream_k=True, acc=True), INT4)):
+        with pytest.raises(ValueError, match="ACC"):
+            ws_gemm.check(bad, fmt)
+    class X:  # the attributes usable reads, as a CUDA tensor would have them
+        is_cuda, dtype, shape = True, torch.bfloat16, (16, 4096)
+
+        def stride(self, d):
+            return (4096, 1)[d]
+
+        def data_ptr(self):
+            return 0
+
+    sm90 = fake_target(capability=(9, 0))
+    plain = {k: v for k, v in tiles.items() if k != "ACC"}
+    for group, takes in ((128, True), (256, True), (64, False), (32, False), (4096, False)):
+        assert ws_gemm.usable(INT4, group, 4096, 512, X(), tiles, sm90) is takes, group
+        assert ws_gemm.usable(INT4, group, 4096, 512, X(), plain, sm90) is (group != 64), group
+
+
 def test_ws_m_group_is_checked_and_labelled():
     # WS M_GROUP: tiles in groups of that many x-row blocks (ws_gemm._grouped),
     # 1 to MAX_M_GROUP, not with STREAM_K (its own order); ws_tiles and the
@@ -1105,7 +1137,10 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
                                    (64, 64, 128, 3, 1, 3), (128, 128, 64, 4, 1, 4, 3),
                                    (256, 128, 64, 4, 1, 1, 0, False, True), (128, 128, 64, 4, 1, 2, 4, False, True),
                                    (256, 128, 64, 4, 1, 1, 0, False, True, 4),
-                                   (128, 128, 64, 3, 1, 2, 2, False, False, 3)])
+                                   (128, 128, 64, 3, 1, 2, 2, False, False, 3),
+                                   (16, 64, 128, 8, 1, 2, 0, False, False, 1, True),
+                                   (16, 64, 128, 8, 2, 1, 0, False, True, 1, True),
+                                   (64, 128, 64, 4, 1, 1, 0, False, False, 1, True)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
                                          ((7, 2048, 8192), 128), ((600, 8192, 136), 256),
@@ -1120,15 +1155,17 @@ def test_ws_kernel_vs_fp64(shape, group, tiles):
     # 64..256 (64 in 128-k blocks: fused_kernel's tiles instead); with PDL
     # (back-to-back calls overlap: the splits' counters are reused); tiles in
     # groups of x-row blocks (M_GROUP 4, and 3 with splits: a last group of
-    # fewer blocks at M 257 and 1000).
+    # fewer blocks at M 257 and 1000); ACC (the scales on each block's
+    # product: groups of whole K blocks only, elsewhere fused_kernel's tiles).
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the WS kernel is Hopper's (sm_90)")
-    bk = tiles[2]
+    bk, acc = tiles[2], len(tiles) > 10 and tiles[10]
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=group), seed())
     gemm = fused(inputs, cfg(bm=16, bn=64, bk=128, split=2, WS=ws_tiles(*tiles)))
-    assert gemm.runs_ws(inputs.x, gemm.config) == (group != 64 or bk == 64)
+    whole = isinstance(group, int) and group % bk == 0 and group < shape[1]
+    assert gemm.runs_ws(inputs.x, gemm.config) == (whole if acc else group != 64 or bk == 64)
     check_ws_calls(gemm, inputs.x, int4_gemm.dequantize(inputs))
 
 

@@ -108,8 +108,11 @@ STAMP_SLOTS = gl.constexpr(len(STAMP_NAMES))
 # A barrier of the threads running the code (a partition's warps): `thread_barrier` in Triton 3.6, `barrier` in 3.9.
 _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
-OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP")  # K_SPLIT 1 or 2, SPLITS 1-4: `check`
+# K_SPLIT 1 or 2, SPLITS 1-4, ACC 1 (int4 scales on each block's product): `check`
+OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP", "ACC")
 MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
+# ACC keeps a block's product besides the sum (_block): x tiles of up to this many rows.
+MAX_ACC_BLOCK_M = 64
 # x-row tiles: 16 and 32 are decode sizes (wgmma n16 / n32; they compile for sm_90, scripts/fused_sass.py
 # --ws; the 16-row ones are fused_gemm.WS_POOL[16], not yet in any table).
 BLOCK_MS = (16, 32, 64, 128, 256)
@@ -359,11 +362,11 @@ def _splits_meet(acc, part_ptr, count_ptr, split, slot, BLOCK_M: gl.constexpr, S
 
 
 @gluon.jit
-def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGES: gl.constexpr,
-           BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, FMT: gl.constexpr, GROUP: gl.constexpr):
-    """The ring's i-th K block into consumer WG's sum acc: wait for its
-    stage, decode the weights with their scales, wgmma against the x tile,
-    wait for it, free the stage."""
+def _decoded(w_bufs, s_bufs, ready, i, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+             BLOCK_K: gl.constexpr, FMT: gl.constexpr, GROUP: gl.constexpr, ACC: gl.constexpr):
+    """The ring's i-th K block's weights for consumer WG, once its stage is
+    loaded: decoded with their scales (ACC: int4 q alone, the scales go on
+    the block's fp32 product, _block), in the wgmma A operand's layout."""
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     P3: gl.constexpr = packed_layout3(BLOCK_K)
@@ -385,7 +388,7 @@ def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGE
         _, s_hi = gl.broadcast(wp, s_hi)
         lo, hi = gl.inline_asm_elementwise(_NVFP4_PTX, "=r,=r,=r,=r,r,r,r,r,r", [wp, s_lo, s_hi],
                                            dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
-    elif GROUP == _CHANNEL:  # q alone, exact; the scales on the sum (_store_y)
+    elif GROUP == _CHANNEL or ACC:  # q alone, exact; the scales on the sum (_store_y) or block product
         lo, hi = gl.inline_asm_elementwise(_INT4_PTX, "=r,=r,=r,=r,r", [wp], dtype=(gl.bfloat16, gl.bfloat16),
                                            is_pure=True, pack=4)
     elif GROUP < BLOCK_K:  # int4 groups of 32: a run's scale for both its nibbles
@@ -403,9 +406,30 @@ def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGE
     # K order, a register permutation (fused_gemm._in_k_order).
     w = gl.reshape(gl.join(lo, hi), (_WG_ROWS, BLOCK_K // 32, 4, 2, 2, 2))  # n, chunk, c, u, e, nibble
     w = gl.permute(w, (0, 1, 5, 3, 2, 4))  # k = 32 chunk + 16 nibble + 8 u + 2 c + e
-    w = gl.convert_layout(gl.reshape(w, (_WG_ROWS, BLOCK_K)), a_layout)
-    acc = warpgroup_mma(w, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
-    acc, w = warpgroup_mma_wait(num_outstanding=0, deps=(acc, w))
+    return gl.convert_layout(gl.reshape(w, (_WG_ROWS, BLOCK_K)), a_layout)
+
+
+@gluon.jit
+def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGES: gl.constexpr,
+           BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, FMT: gl.constexpr, GROUP: gl.constexpr,
+           ACC: gl.constexpr = 0):
+    """The ring's i-th K block into consumer WG's sum acc: wait for its
+    stage, decode the weights with their scales, wgmma against the x tile,
+    wait for it, free the stage. ACC 1 (int4, groups of whole K blocks):
+    the block's product is its own (use_acc false) and joins the sum times
+    its rows' scales, so the decode has no multiplies."""
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
+    s = i % STAGES
+    w = _decoded(w_bufs, s_bufs, ready, i, WG, STAGES, BLOCK_M, BLOCK_K, FMT, GROUP, ACC)
+    if ACC:
+        sc = s_bufs.index(s).slice(WG * _WG_ROWS, _WG_ROWS).load(gl.SliceLayout(1, mma)).to(gl.float32)
+        p = warpgroup_mma(w, x_bufs.index(s).permute((1, 0)), gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma),
+                          use_acc=False, is_async=True)
+        p, w = warpgroup_mma_wait(num_outstanding=0, deps=(p, w))
+        acc = acc + p * gl.expand_dims(sc, 1)
+    else:
+        acc = warpgroup_mma(w, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
+        acc, w = warpgroup_mma_wait(num_outstanding=0, deps=(acc, w))
     mbarrier.arrive(empty.index(s))
     return acc
 
@@ -414,8 +438,9 @@ def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGE
 def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr, st_ptr,
               m0, n0, NP, nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr,
-              SPLITS: gl.constexpr, GROUP: gl.constexpr, STAMPS: gl.constexpr):
-    """Weight rows WG * 64.. of the tile over the program's nb K blocks;
+              SPLITS: gl.constexpr, GROUP: gl.constexpr, STAMPS: gl.constexpr, ACC: gl.constexpr):
+    """Weight rows WG * 64.. of the tile over the program's nb K blocks
+    (ACC: _block's);
     with K_SPLIT 2 blocks PART, PART + 2, ... of them (the other consumer's
     the rest; their sums meet in shared memory at the end, `done`). With
     SPLITS > 1 the tile's other programs' sums meet in global memory
@@ -427,7 +452,7 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
     acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
     for j in range((nb - PART + K_SPLIT - 1) // K_SPLIT):
         acc = _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, j * K_SPLIT + PART, WG, STAGES, BLOCK_M, BLOCK_K, FMT,
-                     GROUP)
+                     GROUP, ACC)
     _stamp(sb, 1, STAMPS)
     if K_SPLIT == 2:  # the second part's sum to the first through shared memory (c_bufs as fp32)
         PART_LAYOUT: gl.constexpr = gl.SwizzledSharedLayout(vec=2, per_phase=1, max_phase=8, order=[1, 0])
@@ -632,7 +657,7 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
               TILE_N: gl.constexpr, TILE_K: gl.constexpr, K_SPLIT: gl.constexpr = 1, SPLITS: gl.constexpr = 1,
               PER: gl.constexpr = 0, STREAM_K: gl.constexpr = 0, PDL: gl.constexpr = 0,
-              M_GROUP: gl.constexpr = 1, STAMPS: gl.constexpr = 0):
+              M_GROUP: gl.constexpr = 1, STAMPS: gl.constexpr = 0, ACC: gl.constexpr = 0):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
     consumer, or with K_SPLIT 2 two on the K blocks) or 128 (two); FMT
@@ -706,10 +731,10 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
                          st_ptr, m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS,
-                         GROUP, STAMPS)),
+                         GROUP, STAMPS, ACC)),
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
                          st_ptr, m0, n0, NP, nb, split, slot + WG_B, WG_B, STAGES, BLOCK_M, BLOCK_K, FMT, PART_B,
-                         K_SPLIT, SPLITS, GROUP, STAMPS)),
+                         K_SPLIT, SPLITS, GROUP, STAMPS, ACC)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
@@ -717,7 +742,7 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
                          st_ptr, m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS,
-                         GROUP, STAMPS)),
+                         GROUP, STAMPS, ACC)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [1], [_PRODUCER_REGS])
@@ -775,6 +800,9 @@ def check(c: dict, fmt: int = INT4, smem: int | None = None) -> None:
     if not 1 <= c.get("M_GROUP", 1) <= MAX_M_GROUP or "M_GROUP" in c and "STREAM_K" in c:
         raise ValueError(f"WS {c}: M_GROUP (x-row blocks per group of tiles) is 1 to {MAX_M_GROUP}, without STREAM_K "
                          "(which orders its tiles itself)")
+    if c.get("ACC", 1) != 1 or "ACC" in c and (fmt != INT4 or c["BLOCK_M"] > MAX_ACC_BLOCK_M or "STREAM_K" in c):
+        raise ValueError(f"WS {c}: ACC (int4 scales on each block's product) is 1 or absent, with x tiles of at most "
+                         f"{MAX_ACC_BLOCK_M} rows, not with STREAM_K")
     if c.get("PDL", 1) != 1:
         raise ValueError(f"WS {c}: PDL is 1 (programmatic dependent launch: _pdl_wait) or absent")
     if "STREAM_K" in c and (c["STREAM_K"] != 1 or c["BLOCK_N"] != 2 * WG_ROWS or set(c) & {"K_SPLIT", "SPLITS"}):
@@ -804,6 +832,7 @@ def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict, targe
     docstring: sm_90 only, within its shared memory); group as FusedGemm
     runs it (K per channel and unscaled; NVFP4's 16)."""
     return (fmt == NVFP4 or fmt == INT4 and (group >= k or group % c["BLOCK_K"] == 0 or group == 32)) and \
+        not (c.get("ACC") and (fmt != INT4 or group >= k or group % c["BLOCK_K"])) and \
         shared_bytes(c, fmt, group) <= target.smem_per_block and x.is_cuda and \
         x.dtype == torch.bfloat16 and x.shape[0] > 0 and n % 8 == 0 and \
         x.stride(1) == 1 and x.stride(0) >= x.shape[1] and x.data_ptr() % 16 == 0 and x.stride(0) * 2 % 16 == 0 and \
@@ -993,6 +1022,6 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
                     K=padded_k(kmajor), GROUP=kgroup, FMT=fmt, BLOCK_M=bm, BLOCK_N=bn,
                     BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
                     SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), M_GROUP=c.get("M_GROUP", 1),
-                    STAMPS=int(stamps is not None), num_warps=4,
+                    STAMPS=int(stamps is not None), ACC=c.get("ACC", 0), num_warps=4,
                     maxnreg=maxnreg(c), **pdl_launch(c, x.device, chain=0))  # PDL 1 only: _pdl_wait
     return out

@@ -25,7 +25,7 @@ helion / triton, then per variant the geometric mean of helion / triton.
 
   python3 scripts/helion_ab.py [--op int4_gemm,nvfp4_gemm] [--m 64,256,1024] [--kn 8192,8192]
                                [--rounds 2] [--warmup 5] [--rep 25] [--frag-rows 64] [--config JSON ...]
-                               [--check-calls 1]
+                               [--check-calls 1] [--entry-only]
   python3 scripts/helion_ab.py --cpu-smoke   # tiny shapes on the Triton interpreter (fp16): the script runs
 
 --cpu-smoke patches in what the interpreter lacks (tensor descriptors, an
@@ -74,6 +74,9 @@ def parse_args(argv=None):
     p.add_argument("--check-calls", type=int_in(1, 1000), default=1,
                    help="calls each candidate is checked over before it is timed (default 1; the 8-warp "
                    "fragment-order tiles' wrong sums came in some calls only: 30)")
+    p.add_argument("--entry-only", action="store_true",
+                   help="the entry (and --config's) alone, none of its variants: triton, triton no WS and the "
+                   "entry at many shapes in little time")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on the Triton interpreter (fp16)")
     args = p.parse_args(argv)
     args.configs = []
@@ -121,7 +124,7 @@ def label(cfg: dict, entry: dict) -> str:
 
 
 def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int | None = None,
-               own: list | None = None, check_calls: int = 1) -> tuple[dict, list[str], dict]:
+               own: list | None = None, check_calls: int = 1, entry_only: bool = False) -> tuple[dict, list[str], dict]:
     """({label: [a call per input copy]}, notes, {label: config}): the
     entry, its variants, triton; each checked before it is timed.
     frag_rows: int4's frag twins also in tiles of up to this many rows on
@@ -129,7 +132,8 @@ def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int |
     meanwhile); elsewhere where helion_ops.frag_tile_ok takes frag. own:
     --config's, each over the entry's config. check_calls: calls each is
     checked over, taking the input copies in turn, each against its own
-    reference (refs): a call that returned the last call's output fails."""
+    reference (refs): a call that returned the last call's output fails.
+    entry_only: none of the entry's variants (own's still)."""
     from qgemm_bench.backends import helion_ops, registry
     from qgemm_bench.backends.helion_kernels import tuning
     from qgemm_bench.backends.helion_ops import FRAG_MAX_BLOCK_M, WeightOnly, frag_tile_ok, tma_k_inner
@@ -194,8 +198,8 @@ def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int |
         tma = tma_twin(entry) if path == "fused" else None
         twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *([tma] if tma else []), *twin)
                  if lifted or frag_tile_ok(c, tma_k_inner(c, case.shape.K, m))] if op.NAME == "int4_gemm" else []
-        for v in [*helion_fused_variants(entry, m), *twin, *({**entry, **c} for c in own or ())] \
-                if path == "fused" else []:
+        variants = [] if entry_only else [*helion_fused_variants(entry, m), *twin]
+        for v in [*variants, *({**entry, **c} for c in own or ())] if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:
                 helion.append(v)
         if path != "fused":
@@ -263,7 +267,7 @@ def compare(args, op_name: str, m: int, dev, dtype, timer, l2_bytes: int, target
     copies = copies_for(per, per, l2_bytes, dev) if dev.type == "cuda" else 1
     inputs = [first] + [op.make_inputs(case, i) for i in range(1, copies)]
     fns, notes, configs = candidates(op, case, inputs, [op.reference(i) for i in inputs], op.tolerance(dtype), target,
-                                     args.frag_rows, args.configs, args.check_calls)
+                                     args.frag_rows, args.configs, args.check_calls, args.entry_only)
     times, failed = time_rounds(list(fns), args.rounds, lambda k: statistics.median(
         timer(fns[k], args.warmup, args.rep).samples_us))
     med = {k: statistics.median(v) for k, v in times.items()}

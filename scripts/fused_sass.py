@@ -141,9 +141,10 @@ def parse_args(argv=None):
             raise InputError(f"{flag}: NVFP4's fused_kernel with pointer loads (not --tma, --ws, --probe-stage)")
     if args.scale8 and (args.fmt != "nvfp4" or args.tma or args.tma_x or args.ws or args.probe_stage):
         raise InputError("--scale8: NVFP4's fused_kernel with pointer loads (not --tma, --tma-x, --ws, --probe-stage)")
-    if args.ws and (args.tma or args.tma_x or args.acc or args.fold or args.split != 1 or args.warps != 4):
-        raise InputError("--ws: with --fmt, --tile, --stages, --group, --k, --maxnreg (WS MAXNREG) and the --ws-* "
-                         "options only (its own TMA loads and warps, no split)")
+    if args.ws and (args.tma or args.tma_x or args.acc or args.fold or args.split != 1 or args.maxnreg or
+                    args.warps != 4):
+        raise InputError("--ws: with --fmt, --tile, --stages, --group, --k and the --ws-* options only (its own "
+                         "TMA loads and warps, no split)")
     if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k or args.ws_pdl or args.ws_m_group != 1 or
             args.ws_stamps or args.ws_acc) and not args.ws:
         raise InputError("--ws-split, --ws-splits, --ws-stream-k, --ws-pdl, --ws-m-group, --ws-acc and --ws-stamps: "
@@ -297,7 +298,7 @@ def compile_ws(args):
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
     c = ws_tiles(args.bm, args.bn, args.bk, args.stages, args.ws_split, args.ws_splits, stream_k=args.ws_stream_k,
-                 pdl=args.ws_pdl, m_group=args.ws_m_group, acc=args.ws_acc, maxnreg=args.maxnreg)
+                 pdl=args.ws_pdl, m_group=args.ws_m_group, acc=args.ws_acc)
     try:
         ws_gemm.check(c, fmt)
     except ValueError as e:

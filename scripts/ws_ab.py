@@ -19,8 +19,8 @@ timed this way, by git-ignored scripts (exp/) before this one.
 
 TILES: BMxBNxBKsSTAGES, then any of +splitN (SPLITS), +skewN (SKEW), +k2
 (K_SPLIT 2), +sk (STREAM_K), +pdl (PDL 1), +mgN (M_GROUP: tiles in groups
-of N x-row blocks), +acc (ACC 1, int4: the scales on each block's product),
-+rN (MAXNREG N: registers a thread at launch); checked by ws_gemm.check.
+of N x-row blocks), +acc (ACC 1, int4: the scales on each block's product);
+checked by ws_gemm.check.
 --programs: a stream-K launch's programs (ws_gemm.STREAM_K_PROGRAMS; default
 one per SM). --stall-timeout: a candidate whose checked calls or one timing
 run longer stops the script with one line naming it (exit 1): tiles that
@@ -62,7 +62,7 @@ MAIN = "main"  # this checkout's ws_gemm
 STALL_S = 120.0  # --stall-timeout's default: a candidate's compile and checked calls took under 20 s on the H100
 _TILES = re.compile(r"(\d+)x(\d+)x(\d+)s(\d+)((?:\+[a-z]+\d*)*)")
 _OPTIONS = {"split": "SPLITS", "skew": "SKEW", "k": "K_SPLIT", "sk": "STREAM_K", "pdl": "PDL", "mg": "M_GROUP",
-            "acc": "ACC", "r": "MAXNREG"}
+            "acc": "ACC"}
 _FLAGS = ("sk", "pdl", "acc")  # options without a number
 
 
@@ -73,14 +73,14 @@ def parse_tiles(text: str, fmt: int) -> dict:
 
     m = _TILES.fullmatch(text.strip())
     if not m:
-        raise InputError(f"--tiles {text!r}: expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl][+mgN][+acc]"
-                         "[+rN] (e.g. 256x128x64s4+split2+skew4)")
+        raise InputError(f"--tiles {text!r}: expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl][+mgN][+acc] "
+                         "(e.g. 256x128x64s4+split2+skew4)")
     c = dict(zip(ws_gemm.TILE_KEYS, map(int, m.groups()[:4]), strict=True))
     for opt in filter(None, m.group(5).split("+")):
         name, value = re.fullmatch(r"([a-z]+)(\d*)", opt).groups()
         if name not in _OPTIONS or (name in _FLAGS) != (value == "") or _OPTIONS[name] in c:
-            raise InputError(f"--tiles {text!r}: {opt!r} is not one of +splitN, +skewN, +k2, +sk, +pdl, +mgN, +acc, "
-                             "+rN (each once)")
+            raise InputError(f"--tiles {text!r}: {opt!r} is not one of +splitN, +skewN, +k2, +sk, +pdl, +mgN, +acc "
+                             "(each once)")
         c[_OPTIONS[name]] = int(value) if value else 1
     try:
         ws_gemm.check(c, fmt)
@@ -363,7 +363,7 @@ def stamp_lines(raw, c: dict, kmajor) -> list[str]:
     need = per_sm * consumers * ws_gemm.WG_ROWS * c["BLOCK_M"] * c["BLOCK_K"] * 2 / 4096  # an SM's, per K block
     fmt = lambda t: f"{t.median():.1f} [{t.min():.1f}-{t.max():.1f}]"  # noqa: E731
     lines = [f"  SM clock over the K loops {fmt(clocks / loop_ns)} GHz; {need:.0f} clocks per K block for the "
-             f"wgmmas of {f'the {per_sm} programs on an SM' if per_sm > 1 else 'the program'} at 4096 FLOP a clock"]
+             f"wgmmas of {'the two programs on an SM' if per_sm == 2 else 'the program'} at 4096 FLOP a clock"]
     groups = [(f" part {p}", slice(p, p + 1)) for p in range(2)] if k_split == 2 else [("", slice(None))]
     for sp in range(splits):
         nb = per if sp < splits - 1 else blocks - (splits - 1) * per

@@ -627,25 +627,6 @@ def test_ws_acc_is_checked_labelled_and_runs_on_whole_block_groups_only():
         assert ws_gemm.usable(INT4, group, 4096, 512, X(), plain, sm90) is (group != 64), group
 
 
-def test_ws_maxnreg_is_checked_labelled_and_sets_programs_per_sm():
-    # WS MAXNREG: the launch's registers a thread (a multiple of 8, 48-232),
-    # so the SM holds 64K / (32 x warps x MAXNREG) programs: 8 warps with one
-    # consumer (its warpgroup and the producer's), 12 with two.
-    from qgemm_bench.backends.triton_kernels import ws_gemm
-    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
-    from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
-
-    tiles = ws_tiles(16, 64, 128, 6, splits=4, acc=True, maxnreg=64)
-    ws_gemm.check(tiles)
-    assert ws_label(tiles) == "16x64x128 s6 split 4 acc r64" and ws_gemm.maxnreg(tiles) == 64
-    assert ws_gemm.programs_per_sm(tiles) == 4 and ws_gemm.programs_per_sm({**tiles, "MAXNREG": 80}) == 3
-    assert ws_gemm.programs_per_sm(ws_tiles(64, 128, 64, 4, maxnreg=168)) == 1
-    assert ws_gemm.maxnreg(ws_tiles(16, 64, 128, 6)) == 128 and ws_gemm.programs_per_sm(ws_tiles(16, 64, 128, 6)) == 2
-    for bad in (60, 40, 240):
-        with pytest.raises(ValueError, match="MAXNREG"):
-            ws_gemm.check({**tiles, "MAXNREG": bad})
-
-
 def test_ws_m_group_is_checked_and_labelled():
     # WS M_GROUP: tiles in groups of that many x-row blocks (ws_gemm._grouped),
     # 1 to MAX_M_GROUP, not with STREAM_K (its own order); ws_tiles and the
@@ -1159,9 +1140,7 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
                                    (128, 128, 64, 3, 1, 2, 2, False, False, 3),
                                    (16, 64, 128, 8, 1, 2, 0, False, False, 1, True),
                                    (16, 64, 128, 8, 2, 1, 0, False, True, 1, True),
-                                   (64, 128, 64, 4, 1, 1, 0, False, False, 1, True),
-                                   (16, 64, 128, 6, 1, 4, 0, False, False, 1, True, 64),
-                                   (16, 64, 64, 8, 1, 4, 0, False, True, 1, False, 64)])
+                                   (64, 128, 64, 4, 1, 1, 0, False, False, 1, True)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
                                          ((7, 2048, 8192), 128), ((600, 8192, 136), 256),

@@ -108,8 +108,8 @@ STAMP_SLOTS = gl.constexpr(len(STAMP_NAMES))
 # A barrier of the threads running the code (a partition's warps): `thread_barrier` in Triton 3.6, `barrier` in 3.9.
 _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
-# K_SPLIT 1 or 2, SPLITS 1-4, ACC 1 (int4 scales on each block's product), MAXNREG (`maxnreg`): `check`
-OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP", "ACC", "MAXNREG")
+# K_SPLIT 1 or 2, SPLITS 1-4, ACC 1 (int4 scales on each block's product): `check`
+OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP", "ACC")
 MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
 # ACC keeps a block's product besides the sum (_block): x tiles of up to this many rows.
 MAX_ACC_BLOCK_M = 64
@@ -772,27 +772,17 @@ def shared_bytes(c: dict, fmt: int = INT4, group: int | None = None) -> int:
 
 
 def programs_per_sm(c: dict) -> int:
-    """Programs of config c an SM's registers hold at once: two with one
-    consumer and x tiles of up to 128 rows (128 registers over 8 warps
-    each), else one; with c's own MAXNREG, as many of its warps' (4 a
-    consumer warpgroup and 4 for the producer's) as 64K registers take."""
-    if "MAXNREG" in c:
-        warps = 4 * (c["BLOCK_N"] // WG_ROWS * c.get("K_SPLIT", 1) + 1)
-        return max(65536 // (32 * warps * c["MAXNREG"]), 1)
+    """Programs of config c an SM runs at once: two with one consumer and x
+    tiles of up to 128 rows (128 registers over 8 warps each), else one."""
     one = c["BLOCK_N"] == WG_ROWS and c.get("K_SPLIT", 1) == 1
     return 2 if one and c["BLOCK_M"] <= 128 else 1
 
 
 def maxnreg(c: dict) -> int:
     """Registers per thread at launch (before setmaxnreg; module docstring):
-    c's MAXNREG; else two consumers, MAXNREG over 12 warps, one program per
-    SM; one consumer with x tiles of up to 128 rows, 128 over 8 warps, two
-    programs per SM (with 256 rows ptxas needed 158: MAXNREG, one program).
-    Triton's setmaxnreg then gives the producer's warpgroup 24 of them and
-    the consumers the rest (with 64 over 8 warps a consumer takes 104):
-    a decode-size tile at 64 runs four programs an SM."""
-    if "MAXNREG" in c:
-        return c["MAXNREG"]
+    two consumers, MAXNREG over 12 warps, one program per SM; one consumer
+    with x tiles of up to 128 rows, 128 over 8 warps, two programs per SM
+    (with 256 rows ptxas needed 158: MAXNREG, one program)."""
     return 128 if programs_per_sm(c) == 2 else MAXNREG
 
 
@@ -813,8 +803,6 @@ def check(c: dict, fmt: int = INT4, smem: int | None = None) -> None:
     if c.get("ACC", 1) != 1 or "ACC" in c and (fmt != INT4 or c["BLOCK_M"] > MAX_ACC_BLOCK_M or "STREAM_K" in c):
         raise ValueError(f"WS {c}: ACC (int4 scales on each block's product) is 1 or absent, with x tiles of at most "
                          f"{MAX_ACC_BLOCK_M} rows, not with STREAM_K")
-    if "MAXNREG" in c and (c["MAXNREG"] % 8 or not 48 <= c["MAXNREG"] <= 232):
-        raise ValueError(f"WS {c}: MAXNREG (registers a thread at launch) is a multiple of 8 from 48 to 232")
     if c.get("PDL", 1) != 1:
         raise ValueError(f"WS {c}: PDL is 1 (programmatic dependent launch: _pdl_wait) or absent")
     if "STREAM_K" in c and (c["STREAM_K"] != 1 or c["BLOCK_N"] != 2 * WG_ROWS or set(c) & {"K_SPLIT", "SPLITS"}):

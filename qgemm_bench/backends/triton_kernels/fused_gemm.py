@@ -540,8 +540,11 @@ FUSED_CONFIGS = {
 # the only ones int4 group 64 runs (ws_gemm.usable). Measurements:
 # docs/fused_gemm.md and docs/ws_gemm.md. At 16 the decode-size x tiles
 # (16 rows) that beat the fused kernel at 16x8192x8192 on the H200 (int4
-# 16.4 against 17.3 us, NVFP4 17.7 against 19.2; none did at M = 1).
-WS_POOL = {16: [ws_tiles(16, 64, 128, 8, splits=2), ws_tiles(16, 64, 128, 8, 2), ws_tiles(16, 128, 128, 6, splits=2)],
+# 16.4 against 17.3 us, NVFP4 17.7 against 19.2; none did at M = 1), and
+# their ACC twins (int4 groups of whole K blocks only: ws_gemm.usable; 7%
+# faster at int4 16x8192x8192, docs/ws_gemm.md).
+_WS16 = [ws_tiles(16, 64, 128, 8, splits=2), ws_tiles(16, 64, 128, 8, 2), ws_tiles(16, 128, 128, 6, splits=2)]
+WS_POOL = {16: _WS16 + [{**t, "ACC": 1} for t in _WS16],
            64: [ws_tiles(64, 64, 128, 4), ws_tiles(64, 64, 64, 6, 2), ws_tiles(64, 64, 128, 4, splits=2, skew=2),
                 ws_tiles(64, 128, 128, 4, splits=2, skew=2), ws_tiles(64, 128, 64, 6, splits=2, skew=4),
                 ws_tiles(64, 64, 64, 6, splits=2, skew=2), ws_tiles(64, 128, 128, 4, stream_k=True)],

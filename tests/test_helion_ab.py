@@ -2,6 +2,7 @@
 entry, its TMA / persistent variants, triton) checked and timed on the
 interpreter; bad input ends in one line."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,17 @@ def test_labels_name_what_a_variant_adds_rot_included():
     assert ab.label(entry, entry) == "helion entry"
     assert ab.label({**entry, "rot": True}, entry) == "helion rot True"
     assert ab.label({**entry, "rot": True, "bf16_scales": True}, entry) == "helion bf16_scales True+rot True"
+
+
+def test_entry_only_times_the_entry_and_own_configs_without_variants(monkeypatch, capsys):
+    """--entry-only: the store entry, --config's and triton alone (no TMA,
+    persistent, acc_scale, PDL or frag twins), each checked and timed."""
+    ab = load()
+    monkeypatch.setitem(ab.SMOKE, "m", [80])
+    assert ab.main(["--cpu-smoke", "--op", "int4_gemm", "--rounds", "1", "--entry-only",
+                    "--config", '{"num_stages": 2}']) == 0
+    out = capsys.readouterr().out
+    rows = [m.group(1) for line in out.split("geometric mean")[0].splitlines()
+            if (m := re.match(r"\s+[\d.]+\s+\S+\s+(.+?)\s{2,}", line))]
+    assert sorted(rows) == ["helion entry", "helion stages 2", "triton"], out
+    assert "WRONG" not in out and "Error" not in out, out

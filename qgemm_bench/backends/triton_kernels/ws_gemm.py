@@ -3,7 +3,8 @@ lower-level language): a fused config with "WS" tiles (fused_gemm.ws_tiles) runs
 here where `usable` says so, else FusedGemm runs the rest of the config in
 fused_gemm.fused_kernel. In this module a config `c` is such "WS" tiles:
 BLOCK_M, BLOCK_N, BLOCK_K, num_stages, optionally K_SPLIT, SPLITS, SKEW,
-STREAM_K, PDL and M_GROUP. docs/ws_gemm.md has the
+STREAM_K, PDL, M_GROUP and ACC (int4: the scales on each K block's fp32
+product, _block). docs/ws_gemm.md has the
 measurements behind each choice and what was tried and dropped.
 
 Same operands as fused_kernel (swapped: a [BLOCK_N, BLOCK_M] tile of y^T =

@@ -89,3 +89,57 @@ BUDGET=${BUDGET:-330} source results/h200/gpu_common.sh
 run1 0 int4_gemm_decode --op int4_gemm --shapes decode
 run1 1 int4_gemm_msweep --op int4_gemm --shapes m-sweep --repeats 3
 wait; save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call E: source .gpu/s46e.sh
+# Session 46 call E (x2, BUDGET s). GPU 0: issue 55's two rows where Helion's code, not warp roles, costs
+# (helion_ab, 30 checked calls, 2 rounds): int4 256x4096x28672 with the Triton entry's tile in Helion (128 x 256
+# on 8 warps, TMA, K order and fragment order) and int4 128x8192x8192 with the entry on 8 warps in K order, beside
+# the default variants. GPU 1: Nsight Compute, one launch each, of the triton backend's kernel at int4 16x8192x8192
+# (the ACC WS tiles) and 1x8192x8192 (fused_kernel): what bounds the decode-size loops (issue 53).
+BUDGET=${BUDGET:-300} source results/h200/gpu_common.sh
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1); echo "ncu: $NCU"
+SEC="--section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section SchedulerStats --section WarpStateStats"
+one() {  # name kernel-regex M
+  local t1=$(date +%s)
+  CUDA_VISIBLE_DEVICES=1 timeout -k 5 100 $NCU --clock-control none -k regex:$2 -c 1 $SEC python3 runner.py \
+    --op int4_gemm --shape $3,8192,8192 --backends triton --repeats 1 --output-dir $R/ncu_$1 > $R/ncu_$1.txt 2>&1
+  echo "== $1 rc $? wall $(( $(date +%s)-t1 )) s"
+  grep -E "^  [a-z_]+|Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Issue Slots Busy|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Theoretical Occupancy" $R/ncu_$1.txt | head -22 | cut -c1-150
+}
+( one ws_m16 ws_kernel 16; one fused_m1 fused_kernel 1 ) &
+C256=(--config '{"block_sizes": [128, 256], "num_warps": 8, "frag": false, "tma": true}'
+      --config '{"block_sizes": [128, 256], "num_warps": 8, "frag": true, "tma": true}'
+      --config '{"block_sizes": [128, 256], "num_warps": 8, "frag": false, "tma": false}')
+t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 5 120 python3 scripts/helion_ab.py --op int4_gemm --m 256 --kn 4096,28672 \
+  --frag-rows 256 --check-calls 30 --rounds 2 "${C256[@]}" > $R/int4_m256_4096x28672_wide.txt 2>&1
+echo "== 256x4096x28672 rc $? wall $(( $(date +%s)-t1 )) s"; grep -E "^ +[0-9.]+ +[0-9.]+ |WRONG|rror" $R/int4_m256_4096x28672_wide.txt | cut -c1-110
+t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 5 $(( $(left) - 15 )) python3 scripts/helion_ab.py --op int4_gemm --m 128 \
+  --kn 8192,8192 --check-calls 30 --rounds 2 --config '{"num_warps": 8, "frag": false, "tiled": false}' \
+  --config '{"block_sizes": [64, 128], "num_warps": 4, "tma": true, "tiled": false}' > $R/int4_m128_8192x8192_w8.txt 2>&1
+echo "== 128x8192x8192 rc $? wall $(( $(date +%s)-t1 )) s"; grep -E "^ +[0-9.]+ +[0-9.]+ |WRONG|rror" $R/int4_m128_8192x8192_w8.txt | cut -c1-110
+wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call F: source .gpu/s46f.sh
+# Session 46 call F (x2, BUDGET s), at the Helion store commit of call E: the int4 default preset (every backend,
+# GPU 0); on GPU 1 the int4 file's helion GPU tests (the stored 8-warp fragment-order tiles over 30 calls: the
+# new 256x4096x28672 entry's included).
+BUDGET=${BUDGET:-300} source results/h200/gpu_common.sh
+run1 0 int4_gemm --op int4_gemm
+( t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 200 python3 -m pytest -m gpu -q -p no:cacheprovider \
+    tests/test_int4_gemm.py -k helion > $R/pytest_int4_helion_f.txt 2>&1; echo "int4 -k helion rc $? wall $(( $(date +%s)-t1 )) s"
+  tail -2 $R/pytest_int4_helion_f.txt | cut -c1-200 ) &
+wait; save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call G: source .gpu/s46g.sh
+# Session 46 call G (one H200, BUDGET s): where the decode-size loops stall, per SASS instruction (Nsight Compute's
+# source page with PC sampling, one launch each): triton's kernel at int4 16x8192x8192 (the ACC WS tiles) and at
+# 1x8192x8192 (fused_kernel).
+BUDGET=${BUDGET:-200} source results/h200/gpu_common.sh
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+src() {  # name kernel-regex M
+  local t1=$(date +%s)
+  timeout -k 5 80 $NCU --clock-control none -k regex:$2 -c 1 --section SourceCounters --section WarpStateStats \
+    --page source --csv --print-source sass python3 runner.py --op int4_gemm --shape $3,8192,8192 --backends triton \
+    --repeats 1 --output-dir $R/src_$1 > $R/src_$1.csv 2>&1
+  echo "== $1 rc $? wall $(( $(date +%s)-t1 )) s, $(wc -l < $R/src_$1.csv) lines"; head -3 $R/src_$1.csv | cut -c1-400
+}
+src ws_m16 ws_kernel 16
+src fused_m1 fused_kernel 1
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

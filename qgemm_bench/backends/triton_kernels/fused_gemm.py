@@ -431,16 +431,12 @@ def fused_kernel(
         steps = last - first
     if FMT == 1 and ACC_SCALE:
         t_scale = _tensor_scale(ts_ptr, USE_ASM)
-    if W_SCALE != SCALE_MODE:  # ACC_SCALE's scale row, a K block ahead (below)
-        s_row = tl.load(s_ptr + (first * BLOCK_K // GROUP) * stride_sg + offs_n[:, None])
     for i in range(0, steps):
         b = first + i
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8,
                           USE_ASM)
-        if W_SCALE != SCALE_MODE:
-            # The next block's row now: loaded in the block that uses it, its fp32 widening waited on the
-            # load (Nsight Compute's hottest stall at int4 1x8192x8192: docs/fused_gemm.md).
-            s_next = tl.load(s_ptr + (tl.minimum(b + 1, last - 1) * BLOCK_K // GROUP) * stride_sg + offs_n[:, None])
+        if W_SCALE != SCALE_MODE:  # needed only after the block's dot: its latency hides behind it
+            s_row = tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None]).to(tl.float32)
         if TMA and TMA_W:
             PER_T: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
             wp = w_desc.load([tile_row, (b // PER_T) * TILE_N, (b % PER_T) * (BLOCK_K // 2)])
@@ -449,7 +445,7 @@ def fused_kernel(
             w_blk = _block_ptr(w_rows, b, BLOCK_K, TILE_N, TILE_K)
         if HALVED:
             acc += _halves_product(w_blk, H_OFF, x_cols + b * BLOCK_K, mask_m, K - b * BLOCK_K, USE_ASM, DT, BLOCK_N,
-                                   BLOCK_M, BLOCK_K, FRAG, EVEN_K, FOLDED) * s_row.to(tl.float32)
+                                   BLOCK_M, BLOCK_K, FRAG, EVEN_K, FOLDED) * s_row
         else:
             if not (TMA and TMA_W):
                 wp = tl.load(w_blk)
@@ -461,14 +457,12 @@ def fused_kernel(
                 x = _x_block(x_cols, b, mask_m, offs_k, K, BLOCK_K, EVEN_K)
             w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
             if W_SCALE != SCALE_MODE:
-                acc += _block_product(w, x, FOLDED) * s_row.to(tl.float32)
+                acc += _block_product(w, x, FOLDED) * s_row
             elif ACC_SCALE and FMT == 1:  # NVFP4: each block's dot on its own (module docstring)
                 acc += tl.dot(w, x) * t_scale
             else:
                 acc = tl.dot(w, x, acc)
         sc = sc_next
-        if W_SCALE != SCALE_MODE:
-            s_row = s_next
     split_k_parts.pdl_release(PDL)
     if FMT == 1 and not ACC_SCALE:
         acc = acc * _tensor_scale(ts_ptr, USE_ASM)

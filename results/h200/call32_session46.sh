@@ -143,3 +143,20 @@ src() {  # name kernel-regex M
 src ws_m16 ws_kernel 16
 src fused_m1 fused_kernel 1
 NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call H: source .gpu/s46h.sh
+# Session 46 call H (x2, BUDGET s). GPU 0: fused_kernel with ACC_SCALE's scale row a K block ahead (this tree)
+# against the kernel before (.gpu/fused_gemm_old.py, a copy of the tree with it), each the table's config at int4
+# M = 1 (K = N = 8192 and Llama-3-8B's four fused layers), 10 checked calls, 2 rounds a process, four processes
+# alternating old / new. GPU 1: the int4 decode preset on this tree (every backend).
+BUDGET=${BUDGET:-300} source results/h200/gpu_common.sh
+run1 1 int4_gemm_decode --op int4_gemm --shapes decode
+rm -rf /tmp/old && mkdir /tmp/old && cp -r qgemm_bench runner.py scripts /tmp/old/ && cp .gpu/fused_gemm_old.py /tmp/old/qgemm_bench/backends/triton_kernels/fused_gemm.py
+S=(--shape 1,8192,8192 --shape 1,4096,6144 --shape 1,4096,4096 --shape 1,4096,28672 --shape 1,14336,4096)
+ab() {  # name dir
+  local t1=$(date +%s)
+  ( cd $2 && CUDA_VISIBLE_DEVICES=0 PYTHONPATH=/tmp/site:$2 timeout -k 5 100 python3 scripts/fused_ab.py --op int4_gemm \
+      "${S[@]}" --calls 10 --rounds 2 ) > $R/scale_ahead_$1.txt 2>&1
+  echo "== $1 rc $? wall $(( $(date +%s)-t1 )) s"; grep -E "^int4|^ +[0-9.]+ |WRONG|rror" $R/scale_ahead_$1.txt | cut -c1-100
+}
+ab old1 /tmp/old; ab new1 $PWD; ab old2 /tmp/old; ab new2 $PWD
+wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

@@ -57,6 +57,13 @@ acc)), Triton 3.6 splits an NVFP4 block's dot into k-16 wgmma groups, each
 fenced and waited, and the SASS writes registers that pending wgmmas read
 (the hazard wrong_on_sm90 describes); one dot a block has neither
 (scripts/fused_sass.py, docs/fused_gemm.md).
+SCALE_AHEAD (a config key; int4 with ACC_SCALE's path, elsewhere
+ignored): each block's scale row is loaded one block ahead instead of in
+its own block, where its fp32 widening waited on the load (Nsight
+Compute's hottest stall at int4 1x8192x8192). On the H200 it took that
+shape's 16x128x128 tile from 15.7 to 15.2 us and made the 16x64x128 tiles
+2-2.5% slower (docs/fused_gemm.md): the table's `ahead` pass decides per
+entry.
 FOLD (a config key; int4 with ACC_SCALE's path, elsewhere ignored): the
 decode leaves its offset on (q + 136 in bf16, decode.int4_biased: 4 fewer
 PTX instructions per 8 values) and each block's fp32 product loses 136 x
@@ -380,6 +387,7 @@ def fused_kernel(
     ACC_SCALE: tl.constexpr = False,  # BLOCK scales on each K block's fp32 product (module docstring)
     TMA_W: tl.constexpr = True,  # with TMA: False, only x by TMA, the weights by pointer loads
     FOLD: tl.constexpr = False,  # with ACC_SCALE, int4: the decode's offset off the fp32 product (module docstring)
+    SCALE_AHEAD: tl.constexpr = False,  # with ACC_SCALE, int4: each block's scale row loaded a block ahead (same)
     HALVES: tl.constexpr = False,  # with ACC_SCALE, int4 BLOCK, pointer loads: each K block in two half-K tiles
     SCALE8: tl.constexpr = False,  # NVFP4, pointer loads: block scales read as E4M3 bytes (module docstring)
     SHORT_DECODE: tl.constexpr = False,  # NVFP4, pointer loads: the shorter PTX decode (module docstring)
@@ -431,11 +439,17 @@ def fused_kernel(
         steps = last - first
     if FMT == 1 and ACC_SCALE:
         t_scale = _tensor_scale(ts_ptr, USE_ASM)
+    AHEAD: tl.constexpr = SCALE_AHEAD and W_SCALE != SCALE_MODE
+    if AHEAD:
+        s_raw = tl.load(s_ptr + (first * BLOCK_K // GROUP) * stride_sg + offs_n[:, None])
     for i in range(0, steps):
         b = first + i
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8,
                           USE_ASM)
-        if W_SCALE != SCALE_MODE:  # needed only after the block's dot: its latency hides behind it
+        if AHEAD:  # this block's row, loaded a block ago; the next one's now (module docstring)
+            s_row = s_raw.to(tl.float32)
+            s_raw = tl.load(s_ptr + (tl.minimum(b + 1, last - 1) * BLOCK_K // GROUP) * stride_sg + offs_n[:, None])
+        elif W_SCALE != SCALE_MODE:  # needed only after the block's dot: its latency hides behind it
             s_row = tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None]).to(tl.float32)
         if TMA and TMA_W:
             PER_T: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
@@ -637,8 +651,8 @@ def scale8_refused(fmt: int, c: dict) -> str:
 # What a weight-only config may name: the tiles and launch options, then
 # fused_kernel's switches (the split path takes the first line's).
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "num_warps", "num_stages", "maxnreg", "PDL",
-               "PF_LINES", "TMA", "TMA_W", "ACC_SCALE", "FOLD", "HALVES", "SCALE8", "SHORT_DECODE", "ROT_DECODE",
-               "WS")
+               "PF_LINES", "TMA", "TMA_W", "ACC_SCALE", "FOLD", "SCALE_AHEAD", "HALVES", "SCALE8", "SHORT_DECODE",
+               "ROT_DECODE", "WS")
 
 
 def unknown_refused(c: dict) -> str:

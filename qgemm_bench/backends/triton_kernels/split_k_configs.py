@@ -113,6 +113,7 @@ def describe(c: dict) -> str:
     text = f"{text} {'tma' if c.get('TMA_W', True) else 'tma-x'}" if c.get("TMA") else text
     text = f"{text} acc" if c.get("ACC_SCALE") else text
     text = f"{text} fold" if c.get("FOLD") else text
+    text = f"{text} ahead" if c.get("SCALE_AHEAD") else text
     text = f"{text} scale8" if c.get("SCALE8") else text
     text = f"{text} short" if c.get("SHORT_DECODE") else text
     text = f"{text} rot" if c.get("ROT_DECODE") else text

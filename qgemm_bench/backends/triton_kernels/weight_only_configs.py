@@ -14,8 +14,9 @@ default run never autotunes. This module reads no store, only the table:
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
                                                 "maxnreg", "TMA", "TMA_W", "ACC_SCALE", "FOLD",
-                                                "SCALE8", "SHORT_DECODE", "ROT_DECODE" and "WS"
-                                                (the last eight fused only, SCALE8, SHORT_DECODE
+                                                "SCALE_AHEAD", "SCALE8", "SHORT_DECODE",
+                                                "ROT_DECODE" and "WS"
+                                                (the last nine fused only, SCALE8, SHORT_DECODE
                                                 and ROT_DECODE NVFP4 pointer loads only; WS the
                                                 warp-specialized kernel's tiles, which run
                                                 where it runs, the rest elsewhere)},
@@ -107,6 +108,7 @@ def check_config(config, where: str, fmt: int = INT4) -> None:
             raise ValueError(f"{where}: {x}={v!r} must be {kind}")
     for key, what in (("TMA", "fused_gemm.FusedGemm.descriptors"), ("TMA_W", "fused_gemm.fused_kernel"),
                       ("ACC_SCALE", "fused_gemm.fused_kernel"), ("FOLD", "fused_gemm.fused_kernel"),
+                      ("SCALE_AHEAD", "fused_gemm.fused_kernel"),
                       ("SCALE8", "fused_gemm.fused_kernel"), ("SHORT_DECODE", "fused_gemm.fused_kernel"),
                       ("ROT_DECODE", "fused_gemm.FusedGemm.rot_runs")):
         if not isinstance(config.get(key, False), bool):

@@ -74,6 +74,8 @@ def parse_args(argv=None):
     p.add_argument("--acc", action="store_true", help="ACC_SCALE: int4 scales on each K block's fp32 product")
     p.add_argument("--fold", action="store_true",
                    help="FOLD (with --acc, int4): the decode's offset subtracted from each K block's fp32 product")
+    p.add_argument("--scale-ahead", action="store_true",
+                   help="SCALE_AHEAD (with --acc, int4): each K block's scale row loaded a block ahead")
     p.add_argument("--short-decode", action="store_true",
                    help="SHORT_DECODE (NVFP4, pointer loads): the 18-instruction PTX decode")
     p.add_argument("--rot-decode", action="store_true",
@@ -176,7 +178,7 @@ def compile_kernel(args):
     c = fused_gemm.config(args.bm, args.bn, args.bk, args.split, args.warps, args.stages, tma=tma, acc=args.acc,
                           maxnreg=args.maxnreg, fold=args.fold, scale8=args.scale8) | \
         ({"HALVES": True} if args.halves else {}) | ({"SHORT_DECODE": True} if args.short_decode else {}) | \
-        ({"ROT_DECODE": True} if args.rot_decode else {})
+        ({"ROT_DECODE": True} if args.rot_decode else {}) | ({"SCALE_AHEAD": True} if args.scale_ahead else {})
     try:
         check_config(c, "the config", fmt)
     except ValueError as e:
@@ -198,8 +200,8 @@ def compile_kernel(args):
              "EVEN_K": True, "FRAG": True,
              "TILE_N": TILE[0], "TILE_K": TILE[1], "PDL": 0,
              **{x: c.get(x, False) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "DECODE_ASM", "TMA",
-                                             "ACC_SCALE", "FOLD", "HALVES", "SCALE8", "SHORT_DECODE",
-                                             "ROT_DECODE")},
+                                             "ACC_SCALE", "FOLD", "SCALE_AHEAD", "HALVES", "SCALE8",
+                                             "SHORT_DECODE", "ROT_DECODE")},
              "TMA_W": c.get("TMA_W", True)}
     sig.update({x: "constexpr" for x in const})
     if args.tma or args.tma_x:
@@ -611,6 +613,7 @@ def main(argv=None) -> int:
                                          ("stamps", args.ws_stamps),
                                          ("tma", args.tma),
                                          ("tma-x", args.tma_x), ("acc", args.acc), ("fold", args.fold),
+                                         ("ahead", args.scale_ahead),
                                          ("scale8", args.scale8),
                                          ("halves", args.halves), (f"r{args.maxnreg}", args.maxnreg),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)

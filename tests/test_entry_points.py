@@ -55,7 +55,7 @@ SCRIPT_CASES = [
     ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--layers", "8192x57344,abc"], "expected comma-separated KxN"),
     ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--layers", "8192"], "expected KxN pairs"),
     ("tuning/weight_only.py", ["/tmp/o.json", "variants", "--ms", "128"],
-     "--ms is for the table, pdl, ws, scale8, tma, rot and check modes"),
+     "--ms is for the table, pdl, ws, scale8, tma, rot, ahead and check modes"),
     ("tuning/weight_only.py", ["/tmp/o.json", "table", "--calls", "5"], "--calls is for the check mode"),
     ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--group", "32"],
      "--group is for the ws and check modes with --formats int4"),

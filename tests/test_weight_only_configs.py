@@ -1313,6 +1313,44 @@ def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkey
     assert prov["command"] == "python3 -m qgemm_bench.tuning.weight_only OUT scale8" and "entries" not in prov
 
 
+def test_ahead_pass_keeps_the_faster_where_acc_scale_loads_its_rows(monkeypatch, tmp_path):
+    """tuning/weight_only.py ahead against scripted timings: each int4 fused
+    entry up to M = 64 with ACC_SCALE, without and with SCALE_AHEAD in the
+    same rounds, the faster kept and both noted (ahead_us); not without
+    ACC_SCALE, nor where its WS tiles run, nor M > 64; NVFP4 untouched."""
+    from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
+
+    script = load_tune_script()
+    out = tmp_path / "h100.json"
+    plain = triton_config(16, 128, 128, 8)
+    acc, ws = {**plain, "ACC_SCALE": True}, ws_tiles(16, 64, 128, 8, splits=2, acc=True)
+    doc = {"gpu": "h100", "kernels": {"int4_gemm_fused": {
+        "M1_K8192_N8192": {"config": acc, "us": 15.7}, "M1_K4096_N4096": {"config": acc, "us": 6.5},
+        "M1_K4096_N6144": {"config": plain, "us": 8.5}, "M16_K8192_N8192": {"config": {**acc, "WS": ws}, "us": 14.5},
+        "M256_K8192_N8192": {"config": acc, "us": 50.0}},
+        "nvfp4_gemm_fused": {"M1_K8192_N8192": {"config": acc, "us": 18.0}}}}
+    out.write_text(woc.dumps(doc))
+    us = {("M1_K8192_N8192", False): 15.7, ("M1_K8192_N8192", True): 15.2,
+          ("M1_K4096_N4096", False): 6.5, ("M1_K4096_N4096", True): 6.7}
+    shape, timed = [], []
+
+    script_table_passes(monkeypatch, script, out, shape)
+    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
+        timed.append(shape[-1]) or us[(shape[-1], bool(calls[0]().get("SCALE_AHEAD")))] for calls in cands])
+    monkeypatch.setattr(sys, "orig_argv", ["python3", "-m", "qgemm_bench.tuning.weight_only", "OUT", "ahead"])
+    script.ahead_pass()
+    got = woc.read_table(out)
+    entries = got["kernels"]["int4_gemm_fused"]
+    assert sorted(set(timed)) == ["M1_K4096_N4096", "M1_K8192_N8192"]  # not without ACC_SCALE, WS (M16), M 256
+    assert entries["M1_K8192_N8192"]["config"] == {**acc, "SCALE_AHEAD": True}
+    assert entries["M1_K8192_N8192"]["us"] == 15.2 and entries["M1_K8192_N8192"]["ahead_us"] == {"0": 15.7, "1": 15.2}
+    assert entries["M1_K4096_N4096"]["config"] == acc and entries["M1_K4096_N4096"]["us"] == 6.5
+    for key in ("M1_K4096_N6144", "M16_K8192_N8192", "M256_K8192_N8192"):
+        assert entries[key] == doc["kernels"]["int4_gemm_fused"][key]
+    assert got["kernels"]["nvfp4_gemm_fused"] == doc["kernels"]["nvfp4_gemm_fused"]
+    assert got["provenance"]["pass"] == "ahead"
+
+
 def test_tma_pass_keeps_the_faster_loads_and_a_pointer_config(monkeypatch, tmp_path):
     """tuning/weight_only.py tma against scripted timings: each fused entry
     up to M = 64 whose WS tiles do not run, on pointer and on TMA loads in

@@ -3,7 +3,7 @@
 way the runner times (CUDA graph over rotating copies > 2x L2): the
 weight_only family of `qgemm-bench tune` (tune_entry, ws_entry, pdl_entry
 per table entry) and, run alone, its expert modes on this GPU's table:
-  python3 -m qgemm_bench.tuning.weight_only OUT.json [variants|table|pdl|ws|scale8|tma|rot|check]    (about 10 minutes)
+  python3 -m qgemm_bench.tuning.weight_only OUT.json [variants|table|pdl|ws|scale8|tma|rot|ahead|check]  (about 10 min)
 table (--paths split,fused, --formats int4,nvfp4; H100: 311 s, 60 of them the split path, before
 the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
@@ -38,7 +38,10 @@ keeps the other as its pointer_config). rot (--ms; after those): each
 NVFP4 fused entry up to M = 64 (or at --ms) as it is and with ROT_DECODE
 on pointer loads in the fused kernel (the permuted weights' 13-instruction
 decode; not its WS tiles), at SPLIT_K 2, 4, 8 and 16 where the config
-splits K, in the same two rounds, the fastest kept (rot_us). check
+splits K, in the same two rounds, the fastest kept (rot_us). ahead
+(--ms): each int4 fused entry with ACC_SCALE up to M = 64 (or at --ms)
+without and with SCALE_AHEAD (its scale rows loaded a K block ahead) in
+the same two rounds, the faster kept (ahead_us). check
 (--calls, --ms, --group): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race; with --group, int4 weights in that group size and the
@@ -48,7 +51,7 @@ config that runs there). Otherwise:
 2. each case's best 6 on four other llama shapes;
 3. large M: dequantize + cuBLAS against cuBLAS bf16, and the dequantize
    kernel's configs. (The fused path's configs: tuning/fused_grid.py.)
-pdl, ws, scale8, tma, rot and check take --layers KxN,... to touch only those layers' entries.
+pdl, ws, scale8, tma, rot, ahead and check take --layers KxN,... to touch only those layers' entries.
 Every mode: a config whose check or timing outlives --stall-timeout (default
 300 s; a kernel that hangs) stops the tune with one line naming it, exit 1,
 the table as written so far and OUT.json with the timings so far.
@@ -471,6 +474,17 @@ def tma_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     return [("tma 0", pointer), ("tma 1", {**{c: v for c, v in pointer.items() if c != "SCALE8"}, "TMA": True})]
 
 
+def ahead_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
+    """The SCALE_AHEAD variants ahead_pass times of an int4 fused config
+    with ACC_SCALE (each block's scale row loaded a block ahead,
+    fused_gemm.fused_kernel): without and with; none where its WS tiles
+    run or it has no ACC_SCALE (its scales are in the decode)."""
+    if runs_ws or not config.get("ACC_SCALE"):
+        return []
+    base = {c: v for c, v in config.items() if c != "SCALE_AHEAD"}
+    return [("ahead 0", base), ("ahead 1", {**base, "SCALE_AHEAD": True})]
+
+
 def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     """The ROT_DECODE variants rot_pass times of an NVFP4 fused config (the
     permuted weights' 13-instruction decode, fused_gemm.FusedGemm.rot_runs):
@@ -625,6 +639,16 @@ def scale8_pass(ms=None, layers=None):
     # (TMA: the scales are applied after the decode, SCALE_AFTER; scale8_variants has none)
     _variant_pass("add SCALE8 to", [("nvfp4", "fused")], scale8_variants, "scale8", ms, layers, {},
                   skip=lambda c: c.get("TMA"))
+
+
+def ahead_pass(ms=None, layers=None):
+    """Every int4 fused entry of this GPU's table with ACC_SCALE up to M =
+    PDL_MAX_M (or at `ms`), at its bucket's shape, without and with
+    SCALE_AHEAD in the same rounds (ahead_variants: not where its WS tiles
+    run); the faster stays, both timings noted (ahead_us). On the H200 it
+    won at a 16x128x128 tile and lost at 16x64x128 ones (docs/fused_gemm.md)."""
+    _variant_pass("add SCALE_AHEAD to", [("int4", "fused")], ahead_variants, "ahead", ms, layers, {},
+                  skip=lambda c: not c.get("ACC_SCALE"))
 
 
 def tma_pass(fmts=FORMATS, ms=None, layers=None):
@@ -838,6 +862,8 @@ def main(args):
         return scale8_pass(args.ms, args.layers)
     if args.variants == "tma":
         return tma_pass(args.formats, args.ms, args.layers)
+    if args.variants == "ahead":
+        return ahead_pass(args.ms, args.layers)
     if args.variants == "rot":
         return rot_pass(args.ms, args.layers)
     t0 = time.time()
@@ -890,7 +916,8 @@ def main(args):
 if __name__ == "__main__":
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", help="where every timing goes")
-    p.add_argument("variants", nargs="?", choices=["variants", "table", "pdl", "ws", "scale8", "tma", "rot", "check"],
+    p.add_argument("variants", nargs="?",
+                   choices=["variants", "table", "pdl", "ws", "scale8", "tma", "rot", "ahead", "check"],
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
                         "each entry of that table up to M = 64 (or at --ms) with and without PDL and keep the "
@@ -901,7 +928,9 @@ if __name__ == "__main__":
                         "E4M3 bytes) and keep the faster; tma: time each fused entry up to M = 64 (or at "
                         "--ms) on pointer and on TMA loads and keep the faster; rot: time each NVFP4 fused "
                         "entry up to M = 64 (or at --ms) as it is and with ROT_DECODE (permuted weights, the "
-                        "13-instruction decode) at SPLIT_K 2, 4, 8, 16, and keep the fastest; check: run "
+                        "13-instruction decode) at SPLIT_K 2, 4, 8, 16, and keep the fastest; ahead: time "
+                        "each int4 fused entry with ACC_SCALE up to M = 64 (or at --ms) without and with "
+                        "SCALE_AHEAD (its scale rows a K block ahead) and keep the faster; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--group", default=None, choices=["32", "64", "channel"],
@@ -948,8 +977,8 @@ if __name__ == "__main__":
         if args.calls < 1:
             raise InputError(f"--calls {args.calls}: expected a positive number of calls")
         if args.ms is not None:
-            if args.variants not in ("table", "pdl", "ws", "scale8", "tma", "rot", "check"):
-                raise InputError("--ms is for the table, pdl, ws, scale8, tma, rot and check modes")
+            if args.variants not in ("table", "pdl", "ws", "scale8", "tma", "rot", "ahead", "check"):
+                raise InputError("--ms is for the table, pdl, ws, scale8, tma, rot, ahead and check modes")
             try:
                 args.ms = {int(v) for v in args.ms.split(",")}
             except ValueError:
@@ -962,8 +991,8 @@ if __name__ == "__main__":
             if not args.ms <= known:
                 raise InputError(f"--ms: {sorted(args.ms - known)} not in the table's M ({sorted(known)})")
         if args.layers is not None:
-            if args.variants not in ("pdl", "ws", "scale8", "tma", "rot", "check"):
-                raise InputError("--layers is for the pdl, ws, scale8, tma, rot and check modes")
+            if args.variants not in ("pdl", "ws", "scale8", "tma", "rot", "ahead", "check"):
+                raise InputError("--layers is for the pdl, ws, scale8, tma, rot, ahead and check modes")
             try:
                 args.layers = {tuple(int(v) for v in kn.split("x", 1)) for kn in args.layers.split(",")}
             except ValueError:

@@ -11,7 +11,7 @@ per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
                                 [--stages 3] [--tma | --tma-x] [--acc] [--scale8] [--maxnreg N] [--group 128] [--k 8192]
-                                [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl]] [--stalls]
+                                [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl] [--ws-acc]] [--stalls]
                                 [--out PREFIX]
                                 [--probe-stage 1|2|3 [--halves]]
   python3 scripts/fused_sass.py --probe-table
@@ -309,6 +309,9 @@ def compile_ws(args):
     if fmt == INT4 and group < args.k and group % args.bk and group != 32:
         raise InputError(f"--group {args.group} at BLOCK_K {args.bk}: the kernel takes groups of whole K blocks "
                          "or of 32 (ws_gemm.usable)")
+    if c.get("ACC") and not ws_gemm.acc_runs(fmt, group, args.k, c):
+        raise InputError(f"--ws-acc with --group {args.group}: ACC runs at int4 groups of whole K blocks only "
+                         "(ws_gemm.acc_runs)")
     sig = {x: f"tensordesc<{t}[{', '.join(map(str, shape))}],{layout!r}>"  # the kernel's first four parameters
            for x, (t, shape, layout) in ws_gemm.boxes(c, fmt, group).items()}
     kgroup = ws_gemm.kernel_group(fmt, group, args.k)  # per channel and unscaled: ts_ptr the scales' row

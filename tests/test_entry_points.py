@@ -45,6 +45,8 @@ SCRIPT_CASES = [
     ("tuning/weight_only.py", ["/no/such/folder/out.json"], "its folder does not exist"),
     ("tuning/weight_only.py", ["/tmp/o.json", "table", "--ms", "128,300"], "[300] not in the table's M"),
     ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--ms", "64,32"], "[32] not in the table's M"),
+    ("fused_sass.py", ["--ws", "--ws-acc", "--group", "channel"], "ACC runs at int4 groups of whole K blocks only"),
+    ("fused_sass.py", ["--ws", "--ws-acc", "--group", "32"], "ACC runs at int4 groups of whole K blocks only"),
     ("fused_sass.py", ["--ws-split", "2"],
      "--ws-m-group, --ws-acc and --ws-stamps: the warp-specialized kernel's (--ws)"),
     ("fused_sass.py", ["--ws-stamps", "--ws", "--ws-stream-k", "--tile", "256x128x64"], "not with --ws-stream-k"),

@@ -99,8 +99,11 @@ def weight_only_units(formats, ms, prior: dict | None, groups=()) -> list[Unit]:
                     first = cands.prior_first(entries, bucket(m, k, n))
                     passes = [len(cands.unit_pool(fmt_id, path, m, entries, first, rival))]  # tune_unit's
                     if path == "fused" and ws_pool(m):
-                        tiles = len(cands.ws_pruned(ws_pool(m), entries, m, bucket(m, k, n)))
-                        passes += ([tiles + 1] if tiles else []) + ([len(ws_pool(m)) + 1] * len(groups)
+                        # ACC tiles are timed at int4 group 128 only (ws_gemm.acc_runs)
+                        plain = [t for t in ws_pool(m) if not t.get("ACC")]
+                        pool = ws_pool(m) if fmt == "int4" else plain
+                        tiles = len(cands.ws_pruned(pool, entries, m, bucket(m, k, n)))
+                        passes += ([tiles + 1] if tiles else []) + ([len(plain) + 1] * len(groups)
                                                                     if fmt == "int4" else [])
                     if m > cands.PDL_MAX_M and cands.pdl_won_at(entries, m, bucket(m, k, n)):
                         passes.append(2)

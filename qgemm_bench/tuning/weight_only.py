@@ -685,6 +685,7 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
     from qgemm_bench.backends.triton_kernels.fused_gemm import tma_refused
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe, ws_label
+    from qgemm_bench.backends.triton_kernels.ws_gemm import tiles_for
 
     t0 = time.time() if t0 is None else t0
     m, k, n = parse(key)
@@ -698,8 +699,10 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
     gemm = gemm_of(*wargs, config=base, path="fused").fused()
     # The pool's tiles, and the entry's own (with its PDL, which the pool's lack).
     own = [config["WS"]] if "WS" in config else []
-    cands = {"base": base} | {ws_label(w): {**base, "WS": dict(w)}
-                              for w in list(tiles) + own if gemm.runs_ws(x, {**base, "WS": w})}
+    # (not tiles whose ACC does not apply here: they would run as their twin without it, ws_gemm.tiles_for)
+    g = k if group == "channel" else group or 128
+    cands = {"base": base} | {ws_label(w): {**base, "WS": dict(w)} for w in list(tiles) + own
+                              if gemm.runs_ws(x, {**base, "WS": w}) and tiles_for(FORMATS.index(fmt), g, k, w) == w}
     del gemm
     if len(cands) == 1:
         print(f"  {fmt} {key}: the warp-specialized kernel does not run here (ws_gemm.usable)", flush=True)

@@ -887,14 +887,16 @@ class FusedGemm:
         return c
 
     def runs_ws(self, x: torch.Tensor, c: dict) -> bool:
-        """Whether config c runs the warp-specialized kernel (its "WS" tiles)
-        for this x (ws_gemm.usable and ws_gemm.reads, the layout; else the
-        rest of c in fused_kernel)."""
+        """Whether config c runs the warp-specialized kernel (its "WS" tiles,
+        as ws_gemm.tiles_for runs them at this group) for this x
+        (ws_gemm.usable and ws_gemm.reads, the layout; else the rest of c in
+        fused_kernel)."""
         w = c.get("WS")
         if not w or not x.is_cuda or not c.get("DECODE_ASM", True):
             return False
         from qgemm_bench.backends.triton_kernels import ws_gemm
 
+        w = ws_gemm.tiles_for(self.fmt, self.group, self.k, w)
         return ws_gemm.reads(self.kmajor, w) and ws_gemm.usable(self.fmt, self.group, self.k, self.n, x, w, self.target)
 
     def ws_workspace_bytes(self, x: torch.Tensor, c: dict) -> int:
@@ -950,7 +952,7 @@ class FusedGemm:
         if self.runs_ws(x, c):
             from qgemm_bench.backends.triton_kernels import ws_gemm
 
-            w = c["WS"]
+            w = ws_gemm.tiles_for(self.fmt, self.group, self.k, c["WS"])
             key = ("ws", w["BLOCK_N"], w["BLOCK_K"])
             if key not in self._w_desc:
                 self._w_desc[key] = ws_gemm.weight_descriptors(p, w, self.fmt, self.group)

@@ -70,7 +70,8 @@ cores busy meanwhile.
 
 Where it runs (`usable`): NVFP4 (blocks of 16 tile every K block); int4
 with scales of whole K blocks (a group a multiple of BLOCK_K, per channel,
-unscaled as scales of one) or groups of 32, bf16 x with
+unscaled as scales of one) or groups of 32 (ACC: groups of whole K blocks;
+elsewhere FusedGemm runs ACC tiles without it, tiles_for), bf16 x with
 16-byte aligned rows, N a multiple of 8 (y's rows, by TMA), on sm_90 (the
 wgmma instructions are Hopper's). Gluon kernels do not run in the CPU
 interpreter: CPU tests cover the selection, the GPU tests the kernel.
@@ -115,7 +116,7 @@ MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
 # ACC keeps a block's product besides the sum (_block): x tiles of up to this many rows.
 MAX_ACC_BLOCK_M = 64
 # x-row tiles: 16 and 32 are decode sizes (wgmma n16 / n32; they compile for sm_90, scripts/fused_sass.py
-# --ws; the 16-row ones are fused_gemm.WS_POOL[16], not yet in any table).
+# --ws; the 16-row ones are fused_gemm.WS_POOL[16]).
 BLOCK_MS = (16, 32, 64, 128, 256)
 MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (docs/ws_gemm.md)
 # SKEW with more stages than this hung some tiles on the H100 (cause not found;
@@ -441,7 +442,7 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_p
               BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr,
               SPLITS: gl.constexpr, GROUP: gl.constexpr, STAMPS: gl.constexpr, ACC: gl.constexpr):
     """Weight rows WG * 64.. of the tile over the program's nb K blocks
-    (ACC: _block's);
+    (each K block by _block, ACC as it says);
     with K_SPLIT 2 blocks PART, PART + 2, ... of them (the other consumer's
     the rest; their sums meet in shared memory at the end, `done`). With
     SPLITS > 1 the tile's other programs' sums meet in global memory
@@ -671,6 +672,8 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
     _pdl_wait first. M_GROUP > 1: tiles in groups of M_GROUP x-row blocks
     (_grouped). STAMPS 1 (not with STREAM_K): each consumer's timeline into
     st_ptr (`stamp_slots`; else unread)."""
+    gl.static_assert(not ACC or FMT != _NVFP4 and GROUP != _CHANNEL and GROUP % BLOCK_K == 0 and not STREAM_K,
+                     "ACC takes int4 groups of whole K blocks, not STREAM_K (acc_runs, check)")
     if PDL:
         _pdl_wait()
     BLOCKS: gl.constexpr = K // BLOCK_K
@@ -802,8 +805,9 @@ def check(c: dict, fmt: int = INT4, smem: int | None = None) -> None:
         raise ValueError(f"WS {c}: M_GROUP (x-row blocks per group of tiles) is 1 to {MAX_M_GROUP}, without STREAM_K "
                          "(which orders its tiles itself)")
     if c.get("ACC", 1) != 1 or "ACC" in c and (fmt != INT4 or c["BLOCK_M"] > MAX_ACC_BLOCK_M or "STREAM_K" in c):
-        raise ValueError(f"WS {c}: ACC (int4 scales on each block's product) is 1 or absent, with x tiles of at most "
-                         f"{MAX_ACC_BLOCK_M} rows, not with STREAM_K")
+        raise ValueError(f"WS {c}: ACC (scales on each block's product) is int4's only (not NVFP4), 1 or absent, "
+                         f"with x tiles of at most {MAX_ACC_BLOCK_M} rows, not with STREAM_K (and runs at groups "
+                         "of whole K blocks: acc_runs)")
     if c.get("PDL", 1) != 1:
         raise ValueError(f"WS {c}: PDL is 1 (programmatic dependent launch: _pdl_wait) or absent")
     if "STREAM_K" in c and (c["STREAM_K"] != 1 or c["BLOCK_N"] != 2 * WG_ROWS or set(c) & {"K_SPLIT", "SPLITS"}):
@@ -828,12 +832,28 @@ def check(c: dict, fmt: int = INT4, smem: int | None = None) -> None:
                          f"128, 2 to 8 stages, and at most {smem} bytes of shared memory ({shared_bytes(c, fmt)})")
 
 
+def acc_runs(fmt: int, group: int, k: int, c: dict) -> bool:
+    """Whether ACC's scales on each block's product apply to config c: int4
+    with groups of whole K blocks (not per channel or unscaled, group K;
+    not groups of 32, a scale per 32-k run; not NVFP4's blocks of 16)."""
+    return fmt == INT4 and group < k and group % c["BLOCK_K"] == 0
+
+
+def tiles_for(fmt: int, group: int, k: int, c: dict) -> dict:
+    """Config c as ws_kernel runs it for this format and group: without ACC
+    where ACC does not apply (acc_runs; the same sums, the scales then in
+    the decode), so that a table's ACC tiles tuned at group 128 still run
+    the kernel at the other groups."""
+    return c if not c.get("ACC") or acc_runs(fmt, group, k, c) else {x: v for x, v in c.items() if x != "ACC"}
+
+
 def usable(fmt: int, group: int, k: int, n: int, x: torch.Tensor, c: dict, target) -> bool:
     """Whether ws_kernel runs config c for this x on Target `target` (module
     docstring: sm_90 only, within its shared memory); group as FusedGemm
-    runs it (K per channel and unscaled; NVFP4's 16)."""
+    runs it (K per channel and unscaled; NVFP4's 16). ACC only where it
+    applies (acc_runs; FusedGemm runs tiles_for's twin elsewhere)."""
     return (fmt == NVFP4 or fmt == INT4 and (group >= k or group % c["BLOCK_K"] == 0 or group == 32)) and \
-        not (c.get("ACC") and (fmt != INT4 or group >= k or group % c["BLOCK_K"])) and \
+        (not c.get("ACC") or acc_runs(fmt, group, k, c)) and \
         shared_bytes(c, fmt, group) <= target.smem_per_block and x.is_cuda and \
         x.dtype == torch.bfloat16 and x.shape[0] > 0 and n % 8 == 0 and \
         x.stride(1) == 1 and x.stride(0) >= x.shape[1] and x.data_ptr() % 16 == 0 and x.stride(0) * 2 % 16 == 0 and \

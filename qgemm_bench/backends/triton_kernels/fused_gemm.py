@@ -155,6 +155,13 @@ def channel_block(c: dict) -> bool:
 
 
 @triton.jit
+def _scale_row(s_ptr, b, offs_n, stride_sg, GROUP: tl.constexpr, BLOCK_K: tl.constexpr):
+    """K block b's row of BLOCK scales as stored (bf16), [BLOCK_N, 1]:
+    ACC_SCALE's multiplier of the block's fp32 product."""
+    return tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None])
+
+
+@triton.jit
 def _scales(s_ptr, b, offs_n, stride_sg, GROUP: tl.constexpr, SCALE_MODE: tl.constexpr, BLOCK_K: tl.constexpr,
             SCALE8: tl.constexpr = False, USE_ASM: tl.constexpr = True):
     """K block b's scale tile: [BLOCK_N, 1] (BLOCK), [BLOCK_N, BLOCK_K // GROUP]
@@ -441,16 +448,16 @@ def fused_kernel(
         t_scale = _tensor_scale(ts_ptr, USE_ASM)
     AHEAD: tl.constexpr = SCALE_AHEAD and W_SCALE != SCALE_MODE
     if AHEAD:
-        s_raw = tl.load(s_ptr + (first * BLOCK_K // GROUP) * stride_sg + offs_n[:, None])
+        s_raw = _scale_row(s_ptr, first, offs_n, stride_sg, GROUP, BLOCK_K)
     for i in range(0, steps):
         b = first + i
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8,
                           USE_ASM)
         if AHEAD:  # this block's row, loaded a block ago; the next one's now (module docstring)
             s_row = s_raw.to(tl.float32)
-            s_raw = tl.load(s_ptr + (tl.minimum(b + 1, last - 1) * BLOCK_K // GROUP) * stride_sg + offs_n[:, None])
+            s_raw = _scale_row(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, BLOCK_K)
         elif W_SCALE != SCALE_MODE:  # needed only after the block's dot: its latency hides behind it
-            s_row = tl.load(s_ptr + (b * BLOCK_K // GROUP) * stride_sg + offs_n[:, None]).to(tl.float32)
+            s_row = _scale_row(s_ptr, b, offs_n, stride_sg, GROUP, BLOCK_K).to(tl.float32)
         if TMA and TMA_W:
             PER_T: tl.constexpr = TILE_K // BLOCK_K  # K blocks per tile
             wp = w_desc.load([tile_row, (b // PER_T) * TILE_N, (b % PER_T) * (BLOCK_K // 2)])

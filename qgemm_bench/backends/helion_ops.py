@@ -291,7 +291,7 @@ class WeightOnly:
         """The weight tensors the path for M reads."""
         if self.path(m) == "fused":
             r = self._ready.get(m)
-            tiled = bool(r is not None and r.config.get("tiled"))  # kept only where it applies (fix)
+            tiled = bool(r is not None and r.config.get("tiled"))  # kept only where it applies
             p = self.kmajor(bool(r is not None and r.config.get("frag")), tiled)
             scales = self.bf16_scales() if r is not None and self._bf16_applies(r.config) else p.scales
             wt = self.wt_rot(tiled) if r is not None and r.config.get("rot") else p.wt  # kept only where it applies

@@ -337,7 +337,7 @@ def main() -> int:
     torch.cuda.set_device(dev)
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     target = of(dev)  # the store entry a pass reads and writes
-    passing = "--rot-pass" if args.rot_pass else f"--{twins}-pass" if twins else "--check" if args.check else None
+    passing = "--rot-pass" if args.rot_pass else twin_pass_flag or ("--check" if args.check else None)
     if passing:
         ops = args.op or ["int4_gemm", "nvfp4_gemm"]
         work = rot_work(args.op, args.m, args.kn, target.name) if args.rot_pass else \

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Session 47 (2026-11-30): what ran, in order, each `source .gpu/s47<x>.sh` sourcing gpu_common.sh beside this
+# file, on nvidia-h200-x2 (B found A's machine warm; C a fresh one), carrying .gpu/commit, the call's script and
+# the wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers' and fbgemm's (call C: all of .gpu/).
+# A and B at 0759702 (A's ahead pass exited at once: that mode takes no --formats; B ran it again); C at a9851f6
+# (the store of A and B).
+# ---- call A: source .gpu/s47a.sh
+# Session 47 call A (x2, BUDGET s). GPU 0: the ahead pass at int4 M = 1, 16, 32, 64 (each ACC_SCALE fused entry
+# without and with SCALE_AHEAD, the faster kept) and its check (30 calls an entry); then the ws pass at NVFP4
+# M = 16 (WS_POOL[16] against every entry; only 8192x8192 had been timed), the pdl pass there and its check. The
+# store comes back in the tarball. GPU 1: 2c9bb83's ACC tiles without ACC at g32 / channel / unscaled (the WS GPU
+# test), then Helion at int4 128x8192x8192 (issue 55): the entry with 4 stages and split 2, [128, 128] on 8 warps
+# split 2 in K order, 30 checked calls, 2 rounds.
+BUDGET=${BUDGET:-400} source results/h200/gpu_common.sh
+( t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 200 python3 -m pytest -m gpu -q -p no:cacheprovider \
+    tests/test_int4_gemm.py -k "ws_kernel_vs_fp64" > $R/pytest_ws_fp64.txt 2>&1
+  echo "int4 ws_kernel_vs_fp64 rc $? wall $(( $(date +%s)-t1 )) s"; tail -2 $R/pytest_ws_fp64.txt | cut -c1-200
+  grep -E "^FAILED" $R/pytest_ws_fp64.txt | cut -c1-200 | head
+  t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 $(( $(left) - 15 )) python3 scripts/helion_ab.py --op int4_gemm \
+    --m 128 --kn 8192,8192 --check-calls 30 --rounds 2 --entry-only \
+    --config '{"num_stages": 4}' --config '{"split_k": 2}' --config '{"split_k": 2, "num_stages": 4}' \
+    --config '{"block_sizes": [128, 128], "num_warps": 8, "frag": false, "tiled": false, "split_k": 2}' \
+    > $R/int4_m128_8192x8192_s47.txt 2>&1
+  echo "== helion 128x8192x8192 rc $? wall $(( $(date +%s)-t1 )) s"
+  grep -E "^ +[0-9.]+ +[0-9.]+ |WRONG|rror" $R/int4_m128_8192x8192_s47.txt | cut -c1-120 ) &
+pass() {  # name mode args...
+  local n=$1 mode=$2 t1=$(date +%s); shift 2
+  CUDA_VISIBLE_DEVICES=0 timeout -k 10 $(( $(left) - 20 )) python3 -m qgemm_bench.tuning.weight_only $R/$n.json $mode \
+    "$@" > $R/$n.log 2>&1
+  echo "$n rc $? wall $(( $(date +%s)-t1 )) s"
+  tr '\r' '\n' < $R/$n.log | grep -v "^\s*$" | grep -E "fused M|wrote|WRONG|wrong|rror" | cut -c1-200 | tail -25
+}
+pass ahead ahead --ms 1,16,32,64 --formats int4
+pass check_ahead check --ms 1,16,32,64 --formats int4 --calls 30
+pass ws16_nvfp4 ws --ms 16 --formats nvfp4
+pass pdl16_nvfp4 pdl --ms 16 --formats nvfp4
+pass check16_nvfp4 check --ms 16 --formats nvfp4 --calls 30
+wait; save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call B: source .gpu/s47b.sh
+# Session 47 call B (x2, BUDGET s): call A's ahead pass again without --formats (the mode is int4's only), then
+# its check (30 calls an entry); the store comes back in the tarball.
+BUDGET=${BUDGET:-200} source results/h200/gpu_common.sh
+pass() {  # name mode args...
+  local n=$1 mode=$2 t1=$(date +%s); shift 2
+  CUDA_VISIBLE_DEVICES=0 timeout -k 10 $(( $(left) - 20 )) python3 -m qgemm_bench.tuning.weight_only $R/$n.json $mode \
+    "$@" > $R/$n.log 2>&1
+  echo "$n rc $? wall $(( $(date +%s)-t1 )) s"
+  tr '\r' '\n' < $R/$n.log | grep -v "^\s*$" | grep -E "fused M|wrote|WRONG|wrong|rror" | cut -c1-200 | tail -40
+}
+pass ahead ahead --ms 1,16,32,64
+pass check_ahead check --ms 1,16,32,64 --formats int4 --calls 30
+save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call C: source .gpu/s47c.sh
+# Session 47 call C (x2, BUDGET s), at the store commit of calls A and B: the baselines holding int4 M <= 64 and
+# NVFP4 M = 16 (every backend). GPU 0: the int4 decode preset, then the int4 default preset. GPU 1: the int4
+# m-sweep (3 rounds), then the NVFP4 decode preset.
+BUDGET=${BUDGET:-420} source results/h200/gpu_common.sh
+( run1 0 int4_gemm_decode --op int4_gemm --shapes decode; wait; run1 0 int4_gemm --op int4_gemm; wait ) &
+( run1 1 int4_gemm_msweep --op int4_gemm --shapes m-sweep --repeats 3; wait; run1 1 nvfp4_gemm_decode --op nvfp4_gemm --shapes decode; wait ) &
+wait; save; echo "all wall $(( $(date +%s)-t0 )) s"

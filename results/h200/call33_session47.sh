@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Session 47 (2026-11-30): what ran, in order, each `source .gpu/s47<x>.sh` sourcing gpu_common.sh beside this
-# file, on nvidia-h200-x2 (B found A's machine warm; C a fresh one), carrying .gpu/commit, the call's script and
+# file, on nvidia-h200-x2 but D (one nvidia-h200; B found A's machine warm), carrying .gpu/commit, the call's script and
 # the wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers' and fbgemm's (call C: all of .gpu/).
 # A and B at 0759702 (A's ahead pass exited at once: that mode takes no --formats; B ran it again); C at a9851f6
-# (the store of A and B).
+# (the store of A and B); D at 010341c (its pass within noise: store and run not kept).
 # ---- call A: source .gpu/s47a.sh
 # Session 47 call A (x2, BUDGET s). GPU 0: the ahead pass at int4 M = 1, 16, 32, 64 (each ACC_SCALE fused entry
 # without and with SCALE_AHEAD, the faster kept) and its check (30 calls an entry); then the ws pass at NVFP4
@@ -58,3 +58,17 @@ BUDGET=${BUDGET:-420} source results/h200/gpu_common.sh
 ( run1 0 int4_gemm_decode --op int4_gemm --shapes decode; wait; run1 0 int4_gemm --op int4_gemm; wait ) &
 ( run1 1 int4_gemm_msweep --op int4_gemm --shapes m-sweep --repeats 3; wait; run1 1 nvfp4_gemm_decode --op nvfp4_gemm --shapes decode; wait ) &
 wait; save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call D: source .gpu/s47d.sh
+# Session 47 call D (one H200, BUDGET s), at 010341c: the scale8 pass at NVFP4 M = 1, 16, 32 (each fused entry on
+# pointer loads, now mostly ROT_DECODE, without and with SCALE8: fp8 block scales, 7.3 MB fewer bytes at
+# 4096x28672, where humming leads the decode preset) and its check (30 calls an entry); then, with the store the
+# pass left, the NVFP4 decode preset (every backend). The store comes back in the tarball.
+BUDGET=${BUDGET:-330} source results/h200/gpu_common.sh
+t1=$(date +%s); timeout -k 10 120 python3 -m qgemm_bench.tuning.weight_only $R/scale8.json scale8 --ms 1,16,32 \
+  > $R/scale8.log 2>&1; echo "scale8 rc $? wall $(( $(date +%s)-t1 )) s"
+tr '\r' '\n' < $R/scale8.log | grep -v "^\s*$" | grep -E "fused M|wrote|WRONG|wrong|rror" | cut -c1-200 | tail -30
+t1=$(date +%s); timeout -k 10 60 python3 -m qgemm_bench.tuning.weight_only $R/check_scale8.json check --ms 1,16,32 \
+  --formats nvfp4 --calls 30 > $R/check_scale8.log 2>&1; echo "check rc $? wall $(( $(date +%s)-t1 )) s"
+grep -v "0/30 wrong" $R/check_scale8.log | tail -3 | cut -c1-200
+run1 0 nvfp4_gemm_decode --op nvfp4_gemm --shapes decode
+save; echo "all wall $(( $(date +%s)-t0 )) s"

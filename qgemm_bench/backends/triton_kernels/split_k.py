@@ -4,7 +4,8 @@ Each program computes one output tile over one contiguous slice of K; the
 partials meet in fp32 by atomics (ATOMIC) or per-split planes summed in
 split order (DETERMINISTIC), and the tile's last program finishes it
 (split_k_parts.py). Deterministic configs may sum the planes in a second
-small launch instead (REDUCE "kernel": reduce_planes; split_k_configs.py).
+small launch instead (REDUCE "kernel": reduce_planes) or in the tile's last
+few programs (REDUCE "spread"; split_k_configs.py).
 
 Configs: an explicit one, else the dispatch's (triton_dispatch.choose_split_k:
 the store's table, split_k_configs.py: exact shape, nearest bucket, or a
@@ -121,10 +122,14 @@ def launch_args(a, b, bias, out, ws, count) -> tuple:
 grid_for = split_k_parts.grid
 
 
-def kernel_meta(c: dict) -> dict:
+def kernel_meta(c: dict, interpreted: bool = False) -> dict:
     """Config c as split_k_kernel's keyword arguments: REDUCE by its code
-    (split_k_parts.finish's)."""
-    return {**c, "REDUCE": split_k_configs.REDUCES.index(c.get("REDUCE", "last"))}
+    (split_k_parts.finish's), REDUCE "spread" with its SPREAD
+    (split_k_parts.spread_parts)."""
+    meta = {**c, "REDUCE": split_k_configs.REDUCES.index(c.get("REDUCE", "last"))}
+    if c.get("REDUCE") == "spread":
+        meta["SPREAD"] = split_k_parts.spread_parts(c, interpreted)
+    return meta
 
 
 def autotunes(a, config: dict | None, autotune: bool | None) -> bool:
@@ -163,10 +168,16 @@ class SplitKGemm:
         else:
             raise ValueError("no split-K config: pass one (triton_dispatch.make_split_k takes the store's), "
                              "or autotune=True on a GPU")
+        # REDUCE "spread" waits on the tile's other programs: only where all are
+        # resident at once; elsewhere the tile's last program sums (the same bits).
+        if config is not None and config.get("REDUCE") == "spread" \
+                and not split_k_parts.spread_runs(m, n, config, target.sms):
+            config["REDUCE"] = "last"
+            self.source += " (reduce spread: more programs than SMs, so reduce last)"
         self.a, self.b, self.bias, self.mode, self.config = a, b, bias, mode, config
-        # REDUCE "kernel" is the plane-sum kernel whichever mode asked for it
+        # REDUCE "kernel" and "spread" sum planes whichever mode asked for them
         # (split_k_configs: an atomic entry may take the deterministic winner).
-        if config is not None and config.get("REDUCE") == "kernel":
+        if config is not None and config.get("REDUCE") in ("kernel", "spread"):
             mode = self.mode = DETERMINISTIC
         if config is None:  # autotuned: room for any config of CONFIGS
             planes, counters = MAX_SPLIT, split_k_parts.counters(m, n)
@@ -175,7 +186,7 @@ class SplitKGemm:
         planes = 1 if mode == ATOMIC else planes
         self.ws = torch.zeros(planes * m * n, device=a.device, dtype=torch.float32)
         self.count = torch.zeros(counters, device=a.device, dtype=torch.int32)
-        self.meta = None if config is None else kernel_meta(config)
+        self.meta = None if config is None else kernel_meta(config, a.device.type != "cuda")
         self.reduce = None  # REDUCE "kernel": (grid, BLOCK, num_warps) of reduce_planes
         if config is not None and config.get("REDUCE") == "kernel" and config["SPLIT_K"] > 1:
             block, warps = split_k_parts.reduce_block(m, n, target.sms)

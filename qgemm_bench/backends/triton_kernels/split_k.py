@@ -40,7 +40,7 @@ def split_k_kernel(
     M_BUCKET, N_BUCKET,  # autotuning keys only
     HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    REDUCE: tl.constexpr = 0,  # split_k_parts.finish's; kernel_meta sets it
+    REDUCE: tl.constexpr = 0, SPREAD: tl.constexpr = 1,  # split_k_parts.finish's; kernel_meta sets them
     PDL: tl.constexpr = 0, PF_ROWS: tl.constexpr = 16,  # split_k_parts.pdl_prologue; PF_ROWS of b prefetched
 ):
     pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
@@ -63,7 +63,7 @@ def split_k_kernel(
     split_k_parts.pdl_release(PDL)
 
     split_k_parts.finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
-                         SPLIT_K, MODE == 1, HAS_BIAS, REDUCE)
+                         SPLIT_K, MODE == 1, HAS_BIAS, REDUCE, SPREAD)
 
 
 def _cfg(bm, bn, bk, split, warps=4, stages=3):

@@ -749,32 +749,6 @@ def test_atomic_finish_has_no_race(config):
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize("shape, config", [
-    ((16, 65536, 16), (16, 16, 256, 64, 0)), ((32, 65536, 32), (16, 16, 256, 32, 3)),
-    ((33, 4099, 40), (16, 32, 64, 16, 1)), ((64, 8192, 64), (32, 32, 64, 32, 3))])
-def test_spread_reduce_on_gpu_is_last_bit_for_bit_over_calls(shape, config):
-    """REDUCE "spread" with its SPREAD waiters (the interpreter runs one):
-    against fp64 over 20 calls, the same bits as REDUCE "last" every call,
-    its counters left zeroed; with PDL where the config names it."""
-    from qgemm_bench.backends.triton_dispatch import make_split_k
-    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC
-
-    bm, bn, bk, sk, pdl = config
-    inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, torch.bfloat16, CUDA, bias=True), seed())
-    c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": 4, "num_stages": 4, "PDL": pdl}
-    spread = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, {**c, "REDUCE": "spread"},
-                          target=target_for(inputs.a))
-    assert spread.meta["REDUCE"] == 2 and spread.meta["SPREAD"] > 1, spread.note()
-    last = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, c, target=target_for(inputs.a))()
-    ref = split_k_gemm.reference(inputs)
-    assert rel_error(last, ref) <= 1e-2
-    for _ in range(20):
-        assert torch.equal(spread(), last)
-    assert int(spread.count.abs().sum()) == 0
-
-
-@pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize("deterministic", [False, True])
 @pytest.mark.parametrize("config", [(32, 32, 128, 16), (16, 64, 128, 16), (64, 32, 64, 32)])
 def test_helion_finish_has_no_race(config, deterministic):

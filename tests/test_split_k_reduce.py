@@ -1,8 +1,6 @@
 """The Triton split-K GEMM's deterministic reductions (config key REDUCE:
-"last", "kernel", "spread"; split_k_parts.py): each against fp64 on ragged
-shapes, bit-identical over calls and to each other, and the config checks.
-In the interpreter "spread" sums with one program (SPREAD 1: it runs
-programs one after another); the GPU tests run it with its SPREAD."""
+"last", "kernel"; split_k_parts.py): each against fp64 on ragged shapes,
+bit-identical over calls and to each other, and the config checks."""
 
 import json
 
@@ -18,7 +16,7 @@ def reference64(inputs):
     return ref if inputs.bias is None else ref + inputs.bias.double()
 
 
-VARIANTS = [{"REDUCE": "last"}, {"REDUCE": "kernel"}, {"REDUCE": "spread"}]
+VARIANTS = [{"REDUCE": "last"}, {"REDUCE": "kernel"}]
 
 
 # Shapes that divide no block; splits 3, 7 (at 7x1000x33 its last split gets
@@ -114,46 +112,13 @@ def test_describe_and_kernel_meta():
     # default), i.e. the same kernel as before REDUCE existed.
     assert kernel_meta(c) == kernel_meta({**c, "REDUCE": "last"}) == {**c, "REDUCE": 0}
     assert kernel_meta({**c, "REDUCE": "kernel"}) == {**c, "REDUCE": 1}
-    spread = {**c, "REDUCE": "spread"}
-    assert skc.describe(spread) == "16x16x64 split 64 w4 s3 reduce spread"
-    assert kernel_meta(spread) == {**spread, "REDUCE": 2, "SPREAD": 16}  # SPREAD_PARTS
-    assert kernel_meta({**spread, "SPLIT_K": 8})["SPREAD"] == 8  # no more parts than splits
-    assert kernel_meta(spread, interpreted=True)["SPREAD"] == 1
-
-
-def test_spread_runs_only_where_every_program_fits_the_sms():
-    """REDUCE "spread" waits on the tile's other programs: a config whose
-    tiles x splits exceed the Target's SMs runs REDUCE "last" instead (the
-    same bits), and says so; the tuner's spread twins are those that fit."""
-    import dataclasses
-
-    from qgemm_bench.backends.triton_dispatch import make_split_k
-    from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC
-    from qgemm_bench.backends.triton_kernels.split_k_parts import spread_runs
-    from qgemm_bench.tuning.candidates import spread_twins
-
-    c = {**triton_config(bn=32, bk=64, split=8), "REDUCE": "spread"}
-    assert spread_runs(33, 40, c, 48) and not spread_runs(33, 40, c, 47)  # 3 x 2 tiles of 16 x 32, 8 splits: 48
-    assert not spread_runs(16, 32, {**c, "SPLIT_K": 1}, 132)  # one split: nothing to sum
-    inputs = split_k_gemm.make_inputs(case(split_k_gemm, (33, 1000, 40), bias=True), seed())
-    ref = reference64(inputs)
-    small = dataclasses.replace(target_for(inputs.a), sms=40)
-    gemm = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, c, target=small)
-    assert gemm.config["REDUCE"] == "last" and "more programs than SMs" in gemm.note()
-    check(gemm(), ref)
-    fits = make_split_k(inputs.a, inputs.b, inputs.bias, DETERMINISTIC, c, target=target_for(inputs.a))
-    assert fits.config["REDUCE"] == "spread" and fits.meta["REDUCE"] == 2
-    assert torch.equal(fits(), gemm())
-    one = {**c, "SPLIT_K": 1}
-    twins = spread_twins([{**c, "SPLIT_K": 4}, one, {**c, "SPLIT_K": 64}], 33, 40, 132, atomic_best={**c, "SPLIT_K": 4})
-    assert twins == [{**c, "SPLIT_K": 4}]  # 1 split: none; 6 x 64 programs: too many; no repeats
 
 
 def test_checked_in_reductions_are_the_split_order_ones_and_run_right():
-    """The table's deterministic entries reduce in split order ("last",
-    "kernel" or "spread": the same bits; the others where they timed faster,
-    docs/split_k.md), its atomic ones by atomics or, where a deterministic
-    plane-sum winner timed faster, by that very config; two of its "kernel" configs,
+    """The table's deterministic entries reduce in split order ("last" or
+    "kernel": the same bits; "kernel" where it timed faster, docs/split_k.md),
+    its atomic ones by atomics or, where the deterministic "kernel"
+    winner timed faster, by that very config; two of its "kernel" configs,
     run at a ragged shape in either mode, against fp64 and bit-stable."""
     from qgemm_bench.backends.triton_dispatch import make_split_k
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
@@ -163,9 +128,9 @@ def test_checked_in_reductions_are_the_split_order_ones_and_run_right():
     for key, e in doc["entries"]["atomic"].items():
         if "REDUCE" in e["config"]:
             assert e["config"] == doc["entries"]["deterministic"][key]["config"]
-            assert e["config"]["REDUCE"] in ("kernel", "spread")
+            assert e["config"]["REDUCE"] == "kernel"
     det = [e["config"] for e in doc["entries"]["deterministic"].values()]
-    assert {c.get("REDUCE", "last") for c in det} <= {"last", "kernel", "spread"}
+    assert {c.get("REDUCE", "last") for c in det} <= {"last", "kernel"}
     kernel = sorted((c for c in det if c.get("REDUCE") == "kernel"), key=lambda c: c["SPLIT_K"] * c["BLOCK_K"])
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (20, 3000, 40), bias=True), seed())
     for c, mode in ((kernel[0], DETERMINISTIC), (kernel[-1], DETERMINISTIC), (kernel[0], ATOMIC)):

@@ -94,21 +94,6 @@ def second_launch(configs, atomic_best: dict | None = None) -> list[dict]:
             out.append(v)
     return out
 
-
-def spread_twins(configs, m: int, n: int, sms: int, atomic_best: dict | None = None) -> list[dict]:
-    """Deterministic candidates whose tile's last programs sum its planes, a
-    part each (REDUCE "spread", the same bits as the others): the given
-    configs and the shape's atomic winner, where every program fits the SMs
-    at once (split_k_parts.spread_runs)."""
-    from qgemm_bench.backends.triton_kernels.split_k_parts import spread_runs
-
-    out = []
-    for c in [*configs, *([atomic_best] if atomic_best else [])]:
-        v = {**c, "REDUCE": "spread"}
-        if spread_runs(m, n, c, sms) and v not in out:
-            out.append(v)
-    return out
-
 # ------------------------------------------------------------------ weight-only GEMM (Triton)
 
 # The M buckets presets and the model bench run; at 1..64 both paths are

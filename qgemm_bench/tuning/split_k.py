@@ -22,9 +22,7 @@ Candidates: BLOCK_M 16/32/64/128 x BLOCK_N 16/32/64/128 from 1/8 of M and N
 4 warps / 3 stages, the heuristic's choice first and then those nearest it;
 then the best three at 4/8 warps x 3/4/5 stages (shared memory permitting)
 and, deterministic, the best three and the atomic winner with their planes
-summed in a second launch (REDUCE "kernel", second_launch) and, where every
-program fits the SMs at once, by each tile's last programs (REDUCE "spread",
-spread_twins); those and the
+summed in a second launch (REDUCE "kernel", second_launch); those and the
 best three with PDL 1, 2 and 3 (split_k_parts.pdl_prologue; the second
 launch then waits in its prologue too); the best three re-timed. Where the
 deterministic winner is faster than the atomic one, the atomic entry takes it
@@ -67,7 +65,7 @@ from qgemm_bench.harness import environment
 from qgemm_bench.harness.args import Parser, int_in, positive_float
 from qgemm_bench.operators import split_k_gemm
 from qgemm_bench.tuning.candidates import SPLIT_VARIANTS as VARIANTS
-from qgemm_bench.tuning.candidates import second_launch, split_k_pdl, spread_twins
+from qgemm_bench.tuning.candidates import second_launch, split_k_pdl
 from qgemm_bench.tuning.candidates import split_k as candidates
 from qgemm_bench.tuning.candidates import split_k_variants as variants
 from qgemm_bench.tuning.journal import Pass, add_pass
@@ -331,8 +329,7 @@ class ShapeTuner:
     def tune_mode(self, mode: int, compiler: Compiler, until: float, deadline: float,
                   atomic_best: dict | None = None, timed: dict | None = None, lead: list | None = None) -> dict | None:
         """Best accurate config of this mode, timing until `until`: {config, us, err, timed, candidates}.
-        Deterministic: also the best and `atomic_best` summed in a second launch (second_launch) and
-        by their tiles' last programs (spread_twins).
+        Deterministic: also the best and `atomic_best` summed in a second launch (second_launch).
         timed: an earlier pass's timings of this shape and mode ({json(config): (us, err, config)}),
         kept and added to: only configs not in it are timed. lead: configs timed before the rest
         (the prior GPU's winner, as stored), until `deadline` whatever `until`: a shape cut short
@@ -362,9 +359,7 @@ class ShapeTuner:
         tops = [c for _, _, c in best(TOP)]
         more = [v for c in tops for v in variants(c)]
         if mode == 1:  # split_k.DETERMINISTIC
-            base = [{k: v for k, v in c.items() if k != "REDUCE"} for c in tops]
-            launches = second_launch(tops, atomic_best) + spread_twins(base, shape[0], shape[2], self.sms,
-                                                                        atomic_best)
+            launches = second_launch(tops, atomic_best)
             more += launches
             tops += launches
         more += split_k_pdl(tops)
@@ -521,7 +516,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
                     "tuned": f"best of {r['timed']} timed of {r['candidates']} candidates on {gpu}"}
             a, d = (doc["entries"][m].get(skc.key(*s), {}) for m in skc.MODES)
             if "deterministic" in fresh and a.get("us") is not None and d["us"] < a["us"] \
-                    and d["config"].get("REDUCE") in ("kernel", "spread") and d["config"] != a["config"]:
+                    and d["config"].get("REDUCE") == "kernel" and d["config"] != a["config"]:
                 doc["entries"]["atomic"][skc.key(*s)] = {  # any config suits both modes
                     **d, "tuned": f"the deterministic winner, faster than the atomic best ({a['us']} us, "
                                   f"{skc.describe(a['config'])}){' in the same run' if len(fresh) == 2 else ''}: "

@@ -4,8 +4,7 @@ Each program computes one output tile over one contiguous slice of K; the
 partials meet in fp32 by atomics (ATOMIC) or per-split planes summed in
 split order (DETERMINISTIC), and the tile's last program finishes it
 (split_k_parts.py). Deterministic configs may sum the planes in a second
-small launch instead (REDUCE "kernel": reduce_planes) or in the tile's last
-few programs (REDUCE "spread"; split_k_configs.py).
+small launch instead (REDUCE "kernel": reduce_planes; split_k_configs.py).
 
 Configs: an explicit one, else the dispatch's (triton_dispatch.choose_split_k:
 the store's table, split_k_configs.py: exact shape, nearest bucket, or a
@@ -40,7 +39,7 @@ def split_k_kernel(
     M_BUCKET, N_BUCKET,  # autotuning keys only
     HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    REDUCE: tl.constexpr = 0, SPREAD: tl.constexpr = 1,  # split_k_parts.finish's; kernel_meta sets them
+    REDUCE: tl.constexpr = 0,  # split_k_parts.finish's; kernel_meta sets it
     PDL: tl.constexpr = 0, PF_ROWS: tl.constexpr = 16,  # split_k_parts.pdl_prologue; PF_ROWS of b prefetched
 ):
     pid_mn, offs_m, offs_n, first, last = split_k_parts.tile_and_range(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
@@ -63,7 +62,7 @@ def split_k_kernel(
     split_k_parts.pdl_release(PDL)
 
     split_k_parts.finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
-                         SPLIT_K, MODE == 1, HAS_BIAS, REDUCE, SPREAD)
+                         SPLIT_K, MODE == 1, HAS_BIAS, REDUCE)
 
 
 def _cfg(bm, bn, bk, split, warps=4, stages=3):
@@ -122,14 +121,10 @@ def launch_args(a, b, bias, out, ws, count) -> tuple:
 grid_for = split_k_parts.grid
 
 
-def kernel_meta(c: dict, interpreted: bool = False) -> dict:
+def kernel_meta(c: dict) -> dict:
     """Config c as split_k_kernel's keyword arguments: REDUCE by its code
-    (split_k_parts.finish's), REDUCE "spread" with its SPREAD
-    (split_k_parts.spread_parts)."""
-    meta = {**c, "REDUCE": split_k_configs.REDUCES.index(c.get("REDUCE", "last"))}
-    if c.get("REDUCE") == "spread":
-        meta["SPREAD"] = split_k_parts.spread_parts(c, interpreted)
-    return meta
+    (split_k_parts.finish's)."""
+    return {**c, "REDUCE": split_k_configs.REDUCES.index(c.get("REDUCE", "last"))}
 
 
 def autotunes(a, config: dict | None, autotune: bool | None) -> bool:
@@ -168,16 +163,10 @@ class SplitKGemm:
         else:
             raise ValueError("no split-K config: pass one (triton_dispatch.make_split_k takes the store's), "
                              "or autotune=True on a GPU")
-        # REDUCE "spread" waits on the tile's other programs: only where all are
-        # resident at once; elsewhere the tile's last program sums (the same bits).
-        if config is not None and config.get("REDUCE") == "spread" \
-                and not split_k_parts.spread_runs(m, n, config, target.sms):
-            config["REDUCE"] = "last"
-            self.source += " (reduce spread: more programs than SMs, so reduce last)"
         self.a, self.b, self.bias, self.mode, self.config = a, b, bias, mode, config
-        # REDUCE "kernel" and "spread" sum planes whichever mode asked for them
+        # REDUCE "kernel" is the plane-sum kernel whichever mode asked for it
         # (split_k_configs: an atomic entry may take the deterministic winner).
-        if config is not None and config.get("REDUCE") in ("kernel", "spread"):
+        if config is not None and config.get("REDUCE") == "kernel":
             mode = self.mode = DETERMINISTIC
         if config is None:  # autotuned: room for any config of CONFIGS
             planes, counters = MAX_SPLIT, split_k_parts.counters(m, n)
@@ -186,7 +175,7 @@ class SplitKGemm:
         planes = 1 if mode == ATOMIC else planes
         self.ws = torch.zeros(planes * m * n, device=a.device, dtype=torch.float32)
         self.count = torch.zeros(counters, device=a.device, dtype=torch.int32)
-        self.meta = None if config is None else kernel_meta(config, a.device.type != "cuda")
+        self.meta = None if config is None else kernel_meta(config)
         self.reduce = None  # REDUCE "kernel": (grid, BLOCK, num_warps) of reduce_planes
         if config is not None and config.get("REDUCE") == "kernel" and config["SPLIT_K"] > 1:
             block, warps = split_k_parts.reduce_block(m, n, target.sms)

@@ -37,16 +37,14 @@ Any config may name a PDL mode (split_k_parts.pdl_prologue: 0 off, 1 launch
 overlap, 2 and a prefetch of b's first rows, 3 as 2 with the next kernel
 launched after the main loop).
 Deterministic configs may name who sums the planes (REDUCE, see
-split_k_parts.py), all in split order: "last" (the default: the tile's last
-program), "kernel" (a second, small launch) or "spread" (the tile's last
-programs, a part each, where every program fits the SMs at once; elsewhere
-"last"). In an atomic entry "last" means atomics (finished by the tile's last
-program); "kernel" and "spread" run the per-split planes instead: the tuner
-puts the deterministic winner there where it timed faster than every atomic
-config (with PDL the second launch costs little, and the planes avoid atomic
-traffic).
+split_k_parts.py), both in split order: "last" (the default: the tile's last
+program) or "kernel" (a second, small launch). In an atomic entry "last" means
+atomics (finished by the tile's last program); "kernel" runs the per-split
+planes and the second launch instead: the tuner puts the deterministic winner
+there where it timed faster than every atomic config (with PDL the second
+launch costs little, and the planes avoid atomic traffic).
 Helion's split-K kernel runs these configs too, PDL and REDUCE included
-(helion_dispatch.split_k_default; "spread" as "last": the same bits).
+(helion_dispatch.split_k_default).
 """
 
 from __future__ import annotations
@@ -68,7 +66,7 @@ MIN_BLOCK = 16  # tl.dot needs every tile dimension >= 16
 MAX_TILE = 64  # the heuristic's largest BLOCK_M / BLOCK_N
 MAX_SPLIT = 128
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
-REDUCES = ("last", "kernel", "spread")  # the codes split_k_parts.finish takes: their indices
+REDUCES = ("last", "kernel")  # the codes split_k_parts.finish takes: their indices
 PDL_MODES = (0, 1, 2, 3)  # a config's "PDL": split_k_parts.pdl_prologue's modes (both tables check them)
 
 

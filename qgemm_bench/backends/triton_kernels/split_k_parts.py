@@ -21,12 +21,6 @@ order, the same bits:
   the last program were measured and dropped (CHUNK planes per load summed
   by tl.sum: slower; the loop unrolled: no faster). Measurements:
   docs/split_k.md, "Measurements behind the code's choices".
-- REDUCE_SPREAD: the tile's last SPREAD programs to arrive each wait for the
-  rest and sum one SPREAD-th of the tile, in one launch. Waiting on other
-  programs needs them all resident at once: only where tiles x splits fit
-  the SMs one program each (spread_runs; elsewhere the config runs
-  REDUCE_LAST), and SPREAD 1 in the interpreter, which runs programs one
-  after another.
 """
 
 from __future__ import annotations
@@ -40,8 +34,7 @@ import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
 # finish's REDUCE codes: indices into split_k_configs.REDUCES.
-REDUCE_LAST, REDUCE_KERNEL, REDUCE_SPREAD = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
-SPREAD_PARTS = 16  # REDUCE_SPREAD's summing programs per tile, at most (spread_parts)
+REDUCE_LAST, REDUCE_KERNEL = tl.constexpr(0), tl.constexpr(1)
 
 # PDL 2's prefetch of a weight line to L2, as inline PTX (pdl_prologue; the
 # Helion split-K kernel emits the same, helion_kernels/kernels.py).
@@ -66,20 +59,6 @@ def workspace(cache: dict, m: int, n: int, device) -> tuple:
         cache[m] = (torch.zeros(m * n, device=device, dtype=torch.float32),
                     torch.zeros(counters(m, n), device=device, dtype=torch.int32))
     return cache[m]
-
-
-def spread_parts(c: dict, interpreted: bool) -> int:
-    """How many programs of a tile sum its planes under REDUCE_SPREAD: up to
-    SPREAD_PARTS, no more than its splits or elements; 1 in the interpreter
-    (its programs run one after another: a second waiter would wait for
-    programs that run after it)."""
-    return 1 if interpreted else min(SPREAD_PARTS, c["SPLIT_K"], c["BLOCK_M"] * c["BLOCK_N"])
-
-
-def spread_runs(m: int, n: int, c: dict, sms: int) -> bool:
-    """Whether REDUCE_SPREAD may run config c at [M, N] on `sms` SMs: every
-    program resident at once, one an SM (its waiters wait for the others)."""
-    return c["SPLIT_K"] > 1 and grid(m, n, c)[0] * c["SPLIT_K"] <= sms
 
 
 def grid(m: int, n: int, c: dict) -> tuple[int, int]:
@@ -173,43 +152,13 @@ def tile_and_range(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_
 
 
 @triton.jit
-def _spread_sum(done, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, M, N, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, SPREAD: tl.constexpr):
-    """REDUCE_SPREAD: the program that arrived `done`-th (0-based) at its
-    tile; the last SPREAD wait until every split has stored its plane, then
-    each sums its 1/SPREAD of the tile's elements in split order (the same
-    bits as REDUCE_LAST), adds the bias and stores; the last of them to
-    finish zeroes the counter for the next call."""
-    first = SPLIT_K - SPREAD
-    if done >= first:
-        seen = tl.atomic_add(count_ptr + pid_mn, 0, sem="acquire")
-        while seen < SPLIT_K:
-            seen = tl.atomic_add(count_ptr + pid_mn, 0, sem="acquire")
-        tl.debug_barrier()  # every thread's loads after the acquire
-        idx = (done - first) * (BLOCK_M * BLOCK_N // SPREAD) + tl.arange(0, BLOCK_M * BLOCK_N // SPREAD)
-        n_tiles = tl.cdiv(N, BLOCK_N)
-        rows = (pid_mn // n_tiles) * BLOCK_M + idx // BLOCK_N
-        cols = (pid_mn % n_tiles) * BLOCK_N + idx % BLOCK_N
-        mask = (rows < M) & (cols < N)
-        total = tl.zeros(idx.shape, dtype=tl.float32)
-        for s in tl.static_range(SPLIT_K):  # unrolled: every plane's load in flight at once
-            total += tl.load(ws_ptr + s * M * N + rows * N + cols, mask=mask, other=0.0, cache_modifier=".cg")
-        if HAS_BIAS:
-            total += tl.load(bias_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(out_ptr + rows * stride_om + cols, total.to(out_ptr.dtype.element_ty), mask=mask)
-        # Past SPLIT_K only once every waiter has seen it; relaxed, as finish's reset.
-        if tl.atomic_add(count_ptr + pid_mn, 1, sem="relaxed") == SPLIT_K + SPREAD - 1:
-            tl.atomic_xchg(count_ptr + pid_mn, 0, sem="relaxed")
-
-
-@triton.jit
 def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
            SPLIT_K: tl.constexpr, DETERMINISTIC: tl.constexpr, HAS_BIAS: tl.constexpr,
-           REDUCE: tl.constexpr = 0, SPREAD: tl.constexpr = 1):  # REDUCE 0: REDUCE_LAST
+           REDUCE: tl.constexpr = 0):  # REDUCE 0: REDUCE_LAST
     """Store this program's fp32 partial `acc`; the tile's last program adds
     the bias, stores the cast sum and leaves workspace and counter zeroed.
     DETERMINISTIC only: REDUCE (module doc); with REDUCE_KERNEL reduce_planes
-    finishes, with REDUCE_SPREAD the last SPREAD programs (_spread_sum)."""
+    finishes."""
     mask_m = offs_m < M
     mask_n = offs_n < N
     tile = offs_m[:, None] * N + offs_n[None, :]  # workspace index within one [M, N] plane
@@ -229,10 +178,7 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
         # last program's reads come after it (acquire).
         tl.debug_barrier()
         done = tl.atomic_add(count_ptr + pid_mn, 1, sem="acq_rel")
-        if DETERMINISTIC and REDUCE == REDUCE_SPREAD:
-            _spread_sum(done, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, M, N, acc.shape[0],
-                        acc.shape[1], SPLIT_K, HAS_BIAS, SPREAD)
-        elif done == SPLIT_K - 1:
+        if done == SPLIT_K - 1:
             if DETERMINISTIC:
                 total = tl.zeros(acc.shape, dtype=tl.float32)
                 for s in range(0, SPLIT_K):

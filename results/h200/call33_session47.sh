@@ -3,7 +3,8 @@
 # file, on nvidia-h200-x2 but D (one nvidia-h200; B found A's machine warm), carrying .gpu/commit, the call's script and
 # the wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers' and fbgemm's (call C: all of .gpu/).
 # A and B at 0759702 (A's ahead pass exited at once: that mode takes no --formats; B ran it again); C at a9851f6
-# (the store of A and B); D at 010341c (its pass within noise: store and run not kept).
+# (the store of A and B); D at 010341c (its pass within noise: store and run not kept); E at 87d8ee2 (REDUCE
+# "spread", reverted by d16ff1a after it).
 # ---- call A: source .gpu/s47a.sh
 # Session 47 call A (x2, BUDGET s). GPU 0: the ahead pass at int4 M = 1, 16, 32, 64 (each ACC_SCALE fused entry
 # without and with SCALE_AHEAD, the faster kept) and its check (30 calls an entry); then the ws pass at NVFP4
@@ -72,3 +73,33 @@ t1=$(date +%s); timeout -k 10 60 python3 -m qgemm_bench.tuning.weight_only $R/ch
 grep -v "0/30 wrong" $R/check_scale8.log | tail -3 | cut -c1-200
 run1 0 nvfp4_gemm_decode --op nvfp4_gemm --shapes decode
 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call E: source .gpu/s47e.sh (twice: at da6c43a the kernel lacked SPREAD, every spread config failed to launch; again at 87d8ee2)
+# Session 47 call E (x2, BUDGET s), at da6c43a (REDUCE "spread"). GPU 0: the split-K tuner at the four long-K
+# shapes whose deterministic entry is furthest from the atomic one (its spread twins among the candidates),
+# --retune --keep-faster over the store's table; the table comes back in the tarball. GPU 1: the spread GPU
+# tests (SPREAD 16 waiters against "last", bit for bit over 20 calls), then the reduce file on the GPU.
+BUDGET=${BUDGET:-330} source results/h200/gpu_common.sh
+( t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 120 python3 -m pytest -m gpu -q -p no:cacheprovider \
+    tests/test_split_k_gemm.py -k "spread" > $R/pytest_spread.txt 2>&1
+  echo "pytest spread rc $? wall $(( $(date +%s)-t1 )) s"; tail -2 $R/pytest_spread.txt | cut -c1-200
+  grep -E "^FAILED|Error" $R/pytest_spread.txt | cut -c1-200 | head
+  t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 150 python3 -m pytest -q -p no:cacheprovider \
+    tests/test_split_k_reduce.py > $R/pytest_reduce_gpu.txt 2>&1
+  echo "pytest reduce rc $? wall $(( $(date +%s)-t1 )) s"; tail -2 $R/pytest_reduce_gpu.txt | cut -c1-200
+  grep -E "^FAILED" $R/pytest_reduce_gpu.txt | cut -c1-200 | head ) &
+t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 10 260 python3 -m qgemm_bench.tuning.split_k $R/split_k_spread.json \
+  --base qgemm_bench/configs/h200/split_k.json --no-preset --shapes 16x65536x16 32x65536x32 16x32768x16 32x32768x32 \
+  --retune --keep-faster --limit-s 220 > $R/split_k_spread.log 2>&1
+echo "tune rc $? wall $(( $(date +%s)-t1 )) s"; tr '\r' '\n' < $R/split_k_spread.log | grep -vi warn | tail -20 | cut -c1-240
+python3 - <<'PY'
+import json, collections
+log = json.load(open("/tmp/runs/split_k_spread.timings.json"))
+print("log entries", len(log))
+best = collections.defaultdict(dict)
+for r in log:
+    if r.get("us") is None or r.get("mode") != "deterministic": continue
+    red = r["config"].get("REDUCE", "last"); k = (r["shape"], red)
+    best[r["shape"]][red] = min(best[r["shape"]].get(red, 1e9), r["us"])
+for s, v in best.items(): print(s, {k: round(x, 2) for k, x in v.items()})
+PY
+wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

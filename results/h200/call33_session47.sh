@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Session 47 (2026-11-30): what ran, in order, each `source .gpu/s47<x>.sh` sourcing gpu_common.sh beside this
-# file, on nvidia-h200-x2 but D (one nvidia-h200; B found A's machine warm), carrying .gpu/commit, the call's script and
+# file, on nvidia-h200-x2 but D and F (one nvidia-h200; B found A's machine warm), carrying .gpu/commit, the call's script and
 # the wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers' and fbgemm's (call C: all of .gpu/).
 # A and B at 0759702 (A's ahead pass exited at once: that mode takes no --formats; B ran it again); C at a9851f6
 # (the store of A and B); D at 010341c (its pass within noise: store and run not kept); E at 87d8ee2 (REDUCE
-# "spread", reverted by d16ff1a after it).
+# "spread", reverted by d16ff1a after it); F at 138bfd4 (NVFP4 ACC_SCALE against the table, not kept).
 # ---- call A: source .gpu/s47a.sh
 # Session 47 call A (x2, BUDGET s). GPU 0: the ahead pass at int4 M = 1, 16, 32, 64 (each ACC_SCALE fused entry
 # without and with SCALE_AHEAD, the faster kept) and its check (30 calls an entry); then the ws pass at NVFP4
@@ -103,3 +103,15 @@ for r in log:
 for s, v in best.items(): print(s, {k: round(x, 2) for k, x in v.items()})
 PY
 wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call F: source .gpu/s47f.sh
+# Session 47 call F (one H200, BUDGET s), at 138bfd4: NVFP4 ACC_SCALE (each K block's dot on its own, times the
+# tensor scale: one fence and wait a block where the chained dot has one per k-16 group, 0 writes to pending
+# wgmma operands offline, 364 against 383 SASS a block at the M = 1 ROT tile) against the table's config at
+# M = 1 and 16, every Llama layer (fused_ab.py, 10 checked calls, 3 rounds).
+BUDGET=${BUDGET:-200} source results/h200/gpu_common.sh
+S=(); for kn in 4096,4096 4096,6144 4096,28672 8192,8192 8192,10240 8192,57344 14336,4096 28672,8192; do
+  S+=(--shape 1,$kn --shape 16,$kn); done
+t1=$(date +%s); timeout -k 5 $(( $(left) - 10 )) python3 scripts/fused_ab.py --op nvfp4_gemm "${S[@]}" \
+  --config table --config table+ACC_SCALE --calls 10 --rounds 3 > $R/nvfp4_acc_ab.txt 2>&1
+echo "fused_ab rc $? wall $(( $(date +%s)-t1 )) s"; grep -vi warn $R/nvfp4_acc_ab.txt | cut -c1-170
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

@@ -1011,6 +1011,28 @@ def script_table_passes(monkeypatch, script, out, shape: list) -> None:
     monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
 
 
+def run_scripted_pass(monkeypatch, tmp_path, doc: dict, time_of, mode: str, *args):
+    """The weight-only tuner's `mode` pass (its <mode>_pass(*args)) over
+    table `doc` on scripted kernels (script_table_passes), each candidate
+    timed time_of(its bucket key, its config): (the table the pass wrote,
+    the (bucket key, config) pairs it timed, in order)."""
+    script = load_tune_script()
+    out = tmp_path / "h100.json"
+    out.write_text(woc.dumps(doc))
+    shape, timed = [], []
+    script_table_passes(monkeypatch, script, out, shape)
+    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
+        timed.append((shape[-1], c := calls[0]())) or time_of(shape[-1], c) for calls in cands])
+    monkeypatch.setattr(sys, "orig_argv", ["python3", "-m", "qgemm_bench.tuning.weight_only", "OUT", mode])
+    getattr(script, f"{mode}_pass")(*args)
+    return woc.read_table(out), timed
+
+
+def by_flag(us: dict, flag: str):
+    """run_scripted_pass's time_of from us[(bucket key, whether the config has flag)]."""
+    return lambda key, c: us[(key, bool(c.get(flag)))]
+
+
 def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_path):
     """tuning/weight_only.py ws (no group) against scripted timings:
     where pool tiles win, they become the entry's config and its pdl_us
@@ -1021,27 +1043,22 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
     from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
 
-    script = load_tune_script()
-    out = tmp_path / "h100.json"
     base = {**triton_config(256, 64, 128, 1), "TMA": True, "PDL": 1}
     sk, sk_pdl = ws_tiles(256, 128, 64, 4, stream_k=True), ws_tiles(256, 128, 64, 4, stream_k=True, pdl=True)
     pdl_us = {"0": 52.0, "1": 51.0}
-    out.write_text(woc.dumps({"gpu": "h100", "kernels": {"int4_gemm_fused": {
+    doc = {"gpu": "h100", "kernels": {"int4_gemm_fused": {
         "M256_K8192_N8192": {"config": base, "us": 51.0, "pdl_us": pdl_us},
         "M256_K8192_N10240": {"config": base, "us": 84.0, "pdl_us": pdl_us},
-        "M256_K8192_N57344": {"config": {**base, "WS": sk_pdl}, "us": 340.0, "pdl_us": {"ws 0": 345.0}}}}}))
+        "M256_K8192_N57344": {"config": {**base, "WS": sk_pdl}, "us": 340.0, "pdl_us": {"ws 0": 345.0}}}}}
     us = {("M256_K8192_N8192", None): 51.0, ("M256_K8192_N8192", ws_label(sk)): 66.0,
           ("M256_K8192_N10240", None): 84.0, ("M256_K8192_N10240", ws_label(sk)): 78.0,
           ("M256_K8192_N57344", None): 368.0, ("M256_K8192_N57344", ws_label(sk)): 345.0,
           ("M256_K8192_N57344", ws_label(sk_pdl)): 341.0}
-    shape = []
 
-    script_table_passes(monkeypatch, script, out, shape)
     monkeypatch.setattr(fused_gemm, "ws_pool", lambda m: [sk])
-    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
-        us[(shape[-1], ws_label(c["WS"]) if "WS" in (c := calls[0]()) else None)] for calls in cands])
-    script.ws_pass(("int4",), {256})
-    entries = woc.read_table(out)["kernels"]["int4_gemm_fused"]
+    time = lambda key, c: us[(key, ws_label(c["WS"]) if "WS" in c else None)]  # noqa: E731
+    got, _ = run_scripted_pass(monkeypatch, tmp_path, doc, time, "ws", ("int4",), {256})
+    entries = got["kernels"]["int4_gemm_fused"]
     kept, moved, own = entries["M256_K8192_N8192"], entries["M256_K8192_N10240"], entries["M256_K8192_N57344"]
     assert kept["config"] == base and kept["pdl_us"] == pdl_us and kept["ws_us"] == [51.0, 66.0]
     assert moved["config"] == {**base, "WS": sk} and "pdl_us" not in moved and moved["us"] == 78.0
@@ -1278,8 +1295,6 @@ def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkey
     pass's record is the provenance of a table without one."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
-    script = load_tune_script()
-    out = tmp_path / "h100.json"
     plain, ws = triton_config(16, 128, 128, 8), ws_tiles(16, 64, 128, 8, splits=2)
     tma = {**triton_config(256, 64, 128, 1), "TMA": True}
     doc = {"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {
@@ -1287,19 +1302,12 @@ def test_scale8_pass_keeps_the_faster_where_fused_kernel_loads_the_scales(monkey
         "M16_K8192_N8192": {"config": {**plain, "WS": ws}, "us": 17.7},
         "M64_K8192_N8192": {"config": tma, "us": 24.0}, "M256_K8192_N8192": {"config": plain, "us": 50.0}},
         "int4_gemm_fused": {"M1_K8192_N8192": {"config": plain, "us": 15.7}}}}
-    out.write_text(woc.dumps(doc))
     us = {("M1_K8192_N8192", False): 18.0, ("M1_K8192_N8192", True): 18.4,
           ("M1_K8192_N57344", False): 106.0, ("M1_K8192_N57344", True): 97.0}
-    shape, timed = [], []
 
-    script_table_passes(monkeypatch, script, out, shape)
-    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
-        timed.append(shape[-1]) or us[(shape[-1], bool(calls[0]().get("SCALE8")))] for calls in cands])
-    monkeypatch.setattr(sys, "orig_argv", ["python3", "-m", "qgemm_bench.tuning.weight_only", "OUT", "scale8"])
-    script.scale8_pass()
-    got = woc.read_table(out)
+    got, timed = run_scripted_pass(monkeypatch, tmp_path, doc, by_flag(us, "SCALE8"), "scale8")
     entries = got["kernels"]["nvfp4_gemm_fused"]
-    assert sorted(set(timed)) == ["M1_K8192_N57344", "M1_K8192_N8192"]  # not WS (M16), TMA (M64), M 256
+    assert sorted({key for key, _ in timed}) == ["M1_K8192_N57344", "M1_K8192_N8192"]  # not WS (M16), TMA (M64), M 256
     assert entries["M1_K8192_N8192"]["config"] == plain and entries["M1_K8192_N8192"]["us"] == 18.0
     assert entries["M1_K8192_N8192"]["scale8_us"] == {"0": 18.0, "1": 18.4}
     assert entries["M1_K8192_N57344"]["config"] == {**plain, "SCALE8": True}
@@ -1320,8 +1328,6 @@ def test_ahead_pass_keeps_the_faster_where_acc_scale_loads_its_rows(monkeypatch,
     ACC_SCALE, nor where its WS tiles run, nor M > 64; NVFP4 untouched."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
-    script = load_tune_script()
-    out = tmp_path / "h100.json"
     plain = triton_config(16, 128, 128, 8)
     acc, ws = {**plain, "ACC_SCALE": True}, ws_tiles(16, 64, 128, 8, splits=2, acc=True)
     doc = {"gpu": "h100", "kernels": {"int4_gemm_fused": {
@@ -1329,19 +1335,12 @@ def test_ahead_pass_keeps_the_faster_where_acc_scale_loads_its_rows(monkeypatch,
         "M1_K4096_N6144": {"config": plain, "us": 8.5}, "M16_K8192_N8192": {"config": {**acc, "WS": ws}, "us": 14.5},
         "M256_K8192_N8192": {"config": acc, "us": 50.0}},
         "nvfp4_gemm_fused": {"M1_K8192_N8192": {"config": acc, "us": 18.0}}}}
-    out.write_text(woc.dumps(doc))
     us = {("M1_K8192_N8192", False): 15.7, ("M1_K8192_N8192", True): 15.2,
           ("M1_K4096_N4096", False): 6.5, ("M1_K4096_N4096", True): 6.7}
-    shape, timed = [], []
 
-    script_table_passes(monkeypatch, script, out, shape)
-    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
-        timed.append(shape[-1]) or us[(shape[-1], bool(calls[0]().get("SCALE_AHEAD")))] for calls in cands])
-    monkeypatch.setattr(sys, "orig_argv", ["python3", "-m", "qgemm_bench.tuning.weight_only", "OUT", "ahead"])
-    script.ahead_pass()
-    got = woc.read_table(out)
+    got, timed = run_scripted_pass(monkeypatch, tmp_path, doc, by_flag(us, "SCALE_AHEAD"), "ahead")
     entries = got["kernels"]["int4_gemm_fused"]
-    assert sorted(set(timed)) == ["M1_K4096_N4096", "M1_K8192_N8192"]  # not without ACC_SCALE, WS (M16), M 256
+    assert sorted({key for key, _ in timed}) == ["M1_K4096_N4096", "M1_K8192_N8192"]  # not without ACC_SCALE, WS, M 256
     assert entries["M1_K8192_N8192"]["config"] == {**acc, "SCALE_AHEAD": True}
     assert entries["M1_K8192_N8192"]["us"] == 15.2 and entries["M1_K8192_N8192"]["ahead_us"] == {"0": 15.7, "1": 15.2}
     assert entries["M1_K4096_N4096"]["config"] == acc and entries["M1_K4096_N4096"]["us"] == 6.5
@@ -1360,8 +1359,6 @@ def test_tma_pass_keeps_the_faster_loads_and_a_pointer_config(monkeypatch, tmp_p
     M > 64, nor the split path."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
-    script = load_tune_script()
-    out = tmp_path / "h100.json"
     plain, ws = {**triton_config(16, 128, 128, 8), "PDL": 2}, ws_tiles(16, 64, 128, 8, splits=2)
     s8 = {**plain, "SCALE8": True}
     doc = {"gpu": "h100", "kernels": {
@@ -1371,18 +1368,12 @@ def test_tma_pass_keeps_the_faster_loads_and_a_pointer_config(monkeypatch, tmp_p
                              "M256_K8192_N8192": {"config": plain, "us": 50.0}},
         "int4_gemm_fused": {"M1_K8192_N8192": {"config": plain, "us": 15.7}},
         "int4_gemm": {"M1_K8192_N8192": {"config": plain, "us": 16.0}}}}
-    out.write_text(woc.dumps(doc))
     us = {("M1_K8192_N8192", False): 18.0, ("M1_K8192_N8192", True): 17.4,
           ("M1_K4096_N4096", False): 8.5, ("M1_K4096_N4096", True): 8.9}
-    shape, timed = [], []
 
-    script_table_passes(monkeypatch, script, out, shape)
-    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
-        timed.append(shape[-1]) or us[(shape[-1], bool(calls[0]().get("TMA")))] for calls in cands])
-    script.tma_pass()
-    got = woc.read_table(out)
+    got, timed = run_scripted_pass(monkeypatch, tmp_path, doc, by_flag(us, "TMA"), "tma")
     nv, i4 = got["kernels"]["nvfp4_gemm_fused"], got["kernels"]["int4_gemm_fused"]
-    assert sorted(set(timed)) == ["M1_K4096_N4096", "M1_K8192_N8192"]  # both formats; not WS, M 256, split
+    assert sorted({key for key, _ in timed}) == ["M1_K4096_N4096", "M1_K8192_N8192"]  # not WS, M 256, split
     won = nv["M1_K8192_N8192"]
     assert won["config"] == {**plain, "TMA": True} and won["us"] == 17.4 and won["tma_us"] == {"0": 18.0, "1": 17.4}
     assert won["pointer_config"] == s8 and won["pointer_us"] == 18.0 and "scale8_us" not in won
@@ -1407,8 +1398,6 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
     where it wins); not int4, M > 64; M > 64 refused in one line."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
-    script = load_tune_script()
-    out = tmp_path / "h100.json"
     plain, ws = {**triton_config(16, 128, 128, 8), "PDL": 2}, ws_tiles(16, 64, 128, 8, splits=2)
     short = {**plain, "ACC_SCALE": True, "SHORT_DECODE": True}
     tma = {**plain, "TMA": True}
@@ -1425,7 +1414,6 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
                              "M16_K28672_N8192": {"config": {**short, "WS": ws}, "us": 54.7, "ws_us": [56.3, 54.7]},
                              "M256_K8192_N8192": {"config": plain, "us": 50.0}},
         "int4_gemm_fused": {"M1_K8192_N8192": {"config": plain, "us": 15.7}}}}
-    out.write_text(woc.dumps(doc))
     us = {("M1_K8192_N8192", False): 18.1, ("M1_K8192_N8192", True): 17.2,
           ("M16_K8192_N8192", False): 17.7, ("M16_K8192_N8192", True): 18.0,
           ("M16_K28672_N8192", False): 54.7, ("M16_K28672_N8192", True): 51.0,
@@ -1434,19 +1422,14 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
           ("M1_K4096_N28672", False): 30.9, ("M1_K4096_N28672", True): 31.6,
           ("M1_K8192_N57344", False): 100.1, ("M1_K8192_N57344", True): 100.0,
           ("M32_K8192_N8192", False): 19.0, ("M32_K8192_N8192", True): 20.5}
-    shape, timed = [], []
 
-    def time(c):  # the other splits slower by 1-1.16 us, but split 2 at 1x8192x57344
-        t = us[(shape[-1], bool(c.get("ROT_DECODE")))]
+    def time(key, c):  # the other splits slower by 1-1.16 us, but split 2 at 1x8192x57344
+        t = us[(key, bool(c.get("ROT_DECODE")))]
         if c.get("ROT_DECODE") and c["SPLIT_K"] != 8:
-            t = 94.2 if (shape[-1], c["SPLIT_K"]) == ("M1_K8192_N57344", 2) else t + 1 + c["SPLIT_K"] / 100
+            t = 94.2 if (key, c["SPLIT_K"]) == ("M1_K8192_N57344", 2) else t + 1 + c["SPLIT_K"] / 100
         return t
 
-    script_table_passes(monkeypatch, script, out, shape)
-    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
-        timed.append((shape[-1], calls[0]())) or time(calls[0]()) for calls in cands])
-    script.rot_pass()
-    got = woc.read_table(out)
+    got, timed = run_scripted_pass(monkeypatch, tmp_path, doc, time, "rot")
     nv = got["kernels"]["nvfp4_gemm_fused"]
     assert sorted({s for s, _ in timed}) == ["M16_K28672_N8192", "M16_K8192_N8192", "M1_K14336_N4096",
                                              "M1_K4096_N28672", "M1_K4096_N4096", "M1_K8192_N57344",
@@ -1480,6 +1463,7 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
     assert fewer["rot_of"] == plain
     assert nv["M256_K8192_N8192"] == doc["kernels"]["nvfp4_gemm_fused"]["M256_K8192_N8192"]
     assert got["kernels"]["int4_gemm_fused"] == doc["kernels"]["int4_gemm_fused"]
+    script = load_tune_script()
     with pytest.raises(script.InputError, match="rot --ms 1,128: M up to 64 only"):
         script.rot_pass(ms={1, 128})
 
@@ -1489,22 +1473,16 @@ def test_scale8_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, 
     wins, the entry's pdl_us (timed for the config without it) goes, as
     the ws pass drops them; where the config stays, they stay."""
 
-    script = load_tune_script()
-    out = tmp_path / "h100.json"
     plain = {**triton_config(16, 128, 128, 8), "PDL": 2}
     pdl_us = {"0": 19.0, "2": 18.0}
-    out.write_text(woc.dumps({"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {
+    doc = {"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {
         "M1_K8192_N8192": {"config": plain, "us": 18.0, "pdl_us": pdl_us},
-        "M1_K8192_N57344": {"config": plain, "us": 106.0, "pdl_us": pdl_us}}}}))
+        "M1_K8192_N57344": {"config": plain, "us": 106.0, "pdl_us": pdl_us}}}}
     us = {("M1_K8192_N8192", False): 18.0, ("M1_K8192_N8192", True): 18.4,
           ("M1_K8192_N57344", False): 106.0, ("M1_K8192_N57344", True): 97.0}
-    shape = []
 
-    script_table_passes(monkeypatch, script, out, shape)
-    monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
-        us[(shape[-1], bool(calls[0]().get("SCALE8")))] for calls in cands])
-    script.scale8_pass()
-    entries = woc.read_table(out)["kernels"]["nvfp4_gemm_fused"]
+    got, _ = run_scripted_pass(monkeypatch, tmp_path, doc, by_flag(us, "SCALE8"), "scale8")
+    entries = got["kernels"]["nvfp4_gemm_fused"]
     kept, moved = entries["M1_K8192_N8192"], entries["M1_K8192_N57344"]
     assert kept["config"] == plain and kept["pdl_us"] == pdl_us
     assert moved["config"] == {**plain, "SCALE8": True} and "pdl_us" not in moved, moved

@@ -177,28 +177,31 @@ def candidates(op, case, inputs: list, refs: list, tol, target, frag_rows: int |
     if ready is not None:
         entry = dict(ready.config)
         helion = [entry]  # an entry that is a variant already (tma, persistent): its twins once
-        # The entry with the other acc_scale too (kernels.fused's: int4, on each K step's product where one
-        # group spans the step; NVFP4, one dot a K step).
-        twin = [{**entry, "acc_scale": not entry.get("acc_scale")}]
-        # NVFP4: both with bf16_scales switched (kernels.fused's: FusedGemm's bf16 E4M3 x 2^118 block
-        # scales loaded as the PTX decode's operand, not E4M3 converted per weight in the loop).
-        twin += [{**c, "bf16_scales": not entry.get("bf16_scales")} for c in (entry, *twin)] \
-            if op.NAME == "nvfp4_gemm" else []
-        # At decode sizes, also launched early (PDL 2), as the Triton table's configs there.
-        twin += [{**entry, "acc_scale": op.NAME == "int4_gemm", "pdl": 2}] if m <= 64 and not entry.get("pdl") else []
-        # int4: both of those with frag switched (kernels.fused's fragment-order weights; NVFP4's always
-        # are), each where helion_ops takes frag in its tile (frag_tile_ok: up to FRAG_MAX_BLOCK_M rows,
-        # wider on 4 warps, any tile read by TMA with x K-innermost: tma_k_inner) or --frag-rows lifts that
-        # to the tile's rows; then a wide entry on more warps also on 4, as the Triton kernel's tiles there.
-        wide = entry["block_sizes"][1] > FRAG_MAX_BLOCK_M
-        lifted = entry["block_sizes"][1] <= frag_rows
-        twin += [{**entry, "num_warps": 4}] if wide and lifted and entry["num_warps"] != 4 else []
-        # (and the entry's tma variant's: on TMA loads the 8-warp 128x256 frag tile has no write to a pending
-        # wgmma's operand registers offline, where its pointer-load twin, wrong on the H200, has 14)
-        tma = tma_twin(entry) if path == "fused" else None
-        twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *([tma] if tma else []), *twin)
-                 if lifted or frag_tile_ok(c, tma_k_inner(c, case.shape.K, m))] if op.NAME == "int4_gemm" else []
-        variants = [] if entry_only else [*helion_fused_variants(entry, m), *twin]
+        variants = []  # --entry-only: none (--config's still)
+        if not entry_only:
+            # The entry with the other acc_scale too (kernels.fused's: int4, on each K step's product where one
+            # group spans the step; NVFP4, one dot a K step).
+            twin = [{**entry, "acc_scale": not entry.get("acc_scale")}]
+            # NVFP4: both with bf16_scales switched (kernels.fused's: FusedGemm's bf16 E4M3 x 2^118 block
+            # scales loaded as the PTX decode's operand, not E4M3 converted per weight in the loop).
+            twin += [{**c, "bf16_scales": not entry.get("bf16_scales")} for c in (entry, *twin)] \
+                if op.NAME == "nvfp4_gemm" else []
+            # At decode sizes, also launched early (PDL 2), as the Triton table's configs there.
+            twin += [{**entry, "acc_scale": op.NAME == "int4_gemm", "pdl": 2}] \
+                if m <= 64 and not entry.get("pdl") else []
+            # int4: both of those with frag switched (kernels.fused's fragment-order weights; NVFP4's always
+            # are), each where helion_ops takes frag in its tile (frag_tile_ok: up to FRAG_MAX_BLOCK_M rows,
+            # wider on 4 warps, any tile read by TMA with x K-innermost: tma_k_inner) or --frag-rows lifts that
+            # to the tile's rows; then a wide entry on more warps also on 4, as the Triton kernel's tiles there.
+            wide = entry["block_sizes"][1] > FRAG_MAX_BLOCK_M
+            lifted = entry["block_sizes"][1] <= frag_rows
+            twin += [{**entry, "num_warps": 4}] if wide and lifted and entry["num_warps"] != 4 else []
+            # (and the entry's tma variant's: on TMA loads the 8-warp 128x256 frag tile has no write to a pending
+            # wgmma's operand registers offline, where its pointer-load twin, wrong on the H200, has 14)
+            tma = tma_twin(entry) if path == "fused" else None
+            twin += [{**c, "frag": not entry.get("frag")} for c in (entry, *([tma] if tma else []), *twin)
+                     if lifted or frag_tile_ok(c, tma_k_inner(c, case.shape.K, m))] if op.NAME == "int4_gemm" else []
+            variants = [*helion_fused_variants(entry, m), *twin]
         for v in [*variants, *({**entry, **c} for c in own or ())] if path == "fused" else []:
             if label(v, entry) not in [label(c, entry) for c in helion]:
                 helion.append(v)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Session 47 (2026-11-30): what ran, in order, each `source .gpu/s47<x>.sh` sourcing gpu_common.sh beside this
-# file, on nvidia-h200-x2 but D and F (one nvidia-h200; B found A's machine warm), carrying .gpu/commit, the call's script and
+# file, on nvidia-h200-x2 but D, F and G (one nvidia-h200; B found A's machine warm), carrying .gpu/commit, the call's script and
 # the wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers' and fbgemm's (call C: all of .gpu/).
 # A and B at 0759702 (A's ahead pass exited at once: that mode takes no --formats; B ran it again); C at a9851f6
 # (the store of A and B); D at 010341c (its pass within noise: store and run not kept); E at 87d8ee2 (REDUCE
-# "spread", reverted by d16ff1a after it); F at 138bfd4 (NVFP4 ACC_SCALE against the table, not kept).
+# "spread", reverted by d16ff1a after it); F at 138bfd4 (NVFP4 ACC_SCALE against the table, not kept); G at ff932f9
+# (int4 M = 1, 16 at 80 registers and split 16, not kept).
 # ---- call A: source .gpu/s47a.sh
 # Session 47 call A (x2, BUDGET s). GPU 0: the ahead pass at int4 M = 1, 16, 32, 64 (each ACC_SCALE fused entry
 # without and with SCALE_AHEAD, the faster kept) and its check (30 calls an entry); then the ws pass at NVFP4
@@ -114,4 +115,19 @@ S=(); for kn in 4096,4096 4096,6144 4096,28672 8192,8192 8192,10240 8192,57344 1
 t1=$(date +%s); timeout -k 5 $(( $(left) - 10 )) python3 scripts/fused_ab.py --op nvfp4_gemm "${S[@]}" \
   --config table --config table+ACC_SCALE --calls 10 --rounds 3 > $R/nvfp4_acc_ab.txt 2>&1
 echo "fused_ab rc $? wall $(( $(date +%s)-t1 )) s"; grep -vi warn $R/nvfp4_acc_ab.txt | cut -c1-170
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call G: source .gpu/s47g.sh
+# Session 47 call G (one H200, BUDGET s), at ff932f9: int4 M = 1 and 16 fused entries capped at 80 registers.
+# Offline (Triton 3.6) the 16x128x128 split 8 ACC tile takes 72 registers there, no spills, every k-16 wgmma
+# fenced and waited (WARPGROUP 32 a block, 372 SASS against 337 at r128): 7 programs an SM where r128 fits 4,
+# so the grid of split 16 (1024 programs) nearly fits one wave. The table's config, it at r80, at split 16,
+# and both; fused_ab.py, 10 checked calls, 3 rounds.
+BUDGET=${BUDGET:-240} source results/h200/gpu_common.sh
+S=(); for kn in 4096,4096 4096,6144 4096,28672 8192,8192 8192,10240 8192,57344 14336,4096 28672,8192; do
+  S+=(--shape 1,$kn); done
+S+=(--shape 16,4096,4096 --shape 16,4096,28672 --shape 16,8192,10240 --shape 16,8192,57344 --shape 16,14336,4096)
+t1=$(date +%s); timeout -k 5 $(( $(left) - 10 )) python3 scripts/fused_ab.py --op int4_gemm "${S[@]}" \
+  --config table --config table+maxnreg=80 --config table+SPLIT_K=16 --config table+maxnreg=80+SPLIT_K=16 \
+  --calls 10 --rounds 3 > $R/int4_r80_ab.txt 2>&1
+echo "fused_ab rc $? wall $(( $(date +%s)-t1 )) s"; grep -vi warn $R/int4_r80_ab.txt | cut -c1-170
 NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

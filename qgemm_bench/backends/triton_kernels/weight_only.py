@@ -62,8 +62,8 @@ SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
 # per shape (triton_dispatch.path_for).
 FUSED_MAX_M = 1024
 # Fused-kernel config keys: refused in split entries, dropped where the split kernel runs.
-FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "FOLD", "SCALE_AHEAD", "SCALE8", "SHORT_DECODE", "ROT_DECODE", "WS", "PF_LINES",
-              "HALVES")
+FUSED_ONLY = ("TMA", "TMA_W", "ACC_SCALE", "FOLD", "SCALE_AHEAD", "SCALE8", "SHORT_DECODE", "ROT_DECODE", "WS",
+              "PF_LINES", "HALVES")
 
 
 @triton.jit

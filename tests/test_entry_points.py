@@ -69,6 +69,10 @@ SCRIPT_CASES = [
     ("tuning/weight_only.py", ["/tmp/o.json", "table", "--formats", "int4,fp8"], "expected int4, nvfp4 or int4,nvfp4"),
     ("tuning/weight_only.py", ["/tmp/o.json", "--formats", "nvfp4"],
      "--formats is for the table, pdl, ws, tma and check modes"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "ahead", "--formats", "nvfp4"],
+     "--formats 'nvfp4': the ahead mode times int4 entries only"),
+    ("tuning/weight_only.py", ["/tmp/o.json", "ahead", "--formats", "int4", "--ms", "300"],
+     "[300] not in the table's M"),  # --formats naming the mode's one format: taken
     ("path_ab.py", ["--paths", "fused,foo"], "expected a comma-separated subset of split, fused, dequant"),
     ("path_ab.py", ["--shape", "1,2"], "expected three integers"),
     ("path_ab.py", ["--rounds", "0"], "out of range"),

@@ -506,6 +506,9 @@ def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     return out
 
 
+# The passes that time one format's entries (they take --formats naming it, as a no-op).
+ONE_FORMAT = {"scale8": "nvfp4", "rot": "nvfp4", "ahead": "int4"}
+
 # Each pass's timings in an entry: of its config; one that replaces the config drops the others'.
 PASS_TIMINGS = ("pdl_us", "scale8_us", "tma_us", "rot_us")
 
@@ -943,8 +946,9 @@ if __name__ == "__main__":
     p.add_argument("--paths", default="split,fused",
                    help="table, pdl, check: the paths to tune or check (split, fused or both)")
     p.add_argument("--formats", default="int4,nvfp4",
-                   help="table, pdl, ws, check: the formats to tune or check (int4, nvfp4 or both; the others' "
-                        "entries are kept)")
+                   help="table, pdl, ws, tma, check: the formats to tune or check (int4, nvfp4 or both; the "
+                        "others' entries are kept); scale8 and rot time nvfp4 entries only, ahead int4 ones (each "
+                        "takes --formats naming its format)")
     p.add_argument("--stall-timeout", type=stall_seconds, default=STALL_S, metavar="S",
                    help=f"stop (exit 1, the table as written so far, OUT.json the timings so far) when one "
                         f"config's check or timing takes more than S seconds, e.g. a kernel that never finishes "
@@ -967,8 +971,12 @@ if __name__ == "__main__":
         fmts = args.formats.split(",")
         if not fmts or not set(fmts) <= set(FORMATS) or len(set(fmts)) != len(fmts):
             raise InputError(f"--formats {args.formats!r}: expected int4, nvfp4 or int4,nvfp4")
-        if args.variants not in ("table", "pdl", "ws", "tma", "check") and args.formats != "int4,nvfp4":
-            raise InputError("--formats is for the table, pdl, ws, tma and check modes")
+        own = ONE_FORMAT.get(args.variants)  # a mode of one format takes --formats naming just it
+        if own and args.formats not in ("int4,nvfp4", own):
+            raise InputError(f"--formats {args.formats!r}: the {args.variants} mode times {own} entries only")
+        if not own and args.variants not in ("table", "pdl", "ws", "tma", "check") and args.formats != "int4,nvfp4":
+            raise InputError("--formats is for the table, pdl, ws, tma and check modes (and names the one format "
+                             "of scale8, rot and ahead)")
         args.formats = tuple(f for f in FORMATS if f in fmts)
         if args.calls is not None and args.variants != "check":
             raise InputError("--calls is for the check mode")

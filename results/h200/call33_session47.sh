@@ -5,7 +5,8 @@
 # A and B at 0759702 (A's ahead pass exited at once: that mode takes no --formats; B ran it again); C at a9851f6
 # (the store of A and B); D at 010341c (its pass within noise: store and run not kept); E at 87d8ee2 (REDUCE
 # "spread", reverted by d16ff1a after it); F at 138bfd4 (NVFP4 ACC_SCALE against the table, not kept); G at ff932f9
-# (int4 M = 1, 16 at 80 registers and split 16, not kept).
+# (int4 M = 1, 16 at 80 registers and split 16, not kept); H at 96d4ebb (pytest -m gpu), H2 and H3 on its machine.
+# Device time: about 1340 of 1800 s.
 # ---- call A: source .gpu/s47a.sh
 # Session 47 call A (x2, BUDGET s). GPU 0: the ahead pass at int4 M = 1, 16, 32, 64 (each ACC_SCALE fused entry
 # without and with SCALE_AHEAD, the faster kept) and its check (30 calls an entry); then the ws pass at NVFP4
@@ -131,3 +132,24 @@ t1=$(date +%s); timeout -k 5 $(( $(left) - 10 )) python3 scripts/fused_ab.py --o
   --calls 10 --rounds 3 > $R/int4_r80_ab.txt 2>&1
 echo "fused_ab rc $? wall $(( $(date +%s)-t1 )) s"; grep -vi warn $R/int4_r80_ab.txt | cut -c1-170
 NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call H: source .gpu/s47h.sh
+# Session 47 call H (x2, BUDGET s), at 96d4ebb: `pytest -m gpu` over every file with marked tests, this
+# session's code included. GPU 0: tests/test_int4_gemm.py; GPU 1: the other files. pytest-xdist where the
+# machine has it (4 workers a GPU: the tests assert sums, not times).
+BUDGET=${BUDGET:-560} source results/h200/gpu_common.sh
+XD=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4")
+echo "xdist: ${XD:-none}"
+gpu() {  # GPU name files...
+  local g=$1 n=$2 t1=$(date +%s); shift 2
+  CUDA_VISIBLE_DEVICES=$g timeout -k 10 $(( $(left) - 15 )) python3 -m pytest -m gpu -q -p no:cacheprovider $XD "$@" \
+    > $R/pytest_gpu_$n.txt 2>&1
+  echo "== $n rc $? wall $(( $(date +%s)-t1 )) s"; tail -1 $R/pytest_gpu_$n.txt | cut -c1-200
+  grep -E "^FAILED|^ERROR" $R/pytest_gpu_$n.txt | cut -c1-220 | head -20
+}
+gpu 0 int4 tests/test_int4_gemm.py &
+gpu 1 rest tests/test_nvfp4_gemm.py tests/test_split_k_gemm.py tests/test_cli.py tests/test_humming.py \
+  tests/test_helion_variants.py tests/test_compiled_decode.py tests/test_tune.py tests/test_plots.py &
+wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- calls H2 and H3 (the same machine, warm): the compiled-decode GPU tests alone, before and after 3d12586
+# (H2 at 96d4ebb: the same one failure; H3 with the fix in the tree: 5 passed)
+BUDGET=150 source results/h200/gpu_common.sh; t1=$(date +%s); timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_compiled_decode.py > $R/pytest_gpu_compiled_fixed.txt 2>&1; echo "rc $? wall $(( $(date +%s)-t1 )) s"; tail -1 $R/pytest_gpu_compiled_fixed.txt; grep -E "^FAILED|^E  " $R/pytest_gpu_compiled_fixed.txt | head; NO_STORE_SAVE=1 save

@@ -1470,19 +1470,19 @@ def test_rot_pass_keeps_the_faster_decode_on_pointer_loads(monkeypatch, tmp_path
 
 def test_scale8_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_path):
     """tuning/weight_only.py scale8 against scripted timings: where SCALE8
-    wins, the entry's pdl_us (timed for the config without it) goes, as
-    the ws pass drops them; where the config stays, they stay."""
+    wins, the entry's pdl_us and ahead_us (timed for the config without
+    it) go, as the ws pass drops them; where the config stays, they stay."""
 
     plain = {**triton_config(16, 128, 128, 8), "PDL": 2}
     pdl_us = {"0": 19.0, "2": 18.0}
     doc = {"gpu": "h100", "kernels": {"nvfp4_gemm_fused": {
-        "M1_K8192_N8192": {"config": plain, "us": 18.0, "pdl_us": pdl_us},
-        "M1_K8192_N57344": {"config": plain, "us": 106.0, "pdl_us": pdl_us}}}}
+        "M1_K8192_N8192": {"config": plain, "us": 18.0, "pdl_us": pdl_us, "ahead_us": {"0": 18.0}},
+        "M1_K8192_N57344": {"config": plain, "us": 106.0, "pdl_us": pdl_us, "ahead_us": {"0": 106.0}}}}}
     us = {("M1_K8192_N8192", False): 18.0, ("M1_K8192_N8192", True): 18.4,
           ("M1_K8192_N57344", False): 106.0, ("M1_K8192_N57344", True): 97.0}
 
     got, _ = run_scripted_pass(monkeypatch, tmp_path, doc, by_flag(us, "SCALE8"), "scale8")
     entries = got["kernels"]["nvfp4_gemm_fused"]
     kept, moved = entries["M1_K8192_N8192"], entries["M1_K8192_N57344"]
-    assert kept["config"] == plain and kept["pdl_us"] == pdl_us
-    assert moved["config"] == {**plain, "SCALE8": True} and "pdl_us" not in moved, moved
+    assert kept["config"] == plain and kept["pdl_us"] == pdl_us and kept["ahead_us"] == {"0": 18.0}
+    assert moved["config"] == {**plain, "SCALE8": True} and not {"pdl_us", "ahead_us"} & set(moved), moved

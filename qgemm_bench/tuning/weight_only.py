@@ -510,7 +510,7 @@ def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
 ONE_FORMAT = {"scale8": "nvfp4", "rot": "nvfp4", "ahead": "int4"}
 
 # Each pass's timings in an entry: of its config; one that replaces the config drops the others'.
-PASS_TIMINGS = ("pdl_us", "scale8_us", "tma_us", "rot_us")
+PASS_TIMINGS = ("pdl_us", "scale8_us", "tma_us", "rot_us", "ahead_us")
 
 
 def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: str, stop: float | None = None,
@@ -693,9 +693,9 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
     t0 = time.time() if t0 is None else t0
     m, k, n = parse(key)
     x, wargs, ref = operands(fmt, m, k, n, group=group or 128)
+    g = k if group == "channel" else group or 128  # the group the kernels run (per channel: one of K)
     config = entry["config"]
-    if group is not None and "pointer_config" in entry and \
-            tma_refused(config, FORMATS.index(fmt), k if group == "channel" else group, k, target()):
+    if group is not None and "pointer_config" in entry and tma_refused(config, FORMATS.index(fmt), g, k, target()):
         config = entry["pointer_config"]  # as WeightOnlyGemm.tuned runs it at this group
     base = {c: v for c, v in config.items() if c != "WS"}
     # Only tiles the kernel runs here: elsewhere a "WS" config runs its base tiles.
@@ -703,7 +703,6 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
     # The pool's tiles, and the entry's own (with its PDL, which the pool's lack).
     own = [config["WS"]] if "WS" in config else []
     # (not tiles whose ACC does not apply here: they would run as their twin without it, ws_gemm.tiles_for)
-    g = k if group == "channel" else group or 128
     cands = {"base": base} | {ws_label(w): {**base, "WS": dict(w)} for w in list(tiles) + own
                               if gemm.runs_ws(x, {**base, "WS": w}) and tiles_for(FORMATS.index(fmt), g, k, w) == w}
     del gemm

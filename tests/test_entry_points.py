@@ -73,6 +73,8 @@ SCRIPT_CASES = [
      "--formats 'nvfp4': the ahead mode times int4 entries only"),
     ("tuning/weight_only.py", ["/tmp/o.json", "ahead", "--formats", "int4", "--ms", "300"],
      "[300] not in the table's M"),  # --formats naming the mode's one format: taken
+    ("tuning/weight_only.py", ["/tmp/o.json", "rot", "--formats", "nvfp4,int4", "--ms", "300"],
+     "[300] not in the table's M"),  # both formats in either order: the default
     ("path_ab.py", ["--paths", "fused,foo"], "expected a comma-separated subset of split, fused, dequant"),
     ("path_ab.py", ["--shape", "1,2"], "expected three integers"),
     ("path_ab.py", ["--rounds", "0"], "out of range"),

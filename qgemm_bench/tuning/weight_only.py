@@ -640,7 +640,7 @@ def scale8_pass(ms=None, layers=None):
         raise InputError(f"scale8 --ms {','.join(map(str, sorted(ms)))}: M up to {SPLIT_POOL_MAX_M} only "
                          "(fused_gemm.pool has SCALE8 twins there)")
     # (TMA: the scales are applied after the decode, SCALE_AFTER; scale8_variants has none)
-    _variant_pass("add SCALE8 to", [("nvfp4", "fused")], scale8_variants, "scale8", ms, layers, {},
+    _variant_pass("add SCALE8 to", [(ONE_FORMAT["scale8"], "fused")], scale8_variants, "scale8", ms, layers, {},
                   skip=lambda c: c.get("TMA"))
 
 
@@ -650,7 +650,7 @@ def ahead_pass(ms=None, layers=None):
     SCALE_AHEAD in the same rounds (ahead_variants: not where its WS tiles
     run); the faster stays, both timings noted (ahead_us). On the H200 it
     won at a 16x128x128 tile and lost at 16x64x128 ones (docs/fused_gemm.md)."""
-    _variant_pass("add SCALE_AHEAD to", [("int4", "fused")], ahead_variants, "ahead", ms, layers, {},
+    _variant_pass("add SCALE_AHEAD to", [(ONE_FORMAT["ahead"], "fused")], ahead_variants, "ahead", ms, layers, {},
                   skip=lambda c: not c.get("ACC_SCALE"))
 
 
@@ -674,7 +674,7 @@ def rot_pass(ms=None, layers=None):
 
     if ms and max(ms) > SPLIT_POOL_MAX_M:  # the decode's share of a K block is small past the split-K tiles
         raise InputError(f"rot --ms {','.join(map(str, sorted(ms)))}: M up to {SPLIT_POOL_MAX_M} only")
-    _variant_pass("add ROT_DECODE to", [("nvfp4", "fused")], rot_variants, "rot", ms, layers, {},
+    _variant_pass("add ROT_DECODE to", [(ONE_FORMAT["rot"], "fused")], rot_variants, "rot", ms, layers, {},
                   entry_fn=rot_entry)
 
 
@@ -971,9 +971,9 @@ if __name__ == "__main__":
         if not fmts or not set(fmts) <= set(FORMATS) or len(set(fmts)) != len(fmts):
             raise InputError(f"--formats {args.formats!r}: expected int4, nvfp4 or int4,nvfp4")
         own = ONE_FORMAT.get(args.variants)  # a mode of one format takes --formats naming just it
-        if own and args.formats not in ("int4,nvfp4", own):
+        if own and set(fmts) not in ({own}, set(FORMATS)):
             raise InputError(f"--formats {args.formats!r}: the {args.variants} mode times {own} entries only")
-        if not own and args.variants not in ("table", "pdl", "ws", "tma", "check") and args.formats != "int4,nvfp4":
+        if not own and args.variants not in ("table", "pdl", "ws", "tma", "check") and set(fmts) != set(FORMATS):
             raise InputError("--formats is for the table, pdl, ws, tma and check modes (and names the one format "
                              "of scale8, rot and ahead)")
         args.formats = tuple(f for f in FORMATS if f in fmts)

@@ -15,8 +15,8 @@ default run never autotunes. This module reads no store, only the table:
                                                 "DECODE_ASM", "num_warps", "num_stages", optional "PDL",
                                                 "maxnreg", "TMA", "TMA_W", "ACC_SCALE", "FOLD",
                                                 "SCALE_AHEAD", "SCALE8", "SHORT_DECODE",
-                                                "ROT_DECODE" and "WS"
-                                                (the last nine fused only, SCALE8, SHORT_DECODE
+                                                "ROT_DECODE", "WS", "PF_LINES" and "HALVES"
+                                                (the last eleven fused only, SCALE8, SHORT_DECODE
                                                 and ROT_DECODE NVFP4 pointer loads only; WS the
                                                 warp-specialized kernel's tiles, which run
                                                 where it runs, the rest elsewhere)},

@@ -462,9 +462,10 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
     assert sum(split[c] for c in profile.CATEGORIES) == pytest.approx(split["total"])
     # The timed step, a graph replay, profiled kernel by kernel: busy time within the step it timed. With
     # PDL each kernel starts while the one before ends, so their times overlap and may sum past the step
-    # (docs/model.md: 2.78-2.90 ms profiled in a 2.68 ms 8B step; here 0.105 ms in 0.094 on the H200).
+    # (docs/model.md: 2.78-2.90 ms profiled in a 2.68 ms 8B step; here 0.105 ms in 0.094 on the H200),
+    # but not by half of it: that would be kernels counted twice.
     assert t.extra["split_source"] == profile.SOURCES["graph"] and t.extra["split_kernels"] > 20
-    assert (pdl or split["total"] <= 1.05 * t.p50) and split["other"] < split["total"]
+    assert split["total"] <= (1.5 if pdl else 1.05) * t.p50 and split["other"] < split["total"]
 
 
 def test_pdl_context_sets_inductor_s_pdl_and_chains_ours_until_it_ends(monkeypatch):

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Session 47 (2026-11-30): what ran, in order, each `source .gpu/s47<x>.sh` sourcing gpu_common.sh beside this
-# file, on nvidia-h200-x2 but D, F and G (one nvidia-h200; B found A's machine warm), carrying .gpu/commit, the call's script and
+# file, on nvidia-h200-x2 but D, F, G and I (one nvidia-h200; B found A's machine warm), carrying .gpu/commit, the call's script and
 # the wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers' and fbgemm's (call C: all of .gpu/).
 # A and B at 0759702 (A's ahead pass exited at once: that mode takes no --formats; B ran it again); C at a9851f6
 # (the store of A and B); D at 010341c (its pass within noise: store and run not kept); E at 87d8ee2 (REDUCE
 # "spread", reverted by d16ff1a after it); F at 138bfd4 (NVFP4 ACC_SCALE against the table, not kept); G at ff932f9
-# (int4 M = 1, 16 at 80 registers and split 16, not kept); H at 96d4ebb (pytest -m gpu), H2 and H3 on its machine.
-# Device time: about 1340 of 1800 s.
+# (int4 M = 1, 16 at 80 registers and split 16, not kept); H at 96d4ebb (pytest -m gpu), H2 and H3 on its machine;
+# I (one H200) with 0df5eb9's test.
+# Device time: about 1440 of 1800 s.
 # ---- call A: source .gpu/s47a.sh
 # Session 47 call A (x2, BUDGET s). GPU 0: the ahead pass at int4 M = 1, 16, 32, 64 (each ACC_SCALE fused entry
 # without and with SCALE_AHEAD, the faster kept) and its check (30 calls an entry); then the ws pass at NVFP4
@@ -153,3 +154,5 @@ wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
 # ---- calls H2 and H3 (the same machine, warm): the compiled-decode GPU tests alone, before and after 3d12586
 # (H2 at 96d4ebb: the same one failure; H3 with the fix in the tree: 5 passed)
 BUDGET=150 source results/h200/gpu_common.sh; t1=$(date +%s); timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_compiled_decode.py > $R/pytest_gpu_compiled_fixed.txt 2>&1; echo "rc $? wall $(( $(date +%s)-t1 )) s"; tail -1 $R/pytest_gpu_compiled_fixed.txt; grep -E "^FAILED|^E  " $R/pytest_gpu_compiled_fixed.txt | head; NO_STORE_SAVE=1 save
+# ---- call I (one H200, fresh): the compiled-decode GPU tests with the 1.5x PDL bound in the tree (0df5eb9's): 5 passed
+BUDGET=150 source results/h200/gpu_common.sh; t1=$(date +%s); timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_compiled_decode.py > $R/pytest_gpu_compiled_15.txt 2>&1; echo "rc $? wall $(( $(date +%s)-t1 )) s"; tail -1 $R/pytest_gpu_compiled_15.txt; grep -E "^FAILED|^E  " $R/pytest_gpu_compiled_15.txt | head; NO_STORE_SAVE=1 save

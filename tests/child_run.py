@@ -11,7 +11,8 @@ SPEC keys (all optional):
   interrupt_import: MODULE   send this process SIGINT while MODULE is being imported
   die_on_rank: R      under torchrun, rank R's process exits at the fake backend's first prepare
   term_rank0_in: M.F  under torchrun, rank 0 sends itself SIGTERM as it enters qgemm_bench.harness.M.F
-                      ("distributed.gather": waiting for the others; "shards.merge": putting the rows together)
+                      ("plan.build": planning; "distributed.gather": waiting for the others; "shards.merge":
+                      putting the rows together)
   model_stall: B      --model: a quantized variant's decode at batch B waits (as a hung GPU kernel would)
 """
 

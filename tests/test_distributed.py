@@ -81,10 +81,10 @@ def test_a_rank_that_dies_costs_its_rows_not_the_run(tmp_path):
     assert meta["interrupted"] and "rank 1: not reported" in meta["stopped"]
 
 
-@pytest.mark.parametrize("where", ["benchmark.metadata", "distributed.gather", "shards.merge"])
+@pytest.mark.parametrize("where", ["plan.build", "benchmark.metadata", "distributed.gather", "shards.merge"])
 def test_a_sigterm_on_rank_0_still_writes_every_rank_s_rows(where, tmp_path):
-    # torchrun sends SIGTERM to the other ranks once one died: it may land while rank 0 sets up (it then
-    # measures nothing), waits at the gather or puts the rows together; the run's outputs are written.
+    # torchrun sends SIGTERM to the other ranks once one died: it may land while rank 0 plans or sets up (it
+    # then measures nothing), waits at the gather or puts the rows together; the run's outputs are written.
     out = tmp_path / "run"
     r = run([*TORCHRUN, "tests/child_run.py", json.dumps({"term_rank0_in": where}), "--op", "int4_gemm",
              "--backends", "fake", *QUICK, "--output-dir", str(out)])

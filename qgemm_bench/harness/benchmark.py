@@ -6,7 +6,7 @@ import datetime
 import sys
 import time
 import warnings
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
 import torch
@@ -79,13 +79,16 @@ def execute(args) -> int:
 
 
 def _execute(args, world, start: float) -> int:
-    p = plan.build(args, world)
-    folder = outputs.claim_run_folder(args.output_dir, lambda: default_folder(p), world)
-    all_shapes = list(p.shapes)
-    if world is not None:
-        p.rank = world.rank
-        costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in all_shapes]
-        p.shapes = [all_shapes[i] for i in distributed.shard(all_shapes, costs, world.size)[world.rank]]
+    # Under torchrun, torchrun's SIGTERM (once a peer died) may land while rank 0 still plans: held, it
+    # stops the run as one in the setup below does, and rank 0 still writes what the others measured.
+    with signals.deferred() if world is not None else nullcontext([]) as planning:
+        p = plan.build(args, world)
+        folder = outputs.claim_run_folder(args.output_dir, lambda: default_folder(p), world)
+        all_shapes = list(p.shapes)
+        if world is not None:
+            p.rank = world.rank
+            costs = [distributed.cost(p.op, s, p.dtype, p.op_settings) for s in all_shapes]
+            p.shapes = [all_shapes[i] for i in distributed.shard(all_shapes, costs, world.size)[world.rank]]
     try:
         # The setup is short: a Ctrl-C or SIGTERM there (under torchrun, once a peer died) stops the run
         # before the warm-up, and rank 0 still gathers and writes what the others measured.
@@ -121,8 +124,8 @@ def _execute(args, world, start: float) -> int:
             return _conclude(p, args, meta, folder, outcome, start)
 
         try:
-            if early:
-                raise signals.as_interrupt(early[0])
+            if planning or early:
+                raise signals.as_interrupt((planning + early)[0])
             summary = warm.warm_up(p, args, jobs, folder.log_error)
         except KeyboardInterrupt as e:  # as above
             outcome = Outcome(stopped=signals.describe(e), exit_code=signals.exit_code(e))

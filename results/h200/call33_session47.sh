@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Session 47 (2026-11-30): what ran, in order, each `source .gpu/s47<x>.sh` sourcing gpu_common.sh beside this
-# file, on nvidia-h200-x2 but D, F, G and I (one nvidia-h200; B found A's machine warm), carrying .gpu/commit, the call's script and
+# file, on nvidia-h200-x2 but D, F, G, I and J (one nvidia-h200; B found A's machine warm), carrying .gpu/commit, the call's script and
 # the wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers' and fbgemm's (call C: all of .gpu/).
 # A and B at 0759702 (A's ahead pass exited at once: that mode takes no --formats; B ran it again); C at a9851f6
 # (the store of A and B); D at 010341c (its pass within noise: store and run not kept); E at 87d8ee2 (REDUCE
 # "spread", reverted by d16ff1a after it); F at 138bfd4 (NVFP4 ACC_SCALE against the table, not kept); G at ff932f9
 # (int4 M = 1, 16 at 80 registers and split 16, not kept); H at 96d4ebb (pytest -m gpu), H2 and H3 on its machine;
-# I (one H200) with 0df5eb9's test.
-# Device time: about 1440 of 1800 s.
+# I (one H200) with 0df5eb9's test; J at 18d1727 (the NVFP4 rows humming leads, other tiles: none faster).
+# Device time: about 1520 of 1800 s.
 # ---- call A: source .gpu/s47a.sh
 # Session 47 call A (x2, BUDGET s). GPU 0: the ahead pass at int4 M = 1, 16, 32, 64 (each ACC_SCALE fused entry
 # without and with SCALE_AHEAD, the faster kept) and its check (30 calls an entry); then the ws pass at NVFP4
@@ -156,3 +156,15 @@ wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
 BUDGET=150 source results/h200/gpu_common.sh; t1=$(date +%s); timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_compiled_decode.py > $R/pytest_gpu_compiled_fixed.txt 2>&1; echo "rc $? wall $(( $(date +%s)-t1 )) s"; tail -1 $R/pytest_gpu_compiled_fixed.txt; grep -E "^FAILED|^E  " $R/pytest_gpu_compiled_fixed.txt | head; NO_STORE_SAVE=1 save
 # ---- call I (one H200, fresh): the compiled-decode GPU tests with the 1.5x PDL bound in the tree (0df5eb9's): 5 passed
 BUDGET=150 source results/h200/gpu_common.sh; t1=$(date +%s); timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_compiled_decode.py > $R/pytest_gpu_compiled_15.txt 2>&1; echo "rc $? wall $(( $(date +%s)-t1 )) s"; tail -1 $R/pytest_gpu_compiled_15.txt; grep -E "^FAILED|^E  " $R/pytest_gpu_compiled_15.txt | head; NO_STORE_SAVE=1 save
+# ---- call J: source .gpu/s47j.sh
+# Session 47 call J (one H200, BUDGET s), at 18d1727: NVFP4 rows humming leads by 3-5% (4096x28672 at M = 1 and
+# 8, 28672x8192 at M = 8): the table's config against narrower tiles, other splits and a deeper ring, each with
+# its ROT_DECODE (fused_ab.py, 10 checked calls, 3 rounds).
+BUDGET=${BUDGET:-200} source results/h200/gpu_common.sh
+t1=$(date +%s); timeout -k 5 $(( $(left) - 10 )) python3 scripts/fused_ab.py --op nvfp4_gemm \
+  --shape 1,4096,28672 --shape 8,4096,28672 --shape 8,28672,8192 \
+  --config table --config table+BLOCK_N=64 --config table+BLOCK_N=64+SPLIT_K=4 --config table+SPLIT_K=3 \
+  --config table+num_stages=5 --config table+num_stages=6 --config table+BLOCK_K=64+SPLIT_K=4 \
+  --calls 10 --rounds 3 > $R/nvfp4_humming_rows_ab.txt 2>&1
+echo "fused_ab rc $? wall $(( $(date +%s)-t1 )) s"; grep -vi warn $R/nvfp4_humming_rows_ab.txt | cut -c1-170
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

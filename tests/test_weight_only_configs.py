@@ -983,11 +983,12 @@ def test_table_check_at_a_group_runs_what_runs_there(monkeypatch, tmp_path, caps
     assert "1 of 2 configs with a wrong call" in text
 
 
-def script_table_passes(monkeypatch, script, out, shape: list) -> None:
-    """The weight-only tuner's table passes on scripted kernels (no GPU):
-    its table file `out` (GPU "h100", commit abc1234), operands that record
-    each entry's bucket key in `shape`, gemms whose WS tiles run, every
-    candidate right; the test scripts time_interleaved."""
+def run_scripted_pass(monkeypatch, tmp_path, doc: dict, time_of, mode: str, *args):
+    """The weight-only tuner's `mode` pass (its <mode>_pass(*args)) over
+    table `doc` on scripted kernels (no GPU: the table file of GPU "h100",
+    commit abc1234, gemms whose WS tiles run, every candidate right), each
+    candidate timed time_of(its bucket key, its config): (the table the pass
+    wrote, the (bucket key, config) pairs it timed, in order)."""
     from qgemm_bench.harness import environment
 
     class Gemm:
@@ -1000,6 +1001,10 @@ def script_table_passes(monkeypatch, script, out, shape: list) -> None:
         def runs_ws(self, x, c):
             return True
 
+    script = load_tune_script()
+    out = tmp_path / "h100.json"
+    out.write_text(woc.dumps(doc))
+    shape, timed = [], []  # the bucket key of the entry being timed; what was timed
     monkeypatch.setattr(script, "TABLE_OUT", out)
     monkeypatch.setattr(script, "TARGET", Target.cpu())  # the fake kernels run nowhere
     monkeypatch.setattr(environment, "gpu_slug", lambda dev: "h100")
@@ -1009,18 +1014,6 @@ def script_table_passes(monkeypatch, script, out, shape: list) -> None:
     monkeypatch.setattr(script, "copies", lambda x, wargs: [(None, ())])
     monkeypatch.setattr(script, "make_weight_only", Gemm)
     monkeypatch.setattr(script, "checked_calls", lambda what, wargs, x, ref, reps, c, path: [lambda c=c: c])
-
-
-def run_scripted_pass(monkeypatch, tmp_path, doc: dict, time_of, mode: str, *args):
-    """The weight-only tuner's `mode` pass (its <mode>_pass(*args)) over
-    table `doc` on scripted kernels (script_table_passes), each candidate
-    timed time_of(its bucket key, its config): (the table the pass wrote,
-    the (bucket key, config) pairs it timed, in order)."""
-    script = load_tune_script()
-    out = tmp_path / "h100.json"
-    out.write_text(woc.dumps(doc))
-    shape, timed = [], []
-    script_table_passes(monkeypatch, script, out, shape)
     monkeypatch.setattr(script, "time_interleaved", lambda cands, stop=None: [
         timed.append((shape[-1], c := calls[0]())) or time_of(shape[-1], c) for calls in cands])
     monkeypatch.setattr(sys, "orig_argv", ["python3", "-m", "qgemm_bench.tuning.weight_only", "OUT", mode])

@@ -96,8 +96,8 @@ def test_compiled_step_fullgraph_equals_eager_transformers_step():
         assert int(cache.layers[0].cumulative_length) == prompt + steps  # the compiled step advanced the cache
         # The same compiled step under the profiler: quantized GEMMs, dense GEMMs (layer 0, lm_head) and
         # attention all show (not all "rest"), and the categories sum to the step. Their share is not
-        # asserted: on CPU the rest holds Dynamo's guard checks and Inductor's wrapper, 55-80% of the step
-        # on 2 cores with the machine's load.
+        # asserted: on CPU the rest holds Dynamo's guard checks and Inductor's wrapper, most of the step,
+        # as much as the machine's load makes it.
         split = profile.step_split(step, CPU, reset=lambda: decode.rewind(cache, prompt))
         ms = split.ms
         assert split.source == profile.SOURCES["plain"] and split.kernels is None
@@ -462,8 +462,7 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
     assert sum(split[c] for c in profile.CATEGORIES) == pytest.approx(split["total"])
     # The timed step, a graph replay, profiled kernel by kernel: busy time within the step it timed. With
     # PDL each kernel starts while the one before ends, so their times overlap and may sum past the step
-    # (docs/model.md: 2.78-2.90 ms profiled in a 2.68 ms 8B step; here 0.105 ms in 0.094 on the H200),
-    # but not by half of it: that would be kernels counted twice.
+    # (docs/model.md), but not by half of it: that would be kernels counted twice.
     assert t.extra["split_source"] == profile.SOURCES["graph"] and t.extra["split_kernels"] > 20
     assert split["total"] <= (1.5 if pdl else 1.05) * t.p50 and split["other"] < split["total"]
 

@@ -60,10 +60,9 @@ fenced and waited, and the SASS writes registers that pending wgmmas read
 SCALE_AHEAD (a config key; int4 with ACC_SCALE's path, elsewhere
 ignored): each block's scale row is loaded one block ahead instead of in
 its own block, where its fp32 widening waited on the load (Nsight
-Compute's hottest stall at int4 1x8192x8192). On the H200 it took that
-shape's 16x128x128 tile from 15.7 to 15.2 us and made the 16x64x128 tiles
-2-2.5% slower (docs/fused_gemm.md): the table's `ahead` pass decides per
-entry.
+Compute's hottest stall at int4 1x8192x8192). On the H200 it pays at
+16x128x128 tiles and costs at 16x64x128 ones (docs/fused_gemm.md): the
+table's `ahead` pass decides per entry.
 FOLD (a config key; int4 with ACC_SCALE's path, elsewhere ignored): the
 decode leaves its offset on (q + 136 in bf16, decode.int4_biased: 4 fewer
 PTX instructions per 8 values) and each block's fp32 product loses 136 x
@@ -562,7 +561,7 @@ FUSED_CONFIGS = {
 # docs/fused_gemm.md and docs/ws_gemm.md. At 16 the decode-size x tiles
 # (16 rows) that beat the fused kernel at 16x8192x8192 on the H200 (int4
 # 16.4 against 17.3 us, NVFP4 17.7 against 19.2; none did at M = 1), and
-# their ACC twins (int4 groups of whole K blocks only: ws_gemm.usable; 7%
+# their ACC twins (int4 groups of whole K blocks only: ws_gemm.usable;
 # faster at int4 16x8192x8192, docs/ws_gemm.md).
 _WS16 = [ws_tiles(16, 64, 128, 8, splits=2), ws_tiles(16, 64, 128, 8, 2), ws_tiles(16, 128, 128, 6, splits=2)]
 WS_POOL = {16: _WS16 + [{**t, "ACC": 1} for t in _WS16],

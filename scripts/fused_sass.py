@@ -11,8 +11,7 @@ per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
                                 [--stages 3] [--tma | --tma-x] [--acc] [--scale8] [--maxnreg N] [--group 128] [--k 8192]
-                                [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl] [--ws-acc] [--ws-ss]]
-                                [--stalls]
+                                [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl] [--ws-acc]] [--stalls]
                                 [--out PREFIX]
                                 [--probe-stage 1|2|3 [--halves]]
   python3 scripts/fused_sass.py --probe-table
@@ -104,8 +103,6 @@ def parse_args(argv=None):
                    help="--ws: tiles in groups of G x-row blocks (WS M_GROUP: ws_gemm._grouped; default 1)")
     p.add_argument("--ws-acc", action="store_true",
                    help="--ws, int4 groups of whole K blocks: the scales on each block's product (WS ACC 1)")
-    p.add_argument("--ws-ss", action="store_true",
-                   help="--ws: each block's decoded weights through shared memory (WS SS 1: ws_gemm._ss_blocks)")
     p.add_argument("--ws-stamps", action="store_true",
                    help="--ws: with each consumer's timeline stamped (WS STAMPS 1: ws_gemm.stamp_slots; not with "
                         "--ws-stream-k)")
@@ -151,9 +148,8 @@ def parse_args(argv=None):
         raise InputError("--ws: with --fmt, --tile, --stages, --group, --k and the --ws-* options only (its own "
                          "TMA loads and warps, no split)")
     if (args.ws_split != 1 or args.ws_splits != 1 or args.ws_stream_k or args.ws_pdl or args.ws_m_group != 1 or
-            args.ws_stamps or args.ws_acc or args.ws_ss) and not args.ws:
-        raise InputError("--ws-split, --ws-splits, --ws-stream-k, --ws-pdl, --ws-m-group, --ws-acc, --ws-ss and "
-                         "--ws-stamps: "
+            args.ws_stamps or args.ws_acc) and not args.ws:
+        raise InputError("--ws-split, --ws-splits, --ws-stream-k, --ws-pdl, --ws-m-group, --ws-acc and --ws-stamps: "
                          "the warp-specialized kernel's (--ws)")
     if args.ws_stamps and args.ws_stream_k:
         raise InputError("--ws-stamps: not with --ws-stream-k (its consumers are not stamped)")
@@ -304,7 +300,7 @@ def compile_ws(args):
 
     fmt = INT4 if args.fmt == "int4" else NVFP4
     c = ws_tiles(args.bm, args.bn, args.bk, args.stages, args.ws_split, args.ws_splits, stream_k=args.ws_stream_k,
-                 pdl=args.ws_pdl, m_group=args.ws_m_group, acc=args.ws_acc, ss=args.ws_ss)
+                 pdl=args.ws_pdl, m_group=args.ws_m_group, acc=args.ws_acc)
     try:
         ws_gemm.check(c, fmt)
     except ValueError as e:
@@ -331,7 +327,6 @@ def compile_ws(args):
     const["M_GROUP"] = c.get("M_GROUP", 1)
     const["STAMPS"] = int(args.ws_stamps)
     const["ACC"] = c.get("ACC", 0)
-    const["SS"] = c.get("SS", 0)
     sig.update({x: "constexpr" for x in const})
     names = list(sig)
     # NP: padded to 256; the workspace pointers 16-byte aligned, as a launch specializes them
@@ -618,7 +613,7 @@ def main(argv=None) -> int:
     body = probe_loop(sass) if args.probe_stage else main_loop(sass)
     ops = opcodes(body)
     opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("acc", args.ws_acc),
-                                         ("ss", args.ws_ss), ("stamps", args.ws_stamps),
+                                         ("stamps", args.ws_stamps),
                                          ("tma", args.tma),
                                          ("tma-x", args.tma_x), ("acc", args.acc), ("fold", args.fold),
                                          ("ahead", args.scale_ahead),

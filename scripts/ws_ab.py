@@ -62,8 +62,8 @@ MAIN = "main"  # this checkout's ws_gemm
 STALL_S = 120.0  # --stall-timeout's default: a candidate's compile and checked calls took under 20 s on the H100
 _TILES = re.compile(r"(\d+)x(\d+)x(\d+)s(\d+)((?:\+[a-z]+\d*)*)")
 _OPTIONS = {"split": "SPLITS", "skew": "SKEW", "k": "K_SPLIT", "sk": "STREAM_K", "pdl": "PDL", "mg": "M_GROUP",
-            "acc": "ACC", "ss": "SS"}
-_FLAGS = ("sk", "pdl", "acc", "ss")  # options without a number
+            "acc": "ACC"}
+_FLAGS = ("sk", "pdl", "acc")  # options without a number
 
 
 def parse_tiles(text: str, fmt: int) -> dict:

@@ -88,7 +88,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier,
     tma,
     warpgroup_mma,
-    warpgroup_mma_init,
     warpgroup_mma_wait,
 )
 
@@ -112,7 +111,7 @@ STAMP_SLOTS = gl.constexpr(len(STAMP_NAMES))
 _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
 # K_SPLIT 1 or 2, SPLITS 1-4, ACC 1 (int4 scales on each block's product): `check`
-OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP", "ACC", "SS")
+OPTIONAL_KEYS = ("K_SPLIT", "SPLITS", "SKEW", "STREAM_K", "PDL", "M_GROUP", "ACC")
 MAX_M_GROUP = 16  # M_GROUP: x-row blocks per group of tiles (_grouped)
 # ACC keeps a block's product besides the sum (_block): x tiles of up to this many rows.
 MAX_ACC_BLOCK_M = 64
@@ -438,60 +437,10 @@ def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGE
 
 
 @gluon.jit
-def _ss_blocks(x_bufs, w_bufs, s_bufs, a_bufs, ready, empty, nb, WG: gl.constexpr, STAGES: gl.constexpr,
-               BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, FMT: gl.constexpr, GROUP: gl.constexpr,
-               ACC: gl.constexpr):
-    """SS 1: consumer WG's sum over its nb K blocks, each block's decoded
-    weights stored to shared memory (a_bufs, two buffers a warpgroup) for a
-    shared-operand wgmma, under which the next block decodes and is stored
-    (a register-A wgmma must finish before its registers are decoded into
-    again: module docstring). The decode follows the wgmma's issue and the
-    wait opens the next iteration: with both in one block ptxas hoisted the
-    wait above the decode (docs/ws_gemm.md). A stage is freed once the wgmma
-    reading its x tile is done, a block later than _block frees it."""
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
-    sc_layout: gl.constexpr = gl.SliceLayout(1, mma)
-    acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
-    p = warpgroup_mma_init(gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma))  # the block in flight's sum or product
-    a_bufs.index(WG * 2).store(_decoded(w_bufs, s_bufs, ready, 0, WG, STAGES, BLOCK_M, BLOCK_K, FMT, GROUP, ACC))
-    sc_prev = gl.zeros((_WG_ROWS,), gl.float32, sc_layout)  # ACC: the block in flight's scales
-    sc = sc_prev  # ACC: the next block's
-    if ACC:
-        sc = s_bufs.index(0).slice(WG * _WG_ROWS, _WG_ROWS).load(sc_layout).to(gl.float32)
-    for i in range(nb):
-        p = warpgroup_mma_wait(num_outstanding=0, deps=(p,))  # block i - 1's (zeros at i = 0)
-        if ACC:
-            acc = acc + p * gl.expand_dims(sc_prev, 1)
-            sc_prev = sc
-        if i > 0:
-            mbarrier.arrive(empty.index((i - 1) % STAGES))
-        fence_async_shared()
-        _barrier()  # every warp's rows of block i stored (and fenced) before the warpgroup's wgmma reads them
-        a = a_bufs.index(WG * 2 + i % 2)
-        x = x_bufs.index(i % STAGES).permute((1, 0))
-        if ACC:
-            p = warpgroup_mma(a, x, gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma), use_acc=False, is_async=True)
-        else:
-            p = warpgroup_mma(a, x, p, is_async=True)
-        if i + 1 < nb:  # the next block, under this block's wgmma, into the buffer block i - 1's (done) read
-            a_bufs.index(WG * 2 + (i + 1) % 2).store(
-                _decoded(w_bufs, s_bufs, ready, i + 1, WG, STAGES, BLOCK_M, BLOCK_K, FMT, GROUP, ACC))
-            if ACC:
-                sc = s_bufs.index((i + 1) % STAGES).slice(WG * _WG_ROWS, _WG_ROWS).load(sc_layout).to(gl.float32)
-    p = warpgroup_mma_wait(num_outstanding=0, deps=(p,))
-    if ACC:
-        acc = acc + p * gl.expand_dims(sc_prev, 1)
-    else:
-        acc = p
-    mbarrier.arrive(empty.index((nb - 1) % STAGES))
-    return acc
-
-
-@gluon.jit
-def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, a_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
-              st_ptr, m0, n0, NP, nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr, st_ptr,
+              m0, n0, NP, nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr,
-              SPLITS: gl.constexpr, GROUP: gl.constexpr, STAMPS: gl.constexpr, ACC: gl.constexpr, SS: gl.constexpr):
+              SPLITS: gl.constexpr, GROUP: gl.constexpr, STAMPS: gl.constexpr, ACC: gl.constexpr):
     """Weight rows WG * 64.. of the tile over the program's nb K blocks
     (each K block by _block, ACC as it says);
     with K_SPLIT 2 blocks PART, PART + 2, ... of them (the other consumer's
@@ -502,14 +451,10 @@ def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, a_bufs, ready, empty, done, out_de
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
     sb = st_ptr + (gl.program_id(0) * 2 + WG + PART).to(gl.int64) * STAMP_SLOTS
     _stamp(sb, 0, STAMPS)
-    if SS:  # K_SPLIT 1 (check)
-        acc = _ss_blocks(x_bufs, w_bufs, s_bufs, a_bufs, ready, empty, nb, WG, STAGES, BLOCK_M, BLOCK_K, FMT, GROUP,
-                         ACC)
-    else:
-        acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
-        for j in range((nb - PART + K_SPLIT - 1) // K_SPLIT):
-            acc = _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, j * K_SPLIT + PART, WG, STAGES, BLOCK_M, BLOCK_K,
-                         FMT, GROUP, ACC)
+    acc = gl.zeros((_WG_ROWS, BLOCK_M), gl.float32, mma)
+    for j in range((nb - PART + K_SPLIT - 1) // K_SPLIT):
+        acc = _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, j * K_SPLIT + PART, WG, STAGES, BLOCK_M, BLOCK_K, FMT,
+                     GROUP, ACC)
     _stamp(sb, 1, STAMPS)
     if K_SPLIT == 2:  # the second part's sum to the first through shared memory (c_bufs as fp32)
         PART_LAYOUT: gl.constexpr = gl.SwizzledSharedLayout(vec=2, per_phase=1, max_phase=8, order=[1, 0])
@@ -714,7 +659,7 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
               TILE_N: gl.constexpr, TILE_K: gl.constexpr, K_SPLIT: gl.constexpr = 1, SPLITS: gl.constexpr = 1,
               PER: gl.constexpr = 0, STREAM_K: gl.constexpr = 0, PDL: gl.constexpr = 0,
-              M_GROUP: gl.constexpr = 1, STAMPS: gl.constexpr = 0, ACC: gl.constexpr = 0, SS: gl.constexpr = 0):
+              M_GROUP: gl.constexpr = 1, STAMPS: gl.constexpr = 0, ACC: gl.constexpr = 0):
     """y = x @ dequant(w) (module docstring); K the layout's padded K, a
     multiple of BLOCK_K; NP the scales' row stride; BLOCK_N 64 (one
     consumer, or with K_SPLIT 2 two on the K blocks) or 128 (two); FMT
@@ -726,9 +671,7 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
     (_sk_consumer; part_ptr, count_ptr: stream_k_workspace). PDL 1:
     _pdl_wait first. M_GROUP > 1: tiles in groups of M_GROUP x-row blocks
     (_grouped). STAMPS 1 (not with STREAM_K): each consumer's timeline into
-    st_ptr (`stamp_slots`; else unread). SS 1: each block's decoded weights
-    through shared memory (_ss_blocks)."""
-    gl.static_assert(not SS or K_SPLIT == 1 and not STREAM_K, "SS takes K_SPLIT 1, not STREAM_K (check)")
+    st_ptr (`stamp_slots`; else unread)."""
     gl.static_assert(not ACC or FMT != _NVFP4 and GROUP != _CHANNEL and GROUP % BLOCK_K == 0 and not STREAM_K,
                      "ACC takes int4 groups of whole K blocks, not STREAM_K (acc_runs, check)")
     if PDL:
@@ -764,11 +707,6 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
     else:
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N], s_desc.layout)
     c_bufs = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS * K_SPLIT, BLOCK_M, _WG_ROWS], out_desc.layout)
-    if SS:  # two decoded weight tiles a consumer (_ss_blocks), K-major as the wgmma's shared A operand takes them
-        A_SMEM: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-        a_bufs = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS * 2, _WG_ROWS, BLOCK_K], A_SMEM)
-    else:
-        a_bufs = c_bufs  # unread
     done = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
     mbarrier.init(done.index(0), count=1)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -795,20 +733,20 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
     elif CONSUMERS * K_SPLIT == 2:
         gl.warp_specialize([
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, a_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr,
-                         count_ptr, st_ptr, m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0,
-                         K_SPLIT, SPLITS, GROUP, STAMPS, ACC, SS)),
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, a_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr,
-                         count_ptr, st_ptr, m0, n0, NP, nb, split, slot + WG_B, WG_B, STAGES, BLOCK_M, BLOCK_K, FMT,
-                         PART_B, K_SPLIT, SPLITS, GROUP, STAMPS, ACC, SS)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
+                         st_ptr, m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS,
+                         GROUP, STAMPS, ACC)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
+                         st_ptr, m0, n0, NP, nb, split, slot + WG_B, WG_B, STAGES, BLOCK_M, BLOCK_K, FMT, PART_B,
+                         K_SPLIT, SPLITS, GROUP, STAMPS, ACC)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
     else:
         gl.warp_specialize([
-            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, a_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr,
-                         count_ptr, st_ptr, m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0,
-                         K_SPLIT, SPLITS, GROUP, STAMPS, ACC, SS)),
+            (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
+                         st_ptr, m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS,
+                         GROUP, STAMPS, ACC)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
                          kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
         ], [1], [_PRODUCER_REGS])
@@ -830,11 +768,11 @@ def scale_rows(fmt: int, c: dict, group: int | None = None) -> int:
 
 def shared_bytes(c: dict, fmt: int = INT4, group: int | None = None) -> int:
     """Config c's shared memory: the ring (x, weight and scale tiles), the
-    consumers' output tiles, SS's decoded weight tiles, and 1 KB for the barriers and alignment
+    consumers' output tiles, and 1 KB for the barriers and alignment
     (sm_90, 256x128x64 s3: 177120 bytes compiled, 176896 in tiles)."""
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
     return c["num_stages"] * (2 * bm * bk + bn * bk // 2 + 2 * bn * scale_rows(fmt, c, group)) + \
-        bn // WG_ROWS * c.get("K_SPLIT", 1) * bm * WG_ROWS * 2 + c.get("SS", 0) * 2 * bn * bk * 2 + 1024
+        bn // WG_ROWS * c.get("K_SPLIT", 1) * bm * WG_ROWS * 2 + 1024
 
 
 def programs_per_sm(c: dict) -> int:
@@ -870,9 +808,6 @@ def check(c: dict, fmt: int = INT4, smem: int | None = None) -> None:
         raise ValueError(f"WS {c}: ACC (scales on each block's product) is int4's only (not NVFP4), 1 or absent, "
                          f"with x tiles of at most {MAX_ACC_BLOCK_M} rows, not with STREAM_K (and runs at groups "
                          "of whole K blocks: acc_runs)")
-    if c.get("SS", 1) != 1 or "SS" in c and ("STREAM_K" in c or c.get("K_SPLIT", 1) != 1):
-        raise ValueError(f"WS {c}: SS (decoded weights through shared memory) is 1 or absent, not with STREAM_K "
-                         "or K_SPLIT 2")
     if c.get("PDL", 1) != 1:
         raise ValueError(f"WS {c}: PDL is 1 (programmatic dependent launch: _pdl_wait) or absent")
     if "STREAM_K" in c and (c["STREAM_K"] != 1 or c["BLOCK_N"] != 2 * WG_ROWS or set(c) & {"K_SPLIT", "SPLITS"}):
@@ -1108,6 +1043,6 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
                     K=padded_k(kmajor), GROUP=kgroup, FMT=fmt, BLOCK_M=bm, BLOCK_N=bn,
                     BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
                     SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), M_GROUP=c.get("M_GROUP", 1),
-                    STAMPS=int(stamps is not None), ACC=c.get("ACC", 0), SS=c.get("SS", 0), num_warps=4,
+                    STAMPS=int(stamps is not None), ACC=c.get("ACC", 0), num_warps=4,
                     maxnreg=maxnreg(c), **pdl_launch(c, x.device, chain=0))  # PDL 1 only: _pdl_wait
     return out

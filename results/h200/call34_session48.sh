@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Session 48 (2026-11-30): what ran, in order, each `source .gpu/s48<x>.sh` sourcing gpu_common.sh beside this
+# file, on nvidia-h200-x2, carrying .gpu/commit, the call's script and the wheels of
+# ../shared/scripts/fetch_gpu_wheels.sh but transformers' and fbgemm's.
+# A at eb0d66c (the 8B step with more of our weights prefetched: not kept; the WS tiles at M = 512-2048; the
+# lm_head shape's fused configs); B at 2133382 (WS SS, reverted by a2c6d72: slower everywhere).
+# A's second base.a and pfpdl.b runs exited at once (their output folders existed): one run each of those.
+# ---- call A: source .gpu/s48a.sh
+# Session 48 call A (x2, BUDGET s). Issue 54: in the compiled 8B decode step (batch 1, --pdl, our kernels chained)
+# the kernel before each of our GEMMs is Inductor's (norms, rotary, attention, silu-mul): latency-bound, HBM idle.
+# Our fused M = 1 entries prefetch only 32 lines a tile row before their wait (PF_LINES, timed GEMM after GEMM)
+# and the down projection's entry (14336x4096, TMA) has no PDL: it starts after the kernel before has finished.
+# Variants, each a copy of the tree whose store's int4 fused M = 1 entries are changed: base (as committed); pf
+# (PF_LINES 512: each program prefetches its whole K range to L2 before the wait); pdl (PDL 2, chained to 3, where
+# the entry has none); pfpdl (both). GPU 0: base, pfpdl, pf, pdl, base; GPU 1: the WS tiles at int4 M = 512, 1024,
+# 2048 (stream-K and groups; fbgemm ahead there by 0.1-3%), the lm_head shape's configs (4096x128256 runs the
+# nearest bucket's), then pfpdl, base, pfpdl.
+BUDGET=${BUDGET:-560} source results/h200/gpu_common.sh
+M8="--model llama-3-8b --quant int4-g128 --compile default --lm-head --attention flex --pdl --batch 1 --backends triton --no-step-split"
+mk() {  # variant: /tmp/t_<variant>, the tree with its store changed
+  local v=$1 d=/tmp/t_$1; [ -d $d ] && return
+  mkdir -p $d; cp -r qgemm_bench runner.py $d/
+  python3 - $d/qgemm_bench/configs/h200/weight_only.json $v <<'PY'
+import json, sys
+p, v = sys.argv[1], sys.argv[2]
+d = json.load(open(p)); n = 0
+for key, e in d["kernels"]["int4_gemm_fused"].items():
+    if key.startswith("M1_"):
+        c = e["config"]; n += 1
+        if "pf" in v: c["PF_LINES"] = 512
+        if "pdl" in v and not c.get("PDL"): c["PDL"] = 2
+json.dump(d, open(p, "w"), indent=1); print(v, n, "entries")
+PY
+}
+model() {  # GPU variant tag
+  local g=$1 v=$2 t1=$(date +%s); [ $(left) -lt 100 ] && { echo "skipped $v.$3: $(left) s left"; return; }
+  mk $v; ( cd /tmp/t_$v && CUDA_VISIBLE_DEVICES=$g PYTHONPATH=/tmp/site:/tmp/t_$v timeout -k 10 $(( $(left) - 10 )) \
+    python3 runner.py $M8 --output-dir $R/m8_${v}_$3 > $R/m8_${v}_$3.log 2>&1 )
+  echo "8B $v.$3 (GPU $g) rc $? wall $(( $(date +%s)-t1 )) s: $(grep -E '^\| triton int4' $R/m8_${v}_$3/report.md | head -2 | tr -s ' ' | cut -c1-120 | tr '\n' ' ')"
+}
+for v in base pf pdl pfpdl; do mk $v; done
+( for v in base pfpdl pf pdl base; do model 0 $v a; done ) &
+( t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 200 python3 scripts/ws_ab.py --shape 2048,8192,8192 --shape 1024,8192,8192 \
+    --shape 512,8192,8192 --tiles 256x128x64s4 --tiles 256x128x64s4+sk --tiles 256x128x64s4+mg4 --tiles 256x128x64s4+pdl \
+    --tiles 256x128x64s3 --tiles 256x128x64s4+sk+pdl --cublas --rounds 3 --calls 10 > $R/ws_ab_m512_2048.txt 2>&1
+  echo "ws_ab (GPU 1) rc $? wall $(( $(date +%s)-t1 )) s"; grep -v "^\s*$" $R/ws_ab_m512_2048.txt | cut -c1-150 | tail -40
+  t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 120 python3 scripts/fused_ab.py --op int4_gemm --shape 1,4096,128256 \
+    --config table --config table+PF_LINES=512 --config table+SPLIT_K=8 --config table+SPLIT_K=2 --config table+BLOCK_N=128+maxnreg=128 \
+    --config table+SCALE_AHEAD --calls 10 --rounds 3 > $R/fused_ab_lmhead.txt 2>&1
+  echo "fused_ab lm_head (GPU 1) rc $? wall $(( $(date +%s)-t1 )) s"; grep -v "^\s*$" $R/fused_ab_lmhead.txt | cut -c1-150 | tail -12
+  for v in pfpdl base pfpdl; do model 1 $v b; done ) &
+wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call B: source .gpu/s48b.sh
+# Session 48 call B (x2, BUDGET s). WS SS (ws_gemm._ss_blocks, untried until now: docs/ws_gemm.md): each K block's
+# decoded weights stored to shared memory for a shared-operand wgmma, the next block decoded under it. Each tile
+# with and without SS, checked first (10 calls), 3 rounds, the run's triton beside. GPU 0: int4 at M = 1, 8, 16
+# (8192x8192, 28672x8192), then M = 64, then group 32 (1 round), then the stamps at 16x8192x8192; GPU 1: NVFP4.
+BUDGET=${BUDGET:-420} source results/h200/gpu_common.sh
+ab() {  # GPU name ws_ab-args...
+  local g=$1 n=$2 t1=$(date +%s); shift 2
+  CUDA_VISIBLE_DEVICES=$g timeout -k 5 $(( $(left) - 10 )) python3 scripts/ws_ab.py "$@" > $R/$n.txt 2>&1
+  echo "== $n (GPU $g) rc $? wall $(( $(date +%s)-t1 )) s"; grep -v "^\s*$" $R/$n.txt | cut -c1-140 | tail -32
+}
+T16="--tiles 16x64x128s8+split2+acc+pdl --tiles 16x64x128s8+split2+acc+ss+pdl --tiles 16x64x128s8+split2+pdl"
+T16="$T16 --tiles 16x64x128s8+split2+ss+pdl --tiles 16x128x128s6+split2+acc+pdl --tiles 16x128x128s6+split2+acc+ss+pdl"
+N16="--tiles 16x64x128s8+k2+pdl --tiles 16x64x128s8+split2+pdl --tiles 16x64x128s8+split2+ss+pdl"
+N16="$N16 --tiles 16x128x128s6+split2+pdl --tiles 16x128x128s6+split2+ss+pdl"
+T64="--tiles 64x128x128s4+split2+skew2+pdl --tiles 64x128x128s4+split2+skew2+ss+pdl"
+( ab 0 ws_ss_int4_m1_16 --op int4_gemm --shape 16,8192,8192 --shape 1,8192,8192 --shape 8,8192,8192 \
+    --shape 16,28672,8192 $T16 --triton --rounds 3 --calls 10
+  ab 0 ws_ss_int4_m64 --op int4_gemm --shape 64,8192,8192 --shape 64,4096,28672 $T64 --triton --rounds 3 --calls 10
+  ab 0 ws_ss_int4_g32 --op int4_gemm --group-size 32 --shape 16,8192,8192 --tiles 16x64x128s8+split2+pdl \
+    --tiles 16x64x128s8+split2+ss+pdl --rounds 1 --calls 10
+  ab 0 ws_ss_int4_stamps --op int4_gemm --stamps --shape 16,8192,8192 --tiles 16x64x128s8+split2+acc+pdl \
+    --tiles 16x64x128s8+split2+acc+ss+pdl ) &
+( ab 1 ws_ss_nvfp4_m1_16 --op nvfp4_gemm --shape 16,8192,8192 --shape 1,8192,8192 --shape 16,4096,28672 $N16 \
+    --triton --rounds 3 --calls 10
+  ab 1 ws_ss_nvfp4_m64 --op nvfp4_gemm --shape 64,8192,8192 $T64 --triton --rounds 3 --calls 10 ) &
+wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

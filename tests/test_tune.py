@@ -324,6 +324,24 @@ def test_dry_run_like_a_stored_gpu_prunes_to_its_winners(capsys):
         assert expected <= budget and f"budget {budget:5.1f} min" in line and "shortens" not in line, line
 
 
+def test_layers_tune_the_named_layers_end_to_end(tiny, tmp_path, capsys):
+    """--layers: the weight-only units of these (K, N), not the presets'
+    (the tiny plan's LAYER), tuned on the interpreter and written under
+    their own buckets, which the dispatch then finds by shape."""
+    from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
+    from qgemm_bench.tuning import plan
+
+    units = plan.weight_only_units(["int4"], None, None, layers={(128, 32), (384, 64)})
+    assert sorted(u.shape for u in units) == [(4, 128, 32), (4, 384, 64), (8, 128, 32), (8, 384, 64)]
+    assert tune(["--store", str(tmp_path), "--op", "int4_gemm", "--backends", "triton", "--layers", "128x32"]) == 0
+    assert "tuned 2 entries" in capsys.readouterr().out
+    doc = read_back(tmp_path, "weight_only")
+    assert set(doc["kernels"]["int4_gemm"]) == {"M4_K128_N32"} and set(doc["kernels"]["int4_gemm_fused"]) == \
+        {"M8_K128_N32"}
+    assert woc.bucket_of(woc.INT4, "fused", 7, 128, 32, doc["gpu"], doc) == "M8_K128_N32"
+    assert "--layers 128x32" in doc["provenance"]["command"]
+
+
 def test_helion_layers_adds_a_bucket_per_default_run_layer():
     from qgemm_bench.configs.store import DEFAULT
     from qgemm_bench.operators.common import LLAMA3_8B_KN, LLAMA3_70B_KN
@@ -446,6 +464,11 @@ def test_a_split_path_the_fused_path_outran_times_the_prior_winner_alone():
     (["--dry-run", "--op", "split_k_gemm", "--formats", "nvfp4", "--helion-layers"],
      "--formats, --helion-layers: the weight-only GEMMs' (int4_gemm, nvfp4_gemm), not split_k_gemm's"),
     (["--backends", "triton", "--helion-layers"], "--helion-layers: Helion's buckets"),
+    (["--dry-run", "--layers", "8192"], "--layers '8192': expected KxN pairs of positive integers"),
+    (["--dry-run", "--layers", "8192x5120,x4"], "expected comma-separated KxN"),
+    (["--dry-run", "--layers", "8000x5120"], "K must be a multiple of 128"),
+    (["--dry-run", "--layers", "8192x5120", "--op", "split_k_gemm"], "--layers: the weight-only GEMMs'"),
+    (["--dry-run", "--layers", "8192x5120", "--helion-layers"], "--layers and --helion-layers"),
     ([], "tune needs a CUDA GPU"),
     # A --dry-run without a GPU planned for the CPU whatever the name said.
     (["--dry-run", "--device", "tpu"], "--device 'tpu': expected auto, cpu, cuda or cuda:N"),

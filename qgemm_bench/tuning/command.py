@@ -14,6 +14,8 @@ from pathlib import Path
 from qgemm_bench.errors import InputError, one_line
 from qgemm_bench.harness import args as types
 
+LAYER_K = 128  # --layers: K a multiple of the tables' int4 group and K block
+
 HELP = """\
 bring up a GPU from nothing (every operator, both kernel families):
 
@@ -88,6 +90,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--groups", default="", metavar="G,G",
                    help="also give int4 fused entries their own warp-specialized config at these group sizes: "
                         "32, 64, channel (default none: group 128's configs serve every group)")
+    p.add_argument("--layers", metavar="KxN,...",
+                   help="tune the weight-only entries of these layers (K x N: in and out features) instead of the "
+                        "Llama presets' (e.g. a tensor-parallel shard or an lm_head the model bench runs; without "
+                        "an entry a shape takes the nearest layer's config); Triton's and, with --backends helion, "
+                        "Helion's buckets; split-K's shapes stay its preset's")
     p.add_argument("--helion-layers", action="store_true",
                    help="tune Helion's weight-only buckets at every layer of the llama preset (Llama-3-8B and 70B; "
                         "K x N as the default run's), not only at K = N = 8192: a bucket of its own then serves "
@@ -134,11 +141,22 @@ def options(args) -> argparse.Namespace:
         known = set(cands.TABLE_M["split"]) | set(cands.TABLE_M["fused"]) | set(cands.HELION_WEIGHT_ONLY_M)
         if not args.m_set <= known:
             raise InputError(f"--ms: {sorted(args.m_set - known)} not among the tables' M ({sorted(known)})")
+    args.layer_set = None
+    if args.layers is not None:
+        from qgemm_bench.tuning.weight_only import parse_layers
+
+        args.layer_set = parse_layers(args.layers)
+        if bad := sorted(kn for kn in args.layer_set if kn[0] % LAYER_K):
+            raise InputError(f"--layers: K must be a multiple of {LAYER_K} (the tables' group and K block), "
+                             f"not {', '.join(f'{k}x{n}' for k, n in bad)}")
+        if args.helion_layers:
+            raise InputError("--layers and --helion-layers: one or the other (--layers names Helion's too)")
     for flag, on in (("--helion-layers", args.helion_layers), ("--helion-variants", args.helion_variants)):
         if on and "helion" not in args.backend_list:
             raise InputError(f"{flag}: Helion's buckets, for a tune with --backends helion")
     weight_only = {"--ms": args.ms is not None, "--formats": args.format_list != list(cands.FORMATS),
-                   "--helion-layers": args.helion_layers, "--helion-variants": args.helion_variants}
+                   "--helion-layers": args.helion_layers, "--helion-variants": args.helion_variants,
+                   "--layers": args.layers is not None}
     if args.ops == ["split_k_gemm"] and (given := [flag for flag, on in weight_only.items() if on]):
         raise InputError(f"{', '.join(given)}: the weight-only GEMMs' (int4_gemm, nvfp4_gemm), not split_k_gemm's")
     if args.like and not args.dry_run:
@@ -281,10 +299,11 @@ class Tune:
         weight_ops = [op for op in a.ops if op != "split_k_gemm"]
         if "triton" in a.backend_list and weight_ops:
             fmts = [f for f in a.format_list if f"{f}_gemm" in weight_ops]
-            out += plan.weight_only_units(fmts, a.m_set, priors["weight_only"], a.group_list)
+            out += plan.weight_only_units(fmts, a.m_set, priors["weight_only"], a.group_list, a.layer_set)
         if "helion" in a.backend_list:
+            kns = sorted(a.layer_set) if a.layer_set else plan.helion_kns(a.helion_layers)
             out += plan.helion_units(a.ops, a.format_list, a.m_set, priors["weight_only"], self.target,
-                                     plan.helion_kns(a.helion_layers), variants=a.helion_variants or None)
+                                     kns, variants=a.helion_variants or None)
         if "triton" in a.backend_list and "split_k_gemm" in a.ops:
             out += plan.split_k_units(self.target.sms)
         if not out:

@@ -71,9 +71,10 @@ class Unit:
         return "nvfp4" if self.op == "nvfp4_gemm" else "int4"
 
 
-def weight_only_units(formats, ms, prior: dict | None, groups=()) -> list[Unit]:
+def weight_only_units(formats, ms, prior: dict | None, groups=(), layers=None) -> list[Unit]:
     """Every (format, path, Llama layer, M in TABLE_M[path] and ms) whose
-    path runs there. prior: the nearest tuned GPU's weight_only table
+    path runs there; layers: these (K, N) instead of the Llama presets'
+    (tune --layers). prior: the nearest tuned GPU's weight_only table
     (None: whole pools)."""
     from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
@@ -95,7 +96,7 @@ def weight_only_units(formats, ms, prior: dict | None, groups=()) -> list[Unit]:
                     continue
                 if not cands.weight_only_pool(fmt_id, path, m):
                     continue
-                for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
+                for k, n in sorted(layers) if layers else LLAMA3_8B_KN + LLAMA3_70B_KN:
                     first = cands.prior_first(entries, bucket(m, k, n))
                     passes = [len(cands.unit_pool(fmt_id, path, m, entries, first, rival))]  # tune_unit's
                     if path == "fused" and ws_pool(m):

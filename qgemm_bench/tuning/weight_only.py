@@ -431,6 +431,18 @@ def kxn(layers) -> str:
     return ",".join(f"{k}x{n}" for k, n in sorted(layers))
 
 
+def parse_layers(text: str) -> set[tuple[int, int]]:
+    """--layers' value ("4096x28672,8192x57344") as a set of (K, N);
+    InputError in one line unless every item is two positive integers."""
+    try:
+        layers = {tuple(int(v) for v in kn.split("x", 1)) for kn in text.split(",")}
+    except ValueError:
+        raise InputError(f"--layers {text!r}: expected comma-separated KxN (e.g. 8192x57344)") from None
+    if any(len(kn) != 2 or min(kn) <= 0 for kn in layers):
+        raise InputError(f"--layers {text!r}: expected KxN pairs of positive integers")
+    return layers
+
+
 def layers_note(layers) -> str:
     """An error line's words for --layers."""
     return f" of layers {kxn(layers)}" if layers else ""
@@ -1003,13 +1015,7 @@ if __name__ == "__main__":
         if args.layers is not None:
             if args.variants not in ("pdl", "ws", "scale8", "tma", "rot", "ahead", "check"):
                 raise InputError("--layers is for the pdl, ws, scale8, tma, rot, ahead and check modes")
-            try:
-                args.layers = {tuple(int(v) for v in kn.split("x", 1)) for kn in args.layers.split(",")}
-            except ValueError:
-                raise InputError(f"--layers {args.layers!r}: expected comma-separated KxN (e.g. 8192x57344)") \
-                    from None
-            if any(len(kn) != 2 for kn in args.layers):
-                raise InputError(f"--layers: expected KxN pairs, got {sorted(args.layers)}")
+            args.layers = parse_layers(args.layers)
         if not Path(args.out).resolve().parent.is_dir():
             raise InputError(f"{args.out}: its folder does not exist")
     except InputError as e:

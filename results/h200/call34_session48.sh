@@ -3,8 +3,12 @@
 # file, on nvidia-h200-x2, carrying .gpu/commit, the call's script and the wheels of
 # ../shared/scripts/fetch_gpu_wheels.sh but transformers' and fbgemm's.
 # A at eb0d66c (the 8B step with more of our weights prefetched: not kept; the WS tiles at M = 512-2048; the
-# lm_head shape's fused configs); B at 2133382 (WS SS, reverted by a2c6d72: slower everywhere).
+# lm_head shape's fused configs); B at 2133382 (WS SS, reverted by a2c6d72: slower everywhere); C at 73899ba
+# (tune --layers: the 70B TP2 shards' and the lm_heads' int4 entries, committed as 12c8d89); D at 12c8d89 on a
+# fresh machine, carrying fbgemm's wheel too (the 70B TP2 and 8B baselines); E on D's machine, still warm,
+# carrying .gpu/weight_only_73899ba.json (`git show 73899ba:qgemm_bench/configs/h200/weight_only.json`).
 # A's second base.a and pfpdl.b runs exited at once (their output folders existed): one run each of those.
+# Device time: about 1335 of 1800 s.
 # ---- call A: source .gpu/s48a.sh
 # Session 48 call A (x2, BUDGET s). Issue 54: in the compiled 8B decode step (batch 1, --pdl, our kernels chained)
 # the kernel before each of our GEMMs is Inductor's (norms, rotary, attention, silu-mul): latency-bound, HBM idle.
@@ -77,3 +81,49 @@ T64="--tiles 64x128x128s4+split2+skew2+pdl --tiles 64x128x128s4+split2+skew2+ss+
     --triton --rounds 3 --calls 10
   ab 1 ws_ss_nvfp4_m64 --op nvfp4_gemm --shape 64,8192,8192 $T64 --triton --rounds 3 --calls 10 ) &
 wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call C: source .gpu/s48c.sh
+# Session 48 call C (x2, BUDGET s), at 73899ba: int4 store entries of their own for the shapes the model bench
+# runs beside the presets' layers: Llama-3-70B's TP2 shards (8192x5120 q/k/v, 4096x8192 o, 8192x28672 gate/up,
+# 14336x8192 down) and the lm_heads (4096x128256, 8192x128256), at M = 1 and 16 (the model rows' batches),
+# every candidate (--full) on both GPUs; then on GPU 0 the tma and ahead passes on those entries and their
+# check (30 calls an entry). The store comes back in the tarball.
+BUDGET=${BUDGET:-560} source results/h200/gpu_common.sh
+L=8192x5120,4096x8192,8192x28672,14336x8192,4096x128256,8192x128256
+tune layers 230 --op int4_gemm --formats int4 --backends triton --ms 1,16 --full --layers $L
+pass() {  # name mode args...
+  local n=$1 mode=$2 t1=$(date +%s); shift 2
+  CUDA_VISIBLE_DEVICES=0 timeout -k 10 $(( $(left) - 20 )) python3 -m qgemm_bench.tuning.weight_only $R/$n.json $mode \
+    "$@" > $R/$n.log 2>&1
+  echo "$n rc $? wall $(( $(date +%s)-t1 )) s"
+  tr '\r' '\n' < $R/$n.log | grep -v "^\s*$" | grep -E "fused M|wrote|WRONG|wrong|rror" | cut -c1-200 | tail -16
+}
+pass tma_layers tma --ms 1,16 --formats int4 --layers $L; save
+pass ahead_layers ahead --ms 1,16 --formats int4 --layers $L; save
+pass check_layers check --ms 1,16 --formats int4 --layers $L --calls 30
+save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call D: source .gpu/s48d.sh
+# Session 48 call D (x2, BUDGET s), at 12c8d89 (call C's store: entries of their own for the 70B TP2 shards and
+# the lm_heads): Llama-3-70B TP2 at batch 1 (bf16, triton int4-g128; the committed run's command), then
+# Llama-3-8B on GPU 0 with every variant at batch 1 and 16 (the committed run's command).
+BUDGET=${BUDGET:-575} source results/h200/gpu_common.sh
+t1=$(date +%s); timeout -k 10 $(( $(left) - 20 )) $RUN runner.py --model llama-3-70b --quant int4-g128 --batch 1 \
+  --compile default --backends bf16,triton --lm-head --attention flex --pdl --output-dir $R/model_llama-3-70b \
+  > $R/model_llama-3-70b.log 2>&1
+echo "70B TP2 rc $? wall $(( $(date +%s)-t1 )) s"; grep -A4 "^| variant  *| batch 1" $R/model_llama-3-70b/report.md | cut -c1-120
+grep -A4 "^| variant  *|   batch |   step ms" $R/model_llama-3-70b/report.md | cut -c1-230
+run1 0 model_llama-3-8b --model llama-3-8b --quant int4-g128 --batch 1,16 --compile default \
+  --backends bf16,triton,tinygemm,fbgemm --lm-head --attention flex --pdl; wait
+grep -A6 "^| variant  *| batch 1" $R/model_llama-3-8b/report.md | cut -c1-120
+grep -A10 "^| variant  *|   batch |   step ms" $R/model_llama-3-8b/report.md | cut -c1-230
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call E: source .gpu/s48e.sh
+# Session 48 call E (x2, BUDGET s), at 12c8d89 on call D's machine: Llama-3-70B TP2 at batch 1 again with the
+# store before call C's entries (73899ba's weight_only.json, in a copy of the tree): the same host's before.
+BUDGET=${BUDGET:-330} source results/h200/gpu_common.sh
+rm -rf /tmp/t_old && mkdir -p /tmp/t_old && cp -r qgemm_bench runner.py /tmp/t_old/ && cp .gpu/weight_only_73899ba.json /tmp/t_old/qgemm_bench/configs/h200/weight_only.json
+t1=$(date +%s); ( cd /tmp/t_old && PYTHONPATH=/tmp/site:/tmp/t_old timeout -k 10 $(( $(left) - 15 )) $RUN runner.py --model llama-3-70b \
+  --quant int4-g128 --batch 1 --compile default --backends bf16,triton --lm-head --attention flex --pdl \
+  --output-dir $R/model_llama-3-70b_before > $R/model_llama-3-70b_before.log 2>&1 )
+echo "70B TP2 before rc $? wall $(( $(date +%s)-t1 )) s"; grep -A4 "^| variant  *| batch 1" $R/model_llama-3-70b_before/report.md | cut -c1-120
+grep -A4 "^| variant  *|   batch |   step ms" $R/model_llama-3-70b_before/report.md | cut -c1-230
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

@@ -347,6 +347,19 @@ def test_fused_kernel_every_scale_mode_vs_fp64(shape, bm, split, group, bk):
     check(gemm(inputs.x), ref)  # the split workspace was left ready
 
 
+@pytest.mark.parametrize("extra", [{}, {"ACC_SCALE": True, "SCALE_AHEAD": True}])
+def test_fused_kernel_with_more_splits_than_k_blocks_vs_fp64(extra):
+    # 1152 = 9 blocks of 128: splits of 4 leave one program no block, of 16 seven. They add nothing, and
+    # their scale loads before the loop now read a row that exists (on the GPU one past the last stopped a
+    # graph with an illegal address; the interpreter reads host memory, so only the sums are checked here).
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 1152, 72), group_size=128), seed())
+    ref = fp64(inputs.x, int4_gemm.dequantize(inputs))
+    for split in (4, 16):
+        gemm = fused(inputs, {**cfg(bm=16, bn=64, bk=128, split=split), **extra})
+        check(gemm(inputs.x), ref)
+        check(gemm(inputs.x), ref)  # the split workspace and counters left ready
+
+
 @pytest.mark.parametrize("group,k,bk,bm,tma,mode", [
     ("channel", 1000, 128, 128, False, "BLOCK"), (None, 1000, 128, 128, False, "BLOCK"),
     ("channel", 1152, 256, 128, False, "BLOCK"), ("channel", 1024, 128, 16, False, "CHANNEL"),

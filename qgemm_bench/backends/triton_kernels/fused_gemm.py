@@ -436,7 +436,10 @@ def fused_kernel(
     W_SCALE: tl.constexpr = 0 if ACC_SCALE and SCALE_MODE == 2 else SCALE_MODE  # the decoded weights' (2: BLOCK)
     FOLDED: tl.constexpr = FOLD and FMT == 0 and W_SCALE != SCALE_MODE
     S8: tl.constexpr = SCALE8 and FMT == 1 and not TMA  # FusedGemm refuses it elsewhere (scale8_refused)
-    sc = _scales(s_ptr, first, offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8, USE_ASM)
+    # The first block's scales, loaded before the loop: a program whose range is empty (more splits than
+    # blocks) runs no block, but its first index is past the last scale row, so it reads the last.
+    b0 = tl.minimum(first, last - 1)
+    sc = _scales(s_ptr, b0, offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8, USE_ASM)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     BLOCKS: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
     if BLOCKS % SPLIT_K == 0:
@@ -447,7 +450,7 @@ def fused_kernel(
         t_scale = _tensor_scale(ts_ptr, USE_ASM)
     AHEAD: tl.constexpr = SCALE_AHEAD and W_SCALE != SCALE_MODE
     if AHEAD:
-        s_raw = _scale_row(s_ptr, first, offs_n, stride_sg, GROUP, BLOCK_K)
+        s_raw = _scale_row(s_ptr, b0, offs_n, stride_sg, GROUP, BLOCK_K)
     for i in range(0, steps):
         b = first + i
         sc_next = _scales(s_ptr, tl.minimum(b + 1, last - 1), offs_n, stride_sg, GROUP, W_SCALE, BLOCK_K, S8,

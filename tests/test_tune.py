@@ -7,6 +7,7 @@ its command line (--help, bad usage, --dry-run, --resume)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -329,17 +330,25 @@ def test_layers_tune_the_named_layers_end_to_end(tiny, tmp_path, capsys):
     (the tiny plan's LAYER), tuned on the interpreter and written under
     their own buckets, which the dispatch then finds by shape."""
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc
-    from qgemm_bench.tuning import plan
 
-    units = plan.weight_only_units(["int4"], None, None, layers={(128, 32), (384, 64)})
-    assert sorted(u.shape for u in units) == [(4, 128, 32), (4, 384, 64), (8, 128, 32), (8, 384, 64)]
-    assert tune(["--store", str(tmp_path), "--op", "int4_gemm", "--backends", "triton", "--layers", "128x32"]) == 0
-    assert "tuned 2 entries" in capsys.readouterr().out
+    args = ["--store", str(tmp_path), "--op", "int4_gemm", "--backends", "triton", "--budget-s", "600"]
+    assert tune([*args, "--layers", "128x32,384x64"]) == 0
+    assert "tuned 4 entries" in capsys.readouterr().out
     doc = read_back(tmp_path, "weight_only")
-    assert set(doc["kernels"]["int4_gemm"]) == {"M4_K128_N32"} and set(doc["kernels"]["int4_gemm_fused"]) == \
-        {"M8_K128_N32"}
-    assert woc.bucket_of(woc.INT4, "fused", 7, 128, 32, doc["gpu"], doc) == "M8_K128_N32"
-    assert "--layers 128x32" in doc["provenance"]["command"]
+    assert set(doc["kernels"]["int4_gemm"]) == {"M4_K128_N32", "M4_K384_N64"}
+    assert set(doc["kernels"]["int4_gemm_fused"]) == {"M8_K128_N32", "M8_K384_N64"}
+    for k, n in ((128, 32), (384, 64)):  # each shape its own bucket, not the other's
+        assert woc.bucket_of(woc.INT4, "fused", 7, k, n, doc["gpu"], doc) == f"M8_K{k}_N{n}"
+    assert "--layers 128x32,384x64" in doc["provenance"]["command"]
+
+
+def test_layers_name_helions_buckets_too(capsys):
+    # Helion's weight-only buckets: the named layers' instead of K = N = 8192 (2 units at M 1, 16 either way).
+    argv = ["tune", "--dry-run", "--like", "h200", "--backends", "helion", "--op", "int4_gemm", "--formats", "int4",
+            "--ms", "1,16"]
+    for extra, units in (([], 2), (["--layers", "8192x5120,4096x8192"], 4)):
+        assert cli.main([*argv, *extra]) == 0
+        assert re.search(rf"^helion +{units} ", capsys.readouterr().out, re.M), extra
 
 
 def test_helion_layers_adds_a_bucket_per_default_run_layer():

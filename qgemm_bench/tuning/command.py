@@ -28,8 +28,8 @@ bring up a GPU from nothing (every operator, both kernel families):
 
 what gets written: qgemm_bench/configs/<gpu>/ (or --store DIR/<gpu>/), the store the
 benchmarks read: weight_only.json (the Triton weight-only GEMM's split and fused
-configs per format, Llama layer and M, with PDL and the warp-specialized tiles),
-split_k.json (the Triton split-K GEMM's atomic and deterministic configs per skinny
+configs per format, layer (the Llama presets' or --layers') and M, with PDL and
+the warp-specialized tiles), split_k.json (the Triton split-K GEMM's atomic and deterministic configs per skinny
 shape), helion.json (the Helion kernels' per bucket) and target.json (what the GPU
 is: SMs, shared memory, L2, measured copy bandwidth and bf16 rate). Each family file
 carries a "provenance" object (commit, date, the commands of every piece, rounds,
@@ -143,12 +143,12 @@ def options(args) -> argparse.Namespace:
             raise InputError(f"--ms: {sorted(args.m_set - known)} not among the tables' M ({sorted(known)})")
     args.layer_set = None
     if args.layers is not None:
-        from qgemm_bench.tuning.weight_only import parse_layers
+        from qgemm_bench.tuning.weight_only import kxn, parse_layers
 
         args.layer_set = parse_layers(args.layers)
-        if bad := sorted(kn for kn in args.layer_set if kn[0] % LAYER_K):
+        if bad := [kn for kn in args.layer_set if kn[0] % LAYER_K]:
             raise InputError(f"--layers: K must be a multiple of {LAYER_K} (the tables' group and K block), "
-                             f"not {', '.join(f'{k}x{n}' for k, n in bad)}")
+                             f"not {kxn(bad)}")
         if args.helion_layers:
             raise InputError("--layers and --helion-layers: one or the other (--layers names Helion's too)")
     for flag, on in (("--helion-layers", args.helion_layers), ("--helion-variants", args.helion_variants)):

@@ -72,9 +72,9 @@ class Unit:
 
 
 def weight_only_units(formats, ms, prior: dict | None, groups=(), layers=None) -> list[Unit]:
-    """Every (format, path, Llama layer, M in TABLE_M[path] and ms) whose
-    path runs there; layers: these (K, N) instead of the Llama presets'
-    (tune --layers). prior: the nearest tuned GPU's weight_only table
+    """Every (format, path, layer, M in TABLE_M[path] and ms) whose path
+    runs there; the layers the Llama presets' (K, N), or `layers` (tune
+    --layers). prior: the nearest tuned GPU's weight_only table
     (None: whole pools)."""
     from qgemm_bench.backends.config_buckets import bucket
     from qgemm_bench.backends.triton_kernels import weight_only_configs as woc

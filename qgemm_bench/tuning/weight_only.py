@@ -971,8 +971,8 @@ if __name__ == "__main__":
                         f"fused {','.join(map(str, cands.TABLE_M['fused']))}), "
                         "keeping the path's other entries")
     p.add_argument("--layers", default=None, metavar="KxN,...",
-                   help="pdl, ws, check: only the entries of these layers (e.g. 8192x57344,4096x28672), keeping "
-                        "the others")
+                   help="pdl, ws, scale8, tma, rot, ahead, check: only the entries of these layers (e.g. "
+                        "8192x57344,4096x28672), keeping the others")
     try:
         args = p.parse_args()
         if not set(args.paths.split(",")) <= {"split", "fused"}:

@@ -7,8 +7,11 @@
 # (tune --layers: the 70B TP2 shards' and the lm_heads' int4 entries, committed as 12c8d89); D at 12c8d89 on a
 # fresh machine, carrying fbgemm's wheel too (the 70B TP2 and 8B baselines); E on D's machine, still warm,
 # carrying .gpu/weight_only_73899ba.json (`git show 73899ba:qgemm_bench/configs/h200/weight_only.json`).
+# F and G at 9961ff6 (F: the decode probe's S1 sweep at 4096x4096 and 4096x6144; G: the whole kernel with those
+# rings and splits at 4096x4096, and the runner and fused_ab with splits beyond the K blocks). H (below, planned
+# at the same commit) was not run: too little device time was left to start a machine.
 # A's second base.a and pfpdl.b runs exited at once (their output folders existed): one run each of those.
-# Device time: about 1335 of 1800 s.
+# Device time: about 1575 of 1800 s.
 # ---- call A: source .gpu/s48a.sh
 # Session 48 call A (x2, BUDGET s). Issue 54: in the compiled 8B decode step (batch 1, --pdl, our kernels chained)
 # the kernel before each of our GEMMs is Inductor's (norms, rotary, attention, silu-mul): latency-bound, HBM idle.
@@ -127,3 +130,59 @@ t1=$(date +%s); ( cd /tmp/t_old && PYTHONPATH=/tmp/site:/tmp/t_old timeout -k 10
 echo "70B TP2 before rc $? wall $(( $(date +%s)-t1 )) s"; grep -A4 "^| variant  *| batch 1" $R/model_llama-3-70b_before/report.md | cut -c1-120
 grep -A4 "^| variant  *|   batch |   step ms" $R/model_llama-3-70b_before/report.md | cut -c1-230
 NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call F: source .gpu/s48f.sh
+# Session 48 call F (x2, BUDGET s), at 9961ff6: the decode probe with its S1 sweep (other grids and deeper rings,
+# reading only) at the 8B's small layers, where our M = 1 kernel reads at a third of the floor (docs/fused_gemm.md
+# named this sweep the next measurement): int4, 4096x4096 on GPU 0, 4096x6144 on GPU 1.
+BUDGET=${BUDGET:-300} source results/h200/gpu_common.sh
+probe() {  # GPU K N
+  local t1=$(date +%s)
+  CUDA_VISIBLE_DEVICES=$1 timeout -k 10 $(( $(left) - 15 )) python3 scripts/decode_probe.py --formats int4 --k $2 --n $3 \
+    --budget-s $(( $(left) - 60 )) --out $R/probe_sweep_$2x$3.txt > $R/probe_sweep_$2x$3.log 2>&1
+  echo "== probe $2x$3 (GPU $1) rc $? wall $(( $(date +%s)-t1 )) s"; grep -E "S1 sweep|S4|read|S1 read" $R/probe_sweep_$2x$3.txt | cut -c1-150 | head -60
+}
+probe 0 4096 4096 & probe 1 4096 6144 & wait
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call G: source .gpu/s48g.sh
+# Session 48 call G (x2, BUDGET s), at 9961ff6. GPU 0: call F's probe stopped with an illegal memory access at
+# its S1 sweep's 16x64x256 split 32 at K = 4096 (16 K blocks: splits with no block; PDL 2's prefetch then
+# computes its lines from an empty range): does the production kernel do that where a config splits K into more
+# parts than it has blocks (the runner at small K, where the nearest bucket's split 8 config runs; fused_ab with
+# such splits)? GPU 1: the full kernel at 4096x4096 with the deeper rings and splits whose loops read faster in
+# call F's S1 sweep (16x128x128 s8, split 16 and 32), 10 checked calls, 3 rounds.
+BUDGET=${BUDGET:-280} source results/h200/gpu_common.sh
+( t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 5 100 python3 runner.py --op int4_gemm --shape 1,256,4096 \
+    --shape 16,256,4096 --shape 1,512,8192 --backends torch,triton --output-dir $R/small_k > $R/small_k.log 2>&1
+  echo "== small K runner (GPU 0) rc $? wall $(( $(date +%s)-t1 )) s"; grep -E "triton|error|rror" $R/small_k/report.md | cut -c1-170 | head
+  tail -3 $R/small_k.log | cut -c1-200
+  t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 5 90 python3 scripts/fused_ab.py --op int4_gemm --shape 1,4096,4096 \
+    --config table+SPLIT_K=32 --config table+SPLIT_K=64 --config table+BLOCK_K=256+SPLIT_K=32-ACC_SCALE --calls 10 --rounds 1 \
+    > $R/fused_ab_split_beyond.txt 2>&1
+  echo "== fused_ab splits beyond blocks (GPU 0) rc $? wall $(( $(date +%s)-t1 )) s"; grep -v "^\s*$" $R/fused_ab_split_beyond.txt | cut -c1-170 | tail -8 ) &
+( t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 150 python3 scripts/fused_ab.py --op int4_gemm --shape 1,4096,4096 \
+    --shape 16,4096,4096 --config table --config table+num_stages=6 --config table+num_stages=8 --config table+SPLIT_K=16 \
+    --config table+SPLIT_K=16+num_stages=4 --config table+BLOCK_N=128+maxnreg=128+num_stages=8 \
+    --config table+BLOCK_N=128+maxnreg=128+SPLIT_K=16+num_stages=4 --config table+BLOCK_N=128+maxnreg=128+SPLIT_K=32+num_stages=4 \
+    --calls 10 --rounds 3 > $R/fused_ab_4096_rings.txt 2>&1
+  echo "== fused_ab 4096x4096 rings (GPU 1) rc $? wall $(( $(date +%s)-t1 )) s"; grep -v "^\s*$" $R/fused_ab_4096_rings.txt | cut -c1-170 | tail -24 ) &
+wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call H (not run): source .gpu/s48h.sh
+# # Session 48 call H (x2, BUDGET s), at 9961ff6. GPU 0: call G's illegal address (fused_ab at 1x4096x4096 with
+# # splits beyond its 32 K blocks, in the graph timing after every check passed), each config alone in its own
+# # process: SPLIT_K 64 with and without PDL, BLOCK_K 256 split 32 without ACC_SCALE. GPU 1: call A's ws_ab had
+# # plain 256x128x64 s4 at int4 512x8192x8192 at 93.88 us against the entry's group-4 tile's 97.98: the ws pass
+# # there, its check, then the int4 m-sweep with every peer (3 rounds). The store comes back in the tarball.
+# BUDGET=${BUDGET:-235} source results/h200/gpu_common.sh
+# ( for c in table+SPLIT_K=64 table+SPLIT_K=64-PDL table+BLOCK_K=256+SPLIT_K=32-ACC_SCALE table+BLOCK_K=256+SPLIT_K=16-ACC_SCALE; do
+#     t1=$(date +%s); CUDA_VISIBLE_DEVICES=0 timeout -k 5 40 python3 scripts/fused_ab.py --op int4_gemm --shape 1,4096,4096 \
+#       --config $c --calls 10 --rounds 1 > $R/split_beyond_$c.txt 2>&1
+#     echo "== $c (GPU 0) rc $? wall $(( $(date +%s)-t1 )) s: $(grep -E '^ +[0-9.]+ |WRONG|illegal' $R/split_beyond_$c.txt | head -2 | cut -c1-120 | tr '\n' ' ')"
+#   done ) &
+# ( t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 60 python3 -m qgemm_bench.tuning.weight_only $R/ws512.json ws --ms 512 \
+#     --formats int4 --layers 8192x8192 > $R/ws512.log 2>&1
+#   echo "ws pass M 512 (GPU 1) rc $? wall $(( $(date +%s)-t1 )) s"; tr '\r' '\n' < $R/ws512.log | grep -E "fused M|wrote|rror" | cut -c1-200 | tail -4
+#   t1=$(date +%s); CUDA_VISIBLE_DEVICES=1 timeout -k 5 40 python3 -m qgemm_bench.tuning.weight_only $R/ws512_check.json check \
+#     --ms 512 --formats int4 --paths fused --layers 8192x8192 --calls 30 > $R/ws512_check.log 2>&1
+#   echo "check (GPU 1) rc $? wall $(( $(date +%s)-t1 )) s"; grep -E "wrong" $R/ws512_check.log | cut -c1-200 | tail -3
+#   save; run1 1 int4_gemm_msweep --op int4_gemm --shapes m-sweep --repeats 3; wait ) &
+# wait; save; echo "all wall $(( $(date +%s)-t0 )) s"

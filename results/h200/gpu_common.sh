@@ -52,6 +52,16 @@ pair() {
   run1 0 "${a[@]}"; run1 $(( NG >= 2 ? 1 : 0 )) "$@"; wait; save
 }
 
+# pass NAME MODE args...: one of tuning/weight_only's passes (ws, pdl, tma, ahead, check, ...) on GPU ${PASS_GPU:-0},
+# its log in $R/NAME.log, its decisions printed (call records before session 48 define their own)
+pass() {
+  local n=$1 mode=$2 t1=$(date +%s); shift 2
+  CUDA_VISIBLE_DEVICES=${PASS_GPU:-0} timeout -k 10 $(( $(left) - 20 )) python3 -m qgemm_bench.tuning.weight_only \
+    $R/$n.json $mode "$@" > $R/$n.log 2>&1
+  echo "$n rc $? wall $(( $(date +%s)-t1 )) s"
+  tr '\r' '\n' < $R/$n.log | grep -v "^\s*$" | grep -E "fused M|split M|wrote|WRONG|wrong|rror" | cut -c1-200 | tail -20
+}
+
 # tune NAME STOP_S tune-args...: `runner.py tune` over every GPU, stopped after STOP_S (RESUME=1: --resume)
 tune() {
   local name=$1 stop=$2; shift 2; local t1=$(date +%s)

@@ -167,7 +167,17 @@ def main(argv=None) -> int:
     elif not torch.cuda.is_available():
         print("error: fused_ab.py needs a CUDA device (--cpu-smoke: the interpreter)", file=sys.stderr)
         return 2
-    bad = sum(run_shape(t, OPS[args.op], shape, args.specs, args.calls, args.rounds) for shape in args.shapes)
+    from qgemm_bench.harness import faults
+
+    try:
+        bad = sum(run_shape(t, OPS[args.op], shape, args.specs, args.calls, args.rounds) for shape in args.shapes)
+    except Exception as e:
+        if not faults.context_lost(e):
+            raise
+        where = "; ".join(getattr(e, "__notes__", ())) or "outside the timing rounds"
+        print(f"error: the CUDA context was lost {where}: {one_line(e, 160)} (nothing after it ran)",
+              file=sys.stderr)
+        return 1
     if bad:  # every shape still ran; the exit says not all of it is usable
         print(f"error: {bad} config(s) failed or were wrong (the rows above)", file=sys.stderr)
     return 1 if bad else 0

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "fused_ab.py"
@@ -102,3 +103,33 @@ def test_a_config_whose_timing_fails_is_a_failed_line_and_the_rest_are_timed(mon
     out = capsys.readouterr().out
     assert "FAILED timing table+PDL=2" in out and "launch failed" in out, out
     assert any(line.split()[:2] == ["5.00", "table:"] for line in out.splitlines()), out
+
+
+def test_a_lost_cuda_context_ends_in_one_line_naming_the_config(monkeypatch, capsys):
+    # A sticky CUDA error while timing (call G of session 48: an illegal address in one config's graph)
+    # ends the script in one line that says which config was being timed, not a traceback.
+    from qgemm_bench.harness.measure import Settings
+    from qgemm_bench.tuning import weight_only as t
+    from tests.support import DEV, DT
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fused_ab
+
+    monkeypatch.setattr(t, "DEV", DEV)
+    monkeypatch.setattr(t, "DTYPE", DT)
+    monkeypatch.setattr(t, "SETTINGS", Settings(warmup_ms=1.0, rep_ms=1.0))
+    seen = []
+
+    def timing(fns):
+        seen.append(id(fns)) if id(fns) not in seen else None
+        if seen.index(id(fns)) == 1:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return 5.0
+
+    monkeypatch.setattr(t, "time_fns", timing)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # main's check; the kernels run on DEV
+    assert fused_ab.main(["--op", "nvfp4_gemm", "--shape", "3,256,136", "--config", "table", "--config",
+                          "table+PDL=2", "--calls", "1", "--rounds", "2"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: the CUDA context was lost while timing table+PDL=2: ")
+    assert "in round 1" in err[0] and "illegal memory access" in err[0], err

@@ -96,8 +96,8 @@ def time_rounds(labels: list, rounds: int, time_one, fatal=None) -> tuple[dict, 
     fused_ab.py): time_one(label) for each label once per round, in
     round_order; a label whose timing raises is noted ("label: timing failed
     in round r: ...") and left out of the rounds after, unless fatal(the
-    exception) says it is the run's (raised). Returns (label -> its rounds'
-    results, notes)."""
+    exception) says it is the run's (raised, with a note naming the label
+    and round). Returns (label -> its rounds' results, notes)."""
     times: dict = {k: [] for k in labels}
     notes: list[str] = []
     for r in range(rounds):
@@ -108,6 +108,7 @@ def time_rounds(labels: list, rounds: int, time_one, fatal=None) -> tuple[dict, 
                 times[k].append(time_one(k))
             except Exception as e:  # noqa: BLE001 - this candidate's failure: say so, time the rest
                 if fatal is not None and fatal(e):
+                    e.add_note(f"while timing {k} in round {r + 1}")
                     raise
                 notes.append(f"{k}: timing failed in round {r + 1}: {one_line(e, 160)}")
                 del times[k]

@@ -167,16 +167,14 @@ def main(argv=None) -> int:
     elif not torch.cuda.is_available():
         print("error: fused_ab.py needs a CUDA device (--cpu-smoke: the interpreter)", file=sys.stderr)
         return 2
-    from qgemm_bench.harness import faults
+    from qgemm_bench.harness.sweep import lost_context_line
 
     try:
         bad = sum(run_shape(t, OPS[args.op], shape, args.specs, args.calls, args.rounds) for shape in args.shapes)
     except Exception as e:
-        if not faults.context_lost(e):
+        if (line := lost_context_line(e)) is None:
             raise
-        where = "; ".join(getattr(e, "__notes__", ())) or "outside the timing rounds"
-        print(f"error: the CUDA context was lost {where}: {one_line(e, 160)} (nothing after it ran)",
-              file=sys.stderr)
+        print(f"error: {line}", file=sys.stderr)
         return 1
     if bad:  # every shape still ran; the exit says not all of it is usable
         print(f"error: {bad} config(s) failed or were wrong (the rows above)", file=sys.stderr)

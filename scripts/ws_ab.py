@@ -286,6 +286,7 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
 def compare(args, shape, dev, builds: dict, timer=None) -> None:
     """Print the rounds of one shape (timer(fns, warmup_ms, rep_ms) -> a
     harness Timing; the runner's graph timing by default)."""
+    from qgemm_bench.harness import faults
     from qgemm_bench.harness.measure import Settings
     from qgemm_bench.harness.sweep import time_rounds
     from qgemm_bench.harness.timing import time_graph
@@ -305,7 +306,7 @@ def compare(args, shape, dev, builds: dict, timer=None) -> None:
         with _step(args, f"{k}'s timing at {shape.M}x{shape.K}x{shape.N}"):
             return statistics.median(timer(fns[k], s.warmup_ms, s.rep_ms).samples_us)
 
-    times, failed = time_rounds(list(fns), args.rounds, time_one)
+    times, failed = time_rounds(list(fns), args.rounds, time_one, fatal=faults.context_lost)
     notes += failed
     print(f"{args.op} {shape.M}x{shape.K}x{shape.N}: {args.rounds} rounds, p50 us (median; each round's)")
     for k, v in sorted(times.items(), key=lambda kv: statistics.median(kv[1])):
@@ -424,8 +425,16 @@ def main(argv=None) -> int:
         return 1
 
     args.watch = Watchdog(args.stall_timeout, stalled)
-    for shape in args.shapes:
-        compare(args, shape, dev, builds)
+    from qgemm_bench.harness.sweep import lost_context_line
+
+    try:
+        for shape in args.shapes:
+            compare(args, shape, dev, builds)
+    except Exception as e:
+        if (line := lost_context_line(e)) is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 1
     return 0
 
 

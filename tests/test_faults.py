@@ -177,6 +177,27 @@ def test_time_rounds_drops_a_candidate_whose_timing_fails_and_keeps_timing_the_r
     assert notes == ["b: timing failed in round 2: RuntimeError: launch failed"]
 
 
+def test_time_rounds_ends_on_a_lost_context_naming_what_it_timed():
+    # fatal: a sticky CUDA error is the run's, re-raised with the label and round; the A/B scripts end on it
+    # in one line (sweep.lost_context_line), any other error is not theirs to word.
+    from qgemm_bench.harness import faults
+    from qgemm_bench.harness.sweep import lost_context_line, time_rounds
+
+    def time_one(k):
+        if k == "c":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return 1.0
+
+    with pytest.raises(RuntimeError) as lost:
+        time_rounds(["a", "b", "c"], 2, time_one, fatal=faults.context_lost)
+    line = lost_context_line(lost.value)
+    assert line.startswith("the CUDA context was lost while timing c in round 1: RuntimeError: CUDA error: an "
+                           "illegal memory access"), line
+    assert lost_context_line(RuntimeError("CUDA error: an illegal memory access")).startswith(
+        "the CUDA context was lost outside the timing rounds: ")
+    assert lost_context_line(ValueError("bad config")) is None
+
+
 class FullDevice(io.RawIOBase):
     """A stdout like /dev/full: every write fails with ENOSPC."""
 

@@ -91,6 +91,16 @@ def round_order(backends: list, r: int) -> list:
 
 
 
+def lost_context_line(e: BaseException) -> str | None:
+    """The line an A/B script ends with when e is a lost CUDA context
+    (faults.context_lost: nothing after it can run), naming what was being
+    timed (time_rounds' note); None for any other error."""
+    if not faults.context_lost(e):
+        return None
+    where = "; ".join(getattr(e, "__notes__", ())) or "outside the timing rounds"
+    return f"the CUDA context was lost {where}: {one_line(e, 160)} (nothing after it ran)"
+
+
 def time_rounds(labels: list, rounds: int, time_one, fatal=None) -> tuple[dict, list]:
     """The A/B scripts' rounds (path_ab.py, ws_ab.py, helion_ab.py,
     fused_ab.py): time_one(label) for each label once per round, in

@@ -29,9 +29,10 @@ bring up a GPU from nothing (every operator, both kernel families):
 what gets written: qgemm_bench/configs/<gpu>/ (or --store DIR/<gpu>/), the store the
 benchmarks read: weight_only.json (the Triton weight-only GEMM's split and fused
 configs per format, layer (the Llama presets' or --layers') and M, with PDL and
-the warp-specialized tiles), split_k.json (the Triton split-K GEMM's atomic and deterministic configs per skinny
-shape), helion.json (the Helion kernels' per bucket) and target.json (what the GPU
-is: SMs, shared memory, L2, measured copy bandwidth and bf16 rate). Each family file
+the warp-specialized tiles), split_k.json (the Triton split-K GEMM's atomic and
+deterministic configs per skinny shape), helion.json (the Helion kernels' per
+bucket) and target.json (what the GPU is: SMs, shared memory, L2, measured copy
+bandwidth and bf16 rate). Each family file
 carries a "provenance" object (commit, date, the commands of every piece, rounds,
 versions, budget, whether every unit was timed, how many were cut short). Every
 entry is written the moment it is tuned (and journalled in <gpu>/.tune/), so an

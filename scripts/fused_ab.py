@@ -114,7 +114,6 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
     import torch
 
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
-    from qgemm_bench.harness import faults
     from qgemm_bench.harness.sweep import time_rounds
     from qgemm_bench.operators.common import rel_error
 
@@ -142,7 +141,7 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
             continue
         ready[label] = t.copy_calls(reps, config=c, path="fused")
     # A lost CUDA context is the run's, not this config's: it ends the script.
-    times, failed = time_rounds(list(ready), rounds, lambda k: t.time_fns(ready[k]), fatal=faults.context_lost)
+    times, failed = time_rounds(list(ready), rounds, lambda k: t.time_fns(ready[k]))
     for note in failed:
         print(f"  FAILED timing {note}", flush=True)
     for label, us in sorted(times.items(), key=lambda p: statistics.median(p[1])):
@@ -167,18 +166,15 @@ def main(argv=None) -> int:
     elif not torch.cuda.is_available():
         print("error: fused_ab.py needs a CUDA device (--cpu-smoke: the interpreter)", file=sys.stderr)
         return 2
-    from qgemm_bench.harness.sweep import lost_context_line
+    from qgemm_bench.harness.sweep import exit_on_lost_context
 
-    try:
+    def body() -> int:
         bad = sum(run_shape(t, OPS[args.op], shape, args.specs, args.calls, args.rounds) for shape in args.shapes)
-    except Exception as e:
-        if (line := lost_context_line(e)) is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        return 1
-    if bad:  # every shape still ran; the exit says not all of it is usable
-        print(f"error: {bad} config(s) failed or were wrong (the rows above)", file=sys.stderr)
-    return 1 if bad else 0
+        if bad:  # every shape still ran; the exit says not all of it is usable
+            print(f"error: {bad} config(s) failed or were wrong (the rows above)", file=sys.stderr)
+        return 1 if bad else 0
+
+    return exit_on_lost_context(body)
 
 
 if __name__ == "__main__":

@@ -258,7 +258,6 @@ def add_without_ws(op, case, inputs: list, target, add, notes: list) -> None:
 def compare(args, op_name: str, m: int, dev, dtype, timer, l2_bytes: int, target) -> dict:
     """Print one shape's rounds; returns {label: median us}."""
     from qgemm_bench import operators
-    from qgemm_bench.harness import faults
     from qgemm_bench.harness.measure import copies_for
     from qgemm_bench.harness.sweep import time_rounds
     from qgemm_bench.types import Case, Shape
@@ -273,7 +272,7 @@ def compare(args, op_name: str, m: int, dev, dtype, timer, l2_bytes: int, target
     fns, notes, configs = candidates(op, case, inputs, [op.reference(i) for i in inputs], op.tolerance(dtype), target,
                                      args.frag_rows, args.configs, args.check_calls, args.entry_only)
     times, failed = time_rounds(list(fns), args.rounds, lambda k: statistics.median(
-        timer(fns[k], args.warmup, args.rep).samples_us), fatal=faults.context_lost)
+        timer(fns[k], args.warmup, args.rep).samples_us))
     med = {k: statistics.median(v) for k, v in times.items()}
     base = med.get("triton")
     print(f"{op_name} {m}x{args.k}x{args.n}{f' g{GROUP}' if op_name == 'int4_gemm' else ''}: {args.rounds} rounds, "
@@ -322,9 +321,9 @@ def main(argv=None) -> int:
         l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     target = of(dev)
     ratios: dict[str, list[float]] = {}
-    from qgemm_bench.harness.sweep import lost_context_line
+    from qgemm_bench.harness.sweep import exit_on_lost_context
 
-    try:
+    def body() -> int:
         with hooks:
             for op_name in args.ops:
                 for m in args.ms:
@@ -332,15 +331,12 @@ def main(argv=None) -> int:
                     for k, us in med.items():
                         if k != "triton" and "triton" in med:
                             ratios.setdefault(k, []).append(us / med["triton"])
-    except Exception as e:
-        if (line := lost_context_line(e)) is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        return 1
-    print(f"helion / triton, geometric mean over {len(args.ops) * len(args.ms)} shapes (shapes timed)")
-    for k, r in sorted(ratios.items(), key=lambda kv: math.prod(kv[1]) ** (1 / len(kv[1]))):
-        print(f"  {math.prod(r) ** (1 / len(r)):5.2f}  {k} ({len(r)})")
-    return 0
+        print(f"helion / triton, geometric mean over {len(args.ops) * len(args.ms)} shapes (shapes timed)")
+        for k, r in sorted(ratios.items(), key=lambda kv: math.prod(kv[1]) ** (1 / len(kv[1]))):
+            print(f"  {math.prod(r) ** (1 / len(r)):5.2f}  {k} ({len(r)})")
+        return 0
+
+    return exit_on_lost_context(body)
 
 
 if __name__ == "__main__":

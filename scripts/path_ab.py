@@ -73,7 +73,6 @@ def compare(args, shape, dev, dtype, timer, state=gpu_state, l2_bytes: int = 0) 
     from qgemm_bench import operators
     from qgemm_bench.backends.triton_dispatch import make_weight_only
     from qgemm_bench.backends.triton_ops import weight_args
-    from qgemm_bench.harness import faults
     from qgemm_bench.harness.measure import copies_for
     from qgemm_bench.harness.sweep import time_rounds
     from qgemm_bench.operators.common import rel_error
@@ -110,7 +109,7 @@ def compare(args, shape, dev, dtype, timer, state=gpu_state, l2_bytes: int = 0) 
         if dev.type == "cuda":
             torch.cuda.synchronize()
     times, failed = time_rounds(list(fns), args.rounds, lambda k: (
-        statistics.median(timer(fns[k], args.warmup, args.rep).samples_us), state()), fatal=faults.context_lost)
+        statistics.median(timer(fns[k], args.warmup, args.rep).samples_us), state()))
     notes += failed
     print(f"{args.op} {shape.M}x{shape.K}x{shape.N}: {args.rounds} rounds after {args.soak:g} s of cuBLAS; "
           "p50 us (SM MHz, W, C) per round")
@@ -137,17 +136,14 @@ def main(argv=None) -> int:
 
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
-    from qgemm_bench.harness.sweep import lost_context_line
+    from qgemm_bench.harness.sweep import exit_on_lost_context
 
-    try:
+    def body() -> int:
         for shape in args.shapes:
             compare(args, shape, dev, torch.bfloat16, time_graph, l2_bytes=l2)
-    except Exception as e:
-        if (line := lost_context_line(e)) is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+
+    return exit_on_lost_context(body)
 
 
 if __name__ == "__main__":

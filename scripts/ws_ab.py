@@ -286,7 +286,6 @@ def candidates(args, shape, dev, builds: dict) -> tuple[dict, list]:
 def compare(args, shape, dev, builds: dict, timer=None) -> None:
     """Print the rounds of one shape (timer(fns, warmup_ms, rep_ms) -> a
     harness Timing; the runner's graph timing by default)."""
-    from qgemm_bench.harness import faults
     from qgemm_bench.harness.measure import Settings
     from qgemm_bench.harness.sweep import time_rounds
     from qgemm_bench.harness.timing import time_graph
@@ -306,7 +305,7 @@ def compare(args, shape, dev, builds: dict, timer=None) -> None:
         with _step(args, f"{k}'s timing at {shape.M}x{shape.K}x{shape.N}"):
             return statistics.median(timer(fns[k], s.warmup_ms, s.rep_ms).samples_us)
 
-    times, failed = time_rounds(list(fns), args.rounds, time_one, fatal=faults.context_lost)
+    times, failed = time_rounds(list(fns), args.rounds, time_one)
     notes += failed
     print(f"{args.op} {shape.M}x{shape.K}x{shape.N}: {args.rounds} rounds, p50 us (median; each round's)")
     for k, v in sorted(times.items(), key=lambda kv: statistics.median(kv[1])):
@@ -425,17 +424,14 @@ def main(argv=None) -> int:
         return 1
 
     args.watch = Watchdog(args.stall_timeout, stalled)
-    from qgemm_bench.harness.sweep import lost_context_line
+    from qgemm_bench.harness.sweep import exit_on_lost_context
 
-    try:
+    def body() -> int:
         for shape in args.shapes:
             compare(args, shape, dev, builds)
-    except Exception as e:
-        if (line := lost_context_line(e)) is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+
+    return exit_on_lost_context(body)
 
 
 if __name__ == "__main__":

@@ -178,9 +178,8 @@ def test_time_rounds_drops_a_candidate_whose_timing_fails_and_keeps_timing_the_r
 
 
 def test_time_rounds_ends_on_a_lost_context_naming_what_it_timed():
-    # fatal: a sticky CUDA error is the run's, re-raised with the label and round; the A/B scripts end on it
-    # in one line (sweep.lost_context_line), any other error is not theirs to word.
-    from qgemm_bench.harness import faults
+    # fatal (by default): a sticky CUDA error is the run's, re-raised with the label and round; the A/B
+    # scripts end on it in one line (sweep.lost_context_line), any other error is not theirs to word.
     from qgemm_bench.harness.sweep import lost_context_line, time_rounds
 
     def time_one(k):
@@ -189,7 +188,7 @@ def test_time_rounds_ends_on_a_lost_context_naming_what_it_timed():
         return 1.0
 
     with pytest.raises(RuntimeError) as lost:
-        time_rounds(["a", "b", "c"], 2, time_one, fatal=faults.context_lost)
+        time_rounds(["a", "b", "c"], 2, time_one)
     line = lost_context_line(lost.value)
     assert line.startswith("the CUDA context was lost while timing c in round 1: RuntimeError: CUDA error: an "
                            "illegal memory access"), line

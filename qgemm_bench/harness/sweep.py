@@ -11,6 +11,7 @@ its row an error, the rest `skipped`, then `conclude` writes the outputs.
 from __future__ import annotations
 
 import gc
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -101,13 +102,26 @@ def lost_context_line(e: BaseException) -> str | None:
     return f"the CUDA context was lost {where}: {one_line(e, 160)} (nothing after it ran)"
 
 
-def time_rounds(labels: list, rounds: int, time_one, fatal=None) -> tuple[dict, list]:
+def exit_on_lost_context(body: Callable[[], int]) -> int:
+    """An A/B script's body (returning its exit status), ended by a lost
+    CUDA context in one line on stderr (lost_context_line) and exit 1."""
+    try:
+        return body()
+    except Exception as e:
+        if (line := lost_context_line(e)) is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 1
+
+
+def time_rounds(labels: list, rounds: int, time_one, fatal=faults.context_lost) -> tuple[dict, list]:
     """The A/B scripts' rounds (path_ab.py, ws_ab.py, helion_ab.py,
     fused_ab.py): time_one(label) for each label once per round, in
     round_order; a label whose timing raises is noted ("label: timing failed
     in round r: ...") and left out of the rounds after, unless fatal(the
-    exception) says it is the run's (raised, with a note naming the label
-    and round). Returns (label -> its rounds' results, notes)."""
+    exception) says it is the run's (by default a lost CUDA context: raised,
+    with a note naming the label and round). Returns (label -> its rounds'
+    results, notes)."""
     times: dict = {k: [] for k in labels}
     notes: list[str] = []
     for r in range(rounds):

@@ -391,23 +391,6 @@ def test_helion_ms_reach_1024_and_variants_add_candidates(capsys):
     assert capsys.readouterr().err.strip().endswith("(--op, --backends, --formats, --ms)")
 
 
-def test_decode_ms_are_buckets_of_both_tables_only_when_named():
-    """--ms 2, 4, 8 plan units in both Triton paths (the decode preset's M
-    between the tables' 1 and 16); the default plan has none of them, and a
-    store entry at M = 4 is what M = 3 and 4 then run."""
-    from qgemm_bench.backends.config_buckets import nearest
-    from qgemm_bench.tuning import candidates as cands
-    from qgemm_bench.tuning import plan
-
-    named = plan.weight_only_units(["nvfp4"], {4, 8}, None, layers=[(8192, 8192)])
-    assert sorted((u.path, u.shape) for u in named) == [
-        (p, (m, 8192, 8192)) for p in ("fused", "split") for m in (4, 8)]
-    assert not {m for u in plan.weight_only_units(["int4"], None, None) for m in [u.shape[0]]} & set(cands.DECODE_M)
-    keys = ["M1_K8192_N8192", "M4_K8192_N8192", "M16_K8192_N8192"]
-    assert [nearest(keys, m, 8192, 8192) for m in (2, 3, 4, 8)] == [keys[0], keys[1], keys[1], keys[2]]
-    assert cli.main(["tune", "--dry-run", "--like", "h200", "--backends", "triton", "--ms", "2,4,8"]) == 0
-
-
 def test_the_second_round_retimes_only_the_fastest_of_the_first():
     """timing.time_rounds with keep (the weight-only passes' TABLE_KEEP): the
     reverse round times the `keep` fastest of the first, the others keep

@@ -102,19 +102,6 @@ def second_launch(configs, atomic_best: dict | None = None) -> list[dict]:
 # (int4): NVFP4 is not tuned there.
 TABLE_M = {"split": (1, 16, 32, 64), "fused": (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)}
 
-# Buckets between 1 and 16 (the decode and m-sweep presets' M = 2, 4, 8), in both paths' tables: tuned only
-# where --ms names them, not in a bring-up's plan. Without their own entries those M take the nearest
-# bucket's config (config_buckets.nearest: 2 M = 1's, 4 and 8 M = 16's).
-DECODE_M = (2, 4, 8)
-
-
-def table_ms(path: str, ms=None) -> tuple[int, ...]:
-    """The M of the path's table a tune or pass covers: TABLE_M[path]; with
-    ms, those of ms among them and DECODE_M."""
-    if ms is None:
-        return TABLE_M[path]
-    return tuple(m for m in sorted({*TABLE_M[path], *DECODE_M}) if m in ms)
-
 
 FORMATS = ("int4", "nvfp4")  # by FMT (formats.INT4 = 0, NVFP4 = 1)
 

@@ -85,8 +85,7 @@ def parser() -> argparse.ArgumentParser:
                    "qgemm_bench/configs/)")
     p.add_argument("--ms", metavar="M,M", help="weight-only M to tune (default: every M of the tables: split "
                    "1,16,32,64, fused 1..4096, Helion 1..512; given, Helion's buckets at these M up to its "
-                   "fused path's 1024). 2, 4 and 8 are buckets of both Triton tables too, tuned only when "
-                   "named (without them those M run M = 1's or 16's config)")
+                   "fused path's 1024)")
     p.add_argument("--formats", default="int4,nvfp4", metavar="F,F",
                    help="weight-only formats: int4, nvfp4 or both (default both)")
     p.add_argument("--groups", default="", metavar="G,G",
@@ -140,7 +139,7 @@ def options(args) -> argparse.Namespace:
             args.m_set = {int(v) for v in args.ms.split(",")}
         except ValueError:
             raise InputError(f"--ms {args.ms!r}: expected comma-separated integers") from None
-        known = {*cands.TABLE_M["split"], *cands.TABLE_M["fused"], *cands.DECODE_M, *cands.HELION_WEIGHT_ONLY_M}
+        known = set(cands.TABLE_M["split"]) | set(cands.TABLE_M["fused"]) | set(cands.HELION_WEIGHT_ONLY_M)
         if not args.m_set <= known:
             raise InputError(f"--ms: {sorted(args.m_set - known)} not among the tables' M ({sorted(known)})")
     args.layer_set = None

@@ -72,7 +72,7 @@ class Unit:
 
 
 def weight_only_units(formats, ms, prior: dict | None, groups=(), layers=None) -> list[Unit]:
-    """Every (format, path, layer, M in table_ms(path, ms)) whose path
+    """Every (format, path, layer, M in TABLE_M[path] and ms) whose path
     runs there; the layers the Llama presets' (K, N), or `layers` (tune
     --layers). prior: the nearest tuned GPU's weight_only table
     (None: whole pools)."""
@@ -91,7 +91,9 @@ def weight_only_units(formats, ms, prior: dict | None, groups=(), layers=None) -
         for path in ("split", "fused"):
             entries = None if prior is None else kernels.get(woc.kernel(fmt_id, path), {})
             rival = None if prior is None else kernels.get(woc.kernel(fmt_id, "fused" if path == "split" else "split"))
-            for m in cands.table_ms(path, ms):
+            for m in cands.TABLE_M[path]:
+                if ms is not None and m not in ms:
+                    continue
                 if not cands.weight_only_pool(fmt_id, path, m):
                     continue
                 for k, n in sorted(layers) if layers else LLAMA3_8B_KN + LLAMA3_70B_KN:

@@ -307,7 +307,7 @@ def table(paths=("split", "fused"), ms=None, fmts=FORMATS):
                 doc["kernels"][woc.kernel(fmt_id, path)] = {}
             entries = doc["kernels"].setdefault(woc.kernel(fmt_id, path), {})
             for k, n in LLAMA3_8B_KN + LLAMA3_70B_KN:
-                for m in cands.table_ms(path, ms):
+                for m in [m for m in cands.TABLE_M[path] if ms is None or m in ms]:
                     pool = cands.weight_only_pool(fmt_id, path, m)
                     if not pool:  # the path does not run here (NVFP4's fused path above FUSED_MAX_M)
                         continue
@@ -968,8 +968,8 @@ if __name__ == "__main__":
                    help="table, pdl, ws, check: re-tune or check only these M (comma-separated, each in the "
                         "path's table M: split "
                         f"{','.join(map(str, cands.TABLE_M['split']))}, "
-                        f"fused {','.join(map(str, cands.TABLE_M['fused']))}, both "
-                        f"{','.join(map(str, cands.DECODE_M))}), keeping the path's other entries")
+                        f"fused {','.join(map(str, cands.TABLE_M['fused']))}), "
+                        "keeping the path's other entries")
     p.add_argument("--layers", default=None, metavar="KxN,...",
                    help="pdl, ws, scale8, tma, rot, ahead, check: only the entries of these layers (e.g. "
                         "8192x57344,4096x28672), keeping the others")
@@ -1005,11 +1005,11 @@ if __name__ == "__main__":
                 args.ms = {int(v) for v in args.ms.split(",")}
             except ValueError:
                 raise InputError(f"--ms {args.ms!r}: expected comma-separated integers") from None
-            known = set(cands.DECODE_M).union(*(cands.TABLE_M[p] for p in args.paths.split(",")))
+            known = set().union(*(cands.TABLE_M[p] for p in args.paths.split(",")))
             if args.variants == "ws":  # the M the warp-specialized kernel has tiles for
                 from qgemm_bench.backends.triton_kernels.fused_gemm import ws_pool
 
-                known = {m for m in (*cands.TABLE_M["fused"], *cands.DECODE_M) if ws_pool(m)}
+                known = {m for m in cands.TABLE_M["fused"] if ws_pool(m)}
             if not args.ms <= known:
                 raise InputError(f"--ms: {sorted(args.ms - known)} not in the table's M ({sorted(known)})")
         if args.layers is not None:

@@ -88,6 +88,26 @@ def test_built_shards_have_the_local_shapes():
     assert torch.equal(other.model.embed_tokens.weight, m.model.embed_tokens.weight)  # replicated
 
 
+@pytest.mark.parametrize("made", ["split", "built"])
+def test_every_module_takes_the_local_config_and_the_decode_attention(made):
+    """Every module that held the model's config holds its local-heads copy,
+    so the attention the model is switched to reaches the attention layers
+    (with the old config left below the top model, transformers 5.17's
+    set_attn_implementation left them on sdpa: TP runs ignored --attention)."""
+    from qgemm_bench.model.decode import ATTENTIONS, use_decode_attention
+
+    shard = tensor_parallel.Shard(0, 2)
+    if made == "split":
+        m = tensor_parallel.shard_model(tiny(), shard)
+    else:
+        m = tensor_parallel.build_sharded(config_for("tiny"), torch.device("cpu"), torch.float32, SEED, shard)
+    use_decode_attention(m, "flex")
+    held = [mod for mod in m.modules() if hasattr(mod, "config")]
+    assert len(held) > 2 and all(mod.config is m.config for mod in held)
+    assert {layer.self_attn.config._attn_implementation for layer in m.model.layers} == {ATTENTIONS["flex"]}
+    assert m.model.layers[0].self_attn.config.num_key_value_heads == 1
+
+
 def test_indivisible_heads_are_refused():
     from qgemm_bench.errors import InputError
 

@@ -87,10 +87,18 @@ def shard_model(model, s: Shard):
 
 def _local_heads(model, world: int) -> None:
     """The model's own copy of its config counts the local heads (the static
-    KV cache is allocated from it); the caller's config is left alone."""
-    model.config = copy.deepcopy(model.config)
-    model.config.num_attention_heads //= world
-    model.config.num_key_value_heads //= world
+    KV cache is allocated from it); the caller's config is left alone. Every
+    module that held the old config takes the copy: the attention modules
+    read their implementation from theirs, and transformers 5.17's
+    set_attn_implementation sets only the top model's (with the old one
+    left below it, TP runs ran transformers' sdpa whatever --attention said)."""
+    old = model.config
+    new = copy.deepcopy(old)
+    new.num_attention_heads //= world
+    new.num_key_value_heads //= world
+    for module in model.modules():
+        if getattr(module, "config", None) is old:
+            module.config = new
 
 
 def build_sharded(config, device: torch.device, dtype: torch.dtype, seed: int, s: Shard):

@@ -7,8 +7,11 @@
 # (Llama-3-70B TP2, the store before 12c8d89's entries and with them, ABAB; carrying
 # .gpu/weight_only_73899ba.json, `git show 73899ba:qgemm_bench/configs/h200/weight_only.json`); C at 3ad9d06 on a
 # fresh machine (the presets whose baselines predated cc7b656); D on C's machine (pytest -m gpu, the other
-# files); E at 102132b on a fresh machine (NVFP4 entries at M = 4 and 8, reverted by 9d09a35: not kept).
-# Device time: about 1470 of 1800 s.
+# files); E at 102132b on a fresh machine (NVFP4 entries at M = 4 and 8, reverted by 9d09a35: not kept); F at
+# 3fc46dc on a fresh machine (the 70B TP2 step with the attention --attention names): the device ended it at its
+# 267-s limit (the session's budget left after the machine started) before it wrote anything, as BUDGET=275 was
+# above that limit: a call's BUDGET has to stay under the limit the device gives it, start included.
+# Device time: all 1800 s.
 # ---- call A: source .gpu/s49a.sh
 # Session 49 call A (x2, BUDGET s), planned in session 48 (its call H). GPU 0: cc7b656's empty-split repro, each
 # config in its own process (call G's fused_ab stopped on an illegal address at 9961ff6; expect none now), then
@@ -79,3 +82,13 @@ pass rot_m4_8 rot --ms 4,8 --layers $L
 pass check_m4_8 check --ms 4,8 --formats nvfp4 --layers $L --calls 30
 save; [ $(left) -ge 140 ] && run1 0 nvfp4_gemm_decode --op nvfp4_gemm --shapes decode; wait
 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call F: source .gpu/s49f.sh (BUDGET=275; nothing came back)
+# Session 49 call F (x2, BUDGET s), at 3fc46dc: Llama-3-70B TP2 at batch 1 with the attention --attention names
+# (before 3fc46dc every TP run's attention layers kept transformers' sdpa: the GPU image's transformers 5.17 set
+# the implementation on the top model's config alone). One run, fresh machine; bytecode not precompiled.
+touch /tmp/pyc.done; BUDGET=${BUDGET:-280} source results/h200/gpu_common.sh
+M70="--model llama-3-70b --quant int4-g128 --batch 1 --compile default --backends bf16,triton --lm-head --attention flex --pdl"
+t1=$(date +%s); timeout -k 10 $(( $(left) - 12 )) $RUN runner.py $M70 --output-dir $R/m70_flex > $R/m70_flex.log 2>&1
+echo "70B TP2 flex rc $? wall $(( $(date +%s)-t1 )) s"; grep -E '^\| (bf16|triton int4)' $R/m70_flex/report.md | head -4 | tr -s ' ' | cut -c1-200
+grep -E "flex|cudnn|scaled_dot" $R/m70_flex/report.md | head -6 | tr -s ' ' | cut -c1-160; tail -3 $R/m70_flex.log | cut -c1-200
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"

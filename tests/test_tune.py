@@ -284,6 +284,27 @@ def test_resume_skips_what_the_unfinished_tune_wrote(tiny, tmp_path, capsys):
     assert tune(args) == 0 and "tuned 2 entries" in capsys.readouterr().out
 
 
+def test_resume_with_other_plan_options_is_refused(tiny, tmp_path, capsys):
+    """--resume plans as the unfinished tune's first run did (its options are
+    journalled): other --ms or --formats end in one line naming them, exit 2,
+    nothing tuned; the budget's options may differ."""
+    from qgemm_bench.target import Target
+    from qgemm_bench.tuning.journal import Journal
+
+    args = ["--store", str(tmp_path), "--op", "int4_gemm", "--backends", "triton", "--budget-s", "600"]
+    assert tune([*args, "--stop-after-s", "0.1"]) == 0
+    journal = Journal(tmp_path, Target.cpu().name)
+    assert journal.first_plan()["ms"] is None and len(journal.records()) == 1
+    capsys.readouterr()
+    assert tune([*args, "--resume", "--ms", "8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--ms (not given) there, 8 here" in err and "without --resume" in err
+    assert tune([*args, "--resume", "--formats", "int4", "--dry-run"]) == 2
+    assert "--formats int4,nvfp4 there, int4 here" in capsys.readouterr().err
+    assert len(journal.records()) == 1  # nothing tuned by the refused runs
+    assert tune([*args, "--resume", "--stop-after-s", "500", "--dry-run"]) == 0
+
+
 def test_stop_after_ends_the_run_and_resume_finishes_it(tiny, tmp_path, capsys):
     # A machine that limits a command's time: the run ends after its first unit (each unit takes
     # seconds on the interpreter), its entry written and journalled with the seconds it took; --resume

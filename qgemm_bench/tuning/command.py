@@ -80,7 +80,9 @@ def parser() -> argparse.ArgumentParser:
                    help="end this run after S seconds, the units' shares unchanged (a machine that limits a "
                         "command's time: `tune --resume` goes on with the rest of the budget)")
     p.add_argument("--resume", action="store_true",
-                   help="skip the units this GPU's unfinished tune already wrote (its journal in <gpu>/.tune/)")
+                   help="skip the units this GPU's unfinished tune already wrote (its journal in <gpu>/.tune/); "
+                        "give the options its plan came from as its first run did (--op, --backends, --formats, "
+                        "--ms, --layers, --groups, --full, --helion-*; the budget's may differ)")
     p.add_argument("--store", metavar="DIR", help="the config store to write (default: the package's "
                    "qgemm_bench/configs/)")
     p.add_argument("--ms", metavar="M,M", help="weight-only M to tune (default: every M of the tables: split "
@@ -117,6 +119,42 @@ def parser() -> argparse.ArgumentParser:
                    help="stop (exit 1, the entries so far written) when one candidate's check or timing takes "
                         "more than S seconds, e.g. a kernel that never finishes (default 300; 0: off)")
     return p
+
+
+# The options a tune's plan comes from, by flag: a --resume must give the same ones (the budget's may differ).
+PLAN_FLAGS = {"ops": "--op", "backends": "--backends", "formats": "--formats", "ms": "--ms", "layers": "--layers",
+              "groups": "--groups", "full": "--full", "helion_layers": "--helion-layers",
+              "helion_variants": "--helion-variants"}
+
+
+def plan_options(args) -> dict:
+    """What the plan was made from (options' normalized values), as JSON."""
+    return {"ops": sorted(args.ops), "backends": sorted(args.backend_list), "formats": sorted(args.format_list),
+            "ms": sorted(args.m_set) if args.m_set else None,
+            "layers": [list(kn) for kn in sorted(args.layer_set)] if args.layer_set else None,
+            "groups": sorted(map(str, args.group_list)), "full": bool(args.full),
+            "helion_layers": bool(args.helion_layers), "helion_variants": bool(args.helion_variants)}
+
+
+def check_resume(first: dict | None, now: dict) -> None:
+    """InputError where the unfinished tune was planned from other options
+    (before, --resume with other --ms or --layers went on silently: the units
+    written were not the plan's, the rest of the old plan was never tuned)."""
+    if first is None:  # a journal from before plans were journalled, or no command yet
+        return
+    differ = [f"{PLAN_FLAGS.get(k, k)} {_shown(first.get(k))} there, {_shown(now.get(k))} here"
+              for k in now if first.get(k) != now.get(k)]
+    if differ:
+        raise InputError("--resume: the unfinished tune was planned with other options (" + "; ".join(differ)
+                         + "): run it with the same ones, or start a new tune without --resume")
+
+
+def _shown(v) -> str:
+    if v is None:
+        return "(not given)"
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    return ",".join("x".join(map(str, x)) if isinstance(x, list) else str(x) for x in v) or "(none)"
 
 
 def options(args) -> argparse.Namespace:
@@ -358,6 +396,8 @@ class Tune:
             priors = distributed.broadcast(priors, self.world)
         units = self.units(priors)
         journal = Journal(self.store.root, self.gpu, self.rank)
+        if self.args.resume:  # every rank reads the journal, so each refuses alike
+            check_resume(journal.first_plan(), plan_options(self.args))
         done, spent = set(), 0.0
         if self.main:
             if self.args.resume:
@@ -371,7 +411,7 @@ class Tune:
             return self.dry_run(units, done, priors) if self.main else 0
         try:  # before any timing, on every rank: a store it cannot write would lose the tune's results
             if self.main:  # each piece of a tune made in pieces (first run, every --resume) in the provenance
-                journal.add_command(" ".join(["qgemm-bench tune", *self.argv]))
+                journal.add_command(" ".join(["qgemm-bench tune", *self.argv]), plan_options(self.args))
             else:  # the other ranks journal there too, from their first unit on
                 journal.dir.mkdir(parents=True, exist_ok=True)
                 tempfile.TemporaryFile(dir=journal.dir).close()

@@ -75,8 +75,15 @@ class Journal:
         """The command lines journalled (add_command), in order."""
         return [rec["command"] for rec in self._command_records()]
 
-    def add_command(self, command: str) -> None:
-        self._write({"command": command, "date": now(), "nonce": uuid.uuid4().hex[:8]})
+    def add_command(self, command: str, plan: dict | None = None) -> None:
+        """One run's command line, and the options its plan came from (what a
+        --resume of this tune must plan with again)."""
+        self._write({"command": command, "date": now(), "nonce": uuid.uuid4().hex[:8],
+                     **({"plan": plan} if plan is not None else {})})
+
+    def first_plan(self) -> dict | None:
+        """The plan options of the tune's first run (None: none journalled)."""
+        return next((rec.get("plan") for rec in self._command_records()), None)
 
     def tune_id(self) -> str:
         """What names this tune in its provenance ("tune"): the date of its

@@ -2,6 +2,7 @@
 whole model's logits, unquantized and int4; a model built as shards has the
 local shapes; a torchrun run writes its outputs."""
 
+import copy
 import json
 import os
 import subprocess
@@ -106,6 +107,12 @@ def test_every_module_takes_the_local_config_and_the_decode_attention(made):
     assert len(held) > 2 and all(mod.config is m.config for mod in held)
     assert {layer.self_attn.config._attn_implementation for layer in m.model.layers} == {ATTENTIONS["flex"]}
     assert m.model.layers[0].self_attn.config.num_key_value_heads == 1
+    # A module left holding another config (as before the fix) is refused, not run under the wrong name.
+    stale = copy.deepcopy(m.config)
+    stale._attn_implementation_internal = "sdpa"
+    m.model.layers[1].self_attn.config = stale
+    with pytest.raises(RuntimeError, match="--attention flex: LlamaAttention kept another"):
+        use_decode_attention(m, "flex")
 
 
 def test_indivisible_heads_are_refused():

@@ -129,7 +129,14 @@ def use_decode_attention(model, attention: str = "sdpa") -> None:
         if name not in AttentionInterface._global_mapping:
             AttentionInterface.register(name, fn)
             ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
-    model.set_attn_implementation(ATTENTIONS[attention])
+    want = ATTENTIONS[attention]
+    model.set_attn_implementation(want)
+    # Each attention layer reads its own module's config: one left on another (a config copied above it, as
+    # tensor_parallel's was before 3fc46dc) would run another attention under this one's name.
+    stale = sorted({type(m).__name__ for m in model.modules()
+                    if getattr(getattr(m, "config", None), "_attn_implementation", want) != want})
+    if stale:
+        raise RuntimeError(f"--attention {attention}: {', '.join(stale)} kept another attention implementation")
 
 
 def cache_len(prompt_len: int, steps: int, attention: str = "sdpa") -> int:

@@ -99,7 +99,13 @@ def model(path: Path) -> str:
     head = "lm_head quantized" if doc["metadata"].get("settings", {}).get("lm_head") else ""
     tp = doc["metadata"].get("tensor_parallel") or 1
     where = f"`{path.parent.parent.name}/{path.parent.name}/`" + (f", tensor parallel over {tp} GPUs" if tp > 1 else "")
-    title = (f"{meta.get('model', path.parent.name)} decode ({where}; attention {first.get('attention')},"
+    attention = first.get("attention")
+    if attention == "flex" and any("scaled_dot_product" in k.get("name", "") for r in rs
+                                   for k in r.get("split_other_top") or []):
+        # an SDPA op in a flex run's kernels: its attention layers ran transformers' sdpa (the TP runs before
+        # 3fc46dc, results/h200x2/README.md)
+        attention = "flex asked, transformers' sdpa ran"
+    title = (f"{meta.get('model', path.parent.name)} decode ({where}; attention {attention},"
              f" compile {first.get('compile')}{' with PDL' if first.get('pdl') else ''}{', ' + head if head else ''}; "
              f"{'trained' if meta.get('trained') else 'random'} weights), tokens/s (x bf16):")
     out = [title, "", "| variant | " + " | ".join(f"batch {b}" for b in batches)

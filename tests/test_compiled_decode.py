@@ -396,8 +396,9 @@ def _tp_worker(rank: int, world: int, port: int, out: str) -> None:
     model = tensor_parallel.shard_model(build_model(config_for("tiny", **TINY), CPU, torch.float32, SEED), shard)
     quantize_model(model, "torch", "int4-g32")
     tensor_parallel.add_all_reduce(model, shard)
-    t = decode.time_decode(model, 2, 5, 3, CPU, compile="default", split=False)
-    torch.save({"check": t.check_rel_err, "compile_s": t.extra["compile_s"]}, f"{out}.{rank}.pt")
+    t = decode.time_decode(model, 2, 5, 3, CPU, compile="default", split=False, attention="flex")
+    torch.save({"check": t.check_rel_err, "compile_s": t.extra["compile_s"], "attention": t.extra["attention"]},
+               f"{out}.{rank}.pt")
     dist.barrier()
     dist.destroy_process_group()
 
@@ -405,15 +406,15 @@ def _tp_worker(rank: int, world: int, port: int, out: str) -> None:
 @pytest.mark.skipif(not __import__("os").environ.get("QGEMM_SLOW_TESTS"), reason="about 60 s: QGEMM_SLOW_TESTS=1")
 def test_tensor_parallel_step_compiles_whole_with_its_all_reduces(tmp_path):
     """Two gloo ranks: the hooks' in-place dist.all_reduce is traced into the
-    fullgraph step (a graph break would raise) and the compiled step equals the
-    uncompiled one."""
+    fullgraph step (a graph break would raise) and the compiled step, with
+    flex attention on the local heads, equals the uncompiled one."""
     import torch.multiprocessing as mp
 
     port = free_port()
     mp.spawn(_tp_worker, args=(2, port, str(tmp_path / "r")), nprocs=2, join=True)
     for rank in (0, 1):
         got = torch.load(tmp_path / f"r.{rank}.pt")
-        assert got["check"] < 1e-5 and got["compile_s"] > 0
+        assert got["check"] < 1e-5 and got["compile_s"] > 0 and got["attention"] == "flex"
 
 
 @pytest.mark.gpu

@@ -3,6 +3,8 @@
 # wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers (over the 64 MiB a call carries with the tree),
 # .gpu/commit the commit the tree is at. Calls on the same warm machine share /tmp: the wheels install once, and
 # the store a previous call tuned is restored (journal too) so the next one goes on from it.
+# BUDGET must stay under the limit the device gives the call (the session's device time left, less the machine's
+# start on a fresh one): past it the call is killed and nothing comes back (session 49's call F).
 W=$(for w in .gpu/whl/*.whl; do [ -e "$w" ] && [ ! -e /tmp/site.$(basename $w).done ] && echo $w; done)  # per wheel: a later call may carry others
 if [ -n "$W" ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $W || exit 1; for w in $W; do touch /tmp/site.$(basename $w).done; done; fi
 export PYTHONPATH=/tmp/site:$PWD

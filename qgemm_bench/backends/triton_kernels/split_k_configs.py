@@ -103,9 +103,9 @@ def bucket(m: int, k: int, n: int) -> tuple[int, int, int]:
 def describe(c: dict) -> str:
     """A config as rows and logs print it: 16x32x128 split 32 w4 s3 (then
     "reduce kernel" where REDUCE is not the default, "tma" for the fused
-    kernel's TMA loads, "tma-x" for x's only, "acc" for its ACC_SCALE, "fold" for FOLD, "scale8" for
-    SCALE8, "short" for SHORT_DECODE, "rot" for ROT_DECODE, "r128" for a maxnreg cap, "ws" and its tiles for the
-    warp-specialized kernel's, where it runs)."""
+    kernel's TMA loads, "tma-x" for x's only, "acc" for its ACC_SCALE, "fold" for FOLD, "ahead" for
+    SCALE_AHEAD, "scale8" for SCALE8, "short" for SHORT_DECODE, "rot" for ROT_DECODE, "r128" for a maxnreg cap,
+    "ws" and its tiles for the warp-specialized kernel's, where it runs: an "acc" after "ws" is its tiles' ACC)."""
     text = (f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} "
             f"w{c.get('num_warps', 4)} s{c.get('num_stages', 3)}")
     reduce = c.get("REDUCE", "last")

@@ -47,6 +47,20 @@ def test_lookup_exact_bucket_nearest_and_other_gpu_or_format():
     assert woc.lookup(INT4, "split", 1, 4096, 4096, None, DOC) is None  # CPU: no GPU's table
 
 
+def test_a_tie_between_buckets_goes_to_the_smaller_m():
+    """M = 4 is as far from M1 as from M16 (two powers of two each way): the
+    M1 entry's config runs (the key string would pick M16, "M16_" < "M1_").
+    M = 32 between M16 and M64 takes M16 either way; other ties fall to the
+    key string."""
+    from qgemm_bench.backends.config_buckets import nearest
+    keys = ["M16_K8192_N8192", "M1_K8192_N8192", "M64_K8192_N8192"]
+    assert nearest(keys, 4, 8192, 8192) == "M1_K8192_N8192"
+    assert nearest(list(reversed(keys)), 4, 8192, 8192) == "M1_K8192_N8192"
+    assert nearest(keys, 8, 8192, 8192) == "M16_K8192_N8192"
+    assert nearest(keys, 32, 8192, 8192) == "M16_K8192_N8192"
+    assert nearest(["M1_K4096_N8192", "M1_K16384_N8192"], 1, 8192, 8192) == "M1_K16384_N8192"
+
+
 def test_lookup_takes_an_int4_group_s_own_config_in_the_bucket_the_shape_takes():
     # "groups" overrides the entry's config at that group size only; the
     # group-128 entries decide the bucket (the nearest one's override, or none).

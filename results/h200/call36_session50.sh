@@ -6,7 +6,9 @@
 # tree, carrying .gpu/tree_1004425.tgz = `git archive 1004425 qgemm_bench runner.py`) / new: new1 ran, old1 was
 # stopped by its timeout after its bf16 row, new2 had no time left); B on A's machine (M = 4: the table's config
 # against M1's entry's at the decode layers); C at bbfd79e on a fresh machine (the decode presets and m-sweeps
-# after M = 4's tie went to M1).
+# after M = 4's tie went to M1); D at 41391c9 on a fresh machine (A's new run again, cold then warm: the warm one
+# was stopped by its timeout after its bf16 row).
+# Device time: about 1520 of 1800 s.
 # ---- call A: source .gpu/s50a.sh
 # Session 50 call A (x2, BUDGET s; keep BUDGET under the call's limit_s, start included): Llama-3-70B TP2 at batch
 # 1 with the attention --attention names (3fc46dc; every earlier TP run's attention layers kept transformers'
@@ -50,3 +52,16 @@ BUDGET=${BUDGET:-330} source results/h200/gpu_common.sh
 ( run1 0 int4_gemm_decode --op int4_gemm --shapes decode; wait; run1 0 int4_gemm_msweep --op int4_gemm --shapes m-sweep --repeats 3; wait ) &
 ( run1 1 nvfp4_gemm_decode --op nvfp4_gemm --shapes decode; wait; run1 1 nvfp4_gemm_msweep --op nvfp4_gemm --shapes m-sweep --repeats 3; wait ) &
 wait; NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call D: source .gpu/s50d.sh
+# Session 50 call D (x2, BUDGET s; under the call's limit_s), on a fresh host: call A's new run again (Llama-3-70B
+# TP2 at batch 1, bf16 and triton int4-g128, flex attention running), cold caches then warm, to see 1.89x hold on
+# another host.
+BUDGET=${BUDGET:-480} source results/h200/gpu_common.sh
+M70="--model llama-3-70b --quant int4-g128 --batch 1 --compile default --backends bf16,triton --lm-head --attention flex --pdl"
+for run in new3 new4; do
+  [ $(left) -lt 100 ] && { echo "skipped $run: $(left) s left"; continue; }
+  t1=$(date +%s); timeout -k 10 $(( $(left) - 12 )) $RUN runner.py $M70 --output-dir $R/m70_$run > $R/m70_$run.log 2>&1
+  echo "70B TP2 $run rc $? wall $(( $(date +%s)-t1 )) s: $(grep -E '^\| (bf16|triton int4-g128) ' $R/m70_$run/report.md | head -4 | tr -s ' ' | cut -c1-150 | tr '\n' ' ')"
+  NO_STORE_SAVE=1 save
+done
+echo "all wall $(( $(date +%s)-t0 )) s"

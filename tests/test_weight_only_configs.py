@@ -97,7 +97,8 @@ def test_the_triton_backend_runs_its_group_s_config(tmp_path):
 
 
 def test_a_smaller_m_does_not_borrow_a_bucket_s_ws_tiles_it_fills_half_of(tmp_path):
-    # M 3..16 take the M16 entry: its 16-row WS tiles run from M = 8 (half their
+    # M 5..16 take the M16 entry (M 3 and 4, in bucket 4, as far from M1: M1's, the
+    # tie going to the smaller M): its 16-row WS tiles run from M = 8 (half their
     # rows or more), below that its config without them, said in the note.
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
@@ -109,14 +110,18 @@ def test_a_smaller_m_does_not_borrow_a_bucket_s_ws_tiles_it_fills_half_of(tmp_pa
     gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, target=gpu, store=store)
     for m in (8, 9, 12, 16):
         assert gemm.tuned(m, "fused")[0] == ws16, m
-    for m in (3, 4, 7):
+    for m in (3, 4):
+        c, note = gemm.tuned(m, "fused")
+        assert c == plain and "nearest bucket M1_K512_N72" in note and "WS" not in note, (m, note)
+    for m in (5, 7):
         c, note = gemm.tuned(m, "fused")
         assert c == plain and f"the entry's 16-row WS tiles not at M = {m} (under half their rows)" in note, m
 
 
 def test_a_smaller_m_takes_a_tma_entry_s_pointer_loads_under_half_its_bucket_s_m(tmp_path):
-    # M 3..16 take the M16 entry: its TMA loads (timed at M = 16) run from M = 8, below that
-    # its pointer-load config, said in the note; M = 1's own TMA entry runs at 1 and 2.
+    # M 5..16 take the M16 entry: its TMA loads (timed at M = 16) run from M = 8, below that
+    # its pointer-load config, said in the note; M = 1's own TMA entry runs at 1 to 4 (bucket 4
+    # is as far from M1 as from M16: the tie goes to the smaller M).
     ptr = triton_config(16, 64, 128, 4)
     tma = {**ptr, "TMA": True}
     entry = {"config": tma, "pointer_config": ptr}
@@ -124,9 +129,9 @@ def test_a_smaller_m_takes_a_tma_entry_s_pointer_loads_under_half_its_bucket_s_m
         "M1_K512_N72": entry, "M16_K512_N72": entry}}})
     inputs = int4_gemm.make_inputs(case(int4_gemm, (16, 512, 72), group_size=128), seed())
     gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, target=gpu, store=store)
-    for m in (1, 2, 8, 9, 16):
+    for m in (1, 2, 3, 4, 8, 9, 16):
         assert gemm.tuned(m, "fused")[0] == tma, m
-    for m in (3, 4, 7):
+    for m in (5, 7):
         c, note = gemm.tuned(m, "fused")
         assert c == ptr and f"the entry's TMA loads not at M = {m} (under half its bucket's M)" in note, m
     # The entry's WS tiles stay (the WS rule decides them), a group's own TMA config gives way too,

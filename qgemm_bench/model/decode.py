@@ -103,10 +103,18 @@ def flex_decode_attention(module, query, key, value, attention_mask, dropout: fl
     if not torch.compiler.is_compiling() or query.shape[2] != 1 or dropout or position_ids is None:
         return decode_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                 **kwargs)
+    out = flex_decode(query, key, value, ops.last_position(position_ids), scaling)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def flex_decode(query, key, value, pos, scaling=None, kernel_options=None):
+    """flex_attention of [B, H, 1, D] queries over the cache's keys 0..pos[0]
+    (pos: a 1-element tensor, the same position for every sequence) in
+    FLEX_BLOCK blocks, GQA in the kernel; kernel_options are flex_attention's
+    (scripts/flex_ab.py times them)."""
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
     b, length = key.shape[0], key.shape[2]
-    pos = ops.last_position(position_ids)  # keys 0..pos[0] are this token's context
     blocks = -(-length // FLEX_BLOCK)
     num = (pos // FLEX_BLOCK + 1).to(torch.int32).reshape(1, 1, 1).expand(b, 1, 1)
     idx = torch.arange(blocks, dtype=torch.int32, device=key.device).reshape(1, 1, 1, blocks).expand(b, 1, 1, blocks)
@@ -115,8 +123,8 @@ def flex_decode_attention(module, query, key, value, attention_mask, dropout: fl
         return kv_idx <= pos[0]
 
     mask = BlockMask.from_kv_blocks(num, idx, BLOCK_SIZE=FLEX_BLOCK, mask_mod=upto, seq_lengths=(1, length))
-    out = flex_attention(query, key, value, block_mask=mask, scale=scaling, enable_gqa=True)
-    return out.transpose(1, 2).contiguous(), None
+    return flex_attention(query, key, value, block_mask=mask, scale=scaling, enable_gqa=True,
+                          kernel_options=kernel_options)
 
 
 def use_decode_attention(model, attention: str = "sdpa") -> None:

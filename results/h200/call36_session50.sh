@@ -7,8 +7,8 @@
 # stopped by its timeout after its bf16 row, new2 had no time left); B on A's machine (M = 4: the table's config
 # against M1's entry's at the decode layers); C at bbfd79e on a fresh machine (the decode presets and m-sweeps
 # after M = 4's tie went to M1); D at 41391c9 on a fresh machine (A's new run again, cold then warm: the warm one
-# was stopped by its timeout after its bf16 row).
-# Device time: about 1520 of 1800 s.
+# was stopped by its timeout after its bf16 row); E at ce6496f on a fresh nvidia-h200 (scripts/flex_ab.py).
+# Device time: about 1660 of 1800 s.
 # ---- call A: source .gpu/s50a.sh
 # Session 50 call A (x2, BUDGET s; keep BUDGET under the call's limit_s, start included): Llama-3-70B TP2 at batch
 # 1 with the attention --attention names (3fc46dc; every earlier TP run's attention layers kept transformers'
@@ -65,3 +65,12 @@ for run in new3 new4; do
   NO_STORE_SAVE=1 save
 done
 echo "all wall $(( $(date +%s)-t0 )) s"
+# ---- call E: source .gpu/s50e.sh (nvidia-h200)
+# Session 50 call E (one H200, the session's last ~280 s): scripts/flex_ab.py, the decode step's flex attention at
+# Inductor's default SPLIT_KV and at 1-16 splits: Llama-3-8B at batch 1 and 16 (32 query heads, 8 KV heads), a
+# Llama-3-70B TP2 rank at batch 1 (32, 4); 2 rounds. No wheels needed (torch and triton of the image).
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1; mkdir -p $OUT/runs; t0=$(date +%s)
+for c in 1,32,8 16,32,8 1,32,4; do
+  left=$(( ${BUDGET:-180} - ($(date +%s)-t0) )); [ $left -lt 25 ] && { echo "skipped $c: $left s left"; continue; }
+  timeout -k 5 $(( left - 5 )) python3 scripts/flex_ab.py --case $c --split 1,2,4,8,16 --rounds 2 2>&1 | tee -a $OUT/runs/flex_ab.txt
+done; echo "all wall $(( $(date +%s)-t0 )) s"

@@ -21,7 +21,6 @@ the runner's for a 512-token prompt and 100 steps; --pos 560)."""
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -79,7 +78,7 @@ def run_case(case, splits, cache: int, pos: int, rounds: int, dev, dtype, seed: 
     import torch
 
     from qgemm_bench.harness.measure import Settings
-    from qgemm_bench.harness.sweep import time_rounds
+    from qgemm_bench.harness.sweep import print_rounds, time_rounds
     from qgemm_bench.model import decode, ops
     from qgemm_bench.operators.common import rel_error
     from qgemm_bench.tuning.timing import n_copies, p50_us
@@ -119,11 +118,7 @@ def run_case(case, splits, cache: int, pos: int, rounds: int, dev, dtype, seed: 
         ready[label] = [lambda fn=fn, kv=kv: fn(q, *kv, position_ids) for kv in kvs]
     settings = Settings(warmup_ms=1.0, rep_ms=1.0) if dev.type == "cpu" else None
     times, failed = time_rounds(list(ready), rounds, lambda key: p50_us(ready[key], settings, dev))
-    for note in failed:
-        print(f"  FAILED timing {note}", flush=True)
-    for label, us in sorted(times.items(), key=lambda p: statistics.median(p[1])):
-        print(f"  {statistics.median(us):9.2f}  {label}  ({' / '.join(f'{v:.2f}' for v in us)})", flush=True)
-    return bad + len(failed)
+    return bad + print_rounds(times, failed)
 
 
 def main(argv=None) -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -114,7 +113,7 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
     import torch
 
     from qgemm_bench.backends.triton_kernels.split_k_configs import describe
-    from qgemm_bench.harness.sweep import time_rounds
+    from qgemm_bench.harness.sweep import print_rounds, time_rounds
     from qgemm_bench.operators.common import rel_error
 
     m, k, n = shape
@@ -142,12 +141,8 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
         ready[label] = t.copy_calls(reps, config=c, path="fused")
     # A lost CUDA context is the run's, not this config's: it ends the script.
     times, failed = time_rounds(list(ready), rounds, lambda k: t.time_fns(ready[k]))
-    for note in failed:
-        print(f"  FAILED timing {note}", flush=True)
-    for label, us in sorted(times.items(), key=lambda p: statistics.median(p[1])):
-        print(f"  {statistics.median(us):9.2f}  {label}  ({' / '.join(f'{v:.2f}' for v in us)})", flush=True)
     del x, wargs, wd, reps
-    return bad + len(failed)
+    return bad + print_rounds(times, failed)
 
 
 def main(argv=None) -> int:

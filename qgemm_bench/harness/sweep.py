@@ -11,6 +11,7 @@ its row an error, the rest `skipped`, then `conclude` writes the outputs.
 from __future__ import annotations
 
 import gc
+import statistics
 import sys
 import time
 import traceback
@@ -137,6 +138,17 @@ def time_rounds(labels: list, rounds: int, time_one, fatal=faults.context_lost) 
                 notes.append(f"{k}: timing failed in round {r + 1}: {one_line(e, 160)}")
                 del times[k]
     return times, notes
+
+
+def print_rounds(times: dict, notes: list) -> int:
+    """time_rounds' result as fused_ab.py and flex_ab.py print it: each note
+    as FAILED timing, then each label's median over its rounds (us) and the
+    rounds, fastest first. Returns how many failed."""
+    for note in notes:
+        print(f"  FAILED timing {note}", flush=True)
+    for label, us in sorted(times.items(), key=lambda p: statistics.median(p[1])):
+        print(f"  {statistics.median(us):9.2f}  {label}  ({' / '.join(f'{v:.2f}' for v in us)})", flush=True)
+    return len(notes)
 
 def _row(plan: Plan, case: Case, backend: Backend, **fields) -> Row:
     m, k, n = case.shape

@@ -57,7 +57,7 @@ SCRIPT_CASES = [
     ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--layers", "8192x57344,abc"], "expected comma-separated KxN"),
     ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--layers", "8192"], "expected KxN pairs"),
     ("tuning/weight_only.py", ["/tmp/o.json", "variants", "--ms", "128"],
-     "--ms is for the table, pdl, ws, scale8, tma, rot, ahead and check modes"),
+     "--ms is for the table, pdl, ws, scale8, tma, rot, ahead, regs and check modes"),
     ("tuning/weight_only.py", ["/tmp/o.json", "table", "--calls", "5"], "--calls is for the check mode"),
     ("tuning/weight_only.py", ["/tmp/o.json", "ws", "--group", "32"],
      "--group is for the ws and check modes with --formats int4"),
@@ -68,11 +68,14 @@ SCRIPT_CASES = [
                                                                             "of range"),
     ("tuning/weight_only.py", ["/tmp/o.json", "table", "--formats", "int4,fp8"], "expected int4, nvfp4 or int4,nvfp4"),
     ("tuning/weight_only.py", ["/tmp/o.json", "--formats", "nvfp4"],
-     "--formats is for the table, pdl, ws, tma and check modes"),
+     "--formats is for the table, pdl, ws, tma, regs and check modes"),
     ("tuning/weight_only.py", ["/tmp/o.json", "ahead", "--formats", "nvfp4"],
      "--formats 'nvfp4': the ahead mode times int4 entries only"),
     ("tuning/weight_only.py", ["/tmp/o.json", "ahead", "--formats", "int4", "--ms", "300"],
      "[300] not in the table's M"),  # --formats naming the mode's one format: taken
+    ("tuning/weight_only.py", ["/tmp/o.json", "regs", "--formats", "int4", "--ms", "300"],
+     "[300] not in the table's M"),  # regs takes --formats
+    ("tuning/weight_only.py", ["/tmp/o.json", "regs", "--calls", "3"], "--calls is for the check mode"),
     ("tuning/weight_only.py", ["/tmp/o.json", "rot", "--formats", "nvfp4,int4", "--ms", "300"],
      "[300] not in the table's M"),  # both formats in either order: the default
     ("path_ab.py", ["--paths", "fused,foo"], "expected a comma-separated subset of split, fused, dequant"),

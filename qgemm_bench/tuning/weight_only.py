@@ -3,7 +3,7 @@
 way the runner times (CUDA graph over rotating copies > 2x L2): the
 weight_only family of `qgemm-bench tune` (tune_entry, ws_entry, pdl_entry
 per table entry) and, run alone, its expert modes on this GPU's table:
-  python3 -m qgemm_bench.tuning.weight_only OUT.json [variants|table|pdl|ws|scale8|tma|rot|ahead|check]  (about 10 min)
+  python3 -m qgemm_bench.tuning.weight_only OUT.json [variants|table|pdl|ws|scale8|tma|rot|ahead|regs|check]
 table (--paths split,fused, --formats int4,nvfp4; H100: 311 s, 60 of them the split path, before
 the candidates were timed in two rounds): this GPU's checked-in table
 (backends/triton_kernels/weight_only_configs/<gpu>.json): each format x
@@ -41,7 +41,11 @@ decode; not its WS tiles), at SPLIT_K 2, 4, 8 and 16 where the config
 splits K, in the same two rounds, the fastest kept (rot_us). ahead
 (--ms): each int4 fused entry with ACC_SCALE up to M = 64 (or at --ms)
 without and with SCALE_AHEAD (its scale rows loaded a K block ahead) in
-the same two rounds, the faster kept (ahead_us). check
+the same two rounds, the faster kept (ahead_us). regs (--formats, --ms):
+each fused entry up to M = 64 (or at --ms) whose WS tiles do not run,
+without a register cap and at REG_CAPS (maxnreg 96, 80, 72 at 4 warps, 80
+at 8: one more program an SM, scripts/fused_waves.py) in the same two
+rounds, the fastest kept (regs_us). check
 (--calls, --ms, --group): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race; with --group, int4 weights in that group size and the
@@ -51,7 +55,7 @@ config that runs there). Otherwise:
 2. each case's best 6 on four other llama shapes;
 3. large M: dequantize + cuBLAS against cuBLAS bf16, and the dequantize
    kernel's configs. (The fused path's configs: tuning/fused_grid.py.)
-pdl, ws, scale8, tma, rot, ahead and check take --layers KxN,... to touch only those layers' entries.
+pdl, ws, scale8, tma, rot, ahead, regs and check take --layers KxN,... to touch only those layers' entries.
 Every mode: a config whose check or timing outlives --stall-timeout (default
 300 s; a kernel that hangs) stops the tune with one line naming it, exit 1,
 the table as written so far and OUT.json with the timings so far.
@@ -518,11 +522,29 @@ def rot_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     return out
 
 
+# regs_variants' register caps by num_warps: the most registers at which 5, 6 and 7 programs of 4 warps
+# (3 of 8) fit an SM's 65536; below them the decode-size loops spill (scripts/fused_waves.py).
+REG_CAPS = {4: (96, 80, 72), 8: (80,)}
+
+
+def regs_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
+    """The register caps regs_pass times of a fused config: without a cap
+    and at each of REG_CAPS for its warps (and its own cap, if any): a cap
+    that fits one more program an SM can take the grid in fewer waves
+    (docs/fused_gemm.md, "Waves, offline"); none where its WS tiles run."""
+    if runs_ws:
+        return []
+    base = {c: v for c, v in config.items() if c != "maxnreg"}
+    caps = sorted({*REG_CAPS.get(config["num_warps"], ()), *([config["maxnreg"]] if "maxnreg" in config else [])},
+                  reverse=True)
+    return [("regs 0", base)] + [(f"regs {cap}", {**base, "maxnreg": cap}) for cap in caps]
+
+
 # The passes that time one format's entries (they take --formats naming it, as a no-op).
 ONE_FORMAT = {"scale8": "nvfp4", "rot": "nvfp4", "ahead": "int4"}
 
 # Each pass's timings in an entry: of its config; one that replaces the config drops the others'.
-PASS_TIMINGS = ("pdl_us", "scale8_us", "tma_us", "rot_us", "ahead_us")
+PASS_TIMINGS = ("pdl_us", "scale8_us", "tma_us", "rot_us", "ahead_us", "regs_us")
 
 
 def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: str, stop: float | None = None,
@@ -664,6 +686,15 @@ def ahead_pass(ms=None, layers=None):
     won at a 16x128x128 tile and lost at 16x64x128 ones (docs/fused_gemm.md)."""
     _variant_pass("add SCALE_AHEAD to", [(ONE_FORMAT["ahead"], "fused")], ahead_variants, "ahead", ms, layers, {},
                   skip=lambda c: not c.get("ACC_SCALE"))
+
+
+def regs_pass(fmts=FORMATS, ms=None, layers=None):
+    """Every fused entry of this GPU's table up to M = PDL_MAX_M (or at
+    `ms`) whose WS tiles do not run, at its bucket's shape, without a
+    register cap and at each of regs_variants' caps in the same rounds; the
+    fastest stays, each timing noted (regs_us)."""
+    _variant_pass("cap the registers of", [(fmt, "fused") for fmt in FORMATS if fmt in fmts], regs_variants,
+                  "regs", ms, layers, {"formats": list(fmts)})
 
 
 def tma_pass(fmts=FORMATS, ms=None, layers=None):
@@ -883,6 +914,8 @@ def main(args):
         return ahead_pass(args.ms, args.layers)
     if args.variants == "rot":
         return rot_pass(args.ms, args.layers)
+    if args.variants == "regs":
+        return regs_pass(args.formats, args.ms, args.layers)
     t0 = time.time()
     best = {}
     for fmt in ("int4", "nvfp4"):
@@ -934,7 +967,7 @@ if __name__ == "__main__":
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", help="where every timing goes")
     p.add_argument("variants", nargs="?",
-                   choices=["variants", "table", "pdl", "ws", "scale8", "tma", "rot", "ahead", "check"],
+                   choices=["variants", "table", "pdl", "ws", "scale8", "tma", "rot", "ahead", "regs", "check"],
                    help="variants: only the packed-PTX decode variants; table: tune this GPU's checked-in table "
                         "of split and fused configs (weight_only_configs/<gpu>.json; see --paths); pdl: time "
                         "each entry of that table up to M = 64 (or at --ms) with and without PDL and keep the "
@@ -947,7 +980,9 @@ if __name__ == "__main__":
                         "entry up to M = 64 (or at --ms) as it is and with ROT_DECODE (permuted weights, the "
                         "13-instruction decode) at SPLIT_K 2, 4, 8, 16, and keep the fastest; ahead: time "
                         "each int4 fused entry with ACC_SCALE up to M = 64 (or at --ms) without and with "
-                        "SCALE_AHEAD (its scale rows a K block ahead) and keep the faster; check: run "
+                        "SCALE_AHEAD (its scale rows a K block ahead) and keep the faster; regs: time each "
+                        "fused entry up to M = 64 (or at --ms) whose WS tiles do not run without and with "
+                        "register caps (maxnreg 96, 80, 72 at 4 warps, 80 at 8) and keep the fastest; check: run "
                         "each entry --calls times against the reference and count wrong calls")
     p.add_argument("--calls", type=int, default=None, help="check: calls per table entry (default 30)")
     p.add_argument("--group", default=None, choices=["32", "64", "channel"],
@@ -957,7 +992,7 @@ if __name__ == "__main__":
     p.add_argument("--paths", default="split,fused",
                    help="table, pdl, check: the paths to tune or check (split, fused or both)")
     p.add_argument("--formats", default="int4,nvfp4",
-                   help="table, pdl, ws, tma, check: the formats to tune or check (int4, nvfp4 or both; the "
+                   help="table, pdl, ws, tma, regs, check: the formats to tune or check (int4, nvfp4 or both; the "
                         "others' entries are kept); scale8 and rot time nvfp4 entries only, ahead int4 ones (each "
                         "takes --formats naming its format)")
     p.add_argument("--stall-timeout", type=stall_seconds, default=STALL_S, metavar="S",
@@ -971,7 +1006,7 @@ if __name__ == "__main__":
                         f"fused {','.join(map(str, cands.TABLE_M['fused']))}), "
                         "keeping the path's other entries")
     p.add_argument("--layers", default=None, metavar="KxN,...",
-                   help="pdl, ws, scale8, tma, rot, ahead, check: only the entries of these layers (e.g. "
+                   help="pdl, ws, scale8, tma, rot, ahead, regs, check: only the entries of these layers (e.g. "
                         "8192x57344,4096x28672), keeping the others")
     try:
         args = p.parse_args()
@@ -985,8 +1020,9 @@ if __name__ == "__main__":
         own = ONE_FORMAT.get(args.variants)  # a mode of one format takes --formats naming just it
         if own and set(fmts) not in ({own}, set(FORMATS)):
             raise InputError(f"--formats {args.formats!r}: the {args.variants} mode times {own} entries only")
-        if not own and args.variants not in ("table", "pdl", "ws", "tma", "check") and set(fmts) != set(FORMATS):
-            raise InputError("--formats is for the table, pdl, ws, tma and check modes (and names the one format "
+        if not own and args.variants not in ("table", "pdl", "ws", "tma", "regs", "check") \
+                and set(fmts) != set(FORMATS):
+            raise InputError("--formats is for the table, pdl, ws, tma, regs and check modes (and names the one format "
                              "of scale8, rot and ahead)")
         args.formats = tuple(f for f in FORMATS if f in fmts)
         if args.calls is not None and args.variants != "check":
@@ -999,8 +1035,8 @@ if __name__ == "__main__":
         if args.calls < 1:
             raise InputError(f"--calls {args.calls}: expected a positive number of calls")
         if args.ms is not None:
-            if args.variants not in ("table", "pdl", "ws", "scale8", "tma", "rot", "ahead", "check"):
-                raise InputError("--ms is for the table, pdl, ws, scale8, tma, rot, ahead and check modes")
+            if args.variants not in ("table", "pdl", "ws", "scale8", "tma", "rot", "ahead", "regs", "check"):
+                raise InputError("--ms is for the table, pdl, ws, scale8, tma, rot, ahead, regs and check modes")
             try:
                 args.ms = {int(v) for v in args.ms.split(",")}
             except ValueError:
@@ -1013,8 +1049,8 @@ if __name__ == "__main__":
             if not args.ms <= known:
                 raise InputError(f"--ms: {sorted(args.ms - known)} not in the table's M ({sorted(known)})")
         if args.layers is not None:
-            if args.variants not in ("pdl", "ws", "scale8", "tma", "rot", "ahead", "check"):
-                raise InputError("--layers is for the pdl, ws, scale8, tma, rot, ahead and check modes")
+            if args.variants not in ("pdl", "ws", "scale8", "tma", "rot", "ahead", "regs", "check"):
+                raise InputError("--layers is for the pdl, ws, scale8, tma, rot, ahead, regs and check modes")
             args.layers = parse_layers(args.layers)
         if not Path(args.out).resolve().parent.is_dir():
             raise InputError(f"{args.out}: its folder does not exist")

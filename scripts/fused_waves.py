@@ -10,9 +10,9 @@ triton==3.6.0` and PYTHONPATH=/tmp/t36:$PWD; PDL left out), and from its
 registers, shared memory and threads: programs an SM (registers allocated 8
 a thread at a time out of 65536, shared memory out of 228 KB with 1 KB a
 program reserved, 2048 threads, 32 programs), the grid (row tiles x N tiles
-x SPLIT_K) and its waves on --sms SMs. Where one more program an SM would
-take fewer waves, the largest cap (maxnreg) that fits it is compiled too:
-its registers, spills and waves. A wave's tail is idle SMs; whether a cap
+x SPLIT_K) and its waves on --sms SMs. Each cap (maxnreg, down to 64)
+that fits more programs an SM and takes fewer rounds than the caps above
+it is compiled too: its registers, spills and waves. A wave's tail is idle SMs; whether a cap
 is faster is for the GPU (scripts/fused_ab.py with table+maxnreg=N).
 
   PYTHONPATH=/tmp/t36:$PWD python3 scripts/fused_waves.py [--gpu h200 | --table FILE] [--formats int4,nvfp4]
@@ -33,6 +33,7 @@ from qgemm_bench.errors import InputError  # noqa: E402
 from qgemm_bench.harness.args import Parser, int_in  # noqa: E402
 
 REGS_PER_SM, SMEM_PER_SM, RESERVED_PER_CTA, THREADS_PER_SM, CTAS_PER_SM = 65536, 233472, 1024, 2048, 32
+MIN_CAP = 64  # below it the decode-size loops spill heavily (fused_sass: int4 16x64x128 at 64, 10 spills)
 FLAGS = {"ACC_SCALE": "--acc", "SCALE8": "--scale8", "ROT_DECODE": "--rot-decode", "SCALE_AHEAD": "--scale-ahead",
          "SHORT_DECODE": "--short-decode", "FOLD": "--fold", "HALVES": "--halves"}
 
@@ -119,12 +120,16 @@ def main(argv=None) -> int:
             waves = grid / (args.sms * ctas)
             line = (f"{fmt} {key}: {regs} / {smem / 1024:.1f} / {ctas} / {grid} / {waves:.2f}"
                     + (f" ({spills} spills)" if spills else ""))
-            more = per_sm(cap_for(ctas + 1, threads), smem, threads) if cap_for(ctas + 1, threads) >= 24 else ctas
-            if more > ctas and math.ceil(grid / (args.sms * more)) < math.ceil(waves):
-                cap = cap_for(ctas + 1, threads)
-                r2, s2, sp2 = compile_one(sass_args(c, fmt, k, cap))
-                line += (f"; maxnreg {cap}: {r2}, {sp2} spills, "
-                         f"{grid / (args.sms * per_sm(r2, s2, threads)):.2f}")
+            rounds = math.ceil(waves)
+            for more in range(ctas + 1, CTAS_PER_SM + 1):  # each cap that takes fewer rounds than the one before
+                cap = cap_for(more, threads)
+                if cap < MIN_CAP or per_sm(cap, smem, threads) < more:
+                    break
+                if math.ceil(grid / (args.sms * more)) < rounds:
+                    r2, s2, sp2 = compile_one(sass_args(c, fmt, k, cap))
+                    w2 = grid / (args.sms * per_sm(r2, s2, threads))
+                    line += f"; maxnreg {cap}: {r2}, {sp2} spills, {w2:.2f}"
+                    rounds = math.ceil(w2)
             print(line, flush=True)
     return 0
 

@@ -150,6 +150,7 @@ def print_rounds(times: dict, notes: list) -> int:
         print(f"  {statistics.median(us):9.2f}  {label}  ({' / '.join(f'{v:.2f}' for v in us)})", flush=True)
     return len(notes)
 
+
 def _row(plan: Plan, case: Case, backend: Backend, **fields) -> Row:
     m, k, n = case.shape
     return Row(op=plan.op.NAME, backend=backend.name, M=m, K=k, N=n, dtype=dtype_name(plan.dtype),

@@ -9,7 +9,7 @@ Triton: the GPU machine's 3.6 with `pip install --target /tmp/t36
 triton==3.6.0` and PYTHONPATH=/tmp/t36:$PWD; PDL left out), and from its
 registers, shared memory and threads: programs an SM (registers allocated 8
 a thread at a time out of 65536, shared memory out of 228 KB with 1 KB a
-program reserved, 2048 threads, 32 programs), the grid (row tiles x N tiles
+program reserved, 2048 threads: fused_sass.ctas_per_sm), the grid (row tiles x N tiles
 x SPLIT_K) and its waves on --sms SMs. Each cap (maxnreg, down to 64)
 that fits more programs an SM and takes fewer rounds than the caps above
 it is compiled too: its registers, spills and waves. A wave's tail is idle SMs; whether a cap
@@ -29,24 +29,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
 
+from fused_sass import SM_REGISTERS, SM_THREADS, ctas_per_sm  # noqa: E402 (an SM's limits: one copy)
+
 from qgemm_bench.errors import InputError  # noqa: E402
 from qgemm_bench.harness.args import Parser, int_in  # noqa: E402
 
-REGS_PER_SM, SMEM_PER_SM, RESERVED_PER_CTA, THREADS_PER_SM, CTAS_PER_SM = 65536, 233472, 1024, 2048, 32
-MIN_CAP = 64  # below it the decode-size loops spill heavily (fused_sass: int4 16x64x128 at 64, 10 spills)
+MIN_CAP = 64  # below it the decode-size loops spill (docs/fused_gemm.md, "Waves, offline")
 FLAGS = {"ACC_SCALE": "--acc", "SCALE8": "--scale8", "ROT_DECODE": "--rot-decode", "SCALE_AHEAD": "--scale-ahead",
          "SHORT_DECODE": "--short-decode", "FOLD": "--fold", "HALVES": "--halves"}
 
 
-def per_sm(regs: int, smem: int, threads: int) -> int:
-    """Programs of one kernel resident on an SM at once."""
-    by_regs = REGS_PER_SM // (math.ceil(regs / 8) * 8 * threads)
-    return min(by_regs, SMEM_PER_SM // (smem + RESERVED_PER_CTA), THREADS_PER_SM // threads, CTAS_PER_SM)
-
-
 def cap_for(ctas: int, threads: int) -> int:
     """The largest register cap (a multiple of 8) at which `ctas` programs fit an SM."""
-    return REGS_PER_SM // (ctas * threads) // 8 * 8
+    return SM_REGISTERS // (ctas * threads) // 8 * 8
 
 
 def sass_args(c: dict, fmt: str, k: int, maxnreg: int | None = None) -> list[str]:
@@ -109,25 +104,26 @@ def main(argv=None) -> int:
             c = entry["config"]
             if m > 64 or "WS" in c:
                 continue
-            threads = 32 * c["num_warps"]
+            warps = c["num_warps"]
+            threads = 32 * warps
             grid = math.ceil(m / c["BLOCK_M"]) * math.ceil(n / c["BLOCK_N"]) * c.get("SPLIT_K", 1)
             try:
                 regs, smem, spills = compile_one(sass_args(c, fmt, k))
             except InputError as e:
                 print(f"{fmt} {key}: not compiled: {e}")
                 continue
-            ctas = per_sm(regs, smem, threads)
+            ctas = ctas_per_sm(regs, warps, smem)
             waves = grid / (args.sms * ctas)
             line = (f"{fmt} {key}: {regs} / {smem / 1024:.1f} / {ctas} / {grid} / {waves:.2f}"
                     + (f" ({spills} spills)" if spills else ""))
             rounds = math.ceil(waves)
-            for more in range(ctas + 1, CTAS_PER_SM + 1):  # each cap that takes fewer rounds than the one before
+            for more in range(ctas + 1, SM_THREADS // threads + 1):  # each cap taking fewer rounds than those above
                 cap = cap_for(more, threads)
-                if cap < MIN_CAP or per_sm(cap, smem, threads) < more:
+                if cap < MIN_CAP or ctas_per_sm(cap, warps, smem) < more:
                     break
                 if math.ceil(grid / (args.sms * more)) < rounds:
                     r2, s2, sp2 = compile_one(sass_args(c, fmt, k, cap))
-                    w2 = grid / (args.sms * per_sm(r2, s2, threads))
+                    w2 = grid / (args.sms * ctas_per_sm(r2, warps, s2))
                     line += f"; maxnreg {cap}: {r2}, {sp2} spills, {w2:.2f}"
                     rounds = math.ceil(w2)
             print(line, flush=True)

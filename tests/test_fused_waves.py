@@ -20,13 +20,14 @@ def waves():
 
 
 def test_programs_an_sm_take_the_tightest_limit(waves):
-    assert waves.per_sm(80, 20 * 1024, 128) == 6  # 80 x 128 = 10240 registers a program
-    assert waves.per_sm(72, 20 * 1024, 128) == 7
-    assert waves.per_sm(95, 20 * 1024, 128) == 5  # allocated as 96
-    assert waves.per_sm(64, 58 * 1024, 128) == 3  # shared memory: 228 KB / (58 + 1) KB
-    assert waves.per_sm(32, 1024, 256) == 8  # threads: 2048 / 256
+    per_sm = waves.ctas_per_sm  # (registers, warps, shared bytes): fused_sass's
+    assert per_sm(80, 4, 20 * 1024) == 6  # 80 x 128 = 10240 registers a program
+    assert per_sm(72, 4, 20 * 1024) == 7
+    assert per_sm(95, 4, 20 * 1024) == 5  # allocated as 96
+    assert per_sm(64, 4, 58 * 1024) == 3  # shared memory: 228 KB / (58 + 1) KB
+    assert per_sm(32, 8, 1024) == 8  # threads: 2048 / 256
     assert [waves.cap_for(c, 128) for c in (4, 5, 6, 7, 8)] == [128, 96, 80, 72, 64]
-    assert all(waves.per_sm(waves.cap_for(c, t), 0, t) >= c for c in range(1, 9) for t in (128, 256))
+    assert all(per_sm(waves.cap_for(c, t), t // 32, 0) >= c for c in range(1, 9) for t in (128, 256))
 
 
 def test_a_table_is_compiled_and_its_waves_and_cap_printed(tmp_path):

@@ -32,9 +32,8 @@ def distance(a: str, b: str) -> float:
 
 def nearest(keys, m: int, k: int, n: int) -> str:
     """The shape's own bucket when `keys` has it, else the nearest. Ties go to
-    the smaller M (M = 4 between M1 and M16 runs M1's split-K config: on the
-    H200 faster at 10 of 16 decode layers, by up to 6%, and within 1% at the
-    rest; results/h200/README.md),
-    then the smaller key string, so the choice never depends on file order."""
+    the smaller M (M = 4 between M1 and M16 runs M1's split-K config, the
+    faster there: results/h200/README.md, session 50), then the smaller key
+    string, so the choice never depends on file order."""
     want = bucket(m, k, n)
     return want if want in keys else min(keys, key=lambda key: (distance(want, key), parse(key)[0], key))

@@ -40,7 +40,9 @@ run1() {
   local g=$1 f=$2 t=$(( $(left) - 5 )); shift 2
   [ $t -ge 1 ] || { echo "skipped $f: $(left) s left"; return; }  # timeout 0 would mean no limit
   ( t1=$(date +%s); CUDA_VISIBLE_DEVICES=$g timeout -k 10 $t python3 runner.py "$@" --output-dir $R/$f > $R/$f.log 2>&1
-    echo "$f (GPU $g) rc $? wall $(( $(date +%s)-t1 )) s"
+    local rc=$?; echo "$f (GPU $g) rc $rc wall $(( $(date +%s)-t1 )) s"
+    # rc 2 (bad usage, e.g. the folder exists: the runner keeps it) wrote nothing: the log, not an earlier report
+    [ $rc -eq 2 ] && { tail -n 2 $R/$f.log | cut -c1-200; exit; }
     grep "at or under the fastest peer" $R/$f/report.md 2>/dev/null | cut -c1-160
     python3 -c "import json;m=json.load(open('$R/$f/metadata.json'));print('$f wall_s', m.get('wall_s'))" 2>/dev/null ) &
   [ "$NG" -lt 2 ] && wait

@@ -228,15 +228,16 @@ def test_cpu_split_counts_each_operator_once_by_its_outermost_category():
                                  "total": 1.0})
 
 
-def kernel(name, us, start, op=None, kind="kernel"):
-    """A device event; the operator that launched it lists it as torch does
-    (FunctionEvent.kernels: name, device, duration). kind None: torch 2.11's
-    events, which have no activity_type."""
+def kernel(name, us, start, op=None, kind="kernel", stream=7):
+    """A device event (start in us; on CUDA stream `stream`); the operator
+    that launched it lists it as torch does (FunctionEvent.kernels: name,
+    device, duration). kind None: torch 2.11's events, which have no
+    activity_type."""
     if op is not None:
         op.kernels.append(Kernel(name, 0, us))
     extra = {} if kind is None else {"activity_type": kind}
     return ev(name, dev_us=us, device=DeviceType.CUDA, is_user_annotation=kind not in ("kernel", None),
-              time_range=SimpleNamespace(start=start), **extra)
+              time_range=SimpleNamespace(start=start), device_index=0, device_resource_id=stream, **extra)
 
 
 def cpu_op(name, parent, start):
@@ -260,10 +261,10 @@ def test_kernel_split_of_a_graph_replay_takes_each_kernels_category_from_the_ung
     head = cpu_op("aten::mm", region, 8)
     # The lm_head's GEMM takes as long as the quantized op's: name and duration alone cannot tell them apart,
     # the order of launch does.
-    ks = [kernel("dequant_kernel", 30.0, 10, quant), kernel("nvjet_tst_gemm", 100.0, 11, q_mm),
-          kernel("triton_poi_fused__scaled_dot_product_flash_attention_0", 5.0, 12, fused),
-          kernel("flash_fwd_splitkv_kernel", 40.0, 13, flash), kernel("triton_tem_fused_mm_0", 60.0, 14, tem),
-          kernel("nvjet_tst_gemm", 100.0, 15, head), kernel("Memset (Device)", 1.0, 16, region, "gpu_memset")]
+    ks = [kernel("dequant_kernel", 30.0, 10, quant), kernel("nvjet_tst_gemm", 100.0, 41, q_mm),
+          kernel("triton_poi_fused__scaled_dot_product_flash_attention_0", 5.0, 142, fused),
+          kernel("flash_fwd_splitkv_kernel", 40.0, 148, flash), kernel("triton_tem_fused_mm_0", 60.0, 190, tem),
+          kernel("nvjet_tst_gemm", 100.0, 251, head), kernel("Memset (Device)", 1.0, 352, region, "gpu_memset")]
     spans = [kernel("decode_step", 50000.0, 9, step, "gpu_user_annotation"),
              kernel("## Call CompiledFxGraph abc ##", 40000.0, 9, region, "gpu_user_annotation")]
     ops = [step, region, quant, q_mm, fused, flash, tem, head]
@@ -283,8 +284,9 @@ def test_kernel_split_of_a_graph_replay_takes_each_kernels_category_from_the_ung
 
     # Two replays of the graph: no operators, kernels in launch order, plus a kernel the un-graphed step
     # did not run (named as cuBLAS's split-K reduction: dense by its name).
-    replay = [kernel(k.name, k.device_time_total * 1.5, 100 * r + i) for r in range(2) for i, k in enumerate(ks)]
-    replay.append(kernel("cublasLt::splitKreduce_kernel", 2.0, 300))
+    replay = [kernel(k.name, k.device_time_total * 1.5, 1000 * r + 1.5 * k.time_range.start)
+              for r in range(2) for k in ks]
+    replay.append(kernel("cublasLt::splitKreduce_kernel", 2.0, 3000))
     replay.append(kernel("decode_step", 9000.0, 0, kind="gpu_user_annotation"))
     work = profile.device_work(replay)
     got, source = profile.replay_kernels(work, ref + ref)
@@ -302,6 +304,32 @@ def test_kernel_split_of_a_graph_replay_takes_each_kernels_category_from_the_ung
     # A replay the profiler shows as one event (or none): the un-graphed step's split, marked so.
     assert profile.replay_kernels(work[:1], ref) == (ref, profile.SOURCES["fallback"])
     assert profile.replay_kernels([], ref)[1] == profile.SOURCES["fallback"]
+
+
+def test_a_kernel_that_waits_on_the_one_before_with_pdl_adds_only_its_own_time():
+    """Issue 54's 8B step: with PDL a kernel starts while the one before it
+    runs and waits for it, and the profiler's durations overlap (the int4
+    step's kernels summed to 2.95 ms of a 2.78-ms step, its "rest" 0.82 ms
+    against bf16's 0.70 with the same Inductor kernels). Each activity counts
+    from where the ones before it on its stream ended: our GEMM's 10 us stay
+    its own, the norm launched 3 us early adds 2; a kernel inside another
+    adds nothing; another stream's overlap is concurrency and stays."""
+    gemm = kernel("fused_kernel", 10.0, 0)
+    norm = kernel("triton_red_fused_add_mean_mul_pow_rsqrt_0", 5.0, 7)  # waits 3 us for fused_kernel
+    inner = kernel("triton_poi_fused_mul_silu_1", 1.0, 8)  # starts and ends inside norm's span
+    comm = kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 6.0, 9, stream=9)
+    last = kernel("fused_kernel", 10.0, 20)  # after a gap: the gap is in no one's time
+    work = profile.device_work([last, comm, inner, norm, gemm])
+    assert [k.name for k in work][:2] == ["fused_kernel", "triton_red_fused_add_mean_mul_pow_rsqrt_0"]
+    assert profile.exclusive(work) == [10.0, 2.0, 0.0, 6.0, 10.0]
+    ref = [(k.name, profile.kernel_category(k.name), us) for k, us in zip(work, profile.exclusive(work), strict=True)]
+    got, source = profile.replay_kernels(work, ref)
+    assert source == profile.SOURCES["graph"]
+    assert profile.kernel_split(got) == pytest.approx({"quant_gemm": 0.02, "dense_gemm": 0.0, "attention": 0.0,
+                                                       "other": 0.008, "total": 0.028})
+    # Without the overlap every duration counts whole, as before.
+    apart = profile.device_work([kernel("fused_kernel", 10.0, 0), kernel("triton_poi_fused_mul_silu_1", 5.0, 10)])
+    assert profile.exclusive(apart) == [10.0, 5.0]
 
 
 def test_names_of_operators_and_kernels():

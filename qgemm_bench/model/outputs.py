@@ -248,8 +248,9 @@ def split_note(rows: list[ModelRow], timing: str | None) -> str:
         what = "one step as timed (no CUDA graph) under torch.profiler, kernel time, "
     else:
         what = ("one replay of the timed step's CUDA graph under torch.profiler, kernel time (the gaps between "
-                "kernels are not in it), each kernel in the category of the operator that launched it when the "
-                "same step ran without the graph; ")
+                "kernels are not in it; a kernel launched early with PDL counts from where the one before it "
+                "ended), each kernel in the category of the operator that launched it when the same step ran "
+                "without the graph; ")
         if SOURCES["fallback"] in sources:
             what += (f"{FALLBACK.strip()}: the profiler saw no kernels in the replay, so the split is of the same "
                      "step run without its graph, launch gaps excluded; ")

@@ -16,7 +16,10 @@ efficient attention) and the rest (norms, rotary, cache writes, residual adds,
 Inductor's fused pointwise and reduction kernels, sampling). On CUDA the time
 is kernel time: the kernels, copies and sets the device ran (never the spans
 the profiler draws on the device for record_function ranges, which also cover
-the idle time between kernels). A step replayed from a CUDA graph runs no
+the idle time between kernels), each counted from where the one before it on
+its stream ended (exclusive): a kernel launched early with PDL starts while
+its predecessor runs and waits for it, and that wait is the predecessor's
+time, not its own. A step replayed from a CUDA graph runs no
 operators, so its kernels take the categories of the same kernels in one
 profiled call of the same (compiled) step without the graph, matched by name
 and order of launch; when the profiler sees no kernels in the replay, the
@@ -126,9 +129,27 @@ def device_work(events) -> list:
     return sorted((e for e in events if e.device_type != DeviceType.CPU and work(e)), key=lambda e: e.time_range.start)
 
 
+def exclusive(work) -> list[float]:
+    """Each of device_work()'s activities' microseconds from where the
+    activities before it on its stream (device, stream) ended: what it added
+    to that stream's busy time. A kernel launched early with PDL (or a
+    copy) starts while its predecessor runs and waits for it: that span was
+    counted in the predecessor. On other streams overlap is concurrency and
+    stays."""
+    end: dict[tuple, float] = {}
+    out = []
+    for e in work:
+        key = (getattr(e, "device_index", 0), getattr(e, "device_resource_id", 0))
+        start, us = e.time_range.start, e.device_time_total
+        before = end.get(key, start)
+        out.append(max(start + us - max(start, before), 0.0))
+        end[key] = max(before, start + us)
+    return out
+
+
 def attributed(events) -> list[tuple[str, str, float]]:
     """(name, category, us) of each device activity of un-graphed steps, in
-    start order: the category of the outermost operator around the one that
+    start order, us exclusive(): the category of the outermost operator around the one that
     launched it that names one, else its name's (kernel_category). An
     operator's kernels are its FunctionEvent.kernels (name, duration), matched
     to the device's activities by both, in order (torch 2.11's events carry no
@@ -143,16 +164,17 @@ def attributed(events) -> list[tuple[str, str, float]]:
         for k in op.kernels:
             launched.setdefault((k.name, k.duration), []).append(c)
     out = []
-    for k in device_work(events):
+    work = device_work(events)
+    for k, us in zip(work, exclusive(work), strict=True):
         cats = launched.get((k.name, k.device_time_total))
         c = cats.pop(0) if cats else None
-        out.append((k.name, c or kernel_category(k.name), k.device_time_total))
+        out.append((k.name, c or kernel_category(k.name), us))
     return out
 
 
 def matched(replay: list, reference: list[tuple[str, str, float]]) -> list[tuple[str, str, float]]:
-    """(name, category, us) of a CUDA graph replay's device activities, the
-    categories taken from `reference` (attributed() of the same step without
+    """(name, category, us) of a CUDA graph replay's device activities (in
+    start order, us exclusive()), the categories taken from `reference` (attributed() of the same step without
     the graph): the i-th launch of a name takes that name's i-th category there
     (a cuBLAS kernel can run both the lm_head and a dequantize-then-mm backend's
     GEMM); a name the reference lacks goes by kernel_category."""
@@ -161,10 +183,10 @@ def matched(replay: list, reference: list[tuple[str, str, float]]) -> list[tuple
         by_name.setdefault(name, []).append(c)
     seen: dict[str, int] = {}
     out = []
-    for k in replay:
+    for k, us in zip(replay, exclusive(replay), strict=True):
         cats, i = by_name.get(k.name), seen.get(k.name, 0)
         seen[k.name] = i + 1
-        out.append((k.name, cats[i % len(cats)] if cats else kernel_category(k.name), k.device_time_total))
+        out.append((k.name, cats[i % len(cats)] if cats else kernel_category(k.name), us))
     return out
 
 

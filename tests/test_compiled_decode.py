@@ -490,10 +490,10 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
     assert (split["quant_gemm"] > 0) == (backend != "bf16") and split["dense_gemm"] > 0  # lm_head is cuBLAS
     assert sum(split[c] for c in profile.CATEGORIES) == pytest.approx(split["total"])
     # The timed step, a graph replay, profiled kernel by kernel: busy time within the step it timed. With
-    # PDL each kernel starts while the one before ends, so their times overlap and may sum past the step
-    # (docs/model.md), but not by half of it: that would be kernels counted twice.
+    # PDL each kernel starts while the one before ends; each counts from that end (profile.exclusive), so
+    # the overlap is not summed twice and the total stays under the step, PDL or not (10% for the profiler).
     assert t.extra["split_source"] == profile.SOURCES["graph"] and t.extra["split_kernels"] > 20
-    assert split["total"] <= (1.5 if pdl else 1.05) * t.p50 and split["other"] < split["total"]
+    assert split["total"] <= 1.1 * t.p50 and split["other"] < split["total"]
 
 
 def test_pdl_context_sets_inductor_s_pdl_and_chains_ours_until_it_ends(monkeypatch):

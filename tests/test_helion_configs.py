@@ -116,15 +116,19 @@ def test_checked_in_configs_pass_the_file_check_and_fit_the_kernels():
 
     files = [DEFAULT.path(gpu, "helion") for gpu in DEFAULT.entries() if "helion" in DEFAULT.families(gpu)]
     assert files, "no checked-in Helion configs"
+    compiled = set()  # (kernel, config): a third of the entries repeat one (the compile ignores the shape)
     for path in files:
         configs.check_file(path)
         for name, entries in json.loads(path.read_text())["kernels"].items():
             for key, entry in entries.items():
+                assert entry.get("us", 0) > 0 or entry["tuned"].startswith("untimed"), (path.name, name, key)
+                if (name, json.dumps(entry["config"], sort_keys=True)) in compiled:
+                    continue
+                compiled.add((name, json.dumps(entry["config"], sort_keys=True)))
                 bound, cfg = bound_for(name, entry["config"], torch.bfloat16)
                 arguments = helion_ops.SPLIT_K_ARGUMENTS if name.startswith("split_k_gemm") else \
                     tuning.ARGUMENT_KEYS
                 bound.set_config(tuning.helion_settings(cfg, arguments))  # raises on a config the kernel cannot take
-                assert entry.get("us", 0) > 0 or entry["tuned"].startswith("untimed"), (path.name, name, key)
 
 
 def test_helion_fused_buckets_are_checked_in_and_untimed_ones_say_so(store):

@@ -1,7 +1,8 @@
 # Sourced by each call record from session 40 on (call26_session40.sh and later), on the GPU machine, in the
 # tree's root: `BUDGET=<s> source results/h200/gpu_common.sh`. The call carries .gpu/ (git-ignored): .gpu/whl the
 # wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers (over the 64 MiB a call carries with the tree),
-# .gpu/commit the commit the tree is at. Calls on the same warm machine share /tmp: the wheels install once, and
+# .gpu/commit the commit the tree is at (gpu_prep.sh beside this file makes both and prints the carry list).
+# Calls on the same warm machine share /tmp: the wheels install once, and
 # the store a previous call tuned is restored (journal too) so the next one goes on from it.
 # BUDGET must stay under the limit the device gives the call (the session's device time left, less the machine's
 # start on a fresh one): past it the call is killed and nothing comes back (session 49's call F).

@@ -340,6 +340,15 @@ def test_names_of_operators_and_kernels():
                                           "triton_tem_fused__to_copy_add_arange_bmm_cat_cos_expand_flex_attention_"
                                           "floor_divide_mul_neg_select_sin_slice_sort_sum_transpose_unsqueeze_view_8")
             ] == ["quant_gemm", "dense_gemm", "attention", None, None, "dense_gemm", "attention", None, "attention"]
+    # Flex decoding's merge of its KV splits, an Inductor reduction named after what it absorbed (8B int4
+    # step, session 51: 32 calls a step, counted as the rest until then): attention. A pointwise kernel
+    # naming flex_attention (the rotary and cache write before it) stays the rest.
+    merge = ("triton_per_fused__to_copy_add_arange_bmm_cat_cos_flex_attention_floor_divide_linear_mul_neg_sin_"
+             "slice_sort_split_with_sizes_sum_7")
+    assert profile.category(merge) == profile.kernel_category(merge) == "attention"
+    assert profile.kernel_category(merge.replace("triton_per_", "triton_red_")) == "attention"
+    prep = "triton_poi_fused__to_copy_add_arange_bmm_cat_cos_flex_attention_floor_divide_mul_neg_sin_slice_5"
+    assert profile.category(prep) is None and profile.kernel_category(prep) == "other"
     # qgemm's other ops are not GEMMs: flex decode's position copy.
     assert profile.category("qgemm::last_position") == "other"
     names = {"fused_kernel": "quant_gemm", "weight_only_kernel": "quant_gemm", "ws_kernel": "quant_gemm",

@@ -256,8 +256,8 @@ def split_note(rows: list[ModelRow], timing: str | None) -> str:
                      "step run without its graph, launch gaps excluded; ")
     failed = any(r.split_source and r.split_source not in SOURCES.values() for r in rows)
     return ("Split: " + what + "by category: quantized GEMM (the qgemm::linear op, whatever kernel it launches), "
-            "dense GEMM (aten mm/addmm: cuBLAS; Inductor mm templates), attention (SDPA, flex), rest (norms, "
-            "rotary, cache writes, residual adds, Inductor's fused kernels)."
+            "dense GEMM (aten mm/addmm: cuBLAS; Inductor mm templates), attention (SDPA, flex with its KV splits' "
+            "merge), rest (norms, rotary, cache writes, residual adds, Inductor's other fused kernels)."
             + (" Rows without a split: the profiler failed (results.csv's split_source says why)." if failed else ""))
 
 

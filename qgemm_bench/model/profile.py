@@ -12,8 +12,9 @@ step_split: one steady-state step of the variant that was timed, its device
 time in four categories: our quantized GEMMs (the custom op qgemm::linear,
 whatever kernel it launches), dense GEMMs (aten mm/addmm/linear: cuBLAS on
 CUDA; Inductor's mm templates), attention (scaled_dot_product / flash / flex /
-efficient attention) and the rest (norms, rotary, cache writes, residual adds,
-Inductor's fused pointwise and reduction kernels, sampling). On CUDA the time
+efficient attention, and flex decoding's merge of its KV splits) and the rest
+(norms, rotary, cache writes, residual adds, Inductor's other fused pointwise
+and reduction kernels, sampling). On CUDA the time
 is kernel time: the kernels, copies and sets the device ran (never the spans
 the profiler draws on the device for record_function ranges, which also cover
 the idle time between kernels), each counted from where the one before it on
@@ -42,8 +43,12 @@ _DENSE = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"
 _ATTENTION = ("scaled_dot_product", "flash_attention", "efficient_attention", "cudnn_attention", "flex_attention")
 # Inductor's fused pointwise / reduction / persistent-reduction kernels (and its CPU ones) are named after
 # the aten ops they absorbed ("triton_poi_fused__scaled_dot_product_flash_attention_0" prepares SDPA's
-# inputs): they are the rest, whatever their name contains.
+# inputs): they are the rest, whatever their name contains, but for flex decoding's merge of its KV
+# splits (_FLEX_MERGE).
 _FUSED = ("triton_poi_", "triton_red_", "triton_per_", "cpp_fused_")
+# Inductor lowers flex decoding as its template over SPLIT_KV splits, then a max and sums over the splits
+# (torch/_inductor/kernel/flex/flex_decoding.py): reductions named after flex_attention; attention's work.
+_FLEX_MERGE = ("triton_red_", "triton_per_")
 # Kernel names, for a kernel no categorized operator launched (a graph replay's kernel the un-graphed
 # step did not run): ours (Triton, Gluon, Helion), tinygemm, fbgemm's CUTLASS int4, gemlite; cuBLAS and
 # CUTLASS GEMMs; fused attention (some CUTLASS-based). Checked in this order, lower case.
@@ -79,6 +84,8 @@ def category(name: str) -> str | None:
         return "quant_gemm"
     if name.startswith("qgemm::"):
         return "other"
+    if name.startswith(_FLEX_MERGE) and "flex_attention" in name:
+        return "attention"
     if name.startswith(_FUSED):
         return None
     if name.startswith("triton_tem_"):  # Inductor's templates: mm (max-autotune) or flex attention

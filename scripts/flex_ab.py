@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
 
 from qgemm_bench.errors import InputError, one_line  # noqa: E402
-from qgemm_bench.harness.args import Parser, int_in  # noqa: E402
+from qgemm_bench.harness.args import Parser, int_in, parsed  # noqa: E402
 
 HEAD_DIM = 128
 TOL = 2e-2  # bf16 output against the fp32 reference
@@ -122,10 +122,7 @@ def run_case(case, splits, cache: int, pos: int, rounds: int, dev, dtype, seed: 
 
 
 def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+    if (args := parsed(parse_args, argv)) is None:
         return 2
     import torch
 

@@ -32,7 +32,7 @@ if "--cpu-smoke" in sys.argv[1:]:  # before torch and triton are imported; a GPU
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
 
 from qgemm_bench.errors import InputError, one_line  # noqa: E402
-from qgemm_bench.harness.args import Parser, int_in  # noqa: E402
+from qgemm_bench.harness.args import Parser, int_in, parsed  # noqa: E402
 
 OPS = {"int4_gemm": "int4", "nvfp4_gemm": "nvfp4"}
 SMOKE = {"shapes": [(3, 256, 136)], "configs": ["table", "table+SCALE8", "table+SCALE8-PDL"], "calls": 3}
@@ -146,10 +146,7 @@ def run_shape(t, fmt: str, shape: tuple, specs: list, calls: int, rounds: int) -
 
 
 def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+    if (args := parsed(parse_args, argv)) is None:
         return 2
     import torch
 

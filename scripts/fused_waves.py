@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 from fused_sass import SM_REGISTERS, SM_THREADS, ctas_per_sm  # noqa: E402 (an SM's limits: one copy)
 
 from qgemm_bench.errors import InputError  # noqa: E402
-from qgemm_bench.harness.args import Parser, int_in  # noqa: E402
+from qgemm_bench.harness.args import Parser, int_in, parsed  # noqa: E402
 
 MIN_CAP = 64  # below it the decode-size loops spill (docs/fused_gemm.md, "Waves, offline")
 FLAGS = {"ACC_SCALE": "--acc", "SCALE8": "--scale8", "ROT_DECODE": "--rot-decode", "SCALE_AHEAD": "--scale-ahead",
@@ -84,10 +84,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     os.environ.pop("TRITON_INTERPRET", None)  # compiled, not interpreted (fused_sass's kernels)
-    try:
-        args = parse_args(argv)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+    if (args := parsed(parse_args, argv)) is None:
         return 2
     from qgemm_bench.backends.config_buckets import parse
 

@@ -48,7 +48,7 @@ if "--cpu-smoke" in sys.argv[1:]:  # before triton is imported
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
 
 from qgemm_bench.errors import InputError, one_line  # noqa: E402
-from qgemm_bench.harness.args import Parser, float_in, int_in, positive_milliseconds  # noqa: E402
+from qgemm_bench.harness.args import Parser, float_in, int_in, parsed, positive_milliseconds  # noqa: E402
 
 OPS = ("int4_gemm", "nvfp4_gemm")
 GROUP = 128  # int4's
@@ -290,10 +290,7 @@ def compare(args, op_name: str, m: int, dev, dtype, timer, l2_bytes: int, target
 
 
 def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+    if (args := parsed(parse_args, argv)) is None:
         return 2
     import torch
 

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
 
 from qgemm_bench.errors import InputError  # noqa: E402
-from qgemm_bench.harness.args import Parser, float_in, int_in, positive_milliseconds  # noqa: E402
+from qgemm_bench.harness.args import Parser, float_in, int_in, parsed, positive_milliseconds  # noqa: E402
 from qgemm_bench.harness.plan import parse_shape  # noqa: E402
 
 PATHS = ("split", "fused", "dequant")
@@ -122,10 +122,7 @@ def compare(args, shape, dev, dtype, timer, state=gpu_state, l2_bytes: int = 0) 
 
 
 def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+    if (args := parsed(parse_args, argv)) is None:
         return 2
     import torch
 

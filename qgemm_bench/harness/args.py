@@ -22,6 +22,16 @@ STALL_S = 1800.0
 MAX_STALL_S = 7 * 86400.0  # a week
 
 
+def parsed(parse_args, argv=None):
+    """A script's parse_args(argv), or None after its one-line `error: ...`
+    on stderr (the script then exits 2)."""
+    try:
+        return parse_args(argv)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors (raised as InputError) and dash-led values."""
 

@@ -14,8 +14,8 @@ whatever kernel it launches), dense GEMMs (aten mm/addmm/linear: cuBLAS on
 CUDA; Inductor's mm templates), attention (scaled_dot_product / flash / flex /
 efficient attention, and flex decoding's merge of its KV splits) and the rest
 (norms, rotary, cache writes, residual adds, Inductor's other fused pointwise
-and reduction kernels, sampling). On CUDA the time
-is kernel time: the kernels, copies and sets the device ran (never the spans
+and reduction kernels, sampling). On CUDA the time is kernel time: the
+kernels, copies and sets the device ran (never the spans
 the profiler draws on the device for record_function ranges, which also cover
 the idle time between kernels), each counted from where the one before it on
 its stream ended (exclusive): a kernel launched early with PDL starts while
@@ -156,8 +156,9 @@ def exclusive(work) -> list[float]:
 
 def attributed(events) -> list[tuple[str, str, float]]:
     """(name, category, us) of each device activity of un-graphed steps, in
-    start order, us exclusive(): the category of the outermost operator around the one that
-    launched it that names one, else its name's (kernel_category). An
+    start order, us exclusive(): the category of the outermost operator
+    around the one that launched it that names one, else its name's
+    (kernel_category). An
     operator's kernels are its FunctionEvent.kernels (name, duration), matched
     to the device's activities by both, in order (torch 2.11's events carry no
     other link between the two)."""
@@ -181,8 +182,8 @@ def attributed(events) -> list[tuple[str, str, float]]:
 
 def matched(replay: list, reference: list[tuple[str, str, float]]) -> list[tuple[str, str, float]]:
     """(name, category, us) of a CUDA graph replay's device activities (in
-    start order, us exclusive()), the categories taken from `reference` (attributed() of the same step without
-    the graph): the i-th launch of a name takes that name's i-th category there
+    start order, us exclusive()), the categories taken from `reference`
+    (attributed() of the same step without the graph): the i-th launch of a name takes that name's i-th category there
     (a cuBLAS kernel can run both the lm_head and a dequantize-then-mm backend's
     GEMM); a name the reference lacks goes by kernel_category."""
     by_name: dict[str, list[str]] = {}

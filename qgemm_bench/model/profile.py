@@ -11,7 +11,8 @@ x steps/s.
 step_split: one steady-state step of the variant that was timed, its device
 time in four categories: our quantized GEMMs (the custom op qgemm::linear,
 whatever kernel it launches), dense GEMMs (aten mm/addmm/linear: cuBLAS on
-CUDA; Inductor's mm templates), attention (scaled_dot_product / flash / flex /
+CUDA; Inductor's mm templates and its reductions that compute a small-M
+mm), attention (scaled_dot_product / flash / flex /
 efficient attention, and flex decoding's merge of its KV splits) and the rest
 (norms, rotary, cache writes, residual adds, Inductor's other fused pointwise
 and reduction kernels, sampling). On CUDA the time is kernel time: the
@@ -84,6 +85,10 @@ def category(name: str) -> str | None:
         return "quant_gemm"
     if name.startswith("qgemm::"):
         return "other"
+    # A reduction naming mm: Inductor's small-M matmul as its own mul-and-sum (max-autotune's bf16 decode
+    # step: each linear, with the norm or flex merge it absorbed), the weights' read; checked before the merge.
+    if name.startswith(_FLEX_MERGE) and set(name.split("_")) & {"mm", "addmm"}:
+        return "dense_gemm"
     if name.startswith(_FLEX_MERGE) and "flex_attention" in name:
         return "attention"
     if name.startswith(_FUSED):

@@ -122,10 +122,18 @@ def test_compiled_flex_step_equals_eager_step_across_a_kv_block():
     assert decode.cache_len(prompt, steps, "flex") == 2 * decode.FLEX_BLOCK
     ids = decode.random_tokens(TINY["vocab_size"], batch, prompt, SEED + 2, CPU)
     first, ref = eager_steps(model, cache, ids, steps)
+    from torch._dynamo.utils import counters
+    from torch._inductor.utils import run_and_get_code
+
+    counters.clear()
     try:
-        compiled_steps_match(model, cache, prompt, first, ref, "flex")
+        _, code = run_and_get_code(compiled_steps_match, model, cache, prompt, first, ref, "flex")
     finally:
         torch._dynamo.reset()
+    # One block mask a step (decode.STEP_STATE): one position copy for both layers, and the 4 steps ran
+    # one graph (a mask kept past the step would fail the next call's guards and retrace).
+    assert "\n".join(code).count("torch.ops.qgemm.last_position.default(") == 1
+    assert counters["stats"]["unique_graphs"] == 1
 
 
 @torch.no_grad()

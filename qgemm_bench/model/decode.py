@@ -49,6 +49,11 @@ DECODE_ATTENTION = "qgemm_decode_sdpa"  # the transformers attention implementat
 # --attention: the implementation each choice registers. flex only changes compiled steps.
 ATTENTIONS = {"sdpa": DECODE_ATTENTION, "flex": "qgemm_decode_flex"}
 FLEX_BLOCK = 128  # KV block of the flex block mask; a flex cache is a multiple of it
+# A dict each step hands its layers through transformers' kwargs, what they share within the step: the
+# flex block mask the first layer builds (before, each layer built its own from the same position: in
+# the compiled 8B step 32 position kernels and 32 copies of qgemm::last_position where one does). Made
+# inside the step, it is the trace's own: nothing outlives the step for Dynamo to replay or guard on.
+STEP_STATE = "qgemm_step"
 
 
 @dataclass
@@ -103,16 +108,22 @@ def flex_decode_attention(module, query, key, value, attention_mask, dropout: fl
     if not torch.compiler.is_compiling() or query.shape[2] != 1 or dropout or position_ids is None:
         return decode_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                 **kwargs)
-    out = flex_decode(query, key, value, ops.last_position(position_ids), scaling)
+    # One block mask a step (STEP_STATE): each layer built its own from the same position before.
+    state = kwargs.get(STEP_STATE)
+    mask = None if state is None else state.get("flex_mask")
+    if mask is None:
+        mask = flex_block_mask(key, ops.last_position(position_ids))
+        if state is not None:
+            state["flex_mask"] = mask
+    out = flex_decode(query, key, value, mask=mask, scaling=scaling)
     return out.transpose(1, 2).contiguous(), None
 
 
-def flex_decode(query, key, value, pos, scaling=None, kernel_options=None):
-    """flex_attention of [B, H, 1, D] queries over the cache's keys 0..pos[0]
-    (pos: a 1-element tensor, the same position for every sequence) in
-    FLEX_BLOCK blocks, GQA in the kernel; kernel_options are flex_attention's
-    (scripts/flex_ab.py times them)."""
-    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+def flex_block_mask(key, pos):
+    """The block mask of [B, H_kv, slots, D] keys up to position pos[0] (a
+    1-element tensor, the same position for every sequence) in FLEX_BLOCK
+    blocks: whole blocks below it, mask_mod inside its own."""
+    from torch.nn.attention.flex_attention import BlockMask
 
     b, length = key.shape[0], key.shape[2]
     blocks = -(-length // FLEX_BLOCK)
@@ -122,7 +133,16 @@ def flex_decode(query, key, value, pos, scaling=None, kernel_options=None):
     def upto(b, h, q_idx, kv_idx):
         return kv_idx <= pos[0]
 
-    mask = BlockMask.from_kv_blocks(num, idx, BLOCK_SIZE=FLEX_BLOCK, mask_mod=upto, seq_lengths=(1, length))
+    return BlockMask.from_kv_blocks(num, idx, BLOCK_SIZE=FLEX_BLOCK, mask_mod=upto, seq_lengths=(1, length))
+
+
+def flex_decode(query, key, value, pos=None, scaling=None, kernel_options=None, mask=None):
+    """flex_attention of [B, H, 1, D] queries over the cache's keys 0..pos[0]
+    (or under `mask`, flex_block_mask's), GQA in the kernel; kernel_options
+    are flex_attention's (scripts/flex_ab.py times them)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    mask = flex_block_mask(key, pos) if mask is None else mask
     return flex_attention(query, key, value, block_mask=mask, scale=scaling, enable_gqa=True,
                           kernel_options=kernel_options)
 
@@ -226,7 +246,7 @@ class DecodeStep:
         self.compile_s = None  # seconds of the first compiled call (trace, Inductor, Triton builds, autotuning)
 
     def forward(self, tok: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=tok, past_key_values=self.cache, use_cache=True).logits
+        return self.model(input_ids=tok, past_key_values=self.cache, use_cache=True, **{STEP_STATE: {}}).logits
 
     @torch.no_grad()
     def eager(self) -> torch.Tensor:

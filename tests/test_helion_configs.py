@@ -107,28 +107,36 @@ def bound_for(name: str, cfg: dict, dtype=DT):
     return kernels.weight_only.bind(args), cfg
 
 
-def test_checked_in_configs_pass_the_file_check_and_fit_the_kernels():
+def _checked_in_kernels() -> list[tuple[str, str]]:
+    """(GPU, kernel) of every checked-in Helion file: one test each, so xdist spreads the compiles."""
+    return [(gpu, name) for gpu in DEFAULT.entries() if "helion" in DEFAULT.families(gpu)
+            for name in DEFAULT.read(gpu, "helion")["kernels"]]
+
+
+def test_checked_in_helion_files_pass_the_file_check():
+    files = [DEFAULT.path(gpu, "helion") for gpu in DEFAULT.entries() if "helion" in DEFAULT.families(gpu)]
+    assert files and _checked_in_kernels(), "no checked-in Helion configs"
+    for path in files:
+        configs.check_file(path)
+
+
+@pytest.mark.parametrize("gpu,name", _checked_in_kernels())
+def test_checked_in_configs_fit_the_kernels(gpu, name):
     """Every checked-in config compiles for its kernel (the interpreter's
     compile: the config is validated and normalized, the code generated, bf16
     with the PTX decodes where the config asks; nothing runs). Entries
     without a timing say they are untimed."""
     from qgemm_bench.backends import helion_ops
 
-    files = [DEFAULT.path(gpu, "helion") for gpu in DEFAULT.entries() if "helion" in DEFAULT.families(gpu)]
-    assert files, "no checked-in Helion configs"
-    compiled = set()  # (kernel, config): a third of the entries repeat one (the compile ignores the shape)
-    for path in files:
-        configs.check_file(path)
-        for name, entries in json.loads(path.read_text())["kernels"].items():
-            for key, entry in entries.items():
-                assert entry.get("us", 0) > 0 or entry["tuned"].startswith("untimed"), (path.name, name, key)
-                if (name, json.dumps(entry["config"], sort_keys=True)) in compiled:
-                    continue
-                compiled.add((name, json.dumps(entry["config"], sort_keys=True)))
-                bound, cfg = bound_for(name, entry["config"], torch.bfloat16)
-                arguments = helion_ops.SPLIT_K_ARGUMENTS if name.startswith("split_k_gemm") else \
-                    tuning.ARGUMENT_KEYS
-                bound.set_config(tuning.helion_settings(cfg, arguments))  # raises on a config the kernel cannot take
+    compiled = set()  # configs: a third of the entries repeat one (the compile ignores the shape)
+    for key, entry in DEFAULT.read(gpu, "helion")["kernels"][name].items():
+        assert entry.get("us", 0) > 0 or entry["tuned"].startswith("untimed"), (gpu, name, key)
+        if json.dumps(entry["config"], sort_keys=True) in compiled:
+            continue
+        compiled.add(json.dumps(entry["config"], sort_keys=True))
+        bound, cfg = bound_for(name, entry["config"], torch.bfloat16)
+        arguments = helion_ops.SPLIT_K_ARGUMENTS if name.startswith("split_k_gemm") else tuning.ARGUMENT_KEYS
+        bound.set_config(tuning.helion_settings(cfg, arguments))  # raises on a config the kernel cannot take
 
 
 def test_helion_fused_buckets_are_checked_in_and_untimed_ones_say_so(store):

@@ -246,7 +246,9 @@ class DecodeStep:
         self.compile_s = None  # seconds of the first compiled call (trace, Inductor, Triton builds, autotuning)
 
     def forward(self, tok: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=tok, past_key_values=self.cache, use_cache=True, **{STEP_STATE: {}}).logits
+        flex = getattr(self.model.config, "_attn_implementation", None) == ATTENTIONS["flex"]
+        return self.model(input_ids=tok, past_key_values=self.cache, use_cache=True,
+                          **({STEP_STATE: {}} if flex else {})).logits
 
     @torch.no_grad()
     def eager(self) -> torch.Tensor:

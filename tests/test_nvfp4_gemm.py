@@ -321,7 +321,7 @@ def test_ws_config_runs_nvfp4_on_its_layout_else_its_fused_kernel_tiles(monkeypa
 @needs_gpu
 @pytest.mark.parametrize("tiles", [(256, 128, 64, 3), (128, 128, 128, 2), (128, 64, 64, 4), (64, 64, 128, 3),
                                    (64, 64, 64, 6, 2), (128, 64, 128, 2, 2), (256, 128, 64, 4, 1, 2),
-                                   (64, 64, 128, 3, 1, 3), (128, 128, 64, 4, 1, 4, 3)])
+                                   (64, 64, 128, 3, 1, 3), (128, 128, 64, 4, 1, 4, 3), (128, 128, 128, 3, 1, 2, 2)])
 @pytest.mark.parametrize("shape", [(257, 5248, 1000), (1000, 4096, 520), (33, 5008, 1000), (7, 2048, 8192),
                                    (600, 8192, 136)])
 @pytest.mark.parametrize("unscaled", [False, True])

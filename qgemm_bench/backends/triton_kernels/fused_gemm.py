@@ -572,10 +572,10 @@ WS_POOL = {16: _WS16 + [{**t, "ACC": 1} for t in _WS16],
                 ws_tiles(64, 128, 128, 4, splits=2, skew=2), ws_tiles(64, 128, 64, 6, splits=2, skew=4),
                 ws_tiles(64, 64, 64, 6, splits=2, skew=2), ws_tiles(64, 128, 128, 4, stream_k=True)],
            128: [ws_tiles(128, 64, 64, 4, 2), ws_tiles(128, 128, 64, 4, splits=2, skew=4),
-                 ws_tiles(128, 128, 64, 4, stream_k=True)],
+                 ws_tiles(128, 128, 64, 4, stream_k=True), ws_tiles(128, 128, 128, 3, splits=2, skew=2)],
            256: [ws_tiles(256, 128, 64, 4, splits=2, skew=4), ws_tiles(128, 128, 64, 4, splits=2, skew=4),
                  ws_tiles(256, 128, 64, 4, splits=4, skew=4), ws_tiles(256, 128, 64, 4, stream_k=True),
-                 ws_tiles(128, 128, 64, 4, stream_k=True)],
+                 ws_tiles(128, 128, 64, 4, stream_k=True), ws_tiles(128, 128, 128, 3, splits=2, skew=2)],
            512: [ws_tiles(256, 128, 64, 3), ws_tiles(256, 128, 64, 4), ws_tiles(256, 128, 64, 4, stream_k=True),
                  ws_tiles(256, 128, 64, 4, m_group=4), ws_tiles(256, 128, 64, 4, m_group=8)]}
 

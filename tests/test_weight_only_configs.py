@@ -1367,8 +1367,9 @@ def test_regs_pass_keeps_the_fastest_register_cap(monkeypatch, tmp_path):
     up to M = 64 whose WS tiles do not run, without a cap and at REG_CAPS
     for its warps (and its own cap) in the same rounds; the fastest kept,
     every timing noted (regs_us), the other passes' timings of a replaced
-    config dropped; not where WS runs, nor M > 64; --formats int4 leaves
-    NVFP4 as it was."""
+    config dropped, the entry's own config kept where it ties within
+    TIE_SHARE; not where WS runs, nor M > 64; --formats int4 leaves NVFP4
+    as it was."""
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     script = load_tune_script()
@@ -1377,12 +1378,15 @@ def test_regs_pass_keeps_the_fastest_register_cap(monkeypatch, tmp_path):
     ws = ws_tiles(16, 64, 128, 8, splits=2)
     doc = {"gpu": "h100", "kernels": {"int4_gemm_fused": {
         "M1_K4096_N28672": {"config": plain, "us": 26.0, "ahead_us": {"0": 26.0, "1": 26.4}},
+        "M1_K4096_N4096": {"config": plain, "us": 6.54},
         "M1_K8192_N8192": {"config": capped, "us": 15.0},
         "M16_K8192_N8192": {"config": {**plain, "WS": ws}, "us": 14.5},
         "M256_K8192_N8192": {"config": plain, "us": 50.0}},
         "nvfp4_gemm_fused": {"M1_K8192_N8192": {"config": plain, "us": 18.0}}}}
     us = {("M1_K4096_N28672", None): 26.0, ("M1_K4096_N28672", 96): 26.1, ("M1_K4096_N28672", 80): 26.0,
           ("M1_K4096_N28672", 72): 24.9,
+          ("M1_K4096_N4096", None): 6.54, ("M1_K4096_N4096", 96): 6.53, ("M1_K4096_N4096", 80): 6.6,
+          ("M1_K4096_N4096", 72): 6.7,
           ("M1_K8192_N8192", None): 15.4, ("M1_K8192_N8192", 128): 15.0, ("M1_K8192_N8192", 96): 15.2,
           ("M1_K8192_N8192", 80): 15.3, ("M1_K8192_N8192", 72): 16.0}
 
@@ -1391,12 +1395,16 @@ def test_regs_pass_keeps_the_fastest_register_cap(monkeypatch, tmp_path):
     entries = got["kernels"]["int4_gemm_fused"]
     assert [(key, c.get("maxnreg")) for key, c in timed] == [
         ("M1_K4096_N28672", None), ("M1_K4096_N28672", 96), ("M1_K4096_N28672", 80), ("M1_K4096_N28672", 72),
+        ("M1_K4096_N4096", None), ("M1_K4096_N4096", 96), ("M1_K4096_N4096", 80), ("M1_K4096_N4096", 72),
         ("M1_K8192_N8192", None), ("M1_K8192_N8192", 128), ("M1_K8192_N8192", 96), ("M1_K8192_N8192", 80),
         ("M1_K8192_N8192", 72)]  # sorted keys; not where WS runs, nor M 256, nor NVFP4
     assert entries["M1_K4096_N28672"]["config"] == {**plain, "maxnreg": 72}
     assert entries["M1_K4096_N28672"]["regs_us"] == {"0": 26.0, "96": 26.1, "80": 26.0, "72": 24.9}
     assert entries["M1_K4096_N28672"]["us"] == 24.9 and "ahead_us" not in entries["M1_K4096_N28672"]
     assert entries["M1_K8192_N8192"]["config"] == capped and entries["M1_K8192_N8192"]["us"] == 15.0
+    # 96 registers timed 0.15% faster than none: a tie, the entry keeps its config (and its time)
+    assert entries["M1_K4096_N4096"]["config"] == plain and entries["M1_K4096_N4096"]["us"] == 6.54
+    assert entries["M1_K4096_N4096"]["regs_us"] == {"0": 6.54, "96": 6.53, "80": 6.6, "72": 6.7}
     for key in ("M16_K8192_N8192", "M256_K8192_N8192"):
         assert entries[key] == doc["kernels"]["int4_gemm_fused"][key]
     assert got["kernels"]["nvfp4_gemm_fused"] == doc["kernels"]["nvfp4_gemm_fused"]

@@ -108,8 +108,13 @@ def model(path: Path) -> str:
     title = (f"{meta.get('model', path.parent.name)} decode ({where}; attention {attention},"
              f" compile {first.get('compile')}{' with PDL' if first.get('pdl') else ''}{', ' + head if head else ''}; "
              f"{'trained' if meta.get('trained') else 'random'} weights), tokens/s (x bf16):")
+    # The all-reduces' own part where the rows' split has it (tensor parallel runs from the collective category on)
+    cats = ("quant_gemm", "dense_gemm", "attention", *(("collective",) if tp > 1 and all(
+        r.get("split_collective_ms") is not None for r in rs if r["status"] == "ok") else ()), "other")
+    names = {"quant_gemm": "quant GEMM", "dense_gemm": "dense GEMM", "attention": "attention",
+             "collective": "all-reduce", "other": "rest"}
     out = [title, "", "| variant | " + " | ".join(f"batch {b}" for b in batches)
-           + " | batch 1 step ms: quant GEMM / dense GEMM / attention / rest | batch 1 % of copy |",
+           + f" | batch 1 step ms: {' / '.join(names[c] for c in cats)} | batch 1 % of copy |",
            "|---" * (len(batches) + 3) + "|"]
     for v in variants:
         by = {r["batch"]: r for r in rs if f"{r['backend']} {r['quant']}".replace(" none", "") == v}
@@ -122,7 +127,7 @@ def model(path: Path) -> str:
             cells.append(f"{r['tokens_per_s']:.1f}" + (f" ({r['speedup']:.2f}x)" if r.get("speedup") not in (None, 1.0)
                                                          else ""))
         one = by.get(1, {})
-        parts = [one.get(f"split_{c}_ms") for c in ("quant_gemm", "dense_gemm", "attention", "other")]
+        parts = [one.get(f"split_{c}_ms") for c in cats]
         split = " / ".join(f"{p:.2f}" for p in parts) if None not in parts else ""
         pct = f"{one['copy_pct']:.1f}" if one.get("copy_pct") else ""
         out.append(f"| {v} | " + " | ".join(cells) + f" | {split} | {pct} |")

@@ -232,8 +232,8 @@ def test_cpu_split_counts_each_operator_once_by_its_outermost_category():
     flash = ev("aten::_scaled_dot_product_flash_attention", sdpa, 45.0)
     norm = ev("aten::rms_norm", step, 20.0)
     got = profile.cpu_split([step, op, inner, lin, mm, sdpa, flash, norm])
-    assert got == pytest.approx({"quant_gemm": 0.3, "dense_gemm": 0.1, "attention": 0.05, "other": 0.55,
-                                 "total": 1.0})
+    assert got == pytest.approx({"quant_gemm": 0.3, "dense_gemm": 0.1, "attention": 0.05, "collective": 0.0,
+                                 "other": 0.55, "total": 1.0})
 
 
 def kernel(name, us, start, op=None, kind="kernel", stream=7):
@@ -283,8 +283,8 @@ def test_kernel_split_of_a_graph_replay_takes_each_kernels_category_from_the_ung
         ("flash_fwd_splitkv_kernel", "attention"), ("triton_tem_fused_mm_0", "dense_gemm"),
         ("nvjet_tst_gemm", "dense_gemm"), ("Memset (Device)", "other")]
     plain = profile.kernel_split(ref)
-    assert plain == pytest.approx({"quant_gemm": 0.13, "dense_gemm": 0.16, "attention": 0.04, "other": 0.006,
-                                   "total": 0.336})  # the spans are not in it
+    assert plain == pytest.approx({"quant_gemm": 0.13, "dense_gemm": 0.16, "attention": 0.04, "collective": 0.0,
+                                   "other": 0.006, "total": 0.336})  # the spans are not in it
     # torch 2.11's events: no activity_type; the spans are told by is_user_annotation.
     old = [kernel(e.name, e.device_time_total, e.time_range.start, kind=None if e.activity_type == "kernel"
                   else e.activity_type) for e in ks + spans]
@@ -300,8 +300,8 @@ def test_kernel_split_of_a_graph_replay_takes_each_kernels_category_from_the_ung
     got, source = profile.replay_kernels(work, ref + ref)
     assert source == profile.SOURCES["graph"] and len(got) == 2 * len(ks) + 1
     ms = profile.kernel_split(got)
-    assert ms == pytest.approx({"quant_gemm": 0.39, "dense_gemm": 0.482, "attention": 0.12, "other": 0.018,
-                                "total": 1.01})
+    assert ms == pytest.approx({"quant_gemm": 0.39, "dense_gemm": 0.482, "attention": 0.12, "collective": 0.0,
+                                "other": 0.018, "total": 1.01})
     assert sum(ms[c] for c in profile.CATEGORIES) == pytest.approx(ms["total"])
     # The rest's kernels by time a step: the Memset and Inductor's SDPA prologue, 1.5 and 7.5 us.
     assert profile.top_kernels(got, reps=2) == [
@@ -334,7 +334,7 @@ def test_a_kernel_that_waits_on_the_one_before_with_pdl_adds_only_its_own_time()
     got, source = profile.replay_kernels(work, ref)
     assert source == profile.SOURCES["graph"]
     assert profile.kernel_split(got) == pytest.approx({"quant_gemm": 0.02, "dense_gemm": 0.0, "attention": 0.0,
-                                                       "other": 0.008, "total": 0.028})
+                                                       "collective": 0.006, "other": 0.002, "total": 0.028})
     # Without the overlap every duration counts whole, as before.
     apart = profile.device_work([kernel("fused_kernel", 10.0, 0), kernel("triton_poi_fused_mul_silu_1", 5.0, 10)])
     assert profile.exclusive(apart) == [10.0, 5.0]
@@ -375,8 +375,14 @@ def test_names_of_operators_and_kernels():
              "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm>": "dense_gemm",
              "flash_fwd_splitkv_kernel": "attention", "fmha_cutlassF_bf16_aligned": "attention",
              "triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0": "other",
-             "triton_poi_fused_mm_0": "other", "Memcpy DtoD (Device -> Device)": "other"}
+             "triton_poi_fused_mm_0": "other", "Memcpy DtoD (Device -> Device)": "other",
+             # tensor parallel's all-reduce, 70B TP2 (results/h200x2): counted as the rest before
+             "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)": "collective"}
     assert {n: profile.kernel_category(n) for n in names} == names
+    # its operators, eager and traced, and the process group's record functions (gloo on CPU)
+    assert {profile.category(n) for n in ("c10d::allreduce_", "_c10d_functional::all_reduce_",
+                                          "_c10d_functional::wait_tensor", "nccl:all_reduce",
+                                          "gloo:all_reduce")} == {"collective"}
 
 
 def test_report_says_which_step_the_split_profiled():
@@ -397,6 +403,33 @@ def test_report_says_which_step_the_split_profiled():
     assert "(no CUDA graph)" in split_note([row(1, profile.SOURCES["plain"])], "eager")
     assert "the profiler failed" in split_note([*graphed, row(4, "not profiled: RuntimeError: x")], "graph")
     assert "the profiler failed" not in split_note(graphed, "graph")
+
+
+def test_tensor_parallel_report_takes_the_all_reduce_share_from_the_profiled_step():
+    """70B TP2 (results/h200x2): the all-reduces replayed alone took 3.3 ms
+    of a 12.0-ms step (27%) where their kernels took 2.0 ms of the profiled
+    step, and they were in its rest. A row with the collective split shows
+    that share and an all-reduce column; one without it (runs before) the
+    alone share, and one GPU's rows neither."""
+    from qgemm_bench.model.outputs import ModelRow, bandwidth_table, decode_table
+
+    def row(backend, collective, alone=3.3):
+        return ModelRow("m", backend, "none" if backend == "bf16" else "int4-g128", 1, "bfloat16", "cuda:0",
+                        "graph", "ok", step_ms_p50=12.0, tokens_per_s=83.3, effective_gbps=1e3,
+                        split_quant_gemm_ms=7.7, split_dense_gemm_ms=0.0, split_attention_ms=0.7,
+                        split_collective_ms=collective, split_other_ms=1.4, split_total_ms=11.8,
+                        split_source=profile.SOURCES["graph"], allreduce_ms=alone,
+                        allreduce_share=None if alone is None else alone / 12.0)
+
+    tp = [row("bf16", 1.2), row("triton", 2.0)]
+    assert "all-reduce 17%" in decode_table(tp).splitlines()[-1]  # 2.0 / 11.8, not 3.3 / 12.0
+    head, _, bf16, ours = bandwidth_table(tp).splitlines()
+    assert [c.strip() for c in head.split("|")][10:13] == ["attention ms", "all-reduce ms", "rest ms"]
+    assert [c.strip() for c in ours.split("|")][11:13] == ["2.000 (17%)", "1.400 (12%)"]
+    old = [row("triton", None)]  # a run before the collective category: the alone figure, no column
+    assert "all-reduce 27%" in decode_table(old) and "all-reduce ms" not in bandwidth_table(old)
+    one = [row("triton", 0.0, alone=None)]
+    assert "all-reduce" not in decode_table(one) and "all-reduce ms" not in bandwidth_table(one)
 
 
 def test_report_names_the_rest_s_largest_kernels_and_the_csv_leaves_them_out(tmp_path):

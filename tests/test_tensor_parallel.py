@@ -135,5 +135,6 @@ def test_torchrun_model_run_writes_its_outputs(tmp_path):
     assert [(x["backend"], x["quant"], x["status"]) for x in rows] == [("bf16", "none", "ok"),
                                                                       ("torch", "int4-g64", "ok")]
     assert all(x["allreduce_ms"] > 0 and 0 < x["allreduce_share"] for x in rows)
+    assert all(x["split_collective_ms"] > 0 for x in rows)  # gloo's all-reduces, in the step's split
     assert rows[1]["logits_rel_err"] < 0.5 and "Tensor parallel over 2 GPUs" in (out / "report.md").read_text()
     assert r.stdout.count("results:") == 1

@@ -55,7 +55,7 @@ class ModelRow:
     perplexity: float | None = None
     quantize_s: float | None = None
     allreduce_ms: float | None = None  # tensor parallel: one step's all-reduces alone, captured the same way
-    allreduce_share: float | None = None  # allreduce_ms / step_ms_p50
+    allreduce_share: float | None = None  # allreduce_ms / step_ms_p50 (the report shows the split's share: step_share)
     compile: str = "none"  # --compile: the decode step traced by torch.compile (none: the model's forward)
     compile_s: float | None = None  # the compiled step's first call: trace, Inductor, Triton builds, autotuning
     pdl: bool = False  # --pdl: Inductor's kernels launched with PDL, ours chained (decode.inductor_pdl)
@@ -68,6 +68,7 @@ class ModelRow:
     split_quant_gemm_ms: float | None = None
     split_dense_gemm_ms: float | None = None
     split_attention_ms: float | None = None
+    split_collective_ms: float | None = None  # tensor parallel's all-reduces in the step (0 on one GPU)
     split_other_ms: float | None = None
     split_total_ms: float | None = None
     split_source: str | None = None  # profile.SOURCES: a graph replay, or the step without a graph
@@ -190,11 +191,23 @@ def decode_table(rows: list[ModelRow]) -> str:
                 cells.append("" if r is None else r.status)
             else:
                 sp = f" ({r.speedup:.2f}x)" if r.speedup is not None and r.backend != "bf16" else ""
-                # Tensor parallel: the share of the step its all-reduces take alone.
-                ar = f", all-reduce {100 * r.allreduce_share:.0f}%" if r.allreduce_share is not None else ""
+                share = allreduce_step_share(r)
+                ar = f", all-reduce {100 * share:.0f}%" if share is not None else ""
                 cells.append(f"{r.tokens_per_s:.1f}{sp}{ar}")
         body.append([name, *cells])
     return tabulate(body, ["variant", *[f"batch {b} tok/s" for b in batches]], tablefmt="github")
+
+
+def allreduce_step_share(r: ModelRow) -> float | None:
+    """Tensor parallel: the all-reduces' share of the step, as profiled in it
+    (their kernels, waits for the other ranks included); a row without that
+    split (runs before the collective category) the same all-reduces timed
+    alone against the step."""
+    if r.allreduce_share is None:
+        return None
+    if r.split_collective_ms is not None and r.split_total_ms:
+        return r.split_collective_ms / r.split_total_ms
+    return r.allreduce_share
 
 
 def _share(v: float | None, total: float | None) -> str:
@@ -206,18 +219,22 @@ def bandwidth_table(rows: list[ModelRow]) -> str:
     one step's time as timed split by category (profile.step_split); FALLBACK
     marks a split of the step without its graph (no kernels seen in the replay)."""
     body = []
+    # The all-reduce column only where a row's step ran any (tensor parallel)
+    comm = any(r.split_collective_ms for r in rows if r.status == OK)
     for r in rows:
         if r.status != OK or r.effective_gbps is None:
             continue
         t = r.split_total_ms
+        parts = (r.split_quant_gemm_ms, r.split_dense_gemm_ms, r.split_attention_ms,
+                 *((r.split_collective_ms,) if comm else ()), r.split_other_ms)
         body.append([r.variant, r.batch, _f(r.step_ms_p50, ".3f"), _f(r.step_read_gib, ".3f"),
                      _f(r.kv_read_gib, ".3f"), _f(r.effective_gbps, ".0f"), _f(r.copy_pct, ".1f"),
-                     *(_share(v, t) for v in (r.split_quant_gemm_ms, r.split_dense_gemm_ms, r.split_attention_ms,
-                                              r.split_other_ms)),
+                     *(_share(v, t) for v in parts),
                      _f(t, ".3f") + (FALLBACK if r.split_source == SOURCES["fallback"] else ""),
                      _f(r.compile_s, ".1f")])
     headers = ["variant", "batch", "step ms", "read GiB/step", "of it K/V GiB", "effective GB/s", "% of copy",
-               "quant GEMM ms", "dense GEMM ms", "attention ms", "rest ms", "profiled step ms", "compile s"]
+               "quant GEMM ms", "dense GEMM ms", "attention ms", *(["all-reduce ms"] if comm else []), "rest ms",
+               "profiled step ms", "compile s"]
     return tabulate(body, headers, tablefmt="github") if body else ""
 
 
@@ -257,7 +274,9 @@ def split_note(rows: list[ModelRow], timing: str | None) -> str:
     failed = any(r.split_source and r.split_source not in SOURCES.values() for r in rows)
     return ("Split: " + what + "by category: quantized GEMM (the qgemm::linear op, whatever kernel it launches), "
             "dense GEMM (aten mm/addmm: cuBLAS; Inductor mm templates), attention (SDPA, flex with its KV splits' "
-            "merge), rest (norms, rotary, cache writes, residual adds, Inductor's other fused kernels)."
+            "merge), all-reduce (tensor parallel: NCCL's kernels, waits for the other ranks included; a column "
+            "where a step ran any), rest (norms, rotary, cache writes, residual adds, Inductor's other fused "
+            "kernels)."
             + (" Rows without a split: the profiler failed (results.csv's split_source says why)." if failed else ""))
 
 
@@ -329,7 +348,10 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
     if tp := meta.get("tensor_parallel"):
         lines += [f"Tensor parallel over {tp} GPUs (torchrun): column-parallel q/k/v/gate/up, row-parallel "
                   "o/down with one all-reduce each, captured in the step's graph; weights and memory are per "
-                  "GPU; 'all-reduce N%' = one step's all-reduces timed alone / the step.", ""]
+                  "GPU; " + ("'all-reduce N%' = the all-reduces' share of the profiled step (their kernels, waits "
+                             "for the other ranks included; results' allreduce_ms: the same all-reduces replayed "
+                             "alone in a graph)." if any(r.split_collective_ms is not None for r in rows) else
+                             "'all-reduce N%' = one step's all-reduces timed alone / the step."), ""]
     lines += ["## Decode tokens/s (speedup vs unquantized)", "", decode_table(rows), ""]
     if bw := bandwidth_table(rows):
         copy = (meta.get("ceilings") or {}).get("copy_GBps")

@@ -13,9 +13,10 @@ time in four categories: our quantized GEMMs (the custom op qgemm::linear,
 whatever kernel it launches), dense GEMMs (aten mm/addmm/linear: cuBLAS on
 CUDA; Inductor's mm templates and its reductions that compute a small-M
 mm), attention (scaled_dot_product / flash / flex /
-efficient attention, and flex decoding's merge of its KV splits) and the rest
-(norms, rotary, cache writes, residual adds, Inductor's other fused pointwise
-and reduction kernels, sampling). On CUDA the time is kernel time: the
+efficient attention, and flex decoding's merge of its KV splits), collectives
+(tensor parallel's all-reduces: NCCL's kernels, c10d's operators) and the
+rest (norms, rotary, cache writes, residual adds, Inductor's other fused
+pointwise and reduction kernels, sampling). On CUDA the time is kernel time: the
 kernels, copies and sets the device ran (never the spans
 the profiler draws on the device for record_function ranges, which also cover
 the idle time between kernels), each counted from where the one before it on
@@ -38,10 +39,14 @@ import torch
 
 from qgemm_bench.model.quant_linear import QuantLinear, device_tensors, unique_nbytes
 
-CATEGORIES = ("quant_gemm", "dense_gemm", "attention", "other")
+CATEGORIES = ("quant_gemm", "dense_gemm", "attention", "collective", "other")
 _DENSE = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::_scaled_mm",
           "aten::_addmm_activation", "mkldnn::_linear_pointwise")  # the last: Inductor's CPU linear
 _ATTENTION = ("scaled_dot_product", "flash_attention", "efficient_attention", "cudnn_attention", "flex_attention")
+# Tensor parallel's all-reduces: c10d's operators (eager; traced, the functional ones) and the backends'
+# record functions (nccl:all_reduce, gloo:all_reduce). In the step, where their time includes the wait
+# for the other ranks: a TP step's cost, which an all-reduce replayed alone does not show.
+_COLLECTIVE = ("c10d::", "_c10d_functional::", "c10d_functional::", "nccl:", "gloo:")
 # Inductor's fused pointwise / reduction / persistent-reduction kernels (and its CPU ones) are named after
 # the aten ops they absorbed ("triton_poi_fused__scaled_dot_product_flash_attention_0" prepares SDPA's
 # inputs): they are the rest, whatever their name contains, but for flex decoding's merge of its KV
@@ -56,6 +61,7 @@ _FLEX_MERGE = ("triton_red_", "triton_per_")
 _QUANT_KERNELS = ("fused_kernel", "weight_only_kernel", "dequant_kernel", "split_k_kernel", "ws_kernel",
                   "reduce_planes", "_helion_", "tinygemm", "int4pack", "i4bf16", "a16fwn", "nvfp4")
 _ATTENTION_KERNELS = ("flash", "fmha", "attention", "attn", "flex")
+_COLLECTIVE_KERNELS = ("nccl",)
 _DENSE_KERNELS = ("gemm", "gemv", "nvjet", "cublas", "xmma", "cutlass", "splitkreduce")
 _DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")  # kineto's activity types of device work
 
@@ -85,6 +91,8 @@ def category(name: str) -> str | None:
         return "quant_gemm"
     if name.startswith("qgemm::"):
         return "other"
+    if name.startswith(_COLLECTIVE):
+        return "collective"
     # A reduction naming mm: Inductor's small-M matmul as its own mul-and-sum (max-autotune's bf16 decode
     # step: each linear, with the norm or flex merge it absorbed), the weights' read; checked before the merge.
     if name.startswith(_FLEX_MERGE) and set(name.split("_")) & {"mm", "addmm"}:
@@ -112,8 +120,8 @@ def kernel_category(name: str) -> str:
     if c is not None or name.startswith(_FUSED):
         return c or "other"
     low = name.lower()
-    for c, words in (("quant_gemm", _QUANT_KERNELS), ("attention", _ATTENTION_KERNELS),
-                     ("dense_gemm", _DENSE_KERNELS)):
+    for c, words in (("collective", _COLLECTIVE_KERNELS), ("quant_gemm", _QUANT_KERNELS),
+                     ("attention", _ATTENTION_KERNELS), ("dense_gemm", _DENSE_KERNELS)):
         if any(w in low for w in words):
             return c
     return "other"

@@ -580,7 +580,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
         elif compiler.pools:
             print(f"[{t - t0:4.0f} s] compile workers not all up after {time.monotonic() - t:.0f} s: going on",
                   flush=True)
-        partial = tune_pass(todo, args.keep_faster, "not tuned (they keep their entries)")
+        partial = tune_pass(todo, args.keep_faster, "not tuned (they keep the entries they had, if any)")
         # The first shapes' shares pass while the workers compile everything
         # queued at once (H100, 2026-11-25: 16x4096x16 timed 6 of 33 atomic
         # candidates and the run ended 150 s early): with time left, the shapes

@@ -81,7 +81,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", metavar="M,K,N", action="append",
                    help="add a shape (repeatable); alone, it replaces the default preset")
     p.add_argument("--dtype", help="activation dtype: bfloat16 or float16 (default: bfloat16 on CUDA, "
-                   "float16 on CPU, where the Triton interpreter has no bfloat16)")
+                   "float16 on CPU, where the Triton interpreter has no bfloat16); with --model the model's "
+                   "dtype, float32 too (default: bfloat16 on CUDA, float32 on CPU, where our kernels' rows then "
+                   "need --dtype float16)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--warmup", type=types.milliseconds, default=25.0, metavar="MS", help="warm-up time per backend and "
                    "shape in ms (default 25); compilation happens before and is never timed")

@@ -306,6 +306,22 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, bad):
     assert not out.exists()
 
 
+def test_a_float32_model_with_our_kernels_says_to_run_float16(capsys):
+    """--model on CPU runs float32 by default, where our kernels' rows all
+    fail ("x must be float16 or bfloat16"): the plan says so up front, once,
+    and not where no such backend runs or --dtype float16 is given."""
+    from qgemm_bench import cli as runner
+
+    def note(*extra):
+        args = runner.parser().parse_args(["--model", "tiny", "--device", "cpu", "--quant", "int4-g64", *extra])
+        cli.build_plan(args)
+        return [line for line in capsys.readouterr().err.splitlines() if "float32" in line]
+
+    got = note("--backends", "torch,triton,helion")
+    assert len(got) == 1 and "triton, helion take float16" in got[0] and "--dtype float16" in got[0]
+    assert note("--backends", "torch") == [] and note("--backends", "triton", "--dtype", "float16") == []
+
+
 def make_checkpoint(tmp_path):
     """A tiny Llama saved as an HF checkpoint with a word-level tokenizer."""
     from tokenizers import Tokenizer, models, pre_tokenizers

@@ -309,6 +309,13 @@ def build_plan(args, world=None):
         raise InputError(f"--dtype {dtype_name!r}: choose bfloat16, float16 or float32")
     dtype = DTYPES[dtype_name.lower()]
     backends = parse_backends(_default(args, "backends", cuda))
+    # Our kernels take float16 or bfloat16 activations (checks.check_weight_only): a float32 model's rows fail
+    half_only = [b for b in backends if b in ("triton", "helion")]
+    if dtype == torch.float32 and half_only:
+        print(f"note: the model runs in float32{'' if args.dtype else ' (the CPU default)'}, and "
+              f"{', '.join(half_only)} take{'s' if len(half_only) == 1 else ''} float16 or bfloat16 activations: "
+              f"{'its' if len(half_only) == 1 else 'their'} rows will fail; "
+              "add --dtype float16", file=sys.stderr)
     specs = parse_quants(_default(args, "quant", cuda))
     batches = parse_batches(_default(args, "batch", cuda))
     prompt_len, steps = _default(args, "prompt_len", cuda), _default(args, "decode_steps", cuda)

@@ -332,6 +332,20 @@ def test_a_baseline_that_cannot_run_here_says_why_there_are_no_speedups(tmp_path
     assert all(r["speedup"] is None for r in json.loads((out / "results.json").read_text())["rows"])
 
 
+def test_a_baseline_the_interpreter_ran_gives_no_speedups(tmp_path, capsys, monkeypatch):
+    """--baseline triton on a CPU: its time is the Triton interpreter's, and
+    cublas showed 155x over it. No row gets a speedup; the note says why."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--baseline", "triton", "--backends", "cublas", "--shape", "16,256,128",
+                        "--rep", "1", "--warmup", "0", "--no-plots", "--device", "cpu", "--dtype", "float16",
+                        "--output-dir", str(out)])
+    assert code == 0 and "no speedups: the baseline triton ran in the Triton interpreter" in capsys.readouterr().out
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert {r["backend"] for r in rows if r["status"] == "ok"} >= {"triton", "cublas"}
+    assert all(r["speedup"] is None for r in rows)
+
+
 # ------------------------------------------------------------ flags given twice, the environment
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 
 from qgemm_bench import operators
+from qgemm_bench.backends.checks import INTERPRETER
 from qgemm_bench.harness.measure import summarize
 from qgemm_bench.harness.results import OK, Row, settings_key
 from qgemm_bench.types import Shape, parse_dtype
@@ -58,7 +59,9 @@ def derive(row: Row, baseline: Row | None, ceilings: dict) -> None:
         if getattr(op, "WEIGHT_ONLY", False):  # reading the operands once at copy speed: the decode bound
             row.floor_us = by / (ceilings["copy_GBps"] * 1e9) * 1e6
             row.pct_of_floor = 100 * row.floor_us / row.p50_us
-    if row.status == OK and baseline is not None and baseline.status == OK and baseline.p50_us:
+    # Not against a baseline the Triton interpreter ran: its time is Python emulating the kernel
+    if row.status == OK and baseline is not None and baseline.status == OK and baseline.p50_us \
+            and INTERPRETER not in baseline.reason:
         row.speedup = baseline.p50_us / row.p50_us
 
 

@@ -84,6 +84,9 @@ def problems(rows: list[Row], baseline: str | None = None) -> list[str]:
     if base and all(r.status != OK for r in base):  # e.g. --baseline tinygemm on a CPU
         notes.append(f"no speedups: the baseline {baseline} did not run correctly at any shape "
                      f"({base[0].status}: {base[0].reason}); choose one that runs here with --baseline")
+    elif base and all(interpreted(r) for r in base if r.status == OK):  # e.g. --baseline triton on a CPU
+        notes.append(f"no speedups: the baseline {baseline} ran in the Triton interpreter (its times are Python "
+                     "emulating the kernel); choose one that runs natively here with --baseline")
     if emulated:
         notes.append(f"Triton interpreter (CPU): {', '.join(emulated)} ran in it; their times are the "
                      "interpreter's, so no speedup is shown for them")

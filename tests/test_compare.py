@@ -431,7 +431,7 @@ def rounds_row(round_us, spread=0.3, n=20, seed=0, **kw) -> Row:
                round_p50_us=[float(np.median(r)) for r in rounds], **kw)
 
 
-def test_rounds_absorb_clock_drift_between_rounds(tmp_path):
+def test_rounds_absorb_clock_drift_between_rounds(tmp_path, capsys):
     # The H100 A/A pattern: each round tight, the rounds' levels 10% apart
     # (power-capped clocks). Sample-level tests call the ~9% shift significant.
     base = rounds_row([52, 56, 53], seed=1)
@@ -440,10 +440,18 @@ def test_rounds_absorb_clock_drift_between_rounds(tmp_path):
     r = doc["rows"][0]
     assert r["note"] == "rounds 3 vs 3" and r["p_value"] > 0.01 and r["ci_low"] < 1 < r["ci_high"]
     assert r["status"] == "noisy" and code == 0
+    # The text table's us columns are pooled medians, its ratio the rounds': a line says so (a reader took
+    # 130.1 / 131.3 against ratio 1.136 for a bug), and only where a row used rounds.
+    b, n = write(tmp_path / "b", [base]), write(tmp_path / "n", [new])
+    assert runner.main(["compare", b, n, "--format", "text", "--threshold", "0.05"]) == 0
+    assert "base us / new us: medians of the pooled samples" in capsys.readouterr().out
     # The same samples without their rounds: a confident (false) regression.
     base.round_p50_us, new.round_p50_us = [], []
     code, doc = run_compare(tmp_path / "flat", [base], [new], "--threshold", "0.05")
     assert doc["rows"][0]["status"] == "regressed" and code == 1
+    b, n = write(tmp_path / "fb", [base]), write(tmp_path / "fn", [new])
+    assert runner.main(["compare", b, n, "--format", "text", "--threshold", "0.05"]) == 1
+    assert "pooled samples" not in capsys.readouterr().out
 
 
 def test_rounds_still_catch_a_real_regression(tmp_path):

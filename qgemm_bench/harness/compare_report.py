@@ -109,6 +109,9 @@ def text(rows, base_meta, new_meta, opt: Options, mismatch) -> str:
     if len({r.settings for r in rows}) <= 1:  # one settings for every row: the column says nothing
         headers, table = [h for h in TABLE_HEADERS if h != "settings"], [r[:4] + r[5:] for r in table]
     out += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
+    if any(r.note.startswith("rounds") for r in rows):  # else ratio = new us / base us, as it reads
+        out += ["", "base us / new us: medians of the pooled samples; rows noted \"rounds\" take their ratio, CI "
+                "and p from the round medians (ratio of geometric means, Welch's t on logs)"]
     return "\n".join(out) + "\n"
 
 

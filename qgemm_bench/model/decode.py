@@ -1,6 +1,7 @@
 """Decode and prefill timing with a static KV cache.
 
-One decode step is `model(tok, past_key_values=cache, use_cache=True)`: in
+One decode step is `model(tok, past_key_values=cache, use_cache=True)` (the
+keyword is `cache` from transformers 5.24: cache_kwargs): in
 transformers >= 5.17 the StaticCache keeps its fill position in an on-device
 tensor that the step itself advances, and positions and the attention mask are
 derived from it, so the step needs no host-side position and replays correctly
@@ -191,11 +192,20 @@ def random_tokens(vocab: int, batch: int, length: int, seed: int, device) -> tor
     return torch.randint(0, vocab, (batch, length), generator=g).to(device)
 
 
+def cache_kwargs(model, cache) -> dict:
+    """The forward's keyword for the KV cache: `cache` where the model's
+    forward has it (transformers 5.24: past_key_values deprecated, to be
+    removed in 5.40, a FutureWarning a call), else `past_key_values`."""
+    import inspect
+
+    return {"cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values": cache}
+
+
 @torch.no_grad()
 def prefill(model, cache, ids: torch.Tensor) -> torch.Tensor:
     """Fill the cache with a prompt; logits of the last position only (a full
     [B, T, vocab] tensor would dwarf the activations of a 128K vocabulary)."""
-    return model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+    return model(input_ids=ids, **cache_kwargs(model, cache), use_cache=True, logits_to_keep=1).logits
 
 
 @contextlib.contextmanager
@@ -244,11 +254,11 @@ class DecodeStep:
         self.fn = self.forward if mode is None else torch.compile(self.forward, fullgraph=True, dynamic=False,
                                                                    mode=mode)
         self.compile_s = None  # seconds of the first compiled call (trace, Inductor, Triton builds, autotuning)
+        self.cache_kw = cache_kwargs(model, cache)
 
     def forward(self, tok: torch.Tensor) -> torch.Tensor:
         flex = getattr(self.model.config, "_attn_implementation", None) == ATTENTIONS["flex"]
-        return self.model(input_ids=tok, past_key_values=self.cache, use_cache=True,
-                          **({STEP_STATE: {}} if flex else {})).logits
+        return self.model(input_ids=tok, **self.cache_kw, use_cache=True, **({STEP_STATE: {}} if flex else {})).logits
 
     @torch.no_grad()
     def eager(self) -> torch.Tensor:

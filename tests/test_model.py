@@ -307,7 +307,8 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
 @pytest.mark.parametrize("bad", [["--model", "llama-9z"], ["--batch", "1,x"], ["--batch", "0"],
                                  ["--backends", "bf16,nope"], ["--quant", "int4-g96"], ["--quant", "fp8"],
                                  ["--eval-text", "x.txt"], ["--quality-tokens", "2"],
-                                 ["--attention", "flex"]])
+                                 ["--attention", "flex"], ["--decode-mode", "graph"],
+                                 ["--quant", "int4-g128,,nvfp4"], ["--backends", "bf16,,torch"]])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, bad):
     rc, out = run_cli(tmp_path, *bad)
     err = capsys.readouterr().err.strip().splitlines()

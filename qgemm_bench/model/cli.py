@@ -56,8 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "length that is timed (default 512 on CUDA, 16 on CPU)")
     _add(g, "--decode-steps", type=int, metavar="N", help="timed decode steps per batch size (default 100 "
          "on CUDA, 8 on CPU)")
-    _add(g, "--decode-mode", choices=["graph", "eager"], default="graph", help="CUDA: graph (default) "
-         "replays one decode step captured in a CUDA graph; eager runs it op by op (launch-bound)")
+    _add(g, "--decode-mode", choices=["graph", "eager"], help="CUDA: graph (default) "
+         "replays one decode step captured in a CUDA graph; eager runs it op by op (launch-bound); on CPU "
+         "steps are wall-clock")
     _add(g, "--compile", choices=["none", "default", "max-autotune"], default="none", help="trace the whole "
          "decode step with torch.compile (fullgraph, static shapes; the quantized GEMMs as custom ops) before "
          "the CUDA graph capture: default or max-autotune (Inductor's, without its own CUDA graphs); none "
@@ -106,6 +107,9 @@ def parse_batches(text: str) -> list[int]:
 
 
 def parse_backends(text: str) -> list[str]:
+    if text.strip() and not all(t.strip() for t in text.split(",")):  # the sweep's --backends refuses them too
+        raise InputError(f"--backends {text!r}: an empty name; expected names separated by commas, "
+                         "e.g. --backends bf16,triton")
     names = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
     if not names:
         raise InputError("--backends: give at least one backend name")
@@ -308,6 +312,9 @@ def build_plan(args, world=None):
     if dtype_name.lower() not in DTYPES:
         raise InputError(f"--dtype {dtype_name!r}: choose bfloat16, float16 or float32")
     dtype = DTYPES[dtype_name.lower()]
+    if args.decode_mode and not cuda:  # as the sweep refuses --timing there
+        raise InputError(f"--decode-mode {args.decode_mode} is for CUDA: CPU decode steps are timed by the wall "
+                         "clock")
     backends = parse_backends(_default(args, "backends", cuda))
     # Our kernels take float16 or bfloat16 activations (checks.check_weight_only): a float32 model's rows fail
     half_only = [b for b in backends if b in ("triton", "helion")]
@@ -367,7 +374,8 @@ def build_plan(args, world=None):
         raise InputError(f"--eval-stride {args.eval_stride} > the window ({window} tokens): tokens between windows "
                          "would never be scored")
     return bench.Plan(source=source, device=device, dtype=dtype, variants=bench.variants(backends, specs),
-                      batches=batches, prompt_len=prompt_len, decode_steps=steps, decode_mode=args.decode_mode,
+                      batches=batches, prompt_len=prompt_len, decode_steps=steps,
+                      decode_mode=args.decode_mode or "graph",
                       prefill_reps=DEFAULTS["prefill_reps"][0 if cuda else 1], quality_ids=quality_ids,
                       eval_ids=eval_ids, eval_window=window, eval_stride=args.eval_stride, lm_head=args.lm_head,
                       seed=args.seed, shard=shard, stall_s=stall_s, compile=getattr(args, "compile", "none"),

@@ -50,6 +50,9 @@ def parse_quant(text: str) -> QuantSpec:
 
 
 def parse_quants(text: str) -> list[QuantSpec]:
+    if text.strip() and not all(t.strip() for t in text.split(",")):
+        raise InputError(f"--quant {text!r}: an empty format; expected formats separated by commas, "
+                         "e.g. --quant int4-g128,nvfp4")
     specs = [parse_quant(t) for t in text.split(",") if t.strip()]
     if not specs:
         raise InputError("--quant: give at least one format (e.g. int4-g128,int4-channel,nvfp4)")

@@ -16,7 +16,7 @@ from torch import nn
 pytest.importorskip("transformers")
 
 from qgemm_bench.harness import signals  # noqa: E402
-from qgemm_bench.model import bench, cli, decode, quality  # noqa: E402
+from qgemm_bench.model import bench, cli, decode, llama, quality  # noqa: E402
 from qgemm_bench.model import quant_linear as ql  # noqa: E402
 from qgemm_bench.model.errors import BackendUnavailable, InputError  # noqa: E402
 from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
@@ -314,6 +314,24 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, bad):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("error: ")
     assert not out.exists()
+
+
+def test_a_model_larger_than_the_device_is_refused_before_it_is_built(tmp_path, capsys):
+    """The README's 8B example on a 24-GiB CPU machine built the float32
+    model (~32 GiB) until it failed, once per variant and batch size. A
+    preset whose weights exceed the device's memory is one line, exit 2;
+    the weight count is Llama-3-8B's published 8.03 B parameters."""
+    from qgemm_bench.harness.capacity import total_bytes
+
+    assert llama.weight_bytes(config_for("llama-3-8b"), torch.bfloat16) == 2 * 8_030_261_248
+    assert llama.weight_bytes(config_for("llama-3-70b"), torch.bfloat16, world=2) < \
+        llama.weight_bytes(config_for("llama-3-70b"), torch.bfloat16) / 1.9
+    assert llama.weight_bytes(config_for("llama-3-70b"), torch.float32) > total_bytes(CPU)  # any CI machine
+    out = tmp_path / "run"
+    rc = cli.main(["--model", "llama-3-70b", "--device", "cpu", "--output-dir", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--model llama-3-70b in float32: its weights alone take about" in err[0]
+    assert "--dtype float16" in err[0] and not out.exists()
 
 
 def test_a_float32_model_with_our_kernels_says_to_run_float16(capsys):

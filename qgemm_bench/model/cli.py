@@ -316,13 +316,6 @@ def build_plan(args, world=None):
         raise InputError(f"--decode-mode {args.decode_mode} is for CUDA: CPU decode steps are timed by the wall "
                          "clock")
     backends = parse_backends(_default(args, "backends", cuda))
-    # Our kernels take float16 or bfloat16 activations (checks.check_weight_only): a float32 model's rows fail
-    half_only = [b for b in backends if b in ("triton", "helion")]
-    if dtype == torch.float32 and half_only:
-        print(f"note: the model runs in float32{'' if args.dtype else ' (the CPU default)'}, and "
-              f"{', '.join(half_only)} take{'s' if len(half_only) == 1 else ''} float16 or bfloat16 activations: "
-              f"{'its' if len(half_only) == 1 else 'their'} rows will fail; "
-              "add --dtype float16", file=sys.stderr)
     specs = parse_quants(_default(args, "quant", cuda))
     batches = parse_batches(_default(args, "batch", cuda))
     prompt_len, steps = _default(args, "prompt_len", cuda), _default(args, "decode_steps", cuda)
@@ -356,6 +349,15 @@ def build_plan(args, world=None):
         tensor_parallel.check_divisible(cfg, world.size)
         shard = source.shard = tensor_parallel.Shard(world.rank, world.size)
     check_formats_fit(specs, cfg, world.size if world else 1)
+    if not source.trained:  # a preset is built whole on the device: refused before it allocates until it fails
+        from qgemm_bench.harness.capacity import gib, total_bytes
+        from qgemm_bench.model.llama import weight_bytes
+
+        need, total = weight_bytes(cfg, dtype, world.size if world else 1), total_bytes(device)
+        if need > total:
+            raise InputError(f"--model {args.model} in {dtype_name}: its weights alone take about {gib(need)}"
+                             f"{' a rank' if world else ''}, more than {device}'s {gib(total)}; try fewer "
+                             "--layers" + ("" if dtype.itemsize < 4 else " or --dtype float16"))
     ctx = cfg.max_position_embeddings
     if prompt_len + steps + decode.WARMUP_STEPS + 1 > ctx or qt > ctx:
         raise InputError(f"--prompt-len + --decode-steps and the quality length must fit the context ({ctx})")
@@ -373,6 +375,14 @@ def build_plan(args, world=None):
     if eval_ids is not None and (args.eval_stride or 0) > window:
         raise InputError(f"--eval-stride {args.eval_stride} > the window ({window} tokens): tokens between windows "
                          "would never be scored")
+    # Our kernels take float16 or bfloat16 activations (checks.check_weight_only): a float32 model's rows
+    # fail. Said once the arguments are known good, so bad usage stays one line.
+    half_only = [b for b in backends if b in ("triton", "helion")]
+    if dtype == torch.float32 and half_only:
+        print(f"note: the model runs in float32{'' if args.dtype else ' (the CPU default)'}, and "
+              f"{', '.join(half_only)} take{'s' if len(half_only) == 1 else ''} float16 or bfloat16 activations: "
+              f"{'its' if len(half_only) == 1 else 'their'} rows will fail; "
+              "add --dtype float16", file=sys.stderr)
     return bench.Plan(source=source, device=device, dtype=dtype, variants=bench.variants(backends, specs),
                       batches=batches, prompt_len=prompt_len, decode_steps=steps,
                       decode_mode=args.decode_mode or "graph",

@@ -46,6 +46,18 @@ def config_for(name: str, **overrides):
     return LlamaConfig(**{**PRESETS[name], **overrides})
 
 
+def weight_bytes(config, dtype: torch.dtype, world: int = 1) -> int:
+    """A model's weights in `dtype` on one rank, what building it allocates:
+    the decoder's linears split over `world` ranks, embeddings, lm_head and
+    norms whole."""
+    h, inter, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
+    q, kv = config.num_attention_heads * head_dim, config.num_key_value_heads * head_dim
+    linears = h * (q + 2 * kv) + q * h + 3 * h * inter
+    whole = config.vocab_size * h * (1 if getattr(config, "tie_word_embeddings", False) else 2) + (2 * layers + 1) * h
+    return (layers * linears // world + whole) * torch.empty(0, dtype=dtype).element_size()
+
+
 def build_model(config, device: torch.device, dtype: torch.dtype, seed: int = 0):
     """LlamaForCausalLM with random weights (transformers' init, seeded),
     created directly on `device` in `dtype`, in eval mode without grads.

@@ -331,13 +331,16 @@ def test_dry_run_lists_the_plan_and_its_time(tiny, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "weight_only" in out and "split_k" in out and "helion" in out and "on 2 GPUs: expected" in out
     assert not (tmp_path / "cpu").exists()  # a dry run writes nothing
+    # No GPU to start from, no --full given: said so, and how to plan as on a GPU from a CPU machine
+    assert "every candidate of the pools (no tuned GPU of its kind to start from)" in out and "(--full)" not in out
+    assert "`--like h200` plans as on that GPU" in out
 
 
 def test_dry_run_like_a_stored_gpu_prunes_to_its_winners(capsys):
     # The package's store: a GPU of the H100's compute capability (the H200) times what won there.
     assert cli.main(["tune", "--dry-run", "--like", "h200"]) == 0
     out = capsys.readouterr().out
-    assert "those that won at each M on h100" in out and "on 1 GPU : expected" in out
+    assert "those that won at each M on h100" in out and "on 1 GPU : expected" in out and "--like h200`" not in out
     # Issue 52: a bring-up in 25 minutes on one H200 and 15 on two, start-up included: the plan fits the
     # default budgets (24.2 and 14 minutes of tuning), which then shorten no unit's candidate list.
     for size, budget in ((1, 24.2), (2, 14.0)):

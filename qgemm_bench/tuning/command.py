@@ -369,8 +369,12 @@ class Tune:
         total = sum(u.cost for u in todo)
         print(f"qgemm-bench tune plan for {self.gpu} ({self.target.device_name}, compute capability "
               f"{self.target.cc or 'none'}), store {self.store.root}")
-        print("candidates: " + ("every candidate of the pools (--full)" if self.args.full or not priors["from"]
-                                else f"those that won at each M on {priors['from']} (--full: all)"))
+        print("candidates: " + ("every candidate of the pools (--full)" if self.args.full else
+                                "every candidate of the pools (no tuned GPU of its kind to start from)"
+                                if not priors["from"] else
+                                f"those that won at each M on {priors['from']} (--full: all)"))
+        if self.device.type == "cpu" and not self.args.like:
+            print("a CPU plan (the Triton interpreter): `--like h200` plans as on that GPU")
         if done:
             print(f"--resume: {len(units) - len(todo)} of {len(units)} units already written by the unfinished tune")
         print(tabulate(rows + [["total", len(todo), sum(r[2] for r in rows), round(total)]],

@@ -98,7 +98,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", choices=["graph", "events"], help="CUDA timing: graph (default) replays a CUDA "
                    "graph over rotating input copies; events uses triton's do_bench (flushes L2, adds "
                    "~8-12 us of event overhead to small kernels)")
-    p.add_argument("--output-dir", metavar="DIR", help="write the run here (must be new or empty)")
+    p.add_argument("--output-dir", metavar="DIR", help="write the run here (must be new or empty; created with "
+                   "its parents)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--seed", type=types.seed, default=0, help="seed for the random inputs (default 0)")
     p.add_argument("--stall-timeout", type=types.stall_seconds, metavar="S",
@@ -240,6 +241,13 @@ def _run(argv: list[str]) -> int:
         print(benchmark.list_ops(args.op))
         return 0
     if args.list_backends:
+        if args.model is not None or args.checkpoint is not None:  # the model's backends: its formats' operators'
+            from qgemm_bench.model.quant_linear import UNQUANTIZED
+
+            print(f"--model backends: {UNQUANTIZED} (the model as it is, in its dtype), or any backend of the "
+                  "operator of a --quant format below, which then runs every quantized GEMM of the model")
+            print("\n".join(benchmark.list_backends(op, args.device) for op in ("int4_gemm", "nvfp4_gemm")))
+            return 0
         print(benchmark.list_backends(args.op, args.device))
         return 0
     if args.output_dir is not None:

@@ -165,6 +165,10 @@ def test_help_and_listings(capsys):
     assert runner.main(["--list-backends", "--op", "int4_gemm"]) == 0
     out = capsys.readouterr().out
     assert "tinygemm" in out and "needs a CUDA device" in out
+    # With --model: the model's backends, bf16 and the weight-only operators' (not split-K's)
+    assert runner.main(["--list-backends", "--model", "tiny"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("--model backends: bf16") and "nvfp4_gemm:" in out and "split_k_gemm" not in out
     # --list-ops with --op lists that operator alone (it ignored --op, a bad one too); the two listings are one
     # or the other (the second was dropped without a word).
     assert runner.main(["--list-ops", "--op", "nvfp4_gemm"]) == 0

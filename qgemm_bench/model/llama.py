@@ -55,7 +55,7 @@ def weight_bytes(config, dtype: torch.dtype, world: int = 1) -> int:
     q, kv = config.num_attention_heads * head_dim, config.num_key_value_heads * head_dim
     linears = h * (q + 2 * kv) + q * h + 3 * h * inter
     whole = config.vocab_size * h * (1 if getattr(config, "tie_word_embeddings", False) else 2) + (2 * layers + 1) * h
-    return (layers * linears // world + whole) * torch.empty(0, dtype=dtype).element_size()
+    return (layers * linears // world + whole) * dtype.itemsize
 
 
 def build_model(config, device: torch.device, dtype: torch.dtype, seed: int = 0):

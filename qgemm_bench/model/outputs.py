@@ -55,7 +55,7 @@ class ModelRow:
     perplexity: float | None = None
     quantize_s: float | None = None
     allreduce_ms: float | None = None  # tensor parallel: one step's all-reduces alone, captured the same way
-    allreduce_share: float | None = None  # allreduce_ms / step_ms_p50 (the report shows the split's share: step_share)
+    allreduce_share: float | None = None  # allreduce_ms / step_ms_p50 (reports show allreduce_step_share)
     compile: str = "none"  # --compile: the decode step traced by torch.compile (none: the model's forward)
     compile_s: float | None = None  # the compiled step's first call: trace, Inductor, Triton builds, autotuning
     pdl: bool = False  # --pdl: Inductor's kernels launched with PDL, ours chained (decode.inductor_pdl)

@@ -428,6 +428,12 @@ def test_tensor_parallel_report_takes_the_all_reduce_share_from_the_profiled_ste
     assert [c.strip() for c in ours.split("|")][11:13] == ["2.000 (17%)", "1.400 (12%)"]
     old = [row("triton", None)]  # a run before the collective category: the alone figure, no column
     assert "all-reduce 27%" in decode_table(old) and "all-reduce ms" not in bandwidth_table(old)
+    # Each rank's own share where the run gathered them (a rank that gets there first waits): their range
+    both = [row("triton", 2.0)]
+    both[0].allreduce_rank_shares = [2.0 / 11.8, 0.25]
+    assert "83.3, all-reduce 17-25%" in decode_table(both)
+    both[0].allreduce_rank_shares = [0.171, 0.174]  # the same to the percent: one figure
+    assert "83.3, all-reduce 17% |" in decode_table(both)
     one = [row("triton", 0.0, alone=None)]
     assert "all-reduce" not in decode_table(one) and "all-reduce ms" not in bandwidth_table(one)
 

@@ -136,5 +136,8 @@ def test_torchrun_model_run_writes_its_outputs(tmp_path):
                                                                       ("torch", "int4-g64", "ok")]
     assert all(x["allreduce_ms"] > 0 and 0 < x["allreduce_share"] for x in rows)
     assert all(x["split_collective_ms"] > 0 for x in rows)  # gloo's all-reduces, in the step's split
+    assert all(len(x["allreduce_rank_shares"]) == 2 and all(0 < v < 1 for v in x["allreduce_rank_shares"])
+               for x in rows)  # each rank's share of its own step
+    assert "allreduce_rank_shares" not in (out / "results.csv").read_text().splitlines()[0]
     assert rows[1]["logits_rel_err"] < 0.5 and "Tensor parallel over 2 GPUs" in (out / "report.md").read_text()
     assert r.stdout.count("results:") == 1

@@ -172,6 +172,11 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
         row.allreduce_ms = tensor_parallel.time_all_reduces(tensor_parallel.all_reduces_per_step(model), n,
                                                             plan.dtype, plan.device, plan.shard)
         row.allreduce_share = row.allreduce_ms / p50
+        # Each rank's all-reduce kernels within its own profiled step: a rank that reaches an all-reduce
+        # first waits there for the others, so rank 0's share alone may be either side's.
+        c, total = row.split_collective_ms, row.split_total_ms
+        shares = tensor_parallel.per_rank(c / total if c is not None and total else None, plan.shard)
+        row.allreduce_rank_shares = shares if None not in shares else None
     if base["backend"] == UNQUANTIZED and row.status == OK:
         ref.setdefault("tok_s", {})[batch] = row.tokens_per_s
     if row.status == OK and batch in ref.get("tok_s", {}):

@@ -55,7 +55,7 @@ class ModelRow:
     perplexity: float | None = None
     quantize_s: float | None = None
     allreduce_ms: float | None = None  # tensor parallel: one step's all-reduces alone, captured the same way
-    allreduce_share: float | None = None  # allreduce_ms / step_ms_p50 (reports show allreduce_step_share)
+    allreduce_share: float | None = None  # allreduce_ms / step_ms_p50 (reports show allreduce_label's)
     compile: str = "none"  # --compile: the decode step traced by torch.compile (none: the model's forward)
     compile_s: float | None = None  # the compiled step's first call: trace, Inductor, Triton builds, autotuning
     pdl: bool = False  # --pdl: Inductor's kernels launched with PDL, ours chained (decode.inductor_pdl)
@@ -69,6 +69,7 @@ class ModelRow:
     split_dense_gemm_ms: float | None = None
     split_attention_ms: float | None = None
     split_collective_ms: float | None = None  # tensor parallel's all-reduces in the step (0 on one GPU)
+    allreduce_rank_shares: list | None = None  # each rank's split_collective_ms / its split_total_ms
     split_other_ms: float | None = None
     split_total_ms: float | None = None
     split_source: str | None = None  # profile.SOURCES: a graph replay, or the step without a graph
@@ -84,7 +85,8 @@ class ModelRow:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
 
 
-CSV_COLUMNS = [f.name for f in fields(ModelRow) if f.name not in ("samples_ms", "split_other_top")]
+CSV_COLUMNS = [f.name for f in fields(ModelRow)
+               if f.name not in ("samples_ms", "split_other_top", "allreduce_rank_shares")]
 
 
 class RunFolder(harness_outputs.RunFolder):
@@ -191,23 +193,28 @@ def decode_table(rows: list[ModelRow]) -> str:
                 cells.append("" if r is None else r.status)
             else:
                 sp = f" ({r.speedup:.2f}x)" if r.speedup is not None and r.backend != "bf16" else ""
-                share = allreduce_step_share(r)
-                ar = f", all-reduce {100 * share:.0f}%" if share is not None else ""
+                ar = allreduce_label(r)
                 cells.append(f"{r.tokens_per_s:.1f}{sp}{ar}")
         body.append([name, *cells])
     return tabulate(body, ["variant", *[f"batch {b} tok/s" for b in batches]], tablefmt="github")
 
 
-def allreduce_step_share(r: ModelRow) -> float | None:
-    """Tensor parallel: the all-reduces' share of the step, as profiled in it
-    (their kernels, waits for the other ranks included); a row without that
-    split (runs before the collective category) the same all-reduces timed
-    alone against the step."""
+def allreduce_label(r: ModelRow) -> str:
+    """Tensor parallel: ", all-reduce N%", the all-reduces' share of the step
+    as profiled in it (their kernels, waits for the other ranks included),
+    over the ranks where each rank's is known ("15-24%": a rank that gets
+    there first waits); a row without that split (runs before the
+    collective category) the same all-reduces timed alone against the step.
+    "" on one GPU."""
     if r.allreduce_share is None:
-        return None
-    if r.split_collective_ms is not None and r.split_total_ms:
-        return r.split_collective_ms / r.split_total_ms
-    return r.allreduce_share
+        return ""
+    shares = r.allreduce_rank_shares if isinstance(r.allreduce_rank_shares, list) and r.allreduce_rank_shares \
+        and all(isinstance(v, (int, float)) for v in r.allreduce_rank_shares) else None
+    if shares is None and r.split_collective_ms is not None and r.split_total_ms:
+        shares = [r.split_collective_ms / r.split_total_ms]
+    lo, hi = (min(shares), max(shares)) if shares else (r.allreduce_share, r.allreduce_share)
+    span = f"{100 * lo:.0f}%" if round(100 * lo) == round(100 * hi) else f"{100 * lo:.0f}-{100 * hi:.0f}%"
+    return f", all-reduce {span}"
 
 
 def _share(v: float | None, total: float | None) -> str:
@@ -349,8 +356,9 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
         lines += [f"Tensor parallel over {tp} GPUs (torchrun): column-parallel q/k/v/gate/up, row-parallel "
                   "o/down with one all-reduce each, captured in the step's graph; weights and memory are per "
                   "GPU; " + ("'all-reduce N%' = the all-reduces' share of the profiled step (their kernels, waits "
-                             "for the other ranks included; results' allreduce_ms: the same all-reduces replayed "
-                             "alone in a graph)." if any(r.split_collective_ms is not None for r in rows) else
+                             "for the other ranks included; a range over the ranks; results' allreduce_ms: the "
+                             "same all-reduces replayed alone in a graph)."
+                             if any(r.split_collective_ms is not None for r in rows) else
                              "'all-reduce N%' = one step's all-reduces timed alone / the step."), ""]
     lines += ["## Decode tokens/s (speedup vs unquantized)", "", decode_table(rows), ""]
     if bw := bandwidth_table(rows):

@@ -154,6 +154,13 @@ def all_reduces_per_step(model) -> int:
     return 2 * len(model.model.layers)
 
 
+def per_rank(value, s: Shard) -> list:
+    """`value` (any picklable) of every rank, in rank order; every rank calls it."""
+    out = [None] * s.world
+    dist.all_gather_object(out, value, group=s.group)
+    return out
+
+
 def time_all_reduces(calls: int, numel: int, dtype: torch.dtype, device: torch.device, s: Shard,
                      reps: int = 20) -> float:
     """Milliseconds of `calls` all-reduces of `numel` elements (one decode

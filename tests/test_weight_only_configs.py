@@ -1050,7 +1050,8 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     where pool tiles win, they become the entry's config and its pdl_us
     (timed for the config before) goes; where the config stays, pdl_us
     stays; an entry's own WS tiles with PDL are timed beside the pool's
-    (which have none) and stay where fastest."""
+    (which have none) and stay where fastest; tiles within TIE_SHARE of
+    the config leave it as it is."""
     from qgemm_bench.backends.triton_kernels import fused_gemm
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
     from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
@@ -1061,11 +1062,13 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     doc = {"gpu": "h100", "kernels": {"int4_gemm_fused": {
         "M256_K8192_N8192": {"config": base, "us": 51.0, "pdl_us": pdl_us},
         "M256_K8192_N10240": {"config": base, "us": 84.0, "pdl_us": pdl_us, "ahead_us": {"0": 84.0}},
-        "M256_K8192_N57344": {"config": {**base, "WS": sk_pdl}, "us": 340.0, "pdl_us": {"ws 0": 345.0}}}}}
+        "M256_K8192_N57344": {"config": {**base, "WS": sk_pdl}, "us": 340.0, "pdl_us": {"ws 0": 345.0}},
+        "M256_K4096_N4096": {"config": base, "us": 18.0}}}}
     us = {("M256_K8192_N8192", None): 51.0, ("M256_K8192_N8192", ws_label(sk)): 66.0,
           ("M256_K8192_N10240", None): 84.0, ("M256_K8192_N10240", ws_label(sk)): 78.0,
           ("M256_K8192_N57344", None): 368.0, ("M256_K8192_N57344", ws_label(sk)): 345.0,
-          ("M256_K8192_N57344", ws_label(sk_pdl)): 341.0}
+          ("M256_K8192_N57344", ws_label(sk_pdl)): 341.0,
+          ("M256_K4096_N4096", None): 18.05, ("M256_K4096_N4096", ws_label(sk)): 18.0}  # a tie: the config stays
 
     monkeypatch.setattr(fused_gemm, "ws_pool", lambda m: [sk])
     time = lambda key, c: us[(key, ws_label(c["WS"]) if "WS" in c else None)]  # noqa: E731
@@ -1075,6 +1078,8 @@ def test_ws_pass_drops_the_pdl_timings_of_a_config_it_replaces(monkeypatch, tmp_
     assert kept["config"] == base and kept["pdl_us"] == pdl_us and kept["ws_us"] == [51.0, 66.0]
     assert moved["config"] == {**base, "WS": sk} and not {"pdl_us", "ahead_us"} & set(moved) and moved["us"] == 78.0
     assert own["config"] == {**base, "WS": sk_pdl} and own["pdl_us"] == {"ws 0": 345.0} and own["us"] == 341.0
+    tie = entries["M256_K4096_N4096"]
+    assert tie["config"] == base and tie["us"] == 18.05 and tie["ws_us"] == [18.05, 18.0]
 
 
 def test_ws_ab_tiles_name_every_config_of_the_ws_pool():

@@ -45,9 +45,9 @@ the same two rounds, the faster kept (ahead_us). regs (--formats, --ms):
 each fused entry up to M = 64 (or at --ms) whose WS tiles do not run,
 without a register cap and at REG_CAPS (maxnreg 96, 80, 72 at 4 warps, 80
 at 8: one more program an SM, scripts/fused_waves.py) in the same two
-rounds, the fastest kept (regs_us). In each of pdl, scale8, tma, rot,
-ahead and regs the entry's config stays where it times within TIE_SHARE
-(0.5%) of the fastest. check
+rounds, the fastest kept (regs_us). In each of ws, pdl, scale8, tma,
+rot, ahead and regs the entry's config stays where it times within
+TIE_SHARE (0.5%) of the fastest. check
 (--calls, --ms, --group): each entry of that table run --calls times at its shape against
 the reference, wrong calls counted (exit 1 if any: a config that is right once
 can still race; with --group, int4 weights in that group size and the
@@ -780,7 +780,10 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
         results.append({"fmt": fmt, "shape": (m, k, n), "label": f"ws pass {label}", "us": t})
     if "base" not in us:  # nothing to compare against: the entry stays as it was
         return True
-    best = min(us, key=us.get)
+    # What the entry (or the group's own) runs now stays where it ties (pick)
+    held = entry.get("groups", {}).get(woc.group_key(None if group == "channel" else group, k), {}).get("config") \
+        if group is not None else entry["config"]
+    best = pick([(t, label, cands[label]) for label, t in us.items()], held)[1]
     ws_us = {label: t for label, t in us.items() if label != "base"}
     if group is not None:  # the group's own entry; the group-128 one stays
         own = {"config": cands[best], "us": round(us[best], 2),
@@ -802,7 +805,8 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
     del ready, x, wargs, ref, reps
     timings = " | ".join(f"{'' if label == 'base' else 'ws '}{describe(base) if label == 'base' else label} "
                          f"{t:7.2f}" for label, t in us.items())
-    print(f"{fmt} {key}: {timings}{versus} -> {best} ({time.time() - t0:.0f} s)", flush=True)
+    tie = "" if us[best] == min(us.values()) else f", within {TIE_SHARE:.1%} of the fastest"
+    print(f"{fmt} {key}: {timings}{versus} -> {best}{tie} ({time.time() - t0:.0f} s)", flush=True)
     return True
 
 

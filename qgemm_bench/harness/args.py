@@ -22,6 +22,16 @@ STALL_S = 1800.0
 MAX_STALL_S = 7 * 86400.0  # a week
 
 
+def comma_list(text: str, option: str, what: str, example: str) -> list[str]:
+    """An option's comma-separated items, stripped; an empty one ("a,,b") is
+    an InputError in one line."""
+    items = [t.strip() for t in text.split(",")]
+    if not all(items):
+        raise InputError(f"{option} {text!r}: an empty {what}; expected {what}s separated by commas, "
+                         f"e.g. {option} {example}")
+    return items
+
+
 def parsed(parse_args, argv=None):
     """A script's parse_args(argv), or None after its one-line `error: ...`
     on stderr (the script then exits 2)."""

@@ -14,7 +14,7 @@ from qgemm_bench.backends import checks, registry
 from qgemm_bench.backends.registry import Backend
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import capacity, environment
-from qgemm_bench.harness.args import MAX_MS, MAX_REPEATS, MAX_SEED, MAX_STALL_S, STALL_S
+from qgemm_bench.harness.args import MAX_MS, MAX_REPEATS, MAX_SEED, MAX_STALL_S, STALL_S, comma_list
 from qgemm_bench.harness.measure import Settings
 from qgemm_bench.target import Target
 from qgemm_bench.types import Case, Shape, parse_dtype
@@ -113,11 +113,7 @@ def choose_shapes(args, op: ModuleType, settings, device: torch.device, dtype: t
 def backend_names(text: str | None) -> list[str] | None:
     if text is None:
         return None
-    names = [n.strip() for n in text.split(",")]
-    if not all(names):
-        raise InputError(f"--backends {text!r}: an empty name; expected names separated by commas, "
-                         "e.g. --backends cublas,triton")
-    return names
+    return comma_list(text, "--backends", "name", "cublas,triton")
 
 
 def choose_backends(args, op: ModuleType, dtype, device, settings, shapes) -> list[Backend]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from qgemm_bench.errors import one_line
+from qgemm_bench.harness.args import comma_list
 from qgemm_bench.model.errors import InputError
 from qgemm_bench.model.quant_linear import UNQUANTIZED, check_backend, parse_quants
 
@@ -107,12 +108,9 @@ def parse_batches(text: str) -> list[int]:
 
 
 def parse_backends(text: str) -> list[str]:
-    if text.strip() and not all(t.strip() for t in text.split(",")):  # the sweep's --backends refuses them too
-        raise InputError(f"--backends {text!r}: an empty name; expected names separated by commas, "
-                         "e.g. --backends bf16,triton")
-    names = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
-    if not names:
+    if not text.strip():
         raise InputError("--backends: give at least one backend name")
+    names = list(dict.fromkeys(comma_list(text, "--backends", "name", "bf16,triton")))
     for n in names:
         if n != UNQUANTIZED:
             check_backend(n)

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from qgemm_bench.harness.args import comma_list
 from qgemm_bench.model import ops
 from qgemm_bench.model.errors import BackendUnavailable, InputError
 from qgemm_bench.model.fuse import FUSED_LINEARS
@@ -50,10 +51,7 @@ def parse_quant(text: str) -> QuantSpec:
 
 
 def parse_quants(text: str) -> list[QuantSpec]:
-    if text.strip() and not all(t.strip() for t in text.split(",")):
-        raise InputError(f"--quant {text!r}: an empty format; expected formats separated by commas, "
-                         "e.g. --quant int4-g128,nvfp4")
-    specs = [parse_quant(t) for t in text.split(",") if t.strip()]
+    specs = [parse_quant(t) for t in comma_list(text, "--quant", "format", "int4-g128,nvfp4")] if text.strip() else []
     if not specs:
         raise InputError("--quant: give at least one format (e.g. int4-g128,int4-channel,nvfp4)")
     return list(dict.fromkeys(specs))

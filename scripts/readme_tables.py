@@ -108,9 +108,9 @@ def model(path: Path) -> str:
     title = (f"{meta.get('model', path.parent.name)} decode ({where}; attention {attention},"
              f" compile {first.get('compile')}{' with PDL' if first.get('pdl') else ''}{', ' + head if head else ''}; "
              f"{'trained' if meta.get('trained') else 'random'} weights), tokens/s (x bf16):")
-    # The all-reduces' own part where the rows' split has it (tensor parallel runs from the collective category on)
-    cats = ("quant_gemm", "dense_gemm", "attention", *(("collective",) if tp > 1 and all(
-        r.get("split_collective_ms") is not None for r in rs if r["status"] == "ok") else ()), "other")
+    # The all-reduces' own part where a step ran any (as report.md's bandwidth table)
+    comm = any(r.get("split_collective_ms") for r in rs if r["status"] == "ok")
+    cats = ("quant_gemm", "dense_gemm", "attention", *(("collective",) if comm else ()), "other")
     names = {"quant_gemm": "quant GEMM", "dense_gemm": "dense GEMM", "attention": "attention",
              "collective": "all-reduce", "other": "rest"}
     out = [title, "", "| variant | " + " | ".join(f"batch {b}" for b in batches)

@@ -108,3 +108,28 @@ def test_a_backend_with_a_bad_batch_shows_its_status_not_its_perplexity(tmp_path
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_tables.py"), str(tmp_path / "h200")],
                          capture_output=True, text=True, check=True).stdout
     assert "| nvfp4 | 12.50 | incorrect | oom |  |  |" in out, out
+
+
+def test_a_tensor_parallel_run_s_split_shows_its_all_reduces(tmp_path):
+    # From the collective category on (session 53) a TP step's all-reduces are their own part of the split;
+    # a run without them (one GPU, or older TP runs) keeps the four parts.
+    import json
+
+    def run(name, tp, collective):
+        d = tmp_path / "h200" / name
+        d.mkdir(parents=True)
+        meta = {"model": {"model": "llama-3-70b", "trained": False}, "tensor_parallel": tp, "settings": {}}
+        split = {"split_quant_gemm_ms": 7.7, "split_dense_gemm_ms": 0.0, "split_attention_ms": 0.7,
+                 "split_other_ms": 1.4, **({} if collective is None else {"split_collective_ms": collective})}
+        (d / "results.json").write_text(json.dumps({"metadata": meta, "rows": [
+            {"backend": "triton", "quant": "int4-g128", "batch": 1, "status": "ok", "tokens_per_s": 83.2,
+             "speedup": 1.9, "copy_pct": 36.2, "attention": "flex", "compile": "default", **split}]}))
+
+    run("model_llama-3-70b", 2, 2.0)
+    run("model_llama-3-70b_old", 2, None)
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_tables.py"), str(tmp_path / "h200")],
+                         capture_output=True, text=True, check=True).stdout
+    new, old = out.split("decode (")[1:]
+    assert "quant GEMM / dense GEMM / attention / all-reduce / rest" in new
+    assert "| 7.70 / 0.00 / 0.70 / 2.00 / 1.40 |" in new
+    assert "quant GEMM / dense GEMM / attention / rest" in old and "| 7.70 / 0.00 / 0.70 / 1.40 |" in old

@@ -9,7 +9,7 @@ Activations are ignored (a few MB at most). Effective bandwidth = these bytes
 x steps/s.
 
 step_split: one steady-state step of the variant that was timed, its device
-time in four categories: our quantized GEMMs (the custom op qgemm::linear,
+time in five categories: our quantized GEMMs (the custom op qgemm::linear,
 whatever kernel it launches), dense GEMMs (aten mm/addmm/linear: cuBLAS on
 CUDA; Inductor's mm templates and its reductions that compute a small-M
 mm), attention (scaled_dot_product / flash / flex /
@@ -196,9 +196,10 @@ def attributed(events) -> list[tuple[str, str, float]]:
 def matched(replay: list, reference: list[tuple[str, str, float]]) -> list[tuple[str, str, float]]:
     """(name, category, us) of a CUDA graph replay's device activities (in
     start order, us exclusive()), the categories taken from `reference`
-    (attributed() of the same step without the graph): the i-th launch of a name takes that name's i-th category there
-    (a cuBLAS kernel can run both the lm_head and a dequantize-then-mm backend's
-    GEMM); a name the reference lacks goes by kernel_category."""
+    (attributed() of the same step without the graph): the i-th launch of a
+    name takes that name's i-th category there (a cuBLAS kernel can run both
+    the lm_head and a dequantize-then-mm backend's GEMM); a name the
+    reference lacks goes by kernel_category."""
     by_name: dict[str, list[str]] = {}
     for name, c, _ in reference:
         by_name.setdefault(name, []).append(c)

@@ -561,6 +561,11 @@ def pick(rows: list, incumbent: dict) -> tuple:
     return own if own is not None and own[0] <= best[0] * (1 + TIE_SHARE) else best
 
 
+def tie_note(us: float, fastest: float) -> str:
+    """The log line's words where pick kept a config slower than the fastest."""
+    return "" if us == fastest else f", within {TIE_SHARE:.1%} of the fastest"
+
+
 def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: str, stop: float | None = None,
                   t0: float | None = None, incumbent: dict | None = None) -> bool:
     """One table entry's variants(config, m, runs_ws) ((label, config) pairs
@@ -595,7 +600,7 @@ def variant_entry(fmt: str, path: str, key: str, entry: dict, variants, name: st
     if not rows:
         return False
     us, label, c = pick(rows, entry["config"] if incumbent is None else incumbent)
-    tie = "" if us == min(r[0] for r in rows) else f", within {TIE_SHARE:.1%} of the fastest"
+    tie = tie_note(us, min(r[0] for r in rows))
     if c != entry["config"]:  # the other passes' timings were of another config (as ws_entry drops them)
         for other in PASS_TIMINGS:
             if other != f"{name}_us":
@@ -805,7 +810,7 @@ def ws_entry(fmt: str, key: str, entry: dict, tiles: list[dict], group=None, sto
     del ready, x, wargs, ref, reps
     timings = " | ".join(f"{'' if label == 'base' else 'ws '}{describe(base) if label == 'base' else label} "
                          f"{t:7.2f}" for label, t in us.items())
-    tie = "" if us[best] == min(us.values()) else f", within {TIE_SHARE:.1%} of the fastest"
+    tie = tie_note(us[best], min(us.values()))
     print(f"{fmt} {key}: {timings}{versus} -> {best}{tie} ({time.time() - t0:.0f} s)", flush=True)
     return True
 

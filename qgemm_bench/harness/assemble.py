@@ -10,9 +10,8 @@ from __future__ import annotations
 import copy
 
 from qgemm_bench import operators
-from qgemm_bench.backends.checks import INTERPRETER
 from qgemm_bench.harness.measure import summarize
-from qgemm_bench.harness.results import OK, Row, settings_key
+from qgemm_bench.harness.results import OK, Row, interpreted, settings_key
 from qgemm_bench.types import Shape, parse_dtype
 
 
@@ -61,7 +60,7 @@ def derive(row: Row, baseline: Row | None, ceilings: dict) -> None:
             row.pct_of_floor = 100 * row.floor_us / row.p50_us
     # Not against a baseline the Triton interpreter ran: its time is Python emulating the kernel
     if row.status == OK and baseline is not None and baseline.status == OK and baseline.p50_us \
-            and INTERPRETER not in baseline.reason:
+            and not interpreted(baseline):
         row.speedup = baseline.p50_us / row.p50_us
 
 

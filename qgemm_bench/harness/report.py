@@ -9,7 +9,7 @@ from tabulate import tabulate
 from qgemm_bench.backends.checks import INTERPRETER
 from qgemm_bench.harness import drift, ranking
 from qgemm_bench.harness.ranking import sig
-from qgemm_bench.harness.results import OK, Row, frame
+from qgemm_bench.harness.results import OK, Row, frame, interpreted
 
 # What a backend named for its CUDA path computes on another device.
 ON_CPU = {"cublas": "torch.matmul on the CPU (cuBLAS is CUDA-only; the name is its CUDA path)"}
@@ -41,11 +41,6 @@ def si(v, scale: float = 1.0) -> str:
         if abs(x) >= factor:
             return f"{sig(x / factor)} {prefix}".rstrip()
     return f"{x:.3g}"
-
-
-def interpreted(r: Row) -> bool:
-    """Timed in the Triton interpreter: the time of Python emulating a kernel."""
-    return INTERPRETER in r.reason
 
 
 def _mib(v) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from qgemm_bench.backends.checks import INTERPRETER
 from qgemm_bench.errors import InputError
 from qgemm_bench.harness import files
 from qgemm_bench.types import DTYPES, dtype_name
@@ -69,6 +70,11 @@ class Row:
 
 
 CSV_COLUMNS = [f.name for f in fields(Row) if f.name not in ("samples_us", "round_p50_us")]
+
+
+def interpreted(r: Row) -> bool:
+    """Timed in the Triton interpreter: the time of Python emulating a kernel."""
+    return INTERPRETER in r.reason
 
 
 def settings_key(settings: dict) -> str:

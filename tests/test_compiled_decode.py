@@ -603,3 +603,25 @@ def test_flex_choice_outside_a_compiled_step_is_the_sdpa_path_and_its_bytes():
     whole = profile.step_bytes(model, cache, 2)
     assert whole["kv_bytes"] == 2 * 2 * 2 * 2 * 256 * 16 * 4  # K and V, layers, batch, KV heads, slots, head dim, fp32
     assert profile.step_bytes(model, cache, 2, attended=128)["kv_bytes"] == whole["kv_bytes"] // 2
+
+
+def test_multi_kernel_context_is_set_for_compiled_steps_only(monkeypatch):
+    """Compiled steps run under Inductor's triton.multi_kernel (every variant
+    alike, so speedups compare the same compiler); outside, the setting is
+    what it was, and an uncompiled step never enters it."""
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config.triton, "multi_kernel", 0)
+    with decode.inductor_multi_kernel():
+        assert inductor_config.triton.multi_kernel == decode.MULTI_KERNEL != 0
+    assert inductor_config.triton.multi_kernel == 0
+    seen = []
+
+    def fake(*args):
+        seen.append(inductor_config.triton.multi_kernel)
+        return decode.Timing([1.0], "cpu-wall")
+
+    monkeypatch.setattr(decode, "_time_decode", fake)
+    for compile in ("none", "default"):
+        decode.time_decode(None, 1, 1, 1, CPU, compile=compile)
+    assert seen == [0, decode.MULTI_KERNEL]

@@ -62,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "steps are wall-clock")
     _add(g, "--compile", choices=["none", "default", "max-autotune"], default="none", help="trace the whole "
          "decode step with torch.compile (fullgraph, static shapes; the quantized GEMMs as custom ops) before "
-         "the CUDA graph capture: default or max-autotune (Inductor's, without its own CUDA graphs); none "
+         "the CUDA graph capture: default or max-autotune (Inductor's, without its own CUDA graphs; "
+         "its reductions by multi_kernel, the faster form picked at the first calls); none "
          "(default) runs the model's forward as it is. The compile time is in each row")
     _add(g, "--attention", choices=["sdpa", "flex"], default="sdpa", help="decode attention: sdpa (default; "
          "one SDPA over the whole static cache, masked) or flex (with --compile: flex_attention's split-KV "
@@ -419,6 +420,7 @@ def metadata(plan, args) -> dict:
     from qgemm_bench import target
     from qgemm_bench.configs import store as config_store
     from qgemm_bench.harness import environment
+    from qgemm_bench.model.decode import MULTI_KERNEL
 
     meta = environment.collect(plan.device)
     meta["transformers"] = importlib.metadata.version("transformers")
@@ -432,6 +434,7 @@ def metadata(plan, args) -> dict:
         "eval_tokens": None if plan.eval_ids is None else int(plan.eval_ids.numel()),
         "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
         "stall_timeout_s": plan.stall_s, "compile": plan.compile, "pdl": plan.pdl, "attention": plan.attention,
+        "multi_kernel": MULTI_KERNEL if plan.compile != "none" else None,
         "step_split": plan.split, "argv": getattr(args, "argv", sys.argv[1:]),
     }
     meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct

@@ -335,6 +335,7 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
              f"Decode: {s.get('timing')} timing, median of {s.get('decode_steps')} greedy steps after a "
              f"{s.get('prompt_len')}-token prompt (static KV cache); tokens/s = batch / step time; the step "
              + (f"traced whole by torch.compile ({s['compile']}"
+                + ("; Inductor's reductions by multi_kernel" if s.get("multi_kernel") else "")
                 + ("; Inductor's kernels launched with PDL, ours in chained modes" if s.get("pdl") else "")
                 + "), compile time per row. " if s.get("compile", "none") != "none"
                 else "is the model's forward, not compiled. ") + "Prefill: "

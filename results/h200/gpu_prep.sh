@@ -13,6 +13,21 @@ names="filecheck gemlite helion humming_kernels"; [ "$fb" = --fbgemm ] && names=
 for n in $names; do ls .whl/$n-*.whl > /dev/null 2>&1 || { bash ../shared/scripts/fetch_gpu_wheels.sh > /dev/null; break; }; done
 rm -rf .gpu/whl && mkdir -p .gpu/whl
 for n in $names; do cp .whl/$n-*.whl .gpu/whl/; done
+# fbgemm's wheel is 36 MB deflated, the tree 28 MB: over 64 MiB together. Its .so re-zipped as LZMA (which
+# pip's zipfile reads) is 9.5 MB; made once (about 35 s) and kept in .whl/lzma/.
+for w in .gpu/whl/fbgemm_gpu_genai-*.whl; do
+  [ -e "$w" ] || continue; small=.whl/lzma/$(basename "$w")
+  [ -e "$small" ] || python3 - "$w" "$small" <<'PY'
+import os, sys, zipfile
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(os.path.dirname(dst), exist_ok=True)
+with zipfile.ZipFile(src) as zi, zipfile.ZipFile(dst + ".part", "w") as zo:
+    for i in zi.infolist():
+        zo.writestr(i, zi.read(i), compress_type=zipfile.ZIP_LZMA if i.file_size > 1 << 20 else zipfile.ZIP_DEFLATED)
+os.replace(dst + ".part", dst)
+PY
+  cp "$small" "$w"
+done
 git rev-parse --short HEAD > .gpu/commit
 [ -z "$(git status --porcelain --untracked-files=no)" ] || echo "note: uncommitted changes travel too; .gpu/commit names HEAD"
 carry=(.gpu/commit "$script" .gpu/whl/*.whl)

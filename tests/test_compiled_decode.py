@@ -605,23 +605,36 @@ def test_flex_choice_outside_a_compiled_step_is_the_sdpa_path_and_its_bytes():
     assert profile.step_bytes(model, cache, 2, attended=128)["kv_bytes"] == whole["kv_bytes"] // 2
 
 
-def test_multi_kernel_context_is_set_for_compiled_steps_only(monkeypatch):
-    """Compiled steps run under Inductor's triton.multi_kernel (every variant
-    alike, so speedups compare the same compiler); outside, the setting is
-    what it was, and an uncompiled step never enters it."""
+def test_inductor_options_are_set_for_compiled_steps_only(monkeypatch):
+    """Compiled steps run under Inductor's triton.multi_kernel and the run's
+    --inductor-config (every variant alike, so speedups compare the same
+    compiler; an override wins over multi_kernel's default); outside, the
+    settings are what they were, and an uncompiled step never enters them."""
     import torch._inductor.config as inductor_config
 
     monkeypatch.setattr(inductor_config.triton, "multi_kernel", 0)
-    with decode.inductor_multi_kernel():
+    monkeypatch.setattr(inductor_config, "combo_kernels", False)
+    with decode.inductor_options():
         assert inductor_config.triton.multi_kernel == decode.MULTI_KERNEL != 0
-    assert inductor_config.triton.multi_kernel == 0
+    over = decode.inductor_overrides(" combo_kernels=True, triton.multi_kernel=0 ,")
+    assert over == {"combo_kernels": True, "triton.multi_kernel": 0}
+    with decode.inductor_options(over):
+        assert inductor_config.combo_kernels is True and inductor_config.triton.multi_kernel == 0
+    assert inductor_config.triton.multi_kernel == 0 and inductor_config.combo_kernels is False
     seen = []
 
     def fake(*args):
-        seen.append(inductor_config.triton.multi_kernel)
+        seen.append((inductor_config.triton.multi_kernel, inductor_config.combo_kernels))
         return decode.Timing([1.0], "cpu-wall")
 
     monkeypatch.setattr(decode, "_time_decode", fake)
     for compile in ("none", "default"):
-        decode.time_decode(None, 1, 1, 1, CPU, compile=compile)
-    assert seen == [0, decode.MULTI_KERNEL]
+        decode.time_decode(None, 1, 1, 1, CPU, compile=compile, inductor={"combo_kernels": True})
+    assert seen == [(0, False), (decode.MULTI_KERNEL, True)]
+
+
+@pytest.mark.parametrize("text, says", [("nope=1", "has no 'nope'"), ("combo_kernels=2", "expected bool"),
+                                        ("triton.multi_kernel=x", "expected int"), ("=1", "KEY=VALUE")])
+def test_inductor_overrides_refuse_unknown_keys_and_wrong_types(text, says):
+    with pytest.raises(ValueError, match=says):
+        decode.inductor_overrides(text)

@@ -308,7 +308,12 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
                                  ["--backends", "bf16,nope"], ["--quant", "int4-g96"], ["--quant", "fp8"],
                                  ["--eval-text", "x.txt"], ["--quality-tokens", "2"],
                                  ["--attention", "flex"], ["--decode-mode", "graph"],
-                                 ["--quant", "int4-g128,,nvfp4"], ["--backends", "bf16,,torch"]])
+                                 ["--quant", "int4-g128,,nvfp4"], ["--backends", "bf16,,torch"],
+                                 ["--inductor-config", "combo_kernels=True"],
+                                 ["--compile", "default", "--inductor-config", "no_such_key=1"],
+                                 ["--compile", "default", "--inductor-config", "combo_kernels=3"],
+                                 ["--compile", "default", "--inductor-config", "combo_kernels"],
+                                 ["--compile", "default", "--inductor-config", ","]])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, bad):
     rc, out = run_cli(tmp_path, *bad)
     err = capsys.readouterr().err.strip().splitlines()
@@ -554,3 +559,15 @@ def test_unfused_runs_the_checkpoints_projections_and_measures_the_same_model(tm
     q = {k: next(r for r in d["rows"] if r["backend"] == "torch" and r["batch"] == 1) for k, d in runs.items()}
     assert q["fused"]["logits_rel_err"] == pytest.approx(q["unfused"]["logits_rel_err"], rel=1e-4)
     assert q["fused"]["linear_weight_ratio"] == pytest.approx(q["unfused"]["linear_weight_ratio"])
+
+
+@pytest.mark.parametrize("settings, says, not_says", [
+    ({"multi_kernel": 1, "inductor_config": {}}, "Inductor's reductions by multi_kernel", "Inductor config"),
+    ({"multi_kernel": 0, "inductor_config": {"triton.multi_kernel": 0, "combo_kernels": True}},
+     "Inductor config triton.multi_kernel=0, combo_kernels=True", "by multi_kernel")])
+def test_report_names_the_compiled_steps_inductor_settings(settings, says, not_says):
+    from qgemm_bench.model import outputs
+
+    meta = {"settings": {"compile": "default", "timing": "graph", **settings}, "model": {"model": "tiny"}}
+    line = next(t for t in outputs.markdown([], meta, []).splitlines() if t.startswith("Decode:"))
+    assert says in line and not_says not in line

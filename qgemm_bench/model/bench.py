@@ -63,6 +63,7 @@ class Plan:
     split: bool = True  # profile one step per row, as timed (profile.step_split)
     attention: str = "sdpa"  # --attention: decode.ATTENTIONS key (flex: compiled steps only)
     pdl: bool = False  # --pdl: the compiled step's Inductor kernels launch with PDL (decode.inductor_pdl)
+    inductor: dict = field(default_factory=dict)  # --inductor-config: Inductor settings of compiled steps
 
     @property
     def timing(self) -> str:
@@ -156,7 +157,7 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
         torch.cuda.reset_peak_memory_stats(plan.device)
     t = decode.time_decode(model, batch, plan.prompt_len, plan.decode_steps, plan.device, plan.decode_mode,
                            seed=plan.seed, compile=plan.compile, split=plan.split,
-                           attention=plan.attention, pdl=plan.pdl)
+                           attention=plan.attention, pdl=plan.pdl, inductor=plan.inductor)
     p50 = t.p50
     tol = GRAPH_CHECK_TOL if plan.compile == "none" else COMPILED_CHECK_TOL
     bad = t.check_rel_err is not None and not t.check_rel_err <= tol

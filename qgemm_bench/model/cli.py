@@ -72,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "Inductor's kernels launch with programmatic dependent launch (its triton.enable_pdl, as vLLM's full "
          "CUDA graphs), each starting while the one before finishes; ours in their chained modes (docs/model.md). "
          "Every variant of the run alike")
+    _add(g, "--inductor-config", metavar="KEY=VALUE,...", help="with --compile: Inductor settings for the "
+         "compiled steps of every variant, torch._inductor.config's names and Python values (e.g. "
+         "combo_kernels=True,triton.multi_kernel=0; multi_kernel is 1 unless set here); listed in report.md")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
@@ -326,6 +329,18 @@ def build_plan(args, world=None):
     pdl = getattr(args, "pdl", False)
     if pdl:
         check_pdl(device, getattr(args, "compile", "none"))
+    inductor = {}
+    if getattr(args, "inductor_config", None) is not None:
+        if getattr(args, "compile", "none") == "none":
+            raise InputError("--inductor-config applies to compiled steps: add --compile default")
+        from qgemm_bench.model import decode
+
+        try:
+            inductor = decode.inductor_overrides(args.inductor_config)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        if not inductor:
+            raise InputError("--inductor-config: no KEY=VALUE given")
     if args.checkpoint:
         if args.layers:
             raise InputError("--layers applies to the presets, not to --checkpoint")
@@ -389,7 +404,7 @@ def build_plan(args, world=None):
                       eval_ids=eval_ids, eval_window=window, eval_stride=args.eval_stride, lm_head=args.lm_head,
                       seed=args.seed, shard=shard, stall_s=stall_s, compile=getattr(args, "compile", "none"),
                       split=not getattr(args, "no_step_split", False),
-                      attention=getattr(args, "attention", "sdpa"), pdl=pdl)
+                      attention=getattr(args, "attention", "sdpa"), pdl=pdl, inductor=inductor)
 
 
 def check_pdl(device: torch.device, compile: str) -> None:
@@ -434,7 +449,8 @@ def metadata(plan, args) -> dict:
         "eval_tokens": None if plan.eval_ids is None else int(plan.eval_ids.numel()),
         "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
         "stall_timeout_s": plan.stall_s, "compile": plan.compile, "pdl": plan.pdl, "attention": plan.attention,
-        "multi_kernel": MULTI_KERNEL if plan.compile != "none" else None,
+        "multi_kernel": plan.inductor.get("triton.multi_kernel", MULTI_KERNEL) if plan.compile != "none" else None,
+        "inductor_config": plan.inductor,
         "step_split": plan.split, "argv": getattr(args, "argv", sys.argv[1:]),
     }
     meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct

@@ -55,7 +55,7 @@ FLEX_BLOCK = 128  # KV block of the flex block mask; a flex cache is a multiple 
 # the compiled 8B step 32 position kernels and 32 copies of qgemm::last_position where one does). Made
 # inside the step, it is the trace's own: nothing outlives the step for Dynamo to replay or guard on.
 STEP_STATE = "qgemm_step"
-MULTI_KERNEL = 1  # Inductor's triton.multi_kernel in compiled steps (inductor_multi_kernel)
+MULTI_KERNEL = 1  # Inductor's triton.multi_kernel in compiled steps (inductor_options)
 
 
 @dataclass
@@ -227,16 +227,49 @@ def inductor_pdl(on: bool = True):
 
 
 @contextlib.contextmanager
-def inductor_multi_kernel():
-    """Inductor's triton.multi_kernel for the steps compiled inside: each
-    reduction compiled both persistent and looped, the faster taken at its
-    first calls (before the graph is captured). Llama-3-8B int4 batch 1 on
-    the H200: 2.522 ms a step against 2.542 / 2.544 without, the rest's
-    kernels 0.306 ms against 0.335 (docs/model.md). Every variant gets it."""
+def inductor_options(overrides: dict | None = None):
+    """Inductor's settings for the steps compiled inside: triton.multi_kernel
+    (each reduction compiled both persistent and looped, the faster taken at
+    its first calls, before the graph is captured; Llama-3-8B int4 batch 1 on
+    the H200: 2.522 ms a step against 2.542 / 2.544 without, docs/model.md),
+    then `overrides` (--inductor-config, checked by inductor_overrides).
+    Every variant of a run gets the same."""
     import torch._inductor.config as inductor_config
 
-    with inductor_config.patch({"triton.multi_kernel": MULTI_KERNEL}):
+    with inductor_config.patch({"triton.multi_kernel": MULTI_KERNEL, **(overrides or {})}):
         yield
+
+
+def inductor_overrides(text: str) -> dict:
+    """--inductor-config's KEY=VALUE[,KEY=VALUE...] as a dict of Inductor
+    config keys (dotted as torch._inductor.config names them) to Python
+    literals; ValueError, one line, for an unknown key or a value of another
+    type than the key's default."""
+    import ast
+
+    import torch._inductor.config as inductor_config
+
+    known, out = inductor_config.get_config_copy(), {}
+    for item in filter(None, (i.strip() for i in text.split(","))):
+        key, eq, raw = item.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not eq or not key or not raw:
+            raise ValueError(f"--inductor-config item {item!r}: expected KEY=VALUE")
+        if key not in known:
+            raise ValueError(f"--inductor-config: torch._inductor.config has no {key!r}")
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw  # a bare word: a string setting
+        default = known[key]
+        ok = (default is None or isinstance(value, type(default))
+              or (isinstance(default, float) and type(value) is int)
+              or (type(default) is int and type(value) is bool))  # 0/1 settings take True / False
+        if not ok:
+            raise ValueError(f"--inductor-config {key}={raw}: expected {type(default).__name__} "
+                             f"(its default is {default!r})")
+        out[key] = value
+    return out
 
 
 def pdl_runs(device: torch.device) -> bool:
@@ -330,18 +363,18 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.device, mode: str = "graph",
                 seed: int = 0, compile: str = "none", split: bool = True, attention: str = "sdpa",
-                pdl: bool = False) -> Timing:
+                pdl: bool = False, inductor: dict | None = None) -> Timing:
     """Per-step milliseconds of `steps` greedy decode steps at `batch` after a
     `prompt_len` prompt (static cache of prompt_len + steps + warm-up slots).
     mode: "graph" (CUDA graph per step) or "eager"; on CPU always a wall clock.
-    compile: a COMPILE_MODES key, compiled under inductor_multi_kernel; pdl:
-    the compiled step under inductor_pdl.
+    compile: a COMPILE_MODES key, compiled under inductor_options(inductor);
+    pdl: the compiled step under inductor_pdl.
     extra: compile_s, the bytes one step reads (profile.step_bytes) and, with
     `split`, one step's time by category, the step as timed
     (profile.step_split)."""
     compiled = compile != "none"
     with (inductor_pdl(pdl) if compiled else contextlib.nullcontext()), \
-            (inductor_multi_kernel() if compiled else contextlib.nullcontext()):
+            (inductor_options(inductor) if compiled else contextlib.nullcontext()):
         t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
     t.extra["pdl"] = pdl and compile != "none" and pdl_runs(device)
     return t

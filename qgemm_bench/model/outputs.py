@@ -337,6 +337,8 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
              + (f"traced whole by torch.compile ({s['compile']}"
                 + ("; Inductor's reductions by multi_kernel" if s.get("multi_kernel") else "")
                 + ("; Inductor's kernels launched with PDL, ours in chained modes" if s.get("pdl") else "")
+                + ("; Inductor config " + ", ".join(f"{k}={v!r}" for k, v in s["inductor_config"].items())
+                   if s.get("inductor_config") else "")
                 + "), compile time per row. " if s.get("compile", "none") != "none"
                 else "is the model's forward, not compiled. ") + "Prefill: "
              f"{s.get('prompt_len')} tokens, batch 1, eager. Quality: logits on {s.get('quality_tokens')} tokens "

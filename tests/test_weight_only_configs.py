@@ -380,9 +380,9 @@ def test_every_checked_in_group_config_is_right(group):
                for doc in checked_in().values() for e in doc["kernels"]["int4_gemm_fused"].values()
                if group in e.get("groups", {})}
     assert configs, group
-    inputs = int4_gemm.make_inputs(case(int4_gemm, (33, 640, 136), group_size=group if group == "channel"
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (33, 384, 136), group_size=group if group == "channel"
                                         else int(group)), seed())
-    wargs = (inputs.w, inputs.scales, None, INT4, 640 if group == "channel" else int(group))
+    wargs = (inputs.w, inputs.scales, None, INT4, 384 if group == "channel" else int(group))
     ran = set()
     for text in sorted(configs):
         c = {**json.loads(text), **({} if DEV.type == "cuda" else {"DECODE_ASM": False})}

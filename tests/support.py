@@ -234,3 +234,37 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# The child of script_runs: main() of the script for each argv, its result as one JSON line.
+_SCRIPT_RUNS = """
+import contextlib, importlib.util, io, json, sys
+spec = importlib.util.spec_from_file_location(sys.argv[1], sys.argv[2])
+script = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(script)
+for argv in json.loads(sys.argv[3]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = script.main(argv)
+    print("script_runs:", json.dumps([code, out.getvalue(), err.getvalue()]), flush=True)
+"""
+
+
+def script_runs(name: str, argvs: list, timeout: float = 600) -> list:
+    """(returncode, stdout, stderr) of scripts/<name>.py's main(argv), for
+    each argv, in one child process: the script's imports (torch, triton,
+    helion: seconds each time) are paid once, not once an argv."""
+    import json
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", _SCRIPT_RUNS, name, str(repo / "scripts" / f"{name}.py"),
+                        json.dumps([list(map(str, a)) for a in argvs])], capture_output=True, text=True, cwd=repo,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = [json.loads(line.split(" ", 1)[1]) for line in r.stdout.splitlines() if line.startswith("script_runs: ")]
+    runs = [SimpleNamespace(returncode=c, stdout=o, stderr=e) for c, o, e in found]
+    assert len(runs) == len(argvs), r.stdout
+    return runs

@@ -316,31 +316,25 @@ def test_rot_gives_the_plain_decode_s_output_bit_for_bit_on_gpu(tile, split):
     assert ran, "no M took the fused path"
 
 
-@pytest.mark.parametrize("bf16", [False, True])
-def test_bf16_scales_take_the_scale_conversion_out_of_the_sm90_main_loop(tmp_path, bf16):
+def test_bf16_scales_take_the_scale_conversion_out_of_the_sm90_main_loop():
     """scripts/helion_sass.py (offline sm_90, NVFP4, M = 16, 128x16 tiles,
     split 2, acc_scale): from E4M3 block scales the loop converts each
     thread's broadcast scales (F2FP) after a byte-wise trip through shared
     memory (STS.U8); with bf16_scales neither (docs/helion.md)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
+    from tests.support import script_runs
     from tests.test_fused_sass import bundled_cuda_tools
 
     if not bundled_cuda_tools():
         pytest.skip("this Triton has no bundled CUDA tools: no offline sm_90 compile")
-    repo = Path(__file__).resolve().parent.parent
-    r = subprocess.run([sys.executable, str(repo / "scripts" / "helion_sass.py"), "--fmt", "nvfp4", "--m", "16",
-                        "--split", "2", "--acc", "--k", "512", "--n", "256", *(["--bf16-scales"] if bf16 else [])],
-                       capture_output=True, text=True, cwd=repo, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    lines = r.stdout.splitlines()
-    assert lines[1].startswith("main loop (one K block): "), lines
-    ops = dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", "))
-    memory = dict(item.rsplit(" ", 1) for item in lines[3].split("memory: ")[1].split(", "))
-    # Relations, not one Triton version's counts (Triton 3.9 here: 686 -> 508 instructions, F2FP 32 -> 0).
-    assert ("F2FP" in ops) != bf16 and ("STS.U8" in memory) != bf16, (ops, memory)
+    base = ["--fmt", "nvfp4", "--m", "16", "--split", "2", "--acc", "--k", "512", "--n", "256"]
+    for bf16, r in zip((False, True), script_runs("helion_sass", [base, [*base, "--bf16-scales"]]), strict=True):
+        assert r.returncode == 0, r.stderr[-2000:]
+        lines = r.stdout.splitlines()
+        assert lines[1].startswith("main loop (one K block): "), lines
+        ops = dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", "))
+        memory = dict(item.rsplit(" ", 1) for item in lines[3].split("memory: ")[1].split(", "))
+        # Relations, not one Triton version's counts (Triton 3.9 here: 686 -> 508 instructions, F2FP 32 -> 0).
+        assert ("F2FP" in ops) != bf16 and ("STS.U8" in memory) != bf16, (bf16, ops, memory)
 
 
 def test_rot_shortens_the_sm90_main_loop_and_takes_the_triton_kernels_byte_order(tmp_path):
@@ -355,18 +349,18 @@ def test_rot_shortens_the_sm90_main_loop_and_takes_the_triton_kernels_byte_order
     import sys
     from pathlib import Path
 
+    from tests.support import script_runs
     from tests.test_fused_sass import bundled_cuda_tools
 
     if not bundled_cuda_tools():
         pytest.skip("this Triton has no bundled CUDA tools: no offline sm_90 compile")
     repo = Path(__file__).resolve().parent.parent
-    base = [sys.executable, str(repo / "scripts" / "helion_sass.py"), "--fmt", "nvfp4", "--m", "16", "--split", "2",
-            "--k", "512", "--n", "256", "--bf16-scales"]
+    base = ["--fmt", "nvfp4", "--m", "16", "--split", "2", "--k", "512", "--n", "256", "--bf16-scales"]
     count = {}
-    for rot in (False, True):
+    runs = script_runs("helion_sass", [[*base, *(["--rot"] if rot else []), "--out", tmp_path / f"rot{int(rot)}"]
+                                       for rot in (False, True)])
+    for rot, r in zip((False, True), runs, strict=True):
         out = tmp_path / f"rot{int(rot)}"
-        r = subprocess.run([*base, *(["--rot"] if rot else []), "--out", str(out)], capture_output=True, text=True,
-                           cwd=repo, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
         count[rot] = int(r.stdout.splitlines()[1].split(": ")[1].split()[0])
         ttgir = Path(f"{out}.ttgir").read_text()
@@ -726,33 +720,29 @@ def test_tma_k_inner_follows_the_kernels_rule():
     assert frag_tile_ok({**c, "num_warps": 4})
 
 
-@pytest.mark.parametrize("frag", [False, True])
-def test_frag_makes_the_sm90_main_loop_read_whole_words(tmp_path, frag):
+def test_frag_makes_the_sm90_main_loop_read_whole_words(tmp_path):
     """scripts/helion_sass.py (offline sm_90, M = 16, 128x16 tiles, split 2):
     on K-order bytes the weight tile is copied in 4-byte cp.async and read
     back a byte at a time (LDS.U8); in fragment order by 16-byte cp.async and
     ldmatrix, as the Triton kernel (docs/helion.md)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
+    from tests.support import script_runs
     from tests.test_fused_sass import bundled_cuda_tools
 
     if not bundled_cuda_tools():
         pytest.skip("this Triton has no bundled CUDA tools: no offline sm_90 compile")
-    repo = Path(__file__).resolve().parent.parent
-    r = subprocess.run([sys.executable, str(repo / "scripts" / "helion_sass.py"), "--m", "16", "--split", "2",
-                        "--k", "512", "--n", "256", *(["--frag"] if frag else []), "--out", str(tmp_path / "k")],
-                       capture_output=True, text=True, cwd=repo, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    lines = r.stdout.splitlines()
-    assert lines[1].startswith("main loop (one K block): "), lines
-    memory = dict(item.rsplit(" ", 1) for item in lines[3].split("memory: ")[1].split(", "))
-    # Relations, not one Triton version's counts (Triton 3.9 here: 64 LDS.U8 and 16 LDGSTS.E without frag).
-    assert (int(memory.get("LDS.U8", 0)) > 0) != frag, memory  # byte reads of the copied tile
-    assert (int(memory.get("LDGSTS.E", 0)) > 0) != frag, memory  # 4-byte cp.async
-    assert (int(memory.get("LDSM.16.M88.4", 0)) > 0) == frag, memory  # ldmatrix of whole words
-    assert ("[0, 1, 5, 3, 2, 4]" in (tmp_path / "k.py").read_text()) == frag
+    runs = script_runs("helion_sass", [["--m", "16", "--split", "2", "--k", "512", "--n", "256",
+                                        *(["--frag"] if frag else []), "--out", tmp_path / f"k{int(frag)}"]
+                                       for frag in (False, True)])
+    for frag, r in zip((False, True), runs, strict=True):
+        assert r.returncode == 0, r.stderr[-2000:]
+        lines = r.stdout.splitlines()
+        assert lines[1].startswith("main loop (one K block): "), lines
+        memory = dict(item.rsplit(" ", 1) for item in lines[3].split("memory: ")[1].split(", "))
+        # Relations, not one Triton version's counts (Triton 3.9 here: 64 LDS.U8 and 16 LDGSTS.E without frag).
+        assert (int(memory.get("LDS.U8", 0)) > 0) != frag, memory  # byte reads of the copied tile
+        assert (int(memory.get("LDGSTS.E", 0)) > 0) != frag, memory  # 4-byte cp.async
+        assert (int(memory.get("LDSM.16.M88.4", 0)) > 0) == frag, memory  # ldmatrix of whole words
+        assert ("[0, 1, 5, 3, 2, 4]" in (tmp_path / f"k{int(frag)}.py").read_text()) == frag
 
 
 @pytest.mark.parametrize("fmt,block_k,mode", [(0, 64, "block"), (0, 128, "block"), (0, 256, "sub"), (1, 128, "sub")])

@@ -14,22 +14,31 @@ from tests.support import load_script
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("args,wgmmas", [(["--fmt", "nvfp4", "--split", "2", "--k", "512"], 16),
-                                         (["--tile", "128x64x64", "--tma", "--k", "512"], 4),
-                                         (["--tile", "256x64x64", "--tma", "--group", "32", "--k", "512"], 4),
-                                         (["--ws", "--tile", "64x64x128", "--stages", "4", "--k", "512"], 8),
-                                         # a decode-size x tile (wgmma n16), two programs a tile
-                                         (["--ws", "--ws-splits", "2", "--tile", "16x64x128", "--stages", "8",
-                                           "--k", "512"], 8),
-                                         (["--ws", "--fmt", "nvfp4", "--tile", "128x128x64", "--k", "512"], 4),
-                                         (["--ws", "--tile", "128x128x128", "--group", "32", "--k", "512"], 8),
-                                         (["--ws", "--ws-stream-k", "--tile", "256x128x64", "--k", "512"], 4),
-                                         (["--ws", "--ws-split", "2", "--tile", "64x64x64", "--stages", "6", "--k",
-                                           "512"], 4)])
-def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), *args, "--out", str(tmp_path / "k")],
-                       capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
+# (arguments, wgmmas in the main loop); all compiled in one child process (support.script_runs).
+MAIN_LOOPS = [(["--fmt", "nvfp4", "--split", "2", "--k", "512"], 16),
+              (["--tile", "128x64x64", "--tma", "--k", "512"], 4),
+              (["--tile", "256x64x64", "--tma", "--group", "32", "--k", "512"], 4),
+              (["--ws", "--tile", "64x64x128", "--stages", "4", "--k", "512"], 8),
+              # a decode-size x tile (wgmma n16), two programs a tile
+              (["--ws", "--ws-splits", "2", "--tile", "16x64x128", "--stages", "8",
+                "--k", "512"], 8),
+              (["--ws", "--fmt", "nvfp4", "--tile", "128x128x64", "--k", "512"], 4),
+              (["--ws", "--tile", "128x128x128", "--group", "32", "--k", "512"], 8),
+              (["--ws", "--ws-stream-k", "--tile", "256x128x64", "--k", "512"], 4),
+              (["--ws", "--ws-split", "2", "--tile", "64x64x64", "--stages", "6", "--k",
+                "512"], 4)]
+
+
+def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path):
+    from tests.support import script_runs
+
+    runs = script_runs("fused_sass", [[*args, "--out", tmp_path / f"k{i}"] for i, (args, _) in enumerate(MAIN_LOOPS)])
+    for i, ((args, wgmmas), r) in enumerate(zip(MAIN_LOOPS, runs, strict=True)):
+        main_loop_is_counted(args, wgmmas, r, tmp_path / f"k{i}")
+
+
+def main_loop_is_counted(args, wgmmas, r, out):
+    assert r.returncode == 0, (args, r.stderr[-2000:])
     lines = r.stdout.splitlines()
     assert "sm_90:" in lines[0] and "registers" in lines[0] and "shared memory" in lines[0], lines
     assert ("group 32" in lines[0]) == ("--group" in args), lines
@@ -38,15 +47,15 @@ def test_the_main_loop_of_the_sm90_kernel_is_counted(tmp_path, args, wgmmas):
     # BLOCK_K 128 / 64 k per block: 8 / 4 wgmma k-steps of 16 per warpgroup (two HGMMA per step at 64 rows x
     # BLOCK_N 128 with 4 warps).
     assert int(counts["HGMMA"]) == wgmmas and sum(map(int, counts.values())) == int(lines[1].split()[-2])
-    assert (tmp_path / "k.sass").read_text().count("HGMMA") >= wgmmas
+    assert Path(f"{out}.sass").read_text().count("HGMMA") >= wgmmas
     assert "UTMALDG" in counts if "--tma" in args else "UTMALDG" not in counts
     assert re.fullmatch(r"writes to a pending wgmma's A-operand registers: \d+", lines[3]), lines
     if "--ws" in args and "nvfp4" in args:  # NVFP4's scales: a [BLOCK_K / 16, BLOCK_N] box of bf16
-        assert "tensordesc<4x128xbf16" in (tmp_path / "k.ttgir").read_text()
+        assert "tensordesc<4x128xbf16" in Path(f"{out}.ttgir").read_text()
     if "--ws" in args and "--group" in args:  # int4 groups of 32: a [BLOCK_K / 32, BLOCK_N] box
-        assert "tensordesc<4x128xbf16" in (tmp_path / "k.ttgir").read_text()
+        assert "tensordesc<4x128xbf16" in Path(f"{out}.ttgir").read_text()
     # K_SPLIT 2: the second consumer's sum handed over in the output tiles' buffer viewed as fp32.
-    assert ("memdesc_reinterpret" in (tmp_path / "k.ttgir").read_text()) == ("--ws-split" in args)
+    assert ("memdesc_reinterpret" in Path(f"{out}.ttgir").read_text()) == ("--ws-split" in args)
 
 
 @pytest.mark.parametrize("mode", [["--ws-splits", "2"], ["--ws-stream-k"]])

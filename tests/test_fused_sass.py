@@ -112,35 +112,37 @@ def test_acc_scale_and_a_register_cap_show_in_the_sass():
     # ACC_SCALE: the scales multiply the fp32 product (FFMA), not the decoded
     # weights (HMUL2); --maxnreg 128 holds 16x128x128 split 8 acc to 128 (167
     # without, with Triton 3.6; 128 with 3.9).
-    def run(*extra):
-        r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), "--tile", "16x128x128",
-                            "--split", "8", "--k", "4096", *extra], capture_output=True, text=True, cwd=REPO,
-                           timeout=300)
+    from tests.support import script_runs
+
+    def read(r):
         assert r.returncode == 0, r.stderr[-2000:]
         lines = r.stdout.splitlines()
         counts = dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", "))
         return int(lines[0].split("sm_90: ")[1].split(" registers")[0]), counts
 
-    _, plain = run()
-    regs, acc = run("--acc", "--maxnreg", "128")
+    base = ["--tile", "16x128x128", "--split", "8", "--k", "4096"]
+    (_, plain), (regs, acc) = map(read, script_runs("fused_sass", [base, [*base, "--acc", "--maxnreg", "128"]]))
     assert "HMUL2" in plain and "HMUL2" not in acc and "FFMA" in acc and regs <= 128
 
 
 def test_scale8_converts_the_scale_bytes_in_the_loop(tmp_path):
     # SCALE8 (NVFP4): the E4M3 bytes' hardware conversion and pack to bf16 (F2FP) and the x 2^118 (FMUL) in
     # the loop; without it the bf16 scales need neither; 8 bytes of scales a thread (LDG.E.64) not 16.
-    def run(*extra):
+    from tests.support import script_runs
+
+    def argv(*extra):
+        return ["--fmt", "nvfp4", "--tile", "16x128x128", "--split", "2", "--k", "1024", "--out",
+                tmp_path / ("s8" if extra else "plain"), *extra]
+
+    def read(r, extra):
         out = tmp_path / ("s8" if extra else "plain")
-        r = subprocess.run([sys.executable, str(REPO / "scripts" / "fused_sass.py"), "--fmt", "nvfp4", "--tile",
-                            "16x128x128", "--split", "2", "--k", "1024", "--out", str(out), *extra],
-                           capture_output=True, text=True, cwd=REPO, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
         lines = r.stdout.splitlines()
         assert ("scale8" in lines[0]) == bool(extra), lines
         return dict(item.rsplit(" ", 1) for item in lines[2].strip().split(", ")), Path(f"{out}.sass").read_text()
 
-    plain, plain_sass = run()
-    s8, s8_sass = run("--scale8")
+    runs = script_runs("fused_sass", [argv(), argv("--scale8")])
+    (plain, plain_sass), (s8, s8_sass) = read(runs[0], ()), read(runs[1], ("--scale8",))
     assert "F2FP" not in plain and "FMUL" not in plain and int(s8["F2FP"]) >= 2 and "FMUL" in s8
     assert "F2FP.F16.E4M3.UNPACK_B" in s8_sass and "LDG.E.64" in s8_sass and "LDG.E.128" in plain_sass
 

@@ -74,6 +74,10 @@ def parse_args(argv=None):
     p.add_argument("--acc", action="store_true", help="ACC_SCALE: int4 scales on each K block's fp32 product")
     p.add_argument("--fold", action="store_true",
                    help="FOLD (with --acc, int4): the decode's offset subtracted from each K block's fp32 product")
+    p.add_argument("--residual", action="store_true", help="split_k_parts._store's RESIDUAL and NORM_W: the "
+                   "output plus a residual, its rows' sums of squares and its norm-weighted copy")
+    p.add_argument("--rms-scale", action="store_true", help="split_k_parts._store's RMS_SCALE: the output's rows "
+                   "times 1 / RMS of x")
     p.add_argument("--scale-ahead", action="store_true",
                    help="SCALE_AHEAD (with --acc, int4): each K block's scale row loaded a block ahead")
     p.add_argument("--short-decode", action="store_true",
@@ -204,6 +208,13 @@ def compile_kernel(args):
                                              "SHORT_DECODE", "ROT_DECODE")},
              "TMA_W": c.get("TMA_W", True)}
     sig.update({x: "constexpr" for x in const})
+    if args.residual:
+        sig |= {"res_ptr": "*bf16", "sq_ptr": "*fp32", "RESIDUAL": "constexpr", "nw_ptr": "*bf16", "xw_ptr": "*bf16",
+                "NORM_W": "constexpr"}
+        const |= {"RESIDUAL": True, "NORM_W": True}
+    if args.rms_scale:
+        sig |= {"sqin_ptr": "*fp32", "eps": "fp32", "RMS_SCALE": "constexpr"}
+        const["RMS_SCALE"] = True
     if args.tma or args.tma_x:
         sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"
     else:
@@ -212,8 +223,10 @@ def compile_kernel(args):
         sig["w_desc"] = f"tensordesc<i8[{args.bn // TILE[0]}, {TILE[0]}, {args.bk // 2}]>"
     else:
         sig["w_desc"], const["w_desc"] = "constexpr", None
+    extra = (("res_ptr", "sq_ptr", "nw_ptr", "xw_ptr") if args.residual else ()) + \
+        (("sqin_ptr",) if args.rms_scale else ())
     return compile_jit(fused_gemm.fused_kernel, sig, const,
-                       (*POINTERS, "N", "stride_xm", "stride_wn", "stride_sg", "stride_om"), c)
+                       (*POINTERS, *extra, "N", "stride_xm", "stride_wn", "stride_sg", "stride_om"), c)
 
 
 def launch_group(args) -> int:

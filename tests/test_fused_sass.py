@@ -16,6 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 # (arguments, wgmmas in the main loop); all compiled in one child process (support.script_runs).
 MAIN_LOOPS = [(["--fmt", "nvfp4", "--split", "2", "--k", "512"], 16),
+              # the output parts of an RMSNorm between two GEMMs (split_k_parts._store), in the split epilogue
+              (["--split", "2", "--k", "512", "--residual", "--rms-scale"], 16),
               (["--tile", "128x64x64", "--tma", "--k", "512"], 4),
               (["--tile", "256x64x64", "--tma", "--group", "32", "--k", "512"], 4),
               (["--ws", "--tile", "64x64x128", "--stages", "4", "--k", "512"], 8),
@@ -50,6 +52,8 @@ def main_loop_is_counted(args, wgmmas, r, out):
     assert Path(f"{out}.sass").read_text().count("HGMMA") >= wgmmas
     assert "UTMALDG" in counts if "--tma" in args else "UTMALDG" not in counts
     assert re.fullmatch(r"writes to a pending wgmma's A-operand registers: \d+", lines[3]), lines
+    # RMS_SCALE's rsqrt, RESIDUAL's sums of squares and two more stores (h * weight, the sums): not in the loop
+    assert ("MUFU.RSQ" in Path(f"{out}.sass").read_text()) == ("--rms-scale" in args)
     if "--ws" in args and "nvfp4" in args:  # NVFP4's scales: a [BLOCK_K / 16, BLOCK_N] box of bf16
         assert "tensordesc<4x128xbf16" in Path(f"{out}.ttgir").read_text()
     if "--ws" in args and "--group" in args:  # int4 groups of 32: a [BLOCK_K / 32, BLOCK_N] box

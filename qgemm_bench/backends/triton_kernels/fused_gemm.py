@@ -398,6 +398,9 @@ def fused_kernel(
     SCALE8: tl.constexpr = False,  # NVFP4, pointer loads: block scales read as E4M3 bytes (module docstring)
     SHORT_DECODE: tl.constexpr = False,  # NVFP4, pointer loads: the shorter PTX decode (module docstring)
     ROT_DECODE: tl.constexpr = False,  # NVFP4, pointer loads: FusedGemm passes wt_rot's bytes (module docstring)
+    # split_k_parts._store's parts of the output: a residual added (and the norm-weighted copy), rows scaled
+    res_ptr=None, sq_ptr=None, RESIDUAL: tl.constexpr = False, nw_ptr=None, xw_ptr=None, NORM_W: tl.constexpr = False,
+    sqin_ptr=None, eps=0.0, RMS_SCALE: tl.constexpr = False,
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -492,7 +495,8 @@ def fused_kernel(
     if SCALE_MODE == 1:
         acc = acc * tl.load(s_ptr + offs_n).to(tl.float32)[:, None]
     split_k_parts.finish(tl.trans(acc), out_ptr, stride_om, ws_ptr, count_ptr, out_ptr, pid_mn, offs_m, offs_n, M, N,
-                         SPLIT_K, False, False)
+                         SPLIT_K, False, False, 0, res_ptr, sq_ptr, RESIDUAL, nw_ptr, xw_ptr, NORM_W, sqin_ptr, K,
+                         eps, RMS_SCALE)
 
 
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
@@ -788,6 +792,23 @@ def rot_words_in_register_order(p) -> torch.Tensor:
     return kmajor_layout.retiled(p, words.permute(0, 3, 1, 2, 4).reshape(np_, kh).contiguous())
 
 
+def rms_scaled(y: torch.Tensor, sumsq: torch.Tensor, eps: float, k: int) -> torch.Tensor:
+    """split_k_parts._store's RMS_SCALE by torch: y's rows times
+    rsqrt(sum of x's squares / k + eps), the sums per-chunk partials."""
+    return (y.float() * torch.rsqrt(sumsq.sum(-1, keepdim=True) / k + eps)).to(y.dtype)
+
+
+def with_residual(y: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor | None = None) -> tuple:
+    """split_k_parts._store's RESIDUAL (and NORM_W) by torch: (h = residual +
+    y, [h * norm_weight,] h's rows' fp32 sums of squares per SUMSQ_CHUNK
+    columns)."""
+    h = residual + y
+    m, n = h.shape
+    pad = split_k_parts.sumsq_chunks(n) * split_k_parts.SUMSQ_CHUNK - n
+    sq = torch.nn.functional.pad(h.float() ** 2, (0, pad)).view(m, -1, split_k_parts.SUMSQ_CHUNK).sum(-1)
+    return (h, sq) if norm_weight is None else (h, (h.float() * norm_weight.float()).to(h.dtype), sq)
+
+
 class FusedGemm:
     """y = x @ dequant(w) for any x [M, K], the weights rearranged once into
     the K-major layout (frag: in fragment order, the default). Same arguments as WeightOnlyGemm: FMT INT4 (scales
@@ -952,21 +973,34 @@ class FusedGemm:
                                                  [c["BLOCK_N"] // tn, tn, c["BLOCK_K"] // 2])
         return {"x_desc": x_desc, "w_desc": self._w_desc[key]}
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
+                 norm_weight: torch.Tensor | None = None, rms: tuple | None = None):
+        """y = x @ w. rms (sumsq [M, sumsq_chunks(K)] fp32, eps): y's rows
+        times 1 / RMS from those sums, an RMSNorm's scale taken after the GEMM
+        (x then is h * weight as a residual call with norm_weight wrote it).
+        residual [M, N] (x's dtype, contiguous): returns (h = residual + y, h's
+        rows' sums of squares [M, sumsq_chunks(N)] fp32), with norm_weight [N]
+        (h, h * norm_weight, sums). All in the last program's store
+        (split_k_parts._store); where the warp-specialized kernel runs, by
+        torch around it (rms_scaled, with_residual)."""
         p = self.kmajor
         if x.dim() != 2 or x.shape[1] != self.k or x.stride(1) != 1:
             raise ValueError(f"x must be [M, {self.k}] with unit stride along K, got {tuple(x.shape)}")
         m, n, k = x.shape[0], self.n, self.k
+        if residual is not None and (residual.shape != (m, n) or residual.dtype != x.dtype
+                                     or not residual.is_contiguous()):
+            raise ValueError(f"residual must be a contiguous [{m}, {n}] {x.dtype} tensor, got "
+                             f"{tuple(residual.shape)} {residual.dtype}")
+        if norm_weight is not None and (residual is None or norm_weight.shape != (n,)):
+            raise ValueError(f"norm_weight must be [{n}] and come with a residual, got {tuple(norm_weight.shape)}")
+        chunks = split_k_parts.sumsq_chunks(k)
+        if rms is not None and (rms[0].shape != (m, chunks) or rms[0].dtype != torch.float32):
+            raise ValueError(f"rms: fp32 sums of squares [{m}, {chunks}], got {tuple(rms[0].shape)} {rms[0].dtype}")
         c = dict(self.config_for(m))
         if self.runs_ws(x, c):
-            from qgemm_bench.backends.triton_kernels import ws_gemm
-
-            w = ws_gemm.tiles_for(self.fmt, self.group, self.k, c["WS"])
-            key = ("ws", w["BLOCK_N"], w["BLOCK_K"])
-            if key not in self._w_desc:
-                self._w_desc[key] = ws_gemm.weight_descriptors(p, w, self.fmt, self.group)
-            return ws_gemm.run(p, self.fmt, self.group, self.ts, x, w, self._w_desc[key], self._workspace,
-                               sms=self.target.sms)
+            y = self._ws(x, c)
+            y = y if rms is None else rms_scaled(y, *rms, k)
+            return y if residual is None else with_residual(y, residual, norm_weight)
         c.pop("WS", None)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
@@ -981,5 +1015,27 @@ class FusedGemm:
                 "EVEN_K": k % c["BLOCK_K"] == 0, "FRAG": p.frag,
                 "TILE_N": p.tile[0] if p.tile else 0, "TILE_K": p.tile[1] if p.tile else 0,
                 **split_k_parts.pdl_launch(c, x.device), "ROT_DECODE": rot}
-        fused_kernel[split_k_parts.grid(m, n, c)](*args, **{**c, **meta, **desc})
-        return out
+        extra, outs = {}, (out,)
+        if rms is not None:
+            extra |= {"sqin_ptr": rms[0], "eps": float(rms[1]), "RMS_SCALE": True}
+        if residual is not None:
+            sq = torch.empty(m, split_k_parts.sumsq_chunks(n), device=x.device, dtype=torch.float32)
+            extra |= {"res_ptr": residual, "sq_ptr": sq, "RESIDUAL": True}
+            outs = (out, sq)
+            if norm_weight is not None:
+                xw = torch.empty_like(out)
+                extra |= {"nw_ptr": norm_weight, "xw_ptr": xw, "NORM_W": True}
+                outs = (out, xw, sq)
+        fused_kernel[split_k_parts.grid(m, n, c)](*args, **{**c, **meta, **desc, **extra})
+        return out if residual is None else outs
+
+    def _ws(self, x: torch.Tensor, c: dict) -> torch.Tensor:
+        from qgemm_bench.backends.triton_kernels import ws_gemm
+
+        p = self.kmajor
+        w = ws_gemm.tiles_for(self.fmt, self.group, self.k, c["WS"])
+        key = ("ws", w["BLOCK_N"], w["BLOCK_K"])
+        if key not in self._w_desc:
+            self._w_desc[key] = ws_gemm.weight_descriptors(p, w, self.fmt, self.group)
+        return ws_gemm.run(p, self.fmt, self.group, self.ts, x, w, self._w_desc[key], self._workspace,
+                           sms=self.target.sms)

@@ -151,22 +151,78 @@ def tile_and_range(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_
     return pid_mn, offs_m, offs_n, first, last
 
 
+SUMSQ_CHUNK = 32  # finish's RESIDUAL: one fp32 sum of squares per this many output columns (sumsq_chunks)
+_SUMSQ_CHUNK = tl.constexpr(SUMSQ_CHUNK)
+
+
+def sumsq_chunks(n: int) -> int:
+    """How many per-row sums of squares finish's RESIDUAL writes for N = n."""
+    return triton.cdiv(n, SUMSQ_CHUNK)
+
+
+@triton.jit
+def _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS: tl.constexpr,
+           res_ptr, sq_ptr, RESIDUAL: tl.constexpr, nw_ptr, xw_ptr, NORM_W: tl.constexpr,
+           sqin_ptr, K, eps, RMS_SCALE: tl.constexpr):
+    """The tile's output: the fp32 sum `total` (RMS_SCALE: times each row's
+    1 / RMS of x, rsqrt(sum of squares / K + eps), the sums being the
+    per-chunk ones at sqin_ptr [M, sumsq_chunks(K)] that the GEMM which wrote
+    x left), plus the bias, cast. RESIDUAL: plus res (out's layout), added as
+    torch adds two tensors of out's dtype; each row's fp32 sums of squares of
+    the result per SUMSQ_CHUNK columns into sq_ptr [M, chunks] (plain stores:
+    no zeroing, the same bits whoever finishes); NORM_W also the result times
+    the norm weight at nw_ptr [N], cast, into xw_ptr (out's layout). Together:
+    RMSNorm(h) @ w2 = (1 / RMS) (h * weight) @ w2, an RMSNorm between two
+    GEMMs without a kernel of its own (docs/fused_gemm.md)."""
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    mask = mask_m[:, None] & mask_n[None, :]
+    if RMS_SCALE:
+        chunks_in = tl.cdiv(K, _SUMSQ_CHUNK)
+        c = tl.arange(0, 64)
+        ss = tl.zeros(offs_m.shape, dtype=tl.float32)
+        for c0 in range(0, chunks_in, 64):
+            ss += tl.sum(tl.load(sqin_ptr + offs_m[:, None] * chunks_in + (c0 + c)[None, :],
+                                 mask=mask_m[:, None] & (c0 + c < chunks_in)[None, :], other=0.0), axis=1)
+        total = total * tl.rsqrt(ss / K + eps)[:, None]
+    if HAS_BIAS:
+        total += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+    y = total.to(out_ptr.dtype.element_ty)
+    if RESIDUAL:
+        res = tl.load(res_ptr + offs_m[:, None] * stride_om + offs_n[None, :], mask=mask, other=0.0)
+        y = (y.to(tl.float32) + res.to(tl.float32)).to(out_ptr.dtype.element_ty)
+        h = tl.where(mask, y.to(tl.float32), 0.0)
+        BM: tl.constexpr = h.shape[0]
+        CH: tl.constexpr = h.shape[1] // _SUMSQ_CHUNK
+        sq = tl.sum(tl.reshape(h * h, (BM, CH, _SUMSQ_CHUNK)), axis=2)
+        chunks = tl.cdiv(N, _SUMSQ_CHUNK)
+        chunk = tl.min(offs_n, axis=0) // _SUMSQ_CHUNK + tl.arange(0, CH)  # a tile: contiguous, chunk-aligned
+        tl.store(sq_ptr + offs_m[:, None] * chunks + chunk[None, :], sq,
+                 mask=mask_m[:, None] & (chunk < chunks)[None, :])
+        if NORM_W:
+            nw = tl.load(nw_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
+            tl.store(xw_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
+                     (h * nw[None, :]).to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], y, mask=mask)
+
+
 @triton.jit
 def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m, offs_n, M, N,
            SPLIT_K: tl.constexpr, DETERMINISTIC: tl.constexpr, HAS_BIAS: tl.constexpr,
-           REDUCE: tl.constexpr = 0):  # REDUCE 0: REDUCE_LAST
+           REDUCE: tl.constexpr = 0,  # REDUCE 0: REDUCE_LAST
+           res_ptr=None, sq_ptr=None, RESIDUAL: tl.constexpr = False, nw_ptr=None, xw_ptr=None,
+           NORM_W: tl.constexpr = False, sqin_ptr=None, K=0, eps=0.0, RMS_SCALE: tl.constexpr = False):
     """Store this program's fp32 partial `acc`; the tile's last program adds
-    the bias, stores the cast sum and leaves workspace and counter zeroed.
-    DETERMINISTIC only: REDUCE (module doc); with REDUCE_KERNEL reduce_planes
-    finishes."""
+    the bias (and _store's other parts), stores the cast sum and leaves
+    workspace and counter zeroed. DETERMINISTIC only: REDUCE (module doc);
+    with REDUCE_KERNEL reduce_planes finishes (none of _store's parts there)."""
     mask_m = offs_m < M
     mask_n = offs_n < N
     tile = offs_m[:, None] * N + offs_n[None, :]  # workspace index within one [M, N] plane
     mask = mask_m[:, None] & mask_n[None, :]
     if SPLIT_K == 1:
-        if HAS_BIAS:
-            acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
-        tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
+        _store(acc, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS, res_ptr, sq_ptr, RESIDUAL,
+               nw_ptr, xw_ptr, NORM_W, sqin_ptr, K, eps, RMS_SCALE)
     elif DETERMINISTIC and REDUCE == REDUCE_KERNEL:  # reduce_planes, launched next, sums the planes
         tl.store(ws_ptr + tl.program_id(1) * M * N + tile, acc, mask=mask)
     else:
@@ -190,10 +246,8 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
                 zero = tl.zeros(acc.shape, dtype=tl.float32)
                 total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
                 tl.store(ws_ptr + tile, zero, mask=mask)
-            if HAS_BIAS:
-                total += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
-            tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], total.to(out_ptr.dtype.element_ty),
-                     mask=mask)
+            _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS, res_ptr, sq_ptr, RESIDUAL,
+                   nw_ptr, xw_ptr, NORM_W, sqin_ptr, K, eps, RMS_SCALE)
             # Relaxed: nothing else touches the counter in this launch, and
             # the next launch is ordered after it anyway. The default acq_rel
             # fenced (MEMBAR.GPU) before the tile's last program could exit,

@@ -56,6 +56,9 @@ class Prepared:
     # Weight-only backends: the same prepared weights applied to a new
     # activation [M', K] -> [M', N] in the activation's dtype.
     apply: Callable[[torch.Tensor], torch.Tensor] | None = None
+    # Those that can also do an RMSNorm's parts in the GEMM's store (fused_gemm.FusedGemm's residual,
+    # norm_weight and rms keywords): apply with them.
+    apply_parts: Callable[..., object] | None = None
 
 
 def _can_run(case: Case) -> str | None:

@@ -38,12 +38,15 @@ def _weight_only(case, inputs) -> Prepared:
     def apply(x):
         return gemm(x.contiguous())
 
+    def apply_parts(x, **parts):
+        return gemm(x.contiguous(), **parts)
+
     x = inputs.x.contiguous()
     m = x.shape[0]
     notes = "; ".join(filter(None, (interpreter_note(case), gemm.note(m, x))))
     if gemm.path(m) == "fused":
         gemm.fused()  # its K-major weights are made here, in prepare
-    return Prepared(lambda: gemm(x), resident=gemm.resident(m), notes=notes, apply=apply)
+    return Prepared(lambda: gemm(x), resident=gemm.resident(m), notes=notes, apply=apply, apply_parts=apply_parts)
 
 
 _PATHS = ("one-launch split-K streaming for M <= 64; a fused swapped-operand kernel on K-major weights up to "

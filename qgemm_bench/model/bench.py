@@ -21,7 +21,7 @@ import torch
 from qgemm_bench.errors import one_line
 from qgemm_bench.harness.outputs import WriteError
 from qgemm_bench.harness.watchdog import Watchdog, stall_reason
-from qgemm_bench.model import decode, quality, tensor_parallel
+from qgemm_bench.model import decode, fused_norm, quality, tensor_parallel
 from qgemm_bench.model.errors import BackendUnavailable
 from qgemm_bench.model.llama import ModelSource
 from qgemm_bench.model.outputs import ERROR, INCORRECT, OK, OOM, SKIPPED, UNAVAILABLE, GiB, ModelRow, RunFolder
@@ -64,6 +64,7 @@ class Plan:
     attention: str = "sdpa"  # --attention: decode.ATTENTIONS key (flex: compiled steps only)
     pdl: bool = False  # --pdl: the compiled step's Inductor kernels launch with PDL (decode.inductor_pdl)
     inductor: dict = field(default_factory=dict)  # --inductor-config: Inductor settings of compiled steps
+    fused_norms: bool = False  # --fused-norms: RMSNorms done by the GEMMs where a variant's have the parts
 
     @property
     def timing(self) -> str:
@@ -130,6 +131,9 @@ def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None
             out["quantize_s"] = time.perf_counter() - t0
     if plan.shard is not None:  # on the layers quantize_model left there
         tensor_parallel.add_all_reduce(model, plan.shard)
+    elif plan.fused_norms and spec is not None and not fused_norm.why_not(model):
+        fused_norm.install(model)
+        out["fused_norms"] = True
     lin, tot = linear_nbytes(model, plan.lm_head), model_nbytes(model)
     if spec is None:
         ref["linear"], ref["model"] = lin, tot

@@ -75,6 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(g, "--inductor-config", metavar="KEY=VALUE,...", help="with --compile: Inductor settings for the "
          "compiled steps of every variant, torch._inductor.config's names and Python values (e.g. "
          "combo_kernels=True,triton.multi_kernel=0; multi_kernel is 1 unless set here); listed in report.md")
+    _add(g, "--fused-norms", action="store_true", help="each decoder layer's two RMSNorms done by the GEMMs "
+         "around them, in variants whose kernels can (triton; not with --unfused or torchrun): o_proj and "
+         "down_proj add the residual and leave the norm's sums, qkv and gate_up scale their rows "
+         "(docs/fused_gemm.md); the others run as they are. report.md names the variants that took it")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
@@ -329,6 +333,9 @@ def build_plan(args, world=None):
     pdl = getattr(args, "pdl", False)
     if pdl:
         check_pdl(device, getattr(args, "compile", "none"))
+    fused_norms = getattr(args, "fused_norms", False)
+    if fused_norms and getattr(args, "unfused", False):
+        raise InputError("--fused-norms needs q/k/v and gate/up fused: drop --unfused")
     inductor = {}
     if getattr(args, "inductor_config", None) is not None:
         if getattr(args, "compile", "none") == "none":
@@ -358,6 +365,9 @@ def build_plan(args, world=None):
     cfg = source.config
     shard = None
     if world is not None:
+        if fused_norms:
+            raise InputError("--fused-norms runs on one GPU: under torchrun the all-reduce sits between a GEMM and "
+                             "its residual add")
         from qgemm_bench.model import tensor_parallel
 
         tensor_parallel.check_divisible(cfg, world.size)
@@ -404,7 +414,8 @@ def build_plan(args, world=None):
                       eval_ids=eval_ids, eval_window=window, eval_stride=args.eval_stride, lm_head=args.lm_head,
                       seed=args.seed, shard=shard, stall_s=stall_s, compile=getattr(args, "compile", "none"),
                       split=not getattr(args, "no_step_split", False),
-                      attention=getattr(args, "attention", "sdpa"), pdl=pdl, inductor=inductor)
+                      attention=getattr(args, "attention", "sdpa"), pdl=pdl, inductor=inductor,
+                      fused_norms=fused_norms)
 
 
 def check_pdl(device: torch.device, compile: str) -> None:
@@ -450,7 +461,7 @@ def metadata(plan, args) -> dict:
         "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
         "stall_timeout_s": plan.stall_s, "compile": plan.compile, "pdl": plan.pdl, "attention": plan.attention,
         "multi_kernel": plan.inductor.get("triton.multi_kernel", MULTI_KERNEL) if plan.compile != "none" else None,
-        "inductor_config": plan.inductor,
+        "inductor_config": plan.inductor, "fused_norms": plan.fused_norms,
         "step_split": plan.split, "argv": getattr(args, "argv", sys.argv[1:]),
     }
     meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct

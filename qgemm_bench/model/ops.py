@@ -25,15 +25,16 @@ import weakref
 
 import torch
 
-_KERNELS: dict[int, tuple] = {}  # handle -> (apply, out_features)
+_KERNELS: dict[int, tuple] = {}  # handle -> (apply, out_features, apply_parts or None)
 _NEXT = itertools.count(1)
 
 
-def register(owner, apply, out_features: int) -> torch.Tensor:
-    """A handle (CPU int64 scalar) for `apply` ([M, K] -> [M, out_features]),
+def register(owner, apply, out_features: int, apply_parts=None) -> torch.Tensor:
+    """A handle (CPU int64 scalar) for `apply` ([M, K] -> [M, out_features];
+    apply_parts: the same with an RMSNorm's parts, Prepared.apply_parts),
     released when `owner` (the QuantLinear) is garbage collected."""
     h = next(_NEXT)
-    _KERNELS[h] = (apply, out_features)
+    _KERNELS[h] = (apply, out_features, apply_parts)
     weakref.finalize(owner, _KERNELS.pop, h, None)
     return torch.tensor(h, dtype=torch.int64)
 
@@ -47,7 +48,7 @@ def linear(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Te
     """y[M, out_features] = the registered kernel applied to x[M, K] (M >= 1)."""
     if handle.device.type != "cpu":  # reading it would sync the device (illegal while capturing a graph)
         raise RuntimeError("qgemm::linear: the kernel handle must stay a CPU tensor")
-    apply, n = _KERNELS[int(handle)]
+    apply, n, _ = _KERNELS[int(handle)]
     y = apply(x)
     if y.shape != (x.shape[0], n):
         raise RuntimeError(f"qgemm::linear: kernel gave {tuple(y.shape)}, expected {(x.shape[0], n)}")
@@ -58,6 +59,45 @@ def linear(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Te
 @linear.register_fake
 def _(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Tensor:
     return x.new_empty(x.shape[0], out_features)
+
+
+def _parts(handle: torch.Tensor, op: str):
+    if handle.device.type != "cpu":
+        raise RuntimeError(f"{op}: the kernel handle must stay a CPU tensor")
+    _, n, parts = _KERNELS[int(handle)]
+    if parts is None:
+        raise RuntimeError(f"{op}: the registered kernel has no RMSNorm parts (Prepared.apply_parts)")
+    return parts
+
+
+@torch.library.custom_op("qgemm::linear_rms", mutates_args=())
+def linear_rms(x: torch.Tensor, handle: torch.Tensor, out_features: int, sumsq: torch.Tensor,
+               eps: float) -> torch.Tensor:
+    """qgemm::linear with each output row times 1 / RMS from the fp32 sums of
+    squares [M, chunks] a linear_residual left (model/fused_norm.py)."""
+    return _parts(handle, "qgemm::linear_rms")(x, rms=(sumsq, eps))
+
+
+@linear_rms.register_fake
+def _(x, handle, out_features, sumsq, eps):
+    return x.new_empty(x.shape[0], out_features)
+
+
+@torch.library.custom_op("qgemm::linear_residual", mutates_args=())
+def linear_residual(x: torch.Tensor, handle: torch.Tensor, out_features: int, residual: torch.Tensor,
+                    norm_weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(h = residual + qgemm::linear(x), h * norm_weight, h's rows' fp32 sums
+    of squares per 32 columns) (model/fused_norm.py)."""
+    return _parts(handle, "qgemm::linear_residual")(x, residual=residual, norm_weight=norm_weight)
+
+
+@linear_residual.register_fake
+def _(x, handle, out_features, residual, norm_weight):
+    from qgemm_bench.backends.triton_kernels.split_k_parts import sumsq_chunks
+
+    m = x.shape[0]
+    return (x.new_empty(m, out_features), x.new_empty(m, out_features),
+            x.new_empty(m, sumsq_chunks(out_features), dtype=torch.float32))
 
 
 @torch.library.custom_op("qgemm::last_position", mutates_args=())

@@ -60,6 +60,7 @@ class ModelRow:
     compile_s: float | None = None  # the compiled step's first call: trace, Inductor, Triton builds, autotuning
     pdl: bool = False  # --pdl: Inductor's kernels launched with PDL, ours chained (decode.inductor_pdl)
     attention: str = "sdpa"  # sdpa (GQA-packed, whole static cache) | flex (compiled steps, cache up to the token)
+    fused_norms: bool = False  # --fused-norms took: the layers' RMSNorms done by this variant's GEMMs
     step_read_gib: float | None = None  # bytes one step reads (model/profile.py step_bytes), per GPU
     kv_read_gib: float | None = None  # the static K/V cache's share of it
     effective_gbps: float | None = None  # step_read bytes x steps/s
@@ -341,7 +342,11 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
                    if s.get("inductor_config") else "")
                 + "), compile time per row. " if s.get("compile", "none") != "none"
                 else "is the model's forward, not compiled. ") + "Prefill: "
-             f"{s.get('prompt_len')} tokens, batch 1, eager. Quality: logits on {s.get('quality_tokens')} tokens "
+             f"{s.get('prompt_len')} tokens, batch 1, eager. "
+             + (f"--fused-norms: each layer's RMSNorms done by the GEMMs around them in "
+                f"{', '.join(sorted({r.variant for r in rows if r.fused_norms})) or 'no variant'} "
+                "(model/fused_norm.py). " if s.get("fused_norms") else "")
+             + f"Quality: logits on {s.get('quality_tokens')} tokens "
              f"against the unquantized model; lm_head quantized: {s.get('lm_head')}. `bf16` is the "
              f"unquantized model in the run's dtype ({s.get('dtype')}).", ""]
     if meta.get("env"):

@@ -85,6 +85,7 @@ def dequantize_weight(weights: dict, spec: QuantSpec, dtype=torch.float32) -> to
 class Kernel(NamedTuple):
     apply: Callable[[torch.Tensor], torch.Tensor]  # [M, K] -> [M, N], any M
     resident: tuple  # the tensors it keeps (its weight footprint)
+    apply_parts: Callable | None = None  # apply with an RMSNorm's parts (Prepared.apply_parts), where it has them
 
 
 # ------------------------------------------------------------------ the adapter
@@ -125,7 +126,7 @@ def prepare_kernel(backend: str, spec: QuantSpec, weights: dict, k: int, n: int,
     p = b.prepare(case, inputs)
     if p.apply is None:
         raise BackendUnavailable(f"{backend}: its {spec.op} backend takes no new activations (no apply)")
-    return Kernel(p.apply, tuple(p.resident))
+    return Kernel(p.apply, tuple(p.resident), p.apply_parts)
 
 
 # --------------------------------------------------------------------- modules
@@ -150,8 +151,16 @@ class QuantLinear(nn.Module):
         self.in_features, self.out_features = in_features, out_features
         self.kernel, self.backend, self.spec = kernel, backend, spec
         # The GEMM is the custom op qgemm::linear (model/ops.py): torch.compile traces through it.
-        self.register_buffer("handle", ops.register(self, kernel.apply, out_features), persistent=False)
+        self.register_buffer("handle", ops.register(self, kernel.apply, out_features, kernel.apply_parts),
+                             persistent=False)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
+        # model/fused_norm.py sets these for one call: (sums, eps) / (residual, norm weight); the
+        # residual call's (h * weight, sums) land in `norm_out`.
+        self.rms, self.residual, self.norm_out = None, None, None
+
+    @property
+    def has_parts(self) -> bool:
+        return self.kernel.apply_parts is not None and self.bias is None
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, backend: str, spec: QuantSpec | str) -> QuantLinear:
@@ -165,8 +174,17 @@ class QuantLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.in_features).contiguous()
+        rms, residual = self.rms, self.residual
+        self.rms = self.residual = None
         if x2.shape[0] == 0:
             y = x2.new_empty(0, self.out_features)
+        elif rms is not None:
+            y = ops.linear_rms(x2, self.handle, self.out_features, rms[0], rms[1])
+        elif residual is not None:
+            r, w = residual
+            y, xw, sums = ops.linear_residual(x2, self.handle, self.out_features,
+                                              r.reshape(-1, self.out_features).contiguous(), w)
+            self.norm_out = (xw.reshape(*lead, self.out_features), sums)
         else:
             y = ops.linear(x2, self.handle, self.out_features)
         y = y.reshape(*lead, self.out_features)

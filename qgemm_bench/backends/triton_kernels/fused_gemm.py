@@ -803,9 +803,7 @@ def with_residual(y: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Te
     y, [h * norm_weight,] h's rows' fp32 sums of squares per SUMSQ_CHUNK
     columns)."""
     h = residual + y
-    m, n = h.shape
-    pad = split_k_parts.sumsq_chunks(n) * split_k_parts.SUMSQ_CHUNK - n
-    sq = torch.nn.functional.pad(h.float() ** 2, (0, pad)).view(m, -1, split_k_parts.SUMSQ_CHUNK).sum(-1)
+    sq = split_k_parts.row_sumsq(h)
     return (h, sq) if norm_weight is None else (h, (h.float() * norm_weight.float()).to(h.dtype), sq)
 
 

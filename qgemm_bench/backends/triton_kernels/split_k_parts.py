@@ -160,6 +160,14 @@ def sumsq_chunks(n: int) -> int:
     return triton.cdiv(n, SUMSQ_CHUNK)
 
 
+def row_sumsq(h: torch.Tensor) -> torch.Tensor:
+    """What _store's RESIDUAL leaves, by torch: h's [M, N] rows' fp32 sums of
+    squares per SUMSQ_CHUNK columns, [M, sumsq_chunks(N)]."""
+    m, n = h.shape
+    sq = torch.nn.functional.pad(h.float() ** 2, (0, sumsq_chunks(n) * SUMSQ_CHUNK - n))
+    return sq.view(m, -1, SUMSQ_CHUNK).sum(-1)
+
+
 @triton.jit
 def _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS: tl.constexpr,
            res_ptr, sq_ptr, RESIDUAL: tl.constexpr, nw_ptr, xw_ptr, NORM_W: tl.constexpr,

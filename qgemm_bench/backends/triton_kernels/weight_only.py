@@ -337,7 +337,25 @@ class WeightOnlyGemm:
                              HAS_SCALES=self.scales is not None, **c)
         return out
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
+                 norm_weight: torch.Tensor | None = None, rms: tuple | None = None):
+        """y = x @ w; residual, norm_weight, rms: FusedGemm's output parts
+        (an RMSNorm between two GEMMs), in the fused kernel's store where the
+        fused path runs, by torch after the others (fused_gemm.rms_scaled,
+        with_residual)."""
+        if residual is None and rms is None:
+            return self._gemm(x)
+        m = x.shape[0]
+        if self.path(m) == "fused":
+            check_weight_only(x, self.w, self.scales, self.fmt, self.group)
+            return self.fused()(x, residual, norm_weight, rms)
+        from qgemm_bench.backends.triton_kernels.fused_gemm import rms_scaled, with_residual
+
+        y = self._gemm(x)
+        y = y if rms is None else rms_scaled(y, *rms, x.shape[1])
+        return y if residual is None else with_residual(y, residual, norm_weight)
+
+    def _gemm(self, x: torch.Tensor) -> torch.Tensor:
         w = self.w
         check_weight_only(x, w, self.scales, self.fmt, self.group)
         m, k = x.shape

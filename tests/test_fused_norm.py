@@ -10,7 +10,7 @@ import torch
 
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.formats import INT4, NVFP4
-from tests.support import DT, case, check, fp64, seed, target_for
+from tests.support import CUDA, DT, case, check, fp64, needs_gpu, seed, stored_target, target_for
 from tests.support import triton_config as cfg
 
 EPS = 1e-5
@@ -102,3 +102,41 @@ def test_a_part_of_the_wrong_shape_is_one_value_error(bad):
           "norm_weight": {"norm_weight": torch.ones(64, dtype=DT)}}[bad]  # norm_weight without a residual
     with pytest.raises(ValueError, match=bad):
         g(inputs.x, **kw)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("fmt", [INT4, NVFP4])
+@pytest.mark.parametrize("shape", [(1, 4096, 6144), (1, 4096, 4096), (16, 4096, 6144), (16, 14336, 4096),
+                                   (1, 4096, 28672)])
+def test_the_stores_configs_do_both_parts_in_bf16(fmt, shape):
+    """The triton backend at Llama-3-8B's decode shapes with the store's
+    configs (PTX decodes, TMA, split-K, the WS kernel where its entry has
+    tiles): both parts against fp64, three calls each (split-K atomics)."""
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
+    from qgemm_bench.backends.triton_ops import weight_args
+
+    m, k, n = shape
+    s = seed()
+    if fmt == INT4:
+        inputs = int4_gemm.make_inputs(case(int4_gemm, shape, torch.bfloat16, CUDA, group_size=128), s)
+        wd = int4_gemm.dequantize(inputs)
+        gemm = make_weight_only(*weight_args("int4_gemm", inputs), target=stored_target())
+    else:
+        inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape, torch.bfloat16, CUDA), s)
+        wd = nvfp4_gemm.dequantize(inputs)
+        gemm = make_weight_only(*weight_args("nvfp4_gemm", inputs), target=stored_target())
+    gen = torch.Generator(device=CUDA).manual_seed(s)
+    res = torch.randn(m, n, dtype=torch.bfloat16, device=CUDA, generator=gen)
+    weight = (1 + 0.2 * torch.randn(n, device=CUDA, generator=gen)).to(torch.bfloat16)
+    h_prev = (3 * torch.randn(m, k, device=CUDA, generator=gen)).to(torch.bfloat16)
+    w_prev = (1 + 0.2 * torch.randn(k, device=CUDA, generator=gen)).to(torch.bfloat16)
+    rms = torch.rsqrt((h_prev.double() ** 2).mean(-1, keepdim=True) + EPS)
+    xn = (w_prev.double() * (h_prev.double() * rms).to(torch.bfloat16).double()).to(torch.bfloat16)
+    xw = (h_prev.float() * w_prev.float()).to(torch.bfloat16)
+    for _ in range(3):
+        h, hw, sq = gemm(inputs.x, residual=res, norm_weight=weight)
+        check(h, fp64(inputs.x, wd) + res.double(), torch.bfloat16)
+        torch.testing.assert_close(sq.double(), chunk_sums(h), rtol=1e-5, atol=0, msg=f"seed {s}")
+        assert torch.equal(hw, (h.float() * weight.float()).to(torch.bfloat16)), f"seed {s}"
+        check(gemm(xw, rms=(chunk_sums(h_prev).float(), EPS)), fp64(xn, wd), torch.bfloat16)

@@ -83,19 +83,38 @@ def test_variants_without_the_parts_are_refused_with_the_reason():
         fused_norm.install(bf16)
 
 
-def test_a_run_with_fused_norms_marks_the_rows_that_took_them(tmp_path):
+def test_a_run_with_fused_norms_marks_the_rows_that_took_them(tmp_path, monkeypatch):
+    """The run's wiring (the triton kernels' parts are tested above): the
+    torch backend given parts by torch (fused_gemm's fallbacks) takes it,
+    tinygemm-like variants without parts and bf16 run as they are."""
     import json
 
+    from qgemm_bench.backends.triton_kernels.fused_gemm import rms_scaled, with_residual
     from qgemm_bench.model import cli
+    from qgemm_bench.model import quant_linear as ql
 
+    real = ql.prepare_kernel
+
+    def with_parts(backend, spec, *a, **kw):
+        kernel = real(backend, spec, *a, **kw)
+        if spec.group_size != 32:
+            return kernel
+
+        def parts(x, residual=None, norm_weight=None, rms=None):
+            y = kernel.apply(x)
+            y = y if rms is None else rms_scaled(y, *rms, x.shape[1])
+            return y if residual is None else with_residual(y, residual, norm_weight)
+        return kernel._replace(apply_parts=parts)
+
+    monkeypatch.setattr(ql, "prepare_kernel", with_parts)
     out = tmp_path / "run"
-    argv = ["--model", "tiny", "--layers", "2", "--device", "cpu", "--dtype", "float16", "--output-dir", str(out),
-            "--batch", "1", "--prompt-len", "4", "--decode-steps", "2", "--quality-tokens", "1x8",
-            "--backends", "bf16,torch,triton", "--quant", "int4-g32", "--fused-norms", "--no-step-split"]
+    argv = ["--model", "tiny", "--layers", "2", "--device", "cpu", "--output-dir", str(out), "--batch", "1",
+            "--prompt-len", "4", "--decode-steps", "2", "--quality-tokens", "1x8", "--backends", "bf16,torch",
+            "--quant", "int4-g32,int4-g64", "--fused-norms", "--no-step-split"]
     assert cli.main(argv) == 0
     doc = json.loads((out / "results.json").read_text())
-    took = {r["backend"]: r["fused_norms"] for r in doc["rows"]}
-    assert took == {"bf16": False, "torch": False, "triton": True}
+    took = {r["quant"]: r["fused_norms"] for r in doc["rows"]}
+    assert took == {"none": False, "int4-g32": True, "int4-g64": False}
     assert all(r["status"] == "ok" for r in doc["rows"]) and doc["metadata"]["settings"]["fused_norms"] is True
-    assert "--fused-norms: each layer's RMSNorms done by the GEMMs around them in triton int4-g32" in \
+    assert "--fused-norms: each layer's RMSNorms done by the GEMMs around them in torch int4-g32" in \
         (out / "report.md").read_text()

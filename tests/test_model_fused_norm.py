@@ -19,7 +19,7 @@ from tests.support import CUDA, needs_gpu, one_thread, seed  # noqa: E402, F401 
 CPU = torch.device("cpu")
 ON = [pytest.param(CPU, torch.float16, id="cpu"),  # the interpreter: float16
       pytest.param(CUDA, torch.bfloat16, id="cuda", marks=[pytest.mark.gpu, needs_gpu])]
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, vocab_size=256)
 
 

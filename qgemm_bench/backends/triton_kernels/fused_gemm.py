@@ -989,11 +989,13 @@ class FusedGemm:
                                      or not residual.is_contiguous()):
             raise ValueError(f"residual must be a contiguous [{m}, {n}] {x.dtype} tensor, got "
                              f"{tuple(residual.shape)} {residual.dtype}")
-        if norm_weight is not None and (residual is None or norm_weight.shape != (n,)):
+        if norm_weight is not None and (residual is None or norm_weight.shape != (n,) or norm_weight.stride(0) != 1):
             raise ValueError(f"norm_weight must be [{n}] and come with a residual, got {tuple(norm_weight.shape)}")
         chunks = split_k_parts.sumsq_chunks(k)
-        if rms is not None and (rms[0].shape != (m, chunks) or rms[0].dtype != torch.float32):
-            raise ValueError(f"rms: fp32 sums of squares [{m}, {chunks}], got {tuple(rms[0].shape)} {rms[0].dtype}")
+        if rms is not None and (rms[0].shape != (m, chunks) or rms[0].dtype != torch.float32
+                                or not rms[0].is_contiguous()):
+            raise ValueError(f"rms: contiguous fp32 sums of squares [{m}, {chunks}], got {tuple(rms[0].shape)} "
+                             f"{rms[0].dtype}")
         c = dict(self.config_for(m))
         if self.runs_ws(x, c):
             y = self._ws(x, c)

@@ -111,8 +111,9 @@ def test_a_part_of_the_wrong_shape_is_one_value_error(bad):
                                    (1, 4096, 28672)])
 def test_the_stores_configs_do_both_parts_in_bf16(fmt, shape):
     """The triton backend at Llama-3-8B's decode shapes with the store's
-    configs (PTX decodes, TMA, split-K, the WS kernel where its entry has
-    tiles): both parts against fp64, three calls each (split-K atomics)."""
+    configs (PTX decodes, TMA, split-K; 16x4096x6144's entry has WS tiles,
+    which a call with parts leaves for fused_kernel): both parts against
+    fp64, three calls each (split-K atomics)."""
     from qgemm_bench.backends.triton_dispatch import make_weight_only
     from qgemm_bench.backends.triton_ops import weight_args
 

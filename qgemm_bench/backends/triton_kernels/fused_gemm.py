@@ -979,8 +979,10 @@ class FusedGemm:
         residual [M, N] (x's dtype, contiguous): returns (h = residual + y, h's
         rows' sums of squares [M, sumsq_chunks(N)] fp32), with norm_weight [N]
         (h, h * norm_weight, sums). All in the last program's store
-        (split_k_parts._store); where the warp-specialized kernel runs, by
-        torch around it (rms_scaled, with_residual)."""
+        (split_k_parts._store) of fused_kernel, also where the config has WS
+        tiles: the warp-specialized kernel has no such store, and torch around
+        it would add launches (int4 16x4096x6144: WS 8.61 us, the same config
+        without 9.50; the parts by torch, a few small kernels more)."""
         p = self.kmajor
         if x.dim() != 2 or x.shape[1] != self.k or x.stride(1) != 1:
             raise ValueError(f"x must be [M, {self.k}] with unit stride along K, got {tuple(x.shape)}")
@@ -997,10 +999,8 @@ class FusedGemm:
             raise ValueError(f"rms: contiguous fp32 sums of squares [{m}, {chunks}], got {tuple(rms[0].shape)} "
                              f"{rms[0].dtype}")
         c = dict(self.config_for(m))
-        if self.runs_ws(x, c):
-            y = self._ws(x, c)
-            y = y if rms is None else rms_scaled(y, *rms, k)
-            return y if residual is None else with_residual(y, residual, norm_weight)
+        if residual is None and rms is None and self.runs_ws(x, c):
+            return self._ws(x, c)
         c.pop("WS", None)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)

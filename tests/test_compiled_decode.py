@@ -638,7 +638,13 @@ def test_inductor_options_are_set_for_compiled_steps_only(monkeypatch):
 
 
 @pytest.mark.parametrize("text, says", [("nope=1", "has no 'nope'"), ("combo_kernels=2", "expected bool"),
-                                        ("triton.multi_kernel=x", "expected int"), ("=1", "KEY=VALUE")])
+                                        ("triton.multi_kernel=x", "expected int"), ("=1", "KEY=VALUE"),
+                                        ("triton.enable_pdl=True", "use --pdl")])
 def test_inductor_overrides_refuse_unknown_keys_and_wrong_types(text, says):
     with pytest.raises(ValueError, match=says):
         decode.inductor_overrides(text)
+
+
+def test_inductor_overrides_take_values_with_commas_and_none():
+    assert decode.inductor_overrides("max_autotune_gemm_backends=ATEN,TRITON, compile_threads=None") == \
+        {"max_autotune_gemm_backends": "ATEN,TRITON", "compile_threads": None}

@@ -243,26 +243,31 @@ def inductor_options(overrides: dict | None = None):
 def inductor_overrides(text: str) -> dict:
     """--inductor-config's KEY=VALUE[,KEY=VALUE...] as a dict of Inductor
     config keys (dotted as torch._inductor.config names them) to Python
-    literals; ValueError, one line, for an unknown key or a value of another
+    literals (a bare word a string; None for any key); ValueError, one line,
+    for an unknown key, triton.enable_pdl (--pdl's) or a value of another
     type than the key's default."""
     import ast
+    import re
 
     import torch._inductor.config as inductor_config
 
     known, out = inductor_config.get_config_copy(), {}
-    for item in filter(None, (i.strip() for i in text.split(","))):
+    # Items end at a comma that starts the next KEY=, so a value may hold commas (ATEN,TRITON).
+    for item in filter(None, (i.strip() for i in re.split(r",(?=\s*[\w.]+\s*=)", text))):
         key, eq, raw = item.partition("=")
-        key, raw = key.strip(), raw.strip()
+        key, raw = key.strip(), raw.strip().rstrip(",").strip()
         if not eq or not key or not raw:
             raise ValueError(f"--inductor-config item {item!r}: expected KEY=VALUE")
         if key not in known:
             raise ValueError(f"--inductor-config: torch._inductor.config has no {key!r}")
+        if key == "triton.enable_pdl":  # --pdl also chains our kernels' own PDL (inductor_pdl)
+            raise ValueError("--inductor-config triton.enable_pdl: use --pdl")
         try:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
             value = raw  # a bare word: a string setting
         default = known[key]
-        ok = (default is None or isinstance(value, type(default))
+        ok = (default is None or value is None or isinstance(value, type(default))
               or (isinstance(default, float) and type(value) is int)
               or (type(default) is int and type(value) is bool))  # 0/1 settings take True / False
         if not ok:

@@ -95,13 +95,27 @@ def test_a_residual_then_rms_chain_is_one_rmsnorm_between_two_gemms():
     check(y, fp64((weight.double() * (h.double() * rms).to(DT).double()).to(DT), wd2))
 
 
+@pytest.mark.parametrize("path", ["fused", "split"])
 @pytest.mark.parametrize("bad", ["residual", "rms", "norm_weight"])
-def test_a_part_of_the_wrong_shape_is_one_value_error(bad):
+def test_a_part_of_the_wrong_shape_is_one_value_error(bad, path):
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
+
     g, inputs, _ = gemm_of(INT4, (3, 256, 64), cfg(bm=16, bn=32, bk=64, split=1), seed())
+    if path == "split":  # the triton backend's other paths check the parts the same way
+        g = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, cfg(bm=16, bn=32, bk=64), "split",
+                             target=target_for(inputs.w))
     kw = {"residual": {"residual": torch.zeros(3, 63, dtype=DT)}, "rms": {"rms": (torch.zeros(3, 7), EPS)},
           "norm_weight": {"norm_weight": torch.ones(64, dtype=DT)}}[bad]  # norm_weight without a residual
     with pytest.raises(ValueError, match=bad):
         g(inputs.x, **kw)
+
+
+def test_row_sums_of_squares_by_torch_match_chunk_by_chunk_and_take_no_rows():
+    from qgemm_bench.backends.triton_kernels.split_k_parts import row_sumsq
+
+    h = torch.randn(3, 100, dtype=DT)
+    torch.testing.assert_close(row_sumsq(h).double(), chunk_sums(h), rtol=1e-6, atol=0)
+    assert row_sumsq(h[:0]).shape == (0, 4)
 
 
 @pytest.mark.gpu

@@ -81,6 +81,9 @@ def test_variants_without_the_parts_are_refused_with_the_reason():
     assert "no RMSNorm parts" in fused_norm.why_not(quantized(s, "torch"))
     with pytest.raises(ValueError, match="--fused-norms: layer 0"):
         fused_norm.install(bf16)
+    other = quantized(s)  # a layer whose forward is not Llama's keeps it
+    other.model.layers[0].__class__ = type("GraniteDecoderLayer", (type(other.model.layers[0]),), {})
+    assert "layer 0 is a GraniteDecoderLayer" in fused_norm.why_not(other)
 
 
 def test_a_run_with_fused_norms_marks_the_rows_that_took_them(tmp_path, monkeypatch):

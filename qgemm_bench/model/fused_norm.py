@@ -26,6 +26,8 @@ from torch import nn
 
 from qgemm_bench.model.quant_linear import QuantLinear
 
+NORMS = ("input_layernorm", "post_attention_layernorm")
+
 
 def why_not(model: nn.Module) -> str:
     """Why --fused-norms cannot apply to `model` ("" where it can)."""
@@ -33,6 +35,11 @@ def why_not(model: nn.Module) -> str:
     if not layers:
         return "no decoder layers (model.model.layers)"
     for i, layer in enumerate(layers):
+        # _forward is Llama's layer (pre-norm, plain residual adds, LlamaRMSNorm's variance_epsilon); a
+        # checkpoint of another class (Granite's residual multiplier, Gemma's norm) keeps its own.
+        if type(layer).__name__ != "LlamaDecoderLayer" or not all(
+                hasattr(getattr(layer, n, None), "variance_epsilon") for n in NORMS):
+            return f"layer {i} is a {type(layer).__name__}, not a LlamaDecoderLayer with LlamaRMSNorms"
         attn, mlp = layer.self_attn, layer.mlp
         linears = [getattr(attn, "qkv_proj", None), attn.o_proj, getattr(mlp, "gate_up_proj", None), mlp.down_proj]
         if any(lin is None for lin in linears):

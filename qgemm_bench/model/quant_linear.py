@@ -176,6 +176,8 @@ class QuantLinear(nn.Module):
         x2 = x.reshape(-1, self.in_features).contiguous()
         rms, residual = self.rms, self.residual
         self.rms = self.residual = None
+        if rms is not None and residual is not None:  # fused_norm never asks both of one GEMM
+            raise RuntimeError("QuantLinear: rms and residual set for one call")
         if x2.shape[0] == 0:
             y = x2.new_empty(0, self.out_features)
         elif rms is not None:

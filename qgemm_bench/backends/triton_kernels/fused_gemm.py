@@ -792,9 +792,28 @@ def rot_words_in_register_order(p) -> torch.Tensor:
     return kmajor_layout.retiled(p, words.permute(0, 3, 1, 2, 4).reshape(np_, kh).contiguous())
 
 
+def check_parts(x: torch.Tensor, n: int, residual, norm_weight, rms) -> None:
+    """ValueError, one line, for norm parts FusedGemm's kernel would misread:
+    residual a contiguous [M, N] of x's dtype, norm_weight a unit-stride [N]
+    with a residual, rms's sums a contiguous fp32 [M, sumsq_chunks(K)]."""
+    m, k = x.shape
+    if residual is not None and (residual.shape != (m, n) or residual.dtype != x.dtype
+                                 or not residual.is_contiguous()):
+        raise ValueError(f"residual must be a contiguous [{m}, {n}] {x.dtype} tensor, got "
+                         f"{tuple(residual.shape)} {residual.dtype}")
+    if norm_weight is not None and (residual is None or norm_weight.shape != (n,) or norm_weight.stride(0) != 1):
+        raise ValueError(f"norm_weight must be [{n}] and come with a residual, got {tuple(norm_weight.shape)}")
+    chunks = split_k_parts.sumsq_chunks(k)
+    if rms is not None and (rms[0].shape != (m, chunks) or rms[0].dtype != torch.float32
+                            or not rms[0].is_contiguous()):
+        raise ValueError(f"rms: contiguous fp32 sums of squares [{m}, {chunks}], got {tuple(rms[0].shape)} "
+                         f"{rms[0].dtype}")
+
+
 def rms_scaled(y: torch.Tensor, sumsq: torch.Tensor, eps: float, k: int) -> torch.Tensor:
-    """split_k_parts._store's RMS_SCALE by torch: y's rows times
-    rsqrt(sum of x's squares / k + eps), the sums per-chunk partials."""
+    """y's rows times rsqrt(sum of x's squares / k + eps), the sums per-chunk
+    partials: split_k_parts._store's RMS_SCALE by torch, on the cast y (the
+    kernel scales the fp32 sum, so the two can differ in y's last bit)."""
     return (y.float() * torch.rsqrt(sumsq.sum(-1, keepdim=True) / k + eps)).to(y.dtype)
 
 
@@ -987,17 +1006,7 @@ class FusedGemm:
         if x.dim() != 2 or x.shape[1] != self.k or x.stride(1) != 1:
             raise ValueError(f"x must be [M, {self.k}] with unit stride along K, got {tuple(x.shape)}")
         m, n, k = x.shape[0], self.n, self.k
-        if residual is not None and (residual.shape != (m, n) or residual.dtype != x.dtype
-                                     or not residual.is_contiguous()):
-            raise ValueError(f"residual must be a contiguous [{m}, {n}] {x.dtype} tensor, got "
-                             f"{tuple(residual.shape)} {residual.dtype}")
-        if norm_weight is not None and (residual is None or norm_weight.shape != (n,) or norm_weight.stride(0) != 1):
-            raise ValueError(f"norm_weight must be [{n}] and come with a residual, got {tuple(norm_weight.shape)}")
-        chunks = split_k_parts.sumsq_chunks(k)
-        if rms is not None and (rms[0].shape != (m, chunks) or rms[0].dtype != torch.float32
-                                or not rms[0].is_contiguous()):
-            raise ValueError(f"rms: contiguous fp32 sums of squares [{m}, {chunks}], got {tuple(rms[0].shape)} "
-                             f"{rms[0].dtype}")
+        check_parts(x, n, residual, norm_weight, rms)
         c = dict(self.config_for(m))
         if residual is None and rms is None and self.runs_ws(x, c):
             return self._ws(x, c)

@@ -165,7 +165,7 @@ def row_sumsq(h: torch.Tensor) -> torch.Tensor:
     squares per SUMSQ_CHUNK columns, [M, sumsq_chunks(N)]."""
     m, n = h.shape
     sq = torch.nn.functional.pad(h.float() ** 2, (0, sumsq_chunks(n) * SUMSQ_CHUNK - n))
-    return sq.view(m, -1, SUMSQ_CHUNK).sum(-1)
+    return sq.view(m, sumsq_chunks(n), SUMSQ_CHUNK).sum(-1)
 
 
 @triton.jit
@@ -201,6 +201,7 @@ def _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS: 
         y = (y.to(tl.float32) + res.to(tl.float32)).to(out_ptr.dtype.element_ty)
         h = tl.where(mask, y.to(tl.float32), 0.0)
         BM: tl.constexpr = h.shape[0]
+        tl.static_assert(h.shape[1] % _SUMSQ_CHUNK == 0, "RESIDUAL needs BLOCK_N a multiple of SUMSQ_CHUNK")
         CH: tl.constexpr = h.shape[1] // _SUMSQ_CHUNK
         sq = tl.sum(tl.reshape(h * h, (BM, CH, _SUMSQ_CHUNK)), axis=2)
         chunks = tl.cdiv(N, _SUMSQ_CHUNK)

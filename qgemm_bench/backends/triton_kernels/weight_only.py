@@ -343,13 +343,14 @@ class WeightOnlyGemm:
         (an RMSNorm between two GEMMs), in the fused kernel's store where the
         fused path runs, by torch after the others (fused_gemm.rms_scaled,
         with_residual)."""
-        if residual is None and rms is None:
+        if residual is None and rms is None and norm_weight is None:
             return self._gemm(x)
-        m = x.shape[0]
-        if self.path(m) == "fused":
-            check_weight_only(x, self.w, self.scales, self.fmt, self.group)
+        from qgemm_bench.backends.triton_kernels.fused_gemm import check_parts, rms_scaled, with_residual
+
+        check_weight_only(x, self.w, self.scales, self.fmt, self.group)
+        check_parts(x, self.w.shape[1], residual, norm_weight, rms)
+        if self.path(x.shape[0]) == "fused":
             return self.fused()(x, residual, norm_weight, rms)
-        from qgemm_bench.backends.triton_kernels.fused_gemm import rms_scaled, with_residual
 
         y = self._gemm(x)
         y = y if rms is None else rms_scaled(y, *rms, x.shape[1])

@@ -111,7 +111,7 @@ def test_a_part_of_the_wrong_shape_is_one_value_error(bad, path):
 
 
 def test_row_sums_of_squares_by_torch_match_chunk_by_chunk_and_take_no_rows():
-    from qgemm_bench.backends.triton_kernels.split_k_parts import row_sumsq
+    from qgemm_bench.backends.norm_parts import row_sumsq
 
     h = torch.randn(3, 100, dtype=DT)
     torch.testing.assert_close(row_sumsq(h).double(), chunk_sums(h), rtol=1e-6, atol=0)

@@ -56,8 +56,8 @@ class Prepared:
     # Weight-only backends: the same prepared weights applied to a new
     # activation [M', K] -> [M', N] in the activation's dtype.
     apply: Callable[[torch.Tensor], torch.Tensor] | None = None
-    # Those that can also do an RMSNorm's parts in the GEMM's store (fused_gemm.FusedGemm's residual,
-    # norm_weight and rms keywords): apply with them.
+    # Those that can also do an RMSNorm's parts in the GEMM's store: apply with FusedGemm's residual,
+    # norm_weight and rms keywords, the sums of squares laid out as backends/norm_parts.py says.
     apply_parts: Callable[..., object] | None = None
 
 

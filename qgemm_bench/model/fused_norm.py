@@ -64,7 +64,7 @@ def install(model: nn.Module) -> None:
 def norm_parts(h: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(h * weight, h's rows' sums of squares as a residual GEMM leaves them):
     by torch, for the first layer's input norm."""
-    from qgemm_bench.backends.triton_kernels.split_k_parts import row_sumsq
+    from qgemm_bench.backends.norm_parts import row_sumsq
 
     return (h.float() * weight.float()).to(h.dtype), row_sumsq(h.reshape(-1, h.shape[-1]))
 

@@ -93,7 +93,7 @@ def linear_residual(x: torch.Tensor, handle: torch.Tensor, out_features: int, re
 
 @linear_residual.register_fake
 def _(x, handle, out_features, residual, norm_weight):
-    from qgemm_bench.backends.triton_kernels.split_k_parts import sumsq_chunks
+    from qgemm_bench.backends.norm_parts import sumsq_chunks
 
     m = x.shape[0]
     return (x.new_empty(m, out_features), x.new_empty(m, out_features),

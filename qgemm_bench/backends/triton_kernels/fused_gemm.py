@@ -104,7 +104,7 @@ import torch
 import triton
 import triton.language as tl
 
-from qgemm_bench.backends import kmajor_layout
+from qgemm_bench.backends import kmajor_layout, norm_parts
 from qgemm_bench.backends.kmajor_layout import K_ALIGN, N_ALIGN, TILE, to_kmajor
 from qgemm_bench.backends.triton_kernels import decode, split_k_parts
 from qgemm_bench.operators.formats import INT4, NVFP4, NVFP4_BLOCK
@@ -803,7 +803,7 @@ def check_parts(x: torch.Tensor, n: int, residual, norm_weight, rms) -> None:
                          f"{tuple(residual.shape)} {residual.dtype}")
     if norm_weight is not None and (residual is None or norm_weight.shape != (n,) or norm_weight.stride(0) != 1):
         raise ValueError(f"norm_weight must be [{n}] and come with a residual, got {tuple(norm_weight.shape)}")
-    chunks = split_k_parts.sumsq_chunks(k)
+    chunks = norm_parts.sumsq_chunks(k)
     if rms is not None and (rms[0].shape != (m, chunks) or rms[0].dtype != torch.float32
                             or not rms[0].is_contiguous()):
         raise ValueError(f"rms: contiguous fp32 sums of squares [{m}, {chunks}], got {tuple(rms[0].shape)} "
@@ -819,10 +819,10 @@ def rms_scaled(y: torch.Tensor, sumsq: torch.Tensor, eps: float, k: int) -> torc
 
 def with_residual(y: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor | None = None) -> tuple:
     """split_k_parts._store's RESIDUAL (and NORM_W) by torch: (h = residual +
-    y, [h * norm_weight,] h's rows' fp32 sums of squares per SUMSQ_CHUNK
+    y, [h * norm_weight,] h's rows' fp32 sums of squares per norm_parts.SUMSQ_CHUNK
     columns)."""
     h = residual + y
-    sq = split_k_parts.row_sumsq(h)
+    sq = norm_parts.row_sumsq(h)
     return (h, sq) if norm_weight is None else (h, (h.float() * norm_weight.float()).to(h.dtype), sq)
 
 
@@ -1028,7 +1028,7 @@ class FusedGemm:
         if rms is not None:
             extra |= {"sqin_ptr": rms[0], "eps": float(rms[1]), "RMS_SCALE": True}
         if residual is not None:
-            sq = torch.empty(m, split_k_parts.sumsq_chunks(n), device=x.device, dtype=torch.float32)
+            sq = torch.empty(m, norm_parts.sumsq_chunks(n), device=x.device, dtype=torch.float32)
             extra |= {"res_ptr": residual, "sq_ptr": sq, "RESIDUAL": True}
             outs = (out, sq)
             if norm_weight is not None:

@@ -33,6 +33,8 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as tl_cuda
 
+from qgemm_bench.backends.norm_parts import SUMSQ_CHUNK
+
 # finish's REDUCE codes: indices into split_k_configs.REDUCES.
 REDUCE_LAST, REDUCE_KERNEL = tl.constexpr(0), tl.constexpr(1)
 
@@ -151,21 +153,7 @@ def tile_and_range(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_
     return pid_mn, offs_m, offs_n, first, last
 
 
-SUMSQ_CHUNK = 32  # finish's RESIDUAL: one fp32 sum of squares per this many output columns (sumsq_chunks)
-_SUMSQ_CHUNK = tl.constexpr(SUMSQ_CHUNK)
-
-
-def sumsq_chunks(n: int) -> int:
-    """How many per-row sums of squares finish's RESIDUAL writes for N = n."""
-    return triton.cdiv(n, SUMSQ_CHUNK)
-
-
-def row_sumsq(h: torch.Tensor) -> torch.Tensor:
-    """What _store's RESIDUAL leaves, by torch: h's [M, N] rows' fp32 sums of
-    squares per SUMSQ_CHUNK columns, [M, sumsq_chunks(N)]."""
-    m, n = h.shape
-    sq = torch.nn.functional.pad(h.float() ** 2, (0, sumsq_chunks(n) * SUMSQ_CHUNK - n))
-    return sq.view(m, sumsq_chunks(n), SUMSQ_CHUNK).sum(-1)
+_SUMSQ_CHUNK = tl.constexpr(SUMSQ_CHUNK)  # _store's RESIDUAL: the parts' layout (backends/norm_parts.py)
 
 
 @triton.jit
@@ -174,7 +162,7 @@ def _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS: 
            sqin_ptr, K, eps, RMS_SCALE: tl.constexpr):
     """The tile's output: the fp32 sum `total` (RMS_SCALE: times each row's
     1 / RMS of x, rsqrt(sum of squares / K + eps), the sums being the
-    per-chunk ones at sqin_ptr [M, sumsq_chunks(K)] that the GEMM which wrote
+    per-chunk ones at sqin_ptr [M, norm_parts.sumsq_chunks(K)] that the GEMM which wrote
     x left), plus the bias, cast. RESIDUAL: plus res (out's layout), added as
     torch adds two tensors of out's dtype; each row's fp32 sums of squares of
     the result per SUMSQ_CHUNK columns into sq_ptr [M, chunks] (plain stores:

@@ -163,3 +163,15 @@ def test_metadata_records_the_command_it_was_given_and_the_store_it_read(tmp_pat
     assert meta["settings"]["argv"] == argv
     assert meta["store"] == {f: {"note": "the interpreter: no GPU's configs"} for f in ("weight_only", "split_k",
                                                                                        "helion")}
+
+
+def test_results_json_rounds_samples_to_a_tenth_of_a_nanosecond_and_keeps_the_rest():
+    from qgemm_bench.harness.outputs import results_json
+    from qgemm_bench.harness.results import Row
+
+    row = Row("int4_gemm", "triton", 1, 64, 64, "bfloat16", {}, "cuda:0", "graph", "ok", p50_us=185.26079654693604,
+              samples_us=[185.26079654693604, 185.15520095825195, 7.0])
+    doc = json.loads(results_json([row], {"gpu": "x"}))
+    assert doc["rows"][0]["samples_us"] == [185.2608, 185.1552, 7.0]
+    assert doc["rows"][0]["p50_us"] == 185.26079654693604 and doc["metadata"] == {"gpu": "x"}
+    assert row.samples_us[0] == 185.26079654693604  # the row itself is left whole (rows.jsonl)

@@ -22,3 +22,9 @@ def row_sumsq(h: torch.Tensor) -> torch.Tensor:
     m, n = h.shape
     sq = torch.nn.functional.pad(h.float() ** 2, (0, sumsq_chunks(n) * SUMSQ_CHUNK - n))
     return sq.view(m, sumsq_chunks(n), SUMSQ_CHUNK).sum(-1)
+
+
+def weighted_and_sums(h: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(h * weight in h's dtype, row_sumsq of h's rows): what a residual GEMM
+    with a norm weight leaves beside h, by torch."""
+    return (h.float() * weight.float()).to(h.dtype), row_sumsq(h.reshape(-1, h.shape[-1]))

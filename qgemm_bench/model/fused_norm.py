@@ -24,6 +24,7 @@ import types
 import torch
 from torch import nn
 
+from qgemm_bench.backends.norm_parts import weighted_and_sums
 from qgemm_bench.model.quant_linear import QuantLinear
 
 NORMS = ("input_layernorm", "post_attention_layernorm")
@@ -61,18 +62,10 @@ def install(model: nn.Module) -> None:
         layer.forward = types.MethodType(_forward, layer)
 
 
-def norm_parts(h: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(h * weight, h's rows' sums of squares as a residual GEMM leaves them):
-    by torch, for the first layer's input norm."""
-    from qgemm_bench.backends.norm_parts import row_sumsq
-
-    return (h.float() * weight.float()).to(h.dtype), row_sumsq(h.reshape(-1, h.shape[-1]))
-
-
 def _forward(self, hidden_states: torch.Tensor, **kwargs) -> torch.Tensor:
     attn, mlp = self.self_attn, self.mlp
     if self._qgemm_first:
-        xw, sums = norm_parts(hidden_states, self.input_layernorm.weight)
+        xw, sums = weighted_and_sums(hidden_states, self.input_layernorm.weight)  # no GEMM before layer 0
     else:
         xw, sums = self._qgemm_in
         self._qgemm_in = None

@@ -46,9 +46,7 @@ def registered(handle: torch.Tensor) -> bool:
 @torch.library.custom_op("qgemm::linear", mutates_args=())
 def linear(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Tensor:
     """y[M, out_features] = the registered kernel applied to x[M, K] (M >= 1)."""
-    if handle.device.type != "cpu":  # reading it would sync the device (illegal while capturing a graph)
-        raise RuntimeError("qgemm::linear: the kernel handle must stay a CPU tensor")
-    apply, n, _ = _KERNELS[int(handle)]
+    apply, n, _ = _entry(handle, "qgemm::linear")
     y = apply(x)
     if y.shape != (x.shape[0], n):
         raise RuntimeError(f"qgemm::linear: kernel gave {tuple(y.shape)}, expected {(x.shape[0], n)}")
@@ -61,10 +59,15 @@ def _(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Tensor:
     return x.new_empty(x.shape[0], out_features)
 
 
-def _parts(handle: torch.Tensor, op: str):
-    if handle.device.type != "cpu":
+def _entry(handle: torch.Tensor, op: str) -> tuple:
+    """The registered (apply, out_features, apply_parts) of a handle."""
+    if handle.device.type != "cpu":  # reading it would sync the device (illegal while capturing a graph)
         raise RuntimeError(f"{op}: the kernel handle must stay a CPU tensor")
-    _, n, parts = _KERNELS[int(handle)]
+    return _KERNELS[int(handle)]
+
+
+def _parts(handle: torch.Tensor, op: str):
+    parts = _entry(handle, op)[2]
     if parts is None:
         raise RuntimeError(f"{op}: the registered kernel has no RMSNorm parts (Prepared.apply_parts)")
     return parts

@@ -822,8 +822,9 @@ def with_residual(y: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Te
     y, [h * norm_weight,] h's rows' fp32 sums of squares per norm_parts.SUMSQ_CHUNK
     columns)."""
     h = residual + y
-    sq = norm_parts.row_sumsq(h)
-    return (h, sq) if norm_weight is None else (h, (h.float() * norm_weight.float()).to(h.dtype), sq)
+    if norm_weight is None:
+        return h, norm_parts.row_sumsq(h)
+    return (h, *norm_parts.weighted_and_sums(h, norm_weight))
 
 
 class FusedGemm:

@@ -348,9 +348,9 @@ class WeightOnlyGemm:
         from qgemm_bench.backends.triton_kernels.fused_gemm import check_parts, rms_scaled, with_residual
 
         check_weight_only(x, self.w, self.scales, self.fmt, self.group)
-        check_parts(x, self.w.shape[1], residual, norm_weight, rms)
-        if self.path(x.shape[0]) == "fused":
+        if self.path(x.shape[0]) == "fused":  # FusedGemm checks the parts
             return self.fused()(x, residual, norm_weight, rms)
+        check_parts(x, self.w.shape[1], residual, norm_weight, rms)
 
         y = self._gemm(x)
         y = y if rms is None else rms_scaled(y, *rms, x.shape[1])

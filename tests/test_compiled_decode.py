@@ -607,9 +607,9 @@ def test_flex_choice_outside_a_compiled_step_is_the_sdpa_path_and_its_bytes():
 
 
 def test_inductor_options_are_set_for_compiled_steps_only(monkeypatch):
-    """Compiled steps run under Inductor's triton.multi_kernel and the run's
-    --inductor-config (every variant alike, so speedups compare the same
-    compiler; an override wins over multi_kernel's default); outside, the
+    """Compiled steps run under Inductor's triton.multi_kernel, combo_kernels
+    and the run's --inductor-config (every variant alike, so speedups compare
+    the same compiler; an override wins over the defaults); outside, the
     settings are what they were, and an uncompiled step never enters them."""
     import torch._inductor.config as inductor_config
 
@@ -617,10 +617,11 @@ def test_inductor_options_are_set_for_compiled_steps_only(monkeypatch):
     monkeypatch.setattr(inductor_config, "combo_kernels", False)
     with decode.inductor_options():
         assert inductor_config.triton.multi_kernel == decode.MULTI_KERNEL != 0
-    over = decode.inductor_overrides(" combo_kernels=True, triton.multi_kernel=0 ,")
-    assert over == {"combo_kernels": True, "triton.multi_kernel": 0}
+        assert inductor_config.combo_kernels is decode.COMBO_KERNELS is True
+    over = decode.inductor_overrides(" combo_kernels=False, triton.multi_kernel=0 ,")
+    assert over == {"combo_kernels": False, "triton.multi_kernel": 0}
     with decode.inductor_options(over):
-        assert inductor_config.combo_kernels is True and inductor_config.triton.multi_kernel == 0
+        assert inductor_config.combo_kernels is False and inductor_config.triton.multi_kernel == 0
     assert inductor_config.triton.multi_kernel == 0 and inductor_config.combo_kernels is False
     seen = []
 
@@ -633,8 +634,9 @@ def test_inductor_options_are_set_for_compiled_steps_only(monkeypatch):
     # triton.enable_pdl unreadable, which this test is not about).
     monkeypatch.setattr(decode, "inductor_pdl", lambda on=True: contextlib.nullcontext())
     for compile in ("none", "default"):
-        decode.time_decode(None, 1, 1, 1, CPU, compile=compile, inductor={"combo_kernels": True})
-    assert seen == [(0, False), (decode.MULTI_KERNEL, True)]
+        decode.time_decode(None, 1, 1, 1, CPU, compile=compile, inductor={"triton.multi_kernel": 2})
+    decode.time_decode(None, 1, 1, 1, CPU, compile="default")
+    assert seen == [(0, False), (2, True), (decode.MULTI_KERNEL, True)]
 
 
 @pytest.mark.parametrize("text, says", [("nope=1", "has no 'nope'"), ("combo_kernels=2", "expected bool"),

@@ -356,6 +356,21 @@ def test_a_float32_model_with_our_kernels_says_to_run_float16(capsys):
     assert note("--backends", "torch") == [] and note("--backends", "triton", "--dtype", "float16") == []
 
 
+@pytest.mark.parametrize("extra, world, on", [([], None, True), (["--fused-norms"], None, True),
+                                              (["--no-fused-norms"], None, False), (["--unfused"], None, False),
+                                              ([], (0, 2, 0), False)])
+def test_fused_norms_are_on_unless_turned_off_unfused_or_sharded(extra, world, on):
+    """--fused-norms is the default; --no-fused-norms turns it off, and
+    --unfused (whose GEMMs cannot take the norms) or a torchrun world (the
+    all-reduce sits between the GEMM and its residual add) quietly."""
+    from qgemm_bench import cli as runner
+    from qgemm_bench.harness.distributed import World
+
+    args = runner.parser().parse_args(["--model", "tiny", "--device", "cpu", "--quant", "int4-g64",
+                                       "--backends", "torch", *extra])
+    assert cli.build_plan(args, world and World(*world)).fused_norms is on
+
+
 def make_checkpoint(tmp_path):
     """A tiny Llama saved as an HF checkpoint with a word-level tokenizer."""
     from tokenizers import Tokenizer, models, pre_tokenizers
@@ -563,9 +578,10 @@ def test_unfused_runs_the_checkpoints_projections_and_measures_the_same_model(tm
 
 
 @pytest.mark.parametrize("settings, says, not_says", [
-    ({"multi_kernel": 1, "inductor_config": {}}, "Inductor's reductions by multi_kernel", "Inductor config"),
-    ({"multi_kernel": 0, "inductor_config": {"triton.multi_kernel": 0, "combo_kernels": True}},
-     "Inductor config triton.multi_kernel=0, combo_kernels=True", "by multi_kernel")])
+    ({"multi_kernel": 1, "combo_kernels": True, "inductor_config": {}},
+     "Inductor's reductions by multi_kernel; independent kernels launched as one by combo_kernels", "Inductor config"),
+    ({"multi_kernel": 0, "combo_kernels": False, "inductor_config": {"triton.multi_kernel": 0, "combo_kernels": False}},
+     "Inductor config triton.multi_kernel=0, combo_kernels=False", "by multi_kernel")])
 def test_report_names_the_compiled_steps_inductor_settings(settings, says, not_says):
     from qgemm_bench.model import outputs
 

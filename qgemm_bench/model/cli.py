@@ -63,7 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(g, "--compile", choices=["none", "default", "max-autotune"], default="none", help="trace the whole "
          "decode step with torch.compile (fullgraph, static shapes; the quantized GEMMs as custom ops) before "
          "the CUDA graph capture: default or max-autotune (Inductor's, without its own CUDA graphs; "
-         "its reductions by multi_kernel, the faster form picked at the first calls); none "
+         "its reductions by multi_kernel, the faster form picked at the first calls; independent kernels "
+         "launched as one by combo_kernels); none "
          "(default) runs the model's forward as it is. The compile time is in each row")
     _add(g, "--attention", choices=["sdpa", "flex"], default="sdpa", help="decode attention: sdpa (default; "
          "one SDPA over the whole static cache, masked) or flex (with --compile: flex_attention's split-KV "
@@ -74,11 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "Every variant of the run alike")
     _add(g, "--inductor-config", metavar="KEY=VALUE,...", help="with --compile: Inductor settings for the "
          "compiled steps of every variant, torch._inductor.config's names and Python values (e.g. "
-         "combo_kernels=True,triton.multi_kernel=0; multi_kernel is 1 unless set here); listed in report.md")
-    _add(g, "--fused-norms", action="store_true", help="each decoder layer's two RMSNorms done by the GEMMs "
-         "around them, in variants whose kernels can (triton; not with --unfused or torchrun): o_proj and "
-         "down_proj add the residual and leave the norm's sums, qkv and gate_up scale their rows "
-         "(docs/fused_gemm.md); the others run as they are. report.md names the variants that took it")
+         "combo_kernels=False,triton.multi_kernel=0; multi_kernel is 1 and combo_kernels True unless set "
+         "here); listed in report.md")
+    _add(g, "--fused-norms", action=argparse.BooleanOptionalAction, help="each decoder layer's two RMSNorms "
+         "done by the GEMMs around them, in variants whose kernels can (triton): o_proj and down_proj add the "
+         "residual and leave the norm's sums, qkv and gate_up scale their rows (docs/fused_gemm.md); the others "
+         "run as they are. On by default, except with --unfused or under torchrun; report.md names the "
+         "variants that took it")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
@@ -333,9 +336,11 @@ def build_plan(args, world=None):
     pdl = getattr(args, "pdl", False)
     if pdl:
         check_pdl(device, getattr(args, "compile", "none"))
-    fused_norms = getattr(args, "fused_norms", False)
+    fused_norms = getattr(args, "fused_norms", None)  # None: on where it can be, as said in --help
     if fused_norms and getattr(args, "unfused", False):
         raise InputError("--fused-norms needs q/k/v and gate/up fused: drop --unfused")
+    if fused_norms is None:
+        fused_norms = not getattr(args, "unfused", False) and world is None
     inductor = {}
     if getattr(args, "inductor_config", None) is not None:
         if getattr(args, "compile", "none") == "none":
@@ -446,7 +451,7 @@ def metadata(plan, args) -> dict:
     from qgemm_bench import target
     from qgemm_bench.configs import store as config_store
     from qgemm_bench.harness import environment
-    from qgemm_bench.model.decode import MULTI_KERNEL
+    from qgemm_bench.model.decode import COMBO_KERNELS, MULTI_KERNEL
 
     meta = environment.collect(plan.device)
     meta["transformers"] = importlib.metadata.version("transformers")
@@ -461,6 +466,7 @@ def metadata(plan, args) -> dict:
         "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
         "stall_timeout_s": plan.stall_s, "compile": plan.compile, "pdl": plan.pdl, "attention": plan.attention,
         "multi_kernel": plan.inductor.get("triton.multi_kernel", MULTI_KERNEL) if plan.compile != "none" else None,
+        "combo_kernels": plan.inductor.get("combo_kernels", COMBO_KERNELS) if plan.compile != "none" else None,
         "inductor_config": plan.inductor, "fused_norms": plan.fused_norms,
         "step_split": plan.split, "argv": getattr(args, "argv", sys.argv[1:]),
     }

@@ -56,6 +56,7 @@ FLEX_BLOCK = 128  # KV block of the flex block mask; a flex cache is a multiple 
 # inside the step, it is the trace's own: nothing outlives the step for Dynamo to replay or guard on.
 STEP_STATE = "qgemm_step"
 MULTI_KERNEL = 1  # Inductor's triton.multi_kernel in compiled steps (inductor_options)
+COMBO_KERNELS = True  # Inductor's combo_kernels in compiled steps (inductor_options)
 
 
 @dataclass
@@ -230,13 +231,17 @@ def inductor_pdl(on: bool = True):
 def inductor_options(overrides: dict | None = None):
     """Inductor's settings for the steps compiled inside: triton.multi_kernel
     (each reduction compiled both persistent and looped, the faster taken at
-    its first calls, before the graph is captured; Llama-3-8B int4 batch 1 on
-    the H200: 2.522 ms a step against 2.542 / 2.544 without, docs/model.md),
-    then `overrides` (--inductor-config, checked by inductor_overrides).
-    Every variant of a run gets the same."""
+    its first calls, before the graph is captured), combo_kernels
+    (independent kernels, such as each layer's q and k rotary and cache
+    writes, launched as one), then `overrides` (--inductor-config, checked
+    by inductor_overrides). Llama-3-8B int4 batch 1 on the H200: 2.522 ms a
+    step with multi_kernel against 2.542 without; 2.439 / 2.517 with
+    combo_kernels too against 2.634 / 2.632 (docs/model.md). Every variant
+    of a run gets the same."""
     import torch._inductor.config as inductor_config
 
-    with inductor_config.patch({"triton.multi_kernel": MULTI_KERNEL, **(overrides or {})}):
+    with inductor_config.patch({"triton.multi_kernel": MULTI_KERNEL, "combo_kernels": COMBO_KERNELS,
+                                **(overrides or {})}):
         yield
 
 

@@ -337,6 +337,7 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
              f"{s.get('prompt_len')}-token prompt (static KV cache); tokens/s = batch / step time; the step "
              + (f"traced whole by torch.compile ({s['compile']}"
                 + ("; Inductor's reductions by multi_kernel" if s.get("multi_kernel") else "")
+                + ("; independent kernels launched as one by combo_kernels" if s.get("combo_kernels") else "")
                 + ("; Inductor's kernels launched with PDL, ours in chained modes" if s.get("pdl") else "")
                 + ("; Inductor config " + ", ".join(f"{k}={v!r}" for k, v in s["inductor_config"].items())
                    if s.get("inductor_config") else "")

@@ -561,6 +561,36 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
     assert split["total"] <= 1.1 * t.p50 and split["other"] < split["total"]
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("backend", ["bf16", "triton"])
+def test_prefill_in_a_cuda_graph_on_gpu(backend):
+    """The timed prefill's graph: a replay into a zeroed cache gives the
+    eager prefill's logits (so it wrote the cache its attention read), and
+    time_prefill replays it (mode graph, no capture error)."""
+    from qgemm_bench.model.quant_linear import quantize_model
+
+    dev = torch.device("cuda")
+    cfg = dict(TINY, hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=2,
+               head_dim=64, vocab_size=4096)
+    model = build_model(config_for("tiny", **cfg), dev, torch.bfloat16, SEED)
+    if backend != "bf16":
+        quantize_model(model, backend, "int4-g128")
+    ids = decode.random_tokens(cfg["vocab_size"], 1, 96, SEED, dev)
+    cache = decode.static_cache(model, 96)
+    with torch.no_grad():
+        want = decode.prefill(model, cache, ids).float()
+        graph, logits = decode._prefill_graph(model, cache, ids)
+        for layer in cache.layers:
+            layer.keys.zero_()
+            layer.values.zero_()
+        decode.rewind(cache, 0)
+        graph.replay()
+    assert rel(logits.float(), want) < 2e-2, f"seed {SEED}: {rel(logits.float(), want)}"  # split-K sums' order
+    t = decode.time_prefill(model, 96, dev, reps=2)
+    assert t.mode == "graph" and "prefill_graph_error" not in t.extra and t.p50 > 0
+
+
 def test_pdl_context_sets_inductor_s_pdl_and_chains_ours_until_it_ends(monkeypatch):
     """--pdl's step runs Inductor's kernels with PDL and ours in their chained
     modes: inside decode.inductor_pdl, Inductor's triton.enable_pdl is set and

@@ -189,7 +189,21 @@ def test_time_decode_on_cpu_is_wall_clock():
     assert t.mode == "cpu-wall" and len(t.samples_ms) == 3 and all(s > 0 for s in t.samples_ms)
     assert t.check_rel_err is None
     p = decode.time_prefill(tiny(), prompt_len=5, device=CPU, reps=2)
-    assert len(p.samples_ms) == 2 and p.p50 > 0
+    assert p.mode == "cpu-wall" and len(p.samples_ms) == 2 and p.p50 > 0
+
+
+@pytest.mark.parametrize("modes, says", [([None, None], "launched op by op"), (["graph", "graph"], "CUDA graph"),
+                                         (["graph", "eager (capture failed: X)"], "where captured"),
+                                         (["cpu-wall"], "on the wall clock")])
+def test_report_says_how_the_prefill_was_timed(modes, says):
+    """Rows from before prefill_timing (None) were eager; a run whose
+    captures failed in some rows says the timing is per row."""
+    from qgemm_bench.model import outputs
+
+    rows = [outputs.ModelRow(model="tiny", backend="torch", quant="int4-g64", batch=1, dtype="float16", device="cpu",
+                             timing="cpu-wall", status="ok", prefill_tokens_per_s=1.0, prefill_timing=m)
+            for m in modes]
+    assert says in outputs.prefill_how(rows)
 
 
 # ------------------------------------------------------------------- quality

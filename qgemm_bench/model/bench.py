@@ -150,8 +150,12 @@ def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None
             out["perplexity"] = quality.perplexity(model, plan.eval_ids, plan.eval_window,
                                                    plan.eval_stride)["perplexity"]
     with step("prefill"):
-        pre = decode.time_prefill(model, plan.prompt_len, plan.device, reps=plan.prefill_reps, seed=plan.seed + 1)
-    out.update(prefill_len=plan.prompt_len, prefill_tokens_per_s=plan.prompt_len * 1e3 / pre.p50)
+        pre = decode.time_prefill(model, plan.prompt_len, plan.device, reps=plan.prefill_reps, seed=plan.seed + 1,
+                                  mode=plan.decode_mode)
+    out.update(prefill_len=plan.prompt_len, prefill_tokens_per_s=plan.prompt_len * 1e3 / pre.p50,
+               prefill_timing=pre.mode)
+    if "prefill_graph_error" in pre.extra:
+        out["prefill_timing"] = f"eager (capture failed: {pre.extra['prefill_graph_error']})"
     return out
 
 

@@ -58,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(g, "--decode-steps", type=int, metavar="N", help="timed decode steps per batch size (default 100 "
          "on CUDA, 8 on CPU)")
     _add(g, "--decode-mode", choices=["graph", "eager"], help="CUDA: graph (default) "
-         "replays one decode step captured in a CUDA graph; eager runs it op by op (launch-bound); on CPU "
-         "steps are wall-clock")
+         "replays one decode step captured in a CUDA graph, and the timed prefill likewise; eager runs them op "
+         "by op (launch-bound); on CPU steps are wall-clock")
     _add(g, "--compile", choices=["none", "default", "max-autotune"], default="none", help="trace the whole "
          "decode step with torch.compile (fullgraph, static shapes; the quantized GEMMs as custom ops) before "
          "the CUDA graph capture: default or max-autotune (Inductor's, without its own CUDA graphs; "

@@ -453,26 +453,59 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
 
 @torch.no_grad()
 def time_prefill(model, prompt_len: int, device: torch.device, batch: int = 1, reps: int = 5,
-                 seed: int = 1) -> Timing:
-    """Milliseconds per eager prefill of `batch` x `prompt_len` tokens into a
-    static cache (after one untimed warm-up)."""
+                 seed: int = 1, mode: str = "graph") -> Timing:
+    """Milliseconds per prefill of `batch` x `prompt_len` tokens into a
+    static cache (after one untimed warm-up), the model's forward as it is.
+    mode "graph" (CUDA): the prefill captured in a CUDA graph and replayed,
+    so the time is the GPU's, not the host's launches (as the decode step);
+    where the capture fails, eager, the reason in
+    extra["prefill_graph_error"]. "eager": each prefill launched op by op.
+    On CPU: the wall clock."""
     cache = static_cache(model, prompt_len)
     ids = random_tokens(model.config.vocab_size, batch, prompt_len, seed, device)
     cuda = device.type == "cuda"
+    extra = {"batch": batch, "prompt_len": prompt_len}
+    run = functools.partial(prefill, model, cache, ids)
+    if cuda and mode == "graph":
+        try:
+            run = _prefill_graph(model, cache, ids)[0].replay
+        except Exception as e:  # the capture failing costs the graph, never the row
+            torch.cuda.synchronize(device)
+            extra["prefill_graph_error"] = f"{type(e).__name__}: {str(e).strip()[:200]}"
+            mode = "eager"
     samples = []
     for i in range(reps + 1):
         rewind(cache, 0)
         if cuda:
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
-            prefill(model, cache, ids)
+            run()
             e.record()
             e.synchronize()
             ms = s.elapsed_time(e)
         else:
             t0 = time.perf_counter()
-            prefill(model, cache, ids)
+            run()
             ms = (time.perf_counter() - t0) * 1e3
         if i:
             samples.append(ms)
-    return Timing(samples, "eager" if cuda else "cpu-wall", extra={"batch": batch, "prompt_len": prompt_len})
+    return Timing(samples, mode if cuda else "cpu-wall", extra=extra)
+
+
+def _prefill_graph(model, cache, ids: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """One prefill captured in a CUDA graph, after a warm-up on a side stream
+    (Triton builds, lazy allocations; DecodeStep.capture's way), and the
+    logits each replay writes. A replay fills the cache from position 0
+    (rewind first)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        rewind(cache, 0)
+        prefill(model, cache, ids)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    rewind(cache, 0)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        logits = prefill(model, cache, ids)
+    return graph, logits

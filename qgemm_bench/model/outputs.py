@@ -45,6 +45,7 @@ class ModelRow:
     peak_gib: float | None = None  # torch.cuda.max_memory_allocated during this batch's decode (CUDA)
     prefill_len: int | None = None
     prefill_tokens_per_s: float | None = None
+    prefill_timing: str | None = None  # graph (a CUDA graph's replay) | eager (why, if the capture failed) | cpu-wall
     linear_weight_gib: float | None = None
     weight_gib: float | None = None
     linear_weight_ratio: float | None = None  # vs the unquantized model
@@ -324,6 +325,17 @@ def problems(rows: list[ModelRow]) -> list[str]:
     return out
 
 
+def prefill_how(rows) -> str:
+    """How the rows' prefills were timed, for the report's Decode line (rows
+    from before prefill_timing was kept were eager)."""
+    modes = {r.prefill_timing or "eager" for r in rows if r.prefill_tokens_per_s is not None}
+    if modes == {"graph"}:
+        return "replayed from a CUDA graph"
+    if modes <= {"eager", "cpu-wall"}:
+        return "launched op by op" if modes != {"cpu-wall"} else "on the wall clock"
+    return "replayed from a CUDA graph where captured (prefill_timing per row)"
+
+
 def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
     s, m = meta.get("settings", {}), meta.get("model", {})
     lines = [f"# Decode benchmark: {m.get('model', '?')}", "",
@@ -343,7 +355,7 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
                    if s.get("inductor_config") else "")
                 + "), compile time per row. " if s.get("compile", "none") != "none"
                 else "is the model's forward, not compiled. ") + "Prefill: "
-             f"{s.get('prompt_len')} tokens, batch 1, eager. "
+             f"{s.get('prompt_len')} tokens, batch 1, the model's forward {prefill_how(rows)}. "
              + (f"--fused-norms: each layer's RMSNorms done by the GEMMs around them in "
                 f"{', '.join(sorted({r.variant for r in rows if r.fused_norms})) or 'no variant'} "
                 "(model/fused_norm.py). " if s.get("fused_norms") else "")

@@ -110,6 +110,41 @@ def test_compiled_step_fullgraph_equals_eager_transformers_step():
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("compile", ["none", "default"])
+def test_triton_attention_steps_equal_eager_steps(compile, monkeypatch):
+    """--attention triton: our split-KV kernel (the interpreter, float32) in
+    the uncompiled and the compiled step against transformers' eager
+    attention, 3 steps from position 70 over more than one split; the cache
+    still holds the reference run's keys past each position. The reference
+    step keeps SDPA: the kernel runs in the timed steps only."""
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+
+    torch.manual_seed(SEED)
+    model = build_model(config_for("tiny", **TINY), CPU, torch.float32, SEED + 3)
+    batch, prompt, steps = 2, 70, 3
+    cache = decode.static_cache(model, 2 * prompt)
+    ids = decode.random_tokens(TINY["vocab_size"], batch, prompt, SEED + 3, CPU)
+    first, ref = eager_steps(model, cache, ids, steps)
+    calls, real = [], kernel.decode_attention
+    monkeypatch.setattr(kernel, "decode_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    decode.use_decode_attention(model, "triton")
+    decode.rewind(cache, prompt)
+    try:
+        step = decode.DecodeStep(model, cache, batch, CPU, compile=compile)
+        step.tok.copy_(first)
+        for i, want in enumerate(ref):
+            out = step()
+            assert out.shape == want.shape and rel(out, want) < 1e-5, (i, rel(out, want))
+            step.feed_greedy(out)
+        n = len(calls)
+        assert n >= steps * TINY["num_hidden_layers"]
+        step.reference()
+        assert len(calls) == n  # SDPA's
+    finally:
+        torch._dynamo.reset()
+
+
+@torch.no_grad()
 def test_compiled_flex_step_equals_eager_step_across_a_kv_block():
     """--attention flex: the compiled step's flex_attention (block mask up to
     the position, mask_mod for the rest) against transformers' eager attention,
@@ -356,6 +391,10 @@ def test_names_of_operators_and_kernels():
              "slice_sort_split_with_sizes_sum_7")
     assert profile.category(merge) == profile.kernel_category(merge) == "attention"
     assert profile.kernel_category(merge.replace("triton_per_", "triton_red_")) == "attention"
+    # --attention triton: our op and its kernel; qgemm's other ops stay the rest.
+    assert profile.category("qgemm::decode_attention") == "attention" == profile.kernel_category(
+        "decode_attention_kernel")
+    assert profile.category("qgemm::last_position") == "other"
     prep = "triton_poi_fused__to_copy_add_arange_bmm_cat_cos_flex_attention_floor_divide_mul_neg_sin_slice_5"
     assert profile.category(prep) is None and profile.kernel_category(prep) == "other"
     # Under max-autotune Inductor runs bf16's M = 1 linears as its own reductions, absorbing the norm or
@@ -514,7 +553,8 @@ def test_tensor_parallel_step_compiles_whole_with_its_all_reduces(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("backend,attention,pdl", [("bf16", "sdpa", False), ("triton", "sdpa", False),
                                                    ("tinygemm", "sdpa", False), ("triton", "flex", False),
-                                                   ("triton", "flex", True)])
+                                                   ("triton", "flex", True), ("bf16", "triton", False),
+                                                   ("triton", "triton", True)])
 def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
     """The whole path of a --compile default row on a small Llama: compile,
     capture in our CUDA graph, replay vs the model's own eager step, the bytes

@@ -192,6 +192,18 @@ def test_time_decode_on_cpu_is_wall_clock():
     assert p.mode == "cpu-wall" and len(p.samples_ms) == 2 and p.p50 > 0
 
 
+@pytest.mark.parametrize("ways, says, not_says", [(["sdpa"], "the whole static K/V cache", "up to each token"),
+                                                  (["triton", "flex"], "up to each token", "whole static"),
+                                                  (["sdpa", "triton"], "with sdpa the whole", "")])
+def test_report_says_what_of_the_cache_a_step_reads(ways, says, not_says):
+    from qgemm_bench.model import outputs
+
+    rows = [outputs.ModelRow(model="tiny", backend="torch", quant="int4-g64", batch=1, dtype="float16", device="cpu",
+                             timing="cpu-wall", status="ok", step_read_gib=1.0, attention=a) for a in ways]
+    line = outputs.kv_read(rows)
+    assert says in line and (not not_says or not_says not in line)
+
+
 @pytest.mark.parametrize("modes, says", [([None, None], "launched op by op"), (["graph", "graph"], "CUDA graph"),
                                          (["graph", "eager (capture failed: X)"], "where captured"),
                                          (["cpu-wall"], "on the wall clock")])
@@ -334,6 +346,13 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, bad):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("error: ")
     assert not out.exists()
+
+
+def test_triton_attention_on_cpu_needs_the_interpreter(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    rc, out = run_cli(tmp_path, "--attention", "triton")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "TRITON_INTERPRET=1" in err[0] and not out.exists()
 
 
 def test_a_model_larger_than_the_device_is_refused_before_it_is_built(tmp_path, capsys):

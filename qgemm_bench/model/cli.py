@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import os
 import sys
 from pathlib import Path
 
@@ -66,9 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "its reductions by multi_kernel, the faster form picked at the first calls; independent kernels "
          "launched as one by combo_kernels); none "
          "(default) runs the model's forward as it is. The compile time is in each row")
-    _add(g, "--attention", choices=["sdpa", "flex"], default="sdpa", help="decode attention: sdpa (default; "
-         "one SDPA over the whole static cache, masked) or flex (with --compile: flex_attention's split-KV "
-         "decoding kernel, reading the cache only up to each token)")
+    _add(g, "--attention", choices=["sdpa", "flex", "triton"], default="sdpa", help="decode attention: sdpa "
+         "(default; one SDPA over the whole static cache, masked), flex (with --compile: flex_attention's "
+         "split-KV decoding kernel, reading the cache only up to each token) or triton (ours: a split-KV "
+         "kernel of one launch up to each token, compiled or not; the step it is checked against keeps SDPA)")
     _add(g, "--pdl", action="store_true", help="with --compile, on a GPU of compute capability 9.0+: "
          "Inductor's kernels launch with programmatic dependent launch (its triton.enable_pdl, as vLLM's full "
          "CUDA graphs), each starting while the one before finishes; ours in their chained modes (docs/model.md). "
@@ -333,6 +335,10 @@ def build_plan(args, world=None):
     qb, qt = parse_bxt(_default(args, "quality_tokens", cuda))
     if getattr(args, "attention", "sdpa") == "flex" and getattr(args, "compile", "none") == "none":
         raise InputError("--attention flex runs in compiled steps: add --compile default")
+    if getattr(args, "attention", "sdpa") == "triton" and device.type != "cuda" \
+            and os.environ.get("TRITON_INTERPRET") != "1":
+        raise InputError("--attention triton on CPU runs in the Triton interpreter: set TRITON_INTERPRET=1 "
+                         "before the run")
     pdl = getattr(args, "pdl", False)
     if pdl:
         check_pdl(device, getattr(args, "compile", "none"))

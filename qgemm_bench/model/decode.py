@@ -29,6 +29,9 @@ masked tail it also reads is at most the decoded tokens. --attention flex
 split-KV flash-decoding kernel, with a block mask that stops at the current
 position: it reads only the filled part of the cache. The position reaches
 the mask through qgemm::last_position (model/ops.py), which Inductor can lower.
+--attention triton runs our split-KV kernel (qgemm::decode_attention, one
+launch, the splits merged by the last program), compiled or not; the step
+it is checked against keeps SDPA (reference_attention).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -48,7 +52,7 @@ WARMUP_STEPS = 3
 COMPILE_MODES = {"none": None, "default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 DECODE_ATTENTION = "qgemm_decode_sdpa"  # the transformers attention implementation we register
 # --attention: the implementation each choice registers. flex only changes compiled steps.
-ATTENTIONS = {"sdpa": DECODE_ATTENTION, "flex": "qgemm_decode_flex"}
+ATTENTIONS = {"sdpa": DECODE_ATTENTION, "flex": "qgemm_decode_flex", "triton": "qgemm_decode_triton"}
 FLEX_BLOCK = 128  # KV block of the flex block mask; a flex cache is a multiple of it
 # A dict each step hands its layers through transformers' kwargs, what they share within the step: the
 # flex block mask the first layer builds (before, each layer built its own from the same position: in
@@ -122,6 +126,37 @@ def flex_decode_attention(module, query, key, value, attention_mask, dropout: fl
     return out.transpose(1, 2).contiguous(), None
 
 
+_REFERENCE = threading.local()  # DecodeStep.reference's steps: decode_attention, whatever the model's
+
+
+@contextlib.contextmanager
+def reference_attention():
+    """Steps inside run decode_attention (SDPA) where the model's is triton's,
+    so a timed step is checked against attention it does not share."""
+    _REFERENCE.on = True
+    try:
+        yield
+    finally:
+        _REFERENCE.on = False
+
+
+def triton_decode_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
+                            **kwargs):
+    """One query token per sequence: our Triton split-KV kernel
+    (qgemm::decode_attention) over the cache up to this token's position
+    (position_ids, the same for every sequence of a decode batch), in
+    compiled and uncompiled steps. Elsewhere (prefill, the reference step)
+    decode_attention."""
+    position_ids = kwargs.get("position_ids")
+    if getattr(_REFERENCE, "on", False) or query.shape[2] != 1 or dropout or position_ids is None:
+        return decode_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                **kwargs)
+    b, h, _, d = query.shape
+    scale = scaling if scaling is not None else d ** -0.5
+    out = ops.decode_attention(query.reshape(b, h, d), key, value, position_ids.reshape(-1)[-1:], float(scale))
+    return out.reshape(b, 1, h, d), None
+
+
 def flex_block_mask(key, pos):
     """The block mask of [B, H_kv, slots, D] keys up to position pos[0] (a
     1-element tensor, the same position for every sequence) in FLEX_BLOCK
@@ -156,7 +191,8 @@ def use_decode_attention(model, attention: str = "sdpa") -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-    for name, fn in ((ATTENTIONS["sdpa"], decode_attention), (ATTENTIONS["flex"], flex_decode_attention)):
+    for name, fn in ((ATTENTIONS["sdpa"], decode_attention), (ATTENTIONS["flex"], flex_decode_attention),
+                     (ATTENTIONS["triton"], triton_decode_attention)):
         if name not in AttentionInterface._global_mapping:
             AttentionInterface.register(name, fn)
             ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
@@ -335,8 +371,10 @@ class DecodeStep:
 
     @torch.no_grad()
     def reference(self) -> torch.Tensor:
-        """One step of the model's own forward, never compiled nor graphed."""
-        return self.forward(self.tok)
+        """One step of the model's own forward, never compiled nor graphed,
+        its attention SDPA's (reference_attention)."""
+        with reference_attention():
+            return self.forward(self.tok)
 
     def capture(self, warmup: int = WARMUP_STEPS, profiled: bool = False) -> None:
         """Warm up on a side stream (compilation, Triton autotuning and lazy
@@ -435,9 +473,12 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
             t0 = time.perf_counter()
             step.feed_greedy(step())
             samples.append((time.perf_counter() - t0) * 1e3)
-    # flex reads the cache up to each token: on average the prompt and half the steps, in whole blocks
-    attended = -(-(prompt_len + (steps + 1) // 2) // FLEX_BLOCK) * FLEX_BLOCK if flex else None
-    extra = {"compile": compile, "compile_s": step.compile_s, "attention": "flex" if flex else "sdpa",
+    # flex and triton read the cache up to each token: on average the prompt and half the steps (flex in
+    # whole blocks)
+    upto = prompt_len + (steps + 1) // 2
+    attended = -(-upto // FLEX_BLOCK) * FLEX_BLOCK if flex else upto if attention == "triton" else None
+    ran = "flex" if flex else "triton" if attention == "triton" else "sdpa"
+    extra = {"compile": compile, "compile_s": step.compile_s, "attention": ran,
              **profile.step_bytes(model, cache, batch, attended)}
     if split:  # the step as timed: its graph's replay, or the step itself
         try:

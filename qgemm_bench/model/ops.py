@@ -15,7 +15,8 @@ no device sync, and a CUDA graph replays the kernels without reading it.
 The op's CPU path is the same call: a kernel prepared on CPU runs there.
 
 `qgemm::last_position` hands flex decode attention its position as a buffer
-of its own (see its docstring).
+of its own (see its docstring); `qgemm::decode_attention` is `--attention
+triton`'s kernel (backends/triton_kernels/decode_attention.py).
 """
 
 from __future__ import annotations
@@ -116,3 +117,20 @@ def last_position(position_ids: torch.Tensor) -> torch.Tensor:
 @last_position.register_fake
 def _(position_ids: torch.Tensor) -> torch.Tensor:
     return position_ids.new_empty(1)
+
+
+@torch.library.custom_op("qgemm::decode_attention", mutates_args=())
+def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, position: torch.Tensor,
+                     scale: float) -> torch.Tensor:
+    """Attention of q [B, H, D] (one token per sequence) over the static
+    cache's k, v [B, H_kv, L, D] at slots 0..position[0]: [B, H, D]."""
+    from qgemm_bench import target
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+
+    sms = target.of(q.device).sms if q.is_cuda else 4  # the interpreter: a few splits, as a GPU has
+    return kernel.decode_attention(q, k, v, position, scale, sms=sms)
+
+
+@decode_attention.register_fake
+def _(q, k, v, position, scale):
+    return q.new_empty(q.shape)

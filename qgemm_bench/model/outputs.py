@@ -60,7 +60,8 @@ class ModelRow:
     compile: str = "none"  # --compile: the decode step traced by torch.compile (none: the model's forward)
     compile_s: float | None = None  # the compiled step's first call: trace, Inductor, Triton builds, autotuning
     pdl: bool = False  # --pdl: Inductor's kernels launched with PDL, ours chained (decode.inductor_pdl)
-    attention: str = "sdpa"  # sdpa (GQA-packed, whole static cache) | flex (compiled steps, cache up to the token)
+    # sdpa (GQA-packed, whole static cache) | flex (compiled steps) | triton (ours): the cache up to the token
+    attention: str = "sdpa"
     fused_norms: bool = False  # --fused-norms took: the layers' RMSNorms done by this variant's GEMMs
     step_read_gib: float | None = None  # bytes one step reads (model/profile.py step_bytes), per GPU
     kv_read_gib: float | None = None  # the static K/V cache's share of it
@@ -283,7 +284,8 @@ def split_note(rows: list[ModelRow], timing: str | None) -> str:
     failed = any(r.split_source and r.split_source not in SOURCES.values() for r in rows)
     return ("Split: " + what + "by category: quantized GEMM (the qgemm::linear op, whatever kernel it launches), "
             "dense GEMM (aten mm/addmm: cuBLAS; Inductor mm templates), attention (SDPA, flex with its KV splits' "
-            "merge), all-reduce (tensor parallel: NCCL's kernels, waits for the other ranks included; a column "
+            "merge, our qgemm::decode_attention), all-reduce (tensor parallel: NCCL's kernels, waits for the other "
+            "ranks included; a column "
             "where a step ran any), rest (norms, rotary, cache writes, residual adds, Inductor's other fused "
             "kernels)."
             + (" Rows without a split: the profiler failed (results.csv's split_source says why)." if failed else ""))
@@ -323,6 +325,15 @@ def problems(rows: list[ModelRow]) -> list[str]:
         reasons = dict.fromkeys(f"{r.status}: {r.reason}" for r in rs if r.status != OK)
         out += [f"{name}: {x}" for x in reasons]
     return out
+
+
+def kv_read(rows) -> str:
+    """What of the K/V cache a step of these rows reads (their attention's)."""
+    ways = {r.attention for r in rows if r.step_read_gib is not None}
+    whole = "the whole static K/V cache, which the masked attention reads each step"
+    upto = ("the K/V cache up to each token (flex in whole 128-slot blocks), on average over the timed steps, "
+            "which flex and triton attention read")
+    return whole if ways <= {"sdpa"} else upto if "sdpa" not in ways else f"{upto}; with sdpa {whole}"
 
 
 def prefill_how(rows) -> str:
@@ -386,8 +397,8 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
         copy = (meta.get("ceilings") or {}).get("copy_GBps")
         lines += ["## Effective bandwidth and where a step's time goes", "",
                   "read/step: every weight the step runs (decoder linears with their scales, norms, lm_head; "
-                  "of the embedding only the gathered rows) plus the whole static K/V cache, which the masked "
-                  "attention reads each step; effective GB/s = read/step x steps/s"
+                  "of the embedding only the gathered rows) plus " + kv_read(rows) + "; effective GB/s = "
+                  "read/step x steps/s"
                   + (f"; % of the device's measured copy bandwidth ({copy:.0f} GB/s)" if copy else "") + ". "
                   + split_note(rows, s.get("timing")), "", bw, ""]
         if rest := rest_table(rows):

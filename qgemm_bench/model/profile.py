@@ -89,6 +89,8 @@ def category(name: str) -> str | None:
     launches under a record function of the same name) states, if any."""
     if name.startswith("qgemm::linear"):  # not qgemm's other ops (flex decode's position copy)
         return "quant_gemm"
+    if name.startswith("qgemm::decode_attention"):  # --attention triton's kernel
+        return "attention"
     if name.startswith("qgemm::"):
         return "other"
     if name.startswith(_COLLECTIVE):

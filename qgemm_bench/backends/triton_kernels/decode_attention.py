@@ -1,0 +1,140 @@
+"""Decode attention in one launch: one query token per sequence against a
+static KV cache [B, H_kv, L, D], slots 0..pos, GQA's G = H / H_kv query heads
+of a KV head as the rows of one tile (padded to 16, the dot's least M).
+
+Split-KV as flash-decoding: program (b, h_kv, s) runs an online softmax over
+its share of the slots; with more than one split each writes its partial
+(row max, row sum, unnormalised output, fp32) to a workspace and counts in,
+and the pair's last program merges the partials and writes the output, then
+zeroes the counter (split-K's last-program pattern, split_k_parts.finish):
+no second kernel for the merge. Splits past pos skip their loop and write an
+empty partial (max -inf, weight 0 in the merge).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK_G = 16  # query rows a program computes: the G heads of its KV head, padded to tl.dot's least M
+_LOG2E = 1.4426950408889634
+_WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+
+@triton.jit
+def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, ws_ml_ptr, count_ptr, L, CHUNK,
+                            qk_scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb,
+                            stride_vh, stride_vl, stride_ob, stride_oh, HKV: tl.constexpr, G: tl.constexpr,
+                            D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr):
+    pid_bh = tl.program_id(0)
+    split = tl.program_id(1)
+    b = pid_bh // HKV
+    hk = pid_bh % HKV
+    offs_g = tl.arange(0, 16)
+    offs_d = tl.arange(0, D)
+    mask_g = offs_g < G
+    q = tl.load(q_ptr + b * stride_qb + (hk * G + offs_g)[:, None] * stride_qh + offs_d[None, :],
+                mask=mask_g[:, None], other=0.0)
+    pos = tl.load(pos_ptr)
+    start = split * CHUNK
+    end = tl.minimum(tl.minimum(start + CHUNK, pos + 1), L)
+    k_base = k_ptr + b * stride_kb + hk * stride_kh
+    v_base = v_ptr + b * stride_vb + hk * stride_vh
+    m = tl.full([16], float("-inf"), dtype=tl.float32)
+    s = tl.zeros([16], dtype=tl.float32)
+    acc = tl.zeros([16, D], dtype=tl.float32)
+    offs_n = tl.arange(0, BLOCK_N)
+    for n0 in range(start, end, BLOCK_N):
+        n = n0 + offs_n
+        mask_n = n < end
+        k = tl.load(k_base + n[:, None] * stride_kl + offs_d[None, :], mask=mask_n[:, None], other=0.0)
+        scores = tl.dot(q, tl.trans(k)) * qk_scale  # log2 units: the softmax by exp2
+        scores = tl.where(mask_n[None, :], scores, float("-inf"))
+        m_new = tl.maximum(m, tl.max(scores, axis=1))
+        alpha = tl.exp2(m - m_new)
+        p = tl.exp2(scores - m_new[:, None])
+        v = tl.load(v_base + n[:, None] * stride_vl + offs_d[None, :], mask=mask_n[:, None], other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        s = s * alpha + tl.sum(p, axis=1)
+        m = m_new
+    out_rows = out_ptr + b * stride_ob + (hk * G + offs_g)[:, None] * stride_oh + offs_d[None, :]
+    if SPLITS == 1:
+        tl.store(out_rows, (acc / s[:, None]).to(out_ptr.dtype.element_ty), mask=mask_g[:, None])
+    else:
+        item = pid_bh * SPLITS + split
+        tl.store(ws_acc_ptr + item * 16 * D + offs_g[:, None] * D + offs_d[None, :], acc, mask=mask_g[:, None])
+        tl.store(ws_ml_ptr + item * 32 + offs_g, m, mask=mask_g)
+        tl.store(ws_ml_ptr + item * 32 + 16 + offs_g, s, mask=mask_g)
+        # Every thread's partial is issued before the counter (release); the last
+        # program's reads come after it (acquire), as split_k_parts.finish.
+        tl.debug_barrier()
+        done = tl.atomic_add(count_ptr + pid_bh, 1, sem="acq_rel")
+        if done == SPLITS - 1:
+            first = pid_bh * SPLITS
+            mx = tl.full([16], float("-inf"), dtype=tl.float32)
+            for i in range(0, SPLITS):
+                mx = tl.maximum(mx, tl.load(ws_ml_ptr + (first + i) * 32 + offs_g, mask=mask_g, other=0.0,
+                                            cache_modifier=".cg"))
+            total = tl.zeros([16, D], dtype=tl.float32)
+            norm = tl.zeros([16], dtype=tl.float32)
+            for i in range(0, SPLITS):
+                mi = tl.load(ws_ml_ptr + (first + i) * 32 + offs_g, mask=mask_g, other=0.0, cache_modifier=".cg")
+                si = tl.load(ws_ml_ptr + (first + i) * 32 + 16 + offs_g, mask=mask_g, other=0.0,
+                             cache_modifier=".cg")
+                w = tl.exp2(mi - mx)  # an empty split: exp2(-inf) = 0
+                ai = tl.load(ws_acc_ptr + (first + i) * 16 * D + offs_g[:, None] * D + offs_d[None, :],
+                             mask=mask_g[:, None], other=0.0, cache_modifier=".cg")
+                total += ai * w[:, None]
+                norm += si * w
+            norm = tl.where(mask_g, norm, 1.0)  # the padding rows: never stored
+            tl.store(out_rows, (total / norm[:, None]).to(out_ptr.dtype.element_ty), mask=mask_g[:, None])
+            tl.atomic_xchg(count_ptr + pid_bh, 0, sem="relaxed")
+
+
+def splits_for(batch: int, kv_heads: int, slots: int, sms: int, block_n: int) -> int:
+    """KV splits of a launch: enough (b, h_kv, split) programs for one per SM
+    where the pairs are fewer than the SMs, at least one block of slots each."""
+    return max(1, min(-(-slots // block_n), -(-sms // (batch * kv_heads))))
+
+
+def _workspace(device: torch.device, items: int, d: int, pairs: int):
+    """(partial outputs, row max and sum, counters) for `items` programs and
+    `pairs` (b, h_kv): made once per size and device (the counters zeroed once,
+    left zeroed by each launch's last programs), so a CUDA graph replays them."""
+    key = (device, items, d, pairs)
+    if key not in _WORKSPACES:
+        _WORKSPACES[key] = (torch.empty(items * BLOCK_G * d, device=device, dtype=torch.float32),
+                            torch.empty(items * 2 * BLOCK_G, device=device, dtype=torch.float32),
+                            torch.zeros(pairs, device=device, dtype=torch.int32))
+    return _WORKSPACES[key]
+
+
+def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, scale: float,
+                     sms: int, block_n: int = 64, splits: int | None = None, num_warps: int = 4) -> torch.Tensor:
+    """Attention of q [B, H, D] (one token per sequence) over k, v [B, H_kv, L,
+    D] (last dimension contiguous) at slots 0..pos[0] (a 1-element integer
+    tensor on q's device, the same position for every sequence), softmax
+    scale `scale`; returns [B, H, D] in q's dtype. sms: the GPU's SM count
+    (splits_for; `splits` overrides it)."""
+    b, h, d = q.shape
+    kv_heads, slots = k.shape[1], k.shape[2]
+    if k.shape != (b, kv_heads, slots, d) or v.shape != k.shape:
+        raise ValueError(f"decode attention: k {tuple(k.shape)} and v {tuple(v.shape)} must be [B, H_kv, L, {d}]")
+    if h % kv_heads or h // kv_heads > BLOCK_G:
+        raise ValueError(f"decode attention: {h} query heads over {kv_heads} KV heads (at most {BLOCK_G} a KV head)")
+    if d < 16 or d & (d - 1) or q.stride(2) != 1 or k.stride(3) != 1 or v.stride(3) != 1:
+        raise ValueError(f"decode attention: head dim {d} must be a power of two >= 16, contiguous")
+    if pos.numel() != 1 or pos.device != q.device:
+        raise ValueError("decode attention: pos must be a 1-element tensor on q's device")
+    splits = splits or splits_for(b, kv_heads, slots, sms, block_n)
+    per_split = -(-slots // splits)
+    chunk = -(-per_split // block_n) * block_n  # slots a split covers, whole blocks
+    out = torch.empty(b, h, d, device=q.device, dtype=q.dtype)
+    ws_acc, ws_ml, count = _workspace(q.device, b * kv_heads * splits, d, b * kv_heads)
+    decode_attention_kernel[(b * kv_heads, splits)](
+        q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+        out.stride(0), out.stride(1), HKV=kv_heads, G=h // kv_heads, D=d, BLOCK_N=block_n, SPLITS=splits,
+        num_warps=num_warps)
+    return out

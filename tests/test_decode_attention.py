@@ -1,0 +1,82 @@
+"""The split-KV decode attention kernel (backends/triton_kernels/
+decode_attention.py) against fp64 softmax attention over the same cache
+slots: GQA groups of 1, 4 and 8, ragged cache lengths and positions
+(position 0, mid-block, the last slot), one split, many, and splits past the
+position left empty; the counters left zeroed for the next launch."""
+
+import math
+
+import pytest
+import torch
+
+from tests.support import DEV, DT, TOL, seed
+
+
+def reference(q, k, v, pos: int, scale: float) -> torch.Tensor:
+    """fp64 attention of q [B, H, D] over k, v [B, H_kv, L, D] slots 0..pos."""
+    b, h, d = q.shape
+    g = h // k.shape[1]
+    kk = k[:, :, :pos + 1].double().repeat_interleave(g, dim=1)
+    vv = v[:, :, :pos + 1].double().repeat_interleave(g, dim=1)
+    p = torch.softmax(torch.einsum("bhd,bhld->bhl", q.double(), kk) * scale, dim=-1)
+    return torch.einsum("bhl,bhld->bhd", p, vv)
+
+
+def run(b, h, hkv, slots, d, pos, splits=None, block_n=16, dtype=DT, s=None):
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+
+    s = seed() if s is None else s
+    g = torch.Generator().manual_seed(s)
+    q, k, v = (torch.randn(*shape, generator=g).to(DEV, dtype)
+               for shape in ((b, h, d), (b, hkv, slots, d), (b, hkv, slots, d)))
+    k[:, :, pos + 1:] = 1e4  # slots past the position hold stale K/V that must not count
+    scale = 1 / math.sqrt(d)
+    out = kernel.decode_attention(q, k, v, torch.tensor([pos], device=DEV), scale, sms=8, block_n=block_n,
+                                  splits=splits)
+    ref = reference(q, k, v, pos, scale)
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    assert out.shape == (b, h, d) and out.dtype == dtype
+    assert err < TOL.get(dtype, 1e-5), f"seed {s}: rel err {err:.3g}"
+    return out
+
+
+# (B, H, H_kv, slots, D, pos, splits): GQA 4 (Llama-3-8B's), 8, MHA; position 0, mid-block, the last slot;
+# splits None = splits_for (sms 8), one, more than the blocks (some past the position, empty).
+@pytest.mark.parametrize("b,h,hkv,slots,d,pos,splits", [
+    (1, 8, 2, 100, 32, 70, None), (2, 8, 2, 100, 32, 0, None), (2, 16, 2, 37, 64, 36, None),
+    (1, 4, 4, 50, 16, 49, 1), (3, 8, 2, 64, 32, 20, 3), (1, 8, 1, 96, 32, 33, 6)])
+def test_decode_attention_matches_fp64(b, h, hkv, slots, d, pos, splits):
+    run(b, h, hkv, slots, d, pos, splits)
+
+
+def test_counters_are_left_zeroed_and_a_second_launch_agrees():
+    """The merge's counters live across launches (a CUDA graph replays them):
+    each launch's last programs zero them, so the next launch merges right."""
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+
+    s = seed()
+    a = run(2, 8, 2, 80, 32, 61, splits=4, s=s)
+    assert all(int(c.abs().sum()) == 0 for _, _, c in kernel._WORKSPACES.values())
+    assert torch.equal(run(2, 8, 2, 80, 32, 61, splits=4, s=s), a)
+
+
+@pytest.mark.parametrize("bad, says", [
+    (dict(k=(1, 3, 40, 32)), "query heads over 3 KV heads"), (dict(d=24), "power of two"),
+    (dict(v=(1, 2, 41, 32)), "must be [B, H_kv, L, 32]"), (dict(pos=[1, 2]), "1-element")])
+def test_bad_operands_are_refused(bad, says):
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+
+    d = bad.get("d", 32)
+    q = torch.zeros(1, 8, d, device=DEV, dtype=DT)
+    k = torch.zeros(*bad.get("k", (1, 2, 40, d)), device=DEV, dtype=DT)
+    v = torch.zeros(*bad.get("v", k.shape), device=DEV, dtype=DT)
+    with pytest.raises(ValueError, match=says.replace("[", r"\[").replace("]", r"\]")):
+        kernel.decode_attention(q, k, v, torch.tensor(bad.get("pos", [3]), device=DEV), 0.1, sms=8)
+
+
+def test_splits_fill_the_sms_with_a_block_each_at_least():
+    from qgemm_bench.backends.triton_kernels.decode_attention import splits_for
+
+    assert splits_for(1, 8, 640, 132, 64) == 10  # 17 wanted, 10 blocks of slots
+    assert splits_for(1, 8, 4096, 132, 64) == 17
+    assert splits_for(16, 8, 4096, 132, 64) == 2 and splits_for(64, 8, 4096, 132, 64) == 1

@@ -4,8 +4,11 @@
 sequence, with flex_attention's default kernel options against --split
 values of SPLIT_KV (the flex decoding kernel's KV splits: Inductor's default
 is 2 x SMs // (batch x KV heads), 32 for Llama-3-8B at batch 1, 2 at batch
-16, 66 for 70B's 4 KV heads a rank under TP2). Each variant is compiled
-alone (torch.compile, the step's default mode), checked against an fp32
+16, 66 for 70B's 4 KV heads a rank under TP2), and our split-KV kernel
+(`--attention triton`: backends/triton_kernels/decode_attention.py, one
+launch; its default splits, BLOCK_N 32, and each --split value as its
+splits). Each flex variant is compiled
+alone (torch.compile, the step's default mode); each variant is checked against an fp32
 softmax over the keys up to the position, then timed in --rounds rounds
 (graph timing over rotating K/V copies > 2x L2, the runner's windows),
 reverse order every other round. Its time is the attention kernel and the
@@ -116,6 +119,27 @@ def run_case(case, splits, cache: int, pos: int, rounds: int, dev, dtype, seed: 
             bad += 1
             continue
         ready[label] = [lambda fn=fn, kv=kv: fn(q, *kv, position_ids) for kv in kvs]
+    from qgemm_bench import target
+    from qgemm_bench.backends.triton_kernels.decode_attention import decode_attention
+
+    sms = target.of(dev).sms if dev.type == "cuda" else 4
+    pos_t = position_ids.reshape(-1)[-1:]
+    for label, kw in [("triton", {}), ("triton BLOCK_N=32", {"block_n": 32}),
+                      *((f"triton splits={s}", {"splits": s}) for s in splits)]:
+        def ours(q, k, v, kw=kw):
+            return decode_attention(q.reshape(b, hq, HEAD_DIM), k, v, pos_t, scale, sms, **kw).reshape(q.shape)
+
+        try:
+            err = rel_error(ours(q, *kvs[0]), want)
+        except Exception as e:  # noqa: BLE001 - reported, not fatal
+            print(f"  FAILED {label}: {one_line(e, 160)}", flush=True)
+            bad += 1
+            continue
+        if not err <= TOL:
+            print(f"  WRONG {label}: rel. error {err:.2e} over {TOL}", flush=True)
+            bad += 1
+            continue
+        ready[label] = [lambda kv=kv, f=ours: f(q, *kv) for kv in kvs]
     settings = Settings(warmup_ms=1.0, rep_ms=1.0) if dev.type == "cpu" else None
     times, failed = time_rounds(list(ready), rounds, lambda key: p50_us(ready[key], settings, dev))
     return bad + print_rounds(times, failed)
@@ -124,9 +148,13 @@ def run_case(case, splits, cache: int, pos: int, rounds: int, dev, dtype, seed: 
 def main(argv=None) -> int:
     if (args := parsed(parse_args, argv)) is None:
         return 2
+    if args.cpu_smoke:
+        import os
+
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
 
-    if args.cpu_smoke:
+    if args.cpu_smoke:  # our kernel on the Triton interpreter (set before triton's first import)
         dev, dtype = torch.device("cpu"), torch.float32
     elif not torch.cuda.is_available():
         print("error: flex_ab.py needs a CUDA device (--cpu-smoke: CPU Inductor)", file=sys.stderr)

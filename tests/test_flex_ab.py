@@ -1,5 +1,6 @@
 """scripts/flex_ab.py: --cpu-smoke compiles the decode step's flex attention
-on CPU Inductor, checks it against the fp32 reference and times it; a wrong
+on CPU Inductor and runs our split-KV kernel on the interpreter, checks both
+against the fp32 reference and times them; a wrong
 variant is reported WRONG and not timed; bad input ends in one line, exit 2."""
 
 import subprocess
@@ -30,7 +31,9 @@ def test_cpu_smoke_checks_and_times_the_default():
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert lines[0].startswith("case B=1 HQ=4 HKV=2 cache 256 pos 200") and "seed 0" in lines[0]
-    assert lines[1].split()[1] == "default" and float(lines[1].split()[0]) > 0, r.stdout
+    labels = {" ".join(line.split()[1:-1]) for line in lines[1:]}  # "TIME LABEL (ROUNDS)", fastest first
+    assert labels == {"default", "triton", "triton BLOCK_N=32"}, r.stdout
+    assert all(float(line.split()[0]) > 0 for line in lines[1:]), r.stdout
 
 
 @pytest.mark.parametrize("args, match", [

@@ -17,12 +17,12 @@ EPS = 1e-5
 CHUNK = 32
 
 
-def gemm_of(fmt, shape, c, s):
+def gemm_of(fmt, shape, c, s, group=128):
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm
 
-    if fmt == INT4:
-        inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=128), s)
-        g = FusedGemm(inputs.w, inputs.scales, None, INT4, 128, c, target=target_for(inputs.w))
+    if fmt == INT4:  # group = K: one scale per output column (int4-channel)
+        inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=group), s)
+        g = FusedGemm(inputs.w, inputs.scales, None, INT4, group, c, target=target_for(inputs.w))
         return g, inputs, int4_gemm.dequantize(inputs)
     inputs = nvfp4_gemm.make_inputs(case(nvfp4_gemm, shape), s)
     g = FusedGemm(inputs.w, inputs.block_scales.view(torch.uint8), inputs.tensor_scale, NVFP4, 16, c,
@@ -59,6 +59,25 @@ def test_residual_adds_once_and_leaves_each_rows_sums_of_squares(fmt, shape, bm,
     check(h2, fp64(inputs.x, wd) + res.double())
     torch.testing.assert_close(sq2.double(), chunk_sums(h2), rtol=1e-5, atol=0, msg=f"seed {s}")
     assert torch.equal(xw, (h2.float() * weight.float()).to(DT)), f"seed {s}"
+
+
+def test_parts_with_per_channel_scales():
+    """int4-channel (group = K, the model's default formats include it): the
+    channel scale lands on the sum before the parts."""
+    s = seed()
+    shape = (3, 1024, 136)
+    g, inputs, wd = gemm_of(INT4, shape, cfg(bm=16, bn=64, bk=128, split=2), s, group=shape[1])
+    gen = torch.Generator().manual_seed(s)
+    res = torch.randn(shape[0], shape[2], dtype=DT, generator=gen).to(inputs.x.device)
+    h, sq = g(inputs.x, residual=res)
+    check(h, fp64(inputs.x, wd) + res.double())
+    torch.testing.assert_close(sq.double(), chunk_sums(h), rtol=1e-5, atol=0, msg=f"seed {s}")
+    # Rows' sums of squares as if row i were (i + 1)^2 times larger: y's rows times 1 / RMS of that.
+    grow = torch.arange(1, shape[0] + 1, dtype=torch.float64, device=inputs.x.device)[:, None] ** 4
+    sums = (chunk_sums(inputs.x.double()) * grow).float()
+    y = g(inputs.x, rms=(sums, EPS))
+    rms = torch.rsqrt((inputs.x.double() ** 2).mean(-1, keepdim=True) * grow + EPS)
+    check(y, fp64(inputs.x, wd) * rms)
 
 
 @pytest.mark.parametrize("fmt,shape,bm,bn,bk,split,extra", CASES + [

@@ -116,7 +116,8 @@ def test_triton_attention_steps_equal_eager_steps(compile, monkeypatch):
     the uncompiled and the compiled step against transformers' eager
     attention, 3 steps from position 70 over more than one split; the cache
     still holds the reference run's keys past each position. The reference
-    step keeps SDPA: the kernel runs in the timed steps only."""
+    step keeps SDPA: the kernel runs in the timed steps only, which are
+    checked against it in every mode."""
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
 
     torch.manual_seed(SEED)
@@ -127,6 +128,8 @@ def test_triton_attention_steps_equal_eager_steps(compile, monkeypatch):
     first, ref = eager_steps(model, cache, ids, steps)
     calls, real = [], kernel.decode_attention
     monkeypatch.setattr(kernel, "decode_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    splits = []  # 3 splits of the 140 slots, so the last program's merge runs in the step
+    monkeypatch.setattr(kernel, "splits_for", lambda *a: splits.append(a) or 3)
     decode.use_decode_attention(model, "triton")
     decode.rewind(cache, prompt)
     try:
@@ -137,9 +140,12 @@ def test_triton_attention_steps_equal_eager_steps(compile, monkeypatch):
             assert out.shape == want.shape and rel(out, want) < 1e-5, (i, rel(out, want))
             step.feed_greedy(out)
         n = len(calls)
-        assert n >= steps * TINY["num_hidden_layers"]
+        assert n >= steps * TINY["num_hidden_layers"] and splits
         step.reference()
         assert len(calls) == n  # SDPA's
+        if compile == "none":  # the timed step is checked against SDPA's also without a graph (CPU: no graph)
+            t = decode.time_decode(model, batch, 8, 2, CPU, attention="triton", split=False)
+            assert t.extra["attention"] == "triton" and t.check_rel_err is not None and t.check_rel_err < 1e-5
     finally:
         torch._dynamo.reset()
 

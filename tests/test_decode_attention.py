@@ -49,6 +49,11 @@ def test_decode_attention_matches_fp64(b, h, hkv, slots, d, pos, splits):
     run(b, h, hkv, slots, d, pos, splits)
 
 
+def test_float32_operands_keep_float32():
+    """A float32 model's attention: the dots in IEEE float32, not TF32."""
+    run(2, 8, 2, 90, 32, 77, splits=3, dtype=torch.float32)
+
+
 def test_counters_are_left_zeroed_and_a_second_launch_agrees():
     """The merge's counters live across launches (a CUDA graph replays them):
     each launch's last programs zero them, so the next launch merges right."""

@@ -204,16 +204,21 @@ def test_report_says_what_of_the_cache_a_step_reads(ways, says, not_says):
     assert says in line and (not not_says or not_says not in line)
 
 
-@pytest.mark.parametrize("modes, says", [([None, None], "launched op by op"), (["graph", "graph"], "CUDA graph"),
-                                         (["graph", "eager (capture failed: X)"], "where captured"),
-                                         (["cpu-wall"], "on the wall clock")])
-def test_report_says_how_the_prefill_was_timed(modes, says):
-    """Rows from before prefill_timing (None) were eager; a run whose
-    captures failed in some rows says the timing is per row."""
+@pytest.mark.parametrize("modes, timing, says", [
+    ([None, None], "graph", "launched op by op"), ([None], "cpu-wall", "on the wall clock"),
+    (["graph", "graph"], "graph", "replayed from a CUDA graph"),
+    (["graph", "eager (capture failed: X)"], "graph", "where captured"),
+    (["eager (capture failed: X)"], "graph", "launched op by op (the CUDA graph capture failed"),
+    (["graph", "graph, not reported: its replay differs"], "graph", "where captured and checked"),
+    (["cpu-wall"], "cpu-wall", "on the wall clock")])
+def test_report_says_how_the_prefill_was_timed(modes, timing, says):
+    """Rows from before prefill_timing (None) were eager on CUDA and on the
+    wall clock on CPU; captures that failed or replays that were dropped
+    make the report point at the rows."""
     from qgemm_bench.model import outputs
 
     rows = [outputs.ModelRow(model="tiny", backend="torch", quant="int4-g64", batch=1, dtype="float16", device="cpu",
-                             timing="cpu-wall", status="ok", prefill_tokens_per_s=1.0, prefill_timing=m)
+                             timing=timing, status="ok", prefill_len=8, prefill_tokens_per_s=1.0, prefill_timing=m)
             for m in modes]
     assert says in outputs.prefill_how(rows)
 
@@ -346,6 +351,25 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, bad):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("error: ")
     assert not out.exists()
+
+
+def test_a_prefill_replay_that_differs_is_not_reported(tmp_path, monkeypatch):
+    """A prefill graph whose first replay's logits differ from an eager
+    prefill's times something else: the variant keeps no prefill number and
+    says why (the capture itself needs CUDA: its result is faked here)."""
+    real = decode.time_prefill
+
+    def replay_differs(*a, **kw):
+        t = real(*a, **kw)
+        t.extra["replay_rel_err"] = 1.4
+        return t
+
+    monkeypatch.setattr(decode, "time_prefill", replay_differs)
+    rc, out = run_cli(tmp_path, "--backends", "bf16")
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert rc == 0 and all(r["prefill_tokens_per_s"] is None for r in rows)
+    assert all(r["prefill_timing"].startswith("graph, not reported: its replay differs") for r in rows)
+    assert "whose replay differed from an eager prefill: no prefill numbers" in (out / "report.md").read_text()
 
 
 def test_triton_attention_on_cpu_needs_the_interpreter(tmp_path, capsys, monkeypatch):
@@ -610,9 +634,20 @@ def test_unfused_runs_the_checkpoints_projections_and_measures_the_same_model(tm
     assert q["fused"]["linear_weight_ratio"] == pytest.approx(q["unfused"]["linear_weight_ratio"])
 
 
+@pytest.mark.parametrize("over, cache", [({}, False), ({"combo_kernels": False}, None),
+                                         ({"fx_graph_cache": True}, True)])
+def test_inductor_settings_turn_the_fx_cache_off_with_both_reductions_and_combos(over, cache):
+    """multi_kernel and combo_kernels on together: compiled afresh (a cached
+    graph with both failed to load on the H200); one off, or the cache asked
+    for, leaves it to Inductor / the override."""
+    got = decode.inductor_settings(over)
+    assert got.get("fx_graph_cache") is cache and got["triton.multi_kernel"] == decode.MULTI_KERNEL
+
+
 @pytest.mark.parametrize("settings, says, not_says", [
-    ({"multi_kernel": 1, "combo_kernels": True, "inductor_config": {}},
-     "Inductor's reductions by multi_kernel; independent kernels launched as one by combo_kernels", "Inductor config"),
+    ({"multi_kernel": 1, "combo_kernels": True, "fx_graph_cache": False, "inductor_config": {}},
+     "Inductor's reductions by multi_kernel; independent kernels launched as one by combo_kernels; compiled "
+     "afresh (Inductor's FX graph cache off)", "Inductor config"),
     ({"multi_kernel": 0, "combo_kernels": False, "inductor_config": {"triton.multi_kernel": 0, "combo_kernels": False}},
      "Inductor config triton.multi_kernel=0, combo_kernels=False", "by multi_kernel")])
 def test_report_names_the_compiled_steps_inductor_settings(settings, says, not_says):

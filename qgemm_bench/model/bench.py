@@ -156,6 +156,11 @@ def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None
                prefill_timing=pre.mode)
     if "prefill_graph_error" in pre.extra:
         out["prefill_timing"] = f"eager (capture failed: {pre.extra['prefill_graph_error']})"
+    replay = pre.extra.get("replay_rel_err")
+    if replay is not None and not replay <= GRAPH_CHECK_TOL:  # a replay of something else: no number
+        out.update(prefill_tokens_per_s=None,
+                   prefill_timing=f"graph, not reported: its replay differs from an eager prefill (rel err "
+                                  f"{replay:.3g})")
     return out
 
 
@@ -169,7 +174,8 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
     p50 = t.p50
     tol = GRAPH_CHECK_TOL if plan.compile == "none" else COMPILED_CHECK_TOL
     bad = t.check_rel_err is not None and not t.check_rel_err <= tol
-    what = "graph replay" if t.mode == "graph" else "the compiled step"
+    what = ("graph replay" if t.mode == "graph" else "the compiled step" if plan.compile != "none"
+            else "the step with triton attention")
     row = ModelRow(**base, batch=batch, status=INCORRECT if bad else OK,
                    reason=f"{what} differs from the model's eager step: rel err {t.check_rel_err:.3g}" if bad else "",
                    step_ms_p50=p50, step_ms_p20=t.quantile(0.2), step_ms_p80=t.quantile(0.8),

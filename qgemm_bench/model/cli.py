@@ -457,12 +457,13 @@ def metadata(plan, args) -> dict:
     from qgemm_bench import target
     from qgemm_bench.configs import store as config_store
     from qgemm_bench.harness import environment
-    from qgemm_bench.model.decode import COMBO_KERNELS, MULTI_KERNEL
+    from qgemm_bench.model.decode import inductor_settings
 
     meta = environment.collect(plan.device)
     meta["transformers"] = importlib.metadata.version("transformers")
     meta["model"] = plan.source.describe()
     meta["store"] = config_store.DEFAULT.fingerprint(target.of(plan.device))  # the tuned configs its kernels ran
+    inductor = inductor_settings(plan.inductor) if plan.compile != "none" else None  # what compiled steps ran
     meta["settings"] = {
         "variants": [f"{b} {s.name if s else 'none'}" for b, s in plan.variants], "batches": plan.batches,
         "dtype": str(plan.dtype).removeprefix("torch."), "timing": plan.timing, "prompt_len": plan.prompt_len,
@@ -471,8 +472,9 @@ def metadata(plan, args) -> dict:
         "eval_tokens": None if plan.eval_ids is None else int(plan.eval_ids.numel()),
         "eval_window": plan.eval_window, "eval_stride": plan.eval_stride, "seed": plan.seed,
         "stall_timeout_s": plan.stall_s, "compile": plan.compile, "pdl": plan.pdl, "attention": plan.attention,
-        "multi_kernel": plan.inductor.get("triton.multi_kernel", MULTI_KERNEL) if plan.compile != "none" else None,
-        "combo_kernels": plan.inductor.get("combo_kernels", COMBO_KERNELS) if plan.compile != "none" else None,
+        "multi_kernel": inductor["triton.multi_kernel"] if inductor else None,
+        "combo_kernels": inductor["combo_kernels"] if inductor else None,
+        "fx_graph_cache": inductor.get("fx_graph_cache", True) if inductor else None,
         "inductor_config": plan.inductor, "fused_norms": plan.fused_norms,
         "step_split": plan.split, "argv": getattr(args, "argv", sys.argv[1:]),
     }

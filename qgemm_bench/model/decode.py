@@ -276,13 +276,21 @@ def inductor_options(overrides: dict | None = None):
     of a run gets the same."""
     import torch._inductor.config as inductor_config
 
+    with inductor_config.patch(inductor_settings(overrides)):
+        yield
+
+
+def inductor_settings(overrides: dict | None = None) -> dict:
+    """The Inductor settings inductor_options applies: our defaults, the
+    overrides, and fx_graph_cache off where both multi_kernel and
+    combo_kernels are on (unless overridden). Recorded in a run's metadata."""
     opts = {"triton.multi_kernel": MULTI_KERNEL, "combo_kernels": COMBO_KERNELS, **(overrides or {})}
     if opts["combo_kernels"] and opts["triton.multi_kernel"]:
         # torch 2.11 on the H200: a graph with both, loaded from the FX graph cache, failed in
-        # MultiKernelCall (a JITFunction without its hash lock); compiled afresh it runs (docs/model.md)
+        # MultiKernelCall (a JITFunction without its hash lock); compiled afresh it runs (docs/model.md).
+        # The AOTAutograd cache needs the FX graph cache: compile_s is a fresh compile's.
         opts.setdefault("fx_graph_cache", False)
-    with inductor_config.patch(opts):
-        yield
+    return opts
 
 
 def inductor_overrides(text: str) -> dict:
@@ -451,7 +459,8 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
     else:
         for _ in range(WARMUP_STEPS):
             step()
-    if mode == "graph" or compile != "none":  # what is timed against the model's own forward
+    # what is timed against the model's own forward (SDPA's attention, where the step runs ours)
+    if mode == "graph" or compile != "none" or attention == "triton":
         rewind(cache, prompt_len)
         timed = step().clone()
         rewind(cache, prompt_len)
@@ -500,7 +509,9 @@ def time_prefill(model, prompt_len: int, device: torch.device, batch: int = 1, r
     mode "graph" (CUDA): the prefill captured in a CUDA graph and replayed,
     so the time is the GPU's, not the host's launches (as the decode step);
     where the capture fails, eager, the reason in
-    extra["prefill_graph_error"]. "eager": each prefill launched op by op.
+    extra["prefill_graph_error"]; extra["replay_rel_err"]: the first
+    replay's logits against an eager prefill's. "eager": each prefill
+    launched op by op.
     On CPU: the wall clock."""
     cache = static_cache(model, prompt_len)
     ids = random_tokens(model.config.vocab_size, batch, prompt_len, seed, device)
@@ -509,7 +520,8 @@ def time_prefill(model, prompt_len: int, device: torch.device, batch: int = 1, r
     run = functools.partial(prefill, model, cache, ids)
     if cuda and mode == "graph":
         try:
-            run = _prefill_graph(model, cache, ids)[0].replay
+            graph, _, extra["replay_rel_err"] = _prefill_graph(model, cache, ids)
+            run = graph.replay
         except Exception as e:  # the capture failing costs the graph, never the row
             torch.cuda.synchronize(device)
             extra["prefill_graph_error"] = f"{type(e).__name__}: {str(e).strip()[:200]}"
@@ -533,20 +545,37 @@ def time_prefill(model, prompt_len: int, device: torch.device, batch: int = 1, r
     return Timing(samples, mode if cuda else "cpu-wall", extra=extra)
 
 
-def _prefill_graph(model, cache, ids: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
-    """One prefill captured in a CUDA graph, after a warm-up on a side stream
-    (Triton builds, lazy allocations; DecodeStep.capture's way), and the
-    logits each replay writes. A replay fills the cache from position 0
-    (rewind first)."""
+def _prefill_graph(model, cache, ids: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, torch.Tensor, float]:
+    """One prefill captured in a CUDA graph, after warm-ups on a side stream
+    (Triton builds, lazy allocations; DecodeStep.capture's way): the graph,
+    the logits each replay writes, and the first replay's relative error
+    against the last warm-up's eager logits (a replay of stale state would
+    be timed, not checked, otherwise). A replay fills the cache from
+    position 0 (rewind first). A capture that fails raises its first error
+    (not capture_end's "previous error"), the current stream restored."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        rewind(cache, 0)
-        prefill(model, cache, ids)
+        for _ in range(WARMUP_STEPS):
+            rewind(cache, 0)
+            want = prefill(model, cache, ids)
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     rewind(cache, 0)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        logits = prefill(model, cache, ids)
-    return graph, logits
+    graph, err = torch.cuda.CUDAGraph(), None
+    with torch.cuda.stream(s):
+        graph.capture_begin()
+        try:
+            logits = prefill(model, cache, ids)
+        except Exception as e:  # noqa: BLE001 - re-raised below, after the capture is ended
+            err = e
+        try:
+            graph.capture_end()
+        except Exception as e:  # noqa: BLE001
+            err = err or e
+    torch.cuda.current_stream().wait_stream(s)
+    if err is not None:
+        raise err
+    rewind(cache, 0)
+    graph.replay()
+    return graph, logits, _rel(logits, want)

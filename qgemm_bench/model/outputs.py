@@ -338,13 +338,23 @@ def kv_read(rows) -> str:
 
 def prefill_how(rows) -> str:
     """How the rows' prefills were timed, for the report's Decode line (rows
-    from before prefill_timing was kept were eager)."""
-    modes = {r.prefill_timing or "eager" for r in rows if r.prefill_tokens_per_s is not None}
+    from before prefill_timing was kept: eager on CUDA, the wall clock on
+    CPU; "eager (capture failed: ...)" counts as eager)."""
+    def mode(r) -> str:
+        t = r.prefill_timing or ("cpu-wall" if r.timing == "cpu-wall" else "eager")
+        return "dropped" if t.startswith("graph, not reported") else t.split(" ")[0]
+
+    modes = {mode(r) for r in rows if r.prefill_len is not None}
     if modes == {"graph"}:
         return "replayed from a CUDA graph"
-    if modes <= {"eager", "cpu-wall"}:
-        return "launched op by op" if modes != {"cpu-wall"} else "on the wall clock"
-    return "replayed from a CUDA graph where captured (prefill_timing per row)"
+    if modes == {"cpu-wall"}:
+        return "on the wall clock"
+    failed = any((r.prefill_timing or "").startswith("eager (capture failed") for r in rows)
+    if modes == {"eager"}:
+        return "launched op by op" + (" (the CUDA graph capture failed: prefill_timing per row)" if failed else "")
+    if modes == {"dropped"}:
+        return "captured in a CUDA graph whose replay differed from an eager prefill: no prefill numbers"
+    return "replayed from a CUDA graph where captured and checked (prefill_timing per row)"
 
 
 def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
@@ -361,6 +371,7 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
              + (f"traced whole by torch.compile ({s['compile']}"
                 + ("; Inductor's reductions by multi_kernel" if s.get("multi_kernel") else "")
                 + ("; independent kernels launched as one by combo_kernels" if s.get("combo_kernels") else "")
+                + ("; compiled afresh (Inductor's FX graph cache off)" if s.get("fx_graph_cache") is False else "")
                 + ("; Inductor's kernels launched with PDL, ours in chained modes" if s.get("pdl") else "")
                 + ("; Inductor config " + ", ".join(f"{k}={v!r}" for k, v in s["inductor_config"].items())
                    if s.get("inductor_config") else "")

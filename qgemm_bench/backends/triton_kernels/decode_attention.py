@@ -26,7 +26,7 @@ _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, ws_ml_ptr, count_ptr, L, CHUNK,
                             qk_scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb,
                             stride_vh, stride_vl, stride_ob, stride_oh, HKV: tl.constexpr, G: tl.constexpr,
-                            D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr):
+                            D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
     b = pid_bh // HKV
@@ -49,13 +49,19 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, w
         n = n0 + offs_n
         mask_n = n < end
         k = tl.load(k_base + n[:, None] * stride_kl + offs_d[None, :], mask=mask_n[:, None], other=0.0)
-        scores = tl.dot(q, tl.trans(k)) * qk_scale  # log2 units: the softmax by exp2
+        if IEEE:  # float32 operands: tl.dot would take TF32
+            scores = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
+        else:
+            scores = tl.dot(q, tl.trans(k)) * qk_scale  # log2 units: the softmax by exp2
         scores = tl.where(mask_n[None, :], scores, float("-inf"))
         m_new = tl.maximum(m, tl.max(scores, axis=1))
         alpha = tl.exp2(m - m_new)
         p = tl.exp2(scores - m_new[:, None])
         v = tl.load(v_base + n[:, None] * stride_vl + offs_d[None, :], mask=mask_n[:, None], other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        if IEEE:
+            acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         s = s * alpha + tl.sum(p, axis=1)
         m = m_new
     out_rows = out_ptr + b * stride_ob + (hk * G + offs_g)[:, None] * stride_oh + offs_d[None, :]
@@ -136,5 +142,5 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
         q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), HKV=kv_heads, G=h // kv_heads, D=d, BLOCK_N=block_n, SPLITS=splits,
-        num_warps=num_warps)
+        IEEE=q.dtype == torch.float32, num_warps=num_warps)
     return out

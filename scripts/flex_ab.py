@@ -77,13 +77,31 @@ def reference(q, k, v, pos: int, scale: float):
     return torch.softmax(q.float() @ kk.transpose(-1, -2) * scale, -1) @ vv
 
 
+def check_variant(label: str, make, q, kvs, want, ready: dict) -> int:
+    """make() -> fn(q, k, v): built (compiled), checked on the first K/V copy
+    against `want`; a right one goes into ready[label] as one call per copy.
+    Returns 1 for a variant that failed or was wrong (reported), else 0."""
+    from qgemm_bench.operators.common import rel_error
+
+    try:
+        fn = make()
+        err = rel_error(fn(q, *kvs[0]), want)
+    except Exception as e:  # noqa: BLE001 - a variant that does not build or run is reported, not fatal
+        print(f"  FAILED {label}: {one_line(e, 160)}", flush=True)
+        return 1
+    if not err <= TOL:
+        print(f"  WRONG {label}: rel. error {err:.2e} over {TOL}", flush=True)
+        return 1
+    ready[label] = [lambda fn=fn, kv=kv: fn(q, *kv) for kv in kvs]
+    return 0
+
+
 def run_case(case, splits, cache: int, pos: int, rounds: int, dev, dtype, seed: int = 0) -> int:
     import torch
 
     from qgemm_bench.harness.measure import Settings
     from qgemm_bench.harness.sweep import print_rounds, time_rounds
     from qgemm_bench.model import decode, ops
-    from qgemm_bench.operators.common import rel_error
     from qgemm_bench.tuning.timing import n_copies, p50_us
 
     b, hq, hkv = case
@@ -106,19 +124,12 @@ def run_case(case, splits, cache: int, pos: int, rounds: int, dev, dtype, seed: 
         def attend(q, k, v, position_ids, opts=opts):
             return decode.flex_decode(q, k, v, ops.last_position(position_ids), scale, opts)
 
-        try:
+        def compiled(attend=attend):
             torch._dynamo.reset()
             fn = torch.compile(attend, fullgraph=True)
-            err = rel_error(fn(q, *kvs[0], position_ids), want)
-        except Exception as e:  # noqa: BLE001 - a variant that does not compile is reported, not fatal
-            print(f"  FAILED {label}: {one_line(e, 160)}", flush=True)
-            bad += 1
-            continue
-        if not err <= TOL:
-            print(f"  WRONG {label}: rel. error {err:.2e} over {TOL}", flush=True)
-            bad += 1
-            continue
-        ready[label] = [lambda fn=fn, kv=kv: fn(q, *kv, position_ids) for kv in kvs]
+            return lambda q, k, v: fn(q, k, v, position_ids)
+
+        bad += check_variant(label, compiled, q, kvs, want, ready)
     from qgemm_bench import target
     from qgemm_bench.backends.triton_kernels.decode_attention import decode_attention
 
@@ -126,20 +137,11 @@ def run_case(case, splits, cache: int, pos: int, rounds: int, dev, dtype, seed: 
     pos_t = position_ids.reshape(-1)[-1:]
     for label, kw in [("triton", {}), ("triton BLOCK_N=32", {"block_n": 32}),
                       *((f"triton splits={s}", {"splits": s}) for s in splits)]:
-        def ours(q, k, v, kw=kw):
-            return decode_attention(q.reshape(b, hq, HEAD_DIM), k, v, pos_t, scale, sms, **kw).reshape(q.shape)
+        def ours(kw=kw):
+            return lambda q, k, v: decode_attention(q.reshape(b, hq, HEAD_DIM), k, v, pos_t, scale, sms,
+                                                    **kw).reshape(q.shape)
 
-        try:
-            err = rel_error(ours(q, *kvs[0]), want)
-        except Exception as e:  # noqa: BLE001 - reported, not fatal
-            print(f"  FAILED {label}: {one_line(e, 160)}", flush=True)
-            bad += 1
-            continue
-        if not err <= TOL:
-            print(f"  WRONG {label}: rel. error {err:.2e} over {TOL}", flush=True)
-            bad += 1
-            continue
-        ready[label] = [lambda kv=kv, f=ours: f(q, *kv) for kv in kvs]
+        bad += check_variant(label, ours, q, kvs, want, ready)
     settings = Settings(warmup_ms=1.0, rep_ms=1.0) if dev.type == "cpu" else None
     times, failed = time_rounds(list(ready), rounds, lambda key: p50_us(ready[key], settings, dev))
     return bad + print_rounds(times, failed)

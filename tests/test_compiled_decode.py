@@ -555,6 +555,19 @@ def test_tensor_parallel_step_compiles_whole_with_its_all_reduces(tmp_path):
         assert got["check"] < 1e-5 and got["compile_s"] > 0 and got["attention"] == "flex"
 
 
+def small_gpu_model(backend: str, dev):
+    """A 2-layer bf16 Llama of GPU-sized heads (8 of 64, 2 KV), int4-g128 on
+    `backend` unless bf16; and its config."""
+    from qgemm_bench.model.quant_linear import quantize_model
+
+    cfg = dict(TINY, hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=2,
+               head_dim=64, vocab_size=4096)
+    model = build_model(config_for("tiny", **cfg), dev, torch.bfloat16, SEED)
+    if backend != "bf16":
+        quantize_model(model, backend, "int4-g128")
+    return model, cfg
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("backend,attention,pdl", [("bf16", "sdpa", False), ("triton", "sdpa", False),
@@ -568,14 +581,8 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
     pdl: Inductor's kernels with PDL (--pdl), on a GPU that has it."""
     if pdl and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("PDL needs compute capability 9.0+")
-    from qgemm_bench.model.quant_linear import quantize_model
-
     dev = torch.device("cuda")
-    cfg = dict(TINY, hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=2,
-               head_dim=64, vocab_size=4096)
-    model = build_model(config_for("tiny", **cfg), dev, torch.bfloat16, SEED)
-    if backend != "bf16":
-        quantize_model(model, backend, "int4-g128")
+    model, cfg = small_gpu_model(backend, dev)
     from qgemm_bench.backends.triton_kernels import split_k_parts
 
     launched, pdl_launch = [], split_k_parts.pdl_launch  # our kernels' PDL modes as launched
@@ -614,14 +621,8 @@ def test_prefill_in_a_cuda_graph_on_gpu(backend):
     """The timed prefill's graph: a replay into a zeroed cache gives the
     eager prefill's logits (so it wrote the cache its attention read), and
     time_prefill replays it (mode graph, no capture error)."""
-    from qgemm_bench.model.quant_linear import quantize_model
-
     dev = torch.device("cuda")
-    cfg = dict(TINY, hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=2,
-               head_dim=64, vocab_size=4096)
-    model = build_model(config_for("tiny", **cfg), dev, torch.bfloat16, SEED)
-    if backend != "bf16":
-        quantize_model(model, backend, "int4-g128")
+    model, cfg = small_gpu_model(backend, dev)
     ids = decode.random_tokens(cfg["vocab_size"], 1, 96, SEED, dev)
     cache = decode.static_cache(model, 96)
     with torch.no_grad():

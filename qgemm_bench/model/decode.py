@@ -342,6 +342,20 @@ def compile_mode(name: str) -> str | None:
     return COMPILE_MODES[name]
 
 
+def side_stream_warmup(fn, n: int):
+    """fn() n times on a side stream before a CUDA graph capture (compilation,
+    Triton autotuning and lazy allocations happen there, never in the graph),
+    then the device synchronized; fn's last result."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(n):
+            out = fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    return out
+
+
 class DecodeStep:
     """One decode step at a fixed batch against a static cache: the model's
     forward as it is, or traced whole by torch.compile (`compile` != "none");
@@ -393,13 +407,7 @@ class DecodeStep:
 
             with contextlib.suppress(Exception):  # then the split says the replay showed no kernels
                 profile.graph_profiling_ready()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(warmup):
-                self.eager()
-        torch.cuda.current_stream().wait_stream(s)
-        torch.cuda.synchronize()
+        side_stream_warmup(self.eager, warmup)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
             self.logits = self.eager()
@@ -553,15 +561,14 @@ def _prefill_graph(model, cache, ids: torch.Tensor) -> tuple[torch.cuda.CUDAGrap
     be timed, not checked, otherwise). A replay fills the cache from
     position 0 (rewind first). A capture that fails raises its first error
     (not capture_end's "previous error"), the current stream restored."""
+    def warm():
+        rewind(cache, 0)
+        return prefill(model, cache, ids)
+
+    want = side_stream_warmup(warm, WARMUP_STEPS)
+    rewind(cache, 0)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(WARMUP_STEPS):
-            rewind(cache, 0)
-            want = prefill(model, cache, ids)
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    rewind(cache, 0)
     graph, err = torch.cuda.CUDAGraph(), None
     with torch.cuda.stream(s):
         graph.capture_begin()

@@ -24,7 +24,19 @@ from qgemm_bench.harness.watchdog import Watchdog, stall_reason
 from qgemm_bench.model import decode, fused_norm, quality, tensor_parallel
 from qgemm_bench.model.errors import BackendUnavailable
 from qgemm_bench.model.llama import ModelSource
-from qgemm_bench.model.outputs import ERROR, INCORRECT, OK, OOM, SKIPPED, UNAVAILABLE, GiB, ModelRow, RunFolder
+from qgemm_bench.model.outputs import (
+    ERROR,
+    INCORRECT,
+    OK,
+    OOM,
+    PREFILL_DROPPED,
+    PREFILL_FAILED,
+    SKIPPED,
+    UNAVAILABLE,
+    GiB,
+    ModelRow,
+    RunFolder,
+)
 from qgemm_bench.model.quant_linear import UNQUANTIZED, QuantSpec, linear_nbytes, model_nbytes, quantize_model
 
 # A graph replay and an eager step on the same cache state run the same kernels,
@@ -155,12 +167,10 @@ def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None
     out.update(prefill_len=plan.prompt_len, prefill_tokens_per_s=plan.prompt_len * 1e3 / pre.p50,
                prefill_timing=pre.mode)
     if "prefill_graph_error" in pre.extra:
-        out["prefill_timing"] = f"eager (capture failed: {pre.extra['prefill_graph_error']})"
+        out["prefill_timing"] = f"{PREFILL_FAILED}{pre.extra['prefill_graph_error']})"
     replay = pre.extra.get("replay_rel_err")
     if replay is not None and not replay <= GRAPH_CHECK_TOL:  # a replay of something else: no number
-        out.update(prefill_tokens_per_s=None,
-                   prefill_timing=f"graph, not reported: its replay differs from an eager prefill (rel err "
-                                  f"{replay:.3g})")
+        out.update(prefill_tokens_per_s=None, prefill_timing=f"{PREFILL_DROPPED} (rel err {replay:.3g})")
     return out
 
 

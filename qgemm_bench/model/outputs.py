@@ -336,20 +336,26 @@ def kv_read(rows) -> str:
     return whole if ways <= {"sdpa"} else upto if "sdpa" not in ways else f"{upto}; with sdpa {whole}"
 
 
+# ModelRow.prefill_timing where the CUDA graph was not timed: the capture failed (eager instead), or
+# its replay differed from an eager prefill (no number). bench.py writes them, prefill_how reads them.
+PREFILL_FAILED = "eager (capture failed: "
+PREFILL_DROPPED = "graph, not reported: its replay differs from an eager prefill"
+
+
 def prefill_how(rows) -> str:
     """How the rows' prefills were timed, for the report's Decode line (rows
     from before prefill_timing was kept: eager on CUDA, the wall clock on
     CPU; "eager (capture failed: ...)" counts as eager)."""
     def mode(r) -> str:
         t = r.prefill_timing or ("cpu-wall" if r.timing == "cpu-wall" else "eager")
-        return "dropped" if t.startswith("graph, not reported") else t.split(" ")[0]
+        return "dropped" if t.startswith(PREFILL_DROPPED) else t.split(" ")[0]
 
     modes = {mode(r) for r in rows if r.prefill_len is not None}
     if modes == {"graph"}:
         return "replayed from a CUDA graph"
     if modes == {"cpu-wall"}:
         return "on the wall clock"
-    failed = any((r.prefill_timing or "").startswith("eager (capture failed") for r in rows)
+    failed = any((r.prefill_timing or "").startswith(PREFILL_FAILED) for r in rows)
     if modes == {"eager"}:
         return "launched op by op" + (" (the CUDA graph capture failed: prefill_timing per row)" if failed else "")
     if modes == {"dropped"}:

@@ -343,22 +343,21 @@ class WeightOnlyGemm:
         (an RMSNorm between two GEMMs), in the fused kernel's store where the
         fused path runs, by torch after the others (fused_gemm.rms_scaled,
         with_residual)."""
+        check_weight_only(x, self.w, self.scales, self.fmt, self.group)
         if residual is None and rms is None and norm_weight is None:
             return self._gemm(x)
         from qgemm_bench.backends.triton_kernels.fused_gemm import check_parts, rms_scaled, with_residual
 
-        check_weight_only(x, self.w, self.scales, self.fmt, self.group)
         if self.path(x.shape[0]) == "fused":  # FusedGemm checks the parts
             return self.fused()(x, residual, norm_weight, rms)
         check_parts(x, self.w.shape[1], residual, norm_weight, rms)
-
         y = self._gemm(x)
         y = y if rms is None else rms_scaled(y, *rms, x.shape[1])
         return y if residual is None else with_residual(y, residual, norm_weight)
 
     def _gemm(self, x: torch.Tensor) -> torch.Tensor:
+        """y = x @ w by the path at x's M, x already checked (check_weight_only)."""
         w = self.w
-        check_weight_only(x, w, self.scales, self.fmt, self.group)
         m, k = x.shape
         n = w.shape[1]
         path = self.path(m)

@@ -98,6 +98,11 @@ def seed() -> int:
     return int(np.random.randint(1 << 30))
 
 
+def rel(a, b) -> float:
+    """Relative error of a against b in fp64 (norm of the difference / norm of b)."""
+    return (torch.linalg.vector_norm(a.double() - b.double()) / torch.linalg.vector_norm(b.double())).item()
+
+
 def fp64(x, w_deq):
     return x.double() @ w_deq.double()
 

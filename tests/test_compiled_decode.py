@@ -21,7 +21,7 @@ from torch.autograd.profiler_util import Kernel  # noqa: E402
 from qgemm_bench.model import bench, decode, ops, profile  # noqa: E402
 from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import QuantLinear, parse_quant  # noqa: E402
-from tests.support import free_port, one_thread  # noqa: E402, F401 (one_thread autouse: the tiny model on one thread)
+from tests.support import free_port, one_thread, rel  # noqa: E402, F401 (one_thread autouse: the tiny model on one thread)
 
 CPU = torch.device("cpu")
 SEED = 54
@@ -42,10 +42,6 @@ def mixed_model(seed: int = SEED):
         for n in names:
             setattr(parent, n, QuantLinear.from_linear(getattr(parent, n), "torch", spec))
     return model
-
-
-def rel(a, b) -> float:
-    return (torch.linalg.vector_norm(a.double() - b.double()) / torch.linalg.vector_norm(b.double())).item()
 
 
 def eager_steps(model, cache, ids, steps: int):

@@ -14,15 +14,11 @@ from qgemm_bench.model import decode  # noqa: E402
 from qgemm_bench.model.fuse import FusedMLP, ProjectionPart, fuse_projections  # noqa: E402
 from qgemm_bench.model.llama import ModelSource, build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import QuantLinear, quantize_model, target_names  # noqa: E402
-from tests.support import one_thread, seed  # noqa: E402, F401 (autouse: the tiny model on one thread)
+from tests.support import one_thread, rel, seed  # noqa: E402, F401 (autouse: the tiny model on one thread)
 
 CPU = torch.device("cpu")
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, vocab_size=256)
-
-
-def rel(a, b) -> float:
-    return (torch.linalg.vector_norm(a.double() - b.double()) / torch.linalg.vector_norm(b.double())).item()
 
 
 def pair(s: int):

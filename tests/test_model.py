@@ -22,7 +22,7 @@ from qgemm_bench.model.errors import BackendUnavailable, InputError  # noqa: E40
 from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import QuantLinear, parse_quant, quantize_model  # noqa: E402
 from qgemm_bench.operators import formats  # noqa: E402
-from tests.support import one_thread  # noqa: E402, F401 (autouse: the tiny model on one thread)
+from tests.support import one_thread, rel  # noqa: E402, F401 (autouse: the tiny model on one thread)
 
 CPU = torch.device("cpu")
 LEADING = [(5,), (2, 3), (1, 1, 7), (0,)]
@@ -45,10 +45,6 @@ def linear(k: int, n: int, bias: bool, dtype=torch.float32, seed: int = 0) -> nn
 def reference(lin: nn.Linear, x: torch.Tensor, w_kn: torch.Tensor) -> torch.Tensor:
     y = x.float() @ w_kn
     return y if lin.bias is None else y + lin.bias.float()
-
-
-def rel(a, b) -> float:
-    return (torch.linalg.vector_norm(a.double() - b.double()) / torch.linalg.vector_norm(b.double())).item()
 
 
 # ------------------------------------------------------------------ QuantLinear

@@ -14,17 +14,13 @@ from qgemm_bench.model import decode, fused_norm  # noqa: E402
 from qgemm_bench.model.fuse import fuse_projections  # noqa: E402
 from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import quantize_model  # noqa: E402
-from tests.support import CUDA, needs_gpu, one_thread, seed  # noqa: E402, F401 (one_thread: autouse)
+from tests.support import CUDA, needs_gpu, one_thread, rel, seed  # noqa: E402, F401 (one_thread: autouse)
 
 CPU = torch.device("cpu")
 ON = [pytest.param(CPU, torch.float16, id="cpu"),  # the interpreter: float16
       pytest.param(CUDA, torch.bfloat16, id="cuda", marks=[pytest.mark.gpu, needs_gpu])]
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, vocab_size=256)
-
-
-def rel(a, b) -> float:
-    return (torch.linalg.vector_norm(a.double() - b.double()) / torch.linalg.vector_norm(b.double())).item()
 
 
 def tiny(s: int, device=CPU, dtype=torch.float16):

@@ -79,6 +79,15 @@ def test_bad_operands_are_refused(bad, says):
         kernel.decode_attention(q, k, v, torch.tensor(bad.get("pos", [3]), device=DEV), 0.1, sms=8)
 
 
+@pytest.mark.skipif(DEV.type == "cuda", reason="the interpreter's limit")
+def test_bfloat16_on_the_interpreter_is_refused():
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+
+    q, k = torch.zeros(1, 8, 32, dtype=torch.bfloat16), torch.zeros(1, 2, 40, 32, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="no bfloat16"):
+        kernel.decode_attention(q, k, k, torch.tensor([3]), 0.1, sms=8)
+
+
 def test_splits_fill_the_sms_with_a_block_each_at_least():
     from qgemm_bench.backends.triton_kernels.decode_attention import splits_for
 

@@ -335,10 +335,13 @@ def build_plan(args, world=None):
     qb, qt = parse_bxt(_default(args, "quality_tokens", cuda))
     if getattr(args, "attention", "sdpa") == "flex" and getattr(args, "compile", "none") == "none":
         raise InputError("--attention flex runs in compiled steps: add --compile default")
-    if getattr(args, "attention", "sdpa") == "triton" and device.type != "cuda" \
-            and os.environ.get("TRITON_INTERPRET") != "1":
-        raise InputError("--attention triton on CPU runs in the Triton interpreter: set TRITON_INTERPRET=1 "
-                         "before the run")
+    if getattr(args, "attention", "sdpa") == "triton" and device.type != "cuda":
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            raise InputError("--attention triton on CPU runs in the Triton interpreter: set TRITON_INTERPRET=1 "
+                             "before the run")
+        if dtype == torch.bfloat16:  # the interpreter computes bfloat16 wrong, not with an error
+            raise InputError("--attention triton on CPU: the Triton interpreter has no bfloat16; use --dtype "
+                             "float16 or float32")
     pdl = getattr(args, "pdl", False)
     if pdl:
         check_pdl(device, getattr(args, "compile", "none"))

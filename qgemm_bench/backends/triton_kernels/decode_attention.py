@@ -131,6 +131,8 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
         raise ValueError(f"decode attention: {h} query heads over {kv_heads} KV heads (at most {BLOCK_G} a KV head)")
     if d < 16 or d & (d - 1) or q.stride(2) != 1 or k.stride(3) != 1 or v.stride(3) != 1:
         raise ValueError(f"decode attention: head dim {d} must be a power of two >= 16, contiguous")
+    if not q.is_cuda and q.dtype == torch.bfloat16:
+        raise ValueError("decode attention: the Triton interpreter has no bfloat16 (its results would be wrong)")
     if pos.numel() != 1 or pos.device != q.device:
         raise ValueError("decode attention: pos must be a 1-element tensor on q's device")
     splits = splits or splits_for(b, kv_heads, slots, sms, block_n)

@@ -157,17 +157,22 @@ _SUMSQ_CHUNK = tl.constexpr(SUMSQ_CHUNK)  # _store's RESIDUAL: the parts' layout
 
 
 @triton.jit
-def _parts_in(out_ptr, stride_om, offs_m, offs_n, M, N, res_ptr, RESIDUAL: tl.constexpr, nw_ptr,
-              NORM_W: tl.constexpr, sqin_ptr, K, eps, RMS_SCALE: tl.constexpr):
-    """What _store's parts read, none of it this launch's: (each row's 1 /
-    RMS of x, rsqrt(sum of squares / K + eps) from the per-chunk sums at
-    sqin_ptr [M, norm_parts.sumsq_chunks(K)] that the GEMM which wrote x
-    left; the residual tile, out's layout and dtype; the norm weight [N] in
-    fp32); placeholders for the parts not asked. finish issues these loads
-    before a split tile's counter, so their latency is not added after it."""
+def _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS: tl.constexpr,
+           res_ptr, sq_ptr, RESIDUAL: tl.constexpr, nw_ptr, xw_ptr, NORM_W: tl.constexpr,
+           sqin_ptr, K, eps, RMS_SCALE: tl.constexpr):
+    """The tile's output: the fp32 sum `total` (RMS_SCALE: times each row's
+    1 / RMS of x, rsqrt(sum of squares / K + eps), the sums being the
+    per-chunk ones at sqin_ptr [M, norm_parts.sumsq_chunks(K)] that the GEMM which wrote
+    x left), plus the bias, cast. RESIDUAL: plus res (out's layout), added as
+    torch adds two tensors of out's dtype; each row's fp32 sums of squares of
+    the result per SUMSQ_CHUNK columns into sq_ptr [M, chunks] (plain stores:
+    no zeroing, the same bits whoever finishes); NORM_W also the result times
+    the norm weight at nw_ptr [N], cast, into xw_ptr (out's layout). Together:
+    RMSNorm(h) @ w2 = (1 / RMS) (h * weight) @ w2, an RMSNorm between two
+    GEMMs without a kernel of its own (docs/fused_gemm.md)."""
     mask_m = offs_m < M
     mask_n = offs_n < N
-    rs = tl.full(offs_m.shape, 1.0, dtype=tl.float32)
+    mask = mask_m[:, None] & mask_n[None, :]
     if RMS_SCALE:
         chunks_in = tl.cdiv(K, _SUMSQ_CHUNK)
         c = tl.arange(0, 64)
@@ -175,37 +180,12 @@ def _parts_in(out_ptr, stride_om, offs_m, offs_n, M, N, res_ptr, RESIDUAL: tl.co
         for c0 in range(0, chunks_in, 64):
             ss += tl.sum(tl.load(sqin_ptr + offs_m[:, None] * chunks_in + (c0 + c)[None, :],
                                  mask=mask_m[:, None] & (c0 + c < chunks_in)[None, :], other=0.0), axis=1)
-        rs = tl.rsqrt(ss / K + eps)
-    res = tl.zeros((offs_m.shape[0], offs_n.shape[0]), dtype=out_ptr.dtype.element_ty)
-    if RESIDUAL:
-        res = tl.load(res_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
-                      mask=mask_m[:, None] & mask_n[None, :], other=0.0)
-    nw = tl.zeros(offs_n.shape, dtype=tl.float32)
-    if NORM_W:
-        nw = tl.load(nw_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
-    return rs, res, nw
-
-
-@triton.jit
-def _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS: tl.constexpr,
-           sq_ptr, RESIDUAL: tl.constexpr, xw_ptr, NORM_W: tl.constexpr, RMS_SCALE: tl.constexpr, rs, res, nw):
-    """The tile's output: the fp32 sum `total` (RMS_SCALE: times each row's
-    rs, 1 / RMS of x), plus the bias, cast. RESIDUAL: plus res (_parts_in's),
-    added as torch adds two tensors of out's dtype; each row's fp32 sums of
-    squares of the result per SUMSQ_CHUNK columns into sq_ptr [M, chunks]
-    (plain stores: no zeroing, the same bits whoever finishes); NORM_W also
-    the result times the norm weight nw, cast, into xw_ptr (out's layout).
-    Together: RMSNorm(h) @ w2 = (1 / RMS) (h * weight) @ w2, an RMSNorm
-    between two GEMMs without a kernel of its own (docs/fused_gemm.md)."""
-    mask_m = offs_m < M
-    mask_n = offs_n < N
-    mask = mask_m[:, None] & mask_n[None, :]
-    if RMS_SCALE:
-        total = total * rs[:, None]
+        total = total * tl.rsqrt(ss / K + eps)[:, None]
     if HAS_BIAS:
         total += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
     y = total.to(out_ptr.dtype.element_ty)
     if RESIDUAL:
+        res = tl.load(res_ptr + offs_m[:, None] * stride_om + offs_n[None, :], mask=mask, other=0.0)
         y = (y.to(tl.float32) + res.to(tl.float32)).to(out_ptr.dtype.element_ty)
         h = tl.where(mask, y.to(tl.float32), 0.0)
         BM: tl.constexpr = h.shape[0]
@@ -217,6 +197,7 @@ def _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS: 
         tl.store(sq_ptr + offs_m[:, None] * chunks + chunk[None, :], sq,
                  mask=mask_m[:, None] & (chunk < chunks)[None, :])
         if NORM_W:
+            nw = tl.load(nw_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
             tl.store(xw_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
                      (h * nw[None, :]).to(out_ptr.dtype.element_ty), mask=mask)
     tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], y, mask=mask)
@@ -236,11 +217,9 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
     mask_n = offs_n < N
     tile = offs_m[:, None] * N + offs_n[None, :]  # workspace index within one [M, N] plane
     mask = mask_m[:, None] & mask_n[None, :]
-    rs, res, nw = _parts_in(out_ptr, stride_om, offs_m, offs_n, M, N, res_ptr, RESIDUAL, nw_ptr, NORM_W, sqin_ptr,
-                            K, eps, RMS_SCALE)
     if SPLIT_K == 1:
-        _store(acc, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS, sq_ptr, RESIDUAL, xw_ptr, NORM_W,
-               RMS_SCALE, rs, res, nw)
+        _store(acc, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS, res_ptr, sq_ptr, RESIDUAL,
+               nw_ptr, xw_ptr, NORM_W, sqin_ptr, K, eps, RMS_SCALE)
     elif DETERMINISTIC and REDUCE == REDUCE_KERNEL:  # reduce_planes, launched next, sums the planes
         tl.store(ws_ptr + tl.program_id(1) * M * N + tile, acc, mask=mask)
     else:
@@ -264,8 +243,8 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
                 zero = tl.zeros(acc.shape, dtype=tl.float32)
                 total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
                 tl.store(ws_ptr + tile, zero, mask=mask)
-            _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS, sq_ptr, RESIDUAL, xw_ptr,
-                   NORM_W, RMS_SCALE, rs, res, nw)
+            _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS, res_ptr, sq_ptr, RESIDUAL,
+                   nw_ptr, xw_ptr, NORM_W, sqin_ptr, K, eps, RMS_SCALE)
             # Relaxed: nothing else touches the counter in this launch, and
             # the next launch is ordered after it anyway. The default acq_rel
             # fenced (MEMBAR.GPU) before the tile's last program could exit,

@@ -623,7 +623,7 @@ def test_prefill_in_a_cuda_graph_on_gpu(backend):
     cache = decode.static_cache(model, 96)
     with torch.no_grad():
         want = decode.prefill(model, cache, ids).float()
-        graph, logits = decode._prefill_graph(model, cache, ids)
+        graph, logits, _ = decode._prefill_graph(model, cache, ids)
         for layer in cache.layers:
             layer.keys.zero_()
             layer.values.zero_()

@@ -49,6 +49,18 @@ def test_decode_attention_matches_fp64(b, h, hkv, slots, d, pos, splits):
     run(b, h, hkv, slots, d, pos, splits)
 
 
+def test_a_pdl_step_s_launch_matches_fp64():
+    """Inside a --pdl step (chained_pdl) the kernel launches with PDL on CUDA,
+    waiting before its first load: still the fp64 answer."""
+    from qgemm_bench.backends.triton_kernels import split_k_parts
+
+    assert not split_k_parts.chained()
+    with split_k_parts.chained_pdl():
+        assert split_k_parts.chained()
+        run(2, 8, 2, 100, 32, 70, splits=4)
+    assert not split_k_parts.chained()
+
+
 def test_float32_operands_keep_float32():
     """A float32 model's attention: the dots in IEEE float32, not TF32."""
     run(2, 8, 2, 90, 32, 77, splits=3, dtype=torch.float32)

@@ -9,6 +9,11 @@ and the pair's last program merges the partials and writes the output, then
 zeroes the counter (split-K's last-program pattern, split_k_parts.finish):
 no second kernel for the merge. Splits past pos skip their loop and write an
 empty partial (max -inf, weight 0 in the merge).
+
+In a --pdl step (split_k_parts.chained_pdl) it launches with PDL in our
+GEMMs' chained mode 3: scheduled while the kernel before it finishes, it
+waits before its first load and lets the next kernel be scheduled after its
+main loop (flex's kernels, Inductor's, launch that way there too).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+from qgemm_bench.backends.triton_kernels import split_k_parts
 
 BLOCK_G = 16  # query rows a program computes: the G heads of its KV head, padded to tl.dot's least M
 _LOG2E = 1.4426950408889634
@@ -26,11 +33,17 @@ _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, ws_ml_ptr, count_ptr, L, CHUNK,
                             qk_scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb,
                             stride_vh, stride_vl, stride_ob, stride_oh, HKV: tl.constexpr, G: tl.constexpr,
-                            D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr):
+                            D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr,
+                            PDL: tl.constexpr = 0):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
     b = pid_bh // HKV
     hk = pid_bh % HKV
+    k_base = k_ptr + b * stride_kb + hk * stride_kh
+    v_base = v_ptr + b * stride_vb + hk * stride_vh
+    # PDL 3: wait for the kernels before (q, pos and this token's K/V are theirs); the one L2 prefetch
+    # pdl_prologue issues first is of this pair's first K line, which earlier steps wrote.
+    split_k_parts.pdl_prologue(k_base, PDL)
     offs_g = tl.arange(0, 16)
     offs_d = tl.arange(0, D)
     mask_g = offs_g < G
@@ -39,8 +52,6 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, w
     pos = tl.load(pos_ptr)
     start = split * CHUNK
     end = tl.minimum(tl.minimum(start + CHUNK, pos + 1), L)
-    k_base = k_ptr + b * stride_kb + hk * stride_kh
-    v_base = v_ptr + b * stride_vb + hk * stride_vh
     m = tl.full([16], float("-inf"), dtype=tl.float32)
     s = tl.zeros([16], dtype=tl.float32)
     acc = tl.zeros([16, D], dtype=tl.float32)
@@ -64,6 +75,7 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, w
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         s = s * alpha + tl.sum(p, axis=1)
         m = m_new
+    split_k_parts.pdl_release(PDL)  # the next kernel waits for all of this one anyway
     out_rows = out_ptr + b * stride_ob + (hk * G + offs_g)[:, None] * stride_oh + offs_d[None, :]
     if SPLITS == 1:
         tl.store(out_rows, (acc / s[:, None]).to(out_ptr.dtype.element_ty), mask=mask_g[:, None])
@@ -140,9 +152,10 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     chunk = -(-per_split // block_n) * block_n  # slots a split covers, whole blocks
     out = torch.empty(b, h, d, device=q.device, dtype=q.dtype)
     ws_acc, ws_ml, count = _workspace(q.device, b * kv_heads * splits, d, b * kv_heads)
+    pdl = split_k_parts.pdl_launch({"PDL": 3}, q.device) if split_k_parts.chained() else {}
     decode_attention_kernel[(b * kv_heads, splits)](
         q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), HKV=kv_heads, G=h // kv_heads, D=d, BLOCK_N=block_n, SPLITS=splits,
-        IEEE=q.dtype == torch.float32, num_warps=num_warps)
+        IEEE=q.dtype == torch.float32, num_warps=num_warps, **pdl)
     return out

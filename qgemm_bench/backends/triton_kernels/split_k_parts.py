@@ -92,6 +92,11 @@ def chained_pdl():
         _CHAINED -= 1
 
 
+def chained() -> bool:
+    """Whether a chained_pdl() context is open (a --pdl step is compiled or captured)."""
+    return _CHAINED > 0
+
+
 def pdl_launch(c: dict, device: torch.device, chain: int | None = 3) -> dict:
     """The launch keywords for config c's PDL (programmatic dependent launch):
     {"PDL": 0} where c has none, on CPU (the interpreter has no griddepcontrol)

@@ -22,7 +22,7 @@ def reference(q, k, v, pos: int, scale: float) -> torch.Tensor:
     return torch.einsum("bhl,bhld->bhd", p, vv)
 
 
-def run(b, h, hkv, slots, d, pos, splits=None, block_n=16, dtype=DT, s=None):
+def run(b, h, hkv, slots, d, pos, splits=None, block_n=16, dtype=DT, s=None, prefetch=None):
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
 
     s = seed() if s is None else s
@@ -32,7 +32,7 @@ def run(b, h, hkv, slots, d, pos, splits=None, block_n=16, dtype=DT, s=None):
     k[:, :, pos + 1:] = 1e4  # slots past the position hold stale K/V that must not count
     scale = 1 / math.sqrt(d)
     out = kernel.decode_attention(q, k, v, torch.tensor([pos], device=DEV), scale, sms=8, block_n=block_n,
-                                  splits=splits)
+                                  splits=splits, prefetch=prefetch)
     ref = reference(q, k, v, pos, scale)
     err = ((out.double() - ref).norm() / ref.norm()).item()
     assert out.shape == (b, h, d) and out.dtype == dtype
@@ -59,6 +59,53 @@ def test_a_pdl_step_s_launch_matches_fp64():
         assert split_k_parts.chained()
         run(2, 8, 2, 100, 32, 70, splits=4)
     assert not split_k_parts.chained()
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+def test_prefetching_programs_leave_the_answer_alone(splits):
+    """With a prefetch table the launch gains grid rows of L2 prefetchers (on
+    CUDA; the interpreter ignores the table): the attention is still fp64's,
+    PDL or not, and the prefetched weights unchanged."""
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+    from qgemm_bench.backends.triton_kernels import split_k_parts
+
+    w = [torch.randint(0, 255, (n,), dtype=torch.uint8, device=DEV) for n in (70_000, 4_100, 333)]
+    before = [t.clone() for t in w]
+    table = kernel.prefetch_table(w, 1 << 20, chunk=4096)
+    run(2, 8, 2, 100, 32, 70, splits=splits, prefetch=table)
+    with split_k_parts.chained_pdl():
+        run(1, 8, 2, 100, 32, 99, splits=splits, prefetch=table)
+    assert all(torch.equal(a, b) for a, b in zip(w, before, strict=True))
+
+
+def test_prefetch_table_chunks_each_tensor_once_within_the_limit():
+    from qgemm_bench.backends.triton_kernels.decode_attention import prefetch_table
+
+    a = torch.empty(10_000, dtype=torch.float16)  # 20000 bytes
+    b = torch.empty(3_000, dtype=torch.uint8)
+    t = prefetch_table([a, b, a, torch.empty(0), torch.empty(8, 8).t(), None], 1 << 20, chunk=4096)
+    assert t.dtype == torch.int64 and t.shape[1] == 2
+    addr, size = t[:, 0].tolist(), t[:, 1].tolist()
+    assert all(x % 16 == 0 for x in addr) and all(0 < n <= 4096 and n % 16 == 0 for n in size)
+    a_rows = [(x, n) for x, n in zip(addr, size, strict=True) if a.data_ptr() <= x < a.data_ptr() + 20_000]
+    b_rows = [(x, n) for x, n in zip(addr, size, strict=True) if b.data_ptr() <= x < b.data_ptr() + 3_000]
+    assert len(a_rows) + len(b_rows) == len(addr)  # a once, the empty and non-contiguous tensors left out
+    assert a_rows[0][0] == a.data_ptr() and sum(n for _, n in a_rows) == 20_000  # 256-aligned allocations
+    assert sum(n for _, n in b_rows) == 3_000 // 16 * 16
+    capped = prefetch_table([a, b], 9_000, chunk=4096)
+    assert capped[:, 1].tolist() == [4096, 4096, 800]  # the limit, in a's bytes first
+    assert prefetch_table([a], 0).shape == (0, 2)
+
+
+def test_a_bad_prefetch_table_is_refused():
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+
+    if DEV.type != "cuda":
+        pytest.skip("the interpreter ignores the table")
+    q, k = torch.zeros(1, 8, 32, device=DEV, dtype=DT), torch.zeros(1, 2, 40, 32, device=DEV, dtype=DT)
+    with pytest.raises(ValueError, match="prefetch_table"):
+        kernel.decode_attention(q, k, k, torch.tensor([3], device=DEV), 0.1, sms=8,
+                                prefetch=torch.zeros(4, 2, dtype=torch.int32, device=DEV))
 
 
 def test_float32_operands_keep_float32():

@@ -342,6 +342,13 @@ def build_plan(args, world=None):
         if dtype == torch.bfloat16:  # the interpreter computes bfloat16 wrong, not with an error
             raise InputError("--attention triton on CPU: the Triton interpreter has no bfloat16; use --dtype "
                              "float16 or float32")
+    try:
+        prefetch = decode.prefetch_mib()
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if prefetch and (getattr(args, "attention", "sdpa") != "triton" or device.type != "cuda"):
+        raise InputError(f"{decode.PREFETCH_ENV} is --attention triton's L2 prefetch, on CUDA: unset it or add "
+                         "--attention triton")
     pdl = getattr(args, "pdl", False)
     if pdl:
         check_pdl(device, getattr(args, "compile", "none"))

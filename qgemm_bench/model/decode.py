@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import statistics
 import threading
 import time
@@ -59,6 +60,10 @@ FLEX_BLOCK = 128  # KV block of the flex block mask; a flex cache is a multiple 
 # the compiled 8B step 32 position kernels and 32 copies of qgemm::last_position where one does). Made
 # inside the step, it is the trace's own: nothing outlives the step for Dynamo to replay or guard on.
 STEP_STATE = "qgemm_step"
+# --attention triton's L2 prefetch (attach_prefetch): MiB of each layer's o_proj then gate/up weights its
+# attention kernel brings into L2; 0 (default) none. An experiment's knob, recorded with the run's environment.
+PREFETCH_ENV = "QGEMM_ATTN_PREFETCH_MIB"
+PREFETCH_BUFFER = "qgemm_prefetch"  # the attention module's buffer holding its prefetch table
 MULTI_KERNEL = 1  # Inductor's triton.multi_kernel in compiled steps (inductor_options)
 COMBO_KERNELS = True  # Inductor's combo_kernels in compiled steps (inductor_options)
 
@@ -153,8 +158,55 @@ def triton_decode_attention(module, query, key, value, attention_mask, dropout: 
                                 **kwargs)
     b, h, _, d = query.shape
     scale = scaling if scaling is not None else d ** -0.5
-    out = ops.decode_attention(query.reshape(b, h, d), key, value, position_ids.reshape(-1)[-1:], float(scale))
+    out = ops.decode_attention(query.reshape(b, h, d), key, value, position_ids.reshape(-1)[-1:], float(scale),
+                               getattr(module, PREFETCH_BUFFER, None))
     return out.reshape(b, 1, h, d), None
+
+
+def prefetch_mib() -> float:
+    """PREFETCH_ENV's MiB (0 where unset); ValueError for anything but a number >= 0."""
+    text = os.environ.get(PREFETCH_ENV, "").strip() or "0"
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = -1.0
+    if not mib >= 0:
+        raise ValueError(f"{PREFETCH_ENV}={text!r}: give the MiB to prefetch, a number >= 0")
+    return mib
+
+
+def _weights(module) -> list:
+    """The tensors a linear layer's GEMM reads: a QuantLinear's resident
+    tensors (weights, scales), an nn.Linear's weight."""
+    if module is None:
+        return []
+    if hasattr(module, "kernel"):
+        return list(module.kernel.resident)
+    return [module.weight] if isinstance(getattr(module, "weight", None), torch.Tensor) else []
+
+
+def attach_prefetch(model, mib: float) -> int:
+    """Give each decoder layer's attention module the prefetch table of its
+    o_proj's weights, then its MLP's gate/up, mib MiB at most (mib 0: take
+    the tables away), which --attention triton's kernel brings into L2 while
+    it runs (the GEMMs after it then read them there). Returns the tables'
+    bytes, all layers together."""
+    from qgemm_bench.backends.triton_kernels.decode_attention import prefetch_table
+
+    total = 0
+    for layer in model.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        if mib <= 0:
+            if PREFETCH_BUFFER in attn._buffers:
+                del attn._buffers[PREFETCH_BUFFER]
+            continue
+        tensors = _weights(getattr(attn, "o_proj", None))
+        for name in ("gate_up_proj", "gate_proj", "up_proj"):
+            tensors += _weights(getattr(mlp, name, None))
+        table = prefetch_table(tensors, int(mib * 2**20))
+        attn.register_buffer(PREFETCH_BUFFER, table, persistent=False)
+        total += int(table[:, 1].sum()) if table.numel() else 0
+    return total
 
 
 def flex_block_mask(key, pos):
@@ -456,6 +508,7 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
         mode = "cpu-wall"
     flex = attention == "flex" and compile != "none"  # flex runs in compiled steps only
     use_decode_attention(model, attention)
+    prefetch = attach_prefetch(model, prefetch_mib() if attention == "triton" and cuda else 0)
     cache = static_cache(model, cache_len(prompt_len, steps, attention))
     ids = random_tokens(model.config.vocab_size, batch, prompt_len, seed, device)
     step = DecodeStep(model, cache, batch, device, compile)
@@ -495,7 +548,7 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
     upto = prompt_len + (steps + 1) // 2
     attended = -(-upto // FLEX_BLOCK) * FLEX_BLOCK if flex else upto if attention == "triton" else None
     ran = "flex" if flex else "triton" if attention == "triton" else "sdpa"
-    extra = {"compile": compile, "compile_s": step.compile_s, "attention": ran,
+    extra = {"compile": compile, "compile_s": step.compile_s, "attention": ran, "attention_prefetch_bytes": prefetch,
              **profile.step_bytes(model, cache, batch, attended)}
     if split:  # the step as timed: its graph's replay, or the step itself
         try:

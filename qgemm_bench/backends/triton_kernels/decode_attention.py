@@ -27,6 +27,22 @@ from qgemm_bench.backends.triton_kernels import split_k_parts
 BLOCK_G = 16  # query rows a program computes: the G heads of its KV head, padded to tl.dot's least M
 _LOG2E = 1.4426950408889634
 _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+# sm_90's bulk L2 prefetch (the TMA unit's; the address generic = global): a chunk per instruction
+_BULK_PREFETCH_ASM = tl.constexpr("cp.async.bulk.prefetch.L2.global [$1], $2; // $0")
+PREFETCH_CHUNK = 1 << 16  # bytes a prefetch_table row covers at most
+PREFETCH_PROGRAMS = 16  # prefetching programs a launch adds (rounded up to whole grid rows)
+
+
+@triton.jit
+def prefetch_l2(table_ptr, chunks, program, programs):
+    """Program `program` of `programs` asks the copy engine (one bulk L2
+    prefetch a chunk, no registers, nothing waited for) to bring the chunks
+    program, program + programs, ... of a prefetch_table into L2."""
+    for c in range(program, chunks, programs):
+        addr = tl.load(table_ptr + 2 * c)
+        nbytes = tl.load(table_ptr + 2 * c + 1).to(tl.int32)
+        tl.inline_asm_elementwise(_BULK_PREFETCH_ASM, "=r,l,r", [addr, nbytes], dtype=tl.int32, is_pure=False,
+                                  pack=1)
 
 
 @triton.jit
@@ -34,9 +50,13 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, w
                             qk_scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb,
                             stride_vh, stride_vl, stride_ob, stride_oh, HKV: tl.constexpr, G: tl.constexpr,
                             D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr,
-                            PDL: tl.constexpr = 0):
+                            PDL: tl.constexpr = 0, pf_ptr=None, PF_CHUNKS=0, PAIRS=0, PF: tl.constexpr = 0):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
+    if PF:  # the grid's rows past the (b, h_kv) pairs: L2 prefetchers, no attention
+        if pid_bh >= PAIRS:
+            prefetch_l2(pf_ptr, PF_CHUNKS, (pid_bh - PAIRS) * SPLITS + split, (tl.num_programs(0) - PAIRS) * SPLITS)
+            return
     b = pid_bh // HKV
     hk = pid_bh % HKV
     k_base = k_ptr + b * stride_kb + hk * stride_kh
@@ -116,6 +136,27 @@ def splits_for(batch: int, kv_heads: int, slots: int, sms: int, block_n: int) ->
     return max(1, min(-(-slots // block_n), -(-sms // (batch * kv_heads))))
 
 
+def prefetch_table(tensors, limit_bytes: int, chunk: int = PREFETCH_CHUNK) -> torch.Tensor:
+    """What prefetch_l2 brings into L2: the contiguous `tensors` in order
+    (each storage once, non-contiguous ones left out), limit_bytes in all at
+    most, as int64 [chunks, 2] rows of (address, bytes): chunks of at most
+    `chunk` bytes, 16-byte aligned, multiples of 16 (a tensor's unaligned head
+    and last < 16 bytes left out), on the first tensor's device."""
+    rows, seen, left, device = [], set(), max(0, limit_bytes), None
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or not t.numel() or not t.is_contiguous() or t.data_ptr() in seen:
+            continue
+        seen.add(t.data_ptr())
+        device = device or t.device
+        start = -(-t.data_ptr() // 16) * 16
+        n = min(t.data_ptr() + t.numel() * t.element_size() - start, left) // 16 * 16
+        rows += [(start + off, min(chunk, n - off)) for off in range(0, max(n, 0), chunk)]
+        left -= max(n, 0)
+        if left < 16:
+            break
+    return torch.tensor(rows, dtype=torch.int64).reshape(-1, 2).to(device or "cpu")
+
+
 def _workspace(device: torch.device, items: int, d: int, pairs: int):
     """(partial outputs, row max and sum, counters) for `items` programs and
     `pairs` (b, h_kv): made once per size and device (the counters zeroed once,
@@ -129,12 +170,17 @@ def _workspace(device: torch.device, items: int, d: int, pairs: int):
 
 
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, scale: float,
-                     sms: int, block_n: int = 64, splits: int | None = None, num_warps: int = 4) -> torch.Tensor:
+                     sms: int, block_n: int = 64, splits: int | None = None, num_warps: int = 4,
+                     prefetch: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of q [B, H, D] (one token per sequence) over k, v [B, H_kv, L,
     D] (last dimension contiguous) at slots 0..pos[0] (a 1-element integer
     tensor on q's device, the same position for every sequence), softmax
     scale `scale`; returns [B, H, D] in q's dtype. sms: the GPU's SM count
-    (splits_for; `splits` overrides it)."""
+    (splits_for; `splits` overrides it). prefetch: a prefetch_table on q's
+    device, brought into L2 by PREFETCH_PROGRAMS more programs while the
+    attention runs (CUDA only: the interpreter has no bulk prefetch, and
+    ignores it). Decode attention reads little and waits on latency; the
+    prefetch gives DRAM the next GEMMs' weights to stream meanwhile."""
     b, h, d = q.shape
     kv_heads, slots = k.shape[1], k.shape[2]
     if k.shape != (b, kv_heads, slots, d) or v.shape != k.shape:
@@ -153,9 +199,15 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     out = torch.empty(b, h, d, device=q.device, dtype=q.dtype)
     ws_acc, ws_ml, count = _workspace(q.device, b * kv_heads * splits, d, b * kv_heads)
     pdl = split_k_parts.pdl_launch({"PDL": 3}, q.device) if split_k_parts.chained() else {}
-    decode_attention_kernel[(b * kv_heads, splits)](
+    rows, pf = 0, {}
+    if prefetch is not None and prefetch.numel() and q.is_cuda:
+        if prefetch.device != q.device or prefetch.dtype != torch.int64 or prefetch.dim() != 2:
+            raise ValueError("decode attention: prefetch must be a prefetch_table on q's device")
+        rows = -(-PREFETCH_PROGRAMS // splits)
+        pf = dict(pf_ptr=prefetch, PF_CHUNKS=prefetch.shape[0], PAIRS=b * kv_heads, PF=1)
+    decode_attention_kernel[(b * kv_heads + rows, splits)](
         q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), HKV=kv_heads, G=h // kv_heads, D=d, BLOCK_N=block_n, SPLITS=splits,
-        IEEE=q.dtype == torch.float32, num_warps=num_warps, **pdl)
+        IEEE=q.dtype == torch.float32, num_warps=num_warps, **pdl, **pf)
     return out

@@ -79,13 +79,13 @@ def test_prefetching_programs_leave_the_answer_alone(splits):
 
 
 def test_prefetch_table_chunks_each_tensor_once_within_the_limit():
-    from qgemm_bench.backends.triton_kernels.decode_attention import prefetch_table
+    from qgemm_bench.backends.triton_kernels.decode_attention import limit_prefetch, prefetch_table
 
     a = torch.empty(10_000, dtype=torch.float16)  # 20000 bytes
     b = torch.empty(3_000, dtype=torch.uint8)
     t = prefetch_table([a, b, a, torch.empty(0), torch.empty(8, 8).t(), None], 1 << 20, chunk=4096)
-    assert t.dtype == torch.int64 and t.shape[1] == 2
-    addr, size = t[:, 0].tolist(), t[:, 1].tolist()
+    assert t.dtype == torch.int64 and t.shape[1] == 2 and t[0, 0] == t.shape[0] - 1  # the header: every chunk
+    addr, size = t[1:, 0].tolist(), t[1:, 1].tolist()
     assert all(x % 16 == 0 for x in addr) and all(0 < n <= 4096 and n % 16 == 0 for n in size)
     a_rows = [(x, n) for x, n in zip(addr, size, strict=True) if a.data_ptr() <= x < a.data_ptr() + 20_000]
     b_rows = [(x, n) for x, n in zip(addr, size, strict=True) if b.data_ptr() <= x < b.data_ptr() + 3_000]
@@ -93,8 +93,13 @@ def test_prefetch_table_chunks_each_tensor_once_within_the_limit():
     assert a_rows[0][0] == a.data_ptr() and sum(n for _, n in a_rows) == 20_000  # 256-aligned allocations
     assert sum(n for _, n in b_rows) == 3_000 // 16 * 16
     capped = prefetch_table([a, b], 9_000, chunk=4096)
-    assert capped[:, 1].tolist() == [4096, 4096, 800]  # the limit, in a's bytes first
-    assert prefetch_table([a], 0).shape == (0, 2)
+    assert capped.tolist() == [[3, 0], [a.data_ptr(), 4096], [a.data_ptr() + 4096, 4096],
+                               [a.data_ptr() + 8192, 800]]  # the limit, in a's bytes first
+    assert prefetch_table([a], 0).tolist() == [[0, 0]]
+    # lowered and restored in place (a captured graph reads the header at each replay)
+    assert limit_prefetch(t, 8192) == 8192 and t[0, 0] == 2 and t[1:, 1].tolist() == size
+    assert limit_prefetch(t, 0) == 0 and t[0, 0] == 0
+    assert limit_prefetch(t, 1 << 20) == sum(size) and t[0, 0] == len(size)
 
 
 def test_a_bad_prefetch_table_is_refused():

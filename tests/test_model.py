@@ -406,12 +406,14 @@ def test_attach_prefetch_gives_each_attention_its_layer_s_next_weights():
     for layer in layers:
         table = getattr(layer.self_attn, decode.PREFETCH_BUFFER)
         o, gate = layer.self_attn.o_proj.weight, layer.mlp.gate_proj.weight
-        assert table[0, 0] == o.data_ptr() and int(table[:, 1].sum()) <= 2**20
-        assert gate.data_ptr() in table[:, 0].tolist()  # the MLP's after the o_proj's
-    assert total == sum(int(getattr(x.self_attn, decode.PREFETCH_BUFFER)[:, 1].sum()) for x in layers) > 0
+        assert table[1, 0] == o.data_ptr() and int(table[1:, 1].sum()) <= 2**20
+        assert gate.data_ptr() in table[1:, 0].tolist()  # the MLP's after the o_proj's
+    assert total == sum(int(getattr(x.self_attn, decode.PREFETCH_BUFFER)[1:, 1].sum()) for x in layers) > 0
     o_bytes = layers[0].self_attn.o_proj.weight.numel() * 4
-    assert decode.attach_prefetch(model, o_bytes / 2**20) == len(layers) * o_bytes  # the o_proj alone
-    assert decode.attach_prefetch(model, 0) == 0
+    assert decode.limit_prefetch(model, o_bytes / 2**20) == len(layers) * o_bytes  # in place: the o_proj alone
+    assert decode.limit_prefetch(model, 1) == total
+    assert decode.attach_prefetch(model, o_bytes / 2**20) == len(layers) * o_bytes
+    assert decode.attach_prefetch(model, 0) == 0 and decode.limit_prefetch(model, 1) == 0
     assert not any(hasattr(x.self_attn, decode.PREFETCH_BUFFER) for x in layers)
 
 

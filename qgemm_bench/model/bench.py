@@ -13,7 +13,7 @@ import gc
 import time
 import traceback
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 
 import torch
@@ -130,10 +130,11 @@ def _free(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None, ref: dict,
-                         step: Callable) -> dict:
-    """Quantize (in place), then the per-variant fields: memory, quality, prefill.
-    step(name): the context each GPU-bound step runs in (the watchdog's)."""
+def prepare_variant(plan: Plan, model, backend: str, spec: QuantSpec | None,
+                    step: Callable = lambda name: nullcontext()) -> dict:
+    """The variant's model as its rows run it, in place: quantized (spec),
+    then its all-reduces (tensor parallel) or RMSNorms in its GEMMs
+    (plan.fused_norms, where they fit). Returns quantize_s and fused_norms."""
     out = {}
     if spec is not None:
         with step("quantize"):  # the backend's prepare, compiling its kernels
@@ -146,6 +147,14 @@ def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None
     elif plan.fused_norms and spec is not None and not fused_norm.why_not(model):
         fused_norm.install(model)
         out["fused_norms"] = True
+    return out
+
+
+def variant_measurements(plan: Plan, model, backend: str, spec: QuantSpec | None, ref: dict,
+                         step: Callable) -> dict:
+    """Quantize (in place), then the per-variant fields: memory, quality, prefill.
+    step(name): the context each GPU-bound step runs in (the watchdog's)."""
+    out = prepare_variant(plan, model, backend, spec, step)
     lin, tot = linear_nbytes(model, plan.lm_head), model_nbytes(model)
     if spec is None:
         ref["linear"], ref["model"] = lin, tot

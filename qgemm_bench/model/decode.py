@@ -205,8 +205,18 @@ def attach_prefetch(model, mib: float) -> int:
             tensors += _weights(getattr(mlp, name, None))
         table = prefetch_table(tensors, int(mib * 2**20))
         attn.register_buffer(PREFETCH_BUFFER, table, persistent=False)
-        total += int(table[:, 1].sum()) if table.numel() else 0
+        total += int(table[1:, 1].sum())
     return total
+
+
+def limit_prefetch(model, mib: float) -> int:
+    """Lower (or restore) each attach_prefetch table's amount to mib MiB in
+    place (decode_attention.limit_prefetch), a captured step replaying it
+    so; returns the bytes, all layers together."""
+    from qgemm_bench.backends.triton_kernels.decode_attention import limit_prefetch as limit
+
+    return sum(limit(getattr(layer.self_attn, PREFETCH_BUFFER), int(mib * 2**20)) for layer in model.model.layers
+               if hasattr(layer.self_attn, PREFETCH_BUFFER))
 
 
 def flex_block_mask(key, pos):
@@ -520,29 +530,9 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
     else:
         for _ in range(WARMUP_STEPS):
             step()
-    # what is timed against the model's own forward (SDPA's attention, where the step runs ours)
     if mode == "graph" or compile != "none" or attention == "triton":
-        rewind(cache, prompt_len)
-        timed = step().clone()
-        rewind(cache, prompt_len)
-        check = _rel(timed, step.reference())
-    rewind(cache, prompt_len)
-    step.tok.copy_(first_tok)
-
-    samples = []
-    if cuda:
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-        ev[0].record()
-        for i in range(steps):
-            step.feed_greedy(step())
-            ev[i + 1].record()
-        torch.cuda.synchronize(device)
-        samples = [ev[i].elapsed_time(ev[i + 1]) for i in range(steps)]
-    else:
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            step.feed_greedy(step())
-            samples.append((time.perf_counter() - t0) * 1e3)
+        check = check_step(step, cache, prompt_len)
+    samples = time_steps(step, cache, prompt_len, first_tok, steps, device)
     # flex and triton read the cache up to each token: on average the prompt and half the steps (flex in
     # whole blocks)
     upto = prompt_len + (steps + 1) // 2
@@ -560,6 +550,39 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
     if compile != "none":
         torch._dynamo.reset()  # the compiled step holds this variant's graphs; the next one compiles anew
     return Timing(samples, mode, check, extra)
+
+
+def check_step(step: DecodeStep, cache, prompt_len: int) -> float:
+    """The step as it is timed (its graph's replay; compiled; with our
+    attention) at the prompt's end against the model's own forward there
+    (SDPA's attention where the step runs ours): the relative error."""
+    rewind(cache, prompt_len)
+    timed = step().clone()
+    rewind(cache, prompt_len)
+    return _rel(timed, step.reference())
+
+
+def time_steps(step: DecodeStep, cache, prompt_len: int, first_tok: torch.Tensor, steps: int,
+               device: torch.device) -> list[float]:
+    """Milliseconds of each of `steps` greedy steps from the prompt's end
+    (the cache rewound there, the first token restored): CUDA events between
+    steps, or the wall clock on CPU."""
+    rewind(cache, prompt_len)
+    step.tok.copy_(first_tok)
+    if device.type == "cuda":
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+        ev[0].record()
+        for i in range(steps):
+            step.feed_greedy(step())
+            ev[i + 1].record()
+        torch.cuda.synchronize(device)
+        return [ev[i].elapsed_time(ev[i + 1]) for i in range(steps)]
+    samples = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step.feed_greedy(step())
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return samples
 
 
 @torch.no_grad()

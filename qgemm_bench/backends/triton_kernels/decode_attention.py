@@ -34,13 +34,15 @@ PREFETCH_PROGRAMS = 16  # prefetching programs a launch adds (rounded up to whol
 
 
 @triton.jit
-def prefetch_l2(table_ptr, chunks, program, programs):
+def prefetch_l2(table_ptr, program, programs):
     """Program `program` of `programs` asks the copy engine (one bulk L2
     prefetch a chunk, no registers, nothing waited for) to bring the chunks
-    program, program + programs, ... of a prefetch_table into L2."""
+    program, program + programs, ... of a prefetch_table's first (its header)
+    into L2."""
+    chunks = tl.load(table_ptr)
     for c in range(program, chunks, programs):
-        addr = tl.load(table_ptr + 2 * c)
-        nbytes = tl.load(table_ptr + 2 * c + 1).to(tl.int32)
+        addr = tl.load(table_ptr + 2 * c + 2)
+        nbytes = tl.load(table_ptr + 2 * c + 3).to(tl.int32)
         tl.inline_asm_elementwise(_BULK_PREFETCH_ASM, "=r,l,r", [addr, nbytes], dtype=tl.int32, is_pure=False,
                                   pack=1)
 
@@ -50,12 +52,12 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, w
                             qk_scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb,
                             stride_vh, stride_vl, stride_ob, stride_oh, HKV: tl.constexpr, G: tl.constexpr,
                             D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr,
-                            PDL: tl.constexpr = 0, pf_ptr=None, PF_CHUNKS=0, PAIRS=0, PF: tl.constexpr = 0):
+                            PDL: tl.constexpr = 0, pf_ptr=None, PAIRS=0, PF: tl.constexpr = 0):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
     if PF:  # the grid's rows past the (b, h_kv) pairs: L2 prefetchers, no attention
         if pid_bh >= PAIRS:
-            prefetch_l2(pf_ptr, PF_CHUNKS, (pid_bh - PAIRS) * SPLITS + split, (tl.num_programs(0) - PAIRS) * SPLITS)
+            prefetch_l2(pf_ptr, (pid_bh - PAIRS) * SPLITS + split, (tl.num_programs(0) - PAIRS) * SPLITS)
             return
     b = pid_bh // HKV
     hk = pid_bh % HKV
@@ -139,9 +141,11 @@ def splits_for(batch: int, kv_heads: int, slots: int, sms: int, block_n: int) ->
 def prefetch_table(tensors, limit_bytes: int, chunk: int = PREFETCH_CHUNK) -> torch.Tensor:
     """What prefetch_l2 brings into L2: the contiguous `tensors` in order
     (each storage once, non-contiguous ones left out), limit_bytes in all at
-    most, as int64 [chunks, 2] rows of (address, bytes): chunks of at most
-    `chunk` bytes, 16-byte aligned, multiples of 16 (a tensor's unaligned head
-    and last < 16 bytes left out), on the first tensor's device."""
+    most, as int64 [1 + chunks, 2]: a header row (the chunks prefetched: all,
+    until limit_prefetch lowers it) and a row of (address, bytes) a chunk,
+    at most `chunk` bytes, 16-byte aligned, a multiple of 16 (a tensor's
+    unaligned head and last < 16 bytes left out); on the first tensor's
+    device."""
     rows, seen, left, device = [], set(), max(0, limit_bytes), None
     for t in tensors:
         if not isinstance(t, torch.Tensor) or not t.numel() or not t.is_contiguous() or t.data_ptr() in seen:
@@ -154,7 +158,17 @@ def prefetch_table(tensors, limit_bytes: int, chunk: int = PREFETCH_CHUNK) -> to
         left -= max(n, 0)
         if left < 16:
             break
-    return torch.tensor(rows, dtype=torch.int64).reshape(-1, 2).to(device or "cpu")
+    return torch.tensor([(len(rows), 0), *rows], dtype=torch.int64).reshape(-1, 2).to(device or "cpu")
+
+
+def limit_prefetch(table: torch.Tensor, limit_bytes: int) -> int:
+    """Prefetch only the table's leading chunks within limit_bytes, in place
+    (its header row), so a captured graph replays with the new amount;
+    returns those chunks' bytes."""
+    sizes = table[1:, 1].cpu()
+    n = int((sizes.cumsum(0) <= limit_bytes).sum())
+    table[0, 0] = n
+    return int(sizes[:n].sum())
 
 
 def _workspace(device: torch.device, items: int, d: int, pairs: int):
@@ -200,11 +214,11 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     ws_acc, ws_ml, count = _workspace(q.device, b * kv_heads * splits, d, b * kv_heads)
     pdl = split_k_parts.pdl_launch({"PDL": 3}, q.device) if split_k_parts.chained() else {}
     rows, pf = 0, {}
-    if prefetch is not None and prefetch.numel() and q.is_cuda:
+    if prefetch is not None and q.is_cuda:
         if prefetch.device != q.device or prefetch.dtype != torch.int64 or prefetch.dim() != 2:
             raise ValueError("decode attention: prefetch must be a prefetch_table on q's device")
         rows = -(-PREFETCH_PROGRAMS // splits)
-        pf = dict(pf_ptr=prefetch, PF_CHUNKS=prefetch.shape[0], PAIRS=b * kv_heads, PF=1)
+        pf = dict(pf_ptr=prefetch, PAIRS=b * kv_heads, PF=1)
     decode_attention_kernel[(b * kv_heads + rows, splits)](
         q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""GPU: `--attention triton`'s L2 prefetch of each layer's next weights
+(QGEMM_ATTN_PREFETCH_MIB, docs/model.md) in the whole decode step, at
+several amounts in one process. The variant is built as the runner builds
+it from the same model options (quantized, RMSNorms in our GEMMs, combo and
+multi kernels, --pdl), with the largest --mib's tables; per batch its step
+is compiled and captured once, then each --mib value lowers the tables in
+place (decode.limit_prefetch: the graph reads their headers at each replay,
+so every value runs the same graph), its replay checked against the model's
+own eager step, and timed --rounds times (reverse order every other round),
+--decode-steps greedy steps a time. Prints per batch each value's median
+step time (us) and its rounds, fastest first. Exit 1 when a check failed,
+2 on bad input.
+
+  python3 scripts/prefetch_ab.py --mib 0,8,24,40 -- --model llama-3-8b --quant int4-g128 \\
+      --backends triton --batch 1,16 --compile default --lm-head --pdl
+  python3 scripts/prefetch_ab.py --cpu-smoke   # tiny model, uncompiled, on the interpreter (CPU ignores
+                                               # the tables)
+
+After `--`, the runner's --model options (`runner.py --model ... --help`); --attention is triton here, the
+first quantized variant of --backends x --quant is the one timed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
+
+from qgemm_bench.errors import InputError  # noqa: E402
+from qgemm_bench.harness.args import Parser, int_in, parsed  # noqa: E402
+
+SMOKE = ["--model", "tiny", "--layers", "2", "--dtype", "float16", "--backends", "triton", "--quant", "int4-g32",
+         "--batch", "2", "--prompt-len", "24", "--decode-steps", "3"]
+
+
+def parse_args(argv=None):
+    import argparse
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mib", default="0,8,24,40", metavar="N,...", help="MiB a layer to prefetch (default 0,8,24,40)")
+    p.add_argument("--rounds", type=int_in(1, 20), default=3, help="timed rounds (default 3)")
+    p.add_argument("--cpu-smoke", action="store_true", help="the tiny model on the Triton interpreter, 1 round")
+    args = p.parse_args(argv[:cut])
+    args.model_argv = SMOKE if args.cpu_smoke else argv[cut + 1:]
+    if args.cpu_smoke:
+        args.mib, args.rounds = "0,1", 1
+    try:
+        args.mibs = [float(v) for v in args.mib.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"--mib {args.mib!r}: expected numbers") from None
+    if not args.mibs or min(args.mibs) < 0 or len(set(args.mibs)) < len(args.mibs):
+        raise InputError(f"--mib {args.mib!r}: numbers >= 0, each once")
+    if not args.model_argv:
+        raise InputError("the model options after `--` (e.g. -- --model llama-3-8b --quant int4-g128 ...)")
+    if "--attention" in args.model_argv:
+        raise InputError("--attention: this script runs triton's")
+    return args
+
+
+def model_plan(model_argv: list[str]):
+    """The runner's plan for these --model options with --attention triton,
+    and its first quantized variant."""
+    import argparse
+
+    from qgemm_bench.model import cli
+
+    p = argparse.ArgumentParser(prog="prefetch_ab.py ... --")
+    cli.add_arguments(p)
+    args = p.parse_args([*model_argv, "--attention", "triton"])
+    plan = cli.build_plan(args)
+    variant = next(((b, s) for b, s in plan.variants if s is not None), None)
+    if variant is None:
+        raise InputError("--backends / --quant: no quantized variant to time")
+    return plan, variant
+
+
+def run_batch(plan, model, batch: int, mibs: list[float], rounds: int) -> int:
+    import torch
+
+    from qgemm_bench.harness.sweep import print_rounds, time_rounds
+    from qgemm_bench.model import bench, decode
+
+    prompt, steps, dev = plan.prompt_len, plan.decode_steps, plan.device
+    with decode.inductor_pdl(plan.pdl), decode.inductor_options(plan.inductor):
+        decode.use_decode_attention(model, "triton")
+        total = decode.attach_prefetch(model, max(mibs))
+        cache = decode.static_cache(model, decode.cache_len(prompt, steps, "triton"))
+        ids = decode.random_tokens(model.config.vocab_size, batch, prompt, plan.seed, dev)
+        step = decode.DecodeStep(model, cache, batch, dev, plan.compile)
+        step.feed_greedy(decode.prefill(model, cache, ids))
+        first = step.tok.clone()
+        if dev.type == "cuda":
+            step.capture(profiled=False)
+        print(f"batch {batch}: tables of {total / 2**20:.1f} MiB in all ({len(model.model.layers)} layers), "
+              f"{steps} steps a time", flush=True)
+        bad, labels = 0, {}
+        for mib in mibs:
+            got = decode.limit_prefetch(model, mib)
+            err = decode.check_step(step, cache, prompt)
+            ok = err <= bench.COMPILED_CHECK_TOL
+            print(f"  {mib:g} MiB a layer ({got / 2**20:.1f} MiB a step): check rel err {err:.3g}"
+                  f"{'' if ok else ' WRONG'}", flush=True)
+            if ok:
+                labels[f"{mib:g} MiB"] = mib
+            bad += not ok
+
+        def time_one(label):
+            decode.limit_prefetch(model, labels[label])
+            samples = decode.time_steps(step, cache, prompt, first, steps, dev)
+            return 1e3 * torch.tensor(samples).median().item()
+
+        times, notes = time_rounds(list(labels), rounds, time_one)
+        bad += print_rounds(times, notes)
+    torch._dynamo.reset()  # the next batch compiles afresh, as the runner's do; the step's graph goes with it
+    return bad
+
+
+def main(argv=None) -> int:
+    if (args := parsed(parse_args, argv)) is None:
+        return 2
+    if args.cpu_smoke:
+        import os
+
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton's first import
+    from qgemm_bench.harness.sweep import exit_on_lost_context
+    from qgemm_bench.model import bench
+
+    def body() -> int:
+        try:
+            plan, (backend, spec) = model_plan(args.model_argv)
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"{plan.source.name} {backend} {spec.name} on {plan.device}, compile {plan.compile}, pdl {plan.pdl}, "
+              f"fused norms {plan.fused_norms}", flush=True)
+        model = plan.source.fresh(plan.device)
+        bench.prepare_variant(plan, model, backend, spec)
+        bad = sum(run_batch(plan, model, b, args.mibs, args.rounds) for b in plan.batches)
+        if bad:
+            print(f"error: {bad} check(s) or timing(s) failed (the lines above)", file=sys.stderr)
+        return 1 if bad else 0
+
+    return exit_on_lost_context(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -30,7 +30,9 @@ _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 # sm_90's bulk L2 prefetch (the TMA unit's; the address generic = global): a chunk per instruction
 _BULK_PREFETCH_ASM = tl.constexpr("cp.async.bulk.prefetch.L2.global [$1], $2; // $0")
 PREFETCH_CHUNK = 1 << 16  # bytes a prefetch_table row covers at most
-PREFETCH_PROGRAMS = 16  # prefetching programs a launch adds (rounded up to whole grid rows)
+# Prefetching programs a launch adds: the SMs the attention leaves idle in whole grid rows, 16 at least
+# (each hands its chunks to its SM's copy engine, which works on after the program ends).
+PREFETCH_PROGRAMS = 16
 
 
 @triton.jit
@@ -191,7 +193,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     tensor on q's device, the same position for every sequence), softmax
     scale `scale`; returns [B, H, D] in q's dtype. sms: the GPU's SM count
     (splits_for; `splits` overrides it). prefetch: a prefetch_table on q's
-    device, brought into L2 by PREFETCH_PROGRAMS more programs while the
+    device, brought into L2 by more programs (PREFETCH_PROGRAMS) while the
     attention runs (CUDA only: the interpreter has no bulk prefetch, and
     ignores it). Decode attention reads little and waits on latency; the
     prefetch gives DRAM the next GEMMs' weights to stream meanwhile."""
@@ -217,7 +219,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     if prefetch is not None and q.is_cuda:
         if prefetch.device != q.device or prefetch.dtype != torch.int64 or prefetch.dim() != 2:
             raise ValueError("decode attention: prefetch must be a prefetch_table on q's device")
-        rows = -(-PREFETCH_PROGRAMS // splits)
+        rows = max(-(-PREFETCH_PROGRAMS // splits), (sms - b * kv_heads * splits) // splits)
         pf = dict(pf_ptr=prefetch, PAIRS=b * kv_heads, PF=1)
     decode_attention_kernel[(b * kv_heads + rows, splits)](
         q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,

@@ -37,10 +37,10 @@ PREFETCH_PROGRAMS = 16
 
 @triton.jit
 def prefetch_l2(table_ptr, program, programs):
-    """Program `program` of `programs` asks the copy engine (one bulk L2
-    prefetch a chunk, no registers, nothing waited for) to bring the chunks
-    program, program + programs, ... of a prefetch_table's first (its header)
-    into L2."""
+    """Program `program` of `programs` asks its SM's copy engine (one bulk L2
+    prefetch a chunk, no registers, nothing waited for) to bring chunks
+    program, program + programs, ... of a prefetch_table into L2, as many
+    chunks as the table's header says."""
     chunks = tl.load(table_ptr)
     for c in range(program, chunks, programs):
         addr = tl.load(table_ptr + 2 * c + 2)

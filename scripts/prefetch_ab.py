@@ -31,7 +31,7 @@ from qgemm_bench.errors import InputError  # noqa: E402
 from qgemm_bench.harness.args import Parser, int_in, parsed  # noqa: E402
 
 SMOKE = ["--model", "tiny", "--layers", "2", "--dtype", "float16", "--backends", "triton", "--quant", "int4-g32",
-         "--batch", "2", "--prompt-len", "24", "--decode-steps", "3"]
+         "--batch", "1", "--prompt-len", "8", "--decode-steps", "2"]
 
 
 def parse_args(argv=None):

@@ -22,7 +22,7 @@ def test_cpu_smoke_checks_and_times_each_amount():
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     out = r.stdout.splitlines()
     assert out[0].startswith("tiny triton int4-g32 on cpu, compile none") and "fused norms True" in out[0]
-    assert out[1].startswith("batch 2: tables of 0.4 MiB in all (2 layers)")
+    assert out[1].startswith("batch 1: tables of 0.4 MiB in all (2 layers)")
     checks = [line for line in out if "check rel err" in line]
     assert len(checks) == 2 and not any("WRONG" in line for line in checks)
     timed = [line.split() for line in out if line.strip().endswith(")") and "MiB  (" in line]
@@ -42,7 +42,7 @@ def test_a_step_that_differs_is_wrong_and_not_timed(monkeypatch, capsys):
 
     model = plan.source.fresh(plan.device)
     bench.prepare_variant(plan, model, backend, spec)
-    bad = prefetch_ab.run_batch(plan, model, 2, [0.0], 1)
+    bad = prefetch_ab.run_batch(plan, model, 1, [0.0], 1)
     out = capsys.readouterr().out
     assert bad == 1 and "WRONG" in out and "MiB  (" not in out
 

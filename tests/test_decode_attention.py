@@ -69,6 +69,8 @@ def test_prefetching_programs_leave_the_answer_alone(splits):
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
     from qgemm_bench.backends.triton_kernels import split_k_parts
 
+    if DEV.type == "cuda" and not kernel.sm90(DEV):
+        pytest.skip("the bulk L2 prefetch is sm_90's")
     w = [torch.randint(0, 255, (n,), dtype=torch.uint8, device=DEV) for n in (70_000, 4_100, 333)]
     before = [t.clone() for t in w]
     table = kernel.prefetch_table(w, 1 << 20, chunk=4096)
@@ -102,15 +104,26 @@ def test_prefetch_table_chunks_each_tensor_once_within_the_limit():
     assert limit_prefetch(t, 1 << 20) == sum(size) and t[0, 0] == len(size)
 
 
+def test_prefetch_rows_fill_the_idle_sms_with_16_programs_at_least():
+    from qgemm_bench.backends.triton_kernels.decode_attention import PREFETCH_PROGRAMS, prefetch_rows
+
+    assert PREFETCH_PROGRAMS == 16
+    assert prefetch_rows(132, 8, 10) == 5  # 8B batch 1: 80 attention programs, 50 prefetchers
+    assert prefetch_rows(132, 128, 2) == 8  # batch 16: no SM idle, 16 programs
+    assert prefetch_rows(132, 4, 1) == 128 and prefetch_rows(8, 8, 3) == 6
+    assert all(prefetch_rows(s, p, k) * k >= 16 for s in (8, 132) for p in (1, 8, 128) for k in (1, 3, 17))
+
+
 def test_a_bad_prefetch_table_is_refused():
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
 
     if DEV.type != "cuda":
         pytest.skip("the interpreter ignores the table")
     q, k = torch.zeros(1, 8, 32, device=DEV, dtype=DT), torch.zeros(1, 2, 40, 32, device=DEV, dtype=DT)
-    with pytest.raises(ValueError, match="prefetch_table"):
-        kernel.decode_attention(q, k, k, torch.tensor([3], device=DEV), 0.1, sms=8,
-                                prefetch=torch.zeros(4, 2, dtype=torch.int32, device=DEV))
+    for bad in (torch.zeros(4, 2, dtype=torch.int32, device=DEV), torch.zeros(4, 3, dtype=torch.int64, device=DEV),
+                torch.zeros(4, 2, dtype=torch.int64)):
+        with pytest.raises(ValueError, match="prefetch_table"):
+            kernel.decode_attention(q, k, k, torch.tensor([3], device=DEV), 0.1, sms=8, prefetch=bad)
 
 
 def test_float32_operands_keep_float32():

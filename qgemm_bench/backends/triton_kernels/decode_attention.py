@@ -27,8 +27,10 @@ from qgemm_bench.backends.triton_kernels import split_k_parts
 BLOCK_G = 16  # query rows a program computes: the G heads of its KV head, padded to tl.dot's least M
 _LOG2E = 1.4426950408889634
 _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
-# sm_90's bulk L2 prefetch (the TMA unit's; the address generic = global): a chunk per instruction
-_BULK_PREFETCH_ASM = tl.constexpr("cp.async.bulk.prefetch.L2.global [$1], $2; // $0")
+# sm_90's bulk L2 prefetch (the copy engine's; the address generic = global) of one chunk, where its size is
+# not 0: each lane of prefetch_l2 asks for its own chunk (inline asm runs in every thread)
+_BULK_PREFETCH_ASM = tl.constexpr("{ .reg .pred p; setp.ne.u32 p, $2, 0; "
+                                  "@p cp.async.bulk.prefetch.L2.global [$1], $2; } // $0")
 PREFETCH_CHUNK = 1 << 16  # bytes a prefetch_table row covers at most
 # Prefetching programs a launch adds: the SMs the attention leaves idle in whole grid rows, 16 at least
 # (each hands its chunks to its SM's copy engine, which works on after the program ends).
@@ -36,15 +38,18 @@ PREFETCH_PROGRAMS = 16
 
 
 @triton.jit
-def prefetch_l2(table_ptr, program, programs):
-    """Program `program` of `programs` asks its SM's copy engine (one bulk L2
-    prefetch a chunk, no registers, nothing waited for) to bring chunks
-    program, program + programs, ... of a prefetch_table into L2, as many
-    chunks as the table's header says."""
+def prefetch_l2(table_ptr, program, programs, LANES: tl.constexpr):
+    """Program `program` of `programs` asks its SM's copy engine to bring
+    chunks program, program + programs, ... of a prefetch_table into L2 (as
+    many as the table's header says): one bulk prefetch a chunk, each from
+    its own lane (LANES: the program's threads), nothing waited for."""
     chunks = tl.load(table_ptr)
-    for c in range(program, chunks, programs):
-        addr = tl.load(table_ptr + 2 * c + 2)
-        nbytes = tl.load(table_ptr + 2 * c + 3).to(tl.int32)
+    lane = tl.arange(0, LANES)
+    for base in range(0, chunks, programs * LANES):
+        c = base + lane * programs + program
+        live = c < chunks
+        addr = tl.load(table_ptr + 2 * c + 2, mask=live, other=0)
+        nbytes = tl.load(table_ptr + 2 * c + 3, mask=live, other=0).to(tl.int32)  # 0: no prefetch
         tl.inline_asm_elementwise(_BULK_PREFETCH_ASM, "=r,l,r", [addr, nbytes], dtype=tl.int32, is_pure=False,
                                   pack=1)
 
@@ -54,13 +59,15 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, w
                             qk_scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb,
                             stride_vh, stride_vl, stride_ob, stride_oh, HKV: tl.constexpr, G: tl.constexpr,
                             D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr,
-                            PDL: tl.constexpr = 0, pf_ptr=None, PAIRS=0, PF: tl.constexpr = 0):
+                            PDL: tl.constexpr = 0, pf_ptr=None, PF_ROWS=0, PF: tl.constexpr = 0,
+                            PF_LANES: tl.constexpr = 128):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
-    if PF:  # the grid's rows past the (b, h_kv) pairs: L2 prefetchers, no attention
-        if pid_bh >= PAIRS:
-            prefetch_l2(pf_ptr, (pid_bh - PAIRS) * SPLITS + split, (tl.num_programs(0) - PAIRS) * SPLITS)
+    if PF:  # the grid's first rows: L2 prefetchers (first, to be in the first wave), then the (b, h_kv) pairs
+        if pid_bh < PF_ROWS:
+            prefetch_l2(pf_ptr, pid_bh * SPLITS + split, PF_ROWS * SPLITS, PF_LANES)
             return
+        pid_bh -= PF_ROWS
     b = pid_bh // HKV
     hk = pid_bh % HKV
     k_base = k_ptr + b * stride_kb + hk * stride_kh
@@ -134,6 +141,18 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, w
             tl.atomic_xchg(count_ptr + pid_bh, 0, sem="relaxed")
 
 
+def prefetch_rows(sms: int, pairs: int, splits: int) -> int:
+    """The grid rows of prefetching programs (splits a row): as many as
+    fill the SMs the attention's pairs x splits programs leave idle,
+    PREFETCH_PROGRAMS at least."""
+    return max(-(-PREFETCH_PROGRAMS // splits), (sms - pairs * splits) // splits)
+
+
+def sm90(device: torch.device) -> bool:
+    """Whether griddepcontrol (PDL) and bulk L2 prefetches compile here: a CUDA GPU of compute capability 9.0+."""
+    return device.type == "cuda" and not torch.version.hip and torch.cuda.get_device_capability(device)[0] >= 9
+
+
 def splits_for(batch: int, kv_heads: int, slots: int, sms: int, block_n: int) -> int:
     """KV splits of a launch: enough (b, h_kv, split) programs for one per SM
     where the pairs are fewer than the SMs, at least one block of slots each."""
@@ -142,7 +161,7 @@ def splits_for(batch: int, kv_heads: int, slots: int, sms: int, block_n: int) ->
 
 def prefetch_table(tensors, limit_bytes: int, chunk: int = PREFETCH_CHUNK) -> torch.Tensor:
     """What prefetch_l2 brings into L2: the contiguous `tensors` in order
-    (each storage once, non-contiguous ones left out), limit_bytes in all at
+    (each data pointer once, non-contiguous ones left out), limit_bytes in all at
     most, as int64 [1 + chunks, 2]: a header row (the chunks prefetched: all,
     until limit_prefetch lowers it) and a row of (address, bytes) a chunk,
     at most `chunk` bytes, 16-byte aligned, a multiple of 16 (a tensor's
@@ -193,8 +212,8 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     tensor on q's device, the same position for every sequence), softmax
     scale `scale`; returns [B, H, D] in q's dtype. sms: the GPU's SM count
     (splits_for; `splits` overrides it). prefetch: a prefetch_table on q's
-    device, brought into L2 by more programs (PREFETCH_PROGRAMS) while the
-    attention runs (CUDA only: the interpreter has no bulk prefetch, and
+    device, brought into L2 by more programs (prefetch_rows) while the
+    attention runs (CUDA, sm_90+; the interpreter has no bulk prefetch and
     ignores it). Decode attention reads little and waits on latency; the
     prefetch gives DRAM the next GEMMs' weights to stream meanwhile."""
     b, h, d = q.shape
@@ -214,13 +233,16 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     chunk = -(-per_split // block_n) * block_n  # slots a split covers, whole blocks
     out = torch.empty(b, h, d, device=q.device, dtype=q.dtype)
     ws_acc, ws_ml, count = _workspace(q.device, b * kv_heads * splits, d, b * kv_heads)
-    pdl = split_k_parts.pdl_launch({"PDL": 3}, q.device) if split_k_parts.chained() else {}
+    pdl = split_k_parts.pdl_launch({"PDL": 3}, q.device) if split_k_parts.chained() and sm90(q.device) else {}
     rows, pf = 0, {}
     if prefetch is not None and q.is_cuda:
-        if prefetch.device != q.device or prefetch.dtype != torch.int64 or prefetch.dim() != 2:
+        if prefetch.device != q.device or prefetch.dtype != torch.int64 or prefetch.dim() != 2 or \
+                prefetch.shape[1] != 2 or not prefetch.is_contiguous():
             raise ValueError("decode attention: prefetch must be a prefetch_table on q's device")
-        rows = max(-(-PREFETCH_PROGRAMS // splits), (sms - b * kv_heads * splits) // splits)
-        pf = dict(pf_ptr=prefetch, PAIRS=b * kv_heads, PF=1)
+        if not sm90(q.device):
+            raise ValueError("decode attention: the bulk L2 prefetch needs a CUDA GPU of compute capability 9.0+")
+        rows = prefetch_rows(sms, b * kv_heads, splits)
+        pf = dict(pf_ptr=prefetch, PF_ROWS=rows, PF=1, PF_LANES=32 * num_warps)
     decode_attention_kernel[(b * kv_heads + rows, splits)](
         q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),

@@ -382,14 +382,17 @@ def test_triton_attention_on_cpu_needs_the_interpreter_without_bfloat16(tmp_path
 
 
 @pytest.mark.parametrize("value, extra, says", [("lots", ["--attention", "triton", "--dtype", "float16"],
-                                                  "a number >= 0"),
+                                                  "a finite number >= 0"),
                                                  ("-1", ["--attention", "triton", "--dtype", "float16"],
-                                                  "a number >= 0"),
+                                                  "a finite number >= 0"),
+                                                 ("inf", ["--attention", "triton", "--dtype", "float16"],
+                                                  "a finite number"),
                                                  ("8", [], "add --attention triton"),
-                                                 ("8", ["--attention", "triton", "--dtype", "float16"], "on CUDA")])
+                                                 ("8", ["--attention", "triton", "--dtype", "float16"],
+                                                  "compute capability 9.0+")])
 def test_a_bad_or_stray_attention_prefetch_is_refused(tmp_path, capsys, monkeypatch, value, extra, says):
-    """QGEMM_ATTN_PREFETCH_MIB (--attention triton's L2 prefetch on CUDA):
-    anything but MiB >= 0, or set where it cannot act, is one line, exit 2."""
+    """QGEMM_ATTN_PREFETCH_MIB (--attention triton's L2 prefetch, sm_90+):
+    anything but finite MiB >= 0, or set where it cannot act, is one line, exit 2."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setenv(decode.PREFETCH_ENV, value)
     rc, out = run_cli(tmp_path, *extra)

@@ -346,9 +346,12 @@ def build_plan(args, world=None):
         prefetch = decode.prefetch_mib()
     except ValueError as e:
         raise InputError(str(e)) from None
-    if prefetch and (getattr(args, "attention", "sdpa") != "triton" or device.type != "cuda"):
-        raise InputError(f"{decode.PREFETCH_ENV} is --attention triton's L2 prefetch, on CUDA: unset it or add "
-                         "--attention triton")
+    if prefetch and getattr(args, "attention", "sdpa") != "triton":
+        raise InputError(f"{decode.PREFETCH_ENV} is --attention triton's L2 prefetch: unset it or add --attention "
+                         "triton")
+    if prefetch and not decode.pdl_runs(device):  # the bulk prefetch is sm_90's, as PDL is
+        raise InputError(f"{decode.PREFETCH_ENV}: the bulk L2 prefetch needs a CUDA GPU of compute capability "
+                         f"9.0+ ({device} is not): unset it")
     pdl = getattr(args, "pdl", False)
     if pdl:
         check_pdl(device, getattr(args, "compile", "none"))

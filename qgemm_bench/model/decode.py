@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import statistics
 import threading
@@ -164,14 +165,14 @@ def triton_decode_attention(module, query, key, value, attention_mask, dropout: 
 
 
 def prefetch_mib() -> float:
-    """PREFETCH_ENV's MiB (0 where unset); ValueError for anything but a number >= 0."""
+    """PREFETCH_ENV's MiB (0 where unset); ValueError for anything but a finite number >= 0."""
     text = os.environ.get(PREFETCH_ENV, "").strip() or "0"
     try:
         mib = float(text)
     except ValueError:
         mib = -1.0
-    if not mib >= 0:
-        raise ValueError(f"{PREFETCH_ENV}={text!r}: give the MiB to prefetch, a number >= 0")
+    if not (math.isfinite(mib) and mib >= 0):
+        raise ValueError(f"{PREFETCH_ENV}={text!r}: give the MiB to prefetch, a finite number >= 0")
     return mib
 
 
@@ -189,8 +190,10 @@ def attach_prefetch(model, mib: float) -> int:
     """Give each decoder layer's attention module the prefetch table of its
     o_proj's weights, then its MLP's gate/up, mib MiB at most (mib 0: take
     the tables away), which --attention triton's kernel brings into L2 while
-    it runs (the GEMMs after it then read them there). Returns the tables'
-    bytes, all layers together."""
+    it runs (the GEMMs after it then read them there). The tables hold the
+    weights' addresses: take them away before the weights move or go
+    (time_decode does after its step). Returns the tables' bytes, all
+    layers together."""
     from qgemm_bench.backends.triton_kernels.decode_attention import prefetch_table
 
     total = 0
@@ -503,9 +506,12 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     `split`, one step's time by category, the step as timed
     (profile.step_split)."""
     compiled = compile != "none"
-    with (inductor_pdl(pdl) if compiled else contextlib.nullcontext()), \
-            (inductor_options(inductor) if compiled else contextlib.nullcontext()):
-        t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
+    try:
+        with (inductor_pdl(pdl) if compiled else contextlib.nullcontext()), \
+                (inductor_options(inductor) if compiled else contextlib.nullcontext()):
+            t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
+    finally:
+        attach_prefetch(model, 0)  # the tables hold raw addresses: none outlives the step that used them
     t.extra["pdl"] = pdl and compile != "none" and pdl_runs(device)
     return t
 

@@ -6,8 +6,9 @@ it from the same model options (quantized, RMSNorms in our GEMMs, combo and
 multi kernels, --pdl), with the largest --mib's tables; per batch its step
 is compiled and captured once, then each --mib value lowers the tables in
 place (decode.limit_prefetch: the graph reads their headers at each replay,
-so every value runs the same graph), its replay checked against the model's
-own eager step, and timed --rounds times (reverse order every other round),
+so every value runs the same graph; 0 still launches the prefetching
+programs, which then find no chunk), its replay checked against the
+model's own eager step, and timed --rounds times (reverse order every other round),
 --decode-steps greedy steps a time. Prints per batch each value's median
 step time (us) and its rounds, fastest first. Exit 1 when a check failed,
 2 on bad input.
@@ -22,16 +23,22 @@ first quantized variant of --backends x --quant is the one timed."""
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 from pathlib import Path
+
+if "--cpu-smoke" in sys.argv[1:]:  # before torch and triton are imported; a GPU host's smoke runs on the CPU too
+    os.environ["TRITON_INTERPRET"] = "1"
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
 
 from qgemm_bench.errors import InputError  # noqa: E402
 from qgemm_bench.harness.args import Parser, int_in, parsed  # noqa: E402
 
-SMOKE = ["--model", "tiny", "--layers", "2", "--dtype", "float16", "--backends", "triton", "--quant", "int4-g32",
-         "--batch", "1", "--prompt-len", "8", "--decode-steps", "2"]
+SMOKE = ["--model", "tiny", "--device", "cpu", "--layers", "2", "--dtype", "float16", "--backends", "triton",
+         "--quant", "int4-g32", "--batch", "1", "--prompt-len", "8", "--decode-steps", "2"]
 
 
 def parse_args(argv=None):
@@ -51,8 +58,9 @@ def parse_args(argv=None):
         args.mibs = [float(v) for v in args.mib.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--mib {args.mib!r}: expected numbers") from None
-    if not args.mibs or min(args.mibs) < 0 or len(set(args.mibs)) < len(args.mibs):
-        raise InputError(f"--mib {args.mib!r}: numbers >= 0, each once")
+    if not args.mibs or not all(math.isfinite(v) and v >= 0 for v in args.mibs) or \
+            len(set(args.mibs)) < len(args.mibs):
+        raise InputError(f"--mib {args.mib!r}: finite numbers >= 0, each once")
     if not args.model_argv:
         raise InputError("the model options after `--` (e.g. -- --model llama-3-8b --quant int4-g128 ...)")
     if "--attention" in args.model_argv:
@@ -78,12 +86,26 @@ def model_plan(model_argv: list[str]):
 
 
 def run_batch(plan, model, batch: int, mibs: list[float], rounds: int) -> int:
+    """One batch's step, compiled and captured once, checked and timed at each amount; the failures."""
     import torch
 
-    from qgemm_bench.harness.sweep import print_rounds, time_rounds
     from qgemm_bench.model import bench, decode
 
     prompt, steps, dev = plan.prompt_len, plan.decode_steps, plan.device
+    tol = bench.GRAPH_CHECK_TOL if plan.compile == "none" else bench.COMPILED_CHECK_TOL  # decode_row's
+    try:
+        return _run_batch(plan, model, batch, mibs, rounds, prompt, steps, dev, tol)
+    finally:
+        decode.attach_prefetch(model, 0)  # the tables hold raw addresses: none outlives this batch's step
+        torch._dynamo.reset()  # the next batch compiles afresh, as the runner's do
+
+
+def _run_batch(plan, model, batch, mibs, rounds, prompt, steps, dev, tol) -> int:
+    import torch
+
+    from qgemm_bench.harness.sweep import print_rounds, time_rounds
+    from qgemm_bench.model import decode
+
     with decode.inductor_pdl(plan.pdl), decode.inductor_options(plan.inductor):
         decode.use_decode_attention(model, "triton")
         total = decode.attach_prefetch(model, max(mibs))
@@ -100,7 +122,7 @@ def run_batch(plan, model, batch: int, mibs: list[float], rounds: int) -> int:
         for mib in mibs:
             got = decode.limit_prefetch(model, mib)
             err = decode.check_step(step, cache, prompt)
-            ok = err <= bench.COMPILED_CHECK_TOL
+            ok = err <= tol
             print(f"  {mib:g} MiB a layer ({got / 2**20:.1f} MiB a step): check rel err {err:.3g}"
                   f"{'' if ok else ' WRONG'}", flush=True)
             if ok:
@@ -114,7 +136,6 @@ def run_batch(plan, model, batch: int, mibs: list[float], rounds: int) -> int:
 
         times, notes = time_rounds(list(labels), rounds, time_one)
         bad += print_rounds(times, notes)
-    torch._dynamo.reset()  # the next batch compiles afresh, as the runner's do; the step's graph goes with it
     return bad
 
 

@@ -30,13 +30,12 @@ def test_cpu_smoke_checks_and_times_each_amount():
 
 
 def test_a_step_that_differs_is_wrong_and_not_timed(monkeypatch, capsys):
-    sys.path.insert(0, str(ROOT / "scripts"))
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     import prefetch_ab
 
     from qgemm_bench.model import decode
 
     monkeypatch.setattr(decode, "check_step", lambda *a: 1.4)  # unrelated logits' error
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
     plan, (backend, spec) = prefetch_ab.model_plan(prefetch_ab.SMOKE)
     from qgemm_bench.model import bench
 
@@ -45,10 +44,12 @@ def test_a_step_that_differs_is_wrong_and_not_timed(monkeypatch, capsys):
     bad = prefetch_ab.run_batch(plan, model, 1, [0.0], 1)
     out = capsys.readouterr().out
     assert bad == 1 and "WRONG" in out and "MiB  (" not in out
+    assert not any(hasattr(x.self_attn, decode.PREFETCH_BUFFER) for x in model.model.layers)  # taken away
 
 
 @pytest.mark.parametrize("args, match", [
     (["--mib", "x"], "expected numbers"), (["--mib", "4,4"], "each once"), (["--mib", "-1"], ">= 0"),
+    (["--mib", "nan"], "finite"), (["--mib", "8,inf"], "finite"),
     ([], "the model options after `--`"), (["--", "--model", "tiny", "--attention", "sdpa"], "runs triton's"),
     (["--", "--model", "tiny", "--backends", "bf16", "--dtype", "float16"], "no quantized variant"),
 ])

@@ -197,7 +197,7 @@ def attach_prefetch(model, mib: float) -> int:
     from qgemm_bench.backends.triton_kernels.decode_attention import prefetch_table
 
     total = 0
-    for layer in model.model.layers:
+    for layer in _layers(model):
         attn, mlp = layer.self_attn, layer.mlp
         if mib <= 0:
             if PREFETCH_BUFFER in attn._buffers:
@@ -218,8 +218,13 @@ def limit_prefetch(model, mib: float) -> int:
     so; returns the bytes, all layers together."""
     from qgemm_bench.backends.triton_kernels.decode_attention import limit_prefetch as limit
 
-    return sum(limit(getattr(layer.self_attn, PREFETCH_BUFFER), int(mib * 2**20)) for layer in model.model.layers
+    return sum(limit(getattr(layer.self_attn, PREFETCH_BUFFER), int(mib * 2**20)) for layer in _layers(model)
                if hasattr(layer.self_attn, PREFETCH_BUFFER))
+
+
+def _layers(model) -> list:
+    """A Llama's decoder layers (none for anything else)."""
+    return list(getattr(getattr(model, "model", None), "layers", None) or [])
 
 
 def flex_block_mask(key, pos):
@@ -549,7 +554,8 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
     if split:  # the step as timed: its graph's replay, or the step itself
         try:
             s = profile.step_split(step, device, reset=functools.partial(rewind, cache, prompt_len))
-            extra.update(split=s.ms, split_source=s.source, split_kernels=s.kernels, split_other_top=s.other_top)
+            extra.update(split=s.ms, split_source=s.source, split_kernels=s.kernels, split_other_top=s.other_top,
+                         split_attention_top=s.attention_top)
         except Exception as e:  # the profiler failing costs the split, never the row's timing
             extra["split_source"] = f"not profiled: {type(e).__name__}: {str(e).strip()[:200]}"
     del step, cache

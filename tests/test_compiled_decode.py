@@ -483,7 +483,7 @@ def test_tensor_parallel_report_takes_the_all_reduce_share_from_the_profiled_ste
 def test_report_names_the_rest_s_largest_kernels_and_the_csv_leaves_them_out(tmp_path):
     import json
 
-    from qgemm_bench.model.outputs import CSV_COLUMNS, ModelRow, rest_table, row_from_dict
+    from qgemm_bench.model.outputs import CSV_COLUMNS, ModelRow, attention_table, rest_table, row_from_dict
 
     top = [{"name": "triton_poi_fused_index_put_1", "calls": 32, "us": 90.0},
            {"name": "triton_per_fused_add_mean_mul_pow_rsqrt_0", "calls": 64.0, "us": 180.5},
@@ -494,8 +494,13 @@ def test_report_names_the_rest_s_largest_kernels_and_the_csv_leaves_them_out(tmp
     assert len(lines) == 5 and "| `triton_per_fused_add_mean_mul_pow_rsqrt_0` |" in lines[2] and "180.5" in lines[2]
     assert "`a/b 'c'`" in lines[4] and all(w not in rest_table([r]) for w in ("bad", "neg", "nan", "500"))
     assert rest_table([ModelRow("m", "bf16", "none", 1, "bfloat16", "cpu", "cpu-wall", "ok")]) == ""
-    assert "split_other_top" not in CSV_COLUMNS
-    clean = ModelRow("m", "triton", "int4-g128", 1, "bfloat16", "cuda:0", "graph", "ok", split_other_top=top[:2])
+    assert "split_other_top" not in CSV_COLUMNS and "split_attention_top" not in CSV_COLUMNS
+    assert attention_table([r]) == ""  # no attention kernels recorded
+    r.split_attention_top = [{"name": "decode_attention_kernel", "calls": 32, "us": 240.0}, *top[2:4]]
+    att = attention_table([r]).splitlines()
+    assert len(att) == 3 and "kernel (attention)" in att[0] and "`decode_attention_kernel` |" in att[2]
+    clean = ModelRow("m", "triton", "int4-g128", 1, "bfloat16", "cuda:0", "graph", "ok", split_other_top=top[:2],
+                     split_attention_top=top[:1])
     assert row_from_dict(json.loads(json.dumps(clean.to_dict())), "row 1") == clean  # results.json round trip
 
 

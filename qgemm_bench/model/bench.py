@@ -230,7 +230,7 @@ def step_fields(t: decode.Timing, copy_gbps: float | None) -> dict:
         out[f"split_{k}_ms"] = v
     if "split_source" in x:
         out.update(split_source=x["split_source"], split_kernels=x.get("split_kernels"),
-                   split_other_top=x.get("split_other_top"))
+                   split_other_top=x.get("split_other_top"), split_attention_top=x.get("split_attention_top"))
     return out
 
 

@@ -78,6 +78,7 @@ class ModelRow:
     split_source: str | None = None  # profile.SOURCES: a graph replay, or the step without a graph
     split_kernels: int | None = None  # device activities (kernels, copies, sets) in the profiled step
     split_other_top: list[dict] | None = None  # the rest's largest kernels: [{"name", "calls", "us"}] a step
+    split_attention_top: list[dict] | None = None  # the attention's largest kernels, the same way
     samples_ms: list = field(default_factory=list)
 
     @property
@@ -89,7 +90,7 @@ class ModelRow:
 
 
 CSV_COLUMNS = [f.name for f in fields(ModelRow)
-               if f.name not in ("samples_ms", "split_other_top", "allreduce_rank_shares")]
+               if f.name not in ("samples_ms", "split_other_top", "split_attention_top", "allreduce_rank_shares")]
 
 
 class RunFolder(harness_outputs.RunFolder):
@@ -248,22 +249,29 @@ def bandwidth_table(rows: list[ModelRow]) -> str:
     return tabulate(body, headers, tablefmt="github") if body else ""
 
 
-def rest_table(rows: list[ModelRow], n: int = 5) -> str:
+def rest_table(rows: list[ModelRow], n: int = 5, field_: str = "split_other_top", what: str = "the rest") -> str:
     """Per profiled CUDA row, the rest's n largest kernels a step (profile.top_kernels):
-    what the step spends outside GEMMs and attention, by kernel."""
+    what the step spends outside GEMMs and attention, by kernel; field_ and
+    what: another category's (attention_table)."""
     def num(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
     body = []
     for r in rows:
-        top = r.split_other_top if r.status == OK and isinstance(r.split_other_top, list) else []
+        top = getattr(r, field_) if r.status == OK and isinstance(getattr(r, field_), list) else []
         good = [k for k in top if isinstance(k, dict) and isinstance(k.get("name"), str) and num(k.get("calls"))
                 and num(k.get("us"))]
         for k in sorted(good, key=lambda k: -k["us"])[:n]:  # largest first, whatever the file's order
             name = " ".join(k["name"].split()).replace("|", "/").replace("`", "'")[:90]
             body.append([r.variant, r.batch, f"`{name}`", _f(k["calls"], "g"), _f(k["us"], ".1f")])
-    return tabulate(body, ["variant", "batch", "kernel (the rest)", "calls/step", "us/step"],
+    return tabulate(body, ["variant", "batch", f"kernel ({what})", "calls/step", "us/step"],
                     tablefmt="github") if body else ""
+
+
+def attention_table(rows: list[ModelRow], n: int = 4) -> str:
+    """Per profiled CUDA row, the kernels its attention bucket holds (flex's
+    and its merge, ours, SDPA's, and what the compiled graph fused with them)."""
+    return rest_table(rows, n, "split_attention_top", "attention")
 
 
 def split_note(rows: list[ModelRow], timing: str | None) -> str:
@@ -421,6 +429,8 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
         if rest := rest_table(rows):
             lines += ["The rest's largest kernels in the profiled step (Inductor names a fused kernel after "
                       "the ops it absorbed):", "", rest, ""]
+        if att := attention_table(rows):
+            lines += ["The attention's kernels in the profiled step:", "", att, ""]
     fidelity = "" if m.get("trained") else " (random weights: numerical fidelity only)"
     lines += ["## Memory, prefill and quality per variant", "", summary_table(rows), "",
               f"## Quality by weight format{fidelity}", "", format_quality_table(rows), ""]

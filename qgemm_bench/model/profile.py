@@ -258,9 +258,11 @@ class Split:
     source: str  # SOURCES: what was profiled
     kernels: int | None = None  # device activities per step (CUDA)
     other_top: list | None = None  # the rest's largest kernels (top_kernels), CUDA
+    attention_top: list | None = None  # the attention's kernels (top_kernels), CUDA: what its bucket holds
 
 
 TOP_KERNELS = 8  # the rest's kernels a split names: what to fuse next
+TOP_ATTENTION = 4  # the attention's: its kernels and what the graph fused into its bucket
 
 
 def top_kernels(kernels: list[tuple[str, str, float]], reps: int, category_: str = "other",
@@ -326,4 +328,5 @@ def step_split(step, device: torch.device, reps: int = 2, reset=None) -> Split:
     if step.graph is not None:
         kernels, source = replay_kernels(device_work(events(step)), kernels)
     ms = kernel_split(kernels)
-    return Split({k: v / reps for k, v in ms.items()}, source, round(len(kernels) / reps), top_kernels(kernels, reps))
+    return Split({k: v / reps for k, v in ms.items()}, source, round(len(kernels) / reps), top_kernels(kernels, reps),
+                 top_kernels(kernels, reps, "attention", TOP_ATTENTION))

@@ -9,7 +9,9 @@ place (decode.limit_prefetch: the graph reads their headers at each replay,
 so every value runs the same graph; 0 still launches the prefetching
 programs, which then find no chunk), its replay checked against the
 model's own eager step, and timed --rounds times (reverse order every other round),
---decode-steps greedy steps a time. Prints per batch each value's median
+--decode-steps greedy steps a time, with each --policy (the L2 cache
+policy of the prefetch: normal, or evict_last, whose lines outlast
+streaming reads). Prints per batch each value's median
 step time (us) and its rounds, fastest first. Exit 1 when a check failed,
 2 on bad input.
 
@@ -48,12 +50,14 @@ def parse_args(argv=None):
     cut = argv.index("--") if "--" in argv else len(argv)
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mib", default="0,8,24,40", metavar="N,...", help="MiB a layer to prefetch (default 0,8,24,40)")
+    p.add_argument("--policy", default="normal,last", metavar="P,...",
+                   help="the prefetch's L2 cache policies, normal and/or last (evict_last) (default both)")
     p.add_argument("--rounds", type=int_in(1, 20), default=3, help="timed rounds (default 3)")
     p.add_argument("--cpu-smoke", action="store_true", help="the tiny model on the Triton interpreter, 1 round")
     args = p.parse_args(argv[:cut])
     args.model_argv = SMOKE if args.cpu_smoke else argv[cut + 1:]
     if args.cpu_smoke:
-        args.mib, args.rounds = "0,1", 1
+        args.mib, args.policy, args.rounds = "0,1", "normal,last", 1
     try:
         args.mibs = [float(v) for v in args.mib.split(",") if v.strip()]
     except ValueError:
@@ -61,6 +65,10 @@ def parse_args(argv=None):
     if not args.mibs or not all(math.isfinite(v) and v >= 0 for v in args.mibs) or \
             len(set(args.mibs)) < len(args.mibs):
         raise InputError(f"--mib {args.mib!r}: finite numbers >= 0, each once")
+    args.policies = [v.strip() for v in args.policy.split(",") if v.strip()]
+    if not args.policies or not set(args.policies) <= {"normal", "last"} or \
+            len(set(args.policies)) < len(args.policies):
+        raise InputError(f"--policy {args.policy!r}: normal and/or last, each once")
     if not args.model_argv:
         raise InputError("the model options after `--` (e.g. -- --model llama-3-8b --quant int4-g128 ...)")
     if "--attention" in args.model_argv:
@@ -85,7 +93,7 @@ def model_plan(model_argv: list[str]):
     return plan, variant
 
 
-def run_batch(plan, model, batch: int, mibs: list[float], rounds: int) -> int:
+def run_batch(plan, model, batch: int, mibs: list[float], rounds: int, policies=("normal",)) -> int:
     """One batch's step, compiled and captured once, checked and timed at each amount; the failures."""
     import torch
 
@@ -94,13 +102,13 @@ def run_batch(plan, model, batch: int, mibs: list[float], rounds: int) -> int:
     prompt, steps, dev = plan.prompt_len, plan.decode_steps, plan.device
     tol = bench.GRAPH_CHECK_TOL if plan.compile == "none" else bench.COMPILED_CHECK_TOL  # decode_row's
     try:
-        return _run_batch(plan, model, batch, mibs, rounds, prompt, steps, dev, tol)
+        return _run_batch(plan, model, batch, mibs, rounds, prompt, steps, dev, tol, policies)
     finally:
         decode.attach_prefetch(model, 0)  # the tables hold raw addresses: none outlives this batch's step
         torch._dynamo.reset()  # the next batch compiles afresh, as the runner's do
 
 
-def _run_batch(plan, model, batch, mibs, rounds, prompt, steps, dev, tol) -> int:
+def _run_batch(plan, model, batch, mibs, rounds, prompt, steps, dev, tol, policies) -> int:
     import torch
 
     from qgemm_bench.harness.sweep import print_rounds, time_rounds
@@ -119,18 +127,21 @@ def _run_batch(plan, model, batch, mibs, rounds, prompt, steps, dev, tol) -> int
         print(f"batch {batch}: tables of {total / 2**20:.1f} MiB in all ({len(model.model.layers)} layers), "
               f"{steps} steps a time", flush=True)
         bad, labels = 0, {}
-        for mib in mibs:
-            got = decode.limit_prefetch(model, mib)
+        # (MiB, evict_last) a label; 0 MiB once (no policy to tell apart)
+        amounts = [(mib, p == "last") for mib in mibs for p in (policies if mib else policies[:1])]
+        for mib, last in amounts:
+            label = f"{mib:g} MiB" + (" last" if last and mib else "")
+            got = decode.limit_prefetch(model, mib, last)
             err = decode.check_step(step, cache, prompt)
             ok = err <= tol
-            print(f"  {mib:g} MiB a layer ({got / 2**20:.1f} MiB a step): check rel err {err:.3g}"
+            print(f"  {label} a layer ({got / 2**20:.1f} MiB a step): check rel err {err:.3g}"
                   f"{'' if ok else ' WRONG'}", flush=True)
             if ok:
-                labels[f"{mib:g} MiB"] = mib
+                labels[label] = (mib, last)
             bad += not ok
 
         def time_one(label):
-            decode.limit_prefetch(model, labels[label])
+            decode.limit_prefetch(model, *labels[label])
             samples = decode.time_steps(step, cache, prompt, first, steps, dev)
             return 1e3 * torch.tensor(samples).median().item()
 
@@ -159,7 +170,7 @@ def main(argv=None) -> int:
               f"fused norms {plan.fused_norms}", flush=True)
         model = plan.source.fresh(plan.device)
         bench.prepare_variant(plan, model, backend, spec)
-        bad = sum(run_batch(plan, model, b, args.mibs, args.rounds) for b in plan.batches)
+        bad = sum(run_batch(plan, model, b, args.mibs, args.rounds, args.policies) for b in plan.batches)
         if bad:
             print(f"error: {bad} check(s) or timing(s) failed (the lines above)", file=sys.stderr)
         return 1 if bad else 0

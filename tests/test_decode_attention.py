@@ -101,7 +101,10 @@ def test_prefetch_table_chunks_each_tensor_once_within_the_limit():
     # lowered and restored in place (a captured graph reads the header at each replay)
     assert limit_prefetch(t, 8192) == 8192 and t[0, 0] == 2 and t[1:, 1].tolist() == size
     assert limit_prefetch(t, 0) == 0 and t[0, 0] == 0
-    assert limit_prefetch(t, 1 << 20) == sum(size) and t[0, 0] == len(size)
+    assert limit_prefetch(t, 1 << 20) == sum(size) and t[0, 0] == len(size) and t[0, 1] == 0  # normal policy
+    assert limit_prefetch(t, 1 << 20, evict_last=True) == sum(size) and t[0, 1] == 1
+    assert limit_prefetch(t, 1 << 20) == sum(size) and t[0, 1] == 1  # kept unless given
+    assert limit_prefetch(t, 1 << 20, evict_last=False) == sum(size) and t[0, 1] == 0
 
 
 def test_prefetch_rows_fill_the_idle_sms_with_16_programs_at_least():

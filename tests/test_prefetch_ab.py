@@ -24,9 +24,11 @@ def test_cpu_smoke_checks_and_times_each_amount():
     assert out[0].startswith("tiny triton int4-g32 on cpu, compile none") and "fused norms True" in out[0]
     assert out[1].startswith("batch 1: tables of 0.4 MiB in all (2 layers)")
     checks = [line for line in out if "check rel err" in line]
-    assert len(checks) == 2 and not any("WRONG" in line for line in checks)
-    timed = [line.split() for line in out if line.strip().endswith(")") and "MiB  (" in line]
-    assert sorted(f"{t[1]} {t[2]}" for t in timed) == ["0 MiB", "1 MiB"] and all(float(t[0]) > 0 for t in timed)
+    assert len(checks) == 3 and not any("WRONG" in line for line in checks)  # 0 MiB once, 1 MiB per policy
+    timed = [line.split("(")[0].split() for line in out if line.strip().endswith(")") and " MiB" in line
+             and "check" not in line]
+    assert sorted(" ".join(t[1:]) for t in timed) == ["0 MiB", "1 MiB", "1 MiB last"], out
+    assert all(float(t[0]) > 0 for t in timed)
 
 
 def test_a_step_that_differs_is_wrong_and_not_timed(monkeypatch, capsys):
@@ -49,7 +51,8 @@ def test_a_step_that_differs_is_wrong_and_not_timed(monkeypatch, capsys):
 
 @pytest.mark.parametrize("args, match", [
     (["--mib", "x"], "expected numbers"), (["--mib", "4,4"], "each once"), (["--mib", "-1"], ">= 0"),
-    (["--mib", "nan"], "finite"), (["--mib", "8,inf"], "finite"),
+    (["--mib", "nan"], "finite"), (["--mib", "8,inf"], "finite"), (["--policy", "first"], "normal and/or last"),
+    (["--policy", "last,last"], "each once"),
     ([], "the model options after `--`"), (["--", "--model", "tiny", "--attention", "sdpa"], "runs triton's"),
     (["--", "--model", "tiny", "--backends", "bf16", "--dtype", "float16"], "no quantized variant"),
 ])

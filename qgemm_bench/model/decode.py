@@ -212,14 +212,14 @@ def attach_prefetch(model, mib: float) -> int:
     return total
 
 
-def limit_prefetch(model, mib: float) -> int:
+def limit_prefetch(model, mib: float, evict_last: bool | None = None) -> int:
     """Lower (or restore) each attach_prefetch table's amount to mib MiB in
-    place (decode_attention.limit_prefetch), a captured step replaying it
-    so; returns the bytes, all layers together."""
+    place, and set its cache policy if given (decode_attention.limit_prefetch),
+    a captured step replaying it so; returns the bytes, all layers together."""
     from qgemm_bench.backends.triton_kernels.decode_attention import limit_prefetch as limit
 
-    return sum(limit(getattr(layer.self_attn, PREFETCH_BUFFER), int(mib * 2**20)) for layer in _layers(model)
-               if hasattr(layer.self_attn, PREFETCH_BUFFER))
+    return sum(limit(getattr(layer.self_attn, PREFETCH_BUFFER), int(mib * 2**20), evict_last)
+               for layer in _layers(model) if hasattr(layer.self_attn, PREFETCH_BUFFER))
 
 
 def _layers(model) -> list:

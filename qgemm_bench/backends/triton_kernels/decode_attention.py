@@ -28,9 +28,13 @@ BLOCK_G = 16  # query rows a program computes: the G heads of its KV head, padde
 _LOG2E = 1.4426950408889634
 _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 # sm_90's bulk L2 prefetch (the copy engine's; the address generic = global) of one chunk, where its size is
-# not 0: each lane of prefetch_l2 asks for its own chunk (inline asm runs in every thread)
-_BULK_PREFETCH_ASM = tl.constexpr("{ .reg .pred p; setp.ne.u32 p, $2, 0; "
-                                  "@p cp.async.bulk.prefetch.L2.global [$1], $2; } // $0")
+# not 0: each lane of prefetch_l2 asks for its own chunk (inline asm runs in every thread); where $3 is not 0,
+# with an evict_last cache policy (the lines outlast streaming reads until the GEMM comes)
+_BULK_PREFETCH_ASM = tl.constexpr(
+    "{ .reg .pred p, q, last, normal; .reg .b64 pol; setp.ne.u32 p, $2, 0; setp.ne.u32 q, $3, 0; "
+    "and.pred last, p, q; and.pred normal, p, !q; createpolicy.fractional.L2::evict_last.b64 pol, 1.0; "
+    "@last cp.async.bulk.prefetch.L2.global.L2::cache_hint [$1], $2, pol; "
+    "@normal cp.async.bulk.prefetch.L2.global [$1], $2; } // $0")
 PREFETCH_CHUNK = 1 << 16  # bytes a prefetch_table row covers at most
 # Prefetching programs a launch adds: the SMs the attention leaves idle in whole grid rows, 16 at least
 # (each hands its chunks to its SM's copy engine, which works on after the program ends).
@@ -41,17 +45,19 @@ PREFETCH_PROGRAMS = 16
 def prefetch_l2(table_ptr, program, programs, LANES: tl.constexpr):
     """Program `program` of `programs` asks its SM's copy engine to bring
     chunks program, program + programs, ... of a prefetch_table into L2 (as
-    many as the table's header says): one bulk prefetch a chunk, each from
-    its own lane (LANES: the program's threads), nothing waited for."""
+    many as the table's header says, with its cache policy): one bulk
+    prefetch a chunk, each from its own lane (LANES: the program's threads),
+    nothing waited for."""
     chunks = tl.load(table_ptr)
+    last = tl.full([LANES], 0, tl.int32) + tl.load(table_ptr + 1).to(tl.int32)
     lane = tl.arange(0, LANES)
     for base in range(0, chunks, programs * LANES):
         c = base + lane * programs + program
         live = c < chunks
         addr = tl.load(table_ptr + 2 * c + 2, mask=live, other=0)
         nbytes = tl.load(table_ptr + 2 * c + 3, mask=live, other=0).to(tl.int32)  # 0: no prefetch
-        tl.inline_asm_elementwise(_BULK_PREFETCH_ASM, "=r,l,r", [addr, nbytes], dtype=tl.int32, is_pure=False,
-                                  pack=1)
+        tl.inline_asm_elementwise(_BULK_PREFETCH_ASM, "=r,l,r,r", [addr, nbytes, last], dtype=tl.int32,
+                                  is_pure=False, pack=1)
 
 
 @triton.jit
@@ -163,7 +169,8 @@ def prefetch_table(tensors, limit_bytes: int, chunk: int = PREFETCH_CHUNK) -> to
     """What prefetch_l2 brings into L2: the contiguous `tensors` in order
     (each data pointer once, non-contiguous ones left out), limit_bytes in all at
     most, as int64 [1 + chunks, 2]: a header row (the chunks prefetched: all,
-    until limit_prefetch lowers it) and a row of (address, bytes) a chunk,
+    until limit_prefetch lowers it; the cache policy: 0 normal, 1
+    evict_last) and a row of (address, bytes) a chunk,
     at most `chunk` bytes, 16-byte aligned, a multiple of 16 (a tensor's
     unaligned head and last < 16 bytes left out); on the first tensor's
     device."""
@@ -182,13 +189,16 @@ def prefetch_table(tensors, limit_bytes: int, chunk: int = PREFETCH_CHUNK) -> to
     return torch.tensor([(len(rows), 0), *rows], dtype=torch.int64).reshape(-1, 2).to(device or "cpu")
 
 
-def limit_prefetch(table: torch.Tensor, limit_bytes: int) -> int:
-    """Prefetch only the table's leading chunks within limit_bytes, in place
-    (its header row), so a captured graph replays with the new amount;
-    returns those chunks' bytes."""
+def limit_prefetch(table: torch.Tensor, limit_bytes: int, evict_last: bool | None = None) -> int:
+    """Prefetch only the table's leading chunks within limit_bytes (and, if
+    given, with the evict_last cache policy or not), in place (its header
+    row), so a captured graph replays with the new amount; returns those
+    chunks' bytes."""
     sizes = table[1:, 1].cpu()
     n = int((sizes.cumsum(0) <= limit_bytes).sum())
     table[0, 0] = n
+    if evict_last is not None:
+        table[0, 1] = int(evict_last)
     return int(sizes[:n].sum())
 
 

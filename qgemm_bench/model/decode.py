@@ -402,8 +402,11 @@ def inductor_overrides(text: str) -> dict:
 
 def pdl_runs(device: torch.device) -> bool:
     """Whether Inductor emits PDL on this device (its codegen's own test:
-    CUDA, not ROCm, compute capability 9.0 or newer)."""
-    return device.type == "cuda" and not torch.version.hip and torch.cuda.get_device_capability(device)[0] >= 9
+    CUDA, not ROCm, compute capability 9.0 or newer), as our kernels' PDL and
+    bulk prefetch compile."""
+    from qgemm_bench.backends.triton_kernels.decode_attention import sm90
+
+    return sm90(device)
 
 
 def compile_mode(name: str) -> str | None:

@@ -27,7 +27,7 @@ from qgemm_bench.backends.triton_kernels import split_k_parts
 BLOCK_G = 16  # query rows a program computes: the G heads of its KV head, padded to tl.dot's least M
 _LOG2E = 1.4426950408889634
 _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
-# sm_90's bulk L2 prefetch (the copy engine's; the address generic = global) of one chunk, where its size is
+# sm_90's bulk L2 prefetch (the SM's TMA unit's; the address generic = global) of one chunk, where its size is
 # not 0: each lane of prefetch_l2 asks for its own chunk (inline asm runs in every thread); where $3 is not 0,
 # with an evict_last cache policy (the lines outlast streaming reads until the GEMM comes)
 _BULK_PREFETCH_ASM = tl.constexpr(
@@ -36,24 +36,32 @@ _BULK_PREFETCH_ASM = tl.constexpr(
     "@last cp.async.bulk.prefetch.L2.global.L2::cache_hint [$1], $2, pol; "
     "@normal cp.async.bulk.prefetch.L2.global [$1], $2; } // $0")
 PREFETCH_CHUNK = 1 << 16  # bytes a prefetch_table row covers at most
+MAX_CHUNK = (1 << 20) - 16  # the instruction's size field (16-byte units) is 16 bits in sm_90's SASS
 # Prefetching programs a launch adds: the SMs the attention leaves idle in whole grid rows, 16 at least
-# (each hands its chunks to its SM's copy engine, which works on after the program ends).
+# (each hands its chunks to its SM's TMA unit, which works on after the program ends).
 PREFETCH_PROGRAMS = 16
 
 
 @triton.jit
-def prefetch_l2(table_ptr, program, programs, LANES: tl.constexpr):
-    """Program `program` of `programs` asks its SM's copy engine to bring
-    chunks program, program + programs, ... of a prefetch_table into L2 (as
-    many as the table's header says, with its cache policy): one bulk
-    prefetch a chunk, each from its own lane (LANES: the program's threads),
-    nothing waited for."""
-    chunks = tl.load(table_ptr)
+def prefetch_chunk_ids(base, program, programs, chunks, LANES: tl.constexpr):
+    """The chunks program `program` of `programs` takes at `base` (a multiple
+    of programs x LANES), one a lane, and which of them exist: over the
+    bases, every chunk below `chunks` exactly once."""
+    c = base + tl.arange(0, LANES) * programs + program
+    return c, c < chunks
+
+
+@triton.jit
+def prefetch_l2(table_ptr, max_chunks, program, programs, LANES: tl.constexpr):
+    """Program `program` of `programs` asks its SM's TMA unit to bring chunks
+    program, program + programs, ... of a prefetch_table into L2 (as many as
+    the table's header says, at most max_chunks, the rows it has; with its
+    cache policy): one bulk prefetch a chunk, each from its own lane (LANES:
+    the program's threads), nothing waited for."""
+    chunks = tl.minimum(tl.load(table_ptr), max_chunks)
     last = tl.full([LANES], 0, tl.int32) + tl.load(table_ptr + 1).to(tl.int32)
-    lane = tl.arange(0, LANES)
     for base in range(0, chunks, programs * LANES):
-        c = base + lane * programs + program
-        live = c < chunks
+        c, live = prefetch_chunk_ids(base, program, programs, chunks, LANES)
         addr = tl.load(table_ptr + 2 * c + 2, mask=live, other=0)
         nbytes = tl.load(table_ptr + 2 * c + 3, mask=live, other=0).to(tl.int32)  # 0: no prefetch
         tl.inline_asm_elementwise(_BULK_PREFETCH_ASM, "=r,l,r,r", [addr, nbytes, last], dtype=tl.int32,
@@ -65,13 +73,14 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, w
                             qk_scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb,
                             stride_vh, stride_vl, stride_ob, stride_oh, HKV: tl.constexpr, G: tl.constexpr,
                             D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr,
-                            PDL: tl.constexpr = 0, pf_ptr=None, PF_ROWS=0, PF: tl.constexpr = 0,
+                            PDL: tl.constexpr = 0, pf_ptr=None, PF_ROWS=0, PF_CHUNKS=0, PF: tl.constexpr = 0,
                             PF_LANES: tl.constexpr = 128):
-    pid_bh = tl.program_id(0)
-    split = tl.program_id(1)
-    if PF:  # the grid's first rows: L2 prefetchers (first, to be in the first wave), then the (b, h_kv) pairs
+    # grid (SPLITS, rows): the x axis is scheduled fastest, so the prefetchers' rows come first of all
+    pid_bh = tl.program_id(1)
+    split = tl.program_id(0)
+    if PF:  # the grid's first rows: L2 prefetchers (in the first wave), then the (b, h_kv) pairs
         if pid_bh < PF_ROWS:
-            prefetch_l2(pf_ptr, pid_bh * SPLITS + split, PF_ROWS * SPLITS, PF_LANES)
+            prefetch_l2(pf_ptr, PF_CHUNKS, pid_bh * SPLITS + split, PF_ROWS * SPLITS, PF_LANES)
             return
         pid_bh -= PF_ROWS
     b = pid_bh // HKV
@@ -155,7 +164,8 @@ def prefetch_rows(sms: int, pairs: int, splits: int) -> int:
 
 
 def sm90(device: torch.device) -> bool:
-    """Whether griddepcontrol (PDL) and bulk L2 prefetches compile here: a CUDA GPU of compute capability 9.0+."""
+    """Whether griddepcontrol (PDL) and bulk L2 prefetches compile here: a CUDA GPU (not ROCm) of compute
+    capability 9.0+ (Inductor's own test for emitting PDL, decode.pdl_runs)."""
     return device.type == "cuda" and not torch.version.hip and torch.cuda.get_device_capability(device)[0] >= 9
 
 
@@ -172,12 +182,16 @@ def prefetch_table(tensors, limit_bytes: int, chunk: int = PREFETCH_CHUNK) -> to
     until limit_prefetch lowers it; the cache policy: 0 normal, 1
     evict_last) and a row of (address, bytes) a chunk,
     at most `chunk` bytes, 16-byte aligned, a multiple of 16 (a tensor's
-    unaligned head and last < 16 bytes left out); on the first tensor's
-    device."""
+    unaligned head and last < 16 bytes left out); on the tensors' device
+    (ValueError: a chunk the instruction cannot take, tensors on two devices)."""
+    if chunk % 16 or not 16 <= chunk <= MAX_CHUNK:
+        raise ValueError(f"prefetch_table: chunk {chunk}: a multiple of 16 in [16, {MAX_CHUNK}]")
     rows, seen, left, device = [], set(), max(0, limit_bytes), None
     for t in tensors:
         if not isinstance(t, torch.Tensor) or not t.numel() or not t.is_contiguous() or t.data_ptr() in seen:
             continue
+        if device is not None and t.device != device:
+            raise ValueError(f"prefetch_table: tensors on {device} and {t.device}")
         seen.add(t.data_ptr())
         device = device or t.device
         start = -(-t.data_ptr() // 16) * 16
@@ -192,8 +206,9 @@ def prefetch_table(tensors, limit_bytes: int, chunk: int = PREFETCH_CHUNK) -> to
 def limit_prefetch(table: torch.Tensor, limit_bytes: int, evict_last: bool | None = None) -> int:
     """Prefetch only the table's leading chunks within limit_bytes (and, if
     given, with the evict_last cache policy or not), in place (its header
-    row), so a captured graph replays with the new amount; returns those
-    chunks' bytes."""
+    row), so a captured graph replays with the new amount (call it on the
+    stream the graph replays on: the write is ordered with the replays);
+    returns those chunks' bytes."""
     sizes = table[1:, 1].cpu()
     n = int((sizes.cumsum(0) <= limit_bytes).sum())
     table[0, 0] = n
@@ -239,6 +254,8 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     if pos.numel() != 1 or pos.device != q.device:
         raise ValueError("decode attention: pos must be a 1-element tensor on q's device")
     splits = splits or splits_for(b, kv_heads, slots, sms, block_n)
+    if b * kv_heads + prefetch_rows(sms, b * kv_heads, splits) > 65535:  # the grid's y axis, with prefetchers
+        raise ValueError(f"decode attention: batch {b} x {kv_heads} KV heads is more pairs than a launch takes")
     per_split = -(-slots // splits)
     chunk = -(-per_split // block_n) * block_n  # slots a split covers, whole blocks
     out = torch.empty(b, h, d, device=q.device, dtype=q.dtype)
@@ -247,13 +264,13 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     rows, pf = 0, {}
     if prefetch is not None and q.is_cuda:
         if prefetch.device != q.device or prefetch.dtype != torch.int64 or prefetch.dim() != 2 or \
-                prefetch.shape[1] != 2 or not prefetch.is_contiguous():
+                prefetch.shape[0] < 1 or prefetch.shape[1] != 2 or not prefetch.is_contiguous():
             raise ValueError("decode attention: prefetch must be a prefetch_table on q's device")
         if not sm90(q.device):
             raise ValueError("decode attention: the bulk L2 prefetch needs a CUDA GPU of compute capability 9.0+")
         rows = prefetch_rows(sms, b * kv_heads, splits)
-        pf = dict(pf_ptr=prefetch, PF_ROWS=rows, PF=1, PF_LANES=32 * num_warps)
-    decode_attention_kernel[(b * kv_heads + rows, splits)](
+        pf = dict(pf_ptr=prefetch, PF_ROWS=rows, PF_CHUNKS=prefetch.shape[0] - 1, PF=1, PF_LANES=32 * num_warps)
+    decode_attention_kernel[(splits, b * kv_heads + rows)](
         q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), HKV=kv_heads, G=h // kv_heads, D=d, BLOCK_N=block_n, SPLITS=splits,

@@ -11,7 +11,9 @@ programs, which then find no chunk), its replay checked against the
 model's own eager step, and timed --rounds times (reverse order every other round),
 --decode-steps greedy steps a time, with each --policy (the L2 cache
 policy of the prefetch: normal, or evict_last, whose lines outlast
-streaming reads). Prints per batch each value's median
+streaming reads; what one label leaves marked evict_last is pushed out
+in the next label's first step, which streams ~3.7 GB at 8B through the
+60 MB L2, an inference, not a measurement). Prints per batch each value's median
 step time (us) and its rounds, fastest first. Exit 1 when a check failed,
 2 on bad input.
 
@@ -81,12 +83,14 @@ def model_plan(model_argv: list[str]):
     and its first quantized variant."""
     import argparse
 
-    from qgemm_bench.model import cli
+    from qgemm_bench.model import cli, decode
 
     p = argparse.ArgumentParser(prog="prefetch_ab.py ... --")
     cli.add_arguments(p)
     args = p.parse_args([*model_argv, "--attention", "triton"])
     plan = cli.build_plan(args)
+    if plan.device.type == "cuda" and not decode.pdl_runs(plan.device):
+        raise InputError(f"{plan.device}: the bulk L2 prefetch needs compute capability 9.0+")
     variant = next(((b, s) for b, s in plan.variants if s is not None), None)
     if variant is None:
         raise InputError("--backends / --quant: no quantized variant to time")
@@ -153,10 +157,6 @@ def _run_batch(plan, model, batch, mibs, rounds, prompt, steps, dev, tol, polici
 def main(argv=None) -> int:
     if (args := parsed(parse_args, argv)) is None:
         return 2
-    if args.cpu_smoke:
-        import os
-
-        os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton's first import
     from qgemm_bench.harness.sweep import exit_on_lost_context
     from qgemm_bench.model import bench
 

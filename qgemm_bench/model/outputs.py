@@ -250,9 +250,10 @@ def bandwidth_table(rows: list[ModelRow]) -> str:
 
 
 def rest_table(rows: list[ModelRow], n: int = 5, field_: str = "split_other_top", what: str = "the rest") -> str:
-    """Per profiled CUDA row, the rest's n largest kernels a step (profile.top_kernels):
-    what the step spends outside GEMMs and attention, by kernel; field_ and
-    what: another category's (attention_table)."""
+    """Per profiled CUDA row, the n largest kernels a step of one category
+    (profile.top_kernels): by default the rest's, what the step spends
+    outside GEMMs and attention; field_ and what name another's
+    (attention_table)."""
     def num(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
@@ -430,7 +431,7 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
             lines += ["The rest's largest kernels in the profiled step (Inductor names a fused kernel after "
                       "the ops it absorbed):", "", rest, ""]
         if att := attention_table(rows):
-            lines += ["The attention's kernels in the profiled step:", "", att, ""]
+            lines += ["The attention's largest kernels in the profiled step:", "", att, ""]
     fidelity = "" if m.get("trained") else " (random weights: numerical fidelity only)"
     lines += ["## Memory, prefill and quality per variant", "", summary_table(rows), "",
               f"## Quality by weight format{fidelity}", "", format_quality_table(rows), ""]

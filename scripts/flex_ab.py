@@ -6,8 +6,8 @@ values of SPLIT_KV (the flex decoding kernel's KV splits: Inductor's default
 is 2 x SMs // (batch x KV heads), 32 for Llama-3-8B at batch 1, 2 at batch
 16, 66 for 70B's 4 KV heads a rank under TP2), and our split-KV kernel
 (`--attention triton`: backends/triton_kernels/decode_attention.py, one
-launch; its default splits, BLOCK_N 32, and each --split value as its
-splits). Each flex variant is compiled
+launch; its default splits, BLOCK_N 32 and 128, 2 and 8 warps, and each
+--split value as its splits). Each flex variant is compiled
 alone (torch.compile, the step's default mode); each variant is checked against an fp32
 softmax over the keys up to the position, then timed in --rounds rounds
 (graph timing over rotating K/V copies > 2x L2, the runner's windows),
@@ -135,7 +135,8 @@ def run_case(case, splits, cache: int, pos: int, rounds: int, dev, dtype, seed: 
 
     sms = target.of(dev).sms if dev.type == "cuda" else 4
     pos_t = position_ids.reshape(-1)[-1:]
-    for label, kw in [("triton", {}), ("triton BLOCK_N=32", {"block_n": 32}),
+    for label, kw in [("triton", {}), ("triton BLOCK_N=32", {"block_n": 32}), ("triton BLOCK_N=128", {"block_n": 128}),
+                      ("triton w2", {"num_warps": 2}), ("triton w8", {"num_warps": 8}),
                       *((f"triton splits={s}", {"splits": s}) for s in splits)]:
         def ours(kw=kw):
             return lambda q, k, v: decode_attention(q.reshape(b, hq, HEAD_DIM), k, v, pos_t, scale, sms,

@@ -254,13 +254,6 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     if pos.numel() != 1 or pos.device != q.device:
         raise ValueError("decode attention: pos must be a 1-element tensor on q's device")
     splits = splits or splits_for(b, kv_heads, slots, sms, block_n)
-    if b * kv_heads + prefetch_rows(sms, b * kv_heads, splits) > 65535:  # the grid's y axis, with prefetchers
-        raise ValueError(f"decode attention: batch {b} x {kv_heads} KV heads is more pairs than a launch takes")
-    per_split = -(-slots // splits)
-    chunk = -(-per_split // block_n) * block_n  # slots a split covers, whole blocks
-    out = torch.empty(b, h, d, device=q.device, dtype=q.dtype)
-    ws_acc, ws_ml, count = _workspace(q.device, b * kv_heads * splits, d, b * kv_heads)
-    pdl = split_k_parts.pdl_launch({"PDL": 3}, q.device) if split_k_parts.chained() and sm90(q.device) else {}
     rows, pf = 0, {}
     if prefetch is not None and q.is_cuda:
         if prefetch.device != q.device or prefetch.dtype != torch.int64 or prefetch.dim() != 2 or \
@@ -270,6 +263,13 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
             raise ValueError("decode attention: the bulk L2 prefetch needs a CUDA GPU of compute capability 9.0+")
         rows = prefetch_rows(sms, b * kv_heads, splits)
         pf = dict(pf_ptr=prefetch, PF_ROWS=rows, PF_CHUNKS=prefetch.shape[0] - 1, PF=1, PF_LANES=32 * num_warps)
+    if b * kv_heads + rows > 65535:  # the grid's y axis: the pairs and the prefetchers' rows
+        raise ValueError(f"decode attention: batch {b} x {kv_heads} KV heads is more pairs than a launch takes")
+    per_split = -(-slots // splits)
+    chunk = -(-per_split // block_n) * block_n  # slots a split covers, whole blocks
+    out = torch.empty(b, h, d, device=q.device, dtype=q.dtype)
+    ws_acc, ws_ml, count = _workspace(q.device, b * kv_heads * splits, d, b * kv_heads)
+    pdl = split_k_parts.pdl_launch({"PDL": 3}, q.device) if split_k_parts.chained() and sm90(q.device) else {}
     decode_attention_kernel[(splits, b * kv_heads + rows)](
         q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),

@@ -617,30 +617,6 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("backend,pdl", [("bf16", False), ("triton", True)])
-def test_triton_attention_prefetching_weights_on_gpu(backend, pdl, monkeypatch):
-    """--attention triton with QGEMM_ATTN_PREFETCH_MIB: each layer's kernel
-    prefetches its o_proj and gate/up weights into L2; the compiled step's
-    replay still matches the model's own eager step, the weights unchanged,
-    and no table outlives the step."""
-    if torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("the bulk L2 prefetch and PDL need compute capability 9.0+")
-    dev = torch.device("cuda")
-    model, _ = small_gpu_model(backend, dev)
-    layer = model.model.layers[0]
-    weights = [t.clone() for t in decode._weights(layer.self_attn.o_proj)]
-    monkeypatch.setenv(decode.PREFETCH_ENV, "2")
-    try:
-        t = decode.time_decode(model, 4, 16, 8, dev, mode="graph", compile="default", attention="triton", pdl=pdl)
-    finally:
-        torch._dynamo.reset()
-    assert t.mode == "graph" and t.check_rel_err < 0.1 and t.extra["attention_prefetch_bytes"] > 0
-    assert all(torch.equal(a, b) for a, b in zip(decode._weights(layer.self_attn.o_proj), weights, strict=True))
-    assert not any(hasattr(x.self_attn, decode.PREFETCH_BUFFER) for x in model.model.layers)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("backend", ["bf16", "triton"])
 def test_prefill_in_a_cuda_graph_on_gpu(backend):
     """The timed prefill's graph: a replay into a zeroed cache gives the

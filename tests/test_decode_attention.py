@@ -8,10 +8,7 @@ import math
 
 import pytest
 import torch
-import triton
-import triton.language as tl
 
-from qgemm_bench.backends.triton_kernels.decode_attention import prefetch_chunk_ids
 from tests.support import DEV, DT, TOL, seed
 
 
@@ -25,7 +22,7 @@ def reference(q, k, v, pos: int, scale: float) -> torch.Tensor:
     return torch.einsum("bhl,bhld->bhd", p, vv)
 
 
-def run(b, h, hkv, slots, d, pos, splits=None, block_n=16, dtype=DT, s=None, prefetch=None):
+def run(b, h, hkv, slots, d, pos, splits=None, block_n=16, dtype=DT, s=None):
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
 
     s = seed() if s is None else s
@@ -35,7 +32,7 @@ def run(b, h, hkv, slots, d, pos, splits=None, block_n=16, dtype=DT, s=None, pre
     k[:, :, pos + 1:] = 1e4  # slots past the position hold stale K/V that must not count
     scale = 1 / math.sqrt(d)
     out = kernel.decode_attention(q, k, v, torch.tensor([pos], device=DEV), scale, sms=8, block_n=block_n,
-                                  splits=splits, prefetch=prefetch)
+                                  splits=splits)
     ref = reference(q, k, v, pos, scale)
     err = ((out.double() - ref).norm() / ref.norm()).item()
     assert out.shape == (b, h, d) and out.dtype == dtype
@@ -64,111 +61,12 @@ def test_a_pdl_step_s_launch_matches_fp64():
     assert not split_k_parts.chained()
 
 
-@pytest.mark.parametrize("splits", [1, 3])
-def test_prefetching_programs_leave_the_answer_alone(splits):
-    """With a prefetch table the launch gains grid rows of L2 prefetchers (on
-    CUDA; the interpreter ignores the table): the attention is still fp64's,
-    PDL or not, and the prefetched weights unchanged."""
-    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
-    from qgemm_bench.backends.triton_kernels import split_k_parts
-
-    if DEV.type == "cuda" and not kernel.sm90(DEV):
-        pytest.skip("the bulk L2 prefetch is sm_90's")
-    w = [torch.randint(0, 255, (n,), dtype=torch.uint8, device=DEV) for n in (70_000, 4_100, 333)]
-    before = [t.clone() for t in w]
-    # 16-byte chunks: more than the prefetchers' lanes (16 programs x 128 at least), so their loop turns
-    table = kernel.prefetch_table(w, 1 << 20, chunk=16)
-    assert table.shape[0] - 1 > 16 * 128 * 2
-    run(2, 8, 2, 100, 32, 70, splits=splits, prefetch=table)
-    kernel.limit_prefetch(table, 16 * 777, evict_last=True)  # an odd count, the other policy
-    with split_k_parts.chained_pdl():
-        run(1, 8, 2, 100, 32, 99, splits=splits, prefetch=table)
-    assert all(torch.equal(a, b) for a, b in zip(w, before, strict=True))
-
-
-def test_prefetch_table_chunks_each_tensor_once_within_the_limit():
-    from qgemm_bench.backends.triton_kernels.decode_attention import limit_prefetch, prefetch_table
-
-    a = torch.empty(10_000, dtype=torch.float16)  # 20000 bytes
-    b = torch.empty(3_000, dtype=torch.uint8)
-    t = prefetch_table([a, b, a, torch.empty(0), torch.empty(8, 8).t(), None], 1 << 20, chunk=4096)
-    assert t.dtype == torch.int64 and t.shape[1] == 2 and t[0, 0] == t.shape[0] - 1  # the header: every chunk
-    addr, size = t[1:, 0].tolist(), t[1:, 1].tolist()
-    assert all(x % 16 == 0 for x in addr) and all(0 < n <= 4096 and n % 16 == 0 for n in size)
-    a_rows = [(x, n) for x, n in zip(addr, size, strict=True) if a.data_ptr() <= x < a.data_ptr() + 20_000]
-    b_rows = [(x, n) for x, n in zip(addr, size, strict=True) if b.data_ptr() <= x < b.data_ptr() + 3_000]
-    assert len(a_rows) + len(b_rows) == len(addr)  # a once, the empty and non-contiguous tensors left out
-    assert a_rows[0][0] == a.data_ptr() and sum(n for _, n in a_rows) == 20_000  # 256-aligned allocations
-    assert sum(n for _, n in b_rows) == 3_000 // 16 * 16
-    capped = prefetch_table([a, b], 9_000, chunk=4096)
-    assert capped.tolist() == [[3, 0], [a.data_ptr(), 4096], [a.data_ptr() + 4096, 4096],
-                               [a.data_ptr() + 8192, 800]]  # the limit, in a's bytes first
-    assert prefetch_table([a], 0).tolist() == [[0, 0]]
-    for bad in (24, 8, 1 << 20):  # not 16-byte units, or past the instruction's size field
-        with pytest.raises(ValueError, match="a multiple of 16"):
-            prefetch_table([a], 1 << 20, chunk=bad)
-    # lowered and restored in place (a captured graph reads the header at each replay)
-    assert limit_prefetch(t, 8192) == 8192 and t[0, 0] == 2 and t[1:, 1].tolist() == size
-    assert limit_prefetch(t, 0) == 0 and t[0, 0] == 0
-    assert limit_prefetch(t, 1 << 20) == sum(size) and t[0, 0] == len(size) and t[0, 1] == 0  # normal policy
-    assert limit_prefetch(t, 1 << 20, evict_last=True) == sum(size) and t[0, 1] == 1
-    assert limit_prefetch(t, 1 << 20) == sum(size) and t[0, 1] == 1  # kept unless given
-    assert limit_prefetch(t, 1 << 20, evict_last=False) == sum(size) and t[0, 1] == 0
-
-
-@triton.jit
-def _chunk_ids(out_ptr, live_ptr, chunks, programs, bases, LANES: tl.constexpr):
-    """prefetch_chunk_ids of each program at each base, stored with their liveness."""
-    program = tl.program_id(0)
-    for i in range(0, bases):
-        c, live = prefetch_chunk_ids(i * programs * LANES, program, programs, chunks, LANES)
-        at = (program * bases + i) * LANES + tl.arange(0, LANES)
-        tl.store(out_ptr + at, c)
-        tl.store(live_ptr + at, live.to(tl.int32))
-
-
-@pytest.mark.parametrize("chunks, programs", [(0, 16), (5, 16), (16 * 8, 16), (16 * 8 * 3 + 7, 16), (1000, 50)])
-def test_the_prefetchers_take_every_chunk_once(chunks, programs):
-    """prefetch_chunk_ids over every program, lane and base: each chunk
-    below the count exactly once, the lanes past it marked not live."""
-    lanes = 8
-    bases = max(1, -(-chunks // (programs * lanes)))
-    out = torch.full((programs * bases * lanes,), -1, dtype=torch.int64, device=DEV)
-    live = torch.zeros(programs * bases * lanes, dtype=torch.int32, device=DEV)
-    _chunk_ids[(programs,)](out, live, chunks, programs, bases, LANES=lanes)
-    taken = out[live.bool()].tolist()
-    assert sorted(taken) == list(range(chunks))  # each once
-    assert all(c >= chunks for c in out[~live.bool()].tolist())
-
-
-def test_prefetch_rows_fill_the_idle_sms_with_16_programs_at_least():
-    from qgemm_bench.backends.triton_kernels.decode_attention import PREFETCH_PROGRAMS, prefetch_rows
-
-    assert PREFETCH_PROGRAMS == 16
-    assert prefetch_rows(132, 8, 10) == 5  # 8B batch 1: 80 attention programs, 50 prefetchers
-    assert prefetch_rows(132, 128, 2) == 8  # batch 16: no SM idle, 16 programs
-    assert prefetch_rows(132, 4, 1) == 128 and prefetch_rows(8, 8, 3) == 6
-    assert all(prefetch_rows(s, p, k) * k >= 16 for s in (8, 132) for p in (1, 8, 128) for k in (1, 3, 17))
-
-
 def test_more_pairs_than_a_launch_takes_are_refused():
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
 
     q, k = torch.zeros(70_000, 1, 16, device=DEV, dtype=DT), torch.zeros(70_000, 1, 1, 16, device=DEV, dtype=DT)
     with pytest.raises(ValueError, match="more pairs than a launch takes"):
         kernel.decode_attention(q, k, k, torch.tensor([0], device=DEV), 0.1, sms=8)
-
-
-def test_a_bad_prefetch_table_is_refused():
-    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
-
-    if DEV.type != "cuda":
-        pytest.skip("the interpreter ignores the table")
-    q, k = torch.zeros(1, 8, 32, device=DEV, dtype=DT), torch.zeros(1, 2, 40, 32, device=DEV, dtype=DT)
-    for bad in (torch.zeros(4, 2, dtype=torch.int32, device=DEV), torch.zeros(4, 3, dtype=torch.int64, device=DEV),
-                torch.zeros(4, 2, dtype=torch.int64)):
-        with pytest.raises(ValueError, match="prefetch_table"):
-            kernel.decode_attention(q, k, k, torch.tensor([3], device=DEV), 0.1, sms=8, prefetch=bad)
 
 
 def test_float32_operands_keep_float32():

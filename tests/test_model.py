@@ -381,45 +381,6 @@ def test_triton_attention_on_cpu_needs_the_interpreter_without_bfloat16(tmp_path
     assert rc == 2 and len(err) == 1 and says in err[0] and not out.exists()
 
 
-@pytest.mark.parametrize("value, extra, says", [("lots", ["--attention", "triton", "--dtype", "float16"],
-                                                  "a finite number >= 0"),
-                                                 ("-1", ["--attention", "triton", "--dtype", "float16"],
-                                                  "a finite number >= 0"),
-                                                 ("inf", ["--attention", "triton", "--dtype", "float16"],
-                                                  "a finite number"),
-                                                 ("8", [], "add --attention triton"),
-                                                 ("8", ["--attention", "triton", "--dtype", "float16"],
-                                                  "compute capability 9.0+")])
-def test_a_bad_or_stray_attention_prefetch_is_refused(tmp_path, capsys, monkeypatch, value, extra, says):
-    """QGEMM_ATTN_PREFETCH_MIB (--attention triton's L2 prefetch, sm_90+):
-    anything but finite MiB >= 0, or set where it cannot act, is one line, exit 2."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setenv(decode.PREFETCH_ENV, value)
-    rc, out = run_cli(tmp_path, *extra)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and says in err[0] and decode.PREFETCH_ENV in err[0] and not out.exists()
-
-
-def test_attach_prefetch_gives_each_attention_its_layer_s_next_weights():
-    """Each layer's attention gets the table of its o_proj's weights, then
-    its MLP's gate/up, within the MiB asked; 0 takes the tables away."""
-    model = tiny(seed=5)
-    layers = model.model.layers
-    total = decode.attach_prefetch(model, 1)
-    for layer in layers:
-        table = getattr(layer.self_attn, decode.PREFETCH_BUFFER)
-        o, gate = layer.self_attn.o_proj.weight, layer.mlp.gate_proj.weight
-        assert table[1, 0] == o.data_ptr() and int(table[1:, 1].sum()) <= 2**20
-        assert gate.data_ptr() in table[1:, 0].tolist()  # the MLP's after the o_proj's
-    assert total == sum(int(getattr(x.self_attn, decode.PREFETCH_BUFFER)[1:, 1].sum()) for x in layers) > 0
-    o_bytes = layers[0].self_attn.o_proj.weight.numel() * 4
-    assert decode.limit_prefetch(model, o_bytes / 2**20) == len(layers) * o_bytes  # in place: the o_proj alone
-    assert decode.limit_prefetch(model, 1) == total
-    assert decode.attach_prefetch(model, o_bytes / 2**20) == len(layers) * o_bytes
-    assert decode.attach_prefetch(model, 0) == 0 and decode.limit_prefetch(model, 1) == 0
-    assert not any(hasattr(x.self_attn, decode.PREFETCH_BUFFER) for x in layers)
-
-
 def test_a_model_larger_than_the_device_is_refused_before_it_is_built(tmp_path, capsys):
     """The README's 8B example on a 24-GiB CPU machine built the float32
     model (~32 GiB) until it failed, once per variant and batch size. A

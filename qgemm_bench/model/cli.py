@@ -342,16 +342,6 @@ def build_plan(args, world=None):
         if dtype == torch.bfloat16:  # the interpreter computes bfloat16 wrong, not with an error
             raise InputError("--attention triton on CPU: the Triton interpreter has no bfloat16; use --dtype "
                              "float16 or float32")
-    try:
-        prefetch = decode.prefetch_mib()
-    except ValueError as e:
-        raise InputError(str(e)) from None
-    if prefetch and getattr(args, "attention", "sdpa") != "triton":
-        raise InputError(f"{decode.PREFETCH_ENV} is --attention triton's L2 prefetch: unset it or add --attention "
-                         "triton")
-    if prefetch and not decode.pdl_runs(device):  # the bulk prefetch is sm_90's, as PDL is
-        raise InputError(f"{decode.PREFETCH_ENV}: the bulk L2 prefetch needs a CUDA GPU of compute capability "
-                         f"9.0+ ({device} is not): unset it")
     pdl = getattr(args, "pdl", False)
     if pdl:
         check_pdl(device, getattr(args, "compile", "none"))

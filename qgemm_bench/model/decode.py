@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
-import os
 import statistics
 import threading
 import time
@@ -61,10 +59,6 @@ FLEX_BLOCK = 128  # KV block of the flex block mask; a flex cache is a multiple 
 # the compiled 8B step 32 position kernels and 32 copies of qgemm::last_position where one does). Made
 # inside the step, it is the trace's own: nothing outlives the step for Dynamo to replay or guard on.
 STEP_STATE = "qgemm_step"
-# --attention triton's L2 prefetch (attach_prefetch): MiB of each layer's o_proj then gate/up weights its
-# attention kernel brings into L2; 0 (default) none. An experiment's knob, recorded with the run's environment.
-PREFETCH_ENV = "QGEMM_ATTN_PREFETCH_MIB"
-PREFETCH_BUFFER = "qgemm_prefetch"  # the attention module's buffer holding its prefetch table
 MULTI_KERNEL = 1  # Inductor's triton.multi_kernel in compiled steps (inductor_options)
 COMBO_KERNELS = True  # Inductor's combo_kernels in compiled steps (inductor_options)
 
@@ -159,72 +153,8 @@ def triton_decode_attention(module, query, key, value, attention_mask, dropout: 
                                 **kwargs)
     b, h, _, d = query.shape
     scale = scaling if scaling is not None else d ** -0.5
-    out = ops.decode_attention(query.reshape(b, h, d), key, value, position_ids.reshape(-1)[-1:], float(scale),
-                               getattr(module, PREFETCH_BUFFER, None))
+    out = ops.decode_attention(query.reshape(b, h, d), key, value, position_ids.reshape(-1)[-1:], float(scale))
     return out.reshape(b, 1, h, d), None
-
-
-def prefetch_mib() -> float:
-    """PREFETCH_ENV's MiB (0 where unset); ValueError for anything but a finite number >= 0."""
-    text = os.environ.get(PREFETCH_ENV, "").strip() or "0"
-    try:
-        mib = float(text)
-    except ValueError:
-        mib = -1.0
-    if not (math.isfinite(mib) and mib >= 0):
-        raise ValueError(f"{PREFETCH_ENV}={text!r}: give the MiB to prefetch, a finite number >= 0")
-    return mib
-
-
-def _weights(module) -> list:
-    """The tensors a linear layer's GEMM reads: a QuantLinear's resident
-    tensors (weights, scales), an nn.Linear's weight."""
-    if module is None:
-        return []
-    if hasattr(module, "kernel"):
-        return list(module.kernel.resident)
-    return [module.weight] if isinstance(getattr(module, "weight", None), torch.Tensor) else []
-
-
-def attach_prefetch(model, mib: float) -> int:
-    """Give each decoder layer's attention module the prefetch table of its
-    o_proj's weights, then its MLP's gate/up, mib MiB at most (mib 0: take
-    the tables away), which --attention triton's kernel brings into L2 while
-    it runs (the GEMMs after it then read them there). The tables hold the
-    weights' addresses: take them away before the weights move or go
-    (time_decode does after its step). Returns the tables' bytes, all
-    layers together."""
-    from qgemm_bench.backends.triton_kernels.decode_attention import prefetch_table
-
-    total = 0
-    for layer in _layers(model):
-        attn, mlp = layer.self_attn, layer.mlp
-        if mib <= 0:
-            if PREFETCH_BUFFER in attn._buffers:
-                del attn._buffers[PREFETCH_BUFFER]
-            continue
-        tensors = _weights(getattr(attn, "o_proj", None))
-        for name in ("gate_up_proj", "gate_proj", "up_proj"):
-            tensors += _weights(getattr(mlp, name, None))
-        table = prefetch_table(tensors, int(mib * 2**20))
-        attn.register_buffer(PREFETCH_BUFFER, table, persistent=False)
-        total += int(table[1:, 1].sum())
-    return total
-
-
-def limit_prefetch(model, mib: float, evict_last: bool | None = None) -> int:
-    """Lower (or restore) each attach_prefetch table's amount to mib MiB in
-    place, and set its cache policy if given (decode_attention.limit_prefetch),
-    a captured step replaying it so; returns the bytes, all layers together."""
-    from qgemm_bench.backends.triton_kernels.decode_attention import limit_prefetch as limit
-
-    return sum(limit(getattr(layer.self_attn, PREFETCH_BUFFER), int(mib * 2**20), evict_last)
-               for layer in _layers(model) if hasattr(layer.self_attn, PREFETCH_BUFFER))
-
-
-def _layers(model) -> list:
-    """A Llama's decoder layers (none for anything else)."""
-    return list(getattr(getattr(model, "model", None), "layers", None) or [])
 
 
 def flex_block_mask(key, pos):
@@ -402,8 +332,8 @@ def inductor_overrides(text: str) -> dict:
 
 def pdl_runs(device: torch.device) -> bool:
     """Whether Inductor emits PDL on this device (its codegen's own test:
-    CUDA, not ROCm, compute capability 9.0 or newer), as our kernels' PDL and
-    bulk prefetch compile."""
+    CUDA, not ROCm, compute capability 9.0 or newer), as our kernels' PDL
+    compiles."""
     from qgemm_bench.backends.triton_kernels.decode_attention import sm90
 
     return sm90(device)
@@ -514,12 +444,9 @@ def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.de
     `split`, one step's time by category, the step as timed
     (profile.step_split)."""
     compiled = compile != "none"
-    try:
-        with (inductor_pdl(pdl) if compiled else contextlib.nullcontext()), \
-                (inductor_options(inductor) if compiled else contextlib.nullcontext()):
-            t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
-    finally:
-        attach_prefetch(model, 0)  # the tables hold raw addresses: none outlives the step that used them
+    with (inductor_pdl(pdl) if compiled else contextlib.nullcontext()), \
+            (inductor_options(inductor) if compiled else contextlib.nullcontext()):
+        t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
     t.extra["pdl"] = pdl and compile != "none" and pdl_runs(device)
     return t
 
@@ -532,7 +459,6 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
         mode = "cpu-wall"
     flex = attention == "flex" and compile != "none"  # flex runs in compiled steps only
     use_decode_attention(model, attention)
-    prefetch = attach_prefetch(model, prefetch_mib() if attention == "triton" and cuda else 0)
     cache = static_cache(model, cache_len(prompt_len, steps, attention))
     ids = random_tokens(model.config.vocab_size, batch, prompt_len, seed, device)
     step = DecodeStep(model, cache, batch, device, compile)
@@ -552,7 +478,7 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
     upto = prompt_len + (steps + 1) // 2
     attended = -(-upto // FLEX_BLOCK) * FLEX_BLOCK if flex else upto if attention == "triton" else None
     ran = "flex" if flex else "triton" if attention == "triton" else "sdpa"
-    extra = {"compile": compile, "compile_s": step.compile_s, "attention": ran, "attention_prefetch_bytes": prefetch,
+    extra = {"compile": compile, "compile_s": step.compile_s, "attention": ran,
              **profile.step_bytes(model, cache, batch, attended)}
     if split:  # the step as timed: its graph's replay, or the step itself
         try:

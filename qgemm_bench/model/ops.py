@@ -121,18 +121,16 @@ def _(position_ids: torch.Tensor) -> torch.Tensor:
 
 @torch.library.custom_op("qgemm::decode_attention", mutates_args=())
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, position: torch.Tensor,
-                     scale: float, prefetch: torch.Tensor | None = None) -> torch.Tensor:
+                     scale: float) -> torch.Tensor:
     """Attention of q [B, H, D] (one token per sequence) over the static
-    cache's k, v [B, H_kv, L, D] at slots 0..position[0]: [B, H, D];
-    prefetch: the kernel's prefetch_table of the weights to bring into L2
-    meanwhile (decode.attach_prefetch)."""
+    cache's k, v [B, H_kv, L, D] at slots 0..position[0]: [B, H, D]."""
     from qgemm_bench import target
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
 
     sms = target.of(q.device).sms if q.is_cuda else 16  # the interpreter: some splits, as a GPU has
-    return kernel.decode_attention(q, k, v, position, scale, sms=sms, prefetch=prefetch)
+    return kernel.decode_attention(q, k, v, position, scale, sms=sms)
 
 
 @decode_attention.register_fake
-def _(q, k, v, position, scale, prefetch=None):
+def _(q, k, v, position, scale):
     return q.new_empty(q.shape)

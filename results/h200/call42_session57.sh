@@ -6,11 +6,12 @@
 # int4 M8_K4096_N6144 with frag, acc_scale, tiled and PDL off); F at 7bdf09a (the Helion M = 8 buckets).
 # Calls: A (no env), B (MIB unset: A's prefetch lost at every amount), C with ATTN=triton (B: ours faster at both
 # batches), D with BUDGET=560, E with BUDGET=480, F with BUDGET=270. Device time: about 1712 of 1800 s.
+# Call A ran prefetch_ab.py from scripts/ (removed with the prefetch after it); its copy beside the results is named.
 # ---- call A: bash .gpu/s57a.sh
 # Session 57 call A (nvidia-h200, BUDGET s), prepared in session 56 at 2581b6b. 1) GPU tests of the decode
 # attention's PDL launch (35735ed) and L2 prefetch rows (fe1ca3b, 2581b6b): tests/test_decode_attention.py on CUDA
 # (not gpu-marked) and -m gpu tests/test_compiled_decode.py (every case); a failure stops
-# the call. 2) scripts/prefetch_ab.py: 8B triton int4-g128, committed flags, --attention triton, batch 1 and 16,
+# the call. 2) prefetch_ab.py: 8B triton int4-g128, committed flags, --attention triton, batch 1 and 16,
 # 0 / 8 / 24 / 40 MiB a layer, 3 rounds on one captured step a batch.
 BUDGET=${BUDGET:-480} source results/h200/gpu_common.sh
 t1=$(date +%s); timeout -k 5 150 python3 -m pytest -q -p no:cacheprovider tests/test_decode_attention.py > $R/pytest_s57a_attn.txt 2>&1
@@ -18,7 +19,7 @@ rc1=$?; echo "pytest decode_attention rc $rc1: $(tail -1 $R/pytest_s57a_attn.txt
 timeout -k 5 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_compiled_decode.py > $R/pytest_s57a.txt 2>&1
 rc=$?; echo "pytest -m gpu rc $rc wall $(( $(date +%s)-t1 )) s: $(tail -1 $R/pytest_s57a.txt)"; grep -hE "^FAILED|^ERROR" $R/pytest_s57a*.txt | head -8
 if [ $rc -ne 0 ] || [ $rc1 -ne 0 ]; then NO_STORE_SAVE=1 save; echo "stopped: the GPU tests failed"; return 0 2>/dev/null || exit 0; fi
-t1=$(date +%s); timeout -k 5 $(( $(left) - 15 )) python3 scripts/prefetch_ab.py --mib 0,8,24,40 --rounds 3 -- --model llama-3-8b \
+t1=$(date +%s); timeout -k 5 $(( $(left) - 15 )) python3 results/h200/compile_ab/attention_s57/prefetch_ab.py --mib 0,8,24,40 --rounds 3 -- --model llama-3-8b \
   --quant int4-g128 --backends triton --batch 1,16 --compile default --lm-head --pdl > $R/prefetch_ab_s57a.txt 2>&1
 echo "prefetch_ab rc $? wall $(( $(date +%s)-t1 )) s"; grep -v "^\s*$" $R/prefetch_ab_s57a.txt | grep -v Warning | tail -34 | cut -c1-150
 if [ $(left) -gt 100 ]; then  # 3) our attention alone at new tiles (BLOCK_N 128, 2 and 8 warps), if time is left

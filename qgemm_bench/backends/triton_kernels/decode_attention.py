@@ -27,62 +27,14 @@ from qgemm_bench.backends.triton_kernels import split_k_parts
 BLOCK_G = 16  # query rows a program computes: the G heads of its KV head, padded to tl.dot's least M
 _LOG2E = 1.4426950408889634
 _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
-# sm_90's bulk L2 prefetch (the SM's TMA unit's; the address generic = global) of one chunk, where its size is
-# not 0: each lane of prefetch_l2 asks for its own chunk (inline asm runs in every thread); where $3 is not 0,
-# with an evict_last cache policy (the lines outlast streaming reads until the GEMM comes)
-_BULK_PREFETCH_ASM = tl.constexpr(
-    "{ .reg .pred p, q, last, normal; .reg .b64 pol; setp.ne.u32 p, $2, 0; setp.ne.u32 q, $3, 0; "
-    "and.pred last, p, q; and.pred normal, p, !q; createpolicy.fractional.L2::evict_last.b64 pol, 1.0; "
-    "@last cp.async.bulk.prefetch.L2.global.L2::cache_hint [$1], $2, pol; "
-    "@normal cp.async.bulk.prefetch.L2.global [$1], $2; } // $0")
-PREFETCH_CHUNK = 1 << 16  # bytes a prefetch_table row covers at most
-MAX_CHUNK = (1 << 20) - 16  # the instruction's size field (16-byte units) is 16 bits in sm_90's SASS
-# Prefetching programs a launch adds: the SMs the attention leaves idle in whole grid rows, 16 at least
-# (each hands its chunks to its SM's TMA unit, which works on after the program ends).
-PREFETCH_PROGRAMS = 16
-
-
-@triton.jit
-def prefetch_chunk_ids(base, program, programs, chunks, LANES: tl.constexpr):
-    """The chunks program `program` of `programs` takes at `base` (a multiple
-    of programs x LANES), one a lane, and which of them exist: over the
-    bases, every chunk below `chunks` exactly once."""
-    c = base + tl.arange(0, LANES) * programs + program
-    return c, c < chunks
-
-
-@triton.jit
-def prefetch_l2(table_ptr, max_chunks, program, programs, LANES: tl.constexpr):
-    """Program `program` of `programs` asks its SM's TMA unit to bring chunks
-    program, program + programs, ... of a prefetch_table into L2 (as many as
-    the table's header says, at most max_chunks, the rows it has; with its
-    cache policy): one bulk prefetch a chunk, each from its own lane (LANES:
-    the program's threads), nothing waited for."""
-    chunks = tl.minimum(tl.load(table_ptr), max_chunks)
-    last = tl.full([LANES], 0, tl.int32) + tl.load(table_ptr + 1).to(tl.int32)
-    for base in range(0, chunks, programs * LANES):
-        c, live = prefetch_chunk_ids(base, program, programs, chunks, LANES)
-        addr = tl.load(table_ptr + 2 * c + 2, mask=live, other=0)
-        nbytes = tl.load(table_ptr + 2 * c + 3, mask=live, other=0).to(tl.int32)  # 0: no prefetch
-        tl.inline_asm_elementwise(_BULK_PREFETCH_ASM, "=r,l,r,r", [addr, nbytes, last], dtype=tl.int32,
-                                  is_pure=False, pack=1)
-
-
 @triton.jit
 def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, ws_ml_ptr, count_ptr, L, CHUNK,
                             qk_scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb,
                             stride_vh, stride_vl, stride_ob, stride_oh, HKV: tl.constexpr, G: tl.constexpr,
                             D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr,
-                            PDL: tl.constexpr = 0, pf_ptr=None, PF_ROWS=0, PF_CHUNKS=0, PF: tl.constexpr = 0,
-                            PF_LANES: tl.constexpr = 128):
-    # grid (SPLITS, rows): the x axis is scheduled fastest, so the prefetchers' rows come first of all
+                            PDL: tl.constexpr = 0):
     pid_bh = tl.program_id(1)
     split = tl.program_id(0)
-    if PF:  # the grid's first rows: L2 prefetchers (in the first wave), then the (b, h_kv) pairs
-        if pid_bh < PF_ROWS:
-            prefetch_l2(pf_ptr, PF_CHUNKS, pid_bh * SPLITS + split, PF_ROWS * SPLITS, PF_LANES)
-            return
-        pid_bh -= PF_ROWS
     b = pid_bh // HKV
     hk = pid_bh % HKV
     k_base = k_ptr + b * stride_kb + hk * stride_kh
@@ -156,15 +108,8 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, w
             tl.atomic_xchg(count_ptr + pid_bh, 0, sem="relaxed")
 
 
-def prefetch_rows(sms: int, pairs: int, splits: int) -> int:
-    """The grid rows of prefetching programs (splits a row): as many as
-    fill the SMs the attention's pairs x splits programs leave idle,
-    PREFETCH_PROGRAMS at least."""
-    return max(-(-PREFETCH_PROGRAMS // splits), (sms - pairs * splits) // splits)
-
-
 def sm90(device: torch.device) -> bool:
-    """Whether griddepcontrol (PDL) and bulk L2 prefetches compile here: a CUDA GPU (not ROCm) of compute
+    """Whether griddepcontrol (PDL) compiles here: a CUDA GPU (not ROCm) of compute
     capability 9.0+ (Inductor's own test for emitting PDL, decode.pdl_runs)."""
     return device.type == "cuda" and not torch.version.hip and torch.cuda.get_device_capability(device)[0] >= 9
 
@@ -173,48 +118,6 @@ def splits_for(batch: int, kv_heads: int, slots: int, sms: int, block_n: int) ->
     """KV splits of a launch: enough (b, h_kv, split) programs for one per SM
     where the pairs are fewer than the SMs, at least one block of slots each."""
     return max(1, min(-(-slots // block_n), -(-sms // (batch * kv_heads))))
-
-
-def prefetch_table(tensors, limit_bytes: int, chunk: int = PREFETCH_CHUNK) -> torch.Tensor:
-    """What prefetch_l2 brings into L2: the contiguous `tensors` in order
-    (each data pointer once, non-contiguous ones left out), limit_bytes in all at
-    most, as int64 [1 + chunks, 2]: a header row (the chunks prefetched: all,
-    until limit_prefetch lowers it; the cache policy: 0 normal, 1
-    evict_last) and a row of (address, bytes) a chunk,
-    at most `chunk` bytes, 16-byte aligned, a multiple of 16 (a tensor's
-    unaligned head and last < 16 bytes left out); on the tensors' device
-    (ValueError: a chunk the instruction cannot take, tensors on two devices)."""
-    if chunk % 16 or not 16 <= chunk <= MAX_CHUNK:
-        raise ValueError(f"prefetch_table: chunk {chunk}: a multiple of 16 in [16, {MAX_CHUNK}]")
-    rows, seen, left, device = [], set(), max(0, limit_bytes), None
-    for t in tensors:
-        if not isinstance(t, torch.Tensor) or not t.numel() or not t.is_contiguous() or t.data_ptr() in seen:
-            continue
-        if device is not None and t.device != device:
-            raise ValueError(f"prefetch_table: tensors on {device} and {t.device}")
-        seen.add(t.data_ptr())
-        device = device or t.device
-        start = -(-t.data_ptr() // 16) * 16
-        n = min(t.data_ptr() + t.numel() * t.element_size() - start, left) // 16 * 16
-        rows += [(start + off, min(chunk, n - off)) for off in range(0, max(n, 0), chunk)]
-        left -= max(n, 0)
-        if left < 16:
-            break
-    return torch.tensor([(len(rows), 0), *rows], dtype=torch.int64).reshape(-1, 2).to(device or "cpu")
-
-
-def limit_prefetch(table: torch.Tensor, limit_bytes: int, evict_last: bool | None = None) -> int:
-    """Prefetch only the table's leading chunks within limit_bytes (and, if
-    given, with the evict_last cache policy or not), in place (its header
-    row), so a captured graph replays with the new amount (call it on the
-    stream the graph replays on: the write is ordered with the replays);
-    returns those chunks' bytes."""
-    sizes = table[1:, 1].cpu()
-    n = int((sizes.cumsum(0) <= limit_bytes).sum())
-    table[0, 0] = n
-    if evict_last is not None:
-        table[0, 1] = int(evict_last)
-    return int(sizes[:n].sum())
 
 
 def _workspace(device: torch.device, items: int, d: int, pairs: int):
@@ -230,17 +133,12 @@ def _workspace(device: torch.device, items: int, d: int, pairs: int):
 
 
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, scale: float,
-                     sms: int, block_n: int = 64, splits: int | None = None, num_warps: int = 4,
-                     prefetch: torch.Tensor | None = None) -> torch.Tensor:
+                     sms: int, block_n: int = 64, splits: int | None = None, num_warps: int = 4) -> torch.Tensor:
     """Attention of q [B, H, D] (one token per sequence) over k, v [B, H_kv, L,
     D] (last dimension contiguous) at slots 0..pos[0] (a 1-element integer
     tensor on q's device, the same position for every sequence), softmax
     scale `scale`; returns [B, H, D] in q's dtype. sms: the GPU's SM count
-    (splits_for; `splits` overrides it). prefetch: a prefetch_table on q's
-    device, brought into L2 by more programs (prefetch_rows) while the
-    attention runs (CUDA, sm_90+; the interpreter has no bulk prefetch and
-    ignores it). Decode attention reads little and waits on latency; the
-    prefetch gives DRAM the next GEMMs' weights to stream meanwhile."""
+    (splits_for; `splits` overrides it)."""
     b, h, d = q.shape
     kv_heads, slots = k.shape[1], k.shape[2]
     if k.shape != (b, kv_heads, slots, d) or v.shape != k.shape:
@@ -254,25 +152,16 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     if pos.numel() != 1 or pos.device != q.device:
         raise ValueError("decode attention: pos must be a 1-element tensor on q's device")
     splits = splits or splits_for(b, kv_heads, slots, sms, block_n)
-    rows, pf = 0, {}
-    if prefetch is not None and q.is_cuda:
-        if prefetch.device != q.device or prefetch.dtype != torch.int64 or prefetch.dim() != 2 or \
-                prefetch.shape[0] < 1 or prefetch.shape[1] != 2 or not prefetch.is_contiguous():
-            raise ValueError("decode attention: prefetch must be a prefetch_table on q's device")
-        if not sm90(q.device):
-            raise ValueError("decode attention: the bulk L2 prefetch needs a CUDA GPU of compute capability 9.0+")
-        rows = prefetch_rows(sms, b * kv_heads, splits)
-        pf = dict(pf_ptr=prefetch, PF_ROWS=rows, PF_CHUNKS=prefetch.shape[0] - 1, PF=1, PF_LANES=32 * num_warps)
-    if b * kv_heads + rows > 65535:  # the grid's y axis: the pairs and the prefetchers' rows
+    if b * kv_heads > 65535:  # the grid's y axis
         raise ValueError(f"decode attention: batch {b} x {kv_heads} KV heads is more pairs than a launch takes")
     per_split = -(-slots // splits)
     chunk = -(-per_split // block_n) * block_n  # slots a split covers, whole blocks
     out = torch.empty(b, h, d, device=q.device, dtype=q.dtype)
     ws_acc, ws_ml, count = _workspace(q.device, b * kv_heads * splits, d, b * kv_heads)
     pdl = split_k_parts.pdl_launch({"PDL": 3}, q.device) if split_k_parts.chained() and sm90(q.device) else {}
-    decode_attention_kernel[(splits, b * kv_heads + rows)](
+    decode_attention_kernel[(splits, b * kv_heads)](
         q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), HKV=kv_heads, G=h // kv_heads, D=d, BLOCK_N=block_n, SPLITS=splits,
-        IEEE=q.dtype == torch.float32, num_warps=num_warps, **pdl, **pf)
+        IEEE=q.dtype == torch.float32, num_warps=num_warps, **pdl)
     return out

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# As run in session 57 call A at 0c8b383 (results/h200/call42_session57.sh): it needs that commit's tree, whose
+# decode attention had the L2 prefetch rows (QGEMM_ATTN_PREFETCH_MIB); they were removed after these numbers.
 """GPU: `--attention triton`'s L2 prefetch of each layer's next weights
 (QGEMM_ATTN_PREFETCH_MIB, docs/model.md) in the whole decode step, at
 several amounts in one process. The variant is built as the runner builds

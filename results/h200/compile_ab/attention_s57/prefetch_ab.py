@@ -19,10 +19,10 @@ in the next label's first step, which streams ~3.7 GB at 8B through the
 step time (us) and its rounds, fastest first. Exit 1 when a check failed,
 2 on bad input.
 
-  python3 scripts/prefetch_ab.py --mib 0,8,24,40 -- --model llama-3-8b --quant int4-g128 \\
-      --backends triton --batch 1,16 --compile default --lm-head --pdl
-  python3 scripts/prefetch_ab.py --cpu-smoke   # tiny model, uncompiled, on the interpreter (CPU ignores
-                                               # the tables)
+  python3 results/h200/compile_ab/attention_s57/prefetch_ab.py --mib 0,8,24,40 -- --model llama-3-8b \\
+      --quant int4-g128 --backends triton --batch 1,16 --compile default --lm-head --pdl
+  python3 results/h200/compile_ab/attention_s57/prefetch_ab.py --cpu-smoke
+      # tiny model, uncompiled, on the interpreter (CPU ignores the tables)
 
 After `--`, the runner's --model options (`runner.py --model ... --help`); --attention is triton here, the
 first quantized variant of --backends x --quant is the one timed."""
@@ -38,7 +38,7 @@ if "--cpu-smoke" in sys.argv[1:]:  # before torch and triton are imported; a GPU
     os.environ["TRITON_INTERPRET"] = "1"
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's qgemm_bench
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # this checkout's qgemm_bench
 
 from qgemm_bench.errors import InputError  # noqa: E402
 from qgemm_bench.harness.args import Parser, int_in, parsed  # noqa: E402

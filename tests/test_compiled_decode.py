@@ -106,12 +106,14 @@ def test_compiled_step_fullgraph_equals_eager_transformers_step():
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("compile", ["none", "default"])
-def test_triton_attention_steps_equal_eager_steps(compile, monkeypatch):
+@pytest.mark.parametrize("compile,fused_rope", [("none", True), ("default", True), ("default", False)])
+def test_triton_attention_steps_equal_eager_steps(compile, fused_rope, monkeypatch):
     """--attention triton: our split-KV kernel (the interpreter, float32) in
     the uncompiled and the compiled step against transformers' eager
     attention, 3 steps from position 70 over more than one split; the cache
-    still holds the reference run's keys past each position. The reference
+    still holds the reference run's keys past each position. With fused_rope
+    the kernel also rotates and writes the token (rope_attention): every
+    layer's count must come out as transformers' would. The reference
     step keeps SDPA: the kernel runs in the timed steps only, which are
     checked against it in every mode."""
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
@@ -123,10 +125,11 @@ def test_triton_attention_steps_equal_eager_steps(compile, monkeypatch):
     ids = decode.random_tokens(TINY["vocab_size"], batch, prompt, SEED + 3, CPU)
     first, ref = eager_steps(model, cache, ids, steps)
     calls, real = [], kernel.decode_attention
-    monkeypatch.setattr(kernel, "decode_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    monkeypatch.setattr(kernel, "decode_attention",
+                        lambda *a, **kw: calls.append(kw.get("rope") is not None) or real(*a, **kw))
     splits = []  # 3 splits of the 140 slots, so the last program's merge runs in the step
     monkeypatch.setattr(kernel, "splits_for", lambda *a: splits.append(a) or 3)
-    decode.use_decode_attention(model, "triton")
+    assert decode.use_decode_attention(model, "triton", fused_rope) == fused_rope
     decode.rewind(cache, prompt)
     try:
         step = decode.DecodeStep(model, cache, batch, CPU, compile=compile)
@@ -135,13 +138,15 @@ def test_triton_attention_steps_equal_eager_steps(compile, monkeypatch):
             out = step()
             assert out.shape == want.shape and rel(out, want) < 1e-5, (i, rel(out, want))
             step.feed_greedy(out)
+            assert [int(x.cumulative_length) for x in cache.layers] == [prompt + i + 1] * len(cache.layers)
         n = len(calls)
-        assert n >= steps * TINY["num_hidden_layers"] and splits
+        assert n >= steps * TINY["num_hidden_layers"] and splits and set(calls) == {fused_rope}
         step.reference()
         assert len(calls) == n  # SDPA's
         if compile == "none":  # the timed step is checked against SDPA's also without a graph (CPU: no graph)
             t = decode.time_decode(model, batch, 8, 2, CPU, attention="triton", split=False)
             assert t.extra["attention"] == "triton" and t.check_rel_err is not None and t.check_rel_err < 1e-5
+            assert t.extra["fused_rope"]
     finally:
         torch._dynamo.reset()
 

@@ -61,6 +61,62 @@ def test_a_pdl_step_s_launch_matches_fp64():
     assert not split_k_parts.chained()
 
 
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Llama's rotary embedding in fp64 (transformers' apply_rotary_pos_emb)."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+# (B, H, H_kv, slots, D, pos, splits): the slot in the first, a middle and the last split, the first and last
+# slots, one split; the cache's count starting elsewhere (it is set, not added to).
+@pytest.mark.parametrize("b,h,hkv,slots,d,pos,splits", [
+    (1, 8, 2, 100, 32, 70, None), (2, 8, 2, 100, 32, 0, 3), (2, 16, 2, 37, 64, 36, None),
+    (1, 4, 4, 50, 16, 49, 1), (3, 8, 2, 64, 32, 21, 3), (1, 8, 1, 96, 32, 32, 6)])
+def test_rotary_and_cache_write_in_the_kernel_match_fp64(b, h, hkv, slots, d, pos, splits):
+    """rope=(...): q and the new key rotated in the kernel, the new K/V
+    written at slot pos (the rest of the cache untouched), the cache's count
+    set to pos + 1, and the attention over slots 0..pos, new one included:
+    fp64's, the written key to its dtype's rounding."""
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+
+    s = seed()
+    g = torch.Generator().manual_seed(s)
+    q, k, v = (torch.randn(*shape, generator=g).to(DEV, DT)
+               for shape in ((b, h, d), (b, hkv, slots, d), (b, hkv, slots, d)))
+    k_new, v_new = (torch.randn(b, hkv, d, generator=g).to(DEV, DT) for _ in range(2))
+    k[:, :, pos:] = 1e4  # stale: the slot must be overwritten, those after it not read
+    angle = pos / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    cos, sin = (f(torch.cat((angle, angle))).repeat(b, 1).to(DEV, DT) for f in (torch.cos, torch.sin))
+    length = torch.tensor([123], device=DEV)
+    k0, v0 = k.clone(), v.clone()
+    scale = 1 / math.sqrt(d)
+    out = kernel.decode_attention(q, k, v, torch.tensor([pos], device=DEV), scale, sms=8, block_n=16,
+                                  splits=splits, rope=(k_new, v_new, cos, sin, length))
+    c, sn = cos.double()[:, None], sin.double()[:, None]
+    want_k = rotate(k_new.double(), c, sn)
+    assert (k[:, :, pos].double() - want_k).abs().max() <= 2 * torch.finfo(DT).eps * want_k.abs().max()
+    assert torch.equal(v[:, :, pos], v_new) and int(length) == pos + 1, f"seed {s}"
+    others = [i for i in range(slots) if i != pos]
+    assert torch.equal(k[:, :, others], k0[:, :, others]) and torch.equal(v[:, :, others], v0[:, :, others])
+    kk, vv = k0.double(), v0.double()
+    kk[:, :, pos], vv[:, :, pos] = want_k, v_new.double()
+    ref = reference(rotate(q.double(), c, sn), kk, vv, pos, scale)
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    assert err < TOL[DT], f"seed {s}: rel err {err:.3g}"
+
+
+def test_bad_rope_inputs_are_refused():
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+
+    q, k = torch.zeros(2, 8, 32, device=DEV, dtype=DT), torch.zeros(2, 2, 40, 32, device=DEV, dtype=DT)
+    kn, cs, n = torch.zeros(2, 2, 32, device=DEV, dtype=DT), torch.zeros(2, 32, device=DEV, dtype=DT), \
+        torch.zeros(1, device=DEV, dtype=torch.int64)
+    for bad, says in (((kn[:1], kn, cs, cs, n), "k_new"), ((kn, kn, cs[:, :16], cs, n), "cos and sin"),
+                      ((kn, kn, cs, cs, n.float()), "length")):
+        with pytest.raises(ValueError, match=says):
+            kernel.decode_attention(q, k, k, torch.tensor([3], device=DEV), 0.1, sms=8, rope=bad)
+
+
 def test_more_pairs_than_a_launch_takes_are_refused():
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
 

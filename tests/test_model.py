@@ -381,6 +381,14 @@ def test_triton_attention_on_cpu_needs_the_interpreter_without_bfloat16(tmp_path
     assert rc == 2 and len(err) == 1 and says in err[0] and not out.exists()
 
 
+@pytest.mark.parametrize("extra", [["--fused-rope"], ["--fused-rope", "--attention", "sdpa"]])
+def test_fused_rope_without_triton_attention_is_refused(tmp_path, capsys, extra):
+    """--fused-rope is the triton attention kernel's: elsewhere one line, exit 2."""
+    rc, out = run_cli(tmp_path, *extra)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--fused-rope is --attention triton's" in err[0] and not out.exists()
+
+
 def test_a_model_larger_than_the_device_is_refused_before_it_is_built(tmp_path, capsys):
     """The README's 8B example on a 24-GiB CPU machine built the float32
     model (~32 GiB) until it failed, once per variant and batch size. A

@@ -77,6 +77,7 @@ class Plan:
     pdl: bool = False  # --pdl: the compiled step's Inductor kernels launch with PDL (decode.inductor_pdl)
     inductor: dict = field(default_factory=dict)  # --inductor-config: Inductor settings of compiled steps
     fused_norms: bool = False  # --fused-norms: RMSNorms done by the GEMMs where a variant's have the parts
+    fused_rope: bool = True  # --fused-rope (--attention triton): its kernel also rotates and writes the token
 
     @property
     def timing(self) -> str:
@@ -189,7 +190,8 @@ def decode_row(plan: Plan, model, base: dict, batch: int, common: dict, ref: dic
         torch.cuda.reset_peak_memory_stats(plan.device)
     t = decode.time_decode(model, batch, plan.prompt_len, plan.decode_steps, plan.device, plan.decode_mode,
                            seed=plan.seed, compile=plan.compile, split=plan.split,
-                           attention=plan.attention, pdl=plan.pdl, inductor=plan.inductor)
+                           attention=plan.attention, pdl=plan.pdl, inductor=plan.inductor,
+                           fused_rope=plan.fused_rope)
     p50 = t.p50
     tol = GRAPH_CHECK_TOL if plan.compile == "none" else COMPILED_CHECK_TOL
     bad = t.check_rel_err is not None and not t.check_rel_err <= tol

@@ -71,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "(default; one SDPA over the whole static cache, masked), flex (with --compile: flex_attention's "
          "split-KV decoding kernel, reading the cache only up to each token) or triton (ours: a split-KV "
          "kernel of one launch up to each token, compiled or not; the step it is checked against keeps SDPA)")
+    _add(g, "--fused-rope", action=argparse.BooleanOptionalAction, help="with --attention triton: the "
+         "token's rotary and K/V cache write done by the attention kernel too, in every variant (Llama "
+         "models; docs/model.md). On by default there")
     _add(g, "--pdl", action="store_true", help="with --compile, on a GPU of compute capability 9.0+: "
          "Inductor's kernels launch with programmatic dependent launch (its triton.enable_pdl, as vLLM's full "
          "CUDA graphs), each starting while the one before finishes; ours in their chained modes (docs/model.md). "
@@ -335,6 +338,10 @@ def build_plan(args, world=None):
     qb, qt = parse_bxt(_default(args, "quality_tokens", cuda))
     if getattr(args, "attention", "sdpa") == "flex" and getattr(args, "compile", "none") == "none":
         raise InputError("--attention flex runs in compiled steps: add --compile default")
+    fused_rope = getattr(args, "fused_rope", None)  # None: on with --attention triton, as --help says
+    if fused_rope and getattr(args, "attention", "sdpa") != "triton":
+        raise InputError("--fused-rope is --attention triton's: add --attention triton or drop it")
+    fused_rope = getattr(args, "attention", "sdpa") == "triton" and fused_rope is not False
     if getattr(args, "attention", "sdpa") == "triton" and device.type != "cuda":
         if os.environ.get("TRITON_INTERPRET") != "1":
             raise InputError("--attention triton on CPU runs in the Triton interpreter: set TRITON_INTERPRET=1 "
@@ -429,7 +436,7 @@ def build_plan(args, world=None):
                       seed=args.seed, shard=shard, stall_s=stall_s, compile=getattr(args, "compile", "none"),
                       split=not getattr(args, "no_step_split", False),
                       attention=getattr(args, "attention", "sdpa"), pdl=pdl, inductor=inductor,
-                      fused_norms=fused_norms)
+                      fused_norms=fused_norms, fused_rope=fused_rope)
 
 
 def check_pdl(device: torch.device, compile: str) -> None:
@@ -478,7 +485,7 @@ def metadata(plan, args) -> dict:
         "multi_kernel": inductor["triton.multi_kernel"] if inductor else None,
         "combo_kernels": inductor["combo_kernels"] if inductor else None,
         "fx_graph_cache": inductor.get("fx_graph_cache", True) if inductor else None,
-        "inductor_config": plan.inductor, "fused_norms": plan.fused_norms,
+        "inductor_config": plan.inductor, "fused_norms": plan.fused_norms, "fused_rope": plan.fused_rope,
         "step_split": plan.split, "argv": getattr(args, "argv", sys.argv[1:]),
     }
     meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct

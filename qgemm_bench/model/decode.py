@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from qgemm_bench.model import ops
+from qgemm_bench.model import ops, rope_attention
 
 WARMUP_STEPS = 3
 # --compile: the torch.compile mode of each choice (None: the eager step).
@@ -140,6 +140,11 @@ def reference_attention():
         _REFERENCE.on = False
 
 
+def in_reference() -> bool:
+    """Whether this thread's steps run inside reference_attention."""
+    return getattr(_REFERENCE, "on", False)
+
+
 def triton_decode_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                             **kwargs):
     """One query token per sequence: our Triton split-KV kernel
@@ -148,7 +153,7 @@ def triton_decode_attention(module, query, key, value, attention_mask, dropout: 
     compiled and uncompiled steps. Elsewhere (prefill, the reference step)
     decode_attention."""
     position_ids = kwargs.get("position_ids")
-    if getattr(_REFERENCE, "on", False) or query.shape[2] != 1 or dropout or position_ids is None:
+    if in_reference() or query.shape[2] != 1 or dropout or position_ids is None:
         return decode_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                 **kwargs)
     b, h, _, d = query.shape
@@ -185,9 +190,12 @@ def flex_decode(query, key, value, pos=None, scaling=None, kernel_options=None, 
                           kernel_options=kernel_options)
 
 
-def use_decode_attention(model, attention: str = "sdpa") -> None:
-    """Switch `model` to decode_attention or flex_decode_attention (registered
-    with transformers once; their masks are sdpa's)."""
+def use_decode_attention(model, attention: str = "sdpa", fused_rope: bool = True) -> bool:
+    """Switch `model` to decode_attention, flex_decode_attention or
+    triton_decode_attention (registered with transformers once; their masks
+    are sdpa's); with triton and fused_rope, its decode steps' rotary and
+    cache writes in our kernel too (rope_attention, where the model is a
+    Llama). Returns whether those are."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
@@ -204,6 +212,7 @@ def use_decode_attention(model, attention: str = "sdpa") -> None:
                     if getattr(getattr(m, "config", None), "_attn_implementation", want) != want})
     if stale:
         raise RuntimeError(f"--attention {attention}: {', '.join(stale)} kept another attention implementation")
+    return rope_attention.install(model, attention == "triton" and fused_rope)
 
 
 def cache_len(prompt_len: int, steps: int, attention: str = "sdpa") -> int:
@@ -434,31 +443,33 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def time_decode(model, batch: int, prompt_len: int, steps: int, device: torch.device, mode: str = "graph",
                 seed: int = 0, compile: str = "none", split: bool = True, attention: str = "sdpa",
-                pdl: bool = False, inductor: dict | None = None) -> Timing:
+                pdl: bool = False, inductor: dict | None = None, fused_rope: bool = True) -> Timing:
     """Per-step milliseconds of `steps` greedy decode steps at `batch` after a
     `prompt_len` prompt (static cache of prompt_len + steps + warm-up slots).
     mode: "graph" (CUDA graph per step) or "eager"; on CPU always a wall clock.
     compile: a COMPILE_MODES key, compiled under inductor_options(inductor);
-    pdl: the compiled step under inductor_pdl.
+    pdl: the compiled step under inductor_pdl; fused_rope: use_decode_attention's.
     extra: compile_s, the bytes one step reads (profile.step_bytes) and, with
     `split`, one step's time by category, the step as timed
     (profile.step_split)."""
     compiled = compile != "none"
     with (inductor_pdl(pdl) if compiled else contextlib.nullcontext()), \
             (inductor_options(inductor) if compiled else contextlib.nullcontext()):
-        t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention)
+        t = _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention,
+                         fused_rope)
     t.extra["pdl"] = pdl and compile != "none" and pdl_runs(device)
     return t
 
 
-def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention) -> Timing:
+def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, split, attention,
+                 fused_rope) -> Timing:
     from qgemm_bench.model import profile
 
     cuda = device.type == "cuda"
     if not cuda:
         mode = "cpu-wall"
     flex = attention == "flex" and compile != "none"  # flex runs in compiled steps only
-    use_decode_attention(model, attention)
+    rope = use_decode_attention(model, attention, fused_rope)
     cache = static_cache(model, cache_len(prompt_len, steps, attention))
     ids = random_tokens(model.config.vocab_size, batch, prompt_len, seed, device)
     step = DecodeStep(model, cache, batch, device, compile)
@@ -478,7 +489,7 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
     upto = prompt_len + (steps + 1) // 2
     attended = -(-upto // FLEX_BLOCK) * FLEX_BLOCK if flex else upto if attention == "triton" else None
     ran = "flex" if flex else "triton" if attention == "triton" else "sdpa"
-    extra = {"compile": compile, "compile_s": step.compile_s, "attention": ran,
+    extra = {"compile": compile, "compile_s": step.compile_s, "attention": ran, "fused_rope": rope,
              **profile.step_bytes(model, cache, batch, attended)}
     if split:  # the step as timed: its graph's replay, or the step itself
         try:

@@ -16,7 +16,9 @@ The op's CPU path is the same call: a kernel prepared on CPU runs there.
 
 `qgemm::last_position` hands flex decode attention its position as a buffer
 of its own (see its docstring); `qgemm::decode_attention` is `--attention
-triton`'s kernel (backends/triton_kernels/decode_attention.py).
+triton`'s kernel (backends/triton_kernels/decode_attention.py), and
+`qgemm::decode_attention_rope` the same with the token's rotary and cache
+write (model/rope_attention.py).
 """
 
 from __future__ import annotations
@@ -124,13 +126,37 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, position
                      scale: float) -> torch.Tensor:
     """Attention of q [B, H, D] (one token per sequence) over the static
     cache's k, v [B, H_kv, L, D] at slots 0..position[0]: [B, H, D]."""
-    from qgemm_bench import target
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
 
-    sms = target.of(q.device).sms if q.is_cuda else 16  # the interpreter: some splits, as a GPU has
-    return kernel.decode_attention(q, k, v, position, scale, sms=sms)
+    return kernel.decode_attention(q, k, v, position, scale, sms=_sms(q))
 
 
 @decode_attention.register_fake
 def _(q, k, v, position, scale):
+    return q.new_empty(q.shape)
+
+
+def _sms(q: torch.Tensor) -> int:
+    from qgemm_bench import target
+
+    return target.of(q.device).sms if q.is_cuda else 16  # the interpreter: some splits, as a GPU has
+
+
+@torch.library.custom_op("qgemm::decode_attention_rope", mutates_args=("k_cache", "v_cache", "length"))
+def decode_attention_rope(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                          k_cache: torch.Tensor, v_cache: torch.Tensor, length: torch.Tensor | None,
+                          position: torch.Tensor, scale: float) -> torch.Tensor:
+    """qgemm::decode_attention with the token's rotary and cache write: q [B,
+    H, D] and k [B, H_kv, D] before their rotary (cos, sin [B, D]), k rotated
+    and v written into the static cache's k_cache, v_cache [B, H_kv, L, D] at
+    slot position[0], the cache's count `length` (if given) set to
+    position[0] + 1, then the attention over slots 0..position[0]: [B, H, D]."""
+    from qgemm_bench.backends.triton_kernels import decode_attention as kernel
+
+    return kernel.decode_attention(q, k_cache, v_cache, position, scale, sms=_sms(q),
+                                   rope=(k, v, cos, sin, length))
+
+
+@decode_attention_rope.register_fake
+def _(q, k, v, cos, sin, k_cache, v_cache, length, position, scale):
     return q.new_empty(q.shape)

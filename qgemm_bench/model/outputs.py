@@ -396,6 +396,8 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
              + (f"--fused-norms: each layer's RMSNorms done by the GEMMs around them in "
                 f"{', '.join(sorted({r.variant for r in rows if r.fused_norms})) or 'no variant'} "
                 "(model/fused_norm.py). " if s.get("fused_norms") else "")
+             + ("--fused-rope: the token's rotary and K/V cache write done by the attention kernel "
+                "(model/rope_attention.py). " if s.get("fused_rope") else "")
              + f"Quality: logits on {s.get('quality_tokens')} tokens "
              f"against the unquantized model; lm_head quantized: {s.get('lm_head')}. `bf16` is the "
              f"unquantized model in the run's dtype ({s.get('dtype')}).", ""]

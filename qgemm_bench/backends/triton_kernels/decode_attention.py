@@ -28,11 +28,28 @@ BLOCK_G = 16  # query rows a program computes: the G heads of its KV head, padde
 _LOG2E = 1.4426950408889634
 _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 @triton.jit
+def rotated(D: tl.constexpr):
+    """The columns rotate_half reads: d + D/2 for the first half, d - D/2 for the second."""
+    offs = tl.arange(0, D)
+    return (offs + D // 2) % D
+
+
+@triton.jit
+def rotary(x, x_rot, cos, sin, D: tl.constexpr):
+    """Llama's rotary embedding in fp32: x * cos + rotate_half(x) * sin, where
+    x_rot is x at the columns `rotated` gives (rotate_half negates its first half)."""
+    sign = tl.where(tl.arange(0, D) < D // 2, -1.0, 1.0)
+    return x.to(tl.float32) * cos + sign * x_rot.to(tl.float32) * sin
+
+
+@triton.jit
 def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, ws_ml_ptr, count_ptr, L, CHUNK,
                             qk_scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb,
                             stride_vh, stride_vl, stride_ob, stride_oh, HKV: tl.constexpr, G: tl.constexpr,
                             D: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr,
-                            PDL: tl.constexpr = 0):
+                            PDL: tl.constexpr = 0, kn_ptr=None, vn_ptr=None, cos_ptr=None, sin_ptr=None,
+                            len_ptr=None, stride_knb=0, stride_knh=0, stride_vnb=0, stride_vnh=0, stride_cb=0,
+                            ROPE: tl.constexpr = False, HAS_LEN: tl.constexpr = False):
     pid_bh = tl.program_id(1)
     split = tl.program_id(0)
     b = pid_bh // HKV
@@ -45,10 +62,25 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, ws_acc_ptr, w
     offs_g = tl.arange(0, 16)
     offs_d = tl.arange(0, D)
     mask_g = offs_g < G
-    q = tl.load(q_ptr + b * stride_qb + (hk * G + offs_g)[:, None] * stride_qh + offs_d[None, :],
-                mask=mask_g[:, None], other=0.0)
+    q_rows = q_ptr + b * stride_qb + (hk * G + offs_g)[:, None] * stride_qh
+    q = tl.load(q_rows + offs_d[None, :], mask=mask_g[:, None], other=0.0)
     pos = tl.load(pos_ptr)
     start = split * CHUNK
+    if ROPE:  # q and the new key rotated here, and the new K/V written into the cache at pos
+        cos = tl.load(cos_ptr + b * stride_cb + offs_d).to(tl.float32)
+        sin = tl.load(sin_ptr + b * stride_cb + offs_d).to(tl.float32)
+        q = rotary(q, tl.load(q_rows + rotated(D)[None, :], mask=mask_g[:, None], other=0.0), cos[None, :],
+                   sin[None, :], D).to(q.dtype)
+        # The split holding pos writes the slot and then reads it in its loop (a barrier between: the CTA's
+        # threads see each other's global writes after it); the others never read that slot.
+        if (start <= pos) & (pos < start + CHUNK) & (pos < L):
+            kn = kn_ptr + b * stride_knb + hk * stride_knh
+            k_new = rotary(tl.load(kn + offs_d), tl.load(kn + rotated(D)), cos, sin, D)
+            tl.store(k_base + pos * stride_kl + offs_d, k_new.to(k_ptr.dtype.element_ty))
+            tl.store(v_base + pos * stride_vl + offs_d, tl.load(vn_ptr + b * stride_vnb + hk * stride_vnh + offs_d))
+            tl.debug_barrier()
+        if HAS_LEN and (pid_bh == 0) & (split == 0):
+            tl.store(len_ptr, (pos + 1).to(len_ptr.dtype.element_ty))  # the cache's own count, as its update
     end = tl.minimum(tl.minimum(start + CHUNK, pos + 1), L)
     m = tl.full([16], float("-inf"), dtype=tl.float32)
     s = tl.zeros([16], dtype=tl.float32)
@@ -120,6 +152,24 @@ def splits_for(batch: int, kv_heads: int, slots: int, sms: int, block_n: int) ->
     return max(1, min(-(-slots // block_n), -(-sms // (batch * kv_heads))))
 
 
+def _rope_args(rope: tuple, b: int, kv_heads: int, d: int, device: torch.device) -> dict:
+    """The kernel's arguments for decode_attention's `rope` (ValueError, one
+    line, for what it would misread)."""
+    k_new, v_new, cos, sin, length = rope
+    for name, t in (("k_new", k_new), ("v_new", v_new)):
+        if t.shape != (b, kv_heads, d) or t.stride(2) != 1 or t.device != device:
+            raise ValueError(f"decode attention: {name} must be [{b}, {kv_heads}, {d}] on {device}, last dim "
+                             f"contiguous, got {tuple(t.shape)}")
+    if cos.shape != (b, d) or sin.shape != (b, d) or cos.stride() != sin.stride() or cos.stride(1) != 1 or \
+            cos.device != device or sin.device != device:
+        raise ValueError(f"decode attention: cos and sin must be [{b}, {d}] with one stride on {device}")
+    if length is not None and (length.numel() != 1 or length.device != device or length.is_floating_point()):
+        raise ValueError("decode attention: length must be a 1-element integer tensor on q's device")
+    return dict(kn_ptr=k_new, vn_ptr=v_new, cos_ptr=cos, sin_ptr=sin, len_ptr=length, HAS_LEN=length is not None,
+                stride_knb=k_new.stride(0), stride_knh=k_new.stride(1), stride_vnb=v_new.stride(0),
+                stride_vnh=v_new.stride(1), stride_cb=cos.stride(0), ROPE=True)
+
+
 def _workspace(device: torch.device, items: int, d: int, pairs: int):
     """(partial outputs, row max and sum, counters) for `items` programs and
     `pairs` (b, h_kv): made once per size and device (the counters zeroed once,
@@ -133,12 +183,22 @@ def _workspace(device: torch.device, items: int, d: int, pairs: int):
 
 
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, scale: float,
-                     sms: int, block_n: int = 64, splits: int | None = None, num_warps: int = 4) -> torch.Tensor:
+                     sms: int, block_n: int = 64, splits: int | None = None, num_warps: int = 4,
+                     rope: tuple | None = None) -> torch.Tensor:
     """Attention of q [B, H, D] (one token per sequence) over k, v [B, H_kv, L,
     D] (last dimension contiguous) at slots 0..pos[0] (a 1-element integer
     tensor on q's device, the same position for every sequence), softmax
     scale `scale`; returns [B, H, D] in q's dtype. sms: the GPU's SM count
-    (splits_for; `splits` overrides it)."""
+    (splits_for; `splits` overrides it).
+
+    rope = (k_new, v_new, cos, sin, length): the token's rotary and cache
+    write done here too, as Llama's attention does them before it (the
+    kernels they took in a compiled step go): q is taken before its rotary,
+    k_new [B, H_kv, D] is rotated and written with v_new [B, H_kv, D] into k
+    and v at slot pos[0] (where pos[0] < L), cos and sin [B, D] are the
+    token's (the model's dtype; one row stride for both), and the 1-element
+    `length` (the cache's count of filled slots; None: left alone) becomes
+    pos[0] + 1."""
     b, h, d = q.shape
     kv_heads, slots = k.shape[1], k.shape[2]
     if k.shape != (b, kv_heads, slots, d) or v.shape != k.shape:
@@ -151,6 +211,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
         raise ValueError("decode attention: the Triton interpreter has no bfloat16 (its results would be wrong)")
     if pos.numel() != 1 or pos.device != q.device:
         raise ValueError("decode attention: pos must be a 1-element tensor on q's device")
+    extra = {} if rope is None else _rope_args(rope, b, kv_heads, d, q.device)
     splits = splits or splits_for(b, kv_heads, slots, sms, block_n)
     if b * kv_heads > 65535:  # the grid's y axis
         raise ValueError(f"decode attention: batch {b} x {kv_heads} KV heads is more pairs than a launch takes")
@@ -163,5 +224,5 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
         q, k, v, pos, out, ws_acc, ws_ml, count, slots, chunk, scale * _LOG2E,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), HKV=kv_heads, G=h // kv_heads, D=d, BLOCK_N=block_n, SPLITS=splits,
-        IEEE=q.dtype == torch.float32, num_warps=num_warps, **pdl)
+        IEEE=q.dtype == torch.float32, num_warps=num_warps, **pdl, **extra)
     return out

@@ -135,7 +135,8 @@ def run_case(case, splits, cache: int, pos: int, rounds: int, dev, dtype, seed: 
 
     sms = target.of(dev).sms if dev.type == "cuda" else 4
     pos_t = position_ids.reshape(-1)[-1:]
-    for label, kw in [("triton", {}), ("triton BLOCK_N=32", {"block_n": 32}), ("triton BLOCK_N=128", {"block_n": 128}),
+    for label, kw in [("triton", {}), ("triton BLOCK_N=32", {"block_n": 32}), ("triton BLOCK_N=64", {"block_n": 64}),
+                      ("triton BLOCK_N=128", {"block_n": 128}),
                       ("triton w2", {"num_warps": 2}), ("triton w8", {"num_warps": 8}),
                       *((f"triton splits={s}", {"splits": s}) for s in splits)]:
         def ours(kw=kw):

@@ -117,6 +117,16 @@ def test_bad_rope_inputs_are_refused():
             kernel.decode_attention(q, k, k, torch.tensor([3], device=DEV), 0.1, sms=8, rope=bad)
 
 
+def test_few_pairs_take_128_slot_steps_and_the_default_matches_fp64():
+    """block_for: 128-slot steps up to FEW_PAIRS (b, h_kv) pairs, 64 beyond;
+    the launch's default takes it (here 1 x 2 pairs: 128, over 3 splits)."""
+    from qgemm_bench.backends.triton_kernels.decode_attention import FEW_PAIRS, block_for
+
+    assert block_for(1, 8) == 128 and block_for(2, 8) == 128 and block_for(16, 8) == 64
+    assert block_for(1, FEW_PAIRS) == 128 and block_for(1, FEW_PAIRS + 1) == 64
+    run(1, 8, 2, 300, 32, 290, splits=3, block_n=None)
+
+
 def test_more_pairs_than_a_launch_takes_are_refused():
     from qgemm_bench.backends.triton_kernels import decode_attention as kernel
 

@@ -25,6 +25,7 @@ import triton.language as tl
 from qgemm_bench.backends.triton_kernels import split_k_parts
 
 BLOCK_G = 16  # query rows a program computes: the G heads of its KV head, padded to tl.dot's least M
+FEW_PAIRS = 16  # (b, h_kv) pairs up to which block_for takes 128-slot steps (8B batch 1 and 2, a 70B rank's)
 _LOG2E = 1.4426950408889634
 _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 @triton.jit
@@ -146,6 +147,15 @@ def sm90(device: torch.device) -> bool:
     return device.type == "cuda" and not torch.version.hip and torch.cuda.get_device_capability(device)[0] >= 9
 
 
+def block_for(batch: int, kv_heads: int) -> int:
+    """Slots a loop step takes: 128 where a launch has few (b, h_kv) pairs
+    (and so many splits), 64 otherwise. On the H200 alone (session 57,
+    results/h200/compile_ab/attention_s57/a_flex_ab.txt, p50 us): 8B batch
+    1 (8 pairs) 6.38 at 128 against 6.67 at 64; batch 16 (128 pairs) 18.75
+    against 14.08."""
+    return 128 if batch * kv_heads <= FEW_PAIRS else 64
+
+
 def splits_for(batch: int, kv_heads: int, slots: int, sms: int, block_n: int) -> int:
     """KV splits of a launch: enough (b, h_kv, split) programs for one per SM
     where the pairs are fewer than the SMs, at least one block of slots each."""
@@ -183,13 +193,14 @@ def _workspace(device: torch.device, items: int, d: int, pairs: int):
 
 
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, scale: float,
-                     sms: int, block_n: int = 64, splits: int | None = None, num_warps: int = 4,
+                     sms: int, block_n: int | None = None, splits: int | None = None, num_warps: int = 4,
                      rope: tuple | None = None) -> torch.Tensor:
     """Attention of q [B, H, D] (one token per sequence) over k, v [B, H_kv, L,
     D] (last dimension contiguous) at slots 0..pos[0] (a 1-element integer
     tensor on q's device, the same position for every sequence), softmax
     scale `scale`; returns [B, H, D] in q's dtype. sms: the GPU's SM count
-    (splits_for; `splits` overrides it).
+    (splits_for; `splits` overrides it); block_n: slots a loop step takes
+    (block_for's by default).
 
     rope = (k_new, v_new, cos, sin, length): the token's rotary and cache
     write done here too, as Llama's attention does them before it (the
@@ -212,6 +223,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     if pos.numel() != 1 or pos.device != q.device:
         raise ValueError("decode attention: pos must be a 1-element tensor on q's device")
     extra = {} if rope is None else _rope_args(rope, b, kv_heads, d, q.device)
+    block_n = block_n or block_for(b, kv_heads)
     splits = splits or splits_for(b, kv_heads, slots, sms, block_n)
     if b * kv_heads > 65535:  # the grid's y axis
         raise ValueError(f"decode attention: batch {b} x {kv_heads} KV heads is more pairs than a launch takes")

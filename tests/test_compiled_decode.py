@@ -609,6 +609,7 @@ def test_compiled_step_in_a_cuda_graph_on_gpu(backend, attention, pdl):
         assert 3 in launched and not {1, 2} & set(launched), launched
     assert t.mode == "graph" and t.check_rel_err < 0.1 and t.extra["compile_s"] > 0
     assert t.extra["attention"] == attention and t.extra["pdl"] == pdl
+    assert t.extra["fused_rope"] == (attention == "triton")  # rotary and cache write in our kernel (its default)
     split = t.extra["split"]
     assert split["attention"] > 0 and split["total"] > 0
     assert (split["quant_gemm"] > 0) == (backend != "bf16") and split["dense_gemm"] > 0  # lm_head is cuBLAS

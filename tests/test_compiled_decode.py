@@ -127,10 +127,12 @@ def test_triton_attention_steps_equal_eager_steps(compile, fused_rope, monkeypat
     calls, real = [], kernel.decode_attention
     monkeypatch.setattr(kernel, "decode_attention",
                         lambda *a, **kw: calls.append(kw.get("rope") is not None) or real(*a, **kw))
-    splits = []  # 3 splits of the 140 slots, so the last program's merge runs in the step
+    splits = []  # 3 splits of the 140 slots in 64-slot steps: the token's slots in the second, merges of two
     monkeypatch.setattr(kernel, "splits_for", lambda *a: splits.append(a) or 3)
+    monkeypatch.setattr(kernel, "block_for", lambda *a: 64)
     assert decode.use_decode_attention(model, "triton", fused_rope) == fused_rope
     decode.rewind(cache, prompt)
+    decode.spoil(cache, prompt)  # the reference's K/V there: a step that does not write its own must fail
     try:
         step = decode.DecodeStep(model, cache, batch, CPU, compile=compile)
         step.tok.copy_(first)

@@ -72,7 +72,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 @pytest.mark.parametrize("b,h,hkv,slots,d,pos,splits", [
     (1, 8, 2, 100, 32, 70, None), (2, 8, 2, 100, 32, 0, 3), (2, 16, 2, 37, 64, 36, None),
     (1, 4, 4, 50, 16, 49, 1), (3, 8, 2, 64, 32, 21, 3), (1, 8, 1, 96, 32, 32, 6)])
-def test_rotary_and_cache_write_in_the_kernel_match_fp64(b, h, hkv, slots, d, pos, splits):
+def test_rotary_and_cache_write_in_the_kernel_match_fp64(b, h, hkv, slots, d, pos, splits, block_n=16):
     """rope=(...): q and the new key rotated in the kernel, the new K/V
     written at slot pos (the rest of the cache untouched), the cache's count
     set to pos + 1, and the attention over slots 0..pos, new one included:
@@ -90,7 +90,7 @@ def test_rotary_and_cache_write_in_the_kernel_match_fp64(b, h, hkv, slots, d, po
     length = torch.tensor([123], device=DEV)
     k0, v0 = k.clone(), v.clone()
     scale = 1 / math.sqrt(d)
-    out = kernel.decode_attention(q, k, v, torch.tensor([pos], device=DEV), scale, sms=8, block_n=16,
+    out = kernel.decode_attention(q, k, v, torch.tensor([pos], device=DEV), scale, sms=8, block_n=block_n,
                                   splits=splits, rope=(k_new, v_new, cos, sin, length))
     c, sn = cos.double()[:, None], sin.double()[:, None]
     want_k = rotate(k_new.double(), c, sn)
@@ -103,6 +103,14 @@ def test_rotary_and_cache_write_in_the_kernel_match_fp64(b, h, hkv, slots, d, po
     ref = reference(rotate(q.double(), c, sn), kk, vv, pos, scale)
     err = ((out.double() - ref).norm() / ref.norm()).item()
     assert err < TOL[DT], f"seed {s}: rel err {err:.3g}"
+
+
+@pytest.mark.parametrize("b,hkv,pos", [(1, 2, 200), (3, 8, 130)])
+def test_rotary_and_cache_write_at_the_launch_s_own_block(b, hkv, pos):
+    """The same at block_for's 128-slot (1 x 2 pairs) and 64-slot (3 x 8)
+    steps, the token's slot inside a split's second block: on CUDA the
+    slot is written, then read back past the barrier by the same program."""
+    test_rotary_and_cache_write_in_the_kernel_match_fp64(b, 4 * hkv, hkv, 300, 32, pos, None, block_n=None)
 
 
 def test_bad_rope_inputs_are_refused():
@@ -118,12 +126,14 @@ def test_bad_rope_inputs_are_refused():
 
 
 def test_few_pairs_take_128_slot_steps_and_the_default_matches_fp64():
-    """block_for: 128-slot steps up to FEW_PAIRS (b, h_kv) pairs, 64 beyond;
-    the launch's default takes it (here 1 x 2 pairs: 128, over 3 splits)."""
+    """block_for: 128-slot steps up to FEW_PAIRS (b, h_kv) pairs of rows up
+    to 256 bytes, 64 beyond; the launch's default takes it (here 1 x 2
+    pairs: 128, over 3 splits)."""
     from qgemm_bench.backends.triton_kernels.decode_attention import FEW_PAIRS, block_for
 
-    assert block_for(1, 8) == 128 and block_for(2, 8) == 128 and block_for(16, 8) == 64
-    assert block_for(1, FEW_PAIRS) == 128 and block_for(1, FEW_PAIRS + 1) == 64
+    assert block_for(1, 8, 256) == 128 and block_for(2, 8, 256) == 128 and block_for(16, 8, 256) == 64
+    assert block_for(1, FEW_PAIRS, 256) == 128 and block_for(1, FEW_PAIRS + 1, 256) == 64
+    assert block_for(1, 8, 512) == 64  # float32 (or head dim 256): 128-slot stages would not fit
     run(1, 8, 2, 300, 32, 290, splits=3, block_n=None)
 
 

@@ -234,6 +234,15 @@ def rewind(cache, length: int) -> None:
             raise RuntimeError("this transformers' StaticCache keeps no cumulative_length (need >= 5.17)")
 
 
+def spoil(cache, start: int, value: float = 1e4) -> None:
+    """Fill every layer's K/V slots from `start` on with a large finite value
+    (what no attention may read: masked, its softmax weight is 0, so the
+    reference's 0 x value stays 0, where an inf or NaN would not)."""
+    for layer in cache.layers:
+        for t in (layer.keys, layer.values):
+            t[:, :, start:] = value
+
+
 def random_tokens(vocab: int, batch: int, length: int, seed: int, device) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, vocab, (batch, length), generator=g).to(device)
@@ -507,8 +516,12 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
 def check_step(step: DecodeStep, cache, prompt_len: int) -> float:
     """The step as it is timed (its graph's replay; compiled; with our
     attention) at the prompt's end against the model's own forward there
-    (SDPA's attention where the step runs ours): the relative error."""
+    (SDPA's attention where the step runs ours): the relative error. The
+    slots from the prompt's end on are spoilt first, so a step that reads
+    its token's K/V before (or without) writing them is wrong here, not
+    saved by the same values an earlier step left."""
     rewind(cache, prompt_len)
+    spoil(cache, prompt_len)
     timed = step().clone()
     rewind(cache, prompt_len)
     return _rel(timed, step.reference())

@@ -64,7 +64,8 @@ def _forward(self, hidden_states: torch.Tensor, position_embeddings=None, attent
     b, q_len = hidden_states.shape[:2]
     if (q_len != 1 or position_ids is None or position_embeddings is None or self.training
             or not isinstance(getattr(layer, "keys", None), torch.Tensor)  # before the prefill's first update
-            or not isinstance(getattr(layer, "cumulative_length", None), torch.Tensor) or decode.in_reference()):
+            or not isinstance(getattr(layer, "cumulative_length", None), torch.Tensor) or decode.in_reference()
+            or getattr(layer, "is_sliding", False)):  # a sliding window's slot is not the position
         return original(hidden_states, position_embeddings=position_embeddings, attention_mask=attention_mask,
                         **kwargs)
     d = self.head_dim

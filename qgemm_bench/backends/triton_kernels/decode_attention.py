@@ -147,13 +147,15 @@ def sm90(device: torch.device) -> bool:
     return device.type == "cuda" and not torch.version.hip and torch.cuda.get_device_capability(device)[0] >= 9
 
 
-def block_for(batch: int, kv_heads: int) -> int:
+def block_for(batch: int, kv_heads: int, row_bytes: int) -> int:
     """Slots a loop step takes: 128 where a launch has few (b, h_kv) pairs
-    (and so many splits), 64 otherwise. On the H200 alone (session 57,
-    results/h200/compile_ab/attention_s57/a_flex_ab.txt, p50 us): 8B batch
-    1 (8 pairs) 6.38 at 128 against 6.67 at 64; batch 16 (128 pairs) 18.75
-    against 14.08."""
-    return 128 if batch * kv_heads <= FEW_PAIRS else 64
+    and a K/V row is at most 256 bytes (bf16 at head dim 128: 3 stages of
+    128-slot K and V tiles take 139 KB of shared memory; float32's would
+    take 279 KB, over the H200's 227), 64 otherwise. On the H200 alone
+    (session 57, results/h200/compile_ab/attention_s57/a_flex_ab.txt, p50
+    us): 8B batch 1 (8 pairs) 6.38 at 128 against 6.67 at 64; batch 16
+    (128 pairs) 18.75 against 14.08."""
+    return 128 if batch * kv_heads <= FEW_PAIRS and row_bytes <= 256 else 64
 
 
 def splits_for(batch: int, kv_heads: int, slots: int, sms: int, block_n: int) -> int:
@@ -209,7 +211,9 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     and v at slot pos[0] (where pos[0] < L), cos and sin [B, D] are the
     token's (the model's dtype; one row stride for both), and the 1-element
     `length` (the cache's count of filled slots; None: left alone) becomes
-    pos[0] + 1."""
+    pos[0] + 1. A pos[0] past the cache writes nothing (the attention then
+    covers all L slots): the caller keeps positions within it, as
+    transformers' cache does by failing."""
     b, h, d = q.shape
     kv_heads, slots = k.shape[1], k.shape[2]
     if k.shape != (b, kv_heads, slots, d) or v.shape != k.shape:
@@ -223,7 +227,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: tor
     if pos.numel() != 1 or pos.device != q.device:
         raise ValueError("decode attention: pos must be a 1-element tensor on q's device")
     extra = {} if rope is None else _rope_args(rope, b, kv_heads, d, q.device)
-    block_n = block_n or block_for(b, kv_heads)
+    block_n = block_n or block_for(b, kv_heads, d * k.element_size())
     splits = splits or splits_for(b, kv_heads, slots, sms, block_n)
     if b * kv_heads > 65535:  # the grid's y axis
         raise ValueError(f"decode attention: batch {b} x {kv_heads} KV heads is more pairs than a launch takes")

@@ -78,6 +78,8 @@ def parse_args(argv=None):
                    "output plus a residual, its rows' sums of squares and its norm-weighted copy")
     p.add_argument("--rms-scale", action="store_true", help="split_k_parts._store's RMS_SCALE: the output's rows "
                    "times 1 / RMS of x")
+    p.add_argument("--swiglu", action="store_true", help="SWIGLU: x = silu(gate) * up of h = [gate | up], "
+                   "computed as x loads (by pointers; with --tma the weights alone by TMA)")
     p.add_argument("--scale-ahead", action="store_true",
                    help="SCALE_AHEAD (with --acc, int4): each K block's scale row loaded a block ahead")
     p.add_argument("--short-decode", action="store_true",
@@ -142,6 +144,8 @@ def parse_args(argv=None):
         raise InputError("--group: int4 only (NVFP4 scales blocks of 16)")
     if args.tma and args.tma_x:
         raise InputError("--tma and --tma-x: one or the other")
+    if args.swiglu and (args.tma_x or args.ws or args.probe_stage):
+        raise InputError("--swiglu: fused_kernel's prologue, x by pointers (not --tma-x, --ws, --probe-stage)")
     for flag, on in (("--short-decode", args.short_decode), ("--rot-decode", args.rot_decode)):
         if on and (args.fmt != "nvfp4" or args.tma or args.ws or args.probe_stage):
             raise InputError(f"{flag}: NVFP4's fused_kernel with pointer loads (not --tma, --ws, --probe-stage)")
@@ -215,7 +219,10 @@ def compile_kernel(args):
     if args.rms_scale:
         sig |= {"sqin_ptr": "*fp32", "eps": "fp32", "RMS_SCALE": "constexpr"}
         const["RMS_SCALE"] = True
-    if args.tma or args.tma_x:
+    if args.swiglu:
+        const["SWIGLU"] = True
+        sig["SWIGLU"] = "constexpr"
+    if (args.tma or args.tma_x) and not args.swiglu:  # FusedGemm.descriptors: the prologue's x by pointers
         sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"
     else:
         sig["x_desc"], const["x_desc"] = "constexpr", None
@@ -631,7 +638,8 @@ def main(argv=None) -> int:
                                          ("tma-x", args.tma_x), ("acc", args.acc), ("fold", args.fold),
                                          ("ahead", args.scale_ahead),
                                          ("scale8", args.scale8),
-                                         ("halves", args.halves), (f"r{args.maxnreg}", args.maxnreg),
+                                         ("halves", args.halves), ("swiglu", args.swiglu),
+                                         (f"r{args.maxnreg}", args.maxnreg),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
     launch = "" if args.ws else f" split {args.split} w{args.warps}"  # ws: its own partitions, no split
     kernel = f"stage_kernel S{args.probe_stage} " if args.probe_stage else ""

@@ -92,6 +92,11 @@ split-K candidates have SCALE8 twins (tuning.weight_only's scale8 pass).
 Scale tiles are loaded one K block ahead (Triton does not pipeline loads
 this small; loaded in the block they are used, their latency showed).
 
+SWIGLU (a launch switch, FusedGemm's swiglu; not a config key): x_ptr is
+h = [gate | up] and each x tile is silu(gate) * up, computed in fp32 as it
+loads (_x_load) and rounded once; x by pointers then (a TMA config's
+weights stay TMA's). docs/fused_gemm.md, "The SwiGLU prologue".
+
 Small M splits K over SPLIT_K programs per tile (split_k_parts.py: atomics
 in an fp32 workspace, the tile's last program stores; one launch).
 """
@@ -261,13 +266,30 @@ def _weights(wp, sc, s_ptr, b, offs_n, stride_sg,
 
 
 @triton.jit
-def _x_block(x_cols, b, mask_m, offs_k, K, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
+def _x_load(ptrs, mask, UP: tl.constexpr, SWIGLU: tl.constexpr):
+    """x's tile at ptrs by pointer loads, masked entries zero. SWIGLU: ptrs
+    point into h = [gate | up] (the gate columns; up's are UP columns on)
+    and the tile is silu(gate) * up, in fp32 from the stored gate and up,
+    rounded once to h's dtype: Inductor's fused silu * mul, not eager
+    torch's (which rounds silu's output first). Masked entries: silu(0) * 0."""
+    x = tl.load(ptrs, mask=mask, other=0.0)
+    if SWIGLU:
+        g = x.to(tl.float32)
+        u = tl.load(ptrs + UP, mask=mask, other=0.0).to(tl.float32)
+        x = (g * tl.sigmoid(g) * u).to(ptrs.dtype.element_ty)
+    return x
+
+
+@triton.jit
+def _x_block(x_cols, b, mask_m, offs_k, K, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+             SWIGLU: tl.constexpr = False):
     """x's [BLOCK_K, BLOCK_M] tile of K block b by pointer loads: rows past M,
-    and unless EVEN_K columns past K, read as zeros."""
+    and unless EVEN_K columns past K, read as zeros; SWIGLU: _x_load's
+    prologue (up K columns after gate)."""
     if EVEN_K:
-        x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :], other=0.0)
+        x = _x_load(x_cols + b * BLOCK_K, mask_m[None, :], K, SWIGLU)
     else:
-        x = tl.load(x_cols + b * BLOCK_K, mask=mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], other=0.0)
+        x = _x_load(x_cols + b * BLOCK_K, mask_m[None, :] & (b * BLOCK_K + offs_k < K)[:, None], K, SWIGLU)
     return x
 
 
@@ -293,13 +315,15 @@ def _block_product(w, x, FOLD: tl.constexpr):
 @triton.jit
 def _halves_product(w_blk, w_off, x_blk, mask_m, k_left, USE_ASM: tl.constexpr, DT: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, FRAG: tl.constexpr,
-                    EVEN_K: tl.constexpr, FOLD: tl.constexpr = False):
+                    EVEN_K: tl.constexpr, FOLD: tl.constexpr = False, SWIGLU: tl.constexpr = False,
+                    UP: tl.constexpr = 0):
     """HALVES (int4, ACC_SCALE's unscaled decode): K block's fp32 product as
     _block_product's, from two half-K tiles decoded and multiplied in turn
     (half the decoded operand live at a time). w_blk: the block's first-half
     bytes [BLOCK_N, BLOCK_K // 4], the second w_off bytes on; x_blk: x's
     first-half [BLOCK_K // 2, BLOCK_M] pointers; k_left: K less the block's
-    first k (masks x unless EVEN_K)."""
+    first k (masks x unless EVEN_K); SWIGLU: x's tiles by _x_load's
+    prologue, up UP columns after gate."""
     HK: tl.constexpr = BLOCK_K // 2
     d = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for h in tl.static_range(2):
@@ -307,10 +331,10 @@ def _halves_product(w_blk, w_off, x_blk, mask_m, k_left, USE_ASM: tl.constexpr, 
         lo, hi = _weights(tl.load(w_blk + h * w_off), 0, w_blk, 0, 0, 0, 0, 2, 0, USE_ASM, DT, BLOCK_N, HK, FRAG,
                           False, FOLD)
         if EVEN_K:
-            xh = tl.load(x_blk + h * HK, mask=mask_m[None, :], other=0.0)
+            xh = _x_load(x_blk + h * HK, mask_m[None, :], UP, SWIGLU)
         else:
-            xh = tl.load(x_blk + h * HK, mask=mask_m[None, :] & (h * HK + tl.arange(0, HK) < k_left)[:, None],
-                         other=0.0)
+            xh = _x_load(x_blk + h * HK, mask_m[None, :] & (h * HK + tl.arange(0, HK) < k_left)[:, None], UP,
+                         SWIGLU)
         w = _in_k_order(lo, hi, BLOCK_N, HK, FRAG)
         if FOLD:
             d += _block_product(w, xh, FOLD)
@@ -401,6 +425,8 @@ def fused_kernel(
     # split_k_parts._store's parts of the output: a residual added (and the norm-weighted copy), rows scaled
     res_ptr=None, sq_ptr=None, RESIDUAL: tl.constexpr = False, nw_ptr=None, xw_ptr=None, NORM_W: tl.constexpr = False,
     sqin_ptr=None, eps=0.0, RMS_SCALE: tl.constexpr = False,
+    # the input's part: x_ptr is h = [gate | up] ([M, 2K]), x = silu(gate) * up as x loads (_x_load); by pointers
+    SWIGLU: tl.constexpr = False,
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -431,7 +457,8 @@ def fused_kernel(
         split_k_parts.pdl_prologue(pf, PDL)
     else:
         split_k_parts.pdl_prologue(w_ptr + tl.arange(0, 2), PDL)  # PDL 2, 3: two harmless prefetches
-    if TMA:
+    X_TMA: tl.constexpr = TMA and not SWIGLU  # the prologue loads x by pointers (the weights may stay TMA's)
+    if X_TMA:
         m0 = (pid_mn // tl.cdiv(N, BLOCK_N)) * BLOCK_M
     if TMA and TMA_W:
         tile_row = (pid_mn % tl.cdiv(N, BLOCK_N)) * (BLOCK_N // TILE_N)
@@ -471,16 +498,16 @@ def fused_kernel(
             w_blk = _block_ptr(w_rows, b, BLOCK_K, TILE_N, TILE_K)
         if HALVED:
             acc += _halves_product(w_blk, H_OFF, x_cols + b * BLOCK_K, mask_m, K - b * BLOCK_K, USE_ASM, DT, BLOCK_N,
-                                   BLOCK_M, BLOCK_K, FRAG, EVEN_K, FOLDED) * s_row
+                                   BLOCK_M, BLOCK_K, FRAG, EVEN_K, FOLDED, SWIGLU, K) * s_row
         else:
             if not (TMA and TMA_W):
                 wp = tl.load(w_blk)
             lo, hi = _weights(wp, sc, s_ptr, b, offs_n, stride_sg, FMT, GROUP, W_SCALE, USE_ASM, DT, BLOCK_N,
                               BLOCK_K, FRAG, TMA, FOLDED, SHORT_DECODE, ROT_DECODE)
-            if TMA:  # rows past M and columns past K read as zeros
+            if X_TMA:  # rows past M and columns past K read as zeros
                 x = tl.trans(x_desc.load([m0, b * BLOCK_K]))
             else:
-                x = _x_block(x_cols, b, mask_m, offs_k, K, BLOCK_K, EVEN_K)
+                x = _x_block(x_cols, b, mask_m, offs_k, K, BLOCK_K, EVEN_K, SWIGLU)
             w = _in_k_order(lo, hi, BLOCK_N, BLOCK_K, FRAG)
             if W_SCALE != SCALE_MODE:
                 acc += _block_product(w, x, FOLDED) * s_row
@@ -817,6 +844,23 @@ def rms_scaled(y: torch.Tensor, sumsq: torch.Tensor, eps: float, k: int) -> torc
     return (y.float() * torch.rsqrt(sumsq.sum(-1, keepdim=True) / k + eps)).to(y.dtype)
 
 
+def silu_mul(h: torch.Tensor) -> torch.Tensor:
+    """fused_kernel's SWIGLU prologue by torch: h = [gate | up] ([M, 2I]) ->
+    silu(gate) * up [M, I], in fp32 from the stored values and rounded once
+    to h's dtype, as the kernel and Inductor's fused silu * mul round (eager
+    F.silu(gate) * up rounds silu's output first: the two can differ in the
+    last bit)."""
+    g, u = h.float().chunk(2, dim=-1)
+    return (torch.nn.functional.silu(g) * u).to(h.dtype)
+
+
+def check_swiglu(h: torch.Tensor, k: int) -> None:
+    """ValueError, one line, for an h a GEMM of K = k with the SwiGLU
+    prologue would misread: [M, 2k] (gate | up), unit stride along it."""
+    if h.dim() != 2 or h.shape[1] != 2 * k or h.stride(1) != 1:
+        raise ValueError(f"swiglu: h must be [M, {2 * k}] (gate then up, unit stride), got {tuple(h.shape)}")
+
+
 def with_residual(y: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor | None = None) -> tuple:
     """split_k_parts._store's RESIDUAL (and NORM_W) by torch: (h = residual +
     y, [h * norm_weight,] h's rows' fp32 sums of squares per norm_parts.SUMSQ_CHUNK
@@ -957,7 +1001,7 @@ class FusedGemm:
 
         return ws_gemm.workspace_bytes(self.kmajor, x.shape[0], self.n, c["WS"], self.target.sms)
 
-    def descriptors(self, x: torch.Tensor, c: dict) -> dict:
+    def descriptors(self, x: torch.Tensor, c: dict, swiglu: bool = False) -> dict:
         """The launch keywords of config c's TMA loads: descriptors of x's
         [BLOCK_M, BLOCK_K] tiles and of the tiled weights' [BLOCK_N,
         BLOCK_K // 2] byte tiles (a 3-D view: tile rows, k tile * TN + row,
@@ -970,7 +1014,9 @@ class FusedGemm:
         needs a positive shape). Without the PTX decode TMA configs returned
         wrong sums on the H100 (float16 x, int4 and NVFP4), right by pointer
         loads; their SASS writes registers that pending wgmmas read (see
-        wrong_on_sm90; docs/fused_gemm.md)."""
+        wrong_on_sm90; docs/fused_gemm.md). swiglu (x is h, the SWIGLU
+        prologue loads it by pointers): no x descriptor; the weights' alone,
+        else TMA off."""
         if not c.get("TMA"):
             return {}
         weights = c.get("TMA_W", True)
@@ -980,7 +1026,9 @@ class FusedGemm:
             return {"TMA": False}
         from triton.tools.tensor_descriptor import TensorDescriptor
 
-        x_desc = TensorDescriptor.from_tensor(x, [c["BLOCK_M"], c["BLOCK_K"]])
+        if swiglu and not weights:
+            return {"TMA": False}
+        x_desc = None if swiglu else TensorDescriptor.from_tensor(x, [c["BLOCK_M"], c["BLOCK_K"]])
         if not weights:
             return {"x_desc": x_desc}
         key = (c["BLOCK_N"], c["BLOCK_K"])
@@ -989,10 +1037,10 @@ class FusedGemm:
             w3 = wt.view(wt.shape[0] // tn, -1, tk // 2)
             self._w_desc[key] = TensorDescriptor(w3, list(w3.shape), list(w3.stride()),
                                                  [c["BLOCK_N"] // tn, tn, c["BLOCK_K"] // 2])
-        return {"x_desc": x_desc, "w_desc": self._w_desc[key]}
+        return {"w_desc": self._w_desc[key]} if swiglu else {"x_desc": x_desc, "w_desc": self._w_desc[key]}
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
-                 norm_weight: torch.Tensor | None = None, rms: tuple | None = None):
+                 norm_weight: torch.Tensor | None = None, rms: tuple | None = None, swiglu: bool = False):
         """y = x @ w. rms (sumsq [M, sumsq_chunks(K)] fp32, eps): y's rows
         times 1 / RMS from those sums, an RMSNorm's scale taken after the GEMM
         (x then is h * weight as a residual call with norm_weight wrote it).
@@ -1002,21 +1050,27 @@ class FusedGemm:
         (split_k_parts._store) of fused_kernel, also where the config has WS
         tiles: the warp-specialized kernel has no such store, and torch around
         it would add launches (int4 16x4096x6144: WS 8.61 us, the same config
-        without 9.50; the parts by torch, a few small kernels more)."""
+        without 9.50; the parts by torch, a few small kernels more).
+        swiglu: x is h = [gate | up] [M, 2K] and the GEMM's input silu(gate)
+        * up (the input's part, fused_kernel's SWIGLU, with any output
+        parts): by pointer loads of x (a TMA config's weights stay TMA's)
+        in fused_kernel, also where the config has WS tiles, as the parts."""
         p = self.kmajor
-        if x.dim() != 2 or x.shape[1] != self.k or x.stride(1) != 1:
+        if swiglu:
+            check_swiglu(x, self.k)
+        elif x.dim() != 2 or x.shape[1] != self.k or x.stride(1) != 1:
             raise ValueError(f"x must be [M, {self.k}] with unit stride along K, got {tuple(x.shape)}")
         m, n, k = x.shape[0], self.n, self.k
-        check_parts(x, n, residual, norm_weight, rms)
+        check_parts(x[:, :k], n, residual, norm_weight, rms)
         c = dict(self.config_for(m))
-        if residual is None and rms is None and self.runs_ws(x, c):
+        if residual is None and rms is None and not swiglu and self.runs_ws(x, c):
             return self._ws(x, c)
         c.pop("WS", None)
         out = torch.empty(m, n, device=x.device, dtype=x.dtype)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
         s = self.scales8() if c.get("SCALE8") else p.scales if p.scales is not None else p.wt  # wt: never read
         ts = self.ts if self.ts is not None else out
-        desc = self.descriptors(x, c)
+        desc = self.descriptors(x, c, swiglu)
         rot = self.rot_runs(x, {**c, **desc})
         wt = self.wt_rot() if rot else p.wt
         args = (x, wt, s, ts, out, ws, count, m, n, k, x.stride(0), wt.stride(0), s.stride(0), out.stride(0))
@@ -1025,7 +1079,7 @@ class FusedGemm:
                 "EVEN_K": k % c["BLOCK_K"] == 0, "FRAG": p.frag,
                 "TILE_N": p.tile[0] if p.tile else 0, "TILE_K": p.tile[1] if p.tile else 0,
                 **split_k_parts.pdl_launch(c, x.device), "ROT_DECODE": rot}
-        extra, outs = {}, (out,)
+        extra, outs = ({"SWIGLU": True} if swiglu else {}), (out,)
         if rms is not None:
             extra |= {"sqin_ptr": rms[0], "eps": float(rms[1]), "RMS_SCALE": True}
         if residual is not None:

@@ -338,11 +338,22 @@ class WeightOnlyGemm:
         return out
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
-                 norm_weight: torch.Tensor | None = None, rms: tuple | None = None):
+                 norm_weight: torch.Tensor | None = None, rms: tuple | None = None, swiglu: bool = False):
         """y = x @ w; residual, norm_weight, rms: FusedGemm's output parts
         (an RMSNorm between two GEMMs), in the fused kernel's store where the
         fused path runs, by torch after the others (fused_gemm.rms_scaled,
-        with_residual)."""
+        with_residual). swiglu: x is h = [gate | up] [M, 2K] and the GEMM's
+        input silu(gate) * up: FusedGemm's prologue where the fused path
+        runs, by torch first on the others (fused_gemm.silu_mul, the same
+        rounding), so every M the dispatch sends elsewhere still computes it."""
+        if swiglu:
+            from qgemm_bench.backends.triton_kernels.fused_gemm import check_swiglu, silu_mul
+
+            check_swiglu(x, 2 * self.w.shape[0])
+            if self.path(x.shape[0]) != "fused":
+                return self(silu_mul(x), residual, norm_weight, rms)
+            check_weight_only(x[:, :x.shape[1] // 2], self.w, self.scales, self.fmt, self.group)
+            return self.fused()(x, residual, norm_weight, rms, swiglu=True)
         check_weight_only(x, self.w, self.scales, self.fmt, self.group)
         if residual is None and rms is None and norm_weight is None:
             return self._gemm(x)

@@ -59,6 +59,9 @@ class Prepared:
     # Those that can also do an RMSNorm's parts in the GEMM's store: apply with FusedGemm's residual,
     # norm_weight and rms keywords, the sums of squares laid out as backends/norm_parts.py says.
     apply_parts: Callable[..., object] | None = None
+    # Those whose apply_parts also takes swiglu=True: x is h = [gate | up] [M', 2K] and the GEMM's input
+    # silu(gate) * up (the triton backend: fused_gemm's SWIGLU prologue).
+    swiglu: bool = False
 
 
 def _can_run(case: Case) -> str | None:

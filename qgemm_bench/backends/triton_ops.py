@@ -46,7 +46,8 @@ def _weight_only(case, inputs) -> Prepared:
     notes = "; ".join(filter(None, (interpreter_note(case), gemm.note(m, x))))
     if gemm.path(m) == "fused":
         gemm.fused()  # its K-major weights are made here, in prepare
-    return Prepared(lambda: gemm(x), resident=gemm.resident(m), notes=notes, apply=apply, apply_parts=apply_parts)
+    return Prepared(lambda: gemm(x), resident=gemm.resident(m), notes=notes, apply=apply, apply_parts=apply_parts,
+                    swiglu=True)
 
 
 _PATHS = ("one-launch split-K streaming for M <= 64; a fused swapped-operand kernel on K-major weights up to "

@@ -53,15 +53,22 @@ class ProjectionPart(nn.Module):
 
 
 class FusedMLP(nn.Module):
-    """down(act(gate(x)) * up(x)) with gate and up as one GEMM."""
+    """down(act(gate(x)) * up(x)) with gate and up as one GEMM; with
+    swiglu_prologue (model/swiglu.py) down_proj takes gate_up's output whole
+    and computes silu(gate) * up itself."""
 
     def __init__(self, gate_up_proj: nn.Linear, down_proj: nn.Module, act_fn, intermediate: int):
         super().__init__()
         self.gate_up_proj, self.down_proj, self.act_fn = gate_up_proj, down_proj, act_fn
         self.intermediate = intermediate
+        self.swiglu_prologue = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).split((self.intermediate, self.intermediate), dim=-1)
+        h = self.gate_up_proj(x)
+        if self.swiglu_prologue:
+            self.down_proj.swiglu = True  # for this call (QuantLinear.forward)
+            return self.down_proj(h)
+        gate, up = h.split((self.intermediate, self.intermediate), dim=-1)
         return self.down_proj(self.act_fn(gate) * up)
 
 

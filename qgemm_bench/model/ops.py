@@ -28,16 +28,17 @@ import weakref
 
 import torch
 
-_KERNELS: dict[int, tuple] = {}  # handle -> (apply, out_features, apply_parts or None)
+_KERNELS: dict[int, tuple] = {}  # handle -> (apply, out_features, apply_parts or None, takes swiglu)
 _NEXT = itertools.count(1)
 
 
-def register(owner, apply, out_features: int, apply_parts=None) -> torch.Tensor:
+def register(owner, apply, out_features: int, apply_parts=None, swiglu: bool = False) -> torch.Tensor:
     """A handle (CPU int64 scalar) for `apply` ([M, K] -> [M, out_features];
-    apply_parts: the same with an RMSNorm's parts, Prepared.apply_parts),
+    apply_parts: the same with an RMSNorm's parts, Prepared.apply_parts;
+    swiglu: apply_parts takes the SwiGLU prologue, Prepared.swiglu),
     released when `owner` (the QuantLinear) is garbage collected."""
     h = next(_NEXT)
-    _KERNELS[h] = (apply, out_features, apply_parts)
+    _KERNELS[h] = (apply, out_features, apply_parts, swiglu)
     weakref.finalize(owner, _KERNELS.pop, h, None)
     return torch.tensor(h, dtype=torch.int64)
 
@@ -49,7 +50,7 @@ def registered(handle: torch.Tensor) -> bool:
 @torch.library.custom_op("qgemm::linear", mutates_args=())
 def linear(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Tensor:
     """y[M, out_features] = the registered kernel applied to x[M, K] (M >= 1)."""
-    apply, n, _ = _entry(handle, "qgemm::linear")
+    apply, n = _entry(handle, "qgemm::linear")[:2]
     y = apply(x)
     if y.shape != (x.shape[0], n):
         raise RuntimeError(f"qgemm::linear: kernel gave {tuple(y.shape)}, expected {(x.shape[0], n)}")
@@ -63,16 +64,18 @@ def _(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Tensor:
 
 
 def _entry(handle: torch.Tensor, op: str) -> tuple:
-    """The registered (apply, out_features, apply_parts) of a handle."""
+    """The registered (apply, out_features, apply_parts, takes swiglu) of a handle."""
     if handle.device.type != "cpu":  # reading it would sync the device (illegal while capturing a graph)
         raise RuntimeError(f"{op}: the kernel handle must stay a CPU tensor")
     return _KERNELS[int(handle)]
 
 
-def _parts(handle: torch.Tensor, op: str):
-    parts = _entry(handle, op)[2]
+def _parts(handle: torch.Tensor, op: str, swiglu: bool = False):
+    _, _, parts, prologue = _entry(handle, op)
     if parts is None:
         raise RuntimeError(f"{op}: the registered kernel has no RMSNorm parts (Prepared.apply_parts)")
+    if swiglu and not prologue:
+        raise RuntimeError(f"{op}: the registered kernel has no SwiGLU prologue (Prepared.swiglu)")
     return parts
 
 
@@ -91,19 +94,35 @@ def _(x, handle, out_features, sumsq, eps):
 
 @torch.library.custom_op("qgemm::linear_residual", mutates_args=())
 def linear_residual(x: torch.Tensor, handle: torch.Tensor, out_features: int, residual: torch.Tensor,
-                    norm_weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                    norm_weight: torch.Tensor, swiglu: bool = False) -> tuple[torch.Tensor, torch.Tensor,
+                                                                              torch.Tensor]:
     """(h = residual + qgemm::linear(x), h * norm_weight, h's rows' fp32 sums
-    of squares per 32 columns) (model/fused_norm.py)."""
-    return _parts(handle, "qgemm::linear_residual")(x, residual=residual, norm_weight=norm_weight)
+    of squares per 32 columns) (model/fused_norm.py); swiglu: x is [gate |
+    up] and the GEMM's input silu(gate) * up (qgemm::linear_swiglu)."""
+    return _parts(handle, "qgemm::linear_residual", swiglu)(x, residual=residual, norm_weight=norm_weight,
+                                                              **({"swiglu": True} if swiglu else {}))
 
 
 @linear_residual.register_fake
-def _(x, handle, out_features, residual, norm_weight):
+def _(x, handle, out_features, residual, norm_weight, swiglu=False):
     from qgemm_bench.backends.norm_parts import sumsq_chunks
 
     m = x.shape[0]
     return (x.new_empty(m, out_features), x.new_empty(m, out_features),
             x.new_empty(m, sumsq_chunks(out_features), dtype=torch.float32))
+
+
+@torch.library.custom_op("qgemm::linear_swiglu", mutates_args=())
+def linear_swiglu(h: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Tensor:
+    """qgemm::linear of silu(gate) * up for h = [gate | up] [M, 2K]: the GEMM
+    computes the product as it loads its input (model/swiglu.py), in fp32,
+    rounded once to h's dtype."""
+    return _parts(handle, "qgemm::linear_swiglu", swiglu=True)(h, swiglu=True)
+
+
+@linear_swiglu.register_fake
+def _(h, handle, out_features):
+    return h.new_empty(h.shape[0], out_features)
 
 
 @torch.library.custom_op("qgemm::last_position", mutates_args=())

@@ -86,6 +86,7 @@ class Kernel(NamedTuple):
     apply: Callable[[torch.Tensor], torch.Tensor]  # [M, K] -> [M, N], any M
     resident: tuple  # the tensors it keeps (its weight footprint)
     apply_parts: Callable | None = None  # apply with an RMSNorm's parts (Prepared.apply_parts), where it has them
+    swiglu: bool = False  # apply_parts also takes the SwiGLU prologue (Prepared.swiglu)
 
 
 # ------------------------------------------------------------------ the adapter
@@ -126,7 +127,7 @@ def prepare_kernel(backend: str, spec: QuantSpec, weights: dict, k: int, n: int,
     p = b.prepare(case, inputs)
     if p.apply is None:
         raise BackendUnavailable(f"{backend}: its {spec.op} backend takes no new activations (no apply)")
-    return Kernel(p.apply, tuple(p.resident), p.apply_parts)
+    return Kernel(p.apply, tuple(p.resident), p.apply_parts, p.swiglu)
 
 
 # --------------------------------------------------------------------- modules
@@ -151,16 +152,22 @@ class QuantLinear(nn.Module):
         self.in_features, self.out_features = in_features, out_features
         self.kernel, self.backend, self.spec = kernel, backend, spec
         # The GEMM is the custom op qgemm::linear (model/ops.py): torch.compile traces through it.
-        self.register_buffer("handle", ops.register(self, kernel.apply, out_features, kernel.apply_parts),
-                             persistent=False)
+        self.register_buffer("handle", ops.register(self, kernel.apply, out_features, kernel.apply_parts,
+                                                    kernel.swiglu), persistent=False)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
         # model/fused_norm.py sets these for one call: (sums, eps) / (residual, norm weight); the
-        # residual call's (h * weight, sums) land in `norm_out`.
-        self.rms, self.residual, self.norm_out = None, None, None
+        # residual call's (h * weight, sums) land in `norm_out`. FusedMLP sets swiglu (model/swiglu.py):
+        # x is then h = [gate | up] and the GEMM's input silu(gate) * up.
+        self.rms, self.residual, self.norm_out, self.swiglu = None, None, None, False
 
     @property
     def has_parts(self) -> bool:
         return self.kernel.apply_parts is not None and self.bias is None
+
+    @property
+    def has_swiglu(self) -> bool:
+        """Whether its GEMM can take h = [gate | up] for silu(gate) * up (the SwiGLU prologue)."""
+        return self.has_parts and self.kernel.swiglu
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, backend: str, spec: QuantSpec | str) -> QuantLinear:
@@ -173,11 +180,12 @@ class QuantLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.in_features).contiguous()
-        rms, residual = self.rms, self.residual
+        rms, residual, swiglu = self.rms, self.residual, self.swiglu
         self.rms = self.residual = None
-        if rms is not None and residual is not None:  # fused_norm never asks both of one GEMM
-            raise RuntimeError("QuantLinear: rms and residual set for one call")
+        self.swiglu = False
+        x2 = x.reshape(-1, 2 * self.in_features if swiglu else self.in_features).contiguous()
+        if rms is not None and (residual is not None or swiglu):  # fused_norm and FusedMLP never ask these
+            raise RuntimeError("QuantLinear: rms set with residual or swiglu for one call")
         if x2.shape[0] == 0:
             y = x2.new_empty(0, self.out_features)
         elif rms is not None:
@@ -185,8 +193,10 @@ class QuantLinear(nn.Module):
         elif residual is not None:
             r, w = residual
             y, xw, sums = ops.linear_residual(x2, self.handle, self.out_features,
-                                              r.reshape(-1, self.out_features).contiguous(), w)
+                                              r.reshape(-1, self.out_features).contiguous(), w, swiglu)
             self.norm_out = (xw.reshape(*lead, self.out_features), sums)
+        elif swiglu:
+            y = ops.linear_swiglu(x2, self.handle, self.out_features)
         else:
             y = ops.linear(x2, self.handle, self.out_features)
         y = y.reshape(*lead, self.out_features)

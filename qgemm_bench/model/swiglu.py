@@ -1,0 +1,51 @@
+"""The SwiGLU prologue: down_proj computes silu(gate) * up as it loads its input.
+
+A Llama MLP runs down_proj(silu(gate) * up) with gate and up from one GEMM
+(model/fuse.py's FusedMLP); compiled, the silu * mul is an Inductor kernel
+of its own between the two GEMMs (on the H200 about 0.6 us a layer at batch
+1: docs/model.md). With the prologue (fused_gemm.fused_kernel's SWIGLU)
+down_proj takes gate_up's output h = [gate | up] and computes the product,
+in fp32 and rounded once, where it loads each x tile: no kernel and no
+[M, I] tensor between the GEMMs. In a --fused-norms layer it combines with
+down_proj's output parts (the residual add and the next norm's parts):
+qgemm::linear_residual with swiglu; elsewhere qgemm::linear_swiglu.
+
+Only variants whose down_proj kernels take it (the triton backend's:
+Prepared.swiglu) and whose MLP is FusedMLP with SiLU (q/k/v and gate/up
+fused) get it; the others keep Inductor's silu * mul. Not under tensor
+parallelism (cli refuses it there, as the fused norms).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from qgemm_bench.model.fuse import FusedMLP
+from qgemm_bench.model.quant_linear import QuantLinear
+
+SILU = ("SiLU", "SiLUActivation")  # torch's module and transformers' (ACT2FN["silu"])
+
+
+def why_not(model: nn.Module) -> str:
+    """Why the SwiGLU prologue cannot apply to `model` ("" where it can)."""
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if not layers:
+        return "no decoder layers (model.model.layers)"
+    for i, layer in enumerate(layers):
+        mlp = getattr(layer, "mlp", None)
+        if not isinstance(mlp, FusedMLP):
+            return "gate/up are not fused (--unfused)"
+        if type(mlp.act_fn).__name__ not in SILU:
+            return f"layer {i}: its MLP's activation is {type(mlp.act_fn).__name__}, not SiLU"
+        if not (isinstance(mlp.down_proj, QuantLinear) and mlp.down_proj.has_swiglu):
+            return f"layer {i}: its down_proj has no SwiGLU prologue (the triton backend's has; no bias)"
+    return ""
+
+
+def install(model: nn.Module) -> None:
+    """Each layer's FusedMLP hands gate_up's output to down_proj whole
+    (ValueError with why_not's reason where that cannot be)."""
+    if reason := why_not(model):
+        raise ValueError(f"--swiglu-prologue: {reason}")
+    for layer in model.model.layers:
+        layer.mlp.swiglu_prologue = True

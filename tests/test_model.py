@@ -341,7 +341,7 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
                                  ["--compile", "default", "--inductor-config", "combo_kernels=3"],
                                  ["--compile", "default", "--inductor-config", "combo_kernels"],
                                  ["--compile", "default", "--inductor-config", ","],
-                                 ["--fused-norms", "--unfused"]])
+                                 ["--fused-norms", "--unfused"], ["--swiglu-prologue", "--unfused"]])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, bad):
     rc, out = run_cli(tmp_path, *bad)
     err = capsys.readouterr().err.strip().splitlines()

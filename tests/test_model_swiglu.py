@@ -88,3 +88,72 @@ def test_variants_without_the_prologue_are_refused_with_the_reason():
     with pytest.raises(RuntimeError, match="no RMSNorm parts"):
         ops.linear_swiglu(h, bare, down.out_features)
 
+
+@pytest.mark.parametrize("extra, world, on", [([], None, True), (["--no-swiglu-prologue"], None, False),
+                                              (["--no-fused-norms"], None, False),
+                                              (["--no-fused-norms", "--swiglu-prologue"], None, True),
+                                              (["--unfused"], None, False), ([], (0, 2, 0), False)])
+def test_the_prologue_is_on_with_the_fused_norms_unless_turned_off(extra, world, on):
+    """On by default where the fused norms are (--no-swiglu-prologue for the
+    GPU's A/B); asked for alone it runs without them."""
+    from qgemm_bench import cli as runner
+    from qgemm_bench.harness.distributed import World
+    from qgemm_bench.model import cli
+
+    args = runner.parser().parse_args(["--model", "tiny", "--device", "cpu", "--quant", "int4-g64",
+                                       "--backends", "torch", *extra])
+    assert cli.build_plan(args, world and World(*world)).swiglu_prologue is on
+
+
+@pytest.mark.parametrize("extra, why", [(["--unfused"], "needs gate/up fused"), ([], "runs on one GPU")])
+def test_asking_for_the_prologue_where_it_cannot_run_is_one_input_error(extra, why):
+    from qgemm_bench import cli as runner
+    from qgemm_bench.harness.distributed import World
+    from qgemm_bench.model import cli
+    from qgemm_bench.model.errors import InputError
+
+    args = runner.parser().parse_args(["--model", "tiny", "--device", "cpu", "--quant", "int4-g64",
+                                       "--backends", "torch", "--swiglu-prologue", "--no-fused-norms", *extra])
+    with pytest.raises(InputError, match=why):
+        cli.build_plan(args, None if extra else World(0, 2, 0))
+
+
+@pytest.mark.parametrize("flag", ["--swiglu-prologue", "--no-swiglu-prologue"])
+def test_a_run_marks_the_rows_that_took_the_prologue(tmp_path, monkeypatch, flag):
+    """The run's wiring (the triton kernels are tested above): the torch
+    backend given parts and the prologue by torch (fused_gemm's fallbacks)
+    takes it at int4-g32; int4-g64 without them and bf16 run as they are;
+    the settings record the switch for the GPU's A/B."""
+    import json
+
+    from qgemm_bench.backends.triton_kernels.fused_gemm import rms_scaled, silu_mul, with_residual
+    from qgemm_bench.model import cli
+    from qgemm_bench.model import quant_linear as ql
+
+    real = ql.prepare_kernel
+
+    def with_parts(backend, spec, *a, **kw):
+        kernel = real(backend, spec, *a, **kw)
+        if spec.group_size != 32:
+            return kernel
+
+        def parts(x, residual=None, norm_weight=None, rms=None, swiglu=False):
+            x = silu_mul(x) if swiglu else x
+            y = kernel.apply(x)
+            y = y if rms is None else rms_scaled(y, *rms, x.shape[1])
+            return y if residual is None else with_residual(y, residual, norm_weight)
+        return kernel._replace(apply_parts=parts, swiglu=True)
+
+    monkeypatch.setattr(ql, "prepare_kernel", with_parts)
+    out = tmp_path / "run"
+    argv = ["--model", "tiny", "--layers", "2", "--device", "cpu", "--output-dir", str(out), "--batch", "1",
+            "--prompt-len", "4", "--decode-steps", "2", "--quality-tokens", "1x8", "--backends", "bf16,torch",
+            "--quant", "int4-g32,int4-g64", flag, "--no-step-split"]
+    assert cli.main(argv) == 0
+    doc = json.loads((out / "results.json").read_text())
+    on = flag == "--swiglu-prologue"
+    took = {r["quant"]: r["swiglu_prologue"] for r in doc["rows"]}
+    assert took == {"none": False, "int4-g32": on, "int4-g64": False}
+    assert all(r["status"] == "ok" for r in doc["rows"]) and doc["metadata"]["settings"]["swiglu_prologue"] is on
+    said = "--swiglu-prologue: down_proj computes silu(gate) * up as it loads gate_up's output in torch int4-g32"
+    assert (said in (out / "report.md").read_text()) is on

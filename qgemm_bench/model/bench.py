@@ -21,7 +21,7 @@ import torch
 from qgemm_bench.errors import one_line
 from qgemm_bench.harness.outputs import WriteError
 from qgemm_bench.harness.watchdog import Watchdog, stall_reason
-from qgemm_bench.model import decode, fused_norm, quality, tensor_parallel
+from qgemm_bench.model import decode, fused_norm, quality, swiglu, tensor_parallel
 from qgemm_bench.model.errors import BackendUnavailable
 from qgemm_bench.model.llama import ModelSource
 from qgemm_bench.model.outputs import (
@@ -78,6 +78,7 @@ class Plan:
     inductor: dict = field(default_factory=dict)  # --inductor-config: Inductor settings of compiled steps
     fused_norms: bool = False  # --fused-norms: RMSNorms done by the GEMMs where a variant's have the parts
     fused_rope: bool = True  # --fused-rope (--attention triton): its kernel also rotates and writes the token
+    swiglu_prologue: bool = False  # --swiglu-prologue: down_proj computes silu(gate) * up where it can
 
     @property
     def timing(self) -> str:
@@ -135,7 +136,9 @@ def prepare_variant(plan: Plan, model, backend: str, spec: QuantSpec | None,
                     step: Callable = lambda name: nullcontext()) -> dict:
     """The variant's model as its rows run it, in place: quantized (spec),
     then its all-reduces (tensor parallel) or RMSNorms in its GEMMs
-    (plan.fused_norms, where they fit). Returns quantize_s and fused_norms."""
+    (plan.fused_norms, where they fit), and silu(gate) * up in down_proj
+    (plan.swiglu_prologue, where it fits). Returns quantize_s, fused_norms
+    and swiglu_prologue."""
     out = {}
     if spec is not None:
         with step("quantize"):  # the backend's prepare, compiling its kernels
@@ -148,6 +151,9 @@ def prepare_variant(plan: Plan, model, backend: str, spec: QuantSpec | None,
     elif plan.fused_norms and spec is not None and not fused_norm.why_not(model):
         fused_norm.install(model)
         out["fused_norms"] = True
+    if plan.shard is None and plan.swiglu_prologue and spec is not None and not swiglu.why_not(model):
+        swiglu.install(model)
+        out["swiglu_prologue"] = True
     return out
 
 

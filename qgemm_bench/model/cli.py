@@ -87,6 +87,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "residual and leave the norm's sums, qkv and gate_up scale their rows (docs/fused_gemm.md); the others "
          "run as they are. On by default, except with --unfused or under torchrun; report.md names the "
          "variants that took it")
+    _add(g, "--swiglu-prologue", action=argparse.BooleanOptionalAction, help="down_proj computes silu(gate) * "
+         "up as it loads gate_up's output, in variants whose kernels can (triton), instead of Inductor's kernel "
+         "between the two GEMMs (model/swiglu.py); the others run as they are. On by default where --fused-norms "
+         "is (--no-swiglu-prologue for an A/B); report.md names the variants that took it")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
@@ -357,6 +361,13 @@ def build_plan(args, world=None):
         raise InputError("--fused-norms needs q/k/v and gate/up fused: drop --unfused")
     if fused_norms is None:
         fused_norms = not getattr(args, "unfused", False) and world is None
+    swiglu_prologue = getattr(args, "swiglu_prologue", None)  # None: with the fused norms, as said in --help
+    if swiglu_prologue and getattr(args, "unfused", False):
+        raise InputError("--swiglu-prologue needs gate/up fused: drop --unfused")
+    if swiglu_prologue and world is not None:
+        raise InputError("--swiglu-prologue runs on one GPU: under torchrun down_proj's input is a shard")
+    if swiglu_prologue is None:
+        swiglu_prologue = fused_norms
     inductor = {}
     if getattr(args, "inductor_config", None) is not None:
         if getattr(args, "compile", "none") == "none":
@@ -436,7 +447,7 @@ def build_plan(args, world=None):
                       seed=args.seed, shard=shard, stall_s=stall_s, compile=getattr(args, "compile", "none"),
                       split=not getattr(args, "no_step_split", False),
                       attention=getattr(args, "attention", "sdpa"), pdl=pdl, inductor=inductor,
-                      fused_norms=fused_norms, fused_rope=fused_rope)
+                      fused_norms=fused_norms, fused_rope=fused_rope, swiglu_prologue=swiglu_prologue)
 
 
 def check_pdl(device: torch.device, compile: str) -> None:
@@ -486,6 +497,7 @@ def metadata(plan, args) -> dict:
         "combo_kernels": inductor["combo_kernels"] if inductor else None,
         "fx_graph_cache": inductor.get("fx_graph_cache", True) if inductor else None,
         "inductor_config": plan.inductor, "fused_norms": plan.fused_norms, "fused_rope": plan.fused_rope,
+        "swiglu_prologue": plan.swiglu_prologue,
         "step_split": plan.split, "argv": getattr(args, "argv", sys.argv[1:]),
     }
     meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct

@@ -32,7 +32,8 @@ def test_cpu_smoke_checks_and_times_the_default():
     lines = r.stdout.splitlines()
     assert lines[0].startswith("case B=1 HQ=4 HKV=2 cache 256 pos 200") and "seed 0" in lines[0]
     labels = {" ".join(line.split()[1:-1]) for line in lines[1:]}  # "TIME LABEL (ROUNDS)", fastest first
-    assert labels == {"default", "triton", "triton BLOCK_N=32", "triton BLOCK_N=128", "triton w2", "triton w8"}, \
+    assert labels == {"default", "triton", "triton BLOCK_N=32", "triton BLOCK_N=64", "triton BLOCK_N=128", "triton w2",
+                      "triton w8"}, \
         r.stdout
     assert all(float(line.split()[0]) > 0 for line in lines[1:]), r.stdout
 

@@ -18,9 +18,24 @@ from tests.test_model_fused_norm import CPU, ON, TINY, quantized, tiny  # noqa: 
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("path", ["store", "fused"])
 @pytest.mark.parametrize("norms", [True, False], ids=["fused-norms", "alone"])
 @pytest.mark.parametrize("device,dtype", ON)
-def test_the_prologue_gives_the_models_logits_eager_and_compiled(device, dtype, norms):
+def test_the_prologue_gives_the_models_logits_eager_and_compiled(device, dtype, norms, path, monkeypatch):
+    """path "fused": every M on fused_kernel, so its prologue (not torch's
+    silu_mul, which the tiny shapes' split path takes) runs in the model."""
+    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
+
+    prologues = []
+    if path == "fused":
+        monkeypatch.setattr(weight_only.WeightOnlyGemm, "path", lambda self, m: "fused")
+        real = fused_gemm.FusedGemm.__call__
+
+        def counted(self, *a, swiglu=False, **kw):
+            prologues.append(swiglu)
+            return real(self, *a, swiglu=swiglu, **kw)
+
+        monkeypatch.setattr(fused_gemm.FusedGemm, "__call__", counted)
     s = seed()
     plain, model = quantized(s, device=device, dtype=dtype), quantized(s, device=device, dtype=dtype)
     if norms:
@@ -47,6 +62,7 @@ def test_the_prologue_gives_the_models_logits_eager_and_compiled(device, dtype, 
         assert rel(step(), ref()) < bound, f"seed {s}"
     finally:
         torch._dynamo.reset()
+    assert (path == "fused") == (True in prologues)
 
 
 def test_the_ops_fake_implementations_give_the_output_shapes():

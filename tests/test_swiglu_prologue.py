@@ -135,12 +135,13 @@ def test_silu_mul_rounds_once_from_fp32():
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize("m", [1, 16, 64])
+@pytest.mark.parametrize("m", [1, 16, 64, 512])
 def test_the_stores_down_proj_configs_take_the_prologue_in_bf16(m):
     """The triton backend at Llama-3-8B's down_proj (K = 14336, N = 4096)
     with the store's configs (int4 TMA weight loads with split-K at M = 1
-    and 16, WS tiles at 64, which the prologue leaves for fused_kernel): with
-    the residual part too, three calls each (split-K atomics)."""
+    and 16, WS tiles at 64, which the prologue leaves for fused_kernel; at a
+    prefill's 512 silu_mul by torch first, SWIGLU_MAX_M): with the residual
+    part too, three calls each (split-K atomics)."""
     from qgemm_bench.backends.triton_dispatch import make_weight_only
     from qgemm_bench.backends.triton_ops import weight_args
 

@@ -51,6 +51,7 @@ from qgemm_bench.target import Target
 from qgemm_bench.types import m_bucket
 
 SPLIT_PATH_MAX_M = 64  # M up to this goes through split-K
+SWIGLU_MAX_M = SPLIT_PATH_MAX_M  # M up to this takes the SwiGLU prologue (decode; __call__ says why)
 # Above this M the fused kernel runs only with TMA loads (fused_gemm.py:
 # on Hopper, the scale modes fused_gemm.tma_usable takes) and where the table did
 # not time dequantize + cuBLAS faster (weight_only_configs.dequant_faster);
@@ -345,12 +346,15 @@ class WeightOnlyGemm:
         with_residual). swiglu: x is h = [gate | up] [M, 2K] and the GEMM's
         input silu(gate) * up: FusedGemm's prologue where the fused path
         runs, by torch first on the others (fused_gemm.silu_mul, the same
-        rounding), so every M the dispatch sends elsewhere still computes it."""
+        rounding), so every M the dispatch sends elsewhere still computes it.
+        The prologue runs at decode sizes only (M <= SWIGLU_MAX_M): the
+        prefill tiles' stages of two x tiles each would not fit in shared
+        memory (offline sm_90: int4 256x64x128 at 3 stages 336 KB)."""
         if swiglu:
             from qgemm_bench.backends.triton_kernels.fused_gemm import check_swiglu, silu_mul
 
             check_swiglu(x, 2 * self.w.shape[0])
-            if self.path(x.shape[0]) != "fused":
+            if x.shape[0] > SWIGLU_MAX_M or self.path(x.shape[0]) != "fused":
                 return self(silu_mul(x), residual, norm_weight, rms)
             check_weight_only(x[:, :x.shape[1] // 2], self.w, self.scales, self.fmt, self.group)
             return self.fused()(x, residual, norm_weight, rms, swiglu=True)

@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 from torch.autograd import DeviceType  # noqa: E402
 from torch.autograd.profiler_util import Kernel  # noqa: E402
 
-from qgemm_bench.model import bench, decode, ops, profile  # noqa: E402
+from qgemm_bench.model import bench, decode, ops, profile, rope_attention  # noqa: E402
 from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import QuantLinear, parse_quant  # noqa: E402
 from tests.support import free_port, one_thread, rel  # noqa: E402, F401 (one_thread autouse: the tiny model on one thread)
@@ -143,6 +143,7 @@ def test_triton_attention_steps_equal_eager_steps(compile, fused_rope, monkeypat
             assert [int(x.cumulative_length) for x in cache.layers] == [prompt + i + 1] * len(cache.layers)
         n = len(calls)
         assert n >= steps * TINY["num_hidden_layers"] and splits and set(calls) == {fused_rope}
+        assert rope_attention.ran(model) == fused_rope  # the mark survives the compiled graph (a side effect)
         step.reference()
         assert len(calls) == n  # SDPA's
         if compile == "none":  # the timed step is checked against SDPA's also without a graph (CPU: no graph)

@@ -498,7 +498,8 @@ def _time_decode(model, batch, prompt_len, steps, device, mode, seed, compile, s
     upto = prompt_len + (steps + 1) // 2
     attended = -(-upto // FLEX_BLOCK) * FLEX_BLOCK if flex else upto if attention == "triton" else None
     ran = "flex" if flex else "triton" if attention == "triton" else "sdpa"
-    extra = {"compile": compile, "compile_s": step.compile_s, "attention": ran, "fused_rope": rope,
+    extra = {"compile": compile, "compile_s": step.compile_s, "attention": ran,
+             "fused_rope": rope and rope_attention.ran(model),
              **profile.step_bytes(model, cache, batch, attended)}
     if split:  # the step as timed: its graph's replay, or the step itself
         try:

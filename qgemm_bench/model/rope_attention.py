@@ -24,6 +24,7 @@ from torch import nn
 from qgemm_bench.model import ops
 
 _ORIGINAL = "_qgemm_attention_forward"  # the forward install() replaced, kept on the module
+RAN = "_qgemm_rope_ran"  # set on a layer's attention when a decode step took the fused path (ran())
 
 
 def why_not(model: nn.Module) -> str:
@@ -51,7 +52,16 @@ def install(model: nn.Module, on: bool = True) -> bool:
             attn.forward = types.MethodType(_forward, attn)
         elif not on and _ORIGINAL in attn.__dict__:
             attn.forward = attn.__dict__.pop(_ORIGINAL)
+        attn.__dict__.pop(RAN, None)
     return on
+
+
+def ran(model: nn.Module) -> bool:
+    """Whether every decoder layer's attention took the fused path in a
+    decode step since install (a forward that fell back in the step, e.g.
+    another transformers' keywords, leaves its layer without the mark)."""
+    layers = getattr(getattr(model, "model", None), "layers", None) or []
+    return bool(layers) and all(getattr(layer.self_attn, RAN, False) for layer in layers)
 
 
 def _forward(self, hidden_states: torch.Tensor, position_embeddings=None, attention_mask=None, **kwargs):
@@ -80,4 +90,5 @@ def _forward(self, hidden_states: torch.Tensor, position_embeddings=None, attent
                                     float(self.scaling))
     if first:
         layer.cumulative_length.add_(1)
+    setattr(self, RAN, True)  # under torch.compile a side effect Dynamo replays after the graph
     return self.o_proj(out.reshape(b, 1, -1)), None

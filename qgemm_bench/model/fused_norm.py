@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from qgemm_bench.backends.norm_parts import weighted_and_sums
+from qgemm_bench.model.llama import NO_LAYERS, decoder_layers
 from qgemm_bench.model.quant_linear import QuantLinear
 
 NORMS = ("input_layernorm", "post_attention_layernorm")
@@ -32,9 +33,9 @@ NORMS = ("input_layernorm", "post_attention_layernorm")
 
 def why_not(model: nn.Module) -> str:
     """Why --fused-norms cannot apply to `model` ("" where it can)."""
-    layers = getattr(getattr(model, "model", None), "layers", None)
+    layers = decoder_layers(model)
     if not layers:
-        return "no decoder layers (model.model.layers)"
+        return NO_LAYERS
     for i, layer in enumerate(layers):
         # _forward is Llama's layer (pre-norm, plain residual adds, LlamaRMSNorm's variance_epsilon); a
         # checkpoint of another class (Granite's residual multiplier, Gemma's norm) keeps its own.

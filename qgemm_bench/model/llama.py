@@ -37,6 +37,14 @@ PRESETS = {
 }
 
 
+NO_LAYERS = "no decoder layers (model.model.layers)"  # why a model-wide fusion cannot apply to a model
+
+
+def decoder_layers(model) -> list:
+    """A Llama-style model's decoder layers (model.model.layers; none for anything else)."""
+    return list(getattr(getattr(model, "model", None), "layers", None) or [])
+
+
 def config_for(name: str, **overrides):
     """The LlamaConfig of a preset (overrides e.g. num_hidden_layers=2 for a quick look)."""
     if name not in PRESETS:

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from qgemm_bench.model import ops
+from qgemm_bench.model.llama import NO_LAYERS, decoder_layers
 
 _ORIGINAL = "_qgemm_attention_forward"  # the forward install() replaced, kept on the module
 RAN = "_qgemm_rope_ran"  # set on a layer's attention when a decode step took the fused path (ran())
@@ -29,9 +30,9 @@ RAN = "_qgemm_rope_ran"  # set on a layer's attention when a decode step took th
 
 def why_not(model: nn.Module) -> str:
     """Why the fused rotary cannot apply to `model` ("" where it can)."""
-    layers = getattr(getattr(model, "model", None), "layers", None)
+    layers = decoder_layers(model)
     if not layers:
-        return "no decoder layers (model.model.layers)"
+        return NO_LAYERS
     for i, layer in enumerate(layers):
         attn = getattr(layer, "self_attn", None)
         # Llama's rotate_half rotary and one head_dim for q, k and v (a checkpoint of another class keeps its own)
@@ -45,7 +46,7 @@ def install(model: nn.Module, on: bool = True) -> bool:
     """Each decoder layer's attention forward replaced by the fused one (on)
     or given back its own (off); returns whether the fused one is in."""
     on = on and not why_not(model)
-    for layer in getattr(getattr(model, "model", None), "layers", None) or []:
+    for layer in decoder_layers(model):
         attn = layer.self_attn
         if on and _ORIGINAL not in attn.__dict__:
             attn.__dict__[_ORIGINAL] = attn.forward
@@ -60,7 +61,7 @@ def ran(model: nn.Module) -> bool:
     """Whether every decoder layer's attention took the fused path in a
     decode step since install (a forward that fell back in the step, e.g.
     another transformers' keywords, leaves its layer without the mark)."""
-    layers = getattr(getattr(model, "model", None), "layers", None) or []
+    layers = decoder_layers(model)
     return bool(layers) and all(getattr(layer.self_attn, RAN, False) for layer in layers)
 
 

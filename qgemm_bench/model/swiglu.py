@@ -21,6 +21,7 @@ from __future__ import annotations
 from torch import nn
 
 from qgemm_bench.model.fuse import FusedMLP
+from qgemm_bench.model.llama import NO_LAYERS, decoder_layers
 from qgemm_bench.model.quant_linear import QuantLinear
 
 SILU = ("SiLU", "SiLUActivation")  # torch's module and transformers' (ACT2FN["silu"])
@@ -28,9 +29,9 @@ SILU = ("SiLU", "SiLUActivation")  # torch's module and transformers' (ACT2FN["s
 
 def why_not(model: nn.Module) -> str:
     """Why the SwiGLU prologue cannot apply to `model` ("" where it can)."""
-    layers = getattr(getattr(model, "model", None), "layers", None)
+    layers = decoder_layers(model)
     if not layers:
-        return "no decoder layers (model.model.layers)"
+        return NO_LAYERS
     for i, layer in enumerate(layers):
         mlp = getattr(layer, "mlp", None)
         if not isinstance(mlp, FusedMLP):

@@ -28,6 +28,8 @@ BLOCK_G = 16  # query rows a program computes: the G heads of its KV head, padde
 FEW_PAIRS = 16  # (b, h_kv) pairs up to which block_for takes 128-slot steps (8B batch 1 and 2, a 70B rank's)
 _LOG2E = 1.4426950408889634
 _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+
 @triton.jit
 def rotated(D: tl.constexpr):
     """The columns rotate_half reads: d + D/2 for the first half, d - D/2 for the second."""

@@ -89,8 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "variants that took it")
     _add(g, "--swiglu-prologue", action=argparse.BooleanOptionalAction, help="down_proj computes silu(gate) * "
          "up as it loads gate_up's output, in variants whose kernels can (triton), instead of Inductor's kernel "
-         "between the two GEMMs (model/swiglu.py); the others run as they are. On by default where --fused-norms "
-         "is (--no-swiglu-prologue for an A/B); report.md names the variants that took it")
+         "between the two GEMMs (model/swiglu.py); the others run as they are. Off by default: the 8B "
+         "compiled step with it did not finish on the H200 (docs/model.md); report.md names the variants that "
+         "took it")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
@@ -361,13 +362,11 @@ def build_plan(args, world=None):
         raise InputError("--fused-norms needs q/k/v and gate/up fused: drop --unfused")
     if fused_norms is None:
         fused_norms = not getattr(args, "unfused", False) and world is None
-    swiglu_prologue = getattr(args, "swiglu_prologue", None)  # None: with the fused norms, as said in --help
+    swiglu_prologue = bool(getattr(args, "swiglu_prologue", False))
     if swiglu_prologue and getattr(args, "unfused", False):
         raise InputError("--swiglu-prologue needs gate/up fused: drop --unfused")
     if swiglu_prologue and world is not None:
         raise InputError("--swiglu-prologue runs on one GPU: under torchrun down_proj's input is a shard")
-    if swiglu_prologue is None:
-        swiglu_prologue = fused_norms
     inductor = {}
     if getattr(args, "inductor_config", None) is not None:
         if getattr(args, "compile", "none") == "none":

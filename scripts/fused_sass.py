@@ -80,6 +80,8 @@ def parse_args(argv=None):
                    "times 1 / RMS of x")
     p.add_argument("--swiglu", action="store_true", help="SWIGLU: x = silu(gate) * up of h = [gate | up], "
                    "computed as x loads (by pointers; with --tma the weights alone by TMA)")
+    p.add_argument("--swiglu-out", action="store_true", help="split_k_parts._store's SWIGLU_OUT: the output's "
+                   "(gate, up) column pairs stored as silu(gate) * up")
     p.add_argument("--scale-ahead", action="store_true",
                    help="SCALE_AHEAD (with --acc, int4): each K block's scale row loaded a block ahead")
     p.add_argument("--short-decode", action="store_true",
@@ -222,6 +224,9 @@ def compile_kernel(args):
     if args.swiglu:
         const["SWIGLU"] = True
         sig["SWIGLU"] = "constexpr"
+    if args.swiglu_out:
+        const["SWIGLU_OUT"] = True
+        sig["SWIGLU_OUT"] = "constexpr"
     if (args.tma or args.tma_x) and not args.swiglu:  # FusedGemm.descriptors: the prologue's x by pointers
         sig["x_desc"] = f"tensordesc<bf16[{args.bm}, {args.bk}]>"
     else:
@@ -639,6 +644,7 @@ def main(argv=None) -> int:
                                          ("ahead", args.scale_ahead),
                                          ("scale8", args.scale8),
                                          ("halves", args.halves), ("swiglu", args.swiglu),
+                                         ("swiglu-out", args.swiglu_out),
                                          (f"r{args.maxnreg}", args.maxnreg),
                                          (f"group {args.group}", args.fmt == "int4" and args.group != "128")) if on)
     launch = "" if args.ws else f" split {args.split} w{args.warps}"  # ws: its own partitions, no split

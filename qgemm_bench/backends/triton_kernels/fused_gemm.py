@@ -427,6 +427,8 @@ def fused_kernel(
     sqin_ptr=None, eps=0.0, RMS_SCALE: tl.constexpr = False,
     # the input's part: x_ptr is h = [gate | up] ([M, 2K]), x = silu(gate) * up as x loads (_x_load); by pointers
     SWIGLU: tl.constexpr = False,
+    # the output's: columns in (gate, up) pairs, out [M, N // 2] = silu(gate) * up (split_k_parts._store)
+    SWIGLU_OUT: tl.constexpr = False,
 ):
     DT: tl.constexpr = x_ptr.dtype.element_ty
     USE_ASM: tl.constexpr = DECODE_ASM and DT == tl.bfloat16  # the PTX decodes are bf16 only
@@ -523,7 +525,7 @@ def fused_kernel(
         acc = acc * tl.load(s_ptr + offs_n).to(tl.float32)[:, None]
     split_k_parts.finish(tl.trans(acc), out_ptr, stride_om, ws_ptr, count_ptr, out_ptr, pid_mn, offs_m, offs_n, M, N,
                          SPLIT_K, False, False, 0, res_ptr, sq_ptr, RESIDUAL, nw_ptr, xw_ptr, NORM_W, sqin_ptr, K,
-                         eps, RMS_SCALE)
+                         eps, RMS_SCALE, SWIGLU_OUT)
 
 
 def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 4, asm: bool = True,
@@ -854,6 +856,13 @@ def silu_mul(h: torch.Tensor) -> torch.Tensor:
     return (torch.nn.functional.silu(g) * u).to(h.dtype)
 
 
+def silu_mul_pairs(y: torch.Tensor) -> torch.Tensor:
+    """fused_kernel's SWIGLU_OUT by torch: y [M, 2I] with columns in (gate,
+    up) pairs -> silu(gate) * up [M, I], rounded as silu_mul rounds."""
+    g, u = y.float().unflatten(-1, (-1, 2)).unbind(-1)
+    return (torch.nn.functional.silu(g) * u).to(y.dtype)
+
+
 def check_swiglu(h: torch.Tensor, k: int) -> None:
     """ValueError, one line, for an h a GEMM of K = k with the SwiGLU
     prologue would misread: [M, 2k] (gate | up), unit stride along it."""
@@ -1040,7 +1049,8 @@ class FusedGemm:
         return {"w_desc": self._w_desc[key]} if swiglu else {"x_desc": x_desc, "w_desc": self._w_desc[key]}
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
-                 norm_weight: torch.Tensor | None = None, rms: tuple | None = None, swiglu: bool = False):
+                 norm_weight: torch.Tensor | None = None, rms: tuple | None = None, swiglu: bool = False,
+                 swiglu_out: bool = False):
         """y = x @ w. rms (sumsq [M, sumsq_chunks(K)] fp32, eps): y's rows
         times 1 / RMS from those sums, an RMSNorm's scale taken after the GEMM
         (x then is h * weight as a residual call with norm_weight wrote it).
@@ -1054,7 +1064,10 @@ class FusedGemm:
         swiglu: x is h = [gate | up] [M, 2K] and the GEMM's input silu(gate)
         * up (the input's part, fused_kernel's SWIGLU, with any output
         parts): by pointer loads of x (a TMA config's weights stay TMA's)
-        in fused_kernel, also where the config has WS tiles, as the parts."""
+        in fused_kernel, also where the config has WS tiles, as the parts.
+        swiglu_out: w's columns are (gate, up) pairs and the result
+        silu(gate) * up [M, N // 2] (fused_kernel's SWIGLU_OUT, after any
+        rms scale; no residual), in fused_kernel as the parts."""
         p = self.kmajor
         if swiglu:
             check_swiglu(x, self.k)
@@ -1062,11 +1075,13 @@ class FusedGemm:
             raise ValueError(f"x must be [M, {self.k}] with unit stride along K, got {tuple(x.shape)}")
         m, n, k = x.shape[0], self.n, self.k
         check_parts(x[:, :k], n, residual, norm_weight, rms)
+        if swiglu_out and (residual is not None or n % 2):
+            raise ValueError(f"swiglu_out: needs an even N (got {n}) and no residual")
         c = dict(self.config_for(m))
-        if residual is None and rms is None and not swiglu and self.runs_ws(x, c):
+        if residual is None and rms is None and not swiglu and not swiglu_out and self.runs_ws(x, c):
             return self._ws(x, c)
         c.pop("WS", None)
-        out = torch.empty(m, n, device=x.device, dtype=x.dtype)
+        out = torch.empty(m, n // 2 if swiglu_out else n, device=x.device, dtype=x.dtype)
         ws, count = split_k_parts.workspace(self._workspace, m, n, x.device) if c["SPLIT_K"] > 1 else (out, out)
         s = self.scales8() if c.get("SCALE8") else p.scales if p.scales is not None else p.wt  # wt: never read
         ts = self.ts if self.ts is not None else out
@@ -1079,7 +1094,7 @@ class FusedGemm:
                 "EVEN_K": k % c["BLOCK_K"] == 0, "FRAG": p.frag,
                 "TILE_N": p.tile[0] if p.tile else 0, "TILE_K": p.tile[1] if p.tile else 0,
                 **split_k_parts.pdl_launch(c, x.device), "ROT_DECODE": rot}
-        extra, outs = ({"SWIGLU": True} if swiglu else {}), (out,)
+        extra, outs = ({"SWIGLU": True} if swiglu else {}) | ({"SWIGLU_OUT": True} if swiglu_out else {}), (out,)
         if rms is not None:
             extra |= {"sqin_ptr": rms[0], "eps": float(rms[1]), "RMS_SCALE": True}
         if residual is not None:

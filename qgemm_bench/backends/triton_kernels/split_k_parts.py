@@ -164,7 +164,7 @@ _SUMSQ_CHUNK = tl.constexpr(SUMSQ_CHUNK)  # _store's RESIDUAL: the parts' layout
 @triton.jit
 def _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS: tl.constexpr,
            res_ptr, sq_ptr, RESIDUAL: tl.constexpr, nw_ptr, xw_ptr, NORM_W: tl.constexpr,
-           sqin_ptr, K, eps, RMS_SCALE: tl.constexpr):
+           sqin_ptr, K, eps, RMS_SCALE: tl.constexpr, SWIGLU_OUT: tl.constexpr = False):
     """The tile's output: the fp32 sum `total` (RMS_SCALE: times each row's
     1 / RMS of x, rsqrt(sum of squares / K + eps), the sums being the
     per-chunk ones at sqin_ptr [M, norm_parts.sumsq_chunks(K)] that the GEMM which wrote
@@ -174,7 +174,10 @@ def _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS: 
     no zeroing, the same bits whoever finishes); NORM_W also the result times
     the norm weight at nw_ptr [N], cast, into xw_ptr (out's layout). Together:
     RMSNorm(h) @ w2 = (1 / RMS) (h * weight) @ w2, an RMSNorm between two
-    GEMMs without a kernel of its own (docs/fused_gemm.md)."""
+    GEMMs without a kernel of its own (docs/fused_gemm.md). SWIGLU_OUT: the
+    columns are (gate, up) pairs and out [M, N // 2] takes silu(gate) * up,
+    in fp32 from the cast pair and cast once, as Inductor's kernel on the
+    stored gate_up output computes it (no RESIDUAL with it)."""
     mask_m = offs_m < M
     mask_n = offs_n < N
     mask = mask_m[:, None] & mask_n[None, :]
@@ -189,6 +192,16 @@ def _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS: 
     if HAS_BIAS:
         total += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
     y = total.to(out_ptr.dtype.element_ty)
+    if SWIGLU_OUT:
+        tl.static_assert(not RESIDUAL, "SWIGLU_OUT takes no residual")
+        BMS: tl.constexpr = y.shape[0]
+        HALF: tl.constexpr = y.shape[1] // 2
+        g, u = tl.split(tl.reshape(y.to(tl.float32), (BMS, HALF, 2)))
+        offs_h = tl.min(offs_n, axis=0) // 2 + tl.arange(0, HALF)  # a tile's columns: contiguous, even-aligned
+        tl.store(out_ptr + offs_m[:, None] * stride_om + offs_h[None, :],
+                 (g * tl.sigmoid(g) * u).to(out_ptr.dtype.element_ty),
+                 mask=mask_m[:, None] & (offs_h < N // 2)[None, :])
+        return
     if RESIDUAL:
         res = tl.load(res_ptr + offs_m[:, None] * stride_om + offs_n[None, :], mask=mask, other=0.0)
         y = (y.to(tl.float32) + res.to(tl.float32)).to(out_ptr.dtype.element_ty)
@@ -213,7 +226,8 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
            SPLIT_K: tl.constexpr, DETERMINISTIC: tl.constexpr, HAS_BIAS: tl.constexpr,
            REDUCE: tl.constexpr = 0,  # REDUCE 0: REDUCE_LAST
            res_ptr=None, sq_ptr=None, RESIDUAL: tl.constexpr = False, nw_ptr=None, xw_ptr=None,
-           NORM_W: tl.constexpr = False, sqin_ptr=None, K=0, eps=0.0, RMS_SCALE: tl.constexpr = False):
+           NORM_W: tl.constexpr = False, sqin_ptr=None, K=0, eps=0.0, RMS_SCALE: tl.constexpr = False,
+           SWIGLU_OUT: tl.constexpr = False):
     """Store this program's fp32 partial `acc`; the tile's last program adds
     the bias (and _store's other parts), stores the cast sum and leaves
     workspace and counter zeroed. DETERMINISTIC only: REDUCE (module doc);
@@ -224,7 +238,7 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
     mask = mask_m[:, None] & mask_n[None, :]
     if SPLIT_K == 1:
         _store(acc, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS, res_ptr, sq_ptr, RESIDUAL,
-               nw_ptr, xw_ptr, NORM_W, sqin_ptr, K, eps, RMS_SCALE)
+               nw_ptr, xw_ptr, NORM_W, sqin_ptr, K, eps, RMS_SCALE, SWIGLU_OUT)
     elif DETERMINISTIC and REDUCE == REDUCE_KERNEL:  # reduce_planes, launched next, sums the planes
         tl.store(ws_ptr + tl.program_id(1) * M * N + tile, acc, mask=mask)
     else:
@@ -249,7 +263,7 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
                 total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
                 tl.store(ws_ptr + tile, zero, mask=mask)
             _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS, res_ptr, sq_ptr, RESIDUAL,
-                   nw_ptr, xw_ptr, NORM_W, sqin_ptr, K, eps, RMS_SCALE)
+                   nw_ptr, xw_ptr, NORM_W, sqin_ptr, K, eps, RMS_SCALE, SWIGLU_OUT)
             # Relaxed: nothing else touches the counter in this launch, and
             # the next launch is ordered after it anyway. The default acq_rel
             # fenced (MEMBAR.GPU) before the tile's last program could exit,

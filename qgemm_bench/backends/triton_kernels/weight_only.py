@@ -339,7 +339,8 @@ class WeightOnlyGemm:
         return out
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None,
-                 norm_weight: torch.Tensor | None = None, rms: tuple | None = None, swiglu: bool = False):
+                 norm_weight: torch.Tensor | None = None, rms: tuple | None = None, swiglu: bool = False,
+                 swiglu_out: bool = False):
         """y = x @ w; residual, norm_weight, rms: FusedGemm's output parts
         (an RMSNorm between two GEMMs), in the fused kernel's store where the
         fused path runs, by torch after the others (fused_gemm.rms_scaled,
@@ -349,7 +350,20 @@ class WeightOnlyGemm:
         rounding), so every M the dispatch sends elsewhere still computes it.
         The prologue runs at decode sizes only (M <= SWIGLU_MAX_M): the
         prefill tiles' stages of two x tiles each would not fit in shared
-        memory (offline sm_90: int4 256x64x128 at 3 stages 336 KB)."""
+        memory (offline sm_90: int4 256x64x128 at 3 stages 336 KB).
+        swiglu_out: w's columns are (gate, up) pairs and the result
+        silu(gate) * up [M, N // 2], after any rms scale (no residual):
+        FusedGemm's epilogue where the fused path runs, by torch after the
+        GEMM on the others (fused_gemm.silu_mul_pairs, the same rounding)."""
+        if swiglu_out:
+            from qgemm_bench.backends.triton_kernels.fused_gemm import silu_mul_pairs
+
+            if swiglu or residual is not None or norm_weight is not None or self.w.shape[1] % 2:
+                raise ValueError("swiglu_out: an even N, without swiglu, residual or norm_weight")
+            if self.path(x.shape[0]) == "fused":
+                check_weight_only(x, self.w, self.scales, self.fmt, self.group)
+                return self.fused()(x, rms=rms, swiglu_out=True)
+            return silu_mul_pairs(self(x, rms=rms))
         if swiglu:
             from qgemm_bench.backends.triton_kernels.fused_gemm import check_swiglu, silu_mul
 

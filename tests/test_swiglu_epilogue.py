@@ -1,0 +1,97 @@
+"""The SwiGLU epilogue (fused_gemm.fused_kernel's SWIGLU_OUT,
+split_k_parts._store): a gate_up GEMM whose weight columns come in (gate,
+up) pairs returns silu(gate) * up [M, N // 2], from the rounded pair in fp32
+and rounded once. Against fp64 on the dequantized weights (a tolerance the
+two likeliest wrong epilogues fail: gate and up swapped, the columns taken
+as halves); ragged M and N, K off the K block, split-K even and uneven,
+TMA, ACC_SCALE, NVFP4, after the RMS scale; the triton backend's other
+paths by torch after the GEMM (fused_gemm.silu_mul_pairs)."""
+
+import pytest
+import torch
+
+from qgemm_bench.operators import int4_gemm
+from qgemm_bench.operators.common import rel_error
+from qgemm_bench.operators.formats import INT4, NVFP4
+from tests.support import DT, TOL, case, check, fp64, seed, target_for
+from tests.support import triton_config as cfg
+from tests.test_fused_norm import EPS, chunk_sums, gemm_of
+
+
+def pairs64(y: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up in fp64 for y [M, 2I] with columns in (gate, up) pairs."""
+    g, u = y.double().unflatten(-1, (-1, 2)).unbind(-1)
+    return torch.nn.functional.silu(g) * u
+
+
+def check_epilogue(out, y64, dtype=DT):
+    """out against fp64 of the pairs' silu(gate) * up, and far from the two
+    likeliest wrong epilogues (so the tolerance can fail)."""
+    check(out, pairs64(y64), dtype)
+    g, u = y64.unflatten(-1, (-1, 2)).unbind(-1)
+    halves = y64.chunk(2, dim=-1)
+    for wrong in (torch.nn.functional.silu(u) * g, torch.nn.functional.silu(halves[0]) * halves[1]):
+        assert rel_error(out, wrong) > 3 * TOL[dtype]
+
+
+# (fmt, shape (M, K, N), bm, bn, bk, split, extra): N 100 ends mid-tile; 11 K blocks over 3 splits; K off the
+# K block; TMA; ACC_SCALE; NVFP4.
+CASES = [(INT4, (3, 1408, 100), 16, 64, 128, 3, {}), (INT4, (5, 1408, 72), 16, 32, 256, 2, {}),
+         (INT4, (33, 1280, 136), 64, 64, 64, 1, {"TMA": True}),
+         (INT4, (5, 1280, 136), 16, 64, 128, 2, {"ACC_SCALE": True}),
+         (NVFP4, (3, 1008, 100), 16, 64, 128, 3, {})]
+
+
+@pytest.mark.parametrize("fmt,shape,bm,bn,bk,split,extra", CASES)
+def test_the_epilogue_multiplies_silu_gate_times_up_of_each_pair(fmt, shape, bm, bn, bk, split, extra):
+    s = seed()
+    g, inputs, wd = gemm_of(fmt, shape, {**cfg(bm=bm, bn=bn, bk=bk, split=split), **extra}, s)
+    x = inputs.x
+    out = g(x, swiglu_out=True)
+    assert out.shape == (shape[0], shape[2] // 2), f"seed {s}"
+    check_epilogue(out, fp64(x, wd))
+    assert torch.equal(g(x, swiglu_out=True), out), f"seed {s}"  # again: the split workspace left ready
+    # The torch form (the other paths') rounds as the kernel does: the same GEMM, near bit for bit.
+    from qgemm_bench.backends.triton_kernels.fused_gemm import silu_mul_pairs
+
+    assert rel_error(out, silu_mul_pairs(g(x)).double()) <= TOL[DT] / 30, f"seed {s}"
+
+
+def test_the_epilogue_follows_the_rms_scale():
+    """gate_up in a --fused-norms layer: the rows scaled by 1 / RMS, then the pairs' silu(gate) * up."""
+    s = seed()
+    m, k, n = 3, 1408, 100
+    g, inputs, wd = gemm_of(INT4, (m, k, n), cfg(bm=16, bn=64, bk=128, split=3), s)
+    x = inputs.x
+    grow = torch.arange(1, m + 1, dtype=torch.float64, device=x.device)[:, None] ** 2
+    x_rows = x.double() * grow  # sums of squares of rows i + 1 times x's: each row's RMS
+    rms = torch.rsqrt((x_rows ** 2).mean(-1, keepdim=True) + EPS)
+    out = g(x, rms=(chunk_sums(x_rows).float(), EPS), swiglu_out=True)
+    check_epilogue(out, fp64(x, wd) * rms)
+
+
+@pytest.mark.parametrize("path", ["split", "dequant", "fused"])
+def test_the_triton_backends_other_paths_compute_the_pairs_by_torch_after(path):
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
+
+    s = seed()
+    shape = (3, 768, 72)
+    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=128), s)
+    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, cfg(bm=16, bn=32, bk=128, split=2), path,
+                            target=target_for(inputs.w))
+    wd = int4_gemm.dequantize(inputs)
+    check_epilogue(gemm(inputs.x, swiglu_out=True), fp64(inputs.x, wd))
+
+
+@pytest.mark.parametrize("path", ["split", "fused"])
+def test_an_odd_n_or_a_residual_is_one_value_error(path):
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
+
+    inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 64), group_size=128), seed())
+    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, cfg(bm=16, bn=32, bk=64), path,
+                            target=target_for(inputs.w))
+    res = torch.zeros(3, 64, dtype=inputs.x.dtype, device=inputs.x.device)
+    with pytest.raises(ValueError, match="swiglu_out"):
+        gemm(inputs.x, residual=res, swiglu_out=True)
+    with pytest.raises(ValueError, match="swiglu_out"):
+        gemm.fused()(inputs.x, residual=res, swiglu_out=True)

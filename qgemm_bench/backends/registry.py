@@ -62,6 +62,9 @@ class Prepared:
     # Those whose apply_parts also takes swiglu=True: x is h = [gate | up] [M', 2K] and the GEMM's input
     # silu(gate) * up (the triton backend: fused_gemm's SWIGLU prologue).
     swiglu: bool = False
+    # Those whose apply_parts also takes swiglu_out=True: the weight's columns are (gate, up) pairs and the
+    # result silu(gate) * up [M', N / 2] (the triton backend: fused_gemm's SWIGLU_OUT epilogue).
+    swiglu_out: bool = False
 
 
 def _can_run(case: Case) -> str | None:

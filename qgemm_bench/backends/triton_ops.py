@@ -47,7 +47,7 @@ def _weight_only(case, inputs) -> Prepared:
     if gemm.path(m) == "fused":
         gemm.fused()  # its K-major weights are made here, in prepare
     return Prepared(lambda: gemm(x), resident=gemm.resident(m), notes=notes, apply=apply, apply_parts=apply_parts,
-                    swiglu=True)
+                    swiglu=True, swiglu_out=True)
 
 
 _PATHS = ("one-launch split-K streaming for M <= 64; a fused swapped-operand kernel on K-major weights up to "

@@ -79,6 +79,7 @@ class Plan:
     fused_norms: bool = False  # --fused-norms: RMSNorms done by the GEMMs where a variant's have the parts
     fused_rope: bool = True  # --fused-rope (--attention triton): its kernel also rotates and writes the token
     swiglu_prologue: bool = False  # --swiglu-prologue: down_proj computes silu(gate) * up where it can
+    swiglu_epilogue: bool = False  # --swiglu-epilogue: gate_up's GEMM returns silu(gate) * up where it can
 
     @property
     def timing(self) -> str:
@@ -137,8 +138,9 @@ def prepare_variant(plan: Plan, model, backend: str, spec: QuantSpec | None,
     """The variant's model as its rows run it, in place: quantized (spec),
     then its all-reduces (tensor parallel) or RMSNorms in its GEMMs
     (plan.fused_norms, where they fit), and silu(gate) * up in down_proj
-    (plan.swiglu_prologue, where it fits). Returns quantize_s, fused_norms
-    and swiglu_prologue."""
+    (plan.swiglu_prologue, where it fits) or in gate_up's GEMM
+    (plan.swiglu_epilogue, where it fits). Returns quantize_s, fused_norms,
+    swiglu_prologue and swiglu_epilogue."""
     out = {}
     if spec is not None:
         with step("quantize"):  # the backend's prepare, compiling its kernels
@@ -154,6 +156,9 @@ def prepare_variant(plan: Plan, model, backend: str, spec: QuantSpec | None,
     if plan.shard is None and plan.swiglu_prologue and spec is not None and not swiglu.why_not(model):
         swiglu.install(model)
         out["swiglu_prologue"] = True
+    if plan.shard is None and plan.swiglu_epilogue and spec is not None and not swiglu.why_not_epilogue(model):
+        swiglu.install_epilogue(model)
+        out["swiglu_epilogue"] = True
     return out
 
 

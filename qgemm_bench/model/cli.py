@@ -92,6 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "between the two GEMMs (model/swiglu.py); the others run as they are. Off by default: the 8B "
          "compiled step with it did not finish on the H200 (docs/model.md); report.md names the variants that "
          "took it")
+    _add(g, "--swiglu-epilogue", action="store_true", help="gate_up's columns in (gate, up) pairs in every "
+         "variant, and gate_up's GEMM computes silu(gate) * up in its last store in variants whose kernels can "
+         "(triton), instead of Inductor's kernel between the two GEMMs (model/swiglu.py); report.md names the "
+         "variants that took it")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
@@ -363,6 +367,13 @@ def build_plan(args, world=None):
     if fused_norms is None:
         fused_norms = not getattr(args, "unfused", False) and world is None
     swiglu_prologue = bool(getattr(args, "swiglu_prologue", False))
+    swiglu_epilogue = bool(getattr(args, "swiglu_epilogue", False))
+    if swiglu_epilogue and swiglu_prologue:
+        raise InputError("--swiglu-epilogue and --swiglu-prologue: one or the other")
+    if swiglu_epilogue and getattr(args, "unfused", False):
+        raise InputError("--swiglu-epilogue needs gate/up fused: drop --unfused")
+    if swiglu_epilogue and world is not None:
+        raise InputError("--swiglu-epilogue runs on one GPU: under torchrun gate_up's output is a shard")
     if swiglu_prologue and getattr(args, "unfused", False):
         raise InputError("--swiglu-prologue needs gate/up fused: drop --unfused")
     if swiglu_prologue and world is not None:
@@ -393,6 +404,7 @@ def build_plan(args, world=None):
     else:
         raise InputError("give --model NAME or --checkpoint PATH")
     source.fused = not getattr(args, "unfused", False)
+    source.pairs = swiglu_epilogue
     cfg = source.config
     shard = None
     if world is not None:
@@ -446,7 +458,8 @@ def build_plan(args, world=None):
                       seed=args.seed, shard=shard, stall_s=stall_s, compile=getattr(args, "compile", "none"),
                       split=not getattr(args, "no_step_split", False),
                       attention=getattr(args, "attention", "sdpa"), pdl=pdl, inductor=inductor,
-                      fused_norms=fused_norms, fused_rope=fused_rope, swiglu_prologue=swiglu_prologue)
+                      fused_norms=fused_norms, fused_rope=fused_rope, swiglu_prologue=swiglu_prologue,
+                      swiglu_epilogue=swiglu_epilogue)
 
 
 def check_pdl(device: torch.device, compile: str) -> None:
@@ -497,6 +510,7 @@ def metadata(plan, args) -> dict:
         "fx_graph_cache": inductor.get("fx_graph_cache", True) if inductor else None,
         "inductor_config": plan.inductor, "fused_norms": plan.fused_norms, "fused_rope": plan.fused_rope,
         "swiglu_prologue": plan.swiglu_prologue,
+        "swiglu_epilogue": plan.swiglu_epilogue,
         "step_split": plan.split, "argv": getattr(args, "argv", sys.argv[1:]),
     }
     meta["ceilings"] = environment.measure_ceilings(plan.device)  # copy GB/s: the rows' copy_pct

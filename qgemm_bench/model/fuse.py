@@ -15,7 +15,10 @@ differently, with the same error against the unquantized model.
 The attention keeps transformers' forward, which calls q_proj, k_proj and
 v_proj on the same tensor: each is a ProjectionPart whose first call runs the
 fused projection for all three and whose last one drops the result. The MLP
-is replaced by FusedMLP, transformers' LlamaMLP on the fused weight."""
+is replaced by FusedMLP, transformers' LlamaMLP on the fused weight. With
+pairs (--swiglu-epilogue, every variant) gate_up's columns alternate gate
+and up, one pair per intermediate unit, so a GEMM's output tile holds both
+halves of its products (model/swiglu.py's epilogue)."""
 
 from __future__ import annotations
 
@@ -53,27 +56,35 @@ class ProjectionPart(nn.Module):
 
 
 class FusedMLP(nn.Module):
-    """down(act(gate(x)) * up(x)) with gate and up as one GEMM; with
-    swiglu_prologue (model/swiglu.py) down_proj takes gate_up's output whole
-    and computes silu(gate) * up itself."""
+    """down(act(gate(x)) * up(x)) with gate and up as one GEMM ([gate | up],
+    or with pairs (gate, up) column pairs); with swiglu_prologue
+    (model/swiglu.py) down_proj takes gate_up's output whole and computes
+    silu(gate) * up itself; with swiglu_epilogue gate_up's GEMM returns it."""
 
-    def __init__(self, gate_up_proj: nn.Linear, down_proj: nn.Module, act_fn, intermediate: int):
+    def __init__(self, gate_up_proj: nn.Linear, down_proj: nn.Module, act_fn, intermediate: int,
+                 pairs: bool = False):
         super().__init__()
         self.gate_up_proj, self.down_proj, self.act_fn = gate_up_proj, down_proj, act_fn
-        self.intermediate = intermediate
-        self.swiglu_prologue = False
+        self.intermediate, self.pairs = intermediate, pairs
+        self.swiglu_prologue = self.swiglu_epilogue = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.swiglu_epilogue:  # QuantLinear.pairs_out: silu(gate) * up
+            return self.down_proj(self.gate_up_proj(x))
         h = self.gate_up_proj(x)
         if self.swiglu_prologue:
             self.down_proj.swiglu = True  # for this call (QuantLinear.forward)
             return self.down_proj(h)
-        gate, up = h.split((self.intermediate, self.intermediate), dim=-1)
+        if self.pairs:
+            gate, up = h.unflatten(-1, (self.intermediate, 2)).unbind(-1)
+        else:
+            gate, up = h.split((self.intermediate, self.intermediate), dim=-1)
         return self.down_proj(self.act_fn(gate) * up)
 
 
-def concat_linears(linears: list[nn.Linear]) -> nn.Linear:
-    """One nn.Linear computing all of `linears` (outputs side by side)."""
+def concat_linears(linears: list[nn.Linear], pairs: bool = False) -> nn.Linear:
+    """One nn.Linear computing all of `linears` (outputs side by side; pairs,
+    two linears of one width: their outputs alternating column by column)."""
     w0 = linears[0].weight
     biases = [lin.bias for lin in linears]
     if any((b is None) != (biases[0] is None) for b in biases):
@@ -81,16 +92,18 @@ def concat_linears(linears: list[nn.Linear]) -> nn.Linear:
     out = nn.Linear(w0.shape[1], sum(lin.out_features for lin in linears), bias=biases[0] is not None,
                     device=w0.device, dtype=w0.dtype)
     with torch.no_grad():
-        out.weight.copy_(torch.cat([lin.weight for lin in linears], dim=0))
+        cat = (lambda ts: torch.stack(ts, dim=1).flatten(0, 1)) if pairs else (lambda ts: torch.cat(ts, dim=0))
+        out.weight.copy_(cat([lin.weight for lin in linears]))
         if out.bias is not None:
-            out.bias.copy_(torch.cat(biases))
+            out.bias.copy_(cat(biases))
     out.requires_grad_(False)
     return out
 
 
-def fuse_projections(model: nn.Module) -> int:
+def fuse_projections(model: nn.Module, pairs: bool = False) -> int:
     """Fuse every decoder layer's q/k/v and gate/up projections, in place, one
-    layer at a time (peak extra memory: one layer's). Returns the layers fused."""
+    layer at a time (peak extra memory: one layer's); pairs: gate/up's
+    columns in (gate, up) pairs (FusedMLP). Returns the layers fused."""
     layers = model.model.layers
     for layer in layers:
         attn, mlp = layer.self_attn, layer.mlp
@@ -103,6 +116,6 @@ def fuse_projections(model: nn.Module) -> int:
             setattr(attn, n, ProjectionPart(attn, fused, sizes, i))
         del parts
         gate, up = mlp.gate_proj, mlp.up_proj
-        layer.mlp = FusedMLP(concat_linears([gate, up]), mlp.down_proj, mlp.act_fn, gate.out_features)
+        layer.mlp = FusedMLP(concat_linears([gate, up], pairs), mlp.down_proj, mlp.act_fn, gate.out_features, pairs)
         del gate, up, mlp
     return len(layers)

@@ -122,6 +122,7 @@ class ModelSource:
     meta: dict = field(default_factory=dict)
     shard: object = None  # tensor_parallel.Shard under torchrun: this rank's part of every model
     fused: bool = True  # q/k/v and gate/up as one GEMM each (model/fuse.py), in every variant
+    pairs: bool = False  # gate/up's columns in (gate, up) pairs (model/fuse.py; --swiglu-epilogue)
 
     @classmethod
     def preset(cls, name: str, dtype: torch.dtype, seed: int = 0, **overrides) -> ModelSource:
@@ -141,7 +142,7 @@ class ModelSource:
         if self.fused:
             from qgemm_bench.model.fuse import fuse_projections
 
-            fuse_projections(model)
+            fuse_projections(model, self.pairs)
         return model
 
     def _unfused(self, device: torch.device):

@@ -28,17 +28,19 @@ import weakref
 
 import torch
 
-_KERNELS: dict[int, tuple] = {}  # handle -> (apply, out_features, apply_parts or None, takes swiglu)
+_KERNELS: dict[int, tuple] = {}  # handle -> (apply, out_features, apply_parts or None, swiglu, swiglu_out)
 _NEXT = itertools.count(1)
 
 
-def register(owner, apply, out_features: int, apply_parts=None, swiglu: bool = False) -> torch.Tensor:
+def register(owner, apply, out_features: int, apply_parts=None, swiglu: bool = False,
+             swiglu_out: bool = False) -> torch.Tensor:
     """A handle (CPU int64 scalar) for `apply` ([M, K] -> [M, out_features];
     apply_parts: the same with an RMSNorm's parts, Prepared.apply_parts;
-    swiglu: apply_parts takes the SwiGLU prologue, Prepared.swiglu),
-    released when `owner` (the QuantLinear) is garbage collected."""
+    swiglu / swiglu_out: apply_parts takes the SwiGLU prologue / epilogue,
+    Prepared.swiglu / swiglu_out), released when `owner` (the QuantLinear)
+    is garbage collected."""
     h = next(_NEXT)
-    _KERNELS[h] = (apply, out_features, apply_parts, swiglu)
+    _KERNELS[h] = (apply, out_features, apply_parts, swiglu, swiglu_out)
     weakref.finalize(owner, _KERNELS.pop, h, None)
     return torch.tensor(h, dtype=torch.int64)
 
@@ -64,32 +66,37 @@ def _(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Tensor:
 
 
 def _entry(handle: torch.Tensor, op: str) -> tuple:
-    """The registered (apply, out_features, apply_parts, takes swiglu) of a handle."""
+    """The registered (apply, out_features, apply_parts, swiglu, swiglu_out) of a handle."""
     if handle.device.type != "cpu":  # reading it would sync the device (illegal while capturing a graph)
         raise RuntimeError(f"{op}: the kernel handle must stay a CPU tensor")
     return _KERNELS[int(handle)]
 
 
-def _parts(handle: torch.Tensor, op: str, swiglu: bool = False):
-    _, _, parts, prologue = _entry(handle, op)
+def _parts(handle: torch.Tensor, op: str, swiglu: bool = False, swiglu_out: bool = False):
+    _, _, parts, prologue, epilogue = _entry(handle, op)
     if parts is None:
         raise RuntimeError(f"{op}: the registered kernel has no RMSNorm parts (Prepared.apply_parts)")
     if swiglu and not prologue:
         raise RuntimeError(f"{op}: the registered kernel has no SwiGLU prologue (Prepared.swiglu)")
+    if swiglu_out and not epilogue:
+        raise RuntimeError(f"{op}: the registered kernel has no SwiGLU epilogue (Prepared.swiglu_out)")
     return parts
 
 
 @torch.library.custom_op("qgemm::linear_rms", mutates_args=())
 def linear_rms(x: torch.Tensor, handle: torch.Tensor, out_features: int, sumsq: torch.Tensor,
-               eps: float) -> torch.Tensor:
+               eps: float, swiglu_out: bool = False) -> torch.Tensor:
     """qgemm::linear with each output row times 1 / RMS from the fp32 sums of
-    squares [M, chunks] a linear_residual left (model/fused_norm.py)."""
-    return _parts(handle, "qgemm::linear_rms")(x, rms=(sumsq, eps))
+    squares [M, chunks] a linear_residual left (model/fused_norm.py);
+    swiglu_out: then silu(gate) * up of the (gate, up) column pairs
+    (qgemm::linear_swiglu_out)."""
+    return _parts(handle, "qgemm::linear_rms", swiglu_out=swiglu_out)(
+        x, rms=(sumsq, eps), **({"swiglu_out": True} if swiglu_out else {}))
 
 
 @linear_rms.register_fake
-def _(x, handle, out_features, sumsq, eps):
-    return x.new_empty(x.shape[0], out_features)
+def _(x, handle, out_features, sumsq, eps, swiglu_out=False):
+    return x.new_empty(x.shape[0], out_features // 2 if swiglu_out else out_features)
 
 
 @torch.library.custom_op("qgemm::linear_residual", mutates_args=())
@@ -123,6 +130,18 @@ def linear_swiglu(h: torch.Tensor, handle: torch.Tensor, out_features: int) -> t
 @linear_swiglu.register_fake
 def _(h, handle, out_features):
     return h.new_empty(h.shape[0], out_features)
+
+
+@torch.library.custom_op("qgemm::linear_swiglu_out", mutates_args=())
+def linear_swiglu_out(x: torch.Tensor, handle: torch.Tensor, out_features: int) -> torch.Tensor:
+    """silu(gate) * up [M, out_features / 2] of qgemm::linear's output, whose
+    columns are (gate, up) pairs: the GEMM's epilogue computes it (model/swiglu.py)."""
+    return _parts(handle, "qgemm::linear_swiglu_out", swiglu_out=True)(x, swiglu_out=True)
+
+
+@linear_swiglu_out.register_fake
+def _(x, handle, out_features):
+    return x.new_empty(x.shape[0], out_features // 2)
 
 
 @torch.library.custom_op("qgemm::last_position", mutates_args=())

@@ -64,6 +64,7 @@ class ModelRow:
     attention: str = "sdpa"
     fused_norms: bool = False  # --fused-norms took: the layers' RMSNorms done by this variant's GEMMs
     swiglu_prologue: bool = False  # --swiglu-prologue took: down_proj computed silu(gate) * up (model/swiglu.py)
+    swiglu_epilogue: bool = False  # --swiglu-epilogue took: gate_up's GEMM returned silu(gate) * up (same)
     step_read_gib: float | None = None  # bytes one step reads (model/profile.py step_bytes), per GPU
     kv_read_gib: float | None = None  # the static K/V cache's share of it
     effective_gbps: float | None = None  # step_read bytes x steps/s
@@ -402,6 +403,10 @@ def markdown(rows: list[ModelRow], meta: dict, plots: list[str]) -> str:
              + (f"--swiglu-prologue: down_proj computes silu(gate) * up as it loads gate_up's output in "
                 f"{', '.join(sorted({r.variant for r in rows if r.swiglu_prologue})) or 'no variant'} "
                 "(model/swiglu.py). " if s.get("swiglu_prologue") else "")
+             + (f"--swiglu-epilogue: gate_up's columns in (gate, up) pairs in every variant; its GEMM returns "
+                f"silu(gate) * up in "
+                f"{', '.join(sorted({r.variant for r in rows if r.swiglu_epilogue})) or 'no variant'} "
+                "(model/swiglu.py). " if s.get("swiglu_epilogue") else "")
              + f"Quality: logits on {s.get('quality_tokens')} tokens "
              f"against the unquantized model; lm_head quantized: {s.get('lm_head')}. `bf16` is the "
              f"unquantized model in the run's dtype ({s.get('dtype')}).", ""]

@@ -87,6 +87,7 @@ class Kernel(NamedTuple):
     resident: tuple  # the tensors it keeps (its weight footprint)
     apply_parts: Callable | None = None  # apply with an RMSNorm's parts (Prepared.apply_parts), where it has them
     swiglu: bool = False  # apply_parts also takes the SwiGLU prologue (Prepared.swiglu)
+    swiglu_out: bool = False  # apply_parts also takes the SwiGLU epilogue (Prepared.swiglu_out)
 
 
 # ------------------------------------------------------------------ the adapter
@@ -127,7 +128,7 @@ def prepare_kernel(backend: str, spec: QuantSpec, weights: dict, k: int, n: int,
     p = b.prepare(case, inputs)
     if p.apply is None:
         raise BackendUnavailable(f"{backend}: its {spec.op} backend takes no new activations (no apply)")
-    return Kernel(p.apply, tuple(p.resident), p.apply_parts, p.swiglu)
+    return Kernel(p.apply, tuple(p.resident), p.apply_parts, p.swiglu, p.swiglu_out)
 
 
 # --------------------------------------------------------------------- modules
@@ -153,12 +154,15 @@ class QuantLinear(nn.Module):
         self.kernel, self.backend, self.spec = kernel, backend, spec
         # The GEMM is the custom op qgemm::linear (model/ops.py): torch.compile traces through it.
         self.register_buffer("handle", ops.register(self, kernel.apply, out_features, kernel.apply_parts,
-                                                    kernel.swiglu), persistent=False)
+                                                    kernel.swiglu, kernel.swiglu_out), persistent=False)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
         # model/fused_norm.py sets these for one call: (sums, eps) / (residual, norm weight); the
         # residual call's (h * weight, sums) land in `norm_out`. FusedMLP sets swiglu (model/swiglu.py):
         # x is then h = [gate | up] and the GEMM's input silu(gate) * up.
         self.rms, self.residual, self.norm_out, self.swiglu = None, None, None, False
+        # model/swiglu.py's epilogue sets it for good: the weight's columns are (gate, up) pairs
+        # (model/fuse.py) and every call returns silu(gate) * up, out_features / 2 wide.
+        self.pairs_out = False
 
     @property
     def has_parts(self) -> bool:
@@ -168,6 +172,11 @@ class QuantLinear(nn.Module):
     def has_swiglu(self) -> bool:
         """Whether its GEMM can take h = [gate | up] for silu(gate) * up (the SwiGLU prologue)."""
         return self.has_parts and self.kernel.swiglu
+
+    @property
+    def has_swiglu_out(self) -> bool:
+        """Whether its GEMM can return silu(gate) * up of (gate, up) column pairs (the SwiGLU epilogue)."""
+        return self.has_parts and self.kernel.swiglu_out and self.out_features % 2 == 0
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, backend: str, spec: QuantSpec | str) -> QuantLinear:
@@ -186,6 +195,17 @@ class QuantLinear(nn.Module):
         x2 = x.reshape(-1, 2 * self.in_features if swiglu else self.in_features).contiguous()
         if rms is not None and (residual is not None or swiglu):  # fused_norm and FusedMLP never ask these
             raise RuntimeError("QuantLinear: rms set with residual or swiglu for one call")
+        if self.pairs_out:
+            if residual is not None or swiglu:
+                raise RuntimeError("QuantLinear: a SwiGLU epilogue's GEMM takes no residual or prologue")
+            n = self.out_features // 2
+            if x2.shape[0] == 0:
+                y = x2.new_empty(0, n)
+            elif rms is not None:
+                y = ops.linear_rms(x2, self.handle, self.out_features, rms[0], rms[1], True)
+            else:
+                y = ops.linear_swiglu_out(x2, self.handle, self.out_features)
+            return y.reshape(*lead, n)
         if x2.shape[0] == 0:
             y = x2.new_empty(0, self.out_features)
         elif rms is not None:

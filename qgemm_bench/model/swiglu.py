@@ -14,6 +14,16 @@ Only variants whose down_proj kernels take it (the triton backend's:
 Prepared.swiglu) and whose MLP is FusedMLP with SiLU (q/k/v and gate/up
 fused) get it; the others keep Inductor's silu * mul. Not under tensor
 parallelism (cli refuses it there, as the fused norms).
+
+The SwiGLU epilogue (install_epilogue, --swiglu-epilogue) does it on the
+other side: gate_up's columns come in (gate, up) pairs (model/fuse.py's
+pairs, in every variant, so they all read the same layout), and the GEMM's
+last store computes silu(gate) * up from each tile's pairs
+(fused_gemm.fused_kernel's SWIGLU_OUT): gate_up writes [M, I] instead of
+[M, 2I] and down_proj runs as it is. The activation is computed once per
+output element (the prologue recomputes it in each of down_proj's N tiles).
+Variants whose gate_up kernels take it (Prepared.swiglu_out: the triton
+backend's) get it; the others run Inductor's silu * mul on the pairs.
 """
 
 from __future__ import annotations
@@ -38,6 +48,8 @@ def why_not(model: nn.Module) -> str:
             return "gate/up are not fused (--unfused)"
         if type(mlp.act_fn).__name__ not in SILU:
             return f"layer {i}: its MLP's activation is {type(mlp.act_fn).__name__}, not SiLU"
+        if mlp.pairs:
+            return "gate/up's columns are in pairs (--swiglu-epilogue); the prologue reads [gate | up]"
         if not (isinstance(mlp.down_proj, QuantLinear) and mlp.down_proj.has_swiglu):
             return f"layer {i}: its down_proj has no SwiGLU prologue (the triton backend's has; no bias)"
     return ""
@@ -50,3 +62,34 @@ def install(model: nn.Module) -> None:
         raise ValueError(f"--swiglu-prologue: {reason}")
     for layer in model.model.layers:
         layer.mlp.swiglu_prologue = True
+
+
+def why_not_epilogue(model: nn.Module) -> str:
+    """Why the SwiGLU epilogue cannot apply to `model` ("" where it can)."""
+    layers = decoder_layers(model)
+    if not layers:
+        return NO_LAYERS
+    for i, layer in enumerate(layers):
+        mlp = getattr(layer, "mlp", None)
+        if not isinstance(mlp, FusedMLP):
+            return "gate/up are not fused (--unfused)"
+        if not mlp.pairs:
+            return "gate/up's columns are not in (gate, up) pairs (model/fuse.py's pairs)"
+        if type(mlp.act_fn).__name__ not in SILU:
+            return f"layer {i}: its MLP's activation is {type(mlp.act_fn).__name__}, not SiLU"
+        if mlp.swiglu_prologue:
+            return f"layer {i}: its down_proj takes the SwiGLU prologue"
+        if not (isinstance(mlp.gate_up_proj, QuantLinear) and mlp.gate_up_proj.has_swiglu_out):
+            return f"layer {i}: its gate_up has no SwiGLU epilogue (the triton backend's has; no bias)"
+    return ""
+
+
+def install_epilogue(model: nn.Module) -> None:
+    """Each layer's gate_up returns silu(gate) * up of its column pairs, which
+    FusedMLP hands to down_proj (ValueError with why_not_epilogue's reason
+    where that cannot be)."""
+    if reason := why_not_epilogue(model):
+        raise ValueError(f"--swiglu-epilogue: {reason}")
+    for layer in model.model.layers:
+        layer.mlp.gate_up_proj.pairs_out = True
+        layer.mlp.swiglu_epilogue = True

@@ -10,10 +10,10 @@ paths by torch after the GEMM (fused_gemm.silu_mul_pairs)."""
 import pytest
 import torch
 
-from qgemm_bench.operators import int4_gemm
+from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.operators.formats import INT4, NVFP4
-from tests.support import DT, TOL, case, check, fp64, seed, target_for
+from tests.support import CUDA, DT, TOL, case, check, fp64, needs_gpu, seed, stored_target, target_for
 from tests.support import triton_config as cfg
 from tests.test_fused_norm import EPS, chunk_sums, gemm_of
 
@@ -95,3 +95,31 @@ def test_an_odd_n_or_a_residual_is_one_value_error(path):
         gemm(inputs.x, residual=res, swiglu_out=True)
     with pytest.raises(ValueError, match="swiglu_out"):
         gemm.fused()(inputs.x, residual=res, swiglu_out=True)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("op", [int4_gemm, nvfp4_gemm], ids=["int4", "nvfp4"])
+@pytest.mark.parametrize("m", [1, 16, 33, 64, 512])
+def test_the_stores_gate_up_configs_take_the_epilogue_in_bf16(op, m):
+    """The triton backend at Llama-3-8B's gate_up (K = 4096, N = 28672) with
+    the store's configs, after the RMS scale as a --fused-norms layer calls
+    it, ten calls each (split-K atomics; and the NVFP4 M = 64 tile, whose
+    epilogue adds writes to a pending wgmma's A-operand registers under
+    Triton 3.6's schedule: fused_gemm.wrong_on_sm90's hazard)."""
+    from qgemm_bench.backends.triton_dispatch import make_weight_only
+    from qgemm_bench.backends.triton_ops import weight_args
+
+    s = seed()
+    shape = (m, 4096, 28672)
+    settings = {"group_size": 128} if op is int4_gemm else {}
+    inputs = op.make_inputs(case(op, shape, torch.bfloat16, CUDA, **settings), s)
+    wd = op.dequantize(inputs)
+    gemm = make_weight_only(*weight_args(op.NAME, inputs), target=stored_target())
+    x = inputs.x
+    grow = torch.arange(1, m + 1, dtype=torch.float64, device=CUDA)[:, None] ** 0.5
+    x_rows = x.double() * grow
+    rms = torch.rsqrt((x_rows ** 2).mean(-1, keepdim=True) + EPS)
+    want = fp64(x, wd) * rms
+    for _ in range(10):
+        check_epilogue(gemm(x, rms=(chunk_sums(x_rows).float(), EPS), swiglu_out=True), want, torch.bfloat16)

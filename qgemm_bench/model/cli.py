@@ -92,8 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "between the two GEMMs (model/swiglu.py); the others run as they are. Off by default: the 8B "
          "compiled step with it did not finish on the H200 (docs/model.md); report.md names the variants that "
          "took it")
-    _add(g, "--swiglu-epilogue", action="store_true", help="gate_up's columns in (gate, up) pairs in every "
-         "variant, and gate_up's GEMM computes silu(gate) * up in its last store in variants whose kernels can "
+    _add(g, "--swiglu-epilogue", action=argparse.BooleanOptionalAction, help="gate_up's columns in (gate, up) "
+         "pairs in every variant, and gate_up's GEMM computes silu(gate) * up in its last store in variants whose "
+         "kernels can "
          "(triton), instead of Inductor's kernel between the two GEMMs (model/swiglu.py); report.md names the "
          "variants that took it")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "

@@ -196,8 +196,8 @@ class QuantLinear(nn.Module):
         if rms is not None and (residual is not None or swiglu):  # fused_norm and FusedMLP never ask these
             raise RuntimeError("QuantLinear: rms set with residual or swiglu for one call")
         if self.pairs_out:
-            if residual is not None or swiglu:
-                raise RuntimeError("QuantLinear: a SwiGLU epilogue's GEMM takes no residual or prologue")
+            if residual is not None or swiglu or self.bias is not None:
+                raise RuntimeError("QuantLinear: a SwiGLU epilogue's GEMM takes no residual, prologue or bias")
             n = self.out_features // 2
             if x2.shape[0] == 0:
                 y = x2.new_empty(0, n)

@@ -240,6 +240,7 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
         _store(acc, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS, res_ptr, sq_ptr, RESIDUAL,
                nw_ptr, xw_ptr, NORM_W, sqin_ptr, K, eps, RMS_SCALE, SWIGLU_OUT)
     elif DETERMINISTIC and REDUCE == REDUCE_KERNEL:  # reduce_planes, launched next, sums the planes
+        tl.static_assert(not SWIGLU_OUT, "SWIGLU_OUT: reduce_planes stores the full N")
         tl.store(ws_ptr + tl.program_id(1) * M * N + tile, acc, mask=mask)
     else:
         if DETERMINISTIC:

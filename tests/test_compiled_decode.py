@@ -105,6 +105,37 @@ def test_compiled_step_fullgraph_equals_eager_transformers_step():
         torch._dynamo.reset()
 
 
+def test_every_op_is_named_for_its_inductor_fallback():
+    packets = {n for n in dir(torch.ops.qgemm) if isinstance(getattr(torch.ops.qgemm, n), torch._ops.OpOverloadPacket)}
+    assert packets == set(ops.NAMES)
+
+
+@torch.no_grad()
+def test_a_compiled_step_takes_no_implicit_fallback_for_our_ops(monkeypatch):
+    """ops.inductor_fallbacks before the compile: Inductor finds each op's
+    lowering, never its implicit-fallback branch, whose log line formats the
+    call's IR arguments eagerly on torch 2.11 (the SwiGLU prologue's
+    uncompilable 8B step). The lowerings taken away first, as in a fresh
+    process."""
+    import torch._inductor.graph as graph
+    from torch._inductor.lowering import lowerings
+
+    for name in ops.NAMES:
+        lowerings.pop(getattr(torch.ops.qgemm, name).default, None)
+    implicit = []
+    real = graph.make_fallback
+    monkeypatch.setattr(graph, "make_fallback", lambda op, *a, **kw: (implicit.append(op), real(op, *a, **kw)))
+    model = mixed_model()
+    cache = decode.static_cache(model, 8)
+    decode.prefill(model, cache, decode.random_tokens(TINY["vocab_size"], 1, 3, SEED, CPU))
+    try:
+        decode.DecodeStep(model, cache, 1, CPU, compile="default")()
+    finally:
+        torch._dynamo.reset()
+    assert not [op for op in implicit if "qgemm" in str(op)]
+    assert torch.ops.qgemm.linear.default in lowerings
+
+
 @torch.no_grad()
 @pytest.mark.parametrize("compile,fused_rope", [("none", True), ("default", True), ("default", False)])
 def test_triton_attention_steps_equal_eager_steps(compile, fused_rope, monkeypatch):

@@ -391,6 +391,7 @@ class DecodeStep:
         mode = compile_mode(compile)
         if mode is not None:  # past dynamo's recompile limit it would run eager code under a compiled label
             torch._dynamo.config.fail_on_recompile_limit_hit = True
+            ops.inductor_fallbacks()
         self.fn = self.forward if mode is None else torch.compile(self.forward, fullgraph=True, dynamic=False,
                                                                    mode=mode)
         self.compile_s = None  # seconds of the first compiled call (trace, Inductor, Triton builds, autotuning)

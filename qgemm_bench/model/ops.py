@@ -198,3 +198,27 @@ def decode_attention_rope(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos
 @decode_attention_rope.register_fake
 def _(q, k, v, cos, sin, k_cache, v_cache, length, position, scale):
     return q.new_empty(q.shape)
+
+
+NAMES = ("linear", "linear_rms", "linear_residual", "linear_swiglu", "linear_swiglu_out", "last_position",
+         "decode_attention", "decode_attention_rope")  # the ops above, for inductor_fallbacks
+
+
+def inductor_fallbacks() -> None:
+    """Give each op above the fallback lowering Inductor would make at its
+    first call in a graph (the op run as it is, with the layout constraint
+    Inductor picks for a custom op), before a compile. torch 2.11 makes it
+    there after formatting the call's arguments for a log line, logged or
+    not (graph.py's implicit fallback, exc.OperatorIssue.operator_str; lazy
+    from torch 2.13): an op first called on a tensor at the end of our ops'
+    chain through every layer prints that whole chain, ~30x longer a layer
+    (the SwiGLU prologue's last down_proj: the 8B step never finished
+    compiling; docs/model.md). Idempotent."""
+    from torch._inductor.lowering import lowerings, make_fallback, tag_to_layout_constraint
+    from torch._library.utils import get_layout_constraint_tag
+
+    for name in NAMES:
+        op = getattr(torch.ops.qgemm, name).default
+        if op not in lowerings:
+            tag = get_layout_constraint_tag(op, with_default=True)
+            make_fallback(op, layout_constraint=tag_to_layout_constraint(tag), warn=False)

@@ -45,13 +45,29 @@ def test_the_prologue_gives_the_models_logits_eager_and_compiled(device, dtype, 
     calls = []
     for layer in model.model.layers:  # every down_proj call took h whole: [M, 2 x intermediate]
         layer.mlp.down_proj.register_forward_pre_hook(lambda mod, args: calls.append(args[0].shape[-1]))
-    ids = decode.random_tokens(TINY["vocab_size"], 2, 7, s, device)
-    want, got = plain(input_ids=ids).logits, model(input_ids=ids).logits
-    bound = 5e-3 if dtype == torch.float16 else 3e-2  # bf16 rounds 8x coarser
-    assert rel(got, want) < bound, f"seed {s}: {rel(got, want)}"
+    ids = logits_match(plain, model, s, device, dtype)
     assert calls == [2 * TINY["intermediate_size"]] * TINY["num_hidden_layers"]
     assert not any(layer.mlp.down_proj.swiglu for layer in model.model.layers)  # set for one call only
-    # A decode step traced whole (fullgraph: a graph break raises) against the plain model's eager step.
+    compiled_step_matches(plain, model, ids, s, device, dtype)
+    assert (path == "fused") == (True in prologues)
+
+
+def bound(dtype) -> float:
+    return 5e-3 if dtype == torch.float16 else 3e-2  # bf16 rounds 8x coarser
+
+
+def logits_match(plain, model, s: int, device, dtype) -> torch.Tensor:
+    """The model's logits on random tokens (2 x 7) against the plain
+    model's; returns the tokens."""
+    ids = decode.random_tokens(TINY["vocab_size"], 2, 7, s, device)
+    want, got = plain(input_ids=ids).logits, model(input_ids=ids).logits
+    assert rel(got, want) < bound(dtype), f"seed {s}: {rel(got, want)}"
+    return ids
+
+
+def compiled_step_matches(plain, model, ids, s: int, device, dtype) -> None:
+    """A decode step of the model traced whole (fullgraph: a graph break
+    raises) against the plain model's eager step, both after ids."""
     caches = [decode.static_cache(m, 7 + 4) for m in (plain, model)]
     firsts = [decode.prefill(m, c, ids)[:, -1:].argmax(-1) for m, c in zip((plain, model), caches, strict=True)]
     ref = decode.DecodeStep(plain, caches[0], 2, device)
@@ -59,10 +75,9 @@ def test_the_prologue_gives_the_models_logits_eager_and_compiled(device, dtype, 
     step = decode.DecodeStep(model, caches[1], 2, device, compile="default")
     step.tok.copy_(firsts[0])
     try:
-        assert rel(step(), ref()) < bound, f"seed {s}"
+        assert rel(step(), ref()) < bound(dtype), f"seed {s}"
     finally:
         torch._dynamo.reset()
-    assert (path == "fused") == (True in prologues)
 
 
 def test_the_ops_fake_implementations_give_the_output_shapes():

@@ -19,6 +19,7 @@ from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import quantize_model  # noqa: E402
 from tests.support import one_thread, rel, seed  # noqa: E402, F401 (one_thread: autouse)
 from tests.test_model_fused_norm import CPU, ON, TINY  # noqa: E402
+from tests.test_model_swiglu import compiled_step_matches, logits_match  # noqa: E402
 
 
 def model_of(s: int, pairs: bool, backend: str | None = "triton", device=CPU, dtype=torch.float16):
@@ -75,22 +76,9 @@ def test_the_epilogue_gives_the_models_logits_eager_and_compiled(device, dtype, 
     calls = []
     for layer in model.model.layers:  # every down_proj call took silu(gate) * up: [M, intermediate]
         layer.mlp.down_proj.register_forward_pre_hook(lambda mod, args: calls.append(args[0].shape[-1]))
-    ids = decode.random_tokens(TINY["vocab_size"], 2, 7, s, device)
-    want, got = plain(input_ids=ids).logits, model(input_ids=ids).logits
-    bound = 5e-3 if dtype == torch.float16 else 3e-2  # bf16 rounds 8x coarser
-    assert rel(got, want) < bound, f"seed {s}: {rel(got, want)}"
+    ids = logits_match(plain, model, s, device, dtype)
     assert calls == [TINY["intermediate_size"]] * TINY["num_hidden_layers"]
-    # A decode step traced whole (fullgraph: a graph break raises) against the plain model's eager step.
-    caches = [decode.static_cache(m, 7 + 4) for m in (plain, model)]
-    firsts = [decode.prefill(m, c, ids)[:, -1:].argmax(-1) for m, c in zip((plain, model), caches, strict=True)]
-    ref = decode.DecodeStep(plain, caches[0], 2, device)
-    ref.tok.copy_(firsts[0])
-    step = decode.DecodeStep(model, caches[1], 2, device, compile="default")
-    step.tok.copy_(firsts[0])
-    try:
-        assert rel(step(), ref()) < bound, f"seed {s}"
-    finally:
-        torch._dynamo.reset()
+    compiled_step_matches(plain, model, ids, s, device, dtype)
     assert (path == "fused") == (True in epilogues)
 
 

@@ -37,8 +37,9 @@ from qgemm_bench.model.quant_linear import QuantLinear
 SILU = ("SiLU", "SiLUActivation")  # torch's module and transformers' (ACT2FN["silu"])
 
 
-def why_not(model: nn.Module) -> str:
-    """Why the SwiGLU prologue cannot apply to `model` ("" where it can)."""
+def _why_not(model: nn.Module, check) -> str:
+    """"" where every decoder layer's MLP is a FusedMLP with SiLU that
+    check(i, mlp) passes (it returns "" or its reason); else the first reason."""
     layers = decoder_layers(model)
     if not layers:
         return NO_LAYERS
@@ -48,11 +49,20 @@ def why_not(model: nn.Module) -> str:
             return "gate/up are not fused (--unfused)"
         if type(mlp.act_fn).__name__ not in SILU:
             return f"layer {i}: its MLP's activation is {type(mlp.act_fn).__name__}, not SiLU"
+        if reason := check(i, mlp):
+            return reason
+    return ""
+
+
+def why_not(model: nn.Module) -> str:
+    """Why the SwiGLU prologue cannot apply to `model` ("" where it can)."""
+    def check(i, mlp):
         if mlp.pairs:
             return "gate/up's columns are in pairs (--swiglu-epilogue); the prologue reads [gate | up]"
         if not (isinstance(mlp.down_proj, QuantLinear) and mlp.down_proj.has_swiglu):
             return f"layer {i}: its down_proj has no SwiGLU prologue (the triton backend's has; no bias)"
-    return ""
+        return ""
+    return _why_not(model, check)
 
 
 def install(model: nn.Module) -> None:
@@ -66,22 +76,15 @@ def install(model: nn.Module) -> None:
 
 def why_not_epilogue(model: nn.Module) -> str:
     """Why the SwiGLU epilogue cannot apply to `model` ("" where it can)."""
-    layers = decoder_layers(model)
-    if not layers:
-        return NO_LAYERS
-    for i, layer in enumerate(layers):
-        mlp = getattr(layer, "mlp", None)
-        if not isinstance(mlp, FusedMLP):
-            return "gate/up are not fused (--unfused)"
+    def check(i, mlp):
         if not mlp.pairs:
             return "gate/up's columns are not in (gate, up) pairs (model/fuse.py's pairs)"
-        if type(mlp.act_fn).__name__ not in SILU:
-            return f"layer {i}: its MLP's activation is {type(mlp.act_fn).__name__}, not SiLU"
         if mlp.swiglu_prologue:
             return f"layer {i}: its down_proj takes the SwiGLU prologue"
         if not (isinstance(mlp.gate_up_proj, QuantLinear) and mlp.gate_up_proj.has_swiglu_out):
             return f"layer {i}: its gate_up has no SwiGLU epilogue (the triton backend's has; no bias)"
-    return ""
+        return ""
+    return _why_not(model, check)
 
 
 def install_epilogue(model: nn.Module) -> None:

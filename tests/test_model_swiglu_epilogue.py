@@ -22,7 +22,8 @@ from tests.test_model_fused_norm import CPU, ON, TINY  # noqa: E402
 from tests.test_model_swiglu import compiled_step_matches, logits_match  # noqa: E402
 
 
-def model_of(s: int, pairs: bool, backend: str | None = "triton", device=CPU, dtype=torch.float16):
+def model_of(s: int, pairs: bool, backend: str | None = "triton", device=CPU, dtype=torch.float16,
+             quant: str = "int4-g32"):
     """The tiny model fused with or without pairs, its norm weights off 1.0, quantized by backend."""
     model = build_model(config_for("tiny", **TINY), device, dtype, s)
     fuse_projections(model, pairs)
@@ -32,7 +33,7 @@ def model_of(s: int, pairs: bool, backend: str | None = "triton", device=CPU, dt
             for norm in (layer.input_layernorm, layer.post_attention_layernorm):
                 norm.weight.mul_(1 + 0.3 * torch.rand(norm.weight.shape, generator=gen, device=device))
     if backend is not None:
-        quantize_model(model, backend, "int4-g32")
+        quantize_model(model, backend, quant)
     return model
 
 
@@ -80,6 +81,19 @@ def test_the_epilogue_gives_the_models_logits_eager_and_compiled(device, dtype, 
     assert calls == [TINY["intermediate_size"]] * TINY["num_hidden_layers"]
     compiled_step_matches(plain, model, ids, s, device, dtype)
     assert (path == "fused") == (True in epilogues)
+
+
+@torch.no_grad()
+def test_nvfp4_takes_the_epilogue_on_fused_kernel(monkeypatch):
+    """NVFP4 (one tensor scale over gate and up, whichever order) with the fused norms, every M on fused_kernel."""
+    from qgemm_bench.backends.triton_kernels import weight_only
+
+    monkeypatch.setattr(weight_only.WeightOnlyGemm, "path", lambda self, m: "fused")
+    s = seed()
+    plain, model = model_of(s, False, quant="nvfp4"), model_of(s, True, quant="nvfp4")
+    fused_norm.install(model)
+    swiglu.install_epilogue(model)
+    logits_match(plain, model, s, CPU, torch.float16)
 
 
 def test_the_ops_fake_implementations_give_the_output_shapes():

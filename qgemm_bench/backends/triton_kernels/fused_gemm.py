@@ -852,15 +852,18 @@ def silu_mul(h: torch.Tensor) -> torch.Tensor:
     to h's dtype, as the kernel and Inductor's fused silu * mul round (eager
     F.silu(gate) * up rounds silu's output first: the two can differ in the
     last bit)."""
-    g, u = h.float().chunk(2, dim=-1)
-    return (torch.nn.functional.silu(g) * u).to(h.dtype)
+    return _silu_times(*h.chunk(2, dim=-1))
 
 
 def silu_mul_pairs(y: torch.Tensor) -> torch.Tensor:
     """fused_kernel's SWIGLU_OUT by torch: y [M, 2I] with columns in (gate,
     up) pairs -> silu(gate) * up [M, I], rounded as silu_mul rounds."""
-    g, u = y.float().unflatten(-1, (-1, 2)).unbind(-1)
-    return (torch.nn.functional.silu(g) * u).to(y.dtype)
+    return _silu_times(*y.unflatten(-1, (-1, 2)).unbind(-1))
+
+
+def _silu_times(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up in fp32, rounded once to their dtype."""
+    return (torch.nn.functional.silu(gate.float()) * up.float()).to(gate.dtype)
 
 
 def check_swiglu(h: torch.Tensor, k: int) -> None:

@@ -13,9 +13,10 @@ import torch
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.operators.formats import INT4, NVFP4
-from tests.support import CUDA, DT, TOL, case, check, fp64, needs_gpu, seed, stored_target, target_for
+from tests.support import CUDA, DT, TOL, case, check, fp64, needs_gpu, seed, stored_target
 from tests.support import triton_config as cfg
 from tests.test_fused_norm import EPS, chunk_sums, gemm_of
+from tests.test_swiglu_prologue import triton_gemm
 
 
 def pairs64(y: torch.Tensor) -> torch.Tensor:
@@ -72,24 +73,14 @@ def test_the_epilogue_follows_the_rms_scale():
 
 @pytest.mark.parametrize("path", ["split", "dequant", "fused"])
 def test_the_triton_backends_other_paths_compute_the_pairs_by_torch_after(path):
-    from qgemm_bench.backends.triton_dispatch import make_weight_only
-
-    s = seed()
-    shape = (3, 768, 72)
-    inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=128), s)
-    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, cfg(bm=16, bn=32, bk=128, split=2), path,
-                            target=target_for(inputs.w))
+    gemm, inputs = triton_gemm((3, 768, 72), path, cfg(bm=16, bn=32, bk=128, split=2), seed())
     wd = int4_gemm.dequantize(inputs)
     check_epilogue(gemm(inputs.x, swiglu_out=True), fp64(inputs.x, wd))
 
 
 @pytest.mark.parametrize("path", ["split", "fused"])
 def test_an_odd_n_or_a_residual_is_one_value_error(path):
-    from qgemm_bench.backends.triton_dispatch import make_weight_only
-
-    inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 64), group_size=128), seed())
-    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, cfg(bm=16, bn=32, bk=64), path,
-                            target=target_for(inputs.w))
+    gemm, inputs = triton_gemm((3, 256, 64), path, cfg(bm=16, bn=32, bk=64), seed())
     res = torch.zeros(3, 64, dtype=inputs.x.dtype, device=inputs.x.device)
     with pytest.raises(ValueError, match="swiglu_out"):
         gemm(inputs.x, residual=res, swiglu_out=True)

@@ -85,15 +85,19 @@ def test_the_prologue_combines_with_the_output_parts(fmt, shape, bm, bn, bk, spl
     check(g(h, rms=(chunk_sums(x_rows).float(), EPS), swiglu=True), fp64(act64(h), wd) * rms)
 
 
-@pytest.mark.parametrize("path", ["split", "dequant", "fused"])
-def test_the_triton_backends_other_paths_compute_silu_times_up_by_torch_first(path):
+def triton_gemm(shape, path: str, c: dict, s: int):
+    """(the triton backend's WeightOnlyGemm on `path` at config c, its int4
+    g128 inputs) of shape (M, K, N), seed s."""
     from qgemm_bench.backends.triton_dispatch import make_weight_only
 
-    s = seed()
-    shape = (3, 768, 72)
     inputs = int4_gemm.make_inputs(case(int4_gemm, shape, group_size=128), s)
-    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, cfg(bm=16, bn=32, bk=128, split=2), path,
-                            target=target_for(inputs.w))
+    return make_weight_only(inputs.w, inputs.scales, None, INT4, 128, c, path, target=target_for(inputs.w)), inputs
+
+
+@pytest.mark.parametrize("path", ["split", "dequant", "fused"])
+def test_the_triton_backends_other_paths_compute_silu_times_up_by_torch_first(path):
+    s = seed()
+    gemm, inputs = triton_gemm((3, 768, 72), path, cfg(bm=16, bn=32, bk=128, split=2), s)
     wd = int4_gemm.dequantize(inputs)
     h = gate_up(3, 768, s, inputs.x.device)
     check_prologue(gemm(h, swiglu=True), h, wd)
@@ -105,11 +109,7 @@ def test_the_triton_backends_other_paths_compute_silu_times_up_by_torch_first(pa
 
 @pytest.mark.parametrize("path", ["split", "fused"])
 def test_an_h_of_the_wrong_width_is_one_value_error(path):
-    from qgemm_bench.backends.triton_dispatch import make_weight_only
-
-    inputs = int4_gemm.make_inputs(case(int4_gemm, (3, 256, 64), group_size=128), seed())
-    gemm = make_weight_only(inputs.w, inputs.scales, None, INT4, 128, cfg(bm=16, bn=32, bk=64), path,
-                            target=target_for(inputs.w))
+    gemm, inputs = triton_gemm((3, 256, 64), path, cfg(bm=16, bn=32, bk=64), seed())
     with pytest.raises(ValueError, match=r"swiglu: h must be \[M, 512\]"):
         gemm(inputs.x, swiglu=True)  # x [M, K]: gate and up not there
     with pytest.raises(ValueError, match="swiglu: h must be"):

@@ -134,12 +134,12 @@ def test_asking_for_the_epilogue_where_it_cannot_run_is_one_input_error(extra, w
         cli.build_plan(args, None if extra else World(0, 2, 0))
 
 
-@pytest.mark.parametrize("flag", [["--swiglu-epilogue"], []])
+@pytest.mark.parametrize("flag", [["--swiglu-epilogue"], [], ["--no-swiglu-epilogue"]])
 def test_a_run_marks_the_rows_that_took_the_epilogue(tmp_path, monkeypatch, flag):
     """The run's wiring (the triton kernels are tested above): the torch
     backend given parts and the epilogue by torch (fused_gemm's fallbacks)
     takes it at int4-g32; int4-g64 without them and bf16 run the pairs as
-    they are; the settings record the switch for the GPU's A/B."""
+    they are; on by default; the settings record the switch for the A/B."""
     import json
 
     from qgemm_bench.backends.triton_kernels.fused_gemm import rms_scaled, silu_mul_pairs, with_residual
@@ -167,7 +167,7 @@ def test_a_run_marks_the_rows_that_took_the_epilogue(tmp_path, monkeypatch, flag
             "--quant", "int4-g32,int4-g64", *flag, "--no-step-split"]
     assert cli.main(argv) == 0
     doc = json.loads((out / "results.json").read_text())
-    on = bool(flag)
+    on = flag != ["--no-swiglu-epilogue"]  # on by default
     took = {r["quant"]: r["swiglu_epilogue"] for r in doc["rows"]}
     assert took == {"none": False, "int4-g32": on, "int4-g64": False}
     assert all(r["status"] == "ok" for r in doc["rows"]) and doc["metadata"]["settings"]["swiglu_epilogue"] is on

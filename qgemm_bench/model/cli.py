@@ -94,9 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "took it")
     _add(g, "--swiglu-epilogue", action=argparse.BooleanOptionalAction, help="gate_up's columns in (gate, up) "
          "pairs in every variant, and gate_up's GEMM computes silu(gate) * up in its last store in variants whose "
-         "kernels can "
-         "(triton), instead of Inductor's kernel between the two GEMMs (model/swiglu.py); report.md names the "
-         "variants that took it")
+         "kernels can (triton), instead of Inductor's kernel between the two GEMMs (model/swiglu.py). On by "
+         "default, except with --swiglu-prologue, --unfused or under torchrun (--no-swiglu-epilogue for an "
+         "A/B); report.md names the variants that took it")
     _add(g, "--no-step-split", action="store_true", help="skip the per-row profiler run of one step "
          "(its time in quantized GEMMs, dense GEMMs, attention and the rest)")
     _add(g, "--lm-head", action="store_true", help="quantize lm_head too")
@@ -368,13 +368,15 @@ def build_plan(args, world=None):
     if fused_norms is None:
         fused_norms = not getattr(args, "unfused", False) and world is None
     swiglu_prologue = bool(getattr(args, "swiglu_prologue", False))
-    swiglu_epilogue = bool(getattr(args, "swiglu_epilogue", False))
+    swiglu_epilogue = getattr(args, "swiglu_epilogue", None)  # None: on where it can be, as said in --help
     if swiglu_epilogue and swiglu_prologue:
         raise InputError("--swiglu-epilogue and --swiglu-prologue: one or the other")
     if swiglu_epilogue and getattr(args, "unfused", False):
         raise InputError("--swiglu-epilogue needs gate/up fused: drop --unfused")
     if swiglu_epilogue and world is not None:
         raise InputError("--swiglu-epilogue runs on one GPU: under torchrun gate_up's output is a shard")
+    if swiglu_epilogue is None:
+        swiglu_epilogue = not (swiglu_prologue or getattr(args, "unfused", False) or world is not None)
     if swiglu_prologue and getattr(args, "unfused", False):
         raise InputError("--swiglu-prologue needs gate/up fused: drop --unfused")
     if swiglu_prologue and world is not None:

@@ -368,14 +368,14 @@ def test_a_prefill_replay_that_differs_is_not_reported(tmp_path, monkeypatch):
     assert "whose replay differed from an eager prefill: no prefill numbers" in (out / "report.md").read_text()
 
 
-@pytest.mark.parametrize("interpret, extra, says", [(False, [], "TRITON_INTERPRET=1"),
-                                                    (True, ["--dtype", "bfloat16"], "no bfloat16")])
+@pytest.mark.parametrize("interpret, extra, says", [("0", [], "TRITON_INTERPRET=1"),
+                                                    ("1", ["--dtype", "bfloat16"], "no bfloat16")])
 def test_triton_attention_on_cpu_needs_the_interpreter_without_bfloat16(tmp_path, capsys, monkeypatch, interpret,
                                                                          extra, says):
-    """Without the interpreter it cannot run; in bfloat16 the interpreter
-    computes it wrong (the rows came out incorrect, rel err ~1.5): refused."""
-    if not interpret:
-        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    """With the interpreter turned off it cannot run (unset, a CPU run sets
+    it); in bfloat16 the interpreter computes it wrong (the rows came out
+    incorrect, rel err ~1.5): refused."""
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
     rc, out = run_cli(tmp_path, "--attention", "triton", *extra)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and says in err[0] and not out.exists()
@@ -408,9 +408,9 @@ def test_a_model_larger_than_the_device_is_refused_before_it_is_built(tmp_path, 
 
 
 def test_a_float32_model_with_our_kernels_says_to_run_float16(capsys):
-    """--model on CPU runs float32 by default, where our kernels' rows all
-    fail ("x must be float16 or bfloat16"): the plan says so up front, once,
-    and not where no such backend runs or --dtype float16 is given."""
+    """--model on CPU runs float32 by default, where our kernels' rows are
+    unavailable (they take float16 or bfloat16): the plan says so up front,
+    once, and not where no such backend runs or --dtype float16 is given."""
     from qgemm_bench import cli as runner
 
     def note(*extra):
@@ -421,6 +421,23 @@ def test_a_float32_model_with_our_kernels_says_to_run_float16(capsys):
     got = note("--backends", "torch,triton,helion")
     assert len(got) == 1 and "triton, helion take float16" in got[0] and "--dtype float16" in got[0]
     assert note("--backends", "torch") == [] and note("--backends", "triton", "--dtype", "float16") == []
+
+
+def test_our_kernels_rows_in_a_float32_model_are_unavailable_with_the_fix(tmp_path, monkeypatch):
+    """Not an error row with a ValueError in errors.log (a newcomer's
+    `--model tiny --backends triton` on CPU): unavailable, naming --dtype
+    float16. And with TRITON_INTERPRET unset the run turns the interpreter
+    on itself, as the sweep does, so float16 rows run."""
+    import json
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    rc, out = run_cli(tmp_path, "--backends", "triton", "--quant", "int4-g32", "--batch", "1", "--no-step-split")
+    rows = [r for r in json.loads((out / "results.json").read_text())["rows"] if r["backend"] == "triton"]
+    assert rc == 0 and rows and all(r["status"] == "unavailable" for r in rows)
+    assert all("float16 or bfloat16" in r["reason"] and "--dtype float16" in r["reason"] for r in rows)
+    import os
+
+    assert os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @pytest.mark.parametrize("extra, world, on", [([], None, True), (["--fused-norms"], None, True),

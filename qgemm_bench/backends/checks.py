@@ -29,8 +29,11 @@ def use_interpreter_on_cpu() -> None:
 
 
 def triton_why_not(case: Case) -> str | None:
-    """Triton runs on CUDA, or on CPU tensors in the interpreter (fp16 only:
-    the interpreter has no bfloat16)."""
+    """Triton runs float16 or bfloat16 activations on CUDA, or on CPU tensors
+    in the interpreter (fp16 only: the interpreter has no bfloat16)."""
+    if case.dtype not in (torch.float16, torch.bfloat16):  # the model's float32 CPU default
+        dt = str(case.dtype).removeprefix("torch.")
+        return f"takes float16 or bfloat16 activations, not {dt}; use --dtype float16"
     if case.device.type == "cuda":
         return None
     if os.environ.get("TRITON_INTERPRET") != "1":

@@ -321,6 +321,7 @@ def load_source(path: str, dtype, tokenizer: bool = False):
 
 
 def build_plan(args, world=None):
+    from qgemm_bench.backends import checks
     from qgemm_bench.harness.environment import resolve_device
     from qgemm_bench.harness.plan import stall_timeout_s
 
@@ -330,6 +331,8 @@ def build_plan(args, world=None):
     from qgemm_bench.model.llama import ModelSource
 
     device = resolve_device(args.device)
+    if device.type == "cpu":
+        checks.use_interpreter_on_cpu()  # as the sweep does: before anything imports triton
     stall_s = stall_timeout_s(args, device, world)  # the sweep's rule: one copy of it
     cuda = device.type == "cuda"
     dtype_name = args.dtype or ("bfloat16" if cuda else "float32")
@@ -445,13 +448,13 @@ def build_plan(args, world=None):
     if eval_ids is not None and (args.eval_stride or 0) > window:
         raise InputError(f"--eval-stride {args.eval_stride} > the window ({window} tokens): tokens between windows "
                          "would never be scored")
-    # Our kernels take float16 or bfloat16 activations (checks.check_weight_only): a float32 model's rows
-    # fail. Said once the arguments are known good, so bad usage stays one line.
+    # Our kernels take float16 or bfloat16 activations (checks.triton_why_not): a float32 model's rows are
+    # unavailable. Said once the arguments are known good, so bad usage stays one line.
     half_only = [b for b in backends if b in ("triton", "helion")]
     if dtype == torch.float32 and half_only:
         print(f"note: the model runs in float32{'' if args.dtype else ' (the CPU default)'}, and "
               f"{', '.join(half_only)} take{'s' if len(half_only) == 1 else ''} float16 or bfloat16 activations: "
-              f"{'its' if len(half_only) == 1 else 'their'} rows will fail; "
+              f"{'its' if len(half_only) == 1 else 'their'} rows will be unavailable; "
               "add --dtype float16", file=sys.stderr)
     return bench.Plan(source=source, device=device, dtype=dtype, variants=bench.variants(backends, specs),
                       batches=batches, prompt_len=prompt_len, decode_steps=steps,

@@ -64,7 +64,7 @@ exit status: 0 clean (or --warn-only), 1 regression or correctness failure,
 
 def parser() -> argparse.ArgumentParser:
     p = types.Parser(
-        prog="runner.py", description="Benchmark int4 / NVFP4 / split-K GEMM backends: latency, "
+        prog=types.prog(), description="Benchmark int4 / NVFP4 / split-K GEMM backends: latency, "
         "throughput, % of speed-of-light, memory, accuracy and speedup vs a baseline.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", help="operator: int4_gemm, nvfp4_gemm or split_k_gemm")
@@ -127,7 +127,7 @@ def parser() -> argparse.ArgumentParser:
 def compare_parser() -> argparse.ArgumentParser:
     from qgemm_bench.harness import compare as c
 
-    p = types.Parser(prog="runner.py compare", description="Compare two runs for perf "
+    p = types.Parser(prog=types.prog("compare"), description="Compare two runs for perf "
                                 "regressions: a report for a CI job summary or a PR comment.",
                                 epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("base", metavar="BASE", help="baseline run folder or its results.json")
@@ -155,7 +155,7 @@ def compare_parser() -> argparse.ArgumentParser:
 
 
 def report_parser() -> argparse.ArgumentParser:
-    p = types.Parser(prog="runner.py report", description="Rebuild a run's results.csv, results.json, "
+    p = types.Parser(prog=types.prog("report"), description="Rebuild a run's results.csv, results.json, "
                      "report.md and plots from its rows.jsonl (e.g. after the run was killed).")
     p.add_argument("dir", metavar="DIR", help="the run folder")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

@@ -399,3 +399,17 @@ def test_stall_timeout_defaults_on_cuda_only_and_without_helion_autotune():
     assert stall("cuda", world=object()) == 0.0 and stall("cpu", given=5.0, world=object()) == 0.0
     with pytest.raises(InputError, match="--stall-timeout must be in"):
         stall("cpu", given=-1.0)
+
+
+@pytest.mark.parametrize("argv0, name", [("/venv/bin/qgemm-bench", "qgemm-bench"), ("runner.py", "runner.py"),
+                                         ("/x/pytest", "runner.py")])
+def test_usage_lines_name_the_command_as_typed(monkeypatch, argv0, name):
+    """`qgemm-bench --help` said `usage: runner.py` and `runner.py tune
+    --help` `qgemm-bench tune`: each names the command it was run as."""
+    from qgemm_bench import cli
+    from qgemm_bench.tuning import command
+
+    monkeypatch.setattr(sys, "argv", [argv0])
+    progs = [cli.parser().prog, cli.compare_parser().prog, cli.report_parser().prog, command.parser().prog]
+    assert progs == [name, f"{name} compare", f"{name} report", f"{name} tune"]
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
 from qgemm_bench.errors import InputError
 
@@ -20,6 +21,13 @@ MAX_SEED = 2**63 - 1  # torch generators take 64-bit seeds; JSON readers need th
 # timing at one shape) took well under a minute; Helion's autotuner, which may take longer, turns it off.
 STALL_S = 1800.0
 MAX_STALL_S = 7 * 86400.0  # a week
+
+
+def prog(sub: str = "") -> str:
+    """The command as it was typed, for usage lines: the console script
+    `qgemm-bench`, else `runner.py` (a subcommand after it)."""
+    name = "qgemm-bench" if Path(sys.argv[0]).name == "qgemm-bench" else "runner.py"
+    return f"{name} {sub}" if sub else name
 
 
 def comma_list(text: str, option: str, what: str, example: str) -> list[str]:

@@ -64,7 +64,7 @@ Triton interpreter; writes <store>/cpu/, for tests only)."""
 def parser() -> argparse.ArgumentParser:
     from qgemm_bench.tuning import plan
 
-    p = types.Parser(prog="qgemm-bench tune", description="Tune this GPU's kernel configs and write its "
+    p = types.Parser(prog=types.prog("tune"), description="Tune this GPU's kernel configs and write its "
                      "config store entry (every operator and kernel family by default).",
                      epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", default="all", help=f"operator: {', '.join(plan.OPS)} or all (default all)")

@@ -335,7 +335,7 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
                                  ["--backends", "bf16,nope"], ["--quant", "int4-g96"], ["--quant", "fp8"],
                                  ["--eval-text", "x.txt"], ["--quality-tokens", "2"],
                                  ["--attention", "flex"], ["--decode-mode", "graph"],
-                                 ["--quant", "int4-g128,,nvfp4"], ["--backends", "bf16,,torch"],
+                                 ["--quant", "int4-g128,,nvfp4"], ["--backends", "bf16,,torch"], ["--batch", "1,,4"],
                                  ["--inductor-config", "combo_kernels=True"],
                                  ["--compile", "default", "--inductor-config", "no_such_key=1"],
                                  ["--compile", "default", "--inductor-config", "combo_kernels=3"],

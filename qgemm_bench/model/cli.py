@@ -124,8 +124,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_batches(text: str) -> list[int]:
+    items = comma_list(text, "--batch", "batch size", "1,16,64")  # "1,,4" is a typo, as in --backends
     try:
-        out = [int(t) for t in text.split(",") if t.strip()]
+        out = [int(t) for t in items]
     except ValueError:
         out = []
     if not out or min(out) <= 0 or max(out) > MAX_BATCH:

@@ -683,3 +683,19 @@ def test_report_names_the_compiled_steps_inductor_settings(settings, says, not_s
     meta = {"settings": {"compile": "default", "timing": "graph", **settings}, "model": {"model": "tiny"}}
     line = next(t for t in outputs.markdown([], meta, []).splitlines() if t.startswith("Decode:"))
     assert says in line and not_says not in line
+
+
+def test_a_cpu_model_run_times_on_one_thread_and_gives_the_count_back(tmp_path, monkeypatch):
+    """As the sweep (tests/test_cli.py): one intra-op thread while it
+    measures, recorded in the metadata, the caller's count after."""
+    import json
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        rc, out = run_cli(tmp_path, "--backends", "bf16", "--batch", "1", "--no-step-split")
+        assert rc == 0 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert json.loads((out / "metadata.json").read_text())["torch_threads"] == 1

@@ -71,9 +71,11 @@ def execute(args) -> int:
     world = distributed.from_env()
     if world is not None:
         args.device = distributed.start(world, args.device)
+    threads = torch.get_num_threads()
     try:
         return _execute(args, world, start)
     finally:
+        torch.set_num_threads(threads)  # a CPU run's one thread (environment.one_cpu_thread)
         if world is not None:
             distributed.stop()
 
@@ -94,6 +96,7 @@ def _execute(args, world, start: float) -> int:
         # before the warm-up, and rank 0 still gathers and writes what the others measured.
         with signals.deferred() as early:
             if p.device.type == "cpu":
+                environment.one_cpu_thread()
                 if world is None or world.main:
                     print("note: CPU run: latencies are wall-clock CPU timings, not comparable with GPU numbers",
                           file=sys.stderr)

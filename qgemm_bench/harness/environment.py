@@ -99,6 +99,15 @@ def recorded_env() -> dict:
             if k.startswith(RECORDED_ENV_PREFIXES) and k != "QGEMM_GIT_COMMIT"}
 
 
+def one_cpu_thread() -> None:
+    """A CPU run times on one intra-op thread unless OMP_NUM_THREADS says
+    (its caller restores the count after): with the cores shared (CI, a
+    busy laptop) torch's spin-waiting threads stalled a 17x384x96
+    dequant+matmul 40x (16 ms against 0.35) and the rows' speedups with it."""
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
+
+
 def collect(device: torch.device) -> dict:
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -112,6 +121,7 @@ def collect(device: torch.device) -> dict:
         "device": str(device),
         "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
         "cpu": platform.processor() or platform.machine(),
+        "torch_threads": torch.get_num_threads(),  # one in CPU runs (one_cpu_thread)
         "env": recorded_env(),
     }
     if device.type == "cuda":

@@ -532,9 +532,11 @@ def run(args) -> int:
     world = distributed.from_env()
     if world is not None:
         args.device = distributed.start(world, args.device, backend="nccl")
+    threads = torch.get_num_threads()
     try:
         return _run(args, world)
     finally:
+        torch.set_num_threads(threads)  # a CPU run's one thread (environment.one_cpu_thread)
         if world is not None:
             distributed.stop()
 
@@ -553,8 +555,13 @@ def _run(args, world) -> int:
         torch.cuda.set_device(plan.device)
         pin_triton_cache()
         cache_autotuning()
-    elif main:
-        print("note: CPU run: timings are wall-clock CPU timings, not comparable with GPU numbers", file=sys.stderr)
+    else:
+        from qgemm_bench.harness.environment import one_cpu_thread
+
+        one_cpu_thread()
+        if main:
+            print("note: CPU run: timings are wall-clock CPU timings, not comparable with GPU numbers",
+                  file=sys.stderr)
     meta = metadata(plan, args)
     plan.copy_gbps = meta["ceilings"].get("copy_GBps")
     if world is not None:

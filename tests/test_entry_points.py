@@ -26,6 +26,7 @@ B16 = W_FLOAT.half()
     (lambda: tb.triton_nvfp4_gemm_tritonbench(None, X[:, :120], W_FLOAT[:120]), "NVFP4 block size 16"),
     (lambda: tb.triton_nvfp4_gemm_tritonbench(None, X, torch.full((128, 64), float("nan"))), "NaN or inf"),
     (lambda: tb.triton_matmul_split_k_tritonbench(None, X, W_FLOAT), "a and b must share float16 or bfloat16"),
+    (lambda: tb.triton_matmul_split_k_tritonbench(None, X.float(), W_FLOAT), "a and b must share float16 or bfl"),
     (lambda: tb.triton_matmul_split_k_tritonbench(None, X, B16[:64]), "do not match"),
     (lambda: tb.triton_matmul_split_k_tritonbench(None, X, B16, B16[0, :3]), "bias (3,) must be [N] = [64]"),
     (lambda: tb.triton_matmul_split_k_tritonbench(None, X[0], B16), "a must be a 2-D tensor"),

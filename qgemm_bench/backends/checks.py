@@ -32,8 +32,7 @@ def triton_why_not(case: Case) -> str | None:
     """Triton runs float16 or bfloat16 activations on CUDA, or on CPU tensors
     in the interpreter (fp16 only: the interpreter has no bfloat16)."""
     if case.dtype not in (torch.float16, torch.bfloat16):  # the model's float32 CPU default
-        dt = str(case.dtype).removeprefix("torch.")
-        return f"takes float16 or bfloat16 activations, not {dt}; use --dtype float16"
+        return f"takes float16 or bfloat16 activations, not {str(case.dtype).removeprefix('torch.')}"
     if case.device.type == "cuda":
         return None
     if os.environ.get("TRITON_INTERPRET") != "1":

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import torch
 
-from qgemm_bench.backends import registry
+from qgemm_bench.backends import checks, registry
 from qgemm_bench.operators import formats, int4_gemm, nvfp4_gemm, split_k_gemm
 from qgemm_bench.types import Case, Shape
 
@@ -82,6 +82,7 @@ def _split_k(backend: str, tb_op, a: torch.Tensor, b: torch.Tensor, bias: torch.
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
             raise ValueError(f"{name} must be a 2-D tensor, not {tuple(getattr(t, 'shape', ()))}")
+    checks.check_split_k(a, b, bias)  # a ValueError, as the other entry points' inputs, before why_not's dtype
     inputs = split_k_gemm.Inputs(a, b, bias)
     return _prepare(split_k_gemm, backend, inputs, Shape(a.shape[0], a.shape[1], b.shape[1]),
                     split_k_gemm.Settings(bias is not None))

@@ -327,13 +327,13 @@ def build_plan(args, world=None):
     from qgemm_bench.harness.plan import stall_timeout_s
 
     check_args(args)
+    device = resolve_device(args.device)
+    if device.type == "cpu":
+        checks.use_interpreter_on_cpu()  # as the sweep does: before anything imports triton
     require_transformers()
     from qgemm_bench.model import bench, decode, quality
     from qgemm_bench.model.llama import ModelSource
 
-    device = resolve_device(args.device)
-    if device.type == "cpu":
-        checks.use_interpreter_on_cpu()  # as the sweep does: before anything imports triton
     stall_s = stall_timeout_s(args, device, world)  # the sweep's rule: one copy of it
     cuda = device.type == "cuda"
     dtype_name = args.dtype or ("bfloat16" if cuda else "float32")

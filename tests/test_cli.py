@@ -417,7 +417,7 @@ def test_usage_lines_name_the_command_as_typed(monkeypatch, argv0, name):
 @pytest.mark.parametrize("omp", [None, "2"])
 def test_a_cpu_run_times_on_one_thread_and_gives_the_count_back(tmp_path, monkeypatch, omp):
     """On a shared 2-core machine torch's spin-waiting threads made a
-    17x384x96 dequant+matmul 40x slower and its row's speedup 57x: CPU runs
+    17x384x96 dequant+matmul 46x slower and its row's speedup 57x: CPU runs
     time on one intra-op thread unless OMP_NUM_THREADS says, record it, and
     leave the caller's count as it was."""
     if omp is None:

@@ -71,11 +71,10 @@ def execute(args) -> int:
     world = distributed.from_env()
     if world is not None:
         args.device = distributed.start(world, args.device)
-    threads = torch.get_num_threads()
     try:
-        return _execute(args, world, start)
+        with environment.threads_kept():  # a CPU run's one thread (one_cpu_thread) ends with it
+            return _execute(args, world, start)
     finally:
-        torch.set_num_threads(threads)  # a CPU run's one thread (environment.one_cpu_thread)
         if world is not None:
             distributed.stop()
 

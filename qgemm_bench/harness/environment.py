@@ -3,6 +3,7 @@ speed-of-light ceilings (copy bandwidth, dense bf16 matmul rate)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import importlib.metadata
 import os
@@ -101,11 +102,21 @@ def recorded_env() -> dict:
 
 def one_cpu_thread() -> None:
     """A CPU run times on one intra-op thread unless OMP_NUM_THREADS says
-    (its caller restores the count after): with the cores shared (CI, a
-    busy laptop) torch's spin-waiting threads stalled a 17x384x96
-    dequant+matmul 40x (16 ms against 0.35) and the rows' speedups with it."""
+    (inside threads_kept): with the cores shared (CI, a busy laptop)
+    torch's spin-waiting threads stalled a 17x384x96 dequant+matmul 46x
+    (16 ms against 0.35) and the rows' speedups with it."""
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)
+
+
+@contextlib.contextmanager
+def threads_kept():
+    """The caller's intra-op thread count, given back however the run ends."""
+    n = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
 
 
 def collect(device: torch.device) -> dict:

@@ -528,15 +528,15 @@ def run(args) -> int:
     """Under torchrun: tensor parallelism over the ranks (one GPU each, NCCL);
     every rank runs every variant on its shard, rank 0 alone reports."""
     from qgemm_bench.harness import distributed
+    from qgemm_bench.harness.environment import threads_kept
 
     world = distributed.from_env()
     if world is not None:
         args.device = distributed.start(world, args.device, backend="nccl")
-    threads = torch.get_num_threads()
     try:
-        return _run(args, world)
+        with threads_kept():  # a CPU run's one thread (one_cpu_thread) ends with it
+            return _run(args, world)
     finally:
-        torch.set_num_threads(threads)  # a CPU run's one thread (environment.one_cpu_thread)
         if world is not None:
             distributed.stop()
 

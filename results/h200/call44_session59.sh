@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Session 59 (2026-12-01): what ran, in order, each `bash .gpu/s59<x>.sh` sourcing gpu_common.sh beside this file,
-# on one nvidia-h200 (fresh for A and C, warm for B), carrying the whole git-ignored .gpu/ folder (commit,
+# on one nvidia-h200 (fresh for A, C and E, warm for B), carrying the whole git-ignored .gpu/ folder (commit,
 # scripts, the wheels of ../shared/scripts/fetch_gpu_wheels.sh but transformers'; fbgemm's re-zipped by
-# gpu_prep.sh). A and B at 1763f0d, C at 64bc5f9 (the SwiGLU epilogue on by default after A and B).
-# Calls: A (no env), B with BUDGET=430, C (no env). Device time: about 1357 of 1800 s.
+# gpu_prep.sh). A and B at 1763f0d, C at 64bc5f9 (the SwiGLU epilogue on by default after A and B), E at 96dd552.
+# Calls: A (no env), B with BUDGET=430, C (no env), E with BUDGET=270 (its third set cut at the budget; a
+# fourth call for that set found too little device time to start). Device time: about 1668 of 1800 s.
 # Results: compile_ab/step_s59/ (A's m8_epi1 and m8_noepi, B's m8_epi2 and m8_prologue, C's m8_nvfp4_*),
-# model_llama-3-8b/ (C), pytest_gpu/swiglu_epilogue_*_s59a_1763f0d.txt (A).
+# model_llama-3-8b/ (C), pytest_gpu/swiglu_epilogue_*_s59a_1763f0d.txt (A), pytest_gpu/*_s59e_96dd552.txt (E).
 
 # ---- call A: bash .gpu/s59a.sh
 s59a() {
@@ -57,5 +58,28 @@ grep -A10 "^| variant  *|   batch |   step ms" $R/model_llama-3-8b_s59c/report.m
 for v in epi noepi; do [ $(left) -gt 150 ] || break; f=; [ $v = noepi ] && f=--no-swiglu-epilogue
   run1 0 m8_nvfp4_$v $M8 --quant nvfp4 --backends triton --batch 1,16 $f
   grep -A6 "^| variant  *|   batch |   step ms" $R/m8_nvfp4_$v/report.md | grep -E "^\| triton" | cut -c1-200; done
+NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
+}
+
+# ---- call E: BUDGET=270 bash .gpu/s59e.sh
+s59e() {
+# Session 59 call E (nvidia-h200, BUDGET s), at the session's last commit: `pytest -m gpu` over every test file
+# (4 xdist workers if the machine has xdist), in three sets as session 52's call A: the model and decode files
+# first (the most changed since: fused norms, rotary, attention, SwiGLU epilogue by default), then the rest but
+# test_int4_gemm.py / test_weight_only_configs.py, then those two. Issue 52 item 5: -m gpu passes on the H200.
+BUDGET=${BUDGET:-330} source results/h200/gpu_common.sh
+XD=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4"); echo "xdist: ${XD:-none}"
+rm -rf /tmp/tree_t && mkdir -p /tmp/tree_t && tar cf - --exclude=./.gpu --exclude=./.git . | tar xf - -C /tmp/tree_t
+C=$(cat .gpu/commit)
+pt() { local n=$1; shift; local t1=$(date +%s); [ $(left) -gt 40 ] || { echo "skipped pytest $n: $(left) s left"; return; }
+  ( cd /tmp/tree_t && PYTHONPATH=/tmp/site:/tmp/tree_t timeout -k 5 $(( $(left) - 15 )) \
+    python3 -m pytest -m gpu -q -p no:cacheprovider $XD "$@" > $R/pytest_${n}_s59e_$C.txt 2>&1 )
+  echo "pytest $n rc $? wall $(( $(date +%s)-t1 )) s: $(tail -n 1 $R/pytest_${n}_s59e_$C.txt | cut -c1-160)"
+  grep -E "^FAILED|^ERROR" $R/pytest_${n}_s59e_$C.txt | cut -c1-220 | head; }
+MODEL=$(cd /tmp/tree_t && ls tests/test_model*.py tests/test_compiled_decode.py tests/test_decode*.py tests/test_swiglu*.py tests/test_fused_norm*.py 2>/dev/null | sort -u)
+pt model $MODEL
+IGN=$(for f in $MODEL tests/test_int4_gemm.py tests/test_weight_only_configs.py; do echo --ignore $f; done)
+pt rest tests $IGN
+pt int4_woc tests/test_int4_gemm.py tests/test_weight_only_configs.py
 NO_STORE_SAVE=1 save; echo "all wall $(( $(date +%s)-t0 )) s"
 }

@@ -103,6 +103,13 @@ def rel(a, b) -> float:
     return (torch.linalg.vector_norm(a.double() - b.double()) / torch.linalg.vector_norm(b.double())).item()
 
 
+def ulp(t: torch.Tensor) -> torch.Tensor:
+    """The spacing of t's float16 / bfloat16 values at each element, in fp64
+    (subnormals at the smallest normal's): how far one rounding step moves it."""
+    f = torch.finfo(t.dtype)
+    return f.eps * torch.exp2(torch.floor(torch.log2(t.double().abs().clamp_min(f.smallest_normal))))
+
+
 def fp64(x, w_deq):
     return x.double() @ w_deq.double()
 

@@ -13,7 +13,7 @@ import torch
 from qgemm_bench.operators import int4_gemm
 from qgemm_bench.operators.common import rel_error
 from qgemm_bench.operators.formats import INT4, NVFP4
-from tests.support import CUDA, DT, TOL, case, check, fp64, needs_gpu, seed, stored_target, target_for
+from tests.support import CUDA, DT, TOL, case, check, fp64, needs_gpu, seed, stored_target, target_for, ulp
 from tests.support import triton_config as cfg
 from tests.test_fused_norm import EPS, chunk_sums, gemm_of
 
@@ -59,8 +59,14 @@ def test_the_prologue_multiplies_silu_gate_times_up(fmt, shape, bm, bn, bk, spli
     out = g(h, swiglu=True)
     check_prologue(out, h, wd)
     assert torch.equal(g(h, swiglu=True), out), f"seed {s}"  # again: the split workspace left ready
-    # The torch form (the other paths') rounds the activation as the kernel does: the same GEMM, near bit for bit.
-    assert rel_error(out, g(silu_mul(h)).double()) <= TOL[DT] / 30, f"seed {s}"
+    # The torch form (the other paths') rounds the activation as the kernel does, from an fp32 silu whose last
+    # bit may differ: the same GEMM, a few activations one rounding step apart at most (seed 774945344's NVFP4
+    # case: one step of one activation moved an output 0.002, rel err 1.4e-4 over all, past a TOL / 30 bound).
+    a = silu_mul(h)
+    alt = g(a)
+    step = (ulp(a)[:, :, None] * wd.double().abs()[None]).amax(1)  # [M, N]: one activation's step, the largest
+    bound = 4 * step + ulp(out) + ulp(alt) + 2**-20 * (a.double().abs() @ wd.double().abs())
+    assert ((out.double() - alt.double()).abs() <= bound).all(), f"seed {s}"
 
 
 @pytest.mark.parametrize("fmt,shape,bm,bn,bk,split,extra", [CASES[0], CASES[2], CASES[5]])

@@ -24,18 +24,7 @@ from tests.test_model_fused_norm import CPU, ON, TINY, quantized, tiny  # noqa: 
 def test_the_prologue_gives_the_models_logits_eager_and_compiled(device, dtype, norms, path, monkeypatch):
     """path "fused": every M on fused_kernel, so its prologue (not torch's
     silu_mul, which the tiny shapes' split path takes) runs in the model."""
-    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
-
-    prologues = []
-    if path == "fused":
-        monkeypatch.setattr(weight_only.WeightOnlyGemm, "path", lambda self, m: "fused")
-        real = fused_gemm.FusedGemm.__call__
-
-        def counted(self, *a, swiglu=False, **kw):
-            prologues.append(swiglu)
-            return real(self, *a, swiglu=swiglu, **kw)
-
-        monkeypatch.setattr(fused_gemm.FusedGemm, "__call__", counted)
+    prologues = on_fused_kernel(monkeypatch, "swiglu") if path == "fused" else []
     s = seed()
     plain, model = quantized(s, device=device, dtype=dtype), quantized(s, device=device, dtype=dtype)
     if norms:
@@ -50,6 +39,24 @@ def test_the_prologue_gives_the_models_logits_eager_and_compiled(device, dtype, 
     assert not any(layer.mlp.down_proj.swiglu for layer in model.model.layers)  # set for one call only
     compiled_step_matches(plain, model, ids, s, device, dtype)
     assert (path == "fused") == (True in prologues)
+
+
+def on_fused_kernel(monkeypatch, flag: str) -> list:
+    """Every M on fused_kernel (the tiny shapes' split path would take the
+    torch form); returns the list each FusedGemm call appends its `flag`
+    keyword (swiglu or swiglu_out) to."""
+    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
+
+    seen = []
+    monkeypatch.setattr(weight_only.WeightOnlyGemm, "path", lambda self, m: "fused")
+    real = fused_gemm.FusedGemm.__call__
+
+    def counted(self, *a, **kw):
+        seen.append(kw.get(flag, False))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(fused_gemm.FusedGemm, "__call__", counted)
+    return seen
 
 
 def bound(dtype) -> float:

@@ -19,7 +19,7 @@ from qgemm_bench.model.llama import build_model, config_for  # noqa: E402
 from qgemm_bench.model.quant_linear import quantize_model  # noqa: E402
 from tests.support import one_thread, rel, seed  # noqa: E402, F401 (one_thread: autouse)
 from tests.test_model_fused_norm import CPU, ON, TINY  # noqa: E402
-from tests.test_model_swiglu import compiled_step_matches, logits_match  # noqa: E402
+from tests.test_model_swiglu import compiled_step_matches, logits_match, on_fused_kernel  # noqa: E402
 
 
 def model_of(s: int, pairs: bool, backend: str | None = "triton", device=CPU, dtype=torch.float16,
@@ -56,18 +56,7 @@ def test_pairs_are_the_same_model():
 def test_the_epilogue_gives_the_models_logits_eager_and_compiled(device, dtype, norms, path, monkeypatch):
     """path "fused": every M on fused_kernel, so its epilogue (not torch's
     silu_mul_pairs, which the tiny shapes' split path takes) runs in the model."""
-    from qgemm_bench.backends.triton_kernels import fused_gemm, weight_only
-
-    epilogues = []
-    if path == "fused":
-        monkeypatch.setattr(weight_only.WeightOnlyGemm, "path", lambda self, m: "fused")
-        real = fused_gemm.FusedGemm.__call__
-
-        def counted(self, *a, swiglu_out=False, **kw):
-            epilogues.append(swiglu_out)
-            return real(self, *a, swiglu_out=swiglu_out, **kw)
-
-        monkeypatch.setattr(fused_gemm.FusedGemm, "__call__", counted)
+    epilogues = on_fused_kernel(monkeypatch, "swiglu_out") if path == "fused" else []
     s = seed()
     plain, model = model_of(s, False, device=device, dtype=dtype), model_of(s, True, device=device, dtype=dtype)
     if norms:
@@ -86,14 +75,13 @@ def test_the_epilogue_gives_the_models_logits_eager_and_compiled(device, dtype, 
 @torch.no_grad()
 def test_nvfp4_takes_the_epilogue_on_fused_kernel(monkeypatch):
     """NVFP4 (one tensor scale over gate and up, whichever order) with the fused norms, every M on fused_kernel."""
-    from qgemm_bench.backends.triton_kernels import weight_only
-
-    monkeypatch.setattr(weight_only.WeightOnlyGemm, "path", lambda self, m: "fused")
+    epilogues = on_fused_kernel(monkeypatch, "swiglu_out")
     s = seed()
     plain, model = model_of(s, False, quant="nvfp4"), model_of(s, True, quant="nvfp4")
     fused_norm.install(model)
     swiglu.install_epilogue(model)
     logits_match(plain, model, s, CPU, torch.float16)
+    assert True in epilogues
 
 
 def test_the_ops_fake_implementations_give_the_output_shapes():

@@ -83,7 +83,7 @@ def split_k_pdl(configs) -> list[dict]:
 
 def second_launch(configs, atomic_best: dict | None = None) -> list[dict]:
     """Deterministic candidates that sum their planes in a second launch
-    (REDUCE "kernel": the same bits as the in-kernel sum): the given configs
+    (REDUCE "kernel", as deterministic as the in-kernel sum): the given configs
     and the shape's atomic winner, where they split: the faster
     deterministic form at most long-K shapes on the H100, often with the
     atomic winner's tiles (docs/split_k.md)."""

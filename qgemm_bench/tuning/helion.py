@@ -258,7 +258,7 @@ def parser():
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", action="append", choices=["int4_gemm", "nvfp4_gemm", *SPLIT_K_KERNELS],
                    help="operator(s) to tune (default: int4_gemm, nvfp4_gemm, split_k_gemm; "
-                   "split_k_gemm_deterministic: the split-K kernel summing its planes in split order, "
+                   "split_k_gemm_deterministic: the split-K kernel summing its planes in a fixed order, "
                    "helion_deterministic's)")
     # --ms as `qgemm-bench tune` spells it; under torchrun only --ms works (its parser takes --m for a prefix)
     p.add_argument("--m", "--ms", dest="m", type=m_list, help="weight-only M values (default: 1,16,64,128,256,512 "

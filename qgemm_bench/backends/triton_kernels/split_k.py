@@ -1,8 +1,8 @@
 """Triton split-K GEMM for skinny shapes: y = a @ b (+ bias), one launch.
 
 Each program computes one output tile over one contiguous slice of K; the
-partials meet in fp32 by atomics (ATOMIC) or per-split planes summed in
-split order (DETERMINISTIC), and the tile's last program finishes it
+partials meet in fp32 by atomics (ATOMIC) or per-split planes summed in a
+fixed order (DETERMINISTIC), and the tile's last program finishes it
 (split_k_parts.py). Deterministic configs may sum the planes in a second
 small launch instead (REDUCE "kernel": reduce_planes; split_k_configs.py).
 
@@ -176,10 +176,9 @@ class SplitKGemm:
         self.ws = torch.zeros(planes * m * n, device=a.device, dtype=torch.float32)
         self.count = torch.zeros(counters, device=a.device, dtype=torch.int32)
         self.meta = None if config is None else kernel_meta(config)
-        self.reduce = None  # REDUCE "kernel": (grid, BLOCK, num_warps) of reduce_planes
+        self.reduce = None  # REDUCE "kernel": (grid, meta) of reduce_planes
         if config is not None and config.get("REDUCE") == "kernel" and config["SPLIT_K"] > 1:
-            block, warps = split_k_parts.reduce_block(m, n, target.sms)
-            self.reduce = (triton.cdiv(m * n, block),), block, warps
+            self.reduce = split_k_parts.plane_launch(m, n, config["SPLIT_K"], target.sms)
 
     def note(self) -> str:
         """Where the config came from, for a result row."""
@@ -200,8 +199,8 @@ class SplitKGemm:
             meta.update(self.meta, **split_k_parts.pdl_launch(self.config, a.device))
             split_k_kernel[grid_for(m, n, self.config)](*args, **meta)
         if self.reduce is not None:
-            grid, block, warps = self.reduce
+            grid, meta = self.reduce
             split_k_parts.reduce_planes[grid](self.ws, args[2], out, m, n, self.config["SPLIT_K"],
-                                              self.bias is not None, block, num_warps=warps,
+                                              self.bias is not None, **meta,
                                               **split_k_parts.pdl_launch(self.config, a.device, chain=0))
         return out

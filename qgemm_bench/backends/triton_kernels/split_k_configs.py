@@ -37,8 +37,8 @@ Any config may name a PDL mode (split_k_parts.pdl_prologue: 0 off, 1 launch
 overlap, 2 and a prefetch of b's first rows, 3 as 2 with the next kernel
 launched after the main loop).
 Deterministic configs may name who sums the planes (REDUCE, see
-split_k_parts.py), both in split order: "last" (the default: the tile's last
-program) or "kernel" (a second, small launch). In an atomic entry "last" means
+split_k_parts.py), each in a fixed order: "last" (the default: the tile's
+last program, in split order) or "kernel" (a second, small launch). In an atomic entry "last" means
 atomics (finished by the tile's last program); "kernel" runs the per-split
 planes and the second launch instead: the tuner puts the deterministic winner
 there where it timed faster than every atomic config (with PDL the second

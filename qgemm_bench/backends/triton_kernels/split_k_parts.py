@@ -4,7 +4,7 @@ where a program's tile and K range are, and how the splits of a tile meet.
 Splits meet in fp32 in one of two ways (DETERMINISTIC):
 - atomics into a workspace tile (one [M, N] plane);
 - each split stores its own partial (plane pid_k of SPLIT_K planes) and the
-  sum is taken in split order, so the result does not depend on which
+  sum is taken in a fixed order, so the result does not depend on which
   program finishes first.
 A per-tile counter tells the last program of a tile to finish it: add the
 bias (exactly once), cast, store, and zero the workspace and counter for the
@@ -12,12 +12,14 @@ next call. No memset or cast kernels: at 64x32768x64 the kernel floor is a
 few microseconds and every extra launch costs ~1-2 us even in a CUDA graph.
 
 Who sums the deterministic planes (REDUCE, split_k_configs.REDUCES; the
-split-K GEMM's configs choose, other kernels take the default), both in split
-order, the same bits:
-- REDUCE_LAST (default): the tile's last program, plane after plane;
+split-K GEMM's configs choose, other kernels take the default), each in a
+fixed order, so the same bits every call:
+- REDUCE_LAST (default): the tile's last program, plane after plane (split
+  order);
 - REDUCE_KERNEL: every program only stores its plane (no counter) and a
   second, small launch (reduce_planes) sums them per output element, over
-  many programs: faster at most long-K shapes on the H100. Two other sums in
+  many programs, in tl.sum's order: faster at most long-K shapes on the
+  H100. Two other sums in
   the last program were measured and dropped (CHUNK planes per load summed
   by tl.sum: slower; the loop unrolled: no faster). Measurements:
   docs/split_k.md, "Measurements behind the code's choices".
@@ -273,7 +275,8 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
 
 
 def reduce_block(m: int, n: int, sms: int) -> tuple[int, int]:
-    """(BLOCK, num_warps) of reduce_planes for a [M, N] output: blocks of 32..256
+    """(BLOCK, num_warps) of a plane sum over a [M, N] output that runs each
+    element's planes in one thread (Helion's reduce_planes): blocks of 32..256
     elements, small enough for >= `sms` programs where the output allows (all
     SMs pull planes), at most 2 elements per thread (each thread has SPLIT_K
     loads to keep in flight)."""
@@ -281,20 +284,43 @@ def reduce_block(m: int, n: int, sms: int) -> tuple[int, int]:
     return block, min(4, block // 32)
 
 
+# reduce_planes' fp32 values per thread: every load of a program is issued at once.
+PLANE_VALUES_PER_THREAD = 16
+
+
+def plane_launch(m: int, n: int, split: int, sms: int) -> tuple[tuple[int], dict]:
+    """(grid, meta) of reduce_planes for a [M, N] output of `split` planes:
+    reduce_block's elements per program, every plane of them loaded as one
+    [PLANES, BLOCK] tile spread over enough warps for about
+    PLANE_VALUES_PER_THREAD values a thread."""
+    block, _ = reduce_block(m, n, sms)
+    planes = triton.next_power_of_2(split)
+    warps = max(1, min(8, planes * block // (32 * PLANE_VALUES_PER_THREAD)))
+    return (triton.cdiv(m * n, block),), {"BLOCK": block, "PLANES": planes, "num_warps": warps}
+
+
 @triton.jit
 def reduce_planes(ws_ptr, bias_ptr, out_ptr, M, N, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr,
-                  BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
+                  BLOCK: tl.constexpr, PLANES: tl.constexpr, PDL: tl.constexpr = 0):
     """REDUCE_KERNEL's second launch: out (contiguous [M, N]) = the SPLIT_K
-    fp32 planes summed per element in split order, + bias, cast. Grid:
-    cdiv(M * N, BLOCK). The planes need no zeroing: every call writes each.
+    fp32 planes summed per element, + bias, cast. Grid: cdiv(M * N, BLOCK);
+    PLANES is SPLIT_K to a power of two (plane_launch). The planes need no
+    zeroing: every call writes each.
+
+    A program loads its elements' planes as one [PLANES, BLOCK] tile across
+    its threads and sums them with tl.sum: one round trip of loads. Summed
+    plane after plane in one thread, ptxas kept about 32 of a thread's loads
+    in flight, so 128 planes took four round trips (docs/split_k.md). The
+    sum's order is tl.sum's for this tile and layout: the same bits every
+    call, not REDUCE_LAST's split order.
     PDL (the split kernel's): launched early, it waits for the split kernel
     before reading a plane (pdl_prologue without a prefetch)."""
     pdl_prologue(ws_ptr, PDL != 0)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < M * N
-    total = tl.zeros((BLOCK,), dtype=tl.float32)
-    for s in tl.static_range(SPLIT_K):  # unrolled: the loads are independent and can all be issued early
-        total += tl.load(ws_ptr + s * M * N + offs, mask=mask, other=0.0)
+    planes = tl.arange(0, PLANES)
+    ptrs = ws_ptr + planes[:, None].to(tl.int64) * M * N + offs[None, :]
+    total = tl.sum(tl.load(ptrs, mask=(planes[:, None] < SPLIT_K) & mask[None, :], other=0.0), axis=0)
     if HAS_BIAS:
         total += tl.load(bias_ptr + offs % N, mask=mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=mask)

@@ -26,10 +26,14 @@ VARIANTS = [{"REDUCE": "last"}, {"REDUCE": "kernel"}]
 # two cases of it.
 @pytest.mark.parametrize("shape, bias, split", [
     ((7, 1000, 33), False, 3), ((7, 1000, 33), True, 3), ((7, 1000, 33), False, 7), ((7, 1000, 33), True, 7),
-    ((7, 1000, 33), False, 8), ((7, 1000, 33), True, 8), ((33, 1984, 17), True, 7), ((33, 1984, 17), False, 8)])
+    ((7, 1000, 33), False, 8), ((7, 1000, 33), True, 8), ((33, 1984, 17), True, 7), ((33, 1984, 17), False, 8),
+    # From SPREAD_PLANES splits the second launch sums a tile of planes by
+    # tl.sum (33: 64 planes loaded, 31 of them masked; 35 K blocks of 64).
+    ((5, 2200, 33), True, 33), ((9, 2100, 40), False, 32)])
 def test_reduce_variants_vs_fp64_and_last(shape, bias, split):
     from qgemm_bench.backends.triton_dispatch import make_split_k
     from qgemm_bench.backends.triton_kernels.split_k import DETERMINISTIC
+    from qgemm_bench.backends.triton_kernels.split_k_parts import SPREAD_PLANES
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
     ref = reference64(inputs)
@@ -45,8 +49,23 @@ def test_reduce_variants_vs_fp64_and_last(shape, bias, split):
         check(first, ref)
         assert torch.equal(gemm(), first), extra  # deterministic
         assert int(gemm.count.abs().sum()) == 0
-        if extra["REDUCE"] == "last":
-            assert torch.equal(first, last)  # the default is REDUCE "last": the same kernel, the same bits
+        if split < SPREAD_PLANES:
+            assert torch.equal(first, last), extra  # split order from zero, then the bias: the same bits
+
+
+def test_plane_launch_spreads_many_planes_over_threads():
+    from qgemm_bench.backends.triton_kernels.split_k_parts import SPREAD_PLANES, plane_launch, reduce_block
+
+    cases = ((16, 16, SPREAD_PLANES - 1), (256, 256, 8), (16, 16, SPREAD_PLANES), (32, 32, 128), (1, 128, 33))
+    for m, n, split in cases:
+        grid, meta = plane_launch(m, n, split, 132)
+        assert meta["BLOCK"] == reduce_block(m, n, 132)[0] and grid == (-(-m * n // meta["BLOCK"]),)
+        assert meta["SPREAD"] == (split >= SPREAD_PLANES)
+        assert meta["PLANES"] >= split and meta["PLANES"] & (meta["PLANES"] - 1) == 0
+        if meta["SPREAD"]:  # every plane of the block at once, ~16 values a thread
+            assert meta["PLANES"] * meta["BLOCK"] <= 16 * 32 * meta["num_warps"] or meta["num_warps"] == 8
+        else:
+            assert meta["num_warps"] == reduce_block(m, n, 132)[1]
 
 
 def test_reduce_kernel_with_one_split_is_one_launch():

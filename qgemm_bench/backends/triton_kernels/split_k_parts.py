@@ -18,8 +18,8 @@ fixed order, so the same bits every call:
   order);
 - REDUCE_KERNEL: every program only stores its plane (no counter) and a
   second, small launch (reduce_planes) sums them per output element, over
-  many programs, in tl.sum's order: faster at most long-K shapes on the
-  H100. Two other sums in
+  many programs (in split order, from SPREAD_PLANES planes in tl.sum's):
+  faster at most long-K shapes on the H100. Two other sums in
   the last program were measured and dropped (CHUNK planes per load summed
   by tl.sum: slower; the loop unrolled: no faster). Measurements:
   docs/split_k.md, "Measurements behind the code's choices".
@@ -284,43 +284,54 @@ def reduce_block(m: int, n: int, sms: int) -> tuple[int, int]:
     return block, min(4, block // 32)
 
 
-# reduce_planes' fp32 values per thread: every load of a program is issued at once.
-PLANE_VALUES_PER_THREAD = 16
+# reduce_planes: from this many planes a program loads them as one tile
+# spread over its threads (SPREAD), about PLANE_VALUES_PER_THREAD values a
+# thread; below it each thread sums its elements' planes itself.
+SPREAD_PLANES, PLANE_VALUES_PER_THREAD = 32, 16
 
 
 def plane_launch(m: int, n: int, split: int, sms: int) -> tuple[tuple[int], dict]:
     """(grid, meta) of reduce_planes for a [M, N] output of `split` planes:
-    reduce_block's elements per program, every plane of them loaded as one
-    [PLANES, BLOCK] tile spread over enough warps for about
-    PLANE_VALUES_PER_THREAD values a thread."""
-    block, _ = reduce_block(m, n, sms)
+    reduce_block's elements per program; from SPREAD_PLANES planes on, all of
+    them loaded as one [PLANES, BLOCK] tile (PLANES: `split` to a power of
+    two) over enough warps for about PLANE_VALUES_PER_THREAD values a
+    thread."""
+    block, warps = reduce_block(m, n, sms)
     planes = triton.next_power_of_2(split)
-    warps = max(1, min(8, planes * block // (32 * PLANE_VALUES_PER_THREAD)))
-    return (triton.cdiv(m * n, block),), {"BLOCK": block, "PLANES": planes, "num_warps": warps}
+    spread = split >= SPREAD_PLANES
+    if spread:
+        warps = max(1, min(8, planes * block // (32 * PLANE_VALUES_PER_THREAD)))
+    return (triton.cdiv(m * n, block),), {"BLOCK": block, "PLANES": planes, "SPREAD": spread, "num_warps": warps}
 
 
 @triton.jit
 def reduce_planes(ws_ptr, bias_ptr, out_ptr, M, N, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr,
-                  BLOCK: tl.constexpr, PLANES: tl.constexpr, PDL: tl.constexpr = 0):
+                  BLOCK: tl.constexpr, PLANES: tl.constexpr, SPREAD: tl.constexpr, PDL: tl.constexpr = 0):
     """REDUCE_KERNEL's second launch: out (contiguous [M, N]) = the SPLIT_K
     fp32 planes summed per element, + bias, cast. Grid: cdiv(M * N, BLOCK);
     PLANES is SPLIT_K to a power of two (plane_launch). The planes need no
     zeroing: every call writes each.
 
-    A program loads its elements' planes as one [PLANES, BLOCK] tile across
-    its threads and sums them with tl.sum: one round trip of loads. Summed
-    plane after plane in one thread, ptxas kept about 32 of a thread's loads
-    in flight, so 128 planes took four round trips (docs/split_k.md). The
-    sum's order is tl.sum's for this tile and layout: the same bits every
-    call, not REDUCE_LAST's split order.
+    Without SPREAD each thread sums its elements' planes in split order
+    (REDUCE_LAST's bits). With it (many planes) a program loads its
+    elements' planes as one [PLANES, BLOCK] tile across its threads and
+    sums them with tl.sum, in that tile's fixed order: one round trip of
+    loads, where a thread's own 64 or 128 loads went out about 32 at a time
+    (ptxas, sm_90) and took two or four (docs/split_k.md). Both give the
+    same bits every call.
     PDL (the split kernel's): launched early, it waits for the split kernel
     before reading a plane (pdl_prologue without a prefetch)."""
     pdl_prologue(ws_ptr, PDL != 0)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < M * N
-    planes = tl.arange(0, PLANES)
-    ptrs = ws_ptr + planes[:, None].to(tl.int64) * M * N + offs[None, :]
-    total = tl.sum(tl.load(ptrs, mask=(planes[:, None] < SPLIT_K) & mask[None, :], other=0.0), axis=0)
+    if SPREAD:
+        planes = tl.arange(0, PLANES)
+        ptrs = ws_ptr + planes[:, None].to(tl.int64) * M * N + offs[None, :]
+        total = tl.sum(tl.load(ptrs, mask=(planes[:, None] < SPLIT_K) & mask[None, :], other=0.0), axis=0)
+    else:
+        total = tl.zeros((BLOCK,), dtype=tl.float32)
+        for s in tl.static_range(SPLIT_K):  # unrolled: the loads are independent and can all be issued early
+            total += tl.load(ws_ptr + s * M * N + offs, mask=mask, other=0.0)
     if HAS_BIAS:
         total += tl.load(bias_ptr + offs % N, mask=mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=mask)

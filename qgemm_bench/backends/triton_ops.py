@@ -91,7 +91,7 @@ def split_k_atomic(case, inputs):
     return _split_k(case, inputs, deterministic=False)
 
 
-@backend("split_k_gemm", "triton_deterministic", "Triton split-K, per-split partials summed in split "
+@backend("split_k_gemm", "triton_deterministic", "Triton split-K, per-split partials summed in a fixed "
          "order by the tile's last program or a second launch (the table's choice): bit-identical run to run",
          triton_why_not, compiles=True)
 def split_k_deterministic(case, inputs):

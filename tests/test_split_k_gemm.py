@@ -560,6 +560,8 @@ def helion_gemm(inputs, deterministic, config, monkeypatch):
     ((5, 1000, 7), helion_config(bn=16, split=16, reduce="kernel"), False),
     ((16, 1024, 16), helion_config(bn=16, split=1, reduce="kernel"), True),  # one split: no second launch
     ((2, 300, 20), helion_config(bn=16, bk=32, split=8, reduce="kernel"), True),  # 5 splits launched, not 8
+    # 65 K blocks in splits of 2: 33 planes, from SPREAD_PLANES summed as one tile
+    ((3, 4100, 20), helion_config(bn=16, bk=64, split=40, reduce="kernel"), True),
 ])
 def test_helion_kernel_vs_fp64(deterministic, shape, config, bias, monkeypatch):
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, shape, bias=bias), seed())
@@ -574,6 +576,10 @@ def test_helion_kernel_vs_fp64(deterministic, shape, config, bias, monkeypatch):
     check(again, ref)
     if deterministic:
         assert torch.equal(again, first)
+    from qgemm_bench.backends.triton_kernels.split_k_parts import SPREAD_PLANES
+
+    if config["split_k"] >= SPREAD_PLANES:  # the case meant for reduce_planes' tile of planes reaches it
+        assert gemm.splits(gemm.ready("split_k_gemm").config) >= SPREAD_PLANES
 
 
 @pytest.mark.parametrize("pdl", [1, 2, 3])

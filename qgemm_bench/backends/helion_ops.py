@@ -604,7 +604,7 @@ class SplitK:
         function of no arguments."""
         from qgemm_bench.backends.helion_kernels import kernels
         from qgemm_bench.backends.helion_kernels.tuning import helion_settings
-        from qgemm_bench.backends.triton_kernels.split_k_parts import reduce_block
+        from qgemm_bench.backends.triton_kernels.split_k_parts import plane_launch
 
         args = self.args(r.config)
         m, pdl, planes_only = self.m, args[-2], args[-1]
@@ -617,10 +617,11 @@ class SplitK:
         ws, bias, splits = self.ws, args[2], self.splits(r.config)  # the planes args() launches, to sum
         size = m * self.n  # the M real rows only (small M: not the padding rows of the 16-row tile)
         out = torch.empty(size, device=self.a.device, dtype=self.a.dtype)  # an example to bind
-        block, warps = reduce_block(m, self.n, self.target.sms)
-        planes = ws.view(ws.shape[0], -1)[:, :size]
-        reduce_args = (planes, bias, out, self.bias is not None, splits, block, pdl)
-        reduce = kernels.reduce_planes.bind(reduce_args).compile_config({"num_warps": warps, "num_stages": 1})
+        _, meta = plane_launch(m, self.n, splits, self.target.sms)
+        planes = ws.view(ws.shape[0], -1)[:splits if meta["SPREAD"] else None, :size]
+        reduce_args = (planes, bias, out, self.bias is not None, splits, meta["BLOCK"], pdl, meta["SPREAD"])
+        reduce = kernels.reduce_planes.bind(reduce_args).compile_config({"num_warps": meta["num_warps"],
+                                                                         "num_stages": 1})
         launcher = {"_launcher": pdl_launcher} if pdl else {}
 
         def run():

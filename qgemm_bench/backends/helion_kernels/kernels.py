@@ -57,7 +57,7 @@ summed in split order, and the tile's last program adds the bias, casts,
 stores and leaves workspace and counters zeroed (split_k_parts.finish): one
 launch. With planes_only (the Triton config's REDUCE "kernel") every program
 only stores its plane and reduce_planes, a second small launch, sums them
-(split_k_parts.reduce_planes). Both take the config's PDL mode (the prologue
+(split_k_parts.reduce_planes, its SPREAD tile from 32 planes too). Both take the config's PDL mode (the prologue
 inline, _pdl_prologue; helion_ops launches them with launch_pdl). Its K step
 is a kernel argument too: a split's K range, a multiple of it, is computed
 in host code as the K tile's block size. Small M tiles 16 rows, as
@@ -706,21 +706,26 @@ def reduce_planes(
     out: torch.Tensor,  # [size]: split_k's output, flat (its first M rows: size = M * N)
     has_bias: hl.constexpr,
     splits: hl.constexpr,
-    block: hl.constexpr,  # elements per program (split_k_parts.reduce_block)
+    block: hl.constexpr,  # elements per program (split_k_parts.plane_launch)
     pdl: hl.constexpr = 0,  # the split kernel's: wait for it in the prologue
+    spread: hl.constexpr = False,  # plane_launch's SPREAD: ws holds exactly `splits` planes, summed as one tile
 ) -> torch.Tensor:
-    """split_k_parts.reduce_planes: out = the planes summed per element in
-    split order (bitwise reproducible), + bias, cast; the planes need no
-    zeroing (every call writes each)."""
+    """split_k_parts.reduce_planes: out = the planes summed per element (in
+    split order; with spread, the [splits, block] tile by sum: a fixed
+    order), + bias, cast; bitwise reproducible; the planes need no zeroing
+    (every call writes each)."""
     size = out.size(0)
     n = bias.size(0)
     for tile in hl.tile(size, block_size=block):
         if pdl:
             hl.inline_triton(PDL_LAUNCH, args=[], output_like=None)
             hl.inline_triton(PDL_WAIT, args=[], output_like=None)
-        total = hl.zeros([tile], dtype=torch.float32)
-        for s in hl.static_range(splits):  # unrolled: independent loads, all issued early
-            total = total + ws[s, tile]
+        if spread:  # every plane of the tile at once (split_k_parts.reduce_planes' SPREAD)
+            total = ws[:, tile].sum(0)
+        else:
+            total = hl.zeros([tile], dtype=torch.float32)
+            for s in hl.static_range(splits):  # unrolled: independent loads, all issued early
+                total = total + ws[s, tile]
         if has_bias:
             total = total + hl.load(bias, [tile.index % n]).to(torch.float32)
         out[tile] = total.to(out.dtype)

@@ -276,7 +276,7 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
 
 def reduce_block(m: int, n: int, sms: int) -> tuple[int, int]:
     """(BLOCK, num_warps) of a plane sum over a [M, N] output that runs each
-    element's planes in one thread (Helion's reduce_planes): blocks of 32..256
+    element's planes in one thread (plane_launch below SPREAD_PLANES): blocks of 32..256
     elements, small enough for >= `sms` programs where the output allows (all
     SMs pull planes), at most 2 elements per thread (each thread has SPLIT_K
     loads to keep in flight)."""

@@ -570,9 +570,22 @@ def test_under_torchrun_every_rank_stops_at_a_store_it_cannot_write(tiny, tmp_pa
 
 
 def test_cpu_mode_needs_the_interpreter(monkeypatch, capsys):
+    # In a process that imported triton without it, too late to turn it on.
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     assert tune(["--dry-run"]) == 2
     assert "set TRITON_INTERPRET=1" in capsys.readouterr().err
+
+
+def test_cpu_mode_turns_the_interpreter_on_as_the_sweep_does(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve().parent.parent / "runner.py"), "tune", "--device",
+                        "cpu", "--dry-run", "--op", "split_k_gemm"], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=300)
+    assert r.returncode == 0 and "expected" in r.stdout, r.stderr[-2000:]
 
 
 def test_help_documents_a_bring_up(capsys):

@@ -57,7 +57,7 @@ the fastest three).
 exit status: 0 every planned unit tuned, 1 some unit had no config that ran right,
 or the tune stopped (a stalled kernel, a lost CUDA context: the entries so far are
 written; --resume continues), 2 bad usage (nothing is tuned or written).
-CPU test mode: TRITON_INTERPRET=1 qgemm-bench tune --device cpu ... (float16, the
+CPU test mode: qgemm-bench tune --device cpu ... (float16, the
 Triton interpreter; writes <store>/cpu/, for tests only)."""
 
 
@@ -114,7 +114,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--like", metavar="NAME", help="--dry-run without a GPU: plan as on the GPU of store entry "
                    "NAME (its target.json)")
     p.add_argument("--device", default="auto", help="auto (default), cuda, cuda:N, or cpu (a test run on the "
-                   "Triton interpreter: needs TRITON_INTERPRET=1)")
+                   "Triton interpreter, which it turns on)")
     p.add_argument("--stall-timeout", type=types.stall_seconds, default=300.0, metavar="S",
                    help="stop (exit 1, the entries so far written) when one candidate's check or timing takes "
                         "more than S seconds, e.g. a kernel that never finishes (default 300; 0: off)")
@@ -223,8 +223,9 @@ def table_checks() -> dict:
 
 
 def device_for(args, world):
-    """The device to tune on; InputError without CUDA (unless --device cpu
-    with TRITON_INTERPRET=1, or a --dry-run)."""
+    """The device to tune on; InputError without CUDA (unless --device cpu,
+    which turns the Triton interpreter on where triton is not yet imported,
+    or a --dry-run)."""
     import torch
 
     from qgemm_bench.harness import distributed
@@ -233,7 +234,9 @@ def device_for(args, world):
     if args.device != "auto":
         parse_device(args.device)  # a name that is no device is refused, --dry-run or not
     if args.device == "cpu":
-        if os.environ.get("TRITON_INTERPRET") != "1":
+        if os.environ.get("TRITON_INTERPRET") != "1" and "triton" not in sys.modules:
+            os.environ["TRITON_INTERPRET"] = "1"  # as the CPU sweep does: chosen before triton is imported
+        if os.environ.get("TRITON_INTERPRET") != "1":  # a process that imported triton first (an in-process call)
             raise InputError("--device cpu tunes on the Triton interpreter: set TRITON_INTERPRET=1 (a test run)")
     elif not torch.cuda.is_available():
         if not args.dry_run:

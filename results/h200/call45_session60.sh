@@ -3,11 +3,12 @@
 # on one nvidia-h200 (fresh for each), carrying the whole git-ignored .gpu/ folder (commit, scripts, the wheels of
 # ../shared/scripts/fetch_gpu_wheels.sh but transformers'; fbgemm's re-zipped by gpu_prep.sh) and, for B,
 # .gpu/split_k_s60a.json (call A's tuned table). A at 5df0417 (reduce_planes sums every plane count as a tile),
-# B at bd2fcfe (the tile from 32 planes only), C at 64bc3ec (B's split-K table committed). Calls: A, B, C with
-# no env. Device time: about 1100 of 1800 s.
+# B at bd2fcfe (the tile from 32 planes only), C at 64bc3ec (B's split-K table committed), D at 7ef149c (Helion's
+# plane sum on the tile too). Calls: A, B, C, D with no env. Device time: about 1500 of 1800 s.
 # Results: split_k_tune_s60/ (A's and B's split-K tunes: logs and every timing; B's table is the store's
-# split_k.json, 64bc3ec), split_k_gemm/ (B), int4_gemm_msweep/ and nvfp4_gemm_msweep/ (B),
-# pytest_gpu/*_s60a_5df0417.txt (A), split_k_order_s60/ (C).
+# split_k.json, 64bc3ec), int4_gemm_msweep/ and nvfp4_gemm_msweep/ (B),
+# pytest_gpu/*_s60a_5df0417.txt (A), split_k_order_s60/ (C), split_k_gemm/ (D, replacing B's),
+# pytest_gpu/split_k_s60d_7ef149c.txt (D).
 
 # ---- call A: bash .gpu/s60a.sh
 s60a() {
@@ -90,5 +91,39 @@ for r in d["rows"]:
     print(f'{r["M"]}x{r["K"]}x{r["N"]:<6} {r["backend"]:22} p50 {r["p50_us"]:7.3f}  rounds', " ".join(f"{x:7.3f}" for x in r["round_p50_us"]))
 PY
 grep -E "^- .*triton" /tmp/runs/sk_order/report.md | head -8 | cut -c1-200
+save; echo "all wall $(( $(date +%s)-t0 )) s"
+}
+
+# ---- call D: bash .gpu/s60d.sh (carrying .gpu/commit, the script and the helion and filecheck wheels; a first
+# attempt found no machine to start)
+s60d() {
+# Session 60 call D (nvidia-h200, BUDGET s), at the commit in .gpu/commit (Helion's reduce_planes with the tile of
+# planes): `pytest -m gpu` on the split-K files, then the split-K preset in 2 rounds (the backends' order reversed
+# in the second: does 256x8192x256's triton row, 9.9 us in the 1-round presets, follow its place in the order?).
+BUDGET=${BUDGET:-420} source results/h200/gpu_common.sh
+XD=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4"); echo "xdist: ${XD:-none}"
+C=$(cat .gpu/commit)
+rm -rf /tmp/tree_t && mkdir -p /tmp/tree_t && tar cf - --exclude=./.gpu --exclude=./.git . | tar xf - -C /tmp/tree_t
+t1=$(date +%s)
+( cd /tmp/tree_t && PYTHONPATH=/tmp/site:/tmp/tree_t timeout -k 5 150 python3 -m pytest -m gpu -q -p no:cacheprovider $XD \
+  tests/test_split_k_gemm.py tests/test_split_k_reduce.py > $R/pytest_split_k_s60d_$C.txt 2>&1 )
+echo "pytest rc $? wall $(( $(date +%s)-t1 )) s: $(tail -n 1 $R/pytest_split_k_s60d_$C.txt | cut -c1-160)"
+grep -E "^FAILED|^ERROR" $R/pytest_split_k_s60d_$C.txt | cut -c1-220 | head
+run1 0 split_k_gemm_d --op split_k_gemm --repeats 2
+python3 - <<'PY'
+import json
+import pandas as pd
+d = json.load(open("/tmp/runs/split_k_gemm_d/results.json"))
+rows = pd.DataFrame(d["rows"]); ok = rows[rows.status == "ok"]
+p = ok.pivot_table(index=["M", "K", "N"], columns="backend", values="p50_us")
+r = p.triton_deterministic / p.triton; h = p.helion_deterministic / p.helion
+print("det/atomic <= 1.15:", int((r <= 1.15).sum()), "of", len(r), "| triton <= 0.8 torch:", int((p.triton <= 0.8 * p.torch).sum()),
+      "| helion det/atomic max %.3f" % h.max())
+for _, x in ok[(ok.M == 256) & (ok.K == 8192) | (ok.M == 64) & (ok.K == 8192) & (ok.N == 64)].iterrows():
+    print(f'{x.M}x{x.K}x{x.N} {x.backend:22} p50 {x.p50_us:7.3f} rounds', " ".join(f"{v:7.3f}" for v in x.round_p50_us))
+print(pd.concat([p[["triton", "triton_deterministic", "helion", "helion_deterministic"]], r.rename("det/t"), h.rename("hdet/h")],
+                axis=1).round(3).sort_values("hdet/h").tail(6).to_string())
+print("not ok:", int((rows.status != "ok").sum()))
+PY
 save; echo "all wall $(( $(date +%s)-t0 )) s"
 }

@@ -29,7 +29,7 @@ def _immutable(folder: Path) -> bool:
 
 
 @pytest.mark.parametrize("where,message", [
-    ("proc", "cannot create it (No such file or directory)"),
+    ("proc", "cannot create it ("),  # as root: /proc holds no files; else: no write permission
     ("through_file", "cannot create it (Not a directory)"),
     ("file", "is a file, not a folder"),
     ("immutable", "cannot write in it"),
@@ -60,6 +60,16 @@ def test_unusable_output_dir_is_one_line_before_measuring(tmp_path, monkeypatch,
     assert prepared == []  # nothing was measured
     if where == "immutable":
         assert list(target.iterdir()) == []
+
+
+def test_output_dir_in_proc_is_refused_before_the_plans_notes(capsys):
+    # Every default backend: on CPU the plan notes the CUDA-only peers it
+    # skips; the refusal comes first and alone (as root os.access says /proc
+    # is writable, and only creating the folder failed, after those notes).
+    code = runner.main(["--op", "int4_gemm", "--output-dir", "/proc/qgemm-bench-test/run"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: --output-dir /proc/qgemm-bench-test/run: "
+                                                              "cannot create it ("), err
 
 
 def test_default_folders_do_not_collide(tmp_path, monkeypatch, capsys):

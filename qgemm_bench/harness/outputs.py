@@ -78,6 +78,9 @@ class RunFolder:
                 raise InputError(f"--output-dir {path}: cannot create it (File name too long: {longest} bytes)")
             if above != path and not os.access(above, os.W_OK | os.X_OK):
                 raise InputError(f"--output-dir {path}: cannot create it (no write permission in {above})")
+            if above != path and os.statvfs(above).f_blocks == 0:  # /proc, /sys: root may "write", mkdir fails
+                raise InputError(f"--output-dir {path}: cannot create it ({above} is on a filesystem that holds "
+                                 "no files)")
         except OSError as e:
             raise InputError(f"--output-dir {path}: cannot create it ({_why(e)})") from None
 

@@ -4,11 +4,12 @@
 # ../shared/scripts/fetch_gpu_wheels.sh but transformers'; fbgemm's re-zipped by gpu_prep.sh) and, for B,
 # .gpu/split_k_s60a.json (call A's tuned table). A at 5df0417 (reduce_planes sums every plane count as a tile),
 # B at bd2fcfe (the tile from 32 planes only), C at 64bc3ec (B's split-K table committed), D at 7ef149c (Helion's
-# plane sum on the tile too). Calls: A, B, C, D with no env. Device time: about 1500 of 1800 s.
+# plane sum on the tile too), E at 18903d5. Calls: A-E with no env (a first try of D found no machine to start).
+# Device time: about 1610 of 1800 s.
 # Results: split_k_tune_s60/ (A's and B's split-K tunes: logs and every timing; B's table is the store's
 # split_k.json, 64bc3ec), int4_gemm_msweep/ and nvfp4_gemm_msweep/ (B),
 # pytest_gpu/*_s60a_5df0417.txt (A), split_k_order_s60/ (C), split_k_gemm/ (D, replacing B's),
-# pytest_gpu/split_k_s60d_7ef149c.txt (D).
+# pytest_gpu/split_k_s60d_7ef149c.txt (D), ws_ab/ws_ab_m256_64rows.txt (E).
 
 # ---- call A: bash .gpu/s60a.sh
 s60a() {
@@ -126,4 +127,18 @@ print(pd.concat([p[["triton", "triton_deterministic", "helion", "helion_determin
 print("not ok:", int((rows.status != "ok").sum()))
 PY
 save; echo "all wall $(( $(date +%s)-t0 )) s"
+}
+
+# ---- call E: bash .gpu/s60e.sh (18903d5; carrying .gpu/commit, the script and the helion and filecheck wheels; its
+# output written straight to $OUT: ws_ab/ws_ab_m256_64rows.txt)
+s60e() {
+# Session 60 call E (nvidia-h200, about 250 s): do 64-row x tiles (no split; the WS pool at M = 256 has 128- and
+# 256-row ones only) beat the entry at int4 256x4096x4096 and 256x4096x6144, where cuBLAS leads (issue 52)?
+# scripts/ws_ab.py, 2 rounds, 5 checked calls each, with the run's triton kernel and cuBLAS; output straight to $OUT.
+W=$(for w in .gpu/whl/*.whl; do echo $w; done)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $W > /dev/null 2>&1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+timeout -k 5 200 python3 scripts/ws_ab.py --shape 256,4096,4096 --shape 256,4096,6144 --triton --cublas --rounds 2 \
+  --calls 5 --tiles 64x128x64s6 --tiles 64x128x64s6+mg4 --tiles 64x128x128s4+mg4 --tiles 128x128x64s4+split2+skew4+pdl \
+  2>&1 | tee $OUT/ws_ab_m256_64rows.txt | grep -vE "^\s*$" | tail -30
 }

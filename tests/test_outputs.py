@@ -72,6 +72,26 @@ def test_output_dir_in_proc_is_refused_before_the_plans_notes(capsys):
                                                               "cannot create it ("), err
 
 
+def test_virtual_filesystems_come_from_mountinfo_not_sizes(tmp_path):
+    # A tmpfs or ramfs of no size reports no blocks and takes folders: only
+    # the kernel's own filesystems are refused, by type.
+    from qgemm_bench.harness.outputs import virtual_filesystem
+
+    info = tmp_path / "mountinfo"
+    info.write_text("22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
+                    "23 1 0:22 / /sys rw - sysfs sysfs rw\n"
+                    f"24 1 0:23 / {tmp_path}/empty rw - tmpfs tmpfs rw,size=0k\n"
+                    f"25 1 0:24 / {tmp_path}/with\\040space rw - proc proc rw\n"
+                    "26 1 8:1 / / rw - ext4 /dev/sda1 rw\n")
+    (tmp_path / "with space").mkdir()
+    assert virtual_filesystem(Path("/proc/x/y"), str(info)) == "proc"
+    assert virtual_filesystem(Path("/sys"), str(info)) == "sysfs"
+    assert virtual_filesystem(tmp_path / "empty" / "run", str(info)) is None  # tmpfs, however small
+    assert virtual_filesystem(tmp_path / "with space" / "run", str(info)) == "proc"  # the kernel's \040
+    assert virtual_filesystem(Path("/procfoo"), str(info)) is None  # a prefix of a name is not a mount above it
+    assert virtual_filesystem(Path("/proc"), str(tmp_path / "missing")) is None  # no mountinfo: not refused
+
+
 def test_default_folders_do_not_collide(tmp_path, monkeypatch, capsys):
     """Default names have one-second resolution: a second run in the same
     second used to fail with "already holds files" though no folder was given."""

@@ -49,6 +49,33 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         raise WriteError(f"could not write {path}: {e.strerror or e}") from None
 
 
+# Kernel filesystems no folder can be made in (mkdir: ENOENT or EPERM, even
+# for root, whom os.access lets write there).
+VIRTUAL_FILESYSTEMS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "devpts", "debugfs", "tracefs", "securityfs",
+                                 "pstore", "bpf", "configfs", "efivarfs", "fusectl", "mqueue"})
+
+
+def virtual_filesystem(path: Path, mountinfo: str = "/proc/self/mountinfo") -> str | None:
+    """The type of the filesystem `path` is on (the mount with the longest
+    mount point above it, Linux's mountinfo) where it is one of
+    VIRTUAL_FILESYSTEMS; None otherwise or where that cannot be read."""
+    try:
+        lines = Path(mountinfo).read_text().splitlines()
+        real = os.path.realpath(path)
+    except OSError:
+        return None
+    best, kind = "", None
+    for line in lines:
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5 or not right:
+            continue
+        point = fields[4].encode().decode("unicode_escape")  # \040 for a space, as the kernel escapes it
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, right.split()[0]
+    return kind if kind in VIRTUAL_FILESYSTEMS else None
+
+
 class RunFolder:
     """A claimed run folder: rows.jsonl is open for appending."""
 
@@ -78,9 +105,9 @@ class RunFolder:
                 raise InputError(f"--output-dir {path}: cannot create it (File name too long: {longest} bytes)")
             if above != path and not os.access(above, os.W_OK | os.X_OK):
                 raise InputError(f"--output-dir {path}: cannot create it (no write permission in {above})")
-            if above != path and os.statvfs(above).f_blocks == 0:  # /proc, /sys: root may "write", mkdir fails
-                raise InputError(f"--output-dir {path}: cannot create it ({above} is on a filesystem that holds "
-                                 "no files)")
+            if above != path and (kind := virtual_filesystem(above)):  # root may "write" /proc; mkdir fails
+                raise InputError(f"--output-dir {path}: cannot create it ({above} is on a virtual filesystem, "
+                                 f"{kind}, where folders cannot be created)")
         except OSError as e:
             raise InputError(f"--output-dir {path}: cannot create it ({_why(e)})") from None
 

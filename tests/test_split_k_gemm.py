@@ -675,7 +675,7 @@ def test_helion_refuses_configs_of_the_earlier_kernel(monkeypatch):
 @interpreter
 def test_helion_deterministic_backend_is_registered():
     b = registry.get("split_k_gemm", "helion_deterministic")
-    assert "split order" in b.summary and b.why_not is registry.get("split_k_gemm", "helion").why_not
+    assert "fixed order" in b.summary and b.why_not is registry.get("split_k_gemm", "helion").why_not
     _, _, prepared = run_backend(split_k_gemm, "helion_deterministic", case(split_k_gemm, (5, 1000, 7)))
     assert prepared.compile_s is not None and prepared.compile_s >= 0 and "interpreter" in prepared.notes
 

@@ -579,7 +579,7 @@ class SplitK:
         """The kernel's arguments for a config (its block_k, split_k, pdl and
         reduce; PDL only on a GPU: split_k_parts.pdl_launch)."""
         from qgemm_bench.backends.helion_kernels.kernels import SMALL_M_ROWS
-        from qgemm_bench.backends.triton_kernels.split_k_parts import pdl_launch
+        from qgemm_bench.backends.triton_kernels.split_k_parts import check_workspace, pdl_launch
 
         m, n, bk = self.m, self.n, cfg["block_k"]
         small = m if m < SMALL_M_ROWS else 0  # the kernel tiles SMALL_M_ROWS rows
@@ -588,6 +588,7 @@ class SplitK:
         planes_only = cfg.get("reduce", "last") == "kernel" and splits > 1
         planes = self.deterministic or planes_only
         shape = [splits, rows, n] if planes else [rows, n]
+        check_workspace(shape[0] if planes else 1, rows, n)
         if self.ws is None or self.ws.dim() != len(shape) or self.ws.shape[0] < shape[0]:
             self.ws = torch.zeros(shape, device=self.a.device, dtype=torch.float32)
             # Counters for the smallest tiles (16 x 16): any config's fit.
@@ -686,8 +687,8 @@ def split_k(case, inputs):
     return _split_k(case, inputs, deterministic=False)
 
 
-@backend("split_k_gemm", "helion_deterministic", "Helion split-K, per-split partials summed in split order by "
-         "the tile's last program or a second launch: bit-identical run to run; configs as helion's", why_not,
+@backend("split_k_gemm", "helion_deterministic", "Helion split-K, per-split partials summed in a fixed order "
+         "by the tile's last program or a second launch: bit-identical run to run; configs as helion's", why_not,
          compiles=True)
 def split_k_deterministic(case, inputs):
     return _split_k(case, inputs, deterministic=True)

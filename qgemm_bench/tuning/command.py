@@ -240,7 +240,7 @@ def device_for(args, world):
             raise InputError("--device cpu tunes on the Triton interpreter: set TRITON_INTERPRET=1 (a test run)")
     elif not torch.cuda.is_available():
         if not args.dry_run:
-            raise InputError("tune needs a CUDA GPU (TRITON_INTERPRET=1 with --device cpu is a CPU test run; "
+            raise InputError("tune needs a CUDA GPU (--device cpu is a CPU test run on the Triton interpreter; "
                              "--dry-run lists the plan anywhere)")
         args.device = "cpu"
     if world is not None:  # GPU LOCAL_RANK for auto/cuda (gloo: the collectives move Python objects)

@@ -173,6 +173,7 @@ class SplitKGemm:
         else:
             planes, counters = config["SPLIT_K"], split_k_configs.tiles(m, n, config)
         planes = 1 if mode == ATOMIC else planes
+        split_k_parts.check_workspace(planes, m, n)
         self.ws = torch.zeros(planes * m * n, device=a.device, dtype=torch.float32)
         self.count = torch.zeros(counters, device=a.device, dtype=torch.int32)
         self.meta = None if config is None else kernel_meta(config)

@@ -50,6 +50,14 @@ _PREFETCH_L2_CONSTRAINTS = tl.constexpr(PREFETCH_L2_CONSTRAINTS)
 MIN_BLOCK_M, MIN_BLOCK_N = 16, 32
 
 
+def check_workspace(planes: int, m: int, n: int) -> None:
+    """ValueError unless `planes` fp32 [M, N] planes fit the kernels' int32
+    element offsets (finish's plane index times M * N)."""
+    if planes * m * n >= 2**31:
+        raise ValueError(f"split-K workspace of {planes} planes of {m}x{n} has {planes * m * n} elements, over the "
+                         "2^31 the kernels' int32 offsets reach; use fewer splits or a smaller output")
+
+
 def counters(m: int, n: int) -> int:
     """How many per-tile counters a [M, N] output needs at the smallest tile."""
     return triton.cdiv(m, MIN_BLOCK_M) * triton.cdiv(n, MIN_BLOCK_N)
@@ -299,7 +307,8 @@ def plane_launch(m: int, n: int, split: int, sms: int) -> tuple[tuple[int], dict
     block, warps = reduce_block(m, n, sms)
     planes = triton.next_power_of_2(split)
     spread = split >= SPREAD_PLANES
-    if spread:
+    if spread:  # at most 8 warps: fewer elements a program where the planes are many
+        block = max(32, min(block, 8 * 32 * PLANE_VALUES_PER_THREAD // planes))
         warps = max(1, min(8, planes * block // (32 * PLANE_VALUES_PER_THREAD)))
     return (triton.cdiv(m * n, block),), {"BLOCK": block, "PLANES": planes, "SPREAD": spread, "num_warps": warps}
 

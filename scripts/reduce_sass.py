@@ -35,13 +35,22 @@ def parse_args(argv=None):
     form.add_argument("--loop", action="store_true", help="the per-thread loop at every plane count")
     form.add_argument("--spread", action="store_true", help="the tile of planes at every plane count")
     args = p.parse_args(argv)
+    shape = args.shape.split(",")
+    if len(shape) != 2 or not all(v.strip().isdigit() for v in shape):
+        p.error(f"--shape {args.shape!r}: expected M,N (two positive integers), e.g. --shape 16,16")
+    args.m, args.n = (int(v) for v in shape)
     try:
-        args.m, args.n = (int(v) for v in args.shape.split(","))
-        args.splits = [int(v) for v in comma_list(args.splits, "--splits", "plane counts", "16,64,128")]
-    except ValueError as e:
-        p.error(f"--shape M,N and --splits S,S take integers ({e})")
-    if min(args.m, args.n, *args.splits) < 1:
-        p.error("--shape and --splits take positive integers")
+        splits = comma_list(args.splits, "--splits", "plane count", "16,64,128")
+    except InputError as e:
+        p.error(str(e))
+    from qgemm_bench.backends.triton_kernels.split_k_configs import MAX_SPLIT
+
+    if not all(v.isdigit() and 1 <= int(v) <= MAX_SPLIT for v in splits):
+        p.error(f"--splits {args.splits!r}: expected plane counts from 1 to {MAX_SPLIT} (the tables' largest "
+                "split), e.g. --splits 16,64,128")
+    args.splits = [int(v) for v in splits]
+    if min(args.m, args.n) < 1:
+        p.error("--shape takes positive integers")
     return args
 
 
@@ -52,11 +61,8 @@ def main(argv=None) -> int:
     from qgemm_bench.backends.triton_kernels import split_k_parts
 
     for split in args.splits:
-        grid, meta = split_k_parts.plane_launch(args.m, args.n, split, args.sms)
-        if args.loop or args.spread:
-            meta = {**meta, "SPREAD": args.spread}
-            if args.loop:
-                meta["num_warps"] = split_k_parts.reduce_block(args.m, args.n, args.sms)[1]
+        grid, meta = split_k_parts.plane_launch(args.m, args.n, split, args.sms,
+                                                spread=True if args.spread else False if args.loop else None)
         const = {"SPLIT_K": split, "HAS_BIAS": False, "BLOCK": meta["BLOCK"], "PLANES": meta["PLANES"],
                  "SPREAD": meta["SPREAD"], "PDL": 3}
         sig = {"ws_ptr": "*fp32", "bias_ptr": "*bf16", "out_ptr": "*bf16", "M": "i32", "N": "i32",

@@ -298,15 +298,15 @@ def reduce_block(m: int, n: int, sms: int) -> tuple[int, int]:
 SPREAD_PLANES, PLANE_VALUES_PER_THREAD = 32, 16
 
 
-def plane_launch(m: int, n: int, split: int, sms: int) -> tuple[tuple[int], dict]:
+def plane_launch(m: int, n: int, split: int, sms: int, spread: bool | None = None) -> tuple[tuple[int], dict]:
     """(grid, meta) of reduce_planes for a [M, N] output of `split` planes:
-    reduce_block's elements per program; from SPREAD_PLANES planes on, all of
-    them loaded as one [PLANES, BLOCK] tile (PLANES: `split` to a power of
-    two) over enough warps for about PLANE_VALUES_PER_THREAD values a
-    thread."""
+    reduce_block's elements per program; from SPREAD_PLANES planes on (or as
+    `spread` forces, for scripts/reduce_sass.py), all of them loaded as one
+    [PLANES, BLOCK] tile (PLANES: `split` to a power of two) over enough
+    warps for about PLANE_VALUES_PER_THREAD values a thread."""
     block, warps = reduce_block(m, n, sms)
     planes = triton.next_power_of_2(split)
-    spread = split >= SPREAD_PLANES
+    spread = split >= SPREAD_PLANES if spread is None else spread
     if spread:  # at most 8 warps: fewer elements a program where the planes are many
         block = max(32, min(block, 8 * 32 * PLANE_VALUES_PER_THREAD // planes))
         warps = max(1, min(8, planes * block // (32 * PLANE_VALUES_PER_THREAD)))

@@ -7,7 +7,8 @@
 # plane sum on the tile too), E at 18903d5. Calls: A-E with no env (a first try of D found no machine to start).
 # Device time: about 1610 of 1800 s.
 # Results: split_k_tune_s60/ (A's and B's split-K tunes: logs and every timing; B's table is the store's
-# split_k.json, 64bc3ec), int4_gemm_msweep/ and nvfp4_gemm_msweep/ (B),
+# split_k.json, 64bc3ec), split_k_gemm_s60a/ (A's preset), split_k_gemm_s60b/ (B's), int4_gemm_msweep/ and
+# nvfp4_gemm_msweep/ (B),
 # pytest_gpu/*_s60a_5df0417.txt (A), split_k_order_s60/ (C), split_k_gemm/ (D, replacing B's),
 # pytest_gpu/split_k_s60d_7ef149c.txt (D), ws_ab/ws_ab_m256_64rows.txt (E).
 

@@ -156,6 +156,24 @@ def test_rows_that_slowed_inside_their_window_are_noted_once():
     assert not [n for n in report.problems([steady, few, cpu], "torch") if "timing window" in n]
 
 
+def test_rows_whose_rounds_disagree_are_noted_once():
+    """Rounds (--repeats) whose p50s differ by more than 10% make one note
+    naming how many of the rows with rounds and the worst, with its rounds;
+    close rounds, a single round and CPU rows make none."""
+    _, split = record("helion", 4096, 9.7)
+    split.round_p50_us = [9.866, 7.915]
+    _, close = record("triton", 4096, 8.2)
+    close.round_p50_us = [8.268, 8.169]
+    _, single = record("cublas", 4096, 100.0)
+    single.round_p50_us = []
+    _, cpu = record("torch", 4096, 100.0, device="cpu")
+    cpu.round_p50_us = [100.0, 150.0]
+    notes = [n for n in report.problems([split, close, single, cpu], "torch") if "rounds differ" in n]
+    assert len(notes) == 1 and notes[0].startswith("1 of 2 GPU rows' rounds differ by more than 10%") and \
+        "up to 24.6%, helion at 4096x8192x8192: 9.866 / 7.915 us" in notes[0], notes
+    assert not [n for n in report.problems([close, single, cpu], "torch") if "rounds differ" in n]
+
+
 def test_the_count_says_apart_where_ours_is_behind_within_the_runs_spread():
     # 1x: tinygemm 20.0, triton 20.5 (2.5% behind: within TIE); 16x: cublas 47, triton 24.5 (ahead);
     # 64x: cublas 50, triton 52 (4% behind: not within). The strict count stays 1 of 3.

@@ -2,7 +2,10 @@
 the second half of its samples (in the order taken) over the first's. On
 the H200 the power state steps down inside a 100 ms window at large
 compute-bound shapes (docs/measuring.md, "Inside one window"); a row's
-median then depends on where the step fell."""
+median then depends on where the step fell. And how far apart its rounds
+(--repeats) landed: a measurement can run steadily slow for its whole
+window and not in another round (results/h200/README.md, session 60), and
+the pooled median of two clusters of samples lands between them."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import statistics
 from qgemm_bench.harness.results import OK
 
 THRESHOLD = 0.05  # drift a report notes: within it, ranks of one round are ties
+ROUNDS_THRESHOLD = 0.10  # rounds' p50s further apart than this (slowest over fastest) a report notes
 MIN_SAMPLES = 20  # fewer: too few on each side to say
 
 
@@ -32,5 +36,20 @@ def drifted(rows, threshold: float = THRESHOLD) -> tuple[list[tuple[float, objec
             continue
         n += 1
         if d > threshold:
+            out.append((d, r))
+    return sorted(out, key=lambda t: -t[0]), n
+
+
+def rounds_apart(rows, threshold: float = ROUNDS_THRESHOLD) -> tuple[list[tuple[float, object]], int]:
+    """([(spread, row)] of the timed rows whose rounds' p50s (round_p50_us)
+    differ by more than threshold, slowest over fastest minus 1, the most
+    first; how many timed rows had two rounds or more)."""
+    out, n = [], 0
+    for r in rows:
+        rounds = [x for x in (r.round_p50_us or ()) if x and x > 0]
+        if r.status != OK or len(rounds) < 2:
+            continue
+        n += 1
+        if (d := max(rounds) / min(rounds) - 1.0) > threshold:
             out.append((d, r))
     return sorted(out, key=lambda t: -t[0]), n

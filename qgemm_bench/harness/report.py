@@ -94,6 +94,13 @@ def problems(rows: list[Row], baseline: str | None = None) -> list[str]:
                      f"{worst.shape}; on the H200 the power state steps inside a window, docs/measuring.md): ranks "
                      "within that spread are ties, rounds in alternating order (--repeats) even it out; "
                      "scripts/window_drift.py lists the rows")
+    apart, n = drift.rounds_apart(gpu)
+    if apart:
+        d, worst = apart[0]
+        notes.append(f"{len(apart)} of {n} GPU rows' rounds differ by more than {100 * drift.ROUNDS_THRESHOLD:g}% "
+                     f"(up to {100 * d:.1f}%, {worst.backend} at {worst.shape}: "
+                     f"{' / '.join(f'{x:.4g}' for x in worst.round_p50_us)} us): their pooled p50 can land between "
+                     "the rounds; each round's p50 is in results.json (round_p50_us)")
     for r in rows:
         reason = _without_interpreter(r.reason)
         if r.status != OK or reason:

@@ -321,14 +321,30 @@ def test_report_takes_the_operator_from_the_rows_when_metadata_has_none(run_copy
     assert json.loads((run_copy / "results.json").read_text())["metadata"]["settings"]["op"] == "int4_gemm"
 
 
-def test_a_baseline_that_cannot_run_here_says_why_there_are_no_speedups(tmp_path, capsys):
+def test_a_baseline_that_cannot_run_here_is_refused_before_any_work(tmp_path, capsys):
     out = tmp_path / "run"
-    code = runner.main(["--op", "int4_gemm", "--baseline", "tinygemm", "--backends", "cublas", "--shape", "1,128,64",
+    code = runner.main(["--op", "int4_gemm", "--baseline", "tinygemm", "--backends", "torch", "--shape", "1,128,64",
                         "--rep", "1", "--warmup", "0", "--no-plots", "--device", "cpu", "--output-dir", str(out)])
-    note = ("no speedups: the baseline tinygemm did not run correctly at any shape (unavailable: needs a CUDA "
-            "device); choose one that runs here with --baseline")
-    assert code == 0 and note in capsys.readouterr().out
-    assert f"- {note}" in (out / "report.md").read_text()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == ["error: --baseline tinygemm cannot run here (needs a CUDA device), so no row would "
+                                 "get a speedup; choose one that runs here, e.g. --baseline torch"], err
+    assert not out.exists()
+
+
+def test_a_baseline_that_fails_at_every_shape_says_why_there_are_no_speedups(tmp_path, capsys, monkeypatch):
+    # Known only once it ran: the run goes on, and the report says why no row has a speedup.
+    from qgemm_bench.backends.registry import Backend
+    from tests.support import extra_backends
+
+    def broken(case, inputs):
+        raise RuntimeError("no kernel for this shape")
+
+    extra_backends(monkeypatch, "int4_gemm", [Backend("int4_gemm", "broken", "fails in prepare", broken)])
+    out = tmp_path / "run"
+    code = runner.main(["--op", "int4_gemm", "--baseline", "broken", "--backends", "torch", "--shape", "1,128,64",
+                        "--rep", "1", "--warmup", "0", "--no-plots", "--device", "cpu", "--output-dir", str(out)])
+    assert code == 0 and "no speedups: the baseline broken did not run correctly at any shape (error: " \
+        in capsys.readouterr().out
     assert all(r["speedup"] is None for r in json.loads((out / "results.json").read_text())["rows"])
 
 

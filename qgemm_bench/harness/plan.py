@@ -121,6 +121,11 @@ def choose_backends(args, op: ModuleType, dtype, device, settings, shapes) -> li
     if args.baseline == "":  # else the default baseline, as if none were given
         raise InputError("--baseline '': expected a backend name, e.g. --baseline cublas")
     chosen = registry.select(op.NAME, names, args.baseline or op.DEFAULT_BASELINE)
+    if args.baseline:  # known before any work: a run with no speedup column is not what was asked for
+        reasons = {chosen[0].why_not(Case(op.NAME, s, dtype, device, settings)) for s in shapes}
+        if None not in reasons:
+            raise InputError(f"--baseline {chosen[0].name} cannot run here ({sorted(reasons)[0]}), so no row would "
+                             f"get a speedup; choose one that runs here, e.g. --baseline {op.DEFAULT_BASELINE}")
     if names is not None:
         return chosen  # asked for by name: an unavailable one shows as a row saying why
     kept = []

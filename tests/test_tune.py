@@ -506,6 +506,7 @@ def test_a_split_path_the_fused_path_outran_times_the_prior_winner_alone():
     # A --dry-run without a GPU planned for the CPU whatever the name said.
     (["--dry-run", "--device", "tpu"], "--device 'tpu': expected auto, cpu, cuda or cuda:N"),
     (["--dry-run", "--device", "mps"], "--device mps: only cpu and cuda devices are supported"),
+    (["--dry-run", "--device", "cuda"], "--device cuda: no CUDA device is available here; --dry-run --like NAME"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(argv, message, capsys):
     assert cli.main(["tune", *argv]) == 2

@@ -242,6 +242,9 @@ def device_for(args, world):
         if not args.dry_run:
             raise InputError("tune needs a CUDA GPU (--device cpu is a CPU test run on the Triton interpreter; "
                              "--dry-run lists the plan anywhere)")
+        if args.device != "auto":  # a named GPU that is not here: not a plan for this CPU
+            raise InputError(f"--device {args.device}: no CUDA device is available here; --dry-run --like NAME "
+                             "plans as on the GPU of store entry NAME (e.g. --like h200)")
         args.device = "cpu"
     if world is not None:  # GPU LOCAL_RANK for auto/cuda (gloo: the collectives move Python objects)
         return torch.device(distributed.start(world, args.device))

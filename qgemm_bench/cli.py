@@ -33,7 +33,7 @@ samples), report.md and PNG plots. Rows stream to rows.jsonl as measured;
 exit status: 0 done, 1 stopped early (the CUDA context was lost, or a step
 outlived --stall-timeout: the rest is `skipped`) or an output could not be
 written, 2 bad usage (nothing is measured or written), 130 Ctrl-C, 143
-SIGTERM (what was measured is kept and the tables are written).
+SIGTERM, 129 SIGHUP (what was measured is kept and the tables are written).
 
 compare two runs: python runner.py compare BASE NEW (see: runner.py compare --help).
 a new GPU: python runner.py tune writes its config store entry (see: runner.py tune --help).
@@ -164,7 +164,8 @@ def report_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Every entry: one line on stderr and exit 2 for bad usage; Ctrl-C
-    (130) and SIGTERM (143) without a traceback, wherever they land."""
+    (130), SIGTERM (143) and SIGHUP (129) without a traceback, wherever they
+    land."""
     argv = sys.argv[1:] if argv is None else argv
     commands = {"compare": _compare, "report": _report, "tune": _tune}
     command = commands.get(argv[0] if argv else "", _run)

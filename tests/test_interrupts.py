@@ -53,7 +53,8 @@ def report(folder: Path, *extra) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted (Ctrl-C)"),
-                                           (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+                                           (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                           (signal.SIGHUP, 129, "terminated (SIGHUP)")])  # a closed terminal
 def test_sigint_and_sigterm_keep_rows_and_write_the_tables(tmp_path, capsys, sig, code, word):
     out, marker = tmp_path / "run", tmp_path / "waiting"
     proc = start({"wait_on": 2, "marker": str(marker)}, *RUN, "--output-dir", str(out))

@@ -179,7 +179,7 @@ def finish(path: Path, records, meta: dict, x: str, plots: bool, outcome=None) -
     code = 0
     if outcome is not None and outcome.stopped:
         code = outcome.exit_code
-        if outcome.exit_code in (130, 143):
+        if outcome.exit_code in signals.EXIT_CODES:
             print(f"\n{outcome.stopped}: {len(rows)} row(s) kept", file=sys.stderr)
         else:
             extra = f"; {outcome.skipped} (shape, backend) not run" if outcome.skipped else ""

@@ -114,6 +114,6 @@ def merge(world, p: Plan, meta: dict, got: Gathered, all_shapes: list, folder: P
     meta["phase_s"] = {"gather": round(got.seconds + time.perf_counter() - t0, 2), **(meta.get("phase_s") or {})}
     merged = Outcome(records=records, stopped="; ".join(stops), exit_code=max(codes, default=0),
                      skipped=sum(rep["skipped"] for rep in reports))
-    if merged.exit_code and merged.exit_code not in (1, 130, 143):
+    if merged.exit_code and merged.exit_code != 1 and merged.exit_code not in signals.EXIT_CODES:
         merged.exit_code = 1
     return merged

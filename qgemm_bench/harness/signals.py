@@ -1,7 +1,8 @@
-"""Signals. SIGTERM (what CI timeouts and `kill` send) stops a run the way
-Ctrl-C does: the sweep ends, the tables are written, exit 143 (130 for
-Ctrl-C). While the outputs are being written a further Ctrl-C or SIGTERM
-waits for them to be complete instead of leaving them half done."""
+"""Signals. SIGTERM (what CI timeouts and `kill` send) and SIGHUP (a closed
+terminal or dropped ssh session) stop a run the way Ctrl-C does: the sweep
+ends, the tables are written, exit 128 + the signal's number (143, 129; 130
+for Ctrl-C). While the outputs are being written a further one waits for
+them to be complete instead of leaving them half done."""
 
 from __future__ import annotations
 
@@ -11,22 +12,31 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+# The signals that stop a run as Ctrl-C does (SIGHUP where the platform has it).
+STOPPING = (signal.SIGTERM, *((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()))
+EXIT_CODES = frozenset(128 + s for s in (signal.SIGINT, *STOPPING))  # a run these signals stopped exits with
+
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised as a KeyboardInterrupt so every Ctrl-C path handles it."""
+    """SIGTERM or SIGHUP, raised as a KeyboardInterrupt so every Ctrl-C path
+    handles it."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__()
+        self.signum = signum
 
 
 def exit_code(e: KeyboardInterrupt) -> int:
-    return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
+    return 128 + (e.signum if isinstance(e, Terminated) else signal.SIGINT)
 
 
 def describe(e: KeyboardInterrupt) -> str:
-    return "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted (Ctrl-C)"
+    return f"terminated ({signal.Signals(e.signum).name})" if isinstance(e, Terminated) else "interrupted (Ctrl-C)"
 
 
 def as_interrupt(signum: int) -> KeyboardInterrupt:
     """What a signal `deferred` held stands for."""
-    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    return Terminated(signum) if signum in STOPPING else KeyboardInterrupt()
 
 
 def _main_thread() -> bool:
@@ -41,19 +51,20 @@ def terminate_as_interrupt() -> Iterator[None]:
         return
 
     def handler(signum, frame):
-        raise Terminated()
+        raise Terminated(signum)
 
-    old = signal.signal(signal.SIGTERM, handler)
+    old = {s: signal.signal(s, handler) for s in STOPPING}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 @contextmanager
 def deferred() -> Iterator[list[int]]:
-    """Hold Ctrl-C and SIGTERM until the block ends; yields the signals that
-    arrived (the caller exits 128 + the first one's number)."""
+    """Hold Ctrl-C, SIGTERM and SIGHUP until the block ends; yields the
+    signals that arrived (the caller exits 128 + the first one's number)."""
     received: list[int] = []
     if not _main_thread():
         yield received
@@ -64,7 +75,7 @@ def deferred() -> Iterator[list[int]]:
             os.write(2, b"\nnote: finishing the outputs first; exiting when they are written\n")
         received.append(signum)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, *STOPPING)}
     try:
         yield received
     finally:

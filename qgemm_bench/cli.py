@@ -88,7 +88,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=types.milliseconds, default=25.0, metavar="MS", help="warm-up time per backend and "
                    "shape in ms (default 25); compilation happens before and is never timed")
     p.add_argument("--rep", type=types.positive_milliseconds, default=100.0, metavar="MS",
-                   help="timed time per backend and shape in ms (default 100; at least 10 samples, 3 on CPU)")
+                   help="timed time per backend and shape in ms (default 100): at least 10 samples (3 on CPU) "
+                   "and at most 1000, each one call on CPU or one CUDA-graph replay of >= 1 ms on a GPU, so a "
+                   "--rep longer than 1000 samples take stops there (each row's measure_s is the time taken)")
     p.add_argument("--repeats", type=types.repeats, default=1, metavar="N",
                    help="measure every shape N times, cycling through the backends each time (in reverse "
                    "order every other round, so a linear drift cancels over each pair of rounds: an even N "

@@ -13,7 +13,7 @@ import torch
 # launch is a small share of each sample.
 REPLAY_TARGET_MS = 1.0
 MIN_SAMPLES = {"graph": 10, "events": 10, "cpu-wall": 3}
-MAX_SAMPLES = 1000
+MAX_SAMPLES = 1000  # bounds a row's samples in results.json; --rep's help says a longer window stops here
 
 
 @dataclass

@@ -166,6 +166,14 @@ def test_a_committed_baseline_compares_clean_against_itself(gpu, capsys):
     assert code == 0 and out.startswith("ok"), out[:200]
 
 
+def test_two_operators_are_named_first_when_incomparable(tmp_path, capsys):
+    base = REPO / "results" / "h200" / "int4_gemm_msweep"
+    assert runner.main(["compare", str(base), str(REPO / "results" / "h200" / "split_k_gemm")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: runs are not comparable (op: 'int4_gemm' vs "
+                                               "'split_k_gemm'; "), err
+
+
 def test_fingerprint_mismatch_is_incomparable(tmp_path, capsys):
     code, doc = run_compare(tmp_path, [row()], [row(seed=1)], new_meta={"triton": "3.5.0"})
     err = capsys.readouterr().err.strip().splitlines()

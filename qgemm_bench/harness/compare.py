@@ -124,7 +124,12 @@ def fingerprint(meta: dict) -> dict:
 
 def fingerprint_diff(base: dict, new: dict) -> list[tuple[str, object, object]]:
     a, b = fingerprint(base), fingerprint(new)
-    return [(k, a[k], b[k]) for k in a if a[k] != b[k]]
+    diff = [(k, a[k], b[k]) for k in a if a[k] != b[k]]
+    # Two operators first, where both runs name theirs (older metadata may not: the rows do).
+    ops = [m.get("settings", {}).get("op") if isinstance(m.get("settings"), dict) else None for m in (base, new)]
+    if all(ops) and ops[0] != ops[1]:
+        diff.insert(0, ("op", *ops))
+    return diff
 
 
 def store_diff(base: dict, new: dict) -> list[tuple[str, str, str]]:

@@ -160,6 +160,9 @@ def test_report_refuses_what_it_cannot_rebuild(tmp_path, capsys):
     r = report(tmp_path / "nope")
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"error: {tmp_path / 'nope'}: no such run folder"]
     capsys.readouterr()
+    (tmp_path / "a.json").write_text("{}")
+    assert runner.main(["report", str(tmp_path / "a.json")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {tmp_path / 'a.json'}: a file, not a run folder"]
     assert runner.main(["report", str(empty)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"error: {empty}: no rows.jsonl to rebuild from"]
     (empty / "rows.jsonl").write_text("{}\n")

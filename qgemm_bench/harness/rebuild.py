@@ -143,7 +143,7 @@ def main(args) -> int:
         raise InputError("report '': expected a run folder")
     folder = Path(args.dir)
     if not folder.is_dir():
-        raise InputError(f"{folder}: no such run folder")
+        raise InputError(f"{folder}: {'a file, not a' if folder.exists() else 'no such'} run folder")
     if not (folder / ROWS).is_file():
         raise InputError(f"{folder}: no {ROWS} to rebuild from")
     meta, finished = load_metadata(folder)

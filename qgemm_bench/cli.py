@@ -234,6 +234,13 @@ def check_environment(env=os.environ) -> None:
 
 
 def _run(argv: list[str]) -> int:
+    if argv and not argv[0].startswith("-"):  # the sweep takes no bare word: a command, misspelled
+        import difflib
+
+        near = difflib.get_close_matches(argv[0], ("compare", "report", "tune"), n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise InputError(f"{argv[0]!r} is not a command: {hint}the commands are compare, report and tune; a "
+                         "sweep or model run starts with an option (--op, --model; see --help)")
     p = parser()
     args = p.parse_args(argv)
     args.argv = list(argv)  # the metadata's record of the command (a Python caller's, not sys.argv)

@@ -434,3 +434,14 @@ def test_a_cpu_run_times_on_one_thread_and_gives_the_count_back(tmp_path, monkey
         torch.set_num_threads(before)
     meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
     assert meta["torch_threads"] == (1 if omp is None else 2)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["comapre", "a", "b"], "error: 'comapre' is not a command: did you mean 'compare'? the commands are compare"),
+    (["tiny"], "error: 'tiny' is not a command: the commands are compare, report and tune; a sweep or model run "
+               "starts with an option"),
+])
+def test_a_bare_word_that_is_no_command_is_one_line(argv, message, capsys):
+    assert runner.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message), err

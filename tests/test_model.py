@@ -336,6 +336,7 @@ def test_tiny_run_end_to_end_writes_outputs(tmp_path, monkeypatch):
                                  ["--eval-text", "x.txt"], ["--quality-tokens", "2"],
                                  ["--attention", "flex"], ["--decode-mode", "graph"],
                                  ["--quant", "int4-g128,,nvfp4"], ["--backends", "bf16,,torch"], ["--batch", "1,,4"],
+                                 ["--batch", "1,4,1"],
                                  ["--inductor-config", "combo_kernels=True"],
                                  ["--compile", "default", "--inductor-config", "no_such_key=1"],
                                  ["--compile", "default", "--inductor-config", "combo_kernels=3"],

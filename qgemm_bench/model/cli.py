@@ -131,7 +131,9 @@ def parse_batches(text: str) -> list[int]:
         out = []
     if not out or min(out) <= 0 or max(out) > MAX_BATCH:
         raise InputError(f"--batch {text!r}: expected integers in [1, {MAX_BATCH}] separated by commas, e.g. 1,16,64")
-    return sorted(set(out))
+    if repeated := sorted({b for b in out if out.count(b) > 1}):  # as --shape and --backends: a typo, not a wish
+        raise InputError(f"--batch {text!r}: {', '.join(map(str, repeated))} given twice")
+    return sorted(out)
 
 
 def parse_backends(text: str) -> list[str]:

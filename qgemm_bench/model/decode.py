@@ -341,9 +341,9 @@ def inductor_overrides(text: str) -> dict:
         ok = (default is None or value is None or isinstance(value, type(default))
               or (isinstance(default, float) and type(value) is int)
               or (type(default) is int and type(value) is bool))  # 0/1 settings take True / False
-        if not ok:
+        if not ok:  # Inductor's own default: the type it takes (ours may differ: inductor_options)
             raise ValueError(f"--inductor-config {key}={raw}: expected {type(default).__name__} "
-                             f"(its default is {default!r})")
+                             f"(Inductor's default is {default!r})")
         out[key] = value
     return out
 

@@ -445,3 +445,9 @@ def test_a_bare_word_that_is_no_command_is_one_line(argv, message, capsys):
     assert runner.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(message), err
+
+
+def test_a_folder_given_as_helion_configs_is_named_a_folder(tmp_path, capsys):
+    code = runner.main(["--op", "int4_gemm", "--helion-configs", str(tmp_path), "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"error: --helion-configs {tmp_path}: is a folder; expected a file"], err

@@ -116,7 +116,8 @@ def configure(args, device: torch.device) -> dict:
     if args.helion_configs:
         path = Path(args.helion_configs)
         if not path.is_file():
-            raise InputError(f"--helion-configs {path}: no such file")
+            raise InputError(f"--helion-configs {path}: " + ("is a folder; expected a file" if path.is_dir() else
+                                                              "no such file"))
         try:
             configs.check_file(path)
         except ValueError as e:

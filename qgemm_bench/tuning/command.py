@@ -72,7 +72,9 @@ def parser() -> argparse.ArgumentParser:
                    help="kernel families to tune: triton, helion or both (default triton,helion)")
     p.add_argument("--budget-s", type=types.positive_seconds, metavar="S",
                    help=f"wall-clock budget of the whole tune in seconds (default: 1.5x the plan's expected time, at "
-                        f"most {plan.BUDGET_S[1]:g} on one GPU and {plan.BUDGET_S[2]:g} per rank on two or more)")
+                        f"most {plan.BUDGET_S[1]:g} on one GPU and {plan.BUDGET_S[2]:g} per rank on two or more; a "
+                        "candidate's check or timing in flight when it runs out finishes first, so a tune can end "
+                        "a few seconds past it)")
     p.add_argument("--shape-budget-s", type=types.positive_seconds, metavar="S",
                    help="at most this many seconds per unit (one table entry: a shape) (default: its share of the "
                         "budget by expected cost)")

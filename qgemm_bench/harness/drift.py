@@ -27,12 +27,18 @@ def window_drift(samples_us) -> float | None:
     return statistics.median(s[half:]) / statistics.median(s[:half]) - 1.0
 
 
-def drifted(rows, threshold: float = THRESHOLD) -> tuple[list[tuple[float, object]], int]:
-    """([(drift, row)] of the timed rows that drifted more than threshold,
-    the most first; how many timed rows had samples enough to say)."""
+def rounds_spread(round_p50_us) -> float | None:
+    """Slowest round's p50 over the fastest's, minus 1 (None: fewer than two rounds)."""
+    rounds = [x for x in (round_p50_us or ()) if x and x > 0]
+    return max(rounds) / min(rounds) - 1.0 if len(rounds) >= 2 else None
+
+
+def _over(rows, measure, threshold: float) -> tuple[list[tuple[float, object]], int]:
+    """([(value, row)] of the ok rows whose measure(row) exceeds threshold, the
+    most first; how many ok rows had a measure (not None))."""
     out, n = [], 0
     for r in rows:
-        if r.status != OK or (d := window_drift(r.samples_us)) is None:
+        if r.status != OK or (d := measure(r)) is None:
             continue
         n += 1
         if d > threshold:
@@ -40,16 +46,14 @@ def drifted(rows, threshold: float = THRESHOLD) -> tuple[list[tuple[float, objec
     return sorted(out, key=lambda t: -t[0]), n
 
 
+def drifted(rows, threshold: float = THRESHOLD) -> tuple[list[tuple[float, object]], int]:
+    """([(drift, row)] of the timed rows that drifted more than threshold,
+    the most first; how many timed rows had samples enough to say)."""
+    return _over(rows, lambda r: window_drift(r.samples_us), threshold)
+
+
 def rounds_apart(rows, threshold: float = ROUNDS_THRESHOLD) -> tuple[list[tuple[float, object]], int]:
     """([(spread, row)] of the timed rows whose rounds' p50s (round_p50_us)
     differ by more than threshold, slowest over fastest minus 1, the most
     first; how many timed rows had two rounds or more)."""
-    out, n = [], 0
-    for r in rows:
-        rounds = [x for x in (r.round_p50_us or ()) if x and x > 0]
-        if r.status != OK or len(rounds) < 2:
-            continue
-        n += 1
-        if (d := max(rounds) / min(rounds) - 1.0) > threshold:
-            out.append((d, r))
-    return sorted(out, key=lambda t: -t[0]), n
+    return _over(rows, lambda r: rounds_spread(r.round_p50_us), threshold)

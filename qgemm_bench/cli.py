@@ -169,8 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     (130), SIGTERM (143) and SIGHUP (129) without a traceback, wherever they
     land."""
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"compare": _compare, "report": _report, "tune": _tune}
-    command = commands.get(argv[0] if argv else "", _run)
+    command = COMMANDS.get(argv[0] if argv else "", _run)
     with console.guarded() as out:  # a full or ASCII-only stdout costs the printed text, not the run
         try:
             with signals.terminate_as_interrupt():
@@ -237,10 +236,11 @@ def _run(argv: list[str]) -> int:
     if argv and not argv[0].startswith("-"):  # the sweep takes no bare word: a command, misspelled
         import difflib
 
-        near = difflib.get_close_matches(argv[0], ("compare", "report", "tune"), n=1)
+        near = difflib.get_close_matches(argv[0], COMMANDS, n=1)
         hint = f"did you mean {near[0]!r}? " if near else ""
-        raise InputError(f"{argv[0]!r} is not a command: {hint}the commands are compare, report and tune; a "
-                         "sweep or model run starts with an option (--op, --model; see --help)")
+        names = ", ".join(list(COMMANDS)[:-1]) + " and " + list(COMMANDS)[-1]
+        raise InputError(f"{argv[0]!r} is not a command: {hint}the commands are {names}; a sweep or model run "
+                         "starts with an option (--op, --model; see --help)")
     p = parser()
     args = p.parse_args(argv)
     args.argv = list(argv)  # the metadata's record of the command (a Python caller's, not sys.argv)
@@ -297,3 +297,6 @@ def _tune(argv: list[str]) -> int:
     from qgemm_bench.tuning import command
 
     return command.main(argv)
+
+
+COMMANDS = {"compare": _compare, "report": _report, "tune": _tune}  # else a sweep or model run (_run)

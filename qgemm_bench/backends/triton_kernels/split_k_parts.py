@@ -325,9 +325,8 @@ def reduce_planes(ws_ptr, bias_ptr, out_ptr, M, N, SPLIT_K: tl.constexpr, HAS_BI
     (REDUCE_LAST's bits). With it (many planes) a program loads its
     elements' planes as one [PLANES, BLOCK] tile across its threads and
     sums them with tl.sum, in that tile's fixed order: one round trip of
-    loads, where a thread's own 64 or 128 loads went out about 32 at a time
-    (ptxas, sm_90) and took two or four (docs/split_k.md). Both give the
-    same bits every call.
+    loads where a thread's own went out a few at a time (docs/split_k.md).
+    Both give the same bits every call.
     PDL (the split kernel's): launched early, it waits for the split kernel
     before reading a plane (pdl_prologue without a prefetch)."""
     pdl_prologue(ws_ptr, PDL != 0)

@@ -10,7 +10,7 @@ import torch
 
 from qgemm_bench.operators import int4_gemm, nvfp4_gemm
 from qgemm_bench.operators.formats import INT4, NVFP4
-from tests.support import CUDA, DT, case, check, fp64, needs_gpu, seed, stored_target, target_for
+from tests.support import CUDA, DEV, DT, case, check, fp64, needs_gpu, seed, stored_target, target_for
 from tests.support import triton_config as cfg
 
 EPS = 1e-5
@@ -97,6 +97,40 @@ def test_rms_scale_is_the_rmsnorm_of_x_taken_after_the_gemm(fmt, shape, bm, bn, 
     y = g(xw, rms=(chunk_sums(h).float(), EPS))
     check(y, fp64(xn, wd))
     check(g(xw, rms=(chunk_sums(h).float(), EPS)), fp64(xn, wd))  # again: the split workspace left ready
+
+
+@pytest.mark.skipif(DEV.type == "cuda", reason="the interpreter's atomics: a GPU's masked lanes cannot be set")
+def test_the_sums_undefined_masked_lanes_never_reach_the_cast(monkeypatch):
+    """The last program reads the split sum with a masked atomic, whose
+    masked-out lanes are undefined (the interpreter returns whatever its
+    buffer held). Filled with 1e30 here, they must not reach the fp16 cast
+    (numpy's "overflow encountered in cast" in a CPU run) nor the output."""
+    import warnings
+
+    import numpy as np
+    from triton.runtime import interpreter
+
+    real = interpreter._interpreter
+
+    class Garbage:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def atomic_rmw(op, ptr, val, mask, sem):
+            out = real.atomic_rmw(op, ptr, val, mask, sem)
+            return np.where(mask, out, np.asarray(1e30, dtype=out.dtype)) if out.dtype.kind == "f" else out
+
+    monkeypatch.setattr(interpreter, "_interpreter", Garbage())
+    s = seed()
+    shape = (3, 1408, 100)  # 13 of the 16 rows and 28 of the last tile's 64 columns masked
+    g, inputs, wd = gemm_of(INT4, shape, cfg(bm=16, bn=64, bk=128, split=3), s)
+    sums = chunk_sums(inputs.x).float()
+    rms = torch.rsqrt((inputs.x.double() ** 2).mean(-1, keepdim=True) + EPS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        y = g(inputs.x, rms=(sums, EPS))
+    check(y, fp64(inputs.x, wd) * rms)
 
 
 def test_a_residual_then_rms_chain_is_one_rmsnorm_between_two_gemms():

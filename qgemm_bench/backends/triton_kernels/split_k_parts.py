@@ -272,6 +272,9 @@ def finish(acc, out_ptr, stride_om, ws_ptr, count_ptr, bias_ptr, pid_mn, offs_m,
                 # the H100 (docs/split_k.md).
                 zero = tl.zeros(acc.shape, dtype=tl.float32)
                 total = tl.atomic_add(ws_ptr + tile, zero, mask=mask, sem="acquire")
+                # Masked-out lanes of the read are undefined: zero them before
+                # RMS_SCALE's 1 / sqrt(eps) can take them past the cast's range.
+                total = tl.where(mask, total, 0.0)
                 tl.store(ws_ptr + tile, zero, mask=mask)
             _store(total, out_ptr, stride_om, bias_ptr, offs_m, offs_n, M, N, HAS_BIAS, res_ptr, sq_ptr, RESIDUAL,
                    nw_ptr, xw_ptr, NORM_W, sqin_ptr, K, eps, RMS_SCALE, SWIGLU_OUT)

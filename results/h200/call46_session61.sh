@@ -2,9 +2,12 @@
 # Session 61 (2026-12-01): what ran, in order, each `bash .gpu/s61<x>.sh` sourcing gpu_common.sh beside this file,
 # on one nvidia-h200, carrying .gpu/commit, the script, the wheels of ../shared/scripts/fetch_gpu_wheels.sh but
 # transformers' and fbgemm's, and .gpu/old/split_k_parts.py (f714527's, for the A/B's parent tree).
-# A at 296d7c1 (finish's masked lanes zeroed). Device time: call A about 330 s with the machine's start.
+# A at 296d7c1 (finish's masked lanes zeroed); B, C, D at 6bd3d30 with results/h200/split_k_slot_s61/'s probe
+# scripts in the tree (untracked then, committed after). Device time: A about 330 s with the machine's start, B 175,
+# C 115, D 100.
 # Results: pytest_gpu/split_k_s61a_296d7c1.txt, pytest_gpu/finish_s61a_296d7c1.txt, split_k_select_s61/ab.txt
-# (the A/B's table, made from the runs' results.json by the summary at the end of call A).
+# (the A/B's table, made from the runs' results.json by the summary at the end of call A); split_k_slot_s61/ (B's
+# probe_*x*.txt and skinny_triton_report.md, C's probe_pdl_*.txt, D's probe_order_*.txt).
 
 # ---- call A: .gpu/s61a.sh ----
 # Session 61 call A (nvidia-h200): `pytest -m gpu` on the split-K files after session 60's review fixes (819963a)
@@ -48,4 +51,46 @@ print("p50 us, triton: parent o / 296d7c1 t, rounds 1 2")
 for k, v in sorted(t.items()):
     print(k, " ".join(f"{tr} {v[tr][0]:.2f}{'' if v[tr][1]=='ok' else ' ' + str(v[tr][1])}" for tr in sorted(v) if v[tr][0]))
 PY
+save; echo "all wall $(( $(date +%s)-t0 )) s"
+
+# ---- call B: .gpu/s61b.sh ----
+# Session 61 call B (nvidia-h200): where split-K 256x8192x256's slow slot comes from. The probe
+# (results/h200/split_k_slot_s61/probe.py) at 256x8192x256 and 16x65536x16, then the skinny preset with
+# triton alone (one round), where the slot showed in session 60's one-round presets.
+BUDGET=${BUDGET:-600} source results/h200/gpu_common.sh
+for s in 256,8192,256 16,65536,16; do t1=$(date +%s)
+  timeout -k 5 $(( $(left) - 120 )) python3 results/h200/split_k_slot_s61/probe.py $s > $R/slot_probe_$s.txt 2>&1
+  echo "probe $s rc $? wall $(( $(date +%s)-t1 )) s"; cut -c1-230 $R/slot_probe_$s.txt
+done
+save
+run1 0 skinny_triton_s61b --op split_k_gemm --backends triton --no-plots
+python3 - <<'PY'
+import json
+rows = json.load(open("/tmp/runs/skinny_triton_s61b/results.json"))["rows"]
+for r in rows:
+    if r["backend"] == "triton" and r["K"] >= 8192 and r["M"] >= 64:
+        print(f"{r['M']}x{r['K']}x{r['N']}", r["status"], round(r["p50_us"], 2), r.get("reason", "")[:90], r.get("copies"))
+PY
+save; echo "all wall $(( $(date +%s)-t0 )) s"
+
+# ---- call C: .gpu/s61c.sh ----
+# Session 61 call C (nvidia-h200): does the slot alternation at 256x8192x256 follow the timing call or the
+# copies, and PDL? (results/h200/split_k_slot_s61/probe_pdl.py); the same at 16x65536x16 with the deterministic
+# backend, whose time over the copies is ~1.15 us over each copy alone (probe.py, call B).
+BUDGET=${BUDGET:-400} source results/h200/gpu_common.sh
+for a in "256,8192,256 torch,triton,triton_deterministic,helion" "16,65536,16 triton,triton_deterministic"; do t1=$(date +%s)
+  set -- $a
+  timeout -k 5 $(( $(left) - 30 )) python3 results/h200/split_k_slot_s61/probe_pdl.py $1 $2 > $R/slot_pdl_$1.txt 2>&1
+  echo "probe_pdl $1 rc $? wall $(( $(date +%s)-t1 )) s"; cut -c1-330 $R/slot_pdl_$1.txt
+done
+save; echo "all wall $(( $(date +%s)-t0 )) s"
+
+# ---- call D: .gpu/s61d.sh ----
+# Session 61 call D (nvidia-h200): the slow slot and the order of the copies' addresses along the rotation
+# (results/h200/split_k_slot_s61/probe_order.py), triton and helion at 256x8192x256.
+BUDGET=${BUDGET:-400} source results/h200/gpu_common.sh
+for b in triton helion; do t1=$(date +%s)
+  timeout -k 5 $(( $(left) - 30 )) python3 results/h200/split_k_slot_s61/probe_order.py 256,8192,256 $b > $R/slot_order_$b.txt 2>&1
+  echo "probe_order $b rc $? wall $(( $(date +%s)-t1 )) s"; cut -c1-330 $R/slot_order_$b.txt
+done
 save; echo "all wall $(( $(date +%s)-t0 )) s"

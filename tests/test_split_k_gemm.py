@@ -163,20 +163,35 @@ def test_pdl_is_a_config_option_off_on_cpu_and_by_environment(monkeypatch):
         configs().check_config(cfg(PDL=4))
 
 
+def test_the_prologues_prefetch_depth_is_a_config_option_with_twins_where_pdl_prefetches():
+    from qgemm_bench.tuning.candidates import split_k_pf
+
+    skc = configs()
+    skc.check_config(cfg(PDL=3, PF_ROWS=256))
+    assert skc.describe(cfg(PDL=3, PF_ROWS=256)).endswith(" pdl3 pf256")
+    assert skc.describe(cfg(PDL=3, PF_ROWS=16)).endswith(" pdl3")  # the kernel's default: not named
+    for bad in (24, 0, 8192, "64"):
+        with pytest.raises(ValueError, match="PF_ROWS"):
+            skc.check_config(cfg(PF_ROWS=bad))
+    # twins only where the prologue prefetches (PDL 2, 3) and the config names no depth of its own
+    assert [c["PF_ROWS"] for c in split_k_pf([cfg(PDL=2), cfg(PDL=3)])] == [64, 256, 64, 256]
+    assert split_k_pf([cfg(), cfg(PDL=1), cfg(PDL=3, PF_ROWS=64)]) == []
+
+
 # The interpreter has no griddepcontrol: off the GPU every PDL mode launches as
 # PDL 0 (split_k_parts.pdl_launch), the same interpreted computation, so there
 # one mode stands for the three.
 @pytest.mark.parametrize("mode, reduce", [(0, "last"), (1, "last"), (1, "kernel")])
-@pytest.mark.parametrize("pdl", [1, 2, 3] if DEV.type == "cuda" else [2])
-def test_triton_kernel_with_pdl_vs_fp64(mode, reduce, pdl):
-    """A PDL config (on the GPU the prologue waits, and with 2 prefetches b's
-    first rows, clamped into b at this K; REDUCE "kernel": the second launch
-    waits too): the same sums, twice."""
+@pytest.mark.parametrize("pdl, pf", [(1, 16), (2, 16), (3, 16), (3, 256)] if DEV.type == "cuda" else [(2, 16)])
+def test_triton_kernel_with_pdl_vs_fp64(mode, reduce, pdl, pf):
+    """A PDL config (on the GPU the prologue waits, and with 2 and 3
+    prefetches b's first PF_ROWS rows, clamped into b at this K; REDUCE
+    "kernel": the second launch waits too): the same sums, twice."""
     from qgemm_bench.backends.triton_dispatch import make_split_k
 
     inputs = split_k_gemm.make_inputs(case(split_k_gemm, (33, 1000, 40), bias=True), seed())
-    gemm = make_split_k(inputs.a, inputs.b, inputs.bias, mode, cfg(bn=32, bk=64, split=8, PDL=pdl, REDUCE=reduce),
-                        target=target_for(inputs.a))
+    c = cfg(bn=32, bk=64, split=8, PDL=pdl, REDUCE=reduce, **({"PF_ROWS": pf} if pf != 16 else {}))
+    gemm = make_split_k(inputs.a, inputs.b, inputs.bias, mode, c, target=target_for(inputs.a))
     ref = reference64(inputs)
     check(gemm(), ref)
     check(gemm(), ref)

@@ -887,3 +887,31 @@ def test_this_gpus_own_family_file_of_another_layout_is_one_line(tiny, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and f"{family}.json" in err[0], err
     assert (own / f"{family}.json").read_text() == text  # left as it was
+
+
+def test_the_pf_pass_times_each_pdl_entry_against_its_prefetch_twins(tmp_path, measured, capsys):
+    """split_k's --pf-pass on the interpreter: the entry that launches with
+    PDL 3 and its PF_ROWS 64 and 256 twins are each checked and timed in
+    PF_ROUNDS rounds (the second reversed); the entry without PDL is not
+    timed; the table written keeps a config of those per entry and records
+    the pass with the entry it timed."""
+    from types import SimpleNamespace
+
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+    from qgemm_bench.tuning import split_k
+
+    key = skc.key(*SPLIT_K_SHAPE)
+    pdl = {**SK[0], "PDL": 3}
+    doc = {"entries": {"atomic": {key: {"config": pdl, "us": 1.0, "tuned": "made up"}},
+                       "deterministic": {key: {"config": SK[1], "us": 1.0, "tuned": "made up"}}}}
+    out = tmp_path / "split_k.json"
+    args = SimpleNamespace(base=doc, out=out, limit_s=600.0, warmup_ms=0.0, rep_ms=1.0)
+    assert split_k.pf_pass(args, [], DEV, Target.cpu(), torch.float16) == 0, capsys.readouterr().err
+    rows = [c.get("PF_ROWS", 16) for _, c in measured]
+    assert all(m == 0 for m, _ in measured) and rows == [16, 64, 256, 256, 64, 16, 16, 64, 256], measured
+    written = json.loads(out.read_text())
+    atomic = written["entries"]["atomic"][key]
+    assert {k: v for k, v in atomic["config"].items() if k != "PF_ROWS"} == pdl, atomic
+    assert atomic["config"].get("PF_ROWS", 16) in (16, 64, 256) and atomic["us"] > 0
+    assert written["entries"]["deterministic"][key]["config"] == SK[1]
+    assert written["provenance"]["pass"] == "split_k pf"

@@ -81,6 +81,18 @@ def split_k_pdl(configs) -> list[dict]:
     return [{**c, "PDL": p} for c in configs if "PDL" not in c for p in skc.PDL_MODES if p]
 
 
+# The PF_ROWS twins of a config that launches with PDL 2 or 3: the prologue
+# prefetching 64 or 256 rows of b instead of 16 (H200, skinny long-K shapes:
+# docs/split_k.md).
+SPLIT_PF_ROWS = (64, 256)
+
+
+def split_k_pf(configs) -> list[dict]:
+    """The configs with PDL 2 or 3 and the default prefetch, at each of SPLIT_PF_ROWS."""
+    return [{**c, "PF_ROWS": r} for c in configs if c.get("PDL", 0) >= 2 and "PF_ROWS" not in c
+            for r in SPLIT_PF_ROWS]
+
+
 def second_launch(configs, atomic_best: dict | None = None) -> list[dict]:
     """Deterministic candidates that sum their planes in a second launch
     (REDUCE "kernel", as deterministic as the in-kernel sum): the given configs

@@ -65,7 +65,7 @@ from qgemm_bench.harness import environment
 from qgemm_bench.harness.args import Parser, int_in, positive_float
 from qgemm_bench.operators import split_k_gemm
 from qgemm_bench.tuning.candidates import SPLIT_VARIANTS as VARIANTS
-from qgemm_bench.tuning.candidates import second_launch, split_k_pdl
+from qgemm_bench.tuning.candidates import second_launch, split_k_pdl, split_k_pf
 from qgemm_bench.tuning.candidates import split_k as candidates
 from qgemm_bench.tuning.candidates import split_k_variants as variants
 from qgemm_bench.tuning.journal import Pass, add_pass
@@ -366,6 +366,12 @@ class ShapeTuner:
         compiler.submit(shape, mode, more, urgent=True)
         run(more, until)
         compiler.drop(shape, mode, more)
+        # The best so far with a deeper PDL prefetch, where it launches with one.
+        pf = split_k_pf([c for _, _, c in best(1)])
+        compiler.submit(shape, mode, pf, urgent=True)
+        run(pf, until)
+        compiler.drop(shape, mode, pf)
+        more += pf
         top = best(TOP)
         if not top:
             return None
@@ -602,6 +608,84 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
     return 0
 
 
+PF_ROUNDS = 3  # the pf pass's rounds (round_order: the second reversed)
+PF_MARGIN = 0.99  # a twin replaces its entry where its mean p50 is this much below the entry's, same rounds
+
+
+def pf_pass(args, only: list[Shape], dev=None, target=None, dtype=None) -> int:
+    """Each entry of args.base (a path or the table) that launches with PDL 2
+    or 3 and the default prefetch, against its twins prefetching more rows of
+    b (candidates.split_k_pf), checked and timed as the tuner times (rotating
+    copies) in the same PF_ROUNDS rounds; the fastest where PF_MARGIN below
+    the entry replaces it (its us that of the entry's own timing in the run).
+    only: those shapes (all where empty). Writes args.out as it goes, the
+    pass recorded in its provenance; returns the exit status."""
+    import torch
+
+    from qgemm_bench.harness.sweep import round_order
+
+    t0 = time.monotonic()
+    dev = torch.device("cuda", torch.cuda.current_device()) if dev is None else dev
+    target = target if target is not None else device_target(dev)
+    doc = args.base if isinstance(args.base, dict) else skc.read_table(args.base)
+    doc = {**doc, "entries": {m: dict(e) for m, e in doc.get("entries", {}).items()}}
+    gpu = target.name
+    if doc.get("gpu") not in (None, gpu):
+        print(f"error: --base holds {doc.get('gpu')}'s table, not this GPU's ({gpu}): tune it first",
+              file=sys.stderr)
+        return 2
+    run = None if args.out is None else Pass(doc, "split_k pf", rounds=PF_ROUNDS, versions=environment.versions(dev))
+    todo = {}  # shape -> [(mode, key, entry)]
+    for mi, mname in enumerate(skc.MODES):
+        for key, entry in doc["entries"].get(mname, {}).items():
+            shape = Shape(*skc.parse_key(key))
+            if (not only or shape in only) and split_k_pf([entry["config"]]) and is_timed(entry):
+                todo.setdefault(shape, []).append((mi, key, entry))
+    print(f"pf pass: {sum(map(len, todo.values()))} entries at {len(todo)} shapes launch with PDL 2 or 3, "
+          f"limit {args.limit_s:.0f} s", flush=True)
+    log, timed, changed = [], set(), set()
+
+    def save():
+        if run is not None:
+            run.stamp(doc, timed)
+        write(args.out, doc, log)
+
+    deadline = t0 + args.limit_s - MARGIN_S
+    for shape, items in todo.items():
+        if time.monotonic() >= deadline:
+            print(f"time limit: {len(todo) - list(todo).index(shape)} shapes not done", flush=True)
+            break
+        tuner = ShapeTuner(shape, dev, target, args.warmup_ms, args.rep_ms, log, dtype)
+        for mode, key, entry in items:
+            cands = [entry["config"], *split_k_pf([entry["config"]])]
+            times = [[] for _ in cands]
+            for r in range(PF_ROUNDS):
+                for i in round_order(range(len(cands)), r):
+                    if times[i] is not None:
+                        us, _, status = tuner.measure(mode, cands[i])
+                        times[i] = None if us is None else times[i] + [us]
+            means = [None if t is None else sum(t) / len(t) for t in times]
+            timed.add((skc.MODES[mode], key))
+            line = " ".join(f"{skc.describe(c)} {'failed' if v is None else f'{v:.2f}'}"
+                            for c, v in zip(cands, means, strict=True))
+            ok = [i for i, v in enumerate(means) if v is not None]
+            best = min(ok, key=lambda i: means[i]) if ok else 0
+            if best and means[0] is not None and means[best] < PF_MARGIN * means[0]:
+                doc["entries"][skc.MODES[mode]][key] = {
+                    **entry, "config": cands[best], "us": round(means[best], 3),
+                    "tuned": f"{entry.get('tuned', '')}; pf pass: PF_ROWS {cands[best]['PF_ROWS']} "
+                             f"{means[best]:.2f} against {means[0]:.2f} us, {PF_ROUNDS} rounds"}
+                changed.add((skc.MODES[mode], key))
+                line += " -> takes it"
+            print(f"[{time.monotonic() - t0:4.0f} s] {shape} {skc.MODES[mode]}: {line}", flush=True)
+        del tuner
+        save()
+    save()
+    if args.out is not None:
+        print(f"wrote {args.out}: {len(changed)} entries changed ({time.monotonic() - t0:.0f} s)", flush=True)
+    return 0
+
+
 def main() -> int:
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.json", type=Path, help="the table (and OUT.timings.json beside it)")
@@ -623,6 +707,10 @@ def main() -> int:
     p.add_argument("--rep-ms", type=positive_float, default=20.0, help="timed ms per config (default 20)")
     p.add_argument("--seed-only", action="store_true",
                    help="write the heuristic seed table for the shapes (no GPU, no timing)")
+    p.add_argument("--pf-pass", action="store_true",
+                   help="instead of tuning: time each --base entry that launches with PDL 2 or 3 against its twins "
+                        "prefetching 64 and 256 rows of b (PF_ROWS) in the same rounds, keep the fastest where "
+                        ">1%% faster (--shapes: only those; the preset's shapes are not added)")
     try:
         args = p.parse_args()
         if not args.out.resolve().parent.is_dir():
@@ -636,7 +724,10 @@ def main() -> int:
     except (InputError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    shapes = [] if args.no_preset else list(split_k_gemm.PRESETS["skinny"])
+    if args.pf_pass and args.seed_only:
+        print("error: --pf-pass times the table's entries: not with --seed-only", file=sys.stderr)
+        return 2
+    shapes = [] if args.no_preset or args.pf_pass else list(split_k_gemm.PRESETS["skinny"])
     shapes += [s for s in args.shapes if s not in shapes]
     if args.seed_only:
         from qgemm_bench.harness.outputs import write_atomic
@@ -658,7 +749,7 @@ def main() -> int:
 
         entry = split_k_entry(of(torch.device("cuda", torch.cuda.current_device())))
         args.base = entry.table or {"entries": {}}
-    return tune(args, shapes)
+    return pf_pass(args, shapes) if args.pf_pass else tune(args, shapes)
 
 
 if __name__ == "__main__":

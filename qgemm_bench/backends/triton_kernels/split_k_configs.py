@@ -68,6 +68,9 @@ MAX_SPLIT = 128
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
 REDUCES = ("last", "kernel")  # the codes split_k_parts.finish takes: their indices
 PDL_MODES = (0, 1, 2, 3)  # a config's "PDL": split_k_parts.pdl_prologue's modes (both tables check them)
+# A config's "PF_ROWS": the rows of b split_k_kernel's PDL 2 / 3 prologue prefetches
+# from its K range (a power of two; 16 where absent). docs/split_k.md.
+PF_ROWS_DEFAULT, PF_ROWS_MAX = 16, 4096
 
 
 def pow2_ceil(v: int) -> int:
@@ -105,7 +108,8 @@ def describe(c: dict) -> str:
     "reduce kernel" where REDUCE is not the default, "tma" for the fused
     kernel's TMA loads, "tma-x" for x's only, "acc" for its ACC_SCALE, "fold" for FOLD, "ahead" for
     SCALE_AHEAD, "scale8" for SCALE8, "short" for SHORT_DECODE, "rot" for ROT_DECODE, "r128" for a maxnreg cap,
-    "ws" and its tiles for the warp-specialized kernel's, where it runs: an "acc" after "ws" is its tiles' ACC)."""
+    "ws" and its tiles for the warp-specialized kernel's, where it runs: an "acc" after "ws" is its tiles' ACC;
+    "pf" and the rows of b a split-K config's PDL prologue prefetches, where not the default 16)."""
     text = (f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} "
             f"w{c.get('num_warps', 4)} s{c.get('num_stages', 3)}")
     reduce = c.get("REDUCE", "last")
@@ -119,7 +123,8 @@ def describe(c: dict) -> str:
     text = f"{text} rot" if c.get("ROT_DECODE") else text
     text = f"{text} r{c['maxnreg']}" if c.get("maxnreg") else text
     text = f"{text} ws {ws_label(c['WS'])}" if c.get("WS") else text
-    return f"{text} pdl{c['PDL']}" if c.get("PDL") else text
+    text = f"{text} pdl{c['PDL']}" if c.get("PDL") else text
+    return f"{text} pf{c['PF_ROWS']}" if c.get("PF_ROWS", PF_ROWS_DEFAULT) != PF_ROWS_DEFAULT else text
 
 
 def ws_label(w: dict) -> str:
@@ -166,6 +171,9 @@ def check_config(c: dict, mode: str | None = None) -> None:
     reduce = c.get("REDUCE", "last")
     if reduce not in REDUCES:
         raise ValueError(f"split_k config REDUCE={reduce!r}: must be one of {', '.join(map(repr, REDUCES))}")
+    rows = c.get("PF_ROWS", PF_ROWS_DEFAULT)
+    if not isinstance(rows, int) or rows < 1 or rows > PF_ROWS_MAX or rows & (rows - 1):
+        raise ValueError(f"split_k config PF_ROWS={rows!r}: must be a power of two <= {PF_ROWS_MAX}")
 
 
 def fit(m: int, k: int, n: int, c: dict, sms: int = DEFAULT_SMS) -> dict:

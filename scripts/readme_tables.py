@@ -68,8 +68,9 @@ def split_k(by: dict) -> str:
         det += de <= 1.15 * tr
         if de > 1.15 * tr:
             worst.append(f"{s[0]}x{s[1]}x{s[2]} {de:.1f} / {tr:.1f}")
+    outside = f" (outside: {', '.join(worst)})" if worst else ""
     return (f"split-K, skinny preset: triton <= 0.8x cuBLAS at {fast} of {n} shapes; triton_deterministic within"
-            f" 1.15x of triton at {det} of {n} (outside: {', '.join(worst) or 'none'})\n")
+            f" 1.15x of triton at {det} of {n}{outside}\n")
 
 
 def decode(path: Path) -> str:

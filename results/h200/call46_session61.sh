@@ -3,11 +3,14 @@
 # on one nvidia-h200, carrying .gpu/commit, the script, the wheels of ../shared/scripts/fetch_gpu_wheels.sh but
 # transformers' and fbgemm's, and .gpu/old/split_k_parts.py (f714527's, for the A/B's parent tree).
 # A at 296d7c1 (finish's masked lanes zeroed); B, C, D at 6bd3d30 with results/h200/split_k_slot_s61/'s probe
-# scripts in the tree (untracked then, committed after). Device time: A about 330 s with the machine's start, B 175,
-# C 115, D 100.
+# scripts in the tree (untracked then, committed after); E at 241ac3b with results/h200/split_k_pf_s61/probe_pf.py
+# in the tree (the same); F at c329d34 (PF_ROWS a config key, the pf pass). Device time: A about 330 s with the
+# machine's start, B 175, C 115, D 100, E 140, F 360 (about 1220 of 1800 s).
 # Results: pytest_gpu/split_k_s61a_296d7c1.txt, pytest_gpu/finish_s61a_296d7c1.txt, split_k_select_s61/ab.txt
 # (the A/B's table, made from the runs' results.json by the summary at the end of call A); split_k_slot_s61/ (B's
-# probe_*x*.txt and skinny_triton_report.md, C's probe_pdl_*.txt, D's probe_order_*.txt).
+# probe_*x*.txt and skinny_triton_report.md, C's probe_pdl_*.txt, D's probe_order_*.txt); split_k_pf_s61/ (E's
+# probe_pf.txt, F's pf_pass.log and pf_pass.timings.json: the pass's table is the store's split_k.json, f56bd40);
+# split_k_gemm/ (F's preset, the baseline); pytest_gpu/split_k_s61f_c329d34.txt (F).
 
 # ---- call A: .gpu/s61a.sh ----
 # Session 61 call A (nvidia-h200): `pytest -m gpu` on the split-K files after session 60's review fixes (819963a)
@@ -93,4 +96,48 @@ for b in triton helion; do t1=$(date +%s)
   timeout -k 5 $(( $(left) - 30 )) python3 results/h200/split_k_slot_s61/probe_order.py 256,8192,256 $b > $R/slot_order_$b.txt 2>&1
   echo "probe_order $b rc $? wall $(( $(date +%s)-t1 )) s"; cut -c1-330 $R/slot_order_$b.txt
 done
+save; echo "all wall $(( $(date +%s)-t0 )) s"
+
+# ---- call E: .gpu/s61e.sh ----
+# Session 61 call E (nvidia-h200): the split-K PDL prologue's prefetch depth (split_k_kernel's PF_ROWS) over the
+# runner's rotating copies, atomic and deterministic store configs (results/h200/split_k_pf_s61/probe_pf.py).
+BUDGET=${BUDGET:-480} source results/h200/gpu_common.sh
+t1=$(date +%s)
+timeout -k 5 $(( $(left) - 20 )) python3 results/h200/split_k_pf_s61/probe_pf.py --rounds 3 > $R/probe_pf.txt 2>&1
+echo "probe_pf rc $? wall $(( $(date +%s)-t1 )) s"; cut -c1-330 $R/probe_pf.txt
+save; echo "all wall $(( $(date +%s)-t0 )) s"
+
+# ---- call F: .gpu/s61f.sh ----
+# Session 61 call F (nvidia-h200): the split-K GPU tests with PF_ROWS twins, the pf pass over the store's split-K
+# table (every entry with PDL 2 or 3 against its 64- and 256-row prefetch twins), then the split-K preset (2 rounds)
+# on the table it wrote.
+BUDGET=${BUDGET:-560} source results/h200/gpu_common.sh
+XD=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4"); C=$(cat .gpu/commit)
+rm -rf /tmp/tree_t && mkdir -p /tmp/tree_t && tar cf - --exclude=./.gpu --exclude=./.git . | tar xf - -C /tmp/tree_t
+t1=$(date +%s)
+( cd /tmp/tree_t && PYTHONPATH=/tmp/site:/tmp/tree_t timeout -k 5 150 python3 -m pytest -m gpu -q -p no:cacheprovider $XD \
+  tests/test_split_k_gemm.py tests/test_split_k_reduce.py > $R/pytest_split_k_s61f_$C.txt 2>&1 )
+echo "pytest rc $? wall $(( $(date +%s)-t1 )) s: $(tail -n 1 $R/pytest_split_k_s61f_$C.txt | cut -c1-160)"
+grep -E "^FAILED|^ERROR" $R/pytest_split_k_s61f_$C.txt | cut -c1-220 | head
+t1=$(date +%s)
+timeout -k 10 280 python3 -m qgemm_bench.tuning.split_k $R/split_k_pf.json --pf-pass --limit-s 260 > $R/split_k_pf.log 2>&1
+echo "pf pass rc $? wall $(( $(date +%s)-t1 )) s"; grep -E "takes it|wrote|limit|rror" $R/split_k_pf.log | cut -c1-250
+save
+if [ -s $R/split_k_pf.json ] && [ $(left) -gt 150 ]; then
+  cp $R/split_k_pf.json qgemm_bench/configs/h200/split_k.json
+  run1 0 split_k_gemm_s61f --op split_k_gemm --repeats 2
+  python3 - <<'PY'
+import json, collections
+rows = json.load(open("/tmp/runs/split_k_gemm_s61f/results.json"))["rows"]
+t = collections.defaultdict(dict)
+for r in rows:
+    if r["status"] == "ok":
+        t[(r["M"], r["K"], r["N"])][r["backend"]] = r["p50_us"]
+cub = "cublas" if any("cublas" in v for v in t.values()) else "torch"
+n8 = sum(v["triton"] <= 0.8 * v[cub] for v in t.values() if "triton" in v and cub in v)
+d = [(v["triton_deterministic"] / v["triton"], s) for s, v in t.items() if "triton" in v and "triton_deterministic" in v]
+print(f"triton <= 0.8x {cub}: {n8} of {len(t)}; det within 1.15x: {sum(x <= 1.15 for x, _ in d)} of {len(d)}; worst",
+      sorted(d)[-3:])
+PY
+else echo "preset skipped: $(left) s left"; fi
 save; echo "all wall $(( $(date +%s)-t0 )) s"

@@ -105,8 +105,9 @@ def parse_args(argv=None):
                         "1-4; not --ws-split, which splits them between two warpgroups of one program)")
     p.add_argument("--ws-stream-k", action="store_true",
                    help="--ws: the programs, one per SM, share all tiles' K blocks (WS STREAM_K; BLOCK_N 128)")
-    p.add_argument("--ws-pdl", action="store_true",
-                   help="--ws: launched with programmatic dependent launch (WS PDL 1: ws_gemm._pdl_wait)")
+    p.add_argument("--ws-pdl", type=int, nargs="?", const=1, default=0, choices=(1, 2),
+                   help="--ws: launched with programmatic dependent launch (WS PDL 1: ws_gemm._pdl_wait; 2: the "
+                        "first weights loaded before the wait, ws_gemm._producer)")
     p.add_argument("--ws-m-group", type=int_in(1, 16), default=1, metavar="G",
                    help="--ws: tiles in groups of G x-row blocks (WS M_GROUP: ws_gemm._grouped; default 1)")
     p.add_argument("--ws-acc", action="store_true",

@@ -18,7 +18,7 @@ timed this way, by git-ignored scripts (exp/) before this one.
   python3 scripts/ws_ab.py --stamps --shape 256,8192,8192 --tiles 256x128x64s4+split2+skew4+pdl [--copies 1]
 
 TILES: BMxBNxBKsSTAGES, then any of +splitN (SPLITS), +skewN (SKEW), +k2
-(K_SPLIT 2), +sk (STREAM_K), +pdl (PDL 1), +mgN (M_GROUP: tiles in groups
+(K_SPLIT 2), +sk (STREAM_K), +pdl (PDL 1; +pdl2: PDL 2), +mgN (M_GROUP: tiles in groups
 of N x-row blocks), +acc (ACC 1, int4: the scales on each block's product);
 checked by ws_gemm.check.
 --programs: a stream-K launch's programs (ws_gemm.STREAM_K_PROGRAMS; default
@@ -63,7 +63,8 @@ STALL_S = 120.0  # --stall-timeout's default: a candidate's compile and checked 
 _TILES = re.compile(r"(\d+)x(\d+)x(\d+)s(\d+)((?:\+[a-z]+\d*)*)")
 _OPTIONS = {"split": "SPLITS", "skew": "SKEW", "k": "K_SPLIT", "sk": "STREAM_K", "pdl": "PDL", "mg": "M_GROUP",
             "acc": "ACC"}
-_FLAGS = ("sk", "pdl", "acc")  # options without a number
+_FLAGS = ("sk", "acc")  # options without a number
+_MAYBE = ("pdl",)  # options whose number is optional (+pdl: 1)
 
 
 def parse_tiles(text: str, fmt: int) -> dict:
@@ -78,7 +79,7 @@ def parse_tiles(text: str, fmt: int) -> dict:
     c = dict(zip(ws_gemm.TILE_KEYS, map(int, m.groups()[:4]), strict=True))
     for opt in filter(None, m.group(5).split("+")):
         name, value = re.fullmatch(r"([a-z]+)(\d*)", opt).groups()
-        if name not in _OPTIONS or (name in _FLAGS) != (value == "") or _OPTIONS[name] in c:
+        if name not in _OPTIONS or name not in _MAYBE and (name in _FLAGS) != (value == "") or _OPTIONS[name] in c:
             raise InputError(f"--tiles {text!r}: {opt!r} is not one of +splitN, +skewN, +k2, +sk, +pdl, +mgN, +acc "
                              "(each once)")
         c[_OPTIONS[name]] = int(value) if value else 1

@@ -593,8 +593,9 @@ def test_ws_skew_needs_splits_and_split_blocks_cover_k_once():
         "64x64x128 s4 split 2 skew 2"
 
 
-def test_ws_pdl_is_one_and_labelled():
-    # WS PDL: 1 or absent (ws_gemm._pdl_wait); the label and ws_tiles say it.
+def test_ws_pdl_is_one_or_two_and_labelled():
+    # WS PDL: 1 (ws_gemm._pdl_wait), 2 (the first weights before the wait: _producer; not with STREAM_K) or
+    # absent; the label and ws_tiles say it.
     from qgemm_bench.backends.triton_kernels import ws_gemm
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
     from qgemm_bench.backends.triton_kernels.split_k_configs import ws_label
@@ -603,9 +604,13 @@ def test_ws_pdl_is_one_and_labelled():
     assert tiles == {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "PDL": 1}
     ws_gemm.check(tiles)
     assert ws_label(tiles) == "256x128x64 s4 pdl" and "PDL" not in ws_tiles(256, 128, 64, 4)
-    for bad in (0, 2, True):
+    early = ws_tiles(256, 128, 64, 4, pdl=2)
+    ws_gemm.check(early)
+    assert early["PDL"] == 2 and ws_label(early) == "256x128x64 s4 pdl2"
+    for bad in ({**tiles, "PDL": 0}, {**tiles, "PDL": 3}, {**tiles, "PDL": True},
+                ws_tiles(256, 128, 64, 4, stream_k=True, pdl=2)):
         with pytest.raises(ValueError, match="PDL is 1|integers"):
-            ws_gemm.check({**tiles, "PDL": bad})
+            ws_gemm.check(bad)
 
 
 def test_ws_acc_is_checked_labelled_and_runs_on_whole_block_groups_only():
@@ -1156,7 +1161,9 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
                                    (128, 128, 64, 3, 1, 2, 2, False, False, 3),
                                    (16, 64, 128, 8, 1, 2, 0, False, False, 1, True),
                                    (16, 64, 128, 8, 2, 1, 0, False, True, 1, True),
-                                   (64, 128, 64, 4, 1, 1, 0, False, False, 1, True)])
+                                   (64, 128, 64, 4, 1, 1, 0, False, False, 1, True),
+                                   (256, 128, 64, 4, 1, 2, 4, False, 2), (64, 64, 64, 6, 2, 1, 0, False, 2),
+                                   (16, 64, 128, 8, 1, 2, 0, False, 2, 1, True)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
                                          ((7, 2048, 8192), 128), ((600, 8192, 136), 256),
@@ -1170,6 +1177,7 @@ def test_ws_kernel_vs_fp64(shape, group, tiles):
     # (a scale per 32-k run; K 5024 ends mid-block) and of
     # 64..256 (64 in 128-k blocks: fused_kernel's tiles instead); with PDL
     # (back-to-back calls overlap: the splits' counters are reused); tiles in
+    # the first weights loaded before the PDL wait (PDL 2: ws_gemm._producer); tiles in
     # groups of x-row blocks (M_GROUP 4, and 3 with splits: a last group of
     # fewer blocks at M 257 and 1000); ACC (the scales on each block's
     # product: groups of whole K blocks only, elsewhere fused_kernel's tiles).

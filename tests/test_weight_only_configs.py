@@ -831,14 +831,17 @@ def test_table_retune_of_some_m_keeps_the_rest_and_records_the_pointer_config(mo
 
 
 def test_pdl_variants_toggle_the_kernel_that_runs():
-    # Where the WS tiles run, their PDL 1 (the rest as it is); elsewhere the
-    # config's own PDL: 0 and 2 up to M = 64, 0 and 1 above.
+    # Where the WS tiles run, their PDL 0, 1 and 2 (the rest as it is; stream-K's not 2); elsewhere
+    # the config's own PDL: 0 and 2 up to M = 64, 0 and 1 above.
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles
 
     script = load_tune_script("tune_weight_only")
     c = {"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 128, "PDL": 2, "WS": ws_tiles(256, 128, 64, 4, pdl=True)}
     assert script.pdl_variants(c, 512, True) == [("ws pdl 0", {**c, "WS": ws_tiles(256, 128, 64, 4)}),
-                                                  ("ws pdl 1", {**c, "WS": ws_tiles(256, 128, 64, 4, pdl=True)})]
+                                                  ("ws pdl 1", {**c, "WS": ws_tiles(256, 128, 64, 4, pdl=True)}),
+                                                  ("ws pdl 2", {**c, "WS": ws_tiles(256, 128, 64, 4, pdl=2)})]
+    sk = {**c, "WS": ws_tiles(256, 128, 64, 4, stream_k=True)}
+    assert [label for label, _ in script.pdl_variants(sk, 512, True)] == ["ws pdl 0", "ws pdl 1"]
     base = {k: v for k, v in c.items() if k != "PDL"}
     assert script.pdl_variants(c, 64, False) == [("pdl 0", base), ("pdl 2", {**base, "PDL": 2})]
     assert script.pdl_variants(c, 128, False) == [("pdl 0", base), ("pdl 1", {**base, "PDL": 1})]

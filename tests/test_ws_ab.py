@@ -18,6 +18,10 @@ def test_tiles_parse_to_ws_configs_decode_sizes_included():
     assert ab.parse_tiles("32x128x128s6", 0)["BLOCK_M"] == 32
     with pytest.raises(InputError, match="BLOCK_M 16, 32, 64, 128, 256"):
         ab.parse_tiles("8x64x128s4", 0)
+    assert ab.parse_tiles("256x128x64s4+pdl", 0)["PDL"] == 1 and ab.parse_tiles("256x128x64s4+pdl2", 0)["PDL"] == 2
+    for bad in ("256x128x64s4+pdl3", "256x128x64s4+sk+pdl2", "256x128x64s4+acc1"):
+        with pytest.raises(InputError, match="--tiles"):
+            ab.parse_tiles(bad, 0)
 
 
 def test_triton_and_stamps_do_not_mix():

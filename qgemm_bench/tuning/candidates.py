@@ -127,14 +127,16 @@ PDL_MAX_M = 64
 
 def pdl_variants(config: dict, m: int, runs_ws: bool) -> list[tuple[str, dict]]:
     """The PDL variants pdl_pass times of a config, (label, config): where its
-    warp-specialized tiles run, without and with their PDL 1 (the rest of the
+    warp-specialized tiles run, without and with their PDL 1 and 2 (the rest of the
     config, which runs where they do not, as it is); elsewhere fused_kernel's
     (or the split path's) PDL 0 and 2 up to M = PDL_MAX_M, 0 and 1 above
     (PDL 1 the fastest mode at M = 256 on the H100: docs/pdl.md); the WS
-    tiles: ws_gemm._pdl_wait."""
+    tiles: ws_gemm._pdl_wait, and _producer's early weights at 2 (not with
+    STREAM_K)."""
     if runs_ws:
         ws = {c: v for c, v in config["WS"].items() if c != "PDL"}
-        return [("ws pdl 0", {**config, "WS": ws}), ("ws pdl 1", {**config, "WS": {**ws, "PDL": 1}})]
+        return [("ws pdl 0", {**config, "WS": ws}), ("ws pdl 1", {**config, "WS": {**ws, "PDL": 1}})] + \
+            ([] if ws.get("STREAM_K") else [("ws pdl 2", {**config, "WS": {**ws, "PDL": 2}})])
     base = {c: v for c, v in config.items() if c != "PDL"}
     return [(f"pdl {p}", {**base, "PDL": p} if p else base) for p in ((0, 2) if m <= PDL_MAX_M else (0, 1))]
 

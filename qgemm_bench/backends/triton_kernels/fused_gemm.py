@@ -548,18 +548,20 @@ def config(bm: int, bn: int, bk: int, split: int, warps: int = 4, stages: int = 
 
 
 def ws_tiles(bm: int, bn: int, bk: int, stages: int, k_split: int = 1, splits: int = 1, skew: int = 0,
-             stream_k: bool = False, pdl: bool = False, m_group: int = 1, acc: bool = False) -> dict:
+             stream_k: bool = False, pdl: int = 0, m_group: int = 1, acc: bool = False) -> dict:
     """A config's "WS" value: the warp-specialized kernel's tiles (k_split 2:
     two consumers share one 64-row weight tile's K blocks; splits: programs
     share a tile's K blocks, the last `skew` blocks more; stream_k: the
     programs, one per SM, share all tiles' K blocks; pdl: launched with
-    programmatic dependent launch, ws_gemm._pdl_wait; m_group: tiles in
+    programmatic dependent launch, ws_gemm._pdl_wait (1 or True), the first
+    weights loaded before the wait (2: ws_gemm._producer); m_group: tiles in
     groups of that many x-row blocks, ws_gemm._grouped; acc: int4 scales on
     each block's product, ws_gemm._block; ws_gemm.py)."""
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages} | \
         ({"K_SPLIT": k_split} if k_split != 1 else {}) | ({"SPLITS": splits} if splits != 1 else {}) | \
-        ({"SKEW": skew} if skew else {}) | ({"STREAM_K": 1} if stream_k else {}) | ({"PDL": 1} if pdl else {}) | \
-        ({"M_GROUP": m_group} if m_group != 1 else {}) | ({"ACC": 1} if acc else {})
+        ({"SKEW": skew} if skew else {}) | ({"STREAM_K": 1} if stream_k else {}) | \
+        ({"PDL": int(pdl)} if pdl else {}) | ({"M_GROUP": m_group} if m_group != 1 else {}) | \
+        ({"ACC": 1} if acc else {})
 
 
 # Checked-in configs by format and M bucket (no autotuning in default runs;

@@ -129,7 +129,7 @@ def describe(c: dict) -> str:
 
 def ws_label(w: dict) -> str:
     """A config's WS tiles in a few characters ("256x128x64 s3"; "k2" for
-    K_SPLIT 2, "split 2" for SPLITS 2, "group 8" for M_GROUP 8, "acc" for ACC 1, "pdl" for PDL 1)."""
+    K_SPLIT 2, "split 2" for SPLITS 2, "group 8" for M_GROUP 8, "acc" for ACC 1, "pdl" for PDL 1, "pdl2" for 2)."""
     text = f"{w['BLOCK_M']}x{w['BLOCK_N']}x{w['BLOCK_K']} s{w['num_stages']}"
     text = f"{text} k{w['K_SPLIT']}" if w.get("K_SPLIT", 1) != 1 else text
     text = f"{text} split {w['SPLITS']}" if w.get("SPLITS", 1) != 1 else text
@@ -137,7 +137,7 @@ def ws_label(w: dict) -> str:
     text = f"{text} stream-K" if w.get("STREAM_K") else text
     text = f"{text} group {w['M_GROUP']}" if w.get("M_GROUP", 1) != 1 else text
     text = f"{text} acc" if w.get("ACC") else text
-    return f"{text} pdl" if w.get("PDL") else text
+    return f"{text} pdl{'' if w.get('PDL') == 1 else w['PDL']}" if w.get("PDL") else text
 
 
 def tiles(m: int, n: int, c: dict) -> int:

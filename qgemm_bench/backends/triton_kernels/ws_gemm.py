@@ -54,7 +54,9 @@ kmajor_layout.py), split into partitions of one program:
   warpgroup).
 M_GROUP orders the tiles in groups of M_GROUP x-row blocks (_grouped), so
 that the programs running at once share weight blocks as well as x rows;
-PDL 1 launches with programmatic dependent launch (_pdl_wait).
+PDL 1 launches with programmatic dependent launch (_pdl_wait); PDL 2 too,
+but the producer loads the first STAGES blocks' weights and scales before
+it waits (_producer), x only after.
 
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
@@ -215,9 +217,22 @@ def block_scale_layout(BLOCK_K, PER_RUN):
 @gluon.jit
 def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, tile_row, n0, NP, kb0, nb,
               STAGES: gl.constexpr, BLOCK_K: gl.constexpr, TILE_N: gl.constexpr,
-              TILE_K: gl.constexpr, GROUP: gl.constexpr, FMT: gl.constexpr):
-    """K blocks kb0 .. kb0 + nb - 1 (this program's split) into the ring."""
-    for j in range(nb):
+              TILE_K: gl.constexpr, GROUP: gl.constexpr, FMT: gl.constexpr, PDL: gl.constexpr = 0):
+    """K blocks kb0 .. kb0 + nb - 1 (this program's split) into the ring.
+    PDL 2: the first STAGES blocks' weights and scales (no kernel writes
+    them) while the kernel before finishes, their x (it may) after the wait."""
+    first = 0
+    if PDL == 2:
+        for j in gl.static_range(STAGES):
+            if j < nb:
+                _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, kb0 + j, m0, tile_row, n0, NP,
+                      STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, X=False)
+        _gdc_wait()
+        for j in gl.static_range(STAGES):
+            if j < nb:
+                _tma_load(x_desc, [m0, (kb0 + j) * BLOCK_K], ready.index(j), x_bufs.index(j))
+        first = STAGES
+    for j in range(first, nb):
         _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, kb0 + j, m0, tile_row, n0, NP,
               STAGES, BLOCK_K, TILE_N, TILE_K, GROUP)
 
@@ -225,9 +240,10 @@ def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, 
 @gluon.jit
 def _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, i, m0, tile_row, n0, NP,
           STAGES: gl.constexpr, BLOCK_K: gl.constexpr, TILE_N: gl.constexpr, TILE_K: gl.constexpr,
-          GROUP: gl.constexpr):
+          GROUP: gl.constexpr, X: gl.constexpr = True):
     """K block i of the tile at (m0, n0) into the ring's j-th stage, once
-    the consumers have freed it."""
+    the consumers have freed it (X False: all but x, whose load then
+    completes the stage: _producer's PDL 2)."""
     PER_T: gl.constexpr = TILE_K // BLOCK_K  # K blocks per tile of the layout
     s = j % STAGES
     mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
@@ -236,7 +252,8 @@ def _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, i, m0
     else:
         mbarrier.expect(ready.index(s),
                         x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
-    _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
+    if X:
+        _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
     _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)], ready.index(s),
               w_bufs.index(s))
     if GROUP != _CHANNEL:
@@ -440,14 +457,18 @@ def _block(acc, x_bufs, w_bufs, s_bufs, ready, empty, i, WG: gl.constexpr, STAGE
 def _consumer(x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr, st_ptr,
               m0, n0, NP, nb, split, slot, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_K: gl.constexpr, FMT: gl.constexpr, PART: gl.constexpr, K_SPLIT: gl.constexpr,
-              SPLITS: gl.constexpr, GROUP: gl.constexpr, STAMPS: gl.constexpr, ACC: gl.constexpr):
+              SPLITS: gl.constexpr, GROUP: gl.constexpr, STAMPS: gl.constexpr, ACC: gl.constexpr,
+              PDL: gl.constexpr = 0):
     """Weight rows WG * 64.. of the tile over the program's nb K blocks
     (each K block by _block, ACC as it says);
     with K_SPLIT 2 blocks PART, PART + 2, ... of them (the other consumer's
     the rest; their sums meet in shared memory at the end, `done`). With
     SPLITS > 1 the tile's other programs' sums meet in global memory
     (`_splits_meet`; slot: the tile's consumer's counter and planes).
-    STAMPS 1: the consumer's timeline into st_ptr (`stamp_slots`)."""
+    STAMPS 1: the consumer's timeline into st_ptr (`stamp_slots`). PDL 2:
+    first wait for the kernel before (_gdc_wait)."""
+    if PDL == 2:
+        _gdc_wait()
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
     sb = st_ptr + (gl.program_id(0) * 2 + WG + PART).to(gl.int64) * STAMP_SLOTS
     _stamp(sb, 0, STAMPS)
@@ -640,6 +661,21 @@ def _grouped(tile, m_tiles, n_tiles, G: gl.constexpr):
 
 
 @gluon.jit
+def _gdc_launch():
+    """PDL 2: let the next kernel be scheduled now (_pdl_wait's first half)."""
+    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                              pack=1)
+
+
+@gluon.jit
+def _gdc_wait():
+    """PDL 2: wait until the kernel before has finished and its writes are
+    visible (_pdl_wait's second half: the producer before x's first load,
+    each consumer before anything it reads or writes in global memory)."""
+    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def _pdl_wait():
     """PDL 1 (launched with launch_pdl): let the next kernel be scheduled
     now, then wait until the one before has finished; in the default
@@ -669,13 +705,16 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
     range of the K blocks: PER each, the last the rest (it waits for the
     others' sums: _splits_meet; part_ptr, count_ptr; split_blocks). STREAM_K: the programs share all tiles' K blocks
     (_sk_consumer; part_ptr, count_ptr: stream_k_workspace). PDL 1:
-    _pdl_wait first. M_GROUP > 1: tiles in groups of M_GROUP x-row blocks
+    _pdl_wait first; PDL 2: the first weights before the wait (_producer).
+    M_GROUP > 1: tiles in groups of M_GROUP x-row blocks
     (_grouped). STAMPS 1 (not with STREAM_K): each consumer's timeline into
     st_ptr (`stamp_slots`; else unread)."""
     gl.static_assert(not ACC or FMT != _NVFP4 and GROUP != _CHANNEL and GROUP % BLOCK_K == 0 and not STREAM_K,
                      "ACC takes int4 groups of whole K blocks, not STREAM_K (acc_runs, check)")
-    if PDL:
+    if PDL == 1:
         _pdl_wait()
+    elif PDL == 2:
+        _gdc_launch()
     BLOCKS: gl.constexpr = K // BLOCK_K
     CONSUMERS: gl.constexpr = BLOCK_N // _WG_ROWS
     gl.static_assert(SPLITS == 1 or K_SPLIT == 1 and 0 < PER and (SPLITS - 1) * PER < BLOCKS,
@@ -735,20 +774,20 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
                          st_ptr, m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS,
-                         GROUP, STAMPS, ACC)),
+                         GROUP, STAMPS, ACC, PDL)),
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
                          st_ptr, m0, n0, NP, nb, split, slot + WG_B, WG_B, STAGES, BLOCK_M, BLOCK_K, FMT, PART_B,
-                         K_SPLIT, SPLITS, GROUP, STAMPS, ACC)),
+                         K_SPLIT, SPLITS, GROUP, STAMPS, ACC, PDL)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
-                         kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
+                         kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT, PDL)),
         ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer, (x_bufs, w_bufs, s_bufs, c_bufs, ready, empty, done, out_desc, ts_ptr, part_ptr, count_ptr,
                          st_ptr, m0, n0, NP, nb, split, slot, WG0, STAGES, BLOCK_M, BLOCK_K, FMT, WG0, K_SPLIT, SPLITS,
-                         GROUP, STAMPS, ACC)),
+                         GROUP, STAMPS, ACC, PDL)),
             (_producer, (x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, pid_n * CONSUMERS, n0, NP,
-                         kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT)),
+                         kb0, nb, STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, FMT, PDL)),
         ], [1], [_PRODUCER_REGS])
 
 
@@ -808,8 +847,9 @@ def check(c: dict, fmt: int = INT4, smem: int | None = None) -> None:
         raise ValueError(f"WS {c}: ACC (scales on each block's product) is int4's only (not NVFP4), 1 or absent, "
                          f"with x tiles of at most {MAX_ACC_BLOCK_M} rows, not with STREAM_K (and runs at groups "
                          "of whole K blocks: acc_runs)")
-    if c.get("PDL", 1) != 1:
-        raise ValueError(f"WS {c}: PDL is 1 (programmatic dependent launch: _pdl_wait) or absent")
+    if c.get("PDL", 1) not in (1, 2) or c.get("PDL") == 2 and "STREAM_K" in c:
+        raise ValueError(f"WS {c}: PDL is 1 (programmatic dependent launch: _pdl_wait), 2 (the first weights "
+                         "loaded before the wait: _producer; not with STREAM_K) or absent")
     if "STREAM_K" in c and (c["STREAM_K"] != 1 or c["BLOCK_N"] != 2 * WG_ROWS or set(c) & {"K_SPLIT", "SPLITS"}):
         raise ValueError(f"WS {c}: STREAM_K is 1 (the programs share all tiles' K blocks), with BLOCK_N 128 and "
                          "neither K_SPLIT nor SPLITS")
@@ -1044,5 +1084,5 @@ def run(kmajor, fmt: int, group: int, ts, x: torch.Tensor, c: dict, descs: tuple
                     BLOCK_K=bk, STAGES=c["num_stages"], TILE_N=tn, TILE_K=tk, K_SPLIT=c.get("K_SPLIT", 1),
                     SPLITS=splits, PER=per, STREAM_K=c.get("STREAM_K", 0), M_GROUP=c.get("M_GROUP", 1),
                     STAMPS=int(stamps is not None), ACC=c.get("ACC", 0), num_warps=4,
-                    maxnreg=maxnreg(c), **pdl_launch(c, x.device, chain=0))  # PDL 1 only: _pdl_wait
+                    maxnreg=maxnreg(c), **pdl_launch(c, x.device, chain=0))  # PDL 1, 2: _pdl_wait, _producer
     return out

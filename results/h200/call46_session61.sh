@@ -4,13 +4,17 @@
 # transformers' and fbgemm's, and .gpu/old/split_k_parts.py (f714527's, for the A/B's parent tree).
 # A at 296d7c1 (finish's masked lanes zeroed); B, C, D at 6bd3d30 with results/h200/split_k_slot_s61/'s probe
 # scripts in the tree (untracked then, committed after); E at 241ac3b with results/h200/split_k_pf_s61/probe_pf.py
-# in the tree (the same); F at c329d34 (PF_ROWS a config key, the pf pass). Device time: A about 330 s with the
-# machine's start, B 175, C 115, D 100, E 140, F 360 (about 1220 of 1800 s).
+# in the tree (the same); F at c329d34 (PF_ROWS a config key, the pf pass); G at 65981a8 (the WS kernel's PDL 2),
+# run as `BUDGET=420 bash .gpu/s61g.sh`; H at 65981a8 (`BUDGET=330 bash .gpu/s61h.sh`, carrying fbgemm's wheel:
+# gpu_prep.sh --fbgemm). Device time: A about 330 s with the machine's start, B 175, C 115, D 100, E 140, F 360,
+# G 165, H 215 (about 1595 of 1800 s).
 # Results: pytest_gpu/split_k_s61a_296d7c1.txt, pytest_gpu/finish_s61a_296d7c1.txt, split_k_select_s61/ab.txt
 # (the A/B's table, made from the runs' results.json by the summary at the end of call A); split_k_slot_s61/ (B's
 # probe_*x*.txt and skinny_triton_report.md, C's probe_pdl_*.txt, D's probe_order_*.txt); split_k_pf_s61/ (E's
 # probe_pf.txt, F's pf_pass.log and pf_pass.timings.json: the pass's table is the store's split_k.json, f56bd40);
-# split_k_gemm/ (F's preset, the baseline); pytest_gpu/split_k_s61f_c329d34.txt (F).
+# split_k_gemm/ (F's preset, the baseline); pytest_gpu/split_k_s61f_c329d34.txt (F); ws_pdl2_s61/ (G's ws_ab runs,
+# H's pdl pass and check: the pass's table is the store's weight_only.json, 4a14f8c); pytest_gpu/ws_pdl2_s61g_65981a8.txt
+# (G); int4_gemm_m64_256_s61/ (H).
 
 # ---- call A: .gpu/s61a.sh ----
 # Session 61 call A (nvidia-h200): `pytest -m gpu` on the split-K files after session 60's review fixes (819963a)
@@ -140,4 +144,61 @@ print(f"triton <= 0.8x {cub}: {n8} of {len(t)}; det within 1.15x: {sum(x <= 1.15
       sorted(d)[-3:])
 PY
 else echo "preset skipped: $(left) s left"; fi
+save; echo "all wall $(( $(date +%s)-t0 )) s"
+
+# ---- call G: .gpu/s61g.sh ----
+# Session 61 call G (nvidia-h200): the WS kernel's PDL 2 (the first weights before the wait): its GPU tests, then
+# scripts/ws_ab.py, the store's tiles with PDL 1 (or none) and 2, 3 rounds, one process per shape.
+BUDGET=${BUDGET:-560} source results/h200/gpu_common.sh
+XD=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4"); C=$(cat .gpu/commit)
+rm -rf /tmp/tree_t && mkdir -p /tmp/tree_t && tar cf - --exclude=./.gpu --exclude=./.git . | tar xf - -C /tmp/tree_t
+t1=$(date +%s)
+( cd /tmp/tree_t && PYTHONPATH=/tmp/site:/tmp/tree_t timeout -k 5 200 python3 -m pytest -m gpu -q -p no:cacheprovider $XD \
+  tests/test_int4_gemm.py tests/test_nvfp4_gemm.py \
+  -k "ws_pdl or (ws_kernel_vs_fp64 and (tiles17 or tiles18 or tiles19 or tiles10 or tiles11)) or ws_kernel_stamps" \
+  > $R/pytest_ws_pdl2_s61g_$C.txt 2>&1 )
+echo "pytest rc $? wall $(( $(date +%s)-t1 )) s: $(tail -n 1 $R/pytest_ws_pdl2_s61g_$C.txt | cut -c1-160)"
+grep -E "^FAILED|^ERROR" $R/pytest_ws_pdl2_s61g_$C.txt | cut -c1-220 | head
+save
+ab() { local name=$1; shift; [ $(left) -lt 60 ] && { echo "skipped $name: $(left) s left"; return; }
+  t1=$(date +%s); timeout -k 5 $(( $(left) - 30 )) python3 scripts/ws_ab.py --rounds 3 --stall-timeout 60 "$@" > $R/ws_pdl2_$name.txt 2>&1
+  echo "ws_ab $name rc $? wall $(( $(date +%s)-t1 )) s"; tail -n 6 $R/ws_pdl2_$name.txt | cut -c1-200; }
+ab m16 --shape 16,8192,8192 --tiles 16x64x128s8+split2+acc+pdl --tiles 16x64x128s8+split2+acc+pdl2
+ab m64 --shape 64,8192,8192 --tiles 64x128x128s4+split2+skew2+pdl --tiles 64x128x128s4+split2+skew2+pdl2
+ab m256_4096 --shape 256,4096,4096 --cublas --tiles 128x128x128s3+split2+skew2 --tiles 128x128x128s3+split2+skew2+pdl --tiles 128x128x128s3+split2+skew2+pdl2
+ab m256 --shape 256,8192,8192 --tiles 256x128x64s4+split2+skew4 --tiles 256x128x64s4+split2+skew4+pdl --tiles 256x128x64s4+split2+skew4+pdl2
+ab m1024 --shape 1024,8192,8192 --tiles 256x128x64s4 --tiles 256x128x64s4+pdl --tiles 256x128x64s4+pdl2
+save; echo "all wall $(( $(date +%s)-t0 )) s"
+
+# ---- call H: .gpu/s61h.sh ----
+# Session 61 call H (nvidia-h200): the weight-only pdl pass on the int4 fused entries at M = 64 and 256 (each entry's
+# WS tiles without PDL, with PDL 1 and with PDL 2, ws_gemm's early weights: 65981a8), their check (30 calls), then
+# those 16 shapes of the int4 default preset with the peers that lead there (3 rounds), on the store it wrote.
+BUDGET=${BUDGET:-330} source results/h200/gpu_common.sh
+t1=$(date +%s); timeout -k 5 $(( $(left) - 150 )) python3 -m qgemm_bench.tuning.weight_only $R/pdl_s61h.json pdl --paths fused \
+  --formats int4 --ms 64,256 > $R/pdl_s61h.log 2>&1
+echo "pdl pass rc $? wall $(( $(date +%s)-t1 )) s"; tr '\r' '\n' < $R/pdl_s61h.log | grep -E "fused M|wrote|rror|WRONG" | cut -c1-220 | tail -20
+t1=$(date +%s); timeout -k 5 $(( $(left) - 110 )) python3 -m qgemm_bench.tuning.weight_only $R/pdl_s61h_check.json check --formats int4 \
+  --paths fused --ms 64,256 --calls 30 > $R/pdl_s61h_check.log 2>&1
+echo "check rc $? wall $(( $(date +%s)-t1 )) s"; tail -n 3 $R/pdl_s61h_check.log | cut -c1-200
+save
+S=""; for m in 64 256; do for kn in 4096,6144 4096,4096 4096,28672 14336,4096 8192,10240 8192,8192 8192,57344 28672,8192; do
+  S="$S --shape $m,$kn"; done; done
+[ $(left) -gt 100 ] && run1 0 int4_gemm_m64_256_s61h --op int4_gemm $S --backends torch,cublas,fbgemm,humming,triton --repeats 3 --no-plots
+python3 - <<'PY'
+import json, collections
+try:
+    rows = json.load(open("/tmp/runs/int4_gemm_m64_256_s61h/results.json"))["rows"]
+except OSError:
+    raise SystemExit("no preset rows")
+t = collections.defaultdict(dict)
+for r in rows:
+    if r["status"] == "ok":
+        t[(r["M"], r["K"], r["N"])][r["backend"]] = r["p50_us"]
+for s, v in sorted(t.items()):
+    peers = {b: u for b, u in v.items() if b in ("cublas", "fbgemm", "humming")}
+    best = min(peers, key=peers.get) if peers else None
+    print(s, "triton %.2f" % v.get("triton", float("nan")), "best peer", best, "%.2f" % peers.get(best, float("nan")),
+          "AT/UNDER" if best and v.get("triton", 1e9) <= peers[best] else "behind")
+PY
 save; echo "all wall $(( $(date +%s)-t0 )) s"

@@ -11,7 +11,8 @@ per K block with bf16 scales); other Triton versions schedule differently.
 
   python3 scripts/fused_sass.py [--fmt int4|nvfp4] [--tile 16x128x128] [--split 8] [--warps 4]
                                 [--stages 3] [--tma | --tma-x] [--acc] [--scale8] [--maxnreg N] [--group 128] [--k 8192]
-                                [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl] [--ws-acc]] [--stalls]
+                                [--ws [--ws-split 2 | --ws-splits N | --ws-stream-k] [--ws-pdl [2]] [--ws-acc]]
+                                [--stalls]
                                 [--out PREFIX]
                                 [--probe-stage 1|2|3 [--halves]]
   python3 scripts/fused_sass.py --probe-table
@@ -638,7 +639,8 @@ def main(argv=None) -> int:
                 Path(f"{args.out}.{ext}").write_text(text)
     body = probe_loop(sass) if args.probe_stage else main_loop(sass)
     ops = opcodes(body)
-    opts = "".join(f" {o}" for o, on in (("ws", args.ws), ("pdl", args.ws_pdl), ("acc", args.ws_acc),
+    opts = "".join(f" {o}" for o, on in (("ws", args.ws), (f"pdl{args.ws_pdl if args.ws_pdl > 1 else ''}", args.ws_pdl),
+                                         ("acc", args.ws_acc),
                                          ("stamps", args.ws_stamps),
                                          ("tma", args.tma),
                                          ("tma-x", args.tma_x), ("acc", args.acc), ("fold", args.fold),

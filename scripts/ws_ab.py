@@ -74,14 +74,14 @@ def parse_tiles(text: str, fmt: int) -> dict:
 
     m = _TILES.fullmatch(text.strip())
     if not m:
-        raise InputError(f"--tiles {text!r}: expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl][+mgN][+acc] "
+        raise InputError(f"--tiles {text!r}: expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl[2]][+mgN][+acc] "
                          "(e.g. 256x128x64s4+split2+skew4)")
     c = dict(zip(ws_gemm.TILE_KEYS, map(int, m.groups()[:4]), strict=True))
     for opt in filter(None, m.group(5).split("+")):
         name, value = re.fullmatch(r"([a-z]+)(\d*)", opt).groups()
         if name not in _OPTIONS or name not in _MAYBE and (name in _FLAGS) != (value == "") or _OPTIONS[name] in c:
-            raise InputError(f"--tiles {text!r}: {opt!r} is not one of +splitN, +skewN, +k2, +sk, +pdl, +mgN, +acc "
-                             "(each once)")
+            raise InputError(f"--tiles {text!r}: {opt!r} is not one of +splitN, +skewN, +k2, +sk, +pdl, +pdl2, +mgN, "
+                             "+acc (each once)")
         c[_OPTIONS[name]] = int(value) if value else 1
     try:
         ws_gemm.check(c, fmt)

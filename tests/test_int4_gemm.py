@@ -1163,7 +1163,8 @@ def test_triton_groups_that_tile_a_k_block_take_tma_loads(shape, group):
                                    (16, 64, 128, 8, 2, 1, 0, False, True, 1, True),
                                    (64, 128, 64, 4, 1, 1, 0, False, False, 1, True),
                                    (256, 128, 64, 4, 1, 2, 4, False, 2), (64, 64, 64, 6, 2, 1, 0, False, 2),
-                                   (16, 64, 128, 8, 1, 2, 0, False, 2, 1, True)])
+                                   (16, 64, 128, 8, 1, 2, 0, False, 2, 1, True), (16, 64, 128, 8, 1, 4, 0, False, 2),
+                                   (128, 128, 64, 4, 1, 1, 0, False, 2)])
 @pytest.mark.parametrize("shape,group", [((257, 5248, 1000), 128), ((1000, 4096, 520), 64),
                                          ((33, 5000, 1000), "channel"), ((520, 4096, 256), None),
                                          ((7, 2048, 8192), 128), ((600, 8192, 136), 256),
@@ -1176,9 +1177,10 @@ def test_ws_kernel_vs_fp64(shape, group, tiles):
     # the sum, ws_gemm.CHANNEL; N 136 ends in a tile past the scales' row), groups of 32
     # (a scale per 32-k run; K 5024 ends mid-block) and of
     # 64..256 (64 in 128-k blocks: fused_kernel's tiles instead); with PDL
-    # (back-to-back calls overlap: the splits' counters are reused); tiles in
-    # the first weights loaded before the PDL wait (PDL 2: ws_gemm._producer); tiles in
-    # groups of x-row blocks (M_GROUP 4, and 3 with splits: a last group of
+    # (back-to-back calls overlap: the splits' counters are reused), and with
+    # the first weights loaded before the PDL wait (PDL 2: ws_gemm._producer;
+    # splits of fewer K blocks than stages at K 2048); tiles in groups of
+    # x-row blocks (M_GROUP 4, and 3 with splits: a last group of
     # fewer blocks at M 257 and 1000); ACC (the scales on each block's
     # product: groups of whole K blocks only, elsewhere fused_kernel's tiles).
     from qgemm_bench.backends.triton_kernels.fused_gemm import ws_tiles

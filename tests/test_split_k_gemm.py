@@ -170,9 +170,12 @@ def test_the_prologues_prefetch_depth_is_a_config_option_with_twins_where_pdl_pr
     skc.check_config(cfg(PDL=3, PF_ROWS=256))
     assert skc.describe(cfg(PDL=3, PF_ROWS=256)).endswith(" pdl3 pf256")
     assert skc.describe(cfg(PDL=3, PF_ROWS=16)).endswith(" pdl3")  # the kernel's default: not named
-    for bad in (24, 0, 8192, "64"):
+    for bad in (24, 0, 8192, "64", True):
         with pytest.raises(ValueError, match="PF_ROWS"):
-            skc.check_config(cfg(PF_ROWS=bad))
+            skc.check_config(cfg(PDL=3, PF_ROWS=bad))
+    for pdl in (0, 1):  # the prologue prefetches with PDL 2 and 3 only
+        with pytest.raises(ValueError, match="PF_ROWS=64: the rows PDL 2 and 3 prefetch"):
+            skc.check_config(cfg(PDL=pdl, PF_ROWS=64))
     # twins only where the prologue prefetches (PDL 2, 3) and the config names no depth of its own
     assert [c["PF_ROWS"] for c in split_k_pf([cfg(PDL=2), cfg(PDL=3)])] == [64, 256, 64, 256]
     assert split_k_pf([cfg(), cfg(PDL=1), cfg(PDL=3, PF_ROWS=64)]) == []
@@ -508,6 +511,15 @@ def test_tune_script_keep_faster_keeps_the_tables_entries_and_says_so(tmp_path, 
     again = tmp_path / "again.json"
     assert t.tune(argparse.Namespace(**{**vars(args), "base": out, "out": again}), [P], dev=torch.device("cpu")) == 0
     assert json.loads(again.read_text())["provenance"]["passes"] == [run, {**run, "date": mock.ANY}]
+
+
+@pytest.mark.parametrize("flag", ["--retune", "--keep-faster", "--seed-only"])
+def test_tune_scripts_pf_pass_refuses_the_tunes_flags_in_one_line(tmp_path, flag):
+    cmd = [sys.executable, "-m", "qgemm_bench.tuning.split_k", str(tmp_path / "t.json"), "--pf-pass", flag]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"error: --pf-pass times the table's entries against their twins: not with {flag}"], r.stderr
+    assert not (tmp_path / "t.json").exists()
 
 
 def test_tune_script_writes_the_seed_table(tmp_path):

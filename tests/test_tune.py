@@ -893,16 +893,14 @@ def test_the_pf_pass_times_each_pdl_entry_against_its_prefetch_twins(tmp_path, m
     """split_k's --pf-pass on the interpreter: the entry that launches with
     PDL 3 and its PF_ROWS 64 and 256 twins are each checked and timed in
     PF_ROUNDS rounds (the second reversed); the entry without PDL is not
-    timed; the table written keeps a config of those per entry and records
-    the pass with the entry it timed."""
+    timed; the table written records the pass with the entry it timed."""
     from types import SimpleNamespace
 
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
     from qgemm_bench.tuning import split_k
 
     key = skc.key(*SPLIT_K_SHAPE)
-    pdl = {**SK[0], "PDL": 3}
-    doc = {"entries": {"atomic": {key: {"config": pdl, "us": 1.0, "tuned": "made up"}},
+    doc = {"entries": {"atomic": {key: {"config": {**SK[0], "PDL": 3}, "us": 1.0, "tuned": "made up"}},
                        "deterministic": {key: {"config": SK[1], "us": 1.0, "tuned": "made up"}}}}
     out = tmp_path / "split_k.json"
     args = SimpleNamespace(base=doc, out=out, limit_s=600.0, warmup_ms=0.0, rep_ms=1.0)
@@ -910,8 +908,82 @@ def test_the_pf_pass_times_each_pdl_entry_against_its_prefetch_twins(tmp_path, m
     rows = [c.get("PF_ROWS", 16) for _, c in measured]
     assert all(m == 0 for m, _ in measured) and rows == [16, 64, 256, 256, 64, 16, 16, 64, 256], measured
     written = json.loads(out.read_text())
-    atomic = written["entries"]["atomic"][key]
-    assert {k: v for k, v in atomic["config"].items() if k != "PF_ROWS"} == pdl, atomic
-    assert atomic["config"].get("PF_ROWS", 16) in (16, 64, 256) and atomic["us"] > 0
     assert written["entries"]["deterministic"][key]["config"] == SK[1]
     assert written["provenance"]["pass"] == "split_k pf"
+
+
+def pf_table(*configs):
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+
+    return {"gpu": "cpu", "provenance": {"pass": "made up"},
+            "entries": {"atomic": {skc.key(*SPLIT_K_SHAPE): {"config": c, "us": 1.0, "err": 9e-9, "tuned": "made up"}
+                                   for c in configs}, "deterministic": {}}}
+
+
+@pytest.mark.parametrize("times, taken", [({16: 10.0, 64: 9.5, 256: 8.0}, 256),  # the fastest twin, by 20%
+                                          ({16: 10.0, 64: 9.95, 256: 10.2}, 16),  # 0.5% faster: the entry stays
+                                          ({16: 10.0, 64: None, 256: 9.0}, 256)])  # a twin that failed its check
+def test_the_pf_pass_keeps_the_fastest_where_it_is_over_1pct_faster(tmp_path, monkeypatch, capsys, times, taken):
+    from types import SimpleNamespace
+
+    from qgemm_bench.backends.triton_kernels import split_k_configs as skc
+    from qgemm_bench.tuning import split_k
+
+    def measure(self, mode, c):
+        us = times[c.get("PF_ROWS", 16)]
+        return (us, 1e-3 * c.get("PF_ROWS", 16), "ok") if us is not None else (None, 0.5, "inaccurate: 5e-01")
+
+    monkeypatch.setattr(split_k.ShapeTuner, "measure", measure)
+    out = tmp_path / "t.json"
+    args = SimpleNamespace(base=pf_table({**SK[0], "PDL": 2}), out=out, limit_s=600.0, warmup_ms=0.0, rep_ms=1.0)
+    assert split_k.pf_pass(args, [SPLIT_K_SHAPE], DEV, Target.cpu(), torch.float16) == 0
+    e = json.loads(out.read_text())["entries"]["atomic"][skc.key(*SPLIT_K_SHAPE)]
+    assert e["config"].get("PF_ROWS", 16) == taken
+    if taken != 16:
+        assert e["us"] == times[taken] and e["err"] == pytest.approx(1e-3 * taken) and "pf pass" in e["tuned"]
+    else:
+        assert e == {"config": {**SK[0], "PDL": 2}, "us": 1.0, "err": 9e-9, "tuned": "made up"}
+    printed = capsys.readouterr().out
+    assert ("inaccurate: 5e-01" in printed) == (None in times.values()), printed
+
+
+def test_the_pf_pass_refuses_shapes_not_in_its_table_and_writes_nothing_with_nothing_to_time(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from qgemm_bench.tuning import split_k
+
+    out = tmp_path / "t.json"
+    args = SimpleNamespace(base=pf_table({**SK[0], "PDL": 3}), out=out, limit_s=600.0, warmup_ms=0.0, rep_ms=1.0)
+    assert split_k.pf_pass(args, [Shape(8, 512, 16)], DEV, Target.cpu(), torch.float16) == 2
+    assert "--shapes 8x512x16: not in the table" in capsys.readouterr().err and not out.exists()
+    args.base = pf_table(SK[0])  # no PDL: nothing to time
+    assert split_k.pf_pass(args, [], DEV, Target.cpu(), torch.float16) == 0
+    assert "nothing to time" in capsys.readouterr().out and not out.exists()
+    args.base = {**pf_table({**SK[0], "PDL": 3}), "gpu": "h100"}
+    assert split_k.pf_pass(args, [], DEV, Target.cpu(), torch.float16) == 2
+    assert "h100's, not this GPU's (cpu)" in capsys.readouterr().err
+
+
+def test_tune_mode_times_the_best_configs_prefetch_twins(monkeypatch):
+    """ShapeTuner.tune_mode: once the PDL twins are timed, the best config so
+    far (here PDL 3) is timed with PF_ROWS 64 and 256 too, and may win."""
+    import time
+
+    from qgemm_bench.backends.triton_kernels import split_k as sk
+    from qgemm_bench.tuning import split_k
+
+    monkeypatch.setattr(split_k, "candidates", lambda m, k, n, sms: [dict(SK[0])])
+    monkeypatch.setattr(split_k, "variants", lambda c: [])
+    seen = []
+
+    def measure(self, mode, c):
+        seen.append(dict(c))
+        return (1.0 if c.get("PDL") == 3 else 2.0) - 0.1 * (c.get("PF_ROWS") == 256), 1e-3, "ok"
+
+    monkeypatch.setattr(split_k.ShapeTuner, "measure", measure)
+    tuner = split_k.ShapeTuner(SPLIT_K_SHAPE, DEV, Target.cpu(), 0.0, 1.0, [], torch.float16)
+    now = time.monotonic()
+    r = tuner.tune_mode(sk.ATOMIC, split_k.Compiler(0), now + 60, now + 120)
+    assert r["config"] == {**SK[0], "PDL": 3, "PF_ROWS": 256}, seen
+    assert [c.get("PF_ROWS") for c in seen if "PF_ROWS" in c][:2] == [64, 256]
+    assert not any("PF_ROWS" in c and c.get("PDL") != 3 for c in seen)  # only the best's twins

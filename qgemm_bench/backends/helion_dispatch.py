@@ -168,4 +168,5 @@ def split_k_default(deterministic: bool, m: int, k: int, n: int, target, store=N
 
     c, source = choose_split_k(DETERMINISTIC if deterministic else ATOMIC, m, k, n, target, store)
     cfg = {**from_triton(c, split=True, decode=False), "pdl": c.get("PDL", 0), "reduce": c.get("REDUCE", "last")}
-    return cfg, f"Triton table config {describe(c)} ({source}; untimed in Helion)"
+    shown = {k: v for k, v in c.items() if k != "PF_ROWS"}  # Helion's prologue prefetches its own rows
+    return cfg, f"Triton table config {describe(shown)} ({source}; untimed in Helion)"

@@ -617,9 +617,10 @@ def pf_pass(args, only: list[Shape], dev=None, target=None, dtype=None) -> int:
     or 3 and the default prefetch, against its twins prefetching more rows of
     b (candidates.split_k_pf), checked and timed as the tuner times (rotating
     copies) in the same PF_ROUNDS rounds; the fastest where PF_MARGIN below
-    the entry replaces it (its us that of the entry's own timing in the run).
-    only: those shapes (all where empty). Writes args.out as it goes, the
-    pass recorded in its provenance; returns the exit status."""
+    the entry replaces it (us: its mean over the rounds; err: its check's).
+    only: those shapes (all where empty; one not in the table is an error).
+    Writes args.out after each shape, the pass recorded in its provenance
+    (nothing where nothing is to be timed); returns the exit status."""
     import torch
 
     from qgemm_bench.harness.sweep import round_order
@@ -631,18 +632,26 @@ def pf_pass(args, only: list[Shape], dev=None, target=None, dtype=None) -> int:
     doc = {**doc, "entries": {m: dict(e) for m, e in doc.get("entries", {}).items()}}
     gpu = target.name
     if doc.get("gpu") not in (None, gpu):
-        print(f"error: --base holds {doc.get('gpu')}'s table, not this GPU's ({gpu}): tune it first",
-              file=sys.stderr)
+        print(f"error: the table to pass over is {doc.get('gpu')}'s, not this GPU's ({gpu}): tune {gpu} first "
+              "(qgemm-bench tune --op split_k_gemm)", file=sys.stderr)
         return 2
-    run = None if args.out is None else Pass(doc, "split_k pf", rounds=PF_ROUNDS, versions=environment.versions(dev))
+    keys = {k for e in doc["entries"].values() for k in e}
+    if missing := [str(s) for s in only if skc.key(*s) not in keys]:
+        print(f"error: --shapes {' '.join(missing)}: not in the table", file=sys.stderr)
+        return 2
     todo = {}  # shape -> [(mode, key, entry)]
     for mi, mname in enumerate(skc.MODES):
         for key, entry in doc["entries"].get(mname, {}).items():
             shape = Shape(*skc.parse_key(key))
             if (not only or shape in only) and split_k_pf([entry["config"]]) and is_timed(entry):
                 todo.setdefault(shape, []).append((mi, key, entry))
+    if not todo:
+        print("pf pass: no timed entry launches with PDL 2 or 3 at the default prefetch: nothing to time, "
+              "nothing written", flush=True)
+        return 0
     print(f"pf pass: {sum(map(len, todo.values()))} entries at {len(todo)} shapes launch with PDL 2 or 3, "
           f"limit {args.limit_s:.0f} s", flush=True)
+    run = None if args.out is None else Pass(doc, "split_k pf", rounds=PF_ROUNDS, versions=environment.versions(dev))
     log, timed, changed = [], set(), set()
 
     def save():
@@ -650,39 +659,58 @@ def pf_pass(args, only: list[Shape], dev=None, target=None, dtype=None) -> int:
             run.stamp(doc, timed)
         write(args.out, doc, log)
 
+    def pass_entry(tuner, mode, key, entry) -> str:
+        cands = [entry["config"], *split_k_pf([entry["config"]])]
+        times, errs, notes = [[] for _ in cands], [None] * len(cands), [""] * len(cands)
+        for r in range(PF_ROUNDS):
+            for i in round_order(range(len(cands)), r):
+                if times[i] is not None:
+                    us, err, status = tuner.measure(mode, cands[i])
+                    errs[i] = err if errs[i] is None else errs[i]
+                    times[i], notes[i] = (None, status) if us is None else (times[i] + [us], "")
+        means = [None if t is None else sum(t) / len(t) for t in times]
+        timed.add((skc.MODES[mode], key))
+        line = " | ".join(f"{skc.describe(c)} {notes[i] if means[i] is None else f'{means[i]:.2f}'}"
+                          for i, c in enumerate(cands))
+        ok = [i for i, v in enumerate(means) if v is not None]
+        best = min(ok, key=lambda i: means[i]) if ok else 0
+        if best and means[0] is not None and means[best] < PF_MARGIN * means[0]:
+            doc["entries"][skc.MODES[mode]][key] = {
+                **entry, "config": cands[best], "us": round(means[best], 3), "err": float(f"{errs[best]:.3g}"),
+                "tuned": f"{entry.get('tuned', '')}; pf pass: PF_ROWS {cands[best]['PF_ROWS']} "
+                         f"{means[best]:.2f} against {means[0]:.2f} us, mean of {PF_ROUNDS} rounds"}
+            changed.add((skc.MODES[mode], key))
+            line += " -> takes it"
+        return line
+
     deadline = t0 + args.limit_s - MARGIN_S
-    for shape, items in todo.items():
-        if time.monotonic() >= deadline:
-            print(f"time limit: {len(todo) - list(todo).index(shape)} shapes not done", flush=True)
-            break
-        tuner = ShapeTuner(shape, dev, target, args.warmup_ms, args.rep_ms, log, dtype)
-        for mode, key, entry in items:
-            cands = [entry["config"], *split_k_pf([entry["config"]])]
-            times = [[] for _ in cands]
-            for r in range(PF_ROUNDS):
-                for i in round_order(range(len(cands)), r):
-                    if times[i] is not None:
-                        us, _, status = tuner.measure(mode, cands[i])
-                        times[i] = None if us is None else times[i] + [us]
-            means = [None if t is None else sum(t) / len(t) for t in times]
-            timed.add((skc.MODES[mode], key))
-            line = " ".join(f"{skc.describe(c)} {'failed' if v is None else f'{v:.2f}'}"
-                            for c, v in zip(cands, means, strict=True))
-            ok = [i for i, v in enumerate(means) if v is not None]
-            best = min(ok, key=lambda i: means[i]) if ok else 0
-            if best and means[0] is not None and means[best] < PF_MARGIN * means[0]:
-                doc["entries"][skc.MODES[mode]][key] = {
-                    **entry, "config": cands[best], "us": round(means[best], 3),
-                    "tuned": f"{entry.get('tuned', '')}; pf pass: PF_ROWS {cands[best]['PF_ROWS']} "
-                             f"{means[best]:.2f} against {means[0]:.2f} us, {PF_ROUNDS} rounds"}
-                changed.add((skc.MODES[mode], key))
-                line += " -> takes it"
-            print(f"[{time.monotonic() - t0:4.0f} s] {shape} {skc.MODES[mode]}: {line}", flush=True)
-        del tuner
+    try:
+        for n, (shape, items) in enumerate(todo.items()):
+            if time.monotonic() >= deadline:
+                print(f"time limit: {len(todo) - n} shapes not timed (they keep their entries)", flush=True)
+                break
+            try:
+                tuner = ShapeTuner(shape, dev, target, args.warmup_ms, args.rep_ms, log, dtype)
+                for mode, key, entry in items:
+                    print(f"[{time.monotonic() - t0:4.0f} s] {shape} {skc.MODES[mode]}: "
+                          f"{pass_entry(tuner, mode, key, entry)}", flush=True)
+                del tuner
+            except Fatal:
+                raise
+            except Exception as e:  # e.g. out of memory: this shape keeps its entries
+                print(f"[{time.monotonic() - t0:4.0f} s] {shape}: failed: {one_line(e, 200)} (keeps its entries)",
+                      flush=True)
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                    torch.cuda.empty_cache()
+            save()
+    except Fatal as e:
+        print(f"stopped: {e}", flush=True)
+        return 1
+    finally:
         save()
-    save()
-    if args.out is not None:
-        print(f"wrote {args.out}: {len(changed)} entries changed ({time.monotonic() - t0:.0f} s)", flush=True)
+        if args.out is not None:
+            print(f"wrote {args.out}: {len(changed)} entries changed ({time.monotonic() - t0:.0f} s)", flush=True)
     return 0
 
 
@@ -710,7 +738,7 @@ def main() -> int:
     p.add_argument("--pf-pass", action="store_true",
                    help="instead of tuning: time each --base entry that launches with PDL 2 or 3 against its twins "
                         "prefetching 64 and 256 rows of b (PF_ROWS) in the same rounds, keep the fastest where "
-                        ">1%% faster (--shapes: only those; the preset's shapes are not added)")
+                        ">1%% faster (--shapes: only those; the preset's shapes are not added; no compile workers)")
     try:
         args = p.parse_args()
         if not args.out.resolve().parent.is_dir():
@@ -724,8 +752,10 @@ def main() -> int:
     except (InputError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.pf_pass and args.seed_only:
-        print("error: --pf-pass times the table's entries: not with --seed-only", file=sys.stderr)
+    if args.pf_pass and (given := [f for f, on in (("--seed-only", args.seed_only), ("--retune", args.retune),
+                                                    ("--keep-faster", args.keep_faster)) if on]):
+        print(f"error: --pf-pass times the table's entries against their twins: not with {', '.join(given)}",
+              file=sys.stderr)
         return 2
     shapes = [] if args.no_preset or args.pf_pass else list(split_k_gemm.PRESETS["skinny"])
     shapes += [s for s in args.shapes if s not in shapes]

@@ -13,7 +13,7 @@ a default run never autotunes. This module reads no store, only the table:
      "entries": {"atomic" | "deterministic":
                  {"M<m>_K<k>_N<n>": {"config": {"BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K",
                                                 "num_warps", "num_stages",
-                                                optional "REDUCE", "PDL"},
+                                                optional "REDUCE", "PDL", "PF_ROWS"},
                                      "tuned": "how it was found", "us": ..., "cublas_us": ...}}}}
 
 `qgemm-bench tune` writes this file (on a GPU: the timed winners;
@@ -155,7 +155,8 @@ def fits(m: int, k: int, n: int, c: dict) -> bool:
 
 def check_config(c: dict, mode: str | None = None) -> None:
     """A config the kernel can run: power-of-two tiles >= 16, SPLIT_K >= 1,
-    REDUCE one of REDUCES, PDL one of PDL_MODES. (mode: kept for the callers;
+    REDUCE one of REDUCES, PDL one of PDL_MODES, PF_ROWS (with PDL 2, 3) a
+    power of two up to PF_ROWS_MAX. (mode: kept for the callers;
     every config suits both modes.)"""
     missing = [x for x in CONFIG_KEYS if x not in c]
     if missing:
@@ -172,8 +173,10 @@ def check_config(c: dict, mode: str | None = None) -> None:
     if reduce not in REDUCES:
         raise ValueError(f"split_k config REDUCE={reduce!r}: must be one of {', '.join(map(repr, REDUCES))}")
     rows = c.get("PF_ROWS", PF_ROWS_DEFAULT)
-    if not isinstance(rows, int) or rows < 1 or rows > PF_ROWS_MAX or rows & (rows - 1):
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1 or rows > PF_ROWS_MAX or rows & (rows - 1):
         raise ValueError(f"split_k config PF_ROWS={rows!r}: must be a power of two <= {PF_ROWS_MAX}")
+    if "PF_ROWS" in c and c.get("PDL", 0) < 2:
+        raise ValueError(f"split_k config PF_ROWS={rows}: the rows PDL 2 and 3 prefetch, so with PDL 2 or 3 only")
 
 
 def fit(m: int, k: int, n: int, c: dict, sms: int = DEFAULT_SMS) -> dict:

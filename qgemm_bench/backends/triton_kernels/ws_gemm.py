@@ -56,7 +56,9 @@ M_GROUP orders the tiles in groups of M_GROUP x-row blocks (_grouped), so
 that the programs running at once share weight blocks as well as x rows;
 PDL 1 launches with programmatic dependent launch (_pdl_wait); PDL 2 too,
 but the producer loads the first STAGES blocks' weights and scales before
-it waits (_producer), x only after.
+it waits (_producer), x only after: it assumes no kernel before it on the
+stream writes the weights or scales (FusedGemm lays them out once, at
+construction).
 
 No CTA-wide barrier in the loop: fused_kernel's TMA loop (Triton's software
 pipeline, the same tiles) has three per K block and sends the scale row
@@ -711,6 +713,7 @@ def ws_kernel(x_desc, w_desc, s_desc, out_desc, ts_ptr, part_ptr, count_ptr, st_
     st_ptr (`stamp_slots`; else unread)."""
     gl.static_assert(not ACC or FMT != _NVFP4 and GROUP != _CHANNEL and GROUP % BLOCK_K == 0 and not STREAM_K,
                      "ACC takes int4 groups of whole K blocks, not STREAM_K (acc_runs, check)")
+    gl.static_assert(PDL != 2 or not STREAM_K, "PDL 2 is not STREAM_K's: its partitions would never wait (check)")
     if PDL == 1:
         _pdl_wait()
     elif PDL == 2:

@@ -91,8 +91,8 @@ SCRIPT_CASES = [
     ("ws_ab.py", WS_SHAPE, "the following arguments are required: --tiles"),
     ("ws_ab.py", WS_AB, "ws_ab.py needs a CUDA device"),  # the CPU (CI)
     ("ws_ab.py", [*WS_AB, "--stall-timeout", "nan"], "argument --stall-timeout: must be a finite number"),
-    ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64"], "expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl]"),
-    ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+sk+sk"], "+skewN, +k2, +sk, +pdl, +mgN, +acc (each once)"),
+    ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64"], "expected BMxBNxBKsSTAGES[+splitN][+skewN][+k2][+sk][+pdl[2]]"),
+    ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+sk+sk"], "+skewN, +k2, +sk, +pdl, +pdl2, +mgN, +acc (each once)"),
     ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+split"], "is not one of +splitN, +skewN, +k2, +sk, +pdl"),
     ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x100x64s4"], "takes BLOCK_N 64 or 128"),
     ("ws_ab.py", [*WS_SHAPE, "--tiles", "256x128x64s4+sk+split2"], "STREAM_K is 1"),

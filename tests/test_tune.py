@@ -987,3 +987,21 @@ def test_tune_mode_times_the_best_configs_prefetch_twins(monkeypatch):
     assert r["config"] == {**SK[0], "PDL": 3, "PF_ROWS": 256}, seen
     assert [c.get("PF_ROWS") for c in seen if "PF_ROWS" in c][:2] == [64, 256]
     assert not any("PF_ROWS" in c and c.get("PDL") != 3 for c in seen)  # only the best's twins
+
+
+def test_the_pf_pass_stops_with_exit_1_when_cuda_is_unusable(tmp_path, monkeypatch, capsys):
+    """A Fatal from a check (the CUDA context lost) stops the pass, exit 1,
+    the table written as it stood; it is not taken for one twin's failure."""
+    from types import SimpleNamespace
+
+    from qgemm_bench.tuning import split_k
+
+    def measure(self, mode, c):
+        raise split_k.Fatal("CUDA unusable after a config: made up")
+
+    monkeypatch.setattr(split_k.ShapeTuner, "measure", measure)
+    out = tmp_path / "t.json"
+    args = SimpleNamespace(base=pf_table({**SK[0], "PDL": 2}), out=out, limit_s=600.0, warmup_ms=0.0, rep_ms=1.0)
+    assert split_k.pf_pass(args, [], DEV, Target.cpu(), torch.float16) == 1
+    assert "stopped: CUDA unusable after a config: made up" in capsys.readouterr().out
+    assert json.loads(out.read_text())["entries"]["atomic"]  # written, the entry as it was

@@ -259,6 +259,19 @@ class Fatal(RuntimeError):
     """The CUDA context is unusable (e.g. an illegal access): stop, keep what was tuned."""
 
 
+def settle(dev) -> None:
+    """After a shape failed (e.g. out of memory): wait for the GPU and free
+    torch's cache; Fatal where CUDA itself is unusable."""
+    import torch
+
+    try:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+            torch.cuda.empty_cache()
+    except Exception as e:
+        raise Fatal(f"CUDA unusable: {e}") from None
+
+
 def device_target(dev):
     """The Target of the device tuned (target.of: no ceilings measured)."""
     from qgemm_bench.target import of
@@ -533,12 +546,7 @@ def tune(args, shapes: list[Shape], dev=None, *, deadline: float | None = None, 
             raise
         except Exception as e:  # e.g. out of memory: this shape keeps its entries
             line.append(f"failed: {one_line(e, 200)}")
-            try:
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                    torch.cuda.empty_cache()
-            except Exception as e2:
-                raise Fatal(f"CUDA unusable: {e2}") from None
+            settle(dev)
             untimed = False  # a shape that failed is not tried again
         save()
         if on_shape is not None:  # tried: its entries (untimed ones the prior's) go to the store
@@ -623,7 +631,7 @@ def pf_pass(args, only: list[Shape], dev=None, target=None, dtype=None) -> int:
     (nothing where nothing is to be timed); returns the exit status."""
     import torch
 
-    from qgemm_bench.harness.sweep import round_order
+    from qgemm_bench.tuning.timing import time_rounds
 
     t0 = time.monotonic()
     dev = torch.device("cuda", torch.cuda.current_device()) if dev is None else dev
@@ -661,22 +669,32 @@ def pf_pass(args, only: list[Shape], dev=None, target=None, dtype=None) -> int:
 
     def pass_entry(tuner, mode, key, entry) -> str:
         cands = [entry["config"], *split_k_pf([entry["config"]])]
-        times, errs, notes = [[] for _ in cands], [None] * len(cands), [""] * len(cands)
-        for r in range(PF_ROUNDS):
-            for i in round_order(range(len(cands)), r):
-                if times[i] is not None:
-                    us, err, status = tuner.measure(mode, cands[i])
-                    errs[i] = err if errs[i] is None else errs[i]
-                    times[i], notes[i] = (None, status) if us is None else (times[i] + [us], "")
-        means = [None if t is None else sum(t) / len(t) for t in times]
+        errs, fatal = {}, []  # candidate -> its first check's error; a Fatal that time_rounds caught
+
+        def time_one(c):
+            try:
+                us, err, status = tuner.measure(mode, c)
+            except Fatal as e:
+                fatal.append(e)
+                raise
+            errs.setdefault(json.dumps(c, sort_keys=True), err)
+            if us is None:
+                raise RuntimeError(status)  # this candidate's: time_rounds times it no more
+            return us
+
+        got = time_rounds(cands, time_one, PF_ROUNDS)
+        if fatal:  # CUDA unusable: the pass stops (time_rounds keeps only a lost context's exception going)
+            raise fatal[0]
+        means = [None if isinstance(v, Exception) else v for v in got]
         timed.add((skc.MODES[mode], key))
-        line = " | ".join(f"{skc.describe(c)} {notes[i] if means[i] is None else f'{means[i]:.2f}'}"
-                          for i, c in enumerate(cands))
+        line = " | ".join(f"{skc.describe(c)} {v if means[i] is None else f'{means[i]:.2f}'}"
+                          for i, (c, v) in enumerate(zip(cands, got, strict=True)))
         ok = [i for i, v in enumerate(means) if v is not None]
         best = min(ok, key=lambda i: means[i]) if ok else 0
         if best and means[0] is not None and means[best] < PF_MARGIN * means[0]:
             doc["entries"][skc.MODES[mode]][key] = {
-                **entry, "config": cands[best], "us": round(means[best], 3), "err": float(f"{errs[best]:.3g}"),
+                **entry, "config": cands[best], "us": round(means[best], 3),
+                "err": float(f"{errs[json.dumps(cands[best], sort_keys=True)]:.3g}"),
                 "tuned": f"{entry.get('tuned', '')}; pf pass: PF_ROWS {cands[best]['PF_ROWS']} "
                          f"{means[best]:.2f} against {means[0]:.2f} us, mean of {PF_ROUNDS} rounds"}
             changed.add((skc.MODES[mode], key))
@@ -700,9 +718,7 @@ def pf_pass(args, only: list[Shape], dev=None, target=None, dtype=None) -> int:
             except Exception as e:  # e.g. out of memory: this shape keeps its entries
                 print(f"[{time.monotonic() - t0:4.0f} s] {shape}: failed: {one_line(e, 200)} (keeps its entries)",
                       flush=True)
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                    torch.cuda.empty_cache()
+                settle(dev)
             save()
     except Fatal as e:
         print(f"stopped: {e}", flush=True)

@@ -232,7 +232,8 @@ def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, 
         _gdc_wait()
         for j in gl.static_range(STAGES):
             if j < nb:
-                _tma_load(x_desc, [m0, (kb0 + j) * BLOCK_K], ready.index(j), x_bufs.index(j))
+                _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, kb0 + j, m0, tile_row, n0, NP,
+                      STAGES, BLOCK_K, TILE_N, TILE_K, GROUP, W=False)
         first = STAGES
     for j in range(first, nb):
         _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, kb0 + j, m0, tile_row, n0, NP,
@@ -242,27 +243,30 @@ def _producer(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, m0, 
 @gluon.jit
 def _load(x_desc, w_desc, s_desc, x_bufs, w_bufs, s_bufs, ready, empty, j, i, m0, tile_row, n0, NP,
           STAGES: gl.constexpr, BLOCK_K: gl.constexpr, TILE_N: gl.constexpr, TILE_K: gl.constexpr,
-          GROUP: gl.constexpr, X: gl.constexpr = True):
+          GROUP: gl.constexpr, X: gl.constexpr = True, W: gl.constexpr = True):
     """K block i of the tile at (m0, n0) into the ring's j-th stage, once
-    the consumers have freed it (X False: all but x, whose load then
-    completes the stage: _producer's PDL 2)."""
+    the consumers have freed it. _producer's PDL 2 splits a stage in two:
+    X False (the wait, the whole stage's expected bytes, the weights and
+    scales), then W False (x alone, which completes it)."""
     PER_T: gl.constexpr = TILE_K // BLOCK_K  # K blocks per tile of the layout
     s = j % STAGES
-    mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
-    if GROUP == _CHANNEL:  # the scales on the sum (_store_y)
-        mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes)
-    else:
-        mbarrier.expect(ready.index(s),
-                        x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
+    if W:
+        mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
+        if GROUP == _CHANNEL:  # the scales on the sum (_store_y)
+            mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes)
+        else:
+            mbarrier.expect(ready.index(s),
+                            x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
     if X:
         _tma_load(x_desc, [m0, i * BLOCK_K], ready.index(s), x_bufs.index(s))
-    _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)], ready.index(s),
-              w_bufs.index(s))
-    if GROUP != _CHANNEL:
-        if GROUP < BLOCK_K:  # NVFP4, int4 group 32: the K block's BLOCK_K // GROUP rows of block scales
-            _tma_load(s_desc, [i * (BLOCK_K // GROUP), n0], ready.index(s), s_bufs.index(s))
-        else:
-            _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
+    if W:
+        _tma_load(w_desc, [tile_row, (i // PER_T) * TILE_N, (i % PER_T) * (BLOCK_K // 2)], ready.index(s),
+                  w_bufs.index(s))
+        if GROUP != _CHANNEL:
+            if GROUP < BLOCK_K:  # NVFP4, int4 group 32: the K block's BLOCK_K // GROUP rows of block scales
+                _tma_load(s_desc, [i * (BLOCK_K // GROUP), n0], ready.index(s), s_bufs.index(s))
+            else:
+                _tma_load(s_desc, [((i * BLOCK_K) // GROUP) * NP + n0], ready.index(s), s_bufs.index(s))
 
 
 @gluon.jit

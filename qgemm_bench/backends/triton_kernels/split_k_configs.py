@@ -108,8 +108,9 @@ def describe(c: dict) -> str:
     "reduce kernel" where REDUCE is not the default, "tma" for the fused
     kernel's TMA loads, "tma-x" for x's only, "acc" for its ACC_SCALE, "fold" for FOLD, "ahead" for
     SCALE_AHEAD, "scale8" for SCALE8, "short" for SHORT_DECODE, "rot" for ROT_DECODE, "r128" for a maxnreg cap,
-    "ws" and its tiles for the warp-specialized kernel's, where it runs: an "acc" after "ws" is its tiles' ACC;
-    "pf" and the rows of b a split-K config's PDL prologue prefetches, where not the default 16)."""
+    "pdl" and the mode for PDL, "pf" and the rows of b a split-K config's PDL prologue prefetches, where not the
+    default 16; last "ws" and its tiles for the warp-specialized kernel's, where it runs: an "acc" or "pdl"
+    after "ws" is its tiles')."""
     text = (f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} split {c['SPLIT_K']} "
             f"w{c.get('num_warps', 4)} s{c.get('num_stages', 3)}")
     reduce = c.get("REDUCE", "last")
@@ -122,9 +123,9 @@ def describe(c: dict) -> str:
     text = f"{text} short" if c.get("SHORT_DECODE") else text
     text = f"{text} rot" if c.get("ROT_DECODE") else text
     text = f"{text} r{c['maxnreg']}" if c.get("maxnreg") else text
-    text = f"{text} ws {ws_label(c['WS'])}" if c.get("WS") else text
     text = f"{text} pdl{c['PDL']}" if c.get("PDL") else text
-    return f"{text} pf{c['PF_ROWS']}" if c.get("PF_ROWS", PF_ROWS_DEFAULT) != PF_ROWS_DEFAULT else text
+    text = f"{text} pf{c['PF_ROWS']}" if c.get("PF_ROWS", PF_ROWS_DEFAULT) != PF_ROWS_DEFAULT else text
+    return f"{text} ws {ws_label(c['WS'])}" if c.get("WS") else text
 
 
 def ws_label(w: dict) -> str:

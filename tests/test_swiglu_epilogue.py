@@ -18,6 +18,12 @@ from tests.support import triton_config as cfg
 from tests.test_fused_norm import EPS, chunk_sums, gemm_of
 from tests.test_swiglu_prologue import triton_gemm
 
+# tl.sigmoid(g) is 1 / (1 + exp(-g)): the interpreter's numpy exp overflows to
+# inf for gates below about -88 (sums of K = 1408 int4 weights reach them) and
+# warns; the sigmoid is then 0, as on the GPU, and each output is still
+# checked against fp64.
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning:triton.runtime.interpreter")
+
 
 def pairs64(y: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up in fp64 for y [M, 2I] with columns in (gate, up) pairs."""

@@ -76,3 +76,25 @@ tune() {
   tr '\r' '\n' < $R/tune_$name.log | grep -E "WRONG|^tuned|unfinished|no config passed|Error|twin|_gemm \(" | tail -20 | cut -c1-220
   save
 }
+
+# gputest NAME STOP_S pytest-args...: `pytest -m gpu -v` (xdist's 4 workers where installed) stopped after STOP_S,
+# its log in $R/pytest_NAME_<commit>.txt; prints the summary, failures, and the cases started but not finished
+# (a case that hangs: call D of call47_session62.sh; each case also stops at QGEMM_TEST_STALL_S, tests/conftest.py).
+gputest() {
+  local n=$1 stop=$2 t1=$(date +%s) log; shift 2; log=$R/pytest_${n}_$(cat .gpu/commit).txt
+  [ $stop -lt 20 ] && { echo "skipped pytest $n: $stop s"; return; }
+  local xd=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4")
+  timeout -k 5 $stop python3 -m pytest -m gpu -v -p no:cacheprovider $xd "$@" > $log 2>&1
+  echo "pytest $n rc $? wall $(( $(date +%s)-t1 )) s: $(tail -n 1 $log | cut -c1-160)"
+  grep -E "^FAILED|^ERROR|crashed while running" $log | cut -c1-220 | head
+  python3 - "$log" <<'PY'
+import re, sys
+started, ended = set(), set()
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r"(tests/\S+::\S+)", line)
+    if m:
+        (ended if re.search(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", line) else started).add(m.group(1))
+if started - ended:
+    print("started, not finished:", " ".join(sorted(started - ended)))
+PY
+}

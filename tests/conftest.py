@@ -31,6 +31,7 @@ if not torch.cuda.is_available():
 # off) a `gpu` test's process prints one line naming it and exits 1: under
 # xdist its worker dies, that test is reported failed and the others go on.
 GPU_TEST_STALL_S = 600.0
+_STALL_S = pytest.StashKey[float]()  # the limit pytest_configure read, for the fixture
 
 
 def pytest_configure(config):
@@ -42,9 +43,6 @@ def pytest_configure(config):
     if not seconds >= 0:  # also NaN
         raise pytest.UsageError(f"QGEMM_TEST_STALL_S={raw!r}: seconds a GPU test may take, a number >= 0 (0: no limit)")
     config.stash[_STALL_S] = seconds
-
-
-_STALL_S = pytest.StashKey[float]()
 
 
 @pytest.fixture(autouse=True)

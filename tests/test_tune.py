@@ -894,8 +894,6 @@ def test_the_pf_pass_times_each_pdl_entry_against_its_prefetch_twins(tmp_path, m
     PDL 3 and its PF_ROWS 64 and 256 twins are each checked and timed in
     PF_ROUNDS rounds (the second reversed); the entry without PDL is not
     timed; the table written records the pass with the entry it timed."""
-    from types import SimpleNamespace
-
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
     from qgemm_bench.tuning import split_k
 
@@ -903,13 +901,20 @@ def test_the_pf_pass_times_each_pdl_entry_against_its_prefetch_twins(tmp_path, m
     doc = {"entries": {"atomic": {key: {"config": {**SK[0], "PDL": 3}, "us": 1.0, "tuned": "made up"}},
                        "deterministic": {key: {"config": SK[1], "us": 1.0, "tuned": "made up"}}}}
     out = tmp_path / "split_k.json"
-    args = SimpleNamespace(base=doc, out=out, limit_s=600.0, warmup_ms=0.0, rep_ms=1.0)
+    args = pf_args(doc, out)
     assert split_k.pf_pass(args, [], DEV, Target.cpu(), torch.float16) == 0, capsys.readouterr().err
     rows = [c.get("PF_ROWS", 16) for _, c in measured]
     assert all(m == 0 for m, _ in measured) and rows == [16, 64, 256, 256, 64, 16, 16, 64, 256], measured
     written = json.loads(out.read_text())
     assert written["entries"]["deterministic"][key]["config"] == SK[1]
     assert written["provenance"]["pass"] == "split_k pf"
+
+
+def pf_args(base, out):
+    """split_k.pf_pass's arguments, as its command line would give them."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(base=base, out=out, limit_s=600.0, warmup_ms=0.0, rep_ms=1.0)
 
 
 def pf_table(*configs):
@@ -924,8 +929,6 @@ def pf_table(*configs):
                                           ({16: 10.0, 64: 9.95, 256: 10.2}, 16),  # 0.5% faster: the entry stays
                                           ({16: 10.0, 64: None, 256: 9.0}, 256)])  # a twin that failed its check
 def test_the_pf_pass_keeps_the_fastest_where_it_is_over_1pct_faster(tmp_path, monkeypatch, capsys, times, taken):
-    from types import SimpleNamespace
-
     from qgemm_bench.backends.triton_kernels import split_k_configs as skc
     from qgemm_bench.tuning import split_k
 
@@ -935,7 +938,7 @@ def test_the_pf_pass_keeps_the_fastest_where_it_is_over_1pct_faster(tmp_path, mo
 
     monkeypatch.setattr(split_k.ShapeTuner, "measure", measure)
     out = tmp_path / "t.json"
-    args = SimpleNamespace(base=pf_table({**SK[0], "PDL": 2}), out=out, limit_s=600.0, warmup_ms=0.0, rep_ms=1.0)
+    args = pf_args(pf_table({**SK[0], "PDL": 2}), out)
     assert split_k.pf_pass(args, [SPLIT_K_SHAPE], DEV, Target.cpu(), torch.float16) == 0
     e = json.loads(out.read_text())["entries"]["atomic"][skc.key(*SPLIT_K_SHAPE)]
     assert e["config"].get("PF_ROWS", 16) == taken
@@ -948,12 +951,10 @@ def test_the_pf_pass_keeps_the_fastest_where_it_is_over_1pct_faster(tmp_path, mo
 
 
 def test_the_pf_pass_refuses_shapes_not_in_its_table_and_writes_nothing_with_nothing_to_time(tmp_path, capsys):
-    from types import SimpleNamespace
-
     from qgemm_bench.tuning import split_k
 
     out = tmp_path / "t.json"
-    args = SimpleNamespace(base=pf_table({**SK[0], "PDL": 3}), out=out, limit_s=600.0, warmup_ms=0.0, rep_ms=1.0)
+    args = pf_args(pf_table({**SK[0], "PDL": 3}), out)
     assert split_k.pf_pass(args, [Shape(8, 512, 16)], DEV, Target.cpu(), torch.float16) == 2
     assert "--shapes 8x512x16: not in the table" in capsys.readouterr().err and not out.exists()
     args.base = pf_table(SK[0])  # no PDL: nothing to time
@@ -992,8 +993,6 @@ def test_tune_mode_times_the_best_configs_prefetch_twins(monkeypatch):
 def test_the_pf_pass_stops_with_exit_1_when_cuda_is_unusable(tmp_path, monkeypatch, capsys):
     """A Fatal from a check (the CUDA context lost) stops the pass, exit 1,
     the table written as it stood; it is not taken for one twin's failure."""
-    from types import SimpleNamespace
-
     from qgemm_bench.tuning import split_k
 
     def measure(self, mode, c):
@@ -1001,7 +1000,7 @@ def test_the_pf_pass_stops_with_exit_1_when_cuda_is_unusable(tmp_path, monkeypat
 
     monkeypatch.setattr(split_k.ShapeTuner, "measure", measure)
     out = tmp_path / "t.json"
-    args = SimpleNamespace(base=pf_table({**SK[0], "PDL": 2}), out=out, limit_s=600.0, warmup_ms=0.0, rep_ms=1.0)
+    args = pf_args(pf_table({**SK[0], "PDL": 2}), out)
     assert split_k.pf_pass(args, [], DEV, Target.cpu(), torch.float16) == 1
     assert "stopped: CUDA unusable after a config: made up" in capsys.readouterr().out
     assert json.loads(out.read_text())["entries"]["atomic"]  # written, the entry as it was

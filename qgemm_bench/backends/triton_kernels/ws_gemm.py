@@ -123,8 +123,8 @@ MAX_ACC_BLOCK_M = 64
 # --ws; the 16-row ones are fused_gemm.WS_POOL[16]).
 BLOCK_MS = (16, 32, 64, 128, 256)
 MAX_SPLITS, MAX_SKEW = 4, 64  # more splits than 2 lost everywhere measured (docs/ws_gemm.md)
-# SKEW with more stages than this hung some tiles on the H100 (cause not found;
-# docs/ws_gemm.md): `check` refuses it (no table entry or WS_POOL tiles have more).
+# SKEW with more stages than this hung some tiles on the H100; likely the store over
+# `done` that 8c8229e removed (docs/ws_gemm.md), not re-run since: `check` refuses it.
 MAX_SKEW_STAGES = 6
 # Registers per thread: the kernel starts at MAXNREG over its 12 warps, the
 # producer gives back to PRODUCER_REGS and the second consumer takes

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Session 63 (2026-12-02): what ran, in order, each `bash .gpu/s63<x>.sh` sourcing gpu_common.sh beside this file,
 # on one nvidia-h200, carrying .gpu/commit, the script and wheels of ../shared/scripts/fetch_gpu_wheels.sh (A, B:
-# every one but transformers', fbgemm's too: gpu_prep.sh --fbgemm; C, D, E: helion's and filecheck's), and in C and
+# every one but transformers', fbgemm's too: gpu_prep.sh --fbgemm; C, D: helion's and filecheck's), and in C and
 # D .gpu/ws_hang_probe.py (ws_hang/ws_hang_probe.py before its first call went through the wait) and D the three
-# variants (ws_hang/ws_<v>.diff applied to 34c9f70's ws_gemm.py as .gpu/ws_<v>.py). A-D at 34c9f70; E at the fix.
-# Device time: A about 340 s with the machine's start, B 275, C 335 (a fresh start), D 315 (a fresh start).
+# variants (ws_hang/ws_<v>.diff applied to 34c9f70's ws_gemm.py as .gpu/ws_<v>.py). A-D at 34c9f70; E (the fix's
+# GPU tests and A/B) did not run: session 64's first call.
+# Device time: A about 340 s with the machine's start, B 275, C 335 (a fresh start), D 315 (a fresh start); two
+# calls for E found no machine (about 210 s of the budget went), and then too little was left to start one.
 # Results: ws_hang/ (A, C, D), helion_ab/nows_nvfp4_gemm_m64_4096x6144_s63.txt (A),
 # ws_ab/stamps_int4_m256_4096x4096_s63.txt (A), int4_gemm_decode/ and nvfp4_gemm_decode/ (B).
 

@@ -37,15 +37,16 @@ def main():
     p.add_argument("--wait", type=float, default=8.0)
     p.add_argument("--module", default=None, help="a copy of ws_gemm.py to run instead")
     a = p.parse_args()
+    if not torch.cuda.is_available():
+        print("error: ws_hang_probe.py needs a CUDA device (an sm_90 GPU)", file=sys.stderr)
+        return 2
     from qgemm_bench import operators
     from qgemm_bench.backends.triton_kernels import ws_gemm
     from qgemm_bench.backends.triton_kernels.fused_gemm import FusedGemm, ws_tiles
     if a.module:
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("ws_gemm_variant", a.module)
-        ws_gemm = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(ws_gemm)
-    WS[0] = ws_gemm
+        from scripts.ws_ab import load_variant
+
+        ws_gemm = load_variant("variant", Path(a.module))
     from qgemm_bench.backends.triton_ops import weight_args
     from qgemm_bench.target import of
     from qgemm_bench.types import Case, Shape
@@ -80,7 +81,7 @@ def main():
     while not first.query():
         if time.time() - t0 > a.wait:
             print(f"HUNG: the first call not finished after {a.wait} s", flush=True)
-            report(a, side, count, host_c, None, host_s, splits, per, blocks, programs)
+            report(ws_gemm, side, count, host_c, None, host_s, splits, programs)
             os._exit(3)
         time.sleep(0.01)
     err = ((y.float() - ref.float()).norm() / ref.float().norm()).item()
@@ -103,7 +104,7 @@ def main():
                 if time.time() - t0 > a.wait:
                     hung = done.index(False)
                     print(f"HUNG: launch {hung} of {len(todo)} not finished after {time.time() - t0:.1f} s", flush=True)
-                    report(a, side, count, host_c, sts[hung], host_s, splits, per, blocks, programs)
+                    report(ws_gemm, side, count, host_c, sts[hung], host_s, splits, programs)
                     os._exit(3)
                 time.sleep(0.01)
             t0 = time.time()
@@ -111,11 +112,7 @@ def main():
     return 0
 
 
-WS = [None]
-
-
-def report(a, side, count, host_c, st, host_s, splits, per, blocks, programs):
-    ws_gemm = WS[0]
+def report(ws_gemm, side, count, host_c, st, host_s, splits, programs):
     with torch.cuda.stream(side):
         host_c.copy_(count, non_blocking=True)
         if st is not None:
